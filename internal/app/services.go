@@ -1,0 +1,198 @@
+// Package app wires tribunal's services onto a NATS connection: provisioning, one
+// Watermill router per service, health endpoints. The CLI's serve, run and bench modes
+// all start services through it, so the all-in-one mode runs exactly the code the
+// distributed mode runs.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/services/aggregator"
+	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
+	"github.com/tribunal-dev/tribunal/services/gater"
+	"github.com/tribunal-dev/tribunal/services/renderer"
+)
+
+// Options configure the services of one process.
+type Options struct {
+	// Services to run; nil means all four, an empty slice none (a client).
+	Services []string
+	Bus      bus.Config
+	// Concurrency bounds in-flight messages per service in this process.
+	Concurrency int
+	Store       blob.Store
+	// Provider is required when the judge runs.
+	Provider judge.Provider
+	Params   judge.Params
+	// Instance names this process in verdicts and logs.
+	Instance string
+	Fetch    ingest.FetchOptions
+	// CloseTimeout bounds how long shutdown waits for in-flight handlers.
+	CloseTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Running is a set of started services.
+type Running struct {
+	JS       jetstream.JetStream
+	Buckets  bus.Buckets
+	Pub      *bus.Publisher
+	routers  map[string]*message.Router
+	subs     []*bus.Subscriber
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	nc       *nats.Conn
+	services []string
+}
+
+// Start provisions the bus and runs the requested services until Close.
+func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Services == nil {
+		o.Services = bus.Services
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 64
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer pcancel()
+	if err := bus.Provision(pctx, js, o.Bus); err != nil {
+		return nil, err
+	}
+	buckets, err := bus.OpenBuckets(pctx, js)
+	if err != nil {
+		return nil, err
+	}
+	cfg := o.Bus
+	if cfg.Stream == "" {
+		cfg.Stream = "TRIBUNAL"
+	}
+	r := &Running{JS: js, Buckets: buckets, Pub: bus.NewPublisher(js), routers: map[string]*message.Router{}, nc: nc, services: o.Services}
+	runCtx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	for _, svc := range o.Services {
+		var h bus.Handler
+		switch svc {
+		case bus.Renderer:
+			h = renderer.New(o.Store, o.Fetch, o.Logger).Handle
+		case bus.Gater:
+			h = gater.New(o.Store, o.Logger).Handle
+		case bus.Judge:
+			if o.Provider == nil {
+				cancel()
+				return nil, errors.New("judge service needs a provider")
+			}
+			h = judgesvc.New(o.Store, judgesvc.Config{Provider: o.Provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Logger: o.Logger}).Handle
+		case bus.Aggregator:
+			h = aggregator.New(buckets, o.Store, o.Logger).Handle
+		default:
+			cancel()
+			return nil, fmt.Errorf("unknown service %q (want renderer, gater, judge or aggregator)", svc)
+		}
+		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: o.Concurrency, AckWait: cfg.AckWait, Logger: o.Logger})
+		router, err := bus.NewRouter(bus.RouterConfig{Service: svc, MaxDeliver: cfg.MaxDeliver, CloseTimeout: o.CloseTimeout, Logger: o.Logger}, sub, r.Pub, h)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		r.routers[svc] = router
+		r.subs = append(r.subs, sub)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if err := router.Run(runCtx); err != nil {
+				o.Logger.Error("router stopped", "service", svc, "err", err)
+			}
+		}()
+	}
+	for svc, router := range r.routers {
+		select {
+		case <-router.Running():
+		case <-time.After(30 * time.Second):
+			r.Close()
+			return nil, fmt.Errorf("service %s did not start", svc)
+		}
+	}
+	return r, nil
+}
+
+// Ready reports whether the connection is up and every router runs.
+func (r *Running) Ready() error {
+	if !r.nc.IsConnected() {
+		return fmt.Errorf("nats: %s", r.nc.Status())
+	}
+	for svc, router := range r.routers {
+		if !router.IsRunning() {
+			return fmt.Errorf("service %s: not running", svc)
+		}
+	}
+	return nil
+}
+
+// Close stops every router: no new messages are taken, in-flight handlers finish (up to
+// the close timeout) and messages pulled but not started go back to the server.
+func (r *Running) Close() {
+	var wg sync.WaitGroup
+	for _, router := range r.routers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = router.Close()
+		}()
+	}
+	wg.Wait()
+	r.cancel()
+	r.wg.Wait()
+}
+
+// ServeHealth serves /healthz (the process is alive) and /readyz (connected and every
+// service running) on addr until ctx ends. It returns the bound address.
+func ServeHealth(ctx context.Context, addr string, ready func() error, log *slog.Logger) (string, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("health endpoint %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("health endpoint stopped", "err", err)
+		}
+	}()
+	return ln.Addr().String(), nil
+}

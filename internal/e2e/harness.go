@@ -1,0 +1,141 @@
+// Package e2e holds end-to-end tests of the whole flow on a real NATS server and real
+// blob storage, and the helpers they share.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+)
+
+// Env is a running tribunal for one test: a NATS server, a blob store and whatever
+// service instances the test starts.
+type Env struct {
+	T     *testing.T
+	NATS  *natstest.Server
+	Store blob.Store
+	Bus   bus.Config
+}
+
+// NewEnv starts a NATS server and a file blob store.
+func NewEnv(t *testing.T) *Env {
+	t.Helper()
+	s := natstest.Start(t)
+	st, err := fileblob.New(t.TempDir(), fileblob.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Env{T: t, NATS: s, Store: st, Bus: bus.Config{AckWait: 5 * time.Second, MaxDeliver: 5}}
+}
+
+// Conn opens a client connection closed at cleanup.
+func (e *Env) Conn() *nats.Conn {
+	nc, err := nats.Connect(e.NATS.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(nc.Close)
+	return nc
+}
+
+// Start runs services on their own connection, stopped at cleanup (or earlier by Close).
+func (e *Env) Start(provider judge.Provider, instance string, services ...string) *app.Running {
+	e.T.Helper()
+	r, err := app.Start(context.Background(), e.Conn(), app.Options{
+		Services: services, Bus: e.Bus, Concurrency: 16, Store: e.Store, Provider: provider,
+		Instance: instance, CloseTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(r.Close)
+	return r
+}
+
+// WriteBatch writes files (path -> content) into a fresh folder and loads batch.yaml.
+func WriteBatch(t *testing.T, files map[string]string) *batch.Batch {
+	t.Helper()
+	dir := t.TempDir()
+	for p, c := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := batch.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TextBatch builds a batch of n `ab` ACs over small distinct text files.
+func TextBatch(n int, extra string) map[string]string {
+	files := map[string]string{}
+	var sb strings.Builder
+	sb.WriteString("version: 1\nname: e2e\n" + extra + "acs:\n")
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("AC-%d", i+1)
+		files[fmt.Sprintf("ours/%d.md", i)] = fmt.Sprintf("# Release notes %d\nOur build, item %d.\n", i, i)
+		files[fmt.Sprintf("ref/%d.md", i)] = fmt.Sprintf("# Release notes %d\nThe target, item %d.\n", i, i)
+		fmt.Fprintf(&sb, "  - id: %s\n    criterion: release notes are clear\n    ours: ours/%d.md\n    reference: ref/%d.md\n", id, i, i)
+	}
+	files["batch.yaml"] = sb.String()
+	return files
+}
+
+// Submit submits b under tenant and waits for its completion.
+func (e *Env) Submit(b *batch.Batch, tenant string) client.Submission {
+	e.T.Helper()
+	r := e.clientRunning()
+	s := &client.Submitter{Pub: r.Pub, Store: e.Store}
+	sub, err := s.Submit(context.Background(), b, tenant, client.NewBatchID(b))
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return sub
+}
+
+// Wait waits for a batch's completion and loads its results.
+func (e *Env) Wait(sub client.Submission, timeout time.Duration) *client.Results {
+	e.T.Helper()
+	r := e.clientRunning()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := client.Watch(ctx, r.Buckets, sub.Tenant, sub.BatchID, 50*time.Millisecond, func(client.Progress) {}); err != nil {
+		e.T.Fatalf("batch %s did not complete: %v", sub.BatchID, err)
+	}
+	res, err := client.Load(context.Background(), r.Buckets, e.Store, sub.Tenant, sub.BatchID)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return res
+}
+
+// clientRunning returns a bus handle with no services, for submitting and reading.
+func (e *Env) clientRunning() *app.Running {
+	e.T.Helper()
+	r, err := app.Start(context.Background(), e.Conn(), app.Options{Services: []string{}, Bus: e.Bus, Store: e.Store})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return r
+}

@@ -1,0 +1,152 @@
+// Package aggregate holds the aggregator's derivations as plain functions: from the
+// recorded events of a job to its decision, never trusting what a judge claimed beyond
+// its raw answer. The aggregator service stores and publishes what these return; an
+// auditor replaying the stream calls the same functions and must get the same answers.
+package aggregate
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// ABDecision is what the aggregator derives for one `ab` job iteration.
+type ABDecision struct {
+	// Blocked is set when a judge could not answer (provider unavailable): the job is
+	// blocked with this reason, never passed.
+	Blocked    string
+	Comparison ab.Comparison
+	Decided    *events.IterationDecided
+}
+
+// Pair returns the ours/reference names the submitter gave, for the manifest.
+func Pair(spec events.JobSpec) ab.Pair {
+	if spec.AB == nil {
+		return ab.Pair{}
+	}
+	return ab.Pair{Ours: spec.AB.Ours.Name, Reference: spec.AB.Reference.Name}
+}
+
+// DeriveAB un-shuffles and combines the votes of one job iteration. Single order: the
+// vote's raw winner under the seed's assignment. Swap: both orders combined (consistent
+// pairs keep their winner, inconsistent ones tie). Several models: each model's result is
+// one panel vote and the majority wins.
+func DeriveAB(spec events.JobSpec, iteration int, votes []events.Vote) ABDecision {
+	assign := ab.Assign(spec.ACID, iteration)
+	pair := Pair(spec)
+	threshold := spec.AB.Threshold
+	var judges []string
+	seen := map[string]bool{}
+	for _, v := range votes {
+		name := v.Judge.Provider + "/" + v.Judge.Model
+		if !seen[name] {
+			seen[name] = true
+			judges = append(judges, name)
+		}
+	}
+	decided := &events.IterationDecided{Kind: events.KindAB, ACID: spec.ACID, Final: true, Judges: judges}
+	for _, v := range votes {
+		if v.Status == "unavailable" {
+			return ABDecision{Blocked: fmt.Sprintf("judge unavailable (%s/%s): %s", v.Judge.Provider, v.Judge.Model, v.Error),
+				Comparison: ab.Blocked(spec.ACID, pair, assign, "judge unavailable: "+v.Error)}
+		}
+	}
+	for _, v := range votes {
+		if v.Status != "ok" {
+			c := ab.SchemaViolation(spec.ACID, pair, assign, fmt.Errorf("%s (%s/%s)", v.Error, v.Judge.Provider, v.Judge.Model))
+			c.Tribunal = &ab.ComparisonExtras{Judge: judgeInfo(v), Answer: v.Raw}
+			decided.Status = string(ab.StatusSchemaViolation)
+			decided.AB = &events.ABResult{LabelAssignment: assign.String()}
+			return ABDecision{Comparison: c, Decided: decided}
+		}
+	}
+
+	// Group by model, keeping order of first appearance.
+	type modelVotes struct {
+		name   string
+		ab, ba *events.Vote
+	}
+	var groups []*modelVotes
+	byName := map[string]*modelVotes{}
+	for i := range votes {
+		v := &votes[i]
+		name := v.Judge.Provider + "/" + v.Judge.Model
+		g := byName[name]
+		if g == nil {
+			g = &modelVotes{name: name}
+			byName[name] = g
+			groups = append(groups, g)
+		}
+		if v.Order == "BA" {
+			g.ba = v
+		} else {
+			g.ab = v
+		}
+	}
+	extras := &ab.ComparisonExtras{}
+	var panelVotes []ab.Vote
+	var gap string
+	var consistent *bool
+	for _, g := range groups {
+		if g.ab == nil {
+			// A BA vote alone is judged under the swapped assignment.
+			w := ab.Unshuffle(g.ba.RawWinner, assign.Swapped())
+			panelVotes = append(panelVotes, ab.Vote{Judge: g.name, Winner: w, Confidence: g.ba.Confidence})
+			gap = firstNonEmpty(gap, g.ba.BiggestGap)
+			continue
+		}
+		first := raw(*g.ab)
+		if g.ba == nil {
+			panelVotes = append(panelVotes, ab.Vote{Judge: g.name, Winner: ab.Unshuffle(first.RawWinner, assign), Confidence: first.Confidence})
+			gap = firstNonEmpty(gap, first.BiggestGap)
+			continue
+		}
+		second := raw(*g.ba)
+		w, c, ok := ab.CombineSwap(first, second, assign)
+		consistent = &ok
+		extras.Swap = &ab.SwapRecord{First: first, FirstAssignment: assign, Second: second, SecondAssignment: assign.Swapped(), Consistent: ok}
+		panelVotes = append(panelVotes, ab.Vote{Judge: g.name, Winner: w, Confidence: c})
+		gap = firstNonEmpty(gap, first.BiggestGap)
+	}
+	winner, confidence := panelVotes[0].Winner, panelVotes[0].Confidence
+	agreement := ""
+	if len(panelVotes) > 1 {
+		p := ab.Panel(panelVotes)
+		winner, confidence, agreement = p.Winner, p.Confidence, p.Agreement
+		extras.Panel = &p
+		extras.Swap = nil // per-model swap evidence lives in the votes of the verdict event
+	}
+	extras.Judge = judgeInfo(votes[0])
+	if len(groups) > 1 {
+		extras.Judge = &ab.JudgeInfo{Provider: "panel", Model: strings.Join(judges, ","), PromptVersion: votes[0].Judge.PromptHash}
+	}
+	c := ab.Compared(spec.ACID, pair, assign, ab.RawVerdict{RawWinner: assign.Label(winner), Confidence: confidence, BiggestGap: gap})
+	c.Tribunal = extras
+	suggest, tag, impact := ab.Route(winner, confidence, threshold)
+	decided.Status = string(ab.StatusCompared)
+	decided.AB = &events.ABResult{
+		LabelAssignment: assign.String(), RawWinner: c.RawWinner, Winner: string(winner), Confidence: confidence,
+		BiggestGap: gap, Suggest: suggest, Agreement: agreement, Consistent: consistent,
+	}
+	if suggest {
+		decided.AB.Tag, decided.AB.Impact = string(tag), string(impact)
+	}
+	return ABDecision{Comparison: c, Decided: decided}
+}
+
+func raw(v events.Vote) ab.RawVerdict {
+	return ab.RawVerdict{RawWinner: v.RawWinner, Confidence: v.Confidence, BiggestGap: v.BiggestGap}
+}
+
+func judgeInfo(v events.Vote) *ab.JudgeInfo {
+	return &ab.JudgeInfo{Provider: v.Judge.Provider, Model: v.Judge.Model, PromptVersion: v.Judge.PromptHash}
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,284 @@
+// Package batch reads batch files: YAML documents (a file, or a folder holding
+// batch.yaml) listing the acceptance criteria to judge. The file is checked against the
+// JSON Schema in schemas/batch.schema.json; every error names the file, the line and the
+// field. An error inside one AC entry costs only that AC: the rest of the batch goes on.
+package batch
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/tribunal-dev/tribunal/schemas"
+)
+
+// DefaultFile is the file looked for when a folder is given.
+const DefaultFile = "batch.yaml"
+
+// MaxACs bounds one batch; larger work is split into several batches.
+const MaxACs = 1_000_000
+
+// File is a batch file as written.
+type File struct {
+	Version   int      `yaml:"version"`
+	Name      string   `yaml:"name"`
+	Tenant    string   `yaml:"tenant"`
+	Kind      string   `yaml:"kind"`
+	Threshold *float64 `yaml:"threshold"`
+	Iteration int      `yaml:"iteration"`
+	Positions string   `yaml:"positions"`
+	Judges    []string `yaml:"judges"`
+	Verify    string   `yaml:"verify"`
+	ACs       []AC     `yaml:"acs"`
+}
+
+// AC is one acceptance criterion entry.
+type AC struct {
+	ID        string   `yaml:"id"`
+	Kind      string   `yaml:"kind"`
+	Criterion string   `yaml:"criterion"`
+	Ours      string   `yaml:"ours"`
+	Reference string   `yaml:"reference"`
+	Iteration *int     `yaml:"iteration"`
+	Positions string   `yaml:"positions"`
+	Judges    []string `yaml:"judges"`
+	// Line is where the entry starts in the file.
+	Line int `yaml:"-"`
+	// Problem, when set, is why this entry cannot be judged (a field error naming the
+	// file, line and field). The AC is still reported, as blocked.
+	Problem string `yaml:"-"`
+}
+
+// Batch is a loaded batch file.
+type Batch struct {
+	File
+	// Path is the batch file; Dir is the folder its relative paths resolve against.
+	Path, Dir string
+	// Rejected lists entries that could not even be named (no usable id, duplicate id):
+	// they are reported and skipped.
+	Rejected []*Error
+}
+
+// Error is a problem at a place in a batch file.
+type Error struct {
+	File  string
+	Line  int
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc += ":" + strconv.Itoa(e.Line)
+	}
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", loc, e.Msg)
+}
+
+// Errors is every file-level problem of a batch that cannot be loaded.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "\n")
+}
+
+var batchSchema = func() *jsonschema.Schema {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemas.Batch))
+	if err != nil {
+		panic(fmt.Sprintf("embedded batch schema: %v", err))
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("batch.schema.json", doc); err != nil {
+		panic(err)
+	}
+	s, err := c.Compile("batch.schema.json")
+	if err != nil {
+		panic(fmt.Sprintf("embedded batch schema: %v", err))
+	}
+	return s
+}()
+
+// Load reads a batch from a file or a folder holding batch.yaml.
+func Load(path string) (*Batch, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, DefaultFile)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read batch: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse reads a batch from data; path names it in errors and anchors relative paths.
+func Parse(path string, data []byte) (*Batch, error) {
+	fileErr := func(line int, field, msg string) error {
+		return Errors{{File: path, Line: line, Field: field, Msg: msg}}
+	}
+	astFile, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, fileErr(yamlLine(err), "", "not valid YAML: "+firstLine(err.Error()))
+	}
+	jsonData, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fileErr(yamlLine(err), "", "not valid YAML: "+firstLine(err.Error()))
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(jsonData))
+	if err != nil {
+		return nil, fileErr(0, "", "not a YAML mapping: "+err.Error())
+	}
+	acProblems := map[int][]string{}
+	var fileErrs Errors
+	if verr := batchSchema.Validate(inst); verr != nil {
+		ve, ok := verr.(*jsonschema.ValidationError)
+		if !ok {
+			return nil, fileErr(0, "", verr.Error())
+		}
+		for _, leaf := range leaves(ve) {
+			field := fieldPath(leaf.InstanceLocation)
+			msg := leaf.ErrorKind.LocalizedString(nil)
+			if len(leaf.InstanceLocation) >= 2 && leaf.InstanceLocation[0] == "acs" {
+				if i, err := strconv.Atoi(leaf.InstanceLocation[1]); err == nil {
+					acProblems[i] = append(acProblems[i], fmt.Sprintf("%s:%d: %s: %s", path, lineOf(astFile, field), field, msg))
+					continue
+				}
+			}
+			fileErrs = append(fileErrs, &Error{File: path, Line: lineOf(astFile, field), Field: field, Msg: msg})
+		}
+	}
+	if len(fileErrs) > 0 {
+		return nil, fileErrs
+	}
+	var f File
+	// Entries that failed the schema are decoded leniently below, so decode into raw
+	// nodes first: one bad field must not stop the other entries from loading.
+	var raw struct {
+		File `yaml:",inline"`
+		ACs  []map[string]any `yaml:"acs"`
+	}
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil, fileErr(yamlLine(err), "", firstLine(err.Error()))
+	}
+	f = raw.File
+	if len(raw.ACs) > MaxACs {
+		return nil, fileErr(lineOf(astFile, "acs"), "acs", fmt.Sprintf("%d entries; at most %d per batch", len(raw.ACs), MaxACs))
+	}
+	b := &Batch{Path: path, Dir: filepath.Dir(path)}
+	seen := map[string]int{}
+	for i, m := range raw.ACs {
+		field := fmt.Sprintf("acs[%d]", i)
+		line := lineOf(astFile, field)
+		var ac AC
+		if probs := acProblems[i]; len(probs) > 0 {
+			// Keep what can be read (the id above all) and record the problem.
+			ac.ID, _ = m["id"].(string)
+			ac.Problem = strings.Join(probs, "; ")
+		} else {
+			one, _ := yaml.Marshal(m)
+			if err := yaml.Unmarshal(one, &ac); err != nil {
+				ac.ID, _ = m["id"].(string)
+				ac.Problem = fmt.Sprintf("%s:%d: %s: %s", path, line, field, firstLine(err.Error()))
+			}
+		}
+		ac.Line = line
+		if ac.ID == "" || validID(ac.ID) != nil {
+			b.Rejected = append(b.Rejected, &Error{File: path, Line: line, Field: field + ".id", Msg: "missing or invalid id; entry skipped: " + ac.Problem})
+			continue
+		}
+		if first, dup := seen[ac.ID]; dup {
+			b.Rejected = append(b.Rejected, &Error{File: path, Line: line, Field: field + ".id", Msg: fmt.Sprintf("duplicate id %q (first at line %d); entry skipped", ac.ID, first)})
+			continue
+		}
+		seen[ac.ID] = line
+		f.ACs = append(f.ACs, ac)
+	}
+	b.File = f
+	if len(b.ACs) == 0 {
+		return nil, append(Errors{{File: path, Field: "acs", Msg: "no usable AC entries"}}, b.Rejected...)
+	}
+	return b, nil
+}
+
+// leaves flattens a validation error tree to the errors that say something concrete.
+func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	if len(e.Causes) == 0 {
+		return []*jsonschema.ValidationError{e}
+	}
+	var out []*jsonschema.ValidationError
+	for _, c := range e.Causes {
+		out = append(out, leaves(c)...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return strings.Join(out[i].InstanceLocation, "/") < strings.Join(out[j].InstanceLocation, "/") })
+	return out
+}
+
+// fieldPath turns a JSON pointer's tokens into "acs[2].threshold".
+func fieldPath(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		if _, err := strconv.Atoi(t); err == nil {
+			b.WriteString("[" + t + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(t)
+	}
+	if b.Len() == 0 {
+		return "(document)"
+	}
+	return b.String()
+}
+
+// lineOf finds the line of a field in the parsed YAML, or the nearest parent's.
+func lineOf(f *ast.File, field string) int {
+	for field != "" && field != "(document)" {
+		if p, err := yaml.PathString("$." + field); err == nil {
+			if n, err := p.FilterFile(f); err == nil && n != nil && n.GetToken() != nil {
+				return n.GetToken().Position.Line
+			}
+		}
+		i := strings.LastIndexAny(field, ".[")
+		if i <= 0 {
+			break
+		}
+		field = field[:i]
+	}
+	return 0
+}
+
+func yamlLine(err error) int {
+	msg := err.Error()
+	if i := strings.Index(msg, "["); i == 0 {
+		if j := strings.Index(msg, ":"); j > 1 {
+			if n, err := strconv.Atoi(msg[1:j]); err == nil {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,79 @@
+package batch
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/ab"
+)
+
+var idRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+
+func validID(id string) error {
+	if !idRe.MatchString(id) {
+		return fmt.Errorf("id %q: want 1-128 of [A-Za-z0-9_-]", id)
+	}
+	return nil
+}
+
+// IsURL reports whether an artifact is remote.
+func IsURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// VerifyMap loads the batch's verify map, if it names one.
+func (b *Batch) VerifyMap() (map[string]ab.Pair, error) {
+	if b.Verify == "" {
+		return nil, nil
+	}
+	p := b.Verify
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(b.Dir, p)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: verify: %w", b.Path, err)
+	}
+	m, err := ab.ParseVerifyMap(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: verify %s: %w", b.Path, b.Verify, err)
+	}
+	return m, nil
+}
+
+// LocalPath resolves an artifact path against the batch folder. Paths that leave the
+// folder are refused unless allowOutside, so a batch cannot read arbitrary files of the
+// machine that submits it.
+func (b *Batch) LocalPath(p string, allowOutside bool) (string, error) {
+	abs := p
+	if !filepath.IsAbs(p) {
+		abs = filepath.Join(b.Dir, p)
+	}
+	abs = filepath.Clean(abs)
+	if allowOutside {
+		return abs, nil
+	}
+	dir, err := filepath.Abs(b.Dir)
+	if err != nil {
+		return "", err
+	}
+	full, err := filepath.Abs(abs)
+	if err != nil {
+		return "", err
+	}
+	if resolved, err := filepath.EvalSymlinks(full); err == nil {
+		full = resolved
+	}
+	if resolvedDir, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = resolvedDir
+	}
+	if rel, err := filepath.Rel(dir, full); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("path %q is outside the batch folder (allow it with --allow-outside)", p)
+	}
+	return full, nil
+}

@@ -1,0 +1,398 @@
+// Package fileblob is the "file" blob driver: objects are files in a directory, laid
+// out as "<root>/<tenant>/sha256/<hex>" with the media type in "<hex>.meta" beside
+// each. It is the all-in-one default and needs nothing but a local disk.
+//
+// Durability: every file is written under a temporary name in its final directory,
+// fsynced, renamed into place and the directory fsynced, and the metadata file is put
+// in place before the data file. The data file is what makes an object exist, so a
+// crash at any point leaves either no object or a complete one with its metadata;
+// the worst leftovers are ".tmp-*" files and an orphan ".meta", which are ignored and
+// overwritten by the next Put of the same content.
+//
+// Import it for its side effect to make "file" URLs and bare paths work with
+// blob.OpenURL:
+//
+//	import _ "github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+package fileblob
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+)
+
+// Scheme is the URL scheme this driver registers.
+const Scheme = "file"
+
+func init() { blob.Register(Scheme, openURL) }
+
+const (
+	dirPerm  = 0o750
+	filePerm = 0o640
+	metaExt  = ".meta"
+	tmpGlob  = ".tmp-*"
+)
+
+// Options configure a Store.
+type Options struct {
+	// MaxSize caps each object in bytes; blob.DefaultMaxSize when zero or negative.
+	MaxSize int64
+	// MustExist makes New fail when the directory is missing instead of creating it:
+	// for a mounted volume, a missing directory means the mount failed, and writing
+	// to the underlying disk would lose the artifacts at the next mount.
+	MustExist bool
+}
+
+// Store keeps objects in a directory. It is safe for concurrent use, also by several
+// processes sharing the directory, because every change is an atomic rename.
+type Store struct {
+	root    string
+	maxSize int64
+	closed  atomic.Bool
+	// locks serialise the publish step (exists check, meta and data renames) of Puts
+	// of the same key within this process, so concurrent Puts of one content with
+	// different media types cannot leave the meta of one and report the other.
+	locks [64]sync.Mutex
+}
+
+var _ blob.Store = (*Store)(nil)
+
+// New opens (and unless opts.MustExist, creates) a store rooted at dir.
+func New(dir string, opts Options) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("fileblob: empty directory")
+	}
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("fileblob: directory %q: %w", dir, err)
+	}
+	if !opts.MustExist {
+		if err := os.MkdirAll(root, dirPerm); err != nil {
+			return nil, fmt.Errorf("fileblob: create directory: %w", err)
+		}
+	}
+	st, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("fileblob: directory: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("fileblob: %s is not a directory", root)
+	}
+	maxSize := opts.MaxSize
+	if maxSize <= 0 {
+		maxSize = blob.DefaultMaxSize
+	}
+	return &Store{root: root, maxSize: maxSize}, nil
+}
+
+// openURL serves blob.OpenURL for "file" URLs: "file:///abs/dir", "file://rel/dir",
+// "file:rel/dir", or a bare path, with optional ?create=false&max_size=N.
+func openURL(_ context.Context, u *url.URL) (blob.Store, error) {
+	dir := u.Path
+	switch {
+	case u.Opaque != "":
+		dir = u.Opaque
+	case u.Host != "":
+		dir = u.Host + u.Path
+	}
+	if dir == "" {
+		return nil, errors.New("fileblob: URL has no directory path")
+	}
+	var opts Options
+	for k, vs := range u.Query() {
+		v := vs[len(vs)-1]
+		switch k {
+		case "create":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("fileblob: query parameter create: invalid boolean %q", v)
+			}
+			opts.MustExist = !b
+		case "max_size":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("fileblob: query parameter max_size: want a positive byte count, got %q", v)
+			}
+			opts.MaxSize = n
+		default:
+			return nil, fmt.Errorf("fileblob: unknown query parameter %q (known: create, max_size)", k)
+		}
+	}
+	return New(dir, opts)
+}
+
+// Dir returns the absolute root directory, for operators and backup tooling.
+func (s *Store) Dir() string { return s.root }
+
+// MaxSize returns the per-object size limit in bytes.
+func (s *Store) MaxSize() int64 { return s.maxSize }
+
+func (s *Store) objDir(tenant string) string { return filepath.Join(s.root, tenant, "sha256") }
+
+func (s *Store) dataPath(ref blob.Ref) string { return filepath.Join(s.objDir(ref.Tenant), ref.SHA256) }
+
+// meta is the content of "<hex>.meta". It repeats the digest so a metadata file copied
+// next to the wrong object is detected instead of believed.
+type meta struct {
+	SHA256    string `json:"sha256"`
+	Size      int64  `json:"size"`
+	MediaType string `json:"media_type"`
+}
+
+func (s *Store) check(ctx context.Context) error {
+	if s.closed.Load() {
+		return errors.New("fileblob: store is closed")
+	}
+	return ctx.Err()
+}
+
+// Put implements blob.Store.
+func (s *Store) Put(ctx context.Context, tenant string, r io.Reader, opts blob.PutOptions) (blob.Attrs, error) {
+	if err := s.check(ctx); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put: %w", err)
+	}
+	mediaType, expected, err := blob.NormalizePut(tenant, opts)
+	if err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put: %w", err)
+	}
+	dir := s.objDir(tenant)
+	if err := s.ensureDir(tenant); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", tenant, err)
+	}
+	tmp, err := os.CreateTemp(dir, tmpGlob)
+	if err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", tenant, err)
+	}
+	published := false
+	defer func() {
+		if !published {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	n, sum, err := blob.DigestCopy(ctx, tmp, r, s.maxSize)
+	if err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", tenant, err)
+	}
+	if err := blob.CheckExpected(tenant, expected, sum); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put: %w", err)
+	}
+	ref := blob.Ref{Tenant: tenant, SHA256: sum}
+	attrs := blob.Attrs{Ref: ref, Size: n, MediaType: mediaType}
+
+	mu := s.lock(ref)
+	mu.Lock()
+	defer mu.Unlock()
+
+	if st, err := os.Stat(s.dataPath(ref)); err == nil {
+		if st.Size() == n {
+			// Same bytes already stored: keep the first writer's media type so that
+			// every caller sees the same Attrs for the same ref.
+			return s.attrs(ref, st.Size()), nil
+		}
+		// A stored object of the wrong length is damaged; replacing it with bytes
+		// that are known to hash correctly repairs it.
+		slog.Warn("fileblob: replacing damaged object", "ref", ref.String(), "stored_size", st.Size(), "size", n)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", ref, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", ref, err)
+	}
+
+	if err := tmp.Chmod(filePerm); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", ref, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: sync: %w", ref, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", ref, err)
+	}
+	m, _ := json.Marshal(meta{SHA256: sum, Size: n, MediaType: mediaType})
+	if err := writeFileAtomic(dir, s.dataPath(ref)+metaExt, m); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: meta: %w", ref, err)
+	}
+	if err := os.Rename(tmp.Name(), s.dataPath(ref)); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", ref, err)
+	}
+	published = true
+	if err := syncDir(dir); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", ref, err)
+	}
+	return attrs, nil
+}
+
+// Open implements blob.Store.
+func (s *Store) Open(ctx context.Context, ref blob.Ref) (io.ReadCloser, blob.Attrs, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, blob.Attrs{}, fmt.Errorf("fileblob: open %s: %w", ref, err)
+	}
+	if err := ref.Validate(); err != nil {
+		return nil, blob.Attrs{}, fmt.Errorf("fileblob: open: %w", err)
+	}
+	f, err := os.Open(s.dataPath(ref))
+	if err != nil {
+		return nil, blob.Attrs{}, s.statErr("open", ref, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, blob.Attrs{}, fmt.Errorf("fileblob: open %s: %w", ref, err)
+	}
+	attrs := s.attrs(ref, st.Size())
+	return blob.NewVerifyingReader(&ctxFile{ctx: ctx, f: f}, attrs), attrs, nil
+}
+
+// Stat implements blob.Store.
+func (s *Store) Stat(ctx context.Context, ref blob.Ref) (blob.Attrs, error) {
+	if err := s.check(ctx); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: stat %s: %w", ref, err)
+	}
+	if err := ref.Validate(); err != nil {
+		return blob.Attrs{}, fmt.Errorf("fileblob: stat: %w", err)
+	}
+	st, err := os.Stat(s.dataPath(ref))
+	if err != nil {
+		return blob.Attrs{}, s.statErr("stat", ref, err)
+	}
+	return s.attrs(ref, st.Size()), nil
+}
+
+// Close implements blob.Store. Later calls fail, so use-after-close bugs surface.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+func (s *Store) statErr(op string, ref blob.Ref, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("fileblob: %s %s: %w", op, ref, blob.ErrNotFound)
+	}
+	return fmt.Errorf("fileblob: %s %s: %w", op, ref, err)
+}
+
+// attrs reads the object's metadata. The size recorded at write time wins over the
+// file's current size, so that truncation is caught by the verifying reader. A
+// missing or unreadable meta file (an object copied in by hand, say) degrades to the
+// file's size and the default media type: the digest still protects the content.
+func (s *Store) attrs(ref blob.Ref, fileSize int64) blob.Attrs {
+	a := blob.Attrs{Ref: ref, Size: fileSize, MediaType: blob.DefaultMediaType}
+	b, err := os.ReadFile(s.dataPath(ref) + metaExt)
+	if err != nil {
+		return a
+	}
+	var m meta
+	if json.Unmarshal(b, &m) != nil || m.SHA256 != ref.SHA256 || m.Size < 0 {
+		return a
+	}
+	a.Size = m.Size
+	if m.MediaType != "" {
+		a.MediaType = m.MediaType
+	}
+	return a
+}
+
+func (s *Store) lock(ref blob.Ref) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(ref.Key()))
+	return &s.locks[h.Sum32()%uint32(len(s.locks))]
+}
+
+// ensureDir creates the tenant's object directory, fsyncing each new directory's
+// parent so that a crash cannot lose a directory that already holds renamed files.
+func (s *Store) ensureDir(tenant string) error {
+	dir := s.objDir(tenant)
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		return nil
+	}
+	parent := s.root
+	for _, cur := range []string{filepath.Join(s.root, tenant), dir} {
+		err := os.Mkdir(cur, dirPerm)
+		switch {
+		case err == nil:
+			if err := syncDir(parent); err != nil {
+				return err
+			}
+		case errors.Is(err, fs.ErrExist):
+		default:
+			return err
+		}
+		parent = cur
+	}
+	return nil
+}
+
+// writeFileAtomic puts data at path through a fsynced temporary file in dir, then
+// fsyncs dir, so path holds either its old content or all of data.
+func writeFileAtomic(dir, path string, data []byte) error {
+	f, err := os.CreateTemp(dir, tmpGlob)
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Chmod(filePerm); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	ok = true
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ctxFile stops reads once the caller's context is done, so an abandoned request
+// does not keep streaming a large object.
+type ctxFile struct {
+	ctx context.Context
+	f   *os.File
+}
+
+func (c *ctxFile) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.f.Read(p)
+}
+
+func (c *ctxFile) Close() error { return c.f.Close() }

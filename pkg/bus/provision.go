@@ -1,0 +1,188 @@
+// Package bus is tribunal's event backbone on NATS JetStream: it provisions the stream,
+// the durable consumers and the key-value buckets, and adapts JetStream to Watermill's
+// Publisher and Subscriber so every service runs its handler in a Watermill router with
+// the same middleware (retry, dead letters, recoverer, correlation ids).
+//
+// Why not watermill-nats: its stable package uses the legacy JetStream API, never calls
+// InProgress for long handlers, and can create or delete durables on its own; its beta
+// package cannot publish dotted subjects and sets no message id. tribunal creates every
+// stream and durable itself and binds to them, so scale-down never deletes a consumer and
+// every publish carries the event id as Nats-Msg-Id.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// Service names; each has one durable consumer shared by all of its instances.
+const (
+	Renderer   = "renderer"
+	Gater      = "gater"
+	Judge      = "judge"
+	Aggregator = "aggregator"
+)
+
+// Services lists the four services in flow order.
+var Services = []string{Renderer, Gater, Judge, Aggregator}
+
+// ServiceInputs are the event types each service consumes.
+var ServiceInputs = map[string][]events.Type{
+	Renderer:   {events.TypeRenderRequested},
+	Gater:      {events.TypeRenderDone},
+	Judge:      {events.TypeGatesDone},
+	Aggregator: {events.TypeJobSubmitted, events.TypeGatesFailed, events.TypeVerdictEmitted},
+}
+
+// Key-value buckets.
+const (
+	// BucketJobs holds one record per job, keyed "<tenant>.<batch>.<ac>".
+	BucketJobs = "tribunal_jobs"
+	// BucketBatches holds batch headers and completion shards.
+	BucketBatches = "tribunal_batches"
+	// BucketCache holds judge-call results shared by every judge instance.
+	BucketCache = "tribunal_cache"
+)
+
+// Config is the stream and consumer configuration. Zero values take the defaults.
+type Config struct {
+	// Stream is the stream name.
+	Stream string
+	// MaxAge bounds how long events are kept: the audit horizon. Zero keeps them forever.
+	MaxAge time.Duration
+	// DuplicateWindow is how long JetStream remembers message ids to drop duplicates.
+	DuplicateWindow time.Duration
+	// AckWait is how long a delivered message may stay unacknowledged before it is
+	// redelivered; handlers longer than this extend it with InProgress.
+	AckWait time.Duration
+	// MaxDeliver bounds redeliveries; the last failing delivery goes to dead letters.
+	MaxDeliver int
+	// MaxAckPending bounds unacknowledged messages per consumer across all instances.
+	MaxAckPending int
+	// Replicas is the stream's replication factor (1 on a single server).
+	Replicas int
+	// Memory selects memory storage instead of file storage (tests and benchmarks only).
+	Memory bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.Stream == "" {
+		c.Stream = "TRIBUNAL"
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 2 * time.Hour
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = 8
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = 4096
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	return c
+}
+
+// ConsumerName is the durable consumer of a service.
+func ConsumerName(service string) string { return "tribunal-" + service }
+
+// Provision creates or updates the stream, every service's durable consumer and the
+// key-value buckets. It is idempotent: a second call, or a second instance starting at
+// the same time, changes nothing.
+func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	cfg = cfg.withDefaults()
+	storage := jetstream.FileStorage
+	if cfg.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "tribunal events: the audit log",
+		Subjects:    []string{events.SubjectRoot + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     storage,
+		MaxAge:      cfg.MaxAge,
+		Duplicates:  cfg.DuplicateWindow,
+		Replicas:    cfg.Replicas,
+		Discard:     jetstream.DiscardOld,
+	})
+	if err != nil {
+		return fmt.Errorf("provision stream %s: %w", cfg.Stream, err)
+	}
+	for _, svc := range Services {
+		if _, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, consumerConfig(svc, cfg)); err != nil {
+			return fmt.Errorf("provision consumer %s: %w", ConsumerName(svc), err)
+		}
+	}
+	for _, b := range []jetstream.KeyValueConfig{
+		{Bucket: BucketJobs, Description: "job records", History: 1},
+		{Bucket: BucketBatches, Description: "batch headers and completion shards", History: 1},
+		{Bucket: BucketCache, Description: "judge-call cache", History: 1},
+	} {
+		b.Storage = storage
+		b.Replicas = cfg.Replicas
+		if _, err := js.CreateOrUpdateKeyValue(ctx, b); err != nil {
+			return fmt.Errorf("provision bucket %s: %w", b.Bucket, err)
+		}
+	}
+	return nil
+}
+
+func consumerConfig(service string, cfg Config) jetstream.ConsumerConfig {
+	var filters []string
+	for _, t := range ServiceInputs[service] {
+		filters = append(filters, events.AnyTenant(t))
+	}
+	return jetstream.ConsumerConfig{
+		Durable:        ConsumerName(service),
+		Description:    "tribunal " + service,
+		FilterSubjects: filters,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        cfg.AckWait,
+		MaxDeliver:     cfg.MaxDeliver,
+		MaxAckPending:  cfg.MaxAckPending,
+	}
+}
+
+// Buckets opens the key-value buckets Provision created.
+type Buckets struct {
+	Jobs    jetstream.KeyValue
+	Batches jetstream.KeyValue
+	Cache   jetstream.KeyValue
+}
+
+// OpenBuckets binds to the provisioned buckets.
+func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
+	var b Buckets
+	var err error
+	if b.Jobs, err = js.KeyValue(ctx, BucketJobs); err != nil {
+		return b, fmt.Errorf("open bucket %s: %w", BucketJobs, err)
+	}
+	if b.Batches, err = js.KeyValue(ctx, BucketBatches); err != nil {
+		return b, fmt.Errorf("open bucket %s: %w", BucketBatches, err)
+	}
+	if b.Cache, err = js.KeyValue(ctx, BucketCache); err != nil {
+		return b, fmt.Errorf("open bucket %s: %w", BucketCache, err)
+	}
+	return b, nil
+}
+
+// IsConflict reports a compare-and-set that lost to a concurrent writer.
+func IsConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return true
+	}
+	return errors.Is(err, jetstream.ErrKeyExists)
+}

@@ -1,0 +1,111 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// Metadata keys tribunal sets on Watermill messages. They travel as NATS headers.
+const (
+	// MetaSubject routes a message: the publisher sends it to this subject and ignores
+	// the Watermill topic, because one handler emits several event types.
+	MetaSubject = "tribunal_subject"
+	// MetaType is the event type, for dead-letter readers that cannot decode the payload.
+	MetaType = "tribunal_type"
+	// MetaDelivered is the JetStream delivery count of an incoming message.
+	MetaDelivered = "tribunal_delivered"
+	// MetaStreamSeq is the stream sequence of an incoming message.
+	MetaStreamSeq = "tribunal_stream_seq"
+	// MetaCorrelation is Watermill's correlation-id key (middleware.CorrelationID).
+	MetaCorrelation = "correlation_id"
+)
+
+// Publisher publishes Watermill messages to JetStream with the message UUID as
+// Nats-Msg-Id, so a handler that runs twice publishes the same ids and the stream drops
+// the copies within its duplicate window. Publish returns only after JetStream has
+// acknowledged every message: a handler's input is acked after its outputs are stored.
+type Publisher struct {
+	js      jetstream.JetStream
+	timeout time.Duration
+}
+
+// NewPublisher returns a publisher over js.
+func NewPublisher(js jetstream.JetStream) *Publisher {
+	return &Publisher{js: js, timeout: 30 * time.Second}
+}
+
+// Publish implements message.Publisher. topic is used as the subject only when a message
+// carries no MetaSubject.
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	defer cancel()
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, m := range msgs {
+		subject := m.Metadata.Get(MetaSubject)
+		if subject == "" {
+			subject = topic
+		}
+		nm := &nats.Msg{Subject: subject, Data: m.Payload, Header: nats.Header{}}
+		for k, v := range m.Metadata {
+			if k == MetaSubject || k == MetaDelivered || k == MetaStreamSeq {
+				continue
+			}
+			nm.Header.Set(k, v)
+		}
+		f, err := p.js.PublishMsgAsync(nm, jetstream.WithMsgID(m.UUID))
+		if err != nil {
+			return fmt.Errorf("publish %s to %s: %w", m.UUID, subject, err)
+		}
+		futures = append(futures, f)
+	}
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, f.Msg().Subject, err)
+		case <-ctx.Done():
+			return fmt.Errorf("publish %s to %s: no ack: %w", msgs[i].UUID, f.Msg().Subject, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Close implements message.Publisher.
+func (p *Publisher) Close() error { return nil }
+
+// PublishEvents encodes and publishes events, waiting for every ack.
+func (p *Publisher) PublishEvents(evs ...events.Event) error {
+	msgs, err := Messages(evs...)
+	if err != nil {
+		return err
+	}
+	return p.Publish("", msgs...)
+}
+
+// Messages encodes events as Watermill messages routed to their subjects.
+func Messages(evs ...events.Event) ([]*message.Message, error) {
+	msgs := make([]*message.Message, 0, len(evs))
+	for _, e := range evs {
+		data, err := events.Encode(e)
+		if err != nil {
+			return nil, err
+		}
+		subject, err := events.Subject(e.Tenant, e.Type)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+		m := message.NewMessage(e.ID, data)
+		m.Metadata.Set(MetaSubject, subject)
+		m.Metadata.Set(MetaType, string(e.Type))
+		m.Metadata.Set(MetaCorrelation, e.CorrelationID)
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}

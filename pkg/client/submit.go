@@ -1,0 +1,238 @@
+// Package client is the submitting side of tribunal: it uploads a batch's artifacts to
+// blob storage, publishes one job.submitted and one render.requested per AC, follows
+// the batch's progress and reads its results. The CLI's run, submit, watch and results
+// commands are thin wrappers around it.
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// Publisher is what submitting needs from the bus.
+type Publisher interface {
+	Publish(topic string, msgs ...*message.Message) error
+}
+
+// Submitter submits batches.
+type Submitter struct {
+	Pub   Publisher
+	Store blob.Store
+	// AllowOutside lets artifact paths leave the batch folder.
+	AllowOutside bool
+	// MaxArtifactBytes bounds one uploaded artifact (default blob.DefaultMaxSize).
+	MaxArtifactBytes int64
+	Log              *slog.Logger
+}
+
+// Submission describes a submitted batch.
+type Submission struct {
+	Tenant  string `json:"tenant"`
+	BatchID string `json:"batch_id"`
+	Jobs    int    `json:"jobs"`
+	// Rejected are entries that could not be submitted at all (no usable id).
+	Rejected []string `json:"rejected,omitempty"`
+}
+
+// ResolveThreshold picks the `ab` threshold: the batch's own, else
+// TRIBUNAL_AB_THRESHOLD, else CFN_AB_CRITIC_THRESHOLD (the seed's variable), else 0.75.
+func ResolveThreshold(b *batch.Batch) (float64, error) {
+	if b.Threshold != nil {
+		return *b.Threshold, nil
+	}
+	for _, name := range []string{"TRIBUNAL_AB_THRESHOLD", "CFN_AB_CRITIC_THRESHOLD"} {
+		if v := os.Getenv(name); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || ab.CheckThreshold(f) != nil {
+				return 0, fmt.Errorf("%s=%q: want a number in [0,1]", name, v)
+			}
+			return f, nil
+		}
+	}
+	return ab.DefaultThreshold, nil
+}
+
+var nameClean = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// NewBatchID names one submission of a batch: its name, the time and a random suffix,
+// so resubmitting the same file is a new batch (event ids of the old one would otherwise
+// be dropped as duplicates) while the judge cache still recognises unchanged work.
+func NewBatchID(b *batch.Batch) string {
+	name := b.Name
+	if name == "" {
+		name = nameClean.ReplaceAllString(filepath.Base(b.Dir), "-")
+	}
+	if name == "" || name == "-" || name == "." {
+		name = "batch"
+	}
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	var r [3]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%s-%s-%s", name, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(r[:]))
+}
+
+// Submit uploads and publishes every AC of b under tenant as batch batchID.
+func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID string) (Submission, error) {
+	if err := events.ValidateTenant(tenant); err != nil {
+		return Submission{}, fmt.Errorf("tenant: %w", err)
+	}
+	if err := events.ValidateName(batchID); err != nil {
+		return Submission{}, fmt.Errorf("batch id: %w", err)
+	}
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	threshold, err := ResolveThreshold(b)
+	if err != nil {
+		return Submission{}, err
+	}
+	verify, verr := b.VerifyMap()
+	sub := Submission{Tenant: tenant, BatchID: batchID, Jobs: len(b.ACs)}
+	for _, r := range b.Rejected {
+		sub.Rejected = append(sub.Rejected, r.Error())
+	}
+	uploads := map[string]events.Source{}
+	var msgs []*message.Message
+	flush := func() error {
+		if len(msgs) == 0 {
+			return nil
+		}
+		err := s.Pub.Publish("", msgs...)
+		msgs = msgs[:0]
+		return err
+	}
+	for i, ac := range b.ACs {
+		var err error
+		spec := events.JobSpec{Kind: events.KindAB, ACID: ac.ID, Criterion: ac.Criterion}
+		abSpec := &events.ABSpec{Threshold: threshold, Positions: firstNonEmpty(ac.Positions, b.Positions, "single"), Judges: ac.Judges}
+		if len(abSpec.Judges) == 0 {
+			abSpec.Judges = b.Judges
+		}
+		iteration := b.Iteration
+		if ac.Iteration != nil {
+			iteration = *ac.Iteration
+		}
+		problem := ac.Problem
+		if problem == "" && verr != nil {
+			problem = "verify map unusable: " + verr.Error()
+		}
+		pair, _, rerr := ab.Resolve(ac.ID, ab.Pair{Ours: ac.Ours, Reference: ac.Reference}, verify)
+		if problem == "" && rerr != nil {
+			problem = fmt.Sprintf("%s:%d: acs %s: %v", b.Path, ac.Line, ac.ID, rerr)
+		}
+		if problem != "" {
+			// Blocked, not dropped: the AC travels through the pipeline and lands in the
+			// manifest with its reason.
+			abSpec.Ours = events.Source{Name: firstNonEmpty(pair.Ours, ac.Ours, "(none)"), Error: "invalid batch entry: " + problem}
+			abSpec.Reference = events.Source{Name: firstNonEmpty(pair.Reference, ac.Reference, "(none)"), Error: "invalid batch entry: " + problem}
+		} else {
+			if abSpec.Ours, err = s.source(ctx, b, tenant, pair.Ours, uploads); err != nil {
+				return sub, err
+			}
+			if abSpec.Reference, err = s.source(ctx, b, tenant, pair.Reference, uploads); err != nil {
+				return sub, err
+			}
+		}
+		spec.AB = abSpec
+		submitted := events.New(&events.JobSubmitted{Spec: spec, Index: i, BatchSize: len(b.ACs), BatchSource: b.Path}, tenant, batchID, ac.ID, iteration, "", nil)
+		render := events.New(&events.RenderRequested{Spec: spec}, tenant, batchID, ac.ID, iteration, "", &submitted.Envelope)
+		m, err := bus.Messages(submitted, render)
+		if err != nil {
+			return sub, fmt.Errorf("AC %s: %w", ac.ID, err)
+		}
+		msgs = append(msgs, m...)
+		if len(msgs) >= 2000 {
+			if err := flush(); err != nil {
+				return sub, fmt.Errorf("publish batch %s: %w", batchID, err)
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return sub, fmt.Errorf("publish batch %s: %w", batchID, err)
+	}
+	return sub, nil
+}
+
+// source uploads a local artifact (once per path) or passes a URL through. A missing or
+// unreadable file becomes the source's error: the AC is blocked, the batch goes on. A
+// storage failure is an error: it is nobody's artifact's fault.
+func (s *Submitter) source(ctx context.Context, b *batch.Batch, tenant, name string, uploads map[string]events.Source) (events.Source, error) {
+	if name == "" {
+		return events.Source{Name: "(none)", Error: "missing artifact: no path given"}, nil
+	}
+	if batch.IsURL(name) {
+		return events.Source{Name: name, URL: name}, nil
+	}
+	if src, ok := uploads[name]; ok {
+		return src, nil
+	}
+	src := events.Source{Name: name}
+	path, err := b.LocalPath(name, s.AllowOutside)
+	if err != nil {
+		src.Error = "refused artifact: " + err.Error()
+		uploads[name] = src
+		return src, nil
+	}
+	limit := s.MaxArtifactBytes
+	if limit <= 0 {
+		limit = blob.DefaultMaxSize
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			src.Error = "missing artifact: " + name
+		default:
+			src.Error = "unreadable artifact: " + err.Error()
+		}
+		uploads[name] = src
+		return src, nil
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		src.Error = "unreadable artifact: " + name + " is a directory"
+		uploads[name] = src
+		return src, nil
+	}
+	attrs, err := s.Store.Put(ctx, tenant, io.LimitReader(f, limit+1), blob.PutOptions{})
+	switch {
+	case errors.Is(err, blob.ErrTooLarge):
+		src.Error = fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", name, limit)
+	case err != nil:
+		return src, fmt.Errorf("upload %s: %w", name, err)
+	default:
+		src.Blob = &events.Blob{SHA256: attrs.Ref.SHA256, MediaType: attrs.MediaType, Size: attrs.Size}
+	}
+	uploads[name] = src
+	return src, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,110 @@
+package events
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// wire is the msgpack form of an event. Field names are short and stable; the payload
+// is nested raw so the envelope can be checked (version first) before the body is read.
+type wire struct {
+	V             int                `msgpack:"v"`
+	ID            string             `msgpack:"id"`
+	Type          Type               `msgpack:"type"`
+	Tenant        string             `msgpack:"tenant"`
+	BatchID       string             `msgpack:"batch"`
+	JobID         string             `msgpack:"job,omitempty"`
+	Iteration     int                `msgpack:"iter"`
+	Time          time.Time          `msgpack:"time"`
+	CausationID   string             `msgpack:"cause,omitempty"`
+	CorrelationID string             `msgpack:"corr,omitempty"`
+	Data          msgpack.RawMessage `msgpack:"data"`
+}
+
+// Encode validates e and returns its wire bytes. Encoding an invalid event is a bug in
+// the caller, so it is refused here rather than discovered by every consumer.
+func Encode(e Event) ([]byte, error) {
+	if e.Payload == nil {
+		return nil, missing("payload")
+	}
+	if e.Type == "" {
+		e.Type = e.Payload.EventType()
+	}
+	if e.Type != e.Payload.EventType() {
+		return nil, invalid("envelope.type", fmt.Sprintf("envelope says %q, payload is %q", e.Type, e.Payload.EventType()))
+	}
+	if e.SchemaVersion == 0 {
+		e.SchemaVersion = SchemaVersion
+	}
+	if err := e.Envelope.Validate(); err != nil {
+		return nil, withType(e.Type, err)
+	}
+	if err := e.Payload.Validate(); err != nil {
+		return nil, withType(e.Type, err)
+	}
+	data, err := msgpack.Marshal(e.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s payload: %w", e.Type, err)
+	}
+	w := wire{
+		V: e.SchemaVersion, ID: e.ID, Type: e.Type, Tenant: e.Tenant, BatchID: e.BatchID,
+		JobID: e.JobID, Iteration: e.Iteration, Time: e.Time, CausationID: e.CausationID,
+		CorrelationID: e.CorrelationID, Data: data,
+	}
+	out, err := msgpack.Marshal(&w)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s envelope: %w", e.Type, err)
+	}
+	return out, nil
+}
+
+// Decode parses and validates wire bytes. Every failure is a *FieldError wrapping
+// ErrMalformed, ErrUnknownVersion, ErrUnknownType, ErrMissingField or ErrInvalidField
+// and naming the field.
+func Decode(data []byte) (Event, error) {
+	var w wire
+	dec := msgpack.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields(false)
+	if err := dec.Decode(&w); err != nil {
+		return Event{}, &FieldError{Field: "envelope", Reason: err.Error(), Err: ErrMalformed}
+	}
+	if w.V == 0 {
+		return Event{}, withType(w.Type, missing("envelope.v"))
+	}
+	if w.V != SchemaVersion {
+		return Event{}, &FieldError{Type: w.Type, Field: "envelope.v", Reason: fmt.Sprintf("got %d, this build reads %d", w.V, SchemaVersion), Err: ErrUnknownVersion}
+	}
+	env := Envelope{
+		ID: w.ID, Type: w.Type, SchemaVersion: w.V, Tenant: w.Tenant, BatchID: w.BatchID,
+		JobID: w.JobID, Iteration: w.Iteration, Time: w.Time, CausationID: w.CausationID,
+		CorrelationID: w.CorrelationID,
+	}
+	if err := env.Validate(); err != nil {
+		return Event{}, withType(w.Type, err)
+	}
+	p, err := newPayload(w.Type)
+	if err != nil {
+		return Event{}, err
+	}
+	if len(w.Data) == 0 {
+		return Event{}, withType(w.Type, missing("data"))
+	}
+	if err := msgpack.Unmarshal(w.Data, p); err != nil {
+		return Event{}, &FieldError{Type: w.Type, Field: "data", Reason: err.Error(), Err: ErrMalformed}
+	}
+	if err := p.Validate(); err != nil {
+		return Event{}, withType(w.Type, err)
+	}
+	return Event{Envelope: env, Payload: p}, nil
+}
+
+// IsDecodeError reports whether err came from Decode rejecting the bytes (as opposed to
+// an infrastructure failure): such a message can never succeed and goes to dead letters.
+func IsDecodeError(err error) bool {
+	var fe *FieldError
+	return errors.As(err, &fe)
+}

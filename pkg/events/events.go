@@ -1,0 +1,166 @@
+// Package events defines every event tribunal's services exchange, their msgpack wire
+// form, deterministic ids and subjects.
+//
+// Events are plain structs. Each travels inside an Envelope that says who it belongs to
+// (tenant, batch, job, iteration) and why it exists (causation and correlation ids). The
+// wire form carries a schema version so an old service meeting a newer event fails loudly
+// with a typed error instead of misreading it.
+//
+// Judge-facing events (GatesDone) carry no field that can hold a role label, a file path
+// or a diff: slots A and B, blob digests, media types and the criterion text only.
+package events
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SchemaVersion is the wire schema this build writes and the only one it reads.
+const SchemaVersion = 1
+
+// Type names an event; it is also the last part of its subject.
+type Type string
+
+// The event types of the flow in docs/architecture.md.
+const (
+	TypeJobSubmitted     Type = "job.submitted"
+	TypeRenderRequested  Type = "render.requested"
+	TypeRenderDone       Type = "render.done"
+	TypeGatesDone        Type = "gates.done"
+	TypeGatesFailed      Type = "gates.failed"
+	TypeVerdictEmitted   Type = "verdict.emitted"
+	TypeIterationDecided Type = "iteration.decided"
+	TypeSignoffRecorded  Type = "signoff.recorded"
+	TypeManifestEmitted  Type = "manifest.emitted"
+	TypeJobBlocked       Type = "job.blocked"
+	TypeBatchCompleted   Type = "batch.completed"
+)
+
+// AllTypes lists every event type, in flow order.
+var AllTypes = []Type{
+	TypeJobSubmitted, TypeRenderRequested, TypeRenderDone, TypeGatesDone, TypeGatesFailed,
+	TypeVerdictEmitted, TypeIterationDecided, TypeSignoffRecorded, TypeManifestEmitted,
+	TypeJobBlocked, TypeBatchCompleted,
+}
+
+// Known reports whether t is an event type this build understands.
+func (t Type) Known() bool {
+	for _, k := range AllTypes {
+		if k == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Envelope is the header every event carries.
+type Envelope struct {
+	// ID is deterministic for a logical step (see NewID) so a redelivered handler that
+	// publishes again produces the same id and JetStream drops the copy.
+	ID            string
+	Type          Type
+	SchemaVersion int
+	Tenant        string
+	BatchID       string
+	// JobID names one AC within its batch.
+	JobID     string
+	Iteration int
+	Time      time.Time
+	// CausationID is the id of the event this one was derived from.
+	CausationID string
+	// CorrelationID ties every event of one job together (one AC = one correlation).
+	CorrelationID string
+}
+
+// Payload is implemented by every event body.
+type Payload interface {
+	// EventType is the type the payload travels as.
+	EventType() Type
+	// Validate reports the first missing or malformed field as a *FieldError.
+	Validate() error
+}
+
+// Event is an envelope with its decoded payload.
+type Event struct {
+	Envelope
+	Payload Payload
+}
+
+// NewID derives the deterministic id of a logical step: the same (type, tenant, batch,
+// job, iteration, step) always yields the same id. step distinguishes several events of
+// one type for one job iteration (for example the two calls of a position swap).
+func NewID(t Type, tenant, batch, job string, iteration int, step string) string {
+	h := sha256.New()
+	for _, part := range []string{string(t), tenant, batch, job, strconv.Itoa(iteration), step} {
+		h.Write([]byte(part))
+		h.Write([]byte{0x1f})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// New builds an event for payload p with a deterministic id. The causing event, when
+// given, supplies the causation and correlation ids.
+func New(p Payload, tenant, batch, job string, iteration int, step string, cause *Envelope) Event {
+	env := Envelope{
+		ID:            NewID(p.EventType(), tenant, batch, job, iteration, step),
+		Type:          p.EventType(),
+		SchemaVersion: SchemaVersion,
+		Tenant:        tenant,
+		BatchID:       batch,
+		JobID:         job,
+		Iteration:     iteration,
+		Time:          time.Now().UTC(),
+	}
+	if cause != nil {
+		env.CausationID = cause.ID
+		env.CorrelationID = cause.CorrelationID
+	}
+	if env.CorrelationID == "" {
+		env.CorrelationID = CorrelationFor(tenant, batch, job)
+	}
+	return Event{Envelope: env, Payload: p}
+}
+
+// CorrelationFor is the correlation id of every event of one job.
+func CorrelationFor(tenant, batch, job string) string {
+	return NewID("job", tenant, batch, job, 0, "correlation")
+}
+
+// JobKey is a stable, human-readable identity of a job across tenants and batches.
+func JobKey(tenant, batch, job string) string {
+	return strings.Join([]string{tenant, batch, job}, "/")
+}
+
+// Validate checks the envelope's own fields.
+func (e Envelope) Validate() error {
+	switch {
+	case e.ID == "":
+		return missing("envelope.id")
+	case !e.Type.Known():
+		return &FieldError{Field: "envelope.type", Reason: fmt.Sprintf("unknown event type %q", e.Type), Err: ErrUnknownType}
+	case e.Tenant == "":
+		return missing("envelope.tenant")
+	}
+	if err := ValidateTenant(e.Tenant); err != nil {
+		return &FieldError{Field: "envelope.tenant", Reason: err.Error(), Err: ErrInvalidField}
+	}
+	if e.BatchID == "" {
+		return missing("envelope.batch_id")
+	}
+	if err := ValidateName(e.BatchID); err != nil {
+		return &FieldError{Field: "envelope.batch_id", Reason: err.Error(), Err: ErrInvalidField}
+	}
+	if e.JobID != "" {
+		if err := ValidateName(e.JobID); err != nil {
+			return &FieldError{Field: "envelope.job_id", Reason: err.Error(), Err: ErrInvalidField}
+		}
+	}
+	if e.Iteration < 0 {
+		return &FieldError{Field: "envelope.iteration", Reason: "negative", Err: ErrInvalidField}
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package events
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+const digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func abSpec() JobSpec {
+	return JobSpec{Kind: KindAB, ACID: "AC-7", Criterion: "clear headline", AB: &ABSpec{
+		Ours:      Source{Name: "ours.md", Blob: &Blob{SHA256: digest, MediaType: "text/markdown", Size: 3}},
+		Reference: Source{Name: "https://example.test/ref", URL: "https://example.test/ref"},
+		Threshold: 0.75,
+	}}
+}
+
+func art() Artifact {
+	return Artifact{Blob: Blob{SHA256: digest, MediaType: "image/png", Size: 10}, Class: "image"}
+}
+
+// samples holds one valid payload of every event type.
+func samples() []Payload {
+	return []Payload{
+		&JobSubmitted{Spec: abSpec(), Index: 0, BatchSize: 2},
+		&RenderRequested{Spec: abSpec()},
+		&RenderDone{Spec: abSpec(), Artifacts: map[string]Artifact{"ours": art(), "reference": art()}},
+		&GatesDone{Kind: KindAB, Criterion: "c", Gates: []Gate{{Name: "readable", Status: "pass"}}, Slots: []Slot{{Name: "A", Artifact: art()}, {Name: "B", Artifact: art()}}},
+		&GatesFailed{Kind: KindAB, ACID: "AC-7", Blocked: "missing"},
+		&VerdictEmitted{Kind: KindAB, Votes: []Vote{{Judge: JudgeInfo{Provider: "scripted", Model: "fixed"}, Order: "AB", Status: "ok", RawWinner: "A", Confidence: 0.9, BiggestGap: "x"}}},
+		&IterationDecided{Kind: KindAB, ACID: "AC-7", Status: "compared", Final: true, AB: &ABResult{LabelAssignment: "A=ours,B=reference", Winner: "ours"}},
+		&SignoffRecorded{Feature: "f", Target: "t", State: "s", Appearance: "light", HumanSpotcheck: "pending"},
+		&ManifestEmitted{Kind: KindAB, Manifest: Blob{SHA256: digest, MediaType: "application/json", Size: 1}},
+		&JobBlocked{Kind: KindAB, ACID: "AC-7", Stage: "render", Reason: "missing"},
+		&BatchCompleted{Total: 2, Compared: 2},
+	}
+}
+
+func TestRoundTripEveryType(t *testing.T) {
+	seen := map[Type]bool{}
+	for _, p := range samples() {
+		e := New(p, "team-a", "b1", "AC-7", 0, "", nil)
+		data, err := Encode(e)
+		if err != nil {
+			t.Fatalf("%s: encode: %v", p.EventType(), err)
+		}
+		got, err := Decode(data)
+		if err != nil {
+			t.Fatalf("%s: decode: %v", p.EventType(), err)
+		}
+		if got.ID != e.ID || got.Type != p.EventType() || got.Tenant != "team-a" || got.CorrelationID == "" {
+			t.Fatalf("%s: envelope changed: %+v", p.EventType(), got.Envelope)
+		}
+		seen[got.Type] = true
+	}
+	for _, typ := range AllTypes {
+		if !seen[typ] {
+			t.Errorf("no round-trip sample for %s", typ)
+		}
+	}
+}
+
+func TestDeterministicIDs(t *testing.T) {
+	a := NewID(TypeVerdictEmitted, "t", "b", "AC-1", 0, "")
+	if a != NewID(TypeVerdictEmitted, "t", "b", "AC-1", 0, "") {
+		t.Fatal("same step, different id")
+	}
+	for _, other := range []string{
+		NewID(TypeVerdictEmitted, "t", "b", "AC-1", 1, ""),
+		NewID(TypeVerdictEmitted, "u", "b", "AC-1", 0, ""),
+		NewID(TypeRenderDone, "t", "b", "AC-1", 0, ""),
+		NewID(TypeVerdictEmitted, "t", "b", "AC-1", 0, "swap"),
+		NewID(TypeVerdictEmitted, "t", "bA", "C-1", 0, ""), // no ambiguity from concatenation
+	} {
+		if other == a {
+			t.Fatalf("distinct steps share id %s", a)
+		}
+	}
+}
+
+func TestDecodeErrorsNameTheField(t *testing.T) {
+	good, err := Encode(New(&JobBlocked{Kind: KindAB, ACID: "AC-1", Reason: "r"}, "team-a", "b1", "AC-1", 0, "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate := func(f func(w *wire)) []byte {
+		var w wire
+		if err := msgpack.Unmarshal(good, &w); err != nil {
+			t.Fatal(err)
+		}
+		f(&w)
+		b, err := msgpack.Marshal(&w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cases := []struct {
+		name  string
+		data  []byte
+		is    error
+		field string
+	}{
+		{"garbage", []byte("\xc1not msgpack"), ErrMalformed, "envelope"},
+		{"empty", nil, ErrMalformed, "envelope"},
+		{"unknown version", mutate(func(w *wire) { w.V = 99 }), ErrUnknownVersion, "envelope.v"},
+		{"no version", mutate(func(w *wire) { w.V = 0 }), ErrMissingField, "envelope.v"},
+		{"missing tenant", mutate(func(w *wire) { w.Tenant = "" }), ErrMissingField, "envelope.tenant"},
+		{"dotted tenant", mutate(func(w *wire) { w.Tenant = "a.b" }), ErrInvalidField, "envelope.tenant"},
+		{"unknown type", mutate(func(w *wire) { w.Type = "job.exploded" }), ErrUnknownType, "envelope.type"},
+		{"missing id", mutate(func(w *wire) { w.ID = "" }), ErrMissingField, "envelope.id"},
+		{"missing batch", mutate(func(w *wire) { w.BatchID = "" }), ErrMissingField, "envelope.batch_id"},
+		{"missing data", mutate(func(w *wire) { w.Data = nil }), ErrMissingField, "data"},
+		{"bad data", mutate(func(w *wire) { w.Data, _ = msgpack.Marshal("not an object") }), ErrMalformed, "data"},
+		{"missing reason", mutate(func(w *wire) {
+			b, _ := msgpack.Marshal(&JobBlocked{Kind: KindAB, ACID: "AC-1"})
+			w.Data = b
+		}), ErrMissingField, "reason"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Decode(c.data)
+			if !errors.Is(err, c.is) {
+				t.Fatalf("got %v, want %v", err, c.is)
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != c.field {
+				t.Fatalf("got field error %v, want field %q", err, c.field)
+			}
+			if !strings.Contains(err.Error(), c.field) {
+				t.Fatalf("message %q does not name %q", err, c.field)
+			}
+			if !IsDecodeError(err) {
+				t.Fatal("not classified as a decode error")
+			}
+		})
+	}
+}
+
+func TestPayloadValidation(t *testing.T) {
+	bad := abSpec()
+	bad.AB.Threshold = 1.5
+	spec2 := abSpec()
+	spec2.AB.Ours = Source{Name: "x", URL: "u", Blob: &Blob{SHA256: digest, MediaType: "m"}}
+	cases := []struct {
+		p     Payload
+		field string
+	}{
+		{&JobSubmitted{Spec: bad, BatchSize: 1}, "ab.threshold"},
+		{&JobSubmitted{Spec: spec2, BatchSize: 1}, "ab.ours"},
+		{&JobSubmitted{Spec: abSpec(), BatchSize: 1, Index: 1}, "index"},
+		{&JobSubmitted{Spec: JobSpec{Kind: "poetry", ACID: "x"}, BatchSize: 1}, "kind"},
+		{&GatesDone{Kind: KindAB, Slots: []Slot{{Name: "B", Artifact: art()}, {Name: "A", Artifact: art()}}}, "slots"},
+		{&GatesDone{Kind: KindAB, Gates: []Gate{{Name: "g", Status: "fail"}}, Slots: []Slot{{Name: "A", Artifact: art()}, {Name: "B", Artifact: art()}}}, "gates[0]"},
+		{&VerdictEmitted{Kind: KindAB, Votes: []Vote{{Judge: JudgeInfo{Provider: "p"}, Order: "CD", Status: "ok"}}}, "votes[0].order"},
+		{&RenderDone{Spec: abSpec(), Artifacts: map[string]Artifact{"ours": {Blob: Blob{SHA256: "xyz", MediaType: "m"}, Class: "image"}}}, "artifacts.ours.blob.sha256"},
+	}
+	for _, c := range cases {
+		_, err := Encode(New(c.p, "team-a", "b", "AC-7", 0, "", nil))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("%s: got %v, want field %s", c.p.EventType(), err, c.field)
+		}
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	s, err := Subject("team-a", TypeRenderRequested)
+	if err != nil || s != "tribunal.team-a.render.requested" {
+		t.Fatalf("got %q %v", s, err)
+	}
+	tenant, typ, err := ParseSubject(s)
+	if err != nil || tenant != "team-a" || typ != TypeRenderRequested {
+		t.Fatalf("parse: %q %q %v", tenant, typ, err)
+	}
+	if AnyTenant(TypeGatesDone) != "tribunal.*.gates.done" {
+		t.Fatal(AnyTenant(TypeGatesDone))
+	}
+	for _, bad := range []string{"", "a.b", "*", ">", "a b", "Team", "_dlq", "-x", strings.Repeat("a", 64)} {
+		if _, err := Subject(bad, TypeJobSubmitted); err == nil {
+			t.Errorf("tenant %q accepted", bad)
+		}
+	}
+	if _, err := Subject("ok", "nope"); err == nil {
+		t.Error("unknown type accepted")
+	}
+	if _, _, err := ParseSubject(DeadLetterSubject("judge")); err == nil {
+		t.Error("dead-letter subject parsed as a tenant subject")
+	}
+}
+
+func TestEncodeStampsTime(t *testing.T) {
+	e := New(&JobBlocked{Kind: KindAB, ACID: "AC-1", Reason: "r"}, "t", "b", "AC-1", 0, "", nil)
+	if time.Since(e.Time) > time.Minute {
+		t.Fatal("time not set")
+	}
+	cause := e.Envelope
+	child := New(&JobBlocked{Kind: KindAB, ACID: "AC-1", Reason: "r2"}, "t", "b", "AC-1", 0, "x", &cause)
+	if child.CausationID != e.ID || child.CorrelationID != e.CorrelationID {
+		t.Fatal("causation/correlation not carried")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, p := range samples() {
+		b, err := Encode(New(p, "team-a", "b1", "AC-7", 0, "", nil))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0x80})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := Decode(data)
+		if err != nil {
+			if !IsDecodeError(err) {
+				t.Fatalf("decode error is not a FieldError: %v", err)
+			}
+			return
+		}
+		// A decoded event must re-encode: decoding validated everything.
+		if _, err := Encode(e); err != nil {
+			t.Fatalf("decoded event does not re-encode: %v", err)
+		}
+	})
+}

@@ -1,0 +1,533 @@
+package events
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+)
+
+// Judge kinds.
+const (
+	KindAB          = "ab"
+	KindRubric      = "rubric"
+	KindEquivalence = "equivalence"
+	KindCritic      = "critic"
+)
+
+var hexDigestRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Blob points at an artifact in blob storage under the envelope's tenant.
+type Blob struct {
+	SHA256    string `msgpack:"sha256"`
+	MediaType string `msgpack:"media_type"`
+	Size      int64  `msgpack:"size"`
+}
+
+func (b Blob) validate(field string) error {
+	if !hexDigestRe.MatchString(b.SHA256) {
+		return invalid(field+".sha256", fmt.Sprintf("want 64 lowercase hex characters, got %q", b.SHA256))
+	}
+	if b.MediaType == "" {
+		return missing(field + ".media_type")
+	}
+	if b.Size < 0 {
+		return invalid(field+".size", "negative")
+	}
+	return nil
+}
+
+// Source is where one input artifact of a job comes from, as the submitter named it.
+// Exactly one of Blob (a local file the client uploaded) and URL is set, unless Error
+// says why neither could be.
+type Source struct {
+	// Name is the artifact as the batch named it (path or URL), kept for the manifest.
+	Name string `msgpack:"name"`
+	Blob *Blob  `msgpack:"blob,omitempty"`
+	URL  string `msgpack:"url,omitempty"`
+	// Error records why the client could not provide the artifact (missing, unreadable,
+	// outside the batch folder); the renderer turns it into a blocked render.
+	Error string `msgpack:"error,omitempty"`
+}
+
+func (s Source) validate(field string) error {
+	set := 0
+	if s.Blob != nil {
+		set++
+		if err := s.Blob.validate(field + ".blob"); err != nil {
+			return err
+		}
+	}
+	if s.URL != "" {
+		set++
+	}
+	if s.Error != "" {
+		set++
+	}
+	if set != 1 {
+		return invalid(field, "exactly one of blob, url and error must be set")
+	}
+	return nil
+}
+
+// ABSpec is the input of an `ab` job.
+type ABSpec struct {
+	Ours      Source  `msgpack:"ours"`
+	Reference Source  `msgpack:"reference"`
+	Threshold float64 `msgpack:"threshold"`
+	// Positions is "single" (the seed's one deterministic order) or "swap" (judge both
+	// orders to control position bias).
+	Positions string `msgpack:"positions,omitempty"`
+	// Judges lists the models of a panel; empty means the judge service's default model.
+	Judges []string `msgpack:"judges,omitempty"`
+}
+
+func (s *ABSpec) validate() error {
+	if s == nil {
+		return missing("ab")
+	}
+	if err := s.Ours.validate("ab.ours"); err != nil {
+		return err
+	}
+	if err := s.Reference.validate("ab.reference"); err != nil {
+		return err
+	}
+	if math.IsNaN(s.Threshold) || s.Threshold < 0 || s.Threshold > 1 {
+		return invalid("ab.threshold", fmt.Sprintf("want a number in [0,1], got %v", s.Threshold))
+	}
+	switch s.Positions {
+	case "", "single", "swap":
+	default:
+		return invalid("ab.positions", fmt.Sprintf("want single or swap, got %q", s.Positions))
+	}
+	return nil
+}
+
+// JobSpec is what a job asks for; it travels from submission to the renderer.
+type JobSpec struct {
+	Kind string `msgpack:"kind"`
+	ACID string `msgpack:"ac_id"`
+	// Criterion is the AC's text: the quality bar the judge holds both artifacts to.
+	Criterion string  `msgpack:"criterion,omitempty"`
+	AB        *ABSpec `msgpack:"ab,omitempty"`
+}
+
+func (s JobSpec) validate() error {
+	if s.ACID == "" {
+		return missing("ac_id")
+	}
+	switch s.Kind {
+	case KindAB:
+		return s.AB.validate()
+	case "":
+		return missing("kind")
+	default:
+		return invalid("kind", fmt.Sprintf("unsupported judge kind %q", s.Kind))
+	}
+}
+
+// JobSubmitted records one job of a batch. The aggregator keeps it as the job record;
+// BatchSize lets it tell when the batch is complete.
+type JobSubmitted struct {
+	Spec JobSpec `msgpack:"spec"`
+	// Index is the job's position in its batch, 0-based.
+	Index     int `msgpack:"index"`
+	BatchSize int `msgpack:"batch_size"`
+	// Source is the batch file the job came from, for the manifest.
+	BatchSource string `msgpack:"batch_source,omitempty"`
+}
+
+// EventType implements Payload.
+func (*JobSubmitted) EventType() Type { return TypeJobSubmitted }
+
+// Validate implements Payload.
+func (p *JobSubmitted) Validate() error {
+	if err := p.Spec.validate(); err != nil {
+		return err
+	}
+	if p.BatchSize <= 0 {
+		return invalid("batch_size", "must be positive")
+	}
+	if p.Index < 0 || p.Index >= p.BatchSize {
+		return invalid("index", fmt.Sprintf("want 0 <= index < %d, got %d", p.BatchSize, p.Index))
+	}
+	return nil
+}
+
+// RenderRequested asks the renderer to produce the job's artifacts for one iteration.
+type RenderRequested struct {
+	Spec JobSpec `msgpack:"spec"`
+}
+
+// EventType implements Payload.
+func (*RenderRequested) EventType() Type { return TypeRenderRequested }
+
+// Validate implements Payload.
+func (p *RenderRequested) Validate() error { return p.Spec.validate() }
+
+// Artifact is one rendered artifact, ready for gates.
+type Artifact struct {
+	Blob Blob `msgpack:"blob"`
+	// Class is how a judge ingests it: "image", "text" or "html".
+	Class string `msgpack:"class"`
+}
+
+func (a Artifact) validate(field string) error {
+	if err := a.Blob.validate(field + ".blob"); err != nil {
+		return err
+	}
+	switch a.Class {
+	case "image", "text", "html":
+		return nil
+	case "":
+		return missing(field + ".class")
+	default:
+		return invalid(field+".class", fmt.Sprintf("want image, text or html, got %q", a.Class))
+	}
+}
+
+// RenderDone carries what the renderer produced, or why it could not.
+type RenderDone struct {
+	Spec JobSpec `msgpack:"spec"`
+	// Blocked is the reason the job cannot be judged (missing, unreadable, unsupported
+	// or diff artifact); empty when the render succeeded.
+	Blocked string `msgpack:"blocked,omitempty"`
+	// Artifacts by role ("ours", "reference"). Roles stop at the gater.
+	Artifacts map[string]Artifact `msgpack:"artifacts,omitempty"`
+}
+
+// EventType implements Payload.
+func (*RenderDone) EventType() Type { return TypeRenderDone }
+
+// Validate implements Payload.
+func (p *RenderDone) Validate() error {
+	if err := p.Spec.validate(); err != nil {
+		return err
+	}
+	if p.Blocked != "" {
+		return nil
+	}
+	if len(p.Artifacts) == 0 {
+		return missing("artifacts")
+	}
+	for role, a := range p.Artifacts {
+		if err := a.validate("artifacts." + role); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Gate is one deterministic check's outcome.
+type Gate struct {
+	Name string `msgpack:"name"`
+	// Status is "pass", "fail" or "skip".
+	Status string `msgpack:"status"`
+	Detail string `msgpack:"detail,omitempty"`
+}
+
+// Slot is one blinded artifact position shown to a judge.
+type Slot struct {
+	// Name is "A" or "B".
+	Name     string   `msgpack:"name"`
+	Artifact Artifact `msgpack:"artifact"`
+}
+
+// GatesDone is the judge-facing event: every gate passed and the artifacts sit in
+// blinded slots. It carries no role label, no path and no diff by construction: the
+// only free text is the AC's criterion.
+type GatesDone struct {
+	Kind      string   `msgpack:"kind"`
+	Criterion string   `msgpack:"criterion,omitempty"`
+	Gates     []Gate   `msgpack:"gates"`
+	Slots     []Slot   `msgpack:"slots"`
+	Positions string   `msgpack:"positions,omitempty"`
+	Judges    []string `msgpack:"judges,omitempty"`
+}
+
+// EventType implements Payload.
+func (*GatesDone) EventType() Type { return TypeGatesDone }
+
+// Validate implements Payload.
+func (p *GatesDone) Validate() error {
+	if p.Kind == "" {
+		return missing("kind")
+	}
+	if p.Kind == KindAB {
+		if len(p.Slots) != 2 || p.Slots[0].Name != "A" || p.Slots[1].Name != "B" {
+			return invalid("slots", "ab needs exactly slots A and B in that order")
+		}
+	}
+	for i, s := range p.Slots {
+		if err := s.Artifact.validate(fmt.Sprintf("slots[%d].artifact", i)); err != nil {
+			return err
+		}
+	}
+	for i, g := range p.Gates {
+		if g.Status == "fail" {
+			return invalid(fmt.Sprintf("gates[%d]", i), "a failed gate never reaches a judge")
+		}
+	}
+	return nil
+}
+
+// GatesFailed reports a job that cannot go to a judge: a gate failed or the render was
+// blocked. Only the aggregator reads it, so it may name roles and reasons.
+type GatesFailed struct {
+	Kind  string `msgpack:"kind"`
+	ACID  string `msgpack:"ac_id"`
+	Gates []Gate `msgpack:"gates,omitempty"`
+	// Blocked is set when the job is blocked rather than red (nothing to gate).
+	Blocked string `msgpack:"blocked,omitempty"`
+}
+
+// EventType implements Payload.
+func (*GatesFailed) EventType() Type { return TypeGatesFailed }
+
+// Validate implements Payload.
+func (p *GatesFailed) Validate() error {
+	if p.Kind == "" {
+		return missing("kind")
+	}
+	if p.ACID == "" {
+		return missing("ac_id")
+	}
+	if p.Blocked == "" && len(p.Gates) == 0 {
+		return missing("gates")
+	}
+	return nil
+}
+
+// JudgeInfo says which judge produced an answer and at what cost, for every verdict.
+type JudgeInfo struct {
+	Provider   string `msgpack:"provider"`
+	Model      string `msgpack:"model"`
+	Instance   string `msgpack:"instance,omitempty"`
+	PromptHash string `msgpack:"prompt_hash,omitempty"`
+	// PromptTokens and CompletionTokens are the provider's usage report.
+	PromptTokens     int   `msgpack:"prompt_tokens,omitempty"`
+	CompletionTokens int   `msgpack:"completion_tokens,omitempty"`
+	LatencyMillis    int64 `msgpack:"latency_ms,omitempty"`
+	// Cached is true when the answer came from the judge-call cache, not a new call.
+	Cached bool `msgpack:"cached,omitempty"`
+}
+
+// Vote is one judge call's answer over the slots as that call saw them.
+type Vote struct {
+	Judge JudgeInfo `msgpack:"judge"`
+	// Order is "AB" when the call saw the slots as published, "BA" when swapped.
+	Order string `msgpack:"order"`
+	// Status is "ok", "schema_violation" or "unavailable".
+	Status     string  `msgpack:"status"`
+	Error      string  `msgpack:"error,omitempty"`
+	RawWinner  string  `msgpack:"raw_winner,omitempty"`
+	Confidence float64 `msgpack:"confidence"`
+	BiggestGap string  `msgpack:"biggest_gap,omitempty"`
+	// Raw is the model's answer text as received, kept for audit when it was invalid.
+	Raw string `msgpack:"raw,omitempty"`
+}
+
+// VerdictEmitted is the judge's answer for one job iteration: every call it made, in
+// slot terms only. The aggregator un-shuffles and derives everything else.
+type VerdictEmitted struct {
+	Kind  string `msgpack:"kind"`
+	Votes []Vote `msgpack:"votes"`
+}
+
+// EventType implements Payload.
+func (*VerdictEmitted) EventType() Type { return TypeVerdictEmitted }
+
+// Validate implements Payload.
+func (p *VerdictEmitted) Validate() error {
+	if p.Kind == "" {
+		return missing("kind")
+	}
+	if len(p.Votes) == 0 {
+		return missing("votes")
+	}
+	for i, v := range p.Votes {
+		f := fmt.Sprintf("votes[%d]", i)
+		if v.Judge.Provider == "" {
+			return missing(f + ".judge.provider")
+		}
+		switch v.Order {
+		case "AB", "BA":
+		default:
+			return invalid(f+".order", fmt.Sprintf("want AB or BA, got %q", v.Order))
+		}
+		switch v.Status {
+		case "ok", "schema_violation", "unavailable":
+		default:
+			return invalid(f+".status", fmt.Sprintf("want ok, schema_violation or unavailable, got %q", v.Status))
+		}
+	}
+	return nil
+}
+
+// ABResult is the aggregator's derived outcome of an `ab` job.
+type ABResult struct {
+	LabelAssignment string  `msgpack:"label_assignment"`
+	RawWinner       string  `msgpack:"raw_winner,omitempty"`
+	Winner          string  `msgpack:"winner,omitempty"`
+	Confidence      float64 `msgpack:"confidence"`
+	BiggestGap      string  `msgpack:"biggest_gap,omitempty"`
+	Suggest         bool    `msgpack:"suggest"`
+	Tag             string  `msgpack:"tag,omitempty"`
+	Impact          string  `msgpack:"impact,omitempty"`
+	Agreement       string  `msgpack:"agreement,omitempty"`
+	Consistent      *bool   `msgpack:"consistent,omitempty"`
+}
+
+// IterationDecided is the aggregator's decision for one job iteration. For `ab` it is
+// final: the un-shuffled comparison and its routing.
+type IterationDecided struct {
+	Kind string `msgpack:"kind"`
+	ACID string `msgpack:"ac_id"`
+	// Status is "compared" or "schema_violation".
+	Status string    `msgpack:"status"`
+	Final  bool      `msgpack:"final"`
+	AB     *ABResult `msgpack:"ab,omitempty"`
+	// Judges names every judge that contributed, "provider/model".
+	Judges []string `msgpack:"judges,omitempty"`
+	// Disagreements counts self-reported aggregates the aggregator had to correct.
+	Disagreements int `msgpack:"disagreements,omitempty"`
+}
+
+// EventType implements Payload.
+func (*IterationDecided) EventType() Type { return TypeIterationDecided }
+
+// Validate implements Payload.
+func (p *IterationDecided) Validate() error {
+	if p.Kind == "" {
+		return missing("kind")
+	}
+	if p.ACID == "" {
+		return missing("ac_id")
+	}
+	if p.Status == "" {
+		return missing("status")
+	}
+	return nil
+}
+
+// SignoffRecorded is a view's sign-off after its required consecutive passes.
+type SignoffRecorded struct {
+	Feature          string `msgpack:"feature"`
+	Target           string `msgpack:"target"`
+	State            string `msgpack:"state"`
+	Appearance       string `msgpack:"appearance"`
+	SignedOffAt      string `msgpack:"signed_off_at"`
+	Iterations       int    `msgpack:"iterations"`
+	ReferenceSource  string `msgpack:"reference_source"`
+	SnapshotBaseline *Blob  `msgpack:"snapshot_baseline,omitempty"`
+	HumanSpotcheck   string `msgpack:"human_spotcheck"`
+	// Digest chains the events this sign-off was derived from.
+	Digest string `msgpack:"digest,omitempty"`
+}
+
+// EventType implements Payload.
+func (*SignoffRecorded) EventType() Type { return TypeSignoffRecorded }
+
+// Validate implements Payload.
+func (p *SignoffRecorded) Validate() error {
+	for f, v := range map[string]string{"feature": p.Feature, "target": p.Target, "state": p.State, "appearance": p.Appearance, "human_spotcheck": p.HumanSpotcheck} {
+		if v == "" {
+			return missing(f)
+		}
+	}
+	return nil
+}
+
+// ManifestEmitted announces a manifest stored in blob storage.
+type ManifestEmitted struct {
+	Kind     string `msgpack:"kind"`
+	Manifest Blob   `msgpack:"manifest"`
+	ExitCode int    `msgpack:"exit_code"`
+	// Digest chains the events the manifest was derived from.
+	Digest string `msgpack:"digest,omitempty"`
+}
+
+// EventType implements Payload.
+func (*ManifestEmitted) EventType() Type { return TypeManifestEmitted }
+
+// Validate implements Payload.
+func (p *ManifestEmitted) Validate() error {
+	if p.Kind == "" {
+		return missing("kind")
+	}
+	return p.Manifest.validate("manifest")
+}
+
+// JobBlocked records a job that could not be judged and why. Blocked is never success.
+type JobBlocked struct {
+	Kind string `msgpack:"kind"`
+	ACID string `msgpack:"ac_id"`
+	// Stage is where it stopped: "submit", "render", "gate" or "judge".
+	Stage  string `msgpack:"stage"`
+	Reason string `msgpack:"reason"`
+}
+
+// EventType implements Payload.
+func (*JobBlocked) EventType() Type { return TypeJobBlocked }
+
+// Validate implements Payload.
+func (p *JobBlocked) Validate() error {
+	if p.ACID == "" {
+		return missing("ac_id")
+	}
+	if p.Reason == "" {
+		return missing("reason")
+	}
+	return nil
+}
+
+// BatchCompleted is published once when every job of a batch has a final outcome.
+type BatchCompleted struct {
+	Total       int `msgpack:"total"`
+	Compared    int `msgpack:"compared"`
+	Blocked     int `msgpack:"blocked"`
+	Violations  int `msgpack:"violations"`
+	Suggestions int `msgpack:"suggestions"`
+	ExitCode    int `msgpack:"exit_code"`
+	// Manifests lists the manifests emitted for the batch, one per judge kind.
+	Manifests []Blob `msgpack:"manifests,omitempty"`
+}
+
+// EventType implements Payload.
+func (*BatchCompleted) EventType() Type { return TypeBatchCompleted }
+
+// Validate implements Payload.
+func (p *BatchCompleted) Validate() error {
+	if p.Total <= 0 {
+		return invalid("total", "must be positive")
+	}
+	return nil
+}
+
+// newPayload returns an empty payload for t.
+func newPayload(t Type) (Payload, error) {
+	switch t {
+	case TypeJobSubmitted:
+		return &JobSubmitted{}, nil
+	case TypeRenderRequested:
+		return &RenderRequested{}, nil
+	case TypeRenderDone:
+		return &RenderDone{}, nil
+	case TypeGatesDone:
+		return &GatesDone{}, nil
+	case TypeGatesFailed:
+		return &GatesFailed{}, nil
+	case TypeVerdictEmitted:
+		return &VerdictEmitted{}, nil
+	case TypeIterationDecided:
+		return &IterationDecided{}, nil
+	case TypeSignoffRecorded:
+		return &SignoffRecorded{}, nil
+	case TypeManifestEmitted:
+		return &ManifestEmitted{}, nil
+	case TypeJobBlocked:
+		return &JobBlocked{}, nil
+	case TypeBatchCompleted:
+		return &BatchCompleted{}, nil
+	}
+	return nil, &FieldError{Field: "envelope.type", Reason: fmt.Sprintf("%q", t), Err: ErrUnknownType}
+}

@@ -1,0 +1,75 @@
+package events
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// SubjectRoot is the first token of every tribunal subject; the stream captures
+// SubjectRoot + ".>".
+const SubjectRoot = "tribunal"
+
+// DeadLetterPrefix is where messages that keep failing go, per service. The leading
+// underscore cannot start a tenant name, so no team can publish or read there.
+const DeadLetterPrefix = SubjectRoot + "._dlq"
+
+var (
+	tenantRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	nameRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+)
+
+// ValidateTenant accepts lowercase names of letters, digits, '-' and '_' (at most 63),
+// starting with a letter or digit: no dots, wildcards, spaces or upper case, because a
+// tenant is a subject token, a blob key prefix and a NATS user name.
+func ValidateTenant(t string) error {
+	if !tenantRe.MatchString(t) {
+		return fmt.Errorf("tenant %q: want 1-63 of [a-z0-9_-] starting with a letter or digit (no dots, wildcards or spaces)", t)
+	}
+	return nil
+}
+
+// ValidateName accepts batch and AC ids: letters, digits, '-' and '_', at most 128,
+// because they become key-value keys.
+func ValidateName(n string) error {
+	if !nameRe.MatchString(n) {
+		return fmt.Errorf("%q: want 1-128 of [A-Za-z0-9_-] starting with a letter or digit", n)
+	}
+	return nil
+}
+
+// Subject returns "tribunal.<tenant>.<type>".
+func Subject(tenant string, t Type) (string, error) {
+	if err := ValidateTenant(tenant); err != nil {
+		return "", err
+	}
+	if !t.Known() {
+		return "", fmt.Errorf("%w: %q", ErrUnknownType, t)
+	}
+	return SubjectRoot + "." + tenant + "." + string(t), nil
+}
+
+// AnyTenant returns the subject filter that matches type t for every tenant.
+func AnyTenant(t Type) string { return SubjectRoot + ".*." + string(t) }
+
+// TenantAll returns the filter for every subject of one tenant.
+func TenantAll(tenant string) string { return SubjectRoot + "." + tenant + ".>" }
+
+// ParseSubject splits "tribunal.<tenant>.<type>".
+func ParseSubject(subject string) (tenant string, t Type, err error) {
+	parts := strings.SplitN(subject, ".", 3)
+	if len(parts) != 3 || parts[0] != SubjectRoot {
+		return "", "", fmt.Errorf("subject %q: not tribunal.<tenant>.<type>", subject)
+	}
+	if err := ValidateTenant(parts[1]); err != nil {
+		return "", "", fmt.Errorf("subject %q: %w", subject, err)
+	}
+	t = Type(parts[2])
+	if !t.Known() {
+		return "", "", fmt.Errorf("subject %q: %w", subject, ErrUnknownType)
+	}
+	return parts[1], t, nil
+}
+
+// DeadLetterSubject is the dead-letter subject of one service.
+func DeadLetterSubject(service string) string { return DeadLetterPrefix + "." + service }

@@ -1,0 +1,93 @@
+// Package judge holds what the judge service owns apart from the bus: the provider
+// abstraction (an OpenAI-compatible API or recorded answers), the versioned prompt
+// templates, and the validation of each judge kind's answer.
+//
+// A Provider only turns a prompt into text. Building the prompt (blind: slots A/B, no
+// roles, no paths, no diffs) and checking the answer against the kind's schema happen
+// here, once, for every provider.
+package judge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Part is one piece of a message: text, or an image sent inline to a vision model.
+type Part struct {
+	Text string
+	// Image, when non-nil, is sent as a data URL; Text is ignored for that part.
+	Image *Image
+}
+
+// Image is raw image bytes and their media type ("image/png", ...).
+type Image struct {
+	MediaType string
+	Data      []byte
+}
+
+// Message is one chat message. Role is "system", "user" or "assistant".
+type Message struct {
+	Role  string
+	Parts []Part
+}
+
+// Schema is the JSON Schema the answer must follow, used for structured output where the
+// server supports it.
+type Schema struct {
+	Name string
+	JSON json.RawMessage
+}
+
+// Params are the sampling parameters a verdict is reproducible under.
+type Params struct {
+	Temperature *float32
+	Seed        *int
+	MaxTokens   int
+}
+
+// Request is one judge call.
+type Request struct {
+	// Kind is the judge kind ("ab", "rubric", "equivalence", "critic").
+	Kind string
+	// Key identifies the item being judged (the AC id) for recorded answers and logs.
+	// It is never sent to a model.
+	Key string
+	// Model is the model to ask; empty means the provider's default.
+	Model    string
+	Messages []Message
+	Schema   *Schema
+	Params   Params
+}
+
+// Response is a provider's raw answer.
+type Response struct {
+	Content          string
+	Model            string
+	PromptTokens     int
+	CompletionTokens int
+	Latency          time.Duration
+	// Attempts counts HTTP attempts including retries.
+	Attempts int
+}
+
+// Provider answers judge requests.
+type Provider interface {
+	// Name is the provider kind as it appears in every verdict ("openai", "scripted").
+	Name() string
+	// DefaultModel is the model used when a request names none.
+	DefaultModel() string
+	// Complete sends the request and returns the raw answer. Transient failures
+	// (timeouts, 429, 5xx) are retried inside; the error returned after the last attempt
+	// wraps ErrUnavailable.
+	Complete(ctx context.Context, req Request) (Response, error)
+}
+
+var (
+	// ErrUnavailable marks a provider that could not be reached or kept failing after its
+	// retries. The AC is blocked with the reason, never passed.
+	ErrUnavailable = errors.New("judge provider unavailable")
+	// ErrSchemaViolation marks an answer that stayed invalid after the repair re-ask.
+	ErrSchemaViolation = errors.New("judge answer violates the schema")
+)

@@ -1,0 +1,273 @@
+// Package aggregator is the aggregator service: it records jobs, re-derives every verdict
+// from the judges' raw answers (package aggregate), records blocked jobs, tells when a
+// batch is complete and writes its manifest. Its state lives in JetStream KV and every
+// update is a compare-and-set, so several aggregator instances can share its consumer.
+package aggregator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/aggregate"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// Service aggregates verdicts.
+type Service struct {
+	jobs    jetstream.KeyValue
+	batches jetstream.KeyValue
+	store   blob.Store
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// New builds the aggregator.
+func New(b bus.Buckets, store blob.Store, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{jobs: b.Jobs, batches: b.Batches, store: store, log: log.With("service", bus.Aggregator), now: func() time.Time { return time.Now().UTC() }}
+}
+
+// Handle implements bus.Handler.
+func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, error) {
+	switch p := ev.Payload.(type) {
+	case *events.JobSubmitted:
+		return nil, s.submitted(ctx, ev, p)
+	case *events.GatesFailed:
+		return s.decide(ctx, ev, func(r *JobRecord) {
+			r.Status, r.BlockStage = StatusBlocked, "gate"
+			if p.Blocked != "" {
+				r.BlockStage, r.BlockReason = "render", p.Blocked
+			} else {
+				r.BlockReason = failedGates(p.Gates)
+			}
+			c := ab.Blocked(r.ACID, aggregate.Pair(r.Spec), ab.Assign(r.ACID, r.Iteration), r.BlockReason)
+			r.Comparison = &c
+		})
+	case *events.VerdictEmitted:
+		return s.decide(ctx, ev, func(r *JobRecord) {
+			d := aggregate.DeriveAB(r.Spec, ev.Iteration, p.Votes)
+			r.Votes, r.Comparison, r.Decided = p.Votes, &d.Comparison, d.Decided
+			switch {
+			case d.Blocked != "":
+				r.Status, r.BlockStage, r.BlockReason = StatusBlocked, "judge", d.Blocked
+			case d.Decided.Status == string(ab.StatusSchemaViolation):
+				r.Status = StatusSchemaViolation
+			default:
+				r.Status = StatusCompared
+			}
+		})
+	}
+	return nil, bus.Permanent(fmt.Errorf("aggregator got %s", ev.Type))
+}
+
+func (s *Service) submitted(ctx context.Context, ev events.Event, p *events.JobSubmitted) error {
+	rec := JobRecord{
+		Tenant: ev.Tenant, Batch: ev.BatchID, ACID: p.Spec.ACID, Index: p.Index, BatchSize: p.BatchSize,
+		BatchSource: p.BatchSource, Spec: p.Spec, Iteration: ev.Iteration, CorrelationID: ev.CorrelationID,
+		SubmittedAt: ev.Time, Status: StatusPending,
+	}
+	if p.Spec.ACID != ev.JobID {
+		return bus.Permanent(fmt.Errorf("job.submitted %s: spec.ac_id %q differs from envelope job %q", ev.ID, p.Spec.ACID, ev.JobID))
+	}
+	if err := ensureHeader(ctx, s.batches, BatchHeader{Tenant: ev.Tenant, Batch: ev.BatchID, Size: p.BatchSize, Source: p.BatchSource, CreatedAt: s.now()}); err != nil {
+		return err
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := s.jobs.Create(ctx, JobKey(ev.Tenant, ev.BatchID, p.Spec.ACID), data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("record job %s: %w", JobKey(ev.Tenant, ev.BatchID, p.Spec.ACID), err)
+	}
+	return nil
+}
+
+// decide makes a pending job final with apply (once, by compare-and-set), then returns
+// the job's outputs and, when it completed the batch, the batch's. A job that is already
+// final keeps its first outcome: its outputs are re-derived from the record and
+// republished under the same ids, which JetStream drops as duplicates.
+func (s *Service) decide(ctx context.Context, ev events.Event, apply func(*JobRecord)) ([]events.Event, error) {
+	key := JobKey(ev.Tenant, ev.BatchID, ev.JobID)
+	rec, err := updateJob(ctx, s.jobs, key, func(r *JobRecord) bool {
+		if r.Final() {
+			return false
+		}
+		apply(r)
+		r.DecidedBy, r.DecidedAt = ev.ID, s.now()
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := jobOutputs(rec, &ev.Envelope)
+	complete, err := markDone(ctx, s.batches, rec.Tenant, rec.Batch, rec.Index, rec.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	if complete {
+		more, err := s.complete(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// jobOutputs are the events a final job record stands for.
+func jobOutputs(r *JobRecord, cause *events.Envelope) []events.Event {
+	var p events.Payload
+	if r.Status == StatusBlocked {
+		p = &events.JobBlocked{Kind: r.Spec.Kind, ACID: r.ACID, Stage: r.BlockStage, Reason: r.BlockReason}
+	} else if r.Decided != nil {
+		p = r.Decided
+	} else {
+		return nil
+	}
+	e := events.New(p, r.Tenant, r.Batch, r.ACID, r.Iteration, "", cause)
+	e.CorrelationID = r.CorrelationID
+	return []events.Event{e}
+}
+
+func failedGates(gates []events.Gate) string {
+	msg := "gates failed:"
+	for _, g := range gates {
+		if g.Status == "fail" {
+			msg += fmt.Sprintf(" %s (%s)", g.Name, g.Detail)
+		}
+	}
+	return msg
+}
+
+// complete writes the manifest of a finished batch and announces it. Only the instance
+// whose compare-and-set records the completion returns the announcement; a redelivery to
+// that same job republishes it under the same ids.
+func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event, error) {
+	h, _, err := LoadHeader(ctx, s.batches, last.Tenant, last.Batch)
+	if err != nil {
+		return nil, err
+	}
+	if h != nil && h.Completion != nil {
+		if h.Completion.By != last.ACID {
+			return nil, nil
+		}
+		return completionEvents(h), nil
+	}
+	recs, err := LoadJobs(ctx, s.jobs, last.Tenant, last.Batch)
+	if err != nil {
+		return nil, err
+	}
+	summary, manifest := Summarize(last.Tenant, last.Batch, recs, s.now())
+	data, err := json.MarshalIndent(manifest, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode manifest: %w", err)
+	}
+	attrs, err := blob.PutBytes(ctx, s.store, last.Tenant, data, "application/json")
+	if err != nil {
+		return nil, fmt.Errorf("store manifest of %s: %w", BatchKey(last.Tenant, last.Batch), err)
+	}
+	ref := &events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "application/json", Size: attrs.Size}
+	summary.Manifests = []events.Blob{*ref}
+	var won bool
+	var final BatchHeader
+	_, err = casBytes(ctx, s.batches, BatchKey(last.Tenant, last.Batch), func(b []byte) ([]byte, bool) {
+		var cur BatchHeader
+		if len(b) > 0 {
+			if json.Unmarshal(b, &cur) != nil {
+				return b, false
+			}
+		}
+		if cur.Completion != nil {
+			won = cur.Completion.By == last.ACID
+			final = cur
+			return b, false
+		}
+		cur.Completion = &Completion{At: s.now(), By: last.ACID, Summary: summary, ManifestRef: ref}
+		won = true
+		final = cur
+		out, _ := json.Marshal(cur)
+		return out, true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !won {
+		return nil, nil
+	}
+	h = &final
+	s.log.Info("batch complete", "tenant", last.Tenant, "batch", last.Batch, "total", summary.Total,
+		"compared", summary.Compared, "blocked", summary.Blocked, "suggestions", summary.Suggestions, "exit_code", summary.ExitCode)
+	return completionEvents(h), nil
+}
+
+func completionEvents(h *BatchHeader) []events.Event {
+	c := h.Completion
+	var out []events.Event
+	if c.ManifestRef != nil {
+		out = append(out, events.New(&events.ManifestEmitted{Kind: events.KindAB, Manifest: *c.ManifestRef, ExitCode: c.Summary.ExitCode}, h.Tenant, h.Batch, "", 0, "ab", nil))
+	}
+	summary := c.Summary
+	out = append(out, events.New(&summary, h.Tenant, h.Batch, "", 0, "", nil))
+	return out
+}
+
+// LoadJobs reads every job record of a batch.
+func LoadJobs(ctx context.Context, kv jetstream.KeyValue, tenant, batch string) ([]*JobRecord, error) {
+	w, err := kv.Watch(ctx, BatchPrefix(tenant, batch)+"*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("list jobs of %s: %w", BatchKey(tenant, batch), err)
+	}
+	defer w.Stop()
+	var out []*JobRecord
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		var r JobRecord
+		if err := json.Unmarshal(e.Value(), &r); err != nil {
+			return nil, fmt.Errorf("job %s: corrupt record: %w", e.Key(), err)
+		}
+		out = append(out, &r)
+	}
+	return out, nil
+}
+
+// Summarize folds a batch's final job records into its summary and `ab` manifest.
+func Summarize(tenant, batch string, recs []*JobRecord, at time.Time) (events.BatchCompleted, ab.Manifest) {
+	sum := events.BatchCompleted{Total: len(recs)}
+	threshold := ab.DefaultThreshold
+	comps := make([]ab.Comparison, 0, len(recs))
+	for _, r := range recs {
+		if r.Spec.AB != nil {
+			threshold = r.Spec.AB.Threshold
+		}
+		switch r.Status {
+		case StatusCompared:
+			sum.Compared++
+			if r.Decided != nil && r.Decided.AB != nil && r.Decided.AB.Suggest {
+				sum.Suggestions++
+			}
+		case StatusBlocked:
+			sum.Blocked++
+		case StatusSchemaViolation:
+			sum.Violations++
+		}
+		if r.Comparison != nil {
+			comps = append(comps, *r.Comparison)
+		}
+	}
+	m := ab.BuildManifest("ab-"+tenant+"-"+batch, "tribunal", at, threshold, comps)
+	sum.ExitCode = ab.ExitCode(m.Outcomes())
+	return sum, m
+}

@@ -1,0 +1,118 @@
+// Package gater is the gater service: deterministic gates over rendered artifacts, and for
+// `ab` the blinding step. A job whose gates pass goes to the judges as gates.done with its
+// artifacts in slots A and B and no role labels; anything else goes to the aggregator as
+// gates.failed and never reaches a judge.
+package gater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// Service gates rendered jobs.
+type Service struct {
+	store blob.Store
+	log   *slog.Logger
+}
+
+// New builds the gater.
+func New(store blob.Store, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{store: store, log: log.With("service", bus.Gater)}
+}
+
+// Handle implements bus.Handler.
+func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, error) {
+	rd, ok := ev.Payload.(*events.RenderDone)
+	if !ok {
+		return nil, bus.Permanent(fmt.Errorf("gater got %s", ev.Type))
+	}
+	out := func(p events.Payload) []events.Event {
+		return []events.Event{events.New(p, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}
+	}
+	if rd.Blocked != "" {
+		return out(&events.GatesFailed{Kind: rd.Spec.Kind, ACID: rd.Spec.ACID, Blocked: rd.Blocked}), nil
+	}
+	switch rd.Spec.Kind {
+	case events.KindAB:
+		gates, err := s.artifactGates(ctx, ev.Tenant, rd.Artifacts, []string{"ours", "reference"})
+		if err != nil {
+			return nil, err
+		}
+		if !AllGreen(gates) {
+			return out(&events.GatesFailed{Kind: rd.Spec.Kind, ACID: rd.Spec.ACID, Gates: gates}), nil
+		}
+		assign := ab.Assign(rd.Spec.ACID, ev.Iteration)
+		slot := func(r ab.Role) events.Artifact { return rd.Artifacts[string(r)] }
+		return out(&events.GatesDone{
+			Kind:      events.KindAB,
+			Criterion: rd.Spec.Criterion,
+			Gates:     blind(gates),
+			Slots:     []events.Slot{{Name: "A", Artifact: slot(assign.A)}, {Name: "B", Artifact: slot(assign.B)}},
+			Positions: rd.Spec.AB.Positions,
+			Judges:    rd.Spec.AB.Judges,
+		}), nil
+	}
+	return out(&events.GatesFailed{Kind: rd.Spec.Kind, ACID: rd.Spec.ACID, Blocked: fmt.Sprintf("no gates for judge kind %q", rd.Spec.Kind)}), nil
+}
+
+// artifactGates checks that every artifact exists and still hashes to its digest: a judge
+// must never be handed bytes that are not the ones rendered.
+func (s *Service) artifactGates(ctx context.Context, tenant string, arts map[string]events.Artifact, roles []string) ([]events.Gate, error) {
+	var gates []events.Gate
+	for _, role := range roles {
+		a, ok := arts[role]
+		g := events.Gate{Name: "artifact_readable:" + role, Status: "pass"}
+		if !ok {
+			g.Status, g.Detail = "fail", "missing from render"
+			gates = append(gates, g)
+			continue
+		}
+		rc, _, err := s.store.Open(ctx, blob.Ref{Tenant: tenant, SHA256: a.Blob.SHA256})
+		if err == nil {
+			_, err = discard(rc)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, blob.ErrNotFound):
+			g.Status, g.Detail = "fail", "not in blob storage"
+		case errors.Is(err, blob.ErrDigestMismatch):
+			g.Status, g.Detail = "fail", "stored bytes do not match their digest"
+		default:
+			return nil, fmt.Errorf("gate %s: %w", g.Name, err)
+		}
+		gates = append(gates, g)
+	}
+	return gates, nil
+}
+
+// AllGreen is derived from the gates themselves, never taken from anyone's word.
+func AllGreen(gates []events.Gate) bool {
+	for _, g := range gates {
+		if g.Status == "fail" {
+			return false
+		}
+	}
+	return true
+}
+
+// blind renames per-role gates so the judge-facing event names no role: the judge only
+// learns that every artifact passed.
+func blind(gates []events.Gate) []events.Gate {
+	n := 0
+	for _, g := range gates {
+		if g.Status == "pass" {
+			n++
+		}
+	}
+	return []events.Gate{{Name: "artifacts_readable", Status: "pass", Detail: fmt.Sprintf("%d/%d", n, len(gates))}}
+}
