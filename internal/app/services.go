@@ -23,8 +23,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
-	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
 	"github.com/tribunal-dev/tribunal/services/gater"
+	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 

@@ -224,7 +224,9 @@ func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
 	for _, c := range e.Causes {
 		out = append(out, leaves(c)...)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return strings.Join(out[i].InstanceLocation, "/") < strings.Join(out[j].InstanceLocation, "/") })
+	sort.SliceStable(out, func(i, j int) bool {
+		return strings.Join(out[i].InstanceLocation, "/") < strings.Join(out[j].InstanceLocation, "/")
+	})
 	return out
 }
 
