@@ -22,7 +22,9 @@ const (
 // Slot labels and the tie answer as a judge writes them. They are the only values a
 // raw_winner may take (see RawVerdict.Validate for the accepted spellings).
 const (
+	// LabelA is the first slot.
 	LabelA = "A"
+	// LabelB is the second slot.
 	LabelB = "B"
 	// RawTie is the canonical spelling of a tie in a raw verdict.
 	RawTie = "tie"

@@ -108,7 +108,9 @@ type JudgeInfo struct {
 }
 
 // SwapRecord is the evidence of a position-swap pair: both answers, each with the
-// assignment it was judged under, and whether they agreed once un-shuffled.
+// assignment it was judged under, and whether they agreed once un-shuffled. Record
+// only answers that passed Validate; an out-of-range confidence such as NaN cannot be
+// written as JSON (keep such an answer's text in ComparisonExtras.Answer instead).
 type SwapRecord struct {
 	First            RawVerdict `json:"first"`
 	FirstAssignment  Assignment `json:"first_assignment"`
@@ -136,7 +138,9 @@ type Suggestion struct {
 // Compared records a valid verdict for an AC. The winner is derived from the raw answer
 // and the assignment here, never taken from the judge. For a winner that came from a
 // swap pair or a panel, pass a RawVerdict whose RawWinner is a.Label(winner), so that
-// raw_winner and label_assignment still re-derive the winner.
+// raw_winner and label_assignment still re-derive the winner. The verdict should have
+// passed Validate; one that did not is turned into a schema violation by BuildManifest
+// rather than routed.
 func Compared(acID string, p Pair, a Assignment, v RawVerdict) Comparison {
 	raw, _ := canonicalRawWinner(v.RawWinner)
 	conf := v.Confidence
@@ -249,6 +253,9 @@ func (m Manifest) Outcomes() []Outcome {
 // raw_winner and label_assignment, or whose confidence is missing or out of range, is
 // rewritten as a schema violation with the reason: the manifest must never carry a
 // routing decision that a reviewer cannot re-derive. generatedAt is stored in UTC.
+//
+// threshold must pass CheckThreshold (a bad one is a usage error, found before any
+// judging): it is recorded in the manifest, and a NaN could not be written as JSON.
 func BuildManifest(reviewID string, source string, generatedAt time.Time, threshold float64, comps []Comparison) Manifest {
 	sorted := make([]Comparison, len(comps))
 	copy(sorted, comps)

@@ -97,7 +97,9 @@ func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, 
 			MaxInterval:     cfg.RetryMax,
 			Multiplier:      2,
 			ShouldRetry:     func(p middleware.RetryParams) bool { return !IsPermanent(p.Err) },
-			Logger:          watermill.NewSlogLogger(logger),
+			// A retried handler is routine (a later stage overtaking a submission on
+			// another worker); only dead letters are errors.
+			Logger: watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelError: slog.LevelInfo}),
 		}.Middleware,
 		middleware.CorrelationID,
 		middleware.Recoverer,

@@ -100,6 +100,7 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 	}
 	res := &Results{Tenant: tenant, BatchID: batchID, Source: h.Source, Summary: h.Completion.Summary}
 	judges := map[string]bool{}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
 	for _, r := range recs {
 		row := Row{ACID: r.ACID, Kind: r.Spec.Kind, Status: r.Status, Reason: r.BlockReason}
 		if r.Decided != nil && r.Decided.AB != nil {
@@ -128,7 +129,6 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 		row.Judge = strings.Join(names, ",")
 		res.Rows = append(res.Rows, row)
 	}
-	sort.Slice(res.Rows, func(i, j int) bool { return res.Rows[i].ACID < res.Rows[j].ACID })
 	for j := range judges {
 		res.Judges = append(res.Judges, j)
 	}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
+)
+
+// judgeFlags configure the judge provider, from flags or TRIBUNAL_* environment variables.
+type judgeFlags struct {
+	provider        string
+	model           string
+	scriptedWinner  string
+	scriptedAnswers string
+	scriptedLatency time.Duration
+	baseURL         string
+	apiKeyEnv       string
+	azure           bool
+	apiVersion      string
+	timeout         time.Duration
+	attempts        int
+	concurrency     int
+	rpm             int
+	responseFormat  string
+	temperature     float64
+	seed            int
+	maxTokens       int
+}
+
+func (j *judgeFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&j.provider, "judge", envOr("TRIBUNAL_JUDGE", "scripted"), "judge provider: scripted (recorded answers, offline) or openai (any OpenAI-compatible API) (env TRIBUNAL_JUDGE)")
+	fs.StringVar(&j.model, "judge-model", envOr("TRIBUNAL_JUDGE_MODEL", ""), "model to ask (openai: required; env TRIBUNAL_JUDGE_MODEL)")
+	fs.StringVar(&j.scriptedWinner, "scripted-winner", envOr("TRIBUNAL_SCRIPTED_WINNER", "A"), "scripted: raw winner for every ab AC without a recorded answer: A, B or tie; empty to require answers")
+	fs.StringVar(&j.scriptedAnswers, "scripted-answers", envOr("TRIBUNAL_SCRIPTED_ANSWERS", ""), "scripted: JSON file of recorded answers keyed by AC id")
+	fs.DurationVar(&j.scriptedLatency, "scripted-latency", 0, "scripted: simulated response time")
+	fs.StringVar(&j.baseURL, "openai-base-url", envOr("TRIBUNAL_OPENAI_BASE_URL", envOr("OPENAI_BASE_URL", "https://api.openai.com/v1")), "openai: API base URL (Ollama: http://localhost:11434/v1, vLLM: http://host:8000/v1) (env TRIBUNAL_OPENAI_BASE_URL)")
+	fs.StringVar(&j.apiKeyEnv, "openai-api-key-env", "OPENAI_API_KEY", "openai: name of the environment variable holding the API key (keys never go on the command line)")
+	fs.BoolVar(&j.azure, "openai-azure", os.Getenv("TRIBUNAL_OPENAI_AZURE") == "true", "openai: the base URL is an Azure OpenAI resource; --judge-model names the deployment")
+	fs.StringVar(&j.apiVersion, "openai-api-version", envOr("TRIBUNAL_OPENAI_API_VERSION", ""), "openai: Azure API version")
+	fs.DurationVar(&j.timeout, "judge-timeout", 120*time.Second, "openai: timeout of one attempt")
+	fs.IntVar(&j.attempts, "judge-attempts", 4, "openai: attempts per call (timeouts, 429 and 5xx are retried with backoff)")
+	fs.IntVar(&j.concurrency, "judge-concurrency", 8, "openai: calls in flight per judge instance")
+	fs.IntVar(&j.rpm, "judge-rpm", 0, "openai: requests per minute per judge instance (0: unlimited)")
+	fs.StringVar(&j.responseFormat, "judge-response-format", "auto", "openai: auto (JSON schema, falling back to JSON mode), json_schema, json_object or none")
+	fs.Float64Var(&j.temperature, "judge-temperature", 0, "sampling temperature")
+	fs.IntVar(&j.seed, "judge-seed", 0, "sampling seed where the server supports it (0: none)")
+	fs.IntVar(&j.maxTokens, "judge-max-tokens", 0, "answer token limit (0: server default)")
+}
+
+func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error) {
+	t := float32(j.temperature)
+	params := judge.Params{Temperature: &t, MaxTokens: j.maxTokens}
+	if j.seed != 0 {
+		s := j.seed
+		params.Seed = &s
+	}
+	switch j.provider {
+	case "scripted":
+		p, err := judge.NewScripted(judge.ScriptedOptions{Winner: j.scriptedWinner, AnswersFile: j.scriptedAnswers, Latency: j.scriptedLatency})
+		return p, params, err
+	case "openai":
+		if j.model == "" {
+			return nil, params, fmt.Errorf("--judge openai needs --judge-model (or TRIBUNAL_JUDGE_MODEL)")
+		}
+		p, err := openai.New(openai.Config{
+			BaseURL: j.baseURL, APIKey: os.Getenv(j.apiKeyEnv), Model: j.model, Azure: j.azure, APIVersion: j.apiVersion,
+			Timeout: j.timeout, MaxAttempts: j.attempts, Concurrency: j.concurrency, RequestsPerMinute: j.rpm,
+			ResponseFormat: j.responseFormat, Instance: instance,
+		})
+		return p, params, err
+	}
+	return nil, params, fmt.Errorf("--judge %q: want scripted or openai", j.provider)
+}

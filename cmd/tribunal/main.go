@@ -1,0 +1,117 @@
+// Command tribunal is the CLI and the all-in-one mode of tribunal: `run` judges a batch
+// in one process with an embedded NATS server, `serve` runs one service (or all, or a
+// NATS server) as a long-lived process, and submit/watch/results talk to running
+// services.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	_ "github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	_ "github.com/tribunal-dev/tribunal/pkg/blob/s3blob"
+)
+
+// exitError carries a process exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot()
+	err := root.ExecuteContext(ctx)
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		if ee.err != nil {
+			fmt.Fprintln(os.Stderr, "tribunal:", ee.err)
+		}
+		os.Exit(ee.code)
+	default:
+		fmt.Fprintln(os.Stderr, "tribunal:", err)
+		os.Exit(2)
+	}
+}
+
+func newRoot() *cobra.Command {
+	var logLevel, logFormat string
+	root := &cobra.Command{
+		Use:   "tribunal",
+		Short: "Shared judging infrastructure: blind LLM verdicts over batches of acceptance criteria",
+		Long: `tribunal judges batches of acceptance criteria (ACs). Independent services render the
+artifacts, run deterministic gates, ask LLM judges for blind verdicts and apply routing and
+sign-off rules; they talk only through NATS JetStream events and keep artifacts in
+S3-compatible storage.
+
+Start with the all-in-one mode, which needs nothing installed and no API key:
+
+  tribunal run examples/quickstart`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return setupLogging(logLevel, logFormat)
+		},
+	}
+	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("TRIBUNAL_LOG_LEVEL", "warn"), "log level: debug, info, warn, error (env TRIBUNAL_LOG_LEVEL)")
+	root.PersistentFlags().StringVar(&logFormat, "log-format", envOr("TRIBUNAL_LOG_FORMAT", "text"), "log format: text or json (env TRIBUNAL_LOG_FORMAT)")
+	root.AddCommand(newRunCmd(), newServeCmd(), newSubmitCmd(), newWatchCmd(), newResultsCmd(), newShuffleCmd(), newBenchCmd(), newVersionCmd())
+	return root
+}
+
+func setupLogging(level, format string) error {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return exitError{2, fmt.Errorf("--log-level %q: %w", level, err)}
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	var h slog.Handler
+	switch format {
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	case "text":
+		h = slog.NewTextHandler(os.Stderr, opts)
+	default:
+		return exitError{2, fmt.Errorf("--log-format %q: want text or json", format)}
+	}
+	slog.SetDefault(slog.New(h))
+	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "tribunal", version)
+		},
+	}
+}

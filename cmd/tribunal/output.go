@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/tribunal-dev/tribunal/pkg/client"
+)
+
+// progressReporter shows batch progress: a bar on a terminal, plain lines in a pipe.
+type progressReporter struct {
+	bar      *progressbar.ProgressBar
+	w        io.Writer
+	last     time.Time
+	lastDone int
+}
+
+func newProgress(w *os.File, quiet bool) *progressReporter {
+	p := &progressReporter{w: w}
+	if quiet {
+		p.w = io.Discard
+		return p
+	}
+	if isatty.IsTerminal(w.Fd()) || isatty.IsCygwinTerminal(w.Fd()) {
+		p.bar = progressbar.NewOptions(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("judging"),
+			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("ACs"),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	return p
+}
+
+func (p *progressReporter) report(pr client.Progress) {
+	if p.bar != nil {
+		if p.bar.GetMax() != pr.Total {
+			p.bar.ChangeMax(pr.Total)
+		}
+		_ = p.bar.Set(pr.Done)
+		if pr.Completion != nil {
+			_ = p.bar.Finish()
+		}
+		return
+	}
+	if pr.Done == p.lastDone && pr.Completion == nil {
+		return
+	}
+	if time.Since(p.last) < time.Second && pr.Completion == nil {
+		return
+	}
+	p.last, p.lastDone = time.Now(), pr.Done
+	fmt.Fprintf(p.w, "progress: %d/%d ACs decided\n", pr.Done, pr.Total)
+}
+
+// printResults writes the results table and summary, or JSON.
+func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AC\tSTATUS\tWINNER\tCONF\tTAG\tJUDGE\tNOTE")
+	for _, r := range res.Rows {
+		conf := "-"
+		if r.Confidence != nil {
+			conf = fmt.Sprintf("%.2f", *r.Confidence)
+		}
+		note := r.BiggestGap
+		if r.Reason != "" {
+			note = r.Reason
+		}
+		judgeName := r.Judge
+		if r.Cached {
+			judgeName += " (cached)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ACID, r.Status, dash(r.Winner), conf, dash(r.Tag), dash(judgeName), clip(note, 72))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	s := res.Summary
+	fmt.Fprintf(w, "\nbatch %s (tenant %s): %d ACs, %d compared, %d blocked, %d schema violations, %d suggestions; exit code %d\n",
+		res.BatchID, res.Tenant, s.Total, s.Compared, s.Blocked, s.Violations, s.Suggestions, s.ExitCode)
+	for _, j := range res.Judges {
+		fmt.Fprintf(w, "verdicts by judge %s%s\n", j, judgeNote(j))
+	}
+	if len(res.Judges) == 0 {
+		fmt.Fprintln(w, "no judge was asked (every AC was blocked before judging)")
+	}
+	if outDir != "" {
+		fmt.Fprintf(w, "results written to %s\n", outDir)
+	}
+	return nil
+}
+
+func judgeNote(name string) string {
+	if strings.HasPrefix(name, "scripted/") {
+		return " (scripted: recorded answers, no model was asked)"
+	}
+	return ""
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

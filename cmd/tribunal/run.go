@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/ingest"
+)
+
+type runFlags struct {
+	out          string
+	tenant       string
+	dataDir      string
+	blobURL      string
+	asJSON       bool
+	quiet        bool
+	allowOutside bool
+	allowPrivate bool
+	concurrency  int
+	timeout      time.Duration
+	judge        judgeFlags
+}
+
+func newRunCmd() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run <batch>",
+		Short: "Judge a batch in one process (embedded NATS, file blob store, all four services)",
+		Long: `run is the all-in-one mode: it starts a real NATS server with JetStream inside the process,
+a file blob store and the renderer, gater, judge and aggregator services, submits the batch,
+shows progress, prints a results table and writes results.json and manifest.json into the
+output folder. Nothing needs to be installed and, with the default scripted judge, no API key.
+
+The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every AC blocked
+(2 is a usage error).`,
+		Example: `  # the offline quickstart (scripted judge: recorded answers, no model)
+  tribunal run examples/quickstart
+
+  # judge with a real model through any OpenAI-compatible API
+  OPENAI_API_KEY=... tribunal run examples/quickstart --judge openai --judge-model gpt-4o-mini
+
+  # a local model served by Ollama
+  tribunal run examples/quickstart --judge openai --openai-base-url http://localhost:11434/v1 --judge-model llama3.2-vision`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runAllInOne(cmd.Context(), f, args[0]) },
+	}
+	fs := cmd.Flags()
+	fs.StringVarP(&f.out, "out", "o", "out", "folder results are written to (one subfolder per batch)")
+	fs.StringVar(&f.tenant, "tenant", "", "tenant (team) to submit as; default the batch's, else \"default\"")
+	fs.StringVar(&f.dataDir, "data-dir", "", "keep the NATS store and blobs here instead of a temporary folder")
+	fs.StringVar(&f.blobURL, "blob", "", "blob store URL instead of the data folder (file:///dir or s3://bucket?endpoint=...)")
+	fs.BoolVar(&f.asJSON, "json", false, "print the results as JSON")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
+	fs.BoolVar(&f.allowOutside, "allow-outside", false, "allow artifact paths outside the batch folder")
+	fs.BoolVar(&f.allowPrivate, "allow-private-urls", false, "allow artifact URLs on loopback, private and link-local addresses")
+	fs.IntVar(&f.concurrency, "concurrency", 64, "messages in flight per service")
+	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	f.judge.register(fs)
+	return cmd
+}
+
+func runAllInOne(ctx context.Context, f *runFlags, path string) error {
+	b, err := batch.Load(path)
+	if err != nil {
+		return exitError{2, err}
+	}
+	for _, r := range b.Rejected {
+		fmt.Fprintln(os.Stderr, "skipped:", r)
+	}
+	tenant := firstNonEmpty(f.tenant, b.Tenant, "default")
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+	}
+	dataDir := f.dataDir
+	if dataDir == "" {
+		if dataDir, err = os.MkdirTemp("", "tribunal-run-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dataDir)
+	}
+	env, err := startEmbedded(ctx, dataDir, f.blobURL, f.concurrency, &f.judge, ingest.FetchOptions{AllowPrivate: f.allowPrivate})
+	if err != nil {
+		return exitError{2, err}
+	}
+	defer env.Close()
+
+	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store, AllowOutside: f.allowOutside}
+	s, err := sub.Submit(ctx, b, tenant, client.NewBatchID(b))
+	if err != nil {
+		return err
+	}
+	progress := newProgress(os.Stderr, f.quiet || f.asJSON)
+	if _, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, progress.report); err != nil {
+		return fmt.Errorf("batch %s: %w", s.BatchID, err)
+	}
+	res, err := client.Load(ctx, env.Running.Buckets, env.Store, s.Tenant, s.BatchID)
+	if err != nil {
+		return err
+	}
+	outDir, err := res.Write(f.out)
+	if err != nil {
+		return err
+	}
+	if err := printResults(os.Stdout, res, outDir, f.asJSON); err != nil {
+		return err
+	}
+	if res.Summary.ExitCode != 0 {
+		return exitError{code: res.Summary.ExitCode}
+	}
+	return nil
+}
+
+// embedded is an all-in-one tribunal: an in-process NATS server, a blob store and the
+// four services.
+type embedded struct {
+	Running *app.Running
+	Store   blob.Store
+	close   []func()
+}
+
+func (e *embedded) Close() {
+	for i := len(e.close) - 1; i >= 0; i-- {
+		e.close[i]()
+	}
+}
+
+func startEmbedded(ctx context.Context, dataDir, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions) (*embedded, error) {
+	e := &embedded{}
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
+	if err != nil {
+		return nil, err
+	}
+	e.close = append(e.close, func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := bus.InProcessConn(ns)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.close = append(e.close, nc.Close)
+	if blobURL != "" {
+		e.Store, err = blob.OpenURL(ctx, blobURL)
+	} else {
+		e.Store, err = fileblob.New(filepath.Join(dataDir, "blobs"), fileblob.Options{})
+	}
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.close = append(e.close, func() { _ = e.Store.Close() })
+	provider, params, err := jf.build("all-in-one")
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.Running, err = app.Start(ctx, nc, app.Options{
+		Store: e.Store, Provider: provider, Params: params, Instance: "all-in-one", Concurrency: concurrency,
+		Fetch: fetch, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+	})
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.close = append(e.close, e.Running.Close)
+	return e, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/ingest"
+)
+
+// connFlags say how to reach NATS and the blob store.
+type connFlags struct {
+	natsURL   string
+	creds     string
+	user      string
+	password  string
+	blobURL   string
+	stream    string
+	maxAge    time.Duration
+	ackWait   time.Duration
+	maxDeliv  int
+	instance  string
+	connectTO time.Duration
+}
+
+func (c *connFlags) register(fs *pflag.FlagSet) {
+	host, _ := os.Hostname()
+	fs.StringVar(&c.natsURL, "nats", envOr("TRIBUNAL_NATS_URL", nats.DefaultURL), "NATS server URL(s), comma separated (env TRIBUNAL_NATS_URL)")
+	fs.StringVar(&c.creds, "nats-creds", envOr("TRIBUNAL_NATS_CREDS", ""), "NATS credentials file (env TRIBUNAL_NATS_CREDS)")
+	fs.StringVar(&c.user, "nats-user", envOr("TRIBUNAL_NATS_USER", ""), "NATS user (env TRIBUNAL_NATS_USER; password from TRIBUNAL_NATS_PASSWORD)")
+	c.password = os.Getenv("TRIBUNAL_NATS_PASSWORD")
+	fs.StringVar(&c.blobURL, "blob", envOr("TRIBUNAL_BLOB_URL", "file://./tribunal-data/blobs"), "blob store URL: file:///dir or s3://bucket?endpoint=host:9000&secure=false (env TRIBUNAL_BLOB_URL; S3 keys from TRIBUNAL_S3_ACCESS_KEY/TRIBUNAL_S3_SECRET_KEY)")
+	fs.StringVar(&c.stream, "stream", envOr("TRIBUNAL_STREAM", "TRIBUNAL"), "JetStream stream name")
+	fs.DurationVar(&c.maxAge, "retention", 0, "how long the stream keeps events (the audit horizon; 0: forever)")
+	fs.DurationVar(&c.ackWait, "ack-wait", 30*time.Second, "redeliver a message not acked within this (long handlers extend it)")
+	fs.IntVar(&c.maxDeliv, "max-deliver", 8, "deliveries before a failing message goes to dead letters")
+	fs.StringVar(&c.instance, "instance", envOr("TRIBUNAL_INSTANCE", host), "name of this process in verdicts and logs (env TRIBUNAL_INSTANCE)")
+	fs.DurationVar(&c.connectTO, "connect-timeout", 30*time.Second, "how long to wait for NATS at start")
+}
+
+func (c *connFlags) busConfig() bus.Config {
+	return bus.Config{Stream: c.stream, MaxAge: c.maxAge, AckWait: c.ackWait, MaxDeliver: c.maxDeliv}
+}
+
+// connect dials NATS, retrying until connectTO, and reconnects forever afterwards: a
+// NATS restart is ridden out, not fatal.
+func (c *connFlags) connect() (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("tribunal " + c.instance), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { slog.Warn("nats disconnected", "err", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { slog.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
+	}
+	if c.creds != "" {
+		opts = append(opts, nats.UserCredentials(c.creds))
+	}
+	if c.user != "" {
+		opts = append(opts, nats.UserInfo(c.user, c.password))
+	}
+	nc, err := nats.Connect(c.natsURL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nats %s: %w", c.natsURL, err)
+	}
+	deadline := time.Now().Add(c.connectTO)
+	for !nc.IsConnected() {
+		if time.Now().After(deadline) {
+			nc.Close()
+			return nil, fmt.Errorf("nats %s: not reachable after %s", c.natsURL, c.connectTO)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nc, nil
+}
+
+func newServeCmd() *cobra.Command {
+	var conn connFlags
+	var jf judgeFlags
+	var health string
+	var concurrency int
+	var allowPrivate bool
+	var natsListen, natsStore, natsConfig string
+	cmd := &cobra.Command{
+		Use:   "serve <renderer|gater|judge|aggregator|all|nats>",
+		Short: "Run a service as a long-lived process",
+		Long: `serve runs one of tribunal's services against a NATS JetStream server and a blob store, with
+/healthz and /readyz on --health. Run as many instances of a service as you like: they share
+the service's durable consumer, so judges scale horizontally. "all" runs the four services in
+one process; "nats" runs an embedded NATS server with JetStream (the same build as the
+all-in-one mode) for a single host or for tests.
+
+Every flag can also be set through the TRIBUNAL_* environment variable named in its help.`,
+		Example: `  tribunal serve nats --listen 127.0.0.1:4222 --store /var/lib/tribunal/nats
+  tribunal serve judge --nats nats://127.0.0.1:4222 --blob 's3://artifacts?endpoint=127.0.0.1:9000&secure=false' \
+      --judge openai --judge-model gpt-4o-mini
+  tribunal serve all --nats nats://127.0.0.1:4222 --blob file:///var/lib/tribunal/blobs`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if args[0] == "nats" {
+				return serveNATS(ctx, natsListen, natsStore, natsConfig)
+			}
+			var services []string
+			switch args[0] {
+			case "all":
+				services = bus.Services
+			case bus.Renderer, bus.Gater, bus.Judge, bus.Aggregator:
+				services = []string{args[0]}
+			default:
+				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all or nats", args[0])}
+			}
+			return serveServices(ctx, &conn, &jf, services, health, concurrency, allowPrivate)
+		},
+	}
+	fs := cmd.Flags()
+	conn.register(fs)
+	jf.register(fs)
+	fs.StringVar(&health, "health", envOr("TRIBUNAL_HEALTH_ADDR", ":8080"), "address of the /healthz and /readyz endpoints (env TRIBUNAL_HEALTH_ADDR)")
+	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service in this process (backpressure)")
+	fs.BoolVar(&allowPrivate, "allow-private-urls", os.Getenv("TRIBUNAL_ALLOW_PRIVATE_URLS") == "true", "renderer: allow artifact URLs on loopback, private and link-local addresses")
+	fs.StringVar(&natsListen, "listen", "127.0.0.1:4222", "nats: client address to listen on")
+	fs.StringVar(&natsStore, "store", "./tribunal-data/nats", "nats: JetStream store folder")
+	fs.StringVar(&natsConfig, "config", "", "nats: nats-server configuration file (e.g. the authorization from `tribunal tenants`)")
+	return cmd
+}
+
+func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, allowPrivate bool) error {
+	nc, err := conn.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	store, err := blob.OpenURL(ctx, conn.blobURL)
+	if err != nil {
+		return exitError{2, err}
+	}
+	defer store.Close()
+	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
+		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, CloseTimeout: 30 * time.Second}
+	for _, s := range services {
+		if s == bus.Judge {
+			if opts.Provider, opts.Params, err = jf.build(conn.instance); err != nil {
+				return exitError{2, err}
+			}
+		}
+	}
+	r, err := app.Start(ctx, nc, opts)
+	if err != nil {
+		return err
+	}
+	hctx, hcancel := context.WithCancel(context.Background())
+	defer hcancel()
+	addr, err := app.ServeHealth(hctx, health, r.Ready, slog.Default())
+	if err != nil {
+		r.Close()
+		return err
+	}
+	slog.Info("serving", "services", services, "instance", conn.instance, "health", addr)
+	<-ctx.Done()
+	slog.Info("shutting down: finishing in-flight messages", "services", services)
+	r.Close()
+	return nil
+}
+
+func serveNATS(ctx context.Context, listen, store, config string) error {
+	if err := os.MkdirAll(store, 0o750); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(store)
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: abs, Listen: listen, ConfigFile: config})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "nats listening on %s (JetStream store %s)\n", ns.ClientURL(), abs)
+	<-ctx.Done()
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	return nil
+}
