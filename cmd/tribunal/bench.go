@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ type benchReport struct {
 func newBenchCmd() *cobra.Command {
 	var n, concurrency int
 	var asJSON bool
-	var dataDir string
+	var dataDir, cpuProfile string
 	var jf judgeFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -52,6 +53,17 @@ AC's submission to its decision) and the process's peak resident memory.`,
   tribunal bench --acs 100000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			r, err := runBench(cmd.Context(), n, concurrency, dataDir, &jf)
 			if err != nil {
 				return err
@@ -71,6 +83,7 @@ AC's submission to its decision) and the process's peak resident memory.`,
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&dataDir, "data-dir", "", "work folder (default: a temporary folder, removed afterwards)")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
 	jf.register(fs)
 	return cmd
 }
@@ -79,7 +92,8 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, jf *judge
 	if n <= 0 {
 		return nil, exitError{2, fmt.Errorf("--acs must be positive")}
 	}
-	if dataDir == "" {
+	ephemeral := dataDir == ""
+	if ephemeral {
 		d, err := os.MkdirTemp("", "tribunal-bench-")
 		if err != nil {
 			return nil, err
@@ -91,7 +105,7 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, jf *judge
 	if err != nil {
 		return nil, err
 	}
-	env, err := startEmbedded(ctx, dataDir, "", concurrency, jf, ingest.FetchOptions{})
+	env, err := startEmbedded(ctx, dataDir, ephemeral, "", concurrency, jf, ingest.FetchOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -135,19 +149,22 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, jf *judge
 }
 
 func writeBenchBatch(dir string, n int) (*batch.Batch, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "a"), 0o755); err != nil {
-		return nil, err
-	}
 	var sb strings.Builder
 	sb.WriteString("version: 1\nname: bench\nacs:\n")
 	for i := 0; i < n; i++ {
+		// Spread over folders: one folder of 20,000 files makes every lookup slow on
+		// some file systems, which would measure the disk instead of tribunal.
+		sub := filepath.Join(dir, strconv.Itoa(i%100))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return nil, err
+		}
 		for _, side := range []string{"ours", "ref"} {
-			p := filepath.Join(dir, "a", side+"-"+strconv.Itoa(i)+".md")
+			p := filepath.Join(sub, side+"-"+strconv.Itoa(i)+".md")
 			if err := os.WriteFile(p, []byte(fmt.Sprintf("# %s %d\nGenerated artifact %d for the load test.\n", side, i, i)), 0o644); err != nil {
 				return nil, err
 			}
 		}
-		fmt.Fprintf(&sb, "  - id: AC-%d\n    criterion: generated\n    ours: a/ours-%d.md\n    reference: a/ref-%d.md\n", i, i, i)
+		fmt.Fprintf(&sb, "  - id: AC-%d\n    criterion: generated\n    ours: %d/ours-%d.md\n    reference: %d/ref-%d.md\n", i, i%100, i, i%100, i)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(sb.String()), 0o644); err != nil {
 		return nil, err

@@ -85,14 +85,14 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		ctx, cancel = context.WithTimeout(ctx, f.timeout)
 		defer cancel()
 	}
-	dataDir := f.dataDir
-	if dataDir == "" {
+	dataDir, ephemeral := f.dataDir, f.dataDir == ""
+	if ephemeral {
 		if dataDir, err = os.MkdirTemp("", "tribunal-run-"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(dataDir)
 	}
-	env, err := startEmbedded(ctx, dataDir, f.blobURL, f.concurrency, &f.judge, ingest.FetchOptions{AllowPrivate: f.allowPrivate})
+	env, err := startEmbedded(ctx, dataDir, ephemeral, f.blobURL, f.concurrency, &f.judge, ingest.FetchOptions{AllowPrivate: f.allowPrivate})
 	if err != nil {
 		return exitError{2, err}
 	}
@@ -138,7 +138,10 @@ func (e *embedded) Close() {
 	}
 }
 
-func startEmbedded(ctx context.Context, dataDir, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions) (*embedded, error) {
+// startEmbedded starts the all-in-one mode in dataDir. ephemeral says dataDir is a
+// temporary folder deleted at exit: its blobs skip fsync, as nothing in it can outlive
+// the process anyway (JetStream's own file store syncs on an interval, not per write).
+func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions) (*embedded, error) {
 	e := &embedded{}
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
 	if err != nil {
@@ -154,7 +157,7 @@ func startEmbedded(ctx context.Context, dataDir, blobURL string, concurrency int
 	if blobURL != "" {
 		e.Store, err = blob.OpenURL(ctx, blobURL)
 	} else {
-		e.Store, err = fileblob.New(filepath.Join(dataDir, "blobs"), fileblob.Options{})
+		e.Store, err = fileblob.New(filepath.Join(dataDir, "blobs"), fileblob.Options{NoSync: ephemeral})
 	}
 	if err != nil {
 		e.Close()

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
@@ -112,7 +113,34 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 	for _, r := range b.Rejected {
 		sub.Rejected = append(sub.Rejected, r.Error())
 	}
-	uploads := map[string]events.Source{}
+	pairs := make([]ab.Pair, len(b.ACs))
+	problems := make([]string, len(b.ACs))
+	var names []string
+	seenName := map[string]bool{}
+	for i, ac := range b.ACs {
+		problem := ac.Problem
+		if problem == "" && verr != nil {
+			problem = "verify map unusable: " + verr.Error()
+		}
+		pair, _, rerr := ab.Resolve(ac.ID, ab.Pair{Ours: ac.Ours, Reference: ac.Reference}, verify)
+		if problem == "" && rerr != nil {
+			problem = fmt.Sprintf("%s:%d: acs %s: %v", b.Path, ac.Line, ac.ID, rerr)
+		}
+		pairs[i], problems[i] = pair, problem
+		if problem != "" {
+			continue
+		}
+		for _, n := range []string{pair.Ours, pair.Reference} {
+			if !seenName[n] {
+				seenName[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	uploads, err := s.uploadAll(ctx, b, tenant, names)
+	if err != nil {
+		return sub, err
+	}
 	var msgs []*message.Message
 	flush := func() error {
 		if len(msgs) == 0 {
@@ -123,7 +151,6 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 		return err
 	}
 	for i, ac := range b.ACs {
-		var err error
 		spec := events.JobSpec{Kind: events.KindAB, ACID: ac.ID, Criterion: ac.Criterion}
 		abSpec := &events.ABSpec{Threshold: threshold, Positions: firstNonEmpty(ac.Positions, b.Positions, "single"), Judges: ac.Judges}
 		if len(abSpec.Judges) == 0 {
@@ -133,26 +160,14 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 		if ac.Iteration != nil {
 			iteration = *ac.Iteration
 		}
-		problem := ac.Problem
-		if problem == "" && verr != nil {
-			problem = "verify map unusable: " + verr.Error()
-		}
-		pair, _, rerr := ab.Resolve(ac.ID, ab.Pair{Ours: ac.Ours, Reference: ac.Reference}, verify)
-		if problem == "" && rerr != nil {
-			problem = fmt.Sprintf("%s:%d: acs %s: %v", b.Path, ac.Line, ac.ID, rerr)
-		}
+		pair, problem := pairs[i], problems[i]
 		if problem != "" {
 			// Blocked, not dropped: the AC travels through the pipeline and lands in the
 			// manifest with its reason.
 			abSpec.Ours = events.Source{Name: firstNonEmpty(pair.Ours, ac.Ours, "(none)"), Error: "invalid batch entry: " + problem}
 			abSpec.Reference = events.Source{Name: firstNonEmpty(pair.Reference, ac.Reference, "(none)"), Error: "invalid batch entry: " + problem}
 		} else {
-			if abSpec.Ours, err = s.source(ctx, b, tenant, pair.Ours, uploads); err != nil {
-				return sub, err
-			}
-			if abSpec.Reference, err = s.source(ctx, b, tenant, pair.Reference, uploads); err != nil {
-				return sub, err
-			}
+			abSpec.Ours, abSpec.Reference = uploads[pair.Ours], uploads[pair.Reference]
 		}
 		spec.AB = abSpec
 		submitted := events.New(&events.JobSubmitted{Spec: spec, Index: i, BatchSize: len(b.ACs), BatchSource: b.Path}, tenant, batchID, ac.ID, iteration, "", nil)
@@ -174,24 +189,44 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 	return sub, nil
 }
 
-// source uploads a local artifact (once per path) or passes a URL through. A missing or
+// uploadAll resolves every distinct artifact name, uploading local files in parallel:
+// on file storage every object is fsynced, and one at a time that dominates a large
+// submission.
+func (s *Submitter) uploadAll(ctx context.Context, b *batch.Batch, tenant string, names []string) (map[string]events.Source, error) {
+	out := make([]events.Source, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i, n := range names {
+		g.Go(func() error {
+			src, err := s.source(gctx, b, tenant, n)
+			out[i] = src
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	m := make(map[string]events.Source, len(names))
+	for i, n := range names {
+		m[n] = out[i]
+	}
+	return m, nil
+}
+
+// source uploads a local artifact or passes a URL through. A missing or
 // unreadable file becomes the source's error: the AC is blocked, the batch goes on. A
 // storage failure is an error: it is nobody's artifact's fault.
-func (s *Submitter) source(ctx context.Context, b *batch.Batch, tenant, name string, uploads map[string]events.Source) (events.Source, error) {
+func (s *Submitter) source(ctx context.Context, b *batch.Batch, tenant, name string) (events.Source, error) {
 	if name == "" {
 		return events.Source{Name: "(none)", Error: "missing artifact: no path given"}, nil
 	}
 	if batch.IsURL(name) {
 		return events.Source{Name: name, URL: name}, nil
 	}
-	if src, ok := uploads[name]; ok {
-		return src, nil
-	}
 	src := events.Source{Name: name}
 	path, err := b.LocalPath(name, s.AllowOutside)
 	if err != nil {
 		src.Error = "refused artifact: " + err.Error()
-		uploads[name] = src
 		return src, nil
 	}
 	limit := s.MaxArtifactBytes
@@ -206,13 +241,11 @@ func (s *Submitter) source(ctx context.Context, b *batch.Batch, tenant, name str
 		default:
 			src.Error = "unreadable artifact: " + err.Error()
 		}
-		uploads[name] = src
 		return src, nil
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.IsDir() {
 		src.Error = "unreadable artifact: " + name + " is a directory"
-		uploads[name] = src
 		return src, nil
 	}
 	attrs, err := s.Store.Put(ctx, tenant, io.LimitReader(f, limit+1), blob.PutOptions{})
@@ -224,7 +257,6 @@ func (s *Submitter) source(ctx context.Context, b *batch.Batch, tenant, name str
 	default:
 		src.Blob = &events.Blob{SHA256: attrs.Ref.SHA256, MediaType: attrs.MediaType, Size: attrs.Size}
 	}
-	uploads[name] = src
 	return src, nil
 }
 

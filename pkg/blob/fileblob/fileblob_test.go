@@ -56,7 +56,7 @@ func TestLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(dir, "acme", "sha256", a.Ref.SHA256)
+	data := filepath.Join(dir, "acme", "sha256", a.Ref.SHA256[:2], a.Ref.SHA256)
 	if b, err := os.ReadFile(data); err != nil || string(b) != "hello" {
 		t.Fatalf("data file %s: %q, %v", data, b, err)
 	}
@@ -66,7 +66,7 @@ func TestLayout(t *testing.T) {
 	// No temporary files are left behind, after success or failure.
 	_, _ = s.Put(t.Context(), "acme", bytes.NewReader([]byte("x")), blob.PutOptions{ExpectedSHA256: a.Ref.SHA256})
 	_, _ = s.Put(t.Context(), "acme", &endlessZeros{}, blob.PutOptions{})
-	tmps, _ := filepath.Glob(filepath.Join(dir, "acme", "sha256", ".tmp-*"))
+	tmps, _ := filepath.Glob(filepath.Join(dir, "acme", "tmp", ".tmp-*"))
 	if len(tmps) != 0 {
 		t.Fatalf("temporary files left: %v", tmps)
 	}
@@ -87,7 +87,7 @@ func TestCrashLeftovers(t *testing.T) {
 	data := []byte("half written")
 	h := sha256.Sum256(data)
 	ref := blob.Ref{Tenant: "acme", SHA256: hex.EncodeToString(h[:])}
-	od := filepath.Join(dir, "acme", "sha256")
+	od := filepath.Join(dir, "acme", "sha256", ref.SHA256[:2])
 	if err := os.MkdirAll(od, 0o750); err != nil {
 		t.Fatal(err)
 	}
