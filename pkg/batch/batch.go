@@ -17,6 +17,9 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/tribunal-dev/tribunal/schemas"
 )
@@ -98,6 +101,9 @@ func (es Errors) Error() string {
 	return strings.Join(parts, "\n")
 }
 
+// printer renders schema errors in English.
+var printer = message.NewPrinter(language.English)
+
 var batchSchema = func() *jsonschema.Schema {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemas.Batch))
 	if err != nil {
@@ -151,8 +157,13 @@ func Parse(path string, data []byte) (*Batch, error) {
 			return nil, fileErr(0, "", verr.Error())
 		}
 		for _, leaf := range leaves(ve) {
-			field := fieldPath(leaf.InstanceLocation)
-			msg := leaf.ErrorKind.LocalizedString(nil)
+			loc := leaf.InstanceLocation
+			if ap, ok := leaf.ErrorKind.(*kind.AdditionalProperties); ok && len(ap.Properties) == 1 {
+				// Point at the unknown key itself, so the line is the key's line.
+				loc = append(append([]string(nil), loc...), ap.Properties[0])
+			}
+			field := fieldPath(loc)
+			msg := leaf.ErrorKind.LocalizedString(printer)
 			if len(leaf.InstanceLocation) >= 2 && leaf.InstanceLocation[0] == "acs" {
 				if i, err := strconv.Atoi(leaf.InstanceLocation[1]); err == nil {
 					acProblems[i] = append(acProblems[i], fmt.Sprintf("%s:%d: %s: %s", path, lineOf(astFile, field), field, msg))
