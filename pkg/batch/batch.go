@@ -41,7 +41,10 @@ type File struct {
 	Positions string   `yaml:"positions"`
 	Judges    []string `yaml:"judges"`
 	Verify    string   `yaml:"verify"`
-	ACs       []AC     `yaml:"acs"`
+	// MinCases and RunnerModel are equivalence defaults.
+	MinCases    int    `yaml:"min_cases"`
+	RunnerModel string `yaml:"runner_model"`
+	ACs         []AC   `yaml:"acs"`
 }
 
 // AC is one acceptance criterion entry.
@@ -54,11 +57,42 @@ type AC struct {
 	Iteration *int     `yaml:"iteration"`
 	Positions string   `yaml:"positions"`
 	Judges    []string `yaml:"judges"`
+	// critic
+	Task       string `yaml:"task"`
+	Output     string `yaml:"output"`
+	OutputFile string `yaml:"output_file"`
+	// equivalence
+	Original    string `yaml:"original"`
+	Candidate   string `yaml:"candidate"`
+	Variant     string `yaml:"variant"`
+	Round       int    `yaml:"round"`
+	MinCases    int    `yaml:"min_cases"`
+	RunnerModel string `yaml:"runner_model"`
+	Cases       []Case `yaml:"cases"`
+	CasesFile   string `yaml:"cases_file"`
 	// Line is where the entry starts in the file.
 	Line int `yaml:"-"`
 	// Problem, when set, is why this entry cannot be judged (a field error naming the
 	// file, line and field). The AC is still reported, as blocked.
 	Problem string `yaml:"-"`
+}
+
+// Case is one case of an equivalence transfer set.
+type Case struct {
+	ID    string `yaml:"id" json:"id"`
+	Input string `yaml:"input" json:"input"`
+	Tag   string `yaml:"tag" json:"tag"`
+}
+
+// KindOf is the AC's judge kind: its own, else the batch's, else ab.
+func (b *Batch) KindOf(ac AC) string {
+	if ac.Kind != "" {
+		return ac.Kind
+	}
+	if b.Kind != "" {
+		return b.Kind
+	}
+	return "ab"
 }
 
 // Batch is a loaded batch file.

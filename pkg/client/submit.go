@@ -113,24 +113,16 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 	for _, r := range b.Rejected {
 		sub.Rejected = append(sub.Rejected, r.Error())
 	}
-	pairs := make([]ab.Pair, len(b.ACs))
-	problems := make([]string, len(b.ACs))
+	plans := make([]plan, len(b.ACs))
 	var names []string
 	seenName := map[string]bool{}
 	for i, ac := range b.ACs {
-		problem := ac.Problem
-		if problem == "" && verr != nil {
-			problem = "verify map unusable: " + verr.Error()
+		p, err := s.plan(ctx, b, tenant, ac, threshold, verify, verr)
+		if err != nil {
+			return sub, err
 		}
-		pair, _, rerr := ab.Resolve(ac.ID, ab.Pair{Ours: ac.Ours, Reference: ac.Reference}, verify)
-		if problem == "" && rerr != nil {
-			problem = fmt.Sprintf("%s:%d: acs %s: %v", b.Path, ac.Line, ac.ID, rerr)
-		}
-		pairs[i], problems[i] = pair, problem
-		if problem != "" {
-			continue
-		}
-		for _, n := range []string{pair.Ours, pair.Reference} {
+		plans[i] = p
+		for _, n := range p.names {
 			if !seenName[n] {
 				seenName[n] = true
 				names = append(names, n)
@@ -151,25 +143,11 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 		return err
 	}
 	for i, ac := range b.ACs {
-		spec := events.JobSpec{Kind: events.KindAB, ACID: ac.ID, Criterion: ac.Criterion}
-		abSpec := &events.ABSpec{Threshold: threshold, Positions: firstNonEmpty(ac.Positions, b.Positions, "single"), Judges: ac.Judges}
-		if len(abSpec.Judges) == 0 {
-			abSpec.Judges = b.Judges
-		}
+		spec := plans[i].build(uploads)
 		iteration := b.Iteration
 		if ac.Iteration != nil {
 			iteration = *ac.Iteration
 		}
-		pair, problem := pairs[i], problems[i]
-		if problem != "" {
-			// Blocked, not dropped: the AC travels through the pipeline and lands in the
-			// manifest with its reason.
-			abSpec.Ours = events.Source{Name: firstNonEmpty(pair.Ours, ac.Ours, "(none)"), Error: "invalid batch entry: " + problem}
-			abSpec.Reference = events.Source{Name: firstNonEmpty(pair.Reference, ac.Reference, "(none)"), Error: "invalid batch entry: " + problem}
-		} else {
-			abSpec.Ours, abSpec.Reference = uploads[pair.Ours], uploads[pair.Reference]
-		}
-		spec.AB = abSpec
 		submitted := events.New(&events.JobSubmitted{Spec: spec, Index: i, BatchSize: len(b.ACs), BatchSource: b.Path}, tenant, batchID, ac.ID, iteration, "", nil)
 		render := events.New(&events.RenderRequested{Spec: spec}, tenant, batchID, ac.ID, iteration, "", &submitted.Envelope)
 		m, err := bus.Messages(submitted, render)

@@ -107,8 +107,10 @@ type JobSpec struct {
 	Kind string `msgpack:"kind"`
 	ACID string `msgpack:"ac_id"`
 	// Criterion is the AC's text: the quality bar the judge holds both artifacts to.
-	Criterion string  `msgpack:"criterion,omitempty"`
-	AB        *ABSpec `msgpack:"ab,omitempty"`
+	Criterion   string           `msgpack:"criterion,omitempty"`
+	AB          *ABSpec          `msgpack:"ab,omitempty"`
+	Critic      *CriticSpec      `msgpack:"critic,omitempty"`
+	Equivalence *EquivalenceSpec `msgpack:"equivalence,omitempty"`
 }
 
 func (s JobSpec) validate() error {
@@ -118,6 +120,10 @@ func (s JobSpec) validate() error {
 	switch s.Kind {
 	case KindAB:
 		return s.AB.validate()
+	case KindCritic:
+		return s.Critic.validate()
+	case KindEquivalence:
+		return s.Equivalence.validate()
 	case "":
 		return missing("kind")
 	default:
@@ -191,8 +197,11 @@ type RenderDone struct {
 	// Blocked is the reason the job cannot be judged (missing, unreadable, unsupported
 	// or diff artifact); empty when the render succeeded.
 	Blocked string `msgpack:"blocked,omitempty"`
-	// Artifacts by role ("ours", "reference"). Roles stop at the gater.
+	// Artifacts by role ("ours", "reference"; "output" for critic). Roles stop at the
+	// gater.
 	Artifacts map[string]Artifact `msgpack:"artifacts,omitempty"`
+	// Transcripts are an equivalence job's runner transcripts, two per case.
+	Transcripts []Transcript `msgpack:"transcripts,omitempty"`
 }
 
 // EventType implements Payload.
@@ -206,7 +215,7 @@ func (p *RenderDone) Validate() error {
 	if p.Blocked != "" {
 		return nil
 	}
-	if len(p.Artifacts) == 0 {
+	if len(p.Artifacts) == 0 && len(p.Transcripts) == 0 {
 		return missing("artifacts")
 	}
 	for role, a := range p.Artifacts {
@@ -242,6 +251,8 @@ type GatesDone struct {
 	Slots     []Slot   `msgpack:"slots"`
 	Positions string   `msgpack:"positions,omitempty"`
 	Judges    []string `msgpack:"judges,omitempty"`
+	// Cases are the transcript pairs of an equivalence job.
+	Cases []CasePair `msgpack:"cases,omitempty"`
 }
 
 // EventType implements Payload.
@@ -252,9 +263,26 @@ func (p *GatesDone) Validate() error {
 	if p.Kind == "" {
 		return missing("kind")
 	}
-	if p.Kind == KindAB {
+	switch p.Kind {
+	case KindAB:
 		if len(p.Slots) != 2 || p.Slots[0].Name != "A" || p.Slots[1].Name != "B" {
 			return invalid("slots", "ab needs exactly slots A and B in that order")
+		}
+	case KindCritic:
+		if len(p.Slots) != 1 || p.Slots[0].Name != "output" {
+			return invalid("slots", "critic needs exactly one slot named output")
+		}
+	case KindEquivalence:
+		if len(p.Cases) == 0 {
+			return missing("cases")
+		}
+		for i, c := range p.Cases {
+			if err := c.Original.validate(fmt.Sprintf("cases[%d].original", i)); err != nil {
+				return err
+			}
+			if err := c.Candidate.validate(fmt.Sprintf("cases[%d].candidate", i)); err != nil {
+				return err
+			}
 		}
 	}
 	for i, s := range p.Slots {
@@ -330,7 +358,11 @@ type Vote struct {
 // slot terms only. The aggregator un-shuffles and derives everything else.
 type VerdictEmitted struct {
 	Kind  string `msgpack:"kind"`
-	Votes []Vote `msgpack:"votes"`
+	Votes []Vote `msgpack:"votes,omitempty"`
+	// Critic is the answer of a critic job.
+	Critic *CriticVote `msgpack:"critic,omitempty"`
+	// Cases are the per-case answers of an equivalence job.
+	Cases []CaseVote `msgpack:"cases,omitempty"`
 }
 
 // EventType implements Payload.
@@ -340,6 +372,26 @@ func (*VerdictEmitted) EventType() Type { return TypeVerdictEmitted }
 func (p *VerdictEmitted) Validate() error {
 	if p.Kind == "" {
 		return missing("kind")
+	}
+	switch p.Kind {
+	case KindCritic:
+		if p.Critic == nil {
+			return missing("critic")
+		}
+		return validStatus("critic.status", p.Critic.Status)
+	case KindEquivalence:
+		if len(p.Cases) == 0 {
+			return missing("cases")
+		}
+		for i, c := range p.Cases {
+			if c.CaseID == "" {
+				return missing(fmt.Sprintf("cases[%d].case_id", i))
+			}
+			if err := validStatus(fmt.Sprintf("cases[%d].status", i), c.Status); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	if len(p.Votes) == 0 {
 		return missing("votes")
@@ -354,13 +406,19 @@ func (p *VerdictEmitted) Validate() error {
 		default:
 			return invalid(f+".order", fmt.Sprintf("want AB or BA, got %q", v.Order))
 		}
-		switch v.Status {
-		case "ok", "schema_violation", "unavailable":
-		default:
-			return invalid(f+".status", fmt.Sprintf("want ok, schema_violation or unavailable, got %q", v.Status))
+		if err := validStatus(f+".status", v.Status); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+func validStatus(field, s string) error {
+	switch s {
+	case "ok", "schema_violation", "unavailable":
+		return nil
+	}
+	return invalid(field, fmt.Sprintf("want ok, schema_violation or unavailable, got %q", s))
 }
 
 // ABResult is the aggregator's derived outcome of an `ab` job.
@@ -383,9 +441,11 @@ type IterationDecided struct {
 	Kind string `msgpack:"kind"`
 	ACID string `msgpack:"ac_id"`
 	// Status is "compared" or "schema_violation".
-	Status string    `msgpack:"status"`
-	Final  bool      `msgpack:"final"`
-	AB     *ABResult `msgpack:"ab,omitempty"`
+	Status      string             `msgpack:"status"`
+	Final       bool               `msgpack:"final"`
+	AB          *ABResult          `msgpack:"ab,omitempty"`
+	Critic      *CriticResult      `msgpack:"critic,omitempty"`
+	Equivalence *EquivalenceResult `msgpack:"equivalence,omitempty"`
 	// Judges names every judge that contributed, "provider/model".
 	Judges []string `msgpack:"judges,omitempty"`
 	// Disagreements counts self-reported aggregates the aggregator had to correct.
