@@ -61,7 +61,8 @@ type Config struct {
 	// AckWait is how long a delivered message may stay unacknowledged before it is
 	// redelivered; handlers longer than this extend it with InProgress.
 	AckWait time.Duration
-	// MaxDeliver bounds redeliveries; the last failing delivery goes to dead letters.
+	// MaxDeliver bounds deliveries of a failing message; the last one goes to dead
+	// letters. The routers enforce it (the server-side consumer is unbounded).
 	MaxDeliver int
 	// MaxAckPending bounds unacknowledged messages per consumer across all instances.
 	MaxAckPending int
@@ -150,8 +151,12 @@ func consumerConfig(service string, cfg Config) jetstream.ConsumerConfig {
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        cfg.AckWait,
-		MaxDeliver:     cfg.MaxDeliver,
-		MaxAckPending:  cfg.MaxAckPending,
+		// The delivery bound is enforced by the router (see exhausted), not the server:
+		// a server-side limit would silently drop a message whose last delivery was cut
+		// short by a shutdown, while the router dead-letters real failures and hands
+		// interrupted ones back.
+		MaxDeliver:    -1,
+		MaxAckPending: cfg.MaxAckPending,
 	}
 }
 

@@ -114,6 +114,10 @@ func exhausted(maxDeliver int) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			out, err := h(msg)
+			if err != nil && msg.Context().Err() != nil {
+				// Interrupted by a shutdown, not failed: hand it back uncounted.
+				return out, err
+			}
 			if err != nil && !IsPermanent(err) {
 				if n, _ := strconv.Atoi(msg.Metadata.Get(MetaDelivered)); n >= maxDeliver {
 					return out, Permanent(fmt.Errorf("gave up after %d deliveries: %w", n, err))

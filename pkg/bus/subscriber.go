@@ -93,6 +93,11 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 			case <-ctx.Done():
 				return
 			case <-s.closed:
+				nakBuffered(iter)
+				return
+			}
+			if s.isClosed() {
+				nakBuffered(iter)
 				return
 			}
 			jm, err := iter.Next()
@@ -125,6 +130,18 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		}
 	}()
 	return out, nil
+}
+
+// nakBuffered hands back every message a draining iterator still holds, so another
+// instance gets them at once.
+func nakBuffered(iter jetstream.MessagesContext) {
+	for {
+		jm, err := iter.Next(jetstream.NextMaxWait(50 * time.Millisecond))
+		if err != nil {
+			return
+		}
+		_ = jm.Nak()
+	}
 }
 
 func (s *Subscriber) isClosed() bool {
@@ -212,7 +229,9 @@ func (s *Subscriber) Close() error {
 		close(s.closed)
 		s.mu.Lock()
 		for _, it := range s.subs {
-			it.Stop()
+			// Drain, not Stop: Stop drops the messages already pulled into the buffer
+			// without a nak, leaving them with this instance until AckWait runs out.
+			it.Drain()
 		}
 		s.mu.Unlock()
 	})

@@ -61,8 +61,72 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 			Positions: rd.Spec.AB.Positions,
 			Judges:    rd.Spec.AB.Judges,
 		}), nil
+	case events.KindCritic:
+		gates, err := s.artifactGates(ctx, ev.Tenant, rd.Artifacts, []string{"output"})
+		if err != nil {
+			return nil, err
+		}
+		if !AllGreen(gates) {
+			return out(&events.GatesFailed{Kind: rd.Spec.Kind, ACID: rd.Spec.ACID, Gates: gates}), nil
+		}
+		return out(&events.GatesDone{Kind: events.KindCritic, Criterion: rd.Spec.Critic.Task, Gates: blind(gates),
+			Slots: []events.Slot{{Name: "output", Artifact: rd.Artifacts["output"]}}}), nil
+	case events.KindEquivalence:
+		pairs, gates, err := s.transcriptGates(ctx, ev.Tenant, rd.Spec.Equivalence, rd.Transcripts)
+		if err != nil {
+			return nil, err
+		}
+		if !AllGreen(gates) {
+			return out(&events.GatesFailed{Kind: rd.Spec.Kind, ACID: rd.Spec.ACID, Gates: gates}), nil
+		}
+		return out(&events.GatesDone{Kind: events.KindEquivalence, Gates: blind(gates), Cases: pairs}), nil
 	}
 	return out(&events.GatesFailed{Kind: rd.Spec.Kind, ACID: rd.Spec.ACID, Blocked: fmt.Sprintf("no gates for judge kind %q", rd.Spec.Kind)}), nil
+}
+
+// transcriptGates checks that every case has both transcripts, readable and intact, and
+// pairs them for the judge.
+func (s *Service) transcriptGates(ctx context.Context, tenant string, spec *events.EquivalenceSpec, ts []events.Transcript) ([]events.CasePair, []events.Gate, error) {
+	bySide := map[string]events.Transcript{}
+	for _, t := range ts {
+		bySide[t.Side+"/"+t.CaseID] = t
+	}
+	var pairs []events.CasePair
+	var gates []events.Gate
+	for _, c := range spec.Cases {
+		pair := events.CasePair{CaseID: c.ID, Tag: c.Tag}
+		for _, side := range []string{"original", "candidate"} {
+			g := events.Gate{Name: "transcript_readable:" + side + "/" + c.ID, Status: "pass"}
+			t, ok := bySide[side+"/"+c.ID]
+			if !ok {
+				g.Status, g.Detail = "fail", "missing from render"
+				gates = append(gates, g)
+				continue
+			}
+			rc, _, err := s.store.Open(ctx, blob.Ref{Tenant: tenant, SHA256: t.Blob.SHA256})
+			if err == nil {
+				_, err = discard(rc)
+			}
+			switch {
+			case err == nil:
+			case errors.Is(err, blob.ErrNotFound):
+				g.Status, g.Detail = "fail", "not in blob storage"
+			case errors.Is(err, blob.ErrDigestMismatch):
+				g.Status, g.Detail = "fail", "stored bytes do not match their digest"
+			default:
+				return nil, nil, fmt.Errorf("gate %s: %w", g.Name, err)
+			}
+			gates = append(gates, g)
+			a := events.Artifact{Blob: t.Blob, Class: "text"}
+			if side == "original" {
+				pair.Original = a
+			} else {
+				pair.Candidate = a
+			}
+		}
+		pairs = append(pairs, pair)
+	}
+	return pairs, gates, nil
 }
 
 // artifactGates checks that every artifact exists and still hashes to its digest: a judge

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -19,7 +20,21 @@ import (
 type Service struct {
 	store   blob.Store
 	fetcher *ingest.Fetcher
+	runner  Runner
 	log     *slog.Logger
+}
+
+// Runner is the equivalence sensor: it applies both documents of a job to every case
+// and stores the transcripts. A blocked reason says why it could not (a document that
+// is missing or not text); an error is an infrastructure failure worth a retry.
+type Runner interface {
+	Run(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec) ([]events.Transcript, string, error)
+}
+
+// WithRunner sets the equivalence runner.
+func (s *Service) WithRunner(r Runner) *Service {
+	s.runner = r
+	return s
 }
 
 // New builds the renderer.
@@ -44,6 +59,33 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 			return nil, err
 		}
 		done.Artifacts, done.Blocked = arts, blocked
+	case events.KindCritic:
+		if strings.TrimSpace(req.Spec.Critic.Task) == "" {
+			done.Blocked = "missing input"
+			break
+		}
+		a, blocked, err := s.ingest(ctx, ev.Tenant, req.Spec.Critic.Output)
+		if err != nil {
+			return nil, fmt.Errorf("ingest critic output %q: %w", req.Spec.Critic.Output.Name, err)
+		}
+		if blocked != "" {
+			done.Blocked = blocked
+			if blocked != "missing input" {
+				done.Blocked = fmt.Sprintf("output %q: %s", req.Spec.Critic.Output.Name, blocked)
+			}
+			break
+		}
+		done.Artifacts = map[string]events.Artifact{"output": a}
+	case events.KindEquivalence:
+		if s.runner == nil {
+			done.Blocked = "no runner configured for equivalence jobs"
+			break
+		}
+		ts, blocked, err := s.runner.Run(ctx, ev, req.Spec.Equivalence)
+		if err != nil {
+			return nil, err
+		}
+		done.Transcripts, done.Blocked = ts, blocked
 	default:
 		done.Blocked = fmt.Sprintf("no sensor for judge kind %q", req.Spec.Kind)
 	}
