@@ -16,6 +16,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	"github.com/tribunal-dev/tribunal/pkg/tenants"
 )
 
 // connFlags say how to reach NATS and the blob store.
@@ -66,6 +67,10 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 	}
 	if c.user != "" {
 		opts = append(opts, nats.UserInfo(c.user, c.password))
+		if c.user != tenants.ServicesUser {
+			// A team may only read its own reply inbox.
+			opts = append(opts, nats.CustomInboxPrefix(tenants.InboxPrefix(c.user)))
+		}
 	}
 	nc, err := nats.Connect(c.natsURL, opts...)
 	if err != nil {
