@@ -6,19 +6,23 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 )
 
-// clientEnv is a connection to running services with no service of its own.
+// clientEnv is a connection to running services with no service of its own. It never
+// provisions anything: a team's user has no JetStream API rights, and submitting needs
+// none (the stream acknowledges on the client's inbox).
 type clientEnv struct {
-	running *app.Running
-	store   blob.Store
-	close   func()
+	js    jetstream.JetStream
+	pub   *bus.Publisher
+	store blob.Store
+	close func()
 }
 
 func connectClient(ctx context.Context, conn *connFlags) (*clientEnv, error) {
@@ -31,13 +35,22 @@ func connectClient(ctx context.Context, conn *connFlags) (*clientEnv, error) {
 		nc.Close()
 		return nil, exitError{2, err}
 	}
-	r, err := app.Start(ctx, nc, app.Options{Services: []string{}, Bus: conn.busConfig(), Store: store})
+	js, err := jetstream.New(nc)
 	if err != nil {
 		store.Close()
 		nc.Close()
 		return nil, err
 	}
-	return &clientEnv{running: r, store: store, close: func() { r.Close(); store.Close(); nc.Close() }}, nil
+	return &clientEnv{js: js, pub: bus.NewPublisher(js), store: store, close: func() { store.Close(); nc.Close() }}, nil
+}
+
+// buckets binds to the services' key-value state (services credentials only).
+func (e *clientEnv) buckets(ctx context.Context) (bus.Buckets, error) {
+	b, err := bus.OpenBuckets(ctx, e.js)
+	if err != nil {
+		return b, fmt.Errorf("read batch state (needs the services' NATS user): %w", err)
+	}
+	return b, nil
 }
 
 func newSubmitCmd() *cobra.Command {
@@ -63,7 +76,7 @@ func newSubmitCmd() *cobra.Command {
 				return err
 			}
 			defer env.close()
-			sub := &client.Submitter{Pub: env.running.Pub, Store: env.store, AllowOutside: allowOutside}
+			sub := &client.Submitter{Pub: env.pub, Store: env.store, AllowOutside: allowOutside}
 			s, err := sub.Submit(cmd.Context(), b, firstNonEmpty(tenant, b.Tenant, "default"), client.NewBatchID(b))
 			if err != nil {
 				return err
@@ -93,8 +106,12 @@ func newWatchCmd() *cobra.Command {
 				return err
 			}
 			defer env.close()
+			b, err := env.buckets(cmd.Context())
+			if err != nil {
+				return err
+			}
 			p := newProgress(os.Stderr, quiet || asJSON)
-			if _, err := client.Watch(cmd.Context(), env.running.Buckets, tenant, batchID, 250*time.Millisecond, p.report); err != nil {
+			if _, err := client.Watch(cmd.Context(), b, tenant, batchID, 250*time.Millisecond, p.report); err != nil {
 				return err
 			}
 			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
@@ -137,7 +154,11 @@ func addResultFlags(cmd *cobra.Command, conn *connFlags, tenant, batchID, out *s
 }
 
 func showResults(ctx context.Context, env *clientEnv, tenant, batchID, out string, asJSON bool) error {
-	res, err := client.Load(ctx, env.running.Buckets, env.store, tenant, batchID)
+	b, err := env.buckets(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := client.Load(ctx, b, env.store, tenant, batchID)
 	if err != nil {
 		return err
 	}
