@@ -84,12 +84,18 @@ func TestQuickstart(t *testing.T) {
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Summary.Total != 6 || res.Summary.Compared != 4 || res.Summary.Blocked != 2 || len(res.Judges) != 1 {
+	if res.Summary.Total != 8 || res.Summary.Compared != 6 || res.Summary.Blocked != 2 || len(res.Judges) != 1 {
 		t.Fatalf("results.json: %+v", res)
+	}
+	// One batch, three result shapes: the seed's ab manifest and one per other kind.
+	for _, kind := range []string{"manifest-critic.json", "manifest-equivalence.json"} {
+		if m, _ := filepath.Glob(filepath.Join(out, "quickstart-*", kind)); len(m) != 1 {
+			t.Errorf("%s not written", kind)
+		}
 	}
 	// --json prints the same results as JSON on stdout.
 	stdout, _, _ = run(t, repoRoot(t), "run", "examples/quickstart", "--out", t.TempDir(), "--json")
-	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Summary.Total != 6 {
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Summary.Total != 8 {
 		t.Fatalf("--json output: %v\n%s", err, stdout)
 	}
 }
@@ -178,7 +184,7 @@ func TestDistributed(t *testing.T) {
 	}
 	batchID := strings.TrimSpace(stdout)
 	stdout, stderr, code = run(t, "", "watch", "--batch", batchID, "--nats", natsURL, "--blob", blobURL)
-	if code != 1 || !strings.Contains(stdout, "6 ACs, 4 compared, 2 blocked") {
+	if code != 1 || !strings.Contains(stdout, "8 ACs, 6 compared, 2 blocked") {
 		t.Fatalf("watch exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	out := t.TempDir()

@@ -18,6 +18,8 @@ type judgeFlags struct {
 	scriptedWinner  string
 	scriptedAnswers string
 	scriptedLatency time.Duration
+	scriptedEquiv   string
+	scriptedCritic  []int
 	baseURL         string
 	apiKeyEnv       string
 	azure           bool
@@ -38,6 +40,8 @@ func (j *judgeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&j.scriptedWinner, "scripted-winner", envOr("TRIBUNAL_SCRIPTED_WINNER", "A"), "scripted: raw winner for every ab AC without a recorded answer: A, B or tie; empty to require answers")
 	fs.StringVar(&j.scriptedAnswers, "scripted-answers", envOr("TRIBUNAL_SCRIPTED_ANSWERS", ""), "scripted: JSON file of recorded answers keyed by AC id")
 	fs.DurationVar(&j.scriptedLatency, "scripted-latency", 0, "scripted: simulated response time")
+	fs.StringVar(&j.scriptedEquiv, "scripted-equivalence", "equivalent", "scripted: verdict of every equivalence case without a recorded answer (empty to require answers)")
+	fs.IntSliceVar(&j.scriptedCritic, "scripted-critic", []int{8, 2, 8}, "scripted: correctness,slop,scope of every critic AC without a recorded answer (empty to require answers)")
 	fs.StringVar(&j.baseURL, "openai-base-url", envOr("TRIBUNAL_OPENAI_BASE_URL", envOr("OPENAI_BASE_URL", "https://api.openai.com/v1")), "openai: API base URL (Ollama: http://localhost:11434/v1, vLLM: http://host:8000/v1) (env TRIBUNAL_OPENAI_BASE_URL)")
 	fs.StringVar(&j.apiKeyEnv, "openai-api-key-env", "OPENAI_API_KEY", "openai: name of the environment variable holding the API key (keys never go on the command line)")
 	fs.BoolVar(&j.azure, "openai-azure", os.Getenv("TRIBUNAL_OPENAI_AZURE") == "true", "openai: the base URL is an Azure OpenAI resource; --judge-model names the deployment")
@@ -61,7 +65,14 @@ func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error
 	}
 	switch j.provider {
 	case "scripted":
-		p, err := judge.NewScripted(judge.ScriptedOptions{Winner: j.scriptedWinner, AnswersFile: j.scriptedAnswers, Latency: j.scriptedLatency})
+		o := judge.ScriptedOptions{Winner: j.scriptedWinner, AnswersFile: j.scriptedAnswers, Latency: j.scriptedLatency,
+			EquivalenceVerdict: j.scriptedEquiv, Runner: true}
+		if len(j.scriptedCritic) == 3 {
+			o.CriticScores = &[3]int{j.scriptedCritic[0], j.scriptedCritic[1], j.scriptedCritic[2]}
+		} else if len(j.scriptedCritic) != 0 {
+			return nil, params, fmt.Errorf("--scripted-critic: want correctness,slop,scope")
+		}
+		p, err := judge.NewScripted(o)
 		return p, params, err
 	case "openai":
 		if j.model == "" {

@@ -66,27 +66,37 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 		return enc.Encode(res)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AC\tSTATUS\tWINNER\tCONF\tTAG\tJUDGE\tNOTE")
+	fmt.Fprintln(tw, "AC\tKIND\tSTATUS\tRESULT\tCONF\tTAG\tJUDGE\tNOTE")
 	for _, r := range res.Rows {
 		conf := "-"
 		if r.Confidence != nil {
 			conf = fmt.Sprintf("%.2f", *r.Confidence)
 		}
 		note := r.BiggestGap
+		if r.Detail != "" {
+			note = r.Detail
+		}
 		if r.Reason != "" {
 			note = r.Reason
+		}
+		result := r.Winner
+		if r.Verdict != "" {
+			result = r.Verdict
+			if r.Quality != nil {
+				result += fmt.Sprintf(" (%d)", *r.Quality)
+			}
 		}
 		judgeName := r.Judge
 		if r.Cached {
 			judgeName += " (cached)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ACID, r.Status, dash(r.Winner), conf, dash(r.Tag), dash(judgeName), clip(note, 72))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ACID, r.Kind, r.Status, dash(result), conf, dash(r.Tag), dash(judgeName), clip(note, 96))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	s := res.Summary
-	fmt.Fprintf(w, "\nbatch %s (tenant %s): %d ACs, %d compared, %d blocked, %d schema violations, %d suggestions; exit code %d\n",
+	fmt.Fprintf(w, "\nbatch %s (tenant %s): %d ACs, %d compared, %d blocked, %d schema violations, %d findings; exit code %d\n",
 		res.BatchID, res.Tenant, s.Total, s.Compared, s.Blocked, s.Violations, s.Suggestions, s.ExitCode)
 	for _, j := range res.Judges {
 		fmt.Fprintf(w, "verdicts by judge %s%s\n", j, judgeNote(j))

@@ -153,7 +153,7 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
 		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, CloseTimeout: 30 * time.Second}
 	for _, s := range services {
-		if s == bus.Judge {
+		if s == bus.Judge || s == bus.Renderer {
 			if opts.Provider, opts.Params, err = jf.build(conn.instance); err != nil {
 				return exitError{2, err}
 			}

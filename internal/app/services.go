@@ -20,6 +20,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
@@ -36,7 +37,8 @@ type Options struct {
 	// Concurrency bounds in-flight messages per service in this process.
 	Concurrency int
 	Store       blob.Store
-	// Provider is required when the judge runs.
+	// Provider is required when the judge runs; the renderer uses it to run equivalence
+	// documents (without one, equivalence jobs are blocked).
 	Provider judge.Provider
 	Params   judge.Params
 	// Instance names this process in verdicts and logs.
@@ -93,9 +95,17 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	r.cancel = cancel
 	for _, svc := range o.Services {
 		var h bus.Handler
+		var deadLetters func(context.Context, []byte, string, string) ([]events.Event, error)
 		switch svc {
 		case bus.Renderer:
-			h = renderer.New(o.Store, o.Fetch, o.Logger).Handle
+			rs := renderer.New(o.Store, o.Fetch, o.Logger)
+			if o.Provider != nil {
+				// The equivalence runner: an LLM applies documents to cases; the teacher
+				// transcripts are cached in the shared bucket.
+				rs.WithRunner(&renderer.DocumentRunner{Store: o.Store, Provider: o.Provider, Baseline: buckets.Cache,
+					Params: o.Params, Instance: o.Instance, Log: o.Logger})
+			}
+			h = rs.Handle
 		case bus.Gater:
 			h = gater.New(o.Store, o.Logger).Handle
 		case bus.Judge:
@@ -105,13 +115,15 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 			}
 			h = judgesvc.New(o.Store, judgesvc.Config{Provider: o.Provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Logger: o.Logger}).Handle
 		case bus.Aggregator:
-			h = aggregator.New(buckets, o.Store, o.Logger).Handle
+			agg := aggregator.New(buckets, o.Store, o.Logger)
+			h, deadLetters = agg.Handle, agg.DeadLetter
 		default:
 			cancel()
 			return nil, fmt.Errorf("unknown service %q (want renderer, gater, judge or aggregator)", svc)
 		}
 		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: o.Concurrency, AckWait: cfg.AckWait, Logger: o.Logger})
-		router, err := bus.NewRouter(bus.RouterConfig{Service: svc, MaxDeliver: cfg.MaxDeliver, CloseTimeout: o.CloseTimeout, Logger: o.Logger}, sub, r.Pub, h)
+		router, err := bus.NewRouter(bus.RouterConfig{Service: svc, MaxDeliver: cfg.MaxDeliver, CloseTimeout: o.CloseTimeout,
+			DeadLetters: deadLetters, Logger: o.Logger}, sub, r.Pub, h)
 		if err != nil {
 			cancel()
 			return nil, err

@@ -53,9 +53,22 @@ func DeriveAB(spec events.JobSpec, iteration int, votes []events.Vote) ABDecisio
 				Comparison: ab.Blocked(spec.ACID, pair, assign, "judge unavailable: "+v.Error)}
 		}
 	}
+	if len(votes) == 0 {
+		return ABDecision{Blocked: "no judge votes", Comparison: ab.Blocked(spec.ACID, pair, assign, "no judge votes")}
+	}
 	for _, v := range votes {
-		if v.Status != "ok" {
-			c := ab.SchemaViolation(spec.ACID, pair, assign, fmt.Errorf("%s (%s/%s)", v.Error, v.Judge.Provider, v.Judge.Model))
+		problem := v.Error
+		if v.Status == "ok" {
+			// Never trust the judge service's "ok": re-validate what it claims.
+			if err := raw(v).Validate(); err != nil {
+				problem = err.Error()
+				decided.Disagreements++
+			} else {
+				continue
+			}
+		}
+		{
+			c := ab.SchemaViolation(spec.ACID, pair, assign, fmt.Errorf("%s (%s/%s)", problem, v.Judge.Provider, v.Judge.Model))
 			c.Tribunal = &ab.ComparisonExtras{Judge: judgeInfo(v), Answer: v.Raw}
 			decided.Status = string(ab.StatusSchemaViolation)
 			decided.AB = &events.ABResult{LabelAssignment: assign.String()}

@@ -175,6 +175,9 @@ func Parse(path string, data []byte) (*Batch, error) {
 	if err != nil {
 		return nil, fileErr(yamlLine(err), "", "not valid YAML: "+firstLine(err.Error()))
 	}
+	if line := firstAlias(astFile); line > 0 {
+		return nil, fileErr(line, "", "YAML aliases (*name) are not allowed in batch files")
+	}
 	jsonData, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, fileErr(yamlLine(err), "", "not valid YAML: "+firstLine(err.Error()))
@@ -191,20 +194,36 @@ func Parse(path string, data []byte) (*Batch, error) {
 			return nil, fileErr(0, "", verr.Error())
 		}
 		for _, leaf := range leaves(ve) {
-			loc := leaf.InstanceLocation
-			if ap, ok := leaf.ErrorKind.(*kind.AdditionalProperties); ok && len(ap.Properties) == 1 {
-				// Point at the unknown key itself, so the line is the key's line.
-				loc = append(append([]string(nil), loc...), ap.Properties[0])
-			}
-			field := fieldPath(loc)
-			msg := leaf.ErrorKind.LocalizedString(printer)
-			if len(leaf.InstanceLocation) >= 2 && leaf.InstanceLocation[0] == "acs" {
-				if i, err := strconv.Atoi(leaf.InstanceLocation[1]); err == nil {
-					acProblems[i] = append(acProblems[i], fmt.Sprintf("%s:%d: %s: %s", path, lineOf(astFile, field), field, msg))
-					continue
+			// One error per offending key: an unknown key is reported at its own line, a
+			// missing one at its parent's (line 1 for the document).
+			locs := [][]string{leaf.InstanceLocation}
+			switch k := leaf.ErrorKind.(type) {
+			case *kind.AdditionalProperties:
+				locs = nil
+				for _, p := range k.Properties {
+					locs = append(locs, append(append([]string(nil), leaf.InstanceLocation...), p))
+				}
+			case *kind.Required:
+				locs = nil
+				for _, p := range k.Missing {
+					locs = append(locs, append(append([]string(nil), leaf.InstanceLocation...), p))
 				}
 			}
-			fileErrs = append(fileErrs, &Error{File: path, Line: lineOf(astFile, field), Field: field, Msg: msg})
+			msg := leaf.ErrorKind.LocalizedString(printer)
+			for _, loc := range locs {
+				field := fieldPath(loc)
+				line := lineOf(astFile, loc)
+				if line == 0 {
+					line = 1
+				}
+				if len(loc) >= 2 && loc[0] == "acs" {
+					if i, err := strconv.Atoi(loc[1]); err == nil {
+						acProblems[i] = append(acProblems[i], fmt.Sprintf("%s:%d: %s: %s", path, line, field, msg))
+						continue
+					}
+				}
+				fileErrs = append(fileErrs, &Error{File: path, Line: line, Field: field, Msg: msg})
+			}
 		}
 	}
 	if len(fileErrs) > 0 {
@@ -213,22 +232,25 @@ func Parse(path string, data []byte) (*Batch, error) {
 	var f File
 	// Entries that failed the schema are decoded leniently below, so decode into raw
 	// nodes first: one bad field must not stop the other entries from loading.
-	var raw struct {
-		File `yaml:",inline"`
-		ACs  []map[string]any `yaml:"acs"`
-	}
-	if err := yaml.Unmarshal(data, &raw); err != nil {
+	var top map[string]any
+	if err := yaml.Unmarshal(data, &top); err != nil {
 		return nil, fileErr(yamlLine(err), "", firstLine(err.Error()))
 	}
-	f = raw.File
-	if len(raw.ACs) > MaxACs {
-		return nil, fileErr(lineOf(astFile, "acs"), "acs", fmt.Sprintf("%d entries; at most %d per batch", len(raw.ACs), MaxACs))
+	rawACs, _ := top["acs"].([]any)
+	delete(top, "acs")
+	hdr, _ := yaml.Marshal(top)
+	if err := yaml.Unmarshal(hdr, &f); err != nil {
+		return nil, fileErr(0, "", firstLine(err.Error()))
+	}
+	if len(rawACs) > MaxACs {
+		return nil, fileErr(lineOf(astFile, []string{"acs"}), "acs", fmt.Sprintf("%d entries; at most %d per batch", len(rawACs), MaxACs))
 	}
 	b := &Batch{Path: path, Dir: filepath.Dir(path)}
 	seen := map[string]int{}
-	for i, m := range raw.ACs {
+	for i, e := range rawACs {
+		m, _ := e.(map[string]any)
 		field := fmt.Sprintf("acs[%d]", i)
-		line := lineOf(astFile, field)
+		line := lineOf(astFile, []string{"acs", strconv.Itoa(i)})
 		var ac AC
 		if probs := acProblems[i]; len(probs) > 0 {
 			// Keep what can be read (the id above all) and record the problem.
@@ -294,21 +316,51 @@ func fieldPath(tokens []string) string {
 	return b.String()
 }
 
-// lineOf finds the line of a field in the parsed YAML, or the nearest parent's.
-func lineOf(f *ast.File, field string) int {
-	for field != "" && field != "(document)" {
-		if p, err := yaml.PathString("$." + field); err == nil {
-			if n, err := p.FilterFile(f); err == nil && n != nil && n.GetToken() != nil {
-				return n.GetToken().Position.Line
-			}
-		}
-		i := strings.LastIndexAny(field, ".[")
-		if i <= 0 {
+// lineOf finds the line of a field in the parsed YAML, or the nearest parent's. It walks
+// the syntax tree token by token: keys are user text and must never be parsed as a path.
+func lineOf(f *ast.File, loc []string) int {
+	if f == nil || len(f.Docs) == 0 || f.Docs[0] == nil {
+		return 0
+	}
+	node := f.Docs[0].Body
+	line := 0
+	for _, tok := range loc {
+		next := child(node, tok)
+		if next == nil {
 			break
 		}
-		field = field[:i]
+		node = next
+		if t := node.GetToken(); t != nil {
+			line = t.Position.Line
+		}
 	}
-	return 0
+	return line
+}
+
+func child(n ast.Node, tok string) ast.Node {
+	switch n := n.(type) {
+	case *ast.DocumentNode:
+		return child(n.Body, tok)
+	case *ast.TagNode:
+		return child(n.Value, tok)
+	case *ast.AnchorNode:
+		return child(n.Value, tok)
+	case *ast.MappingValueNode:
+		if k := n.Key; k != nil && k.GetToken() != nil && k.GetToken().Value == tok {
+			return n.Value
+		}
+	case *ast.MappingNode:
+		for _, v := range n.Values {
+			if c := child(v, tok); c != nil {
+				return c
+			}
+		}
+	case *ast.SequenceNode:
+		if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n.Values) {
+			return n.Values[i]
+		}
+	}
+	return nil
 }
 
 func yamlLine(err error) int {
@@ -328,4 +380,28 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+type aliasFinder struct{ line int }
+
+func (a *aliasFinder) Visit(n ast.Node) ast.Visitor {
+	if a.line != 0 {
+		return nil
+	}
+	if al, ok := n.(*ast.AliasNode); ok {
+		a.line = al.GetToken().Position.Line
+		return nil
+	}
+	return a
+}
+
+// firstAlias returns the line of the first alias in f, or 0.
+func firstAlias(f *ast.File) int {
+	a := &aliasFinder{}
+	for _, d := range f.Docs {
+		if d != nil && d.Body != nil {
+			ast.Walk(a, d.Body)
+		}
+	}
+	return a.line
 }

@@ -144,6 +144,10 @@ func consumerConfig(service string, cfg Config) jetstream.ConsumerConfig {
 	for _, t := range ServiceInputs[service] {
 		filters = append(filters, events.AnyTenant(t))
 	}
+	if service == Aggregator {
+		// Dead letters of every service: the aggregator blocks the jobs they belong to.
+		filters = append(filters, events.DeadLetterPrefix+".>")
+	}
 	return jetstream.ConsumerConfig{
 		Durable:        ConsumerName(service),
 		Description:    "tribunal " + service,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -55,7 +56,12 @@ type RouterConfig struct {
 	MaxDeliver int
 	// CloseTimeout bounds how long shutdown waits for in-flight handlers.
 	CloseTimeout time.Duration
-	Logger       *slog.Logger
+	// DeadLetters, when set, receives the dead letters of every service (the consumer
+	// must include DeadLetterPrefix+".>"): the aggregator turns them into blocked jobs so
+	// no AC waits forever for an event that was given up on. It is called with the
+	// original payload; its errors are logged and never dead-lettered again.
+	DeadLetters func(ctx context.Context, payload []byte, reason, service string) ([]events.Event, error)
+	Logger      *slog.Logger
 }
 
 // NewRouter wires handler into a Watermill router reading the service's durable consumer
@@ -104,7 +110,7 @@ func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, 
 		middleware.CorrelationID,
 		middleware.Recoverer,
 	)
-	r.AddHandler(cfg.Service, cfg.Service, sub, "events", pub, adapt(handler, logger))
+	r.AddHandler(cfg.Service, cfg.Service, sub, "events", pub, adapt(handler, cfg.DeadLetters, logger))
 	return r, nil
 }
 
@@ -128,8 +134,23 @@ func exhausted(maxDeliver int) message.HandlerMiddleware {
 	}
 }
 
-func adapt(h Handler, logger *slog.Logger) message.HandlerFunc {
+func adapt(h Handler, deadLetters func(context.Context, []byte, string, string) ([]events.Event, error), logger *slog.Logger) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
+		if subj := msg.Metadata.Get(MetaSubject); strings.HasPrefix(subj, events.DeadLetterPrefix+".") {
+			if deadLetters != nil {
+				service := strings.TrimPrefix(subj, events.DeadLetterPrefix+".")
+				out, err := deadLetters(msg.Context(), msg.Payload, msg.Metadata.Get(MetaReason), service)
+				if err != nil {
+					if msg.Context().Err() != nil {
+						return nil, err
+					}
+					logger.Error("dead letter not recorded", "subject", subj, "msg_id", msg.UUID, "err", err)
+					return nil, nil
+				}
+				return Messages(out...)
+			}
+			return nil, nil
+		}
 		ev, err := events.Decode(msg.Payload)
 		if err != nil {
 			logger.Warn("undecodable event", "msg_id", msg.UUID, "subject", msg.Metadata.Get(MetaSubject), "err", err)

@@ -65,7 +65,14 @@ type Row struct {
 	RawWinner       string   `json:"raw_winner,omitempty"`
 	BiggestGap      string   `json:"biggest_gap,omitempty"`
 	Agreement       string   `json:"agreement,omitempty"`
-	Reason          string   `json:"reason,omitempty"`
+	// Verdict is the kind's own verdict: pass, revise or reject for critic; pass or fail
+	// for equivalence.
+	Verdict string `json:"verdict,omitempty"`
+	// Quality is the critic's derived quality.
+	Quality *int `json:"quality,omitempty"`
+	// Detail summarises an equivalence report or a critic rationale.
+	Detail string `json:"detail,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Judge names who produced the verdict ("scripted/fixed-A", "openai/gpt-4o", ...).
 	Judge  string `json:"judge,omitempty"`
 	Cached bool   `json:"cached,omitempty"`
@@ -80,6 +87,8 @@ type Results struct {
 	Judges   []string              `json:"judges"`
 	Rows     []Row                 `json:"results"`
 	Manifest *ab.Manifest          `json:"-"`
+	// Manifests are the critic and equivalence manifests, raw, by kind.
+	Manifests map[string]json.RawMessage `json:"-"`
 }
 
 // Load reads a batch's results: its completion, every job record and its manifest.
@@ -115,8 +124,37 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 		if r.Status == aggregator.StatusSchemaViolation && r.Comparison != nil {
 			row.Reason = r.Comparison.BlockedReason
 		}
+		if c := r.Critic; c != nil {
+			if c.Verdict != "" {
+				q := c.Quality
+				row.Verdict, row.Quality = c.Verdict, &q
+				row.Detail = fmt.Sprintf("correctness %d, slop %d, scope %d: %s", c.Correctness, c.Slop, c.Scope, c.Rationale)
+			} else if row.Reason == "" {
+				row.Reason = c.Reason
+			}
+		}
+		if e := r.Equivalence; e != nil {
+			row.Verdict = "fail"
+			if e.Summary.Pass {
+				row.Verdict = "pass"
+			}
+			row.Detail = fmt.Sprintf("%d regressed, %d diverged, %d equivalent", e.Summary.Regressions, e.Summary.Divergences, e.Summary.Equivalents)
+			if n := e.Summary.SchemaViolations + e.Summary.Blocked; n > 0 {
+				row.Detail += fmt.Sprintf(", %d without a valid verdict", n)
+			}
+			if !e.Coverage.Complete {
+				row.Detail += fmt.Sprintf("; thin coverage (%d cases, min %d, missing %v)", e.Coverage.Cases, e.Coverage.MinCases, e.Coverage.MissingTags)
+			}
+		}
 		var names []string
 		seen := map[string]bool{}
+		for _, n := range r.Judges {
+			if !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+			judges[n] = true
+		}
 		for _, v := range r.Votes {
 			n := v.Judge.Provider + "/" + v.Judge.Model
 			if !seen[n] {
@@ -133,6 +171,19 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 		res.Judges = append(res.Judges, j)
 	}
 	sort.Strings(res.Judges)
+	for kind, ref := range h.Completion.Manifests {
+		if kind == "ab" {
+			continue
+		}
+		data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: tenant, SHA256: ref.SHA256})
+		if err != nil {
+			return nil, fmt.Errorf("read %s manifest of %s/%s: %w", kind, tenant, batchID, err)
+		}
+		if res.Manifests == nil {
+			res.Manifests = map[string]json.RawMessage{}
+		}
+		res.Manifests[kind] = data
+	}
 	if ref := h.Completion.ManifestRef; ref != nil {
 		data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: tenant, SHA256: ref.SHA256})
 		if err != nil {
@@ -167,6 +218,11 @@ func (r *Results) Write(dir string) (string, error) {
 	if r.Manifest != nil {
 		if err := write("manifest.json", r.Manifest); err != nil {
 			return "", fmt.Errorf("write manifest: %w", err)
+		}
+	}
+	for kind, m := range r.Manifests {
+		if err := os.WriteFile(filepath.Join(out, "manifest-"+kind+".json"), m, 0o644); err != nil {
+			return "", fmt.Errorf("write %s manifest: %w", kind, err)
 		}
 	}
 	return out, nil

@@ -120,8 +120,10 @@ type Transcript struct {
 // CasePair is the judge-facing form of one equivalence case: two transcripts, never the
 // documents or their diff.
 type CasePair struct {
-	CaseID    string   `msgpack:"case_id"`
-	Tag       string   `msgpack:"tag"`
+	CaseID string `msgpack:"case_id"`
+	Tag    string `msgpack:"tag"`
+	// Input is the case input both documents were applied to (data for the judge).
+	Input     string   `msgpack:"input"`
 	Original  Artifact `msgpack:"original"`
 	Candidate Artifact `msgpack:"candidate"`
 }

@@ -415,10 +415,10 @@ func (p *VerdictEmitted) Validate() error {
 
 func validStatus(field, s string) error {
 	switch s {
-	case "ok", "schema_violation", "unavailable":
+	case "ok", "schema_violation", "unavailable", "blocked":
 		return nil
 	}
-	return invalid(field, fmt.Sprintf("want ok, schema_violation or unavailable, got %q", s))
+	return invalid(field, fmt.Sprintf("want ok, schema_violation, unavailable or blocked, got %q", s))
 }
 
 // ABResult is the aggregator's derived outcome of an `ab` job.

@@ -65,7 +65,7 @@ func NewFetcher(o FetchOptions) *Fetcher {
 	}}
 	transport := &http.Transport{DialContext: dialer.DialContext, Proxy: nil, TLSHandshakeTimeout: o.Timeout, ResponseHeaderTimeout: o.Timeout}
 	client := &http.Client{Timeout: o.Timeout, Transport: transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if len(via) >= o.MaxRedirects {
+		if len(via) > o.MaxRedirects {
 			return fmt.Errorf("more than %d redirects", o.MaxRedirects)
 		}
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -117,6 +118,9 @@ func JudgeAB(ctx context.Context, p Provider, model string, instance string, in 
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -7,8 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/critic"
+	"github.com/tribunal-dev/tribunal/pkg/equivalence"
 )
 
 // Scripted answers from recordings instead of a model: one fixed raw winner for every
@@ -17,10 +21,12 @@ import (
 // provider "scripted", so no one mistakes it for a model's judgment.
 type Scripted struct {
 	model   string
-	fixed   string
+	fixed   map[string]string
 	answers map[string]json.RawMessage
 	latency time.Duration
 	calls   atomic.Int64
+	mu      sync.Mutex
+	byKey   map[string]int
 }
 
 // ScriptedOptions configure a scripted provider.
@@ -33,14 +39,37 @@ type ScriptedOptions struct {
 	// AnswersFile is a JSON object mapping AC ids to the answer object the model would
 	// have returned, e.g. {"AC-1": {"raw_winner": "B", "confidence": 0.8, "biggest_gap": "..."}}.
 	AnswersFile string
+	// EquivalenceVerdict is the fixed verdict of every equivalence case without a
+	// recorded answer (equivalent, candidate-regressed or candidate-diverged).
+	EquivalenceVerdict string
+	// CriticScores are the fixed correctness, slop and scope of every critic AC without
+	// a recorded answer.
+	CriticScores *[3]int
+	// Runner answers every runner call without a recorded answer with a fixed transcript.
+	Runner bool
 	// Latency simulates a model's response time (benchmarks).
 	Latency time.Duration
 }
 
+// fixedNote marks every canned answer, so no one mistakes it for a model's judgment.
+const fixedNote = "scripted fixture answer: no model was asked"
+
 // NewScripted builds a scripted provider.
 func NewScripted(o ScriptedOptions) (*Scripted, error) {
-	s := &Scripted{latency: o.Latency, answers: map[string]json.RawMessage{}}
-	var names []string
+	s := &Scripted{latency: o.Latency, answers: map[string]json.RawMessage{}, fixed: map[string]string{}, byKey: map[string]int{}}
+	// names make the model name every verdict carries: the ab fixture winner and the
+	// answers file, which is what readers of ab results need; the other kinds' fixtures
+	// only name the model when nothing else does.
+	var names, extras []string
+	canned := func(kind, name string, v any, check func([]byte) error) error {
+		data, _ := json.Marshal(v)
+		if err := check(data); err != nil {
+			return fmt.Errorf("scripted %s answer: %w", kind, err)
+		}
+		s.fixed[kind] = string(data)
+		extras = append(extras, name)
+		return nil
+	}
 	if o.Winner != "" {
 		w := strings.ToUpper(o.Winner)
 		if w == "TIE" {
@@ -53,9 +82,38 @@ func NewScripted(o ScriptedOptions) (*Scripted, error) {
 		if conf == 0 {
 			conf = 1
 		}
-		fixed, _ := json.Marshal(map[string]any{"raw_winner": w, "confidence": conf, "biggest_gap": "scripted fixture answer: no model was asked"})
-		s.fixed = string(fixed)
+		fixed, _ := json.Marshal(map[string]any{"raw_winner": w, "confidence": conf, "biggest_gap": fixedNote})
+		s.fixed["ab"] = string(fixed)
 		names = append(names, "fixed-"+w)
+	}
+	if v := o.EquivalenceVerdict; v != "" {
+		delta := ""
+		if v != equivalence.VerdictEquivalent {
+			delta = fixedNote
+		}
+		err := canned("equivalence", "fixed-"+v, map[string]any{"verdict": v, "behaviour_delta": delta,
+			"efficiency_signal": map[string]any{"original_directness": 3, "candidate_directness": 3, "interpretation_notes": fixedNote}},
+			func(b []byte) error { _, err := equivalence.ParseAnswer(b); return err })
+		if err != nil {
+			return nil, err
+		}
+	}
+	if c := o.CriticScores; c != nil {
+		err := canned("critic", fmt.Sprintf("fixed-critic-%d-%d-%d", c[0], c[1], c[2]),
+			map[string]any{"correctness": c[0], "slop": c[1], "scope": c[2], "rationale": fixedNote},
+			func(b []byte) error { _, err := critic.ParseAnswer(b); return err })
+		if err != nil {
+			return nil, err
+		}
+	}
+	if o.Runner {
+		err := canned(KindRunner, "fixed-runner", map[string]any{"transcript": "scripted runner: no model was asked",
+			"self_report": map[string]any{"steps_followed": []string{}, "steps_skipped": []string{}, "ambiguities": []any{},
+				"improvisation": []string{}, "deviation_urges": []string{}, "final_output": fixedNote}},
+			func(b []byte) error { _, err := equivalence.ParseRunnerOutput(b); return err })
+		if err != nil {
+			return nil, err
+		}
 	}
 	if o.AnswersFile != "" {
 		data, err := os.ReadFile(o.AnswersFile)
@@ -67,8 +125,11 @@ func NewScripted(o ScriptedOptions) (*Scripted, error) {
 		}
 		names = append(names, "recorded-"+filepath.Base(o.AnswersFile))
 	}
+	if len(names) == 0 && len(extras) > 0 {
+		names = []string{"fixtures"}
+	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("scripted provider needs a fixed winner or an answers file")
+		return nil, fmt.Errorf("scripted provider needs a fixed winner or an answers file (or another fixed answer)")
 	}
 	s.model = strings.Join(names, "+")
 	return s, nil
@@ -83,9 +144,19 @@ func (s *Scripted) DefaultModel() string { return s.model }
 // Calls counts Complete calls, for tests that assert how many judge calls a run made.
 func (s *Scripted) Calls() int64 { return s.calls.Load() }
 
+// CallsFor counts the calls made for one key (an AC id, "<AC>/<case>/original", ...).
+func (s *Scripted) CallsFor(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byKey[key]
+}
+
 // Complete implements Provider.
 func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) {
 	s.calls.Add(1)
+	s.mu.Lock()
+	s.byKey[req.Key]++
+	s.mu.Unlock()
 	start := time.Now()
 	if s.latency > 0 {
 		select {
@@ -97,8 +168,8 @@ func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) 
 	content := ""
 	if a, ok := s.answers[req.Key]; ok {
 		content = string(a)
-	} else if s.fixed != "" && req.Kind == "ab" {
-		content = s.fixed
+	} else if f, ok := s.fixed[req.Kind]; ok {
+		content = f
 	} else {
 		return Response{}, fmt.Errorf("%w: scripted provider has no answer for %s %q", ErrUnavailable, req.Kind, req.Key)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +19,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/aggregate"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/critic"
+	"github.com/tribunal-dev/tribunal/pkg/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
@@ -51,13 +54,38 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 			} else {
 				r.BlockReason = failedGates(p.Gates)
 			}
-			c := ab.Blocked(r.ACID, aggregate.Pair(r.Spec), ab.Assign(r.ACID, r.Iteration), r.BlockReason)
-			r.Comparison = &c
+			if r.Spec.Kind == events.KindAB {
+				c := ab.Blocked(r.ACID, aggregate.Pair(r.Spec), ab.Assign(r.ACID, r.Iteration), r.BlockReason)
+				r.Comparison = &c
+			}
 		})
 	case *events.VerdictEmitted:
+		switch p.Kind {
+		case events.KindCritic:
+			return s.decide(ctx, ev, func(r *JobRecord) {
+				d := aggregate.DeriveCritic(r.Spec, p.Critic)
+				r.Status, r.Critic, r.Decided = d.Status, &d.Result, d.Decided
+				r.Judges = d.Decided.Judges
+				if d.Blocked != "" {
+					r.BlockStage, r.BlockReason = "judge", d.Blocked
+				}
+			})
+		case events.KindEquivalence:
+			return s.decide(ctx, ev, func(r *JobRecord) {
+				d := aggregate.DeriveEquivalence(r.Spec, p.Cases)
+				r.Status, r.Equivalence, r.Decided = d.Status, &d.Report, d.Decided
+				r.Judges = d.Decided.Judges
+				if d.Blocked != "" {
+					r.BlockStage, r.BlockReason = "judge", d.Blocked
+				}
+			})
+		}
 		return s.decide(ctx, ev, func(r *JobRecord) {
 			d := aggregate.DeriveAB(r.Spec, ev.Iteration, p.Votes)
 			r.Votes, r.Comparison, r.Decided = p.Votes, &d.Comparison, d.Decided
+			if d.Decided != nil {
+				r.Judges = d.Decided.Judges
+			}
 			switch {
 			case d.Blocked != "":
 				r.Status, r.BlockStage, r.BlockReason = StatusBlocked, "judge", d.Blocked
@@ -69,6 +97,38 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 		})
 	}
 	return nil, bus.Permanent(fmt.Errorf("aggregator got %s", ev.Type))
+}
+
+// DeadLetter turns an event another service gave up on into a blocked job, so the AC is
+// reported with the reason instead of keeping its batch open forever. Dead letters that
+// name no job (undecodable bytes) are only logged: nothing can be attributed to them.
+func (s *Service) DeadLetter(ctx context.Context, payload []byte, reason, service string) ([]events.Event, error) {
+	ev, err := events.Decode(payload)
+	if err != nil || ev.JobID == "" {
+		s.log.Warn("dead letter names no job", "service", service, "reason", reason)
+		return nil, nil
+	}
+	if ev.Type == events.TypeJobSubmitted {
+		// The job was never recorded: record it first so it can be blocked.
+		if p, ok := ev.Payload.(*events.JobSubmitted); ok {
+			if err := s.submitted(ctx, ev, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out, err := s.decide(ctx, ev, func(r *JobRecord) {
+		r.Status, r.BlockStage = StatusBlocked, service
+		r.BlockReason = fmt.Sprintf("%s gave up on %s: %s", service, ev.Type, reason)
+		if r.Spec.Kind == events.KindAB {
+			c := ab.Blocked(r.ACID, aggregate.Pair(r.Spec), ab.Assign(r.ACID, r.Iteration), r.BlockReason)
+			r.Comparison = &c
+		}
+	})
+	if errors.Is(err, errNotRecorded) {
+		s.log.Warn("dead letter for a job never submitted", "service", service, "job", ev.JobID, "reason", reason)
+		return nil, nil
+	}
+	return out, err
 }
 
 func (s *Service) submitted(ctx context.Context, ev events.Event, p *events.JobSubmitted) error {
@@ -168,17 +228,29 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 	if err != nil {
 		return nil, err
 	}
-	summary, manifest := Summarize(last.Tenant, last.Batch, recs, s.now())
-	data, err := json.MarshalIndent(manifest, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode manifest: %w", err)
+	summary, manifests := Summarize(last.Tenant, last.Batch, recs, s.now())
+	refs := map[string]events.Blob{}
+	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence} {
+		m, ok := manifests[kind]
+		if !ok {
+			continue
+		}
+		data, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("encode %s manifest: %w", kind, err)
+		}
+		attrs, err := blob.PutBytes(ctx, s.store, last.Tenant, data, "application/json")
+		if err != nil {
+			return nil, fmt.Errorf("store %s manifest of %s: %w", kind, BatchKey(last.Tenant, last.Batch), err)
+		}
+		ref := events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "application/json", Size: attrs.Size}
+		refs[kind] = ref
+		summary.Manifests = append(summary.Manifests, ref)
 	}
-	attrs, err := blob.PutBytes(ctx, s.store, last.Tenant, data, "application/json")
-	if err != nil {
-		return nil, fmt.Errorf("store manifest of %s: %w", BatchKey(last.Tenant, last.Batch), err)
+	var ref *events.Blob
+	if r, ok := refs[events.KindAB]; ok {
+		ref = &r
 	}
-	ref := &events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "application/json", Size: attrs.Size}
-	summary.Manifests = []events.Blob{*ref}
 	var won bool
 	var final BatchHeader
 	_, err = casBytes(ctx, s.batches, BatchKey(last.Tenant, last.Batch), func(b []byte) ([]byte, bool) {
@@ -193,7 +265,7 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 			final = cur
 			return b, false
 		}
-		cur.Completion = &Completion{At: s.now(), By: last.ACID, Summary: summary, ManifestRef: ref}
+		cur.Completion = &Completion{At: s.now(), By: last.ACID, Summary: summary, ManifestRef: ref, Manifests: refs}
 		won = true
 		final = cur
 		out, _ := json.Marshal(cur)
@@ -214,8 +286,10 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 func completionEvents(h *BatchHeader) []events.Event {
 	c := h.Completion
 	var out []events.Event
-	if c.ManifestRef != nil {
-		out = append(out, events.New(&events.ManifestEmitted{Kind: events.KindAB, Manifest: *c.ManifestRef, ExitCode: c.Summary.ExitCode}, h.Tenant, h.Batch, "", 0, "ab", nil))
+	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence} {
+		if ref, ok := c.Manifests[kind]; ok {
+			out = append(out, events.New(&events.ManifestEmitted{Kind: kind, Manifest: ref, ExitCode: c.Summary.ExitCode}, h.Tenant, h.Batch, "", 0, kind, nil))
+		}
 	}
 	summary := c.Summary
 	out = append(out, events.New(&summary, h.Tenant, h.Batch, "", 0, "", nil))
@@ -243,31 +317,109 @@ func LoadJobs(ctx context.Context, kv jetstream.KeyValue, tenant, batch string) 
 	return out, nil
 }
 
-// Summarize folds a batch's final job records into its summary and `ab` manifest.
-func Summarize(tenant, batch string, recs []*JobRecord, at time.Time) (events.BatchCompleted, ab.Manifest) {
-	sum := events.BatchCompleted{Total: len(recs)}
-	threshold := ab.DefaultThreshold
-	comps := make([]ab.Comparison, 0, len(recs))
-	for _, r := range recs {
+// KindManifest is the manifest of the critic and equivalence kinds: one result per AC,
+// in batch order, next to the ab manifest's seed-defined shape.
+type KindManifest struct {
+	Kind        string          `json:"kind"`
+	Source      string          `json:"source"`
+	BatchID     string          `json:"batch_id"`
+	GeneratedAt time.Time       `json:"generated_at"`
+	Results     []KindResultRow `json:"results"`
+}
+
+// KindResultRow is one AC of a KindManifest.
+type KindResultRow struct {
+	ACID        string              `json:"ac_id"`
+	Status      string              `json:"status"`
+	Reason      string              `json:"reason,omitempty"`
+	Judges      []string            `json:"judges,omitempty"`
+	Critic      *critic.Result      `json:"critic,omitempty"`
+	Equivalence *equivalence.Report `json:"equivalence,omitempty"`
+}
+
+// Outcome classifies a final job for the batch exit code: clean, finding, blocked or
+// schema violation, whatever its kind.
+func Outcome(r *JobRecord) ab.Outcome {
+	switch r.Status {
+	case StatusBlocked:
+		return ab.OutcomeBlocked
+	case StatusSchemaViolation:
+		return ab.OutcomeSchemaViolation
+	case StatusCompared:
+	default:
+		return ab.OutcomeSchemaViolation
+	}
+	switch r.Spec.Kind {
+	case events.KindCritic:
+		if r.Critic != nil && r.Critic.Verdict == critic.VerdictPass {
+			return ab.OutcomeClean
+		}
+		return ab.OutcomeFinding
+	case events.KindEquivalence:
+		if r.Equivalence != nil && r.Equivalence.Summary.Pass {
+			return ab.OutcomeClean
+		}
+		return ab.OutcomeFinding
+	}
+	if r.Comparison != nil {
+		threshold := ab.DefaultThreshold
 		if r.Spec.AB != nil {
 			threshold = r.Spec.AB.Threshold
 		}
+		return r.Comparison.Outcome(threshold)
+	}
+	return ab.OutcomeSchemaViolation
+}
+
+// Summarize folds a batch's final job records into its summary and one manifest per
+// judge kind present: the seed's `ab` manifest, and a KindManifest for critic and
+// equivalence. The exit code follows the `ab` table over every job of every kind.
+func Summarize(tenant, batch string, recs []*JobRecord, at time.Time) (events.BatchCompleted, map[string]any) {
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
+	sum := events.BatchCompleted{Total: len(recs)}
+	threshold := ab.DefaultThreshold
+	var comps []ab.Comparison
+	kinds := map[string]*KindManifest{}
+	outcomes := make([]ab.Outcome, 0, len(recs))
+	for _, r := range recs {
 		switch r.Status {
 		case StatusCompared:
 			sum.Compared++
-			if r.Decided != nil && r.Decided.AB != nil && r.Decided.AB.Suggest {
-				sum.Suggestions++
-			}
 		case StatusBlocked:
 			sum.Blocked++
 		case StatusSchemaViolation:
 			sum.Violations++
 		}
-		if r.Comparison != nil {
-			comps = append(comps, *r.Comparison)
+		o := Outcome(r)
+		outcomes = append(outcomes, o)
+		if o == ab.OutcomeFinding {
+			sum.Suggestions++
+		}
+		switch r.Spec.Kind {
+		case events.KindAB:
+			if r.Spec.AB != nil {
+				threshold = r.Spec.AB.Threshold
+			}
+			if r.Comparison != nil {
+				comps = append(comps, *r.Comparison)
+			}
+		default:
+			km := kinds[r.Spec.Kind]
+			if km == nil {
+				km = &KindManifest{Kind: r.Spec.Kind, Source: "tribunal", BatchID: batch, GeneratedAt: at.UTC()}
+				kinds[r.Spec.Kind] = km
+			}
+			km.Results = append(km.Results, KindResultRow{ACID: r.ACID, Status: r.Status, Reason: r.BlockReason, Judges: r.Judges, Critic: r.Critic, Equivalence: r.Equivalence})
 		}
 	}
-	m := ab.BuildManifest("ab-"+tenant+"-"+batch, "tribunal", at, threshold, comps)
-	sum.ExitCode = ab.ExitCode(m.Outcomes())
-	return sum, m
+	manifests := map[string]any{}
+	if len(comps) > 0 {
+		m := ab.BuildManifest("ab-"+tenant+"-"+batch, "tribunal", at, threshold, comps)
+		manifests[events.KindAB] = m
+	}
+	for k, km := range kinds {
+		manifests[k] = km
+	}
+	sum.ExitCode = ab.ExitCode(outcomes)
+	return sum, manifests
 }

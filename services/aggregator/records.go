@@ -11,6 +11,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/critic"
+	"github.com/tribunal-dev/tribunal/pkg/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
@@ -43,6 +45,10 @@ type JobRecord struct {
 	Decided     *events.IterationDecided `json:"decided,omitempty"`
 	Comparison  *ab.Comparison           `json:"comparison,omitempty"`
 	Votes       []events.Vote            `json:"votes,omitempty"`
+	Critic      *critic.Result           `json:"critic,omitempty"`
+	Equivalence *equivalence.Report      `json:"equivalence,omitempty"`
+	// Judges names every judge that contributed, "provider/model".
+	Judges []string `json:"judges,omitempty"`
 	// DecidedBy is the id of the event the final status was derived from.
 	DecidedBy string    `json:"decided_by,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitempty"`

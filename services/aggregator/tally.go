@@ -39,6 +39,8 @@ type Completion struct {
 	By          string                `json:"by"`
 	Summary     events.BatchCompleted `json:"summary"`
 	ManifestRef *events.Blob          `json:"manifest,omitempty"`
+	// Manifests holds every manifest of the batch by judge kind.
+	Manifests map[string]events.Blob `json:"manifests,omitempty"`
 }
 
 // BatchKey is a batch header's key.

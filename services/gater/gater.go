@@ -94,7 +94,7 @@ func (s *Service) transcriptGates(ctx context.Context, tenant string, spec *even
 	var pairs []events.CasePair
 	var gates []events.Gate
 	for _, c := range spec.Cases {
-		pair := events.CasePair{CaseID: c.ID, Tag: c.Tag}
+		pair := events.CasePair{CaseID: c.ID, Tag: c.Tag, Input: c.Input}
 		for _, side := range []string{"original", "candidate"} {
 			g := events.Gate{Name: "transcript_readable:" + side + "/" + c.ID, Status: "pass"}
 			t, ok := bySide[side+"/"+c.ID]

@@ -58,8 +58,22 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 	if !ok {
 		return nil, bus.Permanent(fmt.Errorf("judge got %s", ev.Type))
 	}
-	if gd.Kind != events.KindAB {
+	var extra *events.VerdictEmitted
+	var err error
+	switch gd.Kind {
+	case events.KindAB:
+	case events.KindCritic:
+		extra, err = s.handleCritic(ctx, ev, gd)
+	case events.KindEquivalence:
+		extra, err = s.handleEquivalence(ctx, ev, gd)
+	default:
 		return nil, bus.Permanent(fmt.Errorf("judge kind %q is not served by this judge", gd.Kind))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if extra != nil {
+		return []events.Event{events.New(extra, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}, nil
 	}
 	slots := map[string]pj.Material{}
 	for _, sl := range gd.Slots {
@@ -153,12 +167,18 @@ func (s *Service) cacheKey(model, order, criterion string, slots []events.Slot) 
 	for _, sl := range slots {
 		write(sl.Name, sl.Artifact.Blob.SHA256, sl.Artifact.Blob.MediaType)
 	}
+	write(s.paramsKey())
+	return "ab." + hex.EncodeToString(h.Sum(nil))
+}
+
+// paramsKey renders the sampling parameters for cache keys.
+func (s *Service) paramsKey() string {
+	k := "m" + strconv.Itoa(s.params.MaxTokens)
 	if s.params.Temperature != nil {
-		write("t", strconv.FormatFloat(float64(*s.params.Temperature), 'g', -1, 32))
+		k += ",t" + strconv.FormatFloat(float64(*s.params.Temperature), 'g', -1, 32)
 	}
 	if s.params.Seed != nil {
-		write("s", strconv.Itoa(*s.params.Seed))
+		k += ",s" + strconv.Itoa(*s.params.Seed)
 	}
-	write("m", strconv.Itoa(s.params.MaxTokens))
-	return "ab." + hex.EncodeToString(h.Sum(nil))
+	return k
 }

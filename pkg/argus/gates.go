@@ -1,0 +1,345 @@
+package argus
+
+import (
+	"errors"
+	"fmt"
+)
+
+// GateStatus is the value of one deterministic gate.
+type GateStatus string
+
+// Gate values. Diff is only valid for the snapshot gate, which reports a changed look
+// rather than a failure of code.
+const (
+	GatePass GateStatus = "pass"
+	GateFail GateStatus = "fail"
+	GateSkip GateStatus = "skip"
+	GateDiff GateStatus = "diff"
+)
+
+// Gate names as the gate-result schema spells them.
+const (
+	GateBuild           = "build"
+	GateLint            = "lint"
+	GateTypeCheck       = "type_check"
+	GateTokenContrast   = "token_contrast"
+	GateTokenCompliance = "token_compliance"
+	GateSnapshot        = "snapshot"
+	GateFlows           = "flows"
+	GateA11yIDs         = "a11y_ids"
+)
+
+// Gates is the gates object of a gate result. An empty status means the gate was not
+// reported and counts as skip.
+type Gates struct {
+	// Build, Lint and TypeCheck come from the project's gates adapter.
+	Build     GateStatus `json:"build,omitempty"`
+	Lint      GateStatus `json:"lint,omitempty"`
+	TypeCheck GateStatus `json:"type_check,omitempty"`
+	// TokenContrast is computed by tribunal (CheckContrast).
+	TokenContrast GateStatus `json:"token_contrast,omitempty"`
+	// TokenCompliance is the adapter's source-level check for hard-coded values, the
+	// one check the judge cannot make because it never sees code.
+	TokenCompliance GateStatus `json:"token_compliance,omitempty"`
+	// Snapshot is pass, diff or skip: the visual regression baseline.
+	Snapshot GateStatus `json:"snapshot,omitempty"`
+	// Flows is the adapter's functional end-to-end suite.
+	Flows GateStatus `json:"flows,omitempty"`
+	// A11yIDs is computed by tribunal from the probe (CheckA11yIDs).
+	A11yIDs *A11yResult `json:"a11y_ids,omitempty"`
+}
+
+// statusGates lists the string-valued gates in schema order with their field.
+func (g *Gates) statusGates() []struct {
+	name string
+	val  *GateStatus
+} {
+	return []struct {
+		name string
+		val  *GateStatus
+	}{
+		{GateBuild, &g.Build}, {GateLint, &g.Lint}, {GateTypeCheck, &g.TypeCheck},
+		{GateTokenContrast, &g.TokenContrast}, {GateTokenCompliance, &g.TokenCompliance},
+		{GateSnapshot, &g.Snapshot}, {GateFlows, &g.Flows},
+	}
+}
+
+// validStatus reports whether a value is allowed for the named gate.
+func validStatus(name string, s GateStatus) bool {
+	switch s {
+	case "", GatePass, GateSkip:
+		return true
+	case GateFail:
+		return name != GateSnapshot
+	case GateDiff:
+		return name == GateSnapshot
+	}
+	return false
+}
+
+// allowedFor describes the allowed values of a gate for error messages.
+func allowedFor(name string) string {
+	if name == GateSnapshot {
+		return "pass, diff or skip"
+	}
+	return "pass, fail or skip"
+}
+
+// Validate checks every value against the schema's enums.
+func (g Gates) Validate() error {
+	for _, sg := range g.statusGates() {
+		if !validStatus(sg.name, *sg.val) {
+			return fmt.Errorf("gates.%s: %q is not %s", sg.name, string(*sg.val), allowedFor(sg.name))
+		}
+	}
+	if g.A11yIDs != nil {
+		if g.A11yIDs.Expected < 0 || g.A11yIDs.Present < 0 {
+			return errors.New("gates.a11y_ids: counts must not be negative")
+		}
+	}
+	return nil
+}
+
+// Failing names the gates that keep the floor red, in schema order: a fail, a snapshot
+// diff, a11y ids missing, or any value outside the schema (an unknown status is never
+// taken for a pass). These are the items the implementer is asked to fix.
+func (g Gates) Failing() []string {
+	out := []string{}
+	for _, sg := range g.statusGates() {
+		switch *sg.val {
+		case "", GatePass, GateSkip:
+		default:
+			out = append(out, sg.name)
+		}
+	}
+	if g.A11yIDs != nil && !g.A11yIDs.Green() {
+		out = append(out, GateA11yIDs)
+	}
+	return out
+}
+
+// AllGreen is the derived floor: true iff no gate fails. Skipped gates never fail.
+func (g Gates) AllGreen() bool { return len(g.Failing()) == 0 }
+
+// GateResult matches the gate-result schema. AllGreen is only ever set from Gates (by
+// AssembleGateResult or Normalize); a value read from a file is a claim to check.
+type GateResult struct {
+	// Feature, Target, State and Appearance name the gated view.
+	Feature    string `json:"feature"`
+	Target     string `json:"target"`
+	State      string `json:"state,omitempty"`
+	Appearance string `json:"appearance,omitempty"`
+	// Gates holds every gate's status.
+	Gates Gates `json:"gates"`
+	// AllGreen is true iff no gate fails; the judge runs only when it is.
+	AllGreen bool `json:"all_green"`
+}
+
+// Normalize validates the gates, replaces AllGreen with the value derived from them and
+// reports whether the stored value disagreed, so the caller can count adapters or
+// files that claimed a floor they did not have.
+func (r *GateResult) Normalize() (disagreed bool, err error) {
+	if err := r.Gates.Validate(); err != nil {
+		return false, fmt.Errorf("gate result: %w", err)
+	}
+	derived := r.Gates.AllGreen()
+	disagreed = r.AllGreen != derived
+	r.AllGreen = derived
+	return disagreed, nil
+}
+
+// ParseGateResult reads a gate-result document strictly against the schema (required
+// keys, no unknown keys, enum values). It does not normalize: call Normalize to derive
+// all_green and learn whether the document's claim was wrong.
+func ParseGateResult(data []byte) (*GateResult, error) {
+	root, err := decodeJSON(data, true)
+	if err != nil {
+		return nil, fmt.Errorf("gate result: %w", err)
+	}
+	obj, ok := root.(jsonObject)
+	if !ok {
+		return nil, fmt.Errorf("gate result: top level is %s, want an object", kindOf(root))
+	}
+	r := &GateResult{}
+	seen := map[string]bool{}
+	for _, m := range obj {
+		seen[m.Key] = true
+		switch m.Key {
+		case "feature", "target", "state", "appearance":
+			s, ok := m.Val.(string)
+			if !ok {
+				return nil, fmt.Errorf("gate result: %s must be a string, got %s", m.Key, kindOf(m.Val))
+			}
+			switch m.Key {
+			case "feature":
+				r.Feature = s
+			case "target":
+				r.Target = s
+			case "state":
+				r.State = s
+			default:
+				r.Appearance = s
+			}
+		case "gates":
+			g, err := parseGates(m.Val, true)
+			if err != nil {
+				return nil, fmt.Errorf("gate result: %w", err)
+			}
+			r.Gates = g
+		case "all_green":
+			b, ok := m.Val.(bool)
+			if !ok {
+				return nil, fmt.Errorf("gate result: all_green must be a boolean, got %s", kindOf(m.Val))
+			}
+			r.AllGreen = b
+		default:
+			return nil, fmt.Errorf("gate result: unknown key %q", m.Key)
+		}
+	}
+	for _, k := range []string{"feature", "target", "gates", "all_green"} {
+		if !seen[k] {
+			return nil, fmt.Errorf("gate result: %s is required", k)
+		}
+	}
+	return r, nil
+}
+
+// parseGates reads a gates object. withOwn allows the two gates tribunal computes
+// itself (token_contrast, a11y_ids); adapter output may not carry them.
+func parseGates(v any, withOwn bool) (Gates, error) {
+	obj, ok := v.(jsonObject)
+	if !ok {
+		return Gates{}, fmt.Errorf("gates is %s, want an object", kindOf(v))
+	}
+	var g Gates
+	fields := map[string]*GateStatus{}
+	for _, sg := range g.statusGates() {
+		fields[sg.name] = sg.val
+	}
+	for _, m := range obj {
+		if !withOwn && (m.Key == GateTokenContrast || m.Key == GateA11yIDs) {
+			return Gates{}, fmt.Errorf("%s is computed by tribunal from the tokens and the probe; an adapter must not report it", m.Key)
+		}
+		if m.Key == GateA11yIDs {
+			a, err := parseA11yResult(m.Val)
+			if err != nil {
+				return Gates{}, err
+			}
+			g.A11yIDs = &a
+			continue
+		}
+		dst, ok := fields[m.Key]
+		if !ok {
+			return Gates{}, fmt.Errorf("unknown gate %q (known: build, lint, type_check, token_compliance, snapshot, flows)", m.Key)
+		}
+		s, ok := m.Val.(string)
+		if !ok || s == "" || !validStatus(m.Key, GateStatus(s)) {
+			return Gates{}, fmt.Errorf("gate %s: %s is not %s", m.Key, describe(m.Val), allowedFor(m.Key))
+		}
+		*dst = GateStatus(s)
+	}
+	return g, nil
+}
+
+func parseA11yResult(v any) (A11yResult, error) {
+	obj, ok := v.(jsonObject)
+	if !ok {
+		return A11yResult{}, fmt.Errorf("a11y_ids is %s, want an object", kindOf(v))
+	}
+	var r A11yResult
+	seen := map[string]bool{}
+	for _, m := range obj {
+		seen[m.Key] = true
+		switch m.Key {
+		case "expected", "present":
+			n, ok := intValue(m.Val)
+			if !ok || n < 0 {
+				return r, fmt.Errorf("a11y_ids.%s must be a whole number >= 0, got %s", m.Key, describe(m.Val))
+			}
+			if m.Key == "expected" {
+				r.Expected = n
+			} else {
+				r.Present = n
+			}
+		case "missing":
+			list, ok := stringList(m.Val)
+			if !ok {
+				return r, errors.New("a11y_ids.missing must be an array of strings")
+			}
+			r.Missing = list
+		default:
+			return r, fmt.Errorf("a11y_ids: unknown key %q", m.Key)
+		}
+	}
+	for _, k := range []string{"expected", "present", "missing"} {
+		if !seen[k] {
+			return r, fmt.Errorf("a11y_ids.%s is required", k)
+		}
+	}
+	return r, nil
+}
+
+// AdapterGates are the platform gates a project's gates command reports. Empty values
+// mean the adapter did not report the gate (skip).
+type AdapterGates struct {
+	// Build, Lint, TypeCheck, TokenCompliance and Flows are pass, fail or skip.
+	Build           GateStatus
+	Lint            GateStatus
+	TypeCheck       GateStatus
+	TokenCompliance GateStatus
+	// Snapshot is pass, diff or skip.
+	Snapshot GateStatus
+	Flows    GateStatus
+}
+
+// ParseAdapterGates reads the JSON object a gates adapter prints, e.g.
+// {"build":"pass","lint":"skip","snapshot":"diff"}. Everything else is rejected with
+// an error naming the offending key: prose around the object, unknown gates, values
+// outside pass|fail|skip (pass|diff|skip for snapshot), and the two gates tribunal owns.
+// An adapter that cannot state its result in this form has not produced a result, and
+// treating its output as "probably fine" would let a broken adapter open the floor.
+func ParseAdapterGates(data []byte) (AdapterGates, error) {
+	root, err := decodeJSON(data, true)
+	if err != nil {
+		return AdapterGates{}, fmt.Errorf("adapter gates: output is not one JSON object: %w", err)
+	}
+	g, err := parseGates(root, false)
+	if err != nil {
+		return AdapterGates{}, fmt.Errorf("adapter gates: %w", err)
+	}
+	return AdapterGates{
+		Build: g.Build, Lint: g.Lint, TypeCheck: g.TypeCheck,
+		TokenCompliance: g.TokenCompliance, Snapshot: g.Snapshot, Flows: g.Flows,
+	}, nil
+}
+
+// orSkip fills an unreported gate with skip so a written result lists every gate.
+func orSkip(s GateStatus) GateStatus {
+	if s == "" {
+		return GateSkip
+	}
+	return s
+}
+
+// AssembleGateResult combines the adapter's gates with the two gates tribunal computes
+// (token_contrast, a11y_ids) into a complete result, every gate spelt out, and derives
+// all_green. A nil a11y means there was no contract to check (reported as 0 of 0).
+func AssembleGateResult(v View, feature string, adapter AdapterGates, tokenContrast GateStatus, a11y *A11yResult) GateResult {
+	a := A11yResult{Missing: []string{}}
+	if a11y != nil {
+		a = *a11y
+		if a.Missing == nil {
+			a.Missing = []string{}
+		}
+	}
+	r := GateResult{
+		Feature: feature, Target: v.Target, State: v.State, Appearance: v.Appearance,
+		Gates: Gates{
+			Build: orSkip(adapter.Build), Lint: orSkip(adapter.Lint), TypeCheck: orSkip(adapter.TypeCheck),
+			TokenContrast: orSkip(tokenContrast), TokenCompliance: orSkip(adapter.TokenCompliance),
+			Snapshot: orSkip(adapter.Snapshot), Flows: orSkip(adapter.Flows), A11yIDs: &a,
+		},
+	}
+	r.AllGreen = r.Gates.AllGreen()
+	return r
+}

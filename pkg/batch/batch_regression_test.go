@@ -1,0 +1,125 @@
+package batch
+
+// These tests FAIL against the code at the time of writing; each pins a bug described in
+// the test report. They pass with the proposed fixes (see the report).
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Bug A: an AC-level type error (judges not a list, criterion not a string, an entry
+// that is not a mapping) stops the whole file instead of costing only that AC, because
+// the "lenient" decode struct embeds File (whose ACs field is []AC) inline next to
+// ACs []map[string]any with the same yaml key, and goccy decodes into the typed one.
+func TestBugACTypeErrorKeepsTheRest(t *testing.T) {
+	const file = "b/batch.yaml"
+	tests := []struct {
+		name, bad, field string
+		line             int
+		msg              string
+	}{
+		{"judges not a list", "  - id: AC-2\n    judges: gpt-4\n", "acs[1].judges", 7, "array"},
+		{"criterion not a string", "  - id: AC-2\n    criterion: [1, 2]\n", "acs[1].criterion", 7, "string"},
+		{"criterion a mapping", "  - id: AC-2\n    criterion: {a: 1}\n", "acs[1].criterion", 7, "string"},
+		{"iteration not a number", "  - id: AC-2\n    iteration: soon\n", "acs[1].iteration", 7, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := "version: 1\nacs:\n  - id: AC-1\n    ours: o/1.md\n    reference: r/1.md\n" + tt.bad +
+				"  - id: AC-3\n    ours: o/3.md\n    reference: r/3.md\n"
+			b, err := Parse(file, []byte(doc))
+			if err != nil {
+				t.Fatalf("Parse: %v; a bad AC must not stop the batch", err)
+			}
+			if len(b.ACs) != 3 || b.ACs[0].Problem != "" || b.ACs[2].Problem != "" || b.ACs[1].ID != "AC-2" {
+				t.Fatalf("ACs = %+v", b.ACs)
+			}
+			loc := file + ":" + strconv.Itoa(tt.line) + ": " + tt.field + ":"
+			if !strings.Contains(b.ACs[1].Problem, loc) || !strings.Contains(b.ACs[1].Problem, tt.msg) {
+				t.Errorf("Problem = %q; want %q and %q", b.ACs[1].Problem, loc, tt.msg)
+			}
+		})
+	}
+	t.Run("entry not a mapping", func(t *testing.T) {
+		b, err := Parse("batch.yaml", []byte("version: 1\nacs:\n  - AC-1\n  - id: AC-2\n"))
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		if len(b.ACs) != 1 || b.ACs[0].ID != "AC-2" {
+			t.Errorf("ACs = %+v; want AC-2 only", b.ACs)
+		}
+		if len(b.Rejected) != 1 || b.Rejected[0].Line != 3 || b.Rejected[0].Field != "acs[0].id" {
+			t.Errorf("Rejected = %v; want acs[0] at line 3", b.Rejected)
+		}
+	})
+}
+
+// Bug B: file-level errors that are about a missing key, or several unknown keys, or an
+// unknown key containing '.', name neither a line nor the field ("(document)").
+func TestBugFileErrorsNameLineAndField(t *testing.T) {
+	const file = "teams/a/batch.yaml"
+	tests := []struct {
+		name, doc string
+		line      int
+		field     string
+	}{
+		{"acs missing", "version: 1\nname: x\n", 1, "acs"},
+		{"version missing", "name: x\nacs:\n  - id: AC-1\n", 1, "version"},
+		{"two unknown keys, first", "version: 1\nbogus: 3\nacs:\n  - id: AC-1\nzany: 4\n", 2, "bogus"},
+		{"two unknown keys, second", "version: 1\nbogus: 3\nacs:\n  - id: AC-1\nzany: 4\n", 5, "zany"},
+		{"unknown key with a dot", "version: 1\nacs:\n  - id: AC-1\n\"x.y\": 1\n", 4, "x.y"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertFileError(t, file, tt.doc, tt.line, tt.field, tt.field)
+		})
+	}
+}
+
+// Bug C: an unknown key that looks like a path index makes Parse panic inside
+// goccy-yaml's PathString (lineOf builds "$."+field from user text).
+func TestBugUnknownKeyWithPathSyntaxDoesNotPanic(t *testing.T) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("Parse panicked: %v", r)
+		}
+	}()
+	_, err := Parse("b.yaml", []byte("version: 1\nacs:\n  - id: AC-1\nx[0: 1\n"))
+	if err == nil {
+		t.Fatal("unknown key accepted")
+	}
+	if !strings.Contains(err.Error(), "b.yaml:4:") {
+		t.Errorf("err = %v; want line 4", err)
+	}
+}
+
+// Bug D: YAML alias expansion is unbounded: a 359-byte batch takes ~15 s and ~5 GB.
+func aliasBomb(levels int) []byte {
+	var sb strings.Builder
+	sb.WriteString("version: 1\nacs:\n  - id: AC-1\nl0: &l0 [x,x,x,x,x,x,x,x,x,x]\n")
+	for i := 1; i <= levels; i++ {
+		fmt.Fprintf(&sb, "l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d,", i-1), 10), ","))
+	}
+	return []byte(sb.String())
+}
+
+func TestBugAliasExpansionIsBounded(t *testing.T) {
+	data := aliasBomb(6)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Parse("bomb/batch.yaml", data)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Parse accepted an alias bomb")
+		}
+	case <-time.After(time.Second):
+		t.Fatalf("Parse of a %d-byte file took over 1s: alias expansion is unbounded", len(data))
+	}
+}

@@ -1,0 +1,591 @@
+package batch
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const validBatch = `# a comment first
+version: 1
+name: release-42
+tenant: team-a
+kind: ab
+threshold: 0.8
+iteration: 2
+positions: swap
+judges: [gpt-a, gpt-b]
+verify: VERIFY.md
+acs:
+  - id: AC-1
+    criterion: The release notes say what changed.
+    ours: ours/notes.md
+    reference: reference/notes.md
+  - id: AC-7
+    kind: ab
+    criterion: The empty state offers one next step.
+    ours: https://example.com/ours.html
+    reference: reference/empty.html
+    iteration: 0
+    positions: single
+    judges:
+      - gpt-c
+  - id: ac_lower-3
+    ours: a.png
+    reference: b.png
+`
+
+func TestParseValidBatch(t *testing.T) {
+	path := filepath.Join("some", "dir", "batch.yaml")
+	b, err := Parse(path, []byte(validBatch))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if b.Path != path || b.Dir != filepath.Join("some", "dir") {
+		t.Errorf("Path, Dir = %q, %q", b.Path, b.Dir)
+	}
+	if b.Version != 1 || b.Name != "release-42" || b.Tenant != "team-a" || b.Kind != "ab" {
+		t.Errorf("header = %+v", b.File)
+	}
+	if b.Threshold == nil || *b.Threshold != 0.8 {
+		t.Errorf("Threshold = %v; want 0.8", b.Threshold)
+	}
+	if b.Iteration != 2 || b.Positions != "swap" || b.Verify != "VERIFY.md" {
+		t.Errorf("Iteration, Positions, Verify = %d, %q, %q", b.Iteration, b.Positions, b.Verify)
+	}
+	if strings.Join(b.Judges, ",") != "gpt-a,gpt-b" {
+		t.Errorf("Judges = %q", b.Judges)
+	}
+	if len(b.Rejected) != 0 {
+		t.Errorf("Rejected = %v", b.Rejected)
+	}
+	want := []struct {
+		id, criterion, ours, reference, positions, judges string
+		iteration                                         *int
+		line                                              int
+	}{
+		{"AC-1", "The release notes say what changed.", "ours/notes.md", "reference/notes.md", "", "", nil, 12},
+		{"AC-7", "The empty state offers one next step.", "https://example.com/ours.html", "reference/empty.html", "single", "gpt-c", intp(0), 16},
+		{"ac_lower-3", "", "a.png", "b.png", "", "", nil, 25},
+	}
+	if len(b.ACs) != len(want) {
+		t.Fatalf("%d ACs; want %d: %+v", len(b.ACs), len(want), b.ACs)
+	}
+	for i, w := range want {
+		ac := b.ACs[i]
+		if ac.ID != w.id || ac.Criterion != w.criterion || ac.Ours != w.ours || ac.Reference != w.reference || ac.Positions != w.positions || strings.Join(ac.Judges, ",") != w.judges {
+			t.Errorf("ACs[%d] = %+v; want %+v", i, ac, w)
+		}
+		if (ac.Iteration == nil) != (w.iteration == nil) || (ac.Iteration != nil && *ac.Iteration != *w.iteration) {
+			t.Errorf("ACs[%d].Iteration = %v; want %v (an explicit 0 must differ from unset)", i, ac.Iteration, w.iteration)
+		}
+		if ac.Line != w.line {
+			t.Errorf("ACs[%d].Line = %d; want %d", i, ac.Line, w.line)
+		}
+		if ac.Problem != "" {
+			t.Errorf("ACs[%d].Problem = %q; want none", i, ac.Problem)
+		}
+	}
+	if b.ACs[1].Kind != "ab" {
+		t.Errorf("ACs[1].Kind = %q", b.ACs[1].Kind)
+	}
+}
+
+func intp(i int) *int { return &i }
+
+func TestLoadFolderAndFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(validBatch), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, DefaultFile)} {
+		b, err := Load(p)
+		if err != nil {
+			t.Fatalf("Load(%s): %v", p, err)
+		}
+		if b.Path != filepath.Join(dir, DefaultFile) || b.Dir != dir {
+			t.Errorf("Load(%s): Path, Dir = %q, %q", p, b.Path, b.Dir)
+		}
+		if len(b.ACs) != 3 {
+			t.Errorf("Load(%s): %d ACs", p, len(b.ACs))
+		}
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Error("Load of a missing file succeeded")
+	}
+	if _, err := Load(t.TempDir()); err == nil {
+		t.Error("Load of a folder without batch.yaml succeeded")
+	}
+}
+
+// TestParseFileErrors: problems with the file as a whole stop it, and every error names
+// the file, a line and the field.
+func TestParseFileErrors(t *testing.T) {
+	const file = "teams/a/batch.yaml"
+	tests := []struct {
+		name  string
+		doc   string
+		line  int
+		field string
+		// msg is a substring of the error text.
+		msg string
+	}{
+		{"YAML syntax error", "version: 1\nacs:\n  - id: AC-1\n    ours: [unclosed\n", 4, "", "not valid YAML"},
+		{"bad indentation", "version: 1\nacs:\n  - id: AC-1\n   ours: x\n  bad\n", 0, "", "not valid YAML"},
+		{"version 2", "version: 2\nacs:\n  - id: AC-1\n", 1, "version", "1"},
+		{"unknown top-level key", "version: 1\nname: x\nbogus: 3\nacs:\n  - id: AC-1\n", 3, "bogus", "bogus"},
+		{"version as string", "version: \"1\"\nacs:\n  - id: AC-1\n", 1, "version", ""},
+		{"threshold above 1", "version: 1\nthreshold: 1.5\nacs:\n  - id: AC-1\n", 2, "threshold", "1.5"},
+		{"threshold below 0", "version: 1\nname: x\nthreshold: -0.1\nacs:\n  - id: AC-1\n", 3, "threshold", ""},
+		{"bad top-level positions", "version: 1\npositions: sideways\nacs:\n  - id: AC-1\n", 2, "positions", "single"},
+		{"acs empty", "version: 1\nacs: []\n", 2, "acs", ""},
+		{"acs not a list", "version: 1\nacs:\n  id: AC-1\n", 3, "acs", "array"},
+		{"bad tenant", "version: 1\ntenant: Team A\nacs:\n  - id: AC-1\n", 2, "tenant", ""},
+		{"judges not a list at top", "version: 1\njudges: gpt\nacs:\n  - id: AC-1\n", 2, "judges", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertFileError(t, file, tt.doc, tt.line, tt.field, tt.msg)
+		})
+	}
+}
+
+func assertFileError(t *testing.T, file, doc string, line int, field, msg string) {
+	t.Helper()
+	b, err := Parse(file, []byte(doc))
+	if err == nil {
+		t.Fatalf("Parse succeeded: %+v", b.File)
+	}
+	if b != nil {
+		t.Errorf("Parse returned a batch with the error")
+	}
+	var es Errors
+	if !errors.As(err, &es) || len(es) == 0 {
+		t.Fatalf("err = %T %v; want batch.Errors", err, err)
+	}
+	text := err.Error()
+	if !strings.Contains(text, file) {
+		t.Errorf("error %q does not name the file", text)
+	}
+	if msg != "" && !strings.Contains(text, msg) {
+		t.Errorf("error %q does not contain %q", text, msg)
+	}
+	var hit *Error
+	for _, e := range es {
+		if e.File != file {
+			t.Errorf("Error.File = %q; want %q", e.File, file)
+		}
+		if field == "" || e.Field == field {
+			hit = e
+		}
+	}
+	if hit == nil {
+		t.Fatalf("no error names field %q: %q", field, text)
+	}
+	if line > 0 && hit.Line != line {
+		t.Errorf("error %q: Line = %d; want %d", hit, hit.Line, line)
+	}
+	if hit.Line <= 0 {
+		t.Errorf("error %q has no line number", hit)
+	}
+	if hit.Line > 0 && !strings.Contains(text, file+":"+strconv.Itoa(hit.Line)) {
+		t.Errorf("error text %q does not carry %s:%d", text, file, hit.Line)
+	}
+	if field != "" && !strings.Contains(hit.Error(), field) {
+		t.Errorf("error %q does not name the field %q", hit, field)
+	}
+}
+
+// TestParseACProblems: a bad field inside one AC costs only that AC. It is kept, with a
+// Problem naming file, line and field; the other ACs load clean.
+func TestParseACProblems(t *testing.T) {
+	const file = "b/batch.yaml"
+	tests := []struct {
+		name string
+		// bad is the YAML of the middle entry (indented as a list item's fields).
+		bad   string
+		id    string
+		field string
+		// line is the line of the offending field (the entry starts on line 6).
+		line int
+		msg  string
+	}{
+		{"unknown key", "  - id: AC-2\n    colour: red\n", "AC-2", "acs[1].colour", 7, "colour"},
+		{"positions sideways", "  - id: AC-2\n    positions: sideways\n", "AC-2", "acs[1].positions", 7, "swap"},
+		{"judge name empty", "  - id: AC-2\n    judges: [\"\"]\n", "AC-2", "acs[1].judges[0]", 7, ""},
+		{"iteration negative", "  - id: AC-2\n    iteration: -1\n", "AC-2", "acs[1].iteration", 7, ""},
+		{"kind unknown", "  - id: AC-2\n    kind: no-such-kind\n", "AC-2", "acs[1].kind", 7, ""},
+		{"ours a number", "  - id: AC-2\n    ours: 12\n", "AC-2", "acs[1].ours", 7, "string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := "version: 1\nacs:\n  - id: AC-1\n    ours: o/1.md\n    reference: r/1.md\n" + tt.bad +
+				"  - id: AC-3\n    ours: o/3.md\n    reference: r/3.md\n"
+			b, err := Parse(file, []byte(doc))
+			if err != nil {
+				t.Fatalf("Parse: %v; a bad AC must not stop the batch", err)
+			}
+			if len(b.ACs) != 3 {
+				t.Fatalf("%d ACs; want 3 (the bad one kept): %+v", len(b.ACs), b.ACs)
+			}
+			if len(b.Rejected) != 0 {
+				t.Errorf("Rejected = %v", b.Rejected)
+			}
+			first, bad, last := b.ACs[0], b.ACs[1], b.ACs[2]
+			if first.ID != "AC-1" || first.Problem != "" || first.Ours != "o/1.md" || first.Reference != "r/1.md" || first.Line != 3 {
+				t.Errorf("first AC = %+v; want clean AC-1 at line 3", first)
+			}
+			if last.ID != "AC-3" || last.Problem != "" || last.Ours != "o/3.md" || last.Reference != "r/3.md" {
+				t.Errorf("last AC = %+v; want clean AC-3", last)
+			}
+			if bad.ID != tt.id {
+				t.Errorf("bad AC id = %q; want %q", bad.ID, tt.id)
+			}
+			if bad.Line != 6 {
+				t.Errorf("bad AC Line = %d; want 6", bad.Line)
+			}
+			if bad.Problem == "" {
+				t.Fatal("bad AC has no Problem")
+			}
+			loc := file + ":" + strconv.Itoa(tt.line) + ": " + tt.field + ":"
+			if !strings.Contains(bad.Problem, loc) {
+				t.Errorf("Problem = %q; want it to contain %q", bad.Problem, loc)
+			}
+			if tt.msg != "" && !strings.Contains(bad.Problem, tt.msg) {
+				t.Errorf("Problem = %q; want it to contain %q", bad.Problem, tt.msg)
+			}
+		})
+	}
+}
+
+// TestParseRejected: entries that cannot be named go to Rejected with their line; the
+// rest loads.
+func TestParseRejected(t *testing.T) {
+	doc := `version: 1
+acs:
+  - id: AC-1
+    ours: a.md
+  - criterion: no id here
+    ours: b.md
+  - id: "bad id!"
+  - id: AC-1
+    ours: again.md
+  - id: 42
+  - id: ""
+  - id: -leading-dash
+  - id: AC-2
+`
+	b, err := Parse("x/batch.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if len(b.ACs) != 2 || b.ACs[0].ID != "AC-1" || b.ACs[1].ID != "AC-2" {
+		t.Fatalf("ACs = %+v; want AC-1, AC-2", b.ACs)
+	}
+	if b.ACs[0].Ours != "a.md" {
+		t.Errorf("the first AC-1 must win over the duplicate: Ours = %q", b.ACs[0].Ours)
+	}
+	if b.ACs[1].Line != 13 {
+		t.Errorf("AC-2 Line = %d; want 13", b.ACs[1].Line)
+	}
+	want := []struct {
+		line  int
+		field string
+		msg   string
+	}{
+		{5, "acs[1].id", "missing or invalid id"},
+		{7, "acs[2].id", "missing or invalid id"},
+		{8, "acs[3].id", `duplicate id "AC-1" (first at line 3)`},
+		{10, "acs[4].id", "missing or invalid id"},
+		{11, "acs[5].id", "missing or invalid id"},
+		{12, "acs[6].id", "missing or invalid id"},
+	}
+	if len(b.Rejected) != len(want) {
+		t.Fatalf("Rejected = %v; want %d entries", b.Rejected, len(want))
+	}
+	for i, w := range want {
+		r := b.Rejected[i]
+		if r.File != "x/batch.yaml" || r.Line != w.line || r.Field != w.field || !strings.Contains(r.Msg, w.msg) {
+			t.Errorf("Rejected[%d] = %q; want line %d field %s msg %q", i, r, w.line, w.field, w.msg)
+		}
+	}
+}
+
+// TestParseDuplicateID: a schema-clean file whose ids repeat keeps the first.
+func TestParseDuplicateID(t *testing.T) {
+	doc := "version: 1\nacs:\n  - id: AC-1\n    ours: first.md\n  - id: AC-2\n  - id: AC-1\n    ours: second.md\n"
+	b, err := Parse("batch.yaml", []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if len(b.ACs) != 2 || b.ACs[0].ID != "AC-1" || b.ACs[0].Ours != "first.md" || b.ACs[1].ID != "AC-2" {
+		t.Errorf("ACs = %+v", b.ACs)
+	}
+	if len(b.Rejected) != 1 {
+		t.Fatalf("Rejected = %v; want the duplicate", b.Rejected)
+	}
+	r := b.Rejected[0]
+	if r.Line != 6 || r.Field != "acs[2].id" || !strings.Contains(r.Msg, "duplicate") || !strings.Contains(r.Msg, "line 3") {
+		t.Errorf("Rejected[0] = %q; want the duplicate at line 6 naming line 3", r)
+	}
+	if !strings.Contains(r.Error(), "batch.yaml:6: acs[2].id:") {
+		t.Errorf("Error() = %q", r.Error())
+	}
+}
+
+func TestParseNoUsableACs(t *testing.T) {
+	doc := "version: 1\nacs:\n  - id: \"no good\"\n  - criterion: nothing\n"
+	_, err := Parse("batch.yaml", []byte(doc))
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("err = %v; want batch.Errors", err)
+	}
+	if es[0].Field != "acs" || !strings.Contains(es[0].Msg, "no usable AC") {
+		t.Errorf("first error = %q", es[0])
+	}
+	if len(es) != 3 {
+		t.Errorf("want the two rejected entries listed too: %v", err)
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	tests := []struct {
+		e    Error
+		want string
+	}{
+		{Error{File: "b.yaml", Line: 3, Field: "acs[0].id", Msg: "bad"}, "b.yaml:3: acs[0].id: bad"},
+		{Error{File: "b.yaml", Field: "acs", Msg: "bad"}, "b.yaml: acs: bad"},
+		{Error{File: "b.yaml", Line: 2, Msg: "bad"}, "b.yaml:2: bad"},
+	}
+	for _, tt := range tests {
+		if got := tt.e.Error(); got != tt.want {
+			t.Errorf("Error() = %q; want %q", got, tt.want)
+		}
+	}
+	es := Errors{&tests[0].e, &tests[1].e}
+	if got := es.Error(); got != "b.yaml:3: acs[0].id: bad\nb.yaml: acs: bad" {
+		t.Errorf("Errors.Error() = %q", got)
+	}
+}
+
+func TestLocalPath(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "batch")
+	outside := filepath.Join(root, "outside")
+	for _, d := range []string{filepath.Join(dir, "ours", "sub"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p string) {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "ours", "a.md"))
+	write(filepath.Join(outside, "secret.txt"))
+	mustSymlink := func(target, link string) {
+		if err := os.Symlink(target, link); err != nil {
+			t.Skipf("symlinks unavailable: %v", err)
+		}
+	}
+	mustSymlink(filepath.Join(outside, "secret.txt"), filepath.Join(dir, "ours", "leak.md"))
+	mustSymlink(outside, filepath.Join(dir, "outdir"))
+	mustSymlink(filepath.Join(dir, "ours", "a.md"), filepath.Join(dir, "alias.md"))
+	mustSymlink("../../../outside/secret.txt", filepath.Join(dir, "ours", "sub", "rel-leak.md"))
+
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Batch{Path: filepath.Join(dir, DefaultFile), Dir: dir}
+
+	tests := []struct {
+		name string
+		p    string
+		// want is the resolved path when allowed (relative to realDir), "" when refused.
+		want string
+	}{
+		{"relative inside", "ours/a.md", "ours/a.md"},
+		{"relative with dot", "./ours/a.md", "ours/a.md"},
+		{"inside after ..", "ours/sub/../a.md", "ours/a.md"},
+		{"not yet existing inside", "ours/new.md", "ours/new.md"},
+		{"name starting with dots", "..notes.md", "..notes.md"},
+		{"absolute inside", filepath.Join(dir, "ours", "a.md"), "ours/a.md"},
+		{"symlink inside to inside", "alias.md", "ours/a.md"},
+		{"parent escape", "../outside/secret.txt", ""},
+		{"bare parent", "..", ""},
+		{"deep escape", "ours/../../outside/secret.txt", ""},
+		{"many parents", "../../../../../../etc/passwd", ""},
+		{"absolute outside", filepath.Join(outside, "secret.txt"), ""},
+		{"absolute root file", "/etc/passwd", ""},
+		{"symlinked file pointing outside", "ours/leak.md", ""},
+		{"relative symlink pointing outside", "ours/sub/rel-leak.md", ""},
+		{"file under symlinked dir pointing outside", "outdir/secret.txt", ""},
+		{"symlinked dir pointing outside", "outdir", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := b.LocalPath(tt.p, false)
+			if tt.want == "" {
+				if err == nil {
+					t.Fatalf("LocalPath(%q) = %q; want refused", tt.p, got)
+				}
+				if !strings.Contains(err.Error(), "outside the batch folder") || !strings.Contains(err.Error(), tt.p) {
+					t.Errorf("error %q should say the path %q is outside the batch folder", err, tt.p)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("LocalPath(%q): %v", tt.p, err)
+				}
+				if want := filepath.Join(realDir, tt.want); got != want {
+					t.Errorf("LocalPath(%q) = %q; want %q", tt.p, got, want)
+				}
+			}
+			// allowOutside accepts everything, resolved lexically against the folder.
+			got, err = b.LocalPath(tt.p, true)
+			if err != nil {
+				t.Fatalf("LocalPath(%q, allowOutside): %v", tt.p, err)
+			}
+			want := tt.p
+			if !filepath.IsAbs(want) {
+				want = filepath.Join(dir, want)
+			}
+			if got != filepath.Clean(want) {
+				t.Errorf("LocalPath(%q, allowOutside) = %q; want %q", tt.p, got, filepath.Clean(want))
+			}
+		})
+	}
+}
+
+// TestLocalPathRelativeDir: a batch loaded by a relative path still confines correctly.
+func TestLocalPathRelativeDir(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "b", "ours"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	b := &Batch{Path: filepath.Join("b", DefaultFile), Dir: "b"}
+	got, err := b.LocalPath("ours/x.md", false)
+	if err != nil {
+		t.Fatalf("LocalPath: %v", err)
+	}
+	if !filepath.IsAbs(got) || !strings.HasSuffix(got, filepath.Join("b", "ours", "x.md")) {
+		t.Errorf("LocalPath = %q; want an absolute path ending b/ours/x.md", got)
+	}
+	if _, err := b.LocalPath("../b2/x.md", false); err == nil {
+		t.Error("a sibling folder sharing the name prefix was allowed")
+	}
+}
+
+func TestVerifyMap(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("verify.json", `{"AC-7": {"reference": "ref/seven.png", "ours": "ours/seven.png"}, "AC-8": {"ours": "o8.md"}}`)
+	write("docs/VERIFY.md", "# Verify\n\nAC-1 is about notes (prose, ignored).\n\n- AC-1: reference=ref/notes.md ours=ours/notes.md\n  AC-2: ours=o/2.txt reference=r/2.txt\n")
+	write("bad.json", `{"AC-7": {"refrence": "x"}}`)
+	write("bad.md", "AC-1: reference=a.md\n")
+
+	tests := []struct {
+		name, verify string
+		want         map[string][2]string // id -> reference, ours
+		wantErr      string
+	}{
+		{"none", "", nil, ""},
+		{"json", "verify.json", map[string][2]string{"AC-7": {"ref/seven.png", "ours/seven.png"}, "AC-8": {"", "o8.md"}}, ""},
+		{"markdown in sub-folder", "docs/VERIFY.md", map[string][2]string{"AC-1": {"ref/notes.md", "ours/notes.md"}, "AC-2": {"r/2.txt", "o/2.txt"}}, ""},
+		{"absolute path", filepath.Join(dir, "verify.json"), map[string][2]string{"AC-7": {"ref/seven.png", "ours/seven.png"}, "AC-8": {"", "o8.md"}}, ""},
+		{"missing file", "nope.json", nil, "verify"},
+		{"bad json key", "bad.json", nil, "refrence"},
+		{"bad line", "bad.md", nil, "line 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &Batch{Path: filepath.Join(dir, DefaultFile), Dir: dir}
+			b.Verify = tt.verify
+			m, err := b.VerifyMap()
+			if tt.wantErr != "" {
+				if err == nil {
+					t.Fatalf("VerifyMap = %v; want error", m)
+				}
+				if !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), b.Path) {
+					t.Errorf("error %q should name the batch file and contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("VerifyMap: %v", err)
+			}
+			if tt.want == nil {
+				if m != nil {
+					t.Errorf("VerifyMap = %v; want nil without a verify key", m)
+				}
+				return
+			}
+			if len(m) != len(tt.want) {
+				t.Fatalf("VerifyMap = %v; want %v", m, tt.want)
+			}
+			for id, w := range tt.want {
+				p, ok := m[id]
+				if !ok || p.Reference != w[0] || p.Ours != w[1] {
+					t.Errorf("VerifyMap[%s] = %+v; want reference=%q ours=%q", id, p, w[0], w[1])
+				}
+			}
+		})
+	}
+}
+
+// TestVerifyMapFromLoadedBatch: the verify key of a batch file resolves against the
+// batch folder, not the working directory.
+func TestVerifyMapFromLoadedBatch(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "VERIFY.md"), []byte("AC-1: reference=r.md ours=o.md\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := "version: 1\nverify: VERIFY.md\nacs:\n  - id: AC-1\n"
+	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	b, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := b.VerifyMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := m["AC-1"]; p.Reference != "r.md" || p.Ours != "o.md" {
+		t.Errorf("VerifyMap = %v", m)
+	}
+}
+
+func TestIsURL(t *testing.T) {
+	tests := map[string]bool{
+		"https://example.com/a.html": true,
+		"http://example.com":         true,
+		"ftp://example.com/a":        false,
+		"ours/a.html":                false,
+		"/abs/a.html":                false,
+		"http://":                    false,
+		"file:///etc/passwd":         false,
+		"C:/x.html":                  false,
+	}
+	for in, want := range tests {
+		if got := IsURL(in); got != want {
+			t.Errorf("IsURL(%q) = %v; want %v", in, got, want)
+		}
+	}
+}

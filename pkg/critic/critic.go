@@ -1,0 +1,251 @@
+package critic
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// MissingInput is the blocked reason, exactly as the seed words it, for a critic job
+// whose task description or output is empty: there is nothing to score, so no judge is
+// asked and the job is blocked, never passed.
+const MissingInput = "missing input"
+
+// ErrMissingInput is returned by CheckInputs; its message is exactly MissingInput.
+var ErrMissingInput = errors.New(MissingInput)
+
+// CheckInputs returns ErrMissingInput when the task or the output is empty or only
+// whitespace. Whitespace counts as missing because a judge shown an empty fence would be
+// scoring nothing and could only guess.
+func CheckInputs(task, output string) error {
+	if strings.TrimSpace(task) == "" || strings.TrimSpace(output) == "" {
+		return ErrMissingInput
+	}
+	return nil
+}
+
+// Derived verdicts. The thresholds are the seed's: quality 7 and up passes, 4 to 6 is
+// sent back for revision, below 4 is rejected.
+const (
+	VerdictPass   = "pass"
+	VerdictRevise = "revise"
+	VerdictReject = "reject"
+	// PassAt is the lowest quality that passes.
+	PassAt = 7
+	// ReviseAt is the lowest quality that is revised rather than rejected.
+	ReviseAt = 4
+)
+
+// MaxScore is the top of every axis; slop is inverted, so 10 - slop turns it into a
+// higher-is-better value for Derive.
+const MaxScore = 10
+
+// Derive computes quality = min(correctness, scope, 10 - slop) and the verdict from it.
+// The weakest axis decides, so excellent correctness cannot buy back heavy slop or scope
+// creep. It expects scores that passed Validate; for others it still returns the formula's
+// value (which may fall outside 0-10) and the verdict for it, never a panic.
+func Derive(correctness, slop, scope int) (quality int, verdict string) {
+	quality = min(correctness, scope, MaxScore-slop)
+	switch {
+	case quality >= PassAt:
+		verdict = VerdictPass
+	case quality >= ReviseAt:
+		verdict = VerdictRevise
+	default:
+		verdict = VerdictReject
+	}
+	return quality, verdict
+}
+
+// Answer is what a critic judge returns. Verdict and Quality are the judge's own claims
+// (the seed's output format asks for them); they are parsed so they can be compared, and
+// never used as the result.
+type Answer struct {
+	Correctness int    `json:"correctness"`
+	Slop        int    `json:"slop"`
+	Scope       int    `json:"scope"`
+	Rationale   string `json:"rationale"`
+	// Verdict is the judge's claimed verdict, "" when it gave none.
+	Verdict string `json:"verdict,omitempty"`
+	// Quality is the judge's claimed quality, nil when it gave none.
+	Quality *int `json:"quality,omitempty"`
+}
+
+// Validate checks an answer and returns the first violation as a *FieldError, in the
+// order correctness, slop, scope, verdict, quality, rationale. Scores must lie in 0-10;
+// a claimed verdict must be pass, revise or reject and a claimed quality 0-10, because a
+// claim outside the scale shows the judge is not following the rubric at all.
+func (a Answer) Validate() error {
+	for _, s := range []struct {
+		name string
+		v    int
+	}{{"correctness", a.Correctness}, {"slop", a.Slop}, {"scope", a.Scope}} {
+		if s.v < 0 || s.v > MaxScore {
+			return &FieldError{Field: s.name, Value: strconv.Itoa(s.v), Reason: "must be a whole number from 0 to 10"}
+		}
+	}
+	switch a.Verdict {
+	case "", VerdictPass, VerdictRevise, VerdictReject:
+	case "ship":
+		return &FieldError{Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "pass", "revise" or "reject" ("ship" is not a verdict of this rubric)`}
+	default:
+		return &FieldError{Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "pass", "revise" or "reject"`}
+	}
+	if a.Quality != nil && (*a.Quality < 0 || *a.Quality > MaxScore) {
+		return &FieldError{Field: "quality", Value: strconv.Itoa(*a.Quality), Reason: "must be a whole number from 0 to 10"}
+	}
+	if strings.TrimSpace(a.Rationale) == "" {
+		return &FieldError{Field: "rationale", Value: strconv.Quote(a.Rationale), Reason: "must give the evidence for the scores"}
+	}
+	return nil
+}
+
+var (
+	answerFields = map[string]bool{"correctness": true, "slop": true, "scope": true, "verdict": true, "quality": true, "rationale": true}
+	answerHints  = map[string]string{
+		"error":     "unknown field (the judge reported an error instead of scores; tribunal checks for missing input before asking)",
+		"reason":    "unknown field (the contract calls it rationale)",
+		"reasoning": "unknown field (the contract calls it rationale)",
+	}
+)
+
+// ParseAnswer parses and validates the text a critic judge returned.
+//
+// Accepted: exactly one JSON object, optionally in one ``` or ```json fence, with the
+// required keys correctness, slop, scope (whole numbers 0-10) and rationale (a non-blank
+// string), and the optional claims verdict and quality. Rejected as a *FieldError naming
+// the field: a missing or unknown key, a duplicate key, null, a score written as a string
+// ("7"), a fraction (7.5, 7.0), a score outside 0-10, a claimed verdict other than pass /
+// revise / reject. Text that is not one JSON object wraps ErrSyntax.
+//
+// When only Validate fails the decoded answer is returned with the error, for the record;
+// it must never be used as a score.
+func ParseAnswer(data []byte) (Answer, error) {
+	body, err := unfence(data)
+	if err != nil {
+		return Answer{}, err
+	}
+	o, err := decodeObject(body)
+	if err != nil {
+		return Answer{}, err
+	}
+	for _, k := range o.order {
+		if answerFields[k] {
+			continue
+		}
+		reason, ok := answerHints[k]
+		if !ok {
+			reason = "unknown field"
+		}
+		return Answer{}, &FieldError{Field: k, Reason: reason}
+	}
+	var a Answer
+	for _, s := range []struct {
+		name string
+		dst  *int
+	}{{"correctness", &a.Correctness}, {"slop", &a.Slop}, {"scope", &a.Scope}} {
+		raw, ok := o.values[s.name]
+		if !ok {
+			return Answer{}, &FieldError{Field: s.name, Reason: "missing"}
+		}
+		if *s.dst, err = whole(s.name, raw); err != nil {
+			return Answer{}, err
+		}
+	}
+	if raw, ok := o.values["verdict"]; ok {
+		if a.Verdict, err = str("verdict", raw); err != nil {
+			return Answer{}, err
+		}
+		if a.Verdict == "" {
+			return Answer{}, &FieldError{Field: "verdict", Value: `""`, Reason: `must be "pass", "revise" or "reject" when present`}
+		}
+	}
+	if raw, ok := o.values["quality"]; ok {
+		q, err := whole("quality", raw)
+		if err != nil {
+			return Answer{}, err
+		}
+		a.Quality = &q
+	}
+	raw, ok := o.values["rationale"]
+	if !ok {
+		return Answer{}, &FieldError{Field: "rationale", Reason: "missing"}
+	}
+	if a.Rationale, err = str("rationale", raw); err != nil {
+		return Answer{}, err
+	}
+	if err := a.Validate(); err != nil {
+		return a, err
+	}
+	return a, nil
+}
+
+// Result statuses: only StatusOK carries a verdict.
+const (
+	StatusOK = "ok"
+	// StatusBlocked: no judge was asked (missing input) or none could be reached.
+	StatusBlocked = "blocked"
+	// StatusSchemaViolation: the judge's answer stayed invalid after the repair re-ask.
+	StatusSchemaViolation = "schema_violation"
+)
+
+// Result is the recorded outcome of one critic job: the judge's scores, the derived
+// quality and verdict, and how far the judge's own claims disagreed with the derivation.
+type Result struct {
+	Status string `json:"status"`
+	// Reason says why there is no verdict (e.g. "missing input"); empty when ok.
+	Reason      string `json:"reason,omitempty"`
+	Correctness int    `json:"correctness"`
+	Slop        int    `json:"slop"`
+	Scope       int    `json:"scope"`
+	Rationale   string `json:"rationale,omitempty"`
+	// Quality and Verdict are derived by Derive; Verdict is "" unless Status is ok.
+	Quality int    `json:"quality"`
+	Verdict string `json:"verdict"`
+	// ClaimedVerdict and ClaimedQuality are what the judge said, kept for audit only.
+	ClaimedVerdict string `json:"claimed_verdict,omitempty"`
+	ClaimedQuality *int   `json:"claimed_quality,omitempty"`
+	// Disagreements counts the claimed fields that differ from the derivation: verdict
+	// and quality are counted separately, so 0, 1 or 2. A claim the judge did not make
+	// is not a disagreement.
+	Disagreements int `json:"disagreements"`
+	// DisagreementFields names them ("verdict", "quality"), in that order.
+	DisagreementFields []string `json:"disagreement_fields,omitempty"`
+}
+
+// Check validates an answer, derives quality and verdict from its scores, and counts the
+// judge's claims that disagree with the derivation. An invalid answer yields its
+// validation error and a zero Result: a schema violation has no verdict to report.
+func Check(a Answer) (Result, error) {
+	if err := a.Validate(); err != nil {
+		return Result{}, err
+	}
+	q, v := Derive(a.Correctness, a.Slop, a.Scope)
+	r := Result{
+		Status: StatusOK, Correctness: a.Correctness, Slop: a.Slop, Scope: a.Scope, Rationale: a.Rationale,
+		Quality: q, Verdict: v, ClaimedVerdict: a.Verdict,
+	}
+	if a.Quality != nil {
+		cq := *a.Quality
+		r.ClaimedQuality = &cq
+	}
+	if a.Verdict != "" && a.Verdict != v {
+		r.DisagreementFields = append(r.DisagreementFields, "verdict")
+	}
+	if a.Quality != nil && *a.Quality != q {
+		r.DisagreementFields = append(r.DisagreementFields, "quality")
+	}
+	r.Disagreements = len(r.DisagreementFields)
+	return r, nil
+}
+
+// Blocked is the result of a job that could not be judged, with the reason
+// (MissingInput, or the provider's error).
+func Blocked(reason string) Result {
+	return Result{Status: StatusBlocked, Reason: reason}
+}
+
+// SchemaViolation is the result of a job whose answer stayed invalid.
+func SchemaViolation(reason string) Result {
+	return Result{Status: StatusSchemaViolation, Reason: reason}
+}

@@ -1,0 +1,250 @@
+package equivalence
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// FieldError is a schema violation in one field of a runner's output or a judge's answer.
+// Naming the field lets the repair re-ask tell the model exactly what to fix, and tells an
+// operator which part of a prompt or model drifted.
+type FieldError struct {
+	// Field is the JSON path of the offending field, e.g. "verdict",
+	// "efficiency_signal.original_directness" or "self_report.ambiguities[1].resolution".
+	Field string
+	// Value is the offending value as the model wrote it ("" when the field is missing).
+	Value string
+	// Reason says what the field must be.
+	Reason string
+}
+
+// Error implements error.
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("equivalence: field %s: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("equivalence: field %s = %s: %s", e.Field, e.Value, e.Reason)
+}
+
+// ErrSyntax is wrapped when a model's answer is not exactly one JSON object (optionally in
+// a single ```json fence). It is a schema violation just like a *FieldError.
+var ErrSyntax = errors.New("equivalence: answer is not a single JSON object")
+
+// unfence trims whitespace and removes one code fence wrapping the whole answer. Models add
+// such fences even when told not to; a fence that wraps only part of the answer is prose
+// around JSON and is rejected.
+func unfence(data []byte) ([]byte, error) {
+	s := bytes.TrimSpace(data)
+	if len(s) == 0 {
+		return nil, fmt.Errorf("%w: empty answer", ErrSyntax)
+	}
+	const fence = "```"
+	if !bytes.HasPrefix(s, []byte(fence)) {
+		return s, nil
+	}
+	nl := bytes.IndexByte(s, '\n')
+	if nl < 0 {
+		return nil, fmt.Errorf("%w: code fence without a line break", ErrSyntax)
+	}
+	if info := strings.TrimSpace(string(s[len(fence):nl])); info != "" && !strings.EqualFold(info, "json") {
+		return nil, fmt.Errorf("%w: code fence info string %q, want empty or json", ErrSyntax, info)
+	}
+	rest := s[nl+1:]
+	if !bytes.HasSuffix(rest, []byte(fence)) {
+		return nil, fmt.Errorf("%w: unterminated code fence", ErrSyntax)
+	}
+	rest = bytes.TrimRight(rest[:len(rest)-len(fence)], " \t")
+	if len(rest) > 0 && rest[len(rest)-1] != '\n' {
+		return nil, fmt.Errorf("%w: closing code fence not on its own line", ErrSyntax)
+	}
+	body := bytes.TrimSpace(rest)
+	if len(body) == 0 {
+		return nil, fmt.Errorf("%w: empty code fence", ErrSyntax)
+	}
+	return body, nil
+}
+
+// object is one decoded JSON object whose values are still raw. path prefixes every field
+// name in errors so that nested fields are reported by their full path.
+type object struct {
+	path   string
+	order  []string
+	values map[string]json.RawMessage
+}
+
+// decodeTop decodes the whole answer as one object with nothing after it.
+func decodeTop(body []byte) (object, error) {
+	return decodeObject(body, "", true)
+}
+
+// decodeObject decodes exactly one JSON object. A key that occurs twice is a *FieldError:
+// encoding/json would let the last one win silently, and two conflicting answers in one
+// object are no answer. top selects syntax errors (the model's text is not JSON at all)
+// over field errors (a nested value is not an object).
+func decodeObject(body []byte, path string, top bool) (object, error) {
+	bad := func(format string, args ...any) error {
+		if top {
+			return fmt.Errorf("%w: "+format, append([]any{ErrSyntax}, args...)...)
+		}
+		return &FieldError{Field: strings.TrimSuffix(path, "."), Value: clip(string(body)), Reason: "must be a JSON object"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return object{}, bad("%v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return object{}, bad("starts with %v", tok)
+	}
+	obj := object{path: path, values: map[string]json.RawMessage{}}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return object{}, bad("%v", err)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return object{}, bad("object key %v", tok)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return object{}, bad("value of %q: %v", key, err)
+		}
+		if _, dup := obj.values[key]; dup {
+			return object{}, &FieldError{Field: path + key, Reason: "duplicate field"}
+		}
+		obj.order = append(obj.order, key)
+		obj.values[key] = raw
+	}
+	if _, err := dec.Token(); err != nil {
+		return object{}, bad("%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return object{}, bad("trailing data after the object")
+	}
+	return obj, nil
+}
+
+// only rejects, in document order, the first key that is not in allowed. hints explain
+// keys that are known mistakes, so the error says how to fix them.
+func (o object) only(allowed []string, hints map[string]string) error {
+	for _, k := range o.order {
+		found := false
+		for _, a := range allowed {
+			if k == a {
+				found = true
+				break
+			}
+		}
+		if found {
+			continue
+		}
+		reason, ok := hints[k]
+		if !ok {
+			reason = "unknown field"
+		}
+		return &FieldError{Field: o.path + k, Reason: reason}
+	}
+	return nil
+}
+
+// str decodes a required JSON string. null is rejected explicitly because encoding/json
+// would turn it into "" without complaint.
+func (o object) str(name string) (string, error) {
+	raw, ok := o.values[name]
+	if !ok {
+		return "", &FieldError{Field: o.path + name, Reason: "missing"}
+	}
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", &FieldError{Field: o.path + name, Value: clip(string(raw)), Reason: "must be a JSON string"}
+	}
+	return s, nil
+}
+
+// whole decodes a required whole number written as an integer literal. 3.0 and 3e0 are
+// rejected with 3.5: the contract is a whole-number scale, and a model that writes a
+// fraction or an exponent is not using it.
+func (o object) whole(name string) (int, error) {
+	raw, ok := o.values[name]
+	if !ok {
+		return 0, &FieldError{Field: o.path + name, Reason: "missing"}
+	}
+	return wholeNumber(o.path+name, raw)
+}
+
+func wholeNumber(field string, raw json.RawMessage) (int, error) {
+	s := string(raw)
+	if s == "" || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
+		return 0, &FieldError{Field: field, Value: clip(s), Reason: "must be a whole JSON number"}
+	}
+	if strings.ContainsAny(s, ".eE") {
+		return 0, &FieldError{Field: field, Value: clip(s), Reason: "must be a whole number, not a fraction"}
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, &FieldError{Field: field, Value: clip(s), Reason: "must be a small whole number"}
+	}
+	return n, nil
+}
+
+// obj decodes a required nested object.
+func (o object) obj(name string) (object, error) {
+	raw, ok := o.values[name]
+	if !ok {
+		return object{}, &FieldError{Field: o.path + name, Reason: "missing"}
+	}
+	return decodeObject(raw, o.path+name+".", false)
+}
+
+// array decodes a required JSON array (never null: "nothing" is written as []).
+func (o object) array(name string) ([]json.RawMessage, error) {
+	raw, ok := o.values[name]
+	if !ok {
+		return nil, &FieldError{Field: o.path + name, Reason: "missing"}
+	}
+	var items []json.RawMessage
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+		return nil, &FieldError{Field: o.path + name, Value: clip(string(raw)), Reason: "must be a JSON array ([] when there is nothing to report)"}
+	}
+	if items == nil {
+		items = []json.RawMessage{}
+	}
+	return items, nil
+}
+
+// strs decodes a required array of strings; the result is never nil.
+func (o object) strs(name string) ([]string, error) {
+	items, err := o.array(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(items))
+	for i, raw := range items {
+		var s string
+		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+			return nil, &FieldError{Field: fmt.Sprintf("%s%s[%d]", o.path, name, i), Value: clip(string(raw)), Reason: "must be a JSON string"}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// clip bounds a value quoted in an error, since errors are logged and sent back to the
+// model in the repair re-ask.
+func clip(s string) string {
+	const n = 80
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// blank reports a string with no visible content.
+func blank(s string) bool { return strings.TrimSpace(s) == "" }

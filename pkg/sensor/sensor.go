@@ -1,0 +1,316 @@
+// Package sensor defines what every renderer sensor promises: given a view of an
+// application, produce the picture a judge looks at (render.png) and the structured facts
+// the deterministic gates read (probe.json).
+//
+// Sensors differ in how they reach the application (package web drives a headless
+// Chromium, package command runs an operator-registered adapter), but the renderer treats
+// them alike through the Sensor interface and the error kinds below. Everything a sensor
+// reads from the application is app content, which is data and never instructions, so
+// every probe is bounded with TruncateLabels before it leaves the sensor.
+package sensor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxLabel is the longest string, in runes, that a probe may carry. It mirrors the sensor
+// contract's limit: long enough for any honest UI label, too short to smuggle a prompt.
+const MaxLabel = 256
+
+// Cut marks a string that TruncateLabels shortened, so that a gate or a judge can tell an
+// app's real label from one the sensor cut.
+const Cut = "…"
+
+// Default viewport, used when a View leaves its Viewport empty. It matches the sensor
+// contract's default so that renders stay comparable with references made elsewhere.
+const (
+	DefaultWidth  = 1440
+	DefaultHeight = 900
+)
+
+// Appearance values the sensors understand. Anything else is passed through to adapters
+// untouched, but the web sensor only knows how to emulate these two.
+const (
+	Light = "light"
+	Dark  = "dark"
+)
+
+// Viewport is the size of the rendered surface in CSS pixels. The PNG has exactly this
+// size because sensors render at a device scale factor of 1, which keeps pixel
+// comparisons against references meaningful.
+type Viewport struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+}
+
+// View names one screen of the application under one set of conditions. The fields are
+// the sensor contract's (target, state, appearance) triple plus what a sensor needs to
+// reach it deterministically: the route and the fixture.
+type View struct {
+	// Route is where the view lives: a URL or path for the web sensor, an opaque
+	// string handed to an adapter.
+	Route string `json:"route"`
+	// Target is the spec's name for the screen; sensors may use it for logging or
+	// conventions, never for routing on their own.
+	Target string `json:"target,omitempty"`
+	// State is the spec's name for the screen's state (empty, loaded, error...).
+	State string `json:"state,omitempty"`
+	// Appearance is light or dark.
+	Appearance string `json:"appearance,omitempty"`
+	// Fixture names the deterministic data the app must render, so that the render
+	// matches its reference regardless of live data.
+	Fixture string `json:"fixture,omitempty"`
+	// Viewport is the requested size; zero fields take the defaults.
+	Viewport Viewport `json:"viewport"`
+}
+
+// Size returns the viewport with defaults applied, so that every sensor agrees on what
+// an unspecified size means.
+func (v View) Size() Viewport {
+	s := v.Viewport
+	if s.Width <= 0 {
+		s.Width = DefaultWidth
+	}
+	if s.Height <= 0 {
+		s.Height = DefaultHeight
+	}
+	return s
+}
+
+// Capture is what a sensor produced for one view: the perceptual artifact and the
+// structured facts. Both are bytes because they go to blob storage as they are.
+type Capture struct {
+	// PNG is render.png.
+	PNG []byte
+	// Probe is probe.json: a JSON document whose strings are already bounded by
+	// TruncateLabels.
+	Probe []byte
+}
+
+// Sensor renders views. Implementations must be safe for concurrent use, because the
+// renderer handles several jobs at once, and must return promptly when ctx ends.
+//
+// A failure must say whose fault it is: an *Error of KindUnrenderable when the view itself
+// could not be rendered (the AC blocks, retrying will not help), anything else when the
+// rendering machinery failed (the message can be retried).
+type Sensor interface {
+	Sense(ctx context.Context, v View) (Capture, error)
+}
+
+// Kind says whose fault a failed render was, because the renderer must react
+// differently: an unrenderable view blocks its AC, an infrastructure failure is retried.
+type Kind int
+
+const (
+	// KindUnrenderable means the view could not be rendered because of the
+	// application under test: the page answered 404, navigation failed, the adapter's
+	// build broke or it wrote no outputs.
+	KindUnrenderable Kind = iota + 1
+	// KindInfrastructure means the renderer itself failed: the browser would not
+	// start or died, an adapter could not be executed at all.
+	KindInfrastructure
+)
+
+// String names the kind for logs and block reasons.
+func (k Kind) String() string {
+	switch k {
+	case KindUnrenderable:
+		return "unrenderable"
+	case KindInfrastructure:
+		return "infrastructure"
+	default:
+		return fmt.Sprintf("kind(%d)", int(k))
+	}
+}
+
+// Error is a classified sensor failure. The renderer inspects Kind (through
+// IsUnrenderable) to decide between blocking the AC and retrying.
+type Error struct {
+	// Kind says whose fault the failure is.
+	Kind Kind
+	// Reason is a short, human-readable description of what went wrong, suitable as
+	// a block reason.
+	Reason string
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+// Error formats the reason and the cause.
+func (e *Error) Error() string {
+	prefix := "sensor: " + e.Kind.String()
+	switch {
+	case e.Reason != "" && e.Err != nil && strings.Contains(e.Reason, e.Err.Error()):
+		return prefix + ": " + e.Reason // the reason already says it
+	case e.Reason != "" && e.Err != nil:
+		return fmt.Sprintf("%s: %s: %v", prefix, e.Reason, e.Err)
+	case e.Reason != "":
+		return prefix + ": " + e.Reason
+	case e.Err != nil:
+		return fmt.Sprintf("%s: %v", prefix, e.Err)
+	default:
+		return prefix
+	}
+}
+
+// Unwrap exposes the cause so that errors.Is finds context errors and sentinels.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Unrenderable builds a KindUnrenderable error. The reason should say what the AC got
+// wrong, because it ends up in the block reason the team reads.
+func Unrenderable(err error, format string, args ...any) *Error {
+	return &Error{Kind: KindUnrenderable, Reason: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Infrastructure builds a KindInfrastructure error, for failures the AC did not cause.
+func Infrastructure(err error, format string, args ...any) *Error {
+	return &Error{Kind: KindInfrastructure, Reason: fmt.Sprintf(format, args...), Err: err}
+}
+
+// KindOf returns the kind of the first *Error in err's chain, or 0 when err carries no
+// classification (for example a bare context error after the caller gave up).
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return 0
+}
+
+// IsUnrenderable reports whether err says the view itself could not be rendered, which
+// blocks the AC instead of retrying the render.
+func IsUnrenderable(err error) bool { return KindOf(err) == KindUnrenderable }
+
+// IsInfrastructure reports whether err says the rendering machinery failed.
+func IsInfrastructure(err error) bool { return KindOf(err) == KindInfrastructure }
+
+// ErrNoSensor is wrapped when a job asks for an adapter nobody registered. It is
+// unrenderable rather than infrastructure because retrying cannot help: the AC names a
+// sensor this deployment does not have.
+var ErrNoSensor = errors.New("no sensor is registered")
+
+// TruncateLabels bounds every string in a decoded JSON value to max runes, in place where
+// the containers allow it, and returns the (possibly new) value. A cut string keeps its
+// first max-1 runes followed by Cut, so it is exactly max runes long. Map keys are
+// bounded too, since an adapter's probe is arbitrary JSON and a key is as much app content
+// as a value. A max below 1 means MaxLabel.
+//
+// The point is the judge's content-as-data guard: a label long enough to read as a prompt
+// never reaches a judge.
+func TruncateLabels(probe any, max int) any {
+	if max < 1 {
+		max = MaxLabel
+	}
+	return truncate(probe, max)
+}
+
+func truncate(v any, max int) any {
+	switch x := v.(type) {
+	case string:
+		return truncateString(x, max)
+	case map[string]any:
+		var long []string
+		for k, val := range x {
+			x[k] = truncate(val, max)
+			if utf8.RuneCountInString(k) > max {
+				long = append(long, k)
+			}
+		}
+		renameKeys(x, long, max)
+		return x
+	case []any:
+		for i := range x {
+			x[i] = truncate(x[i], max)
+		}
+		return x
+	case map[string]string:
+		var long []string
+		for k, val := range x {
+			x[k] = truncateString(val, max)
+			if utf8.RuneCountInString(k) > max {
+				long = append(long, k)
+			}
+		}
+		renameKeys(x, long, max)
+		return x
+	case []string:
+		for i := range x {
+			x[i] = truncateString(x[i], max)
+		}
+		return x
+	case []map[string]any:
+		for i := range x {
+			truncate(x[i], max)
+		}
+		return x
+	default:
+		return v
+	}
+}
+
+// renameKeys replaces each long key by its cut form. Should two long keys cut to the same
+// string, the one sorted first wins, so the outcome does not depend on map order.
+func renameKeys[V any](m map[string]V, long []string, max int) {
+	slices.Sort(long)
+	for _, k := range long {
+		v := m[k]
+		delete(m, k)
+		nk := truncateString(k, max)
+		if _, taken := m[nk]; !taken {
+			m[nk] = v
+		}
+	}
+}
+
+// truncateString cuts s to max runes, counting runes rather than bytes so that a
+// multibyte label is never split inside a character.
+func truncateString(s string, max int) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	keep := max - utf8.RuneCountInString(Cut)
+	if keep < 0 {
+		keep = 0
+	}
+	i, n := 0, 0
+	for i < len(s) && n < keep {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		n++
+	}
+	return s[:i] + Cut
+}
+
+// TruncateJSON decodes a JSON document, bounds its strings with TruncateLabels and
+// encodes it again. Numbers keep their exact text. Sensors use it on whatever probe they
+// produced, so the bound holds no matter where the probe came from.
+func TruncateJSON(data []byte, max int) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode probe: %w", err)
+	}
+	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
+		return nil, errors.New("decode probe: trailing data after the JSON value")
+	}
+	return MarshalProbe(TruncateLabels(v, max))
+}
+
+// MarshalProbe encodes a probe without HTML escaping, so that labels stay readable in
+// probe.json (the probe is never embedded in HTML).
+func MarshalProbe(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode probe: %w", err)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
