@@ -105,7 +105,7 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, jf *judge
 	if err != nil {
 		return nil, err
 	}
-	env, err := startEmbedded(ctx, dataDir, ephemeral, "", concurrency, jf, ingest.FetchOptions{})
+	env, err := startEmbedded(ctx, dataDir, ephemeral, "", concurrency, jf, ingest.FetchOptions{}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error
 	switch j.provider {
 	case "scripted":
 		o := judge.ScriptedOptions{Winner: j.scriptedWinner, AnswersFile: j.scriptedAnswers, Latency: j.scriptedLatency,
-			EquivalenceVerdict: j.scriptedEquiv, Runner: true}
+			EquivalenceVerdict: j.scriptedEquiv, Runner: true, RubricPass: true}
 		if len(j.scriptedCritic) == 3 {
 			o.CriticScores = &[3]int{j.scriptedCritic[0], j.scriptedCritic[1], j.scriptedCritic[2]}
 		} else if len(j.scriptedCritic) != 0 {

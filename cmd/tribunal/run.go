@@ -17,6 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
 type runFlags struct {
@@ -30,6 +31,7 @@ type runFlags struct {
 	allowPrivate bool
 	concurrency  int
 	timeout      time.Duration
+	adapters     []string
 	judge        judgeFlags
 }
 
@@ -67,6 +69,7 @@ The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every A
 	fs.BoolVar(&f.allowPrivate, "allow-private-urls", false, "allow artifact URLs on loopback, private and link-local addresses")
 	fs.IntVar(&f.concurrency, "concurrency", 64, "messages in flight per service")
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	fs.StringArrayVar(&f.adapters, "adapter", nil, "rubric: a command sensor adapter, name=/path/to/sense.sh (repeatable; web is built in)")
 	f.judge.register(fs)
 	return cmd
 }
@@ -92,13 +95,19 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		}
 		defer os.RemoveAll(dataDir)
 	}
-	env, err := startEmbedded(ctx, dataDir, ephemeral, f.blobURL, f.concurrency, &f.judge, ingest.FetchOptions{AllowPrivate: f.allowPrivate})
+	sensors, err := sensorsFromFlags(f.adapters)
+	if err != nil {
+		return exitError{2, err}
+	}
+	env, err := startEmbedded(ctx, dataDir, ephemeral, f.blobURL, f.concurrency, &f.judge, ingest.FetchOptions{AllowPrivate: f.allowPrivate}, sensors)
 	if err != nil {
 		return exitError{2, err}
 	}
 	defer env.Close()
+	features := &featureServer{}
+	defer features.Close()
 
-	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store, AllowOutside: f.allowOutside}
+	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store, AllowOutside: f.allowOutside, ServeFeature: features.serve}
 	s, err := sub.Submit(ctx, b, tenant, client.NewBatchID(b))
 	if err != nil {
 		return err
@@ -141,7 +150,7 @@ func (e *embedded) Close() {
 // startEmbedded starts the all-in-one mode in dataDir. ephemeral says dataDir is a
 // temporary folder deleted at exit: its blobs skip fsync, as nothing in it can outlive
 // the process anyway (JetStream's own file store syncs on an interval, not per write).
-func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions) (*embedded, error) {
+func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions, sensors *renderer.Sensors) (*embedded, error) {
 	e := &embedded{}
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
 	if err != nil {
@@ -171,13 +180,16 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 	}
 	e.Running, err = app.Start(ctx, nc, app.Options{
 		Store: e.Store, Provider: provider, Params: params, Instance: "all-in-one", Concurrency: concurrency,
-		Fetch: fetch, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+		Fetch: fetch, Sensors: sensors, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
 	})
 	if err != nil {
 		e.Close()
 		return nil, err
 	}
 	e.close = append(e.close, e.Running.Close)
+	if sensors != nil {
+		e.close = append(e.close, sensors.Close)
+	}
 	return e, nil
 }
 

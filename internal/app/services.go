@@ -44,6 +44,8 @@ type Options struct {
 	// Instance names this process in verdicts and logs.
 	Instance string
 	Fetch    ingest.FetchOptions
+	// Sensors are the renderer's rubric sensors (web and command adapters).
+	Sensors *renderer.Sensors
 	// CloseTimeout bounds how long shutdown waits for in-flight handlers.
 	CloseTimeout time.Duration
 	Logger       *slog.Logger
@@ -99,6 +101,11 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		switch svc {
 		case bus.Renderer:
 			rs := renderer.New(o.Store, o.Fetch, o.Logger)
+			sensors := o.Sensors
+			if sensors == nil {
+				sensors = &renderer.Sensors{}
+			}
+			rs.WithSensors(sensors)
 			if o.Provider != nil {
 				// The equivalence runner: an LLM applies documents to cases; the teacher
 				// transcripts are cached in the shared bucket.
@@ -107,7 +114,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 			}
 			h = rs.Handle
 		case bus.Gater:
-			h = gater.New(o.Store, o.Logger).Handle
+			h = gater.New(o.Store, o.Logger).WithViews(buckets.Views).Handle
 		case bus.Judge:
 			if o.Provider == nil {
 				cancel()

@@ -30,6 +30,8 @@ type Env struct {
 	NATS  *natstest.Server
 	Store blob.Store
 	Bus   bus.Config
+	// ServeFeature serves rubric feature folders for submissions (set by rubric tests).
+	ServeFeature func(dir string) (string, error)
 }
 
 // NewEnv starts a NATS server and a file blob store.
@@ -106,7 +108,7 @@ func TextBatch(n int, extra string) map[string]string {
 func (e *Env) Submit(b *batch.Batch, tenant string) client.Submission {
 	e.T.Helper()
 	r := e.clientRunning()
-	s := &client.Submitter{Pub: r.Pub, Store: e.Store}
+	s := &client.Submitter{Pub: r.Pub, Store: e.Store, ServeFeature: e.ServeFeature}
 	sub, err := s.Submit(context.Background(), b, tenant, client.NewBatchID(b))
 	if err != nil {
 		e.T.Fatal(err)

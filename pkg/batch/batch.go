@@ -70,6 +70,10 @@ type AC struct {
 	RunnerModel string `yaml:"runner_model"`
 	Cases       []Case `yaml:"cases"`
 	CasesFile   string `yaml:"cases_file"`
+	// rubric
+	Spec          string `yaml:"spec"`
+	Mode          string `yaml:"mode"`
+	MaxIterations int    `yaml:"max_iterations"`
 	// Line is where the entry starts in the file.
 	Line int `yaml:"-"`
 	// Problem, when set, is why this entry cannot be judged (a field error naming the

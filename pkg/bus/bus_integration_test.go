@@ -94,9 +94,9 @@ func takeSnapshot(t *testing.T, js jetstream.JetStream, stream string) snapshot 
 	if err := cl.Err(); err != nil {
 		t.Fatalf("list consumers: %v", err)
 	}
-	// Provision owns the event stream, three KV buckets and one durable per service.
-	if len(s.Streams) != 4 || len(s.Consumers) != len(bus.Services) {
-		t.Fatalf("provisioned %d streams and %d consumers, want 4 and %d: %v / %v", len(s.Streams), len(s.Consumers), len(bus.Services), keys(s.Streams), keys(s.Consumers))
+	// Provision owns the event stream, four KV buckets and one durable per service.
+	if len(s.Streams) != 5 || len(s.Consumers) != len(bus.Services) {
+		t.Fatalf("provisioned %d streams and %d consumers, want 5 and %d: %v / %v", len(s.Streams), len(s.Consumers), len(bus.Services), keys(s.Streams), keys(s.Consumers))
 	}
 	return s
 }

@@ -37,7 +37,7 @@ var ServiceInputs = map[string][]events.Type{
 	Renderer:   {events.TypeRenderRequested},
 	Gater:      {events.TypeRenderDone},
 	Judge:      {events.TypeGatesDone},
-	Aggregator: {events.TypeJobSubmitted, events.TypeGatesFailed, events.TypeVerdictEmitted},
+	Aggregator: {events.TypeJobSubmitted, events.TypeGatesFailed, events.TypeVerdictEmitted, events.TypeRenderUnchanged, events.TypeSpotcheckRecorded},
 }
 
 // Key-value buckets.
@@ -48,6 +48,8 @@ const (
 	BucketBatches = "tribunal_batches"
 	// BucketCache holds judge-call results shared by every judge instance.
 	BucketCache = "tribunal_cache"
+	// BucketViews holds rubric view state across iterations and runs.
+	BucketViews = "tribunal_views"
 )
 
 // Config is the stream and consumer configuration. Zero values take the defaults.
@@ -129,6 +131,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		{Bucket: BucketJobs, Description: "job records", History: 1},
 		{Bucket: BucketBatches, Description: "batch headers and completion shards", History: 1},
 		{Bucket: BucketCache, Description: "judge-call cache", History: 1},
+		{Bucket: BucketViews, Description: "rubric view state", History: 1},
 	} {
 		b.Storage = storage
 		b.Replicas = cfg.Replicas
@@ -169,6 +172,7 @@ type Buckets struct {
 	Jobs    jetstream.KeyValue
 	Batches jetstream.KeyValue
 	Cache   jetstream.KeyValue
+	Views   jetstream.KeyValue
 }
 
 // OpenBuckets binds to the provisioned buckets.
@@ -183,6 +187,9 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
 	}
 	if b.Cache, err = js.KeyValue(ctx, BucketCache); err != nil {
 		return b, fmt.Errorf("open bucket %s: %w", BucketCache, err)
+	}
+	if b.Views, err = js.KeyValue(ctx, BucketViews); err != nil {
+		return b, fmt.Errorf("open bucket %s: %w", BucketViews, err)
 	}
 	return b, nil
 }

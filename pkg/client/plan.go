@@ -24,6 +24,9 @@ const MissingInput = "missing input"
 // builder that turns the uploads into its spec. An AC with a problem still builds a spec:
 // its sources carry the problem, so the AC is blocked with it rather than dropped.
 type plan struct {
+	// jobID is the job's id: the AC id, or "<AC>--<view>" for a rubric view.
+	jobID string
+	ac    batch.AC
 	names []string
 	build func(uploads map[string]events.Source) events.JobSpec
 }

@@ -133,6 +133,23 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 				row.Reason = c.Reason
 			}
 		}
+		if rb := r.Rubric; rb != nil && rb.Decision != nil {
+			d := rb.Decision
+			row.Verdict = d.Outcome
+			row.Detail = fmt.Sprintf("view %s, loop iteration %d", d.View, d.LoopIteration)
+			if len(d.FixDimensions) > 0 {
+				row.Detail += fmt.Sprintf("; fix %v", d.FixDimensions)
+			}
+			if len(d.FailingGates) > 0 {
+				row.Detail += fmt.Sprintf("; failing gates %v", d.FailingGates)
+			}
+			if len(d.Frozen) > 0 {
+				row.Detail += fmt.Sprintf("; frozen %v", d.Frozen)
+			}
+			if rb.SignOff != nil {
+				row.Detail += "; signed off, human spot-check " + rb.SignOff.HumanSpotcheck
+			}
+		}
 		if e := r.Equivalence; e != nil {
 			row.Verdict = "fail"
 			if e.Summary.Pass {

@@ -42,7 +42,10 @@ type Submitter struct {
 	AllowOutside bool
 	// MaxArtifactBytes bounds one uploaded artifact (default blob.DefaultMaxSize).
 	MaxArtifactBytes int64
-	Log              *slog.Logger
+	// ServeFeature, when set, serves a rubric feature folder over HTTP and returns its
+	// base URL, so targets may name pages inside the folder (the all-in-one mode).
+	ServeFeature func(dir string) (string, error)
+	Log          *slog.Logger
 }
 
 // Submission describes a submitted batch.
@@ -109,26 +112,44 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 		return Submission{}, err
 	}
 	verify, verr := b.VerifyMap()
-	sub := Submission{Tenant: tenant, BatchID: batchID, Jobs: len(b.ACs)}
+	sub := Submission{Tenant: tenant, BatchID: batchID}
 	for _, r := range b.Rejected {
 		sub.Rejected = append(sub.Rejected, r.Error())
 	}
-	plans := make([]plan, len(b.ACs))
+	// Most ACs are one job; a rubric AC is one job per view of its feature.
+	var plans []plan
 	var names []string
 	seenName := map[string]bool{}
-	for i, ac := range b.ACs {
-		p, err := s.plan(ctx, b, tenant, ac, threshold, verify, verr)
-		if err != nil {
-			return sub, err
+	for _, ac := range b.ACs {
+		var ps []plan
+		if b.KindOf(ac) == events.KindRubric {
+			rp, err := s.planRubric(ctx, b, tenant, ac)
+			if err != nil {
+				return sub, err
+			}
+			ps = rp
+		} else {
+			p, err := s.plan(ctx, b, tenant, ac, threshold, verify, verr)
+			if err != nil {
+				return sub, err
+			}
+			p.jobID = ac.ID
+			ps = []plan{p}
 		}
-		plans[i] = p
-		for _, n := range p.names {
-			if !seenName[n] {
-				seenName[n] = true
-				names = append(names, n)
+		for _, p := range ps {
+			p.ac = ac
+			plans = append(plans, p)
+		}
+		for _, p := range ps {
+			for _, n := range p.names {
+				if !seenName[n] {
+					seenName[n] = true
+					names = append(names, n)
+				}
 			}
 		}
 	}
+	sub.Jobs = len(plans)
 	uploads, err := s.uploadAll(ctx, b, tenant, names)
 	if err != nil {
 		return sub, err
@@ -142,17 +163,18 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 		msgs = msgs[:0]
 		return err
 	}
-	for i, ac := range b.ACs {
-		spec := plans[i].build(uploads)
+	for i, p := range plans {
+		ac := p.ac
+		spec := p.build(uploads)
 		iteration := b.Iteration
 		if ac.Iteration != nil {
 			iteration = *ac.Iteration
 		}
-		submitted := events.New(&events.JobSubmitted{Spec: spec, Index: i, BatchSize: len(b.ACs), BatchSource: b.Path}, tenant, batchID, ac.ID, iteration, "", nil)
-		render := events.New(&events.RenderRequested{Spec: spec}, tenant, batchID, ac.ID, iteration, "", &submitted.Envelope)
+		submitted := events.New(&events.JobSubmitted{Spec: spec, Index: i, BatchSize: len(plans), BatchSource: b.Path}, tenant, batchID, p.jobID, iteration, "", nil)
+		render := events.New(&events.RenderRequested{Spec: spec}, tenant, batchID, p.jobID, iteration, "", &submitted.Envelope)
 		m, err := bus.Messages(submitted, render)
 		if err != nil {
-			return sub, fmt.Errorf("AC %s: %w", ac.ID, err)
+			return sub, fmt.Errorf("AC %s: %w", p.jobID, err)
 		}
 		msgs = append(msgs, m...)
 		if len(msgs) >= 2000 {

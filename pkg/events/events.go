@@ -38,13 +38,17 @@ const (
 	TypeManifestEmitted  Type = "manifest.emitted"
 	TypeJobBlocked       Type = "job.blocked"
 	TypeBatchCompleted   Type = "batch.completed"
+	// TypeRenderUnchanged confirms a passing rubric view without a judge call.
+	TypeRenderUnchanged Type = "render.unchanged"
+	// TypeSpotcheckRecorded is a person's spot-check of a sign-off (HE-2).
+	TypeSpotcheckRecorded Type = "spotcheck.recorded"
 )
 
 // AllTypes lists every event type, in flow order.
 var AllTypes = []Type{
 	TypeJobSubmitted, TypeRenderRequested, TypeRenderDone, TypeGatesDone, TypeGatesFailed,
 	TypeVerdictEmitted, TypeIterationDecided, TypeSignoffRecorded, TypeManifestEmitted,
-	TypeJobBlocked, TypeBatchCompleted,
+	TypeJobBlocked, TypeBatchCompleted, TypeRenderUnchanged, TypeSpotcheckRecorded,
 }
 
 // Known reports whether t is an event type this build understands.

@@ -37,6 +37,8 @@ func samples() []Payload {
 		&ManifestEmitted{Kind: KindAB, Manifest: Blob{SHA256: digest, MediaType: "application/json", Size: 1}},
 		&JobBlocked{Kind: KindAB, ACID: "AC-7", Stage: "render", Reason: "missing"},
 		&BatchCompleted{Total: 2, Compared: 2},
+		&RenderUnchanged{Kind: KindRubric, ACID: "AC-7", Render: Blob{SHA256: digest, MediaType: "image/png", Size: 9}},
+		&SpotcheckRecorded{ACID: "AC-7", Approved: true},
 	}
 }
 

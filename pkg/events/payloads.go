@@ -18,9 +18,9 @@ var hexDigestRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Blob points at an artifact in blob storage under the envelope's tenant.
 type Blob struct {
-	SHA256    string `msgpack:"sha256"`
-	MediaType string `msgpack:"media_type"`
-	Size      int64  `msgpack:"size"`
+	SHA256    string `msgpack:"sha256" json:"sha256"`
+	MediaType string `msgpack:"media_type" json:"media_type"`
+	Size      int64  `msgpack:"size" json:"size"`
 }
 
 func (b Blob) validate(field string) error {
@@ -111,6 +111,7 @@ type JobSpec struct {
 	AB          *ABSpec          `msgpack:"ab,omitempty"`
 	Critic      *CriticSpec      `msgpack:"critic,omitempty"`
 	Equivalence *EquivalenceSpec `msgpack:"equivalence,omitempty"`
+	Rubric      *RubricSpec      `msgpack:"rubric,omitempty"`
 }
 
 func (s JobSpec) validate() error {
@@ -124,6 +125,8 @@ func (s JobSpec) validate() error {
 		return s.Critic.validate()
 	case KindEquivalence:
 		return s.Equivalence.validate()
+	case KindRubric:
+		return s.Rubric.validate()
 	case "":
 		return missing("kind")
 	default:
@@ -202,6 +205,9 @@ type RenderDone struct {
 	Artifacts map[string]Artifact `msgpack:"artifacts,omitempty"`
 	// Transcripts are an equivalence job's runner transcripts, two per case.
 	Transcripts []Transcript `msgpack:"transcripts,omitempty"`
+	// RenderError is a rubric view the sensor could not render (the build broke, the
+	// page failed): a failed gate for the loop, not a blocked job.
+	RenderError string `msgpack:"render_error,omitempty"`
 }
 
 // EventType implements Payload.
@@ -215,7 +221,7 @@ func (p *RenderDone) Validate() error {
 	if p.Blocked != "" {
 		return nil
 	}
-	if len(p.Artifacts) == 0 && len(p.Transcripts) == 0 {
+	if len(p.Artifacts) == 0 && len(p.Transcripts) == 0 && p.RenderError == "" {
 		return missing("artifacts")
 	}
 	for role, a := range p.Artifacts {
@@ -253,6 +259,9 @@ type GatesDone struct {
 	Judges    []string `msgpack:"judges,omitempty"`
 	// Cases are the transcript pairs of an equivalence job.
 	Cases []CasePair `msgpack:"cases,omitempty"`
+	// Rubric is the view context of a rubric job; its slots are render, reference,
+	// previous (optional), probe, tokens, spec_text and rubric.
+	Rubric *RubricJudging `msgpack:"rubric,omitempty"`
 }
 
 // EventType implements Payload.
@@ -306,6 +315,10 @@ type GatesFailed struct {
 	Gates []Gate `msgpack:"gates,omitempty"`
 	// Blocked is set when the job is blocked rather than red (nothing to gate).
 	Blocked string `msgpack:"blocked,omitempty"`
+	// NeedsContext is set for a rubric view whose canonical reference awaits a human
+	// (HE-1); Candidate is the render offered as that reference.
+	NeedsContext string `msgpack:"needs_context,omitempty"`
+	Candidate    *Blob  `msgpack:"candidate,omitempty"`
 }
 
 // EventType implements Payload.
@@ -319,7 +332,7 @@ func (p *GatesFailed) Validate() error {
 	if p.ACID == "" {
 		return missing("ac_id")
 	}
-	if p.Blocked == "" && len(p.Gates) == 0 {
+	if p.Blocked == "" && p.NeedsContext == "" && len(p.Gates) == 0 {
 		return missing("gates")
 	}
 	return nil
@@ -363,6 +376,8 @@ type VerdictEmitted struct {
 	Critic *CriticVote `msgpack:"critic,omitempty"`
 	// Cases are the per-case answers of an equivalence job.
 	Cases []CaseVote `msgpack:"cases,omitempty"`
+	// Rubric is the answer of a rubric job.
+	Rubric *RubricVote `msgpack:"rubric,omitempty"`
 }
 
 // EventType implements Payload.
@@ -379,6 +394,11 @@ func (p *VerdictEmitted) Validate() error {
 			return missing("critic")
 		}
 		return validStatus("critic.status", p.Critic.Status)
+	case KindRubric:
+		if p.Rubric == nil {
+			return missing("rubric")
+		}
+		return validStatus("rubric.status", p.Rubric.Status)
 	case KindEquivalence:
 		if len(p.Cases) == 0 {
 			return missing("cases")
@@ -446,6 +466,7 @@ type IterationDecided struct {
 	AB          *ABResult          `msgpack:"ab,omitempty"`
 	Critic      *CriticResult      `msgpack:"critic,omitempty"`
 	Equivalence *EquivalenceResult `msgpack:"equivalence,omitempty"`
+	Rubric      *RubricDecision    `msgpack:"rubric,omitempty"`
 	// Judges names every judge that contributed, "provider/model".
 	Judges []string `msgpack:"judges,omitempty"`
 	// Disagreements counts self-reported aggregates the aggregator had to correct.
@@ -480,6 +501,8 @@ type SignoffRecorded struct {
 	ReferenceSource  string `msgpack:"reference_source"`
 	SnapshotBaseline *Blob  `msgpack:"snapshot_baseline,omitempty"`
 	HumanSpotcheck   string `msgpack:"human_spotcheck"`
+	// FinalVerdict is the last judged verdict, normalized, as JSON.
+	FinalVerdict string `msgpack:"final_verdict,omitempty"`
 	// Digest chains the events this sign-off was derived from.
 	Digest string `msgpack:"digest,omitempty"`
 }
@@ -588,6 +611,10 @@ func newPayload(t Type) (Payload, error) {
 		return &JobBlocked{}, nil
 	case TypeBatchCompleted:
 		return &BatchCompleted{}, nil
+	case TypeRenderUnchanged:
+		return &RenderUnchanged{}, nil
+	case TypeSpotcheckRecorded:
+		return &SpotcheckRecorded{}, nil
 	}
 	return nil, &FieldError{Field: "envelope.type", Reason: fmt.Sprintf("%q", t), Err: ErrUnknownType}
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/critic"
 	"github.com/tribunal-dev/tribunal/pkg/equivalence"
 )
@@ -47,6 +48,9 @@ type ScriptedOptions struct {
 	CriticScores *[3]int
 	// Runner answers every runner call without a recorded answer with a fixed transcript.
 	Runner bool
+	// RubricPass answers every rubric call without a recorded answer with a verdict that
+	// scores every dimension of the built-in rubric 1.
+	RubricPass bool
 	// Latency simulates a model's response time (benchmarks).
 	Latency time.Duration
 }
@@ -102,6 +106,19 @@ func NewScripted(o ScriptedOptions) (*Scripted, error) {
 		err := canned("critic", fmt.Sprintf("fixed-critic-%d-%d-%d", c[0], c[1], c[2]),
 			map[string]any{"correctness": c[0], "slop": c[1], "scope": c[2], "rationale": fixedNote},
 			func(b []byte) error { _, err := critic.ParseAnswer(b); return err })
+		if err != nil {
+			return nil, err
+		}
+	}
+	if o.RubricPass {
+		r := argus.DefaultRubric()
+		dims := map[string]any{}
+		for _, d := range r.DimensionNames() {
+			dims[d] = map[string]any{"score": 1, "anchor": r.Dimensions[d].Anchor, "evidence": fixedNote}
+		}
+		err := canned("rubric", "fixed-rubric-pass", map[string]any{"iteration": 1, "feature": "fixture", "target": "fixture",
+			"dimensions": dims, "closer_to_reference_than_prev": nil, "all_pass": true, "failed_dimensions": []string{}, "notes": fixedNote},
+			func(b []byte) error { _, err := argus.ParseVerdict(b); return err })
 		if err != nil {
 			return nil, err
 		}
@@ -168,6 +185,15 @@ func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) 
 	content := ""
 	if a, ok := s.answers[req.Key]; ok {
 		content = string(a)
+		// A list of answers is a sequence: the n-th call for the key gets the n-th one,
+		// the last one repeating (a loop that fails, then passes).
+		var seq []json.RawMessage
+		if len(a) > 0 && a[0] == '[' && json.Unmarshal(a, &seq) == nil && len(seq) > 0 {
+			s.mu.Lock()
+			n := s.byKey[req.Key]
+			s.mu.Unlock()
+			content = string(seq[min(n, len(seq))-1])
+		}
 	} else if f, ok := s.fixed[req.Kind]; ok {
 		content = f
 	} else {

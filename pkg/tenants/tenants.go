@@ -37,7 +37,7 @@ func QueryPrefix(team string) string { return "tribunalq." + team }
 // own batches.
 func Ingress(team string) []string {
 	subj := func(t events.Type) string { s, _ := events.Subject(team, t); return s }
-	return []string{subj(events.TypeJobSubmitted), subj(events.TypeRenderRequested), QueryPrefix(team) + ".>"}
+	return []string{subj(events.TypeJobSubmitted), subj(events.TypeRenderRequested), subj(events.TypeSpotcheckRecorded), QueryPrefix(team) + ".>"}
 }
 
 // Credential is one user's name and password.

@@ -28,6 +28,7 @@ import (
 type Service struct {
 	jobs    jetstream.KeyValue
 	batches jetstream.KeyValue
+	views   jetstream.KeyValue
 	store   blob.Store
 	log     *slog.Logger
 	now     func() time.Time
@@ -38,7 +39,7 @@ func New(b bus.Buckets, store blob.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{jobs: b.Jobs, batches: b.Batches, store: store, log: log.With("service", bus.Aggregator), now: func() time.Time { return time.Now().UTC() }}
+	return &Service{jobs: b.Jobs, batches: b.Batches, views: b.Views, store: store, log: log.With("service", bus.Aggregator), now: func() time.Time { return time.Now().UTC() }}
 }
 
 // Handle implements bus.Handler.
@@ -46,7 +47,26 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 	switch p := ev.Payload.(type) {
 	case *events.JobSubmitted:
 		return nil, s.submitted(ctx, ev, p)
+	case *events.RenderUnchanged:
+		return s.rubricStep(ctx, ev, loopStep{unchanged: true, render: &p.Render})
+	case *events.SpotcheckRecorded:
+		return s.spotcheck(ctx, ev, p)
 	case *events.GatesFailed:
+		if p.Kind == events.KindRubric && p.Blocked == "" {
+			if p.NeedsContext != "" {
+				return s.decide(ctx, ev, func(r *JobRecord) {
+					r.Status, r.BlockStage, r.BlockReason = StatusNeedsContext, "reference", p.NeedsContext
+					r.Rubric = &RubricRecord{Candidate: p.Candidate}
+				})
+			}
+			var failing []string
+			for _, g := range p.Gates {
+				if g.Status == "fail" {
+					failing = append(failing, g.Name)
+				}
+			}
+			return s.rubricStep(ctx, ev, loopStep{gates: failing})
+		}
 		return s.decide(ctx, ev, func(r *JobRecord) {
 			r.Status, r.BlockStage = StatusBlocked, "gate"
 			if p.Blocked != "" {
@@ -70,6 +90,8 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 					r.BlockStage, r.BlockReason = "judge", d.Blocked
 				}
 			})
+		case events.KindRubric:
+			return s.rubricVote(ctx, ev, p.Rubric)
 		case events.KindEquivalence:
 			return s.decide(ctx, ev, func(r *JobRecord) {
 				d := aggregate.DeriveEquivalence(r.Spec, p.Cases)
@@ -230,7 +252,7 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 	}
 	summary, manifests := Summarize(last.Tenant, last.Batch, recs, s.now())
 	refs := map[string]events.Blob{}
-	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence} {
+	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric} {
 		m, ok := manifests[kind]
 		if !ok {
 			continue
@@ -286,7 +308,7 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 func completionEvents(h *BatchHeader) []events.Event {
 	c := h.Completion
 	var out []events.Event
-	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence} {
+	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric} {
 		if ref, ok := c.Manifests[kind]; ok {
 			out = append(out, events.New(&events.ManifestEmitted{Kind: kind, Manifest: ref, ExitCode: c.Summary.ExitCode}, h.Tenant, h.Batch, "", 0, kind, nil))
 		}
@@ -345,9 +367,22 @@ func Outcome(r *JobRecord) ab.Outcome {
 		return ab.OutcomeBlocked
 	case StatusSchemaViolation:
 		return ab.OutcomeSchemaViolation
-	case StatusCompared:
+	case StatusCompared, StatusSignedOff, StatusReported, StatusNeedsFixes, StatusBudgetExhausted, StatusNeedsContext:
 	default:
 		return ab.OutcomeSchemaViolation
+	}
+	switch r.Status {
+	case StatusSignedOff:
+		return ab.OutcomeClean
+	case StatusReported:
+		if r.Rubric != nil && r.Rubric.Decision != nil && r.Rubric.Decision.AllPass {
+			return ab.OutcomeClean
+		}
+		return ab.OutcomeFinding
+	case StatusNeedsFixes:
+		return ab.OutcomeFinding
+	case StatusBudgetExhausted, StatusNeedsContext:
+		return ab.OutcomeBlocked
 	}
 	switch r.Spec.Kind {
 	case events.KindCritic:
@@ -381,11 +416,12 @@ func Summarize(tenant, batch string, recs []*JobRecord, at time.Time) (events.Ba
 	var comps []ab.Comparison
 	kinds := map[string]*KindManifest{}
 	outcomes := make([]ab.Outcome, 0, len(recs))
+	var rubricRecs []*JobRecord
 	for _, r := range recs {
 		switch r.Status {
-		case StatusCompared:
+		case StatusCompared, StatusSignedOff, StatusReported, StatusNeedsFixes:
 			sum.Compared++
-		case StatusBlocked:
+		case StatusBlocked, StatusBudgetExhausted, StatusNeedsContext:
 			sum.Blocked++
 		case StatusSchemaViolation:
 			sum.Violations++
@@ -396,6 +432,8 @@ func Summarize(tenant, batch string, recs []*JobRecord, at time.Time) (events.Ba
 			sum.Suggestions++
 		}
 		switch r.Spec.Kind {
+		case events.KindRubric:
+			rubricRecs = append(rubricRecs, r)
 		case events.KindAB:
 			if r.Spec.AB != nil {
 				threshold = r.Spec.AB.Threshold
@@ -419,6 +457,9 @@ func Summarize(tenant, batch string, recs []*JobRecord, at time.Time) (events.Ba
 	}
 	for k, km := range kinds {
 		manifests[k] = km
+	}
+	if len(rubricRecs) > 0 {
+		manifests[events.KindRubric] = featureManifest(batch, at, rubricRecs)
 	}
 	sum.ExitCode = ab.ExitCode(outcomes)
 	return sum, manifests

@@ -49,13 +49,17 @@ type JobRecord struct {
 	Equivalence *equivalence.Report      `json:"equivalence,omitempty"`
 	// Judges names every judge that contributed, "provider/model".
 	Judges []string `json:"judges,omitempty"`
+	// Rubric is a rubric view's loop state in this batch.
+	Rubric *RubricRecord `json:"rubric,omitempty"`
 	// DecidedBy is the id of the event the final status was derived from.
 	DecidedBy string    `json:"decided_by,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitempty"`
 }
 
 // Final reports whether the job has its outcome.
-func (r *JobRecord) Final() bool { return r.Status != "" && r.Status != StatusPending }
+func (r *JobRecord) Final() bool {
+	return r.Status != "" && r.Status != StatusPending && r.Status != StatusAwaitingSpotcheck
+}
 
 // JobKey is a job's key in the jobs bucket.
 func JobKey(tenant, batch, ac string) string { return tenant + "." + batch + "." + ac }

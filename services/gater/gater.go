@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -19,6 +21,7 @@ import (
 // Service gates rendered jobs.
 type Service struct {
 	store blob.Store
+	views jetstream.KeyValue
 	log   *slog.Logger
 }
 
@@ -71,6 +74,12 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 		}
 		return out(&events.GatesDone{Kind: events.KindCritic, Criterion: rd.Spec.Critic.Task, Gates: blind(gates),
 			Slots: []events.Slot{{Name: "output", Artifact: rd.Artifacts["output"]}}}), nil
+	case events.KindRubric:
+		p, err := s.gateRubric(ctx, ev, rd)
+		if err != nil {
+			return nil, err
+		}
+		return out(p), nil
 	case events.KindEquivalence:
 		pairs, gates, err := s.transcriptGates(ctx, ev.Tenant, rd.Spec.Equivalence, rd.Transcripts)
 		if err != nil {

@@ -66,6 +66,8 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 		extra, err = s.handleCritic(ctx, ev, gd)
 	case events.KindEquivalence:
 		extra, err = s.handleEquivalence(ctx, ev, gd)
+	case events.KindRubric:
+		extra, err = s.handleRubric(ctx, ev, gd)
 	default:
 		return nil, bus.Permanent(fmt.Errorf("judge kind %q is not served by this judge", gd.Kind))
 	}

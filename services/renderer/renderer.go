@@ -21,6 +21,7 @@ type Service struct {
 	store   blob.Store
 	fetcher *ingest.Fetcher
 	runner  Runner
+	sensors *Sensors
 	log     *slog.Logger
 }
 
@@ -76,6 +77,10 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 			break
 		}
 		done.Artifacts = map[string]events.Artifact{"output": a}
+	case events.KindRubric:
+		if err := s.renderRubric(ctx, ev, req.Spec.Rubric, done); err != nil {
+			return nil, err
+		}
 	case events.KindEquivalence:
 		if s.runner == nil {
 			done.Blocked = "no runner configured for equivalence jobs"

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/services/renderer"
+)
+
+// featureServer serves rubric feature folders on loopback for the all-in-one mode, so a
+// spec may name a page inside its own folder ("route": "page.html").
+type featureServer struct {
+	mu      sync.Mutex
+	servers map[string]*http.Server
+	urls    map[string]string
+}
+
+func (f *featureServer) serve(dir string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if u, ok := f.urls[dir]; ok {
+		return u, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	if f.servers == nil {
+		f.servers, f.urls = map[string]*http.Server{}, map[string]string{}
+	}
+	f.servers[dir] = srv
+	f.urls[dir] = "http://" + ln.Addr().String()
+	return f.urls[dir], nil
+}
+
+func (f *featureServer) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.servers {
+		_ = s.Close()
+	}
+}
+
+// sensorsFromFlags builds the renderer's rubric sensors: the built-in web sensor and
+// the operator's command adapters ("name=/path/to/sense.sh").
+func sensorsFromFlags(adapters []string) (*renderer.Sensors, error) {
+	s := &renderer.Sensors{}
+	if len(adapters) == 0 {
+		return s, nil
+	}
+	m := map[string]string{}
+	for _, a := range adapters {
+		name, path, ok := strings.Cut(a, "=")
+		if !ok || name == "" || path == "" || name == "web" {
+			return nil, fmt.Errorf("--adapter %q: want name=/path/to/sense.sh (web is built in)", a)
+		}
+		m[name] = path
+	}
+	reg, err := command.New(command.Options{Adapters: m})
+	if err != nil {
+		return nil, err
+	}
+	s.Commands = reg
+	return s, nil
+}

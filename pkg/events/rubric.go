@@ -1,0 +1,175 @@
+package events
+
+import "fmt"
+
+// Rubric modes: headless runs to sign-off without waiting for a person, interactive
+// holds the first sign-off of a run for a human spot-check, report-only judges once and
+// decides nothing.
+const (
+	ModeHeadless    = "headless"
+	ModeInteractive = "interactive"
+	ModeReportOnly  = "report-only"
+)
+
+// RubricSpec is one view of a `rubric` feature: a target in one state and appearance.
+// Every view converges on its own, so each is a job.
+type RubricSpec struct {
+	Feature    string `msgpack:"feature"`
+	Target     string `msgpack:"target"`
+	State      string `msgpack:"state"`
+	Appearance string `msgpack:"appearance"`
+	Fixture    string `msgpack:"fixture,omitempty"`
+	// Route is where the sensor finds the target (a URL for the web sensor).
+	Route string `msgpack:"route"`
+	// Adapter names the sensor: "web" or an operator-registered command adapter.
+	Adapter string `msgpack:"adapter"`
+	Width   int    `msgpack:"width"`
+	Height  int    `msgpack:"height"`
+	// Canonical marks the view whose reference anchors the target.
+	Canonical bool `msgpack:"canonical,omitempty"`
+	// ReferenceStatus is the target's canonical reference: present, needed or candidate.
+	ReferenceStatus string `msgpack:"reference_status"`
+	// ReferenceSource is human or candidate.
+	ReferenceSource string `msgpack:"reference_source,omitempty"`
+	Reference       *Blob  `msgpack:"reference,omitempty"`
+	// The feature's documents in blob storage.
+	SpecJSON Blob  `msgpack:"spec_json"`
+	SpecText Blob  `msgpack:"spec_text"`
+	Tokens   Blob  `msgpack:"tokens"`
+	Pairs    *Blob `msgpack:"pairs,omitempty"`
+	Rubric   Blob  `msgpack:"rubric"`
+	// A11yContract are the ids the probe must expose.
+	A11yContract []string `msgpack:"a11y_contract,omitempty"`
+	Mode         string   `msgpack:"mode"`
+	// MaxIterations overrides the rubric's budget when positive.
+	MaxIterations int `msgpack:"max_iterations,omitempty"`
+	// Confirm marks a render requested after an all-pass verdict, with no edit between:
+	// if it is unchanged it confirms the pass without a judge call.
+	Confirm bool `msgpack:"confirm,omitempty"`
+	// Blocked is set by the client when the feature cannot run (invalid spec).
+	Blocked string `msgpack:"blocked,omitempty"`
+}
+
+func (s *RubricSpec) validate() error {
+	if s == nil {
+		return missing("rubric")
+	}
+	if s.Blocked != "" {
+		return nil
+	}
+	for f, v := range map[string]string{"rubric.feature": s.Feature, "rubric.target": s.Target, "rubric.state": s.State,
+		"rubric.appearance": s.Appearance, "rubric.route": s.Route, "rubric.adapter": s.Adapter} {
+		if v == "" {
+			return missing(f)
+		}
+	}
+	switch s.Mode {
+	case ModeHeadless, ModeInteractive, ModeReportOnly:
+	default:
+		return invalid("rubric.mode", fmt.Sprintf("want headless, interactive or report-only, got %q", s.Mode))
+	}
+	switch s.ReferenceStatus {
+	case "present", "needed", "candidate":
+	default:
+		return invalid("rubric.reference_status", fmt.Sprintf("want present, needed or candidate, got %q", s.ReferenceStatus))
+	}
+	for f, b := range map[string]Blob{"rubric.spec_json": s.SpecJSON, "rubric.spec_text": s.SpecText, "rubric.tokens": s.Tokens, "rubric.rubric": s.Rubric} {
+		if err := b.validate(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ViewKey names a view across runs: loop state, previous render and baseline are kept
+// per tenant under it.
+func (s *RubricSpec) ViewKey() string {
+	return s.Feature + "." + s.Target + "." + s.State + "." + s.Appearance
+}
+
+// RubricJudging is the judge-facing context of a rubric view: which view it is and how
+// to treat its reference. It holds no diff and no builder note.
+type RubricJudging struct {
+	Feature         string `msgpack:"feature"`
+	Target          string `msgpack:"target"`
+	State           string `msgpack:"state"`
+	Appearance      string `msgpack:"appearance"`
+	ReferenceSource string `msgpack:"reference_source"`
+	// LoopIteration is the view's loop iteration this verdict is for (from 1).
+	LoopIteration int `msgpack:"loop_iteration"`
+}
+
+// RubricVote is a rubric judge's answer: the verdict JSON as the judge gave it (with
+// the view's identity filled in by the judge service), before the aggregator re-derives
+// all_pass and failed_dimensions.
+type RubricVote struct {
+	Judge JudgeInfo `msgpack:"judge"`
+	// Render is the render the verdict is about.
+	Render  Blob   `msgpack:"render"`
+	Status  string `msgpack:"status"`
+	Error   string `msgpack:"error,omitempty"`
+	Verdict string `msgpack:"verdict,omitempty"`
+	Raw     string `msgpack:"raw,omitempty"`
+}
+
+// RenderUnchanged reports a confirmation render that passed its gates and did not
+// change: it confirms the previous pass without a judge call.
+type RenderUnchanged struct {
+	Kind  string `msgpack:"kind"`
+	ACID  string `msgpack:"ac_id"`
+	Gates []Gate `msgpack:"gates"`
+	// Render is the confirming render.
+	Render Blob `msgpack:"render"`
+}
+
+// EventType implements Payload.
+func (*RenderUnchanged) EventType() Type { return TypeRenderUnchanged }
+
+// Validate implements Payload.
+func (p *RenderUnchanged) Validate() error {
+	if p.ACID == "" {
+		return missing("ac_id")
+	}
+	return p.Render.validate("render")
+}
+
+// SpotcheckRecorded is a person's HE-2 spot-check of a sign-off: approved, or the
+// dimension the judge got wrong.
+type SpotcheckRecorded struct {
+	ACID string `msgpack:"ac_id"`
+	// Approved, or Dimension names what the judge got wrong.
+	Approved  bool   `msgpack:"approved"`
+	Dimension string `msgpack:"dimension,omitempty"`
+	By        string `msgpack:"by,omitempty"`
+}
+
+// EventType implements Payload.
+func (*SpotcheckRecorded) EventType() Type { return TypeSpotcheckRecorded }
+
+// Validate implements Payload.
+func (p *SpotcheckRecorded) Validate() error {
+	if p.ACID == "" {
+		return missing("ac_id")
+	}
+	if !p.Approved && p.Dimension == "" {
+		return missing("dimension")
+	}
+	return nil
+}
+
+// RubricDecision is the aggregator's loop decision for one view iteration.
+type RubricDecision struct {
+	View             string   `msgpack:"view" json:"view"`
+	LoopIteration    int      `msgpack:"loop_iteration" json:"loop_iteration"`
+	AllPass          bool     `msgpack:"all_pass" json:"all_pass"`
+	FailedDimensions []string `msgpack:"failed_dimensions,omitempty" json:"failed_dimensions,omitempty"`
+	FixDimensions    []string `msgpack:"fix_dimensions,omitempty" json:"fix_dimensions,omitempty"`
+	FailingGates     []string `msgpack:"failing_gates,omitempty" json:"failing_gates,omitempty"`
+	Frozen           []string `msgpack:"frozen,omitempty" json:"frozen,omitempty"`
+	NewlyFrozen      []string `msgpack:"newly_frozen,omitempty" json:"newly_frozen,omitempty"`
+	// Outcome is what happens next: confirm (re-render without an edit), fix (the
+	// builder edits), signed_off, budget_exhausted, reported, needs_context.
+	Outcome           string `msgpack:"outcome" json:"outcome"`
+	ConsecutivePasses int    `msgpack:"consecutive_passes" json:"consecutive_passes"`
+	Unchanged         bool   `msgpack:"unchanged,omitempty" json:"unchanged,omitempty"`
+}

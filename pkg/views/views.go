@@ -1,0 +1,96 @@
+// Package views keeps the state of rubric views across iterations and runs: the loop
+// counters, the previous render (for unchanged detection and the judge's pairwise rank),
+// the snapshot baseline kept at sign-off, and the sign-off itself. The aggregator writes
+// it by compare-and-set; the gater reads it.
+package views
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// Record is one view's state.
+type Record struct {
+	Loop argus.LoopState `json:"loop"`
+	// PrevRender is the render the last iteration recorded.
+	PrevRender *events.Blob `json:"prev_render,omitempty"`
+	// Baseline is the render kept at sign-off: the snapshot gate compares with it.
+	Baseline *events.Blob `json:"baseline,omitempty"`
+	// LastVerdict is the last normalized verdict.
+	LastVerdict *argus.Verdict `json:"last_verdict,omitempty"`
+	// SignOff is the view's sign-off, once it has one.
+	SignOff *argus.SignOff `json:"signoff,omitempty"`
+	// LastApplied is the id of the last event applied to the loop, and LastDecision its
+	// decision: a redelivered event gets the same decision without counting twice.
+	LastApplied  string         `json:"last_applied,omitempty"`
+	LastDecision argus.Decision `json:"last_decision"`
+}
+
+// ErrNoChange, returned by an Update change function, leaves the record as it is.
+var ErrNoChange = errors.New("no change")
+
+var unsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// Key is a view's key in the views bucket: per tenant, so one team's loop never touches
+// another's.
+func Key(tenant string, rs *events.RubricSpec) string {
+	part := func(s string) string { return unsafe.ReplaceAllString(s, "_") }
+	return tenant + "." + part(rs.Feature) + "." + part(rs.Target) + "." + part(rs.State) + "." + part(rs.Appearance)
+}
+
+// Load reads a view's record and revision; a view never seen before is a zero record at
+// revision 0.
+func Load(ctx context.Context, kv jetstream.KeyValue, key string) (Record, uint64, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Record{}, 0, nil
+	}
+	if err != nil {
+		return Record{}, 0, fmt.Errorf("load view %s: %w", key, err)
+	}
+	var r Record
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return Record{}, 0, fmt.Errorf("view %s: corrupt record: %w", key, err)
+	}
+	return r, e.Revision(), nil
+}
+
+// Update applies change by compare-and-set, reloading on a conflict.
+func Update(ctx context.Context, kv jetstream.KeyValue, key string, change func(*Record) error) (Record, error) {
+	for attempt := 0; ; attempt++ {
+		r, rev, err := Load(ctx, kv, key)
+		if err != nil {
+			return Record{}, err
+		}
+		if err := change(&r); err != nil {
+			if errors.Is(err, ErrNoChange) {
+				return r, nil
+			}
+			return Record{}, err
+		}
+		data, err := json.Marshal(r)
+		if err != nil {
+			return Record{}, err
+		}
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, data)
+		} else {
+			_, err = kv.Update(ctx, key, data, rev)
+		}
+		if err == nil {
+			return r, nil
+		}
+		if !bus.IsConflict(err) || attempt > 50 {
+			return Record{}, fmt.Errorf("update view %s: %w", key, err)
+		}
+	}
+}
