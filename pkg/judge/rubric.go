@@ -84,7 +84,7 @@ func rubricSchema(r *argus.Rubric) *Schema {
 			"iteration": map[string]any{"type": "integer"}, "feature": map[string]any{"type": "string"},
 			"target": map[string]any{"type": "string"}, "state": map[string]any{"type": "string"},
 			"appearance": map[string]any{"type": "string"}, "reference_source": map[string]any{"type": "string", "enum": []string{"human", "candidate"}},
-			"dimensions": map[string]any{"type": "object", "additionalProperties": false, "required": names, "properties": dims},
+			"dimensions":                    map[string]any{"type": "object", "additionalProperties": false, "required": names, "properties": dims},
 			"closer_to_reference_than_prev": map[string]any{"type": []string{"boolean", "null"}},
 			"all_pass":                      map[string]any{"type": "boolean"},
 			"failed_dimensions":             map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
