@@ -105,7 +105,7 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, jf *judge
 	if err != nil {
 		return nil, err
 	}
-	env, err := startEmbedded(ctx, dataDir, ephemeral, "", concurrency, jf, ingest.FetchOptions{}, nil)
+	env, err := startEmbedded(ctx, dataDir, ephemeral, "", concurrency, jf, ingest.FetchOptions{}, nil, nil)
 	if err != nil {
 		return nil, err
 	}

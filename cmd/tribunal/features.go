@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/services/gater"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -69,4 +70,17 @@ func sensorsFromFlags(adapters []string) (*renderer.Sensors, error) {
 	}
 	s.Commands = reg
 	return s, nil
+}
+
+// gatesFromFlags builds the gater's operator gates commands ("name=/path/to/gates.sh").
+func gatesFromFlags(adapters []string) (*gater.GatesAdapters, error) {
+	g := &gater.GatesAdapters{Commands: map[string]string{}}
+	for _, a := range adapters {
+		name, path, ok := strings.Cut(a, "=")
+		if !ok || name == "" || path == "" {
+			return nil, fmt.Errorf("--gates-adapter %q: want name=/path/to/gates.sh", a)
+		}
+		g.Commands[name] = path
+	}
+	return g, nil
 }

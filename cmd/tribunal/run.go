@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/mattn/go-isatty"
 
 	"github.com/spf13/cobra"
 
@@ -16,7 +20,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	"github.com/tribunal-dev/tribunal/services/gater"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -32,6 +38,7 @@ type runFlags struct {
 	concurrency  int
 	timeout      time.Duration
 	adapters     []string
+	gates        []string
 	judge        judgeFlags
 }
 
@@ -69,6 +76,7 @@ The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every A
 	fs.BoolVar(&f.allowPrivate, "allow-private-urls", false, "allow artifact URLs on loopback, private and link-local addresses")
 	fs.IntVar(&f.concurrency, "concurrency", 64, "messages in flight per service")
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	fs.StringArrayVar(&f.gates, "gates-adapter", nil, "rubric: an operator gates command, name=/path/to/gates.sh, printing build/lint/type_check/token_compliance/snapshot/flows as JSON (repeatable)")
 	fs.StringArrayVar(&f.adapters, "adapter", nil, "rubric: a command sensor adapter, name=/path/to/sense.sh (repeatable; web is built in)")
 	f.judge.register(fs)
 	return cmd
@@ -83,6 +91,13 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		fmt.Fprintln(os.Stderr, "skipped:", r)
 	}
 	tenant := firstNonEmpty(f.tenant, b.Tenant, "default")
+	interactive := false
+	for _, ac := range b.ACs {
+		interactive = interactive || ac.Mode == events.ModeInteractive
+	}
+	if interactive && !isatty.IsTerminal(os.Stdin.Fd()) {
+		return exitError{2, fmt.Errorf("%s: interactive rubric mode asks a person on this terminal, but standard input is not one: use mode headless here, or the services with `tribunal spotcheck`", b.Path)}
+	}
 	if f.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.timeout)
@@ -99,7 +114,11 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if err != nil {
 		return exitError{2, err}
 	}
-	env, err := startEmbedded(ctx, dataDir, ephemeral, f.blobURL, f.concurrency, &f.judge, ingest.FetchOptions{AllowPrivate: f.allowPrivate}, sensors)
+	gates, err := gatesFromFlags(f.gates)
+	if err != nil {
+		return exitError{2, err}
+	}
+	env, err := startEmbedded(ctx, dataDir, ephemeral, f.blobURL, f.concurrency, &f.judge, ingest.FetchOptions{AllowPrivate: f.allowPrivate}, sensors, gates)
 	if err != nil {
 		return exitError{2, err}
 	}
@@ -113,7 +132,34 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		return err
 	}
 	progress := newProgress(os.Stderr, f.quiet || f.asJSON)
-	if _, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, progress.report); err != nil {
+	report := progress.report
+	if interactive {
+		asked := map[string]bool{}
+		in := bufio.NewReader(os.Stdin)
+		report = func(p client.Progress) {
+			progress.report(p)
+			waiting, err := client.AwaitingSpotcheck(ctx, env.Running.Buckets, s.Tenant, s.BatchID)
+			if err != nil {
+				return
+			}
+			for _, r := range waiting {
+				if asked[r.ACID] {
+					continue
+				}
+				asked[r.ACID] = true
+				fmt.Fprintf(os.Stderr, "\nspot-check (HE-2): %s signed off after %d iterations. Compare its render with the reference,\n"+
+					"then type y to approve, or the name of the dimension the judge got wrong: ", r.ACID, r.Rubric.Loop.Iteration)
+				answer, _ := in.ReadString('\n')
+				answer = strings.TrimSpace(answer)
+				approved := answer == "y" || answer == "yes"
+				if err := client.Spotcheck(env.Running.Pub, s.Tenant, s.BatchID, r.ACID, approved, answer, "terminal"); err != nil {
+					fmt.Fprintln(os.Stderr, "spot-check not recorded:", err)
+					asked[r.ACID] = false
+				}
+			}
+		}
+	}
+	if _, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, report); err != nil {
 		return fmt.Errorf("batch %s: %w", s.BatchID, err)
 	}
 	res, err := client.Load(ctx, env.Running.Buckets, env.Store, s.Tenant, s.BatchID)
@@ -150,7 +196,7 @@ func (e *embedded) Close() {
 // startEmbedded starts the all-in-one mode in dataDir. ephemeral says dataDir is a
 // temporary folder deleted at exit: its blobs skip fsync, as nothing in it can outlive
 // the process anyway (JetStream's own file store syncs on an interval, not per write).
-func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions, sensors *renderer.Sensors) (*embedded, error) {
+func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions, sensors *renderer.Sensors, gates *gater.GatesAdapters) (*embedded, error) {
 	e := &embedded{}
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
 	if err != nil {
@@ -180,7 +226,7 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 	}
 	e.Running, err = app.Start(ctx, nc, app.Options{
 		Store: e.Store, Provider: provider, Params: params, Instance: "all-in-one", Concurrency: concurrency,
-		Fetch: fetch, Sensors: sensors, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+		Fetch: fetch, Sensors: sensors, GatesAdapters: gates, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
 	})
 	if err != nil {
 		e.Close()

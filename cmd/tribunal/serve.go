@@ -17,6 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
+	"github.com/tribunal-dev/tribunal/services/gater"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -95,7 +96,7 @@ func newServeCmd() *cobra.Command {
 	var concurrency int
 	var allowPrivate bool
 	var natsListen, natsStore, natsConfig string
-	var adapters []string
+	var adapters, gatesAdapters []string
 	cmd := &cobra.Command{
 		Use:   "serve <renderer|gater|judge|aggregator|all|nats>",
 		Short: "Run a service as a long-lived process",
@@ -130,7 +131,11 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			if err != nil {
 				return exitError{2, err}
 			}
-			return serveServices(ctx, &conn, &jf, services, health, concurrency, allowPrivate, sensors)
+			gates, err := gatesFromFlags(gatesAdapters)
+			if err != nil {
+				return exitError{2, err}
+			}
+			return serveServices(ctx, &conn, &jf, services, health, concurrency, allowPrivate, sensors, gates)
 		},
 	}
 	fs := cmd.Flags()
@@ -139,6 +144,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.StringVar(&health, "health", envOr("TRIBUNAL_HEALTH_ADDR", ":8080"), "address of the /healthz and /readyz endpoints (env TRIBUNAL_HEALTH_ADDR)")
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service in this process (backpressure)")
 	fs.BoolVar(&allowPrivate, "allow-private-urls", os.Getenv("TRIBUNAL_ALLOW_PRIVATE_URLS") == "true", "renderer: allow artifact URLs on loopback, private and link-local addresses")
+	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
 	fs.StringArrayVar(&adapters, "adapter", nil, "renderer: a rubric command sensor, name=/path/to/sense.sh (repeatable; web is built in)")
 	fs.StringVar(&natsListen, "listen", "127.0.0.1:4222", "nats: client address to listen on")
 	fs.StringVar(&natsStore, "store", "./tribunal-data/nats", "nats: JetStream store folder")
@@ -146,7 +152,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	return cmd
 }
 
-func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, allowPrivate bool, sensors *renderer.Sensors) error {
+func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, allowPrivate bool, sensors *renderer.Sensors, gates *gater.GatesAdapters) error {
 	nc, err := conn.connect()
 	if err != nil {
 		return err
@@ -158,7 +164,7 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	}
 	defer store.Close()
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
-		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, CloseTimeout: 30 * time.Second}
+		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, GatesAdapters: gates, CloseTimeout: 30 * time.Second}
 	defer sensors.Close()
 	for _, s := range services {
 		if s == bus.Judge || s == bus.Renderer {

@@ -46,6 +46,8 @@ type Options struct {
 	Fetch    ingest.FetchOptions
 	// Sensors are the renderer's rubric sensors (web and command adapters).
 	Sensors *renderer.Sensors
+	// GatesAdapters are the gater's operator gates commands by adapter name.
+	GatesAdapters *gater.GatesAdapters
 	// CloseTimeout bounds how long shutdown waits for in-flight handlers.
 	CloseTimeout time.Duration
 	Logger       *slog.Logger
@@ -114,7 +116,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 			}
 			h = rs.Handle
 		case bus.Gater:
-			h = gater.New(o.Store, o.Logger).WithViews(buckets.Views).Handle
+			h = gater.New(o.Store, o.Logger).WithViews(buckets.Views).WithGatesAdapters(o.GatesAdapters).Handle
 		case bus.Judge:
 			if o.Provider == nil {
 				cancel()

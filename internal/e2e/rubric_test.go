@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,13 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	batchpkg "github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 	"github.com/tribunal-dev/tribunal/pkg/views"
+	"github.com/tribunal-dev/tribunal/services/gater"
 )
 
 func needChromium(t *testing.T) {
@@ -225,3 +229,143 @@ func TestRubricProbeAndPrompt(t *testing.T) {
 type batchT = batchpkg.Batch
 
 func batchLoad(dir string) (*batchT, error) { return batchpkg.Load(dir) }
+
+// rubricBatch rewrites the feature's batch line (mode, budget) and returns it loaded.
+func rubricBatch(t *testing.T, dir, extra string) *batchT {
+	t.Helper()
+	os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte("version: 1\nname: rubric\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json"+extra+"}\n"), 0o644)
+	return loadBatchDir(t, dir)
+}
+
+func failingVerdict(dim string) map[string]any {
+	r := argus.DefaultRubric()
+	dims := map[string]any{}
+	for _, d := range r.DimensionNames() {
+		score := 1.0
+		if d == dim {
+			score = 0
+		}
+		dims[d] = map[string]any{"score": score, "anchor": r.Dimensions[d].Anchor, "evidence": "e"}
+	}
+	return map[string]any{"dimensions": dims, "closer_to_reference_than_prev": nil, "all_pass": false, "failed_dimensions": []string{dim}, "notes": "n"}
+}
+
+func scriptedRubric(t *testing.T, answers map[string]any) judge.Provider {
+	t.Helper()
+	o := judge.ScriptedOptions{RubricPass: true}
+	if answers != nil {
+		path := filepath.Join(t.TempDir(), "answers.json")
+		data, _ := json.Marshal(answers)
+		os.WriteFile(path, data, 0o644)
+		o.AnswersFile = path
+	}
+	p, err := judge.NewScripted(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRubricModesAndEnds pins the other ways a view's run ends: HE-1 (no reference:
+// a candidate render and NEEDS_CONTEXT), the iteration budget (BLOCKED), report-only (one
+// judged iteration, nothing decided), HE-2 (interactive: the first sign-off waits for a
+// person) and a red operator gate (the judge is never asked).
+func TestRubricModesAndEnds(t *testing.T) {
+	needChromium(t)
+	feature := func(t *testing.T, env *Env) string { return rubricFeature(t, env, "") }
+	manifestStatus := func(t *testing.T, raw json.RawMessage) string {
+		var m struct {
+			Features []struct {
+				Status string `json:"status"`
+			} `json:"features"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil || len(m.Features) != 1 {
+			t.Fatalf("rubric manifest: %v %s", err, raw)
+		}
+		return m.Features[0].Status
+	}
+
+	t.Run("HE-1 needs context", func(t *testing.T) {
+		env := NewEnv(t)
+		rec := recordCalls(scriptedRubric(t, nil))
+		env.Start(rec, "all", bus.Services...)
+		dir := feature(t, env)
+		spec, _ := os.ReadFile(filepath.Join(dir, "spec.json"))
+		spec = []byte(strings.Replace(string(spec), `"status": "present"`, `"status": "needed"`, 1))
+		os.WriteFile(filepath.Join(dir, "spec.json"), spec, 0o644)
+		res := env.Wait(env.Submit(loadBatchDir(t, dir), "team-a"), 60*time.Second)
+		if res.Rows[0].Status != "needs_context" || len(rec.Snapshot()) != 0 {
+			t.Fatalf("row %+v, %d judge calls", res.Rows[0], len(rec.Snapshot()))
+		}
+		if st := manifestStatus(t, res.Manifests["rubric"]); st != "NEEDS_CONTEXT" {
+			t.Fatalf("feature status %s", st)
+		}
+		if !strings.Contains(string(res.Manifests["rubric"]), `"candidate"`) {
+			t.Fatal("no candidate render offered")
+		}
+	})
+
+	t.Run("budget spent", func(t *testing.T) {
+		env := NewEnv(t)
+		env.Start(scriptedRubric(t, map[string]any{viewJob: failingVerdict("typography")}), "all", bus.Services...)
+		dir := feature(t, env)
+		res := env.Wait(env.Submit(rubricBatch(t, dir, ", max_iterations: 1"), "team-a"), 60*time.Second)
+		if res.Rows[0].Status != "budget_exhausted" || manifestStatus(t, res.Manifests["rubric"]) != "BLOCKED" {
+			t.Fatalf("row %+v", res.Rows[0])
+		}
+	})
+
+	t.Run("report-only", func(t *testing.T) {
+		env := NewEnv(t)
+		rec := recordCalls(scriptedRubric(t, map[string]any{viewJob: failingVerdict("hierarchy")}))
+		env.Start(rec, "all", bus.Services...)
+		dir := feature(t, env)
+		res := env.Wait(env.Submit(rubricBatch(t, dir, ", mode: report-only"), "team-a"), 60*time.Second)
+		if res.Rows[0].Status != "reported" || len(rec.Snapshot()) != 1 || res.Summary.ExitCode != 1 {
+			t.Fatalf("row %+v, %d calls, exit %d", res.Rows[0], len(rec.Snapshot()), res.Summary.ExitCode)
+		}
+		if got := env.subjectCount("tribunal.team-a.render.requested"); got != 1 {
+			t.Fatalf("%d renders requested, want 1 (report-only never re-renders)", got)
+		}
+	})
+
+	t.Run("HE-2 interactive", func(t *testing.T) {
+		env := NewEnv(t)
+		env.Start(scriptedRubric(t, nil), "all", bus.Services...)
+		dir := feature(t, env)
+		sub := env.Submit(rubricBatch(t, dir, ", mode: interactive"), "team-a")
+		r := env.clientRunning()
+		waitCond(t, 60*time.Second, "a sign-off waiting for a person", func() (bool, string) {
+			w, err := client.AwaitingSpotcheck(t.Context(), r.Buckets, sub.Tenant, sub.BatchID)
+			return err == nil && len(w) == 1, fmt.Sprint(len(w), err)
+		})
+		if err := client.Spotcheck(r.Pub, sub.Tenant, sub.BatchID, viewJob, false, "typography", "test"); err != nil {
+			t.Fatal(err)
+		}
+		res := env.Wait(sub, 30*time.Second)
+		if res.Rows[0].Status != "signed_off" || !strings.Contains(res.Rows[0].Detail, "spot-check typography") {
+			t.Fatalf("row %+v", res.Rows[0])
+		}
+		if st := manifestStatus(t, res.Manifests["rubric"]); st != "DONE_WITH_CONCERNS" {
+			t.Fatalf("feature status %s, want DONE_WITH_CONCERNS", st)
+		}
+	})
+
+	t.Run("red operator gate", func(t *testing.T) {
+		env := NewEnv(t)
+		rec := recordCalls(scriptedRubric(t, nil))
+		script := filepath.Join(t.TempDir(), "gates.sh")
+		os.WriteFile(script, []byte("#!/bin/sh\necho '{\"build\":\"pass\",\"lint\":\"fail\",\"type_check\":\"pass\"}'\n"), 0o755)
+		r, err := app.Start(t.Context(), env.Conn(), app.Options{Bus: env.Bus, Store: env.Store, Provider: rec, Instance: "all",
+			GatesAdapters: &gater.GatesAdapters{Commands: map[string]string{"web": script}}, CloseTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		dir := feature(t, env)
+		res := env.Wait(env.Submit(loadBatchDir(t, dir), "team-a"), 60*time.Second)
+		if res.Rows[0].Status != "needs_fixes" || !strings.Contains(res.Rows[0].Detail, "failing gates [lint]") || len(rec.Snapshot()) != 0 {
+			t.Fatalf("row %+v, %d judge calls", res.Rows[0], len(rec.Snapshot()))
+		}
+	})
+}

@@ -20,9 +20,10 @@ import (
 
 // Service gates rendered jobs.
 type Service struct {
-	store blob.Store
-	views jetstream.KeyValue
-	log   *slog.Logger
+	store    blob.Store
+	views    jetstream.KeyValue
+	adapters *GatesAdapters
+	log      *slog.Logger
 }
 
 // New builds the gater.

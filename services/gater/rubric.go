@@ -90,8 +90,17 @@ func (s *Service) gateRubric(ctx context.Context, ev events.Event, rd *events.Re
 			return nil, err
 		}
 	}
-	adapter := argus.AdapterGates{}
-	if rec.Baseline != nil {
+	specJSON, err := read(rs.SpecJSON)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	adapter, err := s.adapters.run(ctx, rs.Adapter, specJSON, probe, rs.Target, rs.State, rs.Appearance)
+	if err != nil {
+		// The operator's gates command is broken: a failed build gate says so and keeps
+		// the judge away, instead of a green floor nobody measured.
+		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Gates: []events.Gate{{Name: argus.GateBuild, Status: "fail", Detail: err.Error()}}}, nil
+	}
+	if rec.Baseline != nil && adapter.Snapshot == "" {
 		base, err := read(*rec.Baseline)
 		if err != nil {
 			return nil, fmt.Errorf("read snapshot baseline: %w", err)
