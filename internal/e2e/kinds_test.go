@@ -177,3 +177,25 @@ func TestKindSchemaViolations(t *testing.T) {
 		t.Fatalf("exit code %d, want 3", res.Summary.ExitCode)
 	}
 }
+
+// TestJudgePanel: with `judges: [m1, m2, m3]` every model votes, the manifest records
+// every vote and the agreement, and the majority wins.
+func TestJudgePanel(t *testing.T) {
+	env := NewEnv(t)
+	p := scriptedAll(t, nil)
+	env.Start(p, "all", bus.Services...)
+	files := TextBatch(2, "judges: [model-a, model-b, model-c]\n")
+	res := env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
+	if p.Calls() != 6 {
+		t.Fatalf("%d calls, want 3 per AC", p.Calls())
+	}
+	for _, r := range res.Rows {
+		if r.Agreement != "3/3" || strings.Count(r.Judge, "scripted/model-") != 3 {
+			t.Fatalf("row %+v", r)
+		}
+	}
+	c := res.Manifest.Comparisons[0]
+	if c.Tribunal == nil || c.Tribunal.Panel == nil || len(c.Tribunal.Panel.Votes) != 3 || c.Tribunal.Panel.Agreement != "3/3" {
+		t.Fatalf("manifest comparison %+v", c.Tribunal)
+	}
+}

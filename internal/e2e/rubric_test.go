@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	openaiapi "github.com/sashabaranov/go-openai"
+
 	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	batchpkg "github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -368,4 +371,52 @@ func TestRubricModesAndEnds(t *testing.T) {
 			t.Fatalf("row %+v, %d judge calls", res.Rows[0], len(rec.Snapshot()))
 		}
 	})
+}
+
+// TestRubricPromptOnTheWire: the rubric judge's request, as a local OpenAI-compatible
+// server receives it, holds the render and the reference as images, the tokens and the
+// spec as fenced text, and nothing of a diff or a builder note.
+func TestRubricPromptOnTheWire(t *testing.T) {
+	needChromium(t)
+	pass, _ := json.Marshal(failingVerdict("none"))
+	env, fake := fakeJudge(t, fakellm.Options{Respond: func(openaiapi.ChatCompletionRequest, int) fakellm.Reply {
+		return fakellm.Reply{Content: string(pass)}
+	}})
+	dir := rubricFeature(t, env, "")
+	res := env.Wait(env.Submit(loadBatchDir(t, dir), "team-a"), 60*time.Second)
+	if res.Rows[0].Status != "signed_off" {
+		t.Fatalf("row %+v", res.Rows[0])
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want 1", len(reqs))
+	}
+	images, text := 0, ""
+	for _, m := range reqs[0].Messages {
+		text += m.Content
+		for _, p := range m.MultiContent {
+			if p.ImageURL != nil && strings.HasPrefix(p.ImageURL.URL, "data:image/png;base64,") {
+				images++
+			}
+			text += p.Text
+		}
+	}
+	if images != 2 {
+		t.Fatalf("%d images, want the render and the reference", images)
+	}
+	tokens, _ := os.ReadFile(filepath.Join(dir, "tokens.json"))
+	specText, _ := os.ReadFile(filepath.Join(dir, "spec.md"))
+	for _, want := range []string{strings.TrimSpace(string(tokens))[:40], strings.TrimSpace(string(specText))[:40], "BEGIN PROBE", "adversarial judge"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("request lacks %q", want)
+		}
+	}
+	for _, banned := range []string{"diff --git", "--- a/", "+++ b/", "builder note", "implementer"} {
+		if strings.Contains(text, banned) {
+			t.Errorf("request holds %q", banned)
+		}
+	}
+	if reqs[0].ResponseFormat == nil || reqs[0].ResponseFormat.JSONSchema == nil || reqs[0].ResponseFormat.JSONSchema.Name != "rubric_verdict" {
+		t.Errorf("response format %+v", reqs[0].ResponseFormat)
+	}
 }
