@@ -2,6 +2,8 @@ package bus
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -164,7 +166,7 @@ func adapt(h Handler, deadLetters func(context.Context, []byte, string, string) 
 				return nil, Permanent(fmt.Errorf("event %s on subject %s claims tenant %q type %q", ev.ID, subj, ev.Tenant, ev.Type))
 			}
 		}
-		out, err := h(msg.Context(), ev)
+		out, err := h(WithPayloadDigest(msg.Context(), msg.Payload), ev)
 		if err != nil {
 			return nil, fmt.Errorf("handle %s %s (%s/%s/%s): %w", ev.Type, ev.ID, ev.Tenant, ev.BatchID, ev.JobID, err)
 		}
@@ -206,3 +208,19 @@ func (d deadLetterPublisher) Publish(topic string, msgs ...*message.Message) err
 }
 
 func (d deadLetterPublisher) Close() error { return nil }
+
+type payloadDigestKey struct{}
+
+// WithPayloadDigest records the SHA-256 of the event bytes being handled, so a handler
+// can chain exactly what it derived its decision from (see PayloadDigest).
+func WithPayloadDigest(ctx context.Context, payload []byte) context.Context {
+	sum := sha256.Sum256(payload)
+	return context.WithValue(ctx, payloadDigestKey{}, hex.EncodeToString(sum[:]))
+}
+
+// PayloadDigest is the SHA-256 of the wire bytes of the event being handled, or "" when
+// the handler was called directly.
+func PayloadDigest(ctx context.Context) string {
+	d, _ := ctx.Value(payloadDigestKey{}).(string)
+	return d
+}

@@ -6,6 +6,8 @@ package aggregator
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -157,7 +159,7 @@ func (s *Service) submitted(ctx context.Context, ev events.Event, p *events.JobS
 	rec := JobRecord{
 		Tenant: ev.Tenant, Batch: ev.BatchID, ACID: p.Spec.ACID, Index: p.Index, BatchSize: p.BatchSize,
 		BatchSource: p.BatchSource, Spec: p.Spec, Iteration: ev.Iteration, CorrelationID: ev.CorrelationID,
-		SubmittedAt: ev.Time, Status: StatusPending,
+		SubmittedAt: ev.Time, Status: StatusPending, Inputs: inputLink(ctx, ev),
 	}
 	if p.Spec.ACID != ev.JobID {
 		return bus.Permanent(fmt.Errorf("job.submitted %s: spec.ac_id %q differs from envelope job %q", ev.ID, p.Spec.ACID, ev.JobID))
@@ -187,6 +189,7 @@ func (s *Service) decide(ctx context.Context, ev events.Event, apply func(*JobRe
 		}
 		apply(r)
 		r.DecidedBy, r.DecidedAt = ev.ID, s.now()
+		r.Inputs = append(r.Inputs, inputLink(ctx, ev)...)
 		return true
 	})
 	if err != nil {
@@ -205,6 +208,37 @@ func (s *Service) decide(ctx context.Context, ev events.Event, apply func(*JobRe
 		out = append(out, more...)
 	}
 	return out, nil
+}
+
+// inputLink is one link of a job's digest chain: the event and its wire bytes' hash.
+func inputLink(ctx context.Context, ev events.Event) []string {
+	d := bus.PayloadDigest(ctx)
+	if d == "" {
+		return nil
+	}
+	return []string{ev.ID + ":" + d}
+}
+
+// ChainDigest folds links into one SHA-256 chain: each step hashes the previous digest
+// with the next link, so changing, dropping or reordering any event changes the result.
+func ChainDigest(links []string) string {
+	d := ""
+	for _, l := range links {
+		sum := sha256.Sum256([]byte(d + "\n" + l))
+		d = hex.EncodeToString(sum[:])
+	}
+	return d
+}
+
+// BatchDigest chains every job's inputs in batch order.
+func BatchDigest(recs []*JobRecord) string {
+	sorted := append([]*JobRecord(nil), recs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Index < sorted[j].Index })
+	var links []string
+	for _, r := range sorted {
+		links = append(links, r.Inputs...)
+	}
+	return ChainDigest(links)
 }
 
 // jobOutputs are the events a final job record stands for.
@@ -251,6 +285,7 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 		return nil, err
 	}
 	summary, manifests := Summarize(last.Tenant, last.Batch, recs, s.now())
+	digest := BatchDigest(recs)
 	refs := map[string]events.Blob{}
 	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric} {
 		m, ok := manifests[kind]
@@ -287,7 +322,7 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 			final = cur
 			return b, false
 		}
-		cur.Completion = &Completion{At: s.now(), By: last.ACID, Summary: summary, ManifestRef: ref, Manifests: refs}
+		cur.Completion = &Completion{At: s.now(), By: last.ACID, Summary: summary, ManifestRef: ref, Manifests: refs, Digest: digest}
 		won = true
 		final = cur
 		out, _ := json.Marshal(cur)
@@ -310,7 +345,7 @@ func completionEvents(h *BatchHeader) []events.Event {
 	var out []events.Event
 	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric} {
 		if ref, ok := c.Manifests[kind]; ok {
-			out = append(out, events.New(&events.ManifestEmitted{Kind: kind, Manifest: ref, ExitCode: c.Summary.ExitCode}, h.Tenant, h.Batch, "", 0, kind, nil))
+			out = append(out, events.New(&events.ManifestEmitted{Kind: kind, Manifest: ref, ExitCode: c.Summary.ExitCode, Digest: c.Digest}, h.Tenant, h.Batch, "", 0, kind, nil))
 		}
 	}
 	summary := c.Summary

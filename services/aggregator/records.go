@@ -51,6 +51,10 @@ type JobRecord struct {
 	Judges []string `json:"judges,omitempty"`
 	// Rubric is a rubric view's loop state in this batch.
 	Rubric *RubricRecord `json:"rubric,omitempty"`
+	// Inputs are the events the job's outcome was derived from, as "<event id>:<sha256
+	// of its wire bytes>", in the order they were applied: the links of the digest chain
+	// that manifests and sign-offs carry, so an auditor can prove what they rest on.
+	Inputs []string `json:"inputs,omitempty"`
 	// DecidedBy is the id of the event the final status was derived from.
 	DecidedBy string    `json:"decided_by,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitempty"`

@@ -154,7 +154,9 @@ func (s *Service) rubricStep(ctx context.Context, ev events.Event, step loopStep
 	decidedEv := events.New(decided, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)
 	var extra []events.Event
 	if status == StatusSignedOff || status == StatusAwaitingSpotcheck {
-		extra = append(extra, signoffEvent(ev, signoff, StatusSignedOff == status))
+		so := signoffEvent(ev, signoff, StatusSignedOff == status)
+		so.Payload.(*events.SignoffRecorded).Digest = ChainDigest(append(append([]string(nil), rec.Inputs...), inputLink(ctx, ev)...))
+		extra = append(extra, so)
 	}
 	if status == StatusPending || status == StatusAwaitingSpotcheck {
 		var next []events.Event
@@ -180,6 +182,7 @@ func (s *Service) rubricStep(ctx context.Context, ev events.Event, step loopStep
 			}
 			r.Rubric.Handled, r.Rubric.Pending, r.Rubric.Decision = ev.Iteration, encoded, dec
 			r.Judges = addJudge(r.Judges, step.judge)
+			r.Inputs = append(r.Inputs, inputLink(ctx, ev)...)
 			r.Rubric.LastVerdict, r.Rubric.Loop, r.Rubric.SignOff, r.Rubric.Render = vrec.LastVerdict, vrec.Loop, signoff, step.render
 			if status == StatusAwaitingSpotcheck {
 				r.Status = StatusAwaitingSpotcheck

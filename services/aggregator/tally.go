@@ -41,6 +41,8 @@ type Completion struct {
 	ManifestRef *events.Blob          `json:"manifest,omitempty"`
 	// Manifests holds every manifest of the batch by judge kind.
 	Manifests map[string]events.Blob `json:"manifests,omitempty"`
+	// Digest chains every event the batch's outcomes were derived from (BatchDigest).
+	Digest string `json:"digest,omitempty"`
 }
 
 // BatchKey is a batch header's key.
