@@ -1,0 +1,264 @@
+// Package chaos holds the fault-injection test: tribunal's services, NATS and the S3
+// server run as separate OS processes, and the test kills and restarts them while a batch
+// runs.
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/s3server"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tribunal-chaos-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "tribunal")
+	if out, err := exec.Command("go", "build", "-o", binary, "../../cmd/tribunal").CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("build tribunal: %v\n%s", err, out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// proc is one tribunal process the test can kill and start again with the same flags.
+type proc struct {
+	name string
+	args []string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+}
+
+func (p *proc) start(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd := exec.Command(binary, p.args...)
+	if p.log == nil {
+		p.log = &bytes.Buffer{}
+	}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", p.name, err)
+	}
+	p.cmd = cmd
+	go func() { _ = cmd.Wait() }()
+}
+
+// kill sends SIGKILL: no graceful shutdown, in-flight messages are simply abandoned.
+func (p *proc) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+}
+
+func waitReady(t *testing.T, url string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready after %s", url, timeout)
+}
+
+// TestChaos: during a 2,000-AC batch every service process is killed with SIGKILL at
+// random moments and restarted, the NATS server is killed and restarted once, and the S3
+// server is down for 10 seconds. The batch completes with exactly 2,000 results and
+// exactly one verdict per AC.
+func TestChaos(t *testing.T) {
+	const n = 2000
+	s3 := s3server.Start(t)
+	blobURL := s3.URL(s3server.Bucket(t)) + "&create_bucket=true"
+	natsAddr := freePort(t)
+	natsURL := "nats://" + natsAddr
+	natsProc := &proc{name: "nats", args: []string{"serve", "nats", "--listen", natsAddr, "--store", t.TempDir()}}
+	natsProc.start(t)
+	t.Cleanup(natsProc.kill)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", natsAddr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nats did not start: %s", natsProc.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	var services []*proc
+	var health []string
+	for _, svc := range []string{"renderer", "gater", "judge", "judge", "aggregator"} {
+		h := freePort(t)
+		args := []string{"serve", svc, "--nats", natsURL, "--blob", blobURL, "--health", h, "--ack-wait", "5s",
+			"--instance", fmt.Sprintf("%s-%d", svc, len(services)), "--log-level", "error"}
+		if svc == "judge" {
+			// Long enough that kills land on judge calls in flight.
+			args = append(args, "--scripted-latency", "1s")
+		}
+		p := &proc{name: svc, args: args}
+		p.start(t)
+		t.Cleanup(p.kill)
+		services = append(services, p)
+		health = append(health, "http://"+h+"/readyz")
+	}
+	for _, h := range health {
+		waitReady(t, h, 30*time.Second)
+	}
+
+	dir := t.TempDir()
+	var sb strings.Builder
+	sb.WriteString("version: 1\nname: chaos\nacs:\n")
+	for i := 0; i < n; i++ {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("o%d.md", i)), []byte(fmt.Sprintf("ours %d\n", i)), 0o644)
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%d.md", i)), []byte(fmt.Sprintf("reference %d\n", i)), 0o644)
+		fmt.Fprintf(&sb, "  - {id: AC-%d, criterion: c, ours: o%d.md, reference: r%d.md}\n", i, i, i)
+	}
+	os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(sb.String()), 0o644)
+	out, err := exec.Command(binary, "submit", dir, "--nats", natsURL, "--blob", blobURL).Output()
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	batchID := strings.TrimSpace(string(out))
+
+	// Chaos, while the batch runs.
+	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	var s3Down time.Time
+	for round := 0; round < 8; round++ {
+		p := services[rng.IntN(len(services))]
+		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		p.kill()
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		p.start(t)
+		switch round {
+		case 3:
+			natsProc.kill()
+			time.Sleep(time.Second)
+			natsProc.start(t)
+		case 5:
+			s3Down = time.Now()
+			s3.Stop()
+			time.Sleep(10 * time.Second)
+			s3.Restart()
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	watch := exec.CommandContext(ctx, binary, "watch", "--batch", batchID, "--nats", natsURL, "--blob", blobURL, "--json", "--quiet")
+	res, err := watch.Output()
+	if ctx.Err() != nil {
+		for _, p := range append(services, natsProc) {
+			t.Logf("%s log:\n%s", p.name, tailOf(p.log.String(), 2000))
+		}
+		t.Fatalf("batch did not complete: %v", ctx.Err())
+	}
+	var results struct {
+		Summary struct{ Total, Compared, Blocked int }
+		Rows    []struct {
+			ACID   string `json:"ac_id"`
+			Status string `json:"status"`
+			Reason string `json:"reason"`
+		} `json:"results"`
+	}
+	if jerr := json.Unmarshal(res, &results); jerr != nil {
+		t.Fatalf("watch output (%v): %v\n%s", err, jerr, res)
+	}
+	seen := map[string]bool{}
+	for _, r := range results.Rows {
+		if seen[r.ACID] {
+			t.Fatalf("%s reported twice", r.ACID)
+		}
+		seen[r.ACID] = true
+		if r.Status != "compared" {
+			t.Errorf("%s: %s %s", r.ACID, r.Status, r.Reason)
+		}
+	}
+	if len(results.Rows) != n || results.Summary.Total != n {
+		t.Fatalf("%d results (summary %d), want %d", len(results.Rows), results.Summary.Total, n)
+	}
+	// Exactly one verdict per AC in the stream, whatever was killed mid-call.
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(ctx, "TRIBUNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("tribunal.default.verdict.emitted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Subjects["tribunal.default.verdict.emitted"]; got != n {
+		t.Fatalf("%d verdicts in the stream, want exactly %d", got, n)
+	}
+	// The faults must have landed on a running batch, not after it.
+	kv, err := js.KeyValue(ctx, "tribunal_batches")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "default."+batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var header struct {
+		Completion struct{ At time.Time } `json:"completion"`
+	}
+	if err := json.Unmarshal(e.Value(), &header); err != nil {
+		t.Fatal(err)
+	}
+	if !header.Completion.At.After(s3Down) {
+		t.Fatalf("the batch completed at %s, before the S3 outage at %s: the chaos missed it", header.Completion.At, s3Down)
+	}
+	t.Logf("batch completed %s after the S3 outage began", header.Completion.At.Sub(s3Down).Round(time.Second))
+}
+
+func tailOf(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
