@@ -19,8 +19,13 @@ import (
 	"strings"
 )
 
-// DefaultMaxSize is the largest object a Store accepts unless configured otherwise.
-const DefaultMaxSize int64 = 20 << 20
+// DefaultMaxSize is the largest object a Store accepts unless configured otherwise. It
+// bounds what the system itself writes (a 100,000-AC manifest is tens of MiB); the
+// artifacts a batch submits are held to the smaller ArtifactMaxSize where they enter.
+const DefaultMaxSize int64 = 512 << 20
+
+// ArtifactMaxSize is the default limit on one submitted or fetched artifact.
+const ArtifactMaxSize int64 = 20 << 20
 
 var (
 	// ErrNotFound is returned when no object exists for a Ref.

@@ -40,7 +40,7 @@ type Submitter struct {
 	Store blob.Store
 	// AllowOutside lets artifact paths leave the batch folder.
 	AllowOutside bool
-	// MaxArtifactBytes bounds one uploaded artifact (default blob.DefaultMaxSize).
+	// MaxArtifactBytes bounds one uploaded artifact (default blob.ArtifactMaxSize).
 	MaxArtifactBytes int64
 	// ServeFeature, when set, serves a rubric feature folder over HTTP and returns its
 	// base URL, so targets may name pages inside the folder (the all-in-one mode).
@@ -231,7 +231,7 @@ func (s *Submitter) source(ctx context.Context, b *batch.Batch, tenant, name str
 	}
 	limit := s.MaxArtifactBytes
 	if limit <= 0 {
-		limit = blob.DefaultMaxSize
+		limit = blob.ArtifactMaxSize
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -247,10 +247,13 @@ func (s *Submitter) source(ctx context.Context, b *batch.Batch, tenant, name str
 	if st, err := f.Stat(); err == nil && st.IsDir() {
 		src.Error = "unreadable artifact: " + name + " is a directory"
 		return src, nil
+	} else if err == nil && st.Size() > limit {
+		src.Error = fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", name, limit)
+		return src, nil
 	}
-	attrs, err := s.Store.Put(ctx, tenant, io.LimitReader(f, limit+1), blob.PutOptions{})
+	attrs, err := s.Store.Put(ctx, tenant, &limitedReader{r: f, left: limit}, blob.PutOptions{})
 	switch {
-	case errors.Is(err, blob.ErrTooLarge):
+	case errors.Is(err, blob.ErrTooLarge) || errors.Is(err, errArtifactTooLarge):
 		src.Error = fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", name, limit)
 	case err != nil:
 		return src, fmt.Errorf("upload %s: %w", name, err)
@@ -267,4 +270,22 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+var errArtifactTooLarge = errors.New("artifact too large")
+
+// limitedReader fails, rather than truncating, once more than left bytes were read: a
+// file that grew after its size was checked must not be stored cut short.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n, errArtifactTooLarge
+	}
+	return n, err
 }
