@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
@@ -39,6 +40,8 @@ type runFlags struct {
 	timeout      time.Duration
 	adapters     []string
 	gates        []string
+	console      string
+	metrics      string
 	judge        judgeFlags
 }
 
@@ -76,6 +79,8 @@ The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every A
 	fs.BoolVar(&f.allowPrivate, "allow-private-urls", false, "allow artifact URLs on loopback, private and link-local addresses")
 	fs.IntVar(&f.concurrency, "concurrency", 64, "messages in flight per service")
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	fs.StringVar(&f.console, "console", "", "serve the web console on this address while the batch runs, e.g. 127.0.0.1:8090")
+	fs.StringVar(&f.metrics, "metrics", "", "serve /metrics, /healthz and /readyz on this address while the batch runs")
 	fs.StringArrayVar(&f.gates, "gates-adapter", nil, "rubric: an operator gates command, name=/path/to/gates.sh, printing build/lint/type_check/token_compliance/snapshot/flows as JSON (repeatable)")
 	fs.StringArrayVar(&f.adapters, "adapter", nil, "rubric: a command sensor adapter, name=/path/to/sense.sh (repeatable; web is built in)")
 	f.judge.register(fs)
@@ -95,7 +100,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	for _, ac := range b.ACs {
 		interactive = interactive || ac.Mode == events.ModeInteractive
 	}
-	if interactive && !isatty.IsTerminal(os.Stdin.Fd()) {
+	if interactive && f.console == "" && !isatty.IsTerminal(os.Stdin.Fd()) {
 		return exitError{2, fmt.Errorf("%s: interactive rubric mode asks a person on this terminal, but standard input is not one: use mode headless here, or the services with `tribunal spotcheck`", b.Path)}
 	}
 	if f.timeout > 0 {
@@ -125,6 +130,26 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	defer env.Close()
 	features := &featureServer{}
 	defer features.Close()
+	if f.console != "" {
+		cctx, ccancel := context.WithCancel(ctx)
+		addr, wait, err := startConsole(cctx, f.console, console.Config{Buckets: env.Running.Buckets, Store: env.Store, Pub: env.Running.Pub,
+			Logger: slog.Default(), Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, "")})
+		if err != nil {
+			ccancel()
+			return exitError{2, err}
+		}
+		defer func() { ccancel(); wait() }()
+		fmt.Fprintf(os.Stderr, "console: http://%s\n", addr)
+	}
+	if f.metrics != "" {
+		mctx, mcancel := context.WithCancel(ctx)
+		defer mcancel()
+		addr, err := app.ServeHealth(mctx, f.metrics, env.Running.Ready, slog.Default())
+		if err != nil {
+			return exitError{2, err}
+		}
+		fmt.Fprintf(os.Stderr, "metrics: http://%s/metrics\n", addr)
+	}
 
 	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store, AllowOutside: f.allowOutside, ServeFeature: features.serve}
 	s, err := sub.Submit(ctx, b, tenant, client.NewBatchID(b))
@@ -133,7 +158,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	}
 	progress := newProgress(os.Stderr, f.quiet || f.asJSON)
 	report := progress.report
-	if interactive {
+	if interactive && f.console == "" {
 		asked := map[string]bool{}
 		in := bufio.NewReader(os.Stdin)
 		report = func(p client.Progress) {

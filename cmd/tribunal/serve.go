@@ -97,14 +97,15 @@ func newServeCmd() *cobra.Command {
 	var allowPrivate bool
 	var natsListen, natsStore, natsConfig string
 	var adapters, gatesAdapters []string
+	var consoleAddr, tokensFile string
 	cmd := &cobra.Command{
-		Use:   "serve <renderer|gater|judge|aggregator|all|nats>",
+		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console>",
 		Short: "Run a service as a long-lived process",
 		Long: `serve runs one of tribunal's services against a NATS JetStream server and a blob store, with
-/healthz and /readyz on --health. Run as many instances of a service as you like: they share
-the service's durable consumer, so judges scale horizontally. "all" runs the four services in
-one process; "nats" runs an embedded NATS server with JetStream (the same build as the
-all-in-one mode) for a single host or for tests.
+/healthz, /readyz and Prometheus /metrics on --health. Run as many instances of a service as
+you like: they share the service's durable consumer, so judges scale horizontally. "all" runs
+the four services in one process; "nats" runs an embedded NATS server with JetStream (the
+same build as the all-in-one mode) for a single host or for tests.
 
 Every flag can also be set through the TRIBUNAL_* environment variable named in its help.`,
 		Example: `  tribunal serve nats --listen 127.0.0.1:4222 --store /var/lib/tribunal/nats
@@ -112,11 +113,14 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
       --judge openai --judge-model gpt-4o-mini
   tribunal serve all --nats nats://127.0.0.1:4222 --blob file:///var/lib/tribunal/blobs`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats"},
+		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats", "console"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if args[0] == "nats" {
 				return serveNATS(ctx, natsListen, natsStore, natsConfig)
+			}
+			if args[0] == "console" {
+				return serveConsole(ctx, &conn, consoleAddr, tokensFile)
 			}
 			var services []string
 			switch args[0] {
@@ -141,9 +145,11 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs := cmd.Flags()
 	conn.register(fs)
 	jf.register(fs)
-	fs.StringVar(&health, "health", envOr("TRIBUNAL_HEALTH_ADDR", ":8080"), "address of the /healthz and /readyz endpoints (env TRIBUNAL_HEALTH_ADDR)")
+	fs.StringVar(&health, "health", envOr("TRIBUNAL_HEALTH_ADDR", ":8080"), "address of the /healthz, /readyz and /metrics endpoints (env TRIBUNAL_HEALTH_ADDR)")
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service in this process (backpressure)")
 	fs.BoolVar(&allowPrivate, "allow-private-urls", os.Getenv("TRIBUNAL_ALLOW_PRIVATE_URLS") == "true", "renderer: allow artifact URLs on loopback, private and link-local addresses")
+	fs.StringVar(&consoleAddr, "console-addr", envOr("TRIBUNAL_CONSOLE_ADDR", "127.0.0.1:8090"), "console: address of the web console (env TRIBUNAL_CONSOLE_ADDR)")
+	fs.StringVar(&tokensFile, "tokens", envOr("TRIBUNAL_CONSOLE_TOKENS", ""), "console: JSON file {\"<token>\": \"<tenant>\"} for per-team access (\"*\" sees every team); without it the console only listens on loopback (env TRIBUNAL_CONSOLE_TOKENS)")
 	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
 	fs.StringArrayVar(&adapters, "adapter", nil, "renderer: a rubric command sensor, name=/path/to/sense.sh (repeatable; web is built in)")
 	fs.StringVar(&natsListen, "listen", "127.0.0.1:4222", "nats: client address to listen on")
@@ -158,7 +164,7 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 		return err
 	}
 	defer nc.Close()
-	store, err := blob.OpenURL(ctx, conn.blobURL)
+	store, err := openStore(ctx, conn.blobURL, conn.connectTO)
 	if err != nil {
 		return exitError{2, err}
 	}
@@ -205,4 +211,22 @@ func serveNATS(ctx context.Context, listen, store, config string) error {
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	return nil
+}
+
+// openStore opens the blob store, retrying while it is unreachable: a service that
+// starts during an object-store outage waits for it instead of exiting.
+func openStore(ctx context.Context, rawURL string, wait time.Duration) (blob.Store, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		store, err := blob.OpenURL(ctx, rawURL)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return store, err
+		}
+		slog.Warn("blob store not reachable yet, retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -1,7 +1,7 @@
 // Package app wires tribunal's services onto a NATS connection: provisioning, one
-// Watermill router per service, health endpoints. The CLI's serve, run and bench modes
-// all start services through it, so the all-in-one mode runs exactly the code the
-// distributed mode runs.
+// Watermill router per service, health and metrics endpoints. The CLI's serve, run and
+// bench modes all start services through it, so the all-in-one mode runs exactly the code
+// the distributed mode runs.
 package app
 
 import (
@@ -23,6 +23,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
 	"github.com/tribunal-dev/tribunal/services/gater"
 	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
@@ -64,6 +65,8 @@ type Running struct {
 	wg       sync.WaitGroup
 	nc       *nats.Conn
 	services []string
+	// unwatch removes the services' consumer backlogs from the metrics.
+	unwatch []func()
 }
 
 // Start provisions the bus and runs the requested services until Close.
@@ -71,6 +74,8 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	// Lines logged with a handler's context name its tenant, batch, job and trace.
+	o.Logger = telemetry.WithContext(o.Logger)
 	if o.Services == nil {
 		o.Services = bus.Services
 	}
@@ -155,6 +160,9 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 			return nil, fmt.Errorf("service %s did not start", svc)
 		}
 	}
+	for svc := range r.routers {
+		r.unwatch = append(r.unwatch, telemetry.Default().WatchPending(svc, consumerPending(js, cfg.Stream, bus.ConsumerName(svc))))
+	}
 	return r, nil
 }
 
@@ -185,10 +193,32 @@ func (r *Running) Close() {
 	wg.Wait()
 	r.cancel()
 	r.wg.Wait()
+	for _, stop := range r.unwatch {
+		stop()
+	}
 }
 
-// ServeHealth serves /healthz (the process is alive) and /readyz (connected and every
-// service running) on addr until ctx ends. It returns the bound address.
+// consumerPending asks JetStream for a durable consumer's backlog at scrape time:
+// messages not yet delivered plus delivered and not yet acked, across every instance
+// bound to it.
+func consumerPending(js jetstream.JetStream, stream, consumer string) telemetry.PendingFunc {
+	return func(ctx context.Context) (uint64, error) {
+		c, err := js.Consumer(ctx, stream, consumer)
+		if err != nil {
+			return 0, err
+		}
+		info := c.CachedInfo()
+		return info.NumPending + uint64(max(info.NumAckPending, 0)), nil
+	}
+}
+
+// MetricsHandler serves the process's Prometheus metrics (every service it runs, plus
+// the Go runtime), for a process that mounts it on a server of its own.
+func MetricsHandler() http.Handler { return telemetry.Handler() }
+
+// ServeHealth serves /healthz (the process is alive), /readyz (connected and every
+// service running) and /metrics (Prometheus) on addr until ctx ends. It returns the
+// bound address.
 func ServeHealth(ctx context.Context, addr string, ready func() error, log *slog.Logger) (string, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -199,6 +229,7 @@ func ServeHealth(ctx context.Context, addr string, ready func() error, log *slog
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	mux.Handle("/metrics", MetricsHandler())
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("health endpoint %s: %w", addr, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Metadata keys tribunal sets on Watermill messages. They travel as NATS headers.
@@ -42,7 +43,8 @@ func NewPublisher(js jetstream.JetStream) *Publisher {
 }
 
 // Publish implements message.Publisher. topic is used as the subject only when a message
-// carries no MetaSubject.
+// carries no MetaSubject. A message whose context holds a span carries it on as a W3C
+// traceparent header.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
@@ -52,6 +54,9 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		if subject == "" {
 			subject = topic
 		}
+		// The span context the message was produced under (the router gives produced
+		// messages their handler's) travels as a W3C traceparent header.
+		telemetry.Inject(m.Context(), m.Metadata)
 		nm := &nats.Msg{Subject: subject, Data: m.Payload, Header: nats.Header{}}
 		for k, v := range m.Metadata {
 			if k == MetaSubject || k == MetaDelivered || k == MetaStreamSeq {

@@ -14,8 +14,12 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Handler is a service's business logic for one event. It returns the events it derives;
@@ -69,8 +73,11 @@ type RouterConfig struct {
 // NewRouter wires handler into a Watermill router reading the service's durable consumer
 // through sub and publishing through pub. Middleware, outermost first: dead letters
 // (permanent or exhausted failures are published to tribunal._dlq.<service> with the
-// original payload and the reason, then acked), exhaustion marking, retry with backoff,
-// correlation ids, and panic recovery.
+// original payload and the reason, then acked), exhaustion marking, tracing (one span per
+// delivery, continuing the trace carried in the message's metadata), metrics (handled and
+// failed per event type, latency), retry with backoff, correlation ids, and panic
+// recovery. Tracing and metrics sit outside the retries, so one delivery is one span and
+// one count however many in-process attempts it took.
 func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, handler Handler) (*message.Router, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -87,7 +94,7 @@ func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, 
 	if cfg.MaxDeliver == 0 {
 		cfg.MaxDeliver = Config{}.withDefaults().MaxDeliver
 	}
-	logger := cfg.Logger.With("service", cfg.Service)
+	logger := telemetry.WithContext(cfg.Logger).With("service", cfg.Service)
 	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: cfg.CloseTimeout}, watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug}))
 	if err != nil {
 		return nil, fmt.Errorf("router for %s: %w", cfg.Service, err)
@@ -99,6 +106,8 @@ func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, 
 	r.AddMiddleware(
 		dlq,
 		exhausted(cfg.MaxDeliver),
+		tracing(cfg.Service),
+		metrics(cfg.Service),
 		middleware.Retry{
 			MaxRetries:      cfg.MaxRetries,
 			InitialInterval: cfg.RetryInitial,
@@ -136,19 +145,98 @@ func exhausted(maxDeliver int) message.HandlerMiddleware {
 	}
 }
 
+// messageType names a message's event type for metrics and spans. It is read from the
+// subject, which ParseSubject checks against the known types, never from a header a
+// publisher chose, so the label set stays bounded.
+func messageType(msg *message.Message) string {
+	subj := msg.Metadata.Get(MetaSubject)
+	if strings.HasPrefix(subj, events.DeadLetterPrefix+".") {
+		return "dead_letter"
+	}
+	if _, typ, err := events.ParseSubject(subj); err == nil {
+		return string(typ)
+	}
+	return "unknown"
+}
+
+// tracing runs each delivery in a span "<service> <event type>" whose parent is the span
+// context in the message's metadata (or the job's root, see telemetry.Extract), and gives
+// that context to the handler and to every message it produces: the publisher writes it
+// into their metadata, so the next service continues the same trace. The incoming
+// message keeps the span context too, so a dead letter continues the trace.
+func tracing(service string) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			typ := messageType(msg)
+			ctx := telemetry.Extract(msg.Context(), msg.Metadata, msg.Metadata.Get(MetaCorrelation))
+			attrs := []attribute.KeyValue{
+				telemetry.AttrService.String(service), telemetry.AttrEventType.String(typ), telemetry.AttrEventID.String(msg.UUID),
+				attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", msg.Metadata.Get(MetaSubject)),
+			}
+			if tenant, _, err := events.ParseSubject(msg.Metadata.Get(MetaSubject)); err == nil {
+				attrs = append(attrs, telemetry.AttrTenant.String(tenant))
+			}
+			if n, err := strconv.Atoi(msg.Metadata.Get(MetaDelivered)); err == nil {
+				attrs = append(attrs, telemetry.AttrDelivered.Int(n))
+			}
+			ctx, span := telemetry.Tracer().Start(ctx, service+" "+typ, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+			defer span.End()
+			msg.SetContext(ctx)
+			out, err := h(msg)
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			for _, m := range out {
+				m.SetContext(ctx)
+			}
+			return out, err
+		}
+	}
+}
+
+// metrics counts each delivery as handled or failed by event type and observes how
+// long it took. A delivery interrupted by a shutdown is neither: it goes back uncounted.
+func metrics(service string) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			start := time.Now()
+			out, err := h(msg)
+			if err == nil || msg.Context().Err() == nil {
+				telemetry.Handled(service, messageType(msg), time.Since(start), err)
+			}
+			return out, err
+		}
+	}
+}
+
+// withEvent puts the event's identity on the handler's span and in its context, where
+// a telemetry.ContextHandler adds it to every line logged with that context.
+func withEvent(ctx context.Context, ev events.Event) context.Context {
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrTenant.String(ev.Tenant), telemetry.AttrBatch.String(ev.BatchID),
+		telemetry.AttrJob.String(ev.JobID), telemetry.AttrIteration.Int(ev.Iteration))
+	return telemetry.WithEvent(ctx, telemetry.Event{Tenant: ev.Tenant, Batch: ev.BatchID, Job: ev.JobID, Type: string(ev.Type), ID: ev.ID})
+}
+
 func adapt(h Handler, deadLetters func(context.Context, []byte, string, string) ([]events.Event, error), logger *slog.Logger) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		if subj := msg.Metadata.Get(MetaSubject); strings.HasPrefix(subj, events.DeadLetterPrefix+".") {
 			if deadLetters != nil {
+				ctx := msg.Context()
+				if ev, err := events.Decode(msg.Payload); err == nil {
+					ctx = withEvent(ctx, ev)
+				}
 				service := strings.TrimPrefix(subj, events.DeadLetterPrefix+".")
-				out, err := deadLetters(msg.Context(), msg.Payload, msg.Metadata.Get(MetaReason), service)
+				// The dead letter's bytes are the original event's: chain them like any input.
+				out, err := deadLetters(WithPayloadDigest(ctx, msg.Payload), msg.Payload, msg.Metadata.Get(MetaReason), service)
 				if err != nil {
 					if msg.Context().Err() != nil {
 						return nil, err
 					}
-					logger.Error("dead letter not recorded", "subject", subj, "msg_id", msg.UUID, "err", err)
+					logger.ErrorContext(ctx, "dead letter not recorded", "subject", subj, "msg_id", msg.UUID, "err", err)
 					return nil, nil
 				}
+				logger.DebugContext(ctx, "dead letter handled", "from", service, "outputs", len(out))
 				return Messages(out...)
 			}
 			return nil, nil
@@ -166,10 +254,13 @@ func adapt(h Handler, deadLetters func(context.Context, []byte, string, string) 
 				return nil, Permanent(fmt.Errorf("event %s on subject %s claims tenant %q type %q", ev.ID, subj, ev.Tenant, ev.Type))
 			}
 		}
-		out, err := h(WithPayloadDigest(msg.Context(), msg.Payload), ev)
+		ctx := withEvent(msg.Context(), ev)
+		out, err := h(WithPayloadDigest(ctx, msg.Payload), ev)
 		if err != nil {
+			logger.DebugContext(ctx, "event handler failed", "err", err)
 			return nil, fmt.Errorf("handle %s %s (%s/%s/%s): %w", ev.Type, ev.ID, ev.Tenant, ev.BatchID, ev.JobID, err)
 		}
+		logger.DebugContext(ctx, "event handled", "outputs", len(out))
 		return Messages(out...)
 	}
 }
@@ -200,11 +291,18 @@ func (d deadLetterPublisher) Publish(topic string, msgs ...*message.Message) err
 		c.Metadata.Set(MetaOriginalSubject, m.Metadata.Get(MetaSubject))
 		c.Metadata.Set(MetaOriginalID, m.UUID)
 		c.Metadata.Set(MetaSubject, topic)
-		d.logger.Error("message sent to dead letters", "subject", topic, "msg_id", m.UUID,
+		// The handler's span context: the aggregator's handling of the dead letter
+		// continues the job's trace under the span that gave up.
+		c.SetContext(m.Context())
+		d.logger.ErrorContext(m.Context(), "message sent to dead letters", "subject", topic, "msg_id", m.UUID,
 			"original_subject", m.Metadata.Get(MetaSubject), "reason", m.Metadata.Get(MetaReason))
 		out = append(out, c)
 	}
-	return d.pub.Publish(topic, out...)
+	if err := d.pub.Publish(topic, out...); err != nil {
+		return err
+	}
+	telemetry.DeadLettered(d.service, len(out))
+	return nil
 }
 
 func (d deadLetterPublisher) Close() error { return nil }

@@ -24,6 +24,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/critic"
 	"github.com/tribunal-dev/tribunal/pkg/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Service aggregates verdicts.
@@ -188,6 +189,7 @@ func (s *Service) decide(ctx context.Context, ev events.Event, apply func(*JobRe
 			return false
 		}
 		apply(r)
+		telemetry.JudgeDisagreements(r.Spec.Kind, r.Decided)
 		r.DecidedBy, r.DecidedAt = ev.ID, s.now()
 		r.Inputs = append(r.Inputs, inputLink(ctx, ev)...)
 		return true
@@ -251,7 +253,14 @@ func jobOutputs(r *JobRecord, cause *events.Envelope) []events.Event {
 	} else {
 		return nil
 	}
-	e := events.New(p, r.Tenant, r.Batch, r.ACID, r.Iteration, "", cause)
+	// A rubric view may have published a pending decision at this iteration already
+	// (a confirmation); its final outcome needs its own id or it would be dropped as a
+	// duplicate of that one.
+	step := ""
+	if r.Spec.Kind == events.KindRubric {
+		step = "final"
+	}
+	e := events.New(p, r.Tenant, r.Batch, r.ACID, r.Iteration, step, cause)
 	e.CorrelationID = r.CorrelationID
 	return []events.Event{e}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
@@ -181,6 +182,7 @@ func (s *Service) rubricStep(ctx context.Context, ev events.Event, step loopStep
 				r.Rubric = &RubricRecord{}
 			}
 			r.Rubric.Handled, r.Rubric.Pending, r.Rubric.Decision = ev.Iteration, encoded, dec
+			telemetry.JudgeDisagreements(events.KindRubric, decided)
 			r.Judges = addJudge(r.Judges, step.judge)
 			r.Inputs = append(r.Inputs, inputLink(ctx, ev)...)
 			r.Rubric.LastVerdict, r.Rubric.Loop, r.Rubric.SignOff, r.Rubric.Render = vrec.LastVerdict, vrec.Loop, signoff, step.render

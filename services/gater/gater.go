@@ -16,6 +16,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Service gates rendered jobs.
@@ -41,6 +42,7 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 		return nil, bus.Permanent(fmt.Errorf("gater got %s", ev.Type))
 	}
 	out := func(p events.Payload) []events.Event {
+		telemetry.GateFailures(p)
 		return []events.Event{events.New(p, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}
 	}
 	if rd.Blocked != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	pj "github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Service judges gated jobs.
@@ -105,6 +106,7 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 				return nil, err
 			}
 			votes = append(votes, v)
+			telemetry.JudgeCall(gd.Kind, v.Judge, v.Status)
 		}
 	}
 	out := &events.VerdictEmitted{Kind: gd.Kind, Votes: votes}

@@ -15,6 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	pj "github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // handleCritic scores one output against its task.
@@ -37,6 +38,7 @@ func (s *Service) handleCritic(ctx context.Context, ev events.Event, gd *events.
 	}
 	v := &events.CriticVote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
 	v.Judge.Instance, v.Judge.Cached = s.instance, cached
+	telemetry.JudgeCall(events.KindCritic, v.Judge, v.Status)
 	if o.Status == "ok" {
 		v.Correctness, v.Slop, v.Scope, v.Rationale = o.Answer.Correctness, o.Answer.Slop, o.Answer.Scope, o.Answer.Rationale
 		v.ClaimedVerdict, v.ClaimedQuality = o.Answer.Verdict, o.Answer.Quality
@@ -71,6 +73,7 @@ func (s *Service) handleEquivalence(ctx context.Context, ev events.Event, gd *ev
 		}
 		v := events.CaseVote{CaseID: c.CaseID, Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
 		v.Judge.Instance, v.Judge.Cached = s.instance, cached
+		telemetry.JudgeCall(events.KindEquivalence, v.Judge, v.Status)
 		if o.Status == "ok" {
 			v.Verdict, v.BehaviourDelta = o.Answer.Verdict, o.Answer.BehaviourDelta
 			e := o.Answer.EfficiencySignal

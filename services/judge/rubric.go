@@ -9,6 +9,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	pj "github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // handleRubric scores one rendered view against its rubric.
@@ -58,6 +59,7 @@ func (s *Service) handleRubric(ctx context.Context, ev events.Event, gd *events.
 		}
 	}
 	v.Judge.Instance, v.Judge.Cached = s.instance, cached
+	telemetry.JudgeCall(events.KindRubric, v.Judge, v.Status)
 	if o.Status == "ok" {
 		o.Answer.Iteration = rj.LoopIteration
 		data, _ := json.Marshal(o.Answer)

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/internal/console"
+	"github.com/tribunal-dev/tribunal/pkg/audit"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/services/aggregator"
+)
+
+// serveConsole runs the web console against running services until ctx ends. The
+// console reads the services' key-value state, so it connects like the client commands
+// but needs the services' NATS user; teams are kept apart by the console's own tokens
+// (tokensFile: {"<token>": "<tenant>"}, "*" for a token that sees every tenant).
+//
+// Without a tokens file the console is open and shows every tenant. That is meant for a
+// single team on one machine, so it is refused on anything but a loopback address.
+func serveConsole(ctx context.Context, conn *connFlags, addr string, tokensFile string) error {
+	tokens, err := console.LoadTokens(tokensFile)
+	if err != nil {
+		return exitError{2, err}
+	}
+	if len(tokens) == 0 && !loopbackAddr(addr) {
+		return exitError{2, fmt.Errorf("console on %s without a tokens file would show every team's batches to anyone who reaches it: give a tokens file ({\"<token>\": \"<tenant>\"}) or listen on 127.0.0.1", addr)}
+	}
+	env, err := connectClient(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	b, err := env.buckets(ctx)
+	if err != nil {
+		return err
+	}
+	bound, wait, err := startConsole(ctx, addr, console.Config{Buckets: b, Store: env.store, Pub: env.pub, Tenants: tokens, Logger: slog.Default(),
+		Audit: auditHook(env.js, b, env.store, conn.stream)})
+	if err != nil {
+		return err
+	}
+	slog.Info("console serving", "url", "http://"+bound, "tokens", len(tokens), "open", len(tokens) == 0)
+	<-ctx.Done()
+	wait()
+	return nil
+}
+
+// startConsole serves the console on addr until ctx ends. It returns the bound address
+// (addr may name port 0) and a wait func that returns once the server has shut down,
+// so the caller can keep NATS and the blob store open until the last request is done.
+// The all-in-one mode calls it with its embedded buckets, store and publisher.
+func startConsole(ctx context.Context, addr string, cfg console.Config) (string, func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("console %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           console.New(cfg),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("console stopped", "addr", addr, "err", err)
+		}
+	}()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+	}()
+	return ln.Addr().String(), func() { <-stopped }, nil
+}
+
+// loopbackAddr reports whether a listen address only accepts local connections.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// auditHook lets the console show a batch's audit: replay the stream, re-derive, and
+// check the aggregator's state.
+func auditHook(js jetstream.JetStream, b bus.Buckets, store blob.Store, stream string) func(context.Context, string, string) (any, error) {
+	return func(ctx context.Context, tenant, batch string) (any, error) {
+		recs, err := audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batch, Stream: stream})
+		if err != nil {
+			return nil, err
+		}
+		rep := audit.Audit(recs, store)
+		h, _, _ := aggregator.LoadHeader(ctx, b.Batches, tenant, batch)
+		jobs, _ := aggregator.LoadJobs(ctx, b.Jobs, tenant, batch)
+		audit.CheckState(&rep, h, jobs)
+		return &rep, nil
+	}
+}

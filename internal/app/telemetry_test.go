@@ -1,0 +1,389 @@
+package app_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
+)
+
+const tenant = "team-a"
+
+// meteredProvider is a scripted judge that reports token usage (the scripted provider
+// reports none) and, while held, keeps every call waiting so a test can see the judge's
+// backlog.
+type meteredProvider struct {
+	*judge.Scripted
+	hold chan struct{}
+}
+
+func newMetered(t *testing.T) *meteredProvider {
+	t.Helper()
+	s, err := judge.NewScripted(judge.ScriptedOptions{Winner: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &meteredProvider{Scripted: s, hold: make(chan struct{})}
+}
+
+func (p *meteredProvider) Complete(ctx context.Context, req judge.Request) (judge.Response, error) {
+	select {
+	case <-p.hold:
+	case <-ctx.Done():
+		return judge.Response{}, ctx.Err()
+	}
+	resp, err := p.Scripted.Complete(ctx, req)
+	resp.PromptTokens, resp.CompletionTokens = 100, 7
+	return resp, err
+}
+
+// scrape reads the metrics endpoint over HTTP into sample -> value, keyed by the sample
+// as exposed (`name{label="value",...}`), labels as written by the exposition format.
+func scrape(t *testing.T, addr string) samples {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s", resp.Status)
+	}
+	var out samples
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", line, err)
+		}
+		s := sample{labels: map[string]string{}, value: v}
+		key := line[:i]
+		name, rest, hasLabels := strings.Cut(key, "{")
+		s.name = name
+		if hasLabels {
+			for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
+				if k, val, ok := strings.Cut(kv, "="); ok {
+					s.labels[k] = strings.Trim(val, `"`)
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+type samples []sample
+
+// sum adds every sample of name whose labels include want ("k=v" pairs); found says
+// whether any matched.
+func (ss samples) sum(name string, want ...string) (total float64, found bool) {
+next:
+	for _, s := range ss {
+		if s.name != name {
+			continue
+		}
+		for _, w := range want {
+			k, v, _ := strings.Cut(w, "=")
+			if s.labels[k] != v {
+				continue next
+			}
+		}
+		total += s.value
+		found = true
+	}
+	return total, found
+}
+
+func (ss samples) expect(t *testing.T, want float64, name string, labels ...string) {
+	t.Helper()
+	if got, _ := ss.sum(name, labels...); got != want {
+		t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+	}
+}
+
+// TestMetricsCountABatch runs a batch through the four services and reads, over HTTP,
+// counters that moved by exactly the batch's numbers; a second identical batch is
+// answered from the judge cache.
+func TestMetricsCountABatch(t *testing.T) {
+	telemetry.Reset()
+	env := e2e.NewEnv(t)
+	p := newMetered(t)
+	r := env.Start(p, "judge-1", bus.Services...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := app.ServeHealth(ctx, "127.0.0.1:0", r.Ready, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 3
+	files := e2e.TextBatch(n, "")
+	files["batch.yaml"] += "  - id: AC-missing\n    criterion: x\n    ours: nope.md\n    reference: ref/0.md\n"
+	b := e2e.WriteBatch(t, files)
+	sub := env.Submit(b, tenant)
+
+	// The judge holds every call: its consumer's backlog is the n gated jobs.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, found := scrape(t, addr).sum("tribunal_consumer_pending", "service=judge")
+		if found && got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("judge backlog %v (reported: %v), want %d", got, found, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(p.hold)
+	res := env.Wait(sub, 15*time.Second)
+	if res.Summary.Compared != n || res.Summary.Blocked != 1 {
+		t.Fatalf("summary %+v", res.Summary)
+	}
+
+	m := scrape(t, addr)
+	m.expect(t, n+1, "tribunal_events_handled_total", "service=renderer", "type=render.requested")
+	m.expect(t, n+1, "tribunal_events_handled_total", "service=gater", "type=render.done")
+	m.expect(t, n, "tribunal_events_handled_total", "service=judge", "type=gates.done")
+	m.expect(t, n+1, "tribunal_events_handled_total", "service=aggregator", "type=job.submitted")
+	m.expect(t, n, "tribunal_events_handled_total", "service=aggregator", "type=verdict.emitted")
+	m.expect(t, 1, "tribunal_events_handled_total", "service=aggregator", "type=gates.failed")
+	m.expect(t, 0, "tribunal_events_failed_total", "service=renderer")
+	m.expect(t, 0, "tribunal_events_failed_total", "service=judge")
+	// The blocked AC made no judge call: n calls for n+1 ACs.
+	m.expect(t, n, "tribunal_judge_calls_total", "provider=scripted", "model=fixed-A", "kind=ab", "status=ok")
+	m.expect(t, n, "tribunal_judge_calls_total")
+	m.expect(t, n*100, "tribunal_judge_tokens_total", "provider=scripted", "direction=prompt")
+	m.expect(t, n*7, "tribunal_judge_tokens_total", "direction=completion")
+	m.expect(t, 0, "tribunal_judge_cache_hits_total")
+	m.expect(t, 1, "tribunal_gate_failures_total", "kind=ab", "gate=blocked")
+	m.expect(t, 0, "tribunal_dead_letters_total")
+	m.expect(t, n, "tribunal_handler_seconds_count", "service=judge")
+	if p.Calls() != n {
+		t.Fatalf("provider calls %d, want %d", p.Calls(), n)
+	}
+
+	// The same batch again: every verdict comes from the cache.
+	res = env.Wait(env.Submit(b, tenant), 15*time.Second)
+	if res.Summary.Compared != n {
+		t.Fatalf("second run summary %+v", res.Summary)
+	}
+	m = scrape(t, addr)
+	m.expect(t, n, "tribunal_judge_cache_hits_total", "kind=ab")
+	m.expect(t, n, "tribunal_judge_calls_total")
+	m.expect(t, 2*(n+1), "tribunal_events_handled_total", "service=renderer", "type=render.requested")
+	m.expect(t, 2*n, "tribunal_events_handled_total", "service=judge", "type=gates.done")
+	if p.Calls() != n {
+		t.Fatalf("provider calls after the cached run %d, want %d", p.Calls(), n)
+	}
+
+	// Once everything is acked, no service has a backlog.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		m = scrape(t, addr)
+		total, _ := m.sum("tribunal_consumer_pending")
+		var reported int
+		for _, svc := range bus.Services {
+			if _, ok := m.sum("tribunal_consumer_pending", "service="+svc); ok {
+				reported++
+			}
+		}
+		if total == 0 && reported == len(bus.Services) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backlog %v over %d of %d services", total, reported, len(bus.Services))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestOneTracePerAC: every span the four services record for one AC shares one trace,
+// and each service's span is the child of the one that produced its input, so the trace
+// is carried through the events' metadata and not merely recomputed.
+func TestOneTracePerAC(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prev)
+		_ = tp.Shutdown(context.Background())
+	})
+
+	env := e2e.NewEnv(t)
+	p, err := judge.NewScripted(judge.ScriptedOptions{Winner: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Start(p, "judge-1", bus.Services...)
+	b := e2e.WriteBatch(t, e2e.TextBatch(2, ""))
+	sub := env.Submit(b, tenant)
+	env.Wait(sub, 15*time.Second)
+
+	// The aggregator's last span ends just after the batch shows complete.
+	want := []string{"renderer render.requested", "gater render.done", "judge gates.done", "aggregator job.submitted", "aggregator verdict.emitted"}
+	byJob := map[string]map[string][]tracetest.SpanStub{}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		byJob = map[string]map[string][]tracetest.SpanStub{}
+		for _, s := range exp.GetSpans() {
+			var job string
+			for _, a := range s.Attributes {
+				if a.Key == telemetry.AttrJob {
+					job = a.Value.AsString()
+				}
+			}
+			if job == "" {
+				t.Fatalf("span %q has no job attribute: %v", s.Name, s.Attributes)
+			}
+			if byJob[job] == nil {
+				byJob[job] = map[string][]tracetest.SpanStub{}
+			}
+			byJob[job][s.Name] = append(byJob[job][s.Name], s)
+		}
+		complete := len(byJob) == 2
+		for _, spans := range byJob {
+			for _, name := range want {
+				complete = complete && len(spans[name]) > 0
+			}
+		}
+		if complete {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spans by job: %v", names(byJob))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	traces := map[string]string{}
+	for job, spans := range byJob {
+		root := telemetry.JobRoot(events.CorrelationFor(tenant, sub.BatchID, job))
+		parentOf := map[string]string{
+			"renderer render.requested":  root.SpanID().String(),
+			"aggregator job.submitted":   root.SpanID().String(),
+			"gater render.done":          spans["renderer render.requested"][0].SpanContext.SpanID().String(),
+			"judge gates.done":           spans["gater render.done"][0].SpanContext.SpanID().String(),
+			"aggregator verdict.emitted": spans["judge gates.done"][0].SpanContext.SpanID().String(),
+		}
+		for name, ss := range spans {
+			for _, s := range ss {
+				if s.SpanContext.TraceID() != root.TraceID() {
+					t.Errorf("%s: span %q in trace %s, want %s", job, name, s.SpanContext.TraceID(), root.TraceID())
+				}
+				if want, ok := parentOf[name]; ok && s.Parent.SpanID().String() != want {
+					t.Errorf("%s: span %q has parent %s, want %s", job, name, s.Parent.SpanID(), want)
+				}
+			}
+		}
+		if other, dup := traces[root.TraceID().String()]; dup {
+			t.Errorf("jobs %s and %s share trace %s", job, other, root.TraceID())
+		}
+		traces[root.TraceID().String()] = job
+	}
+}
+
+func names(byJob map[string]map[string][]tracetest.SpanStub) map[string][]string {
+	out := map[string][]string{}
+	for job, spans := range byJob {
+		for name := range spans {
+			out[job] = append(out[job], name)
+		}
+	}
+	return out
+}
+
+// syncBuffer is a log sink the services' goroutines write to concurrently.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
+}
+
+// TestJSONLogsCarryJob: with a JSON logger (what --log-format json installs), the lines
+// the services log while handling an event carry its tenant, batch and job, and the trace.
+func TestJSONLogsCarryJob(t *testing.T) {
+	var sink syncBuffer
+	logger := slog.New(slog.NewJSONHandler(io.Writer(&sink), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	env := e2e.NewEnv(t)
+	p, err := judge.NewScripted(judge.ScriptedOptions{Winner: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := app.Start(context.Background(), env.Conn(), app.Options{Bus: env.Bus, Concurrency: 4, Store: env.Store,
+		Provider: p, Instance: "logs", CloseTimeout: 10 * time.Second, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	sub := env.Submit(e2e.WriteBatch(t, e2e.TextBatch(1, "")), tenant)
+	env.Wait(sub, 15*time.Second)
+	r.Close()
+
+	handled := map[string]bool{}
+	for _, line := range sink.lines() {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %q", line)
+		}
+		if rec["msg"] != "event handled" {
+			continue
+		}
+		for _, k := range []string{"tenant", "batch", "job", "event_type", "event_id", "trace_id", "service"} {
+			if s, _ := rec[k].(string); s == "" {
+				t.Errorf("line without %s: %s", k, line)
+			}
+		}
+		if rec["tenant"] != tenant || rec["batch"] != sub.BatchID || rec["job"] != "AC-1" {
+			t.Errorf("line names another job: %s", line)
+		}
+		handled[fmt.Sprint(rec["service"])] = true
+	}
+	for _, svc := range bus.Services {
+		if !handled[svc] {
+			t.Errorf("no \"event handled\" line from %s", svc)
+		}
+	}
+}

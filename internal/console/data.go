@@ -1,0 +1,212 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/services/aggregator"
+)
+
+// maxBatches bounds the index page; the newest batches come first.
+const maxBatches = 300
+
+// batchRow is one batch on the index page.
+type batchRow struct {
+	Tenant    string
+	Batch     string
+	Source    string
+	CreatedAt time.Time
+	Done      int
+	Total     int
+	Complete  bool
+	Summary   *events.BatchCompleted
+	Href      string
+	// AwaitingHref links the view whose sign-off waits for a person (HE-2), if any.
+	AwaitingHref string
+}
+
+func batchHref(tenant, batch string) string { return "/t/" + tenant + "/b/" + batch }
+
+func jobHref(tenant, batch, job string) string { return batchHref(tenant, batch) + "/j/" + job }
+
+func blobHref(tenant, sha string) string { return "/blob/" + tenant + "/" + sha }
+
+// listBatches reads the batch headers the caller may see. Headers are the two-token keys
+// "<tenant>.<batch>" of the batches bucket; completion shards ("<tenant>.<batch>.s<k>")
+// and the HE-2 marker ("<tenant>.<batch>.spotcheck") have three tokens and are skipped
+// by the filter itself. Only, is "" for every visible tenant.
+func (s *server) listBatches(ctx context.Context, c caller, only string) ([]batchRow, int, error) {
+	filter := "*.*"
+	switch {
+	case only != "":
+		filter = only + ".*"
+	case !c.all:
+		filter = c.tenant + ".*"
+	}
+	w, err := s.cfg.Buckets.Batches.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, 0, fmt.Errorf("list batches: %w", err)
+	}
+	defer w.Stop()
+	var rows []batchRow
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		tenant, batch, ok := strings.Cut(e.Key(), ".")
+		if !ok || strings.Contains(batch, ".") || !c.sees(tenant) {
+			continue
+		}
+		var h aggregator.BatchHeader
+		if err := json.Unmarshal(e.Value(), &h); err != nil {
+			s.log.Warn("corrupt batch header", "key", e.Key(), "err", err)
+			continue
+		}
+		if h.Tenant == "" {
+			h.Tenant, h.Batch = tenant, batch
+		}
+		rows = append(rows, batchRow{Tenant: tenant, Batch: batch, Source: h.Source, CreatedAt: h.CreatedAt, Total: h.Size, Href: batchHref(tenant, batch)})
+		if h.Completion != nil {
+			r := &rows[len(rows)-1]
+			r.Complete, r.Done = true, h.Size
+			sum := h.Completion.Summary
+			r.Summary = &sum
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if !rows[i].CreatedAt.Equal(rows[j].CreatedAt) {
+			return rows[i].CreatedAt.After(rows[j].CreatedAt)
+		}
+		return rows[i].Batch > rows[j].Batch
+	})
+	total := len(rows)
+	if len(rows) > maxBatches {
+		rows = rows[:maxBatches]
+	}
+	for i := range rows {
+		if rows[i].Complete {
+			continue
+		}
+		if rows[i].Done, err = aggregator.Progress(ctx, s.cfg.Buckets.Batches, rows[i].Tenant, rows[i].Batch, rows[i].Total); err != nil {
+			return nil, 0, err
+		}
+		if job := s.awaiting(ctx, rows[i].Tenant, rows[i].Batch); job != "" {
+			rows[i].AwaitingHref = jobHref(rows[i].Tenant, rows[i].Batch, job)
+		}
+	}
+	return rows, total, nil
+}
+
+// awaiting names the job of a running batch whose sign-off waits for a person. The
+// aggregator marks a batch's first interactive sign-off under "<tenant>.<batch>.spotcheck"
+// (the value is the job id); the job's status says whether it still waits.
+func (s *server) awaiting(ctx context.Context, tenant, batch string) string {
+	e, err := s.cfg.Buckets.Batches.Get(ctx, aggregator.BatchKey(tenant, batch)+".spotcheck")
+	if err != nil {
+		return ""
+	}
+	job := string(e.Value())
+	if events.ValidateName(job) != nil {
+		return ""
+	}
+	rec, _, err := s.loadJob(ctx, tenant, batch, job)
+	if err != nil || rec == nil || rec.Status != aggregator.StatusAwaitingSpotcheck {
+		return ""
+	}
+	return job
+}
+
+// loadJob reads one job record, nil when there is none. Extras are the record's
+// optional fields this console already understands but the aggregator may not write
+// yet (see recordExtras).
+func (s *server) loadJob(ctx context.Context, tenant, batch, job string) (*aggregator.JobRecord, *recordExtras, error) {
+	e, err := s.cfg.Buckets.Jobs.Get(ctx, aggregator.JobKey(tenant, batch, job))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("load job %s: %w", aggregator.JobKey(tenant, batch, job), err)
+	}
+	var r aggregator.JobRecord
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return nil, nil, fmt.Errorf("job %s: corrupt record: %w", e.Key(), err)
+	}
+	var x recordExtras
+	_ = json.Unmarshal(e.Value(), &x)
+	return &r, &x, nil
+}
+
+// recordExtras are job-record fields the console shows as soon as the aggregator
+// records them:
+//
+//   - transcripts: an equivalence job's runner transcripts ([]events.Transcript; the
+//     render.done event has them, the record does not yet);
+//   - rubric.previous: the previous render the judge compared the last render with.
+//
+// Until then the pages say what is missing instead.
+type recordExtras struct {
+	Transcripts []transcriptRef `json:"transcripts"`
+	Rubric      *struct {
+		Previous *events.Blob `json:"previous"`
+	} `json:"rubric"`
+}
+
+// transcriptRef accepts events.Transcript encoded with snake_case keys or, as it has
+// no JSON tags, with its Go field names.
+type transcriptRef struct {
+	CaseID   string      `json:"case_id"`
+	CaseIDGo string      `json:"CaseID"`
+	Side     string      `json:"side"`
+	SideGo   string      `json:"Side"`
+	Blob     events.Blob `json:"blob"`
+	BlobGo   events.Blob `json:"Blob"`
+}
+
+func (t transcriptRef) norm() (caseID, side string, b events.Blob) {
+	caseID, side, b = t.CaseID, t.Side, t.Blob
+	if caseID == "" {
+		caseID = t.CaseIDGo
+	}
+	if side == "" {
+		side = t.SideGo
+	}
+	if b.SHA256 == "" {
+		b = t.BlobGo
+	}
+	return caseID, side, b
+}
+
+// viewHistory lists the runs of one rubric view in a tenant's batches, newest first:
+// the job key is "<tenant>.<batch>.<job>" and a view's job id is the same in every
+// batch, so one wildcard filter finds them.
+func (s *server) viewHistory(ctx context.Context, rec *aggregator.JobRecord) ([]*aggregator.JobRecord, error) {
+	w, err := s.cfg.Buckets.Jobs.Watch(ctx, rec.Tenant+".*."+rec.ACID, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("view history of %s: %w", rec.ACID, err)
+	}
+	defer w.Stop()
+	var out []*aggregator.JobRecord
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		var r aggregator.JobRecord
+		if json.Unmarshal(e.Value(), &r) != nil || r.Spec.Rubric == nil || r.Spec.Rubric.ViewKey() != rec.Spec.Rubric.ViewKey() {
+			continue
+		}
+		out = append(out, &r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SubmittedAt.After(out[j].SubmittedAt) })
+	if len(out) > 30 {
+		out = out[:30]
+	}
+	return out, nil
+}

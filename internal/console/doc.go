@@ -1,0 +1,50 @@
+// Package console is tribunal's web console: server-rendered pages (html/template, a
+// little CSS, no JavaScript at all: pages of work in progress reload with a meta
+// refresh) over the state the services already keep. Reviewers see batches with live
+// progress, every AC's verdict un-blinded (the console is for people, never for
+// judges), rubric renders beside their reference with the dimension scores and the HE-2
+// spot-check controls, equivalence cases with their verdicts, and a batch's audit.
+//
+// It reads JetStream KV (tribunal_batches for headers and progress, tribunal_jobs for
+// job records, rubric loop state and sign-offs included) and blob storage, and
+// publishes one event only, spotcheck.recorded. Reading KV needs the
+// services' NATS user, so teams are kept apart here, not by NATS.
+//
+// # Routes
+//
+//	GET  /                                   batches of the caller's tenant(s), newest first
+//	GET  /t/{tenant}/                        one tenant's batches
+//	GET  /t/{tenant}/b/{batch}               progress, summary, exit code, results table
+//	GET  /t/{tenant}/b/{batch}/j/{job}       one AC, by kind (ab, rubric, critic, equivalence)
+//	POST /t/{tenant}/b/{batch}/j/{job}/spotcheck   HE-2 approve / reject (form)
+//	GET  /t/{tenant}/b/{batch}/audit         the audit result (Config.Audit)
+//	GET  /blob/{tenant}/{sha256}             one artifact, render or manifest
+//	GET  /login, POST /login, POST /logout   the token cookie
+//	GET  /static/console.css
+//
+// # Access
+//
+// Config.Tenants maps bearer tokens to tenants ("*", AllTenants, sees every tenant). A
+// request authenticates with "Authorization: Bearer <token>" or with the HttpOnly,
+// SameSite=Strict tribunal_token cookie that the /login form sets. Every handler checks
+// the tenant in its path against the caller's: another team's batch, job or artifact is
+// answered with the very same 404 as one that does not exist, so batch ids cannot be
+// probed. Anonymous browsers are sent to /login; other anonymous requests get 401.
+//
+// With no tokens at all the console is open and shows every tenant. That is the
+// single-team all-in-one mode (`tribunal run --console`); such a console must listen
+// on loopback only.
+//
+// The spot-check POST is accepted only from the console's own pages: the Origin header
+// (else Sec-Fetch-Site, else the Referer) must name the console's host, and the form
+// carries a token derived from the session's credential by an HMAC under a key that
+// never leaves the process (Config.CSRFKey to share it between replicas).
+//
+// # Artifacts are data
+//
+// Everything from a build (artifacts, judge text, transcripts) goes through
+// html/template's escaping: text artifacts are shown in <pre>, HTML as its source,
+// images inline from /blob. /blob serves the stored media type (an untyped upload is
+// sniffed as an image or plain text, never as HTML) with nosniff and a sandbox content
+// security policy, so an artifact never runs script in the console's origin.
+package console

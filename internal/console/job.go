@@ -1,0 +1,496 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/critic"
+	"github.com/tribunal-dev/tribunal/pkg/equivalence"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/services/aggregator"
+)
+
+type jobData struct {
+	Tenant, Batch, Job string
+	Kind, Status       string
+	Final              bool
+	BlockStage         string
+	BlockReason        string
+	Criterion          string
+	SubmittedAt        time.Time
+	DecidedAt          time.Time
+	DecidedBy          string
+	Judges             []string
+	Iteration          int
+	AB                 *abView
+	Rubric             *rubricView
+	Critic             *criticView
+	Equivalence        *equivView
+}
+
+func (s *server) job(w http.ResponseWriter, r *http.Request, c caller) {
+	tenant, batch, h, ok := s.scope(w, r, c)
+	if !ok {
+		return
+	}
+	job := r.PathValue("job")
+	if events.ValidateName(job) != nil {
+		s.notFound(w, r)
+		return
+	}
+	ctx := r.Context()
+	rec, extras, err := s.loadJob(ctx, tenant, batch, job)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if rec == nil || rec.Tenant != tenant {
+		s.notFound(w, r)
+		return
+	}
+	d := jobData{Tenant: tenant, Batch: batch, Job: job, Kind: rec.Spec.Kind, Status: rec.Status, Final: rec.Final(),
+		BlockStage: rec.BlockStage, BlockReason: rec.BlockReason, Criterion: rec.Spec.Criterion, SubmittedAt: rec.SubmittedAt,
+		DecidedAt: rec.DecidedAt, DecidedBy: rec.DecidedBy, Judges: rec.Judges, Iteration: rec.Iteration}
+	v := view{Title: job + " in " + batch, Crumbs: append(batchCrumbs(tenant, batch), crumb{Label: job, Href: jobHref(tenant, batch, job)})}
+	switch rec.Spec.Kind {
+	case events.KindAB:
+		d.AB = s.abPage(ctx, rec, h)
+	case events.KindRubric:
+		d.Rubric, err = s.rubricPage(ctx, rec, extras, c)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		d.Rubric.Sent = r.URL.Query().Get("sent")
+		if d.Rubric.Sent != "" && rec.Status == aggregator.StatusAwaitingSpotcheck {
+			v.Refresh = 1
+		}
+	case events.KindCritic:
+		d.Critic = s.criticPage(ctx, rec)
+	case events.KindEquivalence:
+		d.Equivalence = s.equivPage(ctx, rec, extras)
+	}
+	if rec.Status == aggregator.StatusPending {
+		v.Refresh = s.refresh
+	}
+	v.Page = d
+	s.render(w, r, http.StatusOK, "job.html", v)
+}
+
+// abView is an ab comparison un-blinded: the reviewer sees which artifact was ours.
+type abView struct {
+	Ours, Reference artifactView
+	Assignment      string
+	RawWinner       string
+	Winner          string
+	Confidence      *float64
+	Threshold       float64
+	Positions       string
+	Suggest         bool
+	Tag, Impact     string
+	BiggestGap      string
+	Agreement       string
+	Consistent      *bool
+	Status          string
+	BlockedReason   string
+	Votes           []voteView
+	Suggestion      *ab.Suggestion
+	JudgeInfo       *ab.JudgeInfo
+	Answer          string
+}
+
+type voteView struct {
+	Judge      string
+	Order      string
+	Status     string
+	RawWinner  string
+	Confidence float64
+	BiggestGap string
+	Error      string
+	Cached     bool
+}
+
+func (s *server) abPage(ctx context.Context, rec *aggregator.JobRecord, h *aggregator.BatchHeader) *abView {
+	spec := rec.Spec.AB
+	v := &abView{}
+	assign := ab.Assign(rec.ACID, rec.Iteration)
+	if rec.Comparison != nil && rec.Comparison.LabelAssignment.Valid() {
+		assign = rec.Comparison.LabelAssignment
+	}
+	v.Assignment = assign.String()
+	oursSlot, refSlot := ab.LabelA, ab.LabelB
+	if assign.A == ab.Reference {
+		oursSlot, refSlot = ab.LabelB, ab.LabelA
+	}
+	if spec != nil {
+		v.Threshold, v.Positions = spec.Threshold, spec.Positions
+		v.Ours = s.sourceArtifact(ctx, rec.Tenant, "ours", spec.Ours)
+		v.Reference = s.sourceArtifact(ctx, rec.Tenant, "reference", spec.Reference)
+	}
+	v.Ours.Slot, v.Reference.Slot = oursSlot, refSlot
+	if c := rec.Comparison; c != nil {
+		v.Status, v.BlockedReason = string(c.Status), c.BlockedReason
+		v.RawWinner, v.Winner, v.Confidence, v.BiggestGap = c.RawWinner, string(c.Winner), c.Confidence, c.BiggestGap
+		if c.Tribunal != nil {
+			v.JudgeInfo, v.Answer = c.Tribunal.Judge, c.Tribunal.Answer
+		}
+	}
+	if d := rec.Decided; d != nil && d.AB != nil {
+		a := d.AB
+		v.RawWinner, v.Winner, v.BiggestGap = a.RawWinner, a.Winner, a.BiggestGap
+		v.Suggest, v.Tag, v.Impact, v.Agreement, v.Consistent = a.Suggest, a.Tag, a.Impact, a.Agreement, a.Consistent
+		if rec.Status == aggregator.StatusCompared {
+			conf := a.Confidence
+			v.Confidence = &conf
+		}
+	}
+	for _, vote := range rec.Votes {
+		v.Votes = append(v.Votes, voteView{Judge: vote.Judge.Provider + "/" + vote.Judge.Model, Order: vote.Order, Status: vote.Status,
+			RawWinner: vote.RawWinner, Confidence: vote.Confidence, BiggestGap: vote.BiggestGap, Error: vote.Error, Cached: vote.Judge.Cached})
+	}
+	if h.Completion != nil && h.Completion.ManifestRef != nil {
+		v.Suggestion = s.suggestionFor(ctx, rec.Tenant, rec.ACID, *h.Completion.ManifestRef)
+	}
+	return v
+}
+
+// suggestionFor finds an AC's suggestion in its batch's ab manifest: the manifest, not
+// the job record, is where suggestions are numbered and worded.
+func (s *server) suggestionFor(ctx context.Context, tenant, acID string, ref events.Blob) *ab.Suggestion {
+	data, _, err := blob.ReadAll(ctx, s.cfg.Store, blob.Ref{Tenant: tenant, SHA256: ref.SHA256})
+	if err != nil {
+		s.log.Warn("read ab manifest", "tenant", tenant, "err", err)
+		return nil
+	}
+	var m ab.Manifest
+	if json.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	for i := range m.Suggestions {
+		for _, f := range m.Suggestions[i].Files {
+			if f == acID {
+				return &m.Suggestions[i]
+			}
+		}
+	}
+	return nil
+}
+
+// rubricView is one rubric view in this batch: the render beside the reference and the
+// previous render, the last verdict's dimensions, the loop, the sign-off and, while the
+// sign-off waits for a person, the HE-2 form.
+type rubricView struct {
+	Feature, View            string
+	Mode                     string
+	Route, Adapter           string
+	Width, Height            int
+	ReferenceStatus          string
+	ReferenceSource          string
+	Render, Reference        *artifactView
+	Previous                 *artifactView
+	PreviousNote             string
+	Candidate                *artifactView
+	Dimensions               []dimView
+	Verdict                  *argus.Verdict
+	Loop                     argus.LoopState
+	Attempts                 []attemptView
+	RequiredPasses, MaxIters int
+	Decision                 *events.RubricDecision
+	SignOff                  *argus.SignOff
+	Spotcheck                string
+	Awaiting                 bool
+	CanSpotcheck             bool
+	Action                   string
+	CSRF                     string
+	DimNames                 []string
+	Sent                     string
+	History                  []historyRow
+}
+
+type dimView struct {
+	Name      string
+	Score     float64
+	Threshold float64
+	Pass      bool
+	Anchor    string
+	Evidence  string
+	Frozen    bool
+	Attempts  int
+}
+
+type attemptView struct {
+	Dimension string
+	Attempts  int
+}
+
+type historyRow struct {
+	Batch       string
+	Href        string
+	SubmittedAt time.Time
+	Status      string
+	Iteration   int
+	Outcome     string
+	Fix         []string
+	Render      string
+	Current     bool
+}
+
+func (s *server) rubricPage(ctx context.Context, rec *aggregator.JobRecord, extras *recordExtras, c caller) (*rubricView, error) {
+	rs := rec.Spec.Rubric
+	v := &rubricView{}
+	if rs == nil {
+		return v, nil
+	}
+	v.Feature, v.View, v.Mode, v.Route, v.Adapter = rs.Feature, rs.Target+"/"+rs.State+"/"+rs.Appearance, rs.Mode, rs.Route, rs.Adapter
+	v.Width, v.Height, v.ReferenceStatus, v.ReferenceSource = rs.Width, rs.Height, rs.ReferenceStatus, rs.ReferenceSource
+	v.Reference = s.blobArtifact(ctx, rec.Tenant, "reference", rs.Reference)
+	rubric := s.rubricOf(ctx, rec.Tenant, rs)
+	params := rubric.LoopParams()
+	v.RequiredPasses, v.MaxIters = params.RequiredPasses, params.MaxIterations
+	if rs.MaxIterations > 0 {
+		v.MaxIters = rs.MaxIterations
+	}
+	v.DimNames = rubric.DimensionNames()
+	if rb := rec.Rubric; rb != nil {
+		v.Render = s.blobArtifact(ctx, rec.Tenant, "render", rb.Render)
+		v.Candidate = s.blobArtifact(ctx, rec.Tenant, "candidate reference", rb.Candidate)
+		v.Verdict, v.Loop, v.Decision, v.SignOff = rb.LastVerdict, rb.Loop, rb.Decision, rb.SignOff
+		for dim, n := range rb.Loop.Attempts {
+			v.Attempts = append(v.Attempts, attemptView{Dimension: dim, Attempts: n})
+		}
+		sort.Slice(v.Attempts, func(i, j int) bool { return v.Attempts[i].Dimension < v.Attempts[j].Dimension })
+	}
+	if v.SignOff != nil {
+		v.Spotcheck = v.SignOff.HumanSpotcheck
+	}
+	if v.Verdict != nil {
+		frozen := map[string]bool{}
+		for _, f := range v.Loop.Frozen {
+			frozen[f] = true
+		}
+		names := rubric.DimensionNames()
+		for n := range v.Verdict.Dimensions {
+			if _, ok := rubric.Dimensions[n]; !ok {
+				names = append(names, n)
+			}
+		}
+		for _, n := range names {
+			ds, ok := v.Verdict.Dimensions[n]
+			if !ok {
+				continue
+			}
+			th := rubric.Threshold(n)
+			v.Dimensions = append(v.Dimensions, dimView{Name: n, Score: ds.Score, Threshold: th, Pass: ds.Score >= th,
+				Anchor: ds.Anchor, Evidence: ds.Evidence, Frozen: frozen[n], Attempts: v.Loop.Attempts[n]})
+		}
+	}
+	history, err := s.viewHistory(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	for _, hr := range history {
+		row := historyRow{Batch: hr.Batch, Href: jobHref(hr.Tenant, hr.Batch, hr.ACID), SubmittedAt: hr.SubmittedAt, Status: hr.Status, Current: hr.Batch == rec.Batch}
+		if hr.Rubric != nil {
+			row.Iteration = hr.Rubric.Loop.Iteration
+			if hr.Rubric.Decision != nil {
+				row.Outcome, row.Fix = hr.Rubric.Decision.Outcome, hr.Rubric.Decision.FixDimensions
+			}
+			if hr.Rubric.Render != nil {
+				row.Render = blobHref(hr.Tenant, hr.Rubric.Render.SHA256)
+			}
+		}
+		v.History = append(v.History, row)
+	}
+	// The previous render: the one the judge saw, once the aggregator records it;
+	// until then the last render of this view in an earlier run.
+	switch {
+	case extras != nil && extras.Rubric != nil && extras.Rubric.Previous != nil:
+		v.Previous = s.blobArtifact(ctx, rec.Tenant, "previous render", extras.Rubric.Previous)
+		v.PreviousNote = "the previous render the judge ranked this one against"
+	default:
+		for _, hr := range history {
+			if hr.SubmittedAt.Before(rec.SubmittedAt) && hr.Rubric != nil && hr.Rubric.Render != nil {
+				v.Previous = s.blobArtifact(ctx, rec.Tenant, "previous render", hr.Rubric.Render)
+				v.PreviousNote = "the last render of this view in an earlier run (batch " + hr.Batch + ")"
+				break
+			}
+		}
+		if v.Previous == nil {
+			v.PreviousNote = "no earlier run of this view"
+			if v.Decision != nil && v.Decision.Unchanged {
+				v.PreviousNote = "no earlier run; this run's last render was a confirmation found unchanged from the render before it, which the record does not keep separately"
+			}
+		}
+	}
+	v.Awaiting = rec.Status == aggregator.StatusAwaitingSpotcheck
+	v.CanSpotcheck = v.Awaiting && s.cfg.Pub != nil
+	if v.CanSpotcheck {
+		v.Action = jobHref(rec.Tenant, rec.Batch, rec.ACID) + "/spotcheck"
+		v.CSRF = s.auth.csrf(c)
+	}
+	return v, nil
+}
+
+// rubricOf is the rubric a view was judged with, the built-in one if it cannot be read.
+func (s *server) rubricOf(ctx context.Context, tenant string, rs *events.RubricSpec) *argus.Rubric {
+	if rs.Rubric.SHA256 != "" {
+		data, _, err := blob.ReadAll(ctx, s.cfg.Store, blob.Ref{Tenant: tenant, SHA256: rs.Rubric.SHA256})
+		if err == nil {
+			if parsed, err := argus.ParseRubric(data); err == nil {
+				return parsed
+			}
+		}
+		s.log.Warn("rubric unreadable, showing the built-in one", "tenant", tenant, "feature", rs.Feature, "err", err)
+	}
+	return argus.DefaultRubric()
+}
+
+// spotcheck records a reviewer's HE-2 decision on a sign-off that waits for one.
+func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
+	tenant, batch, _, ok := s.scope(w, r, c)
+	if !ok {
+		return
+	}
+	job := r.PathValue("job")
+	if events.ValidateName(job) != nil {
+		s.notFound(w, r)
+		return
+	}
+	if !sameOrigin(r) || !s.auth.checkCSRF(c, r.PostFormValue("csrf")) {
+		s.errorPage(w, r, http.StatusForbidden, "Refused", "A spot-check is recorded only from the console's own form. Reload the page and try again.")
+		return
+	}
+	rec, _, err := s.loadJob(r.Context(), tenant, batch, job)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if rec == nil || rec.Spec.Rubric == nil {
+		s.notFound(w, r)
+		return
+	}
+	if rec.Status != aggregator.StatusAwaitingSpotcheck {
+		s.errorPage(w, r, http.StatusConflict, "Nothing to spot-check", "This view's sign-off is not waiting for a person (its status is "+rec.Status+").")
+		return
+	}
+	if s.cfg.Pub == nil {
+		s.errorPage(w, r, http.StatusServiceUnavailable, "Read-only console", "This console cannot publish spot-checks; use `tribunal spotcheck`.")
+		return
+	}
+	decision, dim := r.PostFormValue("decision"), r.PostFormValue("dimension")
+	approved := decision == "approve"
+	if !approved {
+		if decision != "reject" {
+			s.errorPage(w, r, http.StatusBadRequest, "Unknown decision", "Approve, or reject naming the dimension the judge got wrong.")
+			return
+		}
+		known := false
+		for _, n := range s.rubricOf(r.Context(), tenant, rec.Spec.Rubric).DimensionNames() {
+			known = known || n == dim
+		}
+		if !known {
+			s.errorPage(w, r, http.StatusBadRequest, "Which dimension?", "A rejection names the rubric dimension the judge got wrong.")
+			return
+		}
+	} else {
+		dim = ""
+	}
+	if err := client.Spotcheck(s.cfg.Pub, tenant, batch, job, approved, dim, "console:"+c.name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.Info("spot-check recorded", "tenant", tenant, "batch", batch, "job", job, "approved", approved, "dimension", dim, "by", c.name)
+	http.Redirect(w, r, jobHref(tenant, batch, job)+"?sent="+url.QueryEscape(decision), http.StatusSeeOther)
+}
+
+type criticView struct {
+	Task   string
+	Output artifactView
+	Result *critic.Result
+}
+
+func (s *server) criticPage(ctx context.Context, rec *aggregator.JobRecord) *criticView {
+	v := &criticView{Result: rec.Critic}
+	if cs := rec.Spec.Critic; cs != nil {
+		v.Task = cs.Task
+		v.Output = s.sourceArtifact(ctx, rec.Tenant, "output", cs.Output)
+	}
+	return v
+}
+
+type equivView struct {
+	Variant             string
+	Round, MinCases     int
+	RunnerModel         string
+	Original, Candidate artifactView
+	Report              *equivalence.Report
+	Cases               []caseView
+	Transcripts         bool
+}
+
+type caseView struct {
+	ID, Tag, Input      string
+	Result              *equivalence.CaseResult
+	Original, Candidate *artifactView
+}
+
+func (s *server) equivPage(ctx context.Context, rec *aggregator.JobRecord, extras *recordExtras) *equivView {
+	v := &equivView{Report: rec.Equivalence}
+	es := rec.Spec.Equivalence
+	if es == nil {
+		return v
+	}
+	v.Variant, v.Round, v.MinCases, v.RunnerModel = es.Variant, es.Round, es.MinCases, es.RunnerModel
+	v.Original = s.sourceArtifact(ctx, rec.Tenant, "original document", es.Original)
+	v.Candidate = s.sourceArtifact(ctx, rec.Tenant, "candidate document", es.Candidate)
+	results := map[string]*equivalence.CaseResult{}
+	if rec.Equivalence != nil {
+		for i := range rec.Equivalence.Cases {
+			results[rec.Equivalence.Cases[i].CaseID] = &rec.Equivalence.Cases[i]
+		}
+	}
+	transcripts := map[string]map[string]events.Blob{}
+	if extras != nil {
+		for _, t := range extras.Transcripts {
+			id, side, b := t.norm()
+			if id == "" || b.SHA256 == "" {
+				continue
+			}
+			if transcripts[id] == nil {
+				transcripts[id] = map[string]events.Blob{}
+			}
+			transcripts[id][side] = b
+		}
+	}
+	v.Transcripts = len(transcripts) > 0
+	seen := map[string]bool{}
+	for _, c := range es.Cases {
+		seen[c.ID] = true
+		cv := caseView{ID: c.ID, Tag: c.Tag, Input: c.Input, Result: results[c.ID]}
+		if t := transcripts[c.ID]; t != nil {
+			if b, ok := t["original"]; ok {
+				cv.Original = s.blobArtifact(ctx, rec.Tenant, "original transcript", &b)
+			}
+			if b, ok := t["candidate"]; ok {
+				cv.Candidate = s.blobArtifact(ctx, rec.Tenant, "candidate transcript", &b)
+			}
+		}
+		v.Cases = append(v.Cases, cv)
+	}
+	if rec.Equivalence != nil {
+		for i := range rec.Equivalence.Cases {
+			if cr := &rec.Equivalence.Cases[i]; !seen[cr.CaseID] {
+				v.Cases = append(v.Cases, caseView{ID: cr.CaseID, Result: cr})
+			}
+		}
+	}
+	return v
+}

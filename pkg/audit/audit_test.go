@@ -1,0 +1,396 @@
+package audit_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/aggregate"
+	"github.com/tribunal-dev/tribunal/pkg/audit"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/services/aggregator"
+)
+
+// fixture writes a stream by hand, doing what the services would: it publishes each
+// input and records the aggregator's outputs with the aggregator's own functions, so an
+// honest fixture must audit clean and each alteration shows what the audit catches.
+type fixture struct {
+	t             *testing.T
+	store         *fileblob.Store
+	tenant, batch string
+	recs          []audit.Recorded
+	jobs          []*aggregator.JobRecord
+	at            time.Time
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	st, err := fileblob.New(t.TempDir(), fileblob.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, store: st, tenant: "team-a", batch: "b-1", at: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
+}
+
+func (f *fixture) publishOn(subject string, ev events.Event, msgID, reason string) audit.Recorded {
+	f.t.Helper()
+	data, err := events.Encode(ev)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return f.raw(subject, data, msgID, reason)
+}
+
+func (f *fixture) publish(ev events.Event) audit.Recorded {
+	f.t.Helper()
+	subject, err := events.Subject(ev.Tenant, ev.Type)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return f.publishOn(subject, ev, ev.ID, "")
+}
+
+func (f *fixture) raw(subject string, data []byte, msgID, reason string) audit.Recorded {
+	r := audit.NewRecorded(uint64(len(f.recs)+1), subject, f.at.Add(time.Duration(len(f.recs))*time.Millisecond), data, msgID, reason)
+	f.recs = append(f.recs, r)
+	return r
+}
+
+func link(r audit.Recorded) string { return r.Event.ID + ":" + r.SHA256 }
+
+func abSpec(id string) events.JobSpec {
+	return events.JobSpec{Kind: events.KindAB, ACID: id, Criterion: "the notes are clear", AB: &events.ABSpec{
+		Ours: events.Source{Name: "ours/" + id + ".md", URL: "https://example.test/ours/" + id}, Reference: events.Source{Name: "ref/" + id + ".md", URL: "https://example.test/ref/" + id}, Threshold: 0.75}}
+}
+
+// abJob submits an ab job, records the judge's raw answer and the aggregator's decision.
+func (f *fixture) abJob(id string, index, size int, raw string, confidence float64) {
+	spec := abSpec(id)
+	sub := events.New(&events.JobSubmitted{Spec: spec, Index: index, BatchSize: size}, f.tenant, f.batch, id, 0, "", nil)
+	rs := f.publish(sub)
+	votes := []events.Vote{{Judge: events.JudgeInfo{Provider: "scripted", Model: "m"}, Order: "AB", Status: "ok", RawWinner: raw, Confidence: confidence, BiggestGap: "the headings"}}
+	v := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, f.tenant, f.batch, id, 0, "", &sub.Envelope)
+	rv := f.publish(v)
+	d := aggregate.DeriveAB(spec, 0, votes)
+	rec := &aggregator.JobRecord{Tenant: f.tenant, Batch: f.batch, ACID: id, Index: index, BatchSize: size, Spec: spec,
+		CorrelationID: sub.CorrelationID, Status: aggregator.StatusCompared, Decided: d.Decided, Comparison: &d.Comparison,
+		Votes: votes, Judges: d.Decided.Judges, Inputs: []string{link(rs), link(rv)}, DecidedBy: v.ID}
+	out := events.New(d.Decided, f.tenant, f.batch, id, 0, "", &v.Envelope)
+	out.CorrelationID = rec.CorrelationID
+	f.publish(out)
+	f.jobs = append(f.jobs, rec)
+}
+
+// deadLettered submits an ab job whose render request the renderer gave up on.
+func (f *fixture) deadLettered(id string, index, size int) {
+	spec := abSpec(id)
+	sub := events.New(&events.JobSubmitted{Spec: spec, Index: index, BatchSize: size}, f.tenant, f.batch, id, 0, "", nil)
+	rs := f.publish(sub)
+	req := events.New(&events.RenderRequested{Spec: spec}, f.tenant, f.batch, id, 0, "", &sub.Envelope)
+	rq := f.publish(req)
+	f.publishOn(events.DeadLetterSubject("renderer"), req, "dlq-renderer-"+req.ID, "sensor crashed")
+	reason := "renderer gave up on render.requested: sensor crashed"
+	c := ab.Blocked(id, aggregate.Pair(spec), ab.Assign(id, 0), reason)
+	rec := &aggregator.JobRecord{Tenant: f.tenant, Batch: f.batch, ACID: id, Index: index, BatchSize: size, Spec: spec,
+		CorrelationID: sub.CorrelationID, Status: aggregator.StatusBlocked, BlockStage: "renderer", BlockReason: reason,
+		// The dead letter carries the render request's own bytes, so its link is that one's.
+		Comparison: &c, Inputs: []string{link(rs), link(rq)}, DecidedBy: req.ID}
+	out := events.New(&events.JobBlocked{Kind: events.KindAB, ACID: id, Stage: "renderer", Reason: reason}, f.tenant, f.batch, id, 0, "", &req.Envelope)
+	out.CorrelationID = rec.CorrelationID
+	f.publish(out)
+	f.jobs = append(f.jobs, rec)
+}
+
+// complete stores the manifests and announces the batch, as the aggregator's complete.
+func (f *fixture) complete() {
+	f.t.Helper()
+	var recs []*aggregator.JobRecord
+	for _, j := range f.jobs {
+		data, _ := json.Marshal(j)
+		var r aggregator.JobRecord
+		if err := json.Unmarshal(data, &r); err != nil {
+			f.t.Fatal(err)
+		}
+		recs = append(recs, &r)
+	}
+	summary, manifests := aggregator.Summarize(f.tenant, f.batch, recs, f.at)
+	digest := aggregator.BatchDigest(recs)
+	var announce []events.Event
+	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric} {
+		m, ok := manifests[kind]
+		if !ok {
+			continue
+		}
+		data, _ := json.MarshalIndent(m, "", "  ")
+		attrs, err := blob.PutBytes(context.Background(), f.store, f.tenant, data, "application/json")
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		ref := events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "application/json", Size: attrs.Size}
+		summary.Manifests = append(summary.Manifests, ref)
+		announce = append(announce, events.New(&events.ManifestEmitted{Kind: kind, Manifest: ref, ExitCode: summary.ExitCode, Digest: digest}, f.tenant, f.batch, "", 0, kind, nil))
+	}
+	for _, e := range announce {
+		e.Payload.(*events.ManifestEmitted).ExitCode = summary.ExitCode
+		f.publish(e)
+	}
+	f.publish(events.New(&summary, f.tenant, f.batch, "", 0, "", nil))
+}
+
+// honest is a three-job batch: two compared (both routed to suggestions), one blocked.
+func honest(t *testing.T) *fixture {
+	f := newFixture(t)
+	f.abJob("AC-1", 0, 3, ab.Assign("AC-1", 0).Label(ab.WinnerReference), 0.9)
+	f.abJob("AC-2", 1, 3, "tie", 0.4)
+	f.deadLettered("AC-3", 2, 3)
+	f.complete()
+	return f
+}
+
+func (f *fixture) audit() audit.Report { return audit.Audit(f.recs, f.store) }
+
+// find returns the index of the first recorded event of type t for job.
+func (f *fixture) find(t events.Type, job string) int {
+	for i, r := range f.recs {
+		if r.OK() && r.Event.Type == t && r.Event.JobID == job && r.DeadLetter == "" {
+			return i
+		}
+	}
+	f.t.Fatalf("no %s for %q", t, job)
+	return -1
+}
+
+// rewrite re-encodes recorded event i after change, keeping its id and position.
+func (f *fixture) rewrite(i int, change func(*events.Event)) {
+	f.t.Helper()
+	ev := f.recs[i].Event
+	change(&ev)
+	data, err := events.Encode(ev)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	r := f.recs[i]
+	f.recs[i] = audit.NewRecorded(r.Seq, r.Subject, r.Stored, data, r.MsgID, r.Reason)
+}
+
+func dump(rep audit.Report) string {
+	var b strings.Builder
+	for _, m := range rep.Mismatches {
+		b.WriteString("\n  " + m.String())
+	}
+	for _, u := range rep.Unverified {
+		b.WriteString("\n  unverified: " + u.String())
+	}
+	return b.String()
+}
+
+func has(rep audit.Report, pred func(audit.Mismatch) bool) bool {
+	for _, m := range rep.Mismatches {
+		if pred(m) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestAuditHonestBatchIsClean(t *testing.T) {
+	f := honest(t)
+	rep := f.audit()
+	if !rep.OK() {
+		t.Fatalf("honest batch: %s", dump(rep))
+	}
+	if rep.Events != len(f.recs) || rep.Jobs != 3 || len(rep.Batches) != 1 || !rep.Batches[0].Complete {
+		t.Fatalf("report %+v", rep)
+	}
+	// decisions: 3 outcomes, 1 manifest announcement and its contents, 1 completion
+	if rep.Decisions < 6 {
+		t.Fatalf("%d decisions re-derived, want at least 6", rep.Decisions)
+	}
+	if rep.Batches[0].Summary == nil || rep.Batches[0].Summary.Blocked != 1 || rep.Batches[0].Summary.Suggestions != 2 {
+		t.Fatalf("summary %+v", rep.Batches[0].Summary)
+	}
+}
+
+func TestAuditAlteredDecision(t *testing.T) {
+	f := honest(t)
+	i := f.find(events.TypeIterationDecided, "AC-1")
+	f.rewrite(i, func(ev *events.Event) {
+		d := *ev.Payload.(*events.IterationDecided)
+		r := *d.AB
+		r.Winner, r.Suggest, r.Tag, r.Impact = "ours", false, "", ""
+		d.AB = &r
+		ev.Payload = &d
+	})
+	rep := f.audit()
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Kind == audit.KindMismatch && m.Job == "AC-1" && m.Field == "ab.winner" && m.EventType == events.TypeIterationDecided &&
+			m.Recorded == `"ours"` && m.Derived == `"reference"` && m.FromType == events.TypeVerdictEmitted
+	}) {
+		t.Fatalf("no ab.winner mismatch for AC-1: %s", dump(rep))
+	}
+}
+
+func TestAuditAlteredVerdictBreaksTheChain(t *testing.T) {
+	f := honest(t)
+	i := f.find(events.TypeVerdictEmitted, "AC-2")
+	f.rewrite(i, func(ev *events.Event) {
+		p := *ev.Payload.(*events.VerdictEmitted)
+		p.Votes = append([]events.Vote(nil), p.Votes...)
+		p.Votes[0].Confidence = 0.41
+		ev.Payload = &p
+	})
+	rep := f.audit()
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Job == "AC-2" && m.Field == "ab.confidence" && m.FromID == f.recs[i].Event.ID
+	}) {
+		t.Fatalf("no confidence mismatch from the altered verdict: %s", dump(rep))
+	}
+	if !has(rep, func(m audit.Mismatch) bool { return m.EventType == events.TypeManifestEmitted && m.Field == "digest" }) {
+		t.Fatalf("the manifest's digest chain did not notice: %s", dump(rep))
+	}
+}
+
+func TestAuditTamperedManifestIsUnreadable(t *testing.T) {
+	f := honest(t)
+	i := f.find(events.TypeManifestEmitted, "")
+	sha := f.recs[i].Event.Payload.(*events.ManifestEmitted).Manifest.SHA256
+	path := filepath.Join(f.store.Dir(), f.tenant, "sha256", sha[:2], sha)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(data), "pending_review", "approved_ok_", 1)), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.audit()
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Kind == audit.KindUnreadable && m.EventID == f.recs[i].Event.ID && strings.Contains(m.Detail, "digest mismatch")
+	}) {
+		t.Fatalf("tampered manifest not reported: %s", dump(rep))
+	}
+}
+
+func TestAuditReannouncedManifestIsCompared(t *testing.T) {
+	// A self-consistent but different manifest blob, announced in place of the real one.
+	f := honest(t)
+	i := f.find(events.TypeManifestEmitted, "")
+	sha := f.recs[i].Event.Payload.(*events.ManifestEmitted).Manifest.SHA256
+	data, _, err := blob.ReadAll(context.Background(), f.store, blob.Ref{Tenant: f.tenant, SHA256: sha})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := strings.Replace(string(data), `"winner": "reference"`, `"winner": "ours"`, 1)
+	attrs, err := blob.PutBytes(context.Background(), f.store, f.tenant, []byte(forged), "application/json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rewrite(i, func(ev *events.Event) {
+		p := *ev.Payload.(*events.ManifestEmitted)
+		p.Manifest.SHA256, p.Manifest.Size = attrs.Ref.SHA256, attrs.Size
+		ev.Payload = &p
+	})
+	rep := f.audit()
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Field == "manifest(ab).comparisons[0].winner" && m.Recorded == `"ours"` && m.Derived == `"reference"`
+	}) {
+		t.Fatalf("forged manifest contents not named: %s", dump(rep))
+	}
+}
+
+func TestAuditDuplicateVerdictAndForgedID(t *testing.T) {
+	f := honest(t)
+	i := f.find(events.TypeVerdictEmitted, "AC-2")
+	dup := f.recs[i].Event
+	dup.ID = "0123456789abcdef0123456789abcdef"
+	f.publish(dup)
+	rep := f.audit()
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Kind == audit.KindDuplicate && m.Job == "AC-2" && m.EventID == dup.ID
+	}) {
+		t.Fatalf("duplicate verdict not reported: %s", dump(rep))
+	}
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Kind == audit.KindID && m.EventID == dup.ID && m.Field == "envelope.id"
+	}) {
+		t.Fatalf("non-deterministic id not reported: %s", dump(rep))
+	}
+}
+
+func TestAuditUndecodableAndMisrouted(t *testing.T) {
+	f := honest(t)
+	f.raw("tribunal.team-a.verdict.emitted", []byte{0xc1, 'x'}, "garbage", "")
+	i := f.find(events.TypeVerdictEmitted, "AC-1")
+	f.raw("tribunal.team-b.verdict.emitted", f.recs[i].Raw, "elsewhere", "")
+	rep := f.audit()
+	if rep.Count(audit.KindUndecodable) != 1 || rep.Count(audit.KindSubject) != 1 {
+		t.Fatalf("want one undecodable and one misrouted message: %s", dump(rep))
+	}
+}
+
+func TestAuditMissingAndUnexplainedDecision(t *testing.T) {
+	f := honest(t)
+	i := f.find(events.TypeIterationDecided, "AC-2")
+	forged := f.recs[i].Event
+	f.recs = append(f.recs[:i], f.recs[i+1:]...)
+	forged.Iteration = 4
+	forged.ID = events.NewID(forged.Type, forged.Tenant, forged.BatchID, forged.JobID, 4, "")
+	f.publish(forged)
+	rep := f.audit()
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Kind == audit.KindMissing && m.Job == "AC-2" && m.EventType == events.TypeIterationDecided
+	}) {
+		t.Fatalf("dropped decision not reported: %s", dump(rep))
+	}
+	if !has(rep, func(m audit.Mismatch) bool { return m.Kind == audit.KindUnexplained && m.EventID == forged.ID }) {
+		t.Fatalf("unexplained decision not reported: %s", dump(rep))
+	}
+}
+
+func TestAuditJobWithoutOutcome(t *testing.T) {
+	f := newFixture(t)
+	f.abJob("AC-1", 0, 2, "A", 0.9)
+	spec := abSpec("AC-2")
+	f.publish(events.New(&events.JobSubmitted{Spec: spec, Index: 1, BatchSize: 2}, f.tenant, f.batch, "AC-2", 0, "", nil))
+	rep := f.audit()
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Kind == audit.KindMissing && m.Job == "AC-2" && m.Field == "outcome"
+	}) {
+		t.Fatalf("job without outcome not reported: %s", dump(rep))
+	}
+	if rep.Batches[0].Complete {
+		t.Fatal("an unfinished batch reported complete")
+	}
+}
+
+func TestAuditDecisionBeforeItsCause(t *testing.T) {
+	f := honest(t)
+	i := f.find(events.TypeVerdictEmitted, "AC-2")
+	j := f.find(events.TypeIterationDecided, "AC-2")
+	f.recs[i].Seq, f.recs[j].Seq = f.recs[j].Seq, f.recs[i].Seq
+	rep := f.audit()
+	if !has(rep, func(m audit.Mismatch) bool { return m.Kind == audit.KindOrder && m.Job == "AC-2" }) {
+		t.Fatalf("decision recorded before its verdict not reported: %s", dump(rep))
+	}
+}
+
+func TestAuditDeadLetterReason(t *testing.T) {
+	f := honest(t)
+	for i, r := range f.recs {
+		if r.DeadLetter != "" {
+			f.recs[i] = audit.NewRecorded(r.Seq, r.Subject, r.Stored, r.Raw, r.MsgID, "another reason")
+		}
+	}
+	rep := f.audit()
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Job == "AC-3" && m.EventType == events.TypeJobBlocked && m.Field == "reason"
+	}) {
+		t.Fatalf("blocked reason not re-derived from the dead letter: %s", dump(rep))
+	}
+}

@@ -1,0 +1,13 @@
+// Package audit replays the event stream and re-derives every decision tribunal recorded
+// from the recorded events alone, so an altered event, verdict, decision or manifest is
+// found instead of trusted.
+//
+// The stream is the evidence: each job's outcome was derived by the aggregator from its
+// job.submitted and the events that followed (verdicts, failed gates, rubric loop steps,
+// dead letters), and each manifest and sign-off carries a digest chained over the wire
+// bytes of exactly those events. Replay reads the stream with an ordered consumer; Audit
+// runs the aggregator's rules again, with the same packages (aggregate, ab, argus), in
+// stream order, and compares every value it derives with the event (or blob) that
+// records it. What cannot be derived from events (the aggregator's clock, a key-value
+// race, the judges' answers themselves) is listed as unverified, never silently passed.
+package audit

@@ -1,0 +1,199 @@
+package audit
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/services/aggregator"
+)
+
+// Kind classifies a mismatch, so a reader can tell an altered decision from a broken
+// record without parsing prose.
+type Kind string
+
+// The kinds of mismatch an audit reports. Every one of them fails the audit: each means
+// the stream no longer proves what was decided.
+const (
+	// KindMismatch: a recorded value differs from the value re-derived from the inputs.
+	KindMismatch Kind = "mismatch"
+	// KindUndecodable: a message of the replay is not a valid event.
+	KindUndecodable Kind = "undecodable"
+	// KindDuplicate: two recorded events stand for one logical step.
+	KindDuplicate Kind = "duplicate"
+	// KindMissing: an event the re-derivation says must exist is not recorded.
+	KindMissing Kind = "missing"
+	// KindCollision: the aggregator published a decision under the id of an earlier
+	// event, so JetStream dropped it as a duplicate and the stream never held it.
+	KindCollision Kind = "collision"
+	// KindUnexplained: a recorded decision that nothing in the replay derives.
+	KindUnexplained Kind = "unexplained"
+	// KindOrder: a decision recorded before the event it claims to derive from.
+	KindOrder Kind = "order"
+	// KindID: an event id that is not the deterministic id of its step.
+	KindID Kind = "id"
+	// KindSubject: an event recorded on a subject that contradicts its envelope.
+	KindSubject Kind = "subject"
+	// KindUnreadable: a blob the decision rests on (a manifest) cannot be read back
+	// intact: it is missing or its bytes no longer hash to their address.
+	KindUnreadable Kind = "unreadable"
+)
+
+// Mismatch is one finding. It names the job, the recorded event it concerns and, for a
+// re-derived value, the input event the value was derived from, so the altered event can
+// be found whichever side of the derivation was touched.
+type Mismatch struct {
+	// Kind says what sort of finding it is.
+	Kind Kind `json:"kind"`
+	// Tenant, Batch and Job locate it ("" where it concerns no job, such as a manifest).
+	Tenant string `json:"tenant,omitempty"`
+	Batch  string `json:"batch,omitempty"`
+	Job    string `json:"job,omitempty"`
+	// EventID, EventType and Seq name the recorded event (Seq 0: not recorded).
+	EventID   string      `json:"event_id,omitempty"`
+	EventType events.Type `json:"event_type,omitempty"`
+	Seq       uint64      `json:"seq,omitempty"`
+	// FromID and FromType name the input event the value was re-derived from.
+	FromID   string      `json:"from_id,omitempty"`
+	FromType events.Type `json:"from_type,omitempty"`
+	FromSeq  uint64      `json:"from_seq,omitempty"`
+	// Field is the wire name of the value ("ab.winner", "digest", "manifest.ab:...").
+	Field string `json:"field,omitempty"`
+	// Recorded is what the stream (or the blob) holds; Derived what the events give.
+	Recorded string `json:"recorded,omitempty"`
+	Derived  string `json:"derived,omitempty"`
+	// Detail explains findings that are not a value comparison.
+	Detail string `json:"detail,omitempty"`
+}
+
+// String renders the finding on one line for the terminal.
+func (m Mismatch) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", strings.ToUpper(string(m.Kind)))
+	if m.Batch != "" {
+		fmt.Fprintf(&b, " %s/%s", m.Tenant, m.Batch)
+	}
+	if m.Job != "" {
+		fmt.Fprintf(&b, " job %s", m.Job)
+	}
+	if m.EventType != "" || m.EventID != "" {
+		fmt.Fprintf(&b, " %s", strings.TrimSpace(string(m.EventType)+" "+short(m.EventID)))
+		if m.Seq > 0 {
+			fmt.Fprintf(&b, " (seq %d)", m.Seq)
+		}
+	}
+	if m.FromID != "" {
+		fmt.Fprintf(&b, " from %s %s", m.FromType, short(m.FromID))
+		if m.FromSeq > 0 {
+			fmt.Fprintf(&b, " (seq %d)", m.FromSeq)
+		}
+	}
+	if m.Field != "" {
+		fmt.Fprintf(&b, ": %s", m.Field)
+	}
+	switch {
+	case m.Derived != "" || (m.Kind == KindMismatch && m.Recorded != ""):
+		fmt.Fprintf(&b, ": recorded %s, re-derived %s", orNone(m.Recorded), orNone(m.Derived))
+	case m.Recorded != "":
+		fmt.Fprintf(&b, " %s", m.Recorded)
+	}
+	if m.Detail != "" {
+		fmt.Fprintf(&b, ": %s", m.Detail)
+	}
+	return b.String()
+}
+
+// Unverified is something the audit could not re-derive from the recorded events, and
+// why: it is neither confirmed nor contradicted, and the report says so instead of
+// staying silent.
+type Unverified struct {
+	// Tenant, Batch and Job locate it, where it has a place.
+	Tenant string `json:"tenant,omitempty"`
+	Batch  string `json:"batch,omitempty"`
+	Job    string `json:"job,omitempty"`
+	// What was not checked, and Why not.
+	What string `json:"what"`
+	Why  string `json:"why"`
+}
+
+// String renders the note on one line.
+func (u Unverified) String() string {
+	where := ""
+	if u.Batch != "" {
+		where = u.Tenant + "/" + u.Batch
+	}
+	if u.Job != "" {
+		where += " job " + u.Job
+	}
+	if where != "" {
+		where += ": "
+	}
+	return where + u.What + " (" + u.Why + ")"
+}
+
+// BatchSummary is what the audit re-derived for one batch: enough to compare with the
+// aggregator's state (CheckState) and to show a reader what was checked.
+type BatchSummary struct {
+	// Tenant and Batch name it.
+	Tenant string `json:"tenant"`
+	Batch  string `json:"batch"`
+	// Jobs is how many jobs were submitted.
+	Jobs int `json:"jobs"`
+	// Complete is true when the replayed events make every job final.
+	Complete bool `json:"complete"`
+	// Digest is the re-derived digest chain over the batch's inputs (BatchDigest).
+	Digest string `json:"digest,omitempty"`
+	// Summary is the re-derived batch.completed, when the batch is complete.
+	Summary *events.BatchCompleted `json:"summary,omitempty"`
+}
+
+// Report is the outcome of an audit: what was read and re-derived, every mismatch and
+// everything that could not be checked.
+type Report struct {
+	// Events is how many replayed messages belong to the audited batches.
+	Events int `json:"events"`
+	// History is how many events of other batches were replayed only to rebuild the
+	// loop state of the audited rubric views.
+	History int `json:"history,omitempty"`
+	// Jobs is how many jobs the audited batches hold.
+	Jobs int `json:"jobs"`
+	// Decisions counts the re-derived values that were compared with a record.
+	Decisions int `json:"decisions"`
+	// Batches are the audited batches, as re-derived.
+	Batches []BatchSummary `json:"batches"`
+	// Mismatches are every finding, by batch and stream order.
+	Mismatches []Mismatch `json:"mismatches"`
+	// Unverified are the things the events cannot prove either way.
+	Unverified []Unverified `json:"unverified,omitempty"`
+
+	// derived keeps the re-derived job records, for CheckState.
+	derived map[jobKey]*aggregator.JobRecord
+}
+
+// OK reports whether the audit found nothing: the stream still proves every decision.
+func (r *Report) OK() bool { return len(r.Mismatches) == 0 }
+
+// Count is how many mismatches of kind k the report holds.
+func (r *Report) Count(k Kind) int {
+	n := 0
+	for _, m := range r.Mismatches {
+		if m.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

@@ -1,0 +1,164 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
+)
+
+// recordSpans installs an in-memory tracer provider for the test.
+func recordSpans(t *testing.T) *tracetest.InMemoryExporter {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prev)
+		_ = tp.Shutdown(context.Background())
+	})
+	return exp
+}
+
+// onlySpan waits for the single span named name.
+func onlySpan(t *testing.T, exp *tracetest.InMemoryExporter, name string) tracetest.SpanStub {
+	t.Helper()
+	var found []tracetest.SpanStub
+	waitFor(t, 5*time.Second, "span "+name, func() (bool, string) {
+		found = found[:0]
+		for _, s := range exp.GetSpans() {
+			if s.Name == name {
+				found = append(found, s)
+			}
+		}
+		return len(found) > 0, fmt.Sprintf("%d spans", len(exp.GetSpans()))
+	})
+	if len(found) != 1 {
+		t.Fatalf("%d spans named %q, want 1", len(found), name)
+	}
+	return found[0]
+}
+
+// traceparent splits a W3C traceparent header into trace and span ids.
+func traceparent(t *testing.T, h string) (traceID, spanID string) {
+	t.Helper()
+	parts := strings.Split(h, "-")
+	if len(parts) != 4 || parts[0] != "00" {
+		t.Fatalf("traceparent %q", h)
+	}
+	return parts[1], parts[2]
+}
+
+// TestRouterTracesAndCountsHandledEvents: an event published without trace context is
+// handled in a span under its job's root, the event it produces carries that span as its
+// traceparent header, and the delivery is counted as handled once.
+func TestRouterTracesAndCountsHandledEvents(t *testing.T) {
+	m := telemetry.Reset()
+	exp := recordSpans(t)
+	e := newRouterEnv(t, bus.Config{AckWait: 5 * time.Second, MaxDeliver: 3})
+	e.run(t, bus.Gater, bus.RouterConfig{}, func(ctx context.Context, ev events.Event) ([]events.Event, error) {
+		return []events.Event{events.New(&events.GatesFailed{Kind: events.KindAB, ACID: ev.JobID, Blocked: "missing artifact"},
+			ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}, nil
+	})
+	rd := renderDone("AC-1")
+	if err := e.pub.PublishEvents(rd); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := events.Subject(testTenant, events.TypeGatesFailed)
+	waitFor(t, 10*time.Second, "the produced event", func() (bool, string) {
+		n := subjectCount(t, e.js, out)
+		return n == 1, fmt.Sprintf("%d on %s", n, out)
+	})
+	waitFor(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
+
+	span := onlySpan(t, exp, "gater render.done")
+	root := telemetry.JobRoot(rd.CorrelationID)
+	if span.SpanContext.TraceID() != root.TraceID() || span.Parent.SpanID() != root.SpanID() {
+		t.Errorf("span in trace %s under %s, want the job root %s/%s", span.SpanContext.TraceID(), span.Parent.SpanID(), root.TraceID(), root.SpanID())
+	}
+	attrs := map[string]string{}
+	for _, a := range span.Attributes {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	for k, v := range map[string]string{"tribunal.tenant": testTenant, "tribunal.batch": "batch-1", "tribunal.job": "AC-1",
+		"tribunal.event.id": rd.ID, "tribunal.event.type": "render.done"} {
+		if attrs[k] != v {
+			t.Errorf("span attribute %s = %q, want %q", k, attrs[k], v)
+		}
+	}
+
+	st, err := e.js.Stream(ctxT(t), "TRIBUNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := st.GetLastMsgForSubject(ctxT(t), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid, sid := traceparent(t, msg.Header.Get("traceparent"))
+	if tid != span.SpanContext.TraceID().String() || sid != span.SpanContext.SpanID().String() {
+		t.Errorf("produced event carries %s/%s, want the handler span %s/%s", tid, sid, span.SpanContext.TraceID(), span.SpanContext.SpanID())
+	}
+
+	if got := m.Value("tribunal_events_handled_total", "service=gater", "type=render.done"); got != 1 {
+		t.Errorf("handled %v, want 1", got)
+	}
+	if got := m.Value("tribunal_events_failed_total"); got != 0 {
+		t.Errorf("failed %v, want 0", got)
+	}
+	if got := m.Value("tribunal_handler_seconds", "service=gater"); got != 1 {
+		t.Errorf("latency observations %v, want 1", got)
+	}
+}
+
+// TestDeadLetterCountedAndTraced: a message that can never succeed is counted as failed
+// and as a dead letter, and the dead letter continues the trace under the span that gave
+// up on it, so the aggregator's handling of it joins the job's trace.
+func TestDeadLetterCountedAndTraced(t *testing.T) {
+	m := telemetry.Reset()
+	exp := recordSpans(t)
+	e := newRouterEnv(t, bus.Config{AckWait: 5 * time.Second, MaxDeliver: 3})
+	e.run(t, bus.Gater, bus.RouterConfig{}, func(ctx context.Context, ev events.Event) ([]events.Event, error) {
+		return nil, bus.Permanent(errors.New("this input can never work"))
+	})
+	rd := renderDone("AC-2")
+	if err := e.pub.PublishEvents(rd); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a dead letter", func() (bool, string) {
+		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
+		return n == 1, fmt.Sprintf("%d dead letters", n)
+	})
+	waitFor(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
+
+	span := onlySpan(t, exp, "gater render.done")
+	if span.Status.Code != codes.Error {
+		t.Errorf("span status %v, want an error", span.Status)
+	}
+	dl := deadLetters(t, e.js, bus.Gater)[0]
+	tid, sid := traceparent(t, dl.Header.Get("traceparent"))
+	if tid != span.SpanContext.TraceID().String() || sid != span.SpanContext.SpanID().String() {
+		t.Errorf("dead letter carries %s/%s, want the span that gave up %s/%s", tid, sid, span.SpanContext.TraceID(), span.SpanContext.SpanID())
+	}
+	if got := m.Value("tribunal_dead_letters_total", "service=gater"); got != 1 {
+		t.Errorf("dead letters %v, want 1", got)
+	}
+	if got := m.Value("tribunal_events_failed_total", "service=gater", "type=render.done"); got != 1 {
+		t.Errorf("failed %v, want 1", got)
+	}
+	if got := m.Value("tribunal_events_handled_total"); got != 0 {
+		t.Errorf("handled %v, want 0", got)
+	}
+}

@@ -1,0 +1,147 @@
+// Package telemetry is tribunal's observability: Prometheus metrics on a registry of its
+// own, OpenTelemetry spans carried from service to service in event metadata, and slog
+// attributes that tie a log line to its tenant, batch and job.
+//
+// The services record through package-level functions (JudgeCall, GateFailures, ...) on
+// a process-wide default, so a metric costs one line where the fact is known and no
+// service needs a telemetry dependency injected. Tests swap the default with Reset.
+package telemetry
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics is one process's set of tribunal metrics on its own registry. It is not the
+// Prometheus global registry so that a test can start from zero and read exactly what
+// its batch moved, whatever other tests or libraries registered.
+type Metrics struct {
+	// Registry holds every metric below plus the Go runtime and process collectors.
+	Registry *prometheus.Registry
+
+	// EventsHandled counts deliveries a service's handler finished without error, by
+	// service and event type ("dead_letter" for the aggregator's dead-letter input).
+	EventsHandled *prometheus.CounterVec
+	// EventsFailed counts deliveries whose handler still failed after the in-process
+	// retries; the message goes back to JetStream or to dead letters.
+	EventsFailed *prometheus.CounterVec
+	// HandlerSeconds is the time from a delivery reaching the router to the handler's
+	// return, in-process retries included, so it is what a message costs a service slot.
+	HandlerSeconds *prometheus.HistogramVec
+	// JudgeCalls counts judging calls to a provider (a repair re-ask is part of its call;
+	// cached answers and refused inputs are not calls).
+	JudgeCalls *prometheus.CounterVec
+	// JudgeTokens counts the provider-reported tokens of those calls.
+	JudgeTokens *prometheus.CounterVec
+	// JudgeCacheHits counts answers served from the shared judge-call cache.
+	JudgeCacheHits *prometheus.CounterVec
+	// GateFailures counts red gates (and render blocks) that kept a job from the judges.
+	GateFailures *prometheus.CounterVec
+	// JudgeDisagreements counts self-reported judge aggregates the aggregator corrected.
+	JudgeDisagreements *prometheus.CounterVec
+	// DeadLetters counts messages a service's router gave up on and sent to dead letters.
+	DeadLetters *prometheus.CounterVec
+
+	pending *pendingCollector
+}
+
+// handlerBuckets span a KV update (milliseconds) to a slow LLM call with a repair
+// re-ask (minutes).
+var handlerBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// New builds a fresh metric set on a new registry.
+func New() *Metrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tribunal", Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		Registry:       prometheus.NewRegistry(),
+		EventsHandled:  counter("events_handled_total", "Deliveries handled without error, by service and event type.", "service", "type"),
+		EventsFailed:   counter("events_failed_total", "Deliveries whose handler failed after in-process retries, by service and event type.", "service", "type"),
+		HandlerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tribunal", Name: "handler_seconds", Help: "Time spent handling one delivery, in-process retries included.", Buckets: handlerBuckets}, []string{"service"}),
+		JudgeCalls:     counter("judge_calls_total", "Judging calls to a provider, by provider, model, judge kind and answer status.", "provider", "model", "kind", "status"),
+		JudgeTokens:    counter("judge_tokens_total", "Provider-reported tokens of judging calls, by direction (prompt or completion).", "provider", "model", "direction"),
+		JudgeCacheHits: counter("judge_cache_hits_total", "Judge answers served from the shared judge-call cache instead of a provider call.", "kind"),
+		GateFailures:   counter("gate_failures_total", "Failed gates that kept a job from the judges, by judge kind and gate.", "kind", "gate"),
+		JudgeDisagreements: counter("judge_disagreements_total",
+			"Self-reported judge aggregates the aggregator re-derived differently, by judge kind.", "kind"),
+		DeadLetters: counter("dead_letters_total", "Messages sent to dead letters, by the service that gave up on them.", "service"),
+		pending:     newPendingCollector(),
+	}
+	m.Registry.MustRegister(m.EventsHandled, m.EventsFailed, m.HandlerSeconds, m.JudgeCalls, m.JudgeTokens,
+		m.JudgeCacheHits, m.GateFailures, m.JudgeDisagreements, m.DeadLetters, m.pending,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves this set in the Prometheus text (or negotiated) format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+var current atomic.Pointer[Metrics]
+
+func init() { current.Store(New()) }
+
+// Default is the process's metric set, the one the package-level recording functions
+// and Handler use.
+func Default() *Metrics { return current.Load() }
+
+// Reset replaces the default with a fresh set and returns it, so a test reads only what
+// it caused. Anything registered on the previous set (consumer pending sources) stays
+// with it: reset before starting services.
+func Reset() *Metrics {
+	m := New()
+	current.Store(m)
+	return m
+}
+
+// Handler serves the default set, resolved at every scrape so a Reset is followed.
+func Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Default().Handler().ServeHTTP(w, r)
+	})
+}
+
+// Value sums the current value of every series of the metric family name whose labels
+// include labels ("key=value" pairs): a counter's or gauge's value, a histogram's sample
+// count. It lets a test read what it caused without scraping; an unknown name is 0.
+func (m *Metrics) Value(name string, labels ...string) float64 {
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, s := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range s.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for _, kv := range labels {
+				k, v, _ := strings.Cut(kv, "=")
+				if have[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case s.Counter != nil:
+				total += s.GetCounter().GetValue()
+			case s.Gauge != nil:
+				total += s.GetGauge().GetValue()
+			case s.Histogram != nil:
+				total += float64(s.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return total
+}

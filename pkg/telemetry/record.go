@@ -1,0 +1,86 @@
+package telemetry
+
+import (
+	"strings"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// The recording functions below are called once where a service learns the fact. Like
+// every counter in an at-least-once system they count executions: a redelivered message
+// (a crash before its ack) or a compare-and-set retried on a conflict counts again.
+
+// Handled records one finished delivery of a service's handler: handled or failed by
+// event type, and the time it took.
+func Handled(service, eventType string, d time.Duration, err error) {
+	m := Default()
+	if err != nil {
+		m.EventsFailed.WithLabelValues(service, eventType).Inc()
+	} else {
+		m.EventsHandled.WithLabelValues(service, eventType).Inc()
+	}
+	m.HandlerSeconds.WithLabelValues(service).Observe(d.Seconds())
+}
+
+// JudgeCall records one judge answer of kind as recorded on the verdict: an answer from
+// the cache is a cache hit, not a call; an input refused before any call ("blocked") is
+// neither; anything else is a call with its status and token usage.
+func JudgeCall(kind string, j events.JudgeInfo, status string) {
+	m := Default()
+	switch {
+	case j.Cached:
+		m.JudgeCacheHits.WithLabelValues(kind).Inc()
+	case status == "blocked":
+	default:
+		m.JudgeCalls.WithLabelValues(j.Provider, j.Model, kind, status).Inc()
+		if j.PromptTokens > 0 {
+			m.JudgeTokens.WithLabelValues(j.Provider, j.Model, "prompt").Add(float64(j.PromptTokens))
+		}
+		if j.CompletionTokens > 0 {
+			m.JudgeTokens.WithLabelValues(j.Provider, j.Model, "completion").Add(float64(j.CompletionTokens))
+		}
+	}
+}
+
+// GateFailures records why the gater kept a job from the judges, when p is a
+// gates.failed payload (any other payload records nothing, so the call can sit on the
+// gater's single output path). Each failing gate counts once under its name without
+// the per-role or per-case suffix ("artifact_readable:ours" counts as
+// "artifact_readable"), keeping the label set bounded; a render that was blocked counts
+// as "blocked" and a missing rubric reference as "needs_context".
+func GateFailures(p events.Payload) {
+	gf, ok := p.(*events.GatesFailed)
+	if !ok {
+		return
+	}
+	c := Default().GateFailures
+	switch {
+	case gf.Blocked != "":
+		c.WithLabelValues(gf.Kind, "blocked").Inc()
+		return
+	case gf.NeedsContext != "":
+		c.WithLabelValues(gf.Kind, "needs_context").Inc()
+		return
+	}
+	for _, g := range gf.Gates {
+		if g.Status == "fail" {
+			name, _, _ := strings.Cut(g.Name, ":")
+			c.WithLabelValues(gf.Kind, name).Inc()
+		}
+	}
+}
+
+// JudgeDisagreements records the disagreements of a decision the aggregator just made
+// (nil and zero record nothing).
+func JudgeDisagreements(kind string, d *events.IterationDecided) {
+	if d == nil || d.Disagreements <= 0 {
+		return
+	}
+	Default().JudgeDisagreements.WithLabelValues(kind).Add(float64(d.Disagreements))
+}
+
+// DeadLettered records n messages service sent to dead letters.
+func DeadLettered(service string, n int) {
+	Default().DeadLetters.WithLabelValues(service).Add(float64(n))
+}

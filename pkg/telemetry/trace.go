@@ -1,0 +1,77 @@
+package telemetry
+
+import (
+	"context"
+	"crypto/sha256"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TracerName is the instrumentation scope of tribunal's spans.
+const TracerName = "github.com/tribunal-dev/tribunal"
+
+// Span attribute keys tribunal sets on every handler span, so a trace backend can find
+// every span of one tenant, batch or AC.
+const (
+	AttrTenant    = attribute.Key("tribunal.tenant")
+	AttrBatch     = attribute.Key("tribunal.batch")
+	AttrJob       = attribute.Key("tribunal.job")
+	AttrIteration = attribute.Key("tribunal.iteration")
+	AttrEventID   = attribute.Key("tribunal.event.id")
+	AttrEventType = attribute.Key("tribunal.event.type")
+	AttrService   = attribute.Key("tribunal.service")
+	AttrDelivered = attribute.Key("tribunal.delivered")
+)
+
+// propagator is W3C trace context and nothing else, fixed rather than taken from the
+// global propagator (a no-op until a process sets one): the traceparent header is part of
+// tribunal's wire contract between its own services, not a deployment choice.
+var propagator = propagation.TraceContext{}
+
+// Tracer is tribunal's tracer from the globally registered provider, looked up at every
+// use so that a provider set after start (or per test) takes effect. Without a provider
+// spans are not recorded, but span contexts still propagate: trace ids in logs and
+// headers stay consistent even when nothing exports them.
+func Tracer() trace.Tracer { return otel.GetTracerProvider().Tracer(TracerName) }
+
+// Extract returns ctx with the remote parent found in md, the metadata of an incoming
+// message (its NATS headers). A message without one (published by a client, which
+// starts no span) gets the job's root from JobRoot(correlationID) instead, so the two
+// messages that enter the system for one AC (job.submitted to the aggregator and
+// render.requested to the renderer) land in the same trace without any coordination.
+func Extract(ctx context.Context, md map[string]string, correlationID string) context.Context {
+	if ectx := propagator.Extract(ctx, propagation.MapCarrier(md)); trace.SpanContextFromContext(ectx).IsRemote() {
+		return ectx
+	}
+	if correlationID == "" {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, JobRoot(correlationID))
+}
+
+// JobRoot is the virtual root span of a job's trace: trace and span ids are derived from
+// the job's correlation id (one per AC per batch), so every service computes the same
+// one. No process ever records this span; backends show the services' first spans as
+// children of a missing root. It is marked sampled so that parent-based samplers (the
+// SDK default) record the job everywhere or, with a trace-id-ratio sampler on the
+// services, decide the same way for every span of the job.
+func JobRoot(correlationID string) trace.SpanContext {
+	sum := sha256.Sum256([]byte("tribunal trace\x00" + correlationID))
+	var tid trace.TraceID
+	var sid trace.SpanID
+	copy(tid[:], sum[:16])
+	copy(sid[:], sum[16:24])
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+}
+
+// Inject writes the span context of ctx into md, the metadata of an outgoing message, so
+// the next service continues the trace. A context without a span leaves md as it is.
+func Inject(ctx context.Context, md map[string]string) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	propagator.Inject(ctx, propagation.MapCarrier(md))
+}
