@@ -14,9 +14,10 @@ import (
 
 func newDevCmd() *cobra.Command {
 	dev := &cobra.Command{
-		Use:    "dev",
-		Short:  "Tools for load tests and development",
-		Hidden: true,
+		Use:     "dev",
+		Short:   "Tools for load tests and development",
+		Example: "  tribunal dev fake-llm --latency 500ms",
+		Hidden:  true,
 	}
 	var listen string
 	var latency time.Duration

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 	"github.com/tribunal-dev/tribunal/services/gater"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
@@ -52,7 +54,8 @@ func (f *featureServer) Close() {
 // sensorsFromFlags builds the renderer's rubric sensors: the built-in web sensor and
 // the operator's command adapters ("name=/path/to/sense.sh").
 func sensorsFromFlags(adapters []string) (*renderer.Sensors, error) {
-	s := &renderer.Sensors{}
+	// Containers without user namespaces cannot start Chromium's sandbox.
+	s := &renderer.Sensors{Web: web.Options{NoSandbox: os.Getenv("TRIBUNAL_CHROMIUM_NO_SANDBOX") == "true"}}
 	if len(adapters) == 0 {
 		return s, nil
 	}

@@ -161,6 +161,9 @@ type CaseVote struct {
 	Verdict        string           `msgpack:"verdict,omitempty"`
 	BehaviourDelta string           `msgpack:"behaviour_delta,omitempty"`
 	Efficiency     EfficiencySignal `msgpack:"efficiency_signal"`
+	// Original and Candidate are the transcripts the verdict compared, for reviewers.
+	Original  *Blob `msgpack:"original,omitempty"`
+	Candidate *Blob `msgpack:"candidate,omitempty"`
 }
 
 // CriticResult is the aggregator's derived outcome of a critic job.

@@ -99,6 +99,13 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 			return s.decide(ctx, ev, func(r *JobRecord) {
 				d := aggregate.DeriveEquivalence(r.Spec, p.Cases)
 				r.Status, r.Equivalence, r.Decided = d.Status, &d.Report, d.Decided
+				r.Transcripts = nil
+				for _, c := range p.Cases {
+					if c.Original != nil && c.Candidate != nil {
+						r.Transcripts = append(r.Transcripts, events.Transcript{CaseID: c.CaseID, Side: "original", Blob: *c.Original},
+							events.Transcript{CaseID: c.CaseID, Side: "candidate", Blob: *c.Candidate})
+					}
+				}
 				r.Judges = d.Decided.Judges
 				if d.Blocked != "" {
 					r.BlockStage, r.BlockReason = "judge", d.Blocked

@@ -49,6 +49,8 @@ type JobRecord struct {
 	Equivalence *equivalence.Report      `json:"equivalence,omitempty"`
 	// Judges names every judge that contributed, "provider/model".
 	Judges []string `json:"judges,omitempty"`
+	// Transcripts are an equivalence job's runner transcripts, for reviewers.
+	Transcripts []events.Transcript `json:"transcripts,omitempty"`
 	// Rubric is a rubric view's loop state in this batch.
 	Rubric *RubricRecord `json:"rubric,omitempty"`
 	// Inputs are the events the job's outcome was derived from, as "<event id>:<sha256

@@ -40,6 +40,8 @@ type RubricRecord struct {
 	SignOff       *argus.SignOff         `json:"signoff,omitempty"`
 	Candidate     *events.Blob           `json:"candidate,omitempty"`
 	Render        *events.Blob           `json:"render,omitempty"`
+	// Previous is the render the judge ranked this one against.
+	Previous *events.Blob `json:"previous,omitempty"`
 }
 
 // WithViews gives the aggregator the rubric view state it owns.
@@ -84,12 +86,14 @@ func (s *Service) rubricStep(ctx context.Context, ev events.Event, step loopStep
 	}
 	var d argus.Decision
 	var signoff *argus.SignOff
+	var previous *events.Blob
 	vkey := views.Key(ev.Tenant, rs)
 	vrec, err := views.Update(ctx, s.views, vkey, func(v *views.Record) error {
 		if v.LastApplied == ev.ID {
 			d = v.LastDecision
 			return views.ErrNoChange
 		}
+		previous = v.PrevRender
 		if v.Loop.Feature == "" {
 			v.Loop = argus.NewLoopState(rs.Feature, rs.Target+"/"+rs.State+"/"+rs.Appearance, rs.ReferenceSource)
 		}
@@ -186,6 +190,7 @@ func (s *Service) rubricStep(ctx context.Context, ev events.Event, step loopStep
 			r.Judges = addJudge(r.Judges, step.judge)
 			r.Inputs = append(r.Inputs, inputLink(ctx, ev)...)
 			r.Rubric.LastVerdict, r.Rubric.Loop, r.Rubric.SignOff, r.Rubric.Render = vrec.LastVerdict, vrec.Loop, signoff, step.render
+			r.Rubric.Previous = previous
 			if status == StatusAwaitingSpotcheck {
 				r.Status = StatusAwaitingSpotcheck
 			}
@@ -203,6 +208,7 @@ func (s *Service) rubricStep(ctx context.Context, ev events.Event, step loopStep
 		}
 		r.Rubric.Handled, r.Rubric.Decision, r.Rubric.LastVerdict, r.Rubric.Loop, r.Rubric.SignOff, r.Rubric.Render =
 			ev.Iteration, dec, vrec.LastVerdict, vrec.Loop, signoff, step.render
+		r.Rubric.Previous = previous
 		r.Decided = decided
 		r.Judges = addJudge(r.Judges, step.judge)
 		if status == StatusBudgetExhausted {

@@ -71,7 +71,8 @@ func (s *Service) handleEquivalence(ctx context.Context, ev events.Event, gd *ev
 			}
 			s.storeAnswer(ctx, key, o.Status, o)
 		}
-		v := events.CaseVote{CaseID: c.CaseID, Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
+		origBlob, candBlob := c.Original.Blob, c.Candidate.Blob
+		v := events.CaseVote{CaseID: c.CaseID, Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw, Original: &origBlob, Candidate: &candBlob}
 		v.Judge.Instance, v.Judge.Cached = s.instance, cached
 		telemetry.JudgeCall(events.KindEquivalence, v.Judge, v.Status)
 		if o.Status == "ok" {
