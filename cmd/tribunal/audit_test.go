@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
@@ -20,6 +21,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
 
@@ -97,6 +99,21 @@ func TestAuditCmd(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The completion is recorded before its events are published: wait for the last one.
+	js, _ := jetstream.New(nc)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, err := js.Stream(ctx, "TRIBUNAL")
+		if err == nil {
+			if m, err := st.GetLastMsgForSubject(ctx, "tribunal.team-a.batch.completed"); err == nil {
+				if ev, err := events.Decode(m.Data); err == nil && ev.BatchID == sub.BatchID {
+					break
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("batch.completed never reached the stream")
+		}
+	}
 	conn := []string{"--nats", srv.URL, "--blob", "file://" + blobDir}
 	out, code := runAudit(t, append(conn, "--batch", sub.BatchID, "--tenant", "team-a")...)
 	if code != 0 || !strings.Contains(out, "jobs: 3") || !strings.Contains(out, "mismatches: 0") || !strings.Contains(out, "ok: every decision") {

@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
 )
@@ -283,4 +284,29 @@ func rowsByID(rows []client.Row) map[string]client.Row {
 		out[r.ACID] = r
 	}
 	return out
+}
+
+// waitBatchCompletedEvent waits until the stream holds the batch.completed event of a
+// batch: the aggregator records the completion in KV before it publishes the event, so a
+// reader of the stream (an audit) can otherwise arrive between the two.
+func waitBatchCompletedEvent(t *testing.T, js jetstream.JetStream, tenant, batchID string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	subject := "tribunal." + tenant + ".batch.completed"
+	for {
+		st, err := js.Stream(ctx, "TRIBUNAL")
+		if err == nil {
+			if m, err := st.GetLastMsgForSubject(ctx, subject); err == nil {
+				if ev, err := events.Decode(m.Data); err == nil && ev.BatchID == batchID {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no batch.completed event for %s in the stream", batchID)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -6,7 +6,13 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"image"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
 	"mime"
 	"net/http"
 	"path"
@@ -28,6 +34,25 @@ const (
 	ReasonBinary      = "unsupported artifact: binary content"
 	ReasonRemoteNonHT = "unsupported artifact: remote non-HTML"
 	ReasonEmpty       = "unreadable artifact: empty"
+	// ReasonImageHeader prefixes the reason for an image whose header does not say how
+	// big it is (truncated, malformed, or a format with no dimension reader here); the
+	// parser's error follows after ": ".
+	ReasonImageHeader = "unreadable artifact: image header"
+)
+
+// Image size limits. An image's header declares its width and height in a few bytes,
+// and a decoder allocates for that declared size before it reads a single pixel: a
+// 60-byte PNG can ask for 50000x50000 RGBA, 10 GB. So Classify reads only the header
+// (image.DecodeConfig for PNG, JPEG and GIF; the RIFF chunk headers for WebP; the
+// file and DIB headers for BMP and ICO) and refuses an image whose declared size is
+// beyond these limits, before anything (the renderer, a judge's provider, a console
+// thumbnail) decodes it in full. 40 megapixels is well above any screenshot or photo a
+// judge compares (an 8K frame is 33 megapixels) yet about 160 MB as RGBA; no side may
+// exceed 20,000 pixels, which also stops a 1-pixel-high strip of a billion pixels from
+// passing as small.
+const (
+	MaxImagePixels = 40_000_000
+	MaxImageSide   = 20_000
 )
 
 var imageTypes = map[string]string{
@@ -52,7 +77,9 @@ type Result struct {
 }
 
 // Classify decides how an artifact named name (a path or URL) with bytes data can be
-// judged. declared is a media type the source claimed, if any.
+// judged. declared is a media type the source claimed, if any. An image is also
+// refused when its header declares more than MaxImagePixels or a side longer than
+// MaxImageSide, or cannot be parsed; only the header is read (see checkImageSize).
 func Classify(name string, data []byte, declared string) Result {
 	ext := strings.ToLower(path.Ext(stripQuery(name)))
 	if ext == ".diff" || ext == ".patch" {
@@ -69,9 +96,15 @@ func Classify(name string, data []byte, declared string) Result {
 		if !strings.HasPrefix(sniffed, "image/") {
 			return Result{Blocked: fmt.Sprintf("unreadable artifact: %s named as an image but its bytes are %s", ext, sniffed)}
 		}
+		if reason := checkImageSize(data, sniffed); reason != "" {
+			return Result{Blocked: reason}
+		}
 		return Result{Class: ClassImage, MediaType: mt}
 	}
 	if strings.HasPrefix(sniffed, "image/") && sniffed != "image/svg+xml" {
+		if reason := checkImageSize(data, sniffed); reason != "" {
+			return Result{Blocked: reason}
+		}
 		return Result{Class: ClassImage, MediaType: sniffed}
 	}
 	if strings.HasPrefix(sniffed, "video/") {
@@ -108,6 +141,258 @@ func LooksLikeDiff(data []byte) bool {
 		}
 	}
 	return false
+}
+
+// checkImageSize returns why an image of the sniffed media type cannot be judged
+// because of its declared size, or "" when it is within MaxImagePixels and
+// MaxImageSide. It reads headers only and never decodes pixels: the format is taken
+// from the bytes (as sniffed), not from the name, since a decoder dispatches on the
+// bytes too. A header that cannot be parsed is refused as well: it is not an image
+// anything downstream can read, and its size is unknown.
+func checkImageSize(data []byte, sniffed string) string {
+	w, h, err := imageDimensions(data, sniffed)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", ReasonImageHeader, err)
+	}
+	// int64: on a 32-bit platform w*h of two 65535s would overflow int.
+	if px := int64(w) * int64(h); px > MaxImagePixels {
+		return fmt.Sprintf("unreadable artifact: image is %dx%d pixels, more than the %s limit", w, h, pixelLimit())
+	}
+	if w > MaxImageSide || h > MaxImageSide {
+		return fmt.Sprintf("unreadable artifact: image is %dx%d pixels, a side longer than the %d pixel limit", w, h, MaxImageSide)
+	}
+	return ""
+}
+
+// pixelLimit words MaxImagePixels for a reason: "40 megapixel".
+func pixelLimit() string {
+	if MaxImagePixels%1_000_000 == 0 {
+		return fmt.Sprintf("%d megapixel", MaxImagePixels/1_000_000)
+	}
+	return fmt.Sprintf("%d pixel", MaxImagePixels)
+}
+
+// imageDimensions reads the declared width and height of an image from its header.
+// For formats that can hold several images (WebP frames, ICO entries) it returns the
+// largest declared by any of them, by pixel count, so a small canvas cannot smuggle in
+// a huge frame.
+func imageDimensions(data []byte, sniffed string) (w, h int, err error) {
+	var cfg image.Config
+	switch sniffed {
+	case "image/png":
+		cfg, err = png.DecodeConfig(bytes.NewReader(data))
+	case "image/jpeg":
+		cfg, err = jpeg.DecodeConfig(bytes.NewReader(data))
+	case "image/gif":
+		cfg, err = gif.DecodeConfig(bytes.NewReader(data))
+	case "image/webp":
+		return webpDimensions(data)
+	case "image/bmp":
+		return bmpDimensions(data)
+	case "image/x-icon":
+		return icoDimensions(data)
+	default:
+		return 0, 0, fmt.Errorf("no dimension reader for %s", sniffed)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return cfg.Width, cfg.Height, nil
+}
+
+var errWebPTruncated = errors.New("webp: truncated")
+
+// webpDimensions walks a WebP file's RIFF chunks (headers only, never the bitstream)
+// and returns the largest size any of them declares: the VP8X canvas, each VP8
+// (lossy) and VP8L (lossless) frame, and each ANMF animation frame and the frame
+// inside it. Only the dimension fields are read; signatures and start codes inside a
+// bitstream are left to the decoder, which refuses a frame without them before it
+// allocates anything.
+func webpDimensions(data []byte) (w, h int, err error) {
+	if len(data) < 12 || string(data[0:4]) != "RIFF" || string(data[8:12]) != "WEBP" {
+		return 0, 0, errors.New("webp: not a RIFF WEBP container")
+	}
+	body := data[12:]
+	if riff := binary.LittleEndian.Uint32(data[4:8]); riff >= 4 && uint64(riff)-4 < uint64(len(body)) {
+		body = body[:riff-4] // ignore bytes after the RIFF chunk, as decoders do
+	}
+	w, h, n, err := webpChunks(body, true)
+	if err != nil {
+		return 0, 0, err
+	}
+	if n == 0 {
+		return 0, 0, errors.New("webp: no VP8, VP8L or VP8X chunk")
+	}
+	return w, h, nil
+}
+
+// webpChunks walks a sequence of RIFF chunks. first requires the first chunk to be an
+// image chunk (VP8, VP8L or VP8X), as the WebP container specifies. n counts the
+// chunks that declared a size.
+func webpChunks(b []byte, first bool) (w, h, n int, err error) {
+	keep := func(cw, ch int) {
+		if int64(cw)*int64(ch) > int64(w)*int64(h) || n == 0 {
+			w, h = cw, ch
+		}
+		n++
+	}
+	for len(b) > 0 {
+		if len(b) < 8 {
+			return 0, 0, 0, errWebPTruncated
+		}
+		fourcc, size := string(b[0:4]), binary.LittleEndian.Uint32(b[4:8])
+		if uint64(size) > uint64(len(b)-8) {
+			return 0, 0, 0, fmt.Errorf("webp: %q chunk of %d bytes runs past the end of the file", fourcc, size)
+		}
+		p := b[8 : 8+size]
+		switch fourcc {
+		case "VP8 ":
+			// Frame tag (3 bytes), start code (3 bytes), then 14-bit width and height,
+			// each with 2 scaling bits on top.
+			if len(p) < 10 {
+				return 0, 0, 0, errWebPTruncated
+			}
+			keep(int(binary.LittleEndian.Uint16(p[6:8])&0x3fff), int(binary.LittleEndian.Uint16(p[8:10])&0x3fff))
+		case "VP8L":
+			// Signature byte, then width-1 and height-1 in 14 bits each.
+			if len(p) < 5 {
+				return 0, 0, 0, errWebPTruncated
+			}
+			bits := binary.LittleEndian.Uint32(p[1:5])
+			keep(int(bits&0x3fff)+1, int(bits>>14&0x3fff)+1)
+		case "VP8X":
+			// Flags (4 bytes), then canvas width-1 and height-1 in 24 bits each.
+			if len(p) < 10 {
+				return 0, 0, 0, errWebPTruncated
+			}
+			keep(int(le24(p[4:7]))+1, int(le24(p[7:10]))+1)
+		case "ANMF":
+			// Frame x, y (24 bits each), width-1, height-1 (24 bits each), duration
+			// (24 bits), flags (1 byte), then the frame's own chunks.
+			if len(p) < 16 {
+				return 0, 0, 0, errWebPTruncated
+			}
+			keep(int(le24(p[6:9]))+1, int(le24(p[9:12]))+1)
+			fw, fh, fn, err := webpChunks(p[16:], false)
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			if fn > 0 {
+				keep(fw, fh)
+			}
+		default:
+			if first {
+				return 0, 0, 0, fmt.Errorf("webp: first chunk is %q, not VP8, VP8L or VP8X", fourcc)
+			}
+		}
+		first = false
+		// Chunks are padded to an even size; a missing final pad byte is tolerated.
+		next := 8 + uint64(size) + uint64(size&1)
+		if next > uint64(len(b)) {
+			next = uint64(len(b))
+		}
+		b = b[next:]
+	}
+	return w, h, n, nil
+}
+
+func le24(b []byte) uint32 { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 }
+
+// bmpDimensions reads a BMP's DIB header. Height is negative for a top-down bitmap.
+func bmpDimensions(data []byte) (w, h int, err error) {
+	if len(data) < 14 {
+		return 0, 0, errors.New("bmp: truncated")
+	}
+	return dibDimensions(data[14:])
+}
+
+// dibDimensions reads width and height from a DIB header: the 12-byte OS/2
+// BITMAPCOREHEADER (16-bit sizes) or a BITMAPINFOHEADER and its successors (32-bit,
+// signed).
+func dibDimensions(d []byte) (w, h int, err error) {
+	if len(d) < 4 {
+		return 0, 0, errors.New("bmp: truncated")
+	}
+	size := binary.LittleEndian.Uint32(d[0:4])
+	switch {
+	case size == 12 && len(d) >= 12:
+		return int(binary.LittleEndian.Uint16(d[4:6])), int(binary.LittleEndian.Uint16(d[6:8])), nil
+	case size >= 40 && len(d) >= 12:
+		w := int64(int32(binary.LittleEndian.Uint32(d[4:8])))
+		h := int64(int32(binary.LittleEndian.Uint32(d[8:12])))
+		if w < 0 {
+			return 0, 0, errors.New("bmp: negative width")
+		}
+		if h < 0 {
+			h = -h
+		}
+		return clampInt(w), clampInt(h), nil
+	case size == 12 || size >= 40:
+		return 0, 0, errors.New("bmp: truncated")
+	}
+	return 0, 0, fmt.Errorf("bmp: unknown header size %d", size)
+}
+
+// clampInt converts a non-negative int64 to int, saturating on 32-bit platforms (the
+// size check refuses the result either way).
+func clampInt(v int64) int {
+	if int64(int(v)) != v {
+		return int(^uint(0) >> 1)
+	}
+	return int(v)
+}
+
+// icoDimensions reads an ICO or CUR directory and the header of each image in it. The
+// directory's own sizes are one byte each (0 meaning 256), but an entry's image is a
+// PNG or a DIB with its own, possibly far larger, header, which is what a decoder
+// allocates for; both are checked and the largest returned.
+func icoDimensions(data []byte) (w, h int, err error) {
+	if len(data) < 6 {
+		return 0, 0, errors.New("ico: truncated")
+	}
+	count := int(binary.LittleEndian.Uint16(data[4:6]))
+	if count == 0 {
+		return 0, 0, errors.New("ico: no images")
+	}
+	if len(data) < 6+16*count {
+		return 0, 0, errors.New("ico: truncated directory")
+	}
+	keep := func(cw, ch int) {
+		if int64(cw)*int64(ch) > int64(w)*int64(h) || w == 0 {
+			w, h = cw, ch
+		}
+	}
+	for i := range count {
+		e := data[6+16*i : 6+16*(i+1)]
+		dw, dh := int(e[0]), int(e[1])
+		if dw == 0 {
+			dw = 256
+		}
+		if dh == 0 {
+			dh = 256
+		}
+		keep(dw, dh)
+		size, off := binary.LittleEndian.Uint32(e[8:12]), binary.LittleEndian.Uint32(e[12:16])
+		if uint64(off)+uint64(size) > uint64(len(data)) {
+			return 0, 0, fmt.Errorf("ico: image %d runs past the end of the file", i)
+		}
+		img := data[off : off+size]
+		var iw, ih int
+		if bytes.HasPrefix(img, []byte("\x89PNG\r\n\x1a\n")) {
+			cfg, err := png.DecodeConfig(bytes.NewReader(img))
+			if err != nil {
+				return 0, 0, fmt.Errorf("ico: image %d: %w", i, err)
+			}
+			iw, ih = cfg.Width, cfg.Height
+		} else {
+			if iw, ih, err = dibDimensions(img); err != nil {
+				return 0, 0, fmt.Errorf("ico: image %d: %w", i, err)
+			}
+			ih /= 2 // a DIB in an icon counts the AND mask's rows in its height
+		}
+		keep(iw, ih)
+	}
+	return w, h, nil
 }
 
 func stripQuery(name string) string {
