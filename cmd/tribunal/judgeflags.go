@@ -9,6 +9,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
+	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 )
 
 // judgeFlags configure the judge provider, from flags or TRIBUNAL_* environment variables.
@@ -32,6 +33,10 @@ type judgeFlags struct {
 	temperature     float64
 	seed            int
 	maxTokens       int
+	sharedRPM       int
+	sharedTPM       int
+	tenantRPM       int
+	pause429        time.Duration
 }
 
 func (j *judgeFlags) register(fs *pflag.FlagSet) {
@@ -54,6 +59,18 @@ func (j *judgeFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&j.temperature, "judge-temperature", 0, "sampling temperature")
 	fs.IntVar(&j.seed, "judge-seed", 0, "sampling seed where the server supports it (0: none)")
 	fs.IntVar(&j.maxTokens, "judge-max-tokens", 0, "answer token limit (0: server default)")
+	fs.IntVar(&j.sharedRPM, "judge-shared-rpm", 0, "requests per minute per provider and model, shared by every judge instance through JetStream KV (0: unlimited)")
+	fs.IntVar(&j.sharedTPM, "judge-shared-tpm", 0, "tokens per minute per provider and model, shared by every judge instance (0: unlimited)")
+	fs.IntVar(&j.tenantRPM, "tenant-rpm", 0, "judge requests per minute per tenant, shared by every judge instance (0: unlimited)")
+	fs.DurationVar(&j.pause429, "judge-429-pause", 0, "how long every judge instance pauses a provider after a 429 (default 10s)")
+}
+
+// rateLimits are the limits shared by every judge instance, nil when none is set.
+func (j *judgeFlags) rateLimits() *ratelimit.Limits {
+	if j.sharedRPM <= 0 && j.sharedTPM <= 0 && j.tenantRPM <= 0 {
+		return nil
+	}
+	return &ratelimit.Limits{RequestsPerMinute: j.sharedRPM, TokensPerMinute: j.sharedTPM, TenantRequestsPerMinute: j.tenantRPM, Pause: j.pause429}
 }
 
 func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error) {

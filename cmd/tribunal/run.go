@@ -251,7 +251,7 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 	}
 	e.Running, err = app.Start(ctx, nc, app.Options{
 		Store: e.Store, Provider: provider, Params: params, Instance: "all-in-one", Concurrency: concurrency,
-		Fetch: fetch, Sensors: sensors, GatesAdapters: gates, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+		Fetch: fetch, Sensors: sensors, GatesAdapters: gates, RateLimits: jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),
 	})
 	if err != nil {
 		e.Close()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,8 @@ type connFlags struct {
 	maxDeliv  int
 	instance  string
 	connectTO time.Duration
+	tenants   []string
+	quota     int
 }
 
 func (c *connFlags) register(fs *pflag.FlagSet) {
@@ -49,10 +52,12 @@ func (c *connFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&c.maxDeliv, "max-deliver", 8, "deliveries before a failing message goes to dead letters")
 	fs.StringVar(&c.instance, "instance", envOr("TRIBUNAL_INSTANCE", host), "name of this process in verdicts and logs (env TRIBUNAL_INSTANCE)")
 	fs.DurationVar(&c.connectTO, "connect-timeout", 30*time.Second, "how long to wait for NATS at start")
+	fs.StringSliceVar(&c.tenants, "tenants", splitList(os.Getenv("TRIBUNAL_TENANTS")), "serve only these teams, each on its own durable consumers with an in-flight quota, so one team's huge batch cannot starve another's (env TRIBUNAL_TENANTS, comma separated)")
+	fs.IntVar(&c.quota, "tenant-quota", 0, "with --tenants: messages of one team in flight per service in this process (default half of --concurrency)")
 }
 
 func (c *connFlags) busConfig() bus.Config {
-	return bus.Config{Stream: c.stream, MaxAge: c.maxAge, AckWait: c.ackWait, MaxDeliver: c.maxDeliv}
+	return bus.Config{Stream: c.stream, MaxAge: c.maxAge, AckWait: c.ackWait, MaxDeliver: c.maxDeliv, Tenants: c.tenants}
 }
 
 // connect dials NATS, retrying until connectTO, and reconnects forever afterwards: a
@@ -170,7 +175,7 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	}
 	defer store.Close()
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
-		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, GatesAdapters: gates, CloseTimeout: 30 * time.Second}
+		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, GatesAdapters: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), CloseTimeout: 30 * time.Second}
 	defer sensors.Close()
 	for _, s := range services {
 		if s == bus.Judge || s == bus.Renderer {
@@ -229,4 +234,11 @@ func openStore(ctx context.Context, rawURL string, wait time.Duration) (blob.Sto
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
 	"github.com/tribunal-dev/tribunal/services/gater"
@@ -37,6 +38,9 @@ type Options struct {
 	Bus      bus.Config
 	// Concurrency bounds in-flight messages per service in this process.
 	Concurrency int
+	// TenantQuota caps one tenant's messages in flight per service in this process when
+	// Bus.Tenants is set (default half of Concurrency).
+	TenantQuota int
 	Store       blob.Store
 	// Provider is required when the judge runs; the renderer uses it to run equivalence
 	// documents (without one, equivalence jobs are blocked).
@@ -49,6 +53,9 @@ type Options struct {
 	Sensors *renderer.Sensors
 	// GatesAdapters are the gater's operator gates commands by adapter name.
 	GatesAdapters *gater.GatesAdapters
+	// RateLimits, when set, holds the judge's provider calls to requests and tokens per
+	// minute shared by every judge instance on the bus (pkg/ratelimit).
+	RateLimits *ratelimit.Limits
 	// CloseTimeout bounds how long shutdown waits for in-flight handlers.
 	CloseTimeout time.Duration
 	Logger       *slog.Logger
@@ -127,7 +134,18 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 				cancel()
 				return nil, errors.New("judge service needs a provider")
 			}
-			h = judgesvc.New(o.Store, judgesvc.Config{Provider: o.Provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Logger: o.Logger}).Handle
+			jcfg := judgesvc.Config{Provider: o.Provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Logger: o.Logger}
+			if o.RateLimits != nil {
+				lim, err := ratelimit.New(pctx, js, *o.RateLimits)
+				if err != nil {
+					cancel()
+					return nil, err
+				}
+				jl := lim.ForJudge()
+				jl.Log = o.Logger
+				jcfg.Limiter = jl
+			}
+			h = judgesvc.New(o.Store, jcfg).Handle
 		case bus.Aggregator:
 			agg := aggregator.New(buckets, o.Store, o.Logger)
 			h, deadLetters = agg.Handle, agg.DeadLetter
@@ -135,7 +153,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 			cancel()
 			return nil, fmt.Errorf("unknown service %q (want renderer, gater, judge or aggregator)", svc)
 		}
-		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: o.Concurrency, AckWait: cfg.AckWait, Logger: o.Logger})
+		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: o.Concurrency, AckWait: cfg.AckWait, Logger: o.Logger, Tenants: cfg.Tenants, TenantQuota: o.TenantQuota})
 		router, err := bus.NewRouter(bus.RouterConfig{Service: svc, MaxDeliver: cfg.MaxDeliver, CloseTimeout: o.CloseTimeout,
 			DeadLetters: deadLetters, Logger: o.Logger}, sub, r.Pub, h)
 		if err != nil {
@@ -161,7 +179,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		}
 	}
 	for svc := range r.routers {
-		r.unwatch = append(r.unwatch, telemetry.Default().WatchPending(svc, consumerPending(js, cfg.Stream, bus.ConsumerName(svc))))
+		r.unwatch = append(r.unwatch, telemetry.Default().WatchPending(svc, consumerPending(js, cfg.Stream, bus.ConsumerNames(svc, cfg.Tenants)...)))
 	}
 	return r, nil
 }
@@ -201,14 +219,18 @@ func (r *Running) Close() {
 // consumerPending asks JetStream for a durable consumer's backlog at scrape time:
 // messages not yet delivered plus delivered and not yet acked, across every instance
 // bound to it.
-func consumerPending(js jetstream.JetStream, stream, consumer string) telemetry.PendingFunc {
+func consumerPending(js jetstream.JetStream, stream string, consumers ...string) telemetry.PendingFunc {
 	return func(ctx context.Context) (uint64, error) {
-		c, err := js.Consumer(ctx, stream, consumer)
-		if err != nil {
-			return 0, err
+		var total uint64
+		for _, name := range consumers {
+			c, err := js.Consumer(ctx, stream, name)
+			if err != nil {
+				return 0, err
+			}
+			info := c.CachedInfo()
+			total += info.NumPending + uint64(max(info.NumAckPending, 0))
 		}
-		info := c.CachedInfo()
-		return info.NumPending + uint64(max(info.NumAckPending, 0)), nil
+		return total, nil
 	}
 }
 

@@ -72,6 +72,9 @@ type Config struct {
 	Replicas int
 	// Memory selects memory storage instead of file storage (tests and benchmarks only).
 	Memory bool
+	// Tenants, when set, gives every service one durable per tenant instead of one
+	// shared durable (see ConsumerNames). Only these tenants are served.
+	Tenants []string
 }
 
 func (c Config) withDefaults() Config {
@@ -104,6 +107,11 @@ func ConsumerName(service string) string { return "tribunal-" + service }
 // the same time, changes nothing.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	cfg = cfg.withDefaults()
+	for _, t := range cfg.Tenants {
+		if err := events.ValidateTenant(t); err != nil {
+			return fmt.Errorf("provision: %w", err)
+		}
+	}
 	storage := jetstream.FileStorage
 	if cfg.Memory {
 		storage = jetstream.MemoryStorage
@@ -123,8 +131,10 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		return fmt.Errorf("provision stream %s: %w", cfg.Stream, err)
 	}
 	for _, svc := range Services {
-		if _, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, consumerConfig(svc, cfg)); err != nil {
-			return fmt.Errorf("provision consumer %s: %w", ConsumerName(svc), err)
+		for _, cc := range consumerConfigs(svc, cfg) {
+			if _, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, cc); err != nil {
+				return fmt.Errorf("provision consumer %s: %w", cc.Durable, err)
+			}
 		}
 	}
 	for _, b := range []jetstream.KeyValueConfig{
@@ -142,18 +152,63 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	return nil
 }
 
-func consumerConfig(service string, cfg Config) jetstream.ConsumerConfig {
-	var filters []string
-	for _, t := range ServiceInputs[service] {
-		filters = append(filters, events.AnyTenant(t))
+// TenantConsumerName is a service's durable for one tenant, when tenants are configured.
+func TenantConsumerName(service, tenant string) string { return "tribunal-" + service + "-" + tenant }
+
+// DeadLetterConsumerName is the aggregator's durable for every service's dead letters,
+// when tenants are configured.
+const DeadLetterConsumerName = "tribunal-aggregator-dlq"
+
+// ConsumerNames lists the durables a service consumes: one shared across tenants, or,
+// with tenants configured, one per tenant (plus the aggregator's dead-letter durable).
+// Per-tenant durables let each instance cap every tenant's messages in flight, so one
+// team's huge batch cannot starve another's small one; a single durable is strictly
+// first come, first served.
+func ConsumerNames(service string, tenants []string) []string {
+	if len(tenants) == 0 {
+		return []string{ConsumerName(service)}
+	}
+	var out []string
+	for _, t := range tenants {
+		out = append(out, TenantConsumerName(service, t))
 	}
 	if service == Aggregator {
-		// Dead letters of every service: the aggregator blocks the jobs they belong to.
-		filters = append(filters, events.DeadLetterPrefix+".>")
+		out = append(out, DeadLetterConsumerName)
 	}
+	return out
+}
+
+func consumerConfigs(service string, cfg Config) []jetstream.ConsumerConfig {
+	if len(cfg.Tenants) == 0 {
+		var filters []string
+		for _, t := range ServiceInputs[service] {
+			filters = append(filters, events.AnyTenant(t))
+		}
+		if service == Aggregator {
+			// Dead letters of every service: the aggregator blocks the jobs they belong to.
+			filters = append(filters, events.DeadLetterPrefix+".>")
+		}
+		return []jetstream.ConsumerConfig{consumerConfig(ConsumerName(service), "tribunal "+service, filters, cfg)}
+	}
+	var out []jetstream.ConsumerConfig
+	for _, tenant := range cfg.Tenants {
+		var filters []string
+		for _, t := range ServiceInputs[service] {
+			s, _ := events.Subject(tenant, t)
+			filters = append(filters, s)
+		}
+		out = append(out, consumerConfig(TenantConsumerName(service, tenant), "tribunal "+service+" for "+tenant, filters, cfg))
+	}
+	if service == Aggregator {
+		out = append(out, consumerConfig(DeadLetterConsumerName, "tribunal aggregator dead letters", []string{events.DeadLetterPrefix + ".>"}, cfg))
+	}
+	return out
+}
+
+func consumerConfig(durable, description string, filters []string, cfg Config) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:        ConsumerName(service),
-		Description:    "tribunal " + service,
+		Durable:        durable,
+		Description:    description,
 		FilterSubjects: filters,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,

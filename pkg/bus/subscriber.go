@@ -26,7 +26,12 @@ type SubscriberConfig struct {
 	// NakBase and NakMax shape the redelivery delay of a failed message: base doubled per
 	// delivery, capped at max.
 	NakBase, NakMax time.Duration
-	Logger          *slog.Logger
+	// Tenants, when set, binds one durable per tenant (see ConsumerNames) and caps each
+	// tenant's messages in flight at TenantQuota (default half of Concurrency), so every
+	// tenant keeps a share of this instance whatever the others queue up.
+	Tenants     []string
+	TenantQuota int
+	Logger      *slog.Logger
 }
 
 // Subscriber adapts a pre-provisioned durable pull consumer to Watermill. The Watermill
@@ -67,69 +72,107 @@ func NewSubscriber(js jetstream.JetStream, cfg SubscriberConfig) *Subscriber {
 
 // Subscribe implements message.Subscriber. topic is a service name.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	cons, err := s.js.Consumer(ctx, s.cfg.Stream, ConsumerName(topic))
-	if err != nil {
-		return nil, fmt.Errorf("bind consumer %s (run provisioning first): %w", ConsumerName(topic), err)
+	names := ConsumerNames(topic, s.cfg.Tenants)
+	quota := s.cfg.Concurrency
+	if len(names) > 1 {
+		quota = s.cfg.TenantQuota
+		if quota <= 0 {
+			quota = max(1, s.cfg.Concurrency/2)
+		}
 	}
-	iter, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.Concurrency))
-	if err != nil {
-		return nil, fmt.Errorf("consume %s: %w", ConsumerName(topic), err)
+	var iters []jetstream.MessagesContext
+	for _, name := range names {
+		cons, err := s.js.Consumer(ctx, s.cfg.Stream, name)
+		if err != nil {
+			return nil, fmt.Errorf("bind consumer %s (run provisioning first): %w", name, err)
+		}
+		iter, err := cons.Messages(jetstream.PullMaxMessages(quota))
+		if err != nil {
+			return nil, fmt.Errorf("consume %s: %w", name, err)
+		}
+		iters = append(iters, iter)
 	}
 	s.mu.Lock()
-	s.subs = append(s.subs, iter)
+	s.subs = append(s.subs, iters...)
 	s.mu.Unlock()
 
 	out := make(chan *message.Message)
-	slots := make(chan struct{}, s.cfg.Concurrency)
+	global := make(chan struct{}, s.cfg.Concurrency)
+	var loops sync.WaitGroup
+	for i, iter := range iters {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			s.consume(ctx, topic, names[i], iter, make(chan struct{}, quota), global, out)
+		}()
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer close(out)
-		var inflight sync.WaitGroup
-		defer inflight.Wait()
-		for {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
-			case <-s.closed:
-				nakBuffered(iter)
-				return
-			}
-			if s.isClosed() {
-				nakBuffered(iter)
-				return
-			}
-			jm, err := iter.Next()
-			if err != nil {
-				<-slots
-				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					return
-				}
-				s.cfg.Logger.Warn("consumer read failed", "consumer", ConsumerName(topic), "err", err)
-				select {
-				case <-time.After(200 * time.Millisecond):
-				case <-s.closed:
-					return
-				}
-				continue
-			}
-			if s.isClosed() {
-				// Shutting down: hand the message back at once instead of letting it wait
-				// out its ack deadline.
-				_ = jm.Nak()
-				<-slots
-				continue
-			}
-			inflight.Add(1)
-			go func() {
-				defer inflight.Done()
-				defer func() { <-slots }()
-				s.deliver(ctx, topic, jm, out)
-			}()
-		}
+		loops.Wait()
+		close(out)
 	}()
 	return out, nil
+}
+
+// consume pulls from one durable while it has a slot of its own (its tenant's quota)
+// and one of the instance's.
+func (s *Subscriber) consume(ctx context.Context, topic, name string, iter jetstream.MessagesContext, slots, global chan struct{}, out chan<- *message.Message) {
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	release := func() { <-global; <-slots }
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		case <-s.closed:
+			nakBuffered(iter)
+			return
+		}
+		select {
+		case global <- struct{}{}:
+		case <-ctx.Done():
+			<-slots
+			return
+		case <-s.closed:
+			<-slots
+			nakBuffered(iter)
+			return
+		}
+		if s.isClosed() {
+			release()
+			nakBuffered(iter)
+			return
+		}
+		jm, err := iter.Next()
+		if err != nil {
+			release()
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			s.cfg.Logger.Warn("consumer read failed", "consumer", name, "err", err)
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-s.closed:
+				return
+			}
+			continue
+		}
+		if s.isClosed() {
+			// Shutting down: hand the message back at once instead of letting it wait
+			// out its ack deadline.
+			_ = jm.Nak()
+			release()
+			continue
+		}
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			defer release()
+			s.deliver(ctx, topic, jm, out)
+		}()
+	}
 }
 
 // nakBuffered hands back every message a draining iterator still holds, so another
