@@ -22,6 +22,7 @@ type wire struct {
 	Time          time.Time          `msgpack:"time"`
 	CausationID   string             `msgpack:"cause,omitempty"`
 	CorrelationID string             `msgpack:"corr,omitempty"`
+	Attempt       int                `msgpack:"attempt,omitempty"`
 	Data          msgpack.RawMessage `msgpack:"data"`
 }
 
@@ -53,7 +54,7 @@ func Encode(e Event) ([]byte, error) {
 	w := wire{
 		V: e.SchemaVersion, ID: e.ID, Type: e.Type, Tenant: e.Tenant, BatchID: e.BatchID,
 		JobID: e.JobID, Iteration: e.Iteration, Time: e.Time, CausationID: e.CausationID,
-		CorrelationID: e.CorrelationID, Data: data,
+		CorrelationID: e.CorrelationID, Attempt: e.Attempt, Data: data,
 	}
 	out, err := msgpack.Marshal(&w)
 	if err != nil {
@@ -81,7 +82,7 @@ func Decode(data []byte) (Event, error) {
 	env := Envelope{
 		ID: w.ID, Type: w.Type, SchemaVersion: w.V, Tenant: w.Tenant, BatchID: w.BatchID,
 		JobID: w.JobID, Iteration: w.Iteration, Time: w.Time, CausationID: w.CausationID,
-		CorrelationID: w.CorrelationID,
+		CorrelationID: w.CorrelationID, Attempt: w.Attempt,
 	}
 	if err := env.Validate(); err != nil {
 		return Event{}, withType(w.Type, err)

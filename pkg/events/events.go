@@ -78,6 +78,10 @@ type Envelope struct {
 	CausationID string
 	// CorrelationID ties every event of one job together (one AC = one correlation).
 	CorrelationID string
+	// Attempt counts redrives of the job: 0 for the first pass; `tribunal redrive` sends
+	// blocked jobs through again as attempt 1, 2, ... Every event derived from an
+	// attempt carries it, so each attempt's events have ids of their own.
+	Attempt int
 }
 
 // Payload is implemented by every event body.
@@ -109,8 +113,27 @@ func NewID(t Type, tenant, batch, job string, iteration int, step string) string
 // New builds an event for payload p with a deterministic id. The causing event, when
 // given, supplies the causation and correlation ids.
 func New(p Payload, tenant, batch, job string, iteration int, step string, cause *Envelope) Event {
+	attempt := 0
+	if cause != nil {
+		attempt = cause.Attempt
+	}
+	return NewAttempt(p, tenant, batch, job, iteration, step, attempt, cause)
+}
+
+// AttemptStep is the step name of an event of a redrive attempt: attempt 0 keeps the
+// step as it is, so first-pass ids never change.
+func AttemptStep(step string, attempt int) string {
+	if attempt == 0 {
+		return step
+	}
+	return step + "@attempt" + strconv.Itoa(attempt)
+}
+
+// NewAttempt is New for an explicit redrive attempt.
+func NewAttempt(p Payload, tenant, batch, job string, iteration int, step string, attempt int, cause *Envelope) Event {
 	env := Envelope{
-		ID:            NewID(p.EventType(), tenant, batch, job, iteration, step),
+		ID:            NewID(p.EventType(), tenant, batch, job, iteration, AttemptStep(step, attempt)),
+		Attempt:       attempt,
 		Type:          p.EventType(),
 		SchemaVersion: SchemaVersion,
 		Tenant:        tenant,
@@ -165,6 +188,9 @@ func (e Envelope) Validate() error {
 	}
 	if e.Iteration < 0 {
 		return &FieldError{Field: "envelope.iteration", Reason: "negative", Err: ErrInvalidField}
+	}
+	if e.Attempt < 0 {
+		return &FieldError{Field: "envelope.attempt", Reason: "negative", Err: ErrInvalidField}
 	}
 	return nil
 }

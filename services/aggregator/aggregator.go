@@ -191,9 +191,21 @@ func (s *Service) submitted(ctx context.Context, ev events.Event, p *events.JobS
 // republished under the same ids, which JetStream drops as duplicates.
 func (s *Service) decide(ctx context.Context, ev events.Event, apply func(*JobRecord)) ([]events.Event, error) {
 	key := JobKey(ev.Tenant, ev.BatchID, ev.JobID)
+	stale := false
 	rec, err := updateJob(ctx, s.jobs, key, func(r *JobRecord) bool {
-		if r.Final() {
+		if ev.Attempt < r.Attempt {
+			// An event of an earlier attempt, redelivered after a redrive: the job's
+			// outcome now belongs to the newer attempt.
+			stale = true
 			return false
+		}
+		if r.Final() && !(ev.Attempt > r.Attempt && Redrivable(r)) {
+			return false
+		}
+		if ev.Attempt > r.Attempt {
+			// A redrive: the blocked outcome of the earlier attempt is replaced.
+			r.Attempt, r.Status, r.BlockStage, r.BlockReason = ev.Attempt, StatusPending, "", ""
+			r.Decided, r.Comparison, r.Critic, r.Equivalence, r.Votes = nil, nil, nil, nil, nil
 		}
 		apply(r)
 		telemetry.JudgeDisagreements(r.Spec.Kind, r.Decided)
@@ -204,7 +216,17 @@ func (s *Service) decide(ctx context.Context, ev events.Event, apply func(*JobRe
 	if err != nil {
 		return nil, err
 	}
+	if stale || !rec.Final() {
+		return nil, nil
+	}
 	out := jobOutputs(rec, &ev.Envelope)
+	if rec.Attempt > 0 {
+		more, err := s.redriven(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		return append(out, more...), nil
+	}
 	complete, err := markDone(ctx, s.batches, rec.Tenant, rec.Batch, rec.Index, rec.BatchSize)
 	if err != nil {
 		return nil, err
@@ -296,6 +318,45 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 		}
 		return completionEvents(h), nil
 	}
+	c, err := s.buildCompletion(ctx, last, 0)
+	if err != nil {
+		return nil, err
+	}
+	var won bool
+	var final BatchHeader
+	_, err = casBytes(ctx, s.batches, BatchKey(last.Tenant, last.Batch), func(b []byte) ([]byte, bool) {
+		var cur BatchHeader
+		if len(b) > 0 {
+			if json.Unmarshal(b, &cur) != nil {
+				return b, false
+			}
+		}
+		if cur.Completion != nil {
+			won = cur.Completion.By == last.ACID
+			final = cur
+			return b, false
+		}
+		cur.Completion = c
+		won = true
+		final = cur
+		out, _ := json.Marshal(cur)
+		return out, true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !won {
+		return nil, nil
+	}
+	h = &final
+	s.log.Info("batch complete", "tenant", last.Tenant, "batch", last.Batch, "total", c.Summary.Total,
+		"compared", c.Summary.Compared, "blocked", c.Summary.Blocked, "suggestions", c.Summary.Suggestions, "exit_code", c.Summary.ExitCode)
+	return completionEvents(h), nil
+}
+
+// buildCompletion reads every job of the batch, writes its manifests and returns the
+// completion record (not yet stored).
+func (s *Service) buildCompletion(ctx context.Context, last *JobRecord, attempt int) (*Completion, error) {
 	recs, err := LoadJobs(ctx, s.jobs, last.Tenant, last.Batch)
 	if err != nil {
 		return nil, err
@@ -324,22 +385,72 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 	if r, ok := refs[events.KindAB]; ok {
 		ref = &r
 	}
-	var won bool
-	var final BatchHeader
-	_, err = casBytes(ctx, s.batches, BatchKey(last.Tenant, last.Batch), func(b []byte) ([]byte, bool) {
+	return &Completion{At: s.now(), By: last.ACID, Summary: summary, ManifestRef: ref, Manifests: refs, Digest: digest, Attempt: attempt}, nil
+}
+
+// Redrivable reports whether `tribunal redrive` may send a job through again: a job that
+// ended blocked (a provider outage, a storage failure given up on), outside a rubric loop
+// (whose views continue with their next run instead).
+func Redrivable(r *JobRecord) bool {
+	return r.Status == StatusBlocked && r.Spec.Kind != events.KindRubric
+}
+
+// redriven records that a redriven job has its new outcome and, when it is the last of
+// its redrive, completes the batch again: new manifests and a new batch.completed, with
+// ids of that attempt.
+func (s *Service) redriven(ctx context.Context, rec *JobRecord) ([]events.Event, error) {
+	var last bool
+	_, err := casBytes(ctx, s.batches, BatchKey(rec.Tenant, rec.Batch), func(b []byte) ([]byte, bool) {
 		var cur BatchHeader
-		if len(b) > 0 {
-			if json.Unmarshal(b, &cur) != nil {
-				return b, false
-			}
-		}
-		if cur.Completion != nil {
-			won = cur.Completion.By == last.ACID
-			final = cur
+		if json.Unmarshal(b, &cur) != nil || cur.Redrive == nil || cur.Redrive.Attempt != rec.Attempt {
 			return b, false
 		}
-		cur.Completion = &Completion{At: s.now(), By: last.ACID, Summary: summary, ManifestRef: ref, Manifests: refs, Digest: digest}
-		won = true
+		if cur.Completion != nil && cur.Completion.Attempt == rec.Attempt {
+			last = cur.Completion.By == rec.ACID
+			return b, false
+		}
+		pending := cur.Redrive.Pending[:0:0]
+		found := false
+		for _, j := range cur.Redrive.Pending {
+			if j == rec.ACID {
+				found = true
+				continue
+			}
+			pending = append(pending, j)
+		}
+		if !found {
+			return b, false
+		}
+		cur.Redrive.Pending = pending
+		last = len(pending) == 0
+		out, _ := json.Marshal(cur)
+		return out, true
+	})
+	if err != nil || !last {
+		return nil, err
+	}
+	h, _, err := LoadHeader(ctx, s.batches, rec.Tenant, rec.Batch)
+	if err != nil {
+		return nil, err
+	}
+	if h.Completion != nil && h.Completion.Attempt == rec.Attempt {
+		return completionEvents(h), nil
+	}
+	c, err := s.buildCompletion(ctx, rec, rec.Attempt)
+	if err != nil {
+		return nil, err
+	}
+	var final BatchHeader
+	_, err = casBytes(ctx, s.batches, BatchKey(rec.Tenant, rec.Batch), func(b []byte) ([]byte, bool) {
+		var cur BatchHeader
+		if json.Unmarshal(b, &cur) != nil {
+			return b, false
+		}
+		final = cur
+		if cur.Completion != nil && cur.Completion.Attempt >= rec.Attempt {
+			return b, false
+		}
+		cur.Completion = c
 		final = cur
 		out, _ := json.Marshal(cur)
 		return out, true
@@ -347,13 +458,10 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 	if err != nil {
 		return nil, err
 	}
-	if !won {
+	if final.Completion == nil || final.Completion.By != rec.ACID || final.Completion.Attempt != rec.Attempt {
 		return nil, nil
 	}
-	h = &final
-	s.log.Info("batch complete", "tenant", last.Tenant, "batch", last.Batch, "total", summary.Total,
-		"compared", summary.Compared, "blocked", summary.Blocked, "suggestions", summary.Suggestions, "exit_code", summary.ExitCode)
-	return completionEvents(h), nil
+	return completionEvents(&final), nil
 }
 
 func completionEvents(h *BatchHeader) []events.Event {
@@ -361,11 +469,11 @@ func completionEvents(h *BatchHeader) []events.Event {
 	var out []events.Event
 	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric} {
 		if ref, ok := c.Manifests[kind]; ok {
-			out = append(out, events.New(&events.ManifestEmitted{Kind: kind, Manifest: ref, ExitCode: c.Summary.ExitCode, Digest: c.Digest}, h.Tenant, h.Batch, "", 0, kind, nil))
+			out = append(out, events.NewAttempt(&events.ManifestEmitted{Kind: kind, Manifest: ref, ExitCode: c.Summary.ExitCode, Digest: c.Digest}, h.Tenant, h.Batch, "", 0, kind, c.Attempt, nil))
 		}
 	}
 	summary := c.Summary
-	out = append(out, events.New(&summary, h.Tenant, h.Batch, "", 0, "", nil))
+	out = append(out, events.NewAttempt(&summary, h.Tenant, h.Batch, "", 0, "", c.Attempt, nil))
 	return out
 }
 

@@ -38,6 +38,8 @@ type JobRecord struct {
 	Iteration     int            `json:"iteration"`
 	CorrelationID string         `json:"correlation_id"`
 	SubmittedAt   time.Time      `json:"submitted_at"`
+	// Attempt is the redrive attempt the job's current outcome belongs to.
+	Attempt int `json:"attempt,omitempty"`
 
 	Status      string                   `json:"status"`
 	BlockStage  string                   `json:"block_stage,omitempty"`

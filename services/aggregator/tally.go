@@ -29,8 +29,17 @@ type BatchHeader struct {
 	CreatedAt time.Time `json:"created_at"`
 	// DoneShards has one bit per full shard.
 	DoneShards []byte `json:"done_shards"`
-	// Completion is set once, by the aggregator whose update completed the batch.
+	// Completion is set by the aggregator whose update completed the batch, and replaced
+	// when a redrive completes it again.
 	Completion *Completion `json:"completion,omitempty"`
+	// Redrive is the redrive in progress: its attempt and the jobs still to decide.
+	Redrive *Redrive `json:"redrive,omitempty"`
+}
+
+// Redrive tracks one `tribunal redrive` of a batch's blocked jobs.
+type Redrive struct {
+	Attempt int      `json:"attempt"`
+	Pending []string `json:"pending"`
 }
 
 // Completion is the outcome of a finished batch.
@@ -43,6 +52,8 @@ type Completion struct {
 	Manifests map[string]events.Blob `json:"manifests,omitempty"`
 	// Digest chains every event the batch's outcomes were derived from (BatchDigest).
 	Digest string `json:"digest,omitempty"`
+	// Attempt is the redrive attempt this completion is for (0: the first pass).
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // BatchKey is a batch header's key.
@@ -191,4 +202,33 @@ func Progress(ctx context.Context, kv jetstream.KeyValue, tenant, batch string, 
 		done += Popcount(e.Value())
 	}
 	return done, nil
+}
+
+// StartRedrive records a redrive of jobs as attempt on the batch header, so the
+// aggregator knows when the redrive is complete. It fails when the batch is not complete
+// or another redrive is still running.
+func StartRedrive(ctx context.Context, kv jetstream.KeyValue, tenant, batch string, attempt int, jobs []string) error {
+	var refuse error
+	_, err := casBytes(ctx, kv, BatchKey(tenant, batch), func(b []byte) ([]byte, bool) {
+		var h BatchHeader
+		if len(b) == 0 || json.Unmarshal(b, &h) != nil {
+			refuse = fmt.Errorf("batch %s: not found", BatchKey(tenant, batch))
+			return b, false
+		}
+		switch {
+		case h.Completion == nil:
+			refuse = fmt.Errorf("batch %s is still running", BatchKey(tenant, batch))
+			return b, false
+		case h.Redrive != nil && len(h.Redrive.Pending) > 0 && (h.Completion.Attempt < h.Redrive.Attempt):
+			refuse = fmt.Errorf("batch %s: redrive %d is still running", BatchKey(tenant, batch), h.Redrive.Attempt)
+			return b, false
+		}
+		h.Redrive = &Redrive{Attempt: attempt, Pending: jobs}
+		out, _ := json.Marshal(h)
+		return out, true
+	})
+	if err != nil {
+		return err
+	}
+	return refuse
 }

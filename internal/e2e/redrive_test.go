@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	openaiapi "github.com/sashabaranov/go-openai"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
+	"github.com/tribunal-dev/tribunal/pkg/client"
+)
+
+// TestProviderDownThenRedrive: a provider that answers 500 to everything leaves its ACs
+// blocked and named, never passed; once it recovers, `redrive` sends exactly those ACs
+// through again and the batch completes with every result.
+func TestProviderDownThenRedrive(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	env, fake := fakeJudge(t, fakellm.Options{Respond: func(openaiapi.ChatCompletionRequest, int) fakellm.Reply {
+		if down.Load() {
+			return fakellm.Reply{Status: 500, Content: "model server is down"}
+		}
+		return fakellm.Reply{Content: `{"raw_winner":"A","confidence":0.9,"biggest_gap":"g"}`}
+	}})
+	files := TextBatch(6, "")
+	files["batch.yaml"] += "  - id: AC-missing\n    criterion: c\n    ours: nope.md\n    reference: ref/0.md\n"
+	sub := env.Submit(WriteBatch(t, files), "team-a")
+	res := env.Wait(sub, 60*time.Second)
+	if res.Summary.Blocked != 7 || res.Summary.ExitCode != 4 {
+		t.Fatalf("provider down: summary %+v", res.Summary)
+	}
+	for _, r := range res.Rows {
+		if r.ACID != "AC-missing" && (r.Status != "blocked" || !strings.Contains(r.Reason, "judge unavailable") || !strings.Contains(r.Reason, "500")) {
+			t.Fatalf("row %+v: want blocked, naming the unavailable judge", r)
+		}
+	}
+	calls := fake.Calls()
+
+	down.Store(false)
+	r := env.clientRunning()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	attempt, jobs, err := client.Redrive(ctx, r.Buckets, r.Pub, sub.Tenant, sub.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attempt != 1 || len(jobs) != 7 {
+		t.Fatalf("redrive attempt %d of %d jobs, want 1 of 7", attempt, len(jobs))
+	}
+	if _, err := client.WatchAttempt(ctx, r.Buckets, sub.Tenant, sub.BatchID, attempt, 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	res, err = client.Load(ctx, r.Buckets, env.Store, sub.Tenant, sub.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.Total != 7 || res.Summary.Compared != 6 || res.Summary.Blocked != 1 {
+		t.Fatalf("after redrive: summary %+v", res.Summary)
+	}
+	if got := fake.Calls() - calls; got != 6 {
+		t.Fatalf("redrive made %d provider calls, want 6 (the missing artifact stays blocked before any judge)", got)
+	}
+	// A second redrive only touches what is still blocked.
+	attempt, jobs, err = client.Redrive(ctx, r.Buckets, r.Pub, sub.Tenant, sub.BatchID)
+	if err != nil || attempt != 2 || len(jobs) != 1 || jobs[0] != "AC-missing" {
+		t.Fatalf("second redrive: %d %v %v", attempt, jobs, err)
+	}
+	if _, err := client.WatchAttempt(ctx, r.Buckets, sub.Tenant, sub.BatchID, attempt, 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	rep := auditBatch(t, env, sub.BatchID)
+	t.Logf("audit of the redriven batch: %d mismatches:%s", len(rep.Mismatches), auditDump(t, rep))
+}

@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/services/aggregator"
+)
+
+// Redrive sends a completed batch's blocked jobs (a provider that was down, a storage
+// outage given up on) through the pipeline again as a new attempt. Their events get ids
+// of their own, the jobs' new outcomes replace the blocked ones, and the batch completes
+// again with new manifests. Jobs with another outcome are left alone. It returns the
+// attempt and the jobs sent; no blocked job means attempt 0.
+func Redrive(ctx context.Context, b bus.Buckets, pub Publisher, tenant, batchID string) (int, []string, error) {
+	h, _, err := aggregator.LoadHeader(ctx, b.Batches, tenant, batchID)
+	if err != nil {
+		return 0, nil, err
+	}
+	if h == nil {
+		return 0, nil, fmt.Errorf("batch %s/%s: not found", tenant, batchID)
+	}
+	if h.Completion == nil {
+		return 0, nil, fmt.Errorf("batch %s/%s is still running", tenant, batchID)
+	}
+	recs, err := aggregator.LoadJobs(ctx, b.Jobs, tenant, batchID)
+	if err != nil {
+		return 0, nil, err
+	}
+	var jobs []*aggregator.JobRecord
+	var ids []string
+	for _, r := range recs {
+		if aggregator.Redrivable(r) {
+			jobs = append(jobs, r)
+			ids = append(ids, r.ACID)
+		}
+	}
+	if len(jobs) == 0 {
+		return 0, nil, nil
+	}
+	attempt := h.Completion.Attempt + 1
+	if h.Redrive != nil && h.Redrive.Attempt >= attempt {
+		attempt = h.Redrive.Attempt + 1
+	}
+	if err := aggregator.StartRedrive(ctx, b.Batches, tenant, batchID, attempt, ids); err != nil {
+		return 0, nil, err
+	}
+	var msgs []*message.Message
+	for _, r := range jobs {
+		e := events.NewAttempt(&events.RenderRequested{Spec: r.Spec}, tenant, batchID, r.ACID, r.Iteration, "", attempt, nil)
+		m, err := bus.Messages(e)
+		if err != nil {
+			return 0, nil, fmt.Errorf("job %s: %w", r.ACID, err)
+		}
+		msgs = append(msgs, m...)
+	}
+	if err := pub.Publish("", msgs...); err != nil {
+		return 0, nil, fmt.Errorf("redrive %s/%s: %w", tenant, batchID, err)
+	}
+	return attempt, ids, nil
+}
+
+// WatchAttempt waits until the batch has completed the given redrive attempt.
+func WatchAttempt(ctx context.Context, b bus.Buckets, tenant, batchID string, attempt int, interval time.Duration) (*aggregator.Completion, error) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		h, _, err := aggregator.LoadHeader(ctx, b.Batches, tenant, batchID)
+		if err != nil {
+			return nil, err
+		}
+		if h != nil && h.Completion != nil && h.Completion.Attempt >= attempt {
+			return h.Completion, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
