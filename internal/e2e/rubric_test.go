@@ -96,9 +96,11 @@ func TestRubricSignoffInRealChromium(t *testing.T) {
 	if n := len(rec.Snapshot()); n != 1 {
 		t.Fatalf("judge calls %d, want 1: the unchanged confirmation must not call the judge", n)
 	}
-	if got := env.subjectCount("tribunal.team-a.signoff.recorded"); got != 1 {
-		t.Fatalf("%d signoff.recorded events, want 1", got)
-	}
+	// The view's outcome is recorded before its events are published: wait for them.
+	waitCond(t, 10*time.Second, "the signoff.recorded event", func() (bool, string) {
+		got := env.subjectCount("tribunal.team-a.signoff.recorded")
+		return got == 1, fmt.Sprint(got)
+	})
 	var m struct {
 		Features []struct {
 			Status string `json:"status"`

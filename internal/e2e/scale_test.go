@@ -41,6 +41,13 @@ func checkEachDecidedOnce(t *testing.T, env *Env, sub client.Submission, res *cl
 	if c := env.subjectCount(events.AnyTenant(events.TypeVerdictEmitted)); c != uint64(n) {
 		t.Errorf("stream holds %d verdict.emitted, want exactly %d", c, n)
 	}
+	// The last job's decision and the completion are published just after the batch is
+	// recorded complete: wait for them, then require exact counts.
+	waitBatchCompletedEvent(t, env.JS(), e2eTenant, sub.BatchID)
+	waitCond(t, 10*time.Second, "every decision in the stream", func() (bool, string) {
+		c := env.subjectCount(events.AnyTenant(events.TypeIterationDecided))
+		return c >= uint64(n), fmt.Sprint(c)
+	})
 	if c := env.subjectCount(events.AnyTenant(events.TypeIterationDecided)); c != uint64(n) {
 		t.Errorf("stream holds %d iteration.decided, want exactly %d", c, n)
 	}

@@ -525,7 +525,9 @@ func renderDone(job string) events.Event {
 // ErrMsgIteratorClosed.
 func TestGracefulCloseReturnsMessages(t *testing.T) {
 	const n, quick = 40, 8
-	e := newRouterEnv(t, bus.Config{AckWait: 30 * time.Second, MaxDeliver: 5})
+	// AckWait 10 s and a 9 s deadline: every message must come back before the server
+	// would have redelivered it on its own, with room for a loaded CI machine.
+	e := newRouterEnv(t, bus.Config{AckWait: 10 * time.Second, MaxDeliver: 5})
 	var blocked atomic.Int32
 	sub := bus.NewSubscriber(e.js, bus.SubscriberConfig{AckWait: e.cfg.AckWait, Concurrency: 4, NakBase: 10 * time.Millisecond, NakMax: 20 * time.Millisecond})
 	r, err := bus.NewRouter(bus.RouterConfig{Service: bus.Gater, MaxDeliver: e.cfg.MaxDeliver, CloseTimeout: 10 * time.Second}, sub, e.pub,
@@ -568,8 +570,8 @@ func TestGracefulCloseReturnsMessages(t *testing.T) {
 		handled.Store(ev.JobID, true)
 		return nil, nil
 	})
-	// Nothing stays checked out to the closed instance until AckWait (30 s) runs out.
-	waitFor(t, 5*time.Second, fmt.Sprintf("a new instance to handle every message (the closed one held %d)", held), func() (bool, string) {
+	// Nothing stays checked out to the closed instance until AckWait runs out.
+	waitFor(t, 9*time.Second, fmt.Sprintf("a new instance to handle every message (the closed one held %d)", held), func() (bool, string) {
 		c := 0
 		handled.Range(func(any, any) bool { c++; return true })
 		return c == n-quick, fmt.Sprintf("%d/%d handled %s after close", c, n-quick, time.Since(closed).Round(time.Millisecond))
