@@ -72,7 +72,7 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("TRIBUNAL_LOG_LEVEL", "warn"), "log level: debug, info, warn, error (env TRIBUNAL_LOG_LEVEL)")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", envOr("TRIBUNAL_LOG_FORMAT", "text"), "log format: text or json (env TRIBUNAL_LOG_FORMAT)")
-	root.AddCommand(newRunCmd(), newServeCmd(), newSubmitCmd(), newWatchCmd(), newResultsCmd(), newShuffleCmd(), newBenchCmd(), newVersionCmd(), newDevCmd(), newTenantsCmd(), newContrastCmd(), newSpecCmd(), newSpotcheckCmd(), newAuditCmd(), newRedriveCmd())
+	root.AddCommand(newRunCmd(), newServeCmd(), newSubmitCmd(), newWatchCmd(), newResultsCmd(), newShuffleCmd(), newBenchCmd(), newVersionCmd(), newDevCmd(), newTenantsCmd(), newContrastCmd(), newSpecCmd(), newSpotcheckCmd(), newAuditCmd(), newRedriveCmd(), newRejudgeCmd())
 	return root
 }
 

@@ -10,6 +10,7 @@ import (
 	openaiapi "github.com/sashabaranov/go-openai"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 )
 
@@ -71,6 +72,62 @@ func TestProviderDownThenRedrive(t *testing.T) {
 	if _, err := client.WatchAttempt(ctx, r.Buckets, sub.Tenant, sub.BatchID, attempt, 20*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
+	// The audit replays both redrives: each attempt's events under ids of their own, the
+	// redriven outcomes replacing the blocked ones and all three completions re-derived.
 	rep := auditBatch(t, env, sub.BatchID)
-	t.Logf("audit of the redriven batch: %d mismatches:%s", len(rep.Mismatches), auditDump(t, rep))
+	if !rep.OK() {
+		t.Fatalf("audit of the redriven batch: %d mismatches:%s", len(rep.Mismatches), auditDump(t, rep))
+	}
+	if len(rep.Batches) != 1 || rep.Batches[0].Attempt != 2 || rep.Batches[0].Summary == nil || rep.Batches[0].Summary.Compared != 6 {
+		t.Fatalf("audit of the redriven batch re-derived %+v", rep.Batches)
+	}
+}
+
+// TestRejudge: another model judges a completed batch again from its stored gated
+// artifacts; its verdicts are recorded next to the old ones, no decision changes, nothing
+// is rendered again, and the audit still finds the batch clean.
+func TestRejudge(t *testing.T) {
+	env := NewEnv(t)
+	p := scriptedAll(t, nil)
+	env.Start(p, "all", bus.Services...)
+	files := TextBatch(4, "")
+	files["batch.yaml"] += "  - {id: AC-crit, kind: critic, task: t, output: o}\n"
+	sub := env.Submit(WriteBatch(t, files), "team-a")
+	before := env.Wait(sub, 30*time.Second)
+	renders := env.subjectCount("tribunal.team-a.render.requested")
+	r := env.clientRunning()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := client.Rejudge(ctx, env.JS(), r.Pub, sub.Tenant, sub.BatchID, "model-b")
+	if err != nil || n != 5 {
+		t.Fatalf("rejudge sent %d: %v", n, err)
+	}
+	rows, err := client.RejudgeResults(ctx, env.JS(), r.Buckets, sub.Tenant, sub.BatchID, "model-b", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if row.Judge != "scripted/model-b" || !row.Agree {
+			t.Fatalf("rejudge row %+v", row)
+		}
+	}
+	after, err := client.Load(ctx, r.Buckets, env.Store, sub.Tenant, sub.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range before.Rows {
+		if before.Rows[i].Judge != after.Rows[i].Judge || before.Rows[i].Status != after.Rows[i].Status {
+			t.Fatalf("a decision changed: %+v -> %+v", before.Rows[i], after.Rows[i])
+		}
+	}
+	if got := env.subjectCount("tribunal.team-a.render.requested"); got != renders {
+		t.Fatalf("rejudge rendered again: %d render requests, want %d", got, renders)
+	}
+	if got := env.subjectCount("tribunal.team-a.verdict.emitted"); got != 10 {
+		t.Fatalf("%d verdicts in the stream, want 5 original and 5 rejudged", got)
+	}
+	rep := auditBatch(t, env, sub.BatchID)
+	if !rep.OK() || rep.Rejudges == 0 {
+		t.Fatalf("audit after a rejudge: %d rejudge events, %d mismatches:%s", rep.Rejudges, len(rep.Mismatches), auditDump(t, rep))
+	}
 }

@@ -41,7 +41,19 @@ func Audit(recorded []Recorded, store blob.Store) Report {
 		jobs: map[jobKey]*simJob{}, batches: map[batchKey]*simBatch{}, views: map[string][]byte{},
 		rubrics: map[string]cachedRubric{}, deferred: map[jobKey][]*Recorded{}, noted: map[string]bool{},
 	}
-	a.run(recorded)
+	// A rejudge's events (another model judging the stored gated artifacts) stand next
+	// to the decisions without changing any: they are counted, not simulated.
+	kept := recorded[:0:0]
+	rejudges := 0
+	for _, r := range recorded {
+		if r.OK() && r.Event.Rejudge != "" {
+			rejudges++
+			continue
+		}
+		kept = append(kept, r)
+	}
+	a.run(kept)
+	a.rep.Rejudges = rejudges
 	return a.rep
 }
 
@@ -132,6 +144,14 @@ func (a *auditor) index() {
 	for bk, b := range a.batchesAwaiting() {
 		a.batch(bk).awaiting = b
 	}
+	for _, r := range a.recs {
+		if isRedriveRequest(r) {
+			b := a.batch(batchKey{r.Event.Tenant, r.Event.BatchID})
+			if !contains(b.redrives[r.Event.Attempt], r.Event.JobID) {
+				b.redrives[r.Event.Attempt] = append(b.redrives[r.Event.Attempt], r.Event.JobID)
+			}
+		}
+	}
 }
 
 // batchesAwaiting lists, per batch, the jobs whose recorded decision waits for a person.
@@ -159,7 +179,9 @@ func (a *auditor) batchesAwaiting() map[batchKey][]string {
 }
 
 // structure checks each audited event on its own: subject, deterministic id, message id,
-// and duplicates of one logical step.
+// and duplicates of one logical step. A redrive attempt is a step of its own: its events
+// repeat the first pass's types and iterations under ids of the attempt
+// (events.AttemptStep), so both the id and the duplicate key include it.
 func (a *auditor) structure() {
 	type stepKey struct {
 		t                  events.Type
@@ -181,13 +203,14 @@ func (a *auditor) structure() {
 		steps := idSteps(ev)
 		step, ok := "", false
 		for _, s := range steps {
+			s = events.AttemptStep(s, ev.Attempt)
 			if events.NewID(ev.Type, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, s) == ev.ID {
 				step, ok = s, true
 				break
 			}
 		}
 		if !ok {
-			step = steps[0]
+			step = events.AttemptStep(steps[0], ev.Attempt)
 			a.add(a.at(r, Mismatch{Kind: KindID, Field: "envelope.id", Recorded: ev.ID,
 				Derived: events.NewID(ev.Type, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, step),
 				Detail:  "not the deterministic id of its step"}))
@@ -210,7 +233,7 @@ func (a *auditor) structure() {
 			first[k] = r
 		}
 		if ev.Type == events.TypeGatesDone || ev.Type == events.TypeGatesFailed {
-			g := stepKey{"gates", ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, ""}
+			g := stepKey{"gates", ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, events.AttemptStep("", ev.Attempt)}
 			if prev := gated[g]; prev != nil && prev.Event.Type != ev.Type {
 				a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: fmt.Sprintf("the gater decided this iteration twice: %s %s (seq %d) and %s",
 					prev.Event.Type, prev.Event.ID, prev.Seq, ev.Type)}))
@@ -249,6 +272,10 @@ var aggregatorInputs = map[events.Type]bool{
 func (a *auditor) simulate() {
 	for _, r := range a.recs {
 		if !r.OK() {
+			continue
+		}
+		if isRedriveRequest(r) {
+			a.redriveRequest(r)
 			continue
 		}
 		if r.DeadLetter == "" {
@@ -421,7 +448,7 @@ func (a *auditor) outcomes() {
 	sort.Slice(bks, func(i, j int) bool { return bks[i].tenant+"/"+bks[i].batch < bks[j].tenant+"/"+bks[j].batch })
 	for _, bk := range bks {
 		b := a.batch(bk)
-		sum := BatchSummary{Tenant: bk.tenant, Batch: bk.batch, Jobs: len(b.jobs), Complete: b.completion != nil}
+		sum := BatchSummary{Tenant: bk.tenant, Batch: bk.batch, Jobs: len(b.jobs), Complete: len(b.completions) > 0}
 		a.rep.Jobs += len(b.jobs)
 		have := map[int]bool{}
 		for _, j := range b.jobs {
@@ -437,8 +464,8 @@ func (a *auditor) outcomes() {
 				}
 			}
 		}
-		if b.completion != nil {
-			sum.Digest, sum.Summary = b.digest, b.summary
+		if n := len(b.completions); n > 0 {
+			sum.Digest, sum.Summary, sum.Attempt = b.digest, b.summary, b.completions[n-1].attempt
 		}
 		a.rep.Batches = append(a.rep.Batches, sum)
 	}
@@ -484,9 +511,12 @@ func (a *auditor) readBlob(tenant, sha string) ([]byte, error) {
 // record: the client's render request, the gater's blind placement of the ab slots
 // (ab.Assign) and its routing of a blocked render.
 func (a *auditor) services() {
+	// itKey is one pass of a job through the pipeline: a redrive attempt renders and
+	// gates the same iteration again.
 	type itKey struct {
 		job       jobKey
 		iteration int
+		attempt   int
 	}
 	rendered := map[itKey]*Recorded{}
 	for _, r := range a.recs {
@@ -503,16 +533,22 @@ func (a *auditor) services() {
 			}
 			sub := j.submitted.Event.Payload.(*events.JobSubmitted)
 			a.compareTo(r, j.submitted, p.Spec, sub.Spec, "spec")
-			if ev.CausationID != j.submitted.Event.ID {
-				a.add(a.from(a.at(r, with(Mismatch{}, KindMismatch, "envelope.cause", ev.CausationID, j.submitted.Event.ID)), j.submitted))
+			// The first request derives from the submission; a redrive's (attempt > 0)
+			// is published by `tribunal redrive` from the job record, with no cause.
+			cause := j.submitted.Event.ID
+			if ev.Attempt > 0 {
+				cause = ""
+			}
+			if ev.CausationID != cause {
+				a.add(a.from(a.at(r, with(Mismatch{}, KindMismatch, "envelope.cause", ev.CausationID, cause)), j.submitted))
 			}
 		case *events.RenderDone:
-			k := itKey{key, ev.Iteration}
+			k := itKey{key, ev.Iteration, ev.Attempt}
 			if rendered[k] == nil {
 				rendered[k] = r
 			}
 		case *events.GatesDone:
-			rd := rendered[itKey{key, ev.Iteration}]
+			rd := rendered[itKey{key, ev.Iteration, ev.Attempt}]
 			if rd == nil {
 				continue
 			}
@@ -531,7 +567,7 @@ func (a *auditor) services() {
 				a.compareTo(r, rd, p.Slots, []events.Slot{{Name: "output", Artifact: done.Artifacts["output"]}}, "slots")
 			}
 		case *events.GatesFailed:
-			rd := rendered[itKey{key, ev.Iteration}]
+			rd := rendered[itKey{key, ev.Iteration, ev.Attempt}]
 			if rd == nil {
 				continue
 			}

@@ -109,7 +109,12 @@ func (f *fixture) deadLettered(id string, index, size int) {
 }
 
 // complete stores the manifests and announces the batch, as the aggregator's complete.
-func (f *fixture) complete() {
+func (f *fixture) complete() { f.completeAttempt(0) }
+
+// completeAttempt completes the batch for a redrive attempt (0: the first pass), as the
+// aggregator's buildCompletion and completionEvents: manifests over the jobs' current
+// records, announced under ids of the attempt.
+func (f *fixture) completeAttempt(attempt int) {
 	f.t.Helper()
 	var recs []*aggregator.JobRecord
 	for _, j := range f.jobs {
@@ -135,13 +140,51 @@ func (f *fixture) complete() {
 		}
 		ref := events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "application/json", Size: attrs.Size}
 		summary.Manifests = append(summary.Manifests, ref)
-		announce = append(announce, events.New(&events.ManifestEmitted{Kind: kind, Manifest: ref, ExitCode: summary.ExitCode, Digest: digest}, f.tenant, f.batch, "", 0, kind, nil))
+		announce = append(announce, events.NewAttempt(&events.ManifestEmitted{Kind: kind, Manifest: ref, ExitCode: summary.ExitCode, Digest: digest}, f.tenant, f.batch, "", 0, kind, attempt, nil))
 	}
 	for _, e := range announce {
 		e.Payload.(*events.ManifestEmitted).ExitCode = summary.ExitCode
 		f.publish(e)
 	}
-	f.publish(events.New(&summary, f.tenant, f.batch, "", 0, "", nil))
+	f.publish(events.NewAttempt(&summary, f.tenant, f.batch, "", 0, "", attempt, nil))
+}
+
+// redrive sends the blocked job id through again as attempt, as client.Redrive does (a
+// render request without cause), and records the judge's new answer and the aggregator's
+// new decision, which replaces the blocked outcome and extends the job's chain.
+func (f *fixture) redrive(id string, attempt int, raw string, confidence float64) {
+	f.t.Helper()
+	var rec *aggregator.JobRecord
+	for _, j := range f.jobs {
+		if j.ACID == id {
+			rec = j
+		}
+	}
+	if rec == nil || !aggregator.Redrivable(rec) {
+		f.t.Fatalf("job %s is not redrivable", id)
+	}
+	req := events.NewAttempt(&events.RenderRequested{Spec: rec.Spec}, f.tenant, f.batch, id, rec.Iteration, "", attempt, nil)
+	f.publish(req)
+	votes := []events.Vote{{Judge: events.JudgeInfo{Provider: "scripted", Model: "m"}, Order: "AB", Status: "ok", RawWinner: raw, Confidence: confidence, BiggestGap: "the headings"}}
+	v := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, f.tenant, f.batch, id, rec.Iteration, "", &req.Envelope)
+	rv := f.publish(v)
+	d := aggregate.DeriveAB(rec.Spec, rec.Iteration, votes)
+	rec.Attempt, rec.Status, rec.BlockStage, rec.BlockReason = attempt, aggregator.StatusCompared, "", ""
+	rec.Decided, rec.Comparison, rec.Votes, rec.Judges = d.Decided, &d.Comparison, votes, d.Decided.Judges
+	rec.Inputs = append(append([]string(nil), rec.Inputs...), link(rv))
+	rec.DecidedBy = v.ID
+	out := events.New(d.Decided, f.tenant, f.batch, id, rec.Iteration, "", &v.Envelope)
+	out.CorrelationID = rec.CorrelationID
+	f.publish(out)
+}
+
+// redriven is the honest batch after `tribunal redrive`: its blocked AC-3 judged again as
+// attempt 1 and the batch completed again.
+func redriven(t *testing.T) *fixture {
+	f := honest(t)
+	f.redrive("AC-3", 1, ab.Assign("AC-3", 0).Label(ab.WinnerReference), 0.8)
+	f.completeAttempt(1)
+	return f
 }
 
 // honest is a three-job batch: two compared (both routed to suggestions), one blocked.
@@ -393,4 +436,103 @@ func TestAuditDeadLetterReason(t *testing.T) {
 	}) {
 		t.Fatalf("blocked reason not re-derived from the dead letter: %s", dump(rep))
 	}
+}
+
+func TestAuditRedrivenBatchIsClean(t *testing.T) {
+	f := redriven(t)
+	rep := f.audit()
+	if !rep.OK() {
+		t.Fatalf("redriven batch: %s", dump(rep))
+	}
+	if len(rep.Batches) != 1 || rep.Batches[0].Attempt != 1 || rep.Batches[0].Summary == nil ||
+		rep.Batches[0].Summary.Blocked != 0 || rep.Batches[0].Summary.Compared != 3 {
+		t.Fatalf("the latest completion is not the redrive's: %+v", rep.Batches)
+	}
+	// Both completions are re-derived: the first over the records as they were then.
+	if clean := honest(t).audit(); rep.Decisions < clean.Decisions+4 {
+		t.Fatalf("%d decisions re-derived, want at least %d", rep.Decisions, clean.Decisions+4)
+	}
+	// A redelivered dead letter of the first attempt is stale: it changes nothing.
+	for _, r := range f.recs {
+		if r.DeadLetter != "" {
+			f.raw(r.Subject, r.Raw, r.MsgID, r.Reason)
+			break
+		}
+	}
+	if rep := f.audit(); !rep.OK() {
+		t.Fatalf("a stale event of attempt 0 after the redrive: %s", dump(rep))
+	}
+}
+
+func TestAuditRedriveAlterations(t *testing.T) {
+	t.Run("first completion", func(t *testing.T) {
+		// The first completion is still checked against the records before the redrive.
+		f := redriven(t)
+		i := f.find(events.TypeBatchCompleted, "")
+		f.rewrite(i, func(ev *events.Event) {
+			p := *ev.Payload.(*events.BatchCompleted)
+			p.Blocked = 0
+			ev.Payload = &p
+		})
+		rep := f.audit()
+		if !has(rep, func(m audit.Mismatch) bool {
+			return m.EventID == f.recs[i].Event.ID && m.Field == "blocked" && m.Recorded == "0" && m.Derived == "1"
+		}) {
+			t.Fatalf("altered first completion not reported: %s", dump(rep))
+		}
+	})
+	t.Run("redriven decision", func(t *testing.T) {
+		f := redriven(t)
+		var i int
+		for k, r := range f.recs {
+			if r.OK() && r.Event.Type == events.TypeIterationDecided && r.Event.JobID == "AC-3" {
+				i = k
+			}
+		}
+		f.rewrite(i, func(ev *events.Event) {
+			d := *ev.Payload.(*events.IterationDecided)
+			r := *d.AB
+			r.Winner = "ours"
+			d.AB = &r
+			ev.Payload = &d
+		})
+		rep := f.audit()
+		if !has(rep, func(m audit.Mismatch) bool {
+			return m.Job == "AC-3" && m.Field == "ab.winner" && m.Derived == `"reference"` && m.FromType == events.TypeVerdictEmitted
+		}) {
+			t.Fatalf("altered redriven decision not reported: %s", dump(rep))
+		}
+	})
+	t.Run("attempt of another step", func(t *testing.T) {
+		// An event that claims another attempt than its id was derived for.
+		f := redriven(t)
+		i := f.find(events.TypeVerdictEmitted, "AC-1")
+		f.rewrite(i, func(ev *events.Event) { ev.Attempt = 1 })
+		rep := f.audit()
+		if !has(rep, func(m audit.Mismatch) bool {
+			return m.Kind == audit.KindID && m.Job == "AC-1" && m.Field == "envelope.id"
+		}) {
+			t.Fatalf("id of the wrong attempt not reported: %s", dump(rep))
+		}
+	})
+	t.Run("redrive of a compared job", func(t *testing.T) {
+		f := redriven(t)
+		spec := abSpec("AC-1")
+		forged := f.publish(events.NewAttempt(&events.RenderRequested{Spec: spec}, f.tenant, f.batch, "AC-1", 0, "", 2, nil))
+		rep := f.audit()
+		if !has(rep, func(m audit.Mismatch) bool { return m.Kind == audit.KindUnexplained && m.EventID == forged.Event.ID }) {
+			t.Fatalf("redrive of a job that was not blocked not reported: %s", dump(rep))
+		}
+	})
+	t.Run("redrive never completed", func(t *testing.T) {
+		// The re-completion is announced although its job never got a new outcome.
+		f := honest(t)
+		rec := f.jobs[2]
+		f.publish(events.NewAttempt(&events.RenderRequested{Spec: rec.Spec}, f.tenant, f.batch, rec.ACID, 0, "", 1, nil))
+		f.completeAttempt(1)
+		rep := f.audit()
+		if rep.Count(audit.KindUnexplained) < 2 || rep.Batches[0].Attempt != 0 {
+			t.Fatalf("a completion of an unfinished redrive not reported: %s", dump(rep))
+		}
+	})
 }

@@ -12,18 +12,29 @@ import (
 	"github.com/tribunal-dev/tribunal/services/aggregator"
 )
 
-// completions re-derives every completed audited batch: its summary, its digest chain
-// and each manifest, compared with the announcements and the stored blobs.
+// completions re-derives every completion of every audited batch: the first pass's and
+// one per finished redrive, each from the job records as they were when it was built.
+// Its summary, digest chain and each manifest are compared with the announcements of its
+// attempt and the stored blobs. They are taken in stream order, so the batch's reported
+// digest and summary are those of its latest completion, the one its header keeps.
 func (a *auditor) completions() {
-	var bks []batchKey
+	type done struct {
+		bk batchKey
+		c  *simCompletion
+	}
+	var all []done
 	for bk := range a.audited {
-		if b := a.batches[bk]; b != nil && b.completion != nil && !b.completion.History {
-			bks = append(bks, bk)
+		if b := a.batches[bk]; b != nil {
+			for _, c := range b.completions {
+				if !c.by.History {
+					all = append(all, done{bk, c})
+				}
+			}
 		}
 	}
-	sort.Slice(bks, func(i, j int) bool { return a.batches[bks[i]].completion.Seq < a.batches[bks[j]].completion.Seq })
-	for _, bk := range bks {
-		a.complete(bk, a.batches[bk])
+	sort.SliceStable(all, func(i, j int) bool { return all[i].c.by.Seq < all[j].c.by.Seq })
+	for _, d := range all {
+		a.complete(d.bk, a.batches[d.bk], d.c)
 	}
 }
 
@@ -34,14 +45,14 @@ type storedManifest struct {
 	ok   bool
 }
 
-// complete mirrors aggregator's complete: the job records as the completing instance
-// loaded them, summarized (aggregator.Summarize builds the ab manifest with
-// ab.BuildManifest from the re-derived comparisons), chained (aggregator.BatchDigest) and
-// announced.
-func (a *auditor) complete(bk batchKey, b *simBatch) {
+// complete mirrors aggregator's buildCompletion and completionEvents: the job records as
+// the completing instance loaded them, summarized (aggregator.Summarize builds the ab
+// manifest with ab.BuildManifest from the re-derived comparisons), chained
+// (aggregator.BatchDigest) and announced under the ids of the completion's attempt.
+func (a *auditor) complete(bk batchKey, b *simBatch, c *simCompletion) {
 	load := func() []*aggregator.JobRecord {
 		var recs []*aggregator.JobRecord
-		for _, data := range b.snapshot {
+		for _, data := range c.snapshot {
 			var r aggregator.JobRecord
 			if err := json.Unmarshal(data, &r); err == nil {
 				recs = append(recs, &r)
@@ -57,7 +68,7 @@ func (a *auditor) complete(bk batchKey, b *simBatch) {
 		if _, ok := probe[kind]; !ok {
 			continue
 		}
-		rec := a.unclaimed(events.NewID(events.TypeManifestEmitted, bk.tenant, bk.batch, "", 0, kind), events.TypeManifestEmitted)
+		rec := a.unclaimed(events.NewID(events.TypeManifestEmitted, bk.tenant, bk.batch, "", 0, events.AttemptStep(kind, c.attempt)), events.TypeManifestEmitted)
 		if rec == nil {
 			continue
 		}
@@ -113,8 +124,8 @@ func (a *auditor) complete(bk batchKey, b *simBatch) {
 		if !ok {
 			continue
 		}
-		e := events.New(&events.ManifestEmitted{Kind: kind, Manifest: bm.ref, ExitCode: summary.ExitCode, Digest: digest}, bk.tenant, bk.batch, "", 0, kind, nil)
-		a.check(expectation{ev: e, ids: []string{e.ID}, from: b.completion, what: kind + " manifest announcement", skip: skip})
+		e := events.NewAttempt(&events.ManifestEmitted{Kind: kind, Manifest: bm.ref, ExitCode: summary.ExitCode, Digest: digest}, bk.tenant, bk.batch, "", 0, kind, c.attempt, nil)
+		a.check(expectation{ev: e, ids: []string{e.ID}, from: c.by, what: kind + " manifest announcement", skip: skip})
 		sm := stored[kind]
 		if !atKnown || !sm.ok {
 			continue
@@ -129,16 +140,16 @@ func (a *auditor) complete(bk batchKey, b *simBatch) {
 			continue
 		}
 		for _, d := range diffs {
-			a.add(a.from(a.at(sm.rec, with(Mismatch{}, KindMismatch, "manifest("+kind+")."+d.path, d.recorded, d.derived)), b.completion))
+			a.add(a.from(a.at(sm.rec, with(Mismatch{}, KindMismatch, "manifest("+kind+")."+d.path, d.recorded, d.derived)), c.by))
 		}
 	}
 	sumCopy := summary
-	e := events.New(&sumCopy, bk.tenant, bk.batch, "", 0, "", nil)
+	e := events.NewAttempt(&sumCopy, bk.tenant, bk.batch, "", 0, "", c.attempt, nil)
 	var bskip []string
 	if !atKnown {
 		bskip = []string{"manifests"}
 	}
-	a.check(expectation{ev: e, ids: []string{e.ID}, from: b.completion, what: "batch completion", skip: bskip})
+	a.check(expectation{ev: e, ids: []string{e.ID}, from: c.by, what: "batch completion", skip: bskip})
 }
 
 // putBackSignoffTimes sets each sign-off's time to the one the stored rubric manifest
@@ -208,6 +219,10 @@ func CheckState(rep *Report, h *aggregator.BatchHeader, recs []*aggregator.JobRe
 				withDetail("the batch header records a completion the replayed events do not reach"))
 		default:
 			rep.Decisions++
+			if h.Completion.Attempt != sum.Attempt {
+				rep.Mismatches = append(rep.Mismatches, with(base, KindMismatch, "completion.attempt", fmt.Sprint(h.Completion.Attempt), fmt.Sprint(sum.Attempt)).
+					withDetail("the header's completion is not that of the last redrive the replayed events complete"))
+			}
 			if h.Completion.Digest != sum.Digest {
 				rep.Mismatches = append(rep.Mismatches, with(base, KindMismatch, "completion.digest", h.Completion.Digest, sum.Digest))
 			}

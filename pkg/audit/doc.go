@@ -8,6 +8,9 @@
 // bytes of exactly those events. Replay reads the stream with an ordered consumer; Audit
 // runs the aggregator's rules again, with the same packages (aggregate, ab, argus), in
 // stream order, and compares every value it derives with the event (or blob) that
-// records it. What cannot be derived from events (the aggregator's clock, a key-value
+// records it. A redrive (`tribunal redrive`) is replayed as the aggregator handles it:
+// its attempt's events have ids of their own, a blocked job takes the newer attempt's
+// outcome, and each completion of the batch (the first pass's, then one per redrive) is
+// re-derived from the job records as they were at that moment. What cannot be derived from events (the aggregator's clock, a key-value
 // race, the judges' answers themselves) is listed as unverified, never silently passed.
 package audit

@@ -145,11 +145,17 @@ type BatchSummary struct {
 	Digest string `json:"digest,omitempty"`
 	// Summary is the re-derived batch.completed, when the batch is complete.
 	Summary *events.BatchCompleted `json:"summary,omitempty"`
+	// Attempt is the redrive attempt of the latest completion (0: the first pass);
+	// Digest and Summary are that completion's.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Report is the outcome of an audit: what was read and re-derived, every mismatch and
 // everything that could not be checked.
 type Report struct {
+	// Rejudges counts the events of rejudges: verdicts of other models next to the
+	// decisions, which change none of them.
+	Rejudges int `json:"rejudges,omitempty"`
 	// Events is how many replayed messages belong to the audited batches.
 	Events int `json:"events"`
 	// History is how many events of other batches were replayed only to rebuild the

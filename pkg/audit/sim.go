@@ -34,10 +34,17 @@ type simBatch struct {
 	size  int
 	final map[int]bool
 	jobs  []*simJob
-	// completion is set by the event that made the last job final.
-	completion *Recorded
-	// snapshot are the job records as the completing aggregator loaded them.
-	snapshot [][]byte
+	// completions are the batch's completions in stream order: the first pass's, set by
+	// the event that made the last job final, then one per redrive whose last job became
+	// final again. Each is verified against the records as they were at that moment.
+	completions []*simCompletion
+	// redrives are the jobs each redrive attempt sends through again, read from the
+	// whole replay up front: the aggregator knows them from the batch header, which
+	// `tribunal redrive` writes before it publishes the first request.
+	redrives map[int][]string
+	// redrive mirrors BatchHeader.Redrive: the redrive in progress and the jobs it
+	// still waits for.
+	redrive *simRedrive
 	// spotJob is the view whose sign-off waits for a person (interactive mode).
 	spotJob string
 	// awaiting are the jobs the recorded decisions say wait for a spot-check.
@@ -45,6 +52,23 @@ type simBatch struct {
 	// digest and summary are re-derived at completion.
 	digest  string
 	summary *events.BatchCompleted
+}
+
+// simCompletion is one completion of a batch (BatchHeader.Completion at that moment).
+type simCompletion struct {
+	// attempt is the redrive attempt it completes (0: the first pass).
+	attempt int
+	// by is the event that made its last job final.
+	by *Recorded
+	// snapshot are the job records as the completing aggregator loaded them: a later
+	// redrive changes the records, never what an earlier completion was built from.
+	snapshot [][]byte
+}
+
+// simRedrive mirrors aggregator.Redrive.
+type simRedrive struct {
+	attempt int
+	pending []string
 }
 
 // expectation is an event the aggregator must have published.
@@ -191,25 +215,38 @@ func (a *auditor) submitted(r *Recorded, p *events.JobSubmitted, link bool) {
 func (a *auditor) batch(bk batchKey) *simBatch {
 	b := a.batches[bk]
 	if b == nil {
-		b = &simBatch{final: map[int]bool{}}
+		b = &simBatch{final: map[int]bool{}, redrives: map[int][]string{}}
 		a.batches[bk] = b
 	}
 	return b
 }
 
 // decide mirrors aggregator.decide: a pending job becomes final once; its outputs and, when
-// it completes the batch, the batch's follow. It returns false when the job is not
-// recorded yet.
+// it completes the batch, the batch's follow. A redrive is the one exception: a blocked
+// job (aggregator.Redrivable) is decided again by an event of a higher attempt, which
+// resets its outcome, re-applies and extends its input chain, and from then on events of
+// lower attempts are stale. It returns false when the job is not recorded yet.
 func (a *auditor) decide(r *Recorded, ev events.Event, link bool, apply func(*aggregator.JobRecord)) bool {
 	j := a.jobs[jobKey{ev.Tenant, ev.BatchID, ev.JobID}]
 	if j == nil {
 		return false
 	}
 	rec := j.rec
-	if rec.Final() {
+	if ev.Attempt < rec.Attempt {
+		// Redelivered from an earlier attempt: the outcome belongs to the newer one.
+		return true
+	}
+	redrive := ev.Attempt > rec.Attempt
+	if rec.Final() && !(redrive && aggregator.Redrivable(rec)) {
 		return true
 	}
 	cp := *rec
+	if redrive {
+		// The same fields aggregator.decide clears: Judges and Transcripts are
+		// overwritten by apply where the new outcome has any.
+		cp.Attempt, cp.Status, cp.BlockStage, cp.BlockReason = ev.Attempt, aggregator.StatusPending, "", ""
+		cp.Decided, cp.Comparison, cp.Critic, cp.Equivalence, cp.Votes = nil, nil, nil, nil, nil
+	}
 	if !a.safely(r, func() { apply(&cp) }) {
 		return true // the aggregator's update never happens
 	}
@@ -220,17 +257,95 @@ func (a *auditor) decide(r *Recorded, ev events.Event, link bool, apply func(*ag
 	}
 	a.jobOutputs(r, j, &ev.Envelope)
 	b := a.batch(batchKey{rec.Tenant, rec.Batch})
-	b.final[rec.Index] = true
-	if b.completion == nil && b.size > 0 && countBelow(b.final, b.size) >= b.size {
-		b.completion = r
-		for _, job := range b.jobs {
-			data, err := json.Marshal(job.rec)
-			if err == nil {
-				b.snapshot = append(b.snapshot, data)
-			}
+	if rec.Attempt > 0 {
+		if rec.Final() {
+			a.redriven(r, b, rec)
 		}
+		return true
+	}
+	b.final[rec.Index] = true
+	if len(b.completions) == 0 && b.size > 0 && countBelow(b.final, b.size) >= b.size {
+		a.completed(r, b, 0)
 	}
 	return true
+}
+
+// redriven mirrors aggregator's redriven: a job of the redrive in progress has its new
+// outcome; when it is the last one, the batch completes again for that attempt. A job
+// of another attempt (a redrive that was superseded) completes nothing.
+func (a *auditor) redriven(r *Recorded, b *simBatch, rec *aggregator.JobRecord) {
+	if b.redrive == nil || b.redrive.attempt != rec.Attempt {
+		return
+	}
+	i := indexOf(b.redrive.pending, rec.ACID)
+	if i < 0 {
+		return
+	}
+	b.redrive.pending = append(b.redrive.pending[:i:i], b.redrive.pending[i+1:]...)
+	if len(b.redrive.pending) == 0 {
+		a.completed(r, b, rec.Attempt)
+	}
+}
+
+// completed records a completion of the batch for attempt, with the job records as the
+// completing aggregator loads them (buildCompletion's LoadJobs).
+func (a *auditor) completed(r *Recorded, b *simBatch, attempt int) {
+	c := &simCompletion{attempt: attempt, by: r}
+	for _, job := range b.jobs {
+		data, err := json.Marshal(job.rec)
+		if err == nil {
+			c.snapshot = append(c.snapshot, data)
+		}
+	}
+	b.completions = append(b.completions, c)
+}
+
+// redriveRequest follows `tribunal redrive` (client.Redrive) in stream order: its first
+// render.requested of an attempt starts the redrive, as StartRedrive recorded it on the
+// header, pending on every job of the attempt. Each request must be for a job the replay
+// leaves blocked in a completed batch, the only jobs the client sends again.
+func (a *auditor) redriveRequest(r *Recorded) {
+	ev := r.Event
+	b := a.batch(batchKey{ev.Tenant, ev.BatchID})
+	if b.redrive == nil || b.redrive.attempt < ev.Attempt {
+		b.redrive = &simRedrive{attempt: ev.Attempt, pending: append([]string(nil), b.redrives[ev.Attempt]...)}
+	}
+	j := a.jobs[jobKey{ev.Tenant, ev.BatchID, ev.JobID}]
+	var why string
+	switch {
+	case j == nil:
+		why = "its job is not recorded"
+	case len(b.completions) == 0:
+		why = "its batch has not completed"
+	case !aggregator.Redrivable(j.rec):
+		why = "the replay leaves its job " + j.rec.Status + ", not blocked"
+	case j.rec.Attempt >= ev.Attempt:
+		why = fmt.Sprintf("its job is at attempt %d already", j.rec.Attempt)
+	}
+	if why != "" {
+		a.add(a.at(r, Mismatch{Kind: KindUnexplained, Field: "envelope.attempt", Recorded: fmt.Sprint(ev.Attempt),
+			Detail: "a redrive request, but " + why + "; redrive sends only the blocked jobs of a completed batch"}))
+	}
+}
+
+// isRedriveRequest reports whether r is a render request of `tribunal redrive`: an
+// attempt above 0 and, by design, no causing event (client.Redrive publishes it from
+// the job record, not from an event).
+func isRedriveRequest(r *Recorded) bool {
+	if r.History || !r.OK() || r.DeadLetter != "" || r.Event.Attempt == 0 || r.Event.CausationID != "" {
+		return false
+	}
+	_, ok := r.Event.Payload.(*events.RenderRequested)
+	return ok
+}
+
+func indexOf(xs []string, x string) int {
+	for i, y := range xs {
+		if y == x {
+			return i
+		}
+	}
+	return -1
 }
 
 func countBelow(final map[int]bool, size int) int {
@@ -276,7 +391,7 @@ func (a *auditor) jobOutputs(r *Recorded, j *simJob, cause *events.Envelope) {
 	if rec.Spec.Kind == events.KindRubric {
 		// Accept the final decision under its own step id too, should the aggregator
 		// stop reusing the id of the view's first pending decision.
-		ids = append(ids, events.NewID(e.Type, rec.Tenant, rec.Batch, rec.ACID, rec.Iteration, "final"))
+		ids = append(ids, events.NewID(e.Type, rec.Tenant, rec.Batch, rec.ACID, rec.Iteration, events.AttemptStep("final", e.Attempt)))
 	}
 	a.expect(expectation{ev: e, ids: ids, from: r, what: "final outcome"})
 }

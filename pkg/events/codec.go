@@ -23,6 +23,7 @@ type wire struct {
 	CausationID   string             `msgpack:"cause,omitempty"`
 	CorrelationID string             `msgpack:"corr,omitempty"`
 	Attempt       int                `msgpack:"attempt,omitempty"`
+	Rejudge       string             `msgpack:"rejudge,omitempty"`
 	Data          msgpack.RawMessage `msgpack:"data"`
 }
 
@@ -54,7 +55,7 @@ func Encode(e Event) ([]byte, error) {
 	w := wire{
 		V: e.SchemaVersion, ID: e.ID, Type: e.Type, Tenant: e.Tenant, BatchID: e.BatchID,
 		JobID: e.JobID, Iteration: e.Iteration, Time: e.Time, CausationID: e.CausationID,
-		CorrelationID: e.CorrelationID, Attempt: e.Attempt, Data: data,
+		CorrelationID: e.CorrelationID, Attempt: e.Attempt, Rejudge: e.Rejudge, Data: data,
 	}
 	out, err := msgpack.Marshal(&w)
 	if err != nil {
@@ -82,7 +83,7 @@ func Decode(data []byte) (Event, error) {
 	env := Envelope{
 		ID: w.ID, Type: w.Type, SchemaVersion: w.V, Tenant: w.Tenant, BatchID: w.BatchID,
 		JobID: w.JobID, Iteration: w.Iteration, Time: w.Time, CausationID: w.CausationID,
-		CorrelationID: w.CorrelationID, Attempt: w.Attempt,
+		CorrelationID: w.CorrelationID, Attempt: w.Attempt, Rejudge: w.Rejudge,
 	}
 	if err := env.Validate(); err != nil {
 		return Event{}, withType(w.Type, err)

@@ -82,6 +82,10 @@ type Envelope struct {
 	// blocked jobs through again as attempt 1, 2, ... Every event derived from an
 	// attempt carries it, so each attempt's events have ids of their own.
 	Attempt int
+	// Rejudge names the judge model of a `tribunal rejudge`: the stored gated artifacts
+	// judged again by another model, whose verdicts stand next to the original ones and
+	// never replace a decision. Derived events carry it too.
+	Rejudge string
 }
 
 // Payload is implemented by every event body.
@@ -113,9 +117,14 @@ func NewID(t Type, tenant, batch, job string, iteration int, step string) string
 // New builds an event for payload p with a deterministic id. The causing event, when
 // given, supplies the causation and correlation ids.
 func New(p Payload, tenant, batch, job string, iteration int, step string, cause *Envelope) Event {
-	attempt := 0
+	attempt, rejudge := 0, ""
 	if cause != nil {
-		attempt = cause.Attempt
+		attempt, rejudge = cause.Attempt, cause.Rejudge
+	}
+	if rejudge != "" {
+		e := NewAttempt(p, tenant, batch, job, iteration, step+"@rejudge:"+rejudge, attempt, cause)
+		e.Rejudge = rejudge
+		return e
 	}
 	return NewAttempt(p, tenant, batch, job, iteration, step, attempt, cause)
 }

@@ -47,6 +47,11 @@ func New(b bus.Buckets, store blob.Store, log *slog.Logger) *Service {
 
 // Handle implements bus.Handler.
 func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, error) {
+	if ev.Rejudge != "" {
+		// A rejudge's verdicts stand next to the original ones in the stream for the
+		// rejudging client to read; they never change a decision.
+		return nil, nil
+	}
 	switch p := ev.Payload.(type) {
 	case *events.JobSubmitted:
 		return nil, s.submitted(ctx, ev, p)
@@ -200,6 +205,9 @@ func (s *Service) decide(ctx context.Context, ev events.Event, apply func(*JobRe
 			return false
 		}
 		if r.Final() && !(ev.Attempt > r.Attempt && Redrivable(r)) {
+			// Final, and not a redrive of a blocked job: a higher attempt's event for it
+			// has nothing to decide and must not re-announce the outcome under new ids.
+			stale = ev.Attempt > r.Attempt
 			return false
 		}
 		if ev.Attempt > r.Attempt {
