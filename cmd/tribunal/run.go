@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -221,7 +222,20 @@ func (e *embedded) Close() {
 // startEmbedded starts the all-in-one mode in dataDir. ephemeral says dataDir is a
 // temporary folder deleted at exit: its blobs skip fsync, as nothing in it can outlive
 // the process anyway (JetStream's own file store syncs on an interval, not per write).
+// defaultMemoryLimit is the all-in-one mode's soft memory limit: the Go runtime collects
+// harder as the heap nears it, which keeps a 100,000-AC batch, whose completion reads
+// every job back at once, inside 1 GiB. GOMEMLIMIT overrides it.
+const defaultMemoryLimit = 640 << 20
+
+// applyMemoryLimit sets the soft memory limit unless GOMEMLIMIT already did.
+func applyMemoryLimit(limit int64) {
+	if os.Getenv("GOMEMLIMIT") == "" && limit > 0 {
+		debug.SetMemoryLimit(limit)
+	}
+}
+
 func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions, sensors *renderer.Sensors, gates *gater.GatesAdapters) (*embedded, error) {
+	applyMemoryLimit(defaultMemoryLimit)
 	e := &embedded{}
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
 	if err != nil {

@@ -11,12 +11,12 @@
 package blob
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
-	"strings"
 )
 
 // DefaultMaxSize is the largest object a Store accepts unless configured otherwise. It
@@ -115,5 +115,5 @@ func ReadAll(ctx context.Context, s Store, ref Ref) ([]byte, Attrs, error) {
 
 // PutBytes stores data under tenant.
 func PutBytes(ctx context.Context, s Store, tenant string, data []byte, mediaType string) (Attrs, error) {
-	return s.Put(ctx, tenant, strings.NewReader(string(data)), PutOptions{MediaType: mediaType})
+	return s.Put(ctx, tenant, bytes.NewReader(data), PutOptions{MediaType: mediaType})
 }
