@@ -271,13 +271,11 @@ func ChainDigest(links []string) string {
 
 // BatchDigest chains every job's inputs in batch order.
 func BatchDigest(recs []*JobRecord) string {
-	sorted := append([]*JobRecord(nil), recs...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Index < sorted[j].Index })
-	var links []string
-	for _, r := range sorted {
-		links = append(links, r.Inputs...)
+	var f Fold
+	for _, r := range recs {
+		f.Add(r)
 	}
-	return ChainDigest(links)
+	return f.Digest()
 }
 
 // jobOutputs are the events a final job record stands for.
@@ -365,12 +363,12 @@ func (s *Service) complete(ctx context.Context, last *JobRecord) ([]events.Event
 // buildCompletion reads every job of the batch, writes its manifests and returns the
 // completion record (not yet stored).
 func (s *Service) buildCompletion(ctx context.Context, last *JobRecord, attempt int) (*Completion, error) {
-	recs, err := LoadJobs(ctx, s.jobs, last.Tenant, last.Batch)
-	if err != nil {
+	var f Fold
+	if err := EachJob(ctx, s.jobs, last.Tenant, last.Batch, func(r *JobRecord) error { f.Add(r); return nil }); err != nil {
 		return nil, err
 	}
-	summary, manifests := Summarize(last.Tenant, last.Batch, recs, s.now())
-	digest := BatchDigest(recs)
+	summary, manifests := f.Summary(last.Tenant, last.Batch, s.now())
+	digest := f.Digest()
 	refs := map[string]events.Blob{}
 	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric} {
 		m, ok := manifests[kind]
@@ -485,6 +483,29 @@ func completionEvents(h *BatchHeader) []events.Event {
 	return out
 }
 
+// EachJob calls fn with every job record of a batch, one at a time, without holding
+// them all.
+func EachJob(ctx context.Context, kv jetstream.KeyValue, tenant, batch string, fn func(*JobRecord) error) error {
+	w, err := kv.Watch(ctx, BatchPrefix(tenant, batch)+"*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("list jobs of %s: %w", BatchKey(tenant, batch), err)
+	}
+	defer w.Stop()
+	for e := range w.Updates() {
+		if e == nil {
+			return nil
+		}
+		var r JobRecord
+		if err := json.Unmarshal(e.Value(), &r); err != nil {
+			return fmt.Errorf("job %s: corrupt record: %w", e.Key(), err)
+		}
+		if err := fn(&r); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
 // LoadJobs reads every job record of a batch.
 func LoadJobs(ctx context.Context, kv jetstream.KeyValue, tenant, batch string) ([]*JobRecord, error) {
 	w, err := kv.Watch(ctx, BatchPrefix(tenant, batch)+"*", jetstream.IgnoreDeletes())
@@ -577,15 +598,75 @@ func Outcome(r *JobRecord) ab.Outcome {
 // judge kind present: the seed's `ab` manifest, and a KindManifest for critic and
 // equivalence. The exit code follows the `ab` table over every job of every kind.
 func Summarize(tenant, batch string, recs []*JobRecord, at time.Time) (events.BatchCompleted, map[string]any) {
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
-	sum := events.BatchCompleted{Total: len(recs)}
+	var f Fold
+	for _, r := range recs {
+		f.Add(r)
+	}
+	return f.Summary(tenant, batch, at)
+}
+
+// Fold accumulates what a batch's completion needs from each job record, keeping only
+// that (the comparison, the result row, the digest links) rather than whole records, so
+// a 100,000-job batch completes without holding 100,000 records.
+type Fold struct {
+	items []foldItem
+}
+
+type foldItem struct {
+	index     int
+	status    string
+	kind      string
+	outcome   ab.Outcome
+	threshold float64
+	comp      *ab.Comparison
+	row       *KindResultRow
+	rubric    *JobRecord
+	links     []string
+}
+
+// Add folds one final job record in. The record may be reused by the caller afterwards.
+func (f *Fold) Add(r *JobRecord) {
+	it := foldItem{index: r.Index, status: r.Status, kind: r.Spec.Kind, outcome: Outcome(r), links: r.Inputs}
+	switch r.Spec.Kind {
+	case events.KindRubric:
+		it.rubric = r
+	case events.KindAB:
+		it.threshold = -1
+		if r.Spec.AB != nil {
+			it.threshold = r.Spec.AB.Threshold
+		}
+		it.comp = r.Comparison
+	default:
+		it.row = &KindResultRow{ACID: r.ACID, Status: r.Status, Reason: r.BlockReason, Judges: r.Judges, Critic: r.Critic, Equivalence: r.Equivalence}
+	}
+	f.items = append(f.items, it)
+}
+
+// Digest is BatchDigest over the folded records.
+func (f *Fold) Digest() string {
+	f.sort()
+	var links []string
+	for _, it := range f.items {
+		links = append(links, it.links...)
+	}
+	return ChainDigest(links)
+}
+
+func (f *Fold) sort() {
+	sort.SliceStable(f.items, func(i, j int) bool { return f.items[i].index < f.items[j].index })
+}
+
+// Summary is Summarize over the folded records.
+func (f *Fold) Summary(tenant, batch string, at time.Time) (events.BatchCompleted, map[string]any) {
+	f.sort()
+	sum := events.BatchCompleted{Total: len(f.items)}
 	threshold := ab.DefaultThreshold
 	var comps []ab.Comparison
 	kinds := map[string]*KindManifest{}
-	outcomes := make([]ab.Outcome, 0, len(recs))
+	outcomes := make([]ab.Outcome, 0, len(f.items))
 	var rubricRecs []*JobRecord
-	for _, r := range recs {
-		switch r.Status {
+	for _, it := range f.items {
+		switch it.status {
 		case StatusCompared, StatusSignedOff, StatusReported, StatusNeedsFixes:
 			sum.Compared++
 		case StatusBlocked, StatusBudgetExhausted, StatusNeedsContext:
@@ -593,28 +674,27 @@ func Summarize(tenant, batch string, recs []*JobRecord, at time.Time) (events.Ba
 		case StatusSchemaViolation:
 			sum.Violations++
 		}
-		o := Outcome(r)
-		outcomes = append(outcomes, o)
-		if o == ab.OutcomeFinding {
+		outcomes = append(outcomes, it.outcome)
+		if it.outcome == ab.OutcomeFinding {
 			sum.Suggestions++
 		}
-		switch r.Spec.Kind {
+		switch it.kind {
 		case events.KindRubric:
-			rubricRecs = append(rubricRecs, r)
+			rubricRecs = append(rubricRecs, it.rubric)
 		case events.KindAB:
-			if r.Spec.AB != nil {
-				threshold = r.Spec.AB.Threshold
+			if it.threshold >= 0 {
+				threshold = it.threshold
 			}
-			if r.Comparison != nil {
-				comps = append(comps, *r.Comparison)
+			if it.comp != nil {
+				comps = append(comps, *it.comp)
 			}
 		default:
-			km := kinds[r.Spec.Kind]
+			km := kinds[it.kind]
 			if km == nil {
-				km = &KindManifest{Kind: r.Spec.Kind, Source: "tribunal", BatchID: batch, GeneratedAt: at.UTC()}
-				kinds[r.Spec.Kind] = km
+				km = &KindManifest{Kind: it.kind, Source: "tribunal", BatchID: batch, GeneratedAt: at.UTC()}
+				kinds[it.kind] = km
 			}
-			km.Results = append(km.Results, KindResultRow{ACID: r.ACID, Status: r.Status, Reason: r.BlockReason, Judges: r.Judges, Critic: r.Critic, Equivalence: r.Equivalence})
+			km.Results = append(km.Results, *it.row)
 		}
 	}
 	manifests := map[string]any{}
