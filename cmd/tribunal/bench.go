@@ -122,17 +122,19 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, jf *judge
 		return nil, err
 	}
 	wall := time.Since(start)
-	recs, err := aggregator.LoadJobs(ctx, env.Running.Buckets.Jobs, s.Tenant, s.BatchID)
-	if err != nil {
-		return nil, err
-	}
-	lat := make([]float64, 0, len(recs))
+	// Stream the records: holding 100,000 full job records here would make the bench
+	// measure its own bookkeeping instead of tribunal's peak memory.
+	lat := make([]float64, 0, n)
 	judgeName := ""
-	for _, r := range recs {
+	err = aggregator.EachJob(ctx, env.Running.Buckets.Jobs, s.Tenant, s.BatchID, func(r *aggregator.JobRecord) error {
 		lat = append(lat, float64(r.DecidedAt.Sub(r.SubmittedAt).Microseconds())/1000)
 		if judgeName == "" && len(r.Votes) > 0 {
 			judgeName = r.Votes[0].Judge.Provider + "/" + r.Votes[0].Judge.Model
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench latencies: %w", err)
 	}
 	sort.Float64s(lat)
 	pct := func(p float64) float64 {
