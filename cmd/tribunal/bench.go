@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -40,7 +41,7 @@ type benchReport struct {
 func newBenchCmd() *cobra.Command {
 	var n, concurrency int
 	var asJSON bool
-	var dataDir, cpuProfile string
+	var dataDir, cpuProfile, peakHeapProfile string
 	var jf judgeFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -64,6 +65,10 @@ AC's submission to its decision) and the process's peak resident memory.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if peakHeapProfile != "" {
+				stop := watchPeakHeap(peakHeapProfile, time.Second)
+				defer stop()
+			}
 			r, err := runBench(cmd.Context(), n, concurrency, dataDir, &jf)
 			if err != nil {
 				return err
@@ -84,6 +89,7 @@ AC's submission to its decision) and the process's peak resident memory.`,
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&dataDir, "data-dir", "", "work folder (default: a temporary folder, removed afterwards)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
+	fs.StringVar(&peakHeapProfile, "peak-heapprofile", "", "write a heap profile here each time the in-use heap reaches a new high (go tool pprof)")
 	jf.register(fs)
 	return cmd
 }
@@ -190,4 +196,42 @@ func peakRSSMiB() float64 {
 		}
 	}
 	return 0
+}
+
+// watchPeakHeap samples the in-use heap and rewrites a heap profile whenever it reaches a new
+// high. A profile taken at exit shows what is live at the end, not what made the peak, and
+// the 100,000-AC peak is a transient early in the run.
+func watchPeakHeap(path string, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		var peak uint64
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse <= peak {
+				continue
+			}
+			peak = ms.HeapInuse
+			f, err := os.Create(path)
+			if err != nil {
+				slog.Warn("peak heap profile", "path", path, "err", err)
+				return
+			}
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				slog.Warn("peak heap profile", "path", path, "err", err)
+			}
+			f.Close()
+			slog.Info("peak heap profile written", "path", path, "heap_inuse_mib", peak>>20)
+		}
+	}()
+	return func() { close(done); <-finished }
 }
