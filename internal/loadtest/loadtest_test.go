@@ -1,8 +1,8 @@
 // Package loadtest measures how judge throughput scales with judge processes. It is a
-// benchmark, not a unit test: it runs only with TRIBUNAL_LOADTEST=1 and prints a table for
+// Go benchmark, not a unit test, so `go test ./...` never runs it; it prints a table for
 // docs/benchmarks.md.
 //
-//	TRIBUNAL_LOADTEST=1 go test ./internal/loadtest -run TestJudgeScaling -v -timeout 30m
+//	go test ./internal/loadtest -run '^$' -bench JudgeScaling -benchtime 1x -v -timeout 30m
 package loadtest
 
 import (
@@ -21,7 +21,7 @@ import (
 	"time"
 )
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -31,7 +31,7 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func start(t *testing.T, bin string, args ...string) {
+func start(t testing.TB, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	var log bytes.Buffer
@@ -42,7 +42,7 @@ func start(t *testing.T, bin string, args ...string) {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 }
 
-func waitHTTP(t *testing.T, url string) {
+func waitHTTP(t testing.TB, url string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if resp, err := http.Get(url); err == nil {
@@ -55,13 +55,11 @@ func waitHTTP(t *testing.T, url string) {
 	t.Fatalf("%s not ready", url)
 }
 
-// TestJudgeScaling runs K judge processes (K = 1, 2, 4) against one NATS server and one
+// BenchmarkJudgeScaling runs K judge processes (K = 1, 2, 4) against one NATS server and one
 // OpenAI-compatible server answering after 500 ms, each judge allowed C calls in flight,
-// and reports throughput against the ideal K x C / latency.
-func TestJudgeScaling(t *testing.T) {
-	if os.Getenv("TRIBUNAL_LOADTEST") == "" {
-		t.Skip("a benchmark: run with TRIBUNAL_LOADTEST=1 (see docs/benchmarks.md)")
-	}
+// and reports throughput against the ideal K x C / latency. One pass is one measurement
+// of about 30 s per K: run it with -benchtime 1x.
+func BenchmarkJudgeScaling(t *testing.B) {
 	const latency = 500 * time.Millisecond
 	conc := 8
 	if v := os.Getenv("TRIBUNAL_LOADTEST_CONCURRENCY"); v != "" {
@@ -123,5 +121,6 @@ func TestJudgeScaling(t *testing.T) {
 		}
 		rate := float64(n) / elapsed.Seconds()
 		t.Logf("%-3d %-6d %-10.1f %-10.1f %.0f%%", k, n, rate, ideal, 100*rate/ideal)
+		t.ReportMetric(100*rate/ideal, fmt.Sprintf("efficiency%%_K%d", k))
 	}
 }
