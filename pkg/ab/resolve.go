@@ -95,12 +95,12 @@ func parseVerifyJSON(data []byte) (map[string]Pair, error) {
 		}
 		return nil, err
 	}
-	out := make(map[string]Pair, len(obj.order))
-	for _, ac := range obj.order {
+	out := make(map[string]Pair, len(obj.Order))
+	for _, ac := range obj.Order {
 		if strings.TrimSpace(ac) == "" {
 			return nil, fmt.Errorf("%w: empty AC id", ErrVerifyMap)
 		}
-		entry, err := decodeObject(obj.values[ac], ErrVerifyMap)
+		entry, err := decodeObject(obj.Values[ac], ErrVerifyMap)
 		if err != nil {
 			var dup *duplicateKeyError
 			if errors.As(err, &dup) {
@@ -109,7 +109,7 @@ func parseVerifyJSON(data []byte) (map[string]Pair, error) {
 			return nil, fmt.Errorf("%w: %s: entry must be an object with reference and/or ours", ErrVerifyMap, ac)
 		}
 		var p Pair
-		for _, k := range entry.order {
+		for _, k := range entry.Order {
 			var dst *string
 			switch k {
 			case "reference":
@@ -119,7 +119,7 @@ func parseVerifyJSON(data []byte) (map[string]Pair, error) {
 			default:
 				return nil, fmt.Errorf("%w: %s: unknown key %q (want reference, ours)", ErrVerifyMap, ac, k)
 			}
-			raw := entry.values[k]
+			raw := entry.Values[k]
 			if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, dst) != nil {
 				return nil, fmt.Errorf("%w: %s: %s must be a string", ErrVerifyMap, ac, k)
 			}

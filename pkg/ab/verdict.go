@@ -1,14 +1,14 @@
 package ab
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 // RawVerdict is a judge's answer over the blind slots, before un-shuffling. It carries
@@ -132,7 +132,7 @@ func ParseRawVerdict(data []byte) (RawVerdict, error) {
 		}
 		return RawVerdict{}, err
 	}
-	for _, k := range fields.order {
+	for _, k := range fields.Order {
 		if verdictFields[k] {
 			continue
 		}
@@ -144,13 +144,13 @@ func ParseRawVerdict(data []byte) (RawVerdict, error) {
 	}
 
 	var v RawVerdict
-	if v.RawWinner, err = stringField(fields.values, "raw_winner"); err != nil {
+	if v.RawWinner, err = stringField(fields.Values, "raw_winner"); err != nil {
 		return RawVerdict{}, err
 	}
-	if v.Confidence, err = numberField(fields.values, "confidence"); err != nil {
+	if v.Confidence, err = numberField(fields.Values, "confidence"); err != nil {
 		return RawVerdict{}, err
 	}
-	if v.BiggestGap, err = stringField(fields.values, "biggest_gap"); err != nil {
+	if v.BiggestGap, err = stringField(fields.Values, "biggest_gap"); err != nil {
 		return RawVerdict{}, err
 	}
 	if err := v.Validate(); err != nil {
@@ -160,97 +160,40 @@ func ParseRawVerdict(data []byte) (RawVerdict, error) {
 	return v, nil
 }
 
-// unfence trims surrounding whitespace and removes one enclosing code fence. The opening
-// fence must be alone on its first line (with an empty or "json" info string) and the
-// closing fence alone at the end, which is how models emit it; a fence that does not
-// wrap the whole answer is not a wrapper and is rejected.
+// unfence removes one code fence wrapping the whole answer (strictjson.Unfence).
 func unfence(data []byte) ([]byte, error) {
-	s := bytes.TrimSpace(data)
-	if len(s) == 0 {
-		return nil, fmt.Errorf("%w: empty answer", ErrVerdictSyntax)
-	}
-	const fence = "```"
-	if !bytes.HasPrefix(s, []byte(fence)) {
-		return s, nil
-	}
-	nl := bytes.IndexByte(s, '\n')
-	if nl < 0 {
-		return nil, fmt.Errorf("%w: code fence without a line break", ErrVerdictSyntax)
-	}
-	info := strings.TrimSpace(string(s[len(fence):nl]))
-	if info != "" && !strings.EqualFold(info, "json") {
-		return nil, fmt.Errorf("%w: code fence info string %q, want empty or json", ErrVerdictSyntax, info)
-	}
-	rest := s[nl+1:]
-	if !bytes.HasSuffix(rest, []byte(fence)) {
-		return nil, fmt.Errorf("%w: unterminated code fence", ErrVerdictSyntax)
-	}
-	rest = rest[:len(rest)-len(fence)]
-	before := bytes.TrimRight(rest, " \t")
-	if len(before) > 0 && before[len(before)-1] != '\n' {
-		return nil, fmt.Errorf("%w: closing code fence not on its own line", ErrVerdictSyntax)
-	}
-	body := bytes.TrimSpace(rest)
-	if len(body) == 0 {
-		return nil, fmt.Errorf("%w: empty code fence", ErrVerdictSyntax)
-	}
-	return body, nil
+	body, err := strictjson.Unfence(data)
+	return body, asSyntax(err, ErrVerdictSyntax)
 }
 
 // object is a decoded JSON object whose values are still raw, with the key order kept
 // so errors are reported in document order.
-type object struct {
-	order  []string
-	values map[string]json.RawMessage
-}
+type object = strictjson.Object
 
 // duplicateKeyError reports a key that occurs twice in one object.
 type duplicateKeyError struct{ key string }
 
 func (e *duplicateKeyError) Error() string { return fmt.Sprintf("ab: duplicate key %q", e.key) }
 
-// decodeObject decodes exactly one JSON object and nothing after it. A key that occurs
-// twice is a *duplicateKeyError; every other failure wraps syntaxErr. encoding/json alone
-// would let the last duplicate win silently (and would match struct fields without regard
-// to case), which is not acceptable for a verdict or a verify map: two conflicting
-// answers in one object are no answer.
+// decodeObject decodes exactly one JSON object and nothing after it (strictjson.Decode). A
+// key that occurs twice is a *duplicateKeyError; every other failure wraps syntaxErr, so a
+// verdict and a verify map each report their own kind of malformed input.
 func decodeObject(body []byte, syntaxErr error) (object, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return object{}, fmt.Errorf("%w: %v", syntaxErr, err)
+	o, err := strictjson.Decode(body)
+	var dup *strictjson.DuplicateKeyError
+	if errors.As(err, &dup) {
+		return object{}, &duplicateKeyError{key: dup.Key}
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return object{}, fmt.Errorf("%w: starts with %v", syntaxErr, tok)
+	return o, asSyntax(err, syntaxErr)
+}
+
+// asSyntax rewraps a *strictjson.SyntaxError under this package's sentinel.
+func asSyntax(err, sentinel error) error {
+	var se *strictjson.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%w: %s", sentinel, se.Detail)
 	}
-	obj := object{values: map[string]json.RawMessage{}}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return object{}, fmt.Errorf("%w: %v", syntaxErr, err)
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return object{}, fmt.Errorf("%w: object key %v", syntaxErr, tok)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return object{}, fmt.Errorf("%w: value of %q: %v", syntaxErr, key, err)
-		}
-		if _, dup := obj.values[key]; dup {
-			return object{}, &duplicateKeyError{key: key}
-		}
-		obj.order = append(obj.order, key)
-		obj.values[key] = raw
-	}
-	if _, err := dec.Token(); err != nil {
-		return object{}, fmt.Errorf("%w: %v", syntaxErr, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return object{}, fmt.Errorf("%w: trailing data after the object", syntaxErr)
-	}
-	return obj, nil
+	return err
 }
 
 // stringField decodes a required JSON string. null is rejected explicitly because

@@ -129,7 +129,7 @@ func ParseAnswer(data []byte) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	for _, k := range o.order {
+	for _, k := range o.Order {
 		if answerFields[k] {
 			continue
 		}
@@ -144,7 +144,7 @@ func ParseAnswer(data []byte) (Answer, error) {
 		name string
 		dst  *int
 	}{{"correctness", &a.Correctness}, {"slop", &a.Slop}, {"scope", &a.Scope}} {
-		raw, ok := o.values[s.name]
+		raw, ok := o.Values[s.name]
 		if !ok {
 			return Answer{}, &FieldError{Field: s.name, Reason: "missing"}
 		}
@@ -152,7 +152,7 @@ func ParseAnswer(data []byte) (Answer, error) {
 			return Answer{}, err
 		}
 	}
-	if raw, ok := o.values["verdict"]; ok {
+	if raw, ok := o.Values["verdict"]; ok {
 		if a.Verdict, err = str("verdict", raw); err != nil {
 			return Answer{}, err
 		}
@@ -160,14 +160,14 @@ func ParseAnswer(data []byte) (Answer, error) {
 			return Answer{}, &FieldError{Field: "verdict", Value: `""`, Reason: `must be "pass", "revise" or "reject" when present`}
 		}
 	}
-	if raw, ok := o.values["quality"]; ok {
+	if raw, ok := o.Values["quality"]; ok {
 		q, err := whole("quality", raw)
 		if err != nil {
 			return Answer{}, err
 		}
 		a.Quality = &q
 	}
-	raw, ok := o.values["rationale"]
+	raw, ok := o.Values["rationale"]
 	if !ok {
 		return Answer{}, &FieldError{Field: "rationale", Reason: "missing"}
 	}

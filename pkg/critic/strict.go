@@ -1,13 +1,13 @@
 package critic
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 // FieldError is a schema violation in one field of a critic answer. It names the field so
@@ -33,83 +33,34 @@ func (e *FieldError) Error() string {
 // ```json fence). It is a schema violation like a *FieldError.
 var ErrSyntax = errors.New("critic: answer is not a single JSON object")
 
-// unfence trims whitespace and removes one code fence that wraps the whole answer.
+// unfence removes one code fence wrapping the whole answer (strictjson.Unfence).
 func unfence(data []byte) ([]byte, error) {
-	s := bytes.TrimSpace(data)
-	if len(s) == 0 {
-		return nil, fmt.Errorf("%w: empty answer", ErrSyntax)
-	}
-	const fence = "```"
-	if !bytes.HasPrefix(s, []byte(fence)) {
-		return s, nil
-	}
-	nl := bytes.IndexByte(s, '\n')
-	if nl < 0 {
-		return nil, fmt.Errorf("%w: code fence without a line break", ErrSyntax)
-	}
-	if info := strings.TrimSpace(string(s[len(fence):nl])); info != "" && !strings.EqualFold(info, "json") {
-		return nil, fmt.Errorf("%w: code fence info string %q, want empty or json", ErrSyntax, info)
-	}
-	rest := s[nl+1:]
-	if !bytes.HasSuffix(rest, []byte(fence)) {
-		return nil, fmt.Errorf("%w: unterminated code fence", ErrSyntax)
-	}
-	rest = bytes.TrimRight(rest[:len(rest)-len(fence)], " \t")
-	if len(rest) > 0 && rest[len(rest)-1] != '\n' {
-		return nil, fmt.Errorf("%w: closing code fence not on its own line", ErrSyntax)
-	}
-	body := bytes.TrimSpace(rest)
-	if len(body) == 0 {
-		return nil, fmt.Errorf("%w: empty code fence", ErrSyntax)
-	}
-	return body, nil
+	body, err := strictjson.Unfence(data)
+	return body, asSchemaError(err)
 }
 
 // object is a decoded flat JSON object with raw values and the keys in document order.
-type object struct {
-	order  []string
-	values map[string]json.RawMessage
-}
+type object = strictjson.Object
 
 // decodeObject decodes exactly one JSON object and nothing after it; a repeated key is a
 // *FieldError, since encoding/json would silently keep the last of two conflicting scores.
 func decodeObject(body []byte) (object, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return object{}, fmt.Errorf("%w: %v", ErrSyntax, err)
+	o, err := strictjson.Decode(body)
+	return o, asSchemaError(err)
+}
+
+// asSchemaError turns strictjson's errors into this package's schema violations, keeping
+// the messages the repair re-ask sends back.
+func asSchemaError(err error) error {
+	var se *strictjson.SyntaxError
+	var dup *strictjson.DuplicateKeyError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Errorf("%w: %s", ErrSyntax, se.Detail)
+	case errors.As(err, &dup):
+		return &FieldError{Field: dup.Key, Reason: "duplicate field"}
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return object{}, fmt.Errorf("%w: starts with %v", ErrSyntax, tok)
-	}
-	obj := object{values: map[string]json.RawMessage{}}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return object{}, fmt.Errorf("%w: %v", ErrSyntax, err)
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return object{}, fmt.Errorf("%w: object key %v", ErrSyntax, tok)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return object{}, fmt.Errorf("%w: value of %q: %v", ErrSyntax, key, err)
-		}
-		if _, dup := obj.values[key]; dup {
-			return object{}, &FieldError{Field: key, Reason: "duplicate field"}
-		}
-		obj.order = append(obj.order, key)
-		obj.values[key] = raw
-	}
-	if _, err := dec.Token(); err != nil {
-		return object{}, fmt.Errorf("%w: %v", ErrSyntax, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return object{}, fmt.Errorf("%w: trailing data after the object", ErrSyntax)
-	}
-	return obj, nil
+	return err
 }
 
 // str decodes a JSON string; null is not a string.
@@ -138,10 +89,4 @@ func whole(name string, raw json.RawMessage) (int, error) {
 	return n, nil
 }
 
-func clip(s string) string {
-	const n = 80
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
-}
+func clip(s string) string { return strictjson.Clip(s) }

@@ -1,13 +1,13 @@
 package equivalence
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 // FieldError is a schema violation in one field of a runner's output or a judge's answer.
@@ -35,46 +35,21 @@ func (e *FieldError) Error() string {
 // a single ```json fence). It is a schema violation just like a *FieldError.
 var ErrSyntax = errors.New("equivalence: answer is not a single JSON object")
 
-// unfence trims whitespace and removes one code fence wrapping the whole answer. Models add
-// such fences even when told not to; a fence that wraps only part of the answer is prose
-// around JSON and is rejected.
+// unfence removes one code fence wrapping the whole answer (strictjson.Unfence).
 func unfence(data []byte) ([]byte, error) {
-	s := bytes.TrimSpace(data)
-	if len(s) == 0 {
-		return nil, fmt.Errorf("%w: empty answer", ErrSyntax)
+	body, err := strictjson.Unfence(data)
+	var se *strictjson.SyntaxError
+	if errors.As(err, &se) {
+		return nil, fmt.Errorf("%w: %s", ErrSyntax, se.Detail)
 	}
-	const fence = "```"
-	if !bytes.HasPrefix(s, []byte(fence)) {
-		return s, nil
-	}
-	nl := bytes.IndexByte(s, '\n')
-	if nl < 0 {
-		return nil, fmt.Errorf("%w: code fence without a line break", ErrSyntax)
-	}
-	if info := strings.TrimSpace(string(s[len(fence):nl])); info != "" && !strings.EqualFold(info, "json") {
-		return nil, fmt.Errorf("%w: code fence info string %q, want empty or json", ErrSyntax, info)
-	}
-	rest := s[nl+1:]
-	if !bytes.HasSuffix(rest, []byte(fence)) {
-		return nil, fmt.Errorf("%w: unterminated code fence", ErrSyntax)
-	}
-	rest = bytes.TrimRight(rest[:len(rest)-len(fence)], " \t")
-	if len(rest) > 0 && rest[len(rest)-1] != '\n' {
-		return nil, fmt.Errorf("%w: closing code fence not on its own line", ErrSyntax)
-	}
-	body := bytes.TrimSpace(rest)
-	if len(body) == 0 {
-		return nil, fmt.Errorf("%w: empty code fence", ErrSyntax)
-	}
-	return body, nil
+	return body, err
 }
 
 // object is one decoded JSON object whose values are still raw. path prefixes every field
 // name in errors so that nested fields are reported by their full path.
 type object struct {
-	path   string
-	order  []string
-	values map[string]json.RawMessage
+	strictjson.Object
+	path string
 }
 
 // decodeTop decodes the whole answer as one object with nothing after it.
@@ -87,54 +62,24 @@ func decodeTop(body []byte) (object, error) {
 // object are no answer. top selects syntax errors (the model's text is not JSON at all)
 // over field errors (a nested value is not an object).
 func decodeObject(body []byte, path string, top bool) (object, error) {
-	bad := func(format string, args ...any) error {
-		if top {
-			return fmt.Errorf("%w: "+format, append([]any{ErrSyntax}, args...)...)
-		}
-		return &FieldError{Field: strings.TrimSuffix(path, "."), Value: clip(string(body)), Reason: "must be a JSON object"}
+	o, err := strictjson.Decode(body)
+	var se *strictjson.SyntaxError
+	var dup *strictjson.DuplicateKeyError
+	switch {
+	case errors.As(err, &dup):
+		return object{}, &FieldError{Field: path + dup.Key, Reason: "duplicate field"}
+	case errors.As(err, &se) && top:
+		return object{}, fmt.Errorf("%w: %s", ErrSyntax, se.Detail)
+	case err != nil:
+		return object{}, &FieldError{Field: strings.TrimSuffix(path, "."), Value: clip(string(body)), Reason: "must be a JSON object"}
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return object{}, bad("%v", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return object{}, bad("starts with %v", tok)
-	}
-	obj := object{path: path, values: map[string]json.RawMessage{}}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return object{}, bad("%v", err)
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return object{}, bad("object key %v", tok)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return object{}, bad("value of %q: %v", key, err)
-		}
-		if _, dup := obj.values[key]; dup {
-			return object{}, &FieldError{Field: path + key, Reason: "duplicate field"}
-		}
-		obj.order = append(obj.order, key)
-		obj.values[key] = raw
-	}
-	if _, err := dec.Token(); err != nil {
-		return object{}, bad("%v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return object{}, bad("trailing data after the object")
-	}
-	return obj, nil
+	return object{Object: o, path: path}, nil
 }
 
 // only rejects, in document order, the first key that is not in allowed. hints explain
 // keys that are known mistakes, so the error says how to fix them.
 func (o object) only(allowed []string, hints map[string]string) error {
-	for _, k := range o.order {
+	for _, k := range o.Order {
 		found := false
 		for _, a := range allowed {
 			if k == a {
@@ -157,7 +102,7 @@ func (o object) only(allowed []string, hints map[string]string) error {
 // str decodes a required JSON string. null is rejected explicitly because encoding/json
 // would turn it into "" without complaint.
 func (o object) str(name string) (string, error) {
-	raw, ok := o.values[name]
+	raw, ok := o.Values[name]
 	if !ok {
 		return "", &FieldError{Field: o.path + name, Reason: "missing"}
 	}
@@ -172,7 +117,7 @@ func (o object) str(name string) (string, error) {
 // rejected with 3.5: the contract is a whole-number scale, and a model that writes a
 // fraction or an exponent is not using it.
 func (o object) whole(name string) (int, error) {
-	raw, ok := o.values[name]
+	raw, ok := o.Values[name]
 	if !ok {
 		return 0, &FieldError{Field: o.path + name, Reason: "missing"}
 	}
@@ -196,7 +141,7 @@ func wholeNumber(field string, raw json.RawMessage) (int, error) {
 
 // obj decodes a required nested object.
 func (o object) obj(name string) (object, error) {
-	raw, ok := o.values[name]
+	raw, ok := o.Values[name]
 	if !ok {
 		return object{}, &FieldError{Field: o.path + name, Reason: "missing"}
 	}
@@ -205,7 +150,7 @@ func (o object) obj(name string) (object, error) {
 
 // array decodes a required JSON array (never null: "nothing" is written as []).
 func (o object) array(name string) ([]json.RawMessage, error) {
-	raw, ok := o.values[name]
+	raw, ok := o.Values[name]
 	if !ok {
 		return nil, &FieldError{Field: o.path + name, Reason: "missing"}
 	}
@@ -238,13 +183,7 @@ func (o object) strs(name string) ([]string, error) {
 
 // clip bounds a value quoted in an error, since errors are logged and sent back to the
 // model in the repair re-ask.
-func clip(s string) string {
-	const n = 80
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
-}
+func clip(s string) string { return strictjson.Clip(s) }
 
 // blank reports a string with no visible content.
 func blank(s string) bool { return strings.TrimSpace(s) == "" }
