@@ -8,7 +8,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/aggregate"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
-	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/views"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
@@ -537,27 +536,7 @@ func (a *auditor) rubricStep(r *Recorded, ev events.Event, st step) bool {
 	if v.LastApplied == ev.ID {
 		d = v.LastDecision
 	} else {
-		if v.Loop.Feature == "" {
-			v.Loop = argus.NewLoopState(rs.Feature, rs.Target+"/"+rs.State+"/"+rs.Appearance, rs.ReferenceSource)
-		}
-		switch {
-		case st.verdict != nil:
-			v.Loop, d = v.Loop.Record(*st.verdict, params)
-			v.LastVerdict = st.verdict
-		case st.unchanged:
-			v.Loop, d = v.Loop.Unchanged(params)
-		default:
-			v.Loop, d = v.Loop.GateFail(params)
-		}
-		if st.render != nil && (st.verdict != nil || st.unchanged) {
-			v.PrevRender = st.render
-		}
-		if d.ShouldSignoff && rs.Mode != events.ModeReportOnly {
-			v.Baseline = st.render
-			so := argus.NewSignOff(rs.Feature, argus.View{Target: rs.Target, State: rs.State, Appearance: rs.Appearance},
-				v.Loop, v.LastVerdict, blobKey(ev.Tenant, st.render), signOffTime)
-			v.SignOff = &so
-		}
+		d = v.Apply(ev.Tenant, rs, st.verdict, st.unchanged, st.render, params, signOffTime)
 		v.LastApplied, v.LastDecision = ev.ID, d
 		a.storeView(vkey, v)
 	}
@@ -723,13 +702,6 @@ func signoffEvent(ev events.Event, so *argus.SignOff) events.Event {
 		}
 	}
 	return events.New(p, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)
-}
-
-func blobKey(tenant string, b *events.Blob) string {
-	if b == nil {
-		return ""
-	}
-	return blob.Ref{Tenant: tenant, SHA256: b.SHA256}.Key()
 }
 
 func addJudge(js []string, j string) []string {

@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -93,4 +95,44 @@ func Update(ctx context.Context, kv jetstream.KeyValue, key string, change func(
 			return Record{}, fmt.Errorf("update view %s: %w", key, err)
 		}
 	}
+}
+
+// Apply records one loop step on the view and returns its decision: the verdict, an
+// unchanged render (confirm without an edit) or, with neither, a gate failure. The
+// aggregator calls it inside its compare-and-set and the audit calls it on its rebuilt
+// views, so a replay re-derives decisions with exactly the rules that made them. Callers
+// handle idempotency (LastApplied) themselves.
+func (v *Record) Apply(tenant string, rs *events.RubricSpec, verdict *argus.Verdict, unchanged bool, render *events.Blob, params argus.LoopParams, now time.Time) argus.Decision {
+	if v.Loop.Feature == "" {
+		v.Loop = argus.NewLoopState(rs.Feature, rs.Target+"/"+rs.State+"/"+rs.Appearance, rs.ReferenceSource)
+	}
+	var d argus.Decision
+	switch {
+	case verdict != nil:
+		v.Loop, d = v.Loop.Record(*verdict, params)
+		v.LastVerdict = verdict
+	case unchanged:
+		v.Loop, d = v.Loop.Unchanged(params)
+	default:
+		v.Loop, d = v.Loop.GateFail(params)
+	}
+	if render != nil && (verdict != nil || unchanged) {
+		// Advance the previous render only now: the judge has used the old one.
+		v.PrevRender = render
+	}
+	if d.ShouldSignoff && rs.Mode != events.ModeReportOnly {
+		v.Baseline = render
+		so := argus.NewSignOff(rs.Feature, argus.View{Target: rs.Target, State: rs.State, Appearance: rs.Appearance},
+			v.Loop, v.LastVerdict, blobKey(tenant, render), now)
+		v.SignOff = &so
+	}
+	return d
+}
+
+// blobKey is a render's storage key as a sign-off records it.
+func blobKey(tenant string, b *events.Blob) string {
+	if b == nil {
+		return ""
+	}
+	return blob.Ref{Tenant: tenant, SHA256: b.SHA256}.Key()
 }

@@ -94,28 +94,7 @@ func (s *Service) rubricStep(ctx context.Context, ev events.Event, step loopStep
 			return views.ErrNoChange
 		}
 		previous = v.PrevRender
-		if v.Loop.Feature == "" {
-			v.Loop = argus.NewLoopState(rs.Feature, rs.Target+"/"+rs.State+"/"+rs.Appearance, rs.ReferenceSource)
-		}
-		switch {
-		case step.verdict != nil:
-			v.Loop, d = v.Loop.Record(*step.verdict, params)
-			v.LastVerdict = step.verdict
-		case step.unchanged:
-			v.Loop, d = v.Loop.Unchanged(params)
-		default:
-			v.Loop, d = v.Loop.GateFail(params)
-		}
-		if step.render != nil && (step.verdict != nil || step.unchanged) {
-			// Advance the previous render only now: the judge has used the old one.
-			v.PrevRender = step.render
-		}
-		if d.ShouldSignoff && rs.Mode != events.ModeReportOnly {
-			v.Baseline = step.render
-			so := argus.NewSignOff(rs.Feature, argus.View{Target: rs.Target, State: rs.State, Appearance: rs.Appearance},
-				v.Loop, v.LastVerdict, blobKey(ev.Tenant, step.render), s.now())
-			v.SignOff = &so
-		}
+		d = v.Apply(ev.Tenant, rs, step.verdict, step.unchanged, step.render, params, s.now())
 		v.LastApplied, v.LastDecision = ev.ID, d
 		return nil
 	})
@@ -290,13 +269,6 @@ func (s *Service) rubricOf(ctx context.Context, tenant string, rs *events.Rubric
 		return nil, fmt.Errorf("read rubric: %w", err)
 	}
 	return argus.ParseRubric(data)
-}
-
-func blobKey(tenant string, b *events.Blob) string {
-	if b == nil {
-		return ""
-	}
-	return blob.Ref{Tenant: tenant, SHA256: b.SHA256}.Key()
 }
 
 func encodeAll(evs []events.Event) ([][]byte, error) {

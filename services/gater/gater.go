@@ -108,27 +108,15 @@ func (s *Service) transcriptGates(ctx context.Context, tenant string, spec *even
 	for _, c := range spec.Cases {
 		pair := events.CasePair{CaseID: c.ID, Tag: c.Tag, Input: c.Input}
 		for _, side := range []string{"original", "candidate"} {
-			g := events.Gate{Name: "transcript_readable:" + side + "/" + c.ID, Status: "pass"}
 			t, ok := bySide[side+"/"+c.ID]
-			if !ok {
-				g.Status, g.Detail = "fail", "missing from render"
-				gates = append(gates, g)
-				continue
-			}
-			rc, _, err := s.store.Open(ctx, blob.Ref{Tenant: tenant, SHA256: t.Blob.SHA256})
-			if err == nil {
-				_, err = discard(rc)
-			}
-			switch {
-			case err == nil:
-			case errors.Is(err, blob.ErrNotFound):
-				g.Status, g.Detail = "fail", "not in blob storage"
-			case errors.Is(err, blob.ErrDigestMismatch):
-				g.Status, g.Detail = "fail", "stored bytes do not match their digest"
-			default:
-				return nil, nil, fmt.Errorf("gate %s: %w", g.Name, err)
+			g, err := s.readableGate(ctx, tenant, "transcript_readable:"+side+"/"+c.ID, t.Blob.SHA256, ok)
+			if err != nil {
+				return nil, nil, err
 			}
 			gates = append(gates, g)
+			if !ok {
+				continue
+			}
 			a := events.Artifact{Blob: t.Blob, Class: "text"}
 			if side == "original" {
 				pair.Original = a
@@ -141,30 +129,41 @@ func (s *Service) transcriptGates(ctx context.Context, tenant string, spec *even
 	return pairs, gates, nil
 }
 
+// readableGate reads one rendered artifact back in full: the store verifies the digest on
+// read, so a pass means the judge will get exactly the bytes that were rendered. present is
+// false when the render did not produce the artifact at all. Only an infrastructure error
+// (storage unreachable) is returned, so the message is retried instead of failing the job.
+func (s *Service) readableGate(ctx context.Context, tenant, name, sha string, present bool) (events.Gate, error) {
+	g := events.Gate{Name: name, Status: "pass"}
+	if !present {
+		g.Status, g.Detail = "fail", "missing from render"
+		return g, nil
+	}
+	rc, _, err := s.store.Open(ctx, blob.Ref{Tenant: tenant, SHA256: sha})
+	if err == nil {
+		_, err = discard(rc)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, blob.ErrNotFound):
+		g.Status, g.Detail = "fail", "not in blob storage"
+	case errors.Is(err, blob.ErrDigestMismatch):
+		g.Status, g.Detail = "fail", "stored bytes do not match their digest"
+	default:
+		return g, fmt.Errorf("gate %s: %w", name, err)
+	}
+	return g, nil
+}
+
 // artifactGates checks that every artifact exists and still hashes to its digest: a judge
 // must never be handed bytes that are not the ones rendered.
 func (s *Service) artifactGates(ctx context.Context, tenant string, arts map[string]events.Artifact, roles []string) ([]events.Gate, error) {
 	var gates []events.Gate
 	for _, role := range roles {
 		a, ok := arts[role]
-		g := events.Gate{Name: "artifact_readable:" + role, Status: "pass"}
-		if !ok {
-			g.Status, g.Detail = "fail", "missing from render"
-			gates = append(gates, g)
-			continue
-		}
-		rc, _, err := s.store.Open(ctx, blob.Ref{Tenant: tenant, SHA256: a.Blob.SHA256})
-		if err == nil {
-			_, err = discard(rc)
-		}
-		switch {
-		case err == nil:
-		case errors.Is(err, blob.ErrNotFound):
-			g.Status, g.Detail = "fail", "not in blob storage"
-		case errors.Is(err, blob.ErrDigestMismatch):
-			g.Status, g.Detail = "fail", "stored bytes do not match their digest"
-		default:
-			return nil, fmt.Errorf("gate %s: %w", g.Name, err)
+		g, err := s.readableGate(ctx, tenant, "artifact_readable:"+role, a.Blob.SHA256, ok)
+		if err != nil {
+			return nil, err
 		}
 		gates = append(gates, g)
 	}
