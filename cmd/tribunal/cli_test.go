@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/tribunalbin"
 )
 
 // binary is the tribunal command built once for these tests: they run it as real
@@ -21,16 +22,13 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tribunal-cli-")
+	bin, remove, err := tribunalbin.Build(".")
 	if err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "tribunal")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build tribunal: %v\n%s", err, out))
-	}
+	binary = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 

@@ -24,21 +24,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/s3server"
+	"github.com/tribunal-dev/tribunal/internal/testutil/tribunalbin"
 )
 
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tribunal-chaos-")
+	bin, remove, err := tribunalbin.Build("../../cmd/tribunal")
 	if err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "tribunal")
-	if out, err := exec.Command("go", "build", "-o", binary, "../../cmd/tribunal").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("build tribunal: %v\n%s", err, out))
-	}
+	binary = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
