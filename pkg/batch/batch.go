@@ -7,18 +7,18 @@ package batch
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -143,7 +143,9 @@ func (es Errors) Error() string {
 // printer renders schema errors in English.
 var printer = message.NewPrinter(language.English)
 
-var batchSchema = func() *jsonschema.Schema {
+// headerSchema is the whole batch schema, applied to the file without its AC entries;
+// acSchema is its AC definition, applied to each entry on its own.
+var headerSchema, acSchema = func() (*jsonschema.Schema, *jsonschema.Schema) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemas.Batch))
 	if err != nil {
 		panic(fmt.Sprintf("embedded batch schema: %v", err))
@@ -152,11 +154,15 @@ var batchSchema = func() *jsonschema.Schema {
 	if err := c.AddResource("batch.schema.json", doc); err != nil {
 		panic(err)
 	}
-	s, err := c.Compile("batch.schema.json")
+	h, err := c.Compile("batch.schema.json")
 	if err != nil {
 		panic(fmt.Sprintf("embedded batch schema: %v", err))
 	}
-	return s
+	a, err := c.Compile("batch.schema.json#/$defs/ac")
+	if err != nil {
+		panic(fmt.Sprintf("embedded batch schema, AC definition: %v", err))
+	}
+	return h, a
 }()
 
 // Load reads a batch from a file or a folder holding batch.yaml.
@@ -172,124 +178,90 @@ func Load(path string) (*Batch, error) {
 }
 
 // Parse reads a batch from data; path names it in errors and anchors relative paths.
+//
+// The document is parsed once into a yaml.Node tree; the header is validated on its own
+// and each AC entry is validated, decoded and then dropped from the tree before the next,
+// so the parser's memory shrinks as the ACs are built. At 100,000 ACs the earlier
+// whole-document decode (tree, generic values, JSON copy, schema instance) was the
+// all-in-one process's peak.
 func Parse(path string, data []byte) (*Batch, error) {
 	fileErr := func(line int, field, msg string) error {
 		return Errors{{File: path, Line: line, Field: field, Msg: msg}}
 	}
-	astFile, err := parser.ParseBytes(data, 0)
-	if err != nil {
-		return nil, fileErr(yamlLine(err), "", "not valid YAML: "+firstLine(err.Error()))
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		line, msg := syntaxError(err)
+		return nil, fileErr(line, "", "not valid YAML: "+msg)
 	}
-	if line := firstAlias(astFile); line > 0 {
+	if line := firstAlias(&doc); line > 0 {
 		return nil, fileErr(line, "", "YAML aliases (*name) are not allowed in batch files")
 	}
-	// Decode from the tree already parsed: tokenizing the text again (once for JSON, once
-	// for the values) tripled the parser's memory, which at 100,000 ACs was the whole
-	// process's peak.
-	var top map[string]any
-	if len(astFile.Docs) > 0 && astFile.Docs[0] != nil && astFile.Docs[0].Body != nil {
-		if err := yaml.NodeToValue(astFile.Docs[0].Body, &top); err != nil {
-			return nil, fileErr(yamlLine(err), "", "not a YAML mapping: "+firstLine(err.Error()))
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		line := root.Line
+		if line == 0 {
+			line = 1
 		}
+		return nil, fileErr(line, "(document)", "want a mapping with version and acs")
 	}
-	jsonData, err := json.Marshal(top)
-	if err != nil {
-		return nil, fileErr(0, "", "not representable as JSON: "+firstLine(err.Error()))
+
+	// The header: every top-level key but a non-empty acs list, which is checked entry
+	// by entry below.
+	var acsSeq *yaml.Node
+	header := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: root.Line, Column: root.Column}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value == "acs" && v.Kind == yaml.SequenceNode && len(v.Content) > 0 {
+			acsSeq = v
+			continue
+		}
+		header.Content = append(header.Content, k, v)
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(jsonData))
-	if err != nil {
-		return nil, fileErr(0, "", "not a YAML mapping: "+err.Error())
-	}
-	acProblems := map[int][]string{}
 	var fileErrs Errors
-	if verr := batchSchema.Validate(inst); verr != nil {
-		ve, ok := verr.(*jsonschema.ValidationError)
-		if !ok {
-			return nil, fileErr(0, "", verr.Error())
+	inst, err := jsonInstance(header)
+	if err != nil {
+		return nil, fileErr(root.Line, "(document)", err.Error())
+	}
+	for _, p := range schemaProblems(headerSchema, inst, header, nil) {
+		if acsSeq != nil && p.field == "acs" && p.missing {
+			continue // present, and validated entry by entry
 		}
-		for _, leaf := range leaves(ve) {
-			// One error per offending key: an unknown key is reported at its own line, a
-			// missing one at its parent's (line 1 for the document).
-			locs := [][]string{leaf.InstanceLocation}
-			switch k := leaf.ErrorKind.(type) {
-			case *kind.AdditionalProperties:
-				locs = nil
-				for _, p := range k.Properties {
-					locs = append(locs, append(append([]string(nil), leaf.InstanceLocation...), p))
-				}
-			case *kind.Required:
-				locs = nil
-				for _, p := range k.Missing {
-					locs = append(locs, append(append([]string(nil), leaf.InstanceLocation...), p))
-				}
-			}
-			msg := leaf.ErrorKind.LocalizedString(printer)
-			for _, loc := range locs {
-				field := fieldPath(loc)
-				line := lineOf(astFile, loc)
-				if line == 0 {
-					line = 1
-				}
-				if len(loc) >= 2 && loc[0] == "acs" {
-					if i, err := strconv.Atoi(loc[1]); err == nil {
-						acProblems[i] = append(acProblems[i], fmt.Sprintf("%s:%d: %s: %s", path, line, field, msg))
-						continue
-					}
-				}
-				fileErrs = append(fileErrs, &Error{File: path, Line: line, Field: field, Msg: msg})
-			}
-		}
+		fileErrs = append(fileErrs, &Error{File: path, Line: p.line, Field: p.field, Msg: p.msg})
 	}
 	if len(fileErrs) > 0 {
 		return nil, fileErrs
 	}
 	var f File
-	// Entries that failed the schema are decoded leniently below from the raw values:
-	// one bad field must not stop the other entries from loading.
-	rawACs, _ := top["acs"].([]any)
-	delete(top, "acs")
-	hdr, _ := yaml.Marshal(top)
-	if err := yaml.Unmarshal(hdr, &f); err != nil {
-		return nil, fileErr(0, "", firstLine(err.Error()))
+	if err := header.Decode(&f); err != nil {
+		return nil, fileErr(yamlLine(err), "", YAMLErrorText(err))
 	}
-	if len(rawACs) > MaxACs {
-		return nil, fileErr(lineOf(astFile, []string{"acs"}), "acs", fmt.Sprintf("%d entries; at most %d per batch", len(rawACs), MaxACs))
+	f.ACs = nil
+	if acsSeq == nil {
+		return nil, fileErr(1, "acs", "no usable AC entries")
 	}
-	// Take the entries' lines now and let the syntax tree and the schema instance go: they
-	// are several times the file's size, and the entries below are decoded one at a time.
-	acLines := make([]int, len(rawACs))
-	for i := range rawACs {
-		acLines[i] = lineOf(astFile, []string{"acs", strconv.Itoa(i)})
+	if n := len(acsSeq.Content); n > MaxACs {
+		return nil, fileErr(acsSeq.Line, "acs", fmt.Sprintf("%d entries; at most %d per batch", n, MaxACs))
 	}
-	astFile, inst, jsonData = nil, nil, nil
+
 	b := &Batch{Path: path, Dir: filepath.Dir(path)}
+	f.ACs = make([]AC, 0, len(acsSeq.Content))
 	seen := map[string]int{}
-	for i, e := range rawACs {
-		m, _ := e.(map[string]any)
+	for i, node := range acsSeq.Content {
+		acsSeq.Content[i] = nil // let the tree go as the entries are built
 		field := fmt.Sprintf("acs[%d]", i)
-		line := acLines[i]
-		var ac AC
-		if probs := acProblems[i]; len(probs) > 0 {
-			// Keep what can be read (the id above all) and record the problem.
-			ac.ID, _ = m["id"].(string)
-			ac.Problem = strings.Join(probs, "; ")
-		} else {
-			one, _ := yaml.Marshal(m)
-			if err := yaml.Unmarshal(one, &ac); err != nil {
-				ac.ID, _ = m["id"].(string)
-				ac.Problem = fmt.Sprintf("%s:%d: %s: %s", path, line, field, firstLine(err.Error()))
-			}
-		}
-		ac.Line = line
+		ac := decodeAC(path, i, node)
 		if ac.ID == "" || validID(ac.ID) != nil {
-			b.Rejected = append(b.Rejected, &Error{File: path, Line: line, Field: field + ".id", Msg: "missing or invalid id; entry skipped: " + ac.Problem})
+			b.Rejected = append(b.Rejected, &Error{File: path, Line: ac.Line, Field: field + ".id", Msg: "missing or invalid id; entry skipped: " + ac.Problem})
 			continue
 		}
 		if first, dup := seen[ac.ID]; dup {
-			b.Rejected = append(b.Rejected, &Error{File: path, Line: line, Field: field + ".id", Msg: fmt.Sprintf("duplicate id %q (first at line %d); entry skipped", ac.ID, first)})
+			b.Rejected = append(b.Rejected, &Error{File: path, Line: ac.Line, Field: field + ".id", Msg: fmt.Sprintf("duplicate id %q (first at line %d); entry skipped", ac.ID, first)})
 			continue
 		}
-		seen[ac.ID] = line
+		seen[ac.ID] = ac.Line
 		f.ACs = append(f.ACs, ac)
 	}
 	b.File = f
@@ -297,6 +269,102 @@ func Parse(path string, data []byte) (*Batch, error) {
 		return nil, append(Errors{{File: path, Field: "acs", Msg: "no usable AC entries"}}, b.Rejected...)
 	}
 	return b, nil
+}
+
+// decodeAC validates one entry against the AC schema and decodes it. A problem is kept
+// on the AC (with whatever id could be read) rather than returned: it costs only this AC.
+func decodeAC(path string, index int, node *yaml.Node) AC {
+	field := fmt.Sprintf("acs[%d]", index)
+	ac := AC{Line: node.Line}
+	if node.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			if k, v := node.Content[i], node.Content[i+1]; k.Value == "id" && v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
+				ac.ID = v.Value
+			}
+		}
+	}
+	inst, err := jsonInstance(node)
+	if err != nil {
+		ac.Problem = fmt.Sprintf("%s:%d: %s: %s", path, node.Line, field, err)
+		return ac
+	}
+	var probs []string
+	for _, p := range schemaProblems(acSchema, inst, node, []string{"acs", strconv.Itoa(index)}) {
+		probs = append(probs, fmt.Sprintf("%s:%d: %s: %s", path, p.line, p.field, p.msg))
+	}
+	if len(probs) > 0 {
+		ac.Problem = strings.Join(probs, "; ")
+		return ac
+	}
+	id := ac.ID
+	if err := node.Decode(&ac); err != nil {
+		ac = AC{ID: id, Problem: fmt.Sprintf("%s:%d: %s: %s", path, yamlLineOr(err, node.Line), field, YAMLErrorText(err))}
+	}
+	ac.Line = node.Line
+	return ac
+}
+
+// jsonInstance turns a YAML node into the generic JSON value the schema validator reads.
+func jsonInstance(n *yaml.Node) (any, error) {
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, fmt.Errorf("not representable as JSON: %s", firstLine(err.Error()))
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("not representable as JSON: %s", firstLine(err.Error()))
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("not representable as JSON: %s", err)
+	}
+	return inst, nil
+}
+
+// problem is one schema violation, placed at a field of the validated node.
+type problem struct {
+	field   string
+	line    int
+	msg     string
+	missing bool
+}
+
+// schemaProblems validates inst (decoded from node, which sits at prefix in the file) and
+// places every violation at the line of the offending key: an unknown key at its own
+// line, a missing one at its parent's.
+func schemaProblems(s *jsonschema.Schema, inst any, node *yaml.Node, prefix []string) []problem {
+	verr := s.Validate(inst)
+	if verr == nil {
+		return nil
+	}
+	ve, ok := verr.(*jsonschema.ValidationError)
+	if !ok {
+		return []problem{{field: fieldPath(prefix), line: max(node.Line, 1), msg: verr.Error()}}
+	}
+	var out []problem
+	for _, leaf := range leaves(ve) {
+		locs := [][]string{leaf.InstanceLocation}
+		missing := false
+		switch k := leaf.ErrorKind.(type) {
+		case *kind.AdditionalProperties:
+			locs = nil
+			for _, p := range k.Properties {
+				locs = append(locs, append(append([]string(nil), leaf.InstanceLocation...), p))
+			}
+		case *kind.Required:
+			locs = nil
+			missing = true
+			for _, p := range k.Missing {
+				locs = append(locs, append(append([]string(nil), leaf.InstanceLocation...), p))
+			}
+		}
+		msg := leaf.ErrorKind.LocalizedString(printer)
+		for _, loc := range locs {
+			field := fieldPath(append(append([]string(nil), prefix...), loc...))
+			out = append(out, problem{field: field, line: max(lineOf(node, loc), 1), msg: msg, missing: missing})
+		}
+	}
+	return out
 }
 
 // leaves flattens a validation error tree to the errors that say something concrete.
@@ -333,63 +401,99 @@ func fieldPath(tokens []string) string {
 	return b.String()
 }
 
-// lineOf finds the line of a field in the parsed YAML, or the nearest parent's. It walks
-// the syntax tree token by token: keys are user text and must never be parsed as a path.
-func lineOf(f *ast.File, loc []string) int {
-	if f == nil || len(f.Docs) == 0 || f.Docs[0] == nil {
-		return 0
-	}
-	node := f.Docs[0].Body
-	line := 0
+// lineOf finds the line of a field below n, or the nearest parent's. It walks the tree
+// key by key: keys are user text and must never be parsed as a path.
+func lineOf(n *yaml.Node, loc []string) int {
+	line := n.Line
 	for _, tok := range loc {
-		next := child(node, tok)
+		next := child(n, tok)
 		if next == nil {
 			break
 		}
-		node = next
-		if t := node.GetToken(); t != nil {
-			line = t.Position.Line
-		}
+		n = next
+		line = n.Line
 	}
 	return line
 }
 
-func child(n ast.Node, tok string) ast.Node {
-	switch n := n.(type) {
-	case *ast.DocumentNode:
-		return child(n.Body, tok)
-	case *ast.TagNode:
-		return child(n.Value, tok)
-	case *ast.AnchorNode:
-		return child(n.Value, tok)
-	case *ast.MappingValueNode:
-		if k := n.Key; k != nil && k.GetToken() != nil && k.GetToken().Value == tok {
-			return n.Value
+func child(n *yaml.Node, tok string) *yaml.Node {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) > 0 {
+			return child(n.Content[0], tok)
 		}
-	case *ast.MappingNode:
-		for _, v := range n.Values {
-			if c := child(v, tok); c != nil {
-				return c
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == tok {
+				return n.Content[i+1]
 			}
 		}
-	case *ast.SequenceNode:
-		if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n.Values) {
-			return n.Values[i]
+	case yaml.SequenceNode:
+		if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n.Content) {
+			return n.Content[i]
 		}
 	}
 	return nil
 }
 
+var yamlLineRe = regexp.MustCompile(`line (\d+):`)
+
+// yamlLine is the line a YAML error names, or 0.
 func yamlLine(err error) int {
-	msg := err.Error()
-	if i := strings.Index(msg, "["); i == 0 {
-		if j := strings.Index(msg, ":"); j > 1 {
-			if n, err := strconv.Atoi(msg[1:j]); err == nil {
-				return n
-			}
+	return yamlLineOr(err, 0)
+}
+
+func yamlLineOr(err error, fallback int) int {
+	if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			return n
 		}
 	}
-	return 0
+	return fallback
+}
+
+// parserProblems are the yaml.v3 syntax errors raised by its parser rather than its
+// scanner. The library reports their line zero-based (go-yaml/yaml#205; scanner errors
+// are one-based), so a batch author would be sent to the line above the problem.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %YAML directive":        true,
+	"found duplicate %TAG directive":         true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
+// syntaxError is the one-based line of a YAML syntax error (0 if it names none) and its
+// message without the library's own line prefix, which would contradict the line
+// reported.
+func syntaxError(err error) (int, string) {
+	msg := strings.TrimPrefix(firstLine(err.Error()), "yaml: ")
+	m := yamlLineRe.FindStringSubmatchIndex(msg)
+	if m == nil || m[0] != 0 {
+		return 0, msg
+	}
+	line, _ := strconv.Atoi(msg[m[2]:m[3]])
+	msg = strings.TrimSpace(msg[m[1]:])
+	if parserProblems[msg] {
+		line++
+	}
+	return line, msg
+}
+
+// YAMLErrorText is a YAML decoding error on one line: a type error's first line is only
+// "unmarshal errors:", with the useful "line N: ..." parts below it.
+func YAMLErrorText(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		return strings.Join(te.Errors, "; ")
+	}
+	return firstLine(err.Error())
 }
 
 func firstLine(s string) string {
@@ -399,26 +503,19 @@ func firstLine(s string) string {
 	return s
 }
 
-type aliasFinder struct{ line int }
-
-func (a *aliasFinder) Visit(n ast.Node) ast.Visitor {
-	if a.line != 0 {
-		return nil
+// firstAlias returns the line of the first alias below n, or 0. Aliases are refused
+// outright: expanding them is how a small file becomes a huge one.
+func firstAlias(n *yaml.Node) int {
+	if n == nil {
+		return 0
 	}
-	if al, ok := n.(*ast.AliasNode); ok {
-		a.line = al.GetToken().Position.Line
-		return nil
+	if n.Kind == yaml.AliasNode {
+		return max(n.Line, 1)
 	}
-	return a
-}
-
-// firstAlias returns the line of the first alias in f, or 0.
-func firstAlias(f *ast.File) int {
-	a := &aliasFinder{}
-	for _, d := range f.Docs {
-		if d != nil && d.Body != nil {
-			ast.Walk(a, d.Body)
+	for _, c := range n.Content {
+		if l := firstAlias(c); l > 0 {
+			return l
 		}
 	}
-	return a.line
+	return 0
 }

@@ -1,12 +1,15 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
-	"github.com/goccy/go-yaml"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
@@ -128,8 +131,10 @@ func loadCases(b *batch.Batch, ac batch.AC) ([]events.Case, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cases_file: %w", err)
 		}
-		if err := yaml.UnmarshalWithOptions(data, &list, yaml.Strict()); err != nil {
-			return nil, fmt.Errorf("cases_file %s: %s", ac.CasesFile, strings.SplitN(err.Error(), "\n", 2)[0])
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true) // a misspelled key must not silently drop a case's input
+		if err := dec.Decode(&list); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("cases_file %s: %s", ac.CasesFile, batch.YAMLErrorText(err))
 		}
 	}
 	out := make([]events.Case, 0, len(list))
