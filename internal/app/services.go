@@ -53,8 +53,9 @@ type Options struct {
 	Sensors *renderer.Sensors
 	// GatesAdapters are the gater's operator gates commands by adapter name.
 	GatesAdapters *gater.GatesAdapters
-	// RateLimits, when set, holds the judge's provider calls to requests and tokens per
-	// minute shared by every judge instance on the bus (pkg/ratelimit).
+	// RateLimits, when set, holds every provider call (judge verdicts and equivalence
+	// runner calls in the renderer) to requests and tokens per minute shared by every
+	// instance on the bus (pkg/ratelimit).
 	RateLimits *ratelimit.Limits
 	// CloseTimeout bounds how long shutdown waits for in-flight handlers.
 	CloseTimeout time.Duration
@@ -107,6 +108,18 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		cfg.Stream = "TRIBUNAL"
 	}
 	r := &Running{JS: js, Buckets: buckets, Pub: bus.NewPublisher(js), routers: map[string]*message.Router{}, nc: nc, services: o.Services}
+	provider := o.Provider
+	if provider != nil && o.RateLimits != nil {
+		lim, err := ratelimit.New(pctx, js, *o.RateLimits)
+		if err != nil {
+			return nil, err
+		}
+		jl := lim.ForJudge()
+		jl.Log = o.Logger
+		// One wrapper for every caller in this process, so judge and runner calls draw
+		// from the same buckets and a 429 seen by either slows both.
+		provider = judge.Limited(provider, jl)
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	for _, svc := range o.Services {
@@ -123,7 +136,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 			if o.Provider != nil {
 				// The equivalence runner: an LLM applies documents to cases; the teacher
 				// transcripts are cached in the shared bucket.
-				rs.WithRunner(&renderer.DocumentRunner{Store: o.Store, Provider: o.Provider, Baseline: buckets.Cache,
+				rs.WithRunner(&renderer.DocumentRunner{Store: o.Store, Provider: provider, Baseline: buckets.Cache,
 					Params: o.Params, Instance: o.Instance, Log: o.Logger})
 			}
 			h = rs.Handle
@@ -134,17 +147,8 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 				cancel()
 				return nil, errors.New("judge service needs a provider")
 			}
-			jcfg := judgesvc.Config{Provider: o.Provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Logger: o.Logger}
-			if o.RateLimits != nil {
-				lim, err := ratelimit.New(pctx, js, *o.RateLimits)
-				if err != nil {
-					cancel()
-					return nil, err
-				}
-				jl := lim.ForJudge()
-				jl.Log = o.Logger
-				jcfg.Limiter = jl
-			}
+			// The provider is already held to the shared rate limits (above).
+			jcfg := judgesvc.Config{Provider: provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Logger: o.Logger}
 			h = judgesvc.New(o.Store, jcfg).Handle
 		case bus.Aggregator:
 			agg := aggregator.New(buckets, o.Store, o.Logger)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,5 +95,73 @@ func TestBatchUnderSharedLimits(t *testing.T) {
 	}
 	if _, err := kv.Get(context.Background(), ratelimit.TenantKey("team-a")); err != nil {
 		t.Fatalf("tenant key: %v", err)
+	}
+}
+
+// stamped records when each call of a kind reached the provider.
+type stamped struct {
+	*judge.Scripted
+	mu    sync.Mutex
+	times map[string][]time.Time
+}
+
+func (p *stamped) Complete(ctx context.Context, req judge.Request) (judge.Response, error) {
+	p.mu.Lock()
+	p.times[req.Kind] = append(p.times[req.Kind], time.Now())
+	p.mu.Unlock()
+	return p.Scripted.Complete(ctx, req)
+}
+
+// TestRunnerCallsShareTheLimits: the equivalence runner's calls (made by the renderer,
+// not the judge) draw from the same tenant and provider buckets as verdicts, so a team
+// cannot exceed its share through documents run on its behalf.
+func TestRunnerCallsShareTheLimits(t *testing.T) {
+	env := e2e.NewEnv(t)
+	s, err := judge.NewScripted(judge.ScriptedOptions{Runner: true, EquivalenceVerdict: "equivalent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stamped{Scripted: s, times: map[string][]time.Time{}}
+	// 600 a minute with no burst: one call every 100 ms for the tenant, whoever makes it.
+	const spacing = 100 * time.Millisecond
+	limits := &ratelimit.Limits{RequestsPerMinute: 60_000, TenantRequestsPerMinute: 600}
+	r, err := app.Start(context.Background(), env.Conn(), app.Options{
+		Bus: env.Bus, Concurrency: 8, Store: env.Store, Provider: p,
+		Instance: "p1", RateLimits: limits, CloseTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+
+	cases := "    cases:\n"
+	for i := range 4 {
+		cases += fmt.Sprintf("      - {id: c%d, tag: happy, input: \"case %d\"}\n", i, i)
+	}
+	files := map[string]string{
+		"original.md":  "# Skill\nAlways ask first.\n",
+		"candidate.md": "# Skill\nAsk.\n",
+		"batch.yaml":   "version: 1\nname: eq\nacs:\n  - id: AC-eq\n    kind: equivalence\n    original: original.md\n    candidate: candidate.md\n" + cases,
+	}
+	res := env.Wait(env.Submit(e2e.WriteBatch(t, files), "team-a"), 30*time.Second)
+	if res.Summary.Total != 1 {
+		t.Fatalf("summary %+v", res.Summary)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	runner := p.times[judge.KindRunner]
+	if len(runner) != 8 {
+		t.Fatalf("%d runner calls; want 8 (teacher and candidate for 4 cases)", len(runner))
+	}
+	var all []time.Time
+	for _, ts := range p.times {
+		all = append(all, ts...)
+	}
+	slices.SortFunc(all, time.Time.Compare)
+	// Evenly spaced calls: n calls span at least n-1 gaps. Without the runner behind the
+	// limiter its 8 calls would go out at once.
+	span := all[len(all)-1].Sub(all[0])
+	if min := time.Duration(len(all)-1) * spacing * 8 / 10; span < min {
+		t.Fatalf("%d calls (%d by the runner) within %s; the tenant limit allows no more than one per %s", len(all), len(runner), span, spacing)
 	}
 }

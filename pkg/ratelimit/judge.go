@@ -5,11 +5,16 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
 
-// StatusRateLimited is the status the judge service reports to Done for a call that
-// failed on a 429; it must match services/judge.StatusRateLimited.
-const StatusRateLimited = "rate_limited"
+// StatusRateLimited is the status a limited provider reports to Done for a call that
+// failed on a 429.
+const StatusRateLimited = judge.StatusRateLimited
+
+// JudgeLimiter is a judge.Limiter.
+var _ judge.Limiter = (*JudgeLimiter)(nil)
 
 // DefaultPause is how long every instance pauses a provider key after a call failed on a
 // 429. By then the provider has already honoured its own Retry-After through its retries
@@ -17,7 +22,7 @@ const StatusRateLimited = "rate_limited"
 // is a fixed guess long enough for a per-minute quota window to move on.
 const DefaultPause = 10 * time.Second
 
-// JudgeLimiter adapts a Limiter to the judge service's Limiter interface: before a call
+// JudgeLimiter adapts a Limiter to judge.Limiter, which every provider call waits for: before a call
 // it takes one request from the tenant's and the provider's buckets and reserves the
 // tokens a call usually costs; after it, it settles the reservation against the tokens
 // actually used and, on a 429, pauses the provider key everywhere.
@@ -36,7 +41,8 @@ type JudgeLimiter struct {
 	reserved map[string][]int   // outstanding reservations per provider key
 }
 
-// ForJudge returns the adapter the judge service calls around every provider call.
+// ForJudge returns the adapter wrapped around every provider call (judge.Limited), by
+// judges and by renderers running equivalence documents alike.
 func (l *Limiter) ForJudge() *JudgeLimiter {
 	return &JudgeLimiter{l: l, avg: map[string]float64{}, reserved: map[string][]int{}}
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -48,20 +47,11 @@ type Config struct {
 	Limiter Limiter
 }
 
-// Limiter is a rate limit shared across judge instances. Wait is called before every
-// provider call (repair re-asks included); Done exactly once after each call Wait let
-// through, with the tokens the provider reported and the call's status: "ok",
-// "unavailable", StatusRateLimited or "error". Done must not block for long.
-type Limiter interface {
-	Wait(ctx context.Context, tenant, provider, model string) error
-	Done(ctx context.Context, tenant, provider, model string, promptTokens, completionTokens int, status string)
-}
+// Limiter is the shared rate limit every provider call waits for (pkg/judge.Limiter).
+type Limiter = pj.Limiter
 
-// StatusRateLimited is the status Done gets for a call that failed on HTTP 429, so the
-// limiter can slow every instance down. Providers retry 429s themselves and then return
-// an error wrapping pj.ErrUnavailable; the 429 is recognised from that error's text
-// containing "429" (pkg/judge/openai writes "HTTP 429: ..."), the only place it survives.
-const StatusRateLimited = "rate_limited"
+// StatusRateLimited is the status a Limiter's Done gets for a call that failed on a 429.
+const StatusRateLimited = pj.StatusRateLimited
 
 // New builds the judge service.
 func New(store blob.Store, cfg Config) *Service {
@@ -71,7 +61,7 @@ func New(store blob.Store, cfg Config) *Service {
 	if cfg.Limiter != nil && cfg.Provider != nil {
 		// Wrapping the provider covers every call site (ab, critic, equivalence, rubric)
 		// and every Complete, the repair re-ask included.
-		cfg.Provider = &limitedProvider{Provider: cfg.Provider, lim: cfg.Limiter}
+		cfg.Provider = pj.Limited(cfg.Provider, cfg.Limiter)
 	}
 	return &Service{store: store, provider: cfg.Provider, cache: cfg.Cache, instance: cfg.Instance, params: cfg.Params,
 		log: cfg.Logger.With("service", bus.Judge, "instance", cfg.Instance)}
@@ -83,7 +73,7 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 	if !ok {
 		return nil, bus.Permanent(fmt.Errorf("judge got %s", ev.Type))
 	}
-	ctx = context.WithValue(ctx, tenantKey{}, ev.Tenant)
+	ctx = pj.WithTenant(ctx, ev.Tenant)
 	var extra *events.VerdictEmitted
 	var err error
 	switch gd.Kind {
@@ -212,40 +202,3 @@ func (s *Service) paramsKey() string {
 	return k
 }
 
-// tenantKey carries the event's tenant in the context down to limitedProvider, which
-// sits below pkg/judge and sees only requests.
-type tenantKey struct{}
-
-// limitedProvider holds each Complete to the shared rate limits.
-type limitedProvider struct {
-	pj.Provider
-	lim Limiter
-}
-
-func (p *limitedProvider) Complete(ctx context.Context, req pj.Request) (pj.Response, error) {
-	tenant, _ := ctx.Value(tenantKey{}).(string)
-	model := req.Model
-	if model == "" {
-		model = p.DefaultModel()
-	}
-	if err := p.lim.Wait(ctx, tenant, p.Name(), model); err != nil {
-		if ctx.Err() != nil {
-			return pj.Response{}, ctx.Err()
-		}
-		// The call did not happen; the AC gets the reason rather than a silent pass.
-		return pj.Response{}, fmt.Errorf("%w: rate limit: %w", pj.ErrUnavailable, err)
-	}
-	resp, err := p.Provider.Complete(ctx, req)
-	status := "ok"
-	switch {
-	case err == nil:
-	case errors.Is(err, pj.ErrUnavailable) && strings.Contains(err.Error(), "429"):
-		status = StatusRateLimited
-	case errors.Is(err, pj.ErrUnavailable):
-		status = "unavailable"
-	default:
-		status = "error"
-	}
-	p.lim.Done(ctx, tenant, p.Name(), model, resp.PromptTokens, resp.CompletionTokens, status)
-	return resp, err
-}

@@ -39,6 +39,8 @@ type baselineEntry struct {
 
 // Run implements Runner.
 func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec) ([]events.Transcript, string, error) {
+	// Runner calls count against the tenant's share of the provider, like verdicts.
+	ctx = judge.WithTenant(ctx, ev.Tenant)
 	docs := map[string]string{}
 	shas := map[string]string{}
 	for side, src := range map[string]events.Source{"original": spec.Original, "candidate": spec.Candidate} {

@@ -1,0 +1,74 @@
+package judge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Limiter is a rate limit shared by every process that calls a provider (judges, and
+// renderers running equivalence documents). Wait is called before every provider call,
+// repair re-asks included; Done exactly once after each call Wait let through, with the
+// tokens the provider reported and the call's status: "ok", "unavailable",
+// StatusRateLimited or "error". Done must not block for long.
+type Limiter interface {
+	Wait(ctx context.Context, tenant, provider, model string) error
+	Done(ctx context.Context, tenant, provider, model string, promptTokens, completionTokens int, status string)
+}
+
+// StatusRateLimited is the status Done gets for a call that failed on HTTP 429, so the
+// limiter can slow every instance down. Providers retry 429s themselves and then return
+// an error wrapping ErrUnavailable; the 429 is recognised from that error's text
+// containing "429" (pkg/judge/openai writes "HTTP 429: ..."), the only place it survives.
+const StatusRateLimited = "rate_limited"
+
+// tenantKey carries the tenant whose work a call is for down to the limited provider,
+// which sees only requests.
+type tenantKey struct{}
+
+// WithTenant marks ctx as working for tenant, so a Limited provider charges the calls
+// made under it to that tenant's budget.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// Limited wraps p so that every Complete waits for l first and settles with it after.
+// Wrapping the provider, rather than each call site, covers every kind and the repair
+// re-ask alike.
+func Limited(p Provider, l Limiter) Provider {
+	return &limitedProvider{Provider: p, lim: l}
+}
+
+type limitedProvider struct {
+	Provider
+	lim Limiter
+}
+
+func (p *limitedProvider) Complete(ctx context.Context, req Request) (Response, error) {
+	tenant, _ := ctx.Value(tenantKey{}).(string)
+	model := req.Model
+	if model == "" {
+		model = p.DefaultModel()
+	}
+	if err := p.lim.Wait(ctx, tenant, p.Name(), model); err != nil {
+		if ctx.Err() != nil {
+			return Response{}, ctx.Err()
+		}
+		// The call did not happen; the AC gets the reason rather than a silent pass.
+		return Response{}, fmt.Errorf("%w: rate limit: %w", ErrUnavailable, err)
+	}
+	resp, err := p.Provider.Complete(ctx, req)
+	status := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrUnavailable) && strings.Contains(err.Error(), "429"):
+		status = StatusRateLimited
+	case errors.Is(err, ErrUnavailable):
+		status = "unavailable"
+	default:
+		status = "error"
+	}
+	p.lim.Done(ctx, tenant, p.Name(), model, resp.PromptTokens, resp.CompletionTokens, status)
+	return resp, err
+}
