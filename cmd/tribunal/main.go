@@ -17,6 +17,7 @@ import (
 
 	_ "github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	_ "github.com/tribunal-dev/tribunal/pkg/blob/s3blob"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // exitError carries a process exit code through cobra.
@@ -91,7 +92,9 @@ func setupLogging(level, format string) error {
 	default:
 		return exitError{2, fmt.Errorf("--log-format %q: want text or json", format)}
 	}
-	slog.SetDefault(slog.New(h))
+	// Every line logged with a handler's context (the provider's retries included) names
+	// its tenant, batch, job and trace.
+	slog.SetDefault(telemetry.WithContext(slog.New(h)))
 	return nil
 }
 

@@ -142,7 +142,7 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 func (s *Service) DeadLetter(ctx context.Context, payload []byte, reason, service string) ([]events.Event, error) {
 	ev, err := events.Decode(payload)
 	if err != nil || ev.JobID == "" {
-		s.log.Warn("dead letter names no job", "service", service, "reason", reason)
+		s.log.WarnContext(ctx, "dead letter names no job", "service", service, "reason", reason)
 		return nil, nil
 	}
 	if ev.Type == events.TypeJobSubmitted {
@@ -162,7 +162,7 @@ func (s *Service) DeadLetter(ctx context.Context, payload []byte, reason, servic
 		}
 	})
 	if errors.Is(err, errNotRecorded) {
-		s.log.Warn("dead letter for a job never submitted", "service", service, "job", ev.JobID, "reason", reason)
+		s.log.WarnContext(ctx, "dead letter for a job never submitted", "service", service, "tenant", ev.Tenant, "batch", ev.BatchID, "job", ev.JobID, "reason", reason)
 		return nil, nil
 	}
 	return out, err

@@ -147,7 +147,7 @@ func (s *Service) vote(ctx context.Context, model, order string, in pj.ABInput, 
 	if v.Status == "ok" && s.cache != nil {
 		if data, err := json.Marshal(v); err == nil {
 			if _, err := s.cache.Put(ctx, key, data); err != nil {
-				s.log.Warn("judge cache write failed", "err", err)
+				s.log.WarnContext(ctx, "judge cache write failed", "err", err)
 			}
 		}
 	}
@@ -161,7 +161,7 @@ func (s *Service) cached(ctx context.Context, key string) (events.Vote, bool) {
 	e, err := s.cache.Get(ctx, key)
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			s.log.Warn("judge cache read failed", "err", err)
+			s.log.WarnContext(ctx, "judge cache read failed", "err", err)
 		}
 		return events.Vote{}, false
 	}

@@ -117,7 +117,7 @@ func (s *Service) cachedAnswer(ctx context.Context, key string, into any) bool {
 	e, err := s.cache.Get(ctx, key)
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			s.log.Warn("judge cache read failed", "err", err)
+			s.log.WarnContext(ctx, "judge cache read failed", "err", err)
 		}
 		return false
 	}
@@ -135,6 +135,6 @@ func (s *Service) storeAnswer(ctx context.Context, key, status string, v any) {
 		return
 	}
 	if _, err := s.cache.Put(ctx, key, data); err != nil {
-		s.log.Warn("judge cache write failed", "err", err)
+		s.log.WarnContext(ctx, "judge cache write failed", "err", err)
 	}
 }

@@ -95,7 +95,7 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 		done.Blocked = fmt.Sprintf("no sensor for judge kind %q", req.Spec.Kind)
 	}
 	if done.Blocked != "" {
-		s.log.Info("render blocked", "tenant", ev.Tenant, "batch", ev.BatchID, "job", ev.JobID, "reason", done.Blocked)
+		s.log.InfoContext(ctx, "render blocked", "tenant", ev.Tenant, "batch", ev.BatchID, "job", ev.JobID, "reason", done.Blocked)
 	}
 	return []events.Event{events.New(done, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}, nil
 }

@@ -283,7 +283,7 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 		if f == nil {
 			content := resp.Choices[0].Message.Content
 			if content == "" && resp.Choices[0].Message.Refusal != "" {
-				log.Warn("model refused", slog.Int("attempt", attempts), slog.String("refusal", resp.Choices[0].Message.Refusal))
+				log.WarnContext(ctx, "model refused", slog.Int("attempt", attempts), slog.String("refusal", resp.Choices[0].Message.Refusal))
 			}
 			respModel := resp.Model
 			if respModel == "" {
@@ -305,7 +305,7 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 		if p.cfg.ResponseFormat == FormatAuto && req.Schema != nil && level < levelNone && f.formatRejected() {
 			next := level + 1
 			if p.raiseAutoLevel(next) {
-				log.Warn("server rejected the response format; falling back for this instance",
+				log.WarnContext(ctx, "server rejected the response format; falling back for this instance",
 					slog.Int("attempt", attempts), slog.Int("status", f.status),
 					slog.String("from", level.String()), slog.String("to", next.String()),
 					slog.String("error", f.msg))
@@ -328,7 +328,7 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 			return judge.Response{}, p.unavailable(model, f, attempts,
 				fmt.Sprintf("next retry in %s would pass the deadline", wait.Round(time.Millisecond)))
 		}
-		log.Warn("retrying judge call",
+		log.WarnContext(ctx, "retrying judge call",
 			slog.Int("attempt", attempts), slog.Int("status", f.status),
 			slog.Duration("wait", wait), slog.Bool("retry_after", f.hasRetryAfter),
 			slog.String("error", f.msg))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // newServer starts a fake server that is closed with the test.
@@ -793,4 +794,38 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestRetryLogNamesTheJob: an operator reading a retry line must see whose call it was.
+func TestRetryLogNamesTheJob(t *testing.T) {
+	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
+		if n == 1 {
+			return fakellm.Reply{Status: 503, Content: "busy"}
+		}
+		return fakellm.Reply{}
+	}})
+	var buf bytes.Buffer
+	p := newProvider(t, s, func(c *Config) {
+		c.Logger = telemetry.WithContext(slog.New(slog.NewJSONHandler(&buf, nil)))
+	})
+	ctx := telemetry.WithEvent(context.Background(), telemetry.Event{Tenant: "team-a", Batch: "b1", Job: "AC-7", Type: "gates.done", ID: "e1"})
+	if _, err := p.Complete(ctx, simpleRequest()); err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if strings.Contains(line, "retrying judge call") {
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if rec == nil {
+		t.Fatalf("no retry line logged: %s", buf.String())
+	}
+	for k, v := range map[string]string{"tenant": "team-a", "batch": "b1", "job": "AC-7"} {
+		if rec[k] != v {
+			t.Errorf("retry line %s = %v; want %q", k, rec[k], v)
+		}
+	}
 }
