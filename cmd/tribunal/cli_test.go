@@ -117,6 +117,15 @@ func TestBadBatchIsAUsageError(t *testing.T) {
 	}
 }
 
+// TestBadWebAllowHostIsAUsageError: a malformed host list stops the renderer at
+// startup, naming the flag and the entry, rather than blocking every web job later.
+func TestBadWebAllowHostIsAUsageError(t *testing.T) {
+	_, stderr, code := run(t, t.TempDir(), "serve", "renderer", "--web-allow-host", "app.internal,http://evil")
+	if code != 2 || !strings.Contains(stderr, "--web-allow-host") || !strings.Contains(stderr, "http://evil") {
+		t.Fatalf("exit %d stderr %q", code, stderr)
+	}
+}
+
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

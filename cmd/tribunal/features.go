@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -51,11 +52,17 @@ func (f *featureServer) Close() {
 	}
 }
 
-// sensorsFromFlags builds the renderer's rubric sensors: the built-in web sensor and
-// the operator's command adapters ("name=/path/to/sense.sh").
-func sensorsFromFlags(adapters []string) (*renderer.Sensors, error) {
+// sensorsFromFlags builds the renderer's rubric sensors: the built-in web sensor (held
+// to allowHosts when given) and the operator's command adapters ("name=/path/to/sense.sh").
+func sensorsFromFlags(adapters, allowHosts []string) (*renderer.Sensors, error) {
+	if len(allowHosts) > 0 {
+		if err := web.CheckAllowHosts(allowHosts); err != nil {
+			return nil, fmt.Errorf("--web-allow-host: %w", err)
+		}
+	}
 	// Containers without user namespaces cannot start Chromium's sandbox.
-	s := &renderer.Sensors{Web: web.Options{NoSandbox: os.Getenv("TRIBUNAL_CHROMIUM_NO_SANDBOX") == "true"}}
+	s := &renderer.Sensors{Web: web.Options{NoSandbox: os.Getenv("TRIBUNAL_CHROMIUM_NO_SANDBOX") == "true", AllowHosts: allowHosts,
+		Logger: slog.Default()}}
 	if len(adapters) == 0 {
 		return s, nil
 	}

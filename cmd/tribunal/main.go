@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -103,6 +104,17 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// envList is a comma-separated environment variable as a list (nil when unset).
+func envList(name string) []string {
+	var out []string
+	for _, v := range strings.Split(os.Getenv(name), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // version is set at build time with -ldflags "-X main.version=...".

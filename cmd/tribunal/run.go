@@ -116,7 +116,9 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		}
 		defer os.RemoveAll(dataDir)
 	}
-	sensors, err := sensorsFromFlags(f.adapters)
+	// The run serves feature folders on loopback ports of its own choosing, and renders
+	// only its own user's apps: no host list here.
+	sensors, err := sensorsFromFlags(f.adapters, nil)
 	if err != nil {
 		return exitError{2, err}
 	}

@@ -101,7 +101,7 @@ func newServeCmd() *cobra.Command {
 	var concurrency int
 	var allowPrivate bool
 	var natsListen, natsStore, natsConfig string
-	var adapters, gatesAdapters []string
+	var adapters, gatesAdapters, webAllow []string
 	var consoleAddr, tokensFile string
 	cmd := &cobra.Command{
 		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console>",
@@ -136,7 +136,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			default:
 				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all or nats", args[0])}
 			}
-			sensors, err := sensorsFromFlags(adapters)
+			sensors, err := sensorsFromFlags(adapters, webAllow)
 			if err != nil {
 				return exitError{2, err}
 			}
@@ -157,6 +157,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.StringVar(&tokensFile, "tokens", envOr("TRIBUNAL_CONSOLE_TOKENS", ""), "console: JSON file {\"<token>\": \"<tenant>\"} for per-team access (\"*\" sees every team); without it the console only listens on loopback (env TRIBUNAL_CONSOLE_TOKENS)")
 	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
 	fs.StringArrayVar(&adapters, "adapter", nil, "renderer: a rubric command sensor, name=/path/to/sense.sh (repeatable; web is built in)")
+	fs.StringSliceVar(&webAllow, "web-allow-host", envList("TRIBUNAL_WEB_ALLOW_HOSTS"), "renderer: the only hosts the web sensor's browser may reach (host, host:port or *.domain; repeatable or comma-separated; default any). Set it when teams share the renderer (env TRIBUNAL_WEB_ALLOW_HOSTS)")
 	fs.StringVar(&natsListen, "listen", "127.0.0.1:4222", "nats: client address to listen on")
 	fs.StringVar(&natsStore, "store", "./tribunal-data/nats", "nats: JetStream store folder")
 	fs.StringVar(&natsConfig, "config", "", "nats: nats-server configuration file (e.g. the authorization from `tribunal tenants`)")

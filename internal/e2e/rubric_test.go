@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 	"github.com/tribunal-dev/tribunal/pkg/views"
 	"github.com/tribunal-dev/tribunal/services/gater"
+	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
 func needChromium(t *testing.T) {
@@ -420,5 +422,37 @@ func TestRubricPromptOnTheWire(t *testing.T) {
 	}
 	if reqs[0].ResponseFormat == nil || reqs[0].ResponseFormat.JSONSchema == nil || reqs[0].ResponseFormat.JSONSchema.Name != "rubric_verdict" {
 		t.Errorf("response format %+v", reqs[0].ResponseFormat)
+	}
+}
+
+// TestRubricRouteOutsideAllowedHostsBlocks: a renderer with a host list refuses a view
+// served elsewhere; the AC is blocked with the reason, never judged and never a failed
+// gate the builder would be asked to fix.
+func TestRubricRouteOutsideAllowedHostsBlocks(t *testing.T) {
+	needChromium(t)
+	env := NewEnv(t)
+	p, err := judge.NewScripted(judge.ScriptedOptions{RubricPass: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := recordCalls(p)
+	sensors := &renderer.Sensors{Web: web.Options{AllowHosts: []string{"*.preview.example.com"}}}
+	t.Cleanup(sensors.Close)
+	r, err := app.Start(context.Background(), env.Conn(), app.Options{
+		Bus: env.Bus, Concurrency: 16, Store: env.Store, Provider: rec, Instance: "all",
+		Sensors: sensors, CloseTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	dir := rubricFeature(t, env, "")
+	res := env.Wait(env.Submit(loadBatchDir(t, dir), "team-a"), 60*time.Second)
+	row := res.Rows[0]
+	if row.Status != "blocked" || !strings.Contains(row.Reason, "allowed hosts") {
+		t.Fatalf("row %+v; want blocked naming the allowed hosts", row)
+	}
+	if n := len(rec.Snapshot()); n != 0 {
+		t.Fatalf("judge calls %d; a refused view must not be judged", n)
 	}
 }

@@ -195,6 +195,11 @@ func IsInfrastructure(err error) bool { return KindOf(err) == KindInfrastructure
 // sensor this deployment does not have.
 var ErrNoSensor = errors.New("no sensor is registered")
 
+// ErrRefused is wrapped when a view asks for something the renderer's policy forbids,
+// such as a host outside the web sensor's allowed hosts. The AC is blocked with the
+// reason: the app is not at fault, and retrying cannot help.
+var ErrRefused = errors.New("refused by the renderer's policy")
+
 // TruncateLabels bounds every string in a decoded JSON value to max runes, in place where
 // the containers allow it, and returns the (possibly new) value. A cut string keeps its
 // first max-1 runes followed by Cut, so it is exactly max runes long. Map keys are

@@ -71,6 +71,9 @@ func (s *Service) renderRubric(ctx context.Context, ev events.Event, rs *events.
 	case errors.Is(err, sensor.ErrNoSensor):
 		done.Blocked = "no sensor: " + err.Error()
 		return nil
+	case errors.Is(err, sensor.ErrRefused):
+		done.Blocked = err.Error()
+		return nil
 	case sensor.IsUnrenderable(err):
 		done.RenderError = err.Error()
 		return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"strings"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
@@ -70,6 +71,10 @@ func (s *Sensor) render(ctx context.Context, target string, size sensor.Viewport
 	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(target))
 	if err != nil {
 		var le *chromedp.LoadError
+		if errors.As(err, &le) && s.allow != nil && strings.Contains(le.Error(), "ERR_TUNNEL_CONNECTION_FAILED") {
+			// The egress proxy refused the tunnel: an https redirect to another host.
+			return sensor.Capture{}, fmt.Errorf("%w: navigation to %s was redirected to a host not among the web sensor's allowed hosts (%v)", sensor.ErrRefused, target, err)
+		}
 		if errors.As(err, &le) {
 			return sensor.Capture{}, sensor.Unrenderable(err, "navigation to %s failed", target)
 		}
@@ -77,6 +82,11 @@ func (s *Sensor) render(ctx context.Context, target string, size sensor.Viewport
 	}
 	if resp == nil {
 		return sensor.Capture{}, sensor.Unrenderable(nil, "navigation to %s got no HTTP response", target)
+	}
+	for k, v := range resp.Headers {
+		if strings.EqualFold(k, RefusedHeader) {
+			return sensor.Capture{}, fmt.Errorf("%w: navigation to %s was redirected to %v, not among the web sensor's allowed hosts", sensor.ErrRefused, target, v)
+		}
 	}
 	if resp.Status >= 400 {
 		return sensor.Capture{}, sensor.Unrenderable(nil, "%s answered HTTP %d %s", target, resp.Status, resp.StatusText)

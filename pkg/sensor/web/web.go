@@ -106,7 +106,15 @@ type Options struct {
 	// containers without user namespaces. As root it is always off (Chromium refuses to
 	// start otherwise).
 	NoSandbox bool
-	// Logger receives chromedp's diagnostics; nil discards them.
+	// AllowHosts, when set, are the only hosts the browser may reach: the view's page,
+	// its redirects and everything the page loads or connects to. Entries are a host
+	// ("app.internal"), a host and port ("localhost:3000") or a wildcard for subdomains
+	// ("*.preview.example.com"). Empty allows every host the renderer can reach, which
+	// suits a renderer that renders only its operators' own apps; a renderer shared by
+	// teams should set it, or a spec's route can point the browser at internal services
+	// (a cloud metadata endpoint, say) whose screenshot the judge and the team then see.
+	AllowHosts []string
+	// Logger receives chromedp's diagnostics and refused requests; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -136,6 +144,8 @@ type Sensor struct {
 	execPath string
 	base     *url.URL
 	conv     url.Values // parsed QueryConvention; nil when disabled
+	allow    *hostAllowlist // nil when every host is allowed
+	egress   *egressProxy   // the browser's only way out when allow is set
 
 	allocCtx    context.Context
 	allocCancel context.CancelFunc
@@ -181,6 +191,13 @@ func New(ctx context.Context, opts Options) (*Sensor, error) {
 		}
 		s.conv = conv
 	}
+	if len(opts.AllowHosts) > 0 {
+		allow, err := parseAllowHosts(opts.AllowHosts)
+		if err != nil {
+			return nil, fmt.Errorf("web sensor: %w", err)
+		}
+		s.allow = allow
+	}
 	s.execPath = opts.ExecPath
 	if s.execPath == "" {
 		p, err := FindBrowser()
@@ -189,10 +206,20 @@ func New(ctx context.Context, opts Options) (*Sensor, error) {
 		}
 		s.execPath = p
 	}
+	if s.allow != nil {
+		egress, err := startEgressProxy(s.allow, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.egress = egress
+	}
 	s.allocCtx, s.allocCancel = chromedp.NewExecAllocator(context.Background(), s.allocatorOptions()...)
 	b, err := s.start(ctx)
 	if err != nil {
 		s.allocCancel()
+		if s.egress != nil {
+			s.egress.Close()
+		}
 		return nil, err
 	}
 	s.browser = b
@@ -228,7 +255,7 @@ type flag struct {
 // flags lists Chromium's switches. Each one is here for determinism (same pixels on every
 // run), for quiet (no network traffic but the app's), or because this host needs it.
 func (s *Sensor) flags() []flag {
-	return []flag{
+	fs := []flag{
 		{"headless", true},
 		{"no-sandbox", s.opts.NoSandbox || os.Geteuid() == 0},
 		{"disable-gpu", true},
@@ -251,6 +278,16 @@ func (s *Sensor) flags() []flag {
 		{"password-store", "basic"},
 		{"use-mock-keychain", true},
 	}
+	if s.egress != nil {
+		fs = append(fs,
+			flag{"proxy-server", s.egress.URL()},
+			// Without this Chromium sends loopback requests direct, around the proxy.
+			flag{"proxy-bypass-list", "<-loopback>"},
+			// WebRTC's UDP would leave around the proxy too.
+			flag{"force-webrtc-ip-handling-policy", "disable_non_proxied_udp"},
+		)
+	}
+	return fs
 }
 
 func (s *Sensor) allocatorOptions() []chromedp.ExecAllocatorOption {
@@ -361,6 +398,9 @@ func (s *Sensor) Close() error {
 		b.cancel()
 	}
 	s.allocCancel()
+	if s.egress != nil {
+		s.egress.Close()
+	}
 	return err
 }
 
@@ -374,6 +414,9 @@ func (s *Sensor) Sense(ctx context.Context, v sensor.View) (sensor.Capture, erro
 	target, err := s.ViewURL(v)
 	if err != nil {
 		return sensor.Capture{}, err
+	}
+	if u, _ := url.Parse(target); s.allow != nil && !s.allow.allows(u.Host, defaultPort(u.Scheme)) {
+		return sensor.Capture{}, fmt.Errorf("%w: route %s: host %s is not among the web sensor's allowed hosts", sensor.ErrRefused, target, u.Host)
 	}
 	scheme, err := colorScheme(v.Appearance)
 	if err != nil {
@@ -419,7 +462,7 @@ func (s *Sensor) Sense(ctx context.Context, v sensor.View) (sensor.Capture, erro
 		return sensor.Capture{}, fmt.Errorf("web sensor: render %s: %w", target, ctx.Err())
 	case b.ctx.Err() != nil:
 		return sensor.Capture{}, sensor.Infrastructure(err, "browser died while rendering %s", target)
-	case sensor.KindOf(err) != 0:
+	case sensor.KindOf(err) != 0, errors.Is(err, sensor.ErrRefused):
 		return sensor.Capture{}, err
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		return sensor.Capture{}, sensor.Unrenderable(err, "%s did not finish rendering within %s", target, s.opts.Timeout)
