@@ -201,4 +201,3 @@ func (s *Service) paramsKey() string {
 	}
 	return k
 }
-

@@ -143,7 +143,7 @@ type Sensor struct {
 	opts     Options
 	execPath string
 	base     *url.URL
-	conv     url.Values // parsed QueryConvention; nil when disabled
+	conv     url.Values     // parsed QueryConvention; nil when disabled
 	allow    *hostAllowlist // nil when every host is allowed
 	egress   *egressProxy   // the browser's only way out when allow is set
 
