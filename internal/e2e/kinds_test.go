@@ -113,9 +113,11 @@ func TestKindSchemaViolations(t *testing.T) {
 	p := scriptedAll(t, answers)
 	env.Start(p, "all", bus.Services...)
 	yaml := "version: 1\nname: violations\nacs:\n" +
-		"  - {id: AC-slop11, kind: critic, task: t, output: o}\n" +
-		"  - {id: AC-float, kind: critic, task: t, output: o}\n" +
-		"  - {id: AC-fine, kind: critic, task: t, output: o}\n" +
+		// Distinct outputs: identical ones share a judge-cache key, and whichever AC was
+		// answered first would answer the others.
+		"  - {id: AC-slop11, kind: critic, task: t, output: o-slop}\n" +
+		"  - {id: AC-float, kind: critic, task: t, output: o-float}\n" +
+		"  - {id: AC-fine, kind: critic, task: t, output: o-fine}\n" +
 		"  - {id: AC-missing, kind: critic, task: t}\n" +
 		"  - id: AC-eq\n    kind: equivalence\n    original: a.md\n    candidate: b.md\n" + equivCases +
 		"  - {id: AC-ab, ours: a.md, reference: b.md}\n"
