@@ -1,11 +1,16 @@
 package web
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,35 +20,114 @@ import (
 )
 
 func TestAllowHosts(t *testing.T) {
-	a, err := parseAllowHosts([]string{"App.Example.com", "localhost:3000", "*.preview.example.com", "10.0.0.7", "[::1]:8080"})
+	a, err := parseAllowHosts([]string{"App.Example.com.", "localhost:3000", "*.preview.example.com", "10.0.0.7",
+		"[0:0:0:0:0:0:0:1]:8080", "bücher.example", "169.254.169.254"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for hostport, want := range map[string]bool{
-		"app.example.com":          true,
-		"APP.example.com:8443":     true, // a bare host allows every port
-		"app.example.com.":         true,
-		"evil.app.example.com":     false,
-		"localhost:3000":           true,
-		"localhost:3001":           false,
-		"localhost":                false, // port 80
-		"pr-1.preview.example.com": true,
-		"a.b.preview.example.com":  true,
-		"preview.example.com":      false, // the wildcard covers subdomains only
-		"xpreview.example.com":     false,
-		"10.0.0.7:80":              true,
-		"169.254.169.254":          false,
-		"[::1]:8080":               true,
-		"[::1]:80":                 false,
+		"app.example.com":              true,
+		"APP.example.com:8443":         true, // a bare host allows every port
+		"app.example.com.":             true,
+		"evil.app.example.com":         false,
+		"localhost:3000":               true,
+		"localhost:3001":               false,
+		"localhost":                    false, // port 80
+		"pr-1.preview.example.com":     true,
+		"a.b.preview.example.com":      true,
+		"preview.example.com":          false, // the wildcard covers subdomains only
+		"xpreview.example.com":         false,
+		"10.0.0.7:80":                  true,
+		"[::1]:8080":                   true, // Chromium's form of the entry
+		"[::1]:80":                     false,
+		"xn--bcher-kva.example":        true, // Chromium sends punycode
+		"169.254.169.254":              true,
+		"169.254.169.253":              false,
+		"app.example.com@evil.example": false,
 	} {
 		if got := a.allows(hostport, "80"); got != want {
 			t.Errorf("allows(%q) = %v; want %v", hostport, got, want)
 		}
 	}
-	for _, bad := range [][]string{{"*"}, {"*.com:80"}, {"a/b"}, {"http://a"}, {""}, {":80"}} {
+	for _, bad := range [][]string{{"*"}, {"*.com"}, {"*.0.1"}, {"*.com:80"}, {"a/b"}, {"http://a"}, {""}, {":80"},
+		{"127.1"}, {"localhost:abc"}, {"localhost:0"}, {"localhost:70000"}} {
 		if _, err := parseAllowHosts(bad); err == nil {
 			t.Errorf("parseAllowHosts(%q) accepted", bad)
 		}
+	}
+}
+
+// TestEgressProxy checks the proxy on its own, with a Go client in Chromium's place.
+func TestEgressProxy(t *testing.T) {
+	app := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "app") }))
+	t.Cleanup(app.Close)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other") }))
+	t.Cleanup(other.Close)
+	appHost := strings.TrimPrefix(app.URL, "https://")
+	allow, err := parseAllowHosts([]string{appHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tunnels must go direct even where the environment names a proxy.
+	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:1")
+	t.Setenv("HTTP_PROXY", "http://127.0.0.1:1")
+	p, err := startEgressProxy(allow, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	pu, _ := url.Parse(p.URL())
+	tr := app.Client().Transport.(*http.Transport).Clone()
+	tr.Proxy = http.ProxyURL(pu)
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+
+	resp, err := client.Get(app.URL + "/")
+	if err != nil {
+		t.Fatalf("allowed host through the tunnel: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "app" {
+		t.Fatalf("allowed host answered %q", body)
+	}
+	resp, err = client.Get(other.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get(RefusedHeader) == "" {
+		t.Fatalf("plain http to another host: %s %v", resp.Status, resp.Header)
+	}
+	if _, err := client.Get("https://" + strings.TrimPrefix(other.URL, "http://") + "/"); err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Fatalf("tunnel to another host: err = %v; want the proxy's 403", err)
+	}
+	// A CONNECT without a port would be dialled on another port than the one checked.
+	conn, err := net.Dial("tcp", pu.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	host, _, _ := net.SplitHostPort(appHost)
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", host, host)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, _ := bufio.NewReader(conn).ReadString('\n')
+	if !strings.Contains(line, "403") {
+		t.Fatalf("CONNECT without a port: %q; want 403", line)
+	}
+
+	// Link-local addresses (cloud metadata) are refused after resolution unless listed.
+	if err := allow.dialControl("tcp4", "169.254.169.254:80", nil); err == nil {
+		t.Error("dialling 169.254.169.254 was allowed")
+	}
+	if err := allow.dialControl("tcp6", "[fe80::1]:80", nil); err == nil {
+		t.Error("dialling fe80::1 was allowed")
+	}
+	if err := allow.dialControl("tcp4", "127.0.0.1:80", nil); err != nil {
+		t.Errorf("dialling loopback: %v", err)
+	}
+	listed, _ := parseAllowHosts([]string{"169.254.169.254"})
+	if err := listed.dialControl("tcp4", "169.254.169.254:80", nil); err != nil {
+		t.Errorf("a listed link-local address was refused: %v", err)
 	}
 }
 
@@ -57,15 +141,33 @@ func TestSenseAllowHosts(t *testing.T) {
 		fmt.Fprint(w, "internal secret")
 	}))
 	t.Cleanup(secret.Close)
-	page := fmt.Sprintf(`<!doctype html><html><body><h1 id="title">Allowed</h1>
+	var datagrams atomic.Int64
+	stun := stunServer(t, &datagrams)
+	// The page reaches for the other host every way it can before its load event, which
+	// the slow image holds back while WebRTC gathers its candidates.
+	page := fmt.Sprintf(`<!doctype html><html><body><h1 id="title">Allowed</h1><p id="stun">none</p>
 <img src="%[1]s/pixel.png" width="1" height="1" alt="">
 <iframe src="%[1]s/frame"></iframe>
 <script>
 const x = new XMLHttpRequest();
 x.open("GET", "%[1]s/xhr", false);
 try { x.send(); document.getElementById("title").textContent = x.responseText; } catch (e) {}
-</script></body></html>`, secret.URL)
+const pc = new RTCPeerConnection({iceServers: [{urls: "stun:%[2]s"}]});
+pc.createDataChannel("x");
+pc.onicecandidate = (e) => {
+  if (e.candidate && e.candidate.type === "srflx") document.getElementById("stun").textContent = "mapped " + e.candidate.address;
+};
+pc.createOffer().then((o) => pc.setLocalDescription(o));
+</script><img src="/slow" width="1" height="1" alt=""></body></html>`, secret.URL, stun)
+	_, secretPort, _ := net.SplitHostPort(strings.TrimPrefix(secret.URL, "http://"))
 	mux := http.NewServeMux()
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) { time.Sleep(time.Second) })
+	mux.HandleFunc("/navigates", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<h1>here</h1><script>onload = () => { location = %q }</script>`, secret.URL+"/")
+	})
+	mux.HandleFunc("/redirect-https", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://127.0.0.1:"+secretPort+"/", http.StatusFound)
+	})
 	mux.HandleFunc("/page", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, page)
@@ -82,10 +184,11 @@ try { x.send(); document.getElementById("title").textContent = x.responseText; }
 	if err != nil {
 		t.Fatalf("allowed page: %v", err)
 	}
-	if strings.Contains(string(c.Probe), "internal secret") {
-		t.Errorf("the page read the other host's answer: %s", c.Probe)
+	if strings.Contains(string(c.Probe), "internal secret") || strings.Contains(string(c.Probe), "mapped") {
+		t.Errorf("the page read the other hosts' answers: %s", c.Probe)
 	}
-	for name, route := range map[string]string{"direct": secret.URL + "/", "redirect": app.URL + "/redirect"} {
+	for name, route := range map[string]string{"direct": secret.URL + "/", "redirect": app.URL + "/redirect",
+		"https redirect": app.URL + "/redirect-https", "navigation after load": app.URL + "/navigates"} {
 		_, err := s.Sense(ctx, sensor.View{Route: route})
 		if !errors.Is(err, sensor.ErrRefused) {
 			t.Errorf("%s: err = %v; want sensor.ErrRefused", name, err)
@@ -95,6 +198,9 @@ try { x.send(); document.getElementById("title").textContent = x.responseText; }
 	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("the host outside the list got %d requests", n)
+	}
+	if n := datagrams.Load(); n != 0 {
+		t.Fatalf("the STUN host outside the list got %d datagrams", n)
 	}
 
 	// Control: without the list the same page reaches the other host.
@@ -108,4 +214,43 @@ try { x.send(); document.getElementById("title").textContent = x.responseText; }
 	if n := hits.Load(); n < 2 {
 		t.Fatalf("control: the other host got %d requests without the list; the test cannot see a leak", n)
 	}
+	if n := datagrams.Load(); n == 0 {
+		t.Fatal("control: the STUN host got no datagram without the list; the test cannot see a WebRTC leak")
+	}
+}
+
+// stunServer answers STUN binding requests on a loopback UDP port with a made-up mapped
+// address, counting the datagrams it gets; it returns its host:port.
+func stunServer(t *testing.T, got *atomic.Int64) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			got.Add(1)
+			if n < 20 || binary.BigEndian.Uint16(buf[0:2]) != 0x0001 { // binding request
+				continue
+			}
+			const cookie = 0x2112A442
+			resp := make([]byte, 32)
+			binary.BigEndian.PutUint16(resp[0:2], 0x0101) // binding success
+			binary.BigEndian.PutUint16(resp[2:4], 12)
+			copy(resp[4:20], buf[4:20])                     // cookie and transaction id
+			binary.BigEndian.PutUint16(resp[20:22], 0x0020) // XOR-MAPPED-ADDRESS
+			binary.BigEndian.PutUint16(resp[22:24], 8)
+			resp[25] = 0x01 // IPv4
+			binary.BigEndian.PutUint16(resp[26:28], 4242^(cookie>>16))
+			binary.BigEndian.PutUint32(resp[28:32], 0x0A0D252A^cookie) // 10.13.37.42
+			_, _ = pc.WriteTo(resp, from)
+		}
+	}()
+	return pc.LocalAddr().String()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"image/png"
+	"net/url"
 	"strings"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -118,6 +119,18 @@ func (s *Sensor) render(ctx context.Context, target string, size sensor.Viewport
 	probe, err := sensor.MarshalProbe(sensor.TruncateLabels(tree, sensor.MaxLabel))
 	if err != nil {
 		return sensor.Capture{}, err
+	}
+	if s.allow != nil {
+		// Checked after the capture: a page that navigated itself elsewhere at any point
+		// before it shows the refusal (or Chromium's error page) and is refused, while a
+		// later navigation cannot have changed what was captured.
+		href, err := chromedp.Run(ctx, chromedp.Evaluate[string]("location.href"))
+		if err != nil {
+			return sensor.Capture{}, fmt.Errorf("read the page's location: %w", err)
+		}
+		if u, perr := url.Parse(href); perr != nil || !s.allow.allows(u.Host, defaultPort(u.Scheme)) {
+			return sensor.Capture{}, fmt.Errorf("%w: %s navigated to %s, not among the web sensor's allowed hosts", sensor.ErrRefused, target, href)
+		}
 	}
 	return sensor.Capture{PNG: shot, Probe: probe}, nil
 }

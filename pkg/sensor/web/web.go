@@ -284,7 +284,7 @@ func (s *Sensor) flags() []flag {
 			// Without this Chromium sends loopback requests direct, around the proxy.
 			flag{"proxy-bypass-list", "<-loopback>"},
 			// WebRTC's UDP would leave around the proxy too.
-			flag{"force-webrtc-ip-handling-policy", "disable_non_proxied_udp"},
+			flag{"webrtc-ip-handling-policy", "disable_non_proxied_udp"},
 		)
 	}
 	return fs
