@@ -240,12 +240,14 @@ func TestRetryAfterIsCapped(t *testing.T) {
 		return fakellm.Reply{}
 	}})
 	p := newProvider(t, s, func(c *Config) { c.BackoffMax = 50 * time.Millisecond }) // cap 200ms
-	start := time.Now()
 	if _, err := p.Complete(context.Background(), simpleRequest()); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d < 150*time.Millisecond || d > time.Second {
-		t.Errorf("took %v, want the 200ms cap", d)
+	// The server asked for an hour; the gap between its two requests shows the cap (the
+	// upper margin is for loaded machines).
+	recs := s.Records()
+	if gap := recs[1].Start.Sub(recs[0].Start); gap < 150*time.Millisecond || gap > 2*time.Second {
+		t.Errorf("retry came %v after the 429, want the 200ms cap", gap)
 	}
 }
 
@@ -360,11 +362,14 @@ func TestPerAttemptTimeout(t *testing.T) {
 	if !errors.Is(err, judge.ErrUnavailable) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("err = %v, want ErrUnavailable after timeouts", err)
 	}
-	if s.Calls() != 2 {
-		t.Errorf("calls = %d, want 2 (the timeout is retried)", s.Calls())
+	// Counted by the client: on a loaded machine the second attempt can time out before
+	// its request reaches the server.
+	if !strings.Contains(err.Error(), "2 attempt(s)") {
+		t.Errorf("err = %v; want the timeout retried once (2 attempts)", err)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("took %v; each attempt should stop at 150ms", d)
+	// Any attempt left to run its course would take the server's full 2 s.
+	if d := time.Since(start); d >= 2*time.Second {
+		t.Errorf("took %v; each attempt should stop at 150ms, well before the 2s answer", d)
 	}
 }
 
@@ -748,7 +753,9 @@ func assertStopped(t *testing.T, err, want error, start time.Time) {
 	if errors.Is(err, judge.ErrUnavailable) {
 		t.Errorf("a stopped call is not the provider's failure: %v", err)
 	}
-	if d := time.Since(start); d > 500*time.Millisecond {
+	// Every caller waits 5 s or more for something cancellation must cut short; the
+	// margin below that is for loaded machines, not a speed target.
+	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("returned after %v, want promptly", d)
 	}
 }
