@@ -6,12 +6,9 @@ package batch
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -177,35 +174,51 @@ func Load(path string) (*Batch, error) {
 	return Parse(path, data)
 }
 
+// maxProblems bounds the problems reported for the file and for each entry: a file with
+// thousands of bad keys gets a readable error, not one as large as itself.
+const maxProblems = 20
+
 // Parse reads a batch from data; path names it in errors and anchors relative paths.
 //
-// The document is parsed once into a yaml.Node tree; the header is validated on its own
-// and each AC entry is validated, decoded and then dropped from the tree before the next,
-// so the parser's memory shrinks as the ACs are built. At 100,000 ACs the earlier
-// whole-document decode (tree, generic values, JSON copy, schema instance) was the
-// all-in-one process's peak.
+// The document is parsed once into a yaml.Node tree and checked structurally in one
+// pass (aliases, keys that are not plain strings, repeated keys); the header is then
+// validated on its own, and each AC entry is validated, decoded and dropped from the tree
+// before the next, so the parser's memory shrinks as the ACs are built. At 100,000 ACs
+// the earlier whole-document decode was the all-in-one process's peak.
 func Parse(path string, data []byte) (*Batch, error) {
 	fileErr := func(line int, field, msg string) error {
 		return Errors{{File: path, Line: line, Field: field, Msg: msg}}
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		line, msg := syntaxError(err)
-		return nil, fileErr(line, "", "not valid YAML: "+msg)
-	}
-	if line := firstAlias(&doc); line > 0 {
-		return nil, fileErr(line, "", "YAML aliases (*name) are not allowed in batch files")
+		line, msg := locateSyntaxError(data, err)
+		return nil, fileErr(line, "", msg)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
 	}
 	if root.Kind != yaml.MappingNode {
-		line := root.Line
-		if line == 0 {
-			line = 1
+		return nil, fileErr(max(root.Line, 1), "(document)", "want a mapping with version and acs")
+	}
+
+	// Structural problems inside an entry cost that entry; anywhere else, the file.
+	var fileErrs problems
+	acTree := map[int]*problems{}
+	checkTree(root, nil, func(p problem) {
+		if len(p.path) >= 2 && p.path[0] == "acs" {
+			if i, err := strconv.Atoi(p.path[1]); err == nil {
+				if acTree[i] == nil {
+					acTree[i] = &problems{}
+				}
+				acTree[i].add(p)
+				return
+			}
 		}
-		return nil, fileErr(line, "(document)", "want a mapping with version and acs")
+		fileErrs.add(p)
+	})
+	if fileErrs.n > 0 {
+		return nil, fileErrs.errors(path)
 	}
 
 	// The header: every top-level key but a non-empty acs list, which is checked entry
@@ -220,25 +233,22 @@ func Parse(path string, data []byte) (*Batch, error) {
 		}
 		header.Content = append(header.Content, k, v)
 	}
-	var fileErrs Errors
-	inst, err := jsonInstance(header)
-	if err != nil {
-		return nil, fileErr(root.Line, "(document)", err.Error())
-	}
-	for _, p := range schemaProblems(headerSchema, inst, header, nil) {
-		if acsSeq != nil && p.field == "acs" && p.missing {
+	for _, p := range validate(headerSchema, header, nil) {
+		if acsSeq != nil && p.field() == "acs" && p.missing {
 			continue // present, and validated entry by entry
 		}
-		fileErrs = append(fileErrs, &Error{File: path, Line: p.line, Field: p.field, Msg: p.msg})
+		fileErrs.add(p)
 	}
-	if len(fileErrs) > 0 {
-		return nil, fileErrs
+	if fileErrs.n > 0 {
+		return nil, fileErrs.errors(path)
 	}
 	var f File
-	if err := header.Decode(&f); err != nil {
-		return nil, fileErr(yamlLine(err), "", YAMLErrorText(err))
+	for _, p := range decodeFields(header, &f, nil) {
+		fileErrs.add(p)
 	}
-	f.ACs = nil
+	if fileErrs.n > 0 {
+		return nil, fileErrs.errors(path)
+	}
 	if acsSeq == nil {
 		return nil, fileErr(1, "acs", "no usable AC entries")
 	}
@@ -252,7 +262,7 @@ func Parse(path string, data []byte) (*Batch, error) {
 	for i, node := range acsSeq.Content {
 		acsSeq.Content[i] = nil // let the tree go as the entries are built
 		field := fmt.Sprintf("acs[%d]", i)
-		ac := decodeAC(path, i, node)
+		ac := decodeAC(path, i, node, acTree[i])
 		if ac.ID == "" || validID(ac.ID) != nil {
 			b.Rejected = append(b.Rejected, &Error{File: path, Line: ac.Line, Field: field + ".id", Msg: "missing or invalid id; entry skipped: " + ac.Problem})
 			continue
@@ -266,15 +276,15 @@ func Parse(path string, data []byte) (*Batch, error) {
 	}
 	b.File = f
 	if len(b.ACs) == 0 {
-		return nil, append(Errors{{File: path, Field: "acs", Msg: "no usable AC entries"}}, b.Rejected...)
+		return nil, append(Errors{{File: path, Line: acsSeq.Line, Field: "acs", Msg: "no usable AC entries"}}, b.Rejected...)
 	}
 	return b, nil
 }
 
 // decodeAC validates one entry against the AC schema and decodes it. A problem is kept
 // on the AC (with whatever id could be read) rather than returned: it costs only this AC.
-func decodeAC(path string, index int, node *yaml.Node) AC {
-	field := fmt.Sprintf("acs[%d]", index)
+// tree holds the structural problems already found inside the entry.
+func decodeAC(path string, index int, node *yaml.Node, tree *problems) AC {
 	ac := AC{Line: node.Line}
 	if node.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(node.Content); i += 2 {
@@ -283,88 +293,138 @@ func decodeAC(path string, index int, node *yaml.Node) AC {
 			}
 		}
 	}
-	inst, err := jsonInstance(node)
-	if err != nil {
-		ac.Problem = fmt.Sprintf("%s:%d: %s: %s", path, node.Line, field, err)
-		return ac
+	prefix := []string{"acs", strconv.Itoa(index)}
+	probs := tree
+	if probs == nil {
+		probs = &problems{}
+		for _, p := range validate(acSchema, node, prefix) {
+			probs.add(p)
+		}
 	}
-	var probs []string
-	for _, p := range schemaProblems(acSchema, inst, node, []string{"acs", strconv.Itoa(index)}) {
-		probs = append(probs, fmt.Sprintf("%s:%d: %s: %s", path, p.line, p.field, p.msg))
+	if probs.n == 0 {
+		id := ac.ID
+		for _, p := range decodeFields(node, &ac, prefix) {
+			probs.add(p)
+		}
+		ac.ID, ac.Line = id, node.Line
 	}
-	if len(probs) > 0 {
-		ac.Problem = strings.Join(probs, "; ")
-		return ac
+	if probs.n > 0 {
+		ac = AC{ID: ac.ID, Line: node.Line, Problem: probs.text(path)}
 	}
-	id := ac.ID
-	if err := node.Decode(&ac); err != nil {
-		ac = AC{ID: id, Problem: fmt.Sprintf("%s:%d: %s: %s", path, yamlLineOr(err, node.Line), field, YAMLErrorText(err))}
-	}
-	ac.Line = node.Line
 	return ac
 }
 
-// jsonInstance turns a YAML node into the generic JSON value the schema validator reads.
-func jsonInstance(n *yaml.Node) (any, error) {
-	var v any
-	if err := n.Decode(&v); err != nil {
-		return nil, fmt.Errorf("not representable as JSON: %s", firstLine(err.Error()))
+// validate checks node (which sits at prefix in the file) against s and places every
+// violation at the line of the offending key: an unknown key at its own line, a missing
+// one at its parent's.
+func validate(s *jsonschema.Schema, node *yaml.Node, prefix []string) []problem {
+	inst, bad := toJSON(node, prefix)
+	if bad != nil {
+		return []problem{*bad}
 	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("not representable as JSON: %s", firstLine(err.Error()))
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("not representable as JSON: %s", err)
-	}
-	return inst, nil
-}
-
-// problem is one schema violation, placed at a field of the validated node.
-type problem struct {
-	field   string
-	line    int
-	msg     string
-	missing bool
-}
-
-// schemaProblems validates inst (decoded from node, which sits at prefix in the file) and
-// places every violation at the line of the offending key: an unknown key at its own
-// line, a missing one at its parent's.
-func schemaProblems(s *jsonschema.Schema, inst any, node *yaml.Node, prefix []string) []problem {
 	verr := s.Validate(inst)
 	if verr == nil {
 		return nil
 	}
 	ve, ok := verr.(*jsonschema.ValidationError)
 	if !ok {
-		return []problem{{field: fieldPath(prefix), line: max(node.Line, 1), msg: verr.Error()}}
+		return []problem{{path: prefix, line: max(node.Line, 1), msg: verr.Error()}}
 	}
 	var out []problem
 	for _, leaf := range leaves(ve) {
-		locs := [][]string{leaf.InstanceLocation}
-		missing := false
+		at := func(loc []string, msg string, missing bool) {
+			full := append(append([]string(nil), prefix...), loc...)
+			out = append(out, problem{path: full, line: max(lineOf(node, loc), 1), msg: msg, missing: missing})
+		}
 		switch k := leaf.ErrorKind.(type) {
 		case *kind.AdditionalProperties:
-			locs = nil
+			// One short message per key: the library's names every unknown key, which
+			// repeated for each of thousands of keys would be larger than the file. The
+			// keys' lines come from one index of the mapping, not a search per key.
+			lines := map[string]int{}
+			if m := nodeAt(node, leaf.InstanceLocation); m != nil && m.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(m.Content); i += 2 {
+					lines[m.Content[i].Value] = m.Content[i+1].Line
+				}
+			}
 			for _, p := range k.Properties {
-				locs = append(locs, append(append([]string(nil), leaf.InstanceLocation...), p))
+				full := append(append(append([]string(nil), prefix...), leaf.InstanceLocation...), p)
+				out = append(out, problem{path: full, line: max(lines[p], 1), msg: "unknown key"})
 			}
 		case *kind.Required:
-			locs = nil
-			missing = true
 			for _, p := range k.Missing {
-				locs = append(locs, append(append([]string(nil), leaf.InstanceLocation...), p))
+				at(append(append([]string(nil), leaf.InstanceLocation...), p), "missing property", true)
 			}
-		}
-		msg := leaf.ErrorKind.LocalizedString(printer)
-		for _, loc := range locs {
-			field := fieldPath(append(append([]string(nil), prefix...), loc...))
-			out = append(out, problem{field: field, line: max(lineOf(node, loc), 1), msg: msg, missing: missing})
+		default:
+			at(leaf.InstanceLocation, leaf.ErrorKind.LocalizedString(printer), false)
 		}
 	}
+	// In file order, so that the first problems reported are the first to fix.
+	sort.SliceStable(out, func(i, j int) bool { return out[i].line < out[j].line })
 	return out
+}
+
+// decodeFields decodes node's keys into v one at a time, so that a value the schema let
+// through but Go cannot hold (an integer too large, say) is named by its own key and line.
+func decodeFields(node *yaml.Node, v any, prefix []string) []problem {
+	if err := node.Decode(v); err == nil {
+		return nil
+	}
+	var out []problem
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		one := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: node.Content[i : i+2]}
+		if err := one.Decode(v); err != nil {
+			k, val := node.Content[i], node.Content[i+1]
+			out = append(out, problem{path: append(append([]string(nil), prefix...), k.Value),
+				line: yamlLineOr(err, val.Line), msg: stripYAMLLine(YAMLErrorText(err))})
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, problem{path: prefix, line: max(node.Line, 1), msg: "cannot be decoded"})
+	}
+	return out
+}
+
+// problem is one problem at a place in the file.
+type problem struct {
+	path    []string
+	line    int
+	msg     string
+	missing bool
+}
+
+func (p problem) field() string { return fieldPath(p.path) }
+
+// problems keeps the first maxProblems problems and counts the rest.
+type problems struct {
+	list []problem
+	n    int
+}
+
+func (ps *problems) add(p problem) {
+	ps.n++
+	if len(ps.list) < maxProblems {
+		ps.list = append(ps.list, p)
+	}
+}
+
+func (ps *problems) errors(path string) Errors {
+	var es Errors
+	for _, p := range ps.list {
+		es = append(es, &Error{File: path, Line: p.line, Field: p.field(), Msg: p.msg})
+	}
+	if more := ps.n - len(ps.list); more > 0 {
+		es = append(es, &Error{File: path, Msg: fmt.Sprintf("and %d more problems", more)})
+	}
+	return es
+}
+
+func (ps *problems) text(path string) string {
+	parts := make([]string, 0, len(ps.list)+1)
+	for _, e := range ps.errors(path) {
+		parts = append(parts, e.Error())
+	}
+	return strings.Join(parts, "; ")
 }
 
 // leaves flattens a validation error tree to the errors that say something concrete.
@@ -382,7 +442,7 @@ func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
 	return out
 }
 
-// fieldPath turns a JSON pointer's tokens into "acs[2].threshold".
+// fieldPath turns a path's tokens into "acs[2].threshold".
 func fieldPath(tokens []string) string {
 	var b strings.Builder
 	for _, t := range tokens {
@@ -399,123 +459,4 @@ func fieldPath(tokens []string) string {
 		return "(document)"
 	}
 	return b.String()
-}
-
-// lineOf finds the line of a field below n, or the nearest parent's. It walks the tree
-// key by key: keys are user text and must never be parsed as a path.
-func lineOf(n *yaml.Node, loc []string) int {
-	line := n.Line
-	for _, tok := range loc {
-		next := child(n, tok)
-		if next == nil {
-			break
-		}
-		n = next
-		line = n.Line
-	}
-	return line
-}
-
-func child(n *yaml.Node, tok string) *yaml.Node {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		if len(n.Content) > 0 {
-			return child(n.Content[0], tok)
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == tok {
-				return n.Content[i+1]
-			}
-		}
-	case yaml.SequenceNode:
-		if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n.Content) {
-			return n.Content[i]
-		}
-	}
-	return nil
-}
-
-var yamlLineRe = regexp.MustCompile(`line (\d+):`)
-
-// yamlLine is the line a YAML error names, or 0.
-func yamlLine(err error) int {
-	return yamlLineOr(err, 0)
-}
-
-func yamlLineOr(err error, fallback int) int {
-	if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil {
-		if n, err := strconv.Atoi(m[1]); err == nil {
-			return n
-		}
-	}
-	return fallback
-}
-
-// parserProblems are the yaml.v3 syntax errors raised by its parser rather than its
-// scanner. The library reports their line zero-based (go-yaml/yaml#205; scanner errors
-// are one-based), so a batch author would be sent to the line above the problem.
-var parserProblems = map[string]bool{
-	"did not find expected ',' or ']'":       true,
-	"did not find expected ',' or '}'":       true,
-	"did not find expected '-' indicator":    true,
-	"did not find expected <document start>": true,
-	"did not find expected <stream-start>":   true,
-	"did not find expected key":              true,
-	"did not find expected node content":     true,
-	"found duplicate %YAML directive":        true,
-	"found duplicate %TAG directive":         true,
-	"found incompatible YAML document":       true,
-	"found undefined tag handle":             true,
-}
-
-// syntaxError is the one-based line of a YAML syntax error (0 if it names none) and its
-// message without the library's own line prefix, which would contradict the line
-// reported.
-func syntaxError(err error) (int, string) {
-	msg := strings.TrimPrefix(firstLine(err.Error()), "yaml: ")
-	m := yamlLineRe.FindStringSubmatchIndex(msg)
-	if m == nil || m[0] != 0 {
-		return 0, msg
-	}
-	line, _ := strconv.Atoi(msg[m[2]:m[3]])
-	msg = strings.TrimSpace(msg[m[1]:])
-	if parserProblems[msg] {
-		line++
-	}
-	return line, msg
-}
-
-// YAMLErrorText is a YAML decoding error on one line: a type error's first line is only
-// "unmarshal errors:", with the useful "line N: ..." parts below it.
-func YAMLErrorText(err error) string {
-	var te *yaml.TypeError
-	if errors.As(err, &te) && len(te.Errors) > 0 {
-		return strings.Join(te.Errors, "; ")
-	}
-	return firstLine(err.Error())
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-// firstAlias returns the line of the first alias below n, or 0. Aliases are refused
-// outright: expanding them is how a small file becomes a huge one.
-func firstAlias(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	if n.Kind == yaml.AliasNode {
-		return max(n.Line, 1)
-	}
-	for _, c := range n.Content {
-		if l := firstAlias(c); l > 0 {
-			return l
-		}
-	}
-	return 0
 }

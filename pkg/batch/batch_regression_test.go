@@ -4,6 +4,7 @@ package batch
 // no rewrite brings it back.
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -119,5 +120,37 @@ func TestBugAliasExpansionIsBounded(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 		t.Fatalf("Parse of a %d-byte file took over 1s: alias expansion is unbounded", len(data))
+	}
+}
+
+// Repeated and unknown keys by the thousand: yaml.v3 compares every pair of repeated keys
+// (gigabytes for 8,000), and the schema library names every unknown key in each key's
+// error. Both are caught before that, and the report stays readable.
+func TestManyBadKeysStayBounded(t *testing.T) {
+	for name, line := range map[string]func(i int) string{
+		"repeated": func(int) string { return "name: x\n" },
+		"unknown":  func(i int) string { return fmt.Sprintf("bogus%d: x\n", i) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var sb strings.Builder
+			sb.WriteString("version: 1\nacs:\n  - id: AC-1\n")
+			for i := range 8000 {
+				sb.WriteString(line(i))
+			}
+			_, err := Parse("b.yaml", []byte(sb.String()))
+			var es Errors
+			if !errors.As(err, &es) {
+				t.Fatalf("err = %v; want Errors", err)
+			}
+			if len(es) != maxProblems+1 || !strings.Contains(es[len(es)-1].Msg, "more problems") {
+				t.Fatalf("%d errors, last %q; want %d and a count of the rest", len(es), es[len(es)-1], maxProblems+1)
+			}
+			if n := len(err.Error()); n > 4000 {
+				t.Fatalf("error text is %d bytes", n)
+			}
+			if es[0].Line != 4 && es[0].Line != 5 {
+				t.Errorf("first error at line %d", es[0].Line)
+			}
+		})
 	}
 }

@@ -155,13 +155,35 @@ func TestParseFileErrors(t *testing.T) {
 		{"acs missing", "version: 1\nname: x\n", 1, "acs", "missing"},
 		{"acs a scalar", "version: 1\nacs: AC-1\n", 2, "acs", "array"},
 		{"document a list", "- id: AC-1\n", 1, "(document)", "mapping"},
-		{"alias", "version: 1\nname: &n x\nacs:\n  - id: AC-1\n    criterion: *n\n", 5, "", "aliases"},
+		{"alias", "version: 1\nname: &n x\ntenant: *n\nacs:\n  - id: AC-1\n", 3, "tenant", "aliases"},
+		{"repeated acs", "version: 1\nacs:\n  - id: AC-1\nacs:\n  - id: AC-2\n", 4, "acs", "repeated key (first at line 2)"},
+		{"non-string key", "version: 1\n1: x\nacs:\n  - id: AC-1\n", 2, "", "plain strings"},
+		{"merge key", "version: 1\n<<: {name: x}\nacs:\n  - id: AC-1\n", 2, "", "merge keys"},
+		{"integer too large", "version: 1\niteration: 99999999999999999999\nacs:\n  - id: AC-1\n", 2, "iteration", ""},
+		{"mis-indented line far below the list's start", longBatchWithBadIndent(1000), 2003, "", "not valid YAML"},
+		{"bad line in a folded block", "version: 1\nacs:\n  - id: AC-1\n    criterion: >\n      abc\n     def: x\n  - id: AC-2\n", 6, "", "not valid YAML"},
+		{"junk after a quoted string", "version: 1\nacs:\n  - id: AC-1\n    criterion: \"x\"y\n", 4, "", "not valid YAML"},
+		{"error on the first line", "version: @1\nacs: []\n", 1, "", "cannot start any token"},
+		{"invalid UTF-8", "version: 1\nacs:\n  - id: AC-1\n    criterion: \xff\n", 4, "", "UTF-8"},
+		{"unknown anchor", "version: 1\nacs:\n  - id: AC-1\n    criterion: *x\n", 4, "", "aliases"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assertFileError(t, file, tt.doc, tt.line, tt.field, tt.msg)
 		})
 	}
+}
+
+// longBatchWithBadIndent is n good entries followed by a mis-indented line (at line
+// 2n+3) and one more entry.
+func longBatchWithBadIndent(n int) string {
+	var sb strings.Builder
+	sb.WriteString("version: 1\nacs:\n")
+	for i := range n {
+		fmt.Fprintf(&sb, "  - id: AC-%d\n    criterion: c\n", i)
+	}
+	sb.WriteString("   wrong: 1\n  - id: AC-x\n")
+	return sb.String()
 }
 
 func assertFileError(t *testing.T, file, doc string, line int, field, msg string) {
@@ -230,6 +252,12 @@ func TestParseACProblems(t *testing.T) {
 		{"iteration negative", "  - id: AC-2\n    iteration: -1\n", "AC-2", "acs[1].iteration", 7, ""},
 		{"kind unknown", "  - id: AC-2\n    kind: no-such-kind\n", "AC-2", "acs[1].kind", 7, ""},
 		{"ours a number", "  - id: AC-2\n    ours: 12\n", "AC-2", "acs[1].ours", 7, "string"},
+		{"alias", "  - id: AC-2\n    ours: &o x\n    reference: *o\n", "AC-2", "acs[1].reference", 8, "aliases"},
+		{"repeated key", "  - id: AC-2\n    ours: a\n    ours: b\n", "AC-2", "acs[1].ours", 8, "repeated key (first at line 7)"},
+		{"non-string key", "  - id: AC-2\n    true: x\n", "AC-2", "acs[1].true", 7, "plain strings"},
+		{"tagged value", "  - id: AC-2\n    criterion: !!int x\n", "AC-2", "acs[1].criterion", 7, "!!int"},
+		{"custom tag", "  - id: AC-2\n    criterion: !shout x\n", "AC-2", "acs[1].criterion", 7, "tag"},
+		{"not a finite number", "  - id: AC-2\n    iteration: .inf\n", "AC-2", "acs[1].iteration", 7, "finite"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
