@@ -280,4 +280,3 @@ func (r *byteAtATime) Read(p []byte) (int, error) {
 	r.off++
 	return 1, nil
 }
-
