@@ -58,12 +58,19 @@ func waitHTTP(t testing.TB, url string) {
 // BenchmarkJudgeScaling runs K judge processes (K = 1, 2, 4) against one NATS server and one
 // OpenAI-compatible server answering after 500 ms, each judge allowed C calls in flight,
 // and reports throughput against the ideal K x C / latency. One pass is one measurement
-// of about 30 s per K: run it with -benchtime 1x.
+// of about 60 s per K (TRIBUNAL_LOADTEST_SECONDS): run it with -benchtime 1x.
 func BenchmarkJudgeScaling(t *testing.B) {
 	const latency = 500 * time.Millisecond
 	conc := 8
 	if v := os.Getenv("TRIBUNAL_LOADTEST_CONCURRENCY"); v != "" {
 		conc, _ = strconv.Atoi(v)
+	}
+	// Seconds of work per K at the ideal rate. The fixed costs of a batch (submission,
+	// the first renders, the last completion) count against its throughput, so a short
+	// run understates the steady state.
+	seconds := 60
+	if v := os.Getenv("TRIBUNAL_LOADTEST_SECONDS"); v != "" {
+		seconds, _ = strconv.Atoi(v)
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "tribunal")
@@ -96,7 +103,7 @@ func BenchmarkJudgeScaling(t *testing.B) {
 			waitHTTP(t, r)
 		}
 		ideal := float64(k*conc) / latency.Seconds()
-		n := int(ideal * 30) // about 30 s of work at the ideal rate
+		n := int(ideal * float64(seconds))
 		batch := t.TempDir()
 		var sb strings.Builder
 		sb.WriteString("version: 1\nname: load\nacs:\n")
