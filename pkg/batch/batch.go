@@ -289,7 +289,8 @@ func decodeAC(path string, index int, node *yaml.Node, tree *problems) AC {
 	if node.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(node.Content); i += 2 {
 			if k, v := node.Content[i], node.Content[i+1]; k.Value == "id" && v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
-				ac.ID = v.Value
+				ac.ID = v.Value // the first: a repeated id key is reported against it
+				break
 			}
 		}
 	}
