@@ -34,6 +34,8 @@ type Service struct {
 
 // Config configures the judge service.
 type Config struct {
+	// Provider answers every judge call; hold it to shared rate limits by wrapping it
+	// with pkg/judge.Limited (app.Start does, for judges and renderers alike).
 	Provider pj.Provider
 	// Cache, when set, is the judge-call cache shared by every judge instance: an
 	// unchanged comparison is answered from it without calling the provider.
@@ -42,26 +44,12 @@ type Config struct {
 	Instance string
 	Params   pj.Params
 	Logger   *slog.Logger
-	// Limiter, when set, holds every provider call to rate limits shared by all judge
-	// instances (pkg/ratelimit): per provider model and per tenant.
-	Limiter Limiter
 }
-
-// Limiter is the shared rate limit every provider call waits for (pkg/judge.Limiter).
-type Limiter = pj.Limiter
-
-// StatusRateLimited is the status a Limiter's Done gets for a call that failed on a 429.
-const StatusRateLimited = pj.StatusRateLimited
 
 // New builds the judge service.
 func New(store blob.Store, cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.Limiter != nil && cfg.Provider != nil {
-		// Wrapping the provider covers every call site (ab, critic, equivalence, rubric)
-		// and every Complete, the repair re-ask included.
-		cfg.Provider = pj.Limited(cfg.Provider, cfg.Limiter)
 	}
 	return &Service{store: store, provider: cfg.Provider, cache: cfg.Cache, instance: cfg.Instance, params: cfg.Params,
 		log: cfg.Logger.With("service", bus.Judge, "instance", cfg.Instance)}

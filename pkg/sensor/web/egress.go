@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -125,17 +126,8 @@ func isNumericLabel(l string) bool {
 }
 
 func validPort(p string) bool {
-	n := 0
-	for _, c := range p {
-		if c < '0' || c > '9' {
-			return false
-		}
-		n = n*10 + int(c-'0')
-		if n > 65535 {
-			return false
-		}
-	}
-	return p != "" && n > 0
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && n > 0
 }
 
 // allows reports whether hostport ("host:port", or a bare host with defaultPort) may be
