@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tribunal-dev/tribunal/pkg/audit"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 func newAuditCmd() *cobra.Command {
@@ -128,10 +128,11 @@ func checkAuditState(ctx context.Context, env *clientEnv, rep *audit.Report) {
 		return
 	}
 	for _, s := range rep.Batches {
-		h, _, err := aggregator.LoadHeader(ctx, b.Batches, s.Tenant, s.Batch)
+		store := records.New(b)
+		h, _, err := store.Header(ctx, s.Tenant, s.Batch)
 		if err == nil && h != nil {
-			var jobs []*aggregator.JobRecord
-			if jobs, err = aggregator.LoadJobs(ctx, b.Jobs, s.Tenant, s.Batch); err == nil {
+			var jobs []*records.Job
+			if jobs, err = store.LoadJobs(ctx, s.Tenant, s.Batch); err == nil {
 				audit.CheckState(rep, h, jobs)
 				continue
 			}

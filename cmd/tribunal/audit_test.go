@@ -22,7 +22,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 )
 
 // runAudit runs the audit command in-process and returns its output and exit code.
@@ -66,7 +66,7 @@ func TestAuditCmd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := judge.NewScripted(judge.ScriptedOptions{Winner: "A"})
+	p, err := scripted.New(scripted.Options{Winner: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // benchReport is what `tribunal bench` measures.
@@ -132,10 +132,10 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, jf *judge
 	// measure its own bookkeeping instead of tribunal's peak memory.
 	lat := make([]float64, 0, n)
 	judgeName := ""
-	err = aggregator.EachJob(ctx, env.Running.Buckets.Jobs, s.Tenant, s.BatchID, func(r *aggregator.JobRecord) error {
+	err = records.New(env.Running.Buckets).EachJob(ctx, s.Tenant, s.BatchID, func(r *records.Job) error {
 		lat = append(lat, float64(r.DecidedAt.Sub(r.SubmittedAt).Microseconds())/1000)
-		if judgeName == "" && len(r.Votes) > 0 {
-			judgeName = r.Votes[0].Judge.Provider + "/" + r.Votes[0].Judge.Model
+		if judgeName == "" && len(r.Judges) > 0 {
+			judgeName = r.Judges[0]
 		}
 		return nil
 	})

@@ -15,7 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // serveConsole runs the web console against running services until ctx ends. The
@@ -115,8 +115,9 @@ func auditHook(js jetstream.JetStream, b bus.Buckets, store blob.Store, stream s
 			return nil, err
 		}
 		rep := audit.Audit(recs, store)
-		h, _, _ := aggregator.LoadHeader(ctx, b.Batches, tenant, batch)
-		jobs, _ := aggregator.LoadJobs(ctx, b.Jobs, tenant, batch)
+		store := records.New(b)
+		h, _, _ := store.Header(ctx, tenant, batch)
+		jobs, _ := store.LoadJobs(ctx, tenant, batch)
 		audit.CheckState(&rep, h, jobs)
 		return &rep, nil
 	}

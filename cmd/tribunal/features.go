@@ -12,7 +12,6 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
-	"github.com/tribunal-dev/tribunal/services/gater"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -83,8 +82,8 @@ func sensorsFromFlags(adapters, allowHosts []string) (*renderer.Sensors, error) 
 }
 
 // gatesFromFlags builds the gater's operator gates commands ("name=/path/to/gates.sh").
-func gatesFromFlags(adapters []string) (*gater.GatesAdapters, error) {
-	g := &gater.GatesAdapters{Commands: map[string]string{}}
+func gatesFromFlags(adapters []string) (*command.Gates, error) {
+	g := &command.Gates{Commands: map[string]string{}}
 	for _, a := range adapters {
 		name, path, ok := strings.Cut(a, "=")
 		if !ok || name == "" || path == "" {

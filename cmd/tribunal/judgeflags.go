@@ -9,6 +9,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 )
 
@@ -82,14 +83,14 @@ func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error
 	}
 	switch j.provider {
 	case "scripted":
-		o := judge.ScriptedOptions{Winner: j.scriptedWinner, AnswersFile: j.scriptedAnswers, Latency: j.scriptedLatency,
+		o := scripted.Options{Winner: j.scriptedWinner, AnswersFile: j.scriptedAnswers, Latency: j.scriptedLatency,
 			EquivalenceVerdict: j.scriptedEquiv, Runner: true, RubricPass: true}
 		if len(j.scriptedCritic) == 3 {
 			o.CriticScores = &[3]int{j.scriptedCritic[0], j.scriptedCritic[1], j.scriptedCritic[2]}
 		} else if len(j.scriptedCritic) != 0 {
 			return nil, params, fmt.Errorf("--scripted-critic: want correctness,slop,scope")
 		}
-		p, err := judge.NewScripted(o)
+		p, err := scripted.New(o)
 		return p, params, err
 	case "openai":
 		if j.model == "" {

@@ -24,7 +24,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
-	"github.com/tribunal-dev/tribunal/services/gater"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -175,8 +176,12 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 					continue
 				}
 				asked[r.ACID] = true
+				iterations := 0
+				if st, _ := rubric.StateOf(r); st != nil {
+					iterations = st.Loop.Iteration
+				}
 				fmt.Fprintf(os.Stderr, "\nspot-check (HE-2): %s signed off after %d iterations. Compare its render with the reference,\n"+
-					"then type y to approve, or the name of the dimension the judge got wrong: ", r.ACID, r.Rubric.Loop.Iteration)
+					"then type y to approve, or the name of the dimension the judge got wrong: ", r.ACID, iterations)
 				answer, _ := in.ReadString('\n')
 				answer = strings.TrimSpace(answer)
 				approved := answer == "y" || answer == "yes"
@@ -236,7 +241,7 @@ func applyMemoryLimit(limit int64) {
 	}
 }
 
-func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions, sensors *renderer.Sensors, gates *gater.GatesAdapters) (*embedded, error) {
+func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions, sensors *renderer.Sensors, gates *command.Gates) (*embedded, error) {
 	applyMemoryLimit(defaultMemoryLimit)
 	e := &embedded{}
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
@@ -267,7 +272,7 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 	}
 	e.Running, err = app.Start(ctx, nc, app.Options{
 		Store: e.Store, Provider: provider, Params: params, Instance: "all-in-one", Concurrency: concurrency,
-		Fetch: fetch, Sensors: sensors, GatesAdapters: gates, RateLimits: jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+		Fetch: fetch, Sensors: sensors, Gates: gates, RateLimits: jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),
 	})
 	if err != nil {
 		e.Close()

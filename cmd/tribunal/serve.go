@@ -17,8 +17,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
-	"github.com/tribunal-dev/tribunal/services/gater"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -164,7 +164,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	return cmd
 }
 
-func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, allowPrivate bool, sensors *renderer.Sensors, gates *gater.GatesAdapters) error {
+func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, allowPrivate bool, sensors *renderer.Sensors, gates *command.Gates) error {
 	nc, err := conn.connect()
 	if err != nil {
 		return err
@@ -176,7 +176,7 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	}
 	defer store.Close()
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
-		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, GatesAdapters: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), CloseTimeout: 30 * time.Second}
+		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), CloseTimeout: 30 * time.Second}
 	defer sensors.Close()
 	for _, s := range services {
 		if s == bus.Judge || s == bus.Renderer {

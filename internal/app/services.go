@@ -23,7 +23,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
+	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
 	"github.com/tribunal-dev/tribunal/services/gater"
@@ -51,8 +53,8 @@ type Options struct {
 	Fetch    ingest.FetchOptions
 	// Sensors are the renderer's rubric sensors (web and command adapters).
 	Sensors *renderer.Sensors
-	// GatesAdapters are the gater's operator gates commands by adapter name.
-	GatesAdapters *gater.GatesAdapters
+	// Gates are the gater's operator gates commands by adapter name.
+	Gates *command.Gates
 	// RateLimits, when set, holds every provider call (judge verdicts and equivalence
 	// runner calls in the renderer) to requests and tokens per minute shared by every
 	// instance on the bus (pkg/ratelimit).
@@ -124,32 +126,30 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	r.cancel = cancel
 	for _, svc := range o.Services {
 		var h bus.Handler
-		var deadLetters func(context.Context, []byte, string, string) ([]events.Event, error)
+		var deadLetters func(context.Context, bus.DeadLetter) ([]events.Event, error)
 		switch svc {
 		case bus.Renderer:
-			rs := renderer.New(o.Store, o.Fetch, o.Logger)
 			sensors := o.Sensors
 			if sensors == nil {
 				sensors = &renderer.Sensors{}
 			}
-			rs.WithSensors(sensors)
+			// The renderer runs equivalence documents through the provider (an LLM
+			// applies each document to each case; teacher transcripts are cached in the
+			// shared bucket); without one, such jobs are blocked.
+			env := kind.RenderEnv{Sensors: sensors, Cache: buckets.Cache, Params: o.Params, Instance: o.Instance, Log: o.Logger}
 			if o.Provider != nil {
-				// The equivalence runner: an LLM applies documents to cases; the teacher
-				// transcripts are cached in the shared bucket.
-				rs.WithRunner(&renderer.DocumentRunner{Store: o.Store, Provider: provider, Baseline: buckets.Cache,
-					Params: o.Params, Instance: o.Instance, Log: o.Logger})
+				env.Provider = provider
 			}
-			h = rs.Handle
+			h = renderer.New(o.Store, o.Fetch, env).Handle
 		case bus.Gater:
-			h = gater.New(o.Store, o.Logger).WithViews(buckets.Views).WithGatesAdapters(o.GatesAdapters).Handle
+			h = gater.New(kind.GateEnv{Store: o.Store, Views: buckets.Views, Gates: o.Gates, Log: o.Logger}).Handle
 		case bus.Judge:
 			if o.Provider == nil {
 				cancel()
 				return nil, errors.New("judge service needs a provider")
 			}
 			// The provider is already held to the shared rate limits (above).
-			jcfg := judgesvc.Config{Provider: provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Logger: o.Logger}
-			h = judgesvc.New(o.Store, jcfg).Handle
+			h = judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Log: o.Logger}).Handle
 		case bus.Aggregator:
 			agg := aggregator.New(buckets, o.Store, o.Logger)
 			h, deadLetters = agg.Handle, agg.DeadLetter

@@ -24,6 +24,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
@@ -33,17 +34,17 @@ const tenant = "team-a"
 // reports none) and, while held, keeps every call waiting so a test can see the judge's
 // backlog.
 type meteredProvider struct {
-	*judge.Scripted
+	*scripted.Provider
 	hold chan struct{}
 }
 
 func newMetered(t *testing.T) *meteredProvider {
 	t.Helper()
-	s, err := judge.NewScripted(judge.ScriptedOptions{Winner: "A"})
+	s, err := scripted.New(scripted.Options{Winner: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &meteredProvider{Scripted: s, hold: make(chan struct{})}
+	return &meteredProvider{Provider: s, hold: make(chan struct{})}
 }
 
 func (p *meteredProvider) Complete(ctx context.Context, req judge.Request) (judge.Response, error) {
@@ -52,7 +53,7 @@ func (p *meteredProvider) Complete(ctx context.Context, req judge.Request) (judg
 	case <-ctx.Done():
 		return judge.Response{}, ctx.Err()
 	}
-	resp, err := p.Scripted.Complete(ctx, req)
+	resp, err := p.Provider.Complete(ctx, req)
 	resp.PromptTokens, resp.CompletionTokens = 100, 7
 	return resp, err
 }
@@ -242,7 +243,7 @@ func TestOneTracePerAC(t *testing.T) {
 	})
 
 	env := e2e.NewEnv(t)
-	p, err := judge.NewScripted(judge.ScriptedOptions{Winner: "A"})
+	p, err := scripted.New(scripted.Options{Winner: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,8 +292,9 @@ func TestOneTracePerAC(t *testing.T) {
 	for job, spans := range byJob {
 		root := telemetry.JobRoot(events.CorrelationFor(tenant, sub.BatchID, job))
 		parentOf := map[string]string{
-			"renderer render.requested":  root.SpanID().String(),
+			// The aggregator records the job, then asks for its first render.
 			"aggregator job.submitted":   root.SpanID().String(),
+			"renderer render.requested":  spans["aggregator job.submitted"][0].SpanContext.SpanID().String(),
 			"gater render.done":          spans["renderer render.requested"][0].SpanContext.SpanID().String(),
 			"judge gates.done":           spans["gater render.done"][0].SpanContext.SpanID().String(),
 			"aggregator verdict.emitted": spans["judge gates.done"][0].SpanContext.SpanID().String(),
@@ -348,7 +350,7 @@ func TestJSONLogsCarryJob(t *testing.T) {
 	var sink syncBuffer
 	logger := slog.New(slog.NewJSONHandler(io.Writer(&sink), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	env := e2e.NewEnv(t)
-	p, err := judge.NewScripted(judge.ScriptedOptions{Winner: "A"})
+	p, err := scripted.New(scripted.Options{Winner: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}

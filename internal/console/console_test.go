@@ -17,9 +17,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tribunal-dev/tribunal/internal/console"
-	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 const (
@@ -45,8 +47,8 @@ func TestConsole(t *testing.T) {
 	s.waitComplete(subA, 30*time.Second)
 	s.waitComplete(subB, 30*time.Second)
 	if withChromium {
-		s.waitJob(t, subR, viewJob, 45*time.Second, "a sign-off waiting for a person", func(r *aggregator.JobRecord) bool {
-			return r.Status == aggregator.StatusAwaitingSpotcheck
+		s.waitJob(t, subR, viewJob, 45*time.Second, "a sign-off waiting for a person", func(r *records.Job) bool {
+			return r.Status == events.StatusAwaitingSpotcheck
 		})
 	}
 
@@ -358,18 +360,18 @@ func TestConsole(t *testing.T) {
 		if resp, _ := w.do(http.MethodPost, path+"/spotcheck", tokA, bad, map[string]string{"Origin": srv.URL}); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("unknown dimension: %d, want 400", resp.StatusCode)
 		}
-		if got := s.job(t, subR, viewJob).Status; got != aggregator.StatusAwaitingSpotcheck {
+		if got := s.job(t, subR, viewJob).Status; got != events.StatusAwaitingSpotcheck {
 			t.Fatalf("a refused POST changed the view: %s", got)
 		}
 		resp, _ := w.do(http.MethodPost, path+"/spotcheck", tokA, reject, map[string]string{"Origin": srv.URL})
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != path+"?sent=reject" {
 			t.Fatalf("spot-check POST: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 		}
-		rec := s.waitJob(t, subR, viewJob, 15*time.Second, "the spot-check to be recorded", func(r *aggregator.JobRecord) bool {
-			return r.Status == aggregator.StatusSignedOff
+		rec := s.waitJob(t, subR, viewJob, 15*time.Second, "the spot-check to be recorded", func(r *records.Job) bool {
+			return r.Status == events.StatusSignedOff
 		})
-		if rec.Rubric == nil || rec.Rubric.SignOff == nil || rec.Rubric.SignOff.HumanSpotcheck != "typography" {
-			t.Fatalf("sign-off %+v", rec.Rubric)
+		if st, _ := rubric.StateOf(rec); st == nil || st.SignOff == nil || st.SignOff.HumanSpotcheck != "typography" {
+			t.Fatalf("sign-off %+v", st)
 		}
 		s.waitComplete(subR, 15*time.Second)
 		if resp, _ := w.do(http.MethodPost, path+"/spotcheck", tokA, reject, map[string]string{"Origin": srv.URL}); resp.StatusCode != http.StatusConflict {

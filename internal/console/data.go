@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // maxBatches bounds the index page; the newest batches come first.
@@ -65,7 +65,7 @@ func (s *server) listBatches(ctx context.Context, c caller, only string) ([]batc
 		if !ok || strings.Contains(batch, ".") || !c.sees(tenant) {
 			continue
 		}
-		var h aggregator.BatchHeader
+		var h records.Batch
 		if err := json.Unmarshal(e.Value(), &h); err != nil {
 			s.log.Warn("corrupt batch header", "key", e.Key(), "err", err)
 			continue
@@ -95,7 +95,7 @@ func (s *server) listBatches(ctx context.Context, c caller, only string) ([]batc
 		if rows[i].Complete {
 			continue
 		}
-		if rows[i].Done, err = aggregator.Progress(ctx, s.cfg.Buckets.Batches, rows[i].Tenant, rows[i].Batch, rows[i].Total); err != nil {
+		if rows[i].Done, err = records.New(s.cfg.Buckets).Progress(ctx, rows[i].Tenant, rows[i].Batch, rows[i].Total); err != nil {
 			return nil, 0, err
 		}
 		if job := s.awaiting(ctx, rows[i].Tenant, rows[i].Batch); job != "" {
@@ -109,100 +109,45 @@ func (s *server) listBatches(ctx context.Context, c caller, only string) ([]batc
 // aggregator marks a batch's first interactive sign-off under "<tenant>.<batch>.spotcheck"
 // (the value is the job id); the job's status says whether it still waits.
 func (s *server) awaiting(ctx context.Context, tenant, batch string) string {
-	e, err := s.cfg.Buckets.Batches.Get(ctx, aggregator.BatchKey(tenant, batch)+".spotcheck")
-	if err != nil {
+	job, err := records.New(s.cfg.Buckets).Spotcheck(ctx, tenant, batch)
+	if err != nil || job == "" || events.ValidateName(job) != nil {
 		return ""
 	}
-	job := string(e.Value())
-	if events.ValidateName(job) != nil {
-		return ""
-	}
-	rec, _, err := s.loadJob(ctx, tenant, batch, job)
-	if err != nil || rec == nil || rec.Status != aggregator.StatusAwaitingSpotcheck {
+	rec, err := s.loadJob(ctx, tenant, batch, job)
+	if err != nil || rec == nil || rec.Status != events.StatusAwaitingSpotcheck {
 		return ""
 	}
 	return job
 }
 
-// loadJob reads one job record, nil when there is none. Extras are the record's
-// optional fields this console already understands but the aggregator may not write
-// yet (see recordExtras).
-func (s *server) loadJob(ctx context.Context, tenant, batch, job string) (*aggregator.JobRecord, *recordExtras, error) {
-	e, err := s.cfg.Buckets.Jobs.Get(ctx, aggregator.JobKey(tenant, batch, job))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil, nil
+// loadJob reads one job record, nil when there is none.
+func (s *server) loadJob(ctx context.Context, tenant, batch, job string) (*records.Job, error) {
+	rec, _, err := records.New(s.cfg.Buckets).Job(ctx, tenant, batch, job)
+	if errors.Is(err, records.ErrNotRecorded) {
+		return nil, nil
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("load job %s: %w", aggregator.JobKey(tenant, batch, job), err)
-	}
-	var r aggregator.JobRecord
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return nil, nil, fmt.Errorf("job %s: corrupt record: %w", e.Key(), err)
-	}
-	var x recordExtras
-	_ = json.Unmarshal(e.Value(), &x)
-	return &r, &x, nil
-}
-
-// recordExtras are job-record fields the console shows as soon as the aggregator
-// records them:
-//
-//   - transcripts: an equivalence job's runner transcripts ([]events.Transcript; the
-//     render.done event has them, the record does not yet);
-//   - rubric.previous: the previous render the judge compared the last render with.
-//
-// Until then the pages say what is missing instead.
-type recordExtras struct {
-	Transcripts []transcriptRef `json:"transcripts"`
-	Rubric      *struct {
-		Previous *events.Blob `json:"previous"`
-	} `json:"rubric"`
-}
-
-// transcriptRef accepts events.Transcript encoded with snake_case keys or, as it has
-// no JSON tags, with its Go field names.
-type transcriptRef struct {
-	CaseID   string      `json:"case_id"`
-	CaseIDGo string      `json:"CaseID"`
-	Side     string      `json:"side"`
-	SideGo   string      `json:"Side"`
-	Blob     events.Blob `json:"blob"`
-	BlobGo   events.Blob `json:"Blob"`
-}
-
-func (t transcriptRef) norm() (caseID, side string, b events.Blob) {
-	caseID, side, b = t.CaseID, t.Side, t.Blob
-	if caseID == "" {
-		caseID = t.CaseIDGo
-	}
-	if side == "" {
-		side = t.SideGo
-	}
-	if b.SHA256 == "" {
-		b = t.BlobGo
-	}
-	return caseID, side, b
+	return rec, err
 }
 
 // viewHistory lists the runs of one rubric view in a tenant's batches, newest first:
 // the job key is "<tenant>.<batch>.<job>" and a view's job id is the same in every
 // batch, so one wildcard filter finds them.
-func (s *server) viewHistory(ctx context.Context, rec *aggregator.JobRecord) ([]*aggregator.JobRecord, error) {
+func (s *server) viewHistory(ctx context.Context, rec *records.Job) ([]*records.Job, error) {
 	w, err := s.cfg.Buckets.Jobs.Watch(ctx, rec.Tenant+".*."+rec.ACID, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("view history of %s: %w", rec.ACID, err)
 	}
 	defer w.Stop()
-	var out []*aggregator.JobRecord
+	var out []*records.Job
 	for e := range w.Updates() {
 		if e == nil {
 			break
 		}
-		var r aggregator.JobRecord
-		if json.Unmarshal(e.Value(), &r) != nil || r.Spec.Rubric == nil || r.Spec.Rubric.ViewKey() != rec.Spec.Rubric.ViewKey() {
+		r, err := records.DecodeJob(e.Value())
+		if err != nil || r.Spec.Rubric == nil || r.Spec.Rubric.ViewKey() != rec.Spec.Rubric.ViewKey() {
 			continue
 		}
-		out = append(out, &r)
+		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].SubmittedAt.After(out[j].SubmittedAt) })
 	if len(out) > 30 {

@@ -11,7 +11,9 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 type indexData struct {
@@ -58,13 +60,13 @@ func (s *server) listPage(w http.ResponseWriter, r *http.Request, c caller, only
 
 // scope reads and checks a page's tenant and batch: malformed, foreign and unknown all
 // end in the same 404.
-func (s *server) scope(w http.ResponseWriter, r *http.Request, c caller) (tenant, batch string, h *aggregator.BatchHeader, ok bool) {
+func (s *server) scope(w http.ResponseWriter, r *http.Request, c caller) (tenant, batch string, h *records.Batch, ok bool) {
 	tenant, batch = r.PathValue("tenant"), r.PathValue("batch")
 	if events.ValidateTenant(tenant) != nil || events.ValidateName(batch) != nil || !c.sees(tenant) {
 		s.notFound(w, r)
 		return "", "", nil, false
 	}
-	h, _, err := aggregator.LoadHeader(r.Context(), s.cfg.Buckets.Batches, tenant, batch)
+	h, _, err := records.New(s.cfg.Buckets).Header(r.Context(), tenant, batch)
 	if err != nil {
 		s.fail(w, r, err)
 		return "", "", nil, false
@@ -96,7 +98,7 @@ type batchData struct {
 	CreatedAt             time.Time
 	Done, Total           int
 	Complete              bool
-	Completion            *aggregator.Completion
+	Completion            *records.Completion
 	ExitMeaning           string
 	Rows                  []rowView
 	Judges                []string
@@ -140,30 +142,31 @@ func (s *server) batch(w http.ResponseWriter, r *http.Request, c caller) {
 		for _, row := range res.Rows {
 			d.Rows = append(d.Rows, rowView{Row: row, Href: jobHref(tenant, batch, row.ACID)})
 		}
-		kinds := make([]string, 0, len(h.Completion.Manifests))
+		names := make([]string, 0, len(h.Completion.Manifests))
 		for k := range h.Completion.Manifests {
-			kinds = append(kinds, k)
+			names = append(names, string(k))
 		}
-		sort.Strings(kinds)
-		for _, k := range kinds {
-			m := h.Completion.Manifests[k]
+		sort.Strings(names)
+		for _, k := range names {
+			m := h.Completion.Manifests[events.Kind(k)]
 			d.Manifests = append(d.Manifests, manifestLink{Kind: k, Href: blobHref(tenant, m.SHA256), Size: m.Size})
 		}
 	} else {
-		recs, err := aggregator.LoadJobs(ctx, s.cfg.Buckets.Jobs, tenant, batch)
+		store := records.New(s.cfg.Buckets)
+		recs, err := store.LoadJobs(ctx, tenant, batch)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
 		sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
-		if d.Done, err = aggregator.Progress(ctx, s.cfg.Buckets.Batches, tenant, batch, h.Size); err != nil {
+		if d.Done, err = store.Progress(ctx, tenant, batch, h.Size); err != nil {
 			s.fail(w, r, err)
 			return
 		}
 		for _, rec := range recs {
 			rv := rowView{Row: runningRow(rec), Href: jobHref(tenant, batch, rec.ACID)}
 			d.Rows = append(d.Rows, rv)
-			if rec.Status == aggregator.StatusAwaitingSpotcheck {
+			if rec.Status == events.StatusAwaitingSpotcheck {
 				d.Awaiting = append(d.Awaiting, rv)
 			}
 		}
@@ -175,33 +178,13 @@ func (s *server) batch(w http.ResponseWriter, r *http.Request, c caller) {
 	s.render(w, r, http.StatusOK, "batch.html", v)
 }
 
-// runningRow is a job of a batch still in progress: what its record says so far.
-// Completed batches use client.Load's rows instead, the same rows `tribunal results`
-// prints.
-func runningRow(r *aggregator.JobRecord) client.Row {
-	row := client.Row{ACID: r.ACID, Kind: r.Spec.Kind, Status: r.Status, Reason: r.BlockReason, Judge: strings.Join(r.Judges, ",")}
-	if d := r.Decided; d != nil && d.AB != nil {
-		row.Winner, row.Tag, row.Impact, row.LabelAssignment, row.BiggestGap = d.AB.Winner, d.AB.Tag, d.AB.Impact, d.AB.LabelAssignment, d.AB.BiggestGap
-		if r.Status == aggregator.StatusCompared {
-			c := d.AB.Confidence
-			row.Confidence = &c
-		}
+// runningRow is a job of a batch still in progress: what its record says so far, as its
+// kind reads it (the same rows `tribunal results` prints once the batch completes).
+func runningRow(r *records.Job) client.Row {
+	if k, err := kinds.Lookup(r.Spec.Kind); err == nil {
+		return k.Row(r)
 	}
-	if c := r.Critic; c != nil && c.Verdict != "" {
-		q := c.Quality
-		row.Verdict, row.Quality = c.Verdict, &q
-	}
-	if e := r.Equivalence; e != nil {
-		row.Verdict = "fail"
-		if e.Summary.Pass {
-			row.Verdict = "pass"
-		}
-	}
-	if rb := r.Rubric; rb != nil && rb.Decision != nil {
-		row.Verdict = rb.Decision.Outcome
-		row.Detail = fmt.Sprintf("view %s, loop iteration %d", rb.Decision.View, rb.Decision.LoopIteration)
-	}
-	return row
+	return kind.BaseRow(r)
 }
 
 type auditData struct {

@@ -23,14 +23,14 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
-	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -88,7 +88,7 @@ func startStack(t *testing.T) *stack {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	provider, err := judge.NewScripted(judge.ScriptedOptions{Winner: "A", AnswersFile: path, RubricPass: true,
+	provider, err := scripted.New(scripted.Options{Winner: "A", AnswersFile: path, RubricPass: true,
 		CriticScores: &[3]int{8, 2, 8}, EquivalenceVerdict: "equivalent", Runner: true})
 	if err != nil {
 		t.Fatal(err)
@@ -241,15 +241,15 @@ func (s *stack) waitComplete(sub client.Submission, timeout time.Duration) {
 }
 
 // waitJob polls a job record until cond holds.
-func (s *stack) waitJob(t *testing.T, sub client.Submission, job string, timeout time.Duration, what string, cond func(*aggregator.JobRecord) bool) *aggregator.JobRecord {
+func (s *stack) waitJob(t *testing.T, sub client.Submission, job string, timeout time.Duration, what string, cond func(*records.Job) bool) *records.Job {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		recs, err := aggregator.LoadJobs(context.Background(), s.run.Buckets.Jobs, sub.Tenant, sub.BatchID)
+		recs, err := records.New(s.run.Buckets).LoadJobs(context.Background(), sub.Tenant, sub.BatchID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var last *aggregator.JobRecord
+		var last *records.Job
 		for _, r := range recs {
 			if r.ACID == job {
 				last = r
@@ -261,7 +261,7 @@ func (s *stack) waitJob(t *testing.T, sub client.Submission, job string, timeout
 		if time.Now().After(deadline) {
 			state := "no record"
 			if last != nil {
-				state = last.Status
+				state = string(last.Status)
 			}
 			t.Fatalf("timed out after %s waiting for %s: %s is %s", timeout, what, job, state)
 		}
@@ -269,9 +269,9 @@ func (s *stack) waitJob(t *testing.T, sub client.Submission, job string, timeout
 	}
 }
 
-func (s *stack) job(t *testing.T, sub client.Submission, job string) *aggregator.JobRecord {
+func (s *stack) job(t *testing.T, sub client.Submission, job string) *records.Job {
 	t.Helper()
-	return s.waitJob(t, sub, job, time.Second, "its record", func(*aggregator.JobRecord) bool { return true })
+	return s.waitJob(t, sub, job, time.Second, "its record", func(*records.Job) bool { return true })
 }
 
 // web is an HTTP client of the console that does not follow redirects.

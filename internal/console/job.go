@@ -8,14 +8,15 @@ import (
 	"sort"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/critic"
-	"github.com/tribunal-dev/tribunal/pkg/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 type jobData struct {
@@ -47,7 +48,7 @@ func (s *server) job(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	ctx := r.Context()
-	rec, extras, err := s.loadJob(ctx, tenant, batch, job)
+	rec, err := s.loadJob(ctx, tenant, batch, job)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -56,33 +57,49 @@ func (s *server) job(w http.ResponseWriter, r *http.Request, c caller) {
 		s.notFound(w, r)
 		return
 	}
-	d := jobData{Tenant: tenant, Batch: batch, Job: job, Kind: rec.Spec.Kind, Status: rec.Status, Final: rec.Final(),
+	d := jobData{Tenant: tenant, Batch: batch, Job: job, Kind: string(rec.Spec.Kind), Status: string(rec.Status), Final: rec.Final(),
 		BlockStage: rec.BlockStage, BlockReason: rec.BlockReason, Criterion: rec.Spec.Criterion, SubmittedAt: rec.SubmittedAt,
 		DecidedAt: rec.DecidedAt, DecidedBy: rec.DecidedBy, Judges: rec.Judges, Iteration: rec.Iteration}
 	v := view{Title: job + " in " + batch, Crumbs: append(batchCrumbs(tenant, batch), crumb{Label: job, Href: jobHref(tenant, batch, job)})}
-	switch rec.Spec.Kind {
-	case events.KindAB:
-		d.AB = s.abPage(ctx, rec, h)
-	case events.KindRubric:
-		d.Rubric, err = s.rubricPage(ctx, rec, extras, c)
-		if err != nil {
+	// Each kind has a page of its own; a kind without one shows the common part only.
+	if page, ok := kindPages[rec.Spec.Kind]; ok {
+		if err := page(s, ctx, &d, &v, rec, h, r, c); err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		d.Rubric.Sent = r.URL.Query().Get("sent")
-		if d.Rubric.Sent != "" && rec.Status == aggregator.StatusAwaitingSpotcheck {
-			v.Refresh = 1
-		}
-	case events.KindCritic:
-		d.Critic = s.criticPage(ctx, rec)
-	case events.KindEquivalence:
-		d.Equivalence = s.equivPage(ctx, rec, extras)
 	}
-	if rec.Status == aggregator.StatusPending {
+	if rec.Status == events.StatusPending {
 		v.Refresh = s.refresh
 	}
 	v.Page = d
 	s.render(w, r, http.StatusOK, "job.html", v)
+}
+
+// kindPages fill a kind's part of the job page.
+var kindPages = map[events.Kind]func(s *server, ctx context.Context, d *jobData, v *view, rec *records.Job, h *records.Batch, r *http.Request, c caller) error{
+	events.KindAB: func(s *server, ctx context.Context, d *jobData, _ *view, rec *records.Job, h *records.Batch, _ *http.Request, _ caller) error {
+		d.AB = s.abPage(ctx, rec, h)
+		return nil
+	},
+	events.KindRubric: func(s *server, ctx context.Context, d *jobData, v *view, rec *records.Job, _ *records.Batch, r *http.Request, c caller) error {
+		var err error
+		if d.Rubric, err = s.rubricPage(ctx, rec, c); err != nil {
+			return err
+		}
+		d.Rubric.Sent = r.URL.Query().Get("sent")
+		if d.Rubric.Sent != "" && rec.Status == events.StatusAwaitingSpotcheck {
+			v.Refresh = 1
+		}
+		return nil
+	},
+	events.KindCritic: func(s *server, ctx context.Context, d *jobData, _ *view, rec *records.Job, _ *records.Batch, _ *http.Request, _ caller) error {
+		d.Critic = s.criticPage(ctx, rec)
+		return nil
+	},
+	events.KindEquivalence: func(s *server, ctx context.Context, d *jobData, _ *view, rec *records.Job, _ *records.Batch, _ *http.Request, _ caller) error {
+		d.Equivalence = s.equivPage(ctx, rec)
+		return nil
+	},
 }
 
 // abView is an ab comparison un-blinded: the reviewer sees which artifact was ours.
@@ -118,12 +135,19 @@ type voteView struct {
 	Cached     bool
 }
 
-func (s *server) abPage(ctx context.Context, rec *aggregator.JobRecord, h *aggregator.BatchHeader) *abView {
+func (s *server) abPage(ctx context.Context, rec *records.Job, h *records.Batch) *abView {
 	spec := rec.Spec.AB
 	v := &abView{}
+	res, err := ab.ResultOf(rec)
+	if err != nil {
+		s.log.Warn("job page", "job", rec.Key(), "err", err)
+	}
+	if res == nil {
+		res = &ab.Result{}
+	}
 	assign := ab.Assign(rec.ACID, rec.Iteration)
-	if rec.Comparison != nil && rec.Comparison.LabelAssignment.Valid() {
-		assign = rec.Comparison.LabelAssignment
+	if res.Comparison.LabelAssignment.Valid() {
+		assign = res.Comparison.LabelAssignment
 	}
 	v.Assignment = assign.String()
 	oursSlot, refSlot := ab.LabelA, ab.LabelB
@@ -136,7 +160,7 @@ func (s *server) abPage(ctx context.Context, rec *aggregator.JobRecord, h *aggre
 		v.Reference = s.sourceArtifact(ctx, rec.Tenant, "reference", spec.Reference)
 	}
 	v.Ours.Slot, v.Reference.Slot = oursSlot, refSlot
-	if c := rec.Comparison; c != nil {
+	if c := &res.Comparison; c.ACID != "" {
 		v.Status, v.BlockedReason = string(c.Status), c.BlockedReason
 		v.RawWinner, v.Winner, v.Confidence, v.BiggestGap = c.RawWinner, string(c.Winner), c.Confidence, c.BiggestGap
 		if c.Tribunal != nil {
@@ -147,13 +171,13 @@ func (s *server) abPage(ctx context.Context, rec *aggregator.JobRecord, h *aggre
 		a := d.AB
 		v.RawWinner, v.Winner, v.BiggestGap = a.RawWinner, a.Winner, a.BiggestGap
 		v.Suggest, v.Tag, v.Impact, v.Agreement, v.Consistent = a.Suggest, a.Tag, a.Impact, a.Agreement, a.Consistent
-		if rec.Status == aggregator.StatusCompared {
+		if rec.Status == events.StatusCompared {
 			conf := a.Confidence
 			v.Confidence = &conf
 		}
 	}
-	for _, vote := range rec.Votes {
-		v.Votes = append(v.Votes, voteView{Judge: vote.Judge.Provider + "/" + vote.Judge.Model, Order: vote.Order, Status: vote.Status,
+	for _, vote := range res.Votes {
+		v.Votes = append(v.Votes, voteView{Judge: vote.Judge.Provider + "/" + vote.Judge.Model, Order: vote.Order, Status: string(vote.Status),
 			RawWinner: vote.RawWinner, Confidence: vote.Confidence, BiggestGap: vote.BiggestGap, Error: vote.Error, Cached: vote.Judge.Cached})
 	}
 	if h.Completion != nil && h.Completion.ManifestRef != nil {
@@ -243,7 +267,7 @@ type historyRow struct {
 	Current     bool
 }
 
-func (s *server) rubricPage(ctx context.Context, rec *aggregator.JobRecord, extras *recordExtras, c caller) (*rubricView, error) {
+func (s *server) rubricPage(ctx context.Context, rec *records.Job, c caller) (*rubricView, error) {
 	rs := rec.Spec.Rubric
 	v := &rubricView{}
 	if rs == nil {
@@ -259,7 +283,11 @@ func (s *server) rubricPage(ctx context.Context, rec *aggregator.JobRecord, extr
 		v.MaxIters = rs.MaxIterations
 	}
 	v.DimNames = rubric.DimensionNames()
-	if rb := rec.Rubric; rb != nil {
+	rb, err := rubricState(rec)
+	if err != nil {
+		return nil, err
+	}
+	if rb != nil {
 		v.Render = s.blobArtifact(ctx, rec.Tenant, "render", rb.Render)
 		v.Candidate = s.blobArtifact(ctx, rec.Tenant, "candidate reference", rb.Candidate)
 		v.Verdict, v.Loop, v.Decision, v.SignOff = rb.LastVerdict, rb.Loop, rb.Decision, rb.SignOff
@@ -297,14 +325,14 @@ func (s *server) rubricPage(ctx context.Context, rec *aggregator.JobRecord, extr
 		return nil, err
 	}
 	for _, hr := range history {
-		row := historyRow{Batch: hr.Batch, Href: jobHref(hr.Tenant, hr.Batch, hr.ACID), SubmittedAt: hr.SubmittedAt, Status: hr.Status, Current: hr.Batch == rec.Batch}
-		if hr.Rubric != nil {
-			row.Iteration = hr.Rubric.Loop.Iteration
-			if hr.Rubric.Decision != nil {
-				row.Outcome, row.Fix = hr.Rubric.Decision.Outcome, hr.Rubric.Decision.FixDimensions
+		row := historyRow{Batch: hr.Batch, Href: jobHref(hr.Tenant, hr.Batch, hr.ACID), SubmittedAt: hr.SubmittedAt, Status: string(hr.Status), Current: hr.Batch == rec.Batch}
+		if hs, _ := rubricState(hr); hs != nil {
+			row.Iteration = hs.Loop.Iteration
+			if hs.Decision != nil {
+				row.Outcome, row.Fix = hs.Decision.Outcome, hs.Decision.FixDimensions
 			}
-			if hr.Rubric.Render != nil {
-				row.Render = blobHref(hr.Tenant, hr.Rubric.Render.SHA256)
+			if hs.Render != nil {
+				row.Render = blobHref(hr.Tenant, hs.Render.SHA256)
 			}
 		}
 		v.History = append(v.History, row)
@@ -312,13 +340,13 @@ func (s *server) rubricPage(ctx context.Context, rec *aggregator.JobRecord, extr
 	// The previous render: the one the judge saw, once the aggregator records it;
 	// until then the last render of this view in an earlier run.
 	switch {
-	case extras != nil && extras.Rubric != nil && extras.Rubric.Previous != nil:
-		v.Previous = s.blobArtifact(ctx, rec.Tenant, "previous render", extras.Rubric.Previous)
+	case rb != nil && rb.Previous != nil:
+		v.Previous = s.blobArtifact(ctx, rec.Tenant, "previous render", rb.Previous)
 		v.PreviousNote = "the previous render the judge ranked this one against"
 	default:
 		for _, hr := range history {
-			if hr.SubmittedAt.Before(rec.SubmittedAt) && hr.Rubric != nil && hr.Rubric.Render != nil {
-				v.Previous = s.blobArtifact(ctx, rec.Tenant, "previous render", hr.Rubric.Render)
+			if hs, _ := rubricState(hr); hr.SubmittedAt.Before(rec.SubmittedAt) && hs != nil && hs.Render != nil {
+				v.Previous = s.blobArtifact(ctx, rec.Tenant, "previous render", hs.Render)
 				v.PreviousNote = "the last render of this view in an earlier run (batch " + hr.Batch + ")"
 				break
 			}
@@ -330,7 +358,7 @@ func (s *server) rubricPage(ctx context.Context, rec *aggregator.JobRecord, extr
 			}
 		}
 	}
-	v.Awaiting = rec.Status == aggregator.StatusAwaitingSpotcheck
+	v.Awaiting = rec.Status == events.StatusAwaitingSpotcheck
 	v.CanSpotcheck = v.Awaiting && s.cfg.Pub != nil
 	if v.CanSpotcheck {
 		v.Action = jobHref(rec.Tenant, rec.Batch, rec.ACID) + "/spotcheck"
@@ -368,7 +396,7 @@ func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
 		s.errorPage(w, r, http.StatusForbidden, "Refused", "A spot-check is recorded only from the console's own form. Reload the page and try again.")
 		return
 	}
-	rec, _, err := s.loadJob(r.Context(), tenant, batch, job)
+	rec, err := s.loadJob(r.Context(), tenant, batch, job)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -377,8 +405,8 @@ func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
 		s.notFound(w, r)
 		return
 	}
-	if rec.Status != aggregator.StatusAwaitingSpotcheck {
-		s.errorPage(w, r, http.StatusConflict, "Nothing to spot-check", "This view's sign-off is not waiting for a person (its status is "+rec.Status+").")
+	if rec.Status != events.StatusAwaitingSpotcheck {
+		s.errorPage(w, r, http.StatusConflict, "Nothing to spot-check", "This view's sign-off is not waiting for a person (its status is "+string(rec.Status)+").")
 		return
 	}
 	if s.cfg.Pub == nil {
@@ -417,8 +445,12 @@ type criticView struct {
 	Result *critic.Result
 }
 
-func (s *server) criticPage(ctx context.Context, rec *aggregator.JobRecord) *criticView {
-	v := &criticView{Result: rec.Critic}
+func (s *server) criticPage(ctx context.Context, rec *records.Job) *criticView {
+	res, err := critic.ResultOf(rec)
+	if err != nil {
+		s.log.Warn("job page", "job", rec.Key(), "err", err)
+	}
+	v := &criticView{Result: res}
 	if cs := rec.Spec.Critic; cs != nil {
 		v.Task = cs.Task
 		v.Output = s.sourceArtifact(ctx, rec.Tenant, "output", cs.Output)
@@ -442,8 +474,18 @@ type caseView struct {
 	Original, Candidate *artifactView
 }
 
-func (s *server) equivPage(ctx context.Context, rec *aggregator.JobRecord, extras *recordExtras) *equivView {
-	v := &equivView{Report: rec.Equivalence}
+func (s *server) equivPage(ctx context.Context, rec *records.Job) *equivView {
+	res, err := equivalence.ResultOf(rec)
+	if err != nil {
+		s.log.Warn("job page", "job", rec.Key(), "err", err)
+	}
+	if res == nil {
+		res = &equivalence.Result{}
+	}
+	v := &equivView{}
+	if len(rec.Result) > 0 {
+		v.Report = &res.Report
+	}
 	es := rec.Spec.Equivalence
 	if es == nil {
 		return v
@@ -452,23 +494,18 @@ func (s *server) equivPage(ctx context.Context, rec *aggregator.JobRecord, extra
 	v.Original = s.sourceArtifact(ctx, rec.Tenant, "original document", es.Original)
 	v.Candidate = s.sourceArtifact(ctx, rec.Tenant, "candidate document", es.Candidate)
 	results := map[string]*equivalence.CaseResult{}
-	if rec.Equivalence != nil {
-		for i := range rec.Equivalence.Cases {
-			results[rec.Equivalence.Cases[i].CaseID] = &rec.Equivalence.Cases[i]
-		}
+	for i := range res.Report.Cases {
+		results[res.Report.Cases[i].CaseID] = &res.Report.Cases[i]
 	}
 	transcripts := map[string]map[string]events.Blob{}
-	if extras != nil {
-		for _, t := range extras.Transcripts {
-			id, side, b := t.norm()
-			if id == "" || b.SHA256 == "" {
-				continue
-			}
-			if transcripts[id] == nil {
-				transcripts[id] = map[string]events.Blob{}
-			}
-			transcripts[id][side] = b
+	for _, t := range res.Transcripts {
+		if t.CaseID == "" || t.Blob.SHA256 == "" {
+			continue
 		}
+		if transcripts[t.CaseID] == nil {
+			transcripts[t.CaseID] = map[string]events.Blob{}
+		}
+		transcripts[t.CaseID][t.Side] = t.Blob
 	}
 	v.Transcripts = len(transcripts) > 0
 	seen := map[string]bool{}
@@ -485,12 +522,13 @@ func (s *server) equivPage(ctx context.Context, rec *aggregator.JobRecord, extra
 		}
 		v.Cases = append(v.Cases, cv)
 	}
-	if rec.Equivalence != nil {
-		for i := range rec.Equivalence.Cases {
-			if cr := &rec.Equivalence.Cases[i]; !seen[cr.CaseID] {
-				v.Cases = append(v.Cases, caseView{ID: cr.CaseID, Result: cr})
-			}
+	for i := range res.Report.Cases {
+		if cr := &res.Report.Cases[i]; !seen[cr.CaseID] {
+			v.Cases = append(v.Cases, caseView{ID: cr.CaseID, Result: cr})
 		}
 	}
 	return v
 }
+
+// rubricState is a rubric view's loop state in its batch, nil when it has none yet.
+func rubricState(rec *records.Job) (*rubric.State, error) { return rubric.StateOf(rec) }

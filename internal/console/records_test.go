@@ -14,9 +14,10 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // TestRecordsWithoutServices writes the services' state by hand: a running batch (its
@@ -54,33 +55,32 @@ func TestRecordsWithoutServices(t *testing.T) {
 		}
 	}
 	// A running batch of two jobs, one of them final; and another team's batch.
-	kvPut(b.Batches, "team-a.run1", aggregator.BatchHeader{Tenant: tenantA, Batch: "run1", Size: 2, CreatedAt: time.Now().UTC()})
+	kvPut(b.Batches, "team-a.run1", records.Batch{Tenant: tenantA, Batch: "run1", Size: 2, CreatedAt: time.Now().UTC()})
 	kvPut(b.Batches, "team-a.run1.s0", []byte{0b01})
 	kvPut(b.Batches, "team-a.run1.spotcheck", []byte("v"))
-	kvPut(b.Batches, "team-b.other", aggregator.BatchHeader{Tenant: tenantB, Batch: "other", Size: 1, CreatedAt: time.Now().UTC()})
+	kvPut(b.Batches, "team-b.other", records.Batch{Tenant: tenantB, Batch: "other", Size: 1, CreatedAt: time.Now().UTC()})
 
 	orig, cand := put("# doc\noriginal\n", "text/markdown"), put("# doc\ncandidate\n", "text/markdown")
-	eq := aggregator.JobRecord{Tenant: tenantA, Batch: "run1", ACID: "AC-eq", Index: 0, BatchSize: 2, Status: aggregator.StatusCompared,
-		Spec: events.JobSpec{Kind: events.KindEquivalence, ACID: "AC-eq", Equivalence: &events.EquivalenceSpec{
-			Original: events.Source{Name: "a.md", Blob: &orig}, Candidate: events.Source{Name: "b.md", Blob: &cand},
-			Cases: []events.Case{{ID: "c1", Tag: "happy", Input: "do it"}}, Variant: events.VariantSkill, Round: 1}},
-		Equivalence: &equivalence.Report{Cases: []equivalence.CaseResult{{CaseID: "c1", Verdict: equivalence.VerdictEquivalent, Status: equivalence.StatusOK}}}}
 	transcripts := []events.Transcript{
 		{CaseID: "c1", Side: "original", Blob: put("ORIGINAL RUN: asked for the component <i>first</i>", "text/plain")},
 		{CaseID: "c1", Side: "candidate", Blob: put("CANDIDATE RUN: asked for the component", "text/plain")},
 	}
-	kvPut(b.Jobs, aggregator.JobKey(tenantA, "run1", "AC-eq"), withField(t, eq, "transcripts", transcripts))
+	eqResult, _ := json.Marshal(equivalence.Result{Transcripts: transcripts,
+		Report: equivalence.Report{Cases: []equivalence.CaseResult{{CaseID: "c1", Verdict: equivalence.VerdictEquivalent, Status: equivalence.StatusOK}}}})
+	eq := records.Job{Tenant: tenantA, Batch: "run1", ACID: "AC-eq", Index: 0, BatchSize: 2, Status: events.StatusCompared,
+		Spec: events.JobSpec{Kind: events.KindEquivalence, ACID: "AC-eq", Equivalence: &events.EquivalenceSpec{
+			Original: events.Source{Name: "a.md", Blob: &orig}, Candidate: events.Source{Name: "b.md", Blob: &cand},
+			Cases: []events.Case{{ID: "c1", Tag: "happy", Input: "do it"}}, Variant: events.VariantSkill, Round: 1}},
+		Result: eqResult}
+	kvPut(b.Jobs, records.JobKey(tenantA, "run1", "AC-eq"), eq)
 
 	render := put(pngBytes(t, 120, 90, color.RGBA{0, 128, 0, 255}), "image/png")
 	prev := put(pngBytes(t, 90, 90, color.RGBA{128, 0, 0, 255}), "image/png")
 	rs := &events.RubricSpec{Feature: "f", Target: "list", State: "empty", Appearance: "dark", Route: "http://x", Adapter: "web", Mode: events.ModeHeadless, ReferenceStatus: "present"}
-	view := aggregator.JobRecord{Tenant: tenantA, Batch: "run1", ACID: "f--list--empty--dark", Index: 1, BatchSize: 2, Status: aggregator.StatusPending,
-		Spec: events.JobSpec{Kind: events.KindRubric, ACID: "f--list--empty--dark", Rubric: rs}, Rubric: &aggregator.RubricRecord{Render: &render}}
-	raw, _ := json.Marshal(view)
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	m["rubric"].(map[string]any)["previous"] = prev
-	kvPut(b.Jobs, aggregator.JobKey(tenantA, "run1", view.ACID), m)
+	loop, _ := json.Marshal(rubric.State{Render: &render, Previous: &prev})
+	view := records.Job{Tenant: tenantA, Batch: "run1", ACID: "f--list--empty--dark", Index: 1, BatchSize: 2, Status: events.StatusPending,
+		Spec: events.JobSpec{Kind: events.KindRubric, ACID: "f--list--empty--dark", Rubric: rs}, Loop: loop}
+	kvPut(b.Jobs, records.JobKey(tenantA, "run1", view.ACID), view)
 
 	srv := httptest.NewServer(console.New(console.Config{Buckets: b, Store: store, Tenants: map[string]string{tokA: tenantA}}))
 	t.Cleanup(srv.Close)
@@ -104,20 +104,4 @@ func TestRecordsWithoutServices(t *testing.T) {
 	if !strings.Contains(body, "/blob/team-a/"+prev.SHA256) || !strings.Contains(body, "the previous render the judge ranked this one against") || !strings.Contains(body, `http-equiv="refresh"`) {
 		t.Fatalf("rubric page with a previous render: %s", body)
 	}
-}
-
-// withField is v's JSON with one more top-level field: a record as a newer aggregator
-// would write it.
-func withField(t *testing.T, v any, key string, value any) map[string]any {
-	t.Helper()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	m[key] = value
-	return m
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // auditMixedBatch is an honest batch of every non-visual kind: two compared ab ACs, an ab
@@ -43,11 +43,11 @@ func auditBatch(t *testing.T, env *Env, batchID string) *audit.Report {
 	}
 	rep := audit.Audit(recs, env.Store)
 	r := env.clientRunning()
-	h, _, err := aggregator.LoadHeader(ctx, r.Buckets.Batches, e2eTenant, batchID)
+	h, _, err := records.New(r.Buckets).Header(ctx, e2eTenant, batchID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := aggregator.LoadJobs(ctx, r.Buckets.Jobs, e2eTenant, batchID)
+	jobs, err := records.New(r.Buckets).LoadJobs(ctx, e2eTenant, batchID)
 	if err != nil {
 		t.Fatal(err)
 	}

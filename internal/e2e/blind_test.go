@@ -60,7 +60,7 @@ func forbiddenIn(text string, forbidden []string) []string {
 func TestJudgeIsBlind(t *testing.T) {
 	env := NewEnv(t)
 	env.pipeline()
-	rec := recordCalls(scripted(t, "A"))
+	rec := recordCalls(scriptedJudge(t, "A"))
 	env.Start(rec, "judge-1", bus.Judge)
 
 	// Everything a judge instance can receive, straight off the subjects.

@@ -5,12 +5,12 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 )
 
-func scripted(t *testing.T, winner string) *judge.Scripted {
+func scriptedJudge(t *testing.T, winner string) *scripted.Provider {
 	t.Helper()
-	p, err := judge.NewScripted(judge.ScriptedOptions{Winner: winner})
+	p, err := scripted.New(scripted.Options{Winner: winner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +19,7 @@ func scripted(t *testing.T, winner string) *judge.Scripted {
 
 func TestWalkingSkeleton(t *testing.T) {
 	env := NewEnv(t)
-	p := scripted(t, "A")
+	p := scriptedJudge(t, "A")
 	env.Start(p, "judge-1", bus.Services...)
 	files := TextBatch(5, "")
 	files["batch.yaml"] += "  - id: AC-missing\n    criterion: x\n    ours: nope.md\n    reference: ref/0.md\n"

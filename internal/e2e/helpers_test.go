@@ -16,7 +16,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 const e2eTenant = "team-a"
@@ -112,11 +113,11 @@ func (e *Env) subjectMsgs(subject string) []*jetstream.RawStreamMsg {
 }
 
 // jobs reads a batch's job records from the aggregator's bucket.
-func (e *Env) jobs(batchID string) []*aggregator.JobRecord {
+func (e *Env) jobs(batchID string) []*records.Job {
 	e.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := aggregator.LoadJobs(ctx, e.clientRunning().Buckets.Jobs, e2eTenant, batchID)
+	recs, err := records.New(e.clientRunning().Buckets).LoadJobs(ctx, e2eTenant, batchID)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func (e *Env) progress(r *app.Running, batchID string, size int) int {
 	e.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	n, err := aggregator.Progress(ctx, r.Buckets.Batches, e2eTenant, batchID, size)
+	n, err := records.New(r.Buckets).Progress(ctx, e2eTenant, batchID, size)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -230,9 +231,9 @@ func requestText(req judge.Request) string {
 }
 
 // scriptedLatency is a scripted provider answering raw winner A after latency.
-func scriptedLatency(t *testing.T, latency time.Duration) *judge.Scripted {
+func scriptedLatency(t *testing.T, latency time.Duration) *scripted.Provider {
 	t.Helper()
-	p, err := judge.NewScripted(judge.ScriptedOptions{Winner: "A", Latency: latency})
+	p, err := scripted.New(scripted.Options{Winner: "A", Latency: latency})
 	if err != nil {
 		t.Fatal(err)
 	}

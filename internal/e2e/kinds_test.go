@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 )
 
 const equivCases = `    cases:
@@ -19,9 +19,9 @@ const equivCases = `    cases:
       - {id: c-comp, tag: composition, input: "rename and break compatibility"}
 `
 
-func scriptedAll(t *testing.T, answers map[string]any) *judge.Scripted {
+func scriptedAll(t *testing.T, answers map[string]any) *scripted.Provider {
 	t.Helper()
-	o := judge.ScriptedOptions{Winner: "A", EquivalenceVerdict: "equivalent", CriticScores: &[3]int{8, 2, 8}, Runner: true}
+	o := scripted.Options{Winner: "A", EquivalenceVerdict: "equivalent", CriticScores: &[3]int{8, 2, 8}, Runner: true}
 	if answers != nil {
 		path := filepath.Join(t.TempDir(), "answers.json")
 		data, _ := json.Marshal(answers)
@@ -30,7 +30,7 @@ func scriptedAll(t *testing.T, answers map[string]any) *judge.Scripted {
 		}
 		o.AnswersFile = path
 	}
-	p, err := judge.NewScripted(o)
+	p, err := scripted.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,13 +49,13 @@ func TestBaselineCachedAcrossRoundsAndInstances(t *testing.T) {
 		"candidate.md": "# Skill\nAsk for the component.\n",
 		"batch.yaml":   "version: 1\nname: eq\nacs:\n  - id: AC-eq\n    kind: equivalence\n    original: original.md\n    candidate: candidate.md\n    round: 1\n" + equivCases,
 	}
-	teacher := func(p *judge.Scripted) (n int) {
+	teacher := func(p *scripted.Provider) (n int) {
 		for _, c := range []string{"c-happy", "c-edge", "c-adv", "c-comp"} {
 			n += p.CallsFor("AC-eq/" + c + "/original")
 		}
 		return n
 	}
-	candidate := func(p *judge.Scripted) (n int) {
+	candidate := func(p *scripted.Provider) (n int) {
 		for _, c := range []string{"c-happy", "c-edge", "c-adv", "c-comp"} {
 			n += p.CallsFor("AC-eq/" + c + "/candidate")
 		}

@@ -40,7 +40,7 @@ func rewriteWire(t *testing.T, data []byte, field string, value any) []byte {
 // the same time is not disturbed.
 func TestMalformedEventsDeadLettered(t *testing.T) {
 	env := NewEnv(t)
-	env.Start(scripted(t, "A"), "judge-1", bus.Services...)
+	env.Start(scriptedJudge(t, "A"), "judge-1", bus.Services...)
 	sub := env.Submit(WriteBatch(t, TextBatch(20, "")), e2eTenant)
 
 	subject, err := events.Subject(e2eTenant, events.TypeRenderRequested)

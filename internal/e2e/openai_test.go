@@ -10,8 +10,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
 // fakeJudge starts a fake OpenAI-compatible server and every service, the judge using
@@ -33,11 +33,7 @@ func fakeJudge(t *testing.T, opts fakellm.Options) (*Env, *fakellm.Server) {
 // abRules is the `ab` system prompt as embedded.
 func abRules(t *testing.T) string {
 	t.Helper()
-	tpl, err := judge.LoadTemplate("ab.v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tpl.Text
+	return ab.Messages(ab.Input{})[0].Parts[0].Text
 }
 
 // userText is the text of a request's first user message.

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
 // answer is a judge's answer in role terms; the test turns it into slot terms with the
@@ -43,7 +43,7 @@ func runScripted(t *testing.T, ids []string, answers map[string]answer, missing 
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p, err := judge.NewScripted(judge.ScriptedOptions{AnswersFile: path})
+	p, err := scripted.New(scripted.Options{AnswersFile: path})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,10 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
+	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 	"github.com/tribunal-dev/tribunal/pkg/views"
-	"github.com/tribunal-dev/tribunal/services/gater"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -83,7 +84,7 @@ const viewJob = "tasks--list--populated--light"
 func TestRubricSignoffInRealChromium(t *testing.T) {
 	needChromium(t)
 	env := NewEnv(t)
-	p, err := judge.NewScripted(judge.ScriptedOptions{RubricPass: true})
+	p, err := scripted.New(scripted.Options{RubricPass: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestRubricFixThenSignoffAcrossRuns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "answers.json")
 	data, _ := json.Marshal(map[string]any{viewJob: []any{verdict("layout_spacing"), verdict()}})
 	os.WriteFile(path, data, 0o644)
-	p, err := judge.NewScripted(judge.ScriptedOptions{AnswersFile: path})
+	p, err := scripted.New(scripted.Options{AnswersFile: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestRubricFixThenSignoffAcrossRuns(t *testing.T) {
 func TestRubricProbeAndPrompt(t *testing.T) {
 	needChromium(t)
 	env := NewEnv(t)
-	p, _ := judge.NewScripted(judge.ScriptedOptions{RubricPass: true})
+	p, _ := scripted.New(scripted.Options{RubricPass: true})
 	rec := recordCalls(p)
 	env.Start(rec, "all", bus.Services...)
 	long := strings.Repeat("L", 10000)
@@ -259,14 +260,14 @@ func failingVerdict(dim string) map[string]any {
 
 func scriptedRubric(t *testing.T, answers map[string]any) judge.Provider {
 	t.Helper()
-	o := judge.ScriptedOptions{RubricPass: true}
+	o := scripted.Options{RubricPass: true}
 	if answers != nil {
 		path := filepath.Join(t.TempDir(), "answers.json")
 		data, _ := json.Marshal(answers)
 		os.WriteFile(path, data, 0o644)
 		o.AnswersFile = path
 	}
-	p, err := judge.NewScripted(o)
+	p, err := scripted.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +365,7 @@ func TestRubricModesAndEnds(t *testing.T) {
 		script := filepath.Join(t.TempDir(), "gates.sh")
 		os.WriteFile(script, []byte("#!/bin/sh\necho '{\"build\":\"pass\",\"lint\":\"fail\",\"type_check\":\"pass\"}'\n"), 0o755)
 		r, err := app.Start(t.Context(), env.Conn(), app.Options{Bus: env.Bus, Store: env.Store, Provider: rec, Instance: "all",
-			GatesAdapters: &gater.GatesAdapters{Commands: map[string]string{"web": script}}, CloseTimeout: 5 * time.Second})
+			Gates: &command.Gates{Commands: map[string]string{"web": script}}, CloseTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,7 +432,7 @@ func TestRubricPromptOnTheWire(t *testing.T) {
 func TestRubricRouteOutsideAllowedHostsBlocks(t *testing.T) {
 	needChromium(t)
 	env := NewEnv(t)
-	p, err := judge.NewScripted(judge.ScriptedOptions{RubricPass: true})
+	p, err := scripted.New(scripted.Options{RubricPass: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
 )
 
 // checkEachDecidedOnce: the batch has n results, one per AC, each decided by that AC's
@@ -24,7 +23,7 @@ func checkEachDecidedOnce(t *testing.T, env *Env, sub client.Submission, res *cl
 			t.Fatalf("AC %s has two result rows", r.ACID)
 		}
 		seen[r.ACID] = true
-		if r.Status != aggregator.StatusCompared {
+		if r.Status != string(events.StatusCompared) {
 			t.Errorf("AC %s: status %s (%s)", r.ACID, r.Status, r.Reason)
 		}
 	}

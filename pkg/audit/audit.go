@@ -2,21 +2,18 @@ package audit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
-
-// signOffTime stands for the aggregator's clock at a sign-off, which no event records
-// exactly; manifests are compared with the recorded time put back (see completion).
-var signOffTime time.Time
 
 // blobTimeout bounds one blob read of the audit.
 const blobTimeout = 30 * time.Second
@@ -26,10 +23,10 @@ const maxIndexFindings = 20
 
 // Audit re-derives every decision of the replayed batches from their recorded events
 // alone and reports each value that differs from what the stream (or blob storage)
-// records. It runs the aggregator's rules in stream order on plain values: un-shuffling
-// and routing (package aggregate), blocked jobs, rubric loop steps and sign-offs (package
-// argus, folding each view's loop across the replayed batches), batch completion, the
-// digest chains, and every manifest, rebuilt and compared with the stored blob.
+// records. It runs the aggregator's own rules (pkg/rulebook, in memory) in stream order:
+// every kind's derivation, blocked jobs, loop steps and sign-offs (folding each view's
+// loop across the replayed batches), batch completion, the digest chains, and every
+// manifest, rebuilt and compared with the stored blob.
 //
 // store is read for two things only: the rubric a view is judged against (its verdicts
 // cannot be normalized without it) and the stored manifests. Both are verified against
@@ -38,9 +35,10 @@ func Audit(recorded []Recorded, store blob.Store) Report {
 	a := &auditor{
 		ctx: context.Background(), store: store,
 		byID: map[string][]*Recorded{}, claimed: map[*Recorded]bool{}, audited: map[batchKey]bool{},
-		jobs: map[jobKey]*simJob{}, batches: map[batchKey]*simBatch{}, views: map[string][]byte{},
-		rubrics: map[string]cachedRubric{}, deferred: map[jobKey][]*Recorded{}, noted: map[string]bool{},
+		batches: map[batchKey]*simBatch{}, rubrics: map[string]cachedRubric{}, deferred: map[jobKey][]*Recorded{},
+		noted: map[string]bool{}, claimNoted: map[batchKey]bool{},
 	}
+	a.mem = &rulebook.Memory{LoadRubric: a.rubricOf, Claim: a.claim}
 	// A rejudge's events (another model judging the stored gated artifacts) stand next
 	// to the decisions without changing any: they are counted, not simulated.
 	kept := recorded[:0:0]
@@ -67,13 +65,14 @@ type auditor struct {
 	claimed map[*Recorded]bool
 	audited map[batchKey]bool
 
-	jobs     map[jobKey]*simJob
-	batches  map[batchKey]*simBatch
-	views    map[string][]byte
-	rubrics  map[string]cachedRubric
-	expects  []expectation
-	deferred map[jobKey][]*Recorded
-	noted    map[string]bool
+	// mem runs the aggregator's rules over the replay.
+	mem        *rulebook.Memory
+	batches    map[batchKey]*simBatch
+	rubrics    map[string]cachedRubric
+	expects    []expectation
+	deferred   map[jobKey][]*Recorded
+	noted      map[string]bool
+	claimNoted map[batchKey]bool
 }
 
 func (a *auditor) run(recorded []Recorded) {
@@ -95,10 +94,10 @@ func (a *auditor) run(recorded []Recorded) {
 	a.unexplained()
 	a.outcomes()
 	a.services()
-	a.rep.derived = map[jobKey]*aggregator.JobRecord{}
-	for k, j := range a.jobs {
-		if a.audited[batchKey{k.tenant, k.batch}] {
-			a.rep.derived[k] = j.rec
+	a.rep.derived = map[jobKey]*records.Job{}
+	for bk := range a.audited {
+		for _, j := range a.mem.Jobs(bk.tenant, bk.batch) {
+			a.rep.derived[jobKey{j.Tenant, j.Batch, j.ACID}] = j
 		}
 	}
 	sort.SliceStable(a.rep.Mismatches, func(i, j int) bool {
@@ -162,7 +161,7 @@ func (a *auditor) batchesAwaiting() map[batchKey][]string {
 			continue
 		}
 		p, ok := r.Event.Payload.(*events.IterationDecided)
-		if !ok || p.Status != aggregator.StatusAwaitingSpotcheck {
+		if !ok || p.Status != events.StatusAwaitingSpotcheck {
 			continue
 		}
 		bk := batchKey{r.Event.Tenant, r.Event.BatchID}
@@ -249,7 +248,7 @@ func (a *auditor) structure() {
 func idSteps(ev events.Event) []string {
 	switch p := ev.Payload.(type) {
 	case *events.ManifestEmitted:
-		return []string{p.Kind}
+		return []string{string(p.Kind)}
 	case *events.SpotcheckRecorded:
 		if p.Approved {
 			return []string{"approve"}
@@ -284,10 +283,8 @@ func (a *auditor) simulate() {
 				continue
 			}
 		}
-		key := jobKey{r.Event.Tenant, r.Event.BatchID, r.Event.JobID}
-		if p, ok := r.Event.Payload.(*events.SpotcheckRecorded); ok && r.DeadLetter == "" {
-			key.job = p.ACID
-		}
+		tenant, batch, job := rulebook.JobOf(r.Event)
+		key := jobKey{tenant, batch, job}
 		if _, ok := r.Event.Payload.(*events.JobSubmitted); ok {
 			a.applyInput(r)
 			a.flush(key)
@@ -337,18 +334,13 @@ func (a *auditor) expect(e expectation) { a.expects = append(a.expects, e) }
 func (a *auditor) check(e expectation) {
 	var rec *Recorded
 	collided := false
-	for _, id := range e.ids {
-		for _, r := range a.byID[id] {
-			if a.claimed[r] || r.Event.Type != e.ev.Type {
-				collided = collided || a.claimed[r]
-				continue
-			}
-			rec = r
-			break
+	for _, r := range a.byID[e.ev.ID] {
+		if a.claimed[r] || r.Event.Type != e.ev.Type {
+			collided = collided || a.claimed[r]
+			continue
 		}
-		if rec != nil {
-			break
-		}
+		rec = r
+		break
 	}
 	m := Mismatch{Tenant: e.ev.Tenant, Batch: e.ev.BatchID, Job: e.ev.JobID, EventID: e.ev.ID, EventType: e.ev.Type}
 	if e.from != nil {
@@ -409,11 +401,10 @@ func (a *auditor) unexplained() {
 		if r.History || !r.OK() || r.DeadLetter != "" || a.claimed[r] {
 			continue
 		}
-		confirm := false
-		if p, ok := r.Event.Payload.(*events.RenderRequested); ok && p.Spec.Rubric != nil && p.Spec.Rubric.Confirm {
-			confirm = true
-		}
-		if !outputTypes[r.Event.Type] && !confirm {
+		// Every render request is the aggregator's, but a redrive's: `tribunal redrive`
+		// publishes those (isRedriveRequest).
+		request := r.Event.Type == events.TypeRenderRequested && !isRedriveRequest(r)
+		if !outputTypes[r.Event.Type] && !request {
 			continue
 		}
 		a.add(a.at(r, Mismatch{Kind: KindUnexplained, Detail: "no replayed event derives it"}))
@@ -423,23 +414,28 @@ func (a *auditor) unexplained() {
 // outcomes reports the audited jobs the events leave without a final outcome, and the
 // batch positions nothing was submitted for.
 func (a *auditor) outcomes() {
-	var keys []jobKey
-	for k, j := range a.jobs {
-		if j.submitted != nil && !j.submitted.History && a.audited[batchKey{k.tenant, k.batch}] {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool { return a.jobs[keys[i]].submitted.Seq < a.jobs[keys[j]].submitted.Seq })
-	for _, k := range keys {
-		j := a.jobs[k]
-		if j.rec.Final() {
+	var subs []*Recorded
+	for bk, b := range a.batches {
+		if !a.audited[bk] {
 			continue
 		}
-		detail := "the recorded events leave the job " + j.rec.Status
-		if j.rec.Status == aggregator.StatusAwaitingSpotcheck {
+		for _, r := range b.submitted {
+			if !r.History {
+				subs = append(subs, r)
+			}
+		}
+	}
+	sort.Slice(subs, func(i, j int) bool { return subs[i].Seq < subs[j].Seq })
+	for _, r := range subs {
+		j := a.jobOf(jobKey{r.Event.Tenant, r.Event.BatchID, r.Event.JobID})
+		if j == nil || j.Final() {
+			continue
+		}
+		detail := "the recorded events leave the job " + string(j.Status)
+		if j.Status == events.StatusAwaitingSpotcheck {
 			detail += " (its sign-off waits for a person)"
 		}
-		a.add(a.at(j.submitted, Mismatch{Kind: KindMissing, Field: "outcome", Detail: detail}))
+		a.add(a.at(r, Mismatch{Kind: KindMissing, Field: "outcome", Detail: detail}))
 	}
 	var bks []batchKey
 	for bk := range a.audited {
@@ -448,11 +444,12 @@ func (a *auditor) outcomes() {
 	sort.Slice(bks, func(i, j int) bool { return bks[i].tenant+"/"+bks[i].batch < bks[j].tenant+"/"+bks[j].batch })
 	for _, bk := range bks {
 		b := a.batch(bk)
-		sum := BatchSummary{Tenant: bk.tenant, Batch: bk.batch, Jobs: len(b.jobs), Complete: len(b.completions) > 0}
-		a.rep.Jobs += len(b.jobs)
+		jobs := a.mem.Jobs(bk.tenant, bk.batch)
+		sum := BatchSummary{Tenant: bk.tenant, Batch: bk.batch, Jobs: len(jobs), Complete: len(b.completions) > 0}
+		a.rep.Jobs += len(jobs)
 		have := map[int]bool{}
-		for _, j := range b.jobs {
-			have[j.rec.Index] = true
+		for _, j := range jobs {
+			have[j.Index] = true
 		}
 		missing := 0
 		for i := 0; i < b.size; i++ {
@@ -465,7 +462,7 @@ func (a *auditor) outcomes() {
 			}
 		}
 		if n := len(b.completions); n > 0 {
-			sum.Digest, sum.Summary, sum.Attempt = b.digest, b.summary, b.completions[n-1].attempt
+			sum.Digest, sum.Summary, sum.Attempt = b.digest, b.summary, b.completions[n-1].Attempt
 		}
 		a.rep.Batches = append(a.rep.Batches, sum)
 	}
@@ -497,19 +494,25 @@ func (a *auditor) unverified(r *Recorded, what, why string) {
 	a.rep.Unverified = append(a.rep.Unverified, Unverified{Tenant: ev.Tenant, Batch: ev.BatchID, Job: ev.JobID, What: what, Why: why})
 }
 
+func (a *auditor) blobContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(a.ctx, blobTimeout)
+}
+
 func (a *auditor) readBlob(tenant, sha string) ([]byte, error) {
 	if a.store == nil {
 		return nil, errors.New("no blob store given to the audit")
 	}
-	ctx, cancel := context.WithTimeout(a.ctx, blobTimeout)
+	ctx, cancel := a.blobContext()
 	defer cancel()
 	data, _, err := blob.ReadAll(ctx, a.store, blob.Ref{Tenant: tenant, SHA256: sha})
 	return data, err
 }
 
-// services checks what the other services derived deterministically and the events
-// record: the client's render request, the gater's blind placement of the ab slots
-// (ab.Assign) and its routing of a blocked render.
+// services re-runs what the gater decided deterministically: each kind's gates
+// (kind.Kind.Gate) over the recorded render, reading the artifacts back from blob storage,
+// compared with the recorded gates.done or gates.failed: the blind placement of the slots,
+// the routing of a blocked render, and whether every artifact is still the one rendered.
+// A looping kind's gates also read its view's state, which the stream does not hold.
 func (a *auditor) services() {
 	// itKey is one pass of a job through the pipeline: a redrive attempt renders and
 	// gates the same iteration again.
@@ -519,61 +522,65 @@ func (a *auditor) services() {
 		attempt   int
 	}
 	rendered := map[itKey]*Recorded{}
+	env := &kind.GateEnv{Store: a.store}
 	for _, r := range a.recs {
 		if r.History || !r.OK() || r.DeadLetter != "" {
 			continue
 		}
 		ev := r.Event
-		key := jobKey{ev.Tenant, ev.BatchID, ev.JobID}
-		switch p := ev.Payload.(type) {
-		case *events.RenderRequested:
-			j := a.jobs[key]
-			if j == nil || j.submitted == nil || (p.Spec.Rubric != nil && p.Spec.Rubric.Confirm) || ev.Iteration != j.submitted.Event.Iteration {
-				continue
-			}
-			sub := j.submitted.Event.Payload.(*events.JobSubmitted)
-			a.compareTo(r, j.submitted, p.Spec, sub.Spec, "spec")
-			// The first request derives from the submission; a redrive's (attempt > 0)
-			// is published by `tribunal redrive` from the job record, with no cause.
-			cause := j.submitted.Event.ID
-			if ev.Attempt > 0 {
-				cause = ""
-			}
-			if ev.CausationID != cause {
-				a.add(a.from(a.at(r, with(Mismatch{}, KindMismatch, "envelope.cause", ev.CausationID, cause)), j.submitted))
-			}
+		key := itKey{jobKey{ev.Tenant, ev.BatchID, ev.JobID}, ev.Iteration, ev.Attempt}
+		switch ev.Payload.(type) {
 		case *events.RenderDone:
-			k := itKey{key, ev.Iteration, ev.Attempt}
-			if rendered[k] == nil {
-				rendered[k] = r
+			if rendered[key] == nil {
+				rendered[key] = r
 			}
-		case *events.GatesDone:
-			rd := rendered[itKey{key, ev.Iteration, ev.Attempt}]
-			if rd == nil {
+			continue
+		case *events.GatesDone, *events.GatesFailed:
+		default:
+			continue
+		}
+		rd := rendered[key]
+		if rd == nil {
+			continue
+		}
+		done := rd.Event.Payload.(*events.RenderDone)
+		var derived events.Payload
+		if done.Blocked != "" {
+			derived = &events.GatesFailed{Kind: done.Spec.Kind, ACID: done.Spec.ACID, Blocked: done.Blocked}
+		} else {
+			k, err := kinds.Lookup(done.Spec.Kind)
+			if err != nil {
 				continue
 			}
-			done := rd.Event.Payload.(*events.RenderDone)
-			switch p.Kind {
-			case events.KindAB:
-				assign := ab.Assign(ev.JobID, ev.Iteration)
-				want := []events.Slot{{Name: "A", Artifact: done.Artifacts[string(assign.A)]}, {Name: "B", Artifact: done.Artifacts[string(assign.B)]}}
-				a.compareTo(r, rd, p.Slots, want, "slots")
-				if done.Spec.AB != nil {
-					a.compareTo(r, rd, p.Positions, done.Spec.AB.Positions, "positions")
-					a.compareTo(r, rd, p.Judges, done.Spec.AB.Judges, "judges")
-				}
-				a.compareTo(r, rd, p.Criterion, done.Spec.Criterion, "criterion")
-			case events.KindCritic:
-				a.compareTo(r, rd, p.Slots, []events.Slot{{Name: "output", Artifact: done.Artifacts["output"]}}, "slots")
-			}
-		case *events.GatesFailed:
-			rd := rendered[itKey{key, ev.Iteration, ev.Attempt}]
-			if rd == nil {
+			if _, looping := k.(kind.Looping); looping {
+				a.unverified(r, "the gates of a looping view", "they read the view's previous render and baseline, which the stream does not hold")
 				continue
 			}
-			if done := rd.Event.Payload.(*events.RenderDone); done.Blocked != "" {
-				a.compareTo(r, rd, p.Blocked, done.Blocked, "blocked")
+			if a.store == nil {
+				a.note(batchKey{ev.Tenant, ev.BatchID}, "the gates and the artifacts they read", "the audit was given no blob store")
+				continue
 			}
+			ctx, cancel := a.blobContext()
+			derived, err = k.Gate(ctx, env, rd.Event, done)
+			cancel()
+			if err != nil {
+				a.unverified(r, "the gates", err.Error())
+				continue
+			}
+		}
+		a.rep.Decisions++
+		if derived.EventType() != ev.Type {
+			a.add(a.from(a.at(r, with(Mismatch{}, KindMismatch, "type", string(ev.Type), string(derived.EventType())).
+				withDetail("the gates re-run over the recorded render (and the artifacts as stored now) decide otherwise")), rd))
+			continue
+		}
+		diffs, err := diffMsgpack(ev.Payload, derived)
+		if err != nil {
+			a.add(a.from(a.at(r, Mismatch{Kind: KindMismatch, Field: "gates", Detail: err.Error()}), rd))
+			continue
+		}
+		for _, d := range diffs {
+			a.add(a.from(a.at(r, with(Mismatch{}, KindMismatch, d.path, d.recorded, d.derived)), rd))
 		}
 	}
 }
@@ -605,17 +612,3 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
-
-// manifestTime reads the generated_at of a stored manifest.
-func manifestTime(data []byte) (time.Time, bool) {
-	var m struct {
-		GeneratedAt time.Time `json:"generated_at"`
-	}
-	if json.Unmarshal(data, &m) != nil || m.GeneratedAt.IsZero() {
-		return time.Time{}, false
-	}
-	return m.GeneratedAt, true
-}
-
-// kinds is the order the aggregator announces manifests in.
-var kinds = []string{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric}

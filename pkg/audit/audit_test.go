@@ -2,31 +2,30 @@ package audit_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
-	"github.com/tribunal-dev/tribunal/pkg/aggregate"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
 
-// fixture writes a stream by hand, doing what the services would: it publishes each
-// input and records the aggregator's outputs with the aggregator's own functions, so an
-// honest fixture must audit clean and each alteration shows what the audit catches.
+// fixture writes a stream as the services would: it publishes each input and records
+// what the aggregator's own rules (rulebook.Memory) publish for it, completions and their
+// manifests included, so an honest fixture must audit clean and each alteration shows
+// what the audit catches.
 type fixture struct {
 	t             *testing.T
 	store         *fileblob.Store
 	tenant, batch string
 	recs          []audit.Recorded
-	jobs          []*aggregator.JobRecord
+	agg           *rulebook.Memory
 	at            time.Time
 }
 
@@ -36,7 +35,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, store: st, tenant: "team-a", batch: "b-1", at: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
+	return &fixture{t: t, store: st, tenant: "team-a", batch: "b-1", agg: &rulebook.Memory{}, at: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 }
 
 func (f *fixture) publishOn(subject string, ev events.Event, msgID, reason string) audit.Recorded {
@@ -63,6 +62,54 @@ func (f *fixture) raw(subject string, data []byte, msgID, reason string) audit.R
 	return r
 }
 
+// in publishes an aggregator input and what the aggregator's rules publish for it.
+func (f *fixture) in(ev events.Event) audit.Recorded {
+	f.t.Helper()
+	r := f.publish(ev)
+	f.apply(r, rulebook.Input{Event: ev, Link: link(r), Subject: r.Subject})
+	return r
+}
+
+// deadLetter publishes ev as a service's dead letter and the aggregator's answer to it.
+func (f *fixture) deadLetter(service string, ev events.Event, reason string) audit.Recorded {
+	f.t.Helper()
+	r := f.publishOn(events.DeadLetterSubject(service), ev, "dlq-"+service+"-"+ev.ID, reason)
+	f.apply(r, rulebook.Input{Event: ev, Link: link(r), DeadLetter: &rulebook.DeadLetter{Service: service, Reason: reason}})
+	return r
+}
+
+func (f *fixture) apply(r audit.Recorded, in rulebook.Input) {
+	f.t.Helper()
+	res, err := f.agg.Apply(in)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, e := range res.Publish {
+		f.publish(e)
+	}
+	if c := res.Complete; c != nil {
+		f.announce(c.Fold(), c.By.ACID, c.Attempt)
+	}
+}
+
+// announce stores a completion's manifests and publishes its events, as the aggregator's
+// complete does.
+func (f *fixture) announce(fold *rulebook.Fold, by string, attempt int) {
+	f.t.Helper()
+	c, err := fold.Complete(by, attempt)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, data := range c.Manifests {
+		if _, err := blob.PutBytes(context.Background(), f.store, f.tenant, data, "application/json"); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	for _, e := range rulebook.CompletionEvents(f.tenant, f.batch, &c.Completion) {
+		f.publish(e)
+	}
+}
+
 func link(r audit.Recorded) string { return r.Event.ID + ":" + r.SHA256 }
 
 func abSpec(id string) events.JobSpec {
@@ -70,112 +117,50 @@ func abSpec(id string) events.JobSpec {
 		Ours: events.Source{Name: "ours/" + id + ".md", URL: "https://example.test/ours/" + id}, Reference: events.Source{Name: "ref/" + id + ".md", URL: "https://example.test/ref/" + id}, Threshold: 0.75}}
 }
 
-// abJob submits an ab job, records the judge's raw answer and the aggregator's decision.
+// abJob submits an ab job and records the judge's raw answer; the aggregator decides.
 func (f *fixture) abJob(id string, index, size int, raw string, confidence float64) {
 	spec := abSpec(id)
 	sub := events.New(&events.JobSubmitted{Spec: spec, Index: index, BatchSize: size}, f.tenant, f.batch, id, 0, "", nil)
-	rs := f.publish(sub)
+	f.in(sub)
 	votes := []events.Vote{{Judge: events.JudgeInfo{Provider: "scripted", Model: "m"}, Order: "AB", Status: "ok", RawWinner: raw, Confidence: confidence, BiggestGap: "the headings"}}
-	v := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, f.tenant, f.batch, id, 0, "", &sub.Envelope)
-	rv := f.publish(v)
-	d := aggregate.DeriveAB(spec, 0, votes)
-	rec := &aggregator.JobRecord{Tenant: f.tenant, Batch: f.batch, ACID: id, Index: index, BatchSize: size, Spec: spec,
-		CorrelationID: sub.CorrelationID, Status: aggregator.StatusCompared, Decided: d.Decided, Comparison: &d.Comparison,
-		Votes: votes, Judges: d.Decided.Judges, Inputs: []string{link(rs), link(rv)}, DecidedBy: v.ID}
-	out := events.New(d.Decided, f.tenant, f.batch, id, 0, "", &v.Envelope)
-	out.CorrelationID = rec.CorrelationID
-	f.publish(out)
-	f.jobs = append(f.jobs, rec)
+	f.in(events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, f.tenant, f.batch, id, 0, "", &sub.Envelope))
 }
 
 // deadLettered submits an ab job whose render request the renderer gave up on.
 func (f *fixture) deadLettered(id string, index, size int) {
 	spec := abSpec(id)
 	sub := events.New(&events.JobSubmitted{Spec: spec, Index: index, BatchSize: size}, f.tenant, f.batch, id, 0, "", nil)
-	rs := f.publish(sub)
-	req := events.New(&events.RenderRequested{Spec: spec}, f.tenant, f.batch, id, 0, "", &sub.Envelope)
-	rq := f.publish(req)
-	f.publishOn(events.DeadLetterSubject("renderer"), req, "dlq-renderer-"+req.ID, "sensor crashed")
-	reason := "renderer gave up on render.requested: sensor crashed"
-	c := ab.Blocked(id, aggregate.Pair(spec), ab.Assign(id, 0), reason)
-	rec := &aggregator.JobRecord{Tenant: f.tenant, Batch: f.batch, ACID: id, Index: index, BatchSize: size, Spec: spec,
-		CorrelationID: sub.CorrelationID, Status: aggregator.StatusBlocked, BlockStage: "renderer", BlockReason: reason,
-		// The dead letter carries the render request's own bytes, so its link is that one's.
-		Comparison: &c, Inputs: []string{link(rs), link(rq)}, DecidedBy: req.ID}
-	out := events.New(&events.JobBlocked{Kind: events.KindAB, ACID: id, Stage: "renderer", Reason: reason}, f.tenant, f.batch, id, 0, "", &req.Envelope)
-	out.CorrelationID = rec.CorrelationID
-	f.publish(out)
-	f.jobs = append(f.jobs, rec)
+	f.in(sub)
+	req := f.recs[f.find(events.TypeRenderRequested, id)].Event
+	f.deadLetter("renderer", req, "sensor crashed")
 }
 
-// complete stores the manifests and announces the batch, as the aggregator's complete.
-func (f *fixture) complete() { f.completeAttempt(0) }
-
-// completeAttempt completes the batch for a redrive attempt (0: the first pass), as the
-// aggregator's buildCompletion and completionEvents: manifests over the jobs' current
-// records, announced under ids of the attempt.
-func (f *fixture) completeAttempt(attempt int) {
+// forgeCompletion announces a completion of attempt over the jobs as they stand now,
+// whether or not the rules would complete the batch: what a lying aggregator would write.
+func (f *fixture) forgeCompletion(attempt int) {
 	f.t.Helper()
-	var recs []*aggregator.JobRecord
-	for _, j := range f.jobs {
-		data, _ := json.Marshal(j)
-		var r aggregator.JobRecord
-		if err := json.Unmarshal(data, &r); err != nil {
-			f.t.Fatal(err)
-		}
-		recs = append(recs, &r)
+	jobs := f.agg.Jobs(f.tenant, f.batch)
+	fold := rulebook.NewFold(f.tenant, f.batch)
+	for _, j := range jobs {
+		fold.Add(j)
 	}
-	summary, manifests := aggregator.Summarize(f.tenant, f.batch, recs, f.at)
-	digest := aggregator.BatchDigest(recs)
-	var announce []events.Event
-	for _, kind := range []string{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric} {
-		m, ok := manifests[kind]
-		if !ok {
-			continue
-		}
-		data, _ := json.MarshalIndent(m, "", "  ")
-		attrs, err := blob.PutBytes(context.Background(), f.store, f.tenant, data, "application/json")
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		ref := events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "application/json", Size: attrs.Size}
-		summary.Manifests = append(summary.Manifests, ref)
-		announce = append(announce, events.NewAttempt(&events.ManifestEmitted{Kind: kind, Manifest: ref, ExitCode: summary.ExitCode, Digest: digest}, f.tenant, f.batch, "", 0, kind, attempt, nil))
-	}
-	for _, e := range announce {
-		e.Payload.(*events.ManifestEmitted).ExitCode = summary.ExitCode
-		f.publish(e)
-	}
-	f.publish(events.NewAttempt(&summary, f.tenant, f.batch, "", 0, "", attempt, nil))
+	f.announce(fold, jobs[len(jobs)-1].ACID, attempt)
 }
 
-// redrive sends the blocked job id through again as attempt, as client.Redrive does (a
-// render request without cause), and records the judge's new answer and the aggregator's
-// new decision, which replaces the blocked outcome and extends the job's chain.
+// redrive sends the blocked job id through again as attempt, as client.Redrive does (the
+// redrive recorded on the header, a render request without cause), and records the
+// judge's new answer; the aggregator's new decision replaces the blocked outcome.
 func (f *fixture) redrive(id string, attempt int, raw string, confidence float64) {
 	f.t.Helper()
-	var rec *aggregator.JobRecord
-	for _, j := range f.jobs {
-		if j.ACID == id {
-			rec = j
-		}
-	}
-	if rec == nil || !aggregator.Redrivable(rec) {
+	rec := f.agg.Job(f.tenant, f.batch, id)
+	if rec == nil || !rulebook.Redrivable(rec) {
 		f.t.Fatalf("job %s is not redrivable", id)
 	}
+	f.agg.StartRedrive(f.tenant, f.batch, attempt, []string{id})
 	req := events.NewAttempt(&events.RenderRequested{Spec: rec.Spec}, f.tenant, f.batch, id, rec.Iteration, "", attempt, nil)
 	f.publish(req)
 	votes := []events.Vote{{Judge: events.JudgeInfo{Provider: "scripted", Model: "m"}, Order: "AB", Status: "ok", RawWinner: raw, Confidence: confidence, BiggestGap: "the headings"}}
-	v := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, f.tenant, f.batch, id, rec.Iteration, "", &req.Envelope)
-	rv := f.publish(v)
-	d := aggregate.DeriveAB(rec.Spec, rec.Iteration, votes)
-	rec.Attempt, rec.Status, rec.BlockStage, rec.BlockReason = attempt, aggregator.StatusCompared, "", ""
-	rec.Decided, rec.Comparison, rec.Votes, rec.Judges = d.Decided, &d.Comparison, votes, d.Decided.Judges
-	rec.Inputs = append(append([]string(nil), rec.Inputs...), link(rv))
-	rec.DecidedBy = v.ID
-	out := events.New(d.Decided, f.tenant, f.batch, id, rec.Iteration, "", &v.Envelope)
-	out.CorrelationID = rec.CorrelationID
-	f.publish(out)
+	f.in(events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, f.tenant, f.batch, id, rec.Iteration, "", &req.Envelope))
 }
 
 // redriven is the honest batch after `tribunal redrive`: its blocked AC-3 judged again as
@@ -183,7 +168,6 @@ func (f *fixture) redrive(id string, attempt int, raw string, confidence float64
 func redriven(t *testing.T) *fixture {
 	f := honest(t)
 	f.redrive("AC-3", 1, ab.Assign("AC-3", 0).Label(ab.WinnerReference), 0.8)
-	f.completeAttempt(1)
 	return f
 }
 
@@ -193,7 +177,6 @@ func honest(t *testing.T) *fixture {
 	f.abJob("AC-1", 0, 3, ab.Assign("AC-1", 0).Label(ab.WinnerReference), 0.9)
 	f.abJob("AC-2", 1, 3, "tie", 0.4)
 	f.deadLettered("AC-3", 2, 3)
-	f.complete()
 	return f
 }
 
@@ -527,9 +510,9 @@ func TestAuditRedriveAlterations(t *testing.T) {
 	t.Run("redrive never completed", func(t *testing.T) {
 		// The re-completion is announced although its job never got a new outcome.
 		f := honest(t)
-		rec := f.jobs[2]
+		rec := f.agg.Job(f.tenant, f.batch, "AC-3")
 		f.publish(events.NewAttempt(&events.RenderRequested{Spec: rec.Spec}, f.tenant, f.batch, rec.ACID, 0, "", 1, nil))
-		f.completeAttempt(1)
+		f.forgeCompletion(1)
 		rep := f.audit()
 		if rep.Count(audit.KindUnexplained) < 2 || rep.Batches[0].Attempt != 0 {
 			t.Fatalf("a completion of an unfinished redrive not reported: %s", dump(rep))

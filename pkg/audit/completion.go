@@ -3,20 +3,21 @@ package audit
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
 
 // completions re-derives every completion of every audited batch: the first pass's and
-// one per finished redrive, each from the job records as they were when it was built.
-// Its summary, digest chain and each manifest are compared with the announcements of its
-// attempt and the stored blobs. They are taken in stream order, so the batch's reported
-// digest and summary are those of its latest completion, the one its header keeps.
+// one per finished redrive, each from the job records as they were when it was built, with
+// the rules' own fold (rulebook.Fold). Its summary, digest chain and each manifest are
+// compared with the announcements of its attempt and the stored blobs, byte for byte:
+// a completion carries the time of the input that completed it, so nothing in a manifest
+// is left that a replay cannot re-derive. They are taken in stream order, so the batch's
+// reported digest and summary are those of its latest completion, the one its header keeps.
 func (a *auditor) completions() {
 	type done struct {
 		bk batchKey
@@ -38,146 +39,62 @@ func (a *auditor) completions() {
 	}
 }
 
-// storedManifest is a manifest blob an announcement points at, as read back.
-type storedManifest struct {
-	rec  *Recorded
-	data []byte
-	ok   bool
-}
-
-// complete mirrors aggregator's buildCompletion and completionEvents: the job records as
-// the completing instance loaded them, summarized (aggregator.Summarize builds the ab
-// manifest with ab.BuildManifest from the re-derived comparisons), chained
-// (aggregator.BatchDigest) and announced under the ids of the completion's attempt.
+// complete checks one completion against the stream and the stored manifests.
 func (a *auditor) complete(bk batchKey, b *simBatch, c *simCompletion) {
-	load := func() []*aggregator.JobRecord {
-		var recs []*aggregator.JobRecord
-		for _, data := range c.snapshot {
-			var r aggregator.JobRecord
-			if err := json.Unmarshal(data, &r); err == nil {
-				recs = append(recs, &r)
-			}
-		}
-		return recs
+	built, err := c.Fold().Complete(c.By.ACID, c.Attempt)
+	if err != nil {
+		a.add(Mismatch{Kind: KindMismatch, Tenant: bk.tenant, Batch: bk.batch, Field: "completion", Detail: err.Error()})
+		return
 	}
-	_, probe := aggregator.Summarize(bk.tenant, bk.batch, load(), time.Time{})
-	stored := map[string]storedManifest{}
-	var at time.Time
-	atKnown := false
-	for _, kind := range kinds {
-		if _, ok := probe[kind]; !ok {
+	comp := built.Completion
+	b.digest = comp.Digest
+	sum := comp.Summary
+	b.summary = &sum
+	for _, e := range rulebook.CompletionEvents(bk.tenant, bk.batch, &comp) {
+		m, ok := e.Payload.(*events.ManifestEmitted)
+		if !ok {
+			a.check(expectation{ev: e, from: c.by, what: "batch completion"})
 			continue
 		}
-		rec := a.unclaimed(events.NewID(events.TypeManifestEmitted, bk.tenant, bk.batch, "", 0, events.AttemptStep(kind, c.attempt)), events.TypeManifestEmitted)
+		rec := a.unclaimed(e.ID, events.TypeManifestEmitted)
+		a.check(expectation{ev: e, from: c.by, what: string(m.Kind) + " manifest announcement"})
 		if rec == nil {
 			continue
 		}
-		p := rec.Event.Payload.(*events.ManifestEmitted)
-		if a.store == nil {
-			a.note(bk, "stored manifests", "the audit was given no blob store")
-			continue
-		}
-		data, err := a.readBlob(bk.tenant, p.Manifest.SHA256)
-		if err != nil {
-			a.add(a.at(rec, Mismatch{Kind: KindUnreadable, Field: "manifest", Recorded: p.Manifest.SHA256,
-				Detail: fmt.Sprintf("the stored %s manifest cannot be read back intact: %v", kind, err)}))
-			stored[kind] = storedManifest{rec: rec}
-			continue
-		}
-		stored[kind] = storedManifest{rec: rec, data: data, ok: true}
-		if t, ok := manifestTime(data); ok && !atKnown {
-			at, atKnown = t, true
-		}
+		recorded := rec.Event.Payload.(*events.ManifestEmitted)
+		a.checkManifest(bk, rec, c.by, m.Kind, recorded.Manifest, built.Manifests[m.Kind])
 	}
-	recs := load()
-	a.putBackSignoffTimes(recs, stored[events.KindRubric])
-	summary, manifests := aggregator.Summarize(bk.tenant, bk.batch, recs, at)
-	digest := aggregator.BatchDigest(recs)
-	type built struct {
-		data []byte
-		ref  events.Blob
-	}
-	out := map[string]built{}
-	for _, kind := range kinds {
-		m, ok := manifests[kind]
-		if !ok {
-			continue
-		}
-		data, err := json.MarshalIndent(m, "", "  ")
-		if err != nil {
-			a.add(Mismatch{Kind: KindMismatch, Tenant: bk.tenant, Batch: bk.batch, Field: "manifest", Detail: fmt.Sprintf("encode the re-derived %s manifest: %v", kind, err)})
-			continue
-		}
-		sum := sha256.Sum256(data)
-		ref := events.Blob{SHA256: hex.EncodeToString(sum[:]), MediaType: "application/json", Size: int64(len(data))}
-		out[kind] = built{data, ref}
-		summary.Manifests = append(summary.Manifests, ref)
-	}
-	b.digest, b.summary = digest, &summary
-	var skip []string
-	if !atKnown {
-		skip = []string{"manifest"}
-		a.note(bk, "manifest contents", "no stored manifest of the batch could be read back, so the aggregator's clock at completion (generated_at) is unknown and the rebuilt manifests cannot be compared byte for byte")
-	}
-	for _, kind := range kinds {
-		bm, ok := out[kind]
-		if !ok {
-			continue
-		}
-		e := events.NewAttempt(&events.ManifestEmitted{Kind: kind, Manifest: bm.ref, ExitCode: summary.ExitCode, Digest: digest}, bk.tenant, bk.batch, "", 0, kind, c.attempt, nil)
-		a.check(expectation{ev: e, ids: []string{e.ID}, from: c.by, what: kind + " manifest announcement", skip: skip})
-		sm := stored[kind]
-		if !atKnown || !sm.ok {
-			continue
-		}
-		a.rep.Decisions++
-		if sha := sha256.Sum256(sm.data); hex.EncodeToString(sha[:]) == bm.ref.SHA256 {
-			continue
-		}
-		diffs, err := diffJSON(sm.data, bm.data, "generated_at")
-		if err != nil {
-			a.add(a.at(sm.rec, Mismatch{Kind: KindMismatch, Field: "manifest", Detail: err.Error()}))
-			continue
-		}
-		for _, d := range diffs {
-			a.add(a.from(a.at(sm.rec, with(Mismatch{}, KindMismatch, "manifest("+kind+")."+d.path, d.recorded, d.derived)), c.by))
-		}
-	}
-	sumCopy := summary
-	e := events.NewAttempt(&sumCopy, bk.tenant, bk.batch, "", 0, "", c.attempt, nil)
-	var bskip []string
-	if !atKnown {
-		bskip = []string{"manifests"}
-	}
-	a.check(expectation{ev: e, ids: []string{e.ID}, from: c.by, what: "batch completion", skip: bskip})
 }
 
-// putBackSignoffTimes sets each sign-off's time to the one the stored rubric manifest
-// holds: the aggregator's clock at sign-off is in no event (signoff.recorded keeps it to
-// the second only).
-func (a *auditor) putBackSignoffTimes(recs []*aggregator.JobRecord, sm storedManifest) {
-	var m aggregator.FeatureManifest
-	if !sm.ok || json.Unmarshal(sm.data, &m) != nil {
+// checkManifest reads a stored manifest back and compares it with the rebuilt one.
+func (a *auditor) checkManifest(bk batchKey, rec, from *Recorded, k events.Kind, stored events.Blob, rebuilt []byte) {
+	if a.store == nil {
+		a.note(bk, "stored manifests", "the audit was given no blob store")
 		return
 	}
-	at := map[string]time.Time{}
-	for _, f := range m.Features {
-		for _, v := range f.Views {
-			if v.SignOff != nil {
-				at[v.Job] = v.SignOff.SignedOffAt
-			}
-		}
+	data, err := a.readBlob(bk.tenant, stored.SHA256)
+	if err != nil {
+		a.add(a.at(rec, Mismatch{Kind: KindUnreadable, Field: "manifest", Recorded: stored.SHA256,
+			Detail: fmt.Sprintf("the stored %s manifest cannot be read back intact: %v", k, err)}))
+		return
 	}
-	for _, r := range recs {
-		if r.Rubric != nil && r.Rubric.SignOff != nil {
-			if t, ok := at[r.ACID]; ok {
-				so := *r.Rubric.SignOff
-				so.SignedOffAt = t
-				r.Rubric.SignOff = &so
-				a.note(batchKey{r.Tenant, r.Batch}, "sign-off times", "the aggregator's clock at a sign-off is in no event; taken from the stored rubric manifest")
-			}
-		}
+	a.rep.Decisions++
+	if sha := sha256.Sum256(data); hex.EncodeToString(sha[:]) == hex.EncodeToString(sha256Of(rebuilt)) {
+		return
 	}
+	diffs, err := diffJSON(data, rebuilt)
+	if err != nil {
+		a.add(a.at(rec, Mismatch{Kind: KindMismatch, Field: "manifest", Detail: err.Error()}))
+		return
+	}
+	for _, d := range diffs {
+		a.add(a.from(a.at(rec, with(Mismatch{}, KindMismatch, "manifest("+string(k)+")."+d.path, d.recorded, d.derived)), from))
+	}
+}
+
+func sha256Of(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
 }
 
 // unclaimed finds the first recorded event of id and type no expectation has matched.
@@ -206,7 +123,7 @@ func (a *auditor) note(bk batchKey, what, why string) {
 // witness: a job record keeps the links of the events its outcome was derived from, so
 // an event whose bytes changed after the decision is named exactly, and the header keeps
 // the batch's digest.
-func CheckState(rep *Report, h *aggregator.BatchHeader, recs []*aggregator.JobRecord) {
+func CheckState(rep *Report, h *records.Batch, recs []*records.Job) {
 	if h == nil {
 		return
 	}
@@ -244,7 +161,7 @@ func CheckState(rep *Report, h *aggregator.BatchHeader, recs []*aggregator.JobRe
 		}
 		rep.Decisions++
 		if r.Status != d.Status {
-			rep.Mismatches = append(rep.Mismatches, with(m, KindMismatch, "status", r.Status, d.Status))
+			rep.Mismatches = append(rep.Mismatches, with(m, KindMismatch, "status", string(r.Status), string(d.Status)))
 		}
 		if r.DecidedBy != d.DecidedBy {
 			rep.Mismatches = append(rep.Mismatches, with(m, KindMismatch, "decided_by", r.DecidedBy, d.DecidedBy))

@@ -17,7 +17,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/views"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
 )
 
 // DefaultStream is the stream Replay reads when the filter names none.
@@ -56,6 +56,9 @@ type Recorded struct {
 	// (tribunal._dlq.<service>); Reason is why it gave up.
 	DeadLetter string `json:"dead_letter,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	// OriginalSubject is the subject a dead letter's event was published on, as the
+	// service that gave up on it recorded it.
+	OriginalSubject string `json:"original_subject,omitempty"`
 	// History marks an event of another batch, replayed only because an audited rubric
 	// view's loop state carries over from it. It is folded, never judged.
 	History bool `json:"history,omitempty"`
@@ -198,18 +201,18 @@ func (s *selection) add(r Recorded, inRange bool) {
 	// those of the selected batches' views.
 	switch p := ev.Payload.(type) {
 	case *events.JobSubmitted:
-		if r.DeadLetter == "" && p.Spec.Kind == events.KindRubric && p.Spec.Rubric != nil && p.Spec.Rubric.Blocked == "" {
-			s.other[jobKey{ev.Tenant, ev.BatchID, ev.JobID}] = views.Key(ev.Tenant, p.Spec.Rubric)
+		if key := viewKey(ev.Tenant, p.Spec); r.DeadLetter == "" && key != "" {
+			s.other[jobKey{ev.Tenant, ev.BatchID, ev.JobID}] = key
 			s.keepHistory(r)
 		}
 	case *events.SpotcheckRecorded:
 		s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, p.ACID})
 	case *events.VerdictEmitted:
-		if p.Kind == events.KindRubric || r.DeadLetter != "" {
+		if looping(p.Kind) || r.DeadLetter != "" {
 			s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, ev.JobID})
 		}
 	case *events.GatesFailed:
-		if p.Kind == events.KindRubric || r.DeadLetter != "" {
+		if looping(p.Kind) || r.DeadLetter != "" {
 			s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, ev.JobID})
 		}
 	case *events.RenderUnchanged:
@@ -264,15 +267,31 @@ func (s *selection) needsEarlier() bool {
 	return false
 }
 
-// rubricViews are the view keys of the selected rubric jobs.
+// looping reports whether jobs of kind k loop over iterations and batches.
+func looping(k events.Kind) bool {
+	_, ok := kinds.Looping(k)
+	return ok
+}
+
+// viewKey is a looping job's view key, "" for a job without one.
+func viewKey(tenant string, spec events.JobSpec) string {
+	if lk, ok := kinds.Looping(spec.Kind); ok {
+		return lk.ViewKey(tenant, spec)
+	}
+	return ""
+}
+
+// rubricViews are the view keys of the selected looping jobs.
 func (s *selection) rubricViews() map[string]bool {
 	out := map[string]bool{}
 	for _, r := range s.kept {
 		if !r.OK() || r.DeadLetter != "" {
 			continue
 		}
-		if p, ok := r.Event.Payload.(*events.JobSubmitted); ok && p.Spec.Rubric != nil && p.Spec.Rubric.Blocked == "" {
-			out[views.Key(r.Event.Tenant, p.Spec.Rubric)] = true
+		if p, ok := r.Event.Payload.(*events.JobSubmitted); ok {
+			if key := viewKey(r.Event.Tenant, p.Spec); key != "" {
+				out[key] = true
+			}
 		}
 	}
 	return out
@@ -350,11 +369,15 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, cfg 
 
 // record decodes one message. The bytes are copied: the client may reuse its buffers.
 func record(m jetstream.Msg, md *jetstream.MsgMetadata) Recorded {
-	var msgID, reason string
+	var msgID, reason, original string
 	if h := m.Headers(); h != nil {
-		msgID, reason = h.Get(jetstream.MsgIDHeader), h.Get(bus.MetaReason)
+		msgID, reason, original = h.Get(jetstream.MsgIDHeader), h.Get(bus.MetaReason), h.Get(bus.MetaOriginalSubject)
 	}
-	return NewRecorded(md.Sequence.Stream, m.Subject(), md.Timestamp, bytes.Clone(m.Data()), msgID, reason)
+	r := NewRecorded(md.Sequence.Stream, m.Subject(), md.Timestamp, bytes.Clone(m.Data()), msgID, reason)
+	if r.DeadLetter != "" {
+		r.OriginalSubject = original
+	}
+	return r
 }
 
 // NewRecorded builds the audit's view of one stored message: its hash, its decoded event

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // Kind classifies a mismatch, so a reader can tell an altered decision from a broken
@@ -173,7 +173,7 @@ type Report struct {
 	Unverified []Unverified `json:"unverified,omitempty"`
 
 	// derived keeps the re-derived job records, for CheckState.
-	derived map[jobKey]*aggregator.JobRecord
+	derived map[jobKey]*records.Job
 }
 
 // OK reports whether the audit found nothing: the stream still proves every decision.

@@ -3,12 +3,9 @@ package batch
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-
-	"github.com/tribunal-dev/tribunal/pkg/ab"
 )
 
 var idRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
@@ -24,26 +21,6 @@ func validID(id string) error {
 func IsURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
-}
-
-// VerifyMap loads the batch's verify map, if it names one.
-func (b *Batch) VerifyMap() (map[string]ab.Pair, error) {
-	if b.Verify == "" {
-		return nil, nil
-	}
-	p := b.Verify
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(b.Dir, p)
-	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return nil, fmt.Errorf("%s: verify: %w", b.Path, err)
-	}
-	m, err := ab.ParseVerifyMap(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: verify %s: %w", b.Path, b.Verify, err)
-	}
-	return m, nil
 }
 
 // LocalPath resolves an artifact path against the batch folder. Paths that leave the

@@ -66,7 +66,7 @@ type RouterConfig struct {
 	// must include DeadLetterPrefix+".>"): the aggregator turns them into blocked jobs so
 	// no AC waits forever for an event that was given up on. It is called with the
 	// original payload; its errors are logged and never dead-lettered again.
-	DeadLetters func(ctx context.Context, payload []byte, reason, service string) ([]events.Event, error)
+	DeadLetters func(ctx context.Context, dl DeadLetter) ([]events.Event, error)
 	Logger      *slog.Logger
 }
 
@@ -218,7 +218,17 @@ func withEvent(ctx context.Context, ev events.Event) context.Context {
 	return telemetry.WithEvent(ctx, telemetry.Event{Tenant: ev.Tenant, Batch: ev.BatchID, Job: ev.JobID, Type: string(ev.Type), ID: ev.ID})
 }
 
-func adapt(h Handler, deadLetters func(context.Context, []byte, string, string) ([]events.Event, error), logger *slog.Logger) message.HandlerFunc {
+// DeadLetter is a message a service gave up on, as the dead-letter subject holds it.
+type DeadLetter struct {
+	// Payload is the original event's bytes.
+	Payload []byte
+	// Service gave up on it, for Reason.
+	Service, Reason string
+	// Subject is the subject the original event was published on.
+	Subject string
+}
+
+func adapt(h Handler, deadLetters func(context.Context, DeadLetter) ([]events.Event, error), logger *slog.Logger) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		if subj := msg.Metadata.Get(MetaSubject); strings.HasPrefix(subj, events.DeadLetterPrefix+".") {
 			if deadLetters != nil {
@@ -228,7 +238,8 @@ func adapt(h Handler, deadLetters func(context.Context, []byte, string, string) 
 				}
 				service := strings.TrimPrefix(subj, events.DeadLetterPrefix+".")
 				// The dead letter's bytes are the original event's: chain them like any input.
-				out, err := deadLetters(WithPayloadDigest(ctx, msg.Payload), msg.Payload, msg.Metadata.Get(MetaReason), service)
+				out, err := deadLetters(WithPayloadDigest(ctx, msg.Payload), DeadLetter{Payload: msg.Payload, Service: service,
+					Reason: msg.Metadata.Get(MetaReason), Subject: msg.Metadata.Get(MetaOriginalSubject)})
 				if err != nil {
 					if msg.Context().Err() != nil {
 						return nil, err

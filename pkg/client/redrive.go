@@ -9,7 +9,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
 
 // Redrive sends a completed batch's blocked jobs (a provider that was down, a storage
@@ -18,7 +19,8 @@ import (
 // again with new manifests. Jobs with another outcome are left alone. It returns the
 // attempt and the jobs sent; no blocked job means attempt 0.
 func Redrive(ctx context.Context, b bus.Buckets, pub Publisher, tenant, batchID string) (int, []string, error) {
-	h, _, err := aggregator.LoadHeader(ctx, b.Batches, tenant, batchID)
+	store := records.New(b)
+	h, _, err := store.Header(ctx, tenant, batchID)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -28,14 +30,14 @@ func Redrive(ctx context.Context, b bus.Buckets, pub Publisher, tenant, batchID 
 	if h.Completion == nil {
 		return 0, nil, fmt.Errorf("batch %s/%s is still running", tenant, batchID)
 	}
-	recs, err := aggregator.LoadJobs(ctx, b.Jobs, tenant, batchID)
+	recs, err := store.LoadJobs(ctx, tenant, batchID)
 	if err != nil {
 		return 0, nil, err
 	}
-	var jobs []*aggregator.JobRecord
+	var jobs []*records.Job
 	var ids []string
 	for _, r := range recs {
-		if aggregator.Redrivable(r) {
+		if rulebook.Redrivable(r) {
 			jobs = append(jobs, r)
 			ids = append(ids, r.ACID)
 		}
@@ -47,7 +49,7 @@ func Redrive(ctx context.Context, b bus.Buckets, pub Publisher, tenant, batchID 
 	if h.Redrive != nil && h.Redrive.Attempt >= attempt {
 		attempt = h.Redrive.Attempt + 1
 	}
-	if err := aggregator.StartRedrive(ctx, b.Batches, tenant, batchID, attempt, ids); err != nil {
+	if err := store.StartRedrive(ctx, tenant, batchID, attempt, ids); err != nil {
 		return 0, nil, err
 	}
 	var msgs []*message.Message
@@ -66,11 +68,12 @@ func Redrive(ctx context.Context, b bus.Buckets, pub Publisher, tenant, batchID 
 }
 
 // WatchAttempt waits until the batch has completed the given redrive attempt.
-func WatchAttempt(ctx context.Context, b bus.Buckets, tenant, batchID string, attempt int, interval time.Duration) (*aggregator.Completion, error) {
+func WatchAttempt(ctx context.Context, b bus.Buckets, tenant, batchID string, attempt int, interval time.Duration) (*records.Completion, error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	store := records.New(b)
 	for {
-		h, _, err := aggregator.LoadHeader(ctx, b.Batches, tenant, batchID)
+		h, _, err := store.Header(ctx, tenant, batchID)
 		if err != nil {
 			return nil, err
 		}

@@ -9,11 +9,12 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tribunal-dev/tribunal/pkg/aggregate"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
 
 // Rejudge asks another judge model about a completed batch without rendering or gating
@@ -70,13 +71,14 @@ type RejudgeRow struct {
 }
 
 // RejudgeResults waits for a rejudge's verdicts and derives each with the aggregator's
-// own rules, next to the job's recorded decision.
+// own rules (rulebook.Apply on the job as it was before its outcome), next to the job's
+// recorded decision.
 func RejudgeResults(ctx context.Context, js jetstream.JetStream, b bus.Buckets, tenant, batchID, model string, want int) ([]RejudgeRow, error) {
-	jobs, err := aggregator.LoadJobs(ctx, b.Jobs, tenant, batchID)
+	jobs, err := records.New(b).LoadJobs(ctx, tenant, batchID)
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]*aggregator.JobRecord{}
+	byID := map[string]*records.Job{}
 	for _, j := range jobs {
 		byID[j.ACID] = j
 	}
@@ -108,63 +110,51 @@ func RejudgeResults(ctx context.Context, js jetstream.JetStream, b bus.Buckets, 
 	}
 }
 
-func rejudgeRow(j *aggregator.JobRecord, ev events.Event) RejudgeRow {
-	v := ev.Payload.(*events.VerdictEmitted)
-	row := RejudgeRow{ACID: j.ACID, Kind: j.Spec.Kind, Original: outcome(j)}
-	switch v.Kind {
-	case events.KindAB:
-		d := aggregate.DeriveAB(j.Spec, ev.Iteration, v.Votes)
-		row.Rejudged, row.Judge = abOutcome(d.Decided, d.Blocked), judgesOf(d.Decided)
-	case events.KindCritic:
-		d := aggregate.DeriveCritic(j.Spec, v.Critic)
-		row.Rejudged, row.Judge = d.Status, judgesOf(d.Decided)
-		if d.Status == aggregate.StatusCompared {
-			row.Rejudged = d.Result.Verdict
-		}
-	case events.KindEquivalence:
-		d := aggregate.DeriveEquivalence(j.Spec, v.Cases)
-		row.Rejudged, row.Judge = d.Status, judgesOf(d.Decided)
-		if d.Status == aggregate.StatusCompared {
-			row.Rejudged = map[bool]string{true: "pass", false: "fail"}[d.Report.Summary.Pass]
-		}
+func rejudgeRow(j *records.Job, ev events.Event) RejudgeRow {
+	row := RejudgeRow{ACID: j.ACID, Kind: string(j.Spec.Kind), Original: outcome(j)}
+	if _, looping := kinds.Looping(j.Spec.Kind); looping {
+		row.Rejudged = "not derived for " + string(j.Spec.Kind)
+		row.Agree = false
+		return row
+	}
+	// The job as it stood before its outcome, decided by the same rules as the original.
+	pending := j.Clone()
+	pending.Status, pending.BlockStage, pending.BlockReason, pending.Decided, pending.Result = events.StatusPending, "", "", nil, nil
+	ev.Rejudge, ev.Attempt = "", pending.Attempt
+	res, err := rulebook.Apply(rulebook.State{Job: pending, Now: j.DecidedAt}, rulebook.Input{Event: ev})
+	switch {
+	case err != nil:
+		row.Rejudged = "not derived: " + err.Error()
+	case res.Job == nil:
+		row.Rejudged = "not derived"
 	default:
-		row.Rejudged = "not derived for " + v.Kind
+		row.Rejudged = outcome(res.Job)
+		if res.Job.Decided != nil && len(res.Job.Decided.Judges) > 0 {
+			row.Judge = res.Job.Decided.Judges[0]
+		} else if len(res.Job.Judges) > 0 {
+			row.Judge = res.Job.Judges[0]
+		}
 	}
 	row.Agree = row.Original == row.Rejudged
 	return row
 }
 
-func outcome(j *aggregator.JobRecord) string {
-	switch {
-	case j.Status != aggregator.StatusCompared:
-		return j.Status
-	case j.Critic != nil:
-		return j.Critic.Verdict
-	case j.Equivalence != nil:
-		return map[bool]string{true: "pass", false: "fail"}[j.Equivalence.Summary.Pass]
+// outcome is a job's outcome in one word: its status, or for a compared job the winner or
+// the kind's verdict.
+func outcome(j *records.Job) string {
+	if j.Status != events.StatusCompared {
+		return string(j.Status)
 	}
-	return abOutcome(j.Decided, "")
-}
-
-func abOutcome(d *events.IterationDecided, blocked string) string {
-	if blocked != "" {
-		return aggregator.StatusBlocked
+	k, err := kinds.Lookup(j.Spec.Kind)
+	if err != nil {
+		return string(j.Status)
 	}
-	if d == nil || d.AB == nil {
-		if d != nil {
-			return d.Status
-		}
-		return ""
+	r := k.Row(j)
+	if r.Winner != "" {
+		return r.Winner
 	}
-	if d.Status != aggregate.StatusCompared {
-		return d.Status
+	if r.Verdict != "" {
+		return r.Verdict
 	}
-	return d.AB.Winner
-}
-
-func judgesOf(d *events.IterationDecided) string {
-	if d == nil || len(d.Judges) == 0 {
-		return ""
-	}
-	return d.Judges[0]
+	return string(j.Status)
 }

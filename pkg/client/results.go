@@ -10,25 +10,28 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // Progress is a snapshot of a batch.
 type Progress struct {
 	Total, Done int
-	Completion  *aggregator.Completion
+	Completion  *records.Completion
 }
 
 // Watch reports progress every interval until the batch completes or ctx ends.
-func Watch(ctx context.Context, b bus.Buckets, tenant, batchID string, interval time.Duration, report func(Progress)) (*aggregator.Completion, error) {
+func Watch(ctx context.Context, b bus.Buckets, tenant, batchID string, interval time.Duration, report func(Progress)) (*records.Completion, error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	store := records.New(b)
 	for {
-		h, _, err := aggregator.LoadHeader(ctx, b.Batches, tenant, batchID)
+		h, _, err := store.Header(ctx, tenant, batchID)
 		if err != nil {
 			return nil, err
 		}
@@ -36,7 +39,7 @@ func Watch(ctx context.Context, b bus.Buckets, tenant, batchID string, interval 
 			p := Progress{Total: h.Size, Completion: h.Completion}
 			if h.Completion != nil {
 				p.Done = h.Size
-			} else if p.Done, err = aggregator.Progress(ctx, b.Batches, tenant, batchID, h.Size); err != nil {
+			} else if p.Done, err = store.Progress(ctx, tenant, batchID, h.Size); err != nil {
 				return nil, err
 			}
 			report(p)
@@ -52,31 +55,8 @@ func Watch(ctx context.Context, b bus.Buckets, tenant, batchID string, interval 
 	}
 }
 
-// Row is one AC's result as people read it.
-type Row struct {
-	ACID            string   `json:"ac_id"`
-	Kind            string   `json:"kind"`
-	Status          string   `json:"status"`
-	Winner          string   `json:"winner,omitempty"`
-	Confidence      *float64 `json:"confidence,omitempty"`
-	Tag             string   `json:"tag,omitempty"`
-	Impact          string   `json:"impact,omitempty"`
-	LabelAssignment string   `json:"label_assignment,omitempty"`
-	RawWinner       string   `json:"raw_winner,omitempty"`
-	BiggestGap      string   `json:"biggest_gap,omitempty"`
-	Agreement       string   `json:"agreement,omitempty"`
-	// Verdict is the kind's own verdict: pass, revise or reject for critic; pass or fail
-	// for equivalence.
-	Verdict string `json:"verdict,omitempty"`
-	// Quality is the critic's derived quality.
-	Quality *int `json:"quality,omitempty"`
-	// Detail summarises an equivalence report or a critic rationale.
-	Detail string `json:"detail,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	// Judge names who produced the verdict ("scripted/fixed-A", "openai/gpt-4o", ...).
-	Judge  string `json:"judge,omitempty"`
-	Cached bool   `json:"cached,omitempty"`
-}
+// Row is one AC's result as people read it; its kind fills it (kind.Kind.Row).
+type Row = kind.Row
 
 // Results is a completed batch as written to results.json.
 type Results struct {
@@ -93,7 +73,8 @@ type Results struct {
 
 // Load reads a batch's results: its completion, every job record and its manifest.
 func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID string) (*Results, error) {
-	h, _, err := aggregator.LoadHeader(ctx, b.Batches, tenant, batchID)
+	recStore := records.New(b)
+	h, _, err := recStore.Header(ctx, tenant, batchID)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +84,7 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 	if h.Completion == nil {
 		return nil, fmt.Errorf("batch %s/%s: not complete yet", tenant, batchID)
 	}
-	recs, err := aggregator.LoadJobs(ctx, b.Jobs, tenant, batchID)
+	recs, err := recStore.LoadJobs(ctx, tenant, batchID)
 	if err != nil {
 		return nil, err
 	}
@@ -111,77 +92,15 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 	judges := map[string]bool{}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
 	for _, r := range recs {
-		row := Row{ACID: r.ACID, Kind: r.Spec.Kind, Status: r.Status, Reason: r.BlockReason}
-		if r.Decided != nil && r.Decided.AB != nil {
-			d := r.Decided.AB
-			row.Winner, row.Tag, row.Impact, row.LabelAssignment, row.RawWinner, row.BiggestGap, row.Agreement =
-				d.Winner, d.Tag, d.Impact, d.LabelAssignment, d.RawWinner, d.BiggestGap, d.Agreement
-			if r.Status == aggregator.StatusCompared {
-				c := d.Confidence
-				row.Confidence = &c
+		row := Row{ACID: r.ACID, Kind: string(r.Spec.Kind), Status: string(r.Status), Reason: r.BlockReason}
+		if k, err := kinds.Lookup(r.Spec.Kind); err == nil {
+			row = k.Row(r)
+		}
+		for _, n := range strings.Split(row.Judge, ",") {
+			if n != "" {
+				judges[n] = true
 			}
 		}
-		if r.Status == aggregator.StatusSchemaViolation && r.Comparison != nil {
-			row.Reason = r.Comparison.BlockedReason
-		}
-		if c := r.Critic; c != nil {
-			if c.Verdict != "" {
-				q := c.Quality
-				row.Verdict, row.Quality = c.Verdict, &q
-				row.Detail = fmt.Sprintf("correctness %d, slop %d, scope %d: %s", c.Correctness, c.Slop, c.Scope, c.Rationale)
-			} else if row.Reason == "" {
-				row.Reason = c.Reason
-			}
-		}
-		if rb := r.Rubric; rb != nil && rb.Decision != nil {
-			d := rb.Decision
-			row.Verdict = d.Outcome
-			row.Detail = fmt.Sprintf("view %s, loop iteration %d", d.View, d.LoopIteration)
-			if len(d.FixDimensions) > 0 {
-				row.Detail += fmt.Sprintf("; fix %v", d.FixDimensions)
-			}
-			if len(d.FailingGates) > 0 {
-				row.Detail += fmt.Sprintf("; failing gates %v", d.FailingGates)
-			}
-			if len(d.Frozen) > 0 {
-				row.Detail += fmt.Sprintf("; frozen %v", d.Frozen)
-			}
-			if rb.SignOff != nil {
-				row.Detail += "; signed off, human spot-check " + rb.SignOff.HumanSpotcheck
-			}
-		}
-		if e := r.Equivalence; e != nil {
-			row.Verdict = "fail"
-			if e.Summary.Pass {
-				row.Verdict = "pass"
-			}
-			row.Detail = fmt.Sprintf("%d regressed, %d diverged, %d equivalent", e.Summary.Regressions, e.Summary.Divergences, e.Summary.Equivalents)
-			if n := e.Summary.SchemaViolations + e.Summary.Blocked; n > 0 {
-				row.Detail += fmt.Sprintf(", %d without a valid verdict", n)
-			}
-			if !e.Coverage.Complete {
-				row.Detail += fmt.Sprintf("; thin coverage (%d cases, min %d, missing %v)", e.Coverage.Cases, e.Coverage.MinCases, e.Coverage.MissingTags)
-			}
-		}
-		var names []string
-		seen := map[string]bool{}
-		for _, n := range r.Judges {
-			if !seen[n] {
-				seen[n] = true
-				names = append(names, n)
-			}
-			judges[n] = true
-		}
-		for _, v := range r.Votes {
-			n := v.Judge.Provider + "/" + v.Judge.Model
-			if !seen[n] {
-				seen[n] = true
-				names = append(names, n)
-			}
-			judges[n] = true
-			row.Cached = row.Cached || v.Judge.Cached
-		}
-		row.Judge = strings.Join(names, ",")
 		res.Rows = append(res.Rows, row)
 	}
 	for j := range judges {
@@ -189,7 +108,7 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 	}
 	sort.Strings(res.Judges)
 	for kind, ref := range h.Completion.Manifests {
-		if kind == "ab" {
+		if kind == events.KindAB {
 			continue
 		}
 		data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: tenant, SHA256: ref.SHA256})
@@ -199,7 +118,7 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 		if res.Manifests == nil {
 			res.Manifests = map[string]json.RawMessage{}
 		}
-		res.Manifests[kind] = data
+		res.Manifests[string(kind)] = data
 	}
 	if ref := h.Completion.ManifestRef; ref != nil {
 		data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: tenant, SHA256: ref.SHA256})

@@ -6,7 +6,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/services/aggregator"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // Spotcheck records a person's HE-2 decision on a sign-off that waits for one: approved,
@@ -28,14 +28,14 @@ func Spotcheck(pub Publisher, tenant, batchID, job string, approved bool, dimens
 }
 
 // AwaitingSpotcheck lists the jobs of a batch whose sign-off waits for a person.
-func AwaitingSpotcheck(ctx context.Context, b bus.Buckets, tenant, batchID string) ([]*aggregator.JobRecord, error) {
-	recs, err := aggregator.LoadJobs(ctx, b.Jobs, tenant, batchID)
+func AwaitingSpotcheck(ctx context.Context, b bus.Buckets, tenant, batchID string) ([]*records.Job, error) {
+	recs, err := records.New(b).LoadJobs(ctx, tenant, batchID)
 	if err != nil {
 		return nil, err
 	}
-	var out []*aggregator.JobRecord
+	var out []*records.Job
 	for _, r := range recs {
-		if r.Status == aggregator.StatusAwaitingSpotcheck {
+		if r.Status == events.StatusAwaitingSpotcheck {
 			out = append(out, r)
 		}
 	}

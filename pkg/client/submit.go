@@ -1,7 +1,9 @@
 // Package client is the submitting side of tribunal: it uploads a batch's artifacts to
-// blob storage, publishes one job.submitted and one render.requested per AC, follows
-// the batch's progress and reads its results. The CLI's run, submit, watch and results
-// commands are thin wrappers around it.
+// blob storage, publishes one job.submitted per job (the aggregator records it and asks
+// for its first render), follows the batch's progress and reads its results. The CLI's
+// run, submit, watch and results commands are thin wrappers around it. What differs
+// between judge kinds (how an AC becomes jobs, how a result reads) is the kind's
+// (pkg/kind/<name>, through the registry pkg/kinds).
 package client
 
 import (
@@ -16,17 +18,17 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
 )
 
 // Publisher is what submitting needs from the bus.
@@ -55,24 +57,6 @@ type Submission struct {
 	Jobs    int    `json:"jobs"`
 	// Rejected are entries that could not be submitted at all (no usable id).
 	Rejected []string `json:"rejected,omitempty"`
-}
-
-// ResolveThreshold picks the `ab` threshold: the batch's own, else
-// TRIBUNAL_AB_THRESHOLD, else CFN_AB_CRITIC_THRESHOLD (the seed's variable), else 0.75.
-func ResolveThreshold(b *batch.Batch) (float64, error) {
-	if b.Threshold != nil {
-		return *b.Threshold, nil
-	}
-	for _, name := range []string{"TRIBUNAL_AB_THRESHOLD", "CFN_AB_CRITIC_THRESHOLD"} {
-		if v := os.Getenv(name); v != "" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || ab.CheckThreshold(f) != nil {
-				return 0, fmt.Errorf("%s=%q: want a number in [0,1]", name, v)
-			}
-			return f, nil
-		}
-	}
-	return ab.DefaultThreshold, nil
 }
 
 var nameClean = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -107,41 +91,27 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
-	threshold, err := ResolveThreshold(b)
-	if err != nil {
-		return Submission{}, err
-	}
-	verify, verr := b.VerifyMap()
 	sub := Submission{Tenant: tenant, BatchID: batchID}
 	for _, r := range b.Rejected {
 		sub.Rejected = append(sub.Rejected, r.Error())
 	}
+	env := &kind.PlanEnv{Batch: b, Tenant: tenant, Store: s.Store, AllowOutside: s.AllowOutside, ServeFeature: s.ServeFeature}
 	// Most ACs are one job; a rubric AC is one job per view of its feature.
-	var plans []plan
+	var plans []planned
 	var names []string
 	seenName := map[string]bool{}
 	for _, ac := range b.ACs {
-		var ps []plan
-		if b.KindOf(ac) == events.KindRubric {
-			rp, err := s.planRubric(ctx, b, tenant, ac)
-			if err != nil {
-				return sub, err
-			}
-			ps = rp
-		} else {
-			p, err := s.plan(ctx, b, tenant, ac, threshold, verify, verr)
-			if err != nil {
-				return sub, err
-			}
-			p.jobID = ac.ID
-			ps = []plan{p}
+		k, err := kinds.Lookup(events.Kind(b.KindOf(ac)))
+		if err != nil {
+			return sub, fmt.Errorf("%s:%d: acs %s: %w", b.Path, ac.Line, ac.ID, err)
+		}
+		ps, err := k.Plan(ctx, env, ac)
+		if err != nil {
+			return sub, err
 		}
 		for _, p := range ps {
-			p.ac = ac
-			plans = append(plans, p)
-		}
-		for _, p := range ps {
-			for _, n := range p.names {
+			plans = append(plans, planned{Plan: p, ac: ac})
+			for _, n := range p.Names {
 				if !seenName[n] {
 					seenName[n] = true
 					names = append(names, n)
@@ -165,16 +135,15 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 	}
 	for i, p := range plans {
 		ac := p.ac
-		spec := p.build(uploads)
+		spec := p.Build(uploads)
 		iteration := b.Iteration
 		if ac.Iteration != nil {
 			iteration = *ac.Iteration
 		}
-		submitted := events.New(&events.JobSubmitted{Spec: spec, Index: i, BatchSize: len(plans), BatchSource: b.Path}, tenant, batchID, p.jobID, iteration, "", nil)
-		render := events.New(&events.RenderRequested{Spec: spec}, tenant, batchID, p.jobID, iteration, "", &submitted.Envelope)
-		m, err := bus.Messages(submitted, render)
+		submitted := events.New(&events.JobSubmitted{Spec: spec, Index: i, BatchSize: len(plans), BatchSource: b.Path}, tenant, batchID, p.JobID, iteration, "", nil)
+		m, err := bus.Messages(submitted)
 		if err != nil {
-			return sub, fmt.Errorf("AC %s: %w", p.jobID, err)
+			return sub, fmt.Errorf("AC %s: %w", p.JobID, err)
 		}
 		msgs = append(msgs, m...)
 		if len(msgs) >= 2000 {
@@ -187,6 +156,12 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 		return sub, fmt.Errorf("publish batch %s: %w", batchID, err)
 	}
 	return sub, nil
+}
+
+// planned is one job of the batch and the entry it came from.
+type planned struct {
+	kind.Plan
+	ac batch.AC
 }
 
 // uploadAll resolves every distinct artifact name, uploading local files in parallel:

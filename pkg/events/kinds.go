@@ -130,14 +130,14 @@ type CasePair struct {
 
 // CriticVote is a critic judge's answer.
 type CriticVote struct {
-	Judge       JudgeInfo `msgpack:"judge"`
-	Status      string    `msgpack:"status"`
-	Error       string    `msgpack:"error,omitempty"`
-	Raw         string    `msgpack:"raw,omitempty"`
-	Correctness int       `msgpack:"correctness"`
-	Slop        int       `msgpack:"slop"`
-	Scope       int       `msgpack:"scope"`
-	Rationale   string    `msgpack:"rationale,omitempty"`
+	Judge       JudgeInfo  `msgpack:"judge"`
+	Status      VoteStatus `msgpack:"status"`
+	Error       string     `msgpack:"error,omitempty"`
+	Raw         string     `msgpack:"raw,omitempty"`
+	Correctness int        `msgpack:"correctness"`
+	Slop        int        `msgpack:"slop"`
+	Scope       int        `msgpack:"scope"`
+	Rationale   string     `msgpack:"rationale,omitempty"`
 	// ClaimedVerdict and ClaimedQuality are what the judge said; the aggregator derives
 	// its own and counts the disagreements.
 	ClaimedVerdict string `msgpack:"claimed_verdict,omitempty"`
@@ -155,7 +155,7 @@ type EfficiencySignal struct {
 type CaseVote struct {
 	CaseID         string           `msgpack:"case_id"`
 	Judge          JudgeInfo        `msgpack:"judge"`
-	Status         string           `msgpack:"status"`
+	Status         VoteStatus       `msgpack:"status"`
 	Error          string           `msgpack:"error,omitempty"`
 	Raw            string           `msgpack:"raw,omitempty"`
 	Verdict        string           `msgpack:"verdict,omitempty"`

@@ -6,14 +6,6 @@ import (
 	"regexp"
 )
 
-// Judge kinds.
-const (
-	KindAB          = "ab"
-	KindRubric      = "rubric"
-	KindEquivalence = "equivalence"
-	KindCritic      = "critic"
-)
-
 var hexDigestRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Blob points at an artifact in blob storage under the envelope's tenant.
@@ -104,7 +96,7 @@ func (s *ABSpec) validate() error {
 
 // JobSpec is what a job asks for; it travels from submission to the renderer.
 type JobSpec struct {
-	Kind string `msgpack:"kind"`
+	Kind Kind   `msgpack:"kind"`
 	ACID string `msgpack:"ac_id"`
 	// Criterion is the AC's text: the quality bar the judge holds both artifacts to.
 	Criterion   string           `msgpack:"criterion,omitempty"`
@@ -118,20 +110,14 @@ func (s JobSpec) validate() error {
 	if s.ACID == "" {
 		return missing("ac_id")
 	}
-	switch s.Kind {
-	case KindAB:
-		return s.AB.validate()
-	case KindCritic:
-		return s.Critic.validate()
-	case KindEquivalence:
-		return s.Equivalence.validate()
-	case KindRubric:
-		return s.Rubric.validate()
-	case "":
+	if s.Kind == "" {
 		return missing("kind")
-	default:
+	}
+	w, ok := wireKinds[s.Kind]
+	if !ok {
 		return invalid("kind", fmt.Sprintf("unsupported judge kind %q", s.Kind))
 	}
+	return w.spec(s)
 }
 
 // JobSubmitted records one job of a batch. The aggregator keeps it as the job record;
@@ -234,10 +220,9 @@ func (p *RenderDone) Validate() error {
 
 // Gate is one deterministic check's outcome.
 type Gate struct {
-	Name string `msgpack:"name"`
-	// Status is "pass", "fail" or "skip".
-	Status string `msgpack:"status"`
-	Detail string `msgpack:"detail,omitempty"`
+	Name   string     `msgpack:"name"`
+	Status GateStatus `msgpack:"status"`
+	Detail string     `msgpack:"detail,omitempty"`
 }
 
 // Slot is one blinded artifact position shown to a judge.
@@ -251,7 +236,7 @@ type Slot struct {
 // blinded slots. It carries no role label, no path and no diff by construction: the
 // only free text is the AC's criterion.
 type GatesDone struct {
-	Kind      string   `msgpack:"kind"`
+	Kind      Kind     `msgpack:"kind"`
 	Criterion string   `msgpack:"criterion,omitempty"`
 	Gates     []Gate   `msgpack:"gates"`
 	Slots     []Slot   `msgpack:"slots"`
@@ -272,27 +257,12 @@ func (p *GatesDone) Validate() error {
 	if p.Kind == "" {
 		return missing("kind")
 	}
-	switch p.Kind {
-	case KindAB:
-		if len(p.Slots) != 2 || p.Slots[0].Name != "A" || p.Slots[1].Name != "B" {
-			return invalid("slots", "ab needs exactly slots A and B in that order")
-		}
-	case KindCritic:
-		if len(p.Slots) != 1 || p.Slots[0].Name != "output" {
-			return invalid("slots", "critic needs exactly one slot named output")
-		}
-	case KindEquivalence:
-		if len(p.Cases) == 0 {
-			return missing("cases")
-		}
-		for i, c := range p.Cases {
-			if err := c.Original.validate(fmt.Sprintf("cases[%d].original", i)); err != nil {
-				return err
-			}
-			if err := c.Candidate.validate(fmt.Sprintf("cases[%d].candidate", i)); err != nil {
-				return err
-			}
-		}
+	w, ok := wireKinds[p.Kind]
+	if !ok {
+		return invalid("kind", fmt.Sprintf("unsupported judge kind %q", p.Kind))
+	}
+	if err := w.gates(p); err != nil {
+		return err
 	}
 	for i, s := range p.Slots {
 		if err := s.Artifact.validate(fmt.Sprintf("slots[%d].artifact", i)); err != nil {
@@ -300,7 +270,7 @@ func (p *GatesDone) Validate() error {
 		}
 	}
 	for i, g := range p.Gates {
-		if g.Status == "fail" {
+		if g.Status.Failed() {
 			return invalid(fmt.Sprintf("gates[%d]", i), "a failed gate never reaches a judge")
 		}
 	}
@@ -310,7 +280,7 @@ func (p *GatesDone) Validate() error {
 // GatesFailed reports a job that cannot go to a judge: a gate failed or the render was
 // blocked. Only the aggregator reads it, so it may name roles and reasons.
 type GatesFailed struct {
-	Kind  string `msgpack:"kind"`
+	Kind  Kind   `msgpack:"kind"`
 	ACID  string `msgpack:"ac_id"`
 	Gates []Gate `msgpack:"gates,omitempty"`
 	// Blocked is set when the job is blocked rather than red (nothing to gate).
@@ -356,13 +326,12 @@ type JudgeInfo struct {
 type Vote struct {
 	Judge JudgeInfo `msgpack:"judge"`
 	// Order is "AB" when the call saw the slots as published, "BA" when swapped.
-	Order string `msgpack:"order"`
-	// Status is "ok", "schema_violation" or "unavailable".
-	Status     string  `msgpack:"status"`
-	Error      string  `msgpack:"error,omitempty"`
-	RawWinner  string  `msgpack:"raw_winner,omitempty"`
-	Confidence float64 `msgpack:"confidence"`
-	BiggestGap string  `msgpack:"biggest_gap,omitempty"`
+	Order      string     `msgpack:"order"`
+	Status     VoteStatus `msgpack:"status"`
+	Error      string     `msgpack:"error,omitempty"`
+	RawWinner  string     `msgpack:"raw_winner,omitempty"`
+	Confidence float64    `msgpack:"confidence"`
+	BiggestGap string     `msgpack:"biggest_gap,omitempty"`
 	// Raw is the model's answer text as received, kept for audit when it was invalid.
 	Raw string `msgpack:"raw,omitempty"`
 }
@@ -370,7 +339,7 @@ type Vote struct {
 // VerdictEmitted is the judge's answer for one job iteration: every call it made, in
 // slot terms only. The aggregator un-shuffles and derives everything else.
 type VerdictEmitted struct {
-	Kind  string `msgpack:"kind"`
+	Kind  Kind   `msgpack:"kind"`
 	Votes []Vote `msgpack:"votes,omitempty"`
 	// Critic is the answer of a critic job.
 	Critic *CriticVote `msgpack:"critic,omitempty"`
@@ -388,54 +357,16 @@ func (p *VerdictEmitted) Validate() error {
 	if p.Kind == "" {
 		return missing("kind")
 	}
-	switch p.Kind {
-	case KindCritic:
-		if p.Critic == nil {
-			return missing("critic")
-		}
-		return validStatus("critic.status", p.Critic.Status)
-	case KindRubric:
-		if p.Rubric == nil {
-			return missing("rubric")
-		}
-		return validStatus("rubric.status", p.Rubric.Status)
-	case KindEquivalence:
-		if len(p.Cases) == 0 {
-			return missing("cases")
-		}
-		for i, c := range p.Cases {
-			if c.CaseID == "" {
-				return missing(fmt.Sprintf("cases[%d].case_id", i))
-			}
-			if err := validStatus(fmt.Sprintf("cases[%d].status", i), c.Status); err != nil {
-				return err
-			}
-		}
-		return nil
+	w, ok := wireKinds[p.Kind]
+	if !ok {
+		return invalid("kind", fmt.Sprintf("unsupported judge kind %q", p.Kind))
 	}
-	if len(p.Votes) == 0 {
-		return missing("votes")
-	}
-	for i, v := range p.Votes {
-		f := fmt.Sprintf("votes[%d]", i)
-		if v.Judge.Provider == "" {
-			return missing(f + ".judge.provider")
-		}
-		switch v.Order {
-		case "AB", "BA":
-		default:
-			return invalid(f+".order", fmt.Sprintf("want AB or BA, got %q", v.Order))
-		}
-		if err := validStatus(f+".status", v.Status); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.verdict(p)
 }
 
-func validStatus(field, s string) error {
+func validStatus(field string, s VoteStatus) error {
 	switch s {
-	case "ok", "schema_violation", "unavailable", "blocked":
+	case VoteOK, VoteSchemaViolation, VoteUnavailable, VoteBlocked:
 		return nil
 	}
 	return invalid(field, fmt.Sprintf("want ok, schema_violation, unavailable or blocked, got %q", s))
@@ -458,10 +389,9 @@ type ABResult struct {
 // IterationDecided is the aggregator's decision for one job iteration. For `ab` it is
 // final: the un-shuffled comparison and its routing.
 type IterationDecided struct {
-	Kind string `msgpack:"kind"`
-	ACID string `msgpack:"ac_id"`
-	// Status is "compared" or "schema_violation".
-	Status      string             `msgpack:"status"`
+	Kind        Kind               `msgpack:"kind"`
+	ACID        string             `msgpack:"ac_id"`
+	Status      Status             `msgpack:"status"`
 	Final       bool               `msgpack:"final"`
 	AB          *ABResult          `msgpack:"ab,omitempty"`
 	Critic      *CriticResult      `msgpack:"critic,omitempty"`
@@ -522,9 +452,9 @@ func (p *SignoffRecorded) Validate() error {
 
 // ManifestEmitted announces a manifest stored in blob storage.
 type ManifestEmitted struct {
-	Kind     string `msgpack:"kind"`
-	Manifest Blob   `msgpack:"manifest"`
-	ExitCode int    `msgpack:"exit_code"`
+	Kind     Kind `msgpack:"kind"`
+	Manifest Blob `msgpack:"manifest"`
+	ExitCode int  `msgpack:"exit_code"`
 	// Digest chains the events the manifest was derived from.
 	Digest string `msgpack:"digest,omitempty"`
 }
@@ -542,7 +472,7 @@ func (p *ManifestEmitted) Validate() error {
 
 // JobBlocked records a job that could not be judged and why. Blocked is never success.
 type JobBlocked struct {
-	Kind string `msgpack:"kind"`
+	Kind Kind   `msgpack:"kind"`
 	ACID string `msgpack:"ac_id"`
 	// Stage is where it stopped: "submit", "render", "gate" or "judge".
 	Stage  string `msgpack:"stage"`

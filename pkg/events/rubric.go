@@ -105,17 +105,17 @@ type RubricJudging struct {
 type RubricVote struct {
 	Judge JudgeInfo `msgpack:"judge"`
 	// Render is the render the verdict is about.
-	Render  Blob   `msgpack:"render"`
-	Status  string `msgpack:"status"`
-	Error   string `msgpack:"error,omitempty"`
-	Verdict string `msgpack:"verdict,omitempty"`
-	Raw     string `msgpack:"raw,omitempty"`
+	Render  Blob       `msgpack:"render"`
+	Status  VoteStatus `msgpack:"status"`
+	Error   string     `msgpack:"error,omitempty"`
+	Verdict string     `msgpack:"verdict,omitempty"`
+	Raw     string     `msgpack:"raw,omitempty"`
 }
 
 // RenderUnchanged reports a confirmation render that passed its gates and did not
 // change: it confirms the previous pass without a judge call.
 type RenderUnchanged struct {
-	Kind  string `msgpack:"kind"`
+	Kind  Kind   `msgpack:"kind"`
 	ACID  string `msgpack:"ac_id"`
 	Gates []Gate `msgpack:"gates"`
 	// Render is the confirming render.

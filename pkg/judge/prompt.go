@@ -6,6 +6,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"regexp"
 	"strings"
 	"text/template"
@@ -23,9 +24,13 @@ type Template struct {
 	Hash string
 }
 
-// LoadTemplate reads an embedded prompt, e.g. "ab.v1".
-func LoadTemplate(name string) (Template, error) {
-	data, err := promptFS.ReadFile("prompts/" + name + ".md")
+// LoadTemplate reads a prompt, e.g. "ab.v1", from the prompts/ folder of fsys: each judge
+// kind embeds its own prompts next to its code.
+func LoadTemplate(fsys fs.FS, name string) (Template, error) {
+	if !fs.ValidPath(name) || strings.Contains(name, "/") {
+		return Template{}, fmt.Errorf("prompt template %q: not a template name", name)
+	}
+	data, err := fs.ReadFile(fsys, "prompts/"+name+".md")
 	if err != nil {
 		return Template{}, fmt.Errorf("prompt template %s: %w", name, err)
 	}
@@ -33,13 +38,22 @@ func LoadTemplate(name string) (Template, error) {
 	return Template{Name: name, Text: string(data), Hash: name + ":" + hex.EncodeToString(sum[:8])}, nil
 }
 
-func mustTemplate(name string) Template {
-	t, err := LoadTemplate(name)
+// MustTemplate is LoadTemplate for templates compiled into the binary, which either load
+// or make the build useless.
+func MustTemplate(fsys fs.FS, name string) Template {
+	t, err := LoadTemplate(fsys, name)
 	if err != nil {
 		panic(err)
 	}
 	return t
 }
+
+// repairTemplate is the re-ask every kind sends once when an answer is invalid.
+var repairTemplate = MustTemplate(promptFS, "repair.v1")
+
+// PromptHash is the hash every answer records: the kind's template and the repair re-ask,
+// the two texts a model may have seen.
+func PromptHash(t Template) string { return t.Hash + "+" + repairTemplate.Hash }
 
 // MaxTextBytes bounds one text artifact inside a prompt; the rest is cut with a marker,
 // because artifact content is data and must not be able to crowd out the rules.
@@ -72,7 +86,8 @@ func Fence(label string, content string) string {
 	return b.String()
 }
 
-func render(t Template, data any) (string, error) {
+// Render executes a template with data.
+func Render(t Template, data any) (string, error) {
 	tpl, err := template.New(t.Name).Parse(t.Text)
 	if err != nil {
 		return "", fmt.Errorf("parse prompt %s: %w", t.Name, err)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"unicode/utf8"
 )
 
@@ -140,15 +141,20 @@ func TestFenceCutThenNeutralise(t *testing.T) {
 }
 
 func TestLoadTemplate(t *testing.T) {
-	a1, err := LoadTemplate("ab.v1")
+	fsys := fstest.MapFS{
+		"prompts/ab.v1.md":     {Data: []byte("compare A and B\n")},
+		"prompts/repair.v1.md": {Data: []byte("fix {{.Problem}}\n")},
+		"provider.go":          {Data: []byte("package judge\n")},
+	}
+	a1, err := LoadTemplate(fsys, "ab.v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, err := LoadTemplate("ab.v1")
+	a2, err := LoadTemplate(fsys, "ab.v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := LoadTemplate("repair.v1")
+	r, err := LoadTemplate(fsys, "repair.v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +165,7 @@ func TestLoadTemplate(t *testing.T) {
 		t.Errorf("different templates share hash %q", a1.Hash)
 	}
 	hashRe := regexp.MustCompile(`^([a-z0-9.-]+):([0-9a-f]{16})$`)
-	for _, tpl := range []Template{a1, r} {
+	for _, tpl := range []Template{a1, r, repairTemplate} {
 		m := hashRe.FindStringSubmatch(tpl.Hash)
 		if m == nil || m[1] != tpl.Name {
 			t.Errorf("hash %q; want <name>:<16 hex>", tpl.Hash)
@@ -175,26 +181,24 @@ func TestLoadTemplate(t *testing.T) {
 	if hex.EncodeToString(edited[:8]) == strings.TrimPrefix(a1.Hash, "ab.v1:") {
 		t.Error("a one-byte edit keeps the hash")
 	}
-	if _, err := LoadTemplate("no-such.v9"); err == nil {
+	if _, err := LoadTemplate(fsys, "no-such.v9"); err == nil {
 		t.Error("LoadTemplate of a missing template succeeded")
 	}
-	if _, err := LoadTemplate("../provider.go"); err == nil {
+	if _, err := LoadTemplate(fsys, "../provider"); err == nil {
 		t.Error("LoadTemplate escaped the prompts folder")
 	}
 }
 
-func TestABPromptHash(t *testing.T) {
-	h := ABPromptHash()
-	if !regexp.MustCompile(`^ab\.v1:[0-9a-f]{16}\+repair\.v1:[0-9a-f]{16}$`).MatchString(h) {
-		t.Errorf("ABPromptHash = %q", h)
-	}
-	if h != ABPromptHash() {
-		t.Error("ABPromptHash not stable")
+func TestPromptHash(t *testing.T) {
+	tpl := MustTemplate(fstest.MapFS{"prompts/x.v1.md": {Data: []byte("x")}}, "x.v1")
+	h := PromptHash(tpl)
+	if !regexp.MustCompile(`^x\.v1:[0-9a-f]{16}\+repair\.v1:[0-9a-f]{16}$`).MatchString(h) {
+		t.Errorf("PromptHash = %q", h)
 	}
 }
 
 func TestRenderRepair(t *testing.T) {
-	out, err := render(repairTemplate, map[string]string{"Problem": `raw_winner "C": must be "A", "B" or "tie" {{.Evil}}`})
+	out, err := Render(repairTemplate, map[string]string{"Problem": `raw_winner "C": must be "A", "B" or "tie" {{.Evil}}`})
 	if err != nil {
 		t.Fatal(err)
 	}

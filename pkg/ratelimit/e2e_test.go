@@ -14,13 +14,15 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 )
 
 // throttled is a scripted judge that reports token usage and answers its first call
 // the way the openai provider gives up on a 429.
 type throttled struct {
-	*judge.Scripted
+	*scripted.Provider
 	calls atomic.Int64
 }
 
@@ -28,7 +30,7 @@ func (p *throttled) Complete(ctx context.Context, req judge.Request) (judge.Resp
 	if p.calls.Add(1) == 1 {
 		return judge.Response{}, fmt.Errorf("%w: openai[test]: model %s: gave up after 3 attempt(s): HTTP 429: Rate limit reached", judge.ErrUnavailable, req.Model)
 	}
-	resp, err := p.Scripted.Complete(ctx, req)
+	resp, err := p.Provider.Complete(ctx, req)
 	resp.PromptTokens, resp.CompletionTokens = 50, 5
 	return resp, err
 }
@@ -37,11 +39,11 @@ func (p *throttled) Complete(ctx context.Context, req judge.Request) (judge.Resp
 // through app.Start: it completes, no faster than the rate and the 429 pause allow.
 func TestBatchUnderSharedLimits(t *testing.T) {
 	env := e2e.NewEnv(t)
-	s, err := judge.NewScripted(judge.ScriptedOptions{Winner: "A"})
+	s, err := scripted.New(scripted.Options{Winner: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &throttled{Scripted: s}
+	p := &throttled{Provider: s}
 	limits := &ratelimit.Limits{RequestsPerMinute: 1200, TokensPerMinute: 600_000, TenantRequestsPerMinute: 1200, Pause: 500 * time.Millisecond}
 	start := func(instance string, services ...string) *app.Running {
 		r, err := app.Start(context.Background(), env.Conn(), app.Options{
@@ -100,7 +102,7 @@ func TestBatchUnderSharedLimits(t *testing.T) {
 
 // stamped records when each call of a kind reached the provider.
 type stamped struct {
-	*judge.Scripted
+	*scripted.Provider
 	mu    sync.Mutex
 	times map[string][]time.Time
 }
@@ -109,7 +111,7 @@ func (p *stamped) Complete(ctx context.Context, req judge.Request) (judge.Respon
 	p.mu.Lock()
 	p.times[req.Kind] = append(p.times[req.Kind], time.Now())
 	p.mu.Unlock()
-	return p.Scripted.Complete(ctx, req)
+	return p.Provider.Complete(ctx, req)
 }
 
 // TestRunnerCallsShareTheLimits: the equivalence runner's calls (made by the renderer,
@@ -117,11 +119,11 @@ func (p *stamped) Complete(ctx context.Context, req judge.Request) (judge.Respon
 // cannot exceed its share through documents run on its behalf.
 func TestRunnerCallsShareTheLimits(t *testing.T) {
 	env := e2e.NewEnv(t)
-	s, err := judge.NewScripted(judge.ScriptedOptions{Runner: true, EquivalenceVerdict: "equivalent"})
+	s, err := scripted.New(scripted.Options{Runner: true, EquivalenceVerdict: "equivalent"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &stamped{Scripted: s, times: map[string][]time.Time{}}
+	p := &stamped{Provider: s, times: map[string][]time.Time{}}
 	// 600 a minute with no burst: one call every 100 ms for the tenant, whoever makes it.
 	const spacing = 100 * time.Millisecond
 	limits := &ratelimit.Limits{RequestsPerMinute: 60_000, TenantRequestsPerMinute: 600}
@@ -149,7 +151,7 @@ func TestRunnerCallsShareTheLimits(t *testing.T) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	runner := p.times[judge.KindRunner]
+	runner := p.times[equivalence.KindRunner]
 	if len(runner) != 8 {
 		t.Fatalf("%d runner calls; want 8 (teacher and candidate for 4 cases)", len(runner))
 	}

@@ -26,14 +26,14 @@ func Handled(service, eventType string, d time.Duration, err error) {
 // JudgeCall records one judge answer of kind as recorded on the verdict: an answer from
 // the cache is a cache hit, not a call; an input refused before any call ("blocked") is
 // neither; anything else is a call with its status and token usage.
-func JudgeCall(kind string, j events.JudgeInfo, status string) {
+func JudgeCall(kind events.Kind, j events.JudgeInfo, status events.VoteStatus) {
 	m := Default()
 	switch {
 	case j.Cached:
-		m.JudgeCacheHits.WithLabelValues(kind).Inc()
-	case status == "blocked":
+		m.JudgeCacheHits.WithLabelValues(string(kind)).Inc()
+	case status == events.VoteBlocked:
 	default:
-		m.JudgeCalls.WithLabelValues(j.Provider, j.Model, kind, status).Inc()
+		m.JudgeCalls.WithLabelValues(j.Provider, j.Model, string(kind), string(status)).Inc()
 		if j.PromptTokens > 0 {
 			m.JudgeTokens.WithLabelValues(j.Provider, j.Model, "prompt").Add(float64(j.PromptTokens))
 		}
@@ -57,27 +57,27 @@ func GateFailures(p events.Payload) {
 	c := Default().GateFailures
 	switch {
 	case gf.Blocked != "":
-		c.WithLabelValues(gf.Kind, "blocked").Inc()
+		c.WithLabelValues(string(gf.Kind), "blocked").Inc()
 		return
 	case gf.NeedsContext != "":
-		c.WithLabelValues(gf.Kind, "needs_context").Inc()
+		c.WithLabelValues(string(gf.Kind), "needs_context").Inc()
 		return
 	}
 	for _, g := range gf.Gates {
-		if g.Status == "fail" {
+		if g.Status.Failed() {
 			name, _, _ := strings.Cut(g.Name, ":")
-			c.WithLabelValues(gf.Kind, name).Inc()
+			c.WithLabelValues(string(gf.Kind), name).Inc()
 		}
 	}
 }
 
 // JudgeDisagreements records the disagreements of a decision the aggregator just made
 // (nil and zero record nothing).
-func JudgeDisagreements(kind string, d *events.IterationDecided) {
+func JudgeDisagreements(kind events.Kind, d *events.IterationDecided) {
 	if d == nil || d.Disagreements <= 0 {
 		return
 	}
-	Default().JudgeDisagreements.WithLabelValues(kind).Add(float64(d.Disagreements))
+	Default().JudgeDisagreements.WithLabelValues(string(kind)).Add(float64(d.Disagreements))
 }
 
 // DeadLettered records n messages service sent to dead letters.

@@ -136,3 +136,37 @@ func blobKey(tenant string, b *events.Blob) string {
 	}
 	return blob.Ref{Tenant: tenant, SHA256: b.SHA256}.Key()
 }
+
+// Clone returns a deep copy, so a rule can change it while the original stays as loaded.
+func (v Record) Clone() Record {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic("views: a record that does not encode: " + err.Error())
+	}
+	var c Record
+	if err := json.Unmarshal(data, &c); err != nil {
+		panic("views: a record that does not decode: " + err.Error())
+	}
+	return c
+}
+
+// Put stores r over the revision it was loaded at (0: a view never stored). It reports
+// false, storing nothing, when someone else changed the view since.
+func Put(ctx context.Context, kv jetstream.KeyValue, key string, r Record, rev uint64) (bool, error) {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return false, fmt.Errorf("encode view %s: %w", key, err)
+	}
+	if rev == 0 {
+		_, err = kv.Create(ctx, key, data)
+	} else {
+		_, err = kv.Update(ctx, key, data, rev)
+	}
+	if err == nil {
+		return true, nil
+	}
+	if bus.IsConflict(err) {
+		return false, nil
+	}
+	return false, fmt.Errorf("store view %s: %w", key, err)
+}

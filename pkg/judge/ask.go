@@ -1,0 +1,109 @@
+package judge
+
+import (
+	"context"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// MaxRawBytes bounds the invalid answer kept for audit.
+const MaxRawBytes = 2000
+
+// Usage says which provider and model answered a call, under which prompt, and at what
+// cost. It is recorded with every runner transcript and judge answer so a reviewer can
+// tell what produced it.
+type Usage struct {
+	Provider   string `json:"provider"`
+	Model      string `json:"model"`
+	Instance   string `json:"instance,omitempty"`
+	PromptHash string `json:"prompt_hash"`
+	// PromptTokens and CompletionTokens add up every call, the repair re-ask included.
+	PromptTokens     int   `json:"prompt_tokens,omitempty"`
+	CompletionTokens int   `json:"completion_tokens,omitempty"`
+	LatencyMillis    int64 `json:"latency_ms,omitempty"`
+	// Calls counts Complete calls: 1, or 2 when a repair was asked for, 0 when the
+	// input was refused before any call.
+	Calls int `json:"calls"`
+}
+
+// JudgeInfo converts the usage to the event form recorded on verdicts.
+func (u Usage) JudgeInfo() events.JudgeInfo {
+	return events.JudgeInfo{
+		Provider: u.Provider, Model: u.Model, Instance: u.Instance, PromptHash: u.PromptHash,
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, LatencyMillis: u.LatencyMillis,
+	}
+}
+
+// Outcome is one judge call's result for the kinds without slots (`equivalence`,
+// `critic`): the same statuses an `ab` vote has, with the kind's parsed answer.
+//
+// Status is "ok", "schema_violation" (the answer stayed invalid after one repair re-ask;
+// Raw keeps it for audit), "unavailable" (the provider failed) or "blocked" (the input
+// was refused before any call, e.g. "missing input"; nothing was asked). Answer is the
+// zero value unless Status is "ok".
+type Outcome[T any] struct {
+	Usage  Usage             `json:"usage"`
+	Status events.VoteStatus `json:"status"`
+	Error  string            `json:"error,omitempty"`
+	Answer T                 `json:"answer"`
+	// Raw is the model's last invalid answer as received (cut to 2000 bytes).
+	Raw string `json:"raw,omitempty"`
+}
+
+// Ask sends req and, when parse rejects the answer, re-asks once with the
+// problem named. It returns the outcome and the last error seen
+// (the provider's or parse's), for callers that report errors rather than statuses.
+func Ask[T any](ctx context.Context, p Provider, req Request, usage Usage, parse func([]byte) (T, error)) (out Outcome[T], last error) {
+	out.Usage = usage
+	start := time.Now()
+	defer func() { out.Usage.LatencyMillis = time.Since(start).Milliseconds() }()
+	for attempt := 0; attempt < 2; attempt++ {
+		resp, err := p.Complete(ctx, req)
+		out.Usage.Calls++
+		if err != nil {
+			// The caller tells a cancelled ctx (a shutdown) from an outage.
+			out.Status, out.Error = events.VoteUnavailable, err.Error()
+			return out, err
+		}
+		if resp.Model != "" {
+			out.Usage.Model = resp.Model
+		}
+		out.Usage.PromptTokens += resp.PromptTokens
+		out.Usage.CompletionTokens += resp.CompletionTokens
+		v, perr := parse([]byte(resp.Content))
+		if perr == nil {
+			out.Status, out.Answer, out.Error, out.Raw = events.VoteOK, v, "", ""
+			return out, nil
+		}
+		out.Status, out.Error, out.Raw = events.VoteSchemaViolation, perr.Error(), Truncate(resp.Content, MaxRawBytes)
+		last = perr
+		repair, rerr := Render(repairTemplate, map[string]string{"Problem": perr.Error()})
+		if rerr != nil {
+			out.Error = rerr.Error()
+			return out, rerr
+		}
+		req.Messages = append(req.Messages,
+			Message{Role: "assistant", Parts: []Part{{Text: resp.Content}}},
+			Message{Role: "user", Parts: []Part{{Text: repair}}})
+	}
+	return out, last
+}
+
+// Truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// CopySchema hands out a schema whose bytes the caller may keep or change without
+// touching the one every request is built from.
+func CopySchema(s Schema) *Schema {
+	return &Schema{Name: s.Name, JSON: append([]byte(nil), s.JSON...)}
+}

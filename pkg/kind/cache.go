@@ -1,0 +1,81 @@
+package kind
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+)
+
+// CacheKey is a judge-call cache key: the kind, the tenant, the provider, the model, the
+// prompt, the sampling parameters and every input part. Each part is written with a
+// separator, so no two different inputs make the same key. The tenant is part of the key:
+// an answer one team paid for is never served to another, and a cache hit never tells a
+// team that another judged the same content.
+func (e *JudgeEnv) CacheKey(k events.Kind, tenant, model, promptHash string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range append([]string{string(k), tenant, e.Provider.Name(), model, promptHash, ParamsKey(e.Params)}, parts...) {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return string(k) + "." + hex.EncodeToString(h.Sum(nil))
+}
+
+// ParamsKey renders the sampling parameters for cache keys.
+func ParamsKey(p judge.Params) string {
+	k := "m" + strconv.Itoa(p.MaxTokens)
+	if p.Temperature != nil {
+		k += ",t" + strconv.FormatFloat(float64(*p.Temperature), 'g', -1, 32)
+	}
+	if p.Seed != nil {
+		k += ",s" + strconv.Itoa(*p.Seed)
+	}
+	return k
+}
+
+// Cached reads an answer from the judge-call cache into into. A miss, a read error (logged)
+// or an entry that does not decode all ask the provider again.
+func (e *JudgeEnv) Cached(ctx context.Context, key string, into any) bool {
+	if e.Cache == nil {
+		return false
+	}
+	ent, err := e.Cache.Get(ctx, key)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) && e.Log != nil {
+			e.Log.WarnContext(ctx, "judge cache read failed", "err", err)
+		}
+		return false
+	}
+	return json.Unmarshal(ent.Value(), into) == nil
+}
+
+// Remember caches a valid answer. An outage or a schema violation is worth asking again
+// next time, so only status ok is kept.
+func (e *JudgeEnv) Remember(ctx context.Context, key string, status events.VoteStatus, v any) {
+	if e.Cache == nil || status != events.VoteOK {
+		return
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	if _, err := e.Cache.Put(ctx, key, data); err != nil && e.Log != nil {
+		e.Log.WarnContext(ctx, "judge cache write failed", "err", err)
+	}
+}
+
+// Model is the model a gated job asks: the first judge it names, else the provider's
+// default.
+func (e *JudgeEnv) Model(gd *events.GatesDone) string {
+	if len(gd.Judges) > 0 && gd.Judges[0] != "" {
+		return gd.Judges[0]
+	}
+	return e.Provider.DefaultModel()
+}

@@ -1,0 +1,158 @@
+package equivalence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+)
+
+// DocumentRunner is the equivalence sensor: an LLM applies each document to each case
+// input. The teacher (original) transcript of a case is captured once per baseline key
+// and reused by every later round and every renderer instance (the baseline cache lives
+// in JetStream KV): only the candidate runs again.
+type DocumentRunner struct {
+	Store    blob.Store
+	Provider judge.Provider
+	// Baseline is the shared baseline cache.
+	Baseline jetstream.KeyValue
+	Params   judge.Params
+	Instance string
+	Log      *slog.Logger
+}
+
+// baselineEntry is a cached teacher transcript.
+type baselineEntry struct {
+	Blob   events.Blob      `json:"blob"`
+	Runner events.JudgeInfo `json:"runner"`
+}
+
+// Run applies both documents to every case and stores the transcripts. A blocked reason
+// says why it could not (a document that is missing or not text, a runner that failed);
+// an error is an infrastructure failure worth a retry.
+func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec) ([]events.Transcript, string, error) {
+	// Runner calls count against the tenant's share of the provider, like verdicts.
+	ctx = judge.WithTenant(ctx, ev.Tenant)
+	docs := map[string]string{}
+	shas := map[string]string{}
+	for side, src := range map[string]events.Source{"original": spec.Original, "candidate": spec.Candidate} {
+		text, sha, blocked, err := r.document(ctx, ev.Tenant, src)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s document: %w", side, err)
+		}
+		if blocked != "" {
+			return nil, fmt.Sprintf("%s document %q: %s", side, src.Name, blocked), nil
+		}
+		docs[side], shas[side] = text, sha
+	}
+	model := spec.RunnerModel
+	if model == "" {
+		model = r.Provider.DefaultModel()
+	}
+	hash, err := RunnerPromptHash(spec.Variant)
+	if err != nil {
+		return nil, "", fmt.Errorf("runner prompt: %w", err)
+	}
+	var out []events.Transcript
+	for _, c := range spec.Cases {
+		tc := TransferCase{ID: c.ID, Input: c.Input, Tag: c.Tag}
+		// KV keys allow no colons. The tenant is part of the key: a teacher transcript is a
+		// blob under the tenant that captured it, and one team's runs never serve another.
+		key := "runner." + ev.Tenant + "." + strings.ReplaceAll(RunnerKey(shas["original"], tc.CacheID(), hash, model, r.Params), ":", ".")
+		teacher, blocked, err := r.teacher(ctx, ev, spec, c, key, model, docs["original"])
+		if err != nil || blocked != "" {
+			return nil, blocked, err
+		}
+		out = append(out, teacher)
+		cand, blocked, err := r.run(ctx, ev, spec, c, "candidate", model, docs["candidate"])
+		if err != nil || blocked != "" {
+			return nil, blocked, err
+		}
+		out = append(out, cand)
+	}
+	return out, "", nil
+}
+
+// teacher returns the case's baseline transcript, running the original document only
+// when no instance has captured it yet.
+func (r *DocumentRunner) teacher(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, key, model, doc string) (events.Transcript, string, error) {
+	if r.Baseline != nil {
+		if e, err := r.Baseline.Get(ctx, key); err == nil {
+			var b baselineEntry
+			if json.Unmarshal(e.Value(), &b) == nil {
+				return events.Transcript{CaseID: c.ID, Side: "original", Blob: b.Blob, Runner: events.RunnerInfo{Judge: b.Runner, Baseline: true}}, "", nil
+			}
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return events.Transcript{}, "", fmt.Errorf("baseline cache: %w", err)
+		}
+	}
+	t, blocked, err := r.run(ctx, ev, spec, c, "original", model, doc)
+	if err != nil || blocked != "" || r.Baseline == nil {
+		return t, blocked, err
+	}
+	data, _ := json.Marshal(baselineEntry{Blob: t.Blob, Runner: t.Runner.Judge})
+	if _, err := r.Baseline.Create(ctx, key, data); err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return events.Transcript{}, "", fmt.Errorf("baseline cache: %w", err)
+		}
+		// Another instance captured it first: use theirs, so every round compares
+		// against one and the same teacher transcript.
+		return r.teacher(ctx, ev, spec, c, key, model, doc)
+	}
+	return t, "", nil
+}
+
+func (r *DocumentRunner) run(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, side, model, doc string) (events.Transcript, string, error) {
+	tr, info, err := RunDocument(ctx, r.Provider, model, RunnerInput{
+		Key: ev.JobID + "/" + c.ID + "/" + side, Variant: spec.Variant, Document: doc, CaseInput: c.Input,
+	}, r.Params)
+	if err != nil {
+		if ctx.Err() != nil {
+			return events.Transcript{}, "", ctx.Err()
+		}
+		return events.Transcript{}, fmt.Sprintf("runner failed on case %s (%s): %v", c.ID, side, err), nil
+	}
+	data, err := json.Marshal(tr)
+	if err != nil {
+		return events.Transcript{}, "", err
+	}
+	attrs, err := blob.PutBytes(ctx, r.Store, ev.Tenant, data, "application/json")
+	if err != nil {
+		return events.Transcript{}, "", fmt.Errorf("store transcript: %w", err)
+	}
+	ji := info.Usage.JudgeInfo()
+	ji.Instance = r.Instance
+	return events.Transcript{CaseID: c.ID, Side: side, Blob: events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "application/json", Size: attrs.Size},
+		Runner: events.RunnerInfo{Judge: ji}}, "", nil
+}
+
+func (r *DocumentRunner) document(ctx context.Context, tenant string, src events.Source) (text, sha, blocked string, err error) {
+	switch {
+	case src.Error != "":
+		return "", "", src.Error, nil
+	case src.Blob == nil:
+		return "", "", "missing input", nil
+	}
+	data, _, err := blob.ReadAll(ctx, r.Store, blob.Ref{Tenant: tenant, SHA256: src.Blob.SHA256})
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return "", "", "missing artifact: not in blob storage", nil
+	case errors.Is(err, blob.ErrDigestMismatch):
+		return "", "", "unreadable artifact: stored bytes do not match their digest", nil
+	case err != nil:
+		return "", "", "", err
+	}
+	if !utf8.Valid(data) {
+		return "", "", "unsupported artifact: a document must be text", nil
+	}
+	return string(data), src.Blob.SHA256, "", nil
+}

@@ -1,0 +1,277 @@
+// Package kind defines what a judge kind is: the small set of things that differ between
+// kinds at each stage of the flow. Each kind lives in one folder below this one
+// (pkg/kind/ab, critic, equivalence, rubric) and implements Kind; the registry in pkg/kinds
+// maps kind names to them. The client, the services, the rules (pkg/rulebook) and the
+// readers of results dispatch through the registry and never switch on a kind.
+//
+// docs/adding-a-kind.md walks through adding one.
+package kind
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/sensor"
+	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/pkg/views"
+)
+
+// Kind is one judge kind, stage by stage. Plan runs in the client, Render in the renderer,
+// Gate in the gater, Judge in the judge service; Decide, Blocked, Outcome and Manifest are
+// the kind's part of the aggregator's rules and are pure (no I/O); Row is how readers show
+// a job.
+type Kind interface {
+	// Name is the kind's wire name.
+	Name() events.Kind
+	// Plan turns one batch entry into the jobs it stands for (one for most kinds; one per
+	// view for rubric). An entry with a problem still plans a job whose sources carry the
+	// problem, so the AC is blocked with it rather than dropped.
+	Plan(ctx context.Context, env *PlanEnv, ac batch.AC) ([]Plan, error)
+	// Render produces a job's artifacts in blob storage, or says why it cannot. An error is
+	// an infrastructure failure worth a retry; an artifact at fault is a blocked render.
+	Render(ctx context.Context, env *RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error)
+	// Gate runs the deterministic gates over a render and returns the blind, judge-facing
+	// gates.done, or gates.failed for the aggregator.
+	Gate(ctx context.Context, env *GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error)
+	// Judge asks the provider about a gated job and returns its raw answers.
+	Judge(ctx context.Context, env *JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error)
+	// Decide derives a pending job's outcome from its judge's answer (never trusting what
+	// the judge claimed beyond its raw answer), or, for a looping kind, applies one loop
+	// event. It changes st.Job (and st.View) and may add events to publish.
+	Decide(st *Step) error
+	// Blocked records the kind's result of a job that ended blocked before a judge
+	// answered (a blocked render, a red gate, a dead letter, a cancel).
+	Blocked(j *records.Job)
+	// Outcome classifies a final job for the batch's exit code.
+	Outcome(j *records.Job) Outcome
+	// Manifest starts the kind's manifest of one batch.
+	Manifest(tenant, batch string) Manifest
+	// Row is a job as people read it in results and the console.
+	Row(j *records.Job) Row
+}
+
+// Plan is what one job needs before it can be submitted: the artifacts to upload and a
+// builder that turns the uploads into its spec.
+type Plan struct {
+	// JobID is the job's id: the AC id, or "<AC>--<view>" for a rubric view.
+	JobID string
+	// Names are the artifacts to upload, as the batch names them.
+	Names []string
+	// Build turns the uploaded sources (by name) into the job's spec.
+	Build func(uploads map[string]events.Source) events.JobSpec
+}
+
+// PlanEnv is what planning may use: the batch, the submitter's choices and its store.
+type PlanEnv struct {
+	Batch  *batch.Batch
+	Tenant string
+	// Store keeps documents a kind uploads itself (inline outputs, feature files).
+	Store blob.Store
+	// AllowOutside lets artifact paths leave the batch folder.
+	AllowOutside bool
+	// ServeFeature, when set, serves a rubric feature folder over HTTP and returns its base
+	// URL (the all-in-one mode).
+	ServeFeature func(dir string) (string, error)
+
+	mu   sync.Mutex
+	memo map[string]memoized
+}
+
+type memoized struct {
+	v   any
+	err error
+}
+
+// Once computes what one batch needs once for all its entries (the ab verify map, the
+// threshold) and remembers it, error included.
+func (e *PlanEnv) Once(key string, compute func() (any, error)) (any, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m, ok := e.memo[key]; ok {
+		return m.v, m.err
+	}
+	v, err := compute()
+	if e.memo == nil {
+		e.memo = map[string]memoized{}
+	}
+	e.memo[key] = memoized{v, err}
+	return v, err
+}
+
+// RenderEnv is what rendering may use.
+type RenderEnv struct {
+	Store   blob.Store
+	Fetcher *ingest.Fetcher
+	// Provider runs documents (equivalence); nil blocks such jobs.
+	Provider judge.Provider
+	// Cache is the shared cache bucket (equivalence teacher transcripts).
+	Cache    jetstream.KeyValue
+	Params   judge.Params
+	Instance string
+	// Sensors render views (rubric); nil blocks such jobs.
+	Sensors Sensors
+	Log     *slog.Logger
+}
+
+// Sensors render a view with the sensor a job names ("web" or an operator's command
+// adapter). The renderer decides which sensors it offers.
+type Sensors interface {
+	Sense(ctx context.Context, adapter string, v sensor.View) (sensor.Capture, error)
+}
+
+// GateEnv is what gating may use.
+type GateEnv struct {
+	Store blob.Store
+	// Views holds looping kinds' view state (previous render, baseline).
+	Views jetstream.KeyValue
+	// Gates are the operator's gates commands by adapter name.
+	Gates *command.Gates
+	Log   *slog.Logger
+}
+
+// JudgeEnv is what judging may use.
+type JudgeEnv struct {
+	Store    blob.Store
+	Provider judge.Provider
+	// Cache, when set, is the judge-call cache shared by every judge instance.
+	Cache    jetstream.KeyValue
+	Instance string
+	Params   judge.Params
+	Log      *slog.Logger
+}
+
+// Step is one input of the aggregator's rules for a pending job of the kind, with the
+// state it reads. Decide changes Job (and View) in place and appends to Publish.
+type Step struct {
+	// Event is the input: a verdict, or for a looping kind also red gates, an unchanged
+	// render or a spot-check.
+	Event events.Event
+	// Link is the input's link of the job's digest chain.
+	Link string
+	Now  time.Time
+	// Job is the job's record; Decide makes it final or records a loop step.
+	Job *records.Job
+	// View is a looping kind's view state, loaded by the caller (nil for other kinds).
+	View *views.Record
+	// Rubric is a rubric view's rubric, read and parsed by the caller.
+	Rubric *argus.Rubric
+	// Spotcheck is the job holding the batch's spot-check (HE-2), "" when none does yet.
+	Spotcheck string
+
+	// Publish are events the step announces besides the job's final outcome (which the
+	// rules derive from the record).
+	Publish []events.Event
+	// ViewChanged says View must be stored.
+	ViewChanged bool
+	// ClaimSpotcheck asks the caller to claim the batch's spot-check for this job and
+	// decide again with Spotcheck set.
+	ClaimSpotcheck bool
+	// Replayed says the job applied this input before: it stays as it is, and Publish
+	// holds what the step announced then.
+	Replayed bool
+}
+
+// Manifest folds a batch's final jobs of one kind into the kind's manifest.
+type Manifest interface {
+	// Add folds one final job in. The record may be reused by the caller afterwards.
+	Add(j *records.Job)
+	// Build returns the manifest generated at at (nil when no job was added).
+	Build(at time.Time) any
+}
+
+// Row is one job as people read it: results.json, the results table, the console.
+type Row struct {
+	ACID            string   `json:"ac_id"`
+	Kind            string   `json:"kind"`
+	Status          string   `json:"status"`
+	Winner          string   `json:"winner,omitempty"`
+	Confidence      *float64 `json:"confidence,omitempty"`
+	Tag             string   `json:"tag,omitempty"`
+	Impact          string   `json:"impact,omitempty"`
+	LabelAssignment string   `json:"label_assignment,omitempty"`
+	RawWinner       string   `json:"raw_winner,omitempty"`
+	BiggestGap      string   `json:"biggest_gap,omitempty"`
+	Agreement       string   `json:"agreement,omitempty"`
+	// Verdict is the kind's own verdict: pass, revise or reject for critic; pass or fail
+	// for equivalence; the loop outcome for rubric.
+	Verdict string `json:"verdict,omitempty"`
+	// Quality is the critic's derived quality.
+	Quality *int `json:"quality,omitempty"`
+	// Detail summarises an equivalence report, a critic rationale or a view's loop.
+	Detail string `json:"detail,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Judge names who produced the verdict ("scripted/fixed-A", "openai/gpt-4o", ...).
+	Judge  string `json:"judge,omitempty"`
+	Cached bool   `json:"cached,omitempty"`
+}
+
+// EntryProblem is the blocked reason of a batch entry that could not be read, "" for none.
+func EntryProblem(ac batch.AC) string {
+	if ac.Problem == "" {
+		return ""
+	}
+	return "invalid batch entry: " + ac.Problem
+}
+
+// BlockedSource is a source that could not be provided, carrying why: the AC is blocked
+// with the reason when it is rendered.
+func BlockedSource(name, reason string) events.Source {
+	if name == "" {
+		name = "(none)"
+	}
+	return events.Source{Name: name, Error: reason}
+}
+
+// JudgeName is how a judge is named in decisions and results: "provider/model".
+func JudgeName(j events.JudgeInfo) string { return j.Provider + "/" + j.Model }
+
+// AddJudge appends a judge name unless it is there already.
+func AddJudge(js []string, j string) []string {
+	if j == "" {
+		return js
+	}
+	for _, x := range js {
+		if x == j {
+			return js
+		}
+	}
+	return append(js, j)
+}
+
+// ErrNotForKind marks an input a kind cannot take: a verdict of another kind, a spec
+// without the kind's part. Retrying cannot fix it.
+var ErrNotForKind = errors.New("not an input of this judge kind")
+
+// BaseRow is the part of a row every kind shares.
+func BaseRow(j *records.Job) Row {
+	return Row{ACID: j.ACID, Kind: string(j.Spec.Kind), Status: string(j.Status), Reason: j.BlockReason, Judge: strings.Join(j.Judges, ",")}
+}
+
+// Looping is a kind whose jobs loop: a view keeps its state across iterations and batches
+// (rubric). Such a kind takes red gates, unchanged renders and spot-checks itself (each
+// is a loop step), is never redriven (its next run continues the loop), and the
+// aggregator loads the view, its rubric and the batch's spot-check claim for Decide.
+type Looping interface {
+	Kind
+	// ViewKey names the job's view in the views bucket; "" when the job has none (a
+	// feature that could not be planned).
+	ViewKey(tenant string, spec events.JobSpec) string
+	// LoadRubric reads what the view is judged against, for Step.Rubric.
+	LoadRubric(ctx context.Context, store blob.Store, tenant string, spec events.JobSpec) (*argus.Rubric, error)
+	// Interactive reports whether the job's sign-off may wait for a person (HE-2), so
+	// the aggregator loads the batch's spot-check claim for Step.Spotcheck.
+	Interactive(spec events.JobSpec) bool
+}

@@ -1,0 +1,204 @@
+package rubric
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/pkg/views"
+)
+
+// Gate implements kind.Kind: the deterministic floor over a fresh render: token contrast,
+// the a11y id contract, the operator's platform gates, the snapshot baseline, and
+// unchanged-render detection. all_green is derived from the gates, never taken from
+// anyone's word. Red gates never reach a judge; an unchanged confirmation render after a
+// pass confirms it without one.
+func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
+	rs := rd.Spec.Rubric
+	acid := rd.Spec.ACID
+	if rd.RenderError != "" {
+		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Gates: []events.Gate{{Name: argus.GateBuild, Status: events.GateFail, Detail: rd.RenderError}}}, nil
+	}
+	render := rd.Artifacts["render"]
+	if rs.ReferenceStatus != "present" {
+		// HE-1: no reference, no visual judging. The render is offered as the candidate.
+		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Candidate: &render.Blob,
+			NeedsContext: fmt.Sprintf("target %s has no approved reference (status %s): approve the candidate render as references/%s-%s-%s.png, replace it, or correct spec.md",
+				rs.Target, rs.ReferenceStatus, rs.Target, rs.State, rs.Appearance)}, nil
+	}
+	read := func(b events.Blob) ([]byte, error) {
+		data, _, err := blob.ReadAll(ctx, env.Store, blob.Ref{Tenant: ev.Tenant, SHA256: b.SHA256})
+		return data, err
+	}
+	cur, err := read(render.Blob)
+	if err != nil {
+		return nil, fmt.Errorf("read render: %w", err)
+	}
+	probe, err := read(rd.Artifacts["probe"].Blob)
+	if err != nil {
+		return nil, fmt.Errorf("read probe: %w", err)
+	}
+	contrast := argus.GateSkip
+	detail := map[string]string{}
+	if rs.Pairs != nil {
+		td, err := read(rs.Tokens)
+		if err != nil {
+			return nil, fmt.Errorf("read tokens: %w", err)
+		}
+		pd, err := read(*rs.Pairs)
+		if err != nil {
+			return nil, fmt.Errorf("read contrast pairs: %w", err)
+		}
+		tokens, terr := argus.ParseTokens(td)
+		pairs, perr := argus.ParseContrastPairs(pd)
+		var rep *argus.ContrastReport
+		if terr == nil && perr == nil {
+			rep, err = argus.CheckContrast(tokens, pairs, []string{rs.Appearance})
+		}
+		switch {
+		case terr != nil || perr != nil || err != nil:
+			contrast, detail[argus.GateTokenContrast] = argus.GateFail, fmt.Sprint("unreadable design tokens: ", firstErr(terr, perr, err))
+		default:
+			contrast = rep.GateStatus()
+			for _, f := range rep.Failures {
+				detail[argus.GateTokenContrast] += fmt.Sprintf("%s on %s %.2f < %.1f; ", f.FG, f.BG, f.Ratio, f.Min)
+			}
+		}
+	}
+	ids, err := argus.HarvestIDs(probe)
+	if err != nil {
+		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Gates: []events.Gate{{Name: argus.GateA11yIDs, Status: events.GateFail, Detail: "probe is not JSON: " + err.Error()}}}, nil
+	}
+	a11y := argus.CheckA11yIDs(rs.A11yContract, ids)
+	if len(a11y.Missing) > 0 {
+		detail[argus.GateA11yIDs] = "missing " + strings.Join(a11y.Missing, ", ")
+	}
+	var rec views.Record
+	if env.Views != nil {
+		if rec, _, err = views.Load(ctx, env.Views, views.Key(ev.Tenant, rs)); err != nil {
+			return nil, err
+		}
+	}
+	specJSON, err := read(rs.SpecJSON)
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	adapter, err := adapterGates(ctx, env.Gates, rs, specJSON, probe)
+	if err != nil {
+		// The operator's gates command is broken: a failed build gate says so and keeps
+		// the judge away, instead of a green floor nobody measured.
+		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Gates: []events.Gate{{Name: argus.GateBuild, Status: events.GateFail, Detail: err.Error()}}}, nil
+	}
+	if rec.Baseline != nil && adapter.Snapshot == "" {
+		base, err := read(*rec.Baseline)
+		if err != nil {
+			return nil, fmt.Errorf("read snapshot baseline: %w", err)
+		}
+		var cmp argus.ImageComparison
+		adapter.Snapshot, cmp = argus.SnapshotStatus(base, cur)
+		if adapter.Snapshot == argus.GateDiff {
+			detail[argus.GateSnapshot] = fmt.Sprintf("%d of %d pixels differ from the signed-off baseline (%s)", cmp.DiffPixels, cmp.TotalPixels, cmp.Method)
+		}
+	}
+	view := argus.View{Target: rs.Target, State: rs.State, Appearance: rs.Appearance}
+	result := argus.AssembleGateResult(view, rs.Feature, adapter, contrast, &a11y)
+	gates := gateList(result, detail)
+	if !result.AllGreen {
+		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Gates: gates}, nil
+	}
+	unchanged := false
+	if rec.PrevRender != nil {
+		prev, err := read(*rec.PrevRender)
+		if err != nil {
+			return nil, fmt.Errorf("read previous render: %w", err)
+		}
+		unchanged = argus.CompareImages(prev, cur).Unchanged
+	}
+	if unchanged && rs.Confirm {
+		return &events.RenderUnchanged{Kind: events.KindRubric, ACID: acid, Gates: gates, Render: render.Blob}, nil
+	}
+	slots := []events.Slot{
+		{Name: "render", Artifact: render},
+		{Name: "reference", Artifact: events.Artifact{Blob: *rs.Reference, Class: "image"}},
+		{Name: "probe", Artifact: rd.Artifacts["probe"]},
+		{Name: "tokens", Artifact: events.Artifact{Blob: rs.Tokens, Class: "text"}},
+		{Name: "spec_text", Artifact: events.Artifact{Blob: rs.SpecText, Class: "text"}},
+		{Name: "rubric", Artifact: events.Artifact{Blob: rs.Rubric, Class: "text"}},
+	}
+	if rec.PrevRender != nil {
+		slots = append(slots, events.Slot{Name: "previous", Artifact: events.Artifact{Blob: *rec.PrevRender, Class: "image"}})
+	}
+	return &events.GatesDone{Kind: events.KindRubric, Gates: gates, Slots: slots, Rubric: &events.RubricJudging{
+		Feature: rs.Feature, Target: rs.Target, State: rs.State, Appearance: rs.Appearance,
+		ReferenceSource: rs.ReferenceSource, LoopIteration: rec.Loop.Iteration + 1,
+	}}, nil
+}
+
+// gateList flattens a gate result for events, keeping skipped gates visible.
+func gateList(r argus.GateResult, detail map[string]string) []events.Gate {
+	failing := map[string]bool{}
+	for _, f := range r.Gates.Failing() {
+		failing[f] = true
+	}
+	var out []events.Gate
+	for _, name := range []string{argus.GateBuild, argus.GateLint, argus.GateTypeCheck, argus.GateTokenContrast, argus.GateTokenCompliance, argus.GateSnapshot, argus.GateFlows, argus.GateA11yIDs} {
+		st := events.GatePass
+		switch {
+		case failing[name]:
+			st = events.GateFail
+		case statusOf(r.Gates, name) == argus.GateSkip:
+			st = events.GateSkip
+		}
+		out = append(out, events.Gate{Name: name, Status: st, Detail: strings.TrimSuffix(detail[name], "; ")})
+	}
+	return out
+}
+
+func statusOf(g argus.Gates, name string) argus.GateStatus {
+	switch name {
+	case argus.GateBuild:
+		return g.Build
+	case argus.GateLint:
+		return g.Lint
+	case argus.GateTypeCheck:
+		return g.TypeCheck
+	case argus.GateTokenContrast:
+		return g.TokenContrast
+	case argus.GateTokenCompliance:
+		return g.TokenCompliance
+	case argus.GateSnapshot:
+		return g.Snapshot
+	case argus.GateFlows:
+		return g.Flows
+	}
+	return argus.GatePass
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// adapterGates runs the operator's gates command for the view's adapter, if one is
+// registered, and parses the statuses it printed. Output that is not the expected JSON is
+// an error for the operator, never a green gate.
+func adapterGates(ctx context.Context, g *command.Gates, rs *events.RubricSpec, spec, probe []byte) (argus.AdapterGates, error) {
+	out, ran, err := g.Run(ctx, rs.Adapter, command.GatesInput{Spec: spec, Probe: probe, Target: rs.Target, State: rs.State, Appearance: rs.Appearance})
+	if err != nil || !ran {
+		return argus.AdapterGates{}, err
+	}
+	gates, err := argus.ParseAdapterGates(out)
+	if err != nil {
+		return argus.AdapterGates{}, fmt.Errorf("gates adapter %s: %w", rs.Adapter, err)
+	}
+	return gates, nil
+}

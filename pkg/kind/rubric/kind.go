@@ -1,0 +1,289 @@
+package rubric
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
+	"github.com/tribunal-dev/tribunal/pkg/views"
+)
+
+// Kind is the `rubric` judge kind.
+type Kind struct{}
+
+var _ kind.Looping = Kind{}
+
+// Name implements kind.Kind.
+func (Kind) Name() events.Kind { return events.KindRubric }
+
+// ViewKey implements kind.Looping.
+func (Kind) ViewKey(tenant string, spec events.JobSpec) string {
+	if spec.Rubric == nil || spec.Rubric.Blocked != "" {
+		return ""
+	}
+	return views.Key(tenant, spec.Rubric)
+}
+
+// LoadRubric implements kind.Looping.
+func (Kind) LoadRubric(ctx context.Context, store blob.Store, tenant string, spec events.JobSpec) (*argus.Rubric, error) {
+	if spec.Rubric == nil || spec.Rubric.Blocked != "" {
+		return nil, nil
+	}
+	data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: tenant, SHA256: spec.Rubric.Rubric.SHA256})
+	if err != nil {
+		return nil, fmt.Errorf("read rubric: %w", err)
+	}
+	return argus.ParseRubric(data)
+}
+
+// Interactive implements kind.Looping.
+func (Kind) Interactive(spec events.JobSpec) bool {
+	return spec.Rubric != nil && spec.Rubric.Mode == events.ModeInteractive
+}
+
+// Judge implements kind.Kind: one vision call scoring the render against its rubric,
+// tokens, spec and reference, and the previous render for the pairwise rank.
+func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
+	rj := gd.Rubric
+	if rj == nil {
+		return nil, fmt.Errorf("%w: rubric gates.done without view context", kind.ErrNotForKind)
+	}
+	raw := map[string][]byte{}
+	var digests []string
+	for _, sl := range gd.Slots {
+		data, _, err := blob.ReadAll(ctx, env.Store, blob.Ref{Tenant: ev.Tenant, SHA256: sl.Artifact.Blob.SHA256})
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", sl.Name, err)
+		}
+		raw[sl.Name] = data
+		digests = append(digests, sl.Name+"="+sl.Artifact.Blob.SHA256)
+	}
+	rubric, err := argus.ParseRubric(raw["rubric"])
+	if err != nil {
+		return nil, fmt.Errorf("rubric: %w", err)
+	}
+	in := Input{
+		Key: ev.JobID, Feature: rj.Feature, Target: rj.Target, State: rj.State, Appearance: rj.Appearance,
+		ReferenceSource: rj.ReferenceSource, Iteration: rj.LoopIteration, Rubric: rubric, RubricJSON: string(raw["rubric"]),
+		Tokens: string(raw["tokens"]), SpecText: string(raw["spec_text"]), Probe: string(raw["probe"]),
+		Render: judge.Image{MediaType: "image/png", Data: raw["render"]}, Reference: judge.Image{MediaType: "image/png", Data: raw["reference"]},
+	}
+	if prev, ok := raw["previous"]; ok {
+		in.Previous = &judge.Image{MediaType: "image/png", Data: prev}
+	}
+	model := env.Model(gd)
+	key := env.CacheKey(events.KindRubric, ev.Tenant, model, PromptHash(), append(digests, rj.Feature, rj.Target, rj.State, rj.Appearance, rj.ReferenceSource)...)
+	var o judge.Outcome[argus.Verdict]
+	cached := env.Cached(ctx, key, &o)
+	if !cached {
+		o = Judge(ctx, env.Provider, model, env.Instance, in, env.Params)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		env.Remember(ctx, key, o.Status, o)
+	}
+	v := &events.RubricVote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
+	for _, sl := range gd.Slots {
+		if sl.Name == "render" {
+			v.Render = sl.Artifact.Blob
+		}
+	}
+	v.Judge.Instance, v.Judge.Cached = env.Instance, cached
+	telemetry.JudgeCall(events.KindRubric, v.Judge, v.Status)
+	if o.Status == events.VoteOK {
+		o.Answer.Iteration = rj.LoopIteration
+		data, _ := json.Marshal(o.Answer)
+		v.Verdict = string(data)
+	}
+	return &events.VerdictEmitted{Kind: events.KindRubric, Rubric: v}, nil
+}
+
+// Blocked implements kind.Kind: a blocked view has no loop state to add.
+func (Kind) Blocked(*records.Job) {}
+
+// Outcome implements kind.Kind: a signed-off view is clean, a report-only view is clean
+// when all passed, a view waiting for fixes is a finding, and a view that spent its budget
+// or lacks a reference is blocked.
+func (Kind) Outcome(j *records.Job) kind.Outcome {
+	switch j.Status {
+	case events.StatusSignedOff:
+		return kind.OutcomeClean
+	case events.StatusReported:
+		if s, _ := StateOf(j); s != nil && s.Decision != nil && s.Decision.AllPass {
+			return kind.OutcomeClean
+		}
+		return kind.OutcomeFinding
+	case events.StatusNeedsFixes:
+		return kind.OutcomeFinding
+	case events.StatusBudgetExhausted, events.StatusNeedsContext:
+		return kind.OutcomeBlocked
+	}
+	return kind.OutcomeSchemaViolation
+}
+
+// Row implements kind.Kind.
+func (Kind) Row(j *records.Job) kind.Row {
+	row := kind.BaseRow(j)
+	rb, _ := StateOf(j)
+	if rb == nil || rb.Decision == nil {
+		return row
+	}
+	d := rb.Decision
+	row.Verdict = d.Outcome
+	row.Detail = fmt.Sprintf("view %s, loop iteration %d", d.View, d.LoopIteration)
+	if len(d.FixDimensions) > 0 {
+		row.Detail += fmt.Sprintf("; fix %v", d.FixDimensions)
+	}
+	if len(d.FailingGates) > 0 {
+		row.Detail += fmt.Sprintf("; failing gates %v", d.FailingGates)
+	}
+	if len(d.Frozen) > 0 {
+		row.Detail += fmt.Sprintf("; frozen %v", d.Frozen)
+	}
+	if rb.SignOff != nil {
+		row.Detail += "; signed off, human spot-check " + rb.SignOff.HumanSpotcheck
+	}
+	return row
+}
+
+// Manifest implements kind.Kind: each feature's status and its views' loop outcomes.
+func (Kind) Manifest(_, batch string) kind.Manifest {
+	return &manifestFold{batch: batch}
+}
+
+// FeatureManifest is the manifest of the rubric kind: each feature's status and its views'
+// loop outcomes, sign-offs included.
+type FeatureManifest struct {
+	Kind        events.Kind     `json:"kind"`
+	Source      string          `json:"source"`
+	BatchID     string          `json:"batch_id"`
+	GeneratedAt time.Time       `json:"generated_at"`
+	Features    []FeatureResult `json:"features"`
+}
+
+// FeatureResult is one feature's folded status and its views.
+type FeatureResult struct {
+	Feature string              `json:"feature"`
+	Status  argus.FeatureStatus `json:"status"`
+	Reasons []string            `json:"reasons"`
+	Views   []ViewResultRow     `json:"views"`
+}
+
+// ViewResultRow is one view's outcome in this batch.
+type ViewResultRow struct {
+	View        string                 `json:"view"`
+	Job         string                 `json:"job"`
+	Status      events.Status          `json:"status"`
+	Reason      string                 `json:"reason,omitempty"`
+	Decision    *events.RubricDecision `json:"decision,omitempty"`
+	LastVerdict *argus.Verdict         `json:"last_verdict,omitempty"`
+	SignOff     *argus.SignOff         `json:"signoff,omitempty"`
+	Candidate   *events.Blob           `json:"candidate,omitempty"`
+	Render      *events.Blob           `json:"render,omitempty"`
+}
+
+type manifestFold struct {
+	batch string
+	views []foldedView
+}
+
+// foldedView is what the feature manifest needs of one view's job.
+type foldedView struct {
+	index   int
+	feature string
+	outcome argus.ViewOutcome
+	row     ViewResultRow
+}
+
+// viewOutcome maps a rubric job's status onto the feature-status fold.
+func viewOutcome(j *records.Job, s *State) argus.ViewOutcome {
+	rs := j.Spec.Rubric
+	o := argus.ViewOutcome{View: rs.Target + "/" + rs.State + "/" + rs.Appearance, Reason: j.BlockReason}
+	if rs.Blocked != "" {
+		o.View = j.ACID
+	}
+	if s != nil {
+		o.Frozen = s.Loop.Frozen
+		if s.SignOff != nil {
+			o.HumanSpotcheck = s.SignOff.HumanSpotcheck
+		}
+	}
+	switch j.Status {
+	case events.StatusSignedOff, events.StatusReported:
+		o.Result = argus.ViewSignedOff
+	case events.StatusBudgetExhausted:
+		o.Result = argus.ViewBudgetExhausted
+	case events.StatusNeedsContext:
+		o.Result = argus.ViewNeedsReference
+	case events.StatusNeedsFixes, events.StatusPending, events.StatusAwaitingSpotcheck:
+		o.Result = argus.ViewInProgress
+	default:
+		o.Result = argus.ViewBlocked
+		if o.Reason == "" {
+			o.Reason = string(j.Status)
+		}
+	}
+	return o
+}
+
+func (m *manifestFold) Add(j *records.Job) {
+	if j.Spec.Rubric == nil {
+		return
+	}
+	name := j.Spec.Rubric.Feature
+	if name == "" {
+		name = j.ACID
+	}
+	s, _ := StateOf(j)
+	vo := viewOutcome(j, s)
+	row := ViewResultRow{View: vo.View, Job: j.ACID, Status: j.Status, Reason: j.BlockReason}
+	if s != nil {
+		row.Decision, row.LastVerdict, row.SignOff, row.Candidate, row.Render = s.Decision, s.LastVerdict, s.SignOff, s.Candidate, s.Render
+	}
+	m.views = append(m.views, foldedView{index: j.Index, feature: name, outcome: vo, row: row})
+}
+
+func (m *manifestFold) Build(at time.Time) any {
+	if len(m.views) == 0 {
+		return nil
+	}
+	// Jobs are folded in any order; features and views are listed in batch order.
+	sort.SliceStable(m.views, func(a, b int) bool { return m.views[a].index < m.views[b].index })
+	out := &FeatureManifest{Kind: events.KindRubric, Source: "tribunal", BatchID: m.batch, GeneratedAt: at.UTC()}
+	byFeature := map[string]int{}
+	var inputs []argus.FeatureInput
+	for _, v := range m.views {
+		i, ok := byFeature[v.feature]
+		if !ok {
+			i = len(out.Features)
+			byFeature[v.feature] = i
+			out.Features = append(out.Features, FeatureResult{Feature: v.feature})
+			inputs = append(inputs, argus.FeatureInput{})
+		}
+		inputs[i].Views = append(inputs[i].Views, v.outcome)
+		out.Features[i].Views = append(out.Features[i].Views, v.row)
+	}
+	for i := range out.Features {
+		rep := argus.FoldFeatureStatus(inputs[i])
+		out.Features[i].Status, out.Features[i].Reasons = rep.Status, rep.Reasons
+	}
+	return out
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

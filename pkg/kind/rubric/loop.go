@@ -1,0 +1,330 @@
+package rubric
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+)
+
+// State is a rubric view's loop state on its job record for this batch (records.Job.Loop).
+type State struct {
+	// Handled is the envelope iteration of the last loop event applied in this batch.
+	Handled int `json:"handled"`
+	// Pending are the encoded events of the last intermediate step (a confirmation
+	// render), republished when that step's event is redelivered.
+	Pending       [][]byte               `json:"pending,omitempty"`
+	Decision      *events.RubricDecision `json:"decision,omitempty"`
+	LastVerdict   *argus.Verdict         `json:"last_verdict,omitempty"`
+	Disagreements int                    `json:"disagreements,omitempty"`
+	Loop          argus.LoopState        `json:"loop"`
+	SignOff       *argus.SignOff         `json:"signoff,omitempty"`
+	Candidate     *events.Blob           `json:"candidate,omitempty"`
+	Render        *events.Blob           `json:"render,omitempty"`
+	// Previous is the render the judge ranked this one against.
+	Previous *events.Blob `json:"previous,omitempty"`
+}
+
+// StateOf reads a rubric job's loop state; nil when the job has none yet.
+func StateOf(j *records.Job) (*State, error) {
+	if len(j.Loop) == 0 {
+		return nil, nil
+	}
+	var s State
+	if err := json.Unmarshal(j.Loop, &s); err != nil {
+		return nil, fmt.Errorf("job %s: rubric state: %w", j.Key(), err)
+	}
+	return &s, nil
+}
+
+func setState(j *records.Job, s *State) error {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("job %s: encode rubric state: %w", j.Key(), err)
+	}
+	j.Loop = data
+	return nil
+}
+
+// loopStep is one loop event: a verdict, an unchanged confirmation, or red gates.
+type loopStep struct {
+	verdict   *argus.Verdict
+	disagreed bool
+	unchanged bool
+	gates     []string
+	render    *events.Blob
+	judge     string
+}
+
+// Decide implements kind.Kind. A rubric view takes every loop event itself: red gates (a
+// gate failure, streak reset), a missing reference (HE-1), an unchanged confirmation, a
+// verdict and a person's spot-check (HE-2).
+func (Kind) Decide(st *kind.Step) error {
+	if st.Job.Spec.Rubric == nil {
+		return fmt.Errorf("%w: job %s is not a rubric view", kind.ErrNotForKind, st.Job.Key())
+	}
+	switch p := st.Event.Payload.(type) {
+	case *events.GatesFailed:
+		if p.NeedsContext != "" {
+			j := st.Job
+			j.Status, j.BlockStage, j.BlockReason = events.StatusNeedsContext, "reference", p.NeedsContext
+			return setState(j, &State{Candidate: p.Candidate})
+		}
+		var failing []string
+		for _, g := range p.Gates {
+			if g.Status.Failed() {
+				failing = append(failing, g.Name)
+			}
+		}
+		return step(st, loopStep{gates: failing})
+	case *events.RenderUnchanged:
+		render := p.Render
+		return step(st, loopStep{unchanged: true, render: &render})
+	case *events.VerdictEmitted:
+		if p.Rubric == nil {
+			return fmt.Errorf("%w: a rubric job takes rubric verdicts", kind.ErrNotForKind)
+		}
+		return vote(st, p.Rubric)
+	case *events.SpotcheckRecorded:
+		return spotcheck(st, p)
+	}
+	return fmt.Errorf("%w: a rubric job does not take %s", kind.ErrNotForKind, st.Event.Type)
+}
+
+// vote handles a rubric judge's answer: a valid verdict is a loop step; an invalid one is
+// a schema violation and an unreachable judge blocks the view. all_pass and
+// failed_dimensions are re-derived from the scores and the rubric's thresholds.
+func vote(st *kind.Step, v *events.RubricVote) error {
+	name := kind.JudgeName(v.Judge)
+	status, problem := v.Status, v.Error
+	if status == events.VoteOK {
+		verdict, disagreed, err := normalize(st.Rubric, v)
+		if err == nil {
+			render := v.Render
+			return step(st, loopStep{verdict: verdict, disagreed: disagreed, render: &render, judge: name})
+		}
+		status, problem = events.VoteSchemaViolation, err.Error()
+	}
+	j := st.Job
+	j.Judges = []string{name}
+	if status == events.VoteUnavailable || status == events.VoteBlocked {
+		j.Status, j.BlockStage, j.BlockReason = events.StatusBlocked, "judge", fmt.Sprintf("judge unavailable (%s): %s", name, problem)
+		return nil
+	}
+	j.Status, j.BlockReason = events.StatusSchemaViolation, fmt.Sprintf("%s (%s)", problem, name)
+	j.Decided = &events.IterationDecided{Kind: events.KindRubric, ACID: j.ACID, Status: events.StatusSchemaViolation, Final: true}
+	return nil
+}
+
+func normalize(r *argus.Rubric, v *events.RubricVote) (*argus.Verdict, bool, error) {
+	parsed, err := argus.ParseVerdict([]byte(v.Verdict))
+	if err != nil {
+		return nil, false, err
+	}
+	if r == nil {
+		return nil, false, fmt.Errorf("the view's rubric was not given to the rules")
+	}
+	chk, err := argus.NormalizeVerdict(*parsed, r)
+	if err != nil {
+		return nil, false, err
+	}
+	return &chk.Verdict, chk.Disagreed, nil
+}
+
+// step applies one loop step to a view: the loop arithmetic on the view's durable state
+// (idempotent per event: the view keeps the last applied event and its decision), then the
+// decision for this batch: confirm (re-render without an edit), fix (the builder's turn),
+// sign-off, or budget spent.
+func step(st *kind.Step, s loopStep) error {
+	j, ev := st.Job, st.Event
+	rs := j.Spec.Rubric
+	state, err := StateOf(j)
+	if err != nil {
+		return err
+	}
+	if state != nil && ev.Iteration <= state.Handled {
+		// This batch applied the step already: announce what it announced then.
+		pending, err := decodeAll(state.Pending)
+		if err != nil {
+			return err
+		}
+		st.Publish = append(st.Publish, pending...)
+		st.Replayed = true
+		return nil
+	}
+	if st.View == nil {
+		return fmt.Errorf("job %s: the view's state was not given to the rules", j.Key())
+	}
+	if st.Rubric == nil {
+		return fmt.Errorf("job %s: the view's rubric was not given to the rules", j.Key())
+	}
+	params := st.Rubric.LoopParams()
+	if rs.MaxIterations > 0 {
+		params.MaxIterations = rs.MaxIterations
+	}
+	v := st.View
+	var previous *events.Blob
+	var d argus.Decision
+	if v.LastApplied == ev.ID {
+		// The view took this event before the job record did (a crash between the two
+		// writes): its decision stands, the loop does not count it twice.
+		d = v.LastDecision
+	} else {
+		previous = v.PrevRender
+		d = v.Apply(ev.Tenant, rs, s.verdict, s.unchanged, s.render, params, st.Now)
+		v.LastApplied, v.LastDecision = ev.ID, d
+		st.ViewChanged = true
+	}
+	dec := &events.RubricDecision{
+		View: rs.Target + "/" + rs.State + "/" + rs.Appearance, LoopIteration: d.Iteration, FixDimensions: d.FixDimensions,
+		FailingGates: s.gates, Frozen: d.Frozen, NewlyFrozen: d.NewlyFrozen, ConsecutivePasses: d.ConsecutivePasses, Unchanged: s.unchanged,
+	}
+	if s.verdict != nil {
+		dec.AllPass, dec.FailedDimensions = s.verdict.AllPass, s.verdict.FailedDimensions
+	}
+	status := events.StatusPending
+	switch {
+	case rs.Mode == events.ModeReportOnly:
+		dec.Outcome, status = "reported", events.StatusReported
+	case d.ShouldSignoff:
+		dec.Outcome, status = "signed_off", events.StatusSignedOff
+		if rs.Mode == events.ModeInteractive {
+			if st.Spotcheck == "" {
+				// Which sign-off of an interactive batch waits for a person is decided by a
+				// claim the caller makes; decide again once it has.
+				st.ClaimSpotcheck = true
+				return nil
+			}
+			if st.Spotcheck == j.ACID {
+				status = events.StatusAwaitingSpotcheck
+			}
+		}
+	case d.BudgetExhausted:
+		dec.Outcome, status = "budget_exhausted", events.StatusBudgetExhausted
+	case s.verdict != nil && s.verdict.AllPass || s.unchanged:
+		dec.Outcome = "confirm"
+	default:
+		dec.Outcome, status = "fix", events.StatusNeedsFixes
+	}
+	decided := &events.IterationDecided{Kind: events.KindRubric, ACID: j.ACID, Status: status, Final: status.Final(), Rubric: dec}
+	if s.disagreed {
+		decided.Disagreements = 1
+	}
+	var signoff []events.Event
+	if status == events.StatusSignedOff || status == events.StatusAwaitingSpotcheck {
+		so := SignoffEvent(ev, v.SignOff)
+		so.Payload.(*events.SignoffRecorded).Digest = records.ChainDigest(append(append([]string(nil), j.Inputs...), st.Link))
+		signoff = append(signoff, so)
+	}
+	if state == nil {
+		state = &State{}
+	}
+	state.Handled, state.Decision = ev.Iteration, dec
+	state.LastVerdict, state.Loop, state.SignOff, state.Render, state.Previous = v.LastVerdict, v.Loop, v.SignOff, s.render, previous
+	j.Judges = kind.AddJudge(j.Judges, s.judge)
+	if status.Final() {
+		j.Status, j.Decided = status, decided
+		state.Pending = nil
+		if status == events.StatusBudgetExhausted {
+			j.BlockStage, j.BlockReason = "loop", fmt.Sprintf("iteration budget of %d spent without %d consecutive passes", d.MaxIterations, d.RequiredPasses)
+		}
+		st.Publish = append(st.Publish, signoff...)
+		return setState(j, state)
+	}
+	// Not final yet: announce the step now, under the ids of this iteration.
+	pending := []events.Event{events.New(decided, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}
+	pending = append(pending, signoff...)
+	if status == events.StatusPending {
+		// All passed but no streak yet: render again without an edit to confirm.
+		spec := j.Spec
+		confirm := *spec.Rubric
+		confirm.Confirm = true
+		spec.Rubric = &confirm
+		pending = append(pending, events.New(&events.RenderRequested{Spec: spec}, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration+1, "", &ev.Envelope))
+	}
+	if state.Pending, err = encodeAll(pending); err != nil {
+		return err
+	}
+	if status == events.StatusAwaitingSpotcheck {
+		j.Status = events.StatusAwaitingSpotcheck
+	}
+	st.Publish = append(st.Publish, pending...)
+	return setState(j, state)
+}
+
+// spotcheck records a person's HE-2 decision on a sign-off that waits for it.
+func spotcheck(st *kind.Step, p *events.SpotcheckRecorded) error {
+	value := argus.SpotcheckApproved
+	if !p.Approved {
+		value = p.Dimension
+	}
+	if st.View == nil {
+		return fmt.Errorf("job %s: the view's state was not given to the rules", st.Job.Key())
+	}
+	if st.View.SignOff != nil && st.View.SignOff.HumanSpotcheck != value {
+		so := *st.View.SignOff
+		so.HumanSpotcheck = value
+		st.View.SignOff = &so
+		st.ViewChanged = true
+	}
+	j := st.Job
+	state, err := StateOf(j)
+	if err != nil {
+		return err
+	}
+	if state == nil {
+		state = &State{}
+	}
+	if state.SignOff != nil {
+		so := *state.SignOff
+		so.HumanSpotcheck = value
+		state.SignOff = &so
+	}
+	state.Pending = nil
+	j.Status = events.StatusSignedOff
+	j.Decided = &events.IterationDecided{Kind: events.KindRubric, ACID: j.ACID, Status: events.StatusSignedOff, Final: true, Rubric: state.Decision}
+	return setState(j, state)
+}
+
+// SignoffEvent announces a view's sign-off.
+func SignoffEvent(cause events.Event, so *argus.SignOff) events.Event {
+	p := &events.SignoffRecorded{}
+	if so != nil {
+		p = &events.SignoffRecorded{Feature: so.Feature, Target: so.Target, State: so.State, Appearance: so.Appearance,
+			SignedOffAt: so.SignedOffAt.Format(time.RFC3339), Iterations: so.Iterations, ReferenceSource: so.ReferenceSource,
+			HumanSpotcheck: so.HumanSpotcheck}
+		if so.FinalVerdict != nil {
+			data, _ := json.Marshal(so.FinalVerdict)
+			p.FinalVerdict = string(data)
+		}
+	}
+	return events.New(p, cause.Tenant, cause.BatchID, cause.JobID, cause.Iteration, "", &cause.Envelope)
+}
+
+func encodeAll(evs []events.Event) ([][]byte, error) {
+	out := make([][]byte, len(evs))
+	for i, e := range evs {
+		b, err := events.Encode(e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+func decodeAll(bs [][]byte) ([]events.Event, error) {
+	out := make([]events.Event, 0, len(bs))
+	for _, b := range bs {
+		e, err := events.Decode(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

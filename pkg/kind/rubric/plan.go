@@ -1,0 +1,163 @@
+package rubric
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+)
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// ViewJobID names the job of one rubric view.
+func ViewJobID(acID string, v argus.View) string {
+	id := acID + "--" + v.Target + "--" + v.State + "--" + v.Appearance
+	id = unsafeName.ReplaceAllString(id, "_")
+	if len(id) > 128 {
+		id = id[:128]
+	}
+	return id
+}
+
+// Plan implements kind.Kind: a rubric AC is one job per view of its feature. A feature
+// that cannot run (unreadable or invalid spec) is one blocked job named after the AC.
+func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan, error) {
+	b := env.Batch
+	blocked := func(reason string) []kind.Plan {
+		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, Rubric: &events.RubricSpec{Blocked: reason}}
+		return []kind.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}
+	}
+	if p := kind.EntryProblem(ac); p != "" {
+		return blocked(p), nil
+	}
+	if ac.Spec == "" {
+		return blocked(fmt.Sprintf("%s:%d: acs %s: missing input: a rubric AC needs spec", b.Path, ac.Line, ac.ID)), nil
+	}
+	path, err := b.LocalPath(ac.Spec, env.AllowOutside)
+	if err != nil {
+		return blocked("invalid spec: " + err.Error()), nil
+	}
+	dir := path
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	f, err := argus.LoadFeature(dir)
+	if err != nil {
+		return blocked("invalid spec: " + err.Error()), nil
+	}
+	put := func(data []byte, mediaType string) (events.Blob, error) {
+		a, err := blob.PutBytes(ctx, env.Store, env.Tenant, data, mediaType)
+		if err != nil {
+			return events.Blob{}, fmt.Errorf("AC %s: store feature file: %w", ac.ID, err)
+		}
+		return events.Blob{SHA256: a.Ref.SHA256, MediaType: mediaType, Size: a.Size}, nil
+	}
+	read := func(rel string) ([]byte, error) {
+		p, err := f.Path(rel)
+		if err != nil {
+			return nil, err
+		}
+		return os.ReadFile(p)
+	}
+	docs := map[string][]byte{}
+	for name, rel := range map[string]string{"spec": argus.SpecFile, "text": argus.SpecTextFile, "tokens": f.Spec.DesignSystem.Tokens, "pairs": f.Spec.DesignSystem.ContrastPairs} {
+		if rel == "" {
+			continue
+		}
+		data, err := read(rel)
+		if err != nil {
+			return blocked(fmt.Sprintf("invalid spec: %s: %v", rel, err)), nil
+		}
+		docs[name] = data
+	}
+	rubricJSON := argus.DefaultRubricJSON()
+	if f.RubricLocal {
+		if rubricJSON, err = read("rubric.json"); err != nil {
+			return blocked("invalid spec: rubric.json: " + err.Error()), nil
+		}
+	}
+	base := events.RubricSpec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: firstNonEmpty(ac.Mode, events.ModeHeadless),
+		MaxIterations: ac.MaxIterations, Width: 1440, Height: 900}
+	if base.SpecJSON, err = put(docs["spec"], "application/json"); err != nil {
+		return nil, err
+	}
+	if base.SpecText, err = put(docs["text"], "text/markdown"); err != nil {
+		return nil, err
+	}
+	if base.Tokens, err = put(docs["tokens"], "application/json"); err != nil {
+		return nil, err
+	}
+	if data, ok := docs["pairs"]; ok {
+		pb, err := put(data, "application/json")
+		if err != nil {
+			return nil, err
+		}
+		base.Pairs = &pb
+	}
+	if base.Rubric, err = put(rubricJSON, "application/json"); err != nil {
+		return nil, err
+	}
+	var out []kind.Plan
+	for _, t := range f.Spec.Targets {
+		route, rerr := resolveRoute(env, f, t.Route)
+		ref := t.CanonicalReference()
+		var refBlob *events.Blob
+		if ref.Status == "present" && ref.File != "" {
+			data, err := read(ref.File)
+			if err != nil {
+				return blocked(fmt.Sprintf("invalid spec: reference %s: %v", ref.File, err)), nil
+			}
+			rb, err := put(data, "image/png")
+			if err != nil {
+				return nil, err
+			}
+			refBlob = &rb
+		}
+		for _, v := range t.Views() {
+			spec := base
+			spec.Target, spec.State, spec.Appearance, spec.Fixture, spec.Canonical = v.Target, v.State, v.Appearance, v.Fixture, v.Canonical
+			spec.Route, spec.ReferenceStatus, spec.ReferenceSource, spec.Reference = route, ref.Status, ref.EffectiveSource(), refBlob
+			spec.A11yContract = t.A11yContract
+			if rerr != nil {
+				spec = events.RubricSpec{Blocked: rerr.Error()}
+			}
+			jobID := ViewJobID(ac.ID, v)
+			out = append(out, kind.Plan{JobID: jobID, Build: func(map[string]events.Source) events.JobSpec {
+				js := spec
+				return events.JobSpec{Kind: events.KindRubric, ACID: jobID, Criterion: "", Rubric: &js}
+			}})
+		}
+	}
+	if len(out) == 0 {
+		return blocked("invalid spec: no views to judge"), nil
+	}
+	return out, nil
+}
+
+// resolveRoute resolves a target's route: a URL as it is; a path inside the feature folder
+// through ServeFeature (the all-in-one mode serves the folder on loopback); anything
+// else cannot be reached by a renderer.
+func resolveRoute(env *kind.PlanEnv, f *argus.Feature, r string) (string, error) {
+	if batch.IsURL(r) {
+		return r, nil
+	}
+	if env.ServeFeature == nil {
+		return "", fmt.Errorf("route %q is not a URL a renderer can reach (only `tribunal run` serves feature folders)", r)
+	}
+	if _, err := f.Path(strings.SplitN(r, "?", 2)[0]); err != nil {
+		return "", fmt.Errorf("route %q: %w", r, err)
+	}
+	baseURL, err := env.ServeFeature(f.Dir)
+	if err != nil {
+		return "", fmt.Errorf("serve feature %s: %w", f.Dir, err)
+	}
+	return strings.TrimSuffix(baseURL, "/") + "/" + strings.TrimPrefix(r, "/"), nil
+}

@@ -1,0 +1,142 @@
+// Package records is the aggregator's read model: the schema of the job and batch records
+// kept in the JetStream key-value buckets, their keys, and the one API every package reads
+// and writes them through. The aggregator writes them (by compare-and-set, from what the
+// rules in pkg/rulebook decide); the client, the audit, the console and the CLI read them.
+//
+// A record holds no rule. What a job's outcome means for its kind is read with the kind's
+// own accessors (pkg/kind/<name>), so this package knows no judge kind.
+package records
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// Job is the aggregator's state for one job, kept in the jobs bucket. A final record holds
+// everything needed to re-emit its outputs, so a redelivered event republishes the same
+// events (dropped as duplicates) instead of deciding again.
+type Job struct {
+	Tenant        string         `json:"tenant"`
+	Batch         string         `json:"batch"`
+	ACID          string         `json:"ac_id"`
+	Index         int            `json:"index"`
+	BatchSize     int            `json:"batch_size"`
+	BatchSource   string         `json:"batch_source,omitempty"`
+	Spec          events.JobSpec `json:"spec"`
+	Iteration     int            `json:"iteration"`
+	CorrelationID string         `json:"correlation_id"`
+	SubmittedAt   time.Time      `json:"submitted_at"`
+	// Attempt is the redrive attempt the job's current outcome belongs to.
+	Attempt int `json:"attempt,omitempty"`
+
+	Status      events.Status            `json:"status"`
+	BlockStage  string                   `json:"block_stage,omitempty"`
+	BlockReason string                   `json:"block_reason,omitempty"`
+	Decided     *events.IterationDecided `json:"decided,omitempty"`
+	// Judges names every judge that contributed, "provider/model".
+	Judges []string `json:"judges,omitempty"`
+	// Result is the kind's derived result in the kind's own JSON (ab: the comparison and
+	// the votes; critic: the result; equivalence: the report and the transcripts). Only the
+	// kind reads and writes it.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Loop is a looping kind's state for this batch (rubric: the view's last loop step,
+	// its decision and sign-off). Only the kind reads and writes it.
+	Loop json.RawMessage `json:"loop,omitempty"`
+	// Inputs are the events the job's outcome was derived from, as "<event id>:<sha256 of
+	// its wire bytes>", in the order they were applied: the links of the digest chain that
+	// manifests and sign-offs carry, so an auditor can prove what they rest on.
+	Inputs []string `json:"inputs,omitempty"`
+	// DecidedBy is the id of the event the final status was derived from.
+	DecidedBy string    `json:"decided_by,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitempty"`
+}
+
+// Final reports whether the job has its outcome.
+func (j *Job) Final() bool { return j.Status.Final() }
+
+// Key is the job's key in the jobs bucket.
+func (j *Job) Key() string { return JobKey(j.Tenant, j.Batch, j.ACID) }
+
+// Clone returns a deep copy, so a rule can change it while the original stays as loaded.
+func (j *Job) Clone() *Job {
+	data, err := json.Marshal(j)
+	if err != nil {
+		panic("records: a job record that does not encode: " + err.Error())
+	}
+	var c Job
+	if err := json.Unmarshal(data, &c); err != nil {
+		panic("records: a job record that does not decode: " + err.Error())
+	}
+	return &c
+}
+
+// Batch is a batch's record in the batches bucket, keyed "<tenant>.<batch>".
+type Batch struct {
+	Tenant    string    `json:"tenant"`
+	Batch     string    `json:"batch"`
+	Size      int       `json:"size"`
+	Source    string    `json:"source,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	// DoneShards has one bit per full completion shard.
+	DoneShards []byte `json:"done_shards"`
+	// Completion is set by the aggregator whose update completed the batch, and replaced
+	// when a redrive completes it again.
+	Completion *Completion `json:"completion,omitempty"`
+	// Redrive is the redrive in progress: its attempt and the jobs still to decide.
+	Redrive *Redrive `json:"redrive,omitempty"`
+}
+
+// Redrive tracks one `tribunal redrive` of a batch's blocked jobs.
+type Redrive struct {
+	Attempt int      `json:"attempt"`
+	Pending []string `json:"pending"`
+}
+
+// Completion is the outcome of a finished batch.
+type Completion struct {
+	At          time.Time             `json:"at"`
+	By          string                `json:"by"`
+	Summary     events.BatchCompleted `json:"summary"`
+	ManifestRef *events.Blob          `json:"manifest,omitempty"`
+	// Manifests holds every manifest of the batch by judge kind.
+	Manifests map[events.Kind]events.Blob `json:"manifests,omitempty"`
+	// Digest chains every event the batch's outcomes were derived from.
+	Digest string `json:"digest,omitempty"`
+	// Attempt is the redrive attempt this completion is for (0: the first pass).
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// JobKey is a job's key in the jobs bucket.
+func JobKey(tenant, batch, ac string) string { return tenant + "." + batch + "." + ac }
+
+// BatchPrefix matches every job key of one batch.
+func BatchPrefix(tenant, batch string) string { return tenant + "." + batch + "." }
+
+// BatchKey is a batch header's key.
+func BatchKey(tenant, batch string) string { return tenant + "." + batch }
+
+// ShardKey is a completion shard's key.
+func ShardKey(tenant, batch string, shard int) string {
+	return tenant + "." + batch + ".s" + strconv.Itoa(shard)
+}
+
+// SpotcheckKey is the key that names the view of an interactive batch whose first
+// sign-off waits for a person (HE-2).
+func SpotcheckKey(tenant, batch string) string { return BatchKey(tenant, batch) + ".spotcheck" }
+
+// ChainDigest folds digest-chain links into one SHA-256 chain: each step hashes the
+// previous digest with the next link, so changing, dropping or reordering any event
+// changes the result. Manifests and sign-offs carry it over the links they rest on.
+func ChainDigest(links []string) string {
+	d := ""
+	for _, l := range links {
+		sum := sha256.Sum256([]byte(d + "\n" + l))
+		d = hex.EncodeToString(sum[:])
+	}
+	return d
+}

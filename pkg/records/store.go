@@ -1,0 +1,341 @@
+package records
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/bits"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+)
+
+// ErrNotRecorded marks a job the jobs bucket does not hold (yet).
+var ErrNotRecorded = errors.New("job not recorded")
+
+// ErrCorrupt marks a record that does not decode. Retrying cannot fix it.
+var ErrCorrupt = errors.New("corrupt record")
+
+// maxConflicts bounds the compare-and-set retries of one update: a key that many writers
+// fight over this long is a bug, not contention.
+const maxConflicts = 100
+
+// Store reads and writes job and batch records in their key-value buckets.
+type Store struct {
+	Jobs    jetstream.KeyValue
+	Batches jetstream.KeyValue
+}
+
+// New returns the store over the buckets bus.OpenBuckets opened.
+func New(b bus.Buckets) Store { return Store{Jobs: b.Jobs, Batches: b.Batches} }
+
+// Job loads a job record and its revision. A missing job is ErrNotRecorded.
+func (s Store) Job(ctx context.Context, tenant, batch, ac string) (*Job, uint64, error) {
+	return s.jobAt(ctx, JobKey(tenant, batch, ac))
+}
+
+func (s Store) jobAt(ctx context.Context, key string) (*Job, uint64, error) {
+	e, err := s.Jobs.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, fmt.Errorf("job %s: %w", key, ErrNotRecorded)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("load job %s: %w", key, err)
+	}
+	j, err := DecodeJob(e.Value())
+	if err != nil {
+		return nil, 0, fmt.Errorf("job %s: %w", key, err)
+	}
+	return j, e.Revision(), nil
+}
+
+// DecodeJob decodes a job record's stored bytes.
+func DecodeJob(data []byte) (*Job, error) {
+	var j Job
+	if err := json.Unmarshal(data, &j); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return &j, nil
+}
+
+// CreateJob stores a new job record. It reports false, and changes nothing, when the job
+// is recorded already (a redelivered submission).
+func (s Store) CreateJob(ctx context.Context, j *Job) (bool, error) {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return false, fmt.Errorf("encode job %s: %w", j.Key(), err)
+	}
+	if _, err := s.Jobs.Create(ctx, j.Key(), data); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return false, nil
+		}
+		return false, fmt.Errorf("record job %s: %w", j.Key(), err)
+	}
+	return true, nil
+}
+
+// PutJob stores j over the revision it was loaded at. A concurrent change makes it fail
+// with an error bus.IsConflict recognises, so the caller reloads and decides again.
+func (s Store) PutJob(ctx context.Context, j *Job, rev uint64) error {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return fmt.Errorf("encode job %s: %w", j.Key(), err)
+	}
+	if _, err := s.Jobs.Update(ctx, j.Key(), data, rev); err != nil {
+		return fmt.Errorf("update job %s: %w", j.Key(), err)
+	}
+	return nil
+}
+
+// EachJob calls fn with every job record of a batch, one at a time, without holding them
+// all.
+func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) error) error {
+	w, err := s.Jobs.Watch(ctx, BatchPrefix(tenant, batch)+"*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("list jobs of %s: %w", BatchKey(tenant, batch), err)
+	}
+	defer func() { _ = w.Stop() }()
+	for e := range w.Updates() {
+		if e == nil {
+			return nil
+		}
+		j, err := DecodeJob(e.Value())
+		if err != nil {
+			return fmt.Errorf("job %s: %w", e.Key(), err)
+		}
+		if err := fn(j); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// LoadJobs reads every job record of a batch.
+func (s Store) LoadJobs(ctx context.Context, tenant, batch string) ([]*Job, error) {
+	var out []*Job
+	err := s.EachJob(ctx, tenant, batch, func(j *Job) error { out = append(out, j); return nil })
+	return out, err
+}
+
+// Header reads a batch header, or nil when the batch is unknown.
+func (s Store) Header(ctx context.Context, tenant, batch string) (*Batch, uint64, error) {
+	e, err := s.Batches.Get(ctx, BatchKey(tenant, batch))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("load batch %s: %w", BatchKey(tenant, batch), err)
+	}
+	var h Batch
+	if err := json.Unmarshal(e.Value(), &h); err != nil {
+		return nil, 0, fmt.Errorf("batch %s: %w: %v", BatchKey(tenant, batch), ErrCorrupt, err)
+	}
+	return &h, e.Revision(), nil
+}
+
+// EnsureHeader creates the batch header unless it exists.
+func (s Store) EnsureHeader(ctx context.Context, h Batch) error {
+	data, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	if _, err := s.Batches.Create(ctx, BatchKey(h.Tenant, h.Batch), data); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("create batch %s: %w", BatchKey(h.Tenant, h.Batch), err)
+	}
+	return nil
+}
+
+// UpdateHeader applies change to a batch header by compare-and-set, reloading on a
+// conflict. change sees nil for an unknown batch and returns the header to store, or nil
+// to leave it as it is. It returns the header as stored afterwards.
+func (s Store) UpdateHeader(ctx context.Context, tenant, batch string, change func(*Batch) *Batch) (*Batch, error) {
+	var out *Batch
+	_, err := casBytes(ctx, s.Batches, BatchKey(tenant, batch), func(b []byte) ([]byte, bool, error) {
+		var cur *Batch
+		if len(b) > 0 {
+			cur = &Batch{}
+			if err := json.Unmarshal(b, cur); err != nil {
+				return nil, false, fmt.Errorf("batch %s: %w: %v", BatchKey(tenant, batch), ErrCorrupt, err)
+			}
+		}
+		next := change(cur)
+		if next == nil {
+			out = cur
+			return b, false, nil
+		}
+		out = next
+		data, err := json.Marshal(next)
+		return data, true, err
+	})
+	return out, err
+}
+
+// casBytes applies change to a raw value with compare-and-set, creating the key when
+// absent. change returns the new value and whether anything changed.
+func casBytes(ctx context.Context, kv jetstream.KeyValue, key string, change func([]byte) ([]byte, bool, error)) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		var cur []byte
+		var rev uint64
+		e, err := kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("load %s: %w", key, err)
+		default:
+			cur, rev = append([]byte(nil), e.Value()...), e.Revision()
+		}
+		next, changed, err := change(cur)
+		if err != nil {
+			return nil, err
+		}
+		if !changed {
+			return next, nil
+		}
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, next)
+		} else {
+			_, err = kv.Update(ctx, key, next, rev)
+		}
+		if err == nil {
+			return next, nil
+		}
+		if !bus.IsConflict(err) || attempt >= maxConflicts {
+			return nil, fmt.Errorf("update %s: %w", key, err)
+		}
+	}
+}
+
+// ShardSize is how many jobs one completion shard tracks. A batch's completion state is
+// split so that concurrent aggregators contend on a fraction of the batch, and each
+// update rewrites ShardSize/8 bytes, not the whole batch.
+const ShardSize = 1024
+
+// ShardCount is the number of shards of a batch of size n.
+func ShardCount(n int) int { return (n + ShardSize - 1) / ShardSize }
+
+func shardLen(size, shard int) int { return min(ShardSize, size-shard*ShardSize) }
+
+// Popcount counts the set bits of a shard or header bitmap.
+func Popcount(b []byte) int {
+	n := 0
+	for _, x := range b {
+		n += bits.OnesCount8(x)
+	}
+	return n
+}
+
+func setBit(b []byte, i int) ([]byte, bool) {
+	need := i/8 + 1
+	if len(b) < need {
+		b = append(b, make([]byte, need-len(b))...)
+	}
+	if b[i/8]&(1<<(i%8)) != 0 {
+		return b, false
+	}
+	b[i/8] |= 1 << (i % 8)
+	return b, true
+}
+
+// MarkDone records that job index of a batch is final and reports whether the whole
+// batch is now final. Every step is an idempotent bit-set, so a redelivered event that
+// repeats it changes nothing and still reaches the same answer.
+func (s Store) MarkDone(ctx context.Context, tenant, batch string, index, size int) (bool, error) {
+	shard := index / ShardSize
+	bitmap, err := casBytes(ctx, s.Batches, ShardKey(tenant, batch, shard), func(b []byte) ([]byte, bool, error) {
+		next, changed := setBit(b, index%ShardSize)
+		return next, changed, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if Popcount(bitmap) < shardLen(size, shard) {
+		return false, nil
+	}
+	h, err := s.UpdateHeader(ctx, tenant, batch, func(cur *Batch) *Batch {
+		if cur == nil {
+			cur = &Batch{Tenant: tenant, Batch: batch, Size: size, CreatedAt: time.Now().UTC()}
+		}
+		next := *cur
+		var changed bool
+		next.DoneShards, changed = setBit(append([]byte(nil), cur.DoneShards...), shard)
+		if !changed {
+			return nil
+		}
+		return &next
+	})
+	if err != nil {
+		return false, err
+	}
+	return Popcount(h.DoneShards) >= ShardCount(size), nil
+}
+
+// Progress counts the final jobs of a batch from its shards.
+func (s Store) Progress(ctx context.Context, tenant, batch string, size int) (int, error) {
+	done := 0
+	for sh := 0; sh < ShardCount(size); sh++ {
+		e, err := s.Batches.Get(ctx, ShardKey(tenant, batch, sh))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("load shard %d of %s: %w", sh, BatchKey(tenant, batch), err)
+		}
+		done += Popcount(e.Value())
+	}
+	return done, nil
+}
+
+// StartRedrive records a redrive of jobs as attempt on the batch header, so the aggregator
+// knows when the redrive is complete. It fails when the batch is not complete or another
+// redrive is still running.
+func (s Store) StartRedrive(ctx context.Context, tenant, batch string, attempt int, jobs []string) error {
+	var refuse error
+	_, err := s.UpdateHeader(ctx, tenant, batch, func(h *Batch) *Batch {
+		switch {
+		case h == nil:
+			refuse = fmt.Errorf("batch %s: not found", BatchKey(tenant, batch))
+			return nil
+		case h.Completion == nil:
+			refuse = fmt.Errorf("batch %s is still running", BatchKey(tenant, batch))
+			return nil
+		case h.Redrive != nil && len(h.Redrive.Pending) > 0 && h.Completion.Attempt < h.Redrive.Attempt:
+			refuse = fmt.Errorf("batch %s: redrive %d is still running", BatchKey(tenant, batch), h.Redrive.Attempt)
+			return nil
+		}
+		next := *h
+		next.Redrive = &Redrive{Attempt: attempt, Pending: jobs}
+		return &next
+	})
+	if err != nil {
+		return err
+	}
+	return refuse
+}
+
+// Spotcheck returns the job that holds an interactive batch's spot-check, "" for none.
+func (s Store) Spotcheck(ctx context.Context, tenant, batch string) (string, error) {
+	e, err := s.Batches.Get(ctx, SpotcheckKey(tenant, batch))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("load spot-check of %s: %w", BatchKey(tenant, batch), err)
+	}
+	return string(e.Value()), nil
+}
+
+// ClaimSpotcheck makes job the one whose sign-off waits for a person in an interactive
+// batch, unless another job holds it already. It returns the holder.
+func (s Store) ClaimSpotcheck(ctx context.Context, tenant, batch, job string) (string, error) {
+	_, err := s.Batches.Create(ctx, SpotcheckKey(tenant, batch), []byte(job))
+	if err == nil {
+		return job, nil
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return s.Spotcheck(ctx, tenant, batch)
+	}
+	return "", fmt.Errorf("claim spot-check of %s: %w", BatchKey(tenant, batch), err)
+}

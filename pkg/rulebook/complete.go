@@ -1,0 +1,188 @@
+package rulebook
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+)
+
+// Completed is a batch's completion: the record its header keeps, the manifests to store
+// (content-addressed, so their refs are known before they are stored) and the events that
+// announce it.
+type Completed struct {
+	Completion records.Completion
+	// Manifests are each kind's manifest, encoded, by kind.
+	Manifests map[events.Kind][]byte
+}
+
+// Fold accumulates what a batch's completion needs from each final job, one at a time and
+// in any order, keeping only that (each kind's manifest rows, the outcome, the digest
+// links) rather than whole records, so a 100,000-job batch completes without holding
+// 100,000 records.
+type Fold struct {
+	tenant, batch string
+	// at is the latest decision among the folded jobs: the time the completion and its
+	// manifests carry. It depends on the jobs alone, not on which aggregator instance
+	// happened to complete the batch or when, so a replay rebuilds the manifests byte for
+	// byte.
+	at  time.Time
+	sum events.BatchCompleted
+	outcomes      []kind.Outcome
+	links         []indexed
+	manifests     map[events.Kind]kind.Manifest
+	err           error
+}
+
+type indexed struct {
+	index int
+	links []string
+}
+
+// NewFold starts the completion of a batch.
+func NewFold(tenant, batch string) *Fold {
+	return &Fold{tenant: tenant, batch: batch, manifests: map[events.Kind]kind.Manifest{}}
+}
+
+// Add folds one final job in. The record may be reused by the caller afterwards.
+func (f *Fold) Add(j *records.Job) {
+	if j.DecidedAt.After(f.at) {
+		f.at = j.DecidedAt.UTC()
+	}
+	f.sum.Total++
+	switch j.Status {
+	case events.StatusCompared, events.StatusSignedOff, events.StatusReported, events.StatusNeedsFixes:
+		f.sum.Compared++
+	case events.StatusBlocked, events.StatusBudgetExhausted, events.StatusNeedsContext:
+		f.sum.Blocked++
+	case events.StatusSchemaViolation:
+		f.sum.Violations++
+	}
+	o := Outcome(j)
+	f.outcomes = append(f.outcomes, o)
+	if o == kind.OutcomeFinding {
+		f.sum.Suggestions++
+	}
+	f.links = append(f.links, indexed{j.Index, j.Inputs})
+	k, err := kinds.Lookup(j.Spec.Kind)
+	if err != nil {
+		if f.err == nil {
+			f.err = fmt.Errorf("job %s: %w", j.Key(), err)
+		}
+		return
+	}
+	m := f.manifests[k.Name()]
+	if m == nil {
+		m = k.Manifest(f.tenant, f.batch)
+		f.manifests[k.Name()] = m
+	}
+	m.Add(j)
+}
+
+// Digest chains every folded job's inputs in batch order: the digest manifests and the
+// batch header carry, so an auditor can prove which events they rest on.
+func (f *Fold) Digest() string {
+	sort.SliceStable(f.links, func(a, b int) bool { return f.links[a].index < f.links[b].index })
+	var all []string
+	for _, l := range f.links {
+		all = append(all, l.links...)
+	}
+	return records.ChainDigest(all)
+}
+
+// Complete finishes the fold: the summary with the exit code (the seed's `ab` table over
+// every job of every kind), each kind's manifest and the digest. by is the job whose
+// outcome completed the batch, attempt the redrive attempt it completes (0 for the first
+// pass).
+func (f *Fold) Complete(by string, attempt int) (Completed, error) {
+	if f.err != nil {
+		return Completed{}, f.err
+	}
+	sum := f.sum
+	sum.ExitCode = kind.ExitCode(f.outcomes)
+	c := Completed{Manifests: map[events.Kind][]byte{}}
+	refs := map[events.Kind]events.Blob{}
+	for _, k := range kinds.All() {
+		m, ok := f.manifests[k.Name()]
+		if !ok {
+			continue
+		}
+		doc := m.Build(f.at)
+		if doc == nil {
+			continue
+		}
+		data, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return Completed{}, fmt.Errorf("encode %s manifest of %s: %w", k.Name(), records.BatchKey(f.tenant, f.batch), err)
+		}
+		sha := sha256.Sum256(data)
+		ref := events.Blob{SHA256: hex.EncodeToString(sha[:]), MediaType: "application/json", Size: int64(len(data))}
+		c.Manifests[k.Name()] = data
+		refs[k.Name()] = ref
+		sum.Manifests = append(sum.Manifests, ref)
+	}
+	c.Completion = records.Completion{At: f.at, By: by, Summary: sum, Manifests: refs, Digest: f.Digest(), Attempt: attempt}
+	if r, ok := refs[events.KindAB]; ok {
+		c.Completion.ManifestRef = &r
+	}
+	return c, nil
+}
+
+// Summary is the completion's summary without its manifests' refs, for readers that fold
+// records they did not complete (nothing is stored).
+func (f *Fold) Summary() events.BatchCompleted {
+	sum := f.sum
+	sum.ExitCode = kind.ExitCode(f.outcomes)
+	return sum
+}
+
+// CompletionEvents announce a batch's completion: one manifest.emitted per kind, in
+// registry order, then batch.completed, under ids of the completion's attempt.
+func CompletionEvents(tenant, batch string, c *records.Completion) []events.Event {
+	var out []events.Event
+	for _, k := range kinds.All() {
+		if ref, ok := c.Manifests[k.Name()]; ok {
+			out = append(out, events.NewAttempt(&events.ManifestEmitted{Kind: k.Name(), Manifest: ref, ExitCode: c.Summary.ExitCode, Digest: c.Digest},
+				tenant, batch, "", 0, string(k.Name()), c.Attempt, nil))
+		}
+	}
+	summary := c.Summary
+	return append(out, events.NewAttempt(&summary, tenant, batch, "", 0, "", c.Attempt, nil))
+}
+
+// RedriveDone records on a batch header that job has its outcome in the redrive of
+// attempt, and reports whether it was the redrive's last job: the batch then completes
+// again for that attempt. It returns nil when the header does not change (a job of
+// another attempt, or one counted already).
+func RedriveDone(h *records.Batch, job string, attempt int) (next *records.Batch, last bool) {
+	if h == nil || h.Redrive == nil || h.Redrive.Attempt != attempt {
+		return nil, false
+	}
+	if h.Completion != nil && h.Completion.Attempt == attempt {
+		return nil, h.Completion.By == job
+	}
+	pending := h.Redrive.Pending[:0:0]
+	found := false
+	for _, p := range h.Redrive.Pending {
+		if p == job {
+			found = true
+			continue
+		}
+		pending = append(pending, p)
+	}
+	if !found {
+		return nil, false
+	}
+	n := *h
+	r := *h.Redrive
+	r.Pending = pending
+	n.Redrive = &r
+	return &n, len(pending) == 0
+}

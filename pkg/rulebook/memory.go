@@ -1,0 +1,245 @@
+package rulebook
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/views"
+)
+
+// Memory runs the rules over events in memory, the way the aggregator service runs them
+// over its buckets: the same Apply, the same completion counting, the same redrive
+// bookkeeping. The audit replays a stream through it and compares what it would publish
+// with what the stream holds; tests drive it to write honest streams.
+type Memory struct {
+	// Now is the aggregator's clock (time.Now when nil).
+	Now func() time.Time
+	// LoadRubric reads a looping job's rubric (Step.Rubric). Without it a looping job's
+	// loop steps fail.
+	LoadRubric func(tenant string, spec events.JobSpec) (*argus.Rubric, error)
+	// Claim decides which job of an interactive batch holds its spot-check, given the job
+	// asking; nil gives it to the first job that asks, as the aggregator's create does.
+	Claim func(tenant, batch, job string) string
+
+	jobs    map[string]*records.Job
+	views   map[string]views.Record
+	batches map[string]*memBatch
+	claims  map[string]string
+}
+
+type memBatch struct {
+	header records.Batch
+	order  []string
+	final  map[int]bool
+	// completed is the attempt of the last completion, -1 for none.
+	completed int
+}
+
+// Applied is what one input did in memory.
+type Applied struct {
+	Result
+	// Complete is set when the input completed its batch, or the redrive it belongs to.
+	Complete *Completion
+}
+
+// Completion is a batch's completion as the completing aggregator saw it: the job whose
+// outcome completed it, the redrive attempt, and a copy of every job record at that
+// moment (a later redrive changes the records, never what this completion was built from).
+type Completion struct {
+	Tenant, Batch string
+	By            *records.Job
+	Attempt       int
+	Jobs          []*records.Job
+}
+
+// Fold folds the completion's jobs.
+func (c *Completion) Fold() *Fold {
+	f := NewFold(c.Tenant, c.Batch)
+	for _, j := range c.Jobs {
+		f.Add(j)
+	}
+	return f
+}
+
+func (m *Memory) init() {
+	if m.jobs == nil {
+		m.jobs, m.views, m.batches, m.claims = map[string]*records.Job{}, map[string]views.Record{}, map[string]*memBatch{}, map[string]string{}
+	}
+}
+
+func (m *Memory) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now().UTC()
+}
+
+// Job returns a job's record, nil when it is not recorded.
+func (m *Memory) Job(tenant, batch, job string) *records.Job {
+	m.init()
+	return m.jobs[records.JobKey(tenant, batch, job)]
+}
+
+// Jobs returns a batch's job records in the order they were recorded.
+func (m *Memory) Jobs(tenant, batch string) []*records.Job {
+	m.init()
+	b := m.batches[records.BatchKey(tenant, batch)]
+	if b == nil {
+		return nil
+	}
+	out := make([]*records.Job, 0, len(b.order))
+	for _, k := range b.order {
+		out = append(out, m.jobs[k])
+	}
+	return out
+}
+
+// Header returns a batch's header, nil for an unknown batch.
+func (m *Memory) Header(tenant, batch string) *records.Batch {
+	m.init()
+	if b := m.batches[records.BatchKey(tenant, batch)]; b != nil {
+		h := b.header
+		return &h
+	}
+	return nil
+}
+
+// View returns a view's record (a zero record for a view never seen).
+func (m *Memory) View(key string) views.Record {
+	m.init()
+	return m.views[key].Clone()
+}
+
+// StartRedrive records a redrive of jobs as attempt, as `tribunal redrive` records it on
+// the batch header before it sends the jobs through again.
+func (m *Memory) StartRedrive(tenant, batch string, attempt int, jobs []string) {
+	m.init()
+	b := m.batch(tenant, batch, 0)
+	b.header.Redrive = &records.Redrive{Attempt: attempt, Pending: append([]string(nil), jobs...)}
+}
+
+func (m *Memory) batch(tenant, batch string, size int) *memBatch {
+	key := records.BatchKey(tenant, batch)
+	b := m.batches[key]
+	if b == nil {
+		b = &memBatch{header: records.Batch{Tenant: tenant, Batch: batch, Size: size}, final: map[int]bool{}, completed: -1}
+		m.batches[key] = b
+	}
+	if b.header.Size == 0 {
+		b.header.Size = size
+	}
+	return b
+}
+
+// Apply applies one input, stores what the rules decided and reports it.
+func (m *Memory) Apply(in Input) (Applied, error) {
+	m.init()
+	tenant, batch, job := JobOf(in.Event)
+	st := State{Now: m.now(), Job: m.jobs[records.JobKey(tenant, batch, job)]}
+	var viewKey string
+	if st.Job != nil && !st.Job.Final() {
+		if lk, ok := kinds.Looping(st.Job.Spec.Kind); ok {
+			if viewKey = lk.ViewKey(tenant, st.Job.Spec); viewKey != "" {
+				v := m.views[viewKey].Clone()
+				st.View = &v
+				if m.LoadRubric == nil {
+					return Applied{}, errors.New("rulebook: a looping job and no rubric loader")
+				}
+				r, err := m.LoadRubric(tenant, st.Job.Spec)
+				if err != nil {
+					return Applied{}, fmt.Errorf("job %s: %w", st.Job.Key(), err)
+				}
+				st.Rubric = r
+			}
+			if lk.Interactive(st.Job.Spec) {
+				st.Spotcheck = m.claims[records.BatchKey(tenant, batch)]
+			}
+		}
+	}
+	res, err := Apply(st, in)
+	if err == nil && res.ClaimSpotcheck {
+		key := records.BatchKey(tenant, batch)
+		if m.claims[key] == "" {
+			holder := job
+			if m.Claim != nil {
+				holder = m.Claim(tenant, batch, job)
+			}
+			m.claims[key] = holder
+		}
+		st.Spotcheck = m.claims[key]
+		res, err = Apply(st, in)
+	}
+	if err != nil || res.NotRecorded {
+		return Applied{Result: res}, err
+	}
+	out := Applied{Result: res}
+	if res.Job != nil {
+		key := res.Job.Key()
+		if res.Created {
+			if m.jobs[key] != nil {
+				return out, nil
+			}
+			b := m.batch(tenant, batch, res.Job.BatchSize)
+			if res.Batch != nil && b.header.Source == "" {
+				b.header.Source, b.header.CreatedAt = res.Batch.Source, res.Batch.CreatedAt
+			}
+			b.order = append(b.order, key)
+		}
+		m.jobs[key] = res.Job
+	}
+	if res.View != nil {
+		m.views[viewKey] = res.View.Clone()
+	}
+	if res.Done {
+		j := res.Job
+		if j == nil {
+			j = st.Job
+		}
+		out.Complete = m.done(j)
+	}
+	return out, nil
+}
+
+// done counts a final job toward its batch's completion (or its redrive's), as the
+// aggregator's shards and header do.
+func (m *Memory) done(j *records.Job) *Completion {
+	b := m.batch(j.Tenant, j.Batch, j.BatchSize)
+	if j.Attempt > 0 {
+		next, last := RedriveDone(&b.header, j.ACID, j.Attempt)
+		if next != nil {
+			b.header = *next
+		}
+		if !last || b.completed >= j.Attempt {
+			return nil
+		}
+		return m.complete(b, j, j.Attempt)
+	}
+	b.final[j.Index] = true
+	n := 0
+	for i := range b.final {
+		if i >= 0 && i < b.header.Size {
+			n++
+		}
+	}
+	if n < b.header.Size || b.completed >= 0 {
+		return nil
+	}
+	return m.complete(b, j, 0)
+}
+
+func (m *Memory) complete(b *memBatch, by *records.Job, attempt int) *Completion {
+	b.completed = attempt
+	c := &Completion{Tenant: b.header.Tenant, Batch: b.header.Batch, By: by.Clone(), Attempt: attempt}
+	for _, k := range b.order {
+		c.Jobs = append(c.Jobs, m.jobs[k].Clone())
+	}
+	sort.SliceStable(c.Jobs, func(x, y int) bool { return c.Jobs[x].Index < c.Jobs[y].Index })
+	b.header.Completion = &records.Completion{By: by.ACID, Attempt: attempt}
+	return c
+}

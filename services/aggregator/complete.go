@@ -1,0 +1,93 @@
+package aggregator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+)
+
+// done counts a final job toward its batch's completion and, when it was the last one,
+// completes the batch: its manifests and its batch.completed. A redriven job counts
+// toward its redrive instead.
+func (s *Service) done(ctx context.Context, j *records.Job) ([]events.Event, error) {
+	if j.Attempt > 0 {
+		return s.redriven(ctx, j)
+	}
+	complete, err := s.records.MarkDone(ctx, j.Tenant, j.Batch, j.Index, j.BatchSize)
+	if err != nil || !complete {
+		return nil, err
+	}
+	return s.complete(ctx, j, 0)
+}
+
+// redriven records that a redriven job has its new outcome; the last job of the redrive
+// completes the batch again, with ids of that attempt.
+func (s *Service) redriven(ctx context.Context, j *records.Job) ([]events.Event, error) {
+	var last bool
+	if _, err := s.records.UpdateHeader(ctx, j.Tenant, j.Batch, func(h *records.Batch) *records.Batch {
+		var next *records.Batch
+		next, last = rulebook.RedriveDone(h, j.ACID, j.Attempt)
+		return next
+	}); err != nil {
+		return nil, err
+	}
+	if !last {
+		return nil, nil
+	}
+	return s.complete(ctx, j, j.Attempt)
+}
+
+// complete builds the batch's completion from every job record, stores its manifests and
+// records it on the header by compare-and-set. Only the job whose update recorded the
+// completion announces it; a redelivery to that job announces it again under the same ids.
+func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) ([]events.Event, error) {
+	h, _, err := s.records.Header(ctx, last.Tenant, last.Batch)
+	if err != nil {
+		return nil, err
+	}
+	if h != nil && h.Completion != nil && h.Completion.Attempt >= attempt {
+		if h.Completion.Attempt != attempt || h.Completion.By != last.ACID {
+			return nil, nil
+		}
+		return rulebook.CompletionEvents(h.Tenant, h.Batch, h.Completion), nil
+	}
+	fold := rulebook.NewFold(last.Tenant, last.Batch)
+	if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error { fold.Add(j); return nil }); err != nil {
+		return nil, err
+	}
+	c, err := fold.Complete(last.ACID, attempt)
+	if err != nil {
+		return nil, err
+	}
+	for kind, data := range c.Manifests {
+		if _, err := blob.PutBytes(ctx, s.blobs, last.Tenant, data, "application/json"); err != nil {
+			return nil, fmt.Errorf("store %s manifest of %s: %w", kind, records.BatchKey(last.Tenant, last.Batch), err)
+		}
+	}
+	final, err := s.records.UpdateHeader(ctx, last.Tenant, last.Batch, func(cur *records.Batch) *records.Batch {
+		if cur == nil {
+			cur = &records.Batch{Tenant: last.Tenant, Batch: last.Batch, Size: last.BatchSize, CreatedAt: s.now()}
+		}
+		if cur.Completion != nil && cur.Completion.Attempt >= attempt {
+			return nil
+		}
+		next := *cur
+		comp := c.Completion
+		next.Completion = &comp
+		return &next
+	})
+	if err != nil {
+		return nil, err
+	}
+	if final == nil || final.Completion == nil || final.Completion.By != last.ACID || final.Completion.Attempt != attempt {
+		return nil, nil
+	}
+	sum := final.Completion.Summary
+	s.log.Info("batch complete", "tenant", last.Tenant, "batch", last.Batch, "attempt", attempt, "total", sum.Total,
+		"compared", sum.Compared, "blocked", sum.Blocked, "suggestions", sum.Suggestions, "exit_code", sum.ExitCode)
+	return rulebook.CompletionEvents(final.Tenant, final.Batch, final.Completion), nil
+}
