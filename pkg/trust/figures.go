@@ -92,7 +92,7 @@ func PositionBiasOf(js []Judgment, z float64) PositionBias {
 	a, decided := 0, 0
 	for _, j := range js {
 		b.Calls++
-		switch j.raw() {
+		switch j.Slot() {
 		case SlotA:
 			a++
 			decided++
@@ -162,7 +162,7 @@ func FlipsOf(js []Judgment, z float64) Flips {
 			}
 			continue
 		}
-		first, second := p.first.raw(), unswap(p.second.raw())
+		first, second := p.first.Slot(), unswap(p.second.Slot())
 		if first == "" || second == "" {
 			f.Unpaired++
 			continue
@@ -271,7 +271,7 @@ func LengthOf(js []Judgment, z float64, o LengthOptions) LengthSensitivity {
 	binN := make([]int, len(bins))
 	var longerK, longerN, oursK, oursN, refK, refN int
 	for _, j := range js {
-		w := j.winner()
+		w := j.Answer()
 		if w == "" || j.LenOurs <= 0 || j.LenRef <= 0 || j.LenOurs == j.LenRef {
 			continue
 		}

@@ -50,8 +50,9 @@ type Judgment struct {
 	LenRef  int `json:"len_ref,omitempty"`
 }
 
-// raw returns the canonical raw answer ("A", "B", "tie") or "" when the call has none.
-func (j Judgment) raw() string {
+// Slot returns the call's answer in slot terms, canonically spelled ("A", "B" or "tie"),
+// or "" when the call has no valid answer.
+func (j Judgment) Slot() string {
 	if j.Status != StatusOK {
 		return ""
 	}
@@ -66,8 +67,9 @@ func (j Judgment) raw() string {
 	return ""
 }
 
-// winner returns the role answer or "" when the call has none.
-func (j Judgment) winner() string {
+// Answer returns the call's un-shuffled answer (ours, reference or tie), or "" when the
+// call has no valid answer.
+func (j Judgment) Answer() string {
 	if j.Status != StatusOK {
 		return ""
 	}
@@ -155,11 +157,11 @@ func JudgeOutcomes(js []Judgment) []Group[Outcome] {
 		for _, j := range g.Items {
 			o, ok := byAC[j.AC]
 			if !ok {
-				o = &Outcome{AC: j.AC, Winner: j.winner()}
+				o = &Outcome{AC: j.AC, Winner: j.Answer()}
 				byAC[j.AC] = o
 				order = append(order, j.AC)
 			}
-			w := j.winner()
+			w := j.Answer()
 			switch {
 			case w == "":
 				o.Blocked, o.Winner = true, ""
