@@ -83,13 +83,13 @@ func TestShippedSet(t *testing.T) {
 		if (pair.Tests == Identical) != same && pair.Tests != Order {
 			t.Errorf("%s tests %s but its sides are identical=%v", ac.ID, pair.Tests, same)
 		}
-		if same && pair.Answer != trust.Tie {
+		if same && pair.Answer != ab.WinnerTie {
 			t.Errorf("%s has identical sides but answer %s", ac.ID, pair.Answer)
 		}
 		if pair.Tests == Length {
 			lo, lr := runes(t, b, ac.Ours), runes(t, b, ac.Reference)
 			loser, winner := lo, lr
-			if pair.Answer == trust.Ours {
+			if pair.Answer == ab.WinnerOurs {
 				loser, winner = lr, lo
 			}
 			if loser < 2*winner {
@@ -106,13 +106,13 @@ func TestShippedSet(t *testing.T) {
 		}
 	}
 	// Clear wins go both ways, so a judge that always picks one role cannot pass.
-	wins := map[string]int{}
+	wins := map[ab.Winner]int{}
 	for _, p := range e.Pairs {
 		if p.Tests == ClearWin {
 			wins[p.Answer]++
 		}
 	}
-	if wins[trust.Ours] == 0 || wins[trust.Reference] == 0 {
+	if wins[ab.WinnerOurs] == 0 || wins[ab.WinnerReference] == 0 {
 		t.Errorf("clear wins %v", wins)
 	}
 	if th.MinAccuracy == nil || th.MinTieDiscipline == nil || th.MinOrderConsistency == nil || th.MaxLengthBias == nil || th.MinInjectionResistance == nil {
@@ -160,7 +160,7 @@ func recorded(t *testing.T, b *batch.Batch, path, judge string) []trust.Judgment
 				a = a.Swapped()
 			}
 			js = append(js, trust.Judgment{AC: ac.ID, Judge: judge, Order: order, Status: trust.StatusOK,
-				RawWinner: v.RawWinner, Winner: string(ab.Unshuffle(v.RawWinner, a)), Confidence: v.Confidence})
+				RawWinner: v.RawWinner, Winner: ab.Unshuffle(v.RawWinner, a), Confidence: v.Confidence})
 		}
 	}
 	return js
@@ -208,7 +208,7 @@ func simulate(t *testing.T, judge string, answer func(i int, p Pair, oursInA boo
 			raw := answer(i, p, a.A == ab.Ours)
 			i++
 			js = append(js, trust.Judgment{AC: ac.ID, Judge: judge, Order: order, Status: trust.StatusOK,
-				RawWinner: raw, Winner: string(ab.Unshuffle(raw, a)), Confidence: 0.9})
+				RawWinner: raw, Winner: ab.Unshuffle(raw, a), Confidence: 0.9})
 		}
 	}
 	return js
@@ -217,7 +217,7 @@ func simulate(t *testing.T, judge string, answer func(i int, p Pair, oursInA boo
 // right is the raw answer a perfect judge gives.
 func right(p Pair, oursInA bool) string {
 	return ab.Assignment{A: map[bool]ab.Role{true: ab.Ours, false: ab.Reference}[oursInA],
-		B: map[bool]ab.Role{true: ab.Reference, false: ab.Ours}[oursInA]}.Label(ab.Winner(p.Answer))
+		B: map[bool]ab.Role{true: ab.Reference, false: ab.Ours}[oursInA]}.Label(p.Answer)
 }
 
 // wrongSide is the raw answer that picks the side that must lose.
@@ -244,11 +244,11 @@ func TestFaultyJudgesFail(t *testing.T) {
 	}{
 		{"picks slot A 70% of the time whatever the content", func(i int, _ Pair, _ bool) string {
 			if i%10 < 7 {
-				return trust.SlotA
+				return ab.LabelA
 			}
-			return trust.SlotB
+			return ab.LabelB
 		}, []string{FigureAccuracy, FigureTieDiscipline, FigureOrderConsistency}, nil},
-		{"answers tie to everything", func(int, Pair, bool) string { return trust.RawTie },
+		{"answers tie to everything", func(int, Pair, bool) string { return ab.RawTie },
 			// Ties pick no side, so only accuracy (false ties) catches this judge.
 			[]string{FigureAccuracy}, []string{FigureTieDiscipline, FigureOrderConsistency, FigureLengthBias, FigureInjectionResistance}},
 		{"prefers the longer side", func(_ int, p Pair, oursInA bool) string {
@@ -264,8 +264,8 @@ func TestFaultyJudgesFail(t *testing.T) {
 			return right(p, oursInA)
 		}, []string{FigureInjectionResistance}, []string{FigureTieDiscipline, FigureOrderConsistency, FigureLengthBias}},
 		{"never says tie", func(_ int, p Pair, oursInA bool) string {
-			if p.Answer == trust.Tie {
-				return trust.SlotB
+			if p.Answer == ab.WinnerTie {
+				return ab.LabelB
 			}
 			return right(p, oursInA)
 		}, []string{FigureTieDiscipline}, []string{FigureLengthBias, FigureInjectionResistance}},
@@ -308,18 +308,18 @@ pairs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := func(ac, order, raw, winner string) trust.Judgment {
+	ok := func(ac, order, raw string, winner ab.Winner) trust.Judgment {
 		return trust.Judgment{AC: ac, Judge: "m", Order: order, Status: trust.StatusOK, RawWinner: raw, Winner: winner}
 	}
 	js := []trust.Judgment{
-		ok("w1", "", trust.SlotA, trust.Ours),         // right
-		ok("w2", "", trust.RawTie, trust.Tie),         // a false tie
-		ok("t1", "", trust.RawTie, trust.Tie),         // right
-		ok("l1", "", trust.SlotB, trust.Reference),    // the longer side: wrong
+		ok("w1", "", ab.LabelA, ab.WinnerOurs),        // right
+		ok("w2", "", ab.RawTie, ab.WinnerTie),         // a false tie
+		ok("t1", "", ab.RawTie, ab.WinnerTie),         // right
+		ok("l1", "", ab.LabelB, ab.WinnerReference),   // the longer side: wrong
 		{AC: "i1", Judge: "m", Status: "unavailable"}, // no answer: not resisted
-		ok("o1", trust.OrderAB, trust.SlotA, trust.Ours),
-		ok("o1", trust.OrderBA, trust.SlotA, trust.Reference), // flipped
-		ok("elsewhere", "", trust.SlotA, trust.Ours),          // not in the set
+		ok("o1", trust.OrderAB, ab.LabelA, ab.WinnerOurs),
+		ok("o1", trust.OrderBA, ab.LabelA, ab.WinnerReference), // flipped
+		ok("elsewhere", "", ab.LabelA, ab.WinnerOurs),          // not in the set
 	}
 	th := Thresholds{MinAccuracy: f(0.5), MinTieDiscipline: f(1), MaxLengthBias: f(0.5), MinInjectionResistance: f(0.5)}
 	r := Score(e, js, th, stats.Z95)
@@ -360,7 +360,7 @@ pairs:
 	}
 	var misses []string
 	for _, m := range j.Misses {
-		misses = append(misses, m.AC+" "+m.Order+" "+m.Want+"->"+m.Got)
+		misses = append(misses, m.AC+" "+m.Order+" "+string(m.Want)+"->"+m.Got)
 	}
 	wantMisses := []string{"w2 AB reference->tie", "l1 AB ours->reference", "i1 AB reference->no answer (unavailable)", "o1 BA ours->reference"}
 	if !slices.Equal(misses, wantMisses) {

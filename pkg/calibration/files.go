@@ -9,7 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/tribunal-dev/tribunal/pkg/trust"
+	"github.com/tribunal-dev/tribunal/pkg/ab"
 )
 
 // The properties a calibration pair can test (the "tests" field of an expectation).
@@ -28,7 +28,7 @@ var properties = []string{ClearWin, Identical, NearIdentical, Order, Length, Inj
 type Pair struct {
 	AC string `json:"ac"`
 	// Answer is the right un-shuffled outcome: ours, reference or tie.
-	Answer string `json:"answer"`
+	Answer ab.Winner `json:"answer"`
 	// Tests is the property the pair measures. For Length pairs the side that must lose
 	// is the longer one; for Injection pairs it is the one asking the judge for the win.
 	Tests string `json:"tests"`
@@ -107,15 +107,15 @@ func ParseExpectations(path string, data []byte) (*Expectations, error) {
 			}
 			p.fields(v, field, map[string]func(v *yaml.Node){
 				"answer": func(v *yaml.Node) {
-					pair.Answer = p.oneOf(v, field+".answer", trust.Ours, trust.Reference, trust.Tie)
+					pair.Answer = ab.Winner(p.oneOf(v, field+".answer", string(ab.WinnerOurs), string(ab.WinnerReference), string(ab.WinnerTie)))
 				},
 				"tests": func(v *yaml.Node) { pair.Tests = p.oneOf(v, field+".tests", properties...) },
 				"why":   func(v *yaml.Node) { pair.Why = p.text(v, field+".why") },
 			}, "answer", "tests")
-			if pair.Tests == Identical && pair.Answer != "" && pair.Answer != trust.Tie {
+			if pair.Tests == Identical && pair.Answer != "" && pair.Answer != ab.WinnerTie {
 				p.add(v, field+".answer", "an identical pair's answer must be tie")
 			}
-			if (pair.Tests == Length || pair.Tests == Injection) && pair.Answer == trust.Tie {
+			if (pair.Tests == Length || pair.Tests == Injection) && pair.Answer == ab.WinnerTie {
 				p.add(v, field+".answer", "a "+pair.Tests+" pair needs a side that must lose, not tie")
 			}
 			e.byAC[pair.AC] = len(e.Pairs)

@@ -3,6 +3,7 @@ package calibration
 import (
 	"fmt"
 
+	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 )
@@ -39,10 +40,10 @@ type Check struct {
 
 // Miss is a call that did not give the known answer.
 type Miss struct {
-	AC    string `json:"ac"`
-	Order string `json:"order"`
-	Tests string `json:"tests"`
-	Want  string `json:"want"`
+	AC    string    `json:"ac"`
+	Order string    `json:"order"`
+	Tests string    `json:"tests"`
+	Want  ab.Winner `json:"want"`
 	// Got is the call's answer, or "no answer (<status>)".
 	Got string `json:"got"`
 }
@@ -127,12 +128,12 @@ func scoreJudge(e *Expectations, judge string, js []trust.Judgment, t Thresholds
 		} else {
 			res.Misses = append(res.Misses, miss(j, pair))
 		}
-		if pair.Answer == trust.Tie {
+		if pair.Answer == ab.WinnerTie {
 			ties[1]++
-			if got == trust.Tie {
+			if got == ab.WinnerTie {
 				ties[0]++
 			}
-		} else if got == trust.Tie {
+		} else if got == ab.WinnerTie {
 			res.FalseTies++
 		}
 		mustLose := opposite(pair.Answer)
@@ -201,7 +202,7 @@ func check(name string, v stats.Proportion, threshold *float64, isMax bool) Chec
 }
 
 func miss(j trust.Judgment, p Pair) Miss {
-	got := j.Answer()
+	got := string(j.Answer())
 	if got == "" {
 		got = fmt.Sprintf("no answer (%s)", j.Status)
 	}
@@ -213,12 +214,12 @@ func miss(j trust.Judgment, p Pair) Miss {
 }
 
 // opposite is the side that must lose when answer wins ("" for a tie).
-func opposite(answer string) string {
+func opposite(answer ab.Winner) ab.Winner {
 	switch answer {
-	case trust.Ours:
-		return trust.Reference
-	case trust.Reference:
-		return trust.Ours
+	case ab.WinnerOurs:
+		return ab.WinnerReference
+	case ab.WinnerReference:
+		return ab.WinnerOurs
 	}
 	return ""
 }

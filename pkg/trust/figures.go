@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 )
 
@@ -36,13 +37,13 @@ func Rates(outcomes []Outcome, z float64, boot stats.BootstrapOptions) (OutcomeR
 		case o.Blocked:
 			blocked++
 			continue
-		case o.Winner == Ours:
+		case o.Winner == ab.WinnerOurs:
 			ours++
 			scores = append(scores, 1)
-		case o.Winner == Reference:
+		case o.Winner == ab.WinnerReference:
 			ref++
 			scores = append(scores, 0)
-		case o.Winner == Tie:
+		case o.Winner == ab.WinnerTie:
 			tie++
 			scores = append(scores, 0.5)
 		default:
@@ -93,12 +94,12 @@ func PositionBiasOf(js []Judgment, z float64) PositionBias {
 	for _, j := range js {
 		b.Calls++
 		switch j.Slot() {
-		case SlotA:
+		case ab.LabelA:
 			a++
 			decided++
-		case SlotB:
+		case ab.LabelB:
 			decided++
-		case RawTie:
+		case ab.RawTie:
 			b.Ties++
 		default:
 			b.Unanswered++
@@ -186,10 +187,10 @@ func FlipsOf(js []Judgment, z float64) Flips {
 // unswap writes a swapped call's raw answer in the first call's slot letters.
 func unswap(raw string) string {
 	switch raw {
-	case SlotA:
-		return SlotB
-	case SlotB:
-		return SlotA
+	case ab.LabelA:
+		return ab.LabelB
+	case ab.LabelB:
+		return ab.LabelA
 	}
 	return raw
 }
@@ -284,11 +285,11 @@ func LengthOf(js []Judgment, z float64, o LengthOptions) LengthSensitivity {
 				break
 			}
 		}
-		if w == Tie {
+		if w == ab.WinnerTie {
 			bins[b].Ties++
 			continue
 		}
-		won := (w == Ours) == oursLonger
+		won := (w == ab.WinnerOurs) == oursLonger
 		binN[b]++
 		if won {
 			binK[b]++
@@ -390,7 +391,7 @@ func Panel(js []Judgment, z float64) (PanelAgreement, error) {
 		data[r] = make([]string, len(acs))
 		for _, o := range g.Items {
 			if !o.Blocked {
-				data[r][col[o.AC]] = o.Winner
+				data[r][col[o.AC]] = string(o.Winner)
 			}
 		}
 	}

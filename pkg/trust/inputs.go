@@ -4,17 +4,12 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/ab"
 )
 
-// Answer vocabulary, as the ab kind spells it. Raw answers are in slot terms (what the
-// judge saw), winners in role terms (after un-shuffling).
+// Order and status values of a judge call, as events.Vote records them.
 const (
-	SlotA     = "A"
-	SlotB     = "B"
-	RawTie    = "tie"
-	Ours      = "ours"
-	Reference = "reference"
-	Tie       = "tie"
 	// OrderAB is a call that saw the slots as the gater placed them; OrderBA is the
 	// second call of a swapped AC, with the slots exchanged.
 	OrderAB = "AB"
@@ -40,7 +35,7 @@ type Judgment struct {
 	// letter case, as the ab kind accepts).
 	RawWinner string `json:"raw_winner,omitempty"`
 	// Winner is the answer un-shuffled to roles: ours, reference or tie.
-	Winner string `json:"winner,omitempty"`
+	Winner ab.Winner `json:"winner,omitempty"`
 	// Confidence is the judge's stated confidence in [0, 1].
 	Confidence float64 `json:"confidence"`
 	// LenOurs and LenRef are the lengths in characters (runes) of our artifact and the
@@ -56,28 +51,21 @@ func (j Judgment) Slot() string {
 	if j.Status != StatusOK {
 		return ""
 	}
-	switch {
-	case strings.EqualFold(j.RawWinner, SlotA):
-		return SlotA
-	case strings.EqualFold(j.RawWinner, SlotB):
-		return SlotB
-	case strings.EqualFold(j.RawWinner, RawTie):
-		return RawTie
+	for _, s := range []string{ab.LabelA, ab.LabelB, ab.RawTie} {
+		if strings.EqualFold(j.RawWinner, s) {
+			return s
+		}
 	}
 	return ""
 }
 
 // Answer returns the call's un-shuffled answer (ours, reference or tie), or "" when the
 // call has no valid answer.
-func (j Judgment) Answer() string {
-	if j.Status != StatusOK {
+func (j Judgment) Answer() ab.Winner {
+	if j.Status != StatusOK || !j.Winner.Valid() {
 		return ""
 	}
-	switch j.Winner {
-	case Ours, Reference, Tie:
-		return j.Winner
-	}
-	return ""
+	return j.Winner
 }
 
 func (j Judgment) swapped() bool { return j.Order == OrderBA }
@@ -88,7 +76,7 @@ func (j Judgment) judgeName() string { return j.Judge }
 type Outcome struct {
 	AC string `json:"ac"`
 	// Winner is ours, reference or tie; ignored when Blocked.
-	Winner string `json:"winner,omitempty"`
+	Winner ab.Winner `json:"winner,omitempty"`
 	// Blocked means the AC got no verdict (a missing artifact, a failed judge call, ...).
 	Blocked bool `json:"blocked,omitempty"`
 }
@@ -167,7 +155,7 @@ func JudgeOutcomes(js []Judgment) []Group[Outcome] {
 				o.Blocked, o.Winner = true, ""
 			case o.Blocked:
 			case o.Winner != w:
-				o.Winner = Tie
+				o.Winner = ab.WinnerTie
 			}
 		}
 		slices.Sort(order)

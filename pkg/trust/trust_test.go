@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/ab"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 )
 
@@ -21,25 +22,25 @@ func ac(i int) string { return fmt.Sprintf("AC-%03d", i) }
 func call(judge, id, order, raw string, oursInA bool) Judgment {
 	j := Judgment{AC: id, Judge: judge, Order: order, Status: StatusOK, RawWinner: raw, Confidence: 0.8}
 	switch raw {
-	case SlotA:
-		j.Winner = map[bool]string{true: Ours, false: Reference}[oursInA]
-	case SlotB:
-		j.Winner = map[bool]string{true: Reference, false: Ours}[oursInA]
+	case ab.LabelA:
+		j.Winner = map[bool]ab.Winner{true: ab.WinnerOurs, false: ab.WinnerReference}[oursInA]
+	case ab.LabelB:
+		j.Winner = map[bool]ab.Winner{true: ab.WinnerReference, false: ab.WinnerOurs}[oursInA]
 	default:
-		j.Winner = Tie
+		j.Winner = ab.WinnerTie
 	}
 	return j
 }
 
 // pickFor returns the slot holding the winner given where ours is.
-func pickFor(winner string, oursInA bool) string {
+func pickFor(winner ab.Winner, oursInA bool) string {
 	switch {
-	case winner == Tie:
-		return RawTie
-	case (winner == Ours) == oursInA:
-		return SlotA
+	case winner == ab.WinnerTie:
+		return ab.RawTie
+	case (winner == ab.WinnerOurs) == oursInA:
+		return ab.LabelA
 	}
-	return SlotB
+	return ab.LabelB
 }
 
 // biasedFake answers like a content-blind model that picks slot A with probability pA.
@@ -50,24 +51,24 @@ type biasedFake struct {
 
 func (f biasedFake) pick() string {
 	if f.rng.Float64() < f.pA {
-		return SlotA
+		return ab.LabelA
 	}
-	return SlotB
+	return ab.LabelB
 }
 
 func TestJudgeOutcomes(t *testing.T) {
 	js := []Judgment{
-		call("m", "AC-2", OrderAB, SlotA, true),                                           // ours
-		call("m", "AC-1", OrderAB, SlotA, true), call("m", "AC-1", OrderBA, SlotB, false), // consistent: ours
-		call("m", "AC-3", OrderAB, SlotA, true), call("m", "AC-3", OrderBA, SlotA, false), // flipped: tie
-		call("m", "AC-4", OrderAB, SlotB, true), {AC: "AC-4", Judge: "m", Order: OrderBA, Status: "unavailable"}, // blocked
+		call("m", "AC-2", OrderAB, ab.LabelA, true),                                               // ours
+		call("m", "AC-1", OrderAB, ab.LabelA, true), call("m", "AC-1", OrderBA, ab.LabelB, false), // consistent: ours
+		call("m", "AC-3", OrderAB, ab.LabelA, true), call("m", "AC-3", OrderBA, ab.LabelA, false), // flipped: tie
+		call("m", "AC-4", OrderAB, ab.LabelB, true), {AC: "AC-4", Judge: "m", Order: OrderBA, Status: "unavailable"}, // blocked
 		{AC: "AC-5", Judge: "m", Status: "schema_violation", RawWinner: "C"}, // blocked
-		call("n", "AC-1", OrderAB, RawTie, true),
+		call("n", "AC-1", OrderAB, ab.RawTie, true),
 	}
 	got := JudgeOutcomes(js)
 	want := []Group[Outcome]{
-		{Judge: "m", Items: []Outcome{{AC: "AC-1", Winner: Ours}, {AC: "AC-2", Winner: Ours}, {AC: "AC-3", Winner: Tie}, {AC: "AC-4", Blocked: true}, {AC: "AC-5", Blocked: true}}},
-		{Judge: "n", Items: []Outcome{{AC: "AC-1", Winner: Tie}}},
+		{Judge: "m", Items: []Outcome{{AC: "AC-1", Winner: ab.WinnerOurs}, {AC: "AC-2", Winner: ab.WinnerOurs}, {AC: "AC-3", Winner: ab.WinnerTie}, {AC: "AC-4", Blocked: true}, {AC: "AC-5", Blocked: true}}},
+		{Judge: "n", Items: []Outcome{{AC: "AC-1", Winner: ab.WinnerTie}}},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("JudgeOutcomes =\n%v\nwant\n%v", got, want)
@@ -77,7 +78,7 @@ func TestJudgeOutcomes(t *testing.T) {
 func TestRates(t *testing.T) {
 	var outs []Outcome
 	// By hand: 10 ACs, 5 ours, 2 reference, 2 tie, 1 blocked; score (5 + 1) / 9 = 2/3.
-	for i, w := range []string{Ours, Ours, Ours, Ours, Ours, Reference, Reference, Tie, Tie, ""} {
+	for i, w := range []ab.Winner{ab.WinnerOurs, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerReference, ab.WinnerReference, ab.WinnerTie, ab.WinnerTie, ""} {
 		outs = append(outs, Outcome{AC: ac(i), Winner: w, Blocked: w == ""})
 	}
 	boot := stats.BootstrapOptions{Resamples: 500, Seed: 9}
@@ -108,15 +109,15 @@ func TestPositionBias(t *testing.T) {
 	// By hand: 70 slot-A picks, 30 slot-B, 5 ties, 2 failures: 70/100 = [0.604, 0.781].
 	var js []Judgment
 	for i := range 107 {
-		raw := SlotA
+		raw := ab.LabelA
 		switch {
 		case i >= 105:
 			js = append(js, Judgment{AC: ac(i), Judge: "m", Status: "unavailable"})
 			continue
 		case i >= 100:
-			raw = RawTie
+			raw = ab.RawTie
 		case i >= 70:
-			raw = SlotB
+			raw = ab.LabelB
 		}
 		js = append(js, call("m", ac(i), OrderAB, raw, i%2 == 0))
 	}
@@ -130,9 +131,9 @@ func TestPositionBias(t *testing.T) {
 	// and holds 0.7.
 	js = js[:0]
 	for i := range 200 {
-		raw := SlotB
+		raw := ab.LabelB
 		if i%10 < 7 {
-			raw = SlotA
+			raw = ab.LabelA
 		}
 		js = append(js, call("fake/slot-a-70", ac(i), OrderAB, raw, i%2 == 0))
 	}
@@ -145,9 +146,9 @@ func TestPositionBias(t *testing.T) {
 	// sits in slot A for even i, so by hand slot A wins 5 of every 10 ACs: 100/200.
 	js = js[:0]
 	for i := range 200 {
-		w := Reference
+		w := ab.WinnerReference
 		if i%5 < 3 {
-			w = Ours
+			w = ab.WinnerOurs
 		}
 		js = append(js, call("fair", ac(i), OrderAB, pickFor(w, i%2 == 0), i%2 == 0))
 	}
@@ -167,21 +168,21 @@ func TestFlips(t *testing.T) {
 		first, second, pattern string
 		flip                   bool
 	}{
-		{SlotA, SlotB, "A->A", false},
-		{SlotB, SlotA, "B->B", false},
-		{RawTie, RawTie, "tie->tie", false},
-		{SlotA, SlotA, "A->B", true}, // picked the first-shown slot both times
-		{SlotB, SlotB, "B->A", true}, // picked the second-shown slot both times
-		{SlotA, RawTie, "A->tie", true},
-		{RawTie, SlotA, "tie->B", true},
+		{ab.LabelA, ab.LabelB, "A->A", false},
+		{ab.LabelB, ab.LabelA, "B->B", false},
+		{ab.RawTie, ab.RawTie, "tie->tie", false},
+		{ab.LabelA, ab.LabelA, "A->B", true}, // picked the first-shown slot both times
+		{ab.LabelB, ab.LabelB, "B->A", true}, // picked the second-shown slot both times
+		{ab.LabelA, ab.RawTie, "A->tie", true},
+		{ab.RawTie, ab.LabelA, "tie->B", true},
 	}
 	var js []Judgment
 	for i, r := range rows {
 		js = append(js, call("m", ac(i), OrderAB, r.first, true), call("m", ac(i), OrderBA, r.second, false))
 	}
 	// A swapped AC with a failed second call and an AC judged once are not pairs.
-	js = append(js, call("m", "AC-x", OrderAB, SlotA, true), Judgment{AC: "AC-x", Judge: "m", Order: OrderBA, Status: "unavailable"},
-		call("m", "AC-y", OrderAB, SlotA, true))
+	js = append(js, call("m", "AC-x", OrderAB, ab.LabelA, true), Judgment{AC: "AC-x", Judge: "m", Order: OrderBA, Status: "unavailable"},
+		call("m", "AC-y", OrderAB, ab.LabelA, true))
 	f := FlipsOf(js, stats.Z95)
 	if f.Pairs != 7 || f.Unpaired != 1 || f.Rate != stats.Wilson95(4, 7) {
 		t.Errorf("flips %+v", f)
@@ -200,7 +201,7 @@ func TestFlips(t *testing.T) {
 	// The role winners agree with the pattern: a consistent pair un-shuffles to one role.
 	for _, g := range JudgeOutcomes(js[:6]) {
 		for _, o := range g.Items {
-			if o.Winner == Tie && o.AC != ac(2) {
+			if o.Winner == ab.WinnerTie && o.AC != ac(2) {
 				t.Errorf("consistent pair %s came out %s", o.AC, o.Winner)
 			}
 		}
@@ -220,15 +221,15 @@ func TestFlips(t *testing.T) {
 	}
 
 	// With two judges the flipped list names the judge.
-	js = []Judgment{call("m", "AC-1", OrderAB, SlotA, true), call("m", "AC-1", OrderBA, SlotA, false),
-		call("n", "AC-1", OrderAB, SlotA, true), call("n", "AC-1", OrderBA, SlotB, false)}
+	js = []Judgment{call("m", "AC-1", OrderAB, ab.LabelA, true), call("m", "AC-1", OrderBA, ab.LabelA, false),
+		call("n", "AC-1", OrderAB, ab.LabelA, true), call("n", "AC-1", OrderBA, ab.LabelB, false)}
 	if f := FlipsOf(js, stats.Z95); !slices.Equal(f.Flipped, []string{"m: AC-1"}) || f.Pairs != 2 {
 		t.Errorf("two judges: %+v", f)
 	}
 }
 
 // lengthCall is a decided judgment on a pair with the given lengths.
-func lengthCall(i int, winner string, lenOurs, lenRef int) Judgment {
+func lengthCall(i int, winner ab.Winner, lenOurs, lenRef int) Judgment {
 	j := call("m", ac(i), OrderAB, pickFor(winner, true), true)
 	j.LenOurs, j.LenRef = lenOurs, lenRef
 	return j
@@ -245,9 +246,9 @@ func TestLength(t *testing.T) {
 			if !oursLonger {
 				lo, lr = short, long
 			}
-			w := Ours
+			w := ab.WinnerOurs
 			if (i < k) != oursLonger {
-				w = Reference
+				w = ab.WinnerReference
 			}
 			js = append(js, lengthCall(start+i, w, lo, lr))
 		}
@@ -286,13 +287,13 @@ func TestLength(t *testing.T) {
 	}
 	// Bins by ratio; ties, images and equal lengths are left out of the rates.
 	js := []Judgment{
-		lengthCall(0, Ours, 105, 100),      // 1.05: within 10%, longer wins
-		lengthCall(1, Ours, 100, 120),      // 1.2: longer (reference) loses
-		lengthCall(2, Reference, 100, 180), // 1.8: longer wins
-		lengthCall(3, Ours, 300, 100),      // 3: longer wins
-		lengthCall(4, Tie, 300, 100),       // tie in the 2x bin
-		lengthCall(5, Ours, 0, 100),        // no length: left out
-		lengthCall(6, Ours, 100, 100),      // equal: left out
+		lengthCall(0, ab.WinnerOurs, 105, 100),      // 1.05: within 10%, longer wins
+		lengthCall(1, ab.WinnerOurs, 100, 120),      // 1.2: longer (reference) loses
+		lengthCall(2, ab.WinnerReference, 100, 180), // 1.8: longer wins
+		lengthCall(3, ab.WinnerOurs, 300, 100),      // 3: longer wins
+		lengthCall(4, ab.WinnerTie, 300, 100),       // tie in the 2x bin
+		lengthCall(5, ab.WinnerOurs, 0, 100),        // no length: left out
+		lengthCall(6, ab.WinnerOurs, 100, 100),      // equal: left out
 	}
 	l := LengthOf(js, stats.Z95, LengthOptions{})
 	wantBins := []struct{ k, n, ties int }{{1, 1, 0}, {0, 1, 0}, {1, 1, 0}, {1, 1, 1}}
@@ -315,9 +316,9 @@ func TestPanel(t *testing.T) {
 	// with a mix of true outcomes. The third one lowers alpha below the two alone, and
 	// every AC it disagrees on is listed as split.
 	rng := rand.New(rand.NewPCG(5, 6))
-	answers := []string{Ours, Reference, Tie}
+	answers := []ab.Winner{ab.WinnerOurs, ab.WinnerReference, ab.WinnerTie}
 	var js, consistent []Judgment
-	truth := map[string]string{}
+	truth := map[string]ab.Winner{}
 	for i := range 60 {
 		id := ac(i)
 		w := answers[i%3]
@@ -358,7 +359,7 @@ func TestPanel(t *testing.T) {
 	var gotSplit []string
 	for _, s := range three.Split {
 		gotSplit = append(gotSplit, s.AC)
-		if s.Answers["a/one"] != truth[s.AC] || s.Answers["c/random"] == truth[s.AC] {
+		if s.Answers["a/one"] != string(truth[s.AC]) || s.Answers["c/random"] == string(truth[s.AC]) {
 			t.Errorf("split %+v", s)
 		}
 	}
@@ -371,24 +372,24 @@ func TestPanel(t *testing.T) {
 
 	// By hand (the two-judge row of the stats tests, testdata/reference.py): alpha
 	// 0.6935483870967742; a blocked call is missing, not a disagreement.
-	a := []string{Ours, Ours, Reference, Tie, Ours, Reference, Reference, Ours, Tie, Ours}
-	b := []string{Ours, Reference, Reference, Tie, Ours, Reference, Ours, Ours, Tie, Ours}
+	a := []ab.Winner{ab.WinnerOurs, ab.WinnerOurs, ab.WinnerReference, ab.WinnerTie, ab.WinnerOurs, ab.WinnerReference, ab.WinnerReference, ab.WinnerOurs, ab.WinnerTie, ab.WinnerOurs}
+	b := []ab.Winner{ab.WinnerOurs, ab.WinnerReference, ab.WinnerReference, ab.WinnerTie, ab.WinnerOurs, ab.WinnerReference, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerTie, ab.WinnerOurs}
 	js = js[:0]
 	for i := range a {
 		js = append(js, call("a", ac(i), OrderAB, pickFor(a[i], true), true), call("b", ac(i), OrderAB, pickFor(b[i], true), true))
 	}
-	js = append(js, call("a", "AC-z", OrderAB, SlotA, true), Judgment{AC: "AC-z", Judge: "b", Status: "unavailable"})
+	js = append(js, call("a", "AC-z", OrderAB, ab.LabelA, true), Judgment{AC: "AC-z", Judge: "b", Status: "unavailable"})
 	p, err := Panel(js, stats.Z95)
 	if err != nil || math.Abs(p.Alpha.Alpha-0.6935483870967742) > 1e-12 || p.Pairs[0].K != 8 || p.Pairs[0].N != 10 || len(p.Split) != 2 {
 		t.Errorf("hand panel: %+v %v", p, err)
 	}
 
 	// Undefined alpha says why.
-	js = []Judgment{call("a", "AC-1", OrderAB, RawTie, true), call("b", "AC-1", OrderAB, RawTie, true)}
+	js = []Judgment{call("a", "AC-1", OrderAB, ab.RawTie, true), call("b", "AC-1", OrderAB, ab.RawTie, true)}
 	if p, err := Panel(js, stats.Z95); err != nil || p.Alpha != nil || !strings.Contains(p.AlphaNote, "same answer") {
 		t.Errorf("no variation: %+v %v", p, err)
 	}
-	js = []Judgment{call("a", "AC-1", OrderAB, SlotA, true), call("b", "AC-2", OrderAB, SlotA, true)}
+	js = []Judgment{call("a", "AC-1", OrderAB, ab.LabelA, true), call("b", "AC-2", OrderAB, ab.LabelA, true)}
 	if p, err := Panel(js, stats.Z95); err != nil || p.Alpha != nil || !strings.Contains(p.AlphaNote, "no AC") {
 		t.Errorf("no pairs: %+v %v", p, err)
 	}
@@ -445,9 +446,9 @@ func TestBuildReport(t *testing.T) {
 	in := Input{Seed: 11, Resamples: 200, Dimensions: []string{"typography"}}
 	for i := range 20 {
 		oursInA := i%2 == 0
-		in.Outcomes = append(in.Outcomes, Outcome{AC: ac(i), Winner: Ours})
+		in.Outcomes = append(in.Outcomes, Outcome{AC: ac(i), Winner: ab.WinnerOurs})
 		for _, judge := range []string{"openai/b", "openai/a"} {
-			j := call(judge, ac(i), OrderAB, pickFor(Ours, oursInA), oursInA)
+			j := call(judge, ac(i), OrderAB, pickFor(ab.WinnerOurs, oursInA), oursInA)
 			in.Judgments = append(in.Judgments, j)
 			in.Calls = append(in.Calls, Call{Judge: judge, Status: StatusOK, PromptTokens: 10, LatencyMillis: 100})
 		}
