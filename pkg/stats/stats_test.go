@@ -171,8 +171,34 @@ func TestBootstrap(t *testing.T) {
 	}
 }
 
+// Reliability data of the alpha tests, by the name testdata/reference.py prints them under.
+var alphaData = map[string][][]string{
+	"k2011": {
+		{"1", "2", "3", "3", "2", "1", "4", "1", "2", N, N, N},
+		{"1", "2", "3", "3", "2", "2", "4", "1", "2", "5", N, "3"},
+		{N, "3", "3", "3", "2", "3", "4", "2", "2", "5", "1", N},
+		{"1", "2", "3", "3", "2", "4", "4", "1", "2", "5", "1", N},
+	},
+	"three coders": {
+		{N, N, N, N, N, "3", "4", "1", "2", "1", "1", "3", "3", N, "3"},
+		{"1", N, "2", "1", "3", "3", "4", "3", N, N, N, N, N, N, N},
+		{N, N, "2", "1", "3", "4", "4", N, "2", "1", "1", "3", "3", N, "4"},
+	},
+	"string labels": {
+		{"pos", "neg", "neu", N},
+		{"pos", "neg", "neu", "pos"},
+		{"pos", "neg", "pos", "pos"},
+	},
+	"two judges": {
+		{"ours", "ours", "reference", "tie", "ours", "reference", "reference", "ours", "tie", "ours"},
+		{"ours", "reference", "reference", "tie", "ours", "reference", "ours", "ours", "tie", "ours"},
+	},
+}
+
+// N marks a missing value in the tests' reliability data.
+const N = Missing
+
 func TestAlphaNominal(t *testing.T) {
-	const N = Missing
 	tests := []struct {
 		name string
 		data [][]string
@@ -181,36 +207,16 @@ func TestAlphaNominal(t *testing.T) {
 	}{
 		// Published: Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability",
 		// section C (nominal data, 4 observers, 12 units, missing values): alpha = 0.743.
-		{"krippendorff 2011 nominal", [][]string{
-			{"1", "2", "3", "3", "2", "1", "4", "1", "2", N, N, N},
-			{"1", "2", "3", "3", "2", "2", "4", "1", "2", "5", N, "3"},
-			{N, "3", "3", "3", "2", "3", "4", "2", "2", "5", "1", N},
-			{"1", "2", "3", "3", "2", "4", "4", "1", "2", "5", "1", N},
-		}, 0.743, 5e-4},
+		{"krippendorff 2011 nominal", alphaData["k2011"], 0.743, 5e-4},
 		// The same data to full precision: testdata/reference.py (Do from within-unit
 		// pairs, De from value counts, no coincidence matrix): 0.743421052631579.
-		{"krippendorff 2011 exact", [][]string{
-			{"1", "2", "3", "3", "2", "1", "4", "1", "2", N, N, N},
-			{"1", "2", "3", "3", "2", "2", "4", "1", "2", "5", N, "3"},
-			{N, "3", "3", "3", "2", "3", "4", "2", "2", "5", "1", N},
-			{"1", "2", "3", "3", "2", "4", "4", "1", "2", "5", "1", N},
-		}, 0.743421052631579, tol},
-		// Published in the test suite of fast-krippendorff (pln-fing-udelar), nominal:
-		// 0.691358 and 0.722222 to six decimals; full values from testdata/reference.py.
-		{"three coders, fifteen units", [][]string{
-			{N, N, N, N, N, "3", "4", "1", "2", "1", "1", "3", "3", N, "3"},
-			{"1", N, "2", "1", "3", "3", "4", "3", N, N, N, N, N, N, N},
-			{N, N, "2", "1", "3", "4", "4", N, "2", "1", "1", "3", "3", N, "4"},
-		}, 0.691358024691358, tol},
-		{"string labels", [][]string{
-			{"pos", "neg", "neu", N},
-			{"pos", "neg", "neu", "pos"},
-			{"pos", "neg", "pos", "pos"},
-		}, 0.7222222222222222, tol},
-		{"two judges, two disagreements", [][]string{
-			{"ours", "ours", "reference", "tie", "ours", "reference", "reference", "ours", "tie", "ours"},
-			{"ours", "reference", "reference", "tie", "ours", "reference", "ours", "ours", "tie", "ours"},
-		}, 0.6935483870967742, tol},
+		{"krippendorff 2011 exact", alphaData["k2011"], 0.743421052631579, tol},
+		// Published in the test suite of the krippendorff Python package
+		// (pln-fing-udelar/fast-krippendorff), nominal: 0.691358 and 0.722222 to six
+		// decimals; full values from testdata/reference.py.
+		{"three coders, fifteen units", alphaData["three coders"], 0.691358024691358, tol},
+		{"string labels", alphaData["string labels"], 0.7222222222222222, tol},
+		{"two judges, two disagreements", alphaData["two judges"], 0.6935483870967742, tol},
 		// By hand: identical ratings agree perfectly.
 		{"perfect", [][]string{{"a", "b", "c"}, {"a", "b", "c"}, {"a", "b", "c"}}, 1, tol},
 		// By hand: two raters always disagreeing on two values, one unit each way:
@@ -245,7 +251,6 @@ func TestAlphaNominal(t *testing.T) {
 }
 
 func TestPairwiseAgreement(t *testing.T) {
-	const N = Missing
 	data := [][]string{
 		{"a", "b", "a", "a", N},
 		{"a", "b", "b", N, "a"},

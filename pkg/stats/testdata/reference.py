@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Reference values for package stats, computed with Python's standard library only.
 
-Run:  python3 pkg/stats/testdata/reference.py
-The Go tests paste the printed values; this script is how they were obtained. Every
+Run:  python3 pkg/stats/testdata/reference.py          (readable)
+      python3 pkg/stats/testdata/reference.py --json   (what TestReferenceScript reads)
+The Go tests paste the printed values, and TestReferenceScript runs this script and
+compares everything it computes with the Go code. Every
 computation here is written independently of the Go code (different formulas where one
 exists), so agreement is evidence, not a copy.
 """
+import json
 import math
 import statistics
+import sys
 
 Z95 = statistics.NormalDist().inv_cdf(0.975)
 
@@ -92,63 +96,80 @@ def alpha_nominal(data):
     return 1 - do / de
 
 
-def main():
-    print("Z95", repr(Z95))
-    for k, n in [(81, 263), (15, 148), (0, 20), (1, 29), (7, 10), (52, 100), (70, 100), (600, 1000)]:
-        lo, hi = wilson(k, n)
-        print(f"wilson95 {k}/{n}: {lo!r} {hi!r}")
-    z90 = statistics.NormalDist().inv_cdf(0.95)
-    print("Z90", repr(z90))
-    lo, hi = wilson(7, 10, z90)
-    print(f"wilson90 7/10: {lo!r} {hi!r}")
+def compute():
+    """Every reference value, by name; main() prints them, or all as JSON with --json."""
+    r = {"z95": Z95, "z90": statistics.NormalDist().inv_cdf(0.95)}
+    r["wilson95"] = [[k, n, *wilson(k, n)] for k, n in
+                     [(81, 263), (15, 148), (0, 20), (1, 29), (7, 10), (52, 100), (70, 100), (600, 1000)]]
+    r["wilson90"] = [[7, 10, *wilson(7, 10, r["z90"])]]
 
     data = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0, 5.0]
-    cuts = statistics.quantiles(data, n=20, method="inclusive")
-    print("quantiles 5%..95% of", data, [repr(c) for c in cuts])
-    print("median", repr(statistics.median(data)))
+    r["quantiles"] = {"data": data, "cuts": statistics.quantiles(data, n=20, method="inclusive")}
 
-    # Bootstrap: the mean of 0/1 outcomes (a win rate) over 40 items, 14 ones.
-    items = [1.0] * 14 + [0.0] * 26
+    # Bootstrap: a win rate (0/1 outcomes), split-tie scores, and a spread of values.
     mean = lambda xs: sum(xs) / len(xs)
-    print("bootstrap mean 14/40 seed 1:", [repr(x) for x in bootstrap(items, mean, 1000, 0.95, 1)])
-    print("bootstrap mean 14/40 seed 2:", [repr(x) for x in bootstrap(items, mean, 1000, 0.95, 2)])
+    wins = [1.0] * 14 + [0.0] * 26
     scores = [1.0, 0.5, 0.0, 1.0, 1.0, 0.5, 0.0, 1.0, 1.0, 0.0]
-    print("bootstrap mean scores seed 42 r200 90%:", [repr(x) for x in bootstrap(scores, mean, 200, 0.90, 42)])
     spread = [float(i * i % 17) for i in range(30)]
-    print("spread", spread)
-    for seed in (7, 8):
-        print(f"bootstrap mean spread seed {seed} r500:", [repr(x) for x in bootstrap(spread, mean, 500, 0.95, seed)])
-    print("bootstrap median spread seed 7 r300:", [repr(x) for x in bootstrap(spread, statistics.median, 300, 0.95, 7)])
+    r["bootstrap"] = []
+    for items, name, stat, resamples, level, seed in [
+        (spread, "mean", mean, 500, 0.95, 7),
+        (spread, "mean", mean, 500, 0.95, 8),
+        (spread, "median", statistics.median, 300, 0.95, 7),
+        (wins, "mean", mean, 1000, 0.95, 1),
+        (scores, "mean", mean, 200, 0.90, 42),
+    ]:
+        point, lo, hi = bootstrap(items, stat, resamples, level, seed)
+        r["bootstrap"].append({"items": items, "stat": name, "resamples": resamples, "level": level,
+                               "seed": seed, "point": point, "lo": lo, "hi": hi})
     rng = PCG(1, 2)
-    print("pcg(1,2) first 3:", [rng.uint64() for _ in range(3)])
+    r["pcg_1_2"] = [rng.uint64() for _ in range(3)]
 
     # Krippendorff 2011, section C: four observers, twelve units, nominal alpha 0.743.
     N = None
-    k2011 = [
-        [1, 2, 3, 3, 2, 1, 4, 1, 2, N, N, N],
-        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, N, 3],
-        [N, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, N],
-        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, N],
-    ]
-    print("alpha k2011", repr(alpha_nominal(k2011)))
-    wiki = [
-        [N, N, N, N, N, 3, 4, 1, 2, 1, 1, 3, 3, N, 3],
-        [1, N, 2, 1, 3, 3, 4, 3, N, N, N, N, N, N, N],
-        [N, N, 2, 1, 3, 4, 4, N, 2, 1, 1, 3, 3, N, 4],
-    ]
-    print("alpha three coders", repr(alpha_nominal(wiki)))
-    labels = [
-        ["pos", "neg", "neu", N],
-        ["pos", "neg", "neu", "pos"],
-        ["pos", "neg", "pos", "pos"],
-    ]
-    print("alpha string labels", repr(alpha_nominal(labels)))
-    # Two raters, ten units: ours/reference/tie answers, disagreeing on two units.
-    two = [
-        ["ours", "ours", "reference", "tie", "ours", "reference", "reference", "ours", "tie", "ours"],
-        ["ours", "reference", "reference", "tie", "ours", "reference", "ours", "ours", "tie", "ours"],
-    ]
-    print("alpha two judges", repr(alpha_nominal(two)))
+    r["alpha"] = {name: alpha_nominal(d) for name, d in {
+        "k2011": [
+            [1, 2, 3, 3, 2, 1, 4, 1, 2, N, N, N],
+            [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, N, 3],
+            [N, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, N],
+            [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, N],
+        ],
+        "three coders": [
+            [N, N, N, N, N, 3, 4, 1, 2, 1, 1, 3, 3, N, 3],
+            [1, N, 2, 1, 3, 3, 4, 3, N, N, N, N, N, N, N],
+            [N, N, 2, 1, 3, 4, 4, N, 2, 1, 1, 3, 3, N, 4],
+        ],
+        "string labels": [
+            ["pos", "neg", "neu", N],
+            ["pos", "neg", "neu", "pos"],
+            ["pos", "neg", "pos", "pos"],
+        ],
+        # Two raters, ten units: ours/reference/tie answers, disagreeing on two units.
+        "two judges": [
+            ["ours", "ours", "reference", "tie", "ours", "reference", "reference", "ours", "tie", "ours"],
+            ["ours", "reference", "reference", "tie", "ours", "reference", "ours", "ours", "tie", "ours"],
+        ],
+    }.items()}
+    return r
+
+
+def main():
+    r = compute()
+    if "--json" in sys.argv[1:]:
+        print(json.dumps(r))
+        return
+    print("Z95", repr(r["z95"]), "Z90", repr(r["z90"]))
+    for k, n, lo, hi in r["wilson95"]:
+        print(f"wilson95 {k}/{n}: {lo!r} {hi!r}")
+    for k, n, lo, hi in r["wilson90"]:
+        print(f"wilson90 {k}/{n}: {lo!r} {hi!r}")
+    print("quantiles 5%..95% of", r["quantiles"]["data"], [repr(c) for c in r["quantiles"]["cuts"]])
+    for b in r["bootstrap"]:
+        print(f"bootstrap {b['stat']} seed {b['seed']} r{b['resamples']} level {b['level']} over {len(b['items'])} items:",
+              repr(b["point"]), repr(b["lo"]), repr(b["hi"]))
+    print("pcg(1,2) first 3:", [hex(x) for x in r["pcg_1_2"]])
+    for name, a in r["alpha"].items():
+        print("alpha", name, repr(a))
 
 
 if __name__ == "__main__":
