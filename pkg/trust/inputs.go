@@ -1,0 +1,169 @@
+package trust
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/ab"
+)
+
+// Order and status values of a judge call, as events.Vote records them.
+const (
+	// OrderAB is a call that saw the slots as the gater placed them; OrderBA is the
+	// second call of a swapped AC, with the slots exchanged.
+	OrderAB = "AB"
+	OrderBA = "BA"
+	// StatusOK marks a call that produced a valid answer; any other status (a schema
+	// violation, an unavailable provider) means the call has no answer.
+	StatusOK = "ok"
+)
+
+// Judgment is one judge call's answer on one ab AC: one vote of a verdict. The report
+// passes the calls of each AC's deciding verdict (not of superseded attempts).
+type Judgment struct {
+	// AC is the AC (job) id.
+	AC string `json:"ac"`
+	// Judge names the judge as verdicts do, "provider/model" (e.g. "openai/gpt-4o").
+	Judge string `json:"judge"`
+	// Order is OrderAB for the only or first call, OrderBA for a swapped AC's second.
+	// Empty means OrderAB.
+	Order string `json:"order,omitempty"`
+	// Status is StatusOK when the call produced a valid answer.
+	Status string `json:"status"`
+	// RawWinner is the answer over the slots as this call saw them: A, B or tie (any
+	// letter case, as the ab kind accepts).
+	RawWinner string `json:"raw_winner,omitempty"`
+	// Winner is the answer un-shuffled to roles: ours, reference or tie.
+	Winner ab.Winner `json:"winner,omitempty"`
+	// Confidence is the judge's stated confidence in [0, 1].
+	Confidence float64 `json:"confidence"`
+	// LenOurs and LenRef are the lengths in characters (runes) of our artifact and the
+	// reference, for text artifacts; 0 when unknown or not text (images), which leaves the
+	// judgment out of the length figures.
+	LenOurs int `json:"len_ours,omitempty"`
+	LenRef  int `json:"len_ref,omitempty"`
+}
+
+// Slot returns the call's answer in slot terms, canonically spelled ("A", "B" or "tie"),
+// or "" when the call has no valid answer.
+func (j Judgment) Slot() string {
+	if j.Status != StatusOK {
+		return ""
+	}
+	for _, s := range []string{ab.LabelA, ab.LabelB, ab.RawTie} {
+		if strings.EqualFold(j.RawWinner, s) {
+			return s
+		}
+	}
+	return ""
+}
+
+// Answer returns the call's un-shuffled answer (ours, reference or tie), or "" when the
+// call has no valid answer.
+func (j Judgment) Answer() ab.Winner {
+	if j.Status != StatusOK || !j.Winner.Valid() {
+		return ""
+	}
+	return j.Winner
+}
+
+func (j Judgment) swapped() bool { return j.Order == OrderBA }
+
+func (j Judgment) judgeName() string { return j.Judge }
+
+// Outcome is one AC's final result in a batch, as results.json records it.
+type Outcome struct {
+	AC string `json:"ac"`
+	// Winner is ours, reference or tie; ignored when Blocked.
+	Winner ab.Winner `json:"winner,omitempty"`
+	// Blocked means the AC got no verdict (a missing artifact, a failed judge call, ...).
+	Blocked bool `json:"blocked,omitempty"`
+}
+
+// Call is one judge call of any kind, for the cost figures.
+type Call struct {
+	Judge  string `json:"judge"`
+	Status string `json:"status"`
+	// PromptTokens and CompletionTokens are the provider's usage report.
+	PromptTokens     int `json:"prompt_tokens,omitempty"`
+	CompletionTokens int `json:"completion_tokens,omitempty"`
+	// LatencyMillis is the call's wall time as the judge measured it.
+	LatencyMillis int64 `json:"latency_ms,omitempty"`
+	// Cached means the answer came from the judge-call cache: no provider call was made
+	// (the tokens and latency are the original call's).
+	Cached bool `json:"cached,omitempty"`
+}
+
+func (c Call) judgeName() string { return c.Judge }
+
+// SpotCheck is a person's HE-2 check of a judge's sign-off: approved, or the one
+// dimension the person says the judge got wrong.
+type SpotCheck struct {
+	AC        string `json:"ac"`
+	Judge     string `json:"judge"`
+	Approved  bool   `json:"approved"`
+	Dimension string `json:"dimension,omitempty"`
+}
+
+func (s SpotCheck) judgeName() string { return s.Judge }
+
+// Group holds the items of one judge, in input order.
+type Group[T any] struct {
+	Judge string
+	Items []T
+}
+
+// ByJudge groups items by judge, sorted by judge name, so each per-judge figure is
+// computed by passing one group's items to the same function as the whole batch.
+func ByJudge[T interface{ judgeName() string }](items []T) []Group[T] {
+	var out []Group[T]
+	index := map[string]int{}
+	for _, it := range items {
+		name := it.judgeName()
+		i, ok := index[name]
+		if !ok {
+			i = len(out)
+			index[name] = i
+			out = append(out, Group[T]{Judge: name})
+		}
+		out[i].Items = append(out[i].Items, it)
+	}
+	slices.SortFunc(out, func(a, b Group[T]) int { return cmp.Compare(a.Judge, b.Judge) })
+	return out
+}
+
+// JudgeOutcomes returns each judge's own outcome per AC from its calls, sorted by judge
+// and AC: the judge's answer when all its calls on the AC agree; a tie when they do not
+// (a swap pair that flipped, the rule ab.CombineSwap applies); blocked when any of its
+// calls on the AC has no valid answer.
+func JudgeOutcomes(js []Judgment) []Group[Outcome] {
+	var out []Group[Outcome]
+	for _, g := range ByJudge(js) {
+		byAC := map[string]*Outcome{}
+		var order []string
+		for _, j := range g.Items {
+			o, ok := byAC[j.AC]
+			if !ok {
+				o = &Outcome{AC: j.AC, Winner: j.Answer()}
+				byAC[j.AC] = o
+				order = append(order, j.AC)
+			}
+			w := j.Answer()
+			switch {
+			case w == "":
+				o.Blocked, o.Winner = true, ""
+			case o.Blocked:
+			case o.Winner != w:
+				o.Winner = ab.WinnerTie
+			}
+		}
+		slices.Sort(order)
+		grp := Group[Outcome]{Judge: g.Judge}
+		for _, ac := range order {
+			grp.Items = append(grp.Items, *byAC[ac])
+		}
+		out = append(out, grp)
+	}
+	return out
+}
