@@ -9,7 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
 // The properties a calibration pair can test (the "tests" field of an expectation).

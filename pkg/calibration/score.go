@@ -3,7 +3,7 @@ package calibration
 import (
 	"fmt"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 )

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 )
 

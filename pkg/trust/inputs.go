@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
 // Order and status values of a judge call, as events.Vote records them.

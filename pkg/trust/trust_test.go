@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 )
 
