@@ -6,7 +6,9 @@ package batch
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -190,9 +192,13 @@ func Parse(path string, data []byte) (*Batch, error) {
 		return Errors{{File: path, Line: line, Field: field, Msg: msg}}
 	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		line, msg := locateSyntaxError(data, err)
 		return nil, fileErr(line, "", msg)
+	}
+	if line := secondDocument(dec, data, &doc); line > 0 {
+		return nil, fileErr(line, "", "a second YAML document starts here (---); a batch file is one document, with every AC in its acs list")
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
