@@ -6,6 +6,7 @@ package batch
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/tribunal-dev/tribunal/pkg/localfile"
 	"github.com/tribunal-dev/tribunal/schemas"
 )
 
@@ -169,7 +171,8 @@ func Load(path string) (*Batch, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, DefaultFile)
 	}
-	data, err := os.ReadFile(path)
+	// A regular file only: a FIFO named batch.yaml would block the command forever.
+	data, err := localfile.ReadFile(context.Background(), path)
 	if err != nil {
 		return nil, fmt.Errorf("read batch: %w", err)
 	}

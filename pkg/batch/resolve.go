@@ -1,14 +1,15 @@
 package batch
 
 import (
+	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
 var idRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
@@ -35,7 +36,7 @@ func (b *Batch) VerifyMap() (map[string]ab.Pair, error) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(b.Dir, p)
 	}
-	data, err := os.ReadFile(p)
+	data, err := localfile.ReadFile(context.Background(), p)
 	if err != nil {
 		return nil, fmt.Errorf("%s: verify: %w", b.Path, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -15,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
 // DefaultMinCases is the transfer-set size below which equivalence coverage is flagged.
@@ -72,7 +72,7 @@ func (s *Submitter) plan(ctx context.Context, b *batch.Batch, tenant string, ac 
 	case events.KindEquivalence:
 		es := &events.EquivalenceSpec{Variant: firstNonEmpty(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
 			MinCases: firstPositive(ac.MinCases, b.MinCases, DefaultMinCases), RunnerModel: firstNonEmpty(ac.RunnerModel, b.RunnerModel)}
-		cases, cerr := loadCases(b, ac)
+		cases, cerr := loadCases(ctx, b, ac)
 		if problem == "" && cerr != nil {
 			problem = fmt.Sprintf("%s:%d: acs %s: %v", b.Path, ac.Line, ac.ID, cerr)
 		}
@@ -117,7 +117,7 @@ func (s *Submitter) plan(ctx context.Context, b *batch.Batch, tenant string, ac 
 }
 
 // loadCases returns an equivalence AC's transfer set, inline or from its cases file.
-func loadCases(b *batch.Batch, ac batch.AC) ([]events.Case, error) {
+func loadCases(ctx context.Context, b *batch.Batch, ac batch.AC) ([]events.Case, error) {
 	list := ac.Cases
 	if ac.CasesFile != "" {
 		if len(list) > 0 {
@@ -127,7 +127,7 @@ func loadCases(b *batch.Batch, ac batch.AC) ([]events.Case, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cases_file: %w", err)
 		}
-		data, err := os.ReadFile(p)
+		data, err := localfile.ReadFile(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("cases_file: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -63,7 +64,7 @@ func (s *Submitter) planRubric(ctx context.Context, b *batch.Batch, tenant strin
 		if err != nil {
 			return nil, err
 		}
-		return os.ReadFile(p)
+		return localfile.ReadFile(ctx, p)
 	}
 	docs := map[string][]byte{}
 	for name, rel := range map[string]string{"spec": argus.SpecFile, "text": argus.SpecTextFile, "tokens": f.Spec.DesignSystem.Tokens, "pairs": f.Spec.DesignSystem.ContrastPairs} {
