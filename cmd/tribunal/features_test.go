@@ -6,9 +6,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/fifotest"
 )
 
 // TestFeatureServerRefusesFIFO: the all-in-one mode serves a rubric feature folder to
@@ -18,15 +19,7 @@ func TestFeatureServerRefusesFIFO(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "page.html"), []byte("<p>hi</p>"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pipe := filepath.Join(dir, "pipe.html")
-	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
-		t.Fatalf("mkfifo: %v", err)
-	}
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(pipe, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
+	fifotest.Make(t, filepath.Join(dir, "pipe.html"))
 	var fsrv featureServer
 	defer fsrv.Close()
 	base, err := fsrv.serve(dir)

@@ -3,33 +3,21 @@
 package batch
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/fifotest"
 )
 
 // TestLoadRefusesFIFO: a batch file or verify map that is a named pipe is refused with
 // its path at once; opening it for reading would block until something wrote to it.
 func TestLoadRefusesFIFO(t *testing.T) {
 	dir := t.TempDir()
-	pipe := filepath.Join(dir, DefaultFile)
-	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
-		t.Fatalf("mkfifo: %v", err)
-	}
-	verify := filepath.Join(dir, "verify.json")
-	if err := syscall.Mkfifo(verify, 0o644); err != nil {
-		t.Fatalf("mkfifo: %v", err)
-	}
-	t.Cleanup(func() { // release a reader blocked in open (the bug) rather than leak it
-		for _, p := range []string{pipe, verify} {
-			if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-				f.Close()
-			}
-		}
-	})
+	pipe, verify := filepath.Join(dir, DefaultFile), filepath.Join(dir, "verify.json")
+	fifotest.Make(t, pipe)
+	fifotest.Make(t, verify)
 	errs := make(chan error, 2)
 	go func() {
 		_, err := Load(dir)

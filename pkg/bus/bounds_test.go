@@ -41,16 +41,7 @@ func TestOversizedOutputDeadLettersAtOnce(t *testing.T) {
 	if err := e.pub.PublishEvents(in); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "a dead letter", func() (bool, string) {
-		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Renderer))
-		return n > 0, fmt.Sprintf("%d dead letters after %d handler calls", n, calls.Load())
-	})
-	waitFor(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Renderer))
-	dls := deadLetters(t, e.js, bus.Renderer)
-	if len(dls) != 1 {
-		t.Fatalf("%d dead letters, want 1", len(dls))
-	}
-	checkDeadLetter(t, dls[0], in, "render.done", "max payload", fmt.Sprintf("over the limit of %d", limit))
+	checkDeadLetter(t, oneDeadLetter(t, e, 20*time.Second, &calls), in, "render.done", "max payload", fmt.Sprintf("over the limit of %d", limit))
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("handler called %d times, want 1: an output too large to publish never fits", n)
 	}
@@ -110,7 +101,21 @@ func TestPublishFailuresCountTowardMaxDeliver(t *testing.T) {
 	if err := e.pub.PublishEvents(in); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "a dead letter", func() (bool, string) {
+	checkDeadLetter(t, oneDeadLetter(t, e, 30*time.Second, &calls), in, fmt.Sprintf("after %d deliveries", maxDeliver), "outputs of "+in.ID)
+	if info := e.consumer(t, bus.Renderer); info.Delivered.Consumer != maxDeliver {
+		t.Fatalf("input delivered %d times, want MaxDeliver=%d", info.Delivered.Consumer, maxDeliver)
+	}
+	// A failed publish is not retried in process by re-running the handler.
+	if n := calls.Load(); n != maxDeliver {
+		t.Fatalf("handler called %d times, want one per delivery (%d)", n, maxDeliver)
+	}
+}
+
+// oneDeadLetter waits for the renderer's input to be dead-lettered and settled, and
+// returns the one dead letter.
+func oneDeadLetter(t *testing.T, e *routerEnv, timeout time.Duration, calls *atomic.Int32) *jetstream.RawStreamMsg {
+	t.Helper()
+	waitFor(t, timeout, "a dead letter", func() (bool, string) {
 		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Renderer))
 		return n > 0, fmt.Sprintf("%d dead letters after %d handler calls", n, calls.Load())
 	})
@@ -119,12 +124,5 @@ func TestPublishFailuresCountTowardMaxDeliver(t *testing.T) {
 	if len(dls) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(dls))
 	}
-	checkDeadLetter(t, dls[0], in, fmt.Sprintf("after %d deliveries", maxDeliver), "outputs of "+in.ID)
-	if info := e.consumer(t, bus.Renderer); info.Delivered.Consumer != maxDeliver {
-		t.Fatalf("input delivered %d times, want MaxDeliver=%d", info.Delivered.Consumer, maxDeliver)
-	}
-	// A failed publish is not retried in process by re-running the handler.
-	if n := calls.Load(); n != maxDeliver {
-		t.Fatalf("handler called %d times, want one per delivery (%d)", n, maxDeliver)
-	}
+	return dls[0]
 }

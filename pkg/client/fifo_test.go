@@ -7,35 +7,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/fifotest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
-
-// mkfifo makes a named pipe nobody writes to; at cleanup it is opened for writing once,
-// so a reader blocked in open (the bug) is released rather than leaked.
-func mkfifo(t *testing.T, p string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(p, 0o644); err != nil {
-		t.Fatalf("mkfifo: %v", err)
-	}
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
-}
 
 // TestSubmitRefusesFIFOs: a FIFO in the batch folder, named as an artifact, a cases file
 // or a feature's spec, used to block `tribunal run` and `submit` forever in open (a
@@ -55,9 +38,9 @@ func TestSubmitRefusesFIFOs(t *testing.T) {
 	write("ours.md", "# Notes\nOurs.\n")
 	write("skill/original.md", "Do the thing.\n")
 	write("skill/candidate.md", "Do it.\n")
-	mkfifo(t, filepath.Join(dir, "pipe.md"))
-	mkfifo(t, filepath.Join(dir, "skill/cases.yaml"))
-	mkfifo(t, filepath.Join(dir, "feature/spec.json"))
+	fifotest.Make(t, filepath.Join(dir, "pipe.md"))
+	fifotest.Make(t, filepath.Join(dir, "skill/cases.yaml"))
+	fifotest.Make(t, filepath.Join(dir, "feature/spec.json"))
 	write("batch.yaml", `version: 1
 acs:
   - id: AC-1

@@ -253,7 +253,8 @@ func (s *Submitter) source(ctx context.Context, b *batch.Batch, tenant, name str
 		src.Error = fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", name, limit)
 		return src, nil
 	}
-	attrs, err := s.Store.Put(ctx, tenant, &limitedReader{r: localfile.Reader(ctx, f), left: limit}, blob.PutOptions{})
+	// Put stops reading when ctx ends (blob.DigestCopy).
+	attrs, err := s.Store.Put(ctx, tenant, &limitedReader{r: f, left: limit}, blob.PutOptions{})
 	switch {
 	case errors.Is(err, blob.ErrTooLarge) || errors.Is(err, errArtifactTooLarge):
 		src.Error = fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", name, limit)

@@ -3,8 +3,8 @@
 // forever if nothing does, and no context or signal can end a goroutine blocked in that
 // open; reading a device can go on without end. So the path is checked before it is
 // opened, opened without blocking (O_NONBLOCK) in case it was swapped for a FIFO in
-// between, and checked again through the open descriptor; reads stop when a context
-// ends.
+// between, and checked again through the open descriptor; ReadFile stops when its
+// context ends (an upload through blob.Store.Put does already).
 package localfile
 
 import (
@@ -86,26 +86,18 @@ func ReadFile(ctx context.Context, path string) ([]byte, error) {
 	}
 	defer f.Close()
 	buf := bytes.NewBuffer(make([]byte, 0, st.Size()+bytes.MinRead))
-	if _, err := buf.ReadFrom(Reader(ctx, f)); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+	chunk := make([]byte, 64<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n, err := f.Read(chunk)
+		buf.Write(chunk[:n])
+		if err == io.EOF {
+			return buf.Bytes(), nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
 	}
-	return buf.Bytes(), nil
-}
-
-// Reader returns a reader of r that fails with ctx's error once ctx has ended, so a long
-// copy (an upload of a large file) stops between two reads.
-func Reader(ctx context.Context, r io.Reader) io.Reader {
-	return &ctxReader{ctx: ctx, r: r}
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
