@@ -3,6 +3,7 @@ module github.com/tribunal-dev/tribunal
 go 1.26.8
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
@@ -24,6 +25,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.57.0
+	golang.org/x/image v0.46.0
 	golang.org/x/net v0.59.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/text v0.43.0

@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -33,7 +36,7 @@ func (f *featureServer) serve(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: http.FileServer(regularFiles{http.Dir(dir)}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	if f.servers == nil {
 		f.servers, f.urls = map[string]*http.Server{}, map[string]string{}
@@ -41,6 +44,18 @@ func (f *featureServer) serve(dir string) (string, error) {
 	f.servers[dir] = srv
 	f.urls[dir] = "http://" + ln.Addr().String()
 	return f.urls[dir], nil
+}
+
+// regularFiles serves directories and regular files only: opening a FIFO left in a
+// feature folder would block its request until the page load timed out.
+type regularFiles struct{ dir http.Dir }
+
+func (r regularFiles) Open(name string) (http.File, error) {
+	p := filepath.Join(string(r.dir), filepath.FromSlash(path.Clean("/"+name)))
+	if st, err := os.Stat(p); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
+		return nil, fs.ErrPermission
+	}
+	return r.dir.Open(name)
 }
 
 func (f *featureServer) Close() {

@@ -59,7 +59,7 @@ func (j *judgeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&j.responseFormat, "judge-response-format", "auto", "openai: auto (JSON schema, falling back to JSON mode), json_schema, json_object or none")
 	fs.Float64Var(&j.temperature, "judge-temperature", 0, "sampling temperature")
 	fs.IntVar(&j.seed, "judge-seed", 0, "sampling seed where the server supports it (0: none)")
-	fs.IntVar(&j.maxTokens, "judge-max-tokens", 0, "answer token limit (0: server default)")
+	fs.IntVar(&j.maxTokens, "judge-max-tokens", 0, "answer token limit (0: openai's default of 4096, 16384 for reasoning models; -1: none, the server's own)")
 	fs.IntVar(&j.sharedRPM, "judge-shared-rpm", 0, "requests per minute per provider and model, shared by every judge instance through JetStream KV (0: unlimited)")
 	fs.IntVar(&j.sharedTPM, "judge-shared-tpm", 0, "tokens per minute per provider and model, shared by every judge instance (0: unlimited)")
 	fs.IntVar(&j.tenantRPM, "tenant-rpm", 0, "judge requests per minute per tenant, shared by every judge instance (0: unlimited)")
@@ -76,7 +76,9 @@ func (j *judgeFlags) rateLimits() *ratelimit.Limits {
 
 func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error) {
 	t := float32(j.temperature)
-	params := judge.Params{Temperature: &t, MaxTokens: j.maxTokens}
+	// A limit set here is a sampling parameter, recorded with every verdict; the default
+	// (and -1, no limit) is the provider's.
+	params := judge.Params{Temperature: &t, MaxTokens: max(j.maxTokens, 0)}
 	if j.seed != 0 {
 		s := j.seed
 		params.Seed = &s
@@ -99,7 +101,7 @@ func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error
 		p, err := openai.New(openai.Config{
 			BaseURL: j.baseURL, APIKey: os.Getenv(j.apiKeyEnv), Model: j.model, Azure: j.azure, APIVersion: j.apiVersion,
 			Timeout: j.timeout, MaxAttempts: j.attempts, Concurrency: j.concurrency, RequestsPerMinute: j.rpm,
-			ResponseFormat: j.responseFormat, Instance: instance,
+			ResponseFormat: j.responseFormat, Instance: instance, MaxTokens: min(j.maxTokens, 0),
 		})
 		return p, params, err
 	}

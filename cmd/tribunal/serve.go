@@ -99,6 +99,7 @@ func newServeCmd() *cobra.Command {
 	var jf judgeFlags
 	var health string
 	var concurrency int
+	var shutdownGrace time.Duration
 	var allowPrivate bool
 	var natsListen, natsStore, natsConfig string
 	var adapters, gatesAdapters, webAllow []string
@@ -144,7 +145,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			if err != nil {
 				return exitError{2, err}
 			}
-			return serveServices(ctx, &conn, &jf, services, health, concurrency, allowPrivate, sensors, gates)
+			return serveServices(ctx, &conn, &jf, services, health, concurrency, shutdownGrace, allowPrivate, sensors, gates)
 		},
 	}
 	fs := cmd.Flags()
@@ -152,6 +153,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	jf.register(fs)
 	fs.StringVar(&health, "health", envOr("TRIBUNAL_HEALTH_ADDR", ":8080"), "address of the /healthz, /readyz and /metrics endpoints (env TRIBUNAL_HEALTH_ADDR)")
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service in this process (backpressure)")
+	fs.DurationVar(&shutdownGrace, "shutdown-grace", bus.DefaultShutdownGrace, "on SIGTERM, how long calls in flight may finish (their results are published) before they are cancelled and handed back; the default fits Kubernetes' 30 s termination grace period")
 	fs.BoolVar(&allowPrivate, "allow-private-urls", os.Getenv("TRIBUNAL_ALLOW_PRIVATE_URLS") == "true", "renderer: allow artifact URLs on loopback, private and link-local addresses")
 	fs.StringVar(&consoleAddr, "console-addr", envOr("TRIBUNAL_CONSOLE_ADDR", "127.0.0.1:8090"), "console: address of the web console (env TRIBUNAL_CONSOLE_ADDR)")
 	fs.StringVar(&tokensFile, "tokens", envOr("TRIBUNAL_CONSOLE_TOKENS", ""), "console: JSON file {\"<token>\": \"<tenant>\"} for per-team access (\"*\" sees every team); without it the console only listens on loopback (env TRIBUNAL_CONSOLE_TOKENS)")
@@ -164,7 +166,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	return cmd
 }
 
-func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, allowPrivate bool, sensors *renderer.Sensors, gates *command.Gates) error {
+func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, shutdownGrace time.Duration, allowPrivate bool, sensors *renderer.Sensors, gates *command.Gates) error {
 	nc, err := conn.connect()
 	if err != nil {
 		return err
@@ -176,7 +178,7 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	}
 	defer store.Close()
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
-		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), CloseTimeout: 30 * time.Second}
+		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
 	defer sensors.Close()
 	for _, s := range services {
 		if s == bus.Judge || s == bus.Renderer {
@@ -198,7 +200,7 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	}
 	slog.Info("serving", "services", services, "instance", conn.instance, "health", addr)
 	<-ctx.Done()
-	slog.Info("shutting down: finishing in-flight messages", "services", services)
+	slog.Info("shutting down: finishing in-flight messages", "services", services, "grace", shutdownGrace)
 	r.Close()
 	return nil
 }

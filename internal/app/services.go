@@ -59,7 +59,12 @@ type Options struct {
 	// runner calls in the renderer) to requests and tokens per minute shared by every
 	// instance on the bus (pkg/ratelimit).
 	RateLimits *ratelimit.Limits
-	// CloseTimeout bounds how long shutdown waits for in-flight handlers.
+	// ShutdownGrace is how long handlers in flight may go on after Close before they
+	// are cancelled and their messages handed back (bus.SubscriberConfig.ShutdownGrace;
+	// 0: bus.DefaultShutdownGrace).
+	ShutdownGrace time.Duration
+	// CloseTimeout bounds how long shutdown waits for in-flight handlers; it is raised
+	// to ShutdownGrace plus the time to hand back what was cancelled.
 	CloseTimeout time.Duration
 	Logger       *slog.Logger
 }
@@ -122,6 +127,11 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		// from the same buckets and a 429 seen by either slows both.
 		provider = judge.Limited(provider, jl)
 	}
+	grace := o.ShutdownGrace
+	if grace == 0 {
+		grace = bus.DefaultShutdownGrace
+	}
+	closeTimeout := max(o.CloseTimeout, grace+5*time.Second)
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	for _, svc := range o.Services {
@@ -157,8 +167,9 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 			cancel()
 			return nil, fmt.Errorf("unknown service %q (want renderer, gater, judge or aggregator)", svc)
 		}
-		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: o.Concurrency, AckWait: cfg.AckWait, Logger: o.Logger, Tenants: cfg.Tenants, TenantQuota: o.TenantQuota})
-		router, err := bus.NewRouter(bus.RouterConfig{Service: svc, MaxDeliver: cfg.MaxDeliver, CloseTimeout: o.CloseTimeout,
+		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: o.Concurrency, AckWait: cfg.AckWait, Logger: o.Logger,
+			Tenants: cfg.Tenants, TenantQuota: o.TenantQuota, ShutdownGrace: grace})
+		router, err := bus.NewRouter(bus.RouterConfig{Service: svc, MaxDeliver: cfg.MaxDeliver, CloseTimeout: closeTimeout,
 			DeadLetters: deadLetters, Logger: o.Logger}, sub, r.Pub, h)
 		if err != nil {
 			cancel()
@@ -202,7 +213,8 @@ func (r *Running) Ready() error {
 }
 
 // Close stops every router: no new messages are taken, in-flight handlers finish (up to
-// the close timeout) and messages pulled but not started go back to the server.
+// the shutdown grace, then they are cancelled and their messages go back) and messages
+// pulled but not started go back to the server at once.
 func (r *Running) Close() {
 	var wg sync.WaitGroup
 	for _, router := range r.routers {

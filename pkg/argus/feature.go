@@ -1,11 +1,14 @@
 package argus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
 // Files of a feature folder.
@@ -54,7 +57,7 @@ func featurePath(dir, rel string) (string, error) {
 // files next to it. The error is for a spec that cannot be read or is not JSON (exit
 // 2 in the CLI); structural problems are in the report.
 func LintSpecFile(path string) (*LintReport, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
@@ -77,7 +80,7 @@ func LintSpecFile(path string) (*LintReport, error) {
 // else the built-in rubric. A local rubric replaces the built-in one entirely, so a
 // team that drops a dimension has dropped it on purpose.
 func LoadRubric(dir string) (r *Rubric, local bool, err error) {
-	data, err := os.ReadFile(filepath.Join(dir, RubricFile))
+	data, err := readFile(filepath.Join(dir, RubricFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return DefaultRubric(), false, nil
 	}
@@ -103,7 +106,7 @@ func LoadFeature(dir string) (*Feature, error) {
 	if !rep.Valid {
 		return nil, &SpecError{Errors: rep.Errors}
 	}
-	data, err := os.ReadFile(filepath.Join(dir, SpecFile))
+	data, err := readFile(filepath.Join(dir, SpecFile))
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
@@ -112,7 +115,7 @@ func LoadFeature(dir string) (*Feature, error) {
 		return nil, err
 	}
 	f := &Feature{Dir: dir, Spec: spec, Lint: rep}
-	text, err := os.ReadFile(filepath.Join(dir, SpecTextFile))
+	text, err := readFile(filepath.Join(dir, SpecTextFile))
 	if err != nil {
 		return nil, fmt.Errorf("read spec text: %w", err)
 	}
@@ -122,7 +125,7 @@ func LoadFeature(dir string) (*Feature, error) {
 	if err != nil {
 		return nil, fmt.Errorf("design_system.tokens: %w", err)
 	}
-	data, err = os.ReadFile(tp)
+	data, err = readFile(tp)
 	if err != nil {
 		return nil, fmt.Errorf("read tokens: %w", err)
 	}
@@ -134,7 +137,7 @@ func LoadFeature(dir string) (*Feature, error) {
 		if err != nil {
 			return nil, fmt.Errorf("design_system.contrast_pairs: %w", err)
 		}
-		data, err = os.ReadFile(pp)
+		data, err = readFile(pp)
 		if err != nil {
 			return nil, fmt.Errorf("read contrast pairs: %w", err)
 		}
@@ -160,4 +163,11 @@ func (f *Feature) TokenContrast(appearances []string) (GateStatus, *ContrastRepo
 		return "", nil, fmt.Errorf("token_contrast: %w", err)
 	}
 	return rep.GateStatus(), rep, nil
+}
+
+// readFile reads a file of a feature folder: a regular file only, so a FIFO or a device
+// put in the folder is refused with its path instead of blocking the caller forever.
+// Feature files are small, so there is no reading to cancel once the file is open.
+func readFile(path string) ([]byte, error) {
+	return localfile.ReadFile(context.Background(), path)
 }

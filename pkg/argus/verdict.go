@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 // DimensionScore is one dimension of a judge's verdict.
@@ -286,8 +288,9 @@ func parseDimensions(val any, fe *fieldErrs) map[string]DimensionScore {
 
 // Validate checks the values of a verdict (for one built in code, or after decoding):
 // iteration >= 1, feature and target set, at least one dimension, each score exactly
-// 0, 0.5 or 1, each anchor one of the three, evidence not blank. It returns a
-// *VerdictError or nil.
+// 0, 0.5 or 1, each anchor one of the three, evidence not blank, and no free-text field
+// (evidence, notes, a failed dimension's name) longer than strictjson.MaxText
+// characters. It returns a *VerdictError or nil.
 func (v *Verdict) Validate() error {
 	var fe fieldErrs
 	v.validate(&fe)
@@ -329,6 +332,17 @@ func (v *Verdict) validate(fe *fieldErrs) {
 		}
 		if strings.TrimSpace(d.Evidence) == "" {
 			fe.add(p+".evidence", strconv.Quote(d.Evidence), "must state the observation behind the score")
+		}
+		if reason := strictjson.TooLong(d.Evidence); reason != "" {
+			fe.add(p+".evidence", strconv.Quote(strictjson.Clip(d.Evidence)), reason)
+		}
+	}
+	if reason := strictjson.TooLong(v.Notes); reason != "" {
+		fe.add("notes", strconv.Quote(strictjson.Clip(v.Notes)), reason)
+	}
+	for i, n := range v.FailedDimensions {
+		if reason := strictjson.TooLong(n); reason != "" {
+			fe.add(fmt.Sprintf("failed_dimensions[%d]", i), strconv.Quote(strictjson.Clip(n)), reason)
 		}
 	}
 }

@@ -6,7 +6,10 @@ package batch
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,6 +22,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/tribunal-dev/tribunal/pkg/localfile"
 	"github.com/tribunal-dev/tribunal/schemas"
 )
 
@@ -167,7 +171,8 @@ func Load(path string) (*Batch, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, DefaultFile)
 	}
-	data, err := os.ReadFile(path)
+	// A regular file only: a FIFO named batch.yaml would block the command forever.
+	data, err := localfile.ReadFile(context.Background(), path)
 	if err != nil {
 		return nil, fmt.Errorf("read batch: %w", err)
 	}
@@ -190,9 +195,13 @@ func Parse(path string, data []byte) (*Batch, error) {
 		return Errors{{File: path, Line: line, Field: field, Msg: msg}}
 	}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		line, msg := locateSyntaxError(data, err)
 		return nil, fileErr(line, "", msg)
+	}
+	if line := secondDocument(dec, data, &doc); line > 0 {
+		return nil, fileErr(line, "", "a second YAML document starts here (---); a batch file is one document, with every AC in its acs list")
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {

@@ -280,3 +280,29 @@ func (r *byteAtATime) Read(p []byte) (int, error) {
 	r.off++
 	return 1, nil
 }
+
+// secondDocument returns the line of the document that follows first in dec (its ---
+// marker), or 0 when there is none. Without this check the ACs of a second document
+// would vanish without a word: only the first is read.
+func secondDocument(dec *yaml.Decoder, data []byte, first *yaml.Node) int {
+	var second yaml.Node
+	err := dec.Decode(&second)
+	switch {
+	case errors.Is(err, io.EOF):
+		return 0
+	case err == nil:
+		return max(second.Line, 1)
+	}
+	// The second document does not parse: name its marker, the first at the start of
+	// a line after the first document's content began.
+	start := 1
+	if len(first.Content) > 0 {
+		start = first.Content[0].Line
+	}
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		if i+1 > start && bytes.HasPrefix(l, []byte("---")) && (len(l) == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r') {
+			return i + 1
+		}
+	}
+	return max(yamlLine(err), 1)
+}

@@ -529,7 +529,8 @@ func TestGracefulCloseReturnsMessages(t *testing.T) {
 	// would have redelivered it on its own, with room for a loaded CI machine.
 	e := newRouterEnv(t, bus.Config{AckWait: 10 * time.Second, MaxDeliver: 5})
 	var blocked atomic.Int32
-	sub := bus.NewSubscriber(e.js, bus.SubscriberConfig{AckWait: e.cfg.AckWait, Concurrency: 4, NakBase: 10 * time.Millisecond, NakMax: 20 * time.Millisecond})
+	sub := bus.NewSubscriber(e.js, bus.SubscriberConfig{AckWait: e.cfg.AckWait, Concurrency: 4, NakBase: 10 * time.Millisecond, NakMax: 20 * time.Millisecond,
+		ShutdownGrace: 500 * time.Millisecond})
 	r, err := bus.NewRouter(bus.RouterConfig{Service: bus.Gater, MaxDeliver: e.cfg.MaxDeliver, CloseTimeout: 10 * time.Second}, sub, e.pub,
 		func(ctx context.Context, ev events.Event) ([]events.Event, error) {
 			if i, _ := strconv.Atoi(strings.TrimPrefix(ev.JobID, "AC-")); i < quick {

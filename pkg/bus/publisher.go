@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,6 +65,10 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 			}
 			nm.Header.Set(k, v)
 		}
+		nm.Header.Set(jetstream.MsgIDHeader, m.UUID)
+		if err := p.checkSize(m, nm); err != nil {
+			return err
+		}
 		f, err := p.js.PublishMsgAsync(nm, jetstream.WithMsgID(m.UUID))
 		if err != nil {
 			return fmt.Errorf("publish %s to %s: %w", m.UUID, subject, err)
@@ -84,6 +89,48 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 
 // Close implements message.Publisher.
 func (p *Publisher) Close() error { return nil }
+
+// ErrPayloadTooLarge marks an event whose encoded size is over the server's max payload
+// (1 MiB unless the server is configured otherwise). Publishing it can never succeed, so
+// IsPermanent reports it: the input that produced it goes to dead letters at once
+// instead of being redelivered, and its handler (a paid provider call) run again.
+var ErrPayloadTooLarge = errors.New("event larger than the NATS server's max payload")
+
+// jsErrMessageTooLarge is JetStream's "message size exceeds maximum allowed" (a stream's
+// max_msg_size), which no retry cures either.
+const jsErrMessageTooLarge jetstream.ErrorCode = 10054
+
+// checkSize refuses a message the connection's server would refuse, before it is sent,
+// with an error naming the event type and the sizes. NATS counts headers and payload
+// against the limit; the subject is not part of it.
+func (p *Publisher) checkSize(m *message.Message, nm *nats.Msg) error {
+	limit := p.js.Conn().MaxPayload()
+	if limit <= 0 {
+		return nil // not connected yet: the client checks again when it sends
+	}
+	if size := int64(nm.Size() - len(nm.Subject)); size > limit {
+		return fmt.Errorf("publish %s %s to %s: %d bytes with headers, over the limit of %d: %w",
+			firstNonEmpty(m.Metadata.Get(MetaType), "message"), m.UUID, nm.Subject, size, limit, ErrPayloadTooLarge)
+	}
+	return nil
+}
+
+// tooLarge reports a publish error no retry can cure: the message is over the server's
+// max payload or the stream's max message size.
+func tooLarge(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, ErrPayloadTooLarge) || errors.Is(err, nats.ErrMaxPayload) ||
+		(errors.As(err, &api) && api.ErrorCode == jsErrMessageTooLarge)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
 
 // PublishEvents encodes and publishes events, waiting for every ack.
 func (p *Publisher) PublishEvents(evs ...events.Event) error {

@@ -43,10 +43,11 @@ func Permanent(err error) error {
 }
 
 // IsPermanent reports whether err can never succeed on retry: a message that does not
-// decode, or an error marked with Permanent.
+// decode, an output too large for the server (ErrPayloadTooLarge), or an error marked
+// with Permanent.
 func IsPermanent(err error) bool {
 	var p permanentError
-	return errors.As(err, &p) || events.IsDecodeError(err)
+	return errors.As(err, &p) || events.IsDecodeError(err) || tooLarge(err)
 }
 
 // RouterConfig configures a service's Watermill router.
@@ -75,9 +76,14 @@ type RouterConfig struct {
 // (permanent or exhausted failures are published to tribunal._dlq.<service> with the
 // original payload and the reason, then acked), exhaustion marking, tracing (one span per
 // delivery, continuing the trace carried in the message's metadata), metrics (handled and
-// failed per event type, latency), retry with backoff, correlation ids, and panic
-// recovery. Tracing and metrics sit outside the retries, so one delivery is one span and
-// one count however many in-process attempts it took.
+// failed per event type, latency), publishing of the handler's outputs, retry with
+// backoff, correlation ids, and panic recovery. Tracing and metrics sit outside the
+// retries, so one delivery is one span and one count however many in-process attempts it
+// took. The outputs are published inside the chain rather than by Watermill after it, so
+// a publish failure is a failed delivery like any other: it counts toward MaxDeliver and
+// ends in a dead letter, and one that can never succeed (an output over the server's max
+// payload) goes there at once, instead of the input being redelivered, and its handler
+// re-run, forever.
 func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, handler Handler) (*message.Router, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -108,6 +114,7 @@ func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, 
 		exhausted(cfg.MaxDeliver),
 		tracing(cfg.Service),
 		metrics(cfg.Service),
+		publishing(pub, logger),
 		middleware.Retry{
 			MaxRetries:      cfg.MaxRetries,
 			InitialInterval: cfg.RetryInitial,
@@ -121,8 +128,40 @@ func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, 
 		middleware.CorrelationID,
 		middleware.Recoverer,
 	)
+	// The publishing middleware has sent the outputs by the time the chain returns, so
+	// Watermill itself never has any to publish.
 	r.AddHandler(cfg.Service, cfg.Service, sub, "events", pub, adapt(handler, cfg.DeadLetters, logger))
 	return r, nil
+}
+
+// publishing publishes the messages a handler produced, under the delivery's span
+// context, and fails the delivery when they are not all stored. It returns no messages,
+// so the router has nothing left to publish after the middleware chain.
+func publishing(pub message.Publisher, logger *slog.Logger) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			out, err := h(msg)
+			if err != nil || len(out) == 0 {
+				return nil, err
+			}
+			for _, m := range out {
+				m.SetContext(msg.Context())
+			}
+			if err := pub.Publish("", out...); err != nil {
+				if isDeadLetter(msg) && IsPermanent(err) {
+					// Dead letters are not dead-lettered again (see exhausted).
+					logger.ErrorContext(msg.Context(), "outputs of a dead letter cannot be published", "msg_id", msg.UUID, "err", err)
+					return nil, nil
+				}
+				return nil, fmt.Errorf("outputs of %s: %w", msg.UUID, err)
+			}
+			return nil, nil
+		}
+	}
+}
+
+func isDeadLetter(msg *message.Message) bool {
+	return strings.HasPrefix(msg.Metadata.Get(MetaSubject), events.DeadLetterPrefix+".")
 }
 
 // exhausted turns the error of a message's last allowed delivery into a permanent one,
@@ -135,7 +174,9 @@ func exhausted(maxDeliver int) message.HandlerMiddleware {
 				// Interrupted by a shutdown, not failed: hand it back uncounted.
 				return out, err
 			}
-			if err != nil && !IsPermanent(err) {
+			// A dead letter is never dead-lettered again: its handler only records a
+			// blocked job, and a copy of a copy would circle back to it.
+			if err != nil && !IsPermanent(err) && !isDeadLetter(msg) {
 				if n, _ := strconv.Atoi(msg.Metadata.Get(MetaDelivered)); n >= maxDeliver {
 					return out, Permanent(fmt.Errorf("gave up after %d deliveries: %w", n, err))
 				}
@@ -230,7 +271,8 @@ type DeadLetter struct {
 
 func adapt(h Handler, deadLetters func(context.Context, DeadLetter) ([]events.Event, error), logger *slog.Logger) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		if subj := msg.Metadata.Get(MetaSubject); strings.HasPrefix(subj, events.DeadLetterPrefix+".") {
+		if isDeadLetter(msg) {
+			subj := msg.Metadata.Get(MetaSubject)
 			if deadLetters != nil {
 				ctx := msg.Context()
 				if ev, err := events.Decode(msg.Payload); err == nil {
@@ -302,6 +344,9 @@ func (d deadLetterPublisher) Publish(topic string, msgs ...*message.Message) err
 		c.Metadata.Set(MetaOriginalSubject, m.Metadata.Get(MetaSubject))
 		c.Metadata.Set(MetaOriginalID, m.UUID)
 		c.Metadata.Set(MetaSubject, topic)
+		// A reason quoting a long error must not make the dead letter itself too large
+		// to publish: the input would then be redelivered and handled again forever.
+		c.Metadata.Set(MetaReason, clipReason(m.Metadata.Get(MetaReason)))
 		// The handler's span context: the aggregator's handling of the dead letter
 		// continues the job's trace under the span that gave up.
 		c.SetContext(m.Context())
@@ -317,6 +362,16 @@ func (d deadLetterPublisher) Publish(topic string, msgs ...*message.Message) err
 }
 
 func (d deadLetterPublisher) Close() error { return nil }
+
+// maxReason bounds a dead letter's reason header.
+const maxReason = 4096
+
+func clipReason(s string) string {
+	if len(s) <= maxReason {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxReason], "") + "…"
+}
 
 type payloadDigestKey struct{}
 

@@ -31,8 +31,18 @@ type SubscriberConfig struct {
 	// tenant keeps a share of this instance whatever the others queue up.
 	Tenants     []string
 	TenantQuota int
-	Logger      *slog.Logger
+	// ShutdownGrace is how long handlers in flight keep their context once the
+	// subscriber is closed (or its context ends): their calls finish and their results
+	// are published and acked. Only then are the ones still running cancelled and their
+	// messages handed back. 0 means DefaultShutdownGrace; a negative value cancels them
+	// at once.
+	ShutdownGrace time.Duration
+	Logger        *slog.Logger
 }
+
+// DefaultShutdownGrace fits inside Kubernetes' default terminationGracePeriodSeconds
+// (30 s), leaving time to hand back what could not finish before the SIGKILL.
+const DefaultShutdownGrace = 25 * time.Second
 
 // Subscriber adapts a pre-provisioned durable pull consumer to Watermill. The Watermill
 // topic is the service name; the subscriber binds to that service's durable and never
@@ -63,6 +73,9 @@ func NewSubscriber(js jetstream.JetStream, cfg SubscriberConfig) *Subscriber {
 	}
 	if cfg.NakMax <= 0 {
 		cfg.NakMax = 30 * time.Second
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -98,26 +111,57 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 
 	out := make(chan *message.Message)
 	global := make(chan struct{}, s.cfg.Concurrency)
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	var loops sync.WaitGroup
 	for i, iter := range iters {
 		loops.Add(1)
 		go func() {
 			defer loops.Done()
-			s.consume(ctx, topic, names[i], iter, make(chan struct{}, quota), global, out)
+			s.consume(ctx, work, topic, names[i], iter, make(chan struct{}, quota), global, out)
 		}()
 	}
-	s.wg.Add(1)
+	done := make(chan struct{})
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		loops.Wait()
+		close(done)
 		close(out)
+	}()
+	go func() {
+		defer s.wg.Done()
+		defer stopWork()
+		s.graceAfterShutdown(ctx, done)
 	}()
 	return out, nil
 }
 
+// graceAfterShutdown returns once the handlers in flight have settled, or once the
+// shutdown grace has passed after the subscriber was closed or ctx ended, whichever
+// comes first; its caller then cancels the handlers still running.
+func (s *Subscriber) graceAfterShutdown(ctx context.Context, done <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+	case <-s.closed:
+	case <-done:
+		return
+	}
+	if s.cfg.ShutdownGrace < 0 {
+		return
+	}
+	t := time.NewTimer(s.cfg.ShutdownGrace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		s.cfg.Logger.Warn("shutdown grace over: cancelling the handlers still running", "grace", s.cfg.ShutdownGrace)
+	case <-done:
+	}
+}
+
 // consume pulls from one durable while it has a slot of its own (its tenant's quota)
-// and one of the instance's.
-func (s *Subscriber) consume(ctx context.Context, topic, name string, iter jetstream.MessagesContext, slots, global chan struct{}, out chan<- *message.Message) {
+// and one of the instance's. It stops pulling when ctx ends; handlers run under work,
+// which outlives ctx by the shutdown grace.
+func (s *Subscriber) consume(ctx, work context.Context, topic, name string, iter jetstream.MessagesContext, slots, global chan struct{}, out chan<- *message.Message) {
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	release := func() { <-global; <-slots }
@@ -170,7 +214,7 @@ func (s *Subscriber) consume(ctx context.Context, topic, name string, iter jetst
 		go func() {
 			defer inflight.Done()
 			defer release()
-			s.deliver(ctx, topic, jm, out)
+			s.deliver(ctx, work, topic, jm, out)
 		}()
 	}
 }
@@ -197,8 +241,9 @@ func (s *Subscriber) isClosed() bool {
 }
 
 // deliver hands one JetStream message to the router and settles it with the server once
-// the handler acks or nacks.
-func (s *Subscriber) deliver(ctx context.Context, topic string, jm jetstream.Msg, out chan<- *message.Message) {
+// the handler acks or nacks. The handler's context derives from work, not ctx, so a
+// shutdown does not cut short a call already under way (see ShutdownGrace).
+func (s *Subscriber) deliver(ctx, work context.Context, topic string, jm jetstream.Msg, out chan<- *message.Message) {
 	md, err := jm.Metadata()
 	if err != nil {
 		s.cfg.Logger.Error("message without metadata, terminating it", "consumer", ConsumerName(topic), "err", err)
@@ -219,7 +264,7 @@ func (s *Subscriber) deliver(ctx context.Context, topic string, jm jetstream.Msg
 	msg.Metadata.Set(MetaSubject, jm.Subject())
 	msg.Metadata.Set(MetaDelivered, strconv.FormatUint(md.NumDelivered, 10))
 	msg.Metadata.Set(MetaStreamSeq, strconv.FormatUint(md.Sequence.Stream, 10))
-	hctx, cancel := context.WithCancel(ctx)
+	hctx, cancel := context.WithCancel(work)
 	defer cancel()
 	msg.SetContext(hctx)
 
@@ -249,6 +294,11 @@ func (s *Subscriber) deliver(ctx context.Context, topic string, jm jetstream.Msg
 			}
 			return
 		case <-msg.Nacked():
+			if hctx.Err() != nil {
+				// Cut short by a shutdown: another instance may take it at once.
+				_ = jm.Nak()
+				return
+			}
 			_ = jm.NakWithDelay(s.nakDelay(md.NumDelivered))
 			return
 		case <-tick.C:

@@ -15,7 +15,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
 // Publisher is what submitting needs from the bus.
@@ -208,24 +208,26 @@ func (s *Submitter) source(ctx context.Context, b *batch.Batch, tenant, name str
 	if limit <= 0 {
 		limit = blob.ArtifactMaxSize
 	}
-	f, err := os.Open(path)
+	// Only a regular file is read: opening a FIFO would block this submission forever.
+	f, st, err := localfile.Open(path)
 	if err != nil {
+		var nr *localfile.NotRegularError
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			src.Error = "missing artifact: " + name
+		case errors.As(err, &nr):
+			src.Error = fmt.Sprintf("unreadable artifact: %s is %s, not a regular file", name, nr.Kind)
 		default:
 			src.Error = "unreadable artifact: " + err.Error()
 		}
 		return src, nil
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		src.Error = "unreadable artifact: " + name + " is a directory"
-		return src, nil
-	} else if err == nil && st.Size() > limit {
+	if st.Size() > limit {
 		src.Error = fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", name, limit)
 		return src, nil
 	}
+	// Put stops reading when ctx ends (blob.DigestCopy).
 	attrs, err := s.Store.Put(ctx, tenant, &limitedReader{r: f, left: limit}, blob.PutOptions{})
 	switch {
 	case errors.Is(err, blob.ErrTooLarge) || errors.Is(err, errArtifactTooLarge):

@@ -9,8 +9,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/netguard"
 )
 
 // FetchOptions bound what the renderer fetches from the network.
@@ -18,8 +19,10 @@ type FetchOptions struct {
 	Timeout      time.Duration
 	MaxBytes     int64
 	MaxRedirects int
-	// AllowPrivate lets artifacts live on loopback, private or link-local addresses.
-	// Off by default: a batch must not turn the renderer into a probe of its own network.
+	// AllowPrivate lets artifacts live on loopback, private-use (RFC 1918, IPv6 unique
+	// local), shared (100.64.0.0/10) or link-local addresses. Off by default: a batch
+	// must not turn the renderer into a probe of its own network. The other
+	// special-purpose ranges (see pkg/netguard) are refused either way.
 	AllowPrivate bool
 }
 
@@ -37,7 +40,7 @@ func (o FetchOptions) withDefaults() FetchOptions {
 }
 
 // ErrForbiddenAddress is returned for a URL that resolves to a refused address.
-var ErrForbiddenAddress = errors.New("address not allowed")
+var ErrForbiddenAddress = netguard.ErrForbidden
 
 // Fetcher fetches remote HTML artifacts.
 type Fetcher struct {
@@ -45,24 +48,16 @@ type Fetcher struct {
 	client *http.Client
 }
 
-// NewFetcher builds a fetcher whose dialer checks every resolved address, so a redirect
-// or a DNS answer cannot reach a refused network either.
+// NewFetcher builds a fetcher whose dialer checks every resolved address against the
+// IANA special-purpose ranges (pkg/netguard), so a redirect or a DNS answer cannot reach
+// a refused network either.
 func NewFetcher(o FetchOptions) *Fetcher {
 	o = o.withDefaults()
-	dialer := &net.Dialer{Timeout: o.Timeout, Control: func(network, address string, _ syscall.RawConn) error {
-		if o.AllowPrivate {
-			return nil
-		}
-		host, _, err := net.SplitHostPort(address)
-		if err != nil {
-			return err
-		}
-		ip := net.ParseIP(host)
-		if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
-			return fmt.Errorf("%w: %s", ErrForbiddenAddress, host)
-		}
-		return nil
-	}}
+	guard := netguard.New()
+	if o.AllowPrivate {
+		guard = netguard.New(netguard.Loopback, netguard.PrivateUse, netguard.SharedAddress, netguard.LinkLocal)
+	}
+	dialer := &net.Dialer{Timeout: o.Timeout, Control: guard.Control}
 	transport := &http.Transport{DialContext: dialer.DialContext, Proxy: nil, TLSHandshakeTimeout: o.Timeout, ResponseHeaderTimeout: o.Timeout}
 	client := &http.Client{Timeout: o.Timeout, Transport: transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) > o.MaxRedirects {

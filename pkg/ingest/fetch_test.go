@@ -147,6 +147,45 @@ func TestFetchRefusesLoopbackByDefault(t *testing.T) {
 	}
 }
 
+// TestFetchRefusesSpecialPurposeRanges: the addresses an SSRF probe tried, in ranges
+// outside loopback/private/link-local (carrier NAT and a cloud metadata address in it,
+// NAT64 and 6to4 of loopback, IPv4-compatible loopback, benchmarking, reserved,
+// broadcast, "this network"), are refused by the dialer before it connects, with or
+// without AllowPrivate (which is for internal addresses, not these).
+func TestFetchRefusesSpecialPurposeRanges(t *testing.T) {
+	tests := []struct {
+		name, url, addr string
+		internal        bool // allowed with AllowPrivate (not dialled here)
+	}{
+		{"this network 0/8", "http://0.1.2.3/page", "0.1.2.3", false},
+		{"reserved 240/4", "http://240.0.0.1/page", "240.0.0.1", false},
+		{"limited broadcast", "http://255.255.255.255/page", "255.255.255.255", false},
+		{"benchmarking 198.18/15", "http://198.18.0.1/page", "198.18.0.1", false},
+		{"NAT64 of loopback", "http://[64:ff9b::7f00:1]/page", "64:ff9b::7f00:1", false},
+		{"6to4 of loopback", "http://[2002:7f00:1::1]/page", "2002:7f00:1::1", false},
+		{"IPv4-compatible loopback", "http://[::127.0.0.1]/page", "::7f00:1", false},
+		{"shared address space 100.64/10", "http://100.64.0.1/page", "100.64.0.1", true},
+		{"cloud metadata in 100.64/10", "http://100.100.100.200/latest/meta-data/", "100.100.100.200", true},
+	}
+	for _, tt := range tests {
+		for _, allowPrivate := range []bool{false, true} {
+			if allowPrivate && tt.internal {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/allow-private=%v", tt.name, allowPrivate), func(t *testing.T) {
+				f := NewFetcher(FetchOptions{Timeout: 2 * time.Second, AllowPrivate: allowPrivate})
+				got, err := f.Fetch(context.Background(), tt.url)
+				if err != nil {
+					t.Fatalf("Fetch returned error %v; want a blocked result", err)
+				}
+				if !strings.Contains(got.Blocked, ErrForbiddenAddress.Error()) || !strings.Contains(got.Blocked, tt.addr) {
+					t.Fatalf("Blocked = %q; want %q naming %s", got.Blocked, ErrForbiddenAddress.Error(), tt.addr)
+				}
+			})
+		}
+	}
+}
+
 func TestFetch(t *testing.T) {
 	pngData := pngBytes(t)
 	srv, _ := fetchServer(t, pngData)

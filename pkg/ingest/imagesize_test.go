@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -149,33 +150,25 @@ func TestClassifyImageDimensions(t *testing.T) {
 		{"real png", "shot.png", realPNG(t, 300, 200), "image/png", ""},
 		{"real jpeg", "photo.jpg", jpegBytes(t), "image/jpeg", ""},
 		{"real gif", "anim.gif", gifBytes(t), "image/gif", ""},
-		{"existing webp fixture", "hero.webp", webpBytes(), "image/webp", ""},
-		{"png at exactly the pixel limit", "big.png", pngHeader(8000, 5000), "image/png", ""},
-		{"png at exactly the side limit", "wide.png", pngHeader(20000, 2000), "image/png", ""},
+		{"real webp, lossless", "hero.webp", webpBytes(), "image/webp", ""},
+		{"real webp, lossy", "hero.webp", webpLossyBytes(), "image/webp", ""},
 		{"png one row over the pixel limit", "big.png", pngHeader(8000, 5001), "", "unreadable artifact: image is 8000x5001 pixels, " + tooMany},
 		{"png one column over the side limit", "wide.png", pngHeader(20001, 10), "", "unreadable artifact: image is 20001x10 pixels, " + tooLong},
 		{"png too tall", "tall.png", pngHeader(1, 30000), "", "image is 1x30000 pixels, " + tooLong},
 		{"png bomb", "bomb.png", pngHeader(50000, 50000), "", "unreadable artifact: image is 50000x50000 pixels, " + tooMany},
 		{"png bomb sniffed without extension", "bomb", pngHeader(50000, 50000), "", tooMany},
 		{"png bomb named .jpg", "bomb.jpg", pngHeader(30000, 30000), "", "image is 30000x30000 pixels"},
-		{"jpeg header", "photo.jpg", jpegHeader(4000, 3000), "image/jpeg", ""},
 		{"jpeg bomb", "photo.jpg", jpegHeader(65000, 65000), "", "image is 65000x65000 pixels, " + tooMany},
-		{"gif header", "anim.gif", gifHeader(640, 480), "image/gif", ""},
 		{"gif bomb", "anim.gif", gifHeader(65535, 65535), "", "image is 65535x65535 pixels, " + tooMany},
 		{"gif bomb under .bin", "blob.bin", gifHeader(65535, 65535), "", tooMany},
-		{"webp vp8", "a.webp", webpFile(vp8(640, 480)), "image/webp", ""},
 		{"webp vp8 largest", "a.webp", webpFile(vp8(16383, 16383)), "", "image is 16383x16383 pixels, " + tooMany},
-		{"webp vp8l", "a.webp", webpFile(vp8l(1024, 768)), "image/webp", ""},
 		{"webp vp8l bomb", "a.webp", webpFile(vp8l(16384, 16384)), "", "image is 16384x16384 pixels, " + tooMany},
-		{"webp vp8x", "a.webp", webpFile(vp8x(800, 600), vp8l(800, 600)), "image/webp", ""},
 		{"webp vp8x huge canvas", "a.webp", webpFile(vp8x(30000, 30000), vp8l(16, 16)), "", "unreadable artifact: image is 30000x30000 pixels, " + tooMany},
 		{"webp vp8x max canvas", "a.webp", webpFile(vp8x(1<<24, 1<<24)), "", "image is 16777216x16777216 pixels"},
 		{"webp vp8x long canvas", "a.webp", webpFile(vp8x(100000, 1)), "", "image is 100000x1 pixels, " + tooLong},
 		{"webp small canvas, huge frame", "a.webp", webpFile(vp8x(16, 16), vp8l(16000, 16000)), "", "image is 16000x16000 pixels"},
 		{"webp huge animation frame", "a.webp", webpFile(vp8x(16, 16), anmf(9000, 9000, vp8l(16, 16))), "", "image is 9000x9000 pixels"},
 		{"webp huge frame in animation", "a.webp", webpFile(vp8x(16, 16), anmf(16, 16, vp8l(9000, 9000))), "", "image is 9000x9000 pixels"},
-		{"webp animation", "a.webp", webpFile(vp8x(64, 64), anmf(64, 64, vp8l(64, 64)), anmf(32, 32, vp8(32, 32))), "image/webp", ""},
-		{"bmp", "blob.bin", bmpHeader(640, -480), "image/bmp", ""},
 		{"bmp bomb", "blob.bin", bmpHeader(100000, -100000), "", "image is 100000x100000 pixels, " + tooMany},
 		{"bmp bomb named .png", "x.png", bmpHeader(100000, 100000), "", "image is 100000x100000 pixels"},
 		{"ico with png", "favicon", icoWith(realPNG(t, 16, 16)), "image/x-icon", ""},
@@ -195,6 +188,37 @@ func TestClassifyImageDimensions(t *testing.T) {
 			}
 			if got.Class != "" || got.MediaType != "" {
 				t.Errorf("blocked result also has class %q / media type %q", got.Class, got.MediaType)
+			}
+		})
+	}
+}
+
+// TestClassifyHeaderWithinLimitsIsDecoded: a header declaring a size within the limits
+// passes the size check, and the full decode that follows refuses it for the pixels it
+// lacks; a judge never gets an image whose header alone is intact.
+func TestClassifyHeaderWithinLimitsIsDecoded(t *testing.T) {
+	tests := []struct {
+		name, file string
+		data       []byte
+	}{
+		{"png at exactly the pixel limit", "big.png", pngHeader(8000, 5000)},
+		{"png at exactly the side limit", "wide.png", pngHeader(20000, 2000)},
+		{"jpeg header", "photo.jpg", jpegHeader(4000, 3000)},
+		{"gif header", "anim.gif", gifHeader(640, 480)},
+		{"webp vp8", "a.webp", webpFile(vp8(640, 480))},
+		{"webp vp8l", "a.webp", webpFile(vp8l(1024, 768))},
+		{"webp vp8x", "a.webp", webpFile(vp8x(800, 600), vp8l(800, 600))},
+		{"webp animation", "a.webp", webpFile(vp8x(64, 64), anmf(64, 64, vp8l(64, 64)), anmf(32, 32, vp8(32, 32)))},
+		{"bmp", "blob.bin", bmpHeader(640, -480)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if reason := checkImageSize(tt.data, http.DetectContentType(tt.data)); reason != "" {
+				t.Fatalf("size check of %q: %s; want it within the limits", tt.file, reason)
+			}
+			got := Classify(tt.file, tt.data, "")
+			if !strings.HasPrefix(got.Blocked, ReasonImageData+": ") || got.Class != "" {
+				t.Fatalf("Classify(%q) = %+v; want blocked with prefix %q", tt.file, got, ReasonImageData)
 			}
 		})
 	}

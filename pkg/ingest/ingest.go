@@ -13,11 +13,16 @@ import (
 	"image/gif"
 	"image/jpeg"
 	"image/png"
+	"io"
 	"mime"
 	"net/http"
 	"path"
+	"runtime"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/image/bmp"
+	"golang.org/x/image/webp"
 )
 
 // Classes a judge ingests.
@@ -38,6 +43,10 @@ const (
 	// big it is (truncated, malformed, or a format with no dimension reader here); the
 	// parser's error follows after ": ".
 	ReasonImageHeader = "unreadable artifact: image header"
+	// ReasonImageData prefixes the reason for an image whose header is sound but whose
+	// pixels do not decode (cut off, corrupt, or an encoding no decoder here reads);
+	// the decoder's error follows after ": ".
+	ReasonImageData = "unreadable artifact: image data"
 )
 
 // Image size limits. An image's header declares its width and height in a few bytes,
@@ -68,6 +77,11 @@ var textTypes = map[string]string{
 	".css": "text/css", ".csv": "text/csv", ".xml": "application/xml", ".svg": "image/svg+xml",
 }
 
+// decodeSlots bounds the full image decodes running at once in this process to one per
+// CPU (decoding is CPU-bound anyway): each may hold up to MaxImagePixels of pixels, about
+// 160 MB, so a renderer handling many images at once does not hold that many times over.
+var decodeSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
+
 // Result is a classified artifact, or the reason it is blocked.
 type Result struct {
 	Class     string
@@ -79,7 +93,9 @@ type Result struct {
 // Classify decides how an artifact named name (a path or URL) with bytes data can be
 // judged. declared is a media type the source claimed, if any. An image is also
 // refused when its header declares more than MaxImagePixels or a side longer than
-// MaxImageSide, or cannot be parsed; only the header is read (see checkImageSize).
+// MaxImageSide, or cannot be parsed (see checkImageSize), and, once its header has
+// passed, when it does not decode in full (see decodeImage): a judge never receives an
+// image that is cut off or corrupt.
 func Classify(name string, data []byte, declared string) Result {
 	ext := strings.ToLower(path.Ext(stripQuery(name)))
 	if ext == ".diff" || ext == ".patch" {
@@ -96,13 +112,13 @@ func Classify(name string, data []byte, declared string) Result {
 		if !strings.HasPrefix(sniffed, "image/") {
 			return Result{Blocked: fmt.Sprintf("unreadable artifact: %s named as an image but its bytes are %s", ext, sniffed)}
 		}
-		if reason := checkImageSize(data, sniffed); reason != "" {
+		if reason := checkImage(data, sniffed); reason != "" {
 			return Result{Blocked: reason}
 		}
 		return Result{Class: ClassImage, MediaType: mt}
 	}
 	if strings.HasPrefix(sniffed, "image/") && sniffed != "image/svg+xml" {
-		if reason := checkImageSize(data, sniffed); reason != "" {
+		if reason := checkImage(data, sniffed); reason != "" {
 			return Result{Blocked: reason}
 		}
 		return Result{Class: ClassImage, MediaType: sniffed}
@@ -141,6 +157,174 @@ func LooksLikeDiff(data []byte) bool {
 		}
 	}
 	return false
+}
+
+// checkImage returns why an image cannot be judged, or "": first its declared size,
+// from the header alone, so a decompression bomb is refused before anything is
+// allocated for it, then a full decode of every pixel.
+func checkImage(data []byte, sniffed string) string {
+	if reason := checkImageSize(data, sniffed); reason != "" {
+		return reason
+	}
+	if err := decodeImage(data, sniffed); err != nil {
+		return fmt.Sprintf("%s: %v", ReasonImageData, err)
+	}
+	return ""
+}
+
+// decodeImage decodes an image whose header checkImageSize has passed, every frame and
+// every pixel, and reports why it cannot be. The decoders read to the end of the image
+// data (PNG to its IEND chunk, JPEG to the end of its scans, GIF to its trailer), so a
+// file cut off anywhere is an error, as is any corruption they detect.
+func decodeImage(data []byte, sniffed string) error {
+	decodeSlots <- struct{}{}
+	defer func() { <-decodeSlots }()
+	var err error
+	switch sniffed {
+	case "image/png":
+		_, err = png.Decode(bytes.NewReader(data))
+	case "image/jpeg":
+		_, err = jpeg.Decode(bytes.NewReader(data))
+	case "image/gif":
+		err = decodeGIF(data)
+	case "image/webp":
+		_, err = webp.Decode(bytes.NewReader(data))
+	case "image/bmp":
+		_, err = bmp.Decode(bytes.NewReader(data))
+	case "image/x-icon":
+		err = decodeICO(data)
+	default:
+		err = fmt.Errorf("no decoder for %s", sniffed)
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF // a decoder that met the end early: the file is cut off
+	}
+	return err
+}
+
+// decodeGIF decodes every frame of a GIF. The header's screen size bounds each frame but
+// not how many there are, so the frames' sizes are first added up from their
+// descriptors (gifFramePixels) and an animation whose frames total more than
+// MaxImagePixels is refused before any is decoded.
+func decodeGIF(data []byte) error {
+	px, frames, err := gifFramePixels(data)
+	if err != nil {
+		return err
+	}
+	if px > MaxImagePixels {
+		return fmt.Errorf("gif: %d frames of %d pixels in all, more than the %s limit", frames, px, pixelLimit())
+	}
+	_, err = gif.DecodeAll(bytes.NewReader(data))
+	return err
+}
+
+var errGIFTruncated = errors.New("gif: truncated")
+
+// gifFramePixels walks a GIF's blocks (extensions and image descriptors, skipping their
+// data sub-blocks) to the trailer and returns the pixels of all frames and their number.
+func gifFramePixels(b []byte) (px int64, frames int, err error) {
+	skipTable := func(i int, flags byte) int {
+		if flags&0x80 != 0 {
+			i += 3 << (flags&0x07 + 1)
+		}
+		return i
+	}
+	skipSubBlocks := func(i int) (int, error) {
+		for {
+			if i >= len(b) {
+				return 0, errGIFTruncated
+			}
+			n := int(b[i])
+			i++
+			if n == 0 {
+				return i, nil
+			}
+			i += n
+		}
+	}
+	if len(b) < 13 {
+		return 0, 0, errGIFTruncated
+	}
+	i := skipTable(13, b[10])
+	for {
+		if i >= len(b) {
+			return 0, 0, errGIFTruncated
+		}
+		switch b[i] {
+		case 0x21: // extension: label, then sub-blocks
+			if i, err = skipSubBlocks(i + 2); err != nil {
+				return 0, 0, err
+			}
+		case 0x2c: // image descriptor: position, size, flags, table, LZW code size, data
+			if i+10 > len(b) {
+				return 0, 0, errGIFTruncated
+			}
+			w, h := binary.LittleEndian.Uint16(b[i+5:]), binary.LittleEndian.Uint16(b[i+7:])
+			px += int64(w) * int64(h)
+			frames++
+			if i, err = skipSubBlocks(skipTable(i+10, b[i+9]) + 1); err != nil {
+				return 0, 0, err
+			}
+		case 0x3b: // trailer
+			return px, frames, nil
+		default:
+			return 0, 0, fmt.Errorf("gif: unknown block 0x%02x at byte %d", b[i], i)
+		}
+	}
+}
+
+// decodeICO decodes every image of an ICO or CUR file (icoDimensions has checked the
+// directory and each image's size): a PNG as such, a DIB as the bitmap it is.
+func decodeICO(data []byte) error {
+	count := int(binary.LittleEndian.Uint16(data[4:6]))
+	for i := range count {
+		e := data[6+16*i : 6+16*(i+1)]
+		size, off := binary.LittleEndian.Uint32(e[8:12]), binary.LittleEndian.Uint32(e[12:16])
+		img := data[off : off+size]
+		var err error
+		if bytes.HasPrefix(img, []byte("\x89PNG\r\n\x1a\n")) {
+			_, err = png.Decode(bytes.NewReader(img))
+		} else {
+			err = decodeIconDIB(img)
+		}
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return fmt.Errorf("ico: image %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// decodeIconDIB decodes an icon's bitmap: its DIB header and pixels behind a BMP file
+// header made for them, with the height halved (an icon's DIB counts the rows of the
+// AND mask that follows its pixels).
+func decodeIconDIB(dib []byte) error {
+	if len(dib) < 40 {
+		return errors.New("bmp: truncated")
+	}
+	hsize := binary.LittleEndian.Uint32(dib[0:4])
+	if hsize < 40 || uint64(hsize) > uint64(len(dib)) {
+		return fmt.Errorf("bmp: icon bitmap header of %d bytes not supported", hsize)
+	}
+	off := 14 + hsize
+	if bpp := binary.LittleEndian.Uint16(dib[14:16]); bpp <= 8 {
+		colors := binary.LittleEndian.Uint32(dib[32:36])
+		if colors == 0 || colors > 1<<bpp {
+			colors = 1 << bpp
+		}
+		off += colors * 4
+	}
+	file := make([]byte, 14+len(dib))
+	copy(file, "BM")
+	binary.LittleEndian.PutUint32(file[2:6], uint32(len(file)))
+	binary.LittleEndian.PutUint32(file[10:14], off)
+	copy(file[14:], dib)
+	h := int32(binary.LittleEndian.Uint32(dib[8:12]))
+	binary.LittleEndian.PutUint32(file[14+8:14+12], uint32(h/2))
+	_, err := bmp.Decode(bytes.NewReader(file))
+	return err
 }
 
 // checkImageSize returns why an image of the sniffed media type cannot be judged

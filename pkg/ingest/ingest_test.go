@@ -48,10 +48,14 @@ func gifBytes(t *testing.T) []byte {
 	return b.Bytes()
 }
 
-// webpBytes is a minimal RIFF/WEBP container header, enough for content sniffing.
+// webpBytes is a complete 1x1 lossless WebP (a widely used feature-detection image).
 func webpBytes() []byte {
-	b := []byte("RIFF\x1a\x00\x00\x00WEBPVP8 \x0e\x00\x00\x00")
-	return append(b, make([]byte, 14)...)
+	return []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x00\x00\x00\x10\x07\x10\x11\x11\x88\x88\xfe\x07\x00")
+}
+
+// webpLossyBytes is a complete 1x1 lossy WebP.
+func webpLossyBytes() []byte {
+	return []byte("RIFF\x22\x00\x00\x00WEBPVP8 \x16\x00\x00\x00\x30\x01\x00\x9d\x01\x2a\x01\x00\x01\x00\x0e\xc0\xfe\x25\xa4\x00\x03\x70\x00\x00\x00\x00")
 }
 
 const unifiedDiff = "--- a/notes.md\n+++ b/notes.md\n@@ -1,2 +1,2 @@\n-old line\n+new line\n context\n"

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // SyntaxError reports that the text is not exactly one JSON object (optionally inside one
@@ -121,4 +122,22 @@ func Clip(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// MaxText bounds every free-text field of a judge's answer (a gap, a rationale, a
+// behaviour delta, a note, a dimension's evidence), in characters. These fields name and
+// quote what was seen; none needs more. Without a bound, a model talked into writing at
+// length (an artifact may ask it to) would produce an event too large to publish; with
+// it, that answer is a schema violation naming the field, like any other.
+const MaxText = 2000
+
+// TooLong returns why s is too long for a free-text field, or "" when it is not.
+func TooLong(s string) string {
+	if len(s) <= MaxText {
+		return "" // fewer bytes than the limit: fewer characters too
+	}
+	if n := utf8.RuneCountInString(s); n > MaxText {
+		return fmt.Sprintf("must be at most %d characters, not %d", MaxText, n)
+	}
+	return ""
 }

@@ -61,6 +61,15 @@ const (
 	DefaultAzureAPIVersion = "2024-10-21"
 	// DefaultBaseURL is OpenAI's own API.
 	DefaultBaseURL = "https://api.openai.com/v1"
+	// DefaultMaxTokens caps an answer when neither the request nor Config sets a limit.
+	// A verdict is a small JSON object (a rubric verdict with its evidence per
+	// dimension is the longest, well under 2,000 tokens), so 4,096 leaves room while
+	// keeping a model talked into writing at length from running up the bill, or an
+	// answer from growing past what an event can carry.
+	DefaultMaxTokens = 4096
+	// DefaultReasoningMaxTokens is the cap for reasoning models (o1, o3, o4, gpt-5...),
+	// whose max_completion_tokens counts their hidden reasoning as well as the answer.
+	DefaultReasoningMaxTokens = 16384
 )
 
 // retryAfterFactor bounds a server's Retry-After at this multiple of BackoffMax, so one
@@ -101,6 +110,11 @@ type Config struct {
 	// RequestsPerMinute caps HTTP requests (retries included) on this instance, to stay
 	// under a hosted API's quota instead of living on 429s. 0 means unlimited.
 	RequestsPerMinute int
+	// MaxTokens caps the answer of a request that sets no Params.MaxTokens: sent as
+	// max_tokens, or as max_completion_tokens to reasoning models. 0 means
+	// DefaultMaxTokens (DefaultReasoningMaxTokens for reasoning models); negative sends
+	// no limit, leaving it to the server.
+	MaxTokens int
 	// ResponseFormat is one of the Format constants; FormatAuto if empty. It only applies
 	// to requests that carry a Schema; others never send a response format.
 	ResponseFormat string
@@ -246,7 +260,7 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 	if model == "" {
 		model = p.cfg.Model
 	}
-	base, zeroTemp, err := buildRequest(model, req)
+	base, zeroTemp, err := buildRequest(model, req, p.cfg.MaxTokens)
 	if err != nil {
 		return judge.Response{}, fmt.Errorf("%s: invalid request for %s %s: %w", p.label(), req.Kind, req.Key, err)
 	}
@@ -430,8 +444,9 @@ func (p *Provider) stopped(ctx context.Context, while string) error {
 
 // buildRequest maps a judge request to go-openai's. zeroTemp reports a temperature of
 // exactly 0, which go-openai would silently drop (its Temperature is omitempty), so the
-// transport adds it back.
-func buildRequest(model string, req judge.Request) (goopenai.ChatCompletionRequest, bool, error) {
+// transport adds it back. maxTokens is Config.MaxTokens, the cap of a request that sets
+// none.
+func buildRequest(model string, req judge.Request, maxTokens int) (goopenai.ChatCompletionRequest, bool, error) {
 	if model == "" {
 		return goopenai.ChatCompletionRequest{}, false, errors.New("no model")
 	}
@@ -462,13 +477,26 @@ func buildRequest(model string, req judge.Request) (goopenai.ChatCompletionReque
 			out.Temperature = *t
 		}
 	}
-	if req.Params.MaxTokens > 0 {
-		out.MaxTokens = req.Params.MaxTokens
-		// Reasoning models (o1/o3/o4/gpt-5...) only take max_completion_tokens; go-openai
-		// refuses max_tokens for them before sending anything.
-		if errors.Is(goopenai.NewReasoningValidator().Validate(out), goopenai.ErrReasoningModelMaxTokensDeprecated) {
-			out.MaxCompletionTokens, out.MaxTokens = out.MaxTokens, 0
-		}
+	// Reasoning models (o1/o3/o4/gpt-5...) only take max_completion_tokens; go-openai
+	// refuses max_tokens for them before sending anything.
+	probe := goopenai.ChatCompletionRequest{Model: model, MaxTokens: 1}
+	reasoning := errors.Is(goopenai.NewReasoningValidator().Validate(probe), goopenai.ErrReasoningModelMaxTokensDeprecated)
+	limit := req.Params.MaxTokens
+	switch {
+	case limit > 0:
+	case maxTokens > 0:
+		limit = maxTokens
+	case maxTokens < 0:
+		limit = 0 // no limit asked for: the server's own applies
+	case reasoning:
+		limit = DefaultReasoningMaxTokens
+	default:
+		limit = DefaultMaxTokens
+	}
+	if reasoning {
+		out.MaxCompletionTokens = limit
+	} else {
+		out.MaxTokens = limit
 	}
 	return out, zeroTemp, nil
 }

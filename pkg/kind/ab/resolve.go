@@ -2,16 +2,17 @@ package ab
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
 // Pair is the two artifacts of one AC. Its JSON form is an entry of the verify map,
@@ -248,7 +249,7 @@ func LoadVerifyMap(b *batch.Batch) (map[string]Pair, error) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(b.Dir, p)
 	}
-	data, err := os.ReadFile(p)
+	data, err := localfile.ReadFile(context.Background(), p)
 	if err != nil {
 		return nil, fmt.Errorf("%s: verify: %w", b.Path, err)
 	}

@@ -74,7 +74,8 @@ func canonicalRawWinner(s string) (string, bool) {
 // raw_winner must be A, B or tie in any letter case (see Unshuffle, which accepts the
 // same spellings). confidence must lie in [0,1]; NaN and infinities are violations, not
 // values to clamp, because a verdict whose confidence is out of range says the judge did
-// not understand the scale. biggest_gap must contain a non-blank character.
+// not understand the scale. biggest_gap must contain a non-blank character and at most
+// strictjson.MaxText characters.
 func (v RawVerdict) Validate() error {
 	if _, ok := canonicalRawWinner(v.RawWinner); !ok {
 		return &FieldError{Field: "raw_winner", Value: strconv.Quote(v.RawWinner), Reason: `must be "A", "B" or "tie"`}
@@ -84,6 +85,9 @@ func (v RawVerdict) Validate() error {
 	}
 	if strings.TrimSpace(v.BiggestGap) == "" {
 		return &FieldError{Field: "biggest_gap", Value: strconv.Quote(v.BiggestGap), Reason: "must not be empty"}
+	}
+	if reason := strictjson.TooLong(v.BiggestGap); reason != "" {
+		return &FieldError{Field: "biggest_gap", Value: strconv.Quote(strictjson.Clip(v.BiggestGap)), Reason: reason}
 	}
 	return nil
 }

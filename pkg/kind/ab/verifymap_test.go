@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/fifotest"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 )
 
@@ -97,5 +99,25 @@ func TestVerifyMapFromLoadedBatch(t *testing.T) {
 	}
 	if p := m["AC-1"]; p.Reference != "r.md" || p.Ours != "o.md" {
 		t.Errorf("VerifyMap = %v", m)
+	}
+}
+
+// TestVerifyMapRefusesFIFO: a verify map that is a named pipe is refused with its path at
+// once; opening it for reading would block until something wrote to it.
+func TestVerifyMapRefusesFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifotest.Make(t, filepath.Join(dir, "verify.json"))
+	errs := make(chan error, 1)
+	go func() {
+		_, err := LoadVerifyMap(&batch.Batch{Path: filepath.Join(dir, "b.yaml"), Dir: dir, File: batch.File{Verify: "verify.json"}})
+		errs <- err
+	}()
+	select {
+	case err := <-errs:
+		if err == nil || !strings.Contains(err.Error(), "is a named pipe (FIFO), not a regular file") || !strings.Contains(err.Error(), dir) {
+			t.Errorf("error %v; want the FIFO refused with its path", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still blocked after 10 s opening a FIFO")
 	}
 }

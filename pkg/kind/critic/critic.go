@@ -97,6 +97,9 @@ func (a Answer) Validate() error {
 	if strings.TrimSpace(a.Rationale) == "" {
 		return &FieldError{Field: "rationale", Value: strconv.Quote(a.Rationale), Reason: "must give the evidence for the scores"}
 	}
+	if reason := tooLong(a.Rationale); reason != "" {
+		return &FieldError{Field: "rationale", Value: strconv.Quote(clip(a.Rationale)), Reason: reason}
+	}
 	return nil
 }
 

@@ -90,3 +90,6 @@ func whole(name string, raw json.RawMessage) (int, error) {
 }
 
 func clip(s string) string { return strictjson.Clip(s) }
+
+// tooLong returns why a free-text field is too long (strictjson.MaxText), or "".
+func tooLong(s string) string { return strictjson.TooLong(s) }

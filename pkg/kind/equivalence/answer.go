@@ -81,6 +81,14 @@ func (a Answer) Validate() error {
 	if blank(a.EfficiencySignal.InterpretationNotes) {
 		return &FieldError{Field: "efficiency_signal.interpretation_notes", Value: strconv.Quote(a.EfficiencySignal.InterpretationNotes), Reason: "must give the evidence behind the two directness scores"}
 	}
+	for _, f := range []struct{ field, text string }{
+		{"behaviour_delta", a.BehaviourDelta},
+		{"efficiency_signal.interpretation_notes", a.EfficiencySignal.InterpretationNotes},
+	} {
+		if reason := tooLong(f.text); reason != "" {
+			return &FieldError{Field: f.field, Value: strconv.Quote(clip(f.text)), Reason: reason}
+		}
+	}
 	return nil
 }
 

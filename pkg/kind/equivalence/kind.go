@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/localfile"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -60,13 +60,13 @@ func setResult(j *records.Job, r Result) error {
 
 // Plan implements kind.Kind: one job comparing two versions of a document over the AC's
 // transfer set.
-func (Kind) Plan(_ context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan, error) {
+func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan, error) {
 	b := env.Batch
 	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: ac.ID, Criterion: ac.Criterion}
 	es := &events.EquivalenceSpec{Variant: firstNonEmpty(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
 		MinCases: firstPositive(ac.MinCases, b.MinCases, DefaultMinCases), RunnerModel: firstNonEmpty(ac.RunnerModel, b.RunnerModel)}
 	problem := kind.EntryProblem(ac)
-	cases, cerr := loadCases(b, ac)
+	cases, cerr := loadCases(ctx, b, ac)
 	if problem == "" && cerr != nil {
 		problem = fmt.Sprintf("%s:%d: acs %s: %v", b.Path, ac.Line, ac.ID, cerr)
 	}
@@ -87,7 +87,7 @@ func (Kind) Plan(_ context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan
 }
 
 // loadCases returns an equivalence AC's transfer set, inline or from its cases file.
-func loadCases(b *batch.Batch, ac batch.AC) ([]events.Case, error) {
+func loadCases(ctx context.Context, b *batch.Batch, ac batch.AC) ([]events.Case, error) {
 	list := ac.Cases
 	if ac.CasesFile != "" {
 		if len(list) > 0 {
@@ -97,7 +97,7 @@ func loadCases(b *batch.Batch, ac batch.AC) ([]events.Case, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cases_file: %w", err)
 		}
-		data, err := os.ReadFile(p)
+		data, err := localfile.ReadFile(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("cases_file: %w", err)
 		}

@@ -187,3 +187,6 @@ func clip(s string) string { return strictjson.Clip(s) }
 
 // blank reports a string with no visible content.
 func blank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// tooLong returns why a free-text field is too long (strictjson.MaxText), or "".
+func tooLong(s string) string { return strictjson.TooLong(s) }

@@ -13,6 +13,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -65,7 +66,7 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 		if err != nil {
 			return nil, err
 		}
-		return os.ReadFile(p)
+		return localfile.ReadFile(ctx, p)
 	}
 	docs := map[string][]byte{}
 	for name, rel := range map[string]string{"spec": argus.SpecFile, "text": argus.SpecTextFile, "tokens": f.Spec.DesignSystem.Tokens, "pairs": f.Spec.DesignSystem.ContrastPairs} {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/elazarl/goproxy"
 	"golang.org/x/net/idna"
+
+	"github.com/tribunal-dev/tribunal/pkg/netguard"
 )
 
 // RefusedHeader marks the egress proxy's own refusals, so a navigation that was refused
@@ -152,17 +154,27 @@ func (a *hostAllowlist) allows(hostport, defaultPort string) bool {
 	return false
 }
 
-// dialControl refuses connections to link-local addresses (cloud metadata services live
-// there) unless the list names that address itself. It runs on the address actually
-// dialled, after name resolution, so an allowed name that resolves there is refused too.
+// egressGuard refuses every special-purpose address but loopback and private-use ones,
+// which an allowed host (a dev server, an internal staging app) may well resolve to.
+var egressGuard = netguard.New(netguard.Loopback, netguard.PrivateUse)
+
+// dialControl refuses connections to special-purpose addresses other than loopback and
+// private-use ones (link-local and shared addresses, where cloud metadata services
+// answer; NAT64, 6to4 and the other forms that reach an IPv4 address indirectly;
+// reserved, benchmarking and documentation ranges) unless the list names that address
+// itself. It runs on the address actually dialled, after name resolution, so an allowed
+// name that resolves there is refused too.
 func (a *hostAllowlist) dialControl(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return fmt.Errorf("egress: unexpected address %q", address)
 	}
-	ip := ap.Addr().Unmap()
-	if (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()) && !a.ips[ip] {
-		return fmt.Errorf("egress: %s is a link-local address the allowed hosts do not name", ip)
+	ip := ap.Addr().Unmap().WithZone("")
+	if a.ips[ip] {
+		return nil
+	}
+	if err := egressGuard.Check(ip); err != nil {
+		return fmt.Errorf("egress: %w; the allowed hosts do not name it", err)
 	}
 	return nil
 }

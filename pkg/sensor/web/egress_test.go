@@ -131,6 +131,35 @@ func TestEgressProxy(t *testing.T) {
 	}
 }
 
+// TestEgressDialRefusesSpecialPurpose: past link-local, every special-purpose range
+// other than loopback and private use is refused after resolution unless the list names
+// the address itself; private addresses behind an allowed name still work.
+func TestEgressDialRefusesSpecialPurpose(t *testing.T) {
+	allow, err := parseAllowHosts([]string{"app.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{
+		"100.100.100.200:80", "100.64.0.1:443", "198.18.0.1:80", "240.0.0.1:80", "255.255.255.255:80", "0.1.2.3:80",
+		"[64:ff9b::7f00:1]:80", "[2002:7f00:1::1]:80", "[::127.0.0.1]:80", "[2001:db8::1]:443", "[ff02::1]:80",
+	} {
+		if err := allow.dialControl("tcp", addr, nil); err == nil || !strings.Contains(err.Error(), "not allowed") {
+			t.Errorf("dialling %s: %v; want refused", addr, err)
+		}
+	}
+	for _, addr := range []string{"10.1.2.3:8080", "192.168.1.10:443", "[fd00::1]:80", "[::1]:3000", "[::ffff:127.0.0.1]:80", "93.184.215.14:443"} {
+		if err := allow.dialControl("tcp", addr, nil); err != nil {
+			t.Errorf("dialling %s: %v; want allowed", addr, err)
+		}
+	}
+	listed, _ := parseAllowHosts([]string{"100.100.100.200", "[64:ff9b::7f00:1]"})
+	for _, addr := range []string{"100.100.100.200:80", "[64:ff9b::7f00:1]:80"} {
+		if err := listed.dialControl("tcp", addr, nil); err != nil {
+			t.Errorf("a listed address %s was refused: %v", addr, err)
+		}
+	}
+}
+
 // TestSenseAllowHosts: with allowed hosts, the page renders, but nothing it embeds,
 // loads or is redirected to on another host is reached; the same page in a browser
 // without the list does reach it, so the test would see a leak.
