@@ -33,12 +33,12 @@ type Fold struct {
 	// manifests carry. It depends on the jobs alone, not on which aggregator instance
 	// happened to complete the batch or when, so a replay rebuilds the manifests byte for
 	// byte.
-	at  time.Time
-	sum events.BatchCompleted
-	outcomes      []kind.Outcome
-	links         []indexed
-	manifests     map[events.Kind]kind.Manifest
-	err           error
+	at        time.Time
+	sum       events.BatchCompleted
+	outcomes  []kind.Outcome
+	links     []indexed
+	manifests map[events.Kind]kind.Manifest
+	err       error
 }
 
 type indexed struct {
