@@ -35,12 +35,12 @@ type plan struct {
 }
 
 func (s *Submitter) plan(ctx context.Context, b *batch.Batch, tenant string, ac batch.AC, threshold float64, verify map[string]ab.Pair, verr error) (plan, error) {
+	// problem is what is wrong with the entry itself; the job carries it as its Problem
+	// (the renderer blocks with it as it is) and on its sources.
 	problem := ac.Problem
-	if problem != "" {
-		problem = "invalid batch entry: " + problem
-	}
 	spec := events.JobSpec{Kind: b.KindOf(ac), ACID: ac.ID, Criterion: ac.Criterion}
 	blocked := func(name, reason string) events.Source {
+		spec.Problem = reason
 		return events.Source{Name: firstNonEmpty(name, "(none)"), Error: reason}
 	}
 	switch spec.Kind {
@@ -74,10 +74,10 @@ func (s *Submitter) plan(ctx context.Context, b *batch.Batch, tenant string, ac 
 			MinCases: firstPositive(ac.MinCases, b.MinCases, DefaultMinCases), RunnerModel: firstNonEmpty(ac.RunnerModel, b.RunnerModel)}
 		cases, cerr := loadCases(b, ac)
 		if problem == "" && cerr != nil {
-			problem = fmt.Sprintf("%s:%d: acs %s: %v", b.Path, ac.Line, ac.ID, cerr)
+			problem = EntryProblem(ac, cerr.Error())
 		}
 		if problem == "" && (ac.Original == "" || ac.Candidate == "") {
-			problem = fmt.Sprintf("%s:%d: acs %s: %s", b.Path, ac.Line, ac.ID, "missing input: an equivalence AC needs original and candidate")
+			problem = EntryProblem(ac, "missing input: an equivalence AC needs original and candidate")
 		}
 		if problem != "" {
 			es.Original, es.Candidate = blocked(ac.Original, problem), blocked(ac.Candidate, problem)
@@ -100,7 +100,7 @@ func (s *Submitter) plan(ctx context.Context, b *batch.Batch, tenant string, ac 
 		}
 		pair, _, rerr := ab.Resolve(ac.ID, ab.Pair{Ours: ac.Ours, Reference: ac.Reference}, verify)
 		if problem == "" && rerr != nil {
-			problem = fmt.Sprintf("%s:%d: acs %s: %v", b.Path, ac.Line, ac.ID, rerr)
+			problem = EntryProblem(ac, rerr.Error())
 		}
 		if problem != "" {
 			as.Ours = blocked(firstNonEmpty(pair.Ours, ac.Ours), problem)
@@ -113,7 +113,13 @@ func (s *Submitter) plan(ctx context.Context, b *batch.Batch, tenant string, ac 
 			return spec
 		}}, nil
 	}
-	return plan{}, fmt.Errorf("%s:%d: acs %s: unsupported kind %q", b.Path, ac.Line, ac.ID, spec.Kind)
+	return plan{}, fmt.Errorf("%s: %s", b.Path, EntryProblem(ac, fmt.Sprintf("unsupported kind %q", spec.Kind)))
+}
+
+// EntryProblem says what is wrong with an AC's entry and where, the way the batch
+// parser does: "AC-12: line 40: missing input: ...".
+func EntryProblem(ac batch.AC, what string) string {
+	return fmt.Sprintf("%s: line %d: %s", ac.ID, ac.Line, what)
 }
 
 // loadCases returns an equivalence AC's transfer set, inline or from its cases file.

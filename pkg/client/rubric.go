@@ -33,11 +33,16 @@ func (s *Submitter) planRubric(ctx context.Context, b *batch.Batch, tenant strin
 		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, Rubric: &events.RubricSpec{Blocked: reason}}
 		return []plan{{jobID: ac.ID, build: func(map[string]events.Source) events.JobSpec { return spec }}}
 	}
+	// The entry itself is at fault: the job's Problem, which the renderer reports as is.
+	entryBlocked := func(reason string) []plan {
+		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, Rubric: &events.RubricSpec{Blocked: reason}, Problem: reason}
+		return []plan{{jobID: ac.ID, build: func(map[string]events.Source) events.JobSpec { return spec }}}
+	}
 	if ac.Problem != "" {
-		return blocked("invalid batch entry: " + ac.Problem), nil
+		return entryBlocked(ac.Problem), nil
 	}
 	if ac.Spec == "" {
-		return blocked(fmt.Sprintf("%s:%d: acs %s: missing input: a rubric AC needs spec", b.Path, ac.Line, ac.ID)), nil
+		return entryBlocked(EntryProblem(ac, "missing input: a rubric AC needs spec")), nil
 	}
 	path, err := b.LocalPath(ac.Spec, s.AllowOutside)
 	if err != nil {

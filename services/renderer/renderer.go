@@ -53,6 +53,12 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 		return nil, bus.Permanent(fmt.Errorf("renderer got %s", ev.Type))
 	}
 	done := &events.RenderDone{Spec: req.Spec}
+	if req.Spec.Problem != "" {
+		// The AC's entry is at fault, not one of its artifacts: its reason as it is.
+		done.Blocked = req.Spec.Problem
+		s.log.InfoContext(ctx, "render blocked", "tenant", ev.Tenant, "batch", ev.BatchID, "job", ev.JobID, "reason", done.Blocked)
+		return []events.Event{events.New(done, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}, nil
+	}
 	switch req.Spec.Kind {
 	case events.KindAB:
 		arts, blocked, err := s.renderAB(ctx, ev.Tenant, req.Spec.AB)
