@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -103,4 +108,116 @@ func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error
 		return p, params, err
 	}
 	return nil, params, fmt.Errorf("--judge %q: want scripted or openai", j.provider)
+}
+
+// prober is a provider that can check, before any work, that it can work at all (the
+// openai provider: a key, a reachable server that accepts it).
+type prober interface {
+	Probe(ctx context.Context) error
+}
+
+// probeTimeout bounds one probe of the provider.
+const probeTimeout = 15 * time.Second
+
+// probe checks once that p can work; nil for providers that need no check (scripted).
+// The error says what to fix.
+func (j *judgeFlags) probe(ctx context.Context, p judge.Provider) error {
+	pr, ok := p.(prober)
+	if !ok {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	err := pr.Probe(pctx)
+	if err == nil {
+		return nil
+	}
+	hint := "check --openai-base-url"
+	var pe *openai.ProbeError
+	if errors.As(err, &pe) && (pe.Status == http.StatusUnauthorized || pe.Status == http.StatusForbidden || (pe.Status == 0 && !pe.Retryable)) {
+		hint = fmt.Sprintf("the key is read from $%s; --openai-api-key-env names another variable", j.apiKeyEnv)
+	}
+	return fmt.Errorf("--judge %s cannot work: %w (%s)", j.provider, err, hint)
+}
+
+// retryable reports whether a later probe may pass without a configuration change.
+func retryable(err error) bool {
+	var pe *openai.ProbeError
+	return errors.As(err, &pe) && pe.Retryable
+}
+
+// check probes p before a one-off command's work, trying a server that is briefly
+// unavailable attempts times, a second apart.
+func (j *judgeFlags) check(ctx context.Context, p judge.Provider, attempts int) error {
+	for i := 1; ; i++ {
+		err := j.probe(ctx, p)
+		if err == nil || !retryable(err) || i >= attempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// maxProbeWait caps the wait between probes of a service's provider.
+const maxProbeWait = 30 * time.Second
+
+// providerGate holds a service's work back until its provider passes the probe, probing
+// again with backoff (a key fixed in the secret store, a server that comes up later);
+// until then its reason is why the process is not ready.
+type providerGate struct {
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+// startProviderGate starts probing p, unless it needs no probe.
+func startProviderGate(ctx context.Context, j *judgeFlags, p judge.Provider) *providerGate {
+	g := &providerGate{done: make(chan struct{})}
+	if _, ok := p.(prober); !ok {
+		close(g.done)
+		return g
+	}
+	g.err = errors.New("probing the judge provider")
+	go func() {
+		wait := time.Second
+		for {
+			err := j.probe(ctx, p)
+			g.mu.Lock()
+			g.err = err
+			g.mu.Unlock()
+			if err == nil {
+				close(g.done)
+				return
+			}
+			slog.Error("judge provider cannot work; not ready, probing again", "err", err, "in", wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, maxProbeWait)
+		}
+	}()
+	return g
+}
+
+// Err is why the provider cannot work yet, nil once it passed the probe.
+func (g *providerGate) Err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}
+
+// Wait returns once the provider passed the probe, or ctx's error.
+func (g *providerGate) Wait(ctx context.Context) error {
+	select {
+	case <-g.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -185,17 +187,33 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 			}
 		}
 	}
+	// The services start only once their provider passes the probe; until then /readyz
+	// says why not.
+	gate := startProviderGate(ctx, jf, opts.Provider)
+	var running atomic.Pointer[app.Running]
+	ready := func() error {
+		if err := gate.Err(); err != nil {
+			return err
+		}
+		if r := running.Load(); r != nil {
+			return r.Ready()
+		}
+		return errors.New("starting")
+	}
+	hctx, hcancel := context.WithCancel(context.Background())
+	defer hcancel()
+	addr, err := app.ServeHealth(hctx, health, ready, slog.Default())
+	if err != nil {
+		return err
+	}
+	if err := gate.Wait(ctx); err != nil {
+		return nil // stopped before the provider could work
+	}
 	r, err := app.Start(ctx, nc, opts)
 	if err != nil {
 		return err
 	}
-	hctx, hcancel := context.WithCancel(context.Background())
-	defer hcancel()
-	addr, err := app.ServeHealth(hctx, health, r.Ready, slog.Default())
-	if err != nil {
-		r.Close()
-		return err
-	}
+	running.Store(r)
 	slog.Info("serving", "services", services, "instance", conn.instance, "health", addr)
 	<-ctx.Done()
 	slog.Info("shutting down: finishing in-flight messages", "services", services)
