@@ -98,59 +98,14 @@ func NewBatchID(b *batch.Batch) string {
 
 // Submit uploads and publishes every AC of b under tenant as batch batchID.
 func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID string) (Submission, error) {
-	if err := events.ValidateTenant(tenant); err != nil {
-		return Submission{}, fmt.Errorf("tenant: %w", err)
-	}
 	if err := events.ValidateName(batchID); err != nil {
 		return Submission{}, fmt.Errorf("batch id: %w", err)
 	}
-	if s.Log == nil {
-		s.Log = slog.Default()
-	}
-	threshold, err := ResolveThreshold(b)
-	if err != nil {
-		return Submission{}, err
-	}
-	verify, verr := b.VerifyMap()
 	sub := Submission{Tenant: tenant, BatchID: batchID}
-	for _, r := range b.Rejected {
-		sub.Rejected = append(sub.Rejected, r.Error())
+	prep, err := s.Prepare(ctx, b, tenant)
+	if prep != nil {
+		sub.Rejected, sub.Jobs = prep.Rejected, prep.Len()
 	}
-	// Most ACs are one job; a rubric AC is one job per view of its feature.
-	var plans []plan
-	var names []string
-	seenName := map[string]bool{}
-	for _, ac := range b.ACs {
-		var ps []plan
-		if b.KindOf(ac) == events.KindRubric {
-			rp, err := s.planRubric(ctx, b, tenant, ac)
-			if err != nil {
-				return sub, err
-			}
-			ps = rp
-		} else {
-			p, err := s.plan(ctx, b, tenant, ac, threshold, verify, verr)
-			if err != nil {
-				return sub, err
-			}
-			p.jobID = ac.ID
-			ps = []plan{p}
-		}
-		for _, p := range ps {
-			p.ac = ac
-			plans = append(plans, p)
-		}
-		for _, p := range ps {
-			for _, n := range p.names {
-				if !seenName[n] {
-					seenName[n] = true
-					names = append(names, n)
-				}
-			}
-		}
-	}
-	sub.Jobs = len(plans)
-	uploads, err := s.uploadAll(ctx, b, tenant, names)
 	if err != nil {
 		return sub, err
 	}
@@ -163,30 +118,124 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 		msgs = msgs[:0]
 		return err
 	}
-	for i, p := range plans {
-		ac := p.ac
-		spec := p.build(uploads)
-		iteration := b.Iteration
-		if ac.Iteration != nil {
-			iteration = *ac.Iteration
-		}
-		submitted := events.New(&events.JobSubmitted{Spec: spec, Index: i, BatchSize: len(plans), BatchSource: b.Path}, tenant, batchID, p.jobID, iteration, "", nil)
-		render := events.New(&events.RenderRequested{Spec: spec}, tenant, batchID, p.jobID, iteration, "", &submitted.Envelope)
+	err = prep.Jobs(func(i int, j Job) error {
+		submitted := events.New(&events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: b.Path}, tenant, batchID, j.ID, j.Iteration, "", nil)
+		render := events.New(&events.RenderRequested{Spec: j.Spec}, tenant, batchID, j.ID, j.Iteration, "", &submitted.Envelope)
 		m, err := bus.Messages(submitted, render)
 		if err != nil {
-			return sub, fmt.Errorf("AC %s: %w", p.jobID, err)
+			return fmt.Errorf("AC %s: %w", j.ID, err)
 		}
 		msgs = append(msgs, m...)
 		if len(msgs) >= 2000 {
 			if err := flush(); err != nil {
-				return sub, fmt.Errorf("publish batch %s: %w", batchID, err)
+				return fmt.Errorf("publish batch %s: %w", batchID, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return sub, err
 	}
 	if err := flush(); err != nil {
 		return sub, fmt.Errorf("publish batch %s: %w", batchID, err)
 	}
 	return sub, nil
+}
+
+// Prepared is a batch resolved into jobs, its artifacts uploaded: what Submit publishes,
+// and what `tribunal validate` shows without publishing anything.
+type Prepared struct {
+	// Rejected are entries that could not be submitted at all (no usable id).
+	Rejected []string
+	// Threshold is the ab threshold the batch's ab jobs carry.
+	Threshold float64
+	batch     *batch.Batch
+	plans     []plan
+	uploads   map[string]events.Source
+}
+
+// Job is one job of a prepared batch: most ACs are one job, a rubric AC one per view.
+type Job struct {
+	// ID is the job's id: the AC id, or "<AC>--<view>" for a rubric view.
+	ID        string
+	AC        batch.AC
+	Iteration int
+	Spec      events.JobSpec
+}
+
+// Len is the number of jobs.
+func (p *Prepared) Len() int { return len(p.plans) }
+
+// Jobs calls fn with each job and its index, in submission order, building each spec on
+// the way so that a large batch's specs are never all held at once. It stops at fn's
+// first error.
+func (p *Prepared) Jobs(fn func(i int, j Job) error) error {
+	for i, pl := range p.plans {
+		iteration := p.batch.Iteration
+		if pl.ac.Iteration != nil {
+			iteration = *pl.ac.Iteration
+		}
+		if err := fn(i, Job{ID: pl.jobID, AC: pl.ac, Iteration: iteration, Spec: pl.build(p.uploads)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Prepare resolves every AC of b into its jobs and uploads their artifacts under tenant,
+// without publishing anything. An AC with a problem is still a job, blocked with it.
+func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) (*Prepared, error) {
+	if err := events.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("tenant: %w", err)
+	}
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	threshold, err := ResolveThreshold(b)
+	if err != nil {
+		return nil, err
+	}
+	verify, verr := b.VerifyMap()
+	prep := &Prepared{Threshold: threshold, batch: b}
+	for _, r := range b.Rejected {
+		prep.Rejected = append(prep.Rejected, r.Error())
+	}
+	// Most ACs are one job; a rubric AC is one job per view of its feature.
+	var names []string
+	seenName := map[string]bool{}
+	for _, ac := range b.ACs {
+		var ps []plan
+		if b.KindOf(ac) == events.KindRubric {
+			rp, err := s.planRubric(ctx, b, tenant, ac)
+			if err != nil {
+				return prep, err
+			}
+			ps = rp
+		} else {
+			p, err := s.plan(ctx, b, tenant, ac, threshold, verify, verr)
+			if err != nil {
+				return prep, err
+			}
+			p.jobID = ac.ID
+			ps = []plan{p}
+		}
+		for _, p := range ps {
+			p.ac = ac
+			prep.plans = append(prep.plans, p)
+		}
+		for _, p := range ps {
+			for _, n := range p.names {
+				if !seenName[n] {
+					seenName[n] = true
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	if prep.uploads, err = s.uploadAll(ctx, b, tenant, names); err != nil {
+		return prep, err
+	}
+	return prep, nil
 }
 
 // uploadAll resolves every distinct artifact name, uploading local files in parallel:
