@@ -86,7 +86,7 @@ func newSubmitCmd() *cobra.Command {
 		},
 	}
 	conn.register(cmd.Flags())
-	cmd.Flags().StringVar(&tenant, "tenant", envOr("TRIBUNAL_TENANT", ""), "tenant (team); default the batch's, else \"default\" (env TRIBUNAL_TENANT)")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (team); default the batch's, else \"default\"")
 	cmd.Flags().BoolVar(&allowOutside, "allow-outside", false, "allow artifact paths outside the batch folder")
 	return cmd
 }
@@ -146,7 +146,7 @@ func newResultsCmd() *cobra.Command {
 
 func addResultFlags(cmd *cobra.Command, conn *connFlags, tenant, batchID, out *string, asJSON *bool) {
 	conn.register(cmd.Flags())
-	cmd.Flags().StringVar(tenant, "tenant", envOr("TRIBUNAL_TENANT", "default"), "tenant (team) the batch belongs to (env TRIBUNAL_TENANT)")
+	cmd.Flags().StringVar(tenant, "tenant", "default", "tenant (team) the batch belongs to")
 	cmd.Flags().StringVar(batchID, "batch", "", "batch id printed by submit")
 	cmd.Flags().StringVarP(out, "out", "o", "", "also write results.json and manifest.json under this folder")
 	cmd.Flags().BoolVar(asJSON, "json", false, "print the results as JSON")

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -41,17 +46,17 @@ type judgeFlags struct {
 }
 
 func (j *judgeFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&j.provider, "judge", envOr("TRIBUNAL_JUDGE", "scripted"), "judge provider: scripted (recorded answers, offline) or openai (any OpenAI-compatible API) (env TRIBUNAL_JUDGE)")
-	fs.StringVar(&j.model, "judge-model", envOr("TRIBUNAL_JUDGE_MODEL", ""), "model to ask (openai: required; env TRIBUNAL_JUDGE_MODEL)")
-	fs.StringVar(&j.scriptedWinner, "scripted-winner", envOr("TRIBUNAL_SCRIPTED_WINNER", "A"), "scripted: raw winner for every ab AC without a recorded answer: A, B or tie; empty to require answers")
-	fs.StringVar(&j.scriptedAnswers, "scripted-answers", envOr("TRIBUNAL_SCRIPTED_ANSWERS", ""), "scripted: JSON file of recorded answers keyed by AC id")
+	fs.StringVar(&j.provider, "judge", "scripted", "judge provider: scripted (recorded answers, offline) or openai (any OpenAI-compatible API)")
+	fs.StringVar(&j.model, "judge-model", "", "model to ask (openai: required)")
+	fs.StringVar(&j.scriptedWinner, "scripted-winner", "A", "scripted: raw winner for every ab AC without a recorded answer: A, B or tie; empty to require answers")
+	fs.StringVar(&j.scriptedAnswers, "scripted-answers", "", "scripted: JSON file of recorded answers keyed by AC id")
 	fs.DurationVar(&j.scriptedLatency, "scripted-latency", 0, "scripted: simulated response time")
 	fs.StringVar(&j.scriptedEquiv, "scripted-equivalence", "equivalent", "scripted: verdict of every equivalence case without a recorded answer (empty to require answers)")
 	fs.IntSliceVar(&j.scriptedCritic, "scripted-critic", []int{8, 2, 8}, "scripted: correctness,slop,scope of every critic AC without a recorded answer (empty to require answers)")
-	fs.StringVar(&j.baseURL, "openai-base-url", envOr("TRIBUNAL_OPENAI_BASE_URL", envOr("OPENAI_BASE_URL", "https://api.openai.com/v1")), "openai: API base URL (Ollama: http://localhost:11434/v1, vLLM: http://host:8000/v1) (env TRIBUNAL_OPENAI_BASE_URL)")
+	fs.StringVar(&j.baseURL, "openai-base-url", openai.DefaultBaseURL, "openai: API base URL (Ollama: http://localhost:11434/v1, vLLM: http://host:8000/v1)")
 	fs.StringVar(&j.apiKeyEnv, "openai-api-key-env", "OPENAI_API_KEY", "openai: name of the environment variable holding the API key (keys never go on the command line)")
-	fs.BoolVar(&j.azure, "openai-azure", os.Getenv("TRIBUNAL_OPENAI_AZURE") == "true", "openai: the base URL is an Azure OpenAI resource; --judge-model names the deployment")
-	fs.StringVar(&j.apiVersion, "openai-api-version", envOr("TRIBUNAL_OPENAI_API_VERSION", ""), "openai: Azure API version")
+	fs.BoolVar(&j.azure, "openai-azure", false, "openai: the base URL is an Azure OpenAI resource; --judge-model names the deployment")
+	fs.StringVar(&j.apiVersion, "openai-api-version", "", "openai: Azure API version")
 	fs.DurationVar(&j.timeout, "judge-timeout", 120*time.Second, "openai: timeout of one attempt")
 	fs.IntVar(&j.attempts, "judge-attempts", 4, "openai: attempts per call (timeouts, 429 and 5xx are retried with backoff)")
 	fs.IntVar(&j.concurrency, "judge-concurrency", 8, "openai: calls in flight per judge instance")
@@ -106,4 +111,116 @@ func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error
 		return p, params, err
 	}
 	return nil, params, fmt.Errorf("--judge %q: want scripted or openai", j.provider)
+}
+
+// prober is a provider that can check, before any work, that it can work at all (the
+// openai provider: a key, a reachable server that accepts it).
+type prober interface {
+	Probe(ctx context.Context) error
+}
+
+// probeTimeout bounds one probe of the provider.
+const probeTimeout = 15 * time.Second
+
+// probe checks once that p can work; nil for providers that need no check (scripted).
+// The error says what to fix.
+func (j *judgeFlags) probe(ctx context.Context, p judge.Provider) error {
+	pr, ok := p.(prober)
+	if !ok {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	err := pr.Probe(pctx)
+	if err == nil {
+		return nil
+	}
+	hint := "check --openai-base-url"
+	var pe *openai.ProbeError
+	if errors.As(err, &pe) && (pe.Status == http.StatusUnauthorized || pe.Status == http.StatusForbidden || (pe.Status == 0 && !pe.Retryable)) {
+		hint = fmt.Sprintf("the key is read from $%s; --openai-api-key-env names another variable", j.apiKeyEnv)
+	}
+	return fmt.Errorf("--judge %s cannot work: %w (%s)", j.provider, err, hint)
+}
+
+// retryable reports whether a later probe may pass without a configuration change.
+func retryable(err error) bool {
+	var pe *openai.ProbeError
+	return errors.As(err, &pe) && pe.Retryable
+}
+
+// check probes p before a one-off command's work, trying a server that is briefly
+// unavailable attempts times, a second apart.
+func (j *judgeFlags) check(ctx context.Context, p judge.Provider, attempts int) error {
+	for i := 1; ; i++ {
+		err := j.probe(ctx, p)
+		if err == nil || !retryable(err) || i >= attempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// maxProbeWait caps the wait between probes of a service's provider.
+const maxProbeWait = 30 * time.Second
+
+// providerGate holds a service's work back until its provider passes the probe, probing
+// again with backoff (a key fixed in the secret store, a server that comes up later);
+// until then its reason is why the process is not ready.
+type providerGate struct {
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+// startProviderGate starts probing p, unless it needs no probe.
+func startProviderGate(ctx context.Context, j *judgeFlags, p judge.Provider) *providerGate {
+	g := &providerGate{done: make(chan struct{})}
+	if _, ok := p.(prober); !ok {
+		close(g.done)
+		return g
+	}
+	g.err = errors.New("probing the judge provider")
+	go func() {
+		wait := time.Second
+		for {
+			err := j.probe(ctx, p)
+			g.mu.Lock()
+			g.err = err
+			g.mu.Unlock()
+			if err == nil {
+				close(g.done)
+				return
+			}
+			slog.Error("judge provider cannot work; not ready, probing again", "err", err, "in", wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, maxProbeWait)
+		}
+	}()
+	return g
+}
+
+// Err is why the provider cannot work yet, nil once it passed the probe.
+func (g *providerGate) Err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}
+
+// Wait returns once the provider passed the probe, or ctx's error.
+func (g *providerGate) Wait(ctx context.Context) error {
+	select {
+	case <-g.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -69,12 +68,16 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return exitError{2, err}
+			}
 			return setupLogging(logLevel, logFormat)
 		},
 	}
-	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("TRIBUNAL_LOG_LEVEL", "warn"), "log level: debug, info, warn, error (env TRIBUNAL_LOG_LEVEL)")
-	root.PersistentFlags().StringVar(&logFormat, "log-format", envOr("TRIBUNAL_LOG_FORMAT", "text"), "log format: text or json (env TRIBUNAL_LOG_FORMAT)")
-	root.AddCommand(newRunCmd(), newServeCmd(), newSubmitCmd(), newWatchCmd(), newResultsCmd(), newShuffleCmd(), newBenchCmd(), newVersionCmd(), newDevCmd(), newTenantsCmd(), newContrastCmd(), newSpecCmd(), newSpotcheckCmd(), newAuditCmd(), newRedriveCmd(), newRejudgeCmd())
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	root.AddCommand(newRunCmd(), newServeCmd(), newSubmitCmd(), newWatchCmd(), newResultsCmd(), newShuffleCmd(), newBenchCmd(), newVersionCmd(), newDevCmd(), newTenantsCmd(), newContrastCmd(), newSpecCmd(), newSpotcheckCmd(), newAuditCmd(), newRedriveCmd(), newRejudgeCmd(), newValidateCmd())
+	bindEnv(root)
 	return root
 }
 
@@ -97,24 +100,6 @@ func setupLogging(level, format string) error {
 	// its tenant, batch, job and trace.
 	slog.SetDefault(telemetry.WithContext(slog.New(h)))
 	return nil
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-// envList is a comma-separated environment variable as a list (nil when unset).
-func envList(name string) []string {
-	var out []string
-	for _, v := range strings.Split(os.Getenv(name), ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -67,6 +67,9 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AC\tKIND\tSTATUS\tRESULT\tCONF\tTAG\tJUDGE\tNOTE")
+	// A blocked AC's cause (or a schema violation's) is what its owner must fix: when the
+	// table cuts it short, it follows the table in full.
+	var causes []string
 	for _, r := range res.Rows {
 		conf := "-"
 		if r.Confidence != nil {
@@ -90,10 +93,17 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 		if r.Cached {
 			judgeName += " (cached)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ACID, r.Kind, r.Status, dash(result), conf, dash(r.Tag), dash(judgeName), clip(note, 96))
+		shown := clip(note, 96)
+		if r.Reason != "" && shown != note {
+			causes = append(causes, fmt.Sprintf("  %s (%s): %s", r.ACID, r.Status, r.Reason))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ACID, r.Kind, r.Status, dash(result), conf, dash(r.Tag), dash(judgeName), shown)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(causes) > 0 {
+		fmt.Fprintf(w, "\ncauses in full:\n%s\n", strings.Join(causes, "\n"))
 	}
 	s := res.Summary
 	fmt.Fprintf(w, "\nbatch %s (tenant %s): %d ACs, %d compared, %d blocked, %d schema violations, %d findings; exit code %d\n",

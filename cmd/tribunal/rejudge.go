@@ -71,7 +71,7 @@ aggregator's rules and prints it next to the recorded outcome.`,
 		},
 	}
 	conn.register(cmd.Flags())
-	cmd.Flags().StringVar(&tenant, "tenant", envOr("TRIBUNAL_TENANT", "default"), "tenant (team) the batch belongs to")
+	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to")
 	cmd.Flags().StringVar(&batchID, "batch", "", "batch id")
 	cmd.Flags().StringVar(&model, "model", "", "the judge model to ask")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the comparison as JSON")

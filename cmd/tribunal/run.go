@@ -58,7 +58,8 @@ shows progress, prints a results table and writes results.json and manifest.json
 output folder. Nothing needs to be installed and, with the default scripted judge, no API key.
 
 The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every AC blocked
-(2 is a usage error).`,
+(2 is a usage or configuration error: with --judge openai, the provider is probed first,
+and one that cannot work, with no key, no server or a refused key, stops the run here).`,
 		Example: `  # the offline quickstart (scripted judge: recorded answers, no model)
   tribunal run examples/quickstart
 
@@ -243,6 +244,14 @@ func applyMemoryLimit(limit int64) {
 
 func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions, sensors *renderer.Sensors, gates *command.Gates) (*embedded, error) {
 	applyMemoryLimit(defaultMemoryLimit)
+	// A provider that cannot work stops the run here, before any work, with the cause.
+	provider, params, err := jf.build("all-in-one")
+	if err != nil {
+		return nil, err
+	}
+	if err := jf.check(ctx, provider, 3); err != nil {
+		return nil, err
+	}
 	e := &embedded{}
 	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
 	if err != nil {
@@ -265,11 +274,6 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 		return nil, err
 	}
 	e.close = append(e.close, func() { _ = e.Store.Close() })
-	provider, params, err := jf.build("all-in-one")
-	if err != nil {
-		e.Close()
-		return nil, err
-	}
 	e.Running, err = app.Start(ctx, nc, app.Options{
 		Store: e.Store, Provider: provider, Params: params, Instance: "all-in-one", Concurrency: concurrency,
 		Fetch: fetch, Sensors: sensors, Gates: gates, RateLimits: jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,18 +43,18 @@ type connFlags struct {
 
 func (c *connFlags) register(fs *pflag.FlagSet) {
 	host, _ := os.Hostname()
-	fs.StringVar(&c.natsURL, "nats", envOr("TRIBUNAL_NATS_URL", nats.DefaultURL), "NATS server URL(s), comma separated (env TRIBUNAL_NATS_URL)")
-	fs.StringVar(&c.creds, "nats-creds", envOr("TRIBUNAL_NATS_CREDS", ""), "NATS credentials file (env TRIBUNAL_NATS_CREDS)")
-	fs.StringVar(&c.user, "nats-user", envOr("TRIBUNAL_NATS_USER", ""), "NATS user (env TRIBUNAL_NATS_USER; password from TRIBUNAL_NATS_PASSWORD)")
+	fs.StringVar(&c.natsURL, "nats", nats.DefaultURL, "NATS server URL(s), comma separated")
+	fs.StringVar(&c.creds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&c.user, "nats-user", "", "NATS user (its password from TRIBUNAL_NATS_PASSWORD)")
 	c.password = os.Getenv("TRIBUNAL_NATS_PASSWORD")
-	fs.StringVar(&c.blobURL, "blob", envOr("TRIBUNAL_BLOB_URL", "file://./tribunal-data/blobs"), "blob store URL: file:///dir or s3://bucket?endpoint=host:9000&secure=false (env TRIBUNAL_BLOB_URL; S3 keys from TRIBUNAL_S3_ACCESS_KEY/TRIBUNAL_S3_SECRET_KEY)")
-	fs.StringVar(&c.stream, "stream", envOr("TRIBUNAL_STREAM", "TRIBUNAL"), "JetStream stream name")
+	fs.StringVar(&c.blobURL, "blob", "file://./tribunal-data/blobs", "blob store URL: file:///dir or s3://bucket?endpoint=host:9000&secure=false (S3 keys from TRIBUNAL_S3_ACCESS_KEY/TRIBUNAL_S3_SECRET_KEY)")
+	fs.StringVar(&c.stream, "stream", "TRIBUNAL", "JetStream stream name")
 	fs.DurationVar(&c.maxAge, "retention", 0, "how long the stream keeps events (the audit horizon; 0: forever)")
 	fs.DurationVar(&c.ackWait, "ack-wait", 30*time.Second, "redeliver a message not acked within this (long handlers extend it)")
 	fs.IntVar(&c.maxDeliv, "max-deliver", 8, "deliveries before a failing message goes to dead letters")
-	fs.StringVar(&c.instance, "instance", envOr("TRIBUNAL_INSTANCE", host), "name of this process in verdicts and logs (env TRIBUNAL_INSTANCE)")
+	fs.StringVar(&c.instance, "instance", host, "name of this process in verdicts and logs")
 	fs.DurationVar(&c.connectTO, "connect-timeout", 30*time.Second, "how long to wait for NATS at start")
-	fs.StringSliceVar(&c.tenants, "tenants", splitList(os.Getenv("TRIBUNAL_TENANTS")), "serve only these teams, each on its own durable consumers with an in-flight quota, so one team's huge batch cannot starve another's (env TRIBUNAL_TENANTS, comma separated)")
+	fs.StringSliceVar(&c.tenants, "tenants", nil, "serve only these teams, each on its own durable consumers with an in-flight quota, so one team's huge batch cannot starve another's")
 	fs.IntVar(&c.quota, "tenant-quota", 0, "with --tenants: messages of one team in flight per service in this process (default half of --concurrency)")
 }
 
@@ -151,18 +153,18 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs := cmd.Flags()
 	conn.register(fs)
 	jf.register(fs)
-	fs.StringVar(&health, "health", envOr("TRIBUNAL_HEALTH_ADDR", ":8080"), "address of the /healthz, /readyz and /metrics endpoints (env TRIBUNAL_HEALTH_ADDR)")
+	fs.StringVar(&health, "health", ":8080", "address of the /healthz, /readyz and /metrics endpoints")
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service in this process (backpressure)")
 	fs.DurationVar(&shutdownGrace, "shutdown-grace", bus.DefaultShutdownGrace, "on SIGTERM, how long calls in flight may finish (their results are published) before they are cancelled and handed back; the default fits Kubernetes' 30 s termination grace period")
-	fs.BoolVar(&allowPrivate, "allow-private-urls", os.Getenv("TRIBUNAL_ALLOW_PRIVATE_URLS") == "true", "renderer: allow artifact URLs on loopback, private and link-local addresses")
-	fs.StringVar(&consoleAddr, "console-addr", envOr("TRIBUNAL_CONSOLE_ADDR", "127.0.0.1:8090"), "console: address of the web console (env TRIBUNAL_CONSOLE_ADDR)")
-	fs.StringVar(&tokensFile, "tokens", envOr("TRIBUNAL_CONSOLE_TOKENS", ""), "console: JSON file {\"<token>\": \"<tenant>\"} for per-team access (\"*\" sees every team); without it the console only listens on loopback (env TRIBUNAL_CONSOLE_TOKENS)")
+	fs.BoolVar(&allowPrivate, "allow-private-urls", false, "renderer: allow artifact URLs on loopback, private and link-local addresses")
+	fs.StringVar(&consoleAddr, "console-addr", "127.0.0.1:8090", "console: address of the web console")
+	fs.StringVar(&tokensFile, "tokens", "", "console: JSON file {\"<token>\": \"<tenant>\"} for per-team access (\"*\" sees every team); without it the console only listens on loopback")
 	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
 	fs.StringArrayVar(&adapters, "adapter", nil, "renderer: a rubric command sensor, name=/path/to/sense.sh (repeatable; web is built in)")
-	fs.StringSliceVar(&webAllow, "web-allow-host", envList("TRIBUNAL_WEB_ALLOW_HOSTS"), "renderer: the only hosts the web sensor's browser may reach (host, host:port or *.domain; repeatable or comma-separated; default any). Set it when teams share the renderer (env TRIBUNAL_WEB_ALLOW_HOSTS)")
+	fs.StringSliceVar(&webAllow, "web-allow-host", nil, "renderer: the only hosts the web sensor's browser may reach (host, host:port or *.domain; repeatable or comma-separated; default any). Set it when teams share the renderer")
 	fs.StringVar(&natsListen, "listen", "127.0.0.1:4222", "nats: client address to listen on")
 	fs.StringVar(&natsStore, "store", "./tribunal-data/nats", "nats: JetStream store folder")
-	fs.StringVar(&natsConfig, "config", "", "nats: nats-server configuration file (e.g. the authorization from `tribunal tenants`)")
+	fs.StringVar(&natsConfig, "config", "", "nats: nats-server configuration file (e.g. the authorization written by tribunal tenants)")
 	return cmd
 }
 
@@ -187,17 +189,33 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 			}
 		}
 	}
+	// The services start only once their provider passes the probe; until then /readyz
+	// says why not.
+	gate := startProviderGate(ctx, jf, opts.Provider)
+	var running atomic.Pointer[app.Running]
+	ready := func() error {
+		if err := gate.Err(); err != nil {
+			return err
+		}
+		if r := running.Load(); r != nil {
+			return r.Ready()
+		}
+		return errors.New("starting")
+	}
+	hctx, hcancel := context.WithCancel(context.Background())
+	defer hcancel()
+	addr, err := app.ServeHealth(hctx, health, ready, slog.Default())
+	if err != nil {
+		return err
+	}
+	if err := gate.Wait(ctx); err != nil {
+		return nil // stopped before the provider could work
+	}
 	r, err := app.Start(ctx, nc, opts)
 	if err != nil {
 		return err
 	}
-	hctx, hcancel := context.WithCancel(context.Background())
-	defer hcancel()
-	addr, err := app.ServeHealth(hctx, health, r.Ready, slog.Default())
-	if err != nil {
-		r.Close()
-		return err
-	}
+	running.Store(r)
 	slog.Info("serving", "services", services, "instance", conn.instance, "health", addr)
 	<-ctx.Done()
 	slog.Info("shutting down: finishing in-flight messages", "services", services, "grace", shutdownGrace)
@@ -239,9 +257,13 @@ func openStore(ctx context.Context, rawURL string, wait time.Duration) (blob.Sto
 	}
 }
 
+// splitList is a comma-separated list, spaces trimmed and empty items dropped.
 func splitList(s string) []string {
-	if s == "" {
-		return nil
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
 	}
-	return strings.Split(s, ",")
+	return out
 }

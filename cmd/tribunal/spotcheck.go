@@ -42,7 +42,7 @@ rubric can be tuned.`,
 		},
 	}
 	conn.register(cmd.Flags())
-	cmd.Flags().StringVar(&tenant, "tenant", envOr("TRIBUNAL_TENANT", "default"), "tenant (team) the batch belongs to")
+	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to")
 	cmd.Flags().StringVar(&batchID, "batch", "", "batch id")
 	cmd.Flags().StringVar(&job, "job", "", "the view's job id (results show it)")
 	cmd.Flags().StringVar(&dimension, "dimension", "", "reject: the dimension the judge got wrong")

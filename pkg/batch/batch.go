@@ -78,8 +78,9 @@ type AC struct {
 	MaxIterations int    `yaml:"max_iterations"`
 	// Line is where the entry starts in the file.
 	Line int `yaml:"-"`
-	// Problem, when set, is why this entry cannot be judged (a field error naming the
-	// file, line and field). The AC is still reported, as blocked.
+	// Problem, when set, is why this entry cannot be judged, saying where and what:
+	// "AC-1: line 10: unknown key criterian (did you mean criterion?)". The AC is still
+	// reported, as blocked.
 	Problem string `yaml:"-"`
 }
 
@@ -271,7 +272,7 @@ func Parse(path string, data []byte) (*Batch, error) {
 	for i, node := range acsSeq.Content {
 		acsSeq.Content[i] = nil // let the tree go as the entries are built
 		field := fmt.Sprintf("acs[%d]", i)
-		ac := decodeAC(path, i, node, acTree[i])
+		ac := decodeAC(i, node, acTree[i])
 		if ac.ID == "" || validID(ac.ID) != nil {
 			b.Rejected = append(b.Rejected, &Error{File: path, Line: ac.Line, Field: field + ".id", Msg: "missing or invalid id; entry skipped: " + ac.Problem})
 			continue
@@ -293,7 +294,7 @@ func Parse(path string, data []byte) (*Batch, error) {
 // decodeAC validates one entry against the AC schema and decodes it. A problem is kept
 // on the AC (with whatever id could be read) rather than returned: it costs only this AC.
 // tree holds the structural problems already found inside the entry.
-func decodeAC(path string, index int, node *yaml.Node, tree *problems) AC {
+func decodeAC(index int, node *yaml.Node, tree *problems) AC {
 	ac := AC{Line: node.Line}
 	if node.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(node.Content); i += 2 {
@@ -319,7 +320,11 @@ func decodeAC(path string, index int, node *yaml.Node, tree *problems) AC {
 		ac.ID, ac.Line = id, node.Line
 	}
 	if probs.n > 0 {
-		ac = AC{ID: ac.ID, Line: node.Line, Problem: probs.text(path)}
+		label := ac.ID
+		if label == "" || validID(label) != nil {
+			label = fmt.Sprintf("acs[%d]", index)
+		}
+		ac = AC{ID: ac.ID, Line: node.Line, Problem: probs.entryText(label, len(prefix))}
 	}
 	return ac
 }
@@ -357,9 +362,10 @@ func validate(s *jsonschema.Schema, node *yaml.Node, prefix []string) []problem 
 					lines[m.Content[i].Value] = m.Content[i+1].Line
 				}
 			}
+			known := knownKeys(s, leaf.InstanceLocation)
 			for _, p := range k.Properties {
 				full := append(append(append([]string(nil), prefix...), leaf.InstanceLocation...), p)
-				out = append(out, problem{path: full, line: max(lines[p], 1), msg: "unknown key"})
+				out = append(out, problem{path: full, line: max(lines[p], 1), msg: "unknown key", key: p, suggest: closest(p, known)})
 			}
 		case *kind.Required:
 			for _, p := range k.Missing {
@@ -401,6 +407,41 @@ type problem struct {
 	line    int
 	msg     string
 	missing bool
+	// key is the unknown key an "unknown key" problem is about, and suggest the known key
+	// it is probably a typo of, if any.
+	key, suggest string
+}
+
+// message is the problem's message, with the key it probably meant.
+func (p problem) message() string {
+	if p.suggest != "" {
+		return fmt.Sprintf("%s (did you mean %s?)", p.msg, p.suggest)
+	}
+	return p.msg
+}
+
+// inEntry says what the problem is inside an AC entry whose path in the file is the
+// first skip tokens of p.path: "unknown key criterian (did you mean criterion?)",
+// "cases[0]: missing key input", "positions: value must be ...".
+func (p problem) inEntry(skip int) string {
+	rel := p.path[min(skip, len(p.path)):]
+	if (p.key != "" || p.missing) && len(rel) > 0 {
+		what := "unknown key " + p.key
+		if p.missing {
+			what = "missing key " + rel[len(rel)-1]
+		}
+		if p.suggest != "" {
+			what += " (did you mean " + p.suggest + "?)"
+		}
+		if parent := rel[:len(rel)-1]; len(parent) > 0 {
+			return fieldPath(parent) + ": " + what
+		}
+		return what
+	}
+	if len(rel) == 0 {
+		return p.message()
+	}
+	return fieldPath(rel) + ": " + p.message()
 }
 
 func (p problem) field() string { return fieldPath(p.path) }
@@ -421,7 +462,7 @@ func (ps *problems) add(p problem) {
 func (ps *problems) errors(path string) Errors {
 	var es Errors
 	for _, p := range ps.list {
-		es = append(es, &Error{File: path, Line: p.line, Field: p.field(), Msg: p.msg})
+		es = append(es, &Error{File: path, Line: p.line, Field: p.field(), Msg: p.message()})
 	}
 	if more := ps.n - len(ps.list); more > 0 {
 		es = append(es, &Error{File: path, Msg: fmt.Sprintf("and %d more problems", more)})
@@ -429,12 +470,17 @@ func (ps *problems) errors(path string) Errors {
 	return es
 }
 
-func (ps *problems) text(path string) string {
+// entryText is the problems of one AC entry (at skip tokens into the file's paths), named
+// by label: "AC-2: line 14: unknown key criterian (did you mean criterion?); line 15: ...".
+func (ps *problems) entryText(label string, skip int) string {
 	parts := make([]string, 0, len(ps.list)+1)
-	for _, e := range ps.errors(path) {
-		parts = append(parts, e.Error())
+	for _, p := range ps.list {
+		parts = append(parts, fmt.Sprintf("line %d: %s", p.line, p.inEntry(skip)))
 	}
-	return strings.Join(parts, "; ")
+	if more := ps.n - len(ps.list); more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more problems", more))
+	}
+	return label + ": " + strings.Join(parts, "; ")
 }
 
 // leaves flattens a validation error tree to the errors that say something concrete.

@@ -21,10 +21,10 @@ func TestBugACTypeErrorKeepsTheRest(t *testing.T) {
 		line             int
 		msg              string
 	}{
-		{"judges not a list", "  - id: AC-2\n    judges: gpt-4\n", "acs[1].judges", 7, "array"},
-		{"criterion not a string", "  - id: AC-2\n    criterion: [1, 2]\n", "acs[1].criterion", 7, "string"},
-		{"criterion a mapping", "  - id: AC-2\n    criterion: {a: 1}\n", "acs[1].criterion", 7, "string"},
-		{"iteration not a number", "  - id: AC-2\n    iteration: soon\n", "acs[1].iteration", 7, ""},
+		{"judges not a list", "  - id: AC-2\n    judges: gpt-4\n", "judges", 7, "array"},
+		{"criterion not a string", "  - id: AC-2\n    criterion: [1, 2]\n", "criterion", 7, "string"},
+		{"criterion a mapping", "  - id: AC-2\n    criterion: {a: 1}\n", "criterion", 7, "string"},
+		{"iteration not a number", "  - id: AC-2\n    iteration: soon\n", "iteration", 7, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,8 +37,8 @@ func TestBugACTypeErrorKeepsTheRest(t *testing.T) {
 			if len(b.ACs) != 3 || b.ACs[0].Problem != "" || b.ACs[2].Problem != "" || b.ACs[1].ID != "AC-2" {
 				t.Fatalf("ACs = %+v", b.ACs)
 			}
-			loc := file + ":" + strconv.Itoa(tt.line) + ": " + tt.field + ":"
-			if !strings.Contains(b.ACs[1].Problem, loc) || !strings.Contains(b.ACs[1].Problem, tt.msg) {
+			loc := "AC-2: line " + strconv.Itoa(tt.line) + ": " + tt.field + ":"
+			if !strings.HasPrefix(b.ACs[1].Problem, loc) || !strings.Contains(b.ACs[1].Problem, tt.msg) {
 				t.Errorf("Problem = %q; want %q and %q", b.ACs[1].Problem, loc, tt.msg)
 			}
 		})

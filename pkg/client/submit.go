@@ -82,45 +82,14 @@ func NewBatchID(b *batch.Batch) string {
 
 // Submit uploads and publishes every AC of b under tenant as batch batchID.
 func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID string) (Submission, error) {
-	if err := events.ValidateTenant(tenant); err != nil {
-		return Submission{}, fmt.Errorf("tenant: %w", err)
-	}
 	if err := events.ValidateName(batchID); err != nil {
 		return Submission{}, fmt.Errorf("batch id: %w", err)
 	}
-	if s.Log == nil {
-		s.Log = slog.Default()
-	}
 	sub := Submission{Tenant: tenant, BatchID: batchID}
-	for _, r := range b.Rejected {
-		sub.Rejected = append(sub.Rejected, r.Error())
+	prep, err := s.Prepare(ctx, b, tenant)
+	if prep != nil {
+		sub.Rejected, sub.Jobs = prep.Rejected, prep.Len()
 	}
-	env := &kind.PlanEnv{Batch: b, Tenant: tenant, Store: s.Store, AllowOutside: s.AllowOutside, ServeFeature: s.ServeFeature}
-	// Most ACs are one job; a rubric AC is one job per view of its feature.
-	var plans []planned
-	var names []string
-	seenName := map[string]bool{}
-	for _, ac := range b.ACs {
-		k, err := kinds.Lookup(events.Kind(b.KindOf(ac)))
-		if err != nil {
-			return sub, fmt.Errorf("%s:%d: acs %s: %w", b.Path, ac.Line, ac.ID, err)
-		}
-		ps, err := k.Plan(ctx, env, ac)
-		if err != nil {
-			return sub, err
-		}
-		for _, p := range ps {
-			plans = append(plans, planned{Plan: p, ac: ac})
-			for _, n := range p.Names {
-				if !seenName[n] {
-					seenName[n] = true
-					names = append(names, n)
-				}
-			}
-		}
-	}
-	sub.Jobs = len(plans)
-	uploads, err := s.uploadAll(ctx, b, tenant, names)
 	if err != nil {
 		return sub, err
 	}
@@ -133,24 +102,22 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 		msgs = msgs[:0]
 		return err
 	}
-	for i, p := range plans {
-		ac := p.ac
-		spec := p.Build(uploads)
-		iteration := b.Iteration
-		if ac.Iteration != nil {
-			iteration = *ac.Iteration
-		}
-		submitted := events.New(&events.JobSubmitted{Spec: spec, Index: i, BatchSize: len(plans), BatchSource: b.Path}, tenant, batchID, p.JobID, iteration, "", nil)
+	err = prep.Jobs(func(i int, j Job) error {
+		submitted := events.New(&events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: b.Path}, tenant, batchID, j.ID, j.Iteration, "", nil)
 		m, err := bus.Messages(submitted)
 		if err != nil {
-			return sub, fmt.Errorf("AC %s: %w", p.JobID, err)
+			return fmt.Errorf("AC %s: %w", j.ID, err)
 		}
 		msgs = append(msgs, m...)
 		if len(msgs) >= 2000 {
 			if err := flush(); err != nil {
-				return sub, fmt.Errorf("publish batch %s: %w", batchID, err)
+				return fmt.Errorf("publish batch %s: %w", batchID, err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return sub, err
 	}
 	if err := flush(); err != nil {
 		return sub, fmt.Errorf("publish batch %s: %w", batchID, err)
@@ -158,10 +125,91 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 	return sub, nil
 }
 
+// Prepared is a batch resolved into jobs, its artifacts uploaded: what Submit publishes,
+// and what `tribunal validate` shows without publishing anything.
+type Prepared struct {
+	// Rejected are entries that could not be submitted at all (no usable id).
+	Rejected []string
+	batch    *batch.Batch
+	plans    []planned
+	uploads  map[string]events.Source
+}
+
 // planned is one job of the batch and the entry it came from.
 type planned struct {
 	kind.Plan
 	ac batch.AC
+}
+
+// Job is one job of a prepared batch: most ACs are one job, a rubric AC one per view.
+type Job struct {
+	// ID is the job's id: the AC id, or "<AC>--<view>" for a rubric view.
+	ID        string
+	AC        batch.AC
+	Iteration int
+	Spec      events.JobSpec
+}
+
+// Len is the number of jobs.
+func (p *Prepared) Len() int { return len(p.plans) }
+
+// Jobs calls fn with each job and its index, in submission order, building each spec on
+// the way so that a large batch's specs are never all held at once. It stops at fn's
+// first error.
+func (p *Prepared) Jobs(fn func(i int, j Job) error) error {
+	for i, pl := range p.plans {
+		iteration := p.batch.Iteration
+		if pl.ac.Iteration != nil {
+			iteration = *pl.ac.Iteration
+		}
+		if err := fn(i, Job{ID: pl.JobID, AC: pl.ac, Iteration: iteration, Spec: pl.Build(p.uploads)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Prepare resolves every AC of b into its jobs and uploads their artifacts under tenant,
+// without publishing anything. An AC with a problem is still a job, blocked with it.
+func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) (*Prepared, error) {
+	if err := events.ValidateTenant(tenant); err != nil {
+		return nil, fmt.Errorf("tenant: %w", err)
+	}
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	prep := &Prepared{batch: b}
+	for _, r := range b.Rejected {
+		prep.Rejected = append(prep.Rejected, r.Error())
+	}
+	env := &kind.PlanEnv{Batch: b, Tenant: tenant, Store: s.Store, AllowOutside: s.AllowOutside, ServeFeature: s.ServeFeature}
+	// Most ACs are one job; a rubric AC is one job per view of its feature.
+	var names []string
+	seenName := map[string]bool{}
+	for _, ac := range b.ACs {
+		k, err := kinds.Lookup(events.Kind(b.KindOf(ac)))
+		if err != nil {
+			return prep, fmt.Errorf("%s: %s", b.Path, kind.Problem(ac, err.Error()))
+		}
+		ps, err := k.Plan(ctx, env, ac)
+		if err != nil {
+			return prep, err
+		}
+		for _, p := range ps {
+			prep.plans = append(prep.plans, planned{Plan: p, ac: ac})
+			for _, n := range p.Names {
+				if !seenName[n] {
+					seenName[n] = true
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	var err error
+	if prep.uploads, err = s.uploadAll(ctx, b, tenant, names); err != nil {
+		return prep, err
+	}
+	return prep, nil
 }
 
 // uploadAll resolves every distinct artifact name, uploading local files in parallel:

@@ -104,6 +104,10 @@ type JobSpec struct {
 	Critic      *CriticSpec      `msgpack:"critic,omitempty"`
 	Equivalence *EquivalenceSpec `msgpack:"equivalence,omitempty"`
 	Rubric      *RubricSpec      `msgpack:"rubric,omitempty"`
+	// Problem, when set, is why the AC's entry cannot be judged at all ("AC-1: line 10:
+	// unknown key criterian (did you mean criterion?)"): the renderer blocks the job with
+	// it as it is, since no artifact is at fault.
+	Problem string `msgpack:"problem,omitempty"`
 }
 
 func (s JobSpec) validate() error {

@@ -10,6 +10,7 @@ package kind
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -218,12 +219,11 @@ type Row struct {
 	Cached bool   `json:"cached,omitempty"`
 }
 
-// EntryProblem is the blocked reason of a batch entry that could not be read, "" for none.
-func EntryProblem(ac batch.AC) string {
-	if ac.Problem == "" {
-		return ""
-	}
-	return "invalid batch entry: " + ac.Problem
+// Problem says what is wrong with an AC's entry and where, the way the batch parser does:
+// "AC-12: line 40: missing input: ...". A job whose entry is at fault carries it as its
+// spec's Problem, which the renderer reports as it is.
+func Problem(ac batch.AC, what string) string {
+	return fmt.Sprintf("%s: line %d: %s", ac.ID, ac.Line, what)
 }
 
 // BlockedSource is a source that could not be provided, carrying why: the AC is blocked

@@ -42,7 +42,10 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 		return nil, bus.Permanent(fmt.Errorf("renderer got %s", ev.Type))
 	}
 	done := &events.RenderDone{Spec: req.Spec, Blocked: fmt.Sprintf("no sensor for judge kind %q", req.Spec.Kind)}
-	if k, err := kinds.Lookup(req.Spec.Kind); err == nil {
+	if req.Spec.Problem != "" {
+		// The AC's entry is at fault, not one of its artifacts: its reason as it is.
+		done.Blocked = req.Spec.Problem
+	} else if k, err := kinds.Lookup(req.Spec.Kind); err == nil {
 		if done, err = k.Render(ctx, &s.env, ev, req.Spec); err != nil {
 			return nil, err
 		}

@@ -68,6 +68,13 @@ type Options struct {
 	// MaxConcurrent is the server's own capacity: requests beyond it wait for a slot
 	// (like a saturated vLLM queue) rather than being refused. 0 means unlimited.
 	MaxConcurrent int
+	// APIKey, when set, is the only key the server accepts, as OpenAI does: a request
+	// without it (a bearer token, or Azure's api-key header) or with another key gets a
+	// 401 with OpenAI's error body. Empty accepts any request, like a local server.
+	APIKey string
+	// NoModels makes GET /v1/models answer 404, like servers that only serve chat
+	// completions.
+	NoModels bool
 }
 
 // Record is one request as the server saw it, so tests can assert on the wire format
@@ -102,6 +109,7 @@ type Server struct {
 	calls    int
 	inFlight int
 	peak     int
+	listings int
 }
 
 // New starts a server on a loopback port. Close it when done (t.Cleanup(s.Close)).
@@ -122,6 +130,7 @@ func NewUnstarted(opts Options) *Server {
 	mux.HandleFunc("/v1/chat/completions", s.serveChat)
 	mux.HandleFunc("/openai/deployments/{deployment}/chat/completions", s.serveChat)
 	mux.HandleFunc("/v1/models", s.serveModels)
+	mux.HandleFunc("/openai/models", s.serveModels)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown path %s %s", r.Method, r.URL.Path), "invalid_request_error", "not_found")
 	})
@@ -200,9 +209,52 @@ func (s *Server) Reset() {
 	s.peak = s.inFlight
 }
 
+// ModelListings counts GET /v1/models requests (the cheap probe clients make), refused
+// ones included.
+func (s *Server) ModelListings() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listings
+}
+
+// authorized answers a request that lacks Options.APIKey with OpenAI's 401 and reports
+// false.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.opts.APIKey == "" {
+		return true
+	}
+	key := r.Header.Get("api-key")
+	if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		key = bearer
+	}
+	switch key {
+	case s.opts.APIKey:
+		return true
+	case "":
+		writeError(w, http.StatusUnauthorized, "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", "invalid_request_error", "")
+	default:
+		shown := key
+		if len(shown) > 8 {
+			shown = shown[:3] + "*****" + shown[len(shown)-4:]
+		}
+		writeError(w, http.StatusUnauthorized, "Incorrect API key provided: "+shown+". You can find your API key at https://platform.openai.com/account/api-keys.", "invalid_request_error", "invalid_api_key")
+	}
+	return false
+}
+
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.listings++
+	s.mu.Unlock()
 	if r.Method != http.MethodGet {
 		writeError(w, http.StatusMethodNotAllowed, "use GET", "invalid_request_error", "method_not_allowed")
+		return
+	}
+	if s.opts.NoModels {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown path %s %s", r.Method, r.URL.Path), "invalid_request_error", "not_found")
+		return
+	}
+	if !s.authorized(w, r) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -242,6 +294,9 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	ctx := r.Context()
+	if !s.authorized(w, r) {
+		return
+	}
 	if deployment != "" && r.URL.Query().Get("api-version") == "" {
 		writeError(w, http.StatusBadRequest, "missing required query parameter api-version", "invalid_request_error", "missing_api_version")
 		return

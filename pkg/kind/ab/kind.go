@@ -86,18 +86,20 @@ func (Kind) Plan(_ context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan
 	if len(as.Judges) == 0 {
 		as.Judges = b.Judges
 	}
-	problem := kind.EntryProblem(ac)
+	// problem is what is wrong with the entry itself; the job carries it as its Problem
+	// (the renderer blocks with it as it is) and on its sources.
+	problem := ac.Problem
 	if problem == "" && verr != nil {
 		problem = "verify map unusable: " + verr.Error()
 	}
 	pair, _, rerr := Resolve(ac.ID, Pair{Ours: ac.Ours, Reference: ac.Reference}, verify)
 	if problem == "" && rerr != nil {
-		problem = fmt.Sprintf("%s:%d: acs %s: %v", b.Path, ac.Line, ac.ID, rerr)
+		problem = kind.Problem(ac, rerr.Error())
 	}
 	if problem != "" {
 		as.Ours = kind.BlockedSource(firstNonEmpty(pair.Ours, ac.Ours), problem)
 		as.Reference = kind.BlockedSource(firstNonEmpty(pair.Reference, ac.Reference), problem)
-		spec.AB = as
+		spec.AB, spec.Problem = as, problem
 		return []kind.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}, nil
 	}
 	return []kind.Plan{{JobID: ac.ID, Names: []string{pair.Ours, pair.Reference}, Build: func(up map[string]events.Source) events.JobSpec {

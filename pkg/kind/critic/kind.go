@@ -52,9 +52,10 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	spec := events.JobSpec{Kind: events.KindCritic, ACID: ac.ID, Criterion: ac.Criterion}
 	cs := &events.CriticSpec{Task: ac.Task}
 	var names []string
-	switch problem := kind.EntryProblem(ac); {
+	switch problem := ac.Problem; {
 	case problem != "":
 		cs.Output = kind.BlockedSource(ac.OutputFile, problem)
+		spec.Problem = problem
 	case strings.TrimSpace(ac.Task) == "" || (strings.TrimSpace(ac.Output) == "" && ac.OutputFile == ""):
 		cs.Output = kind.BlockedSource(ac.OutputFile, MissingInput)
 	case ac.OutputFile != "":

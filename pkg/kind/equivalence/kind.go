@@ -65,17 +65,17 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: ac.ID, Criterion: ac.Criterion}
 	es := &events.EquivalenceSpec{Variant: firstNonEmpty(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
 		MinCases: firstPositive(ac.MinCases, b.MinCases, DefaultMinCases), RunnerModel: firstNonEmpty(ac.RunnerModel, b.RunnerModel)}
-	problem := kind.EntryProblem(ac)
+	problem := ac.Problem
 	cases, cerr := loadCases(ctx, b, ac)
 	if problem == "" && cerr != nil {
-		problem = fmt.Sprintf("%s:%d: acs %s: %v", b.Path, ac.Line, ac.ID, cerr)
+		problem = kind.Problem(ac, cerr.Error())
 	}
 	if problem == "" && (ac.Original == "" || ac.Candidate == "") {
-		problem = fmt.Sprintf("%s:%d: acs %s: %s", b.Path, ac.Line, ac.ID, "missing input: an equivalence AC needs original and candidate")
+		problem = kind.Problem(ac, "missing input: an equivalence AC needs original and candidate")
 	}
 	if problem != "" {
 		es.Original, es.Candidate = kind.BlockedSource(ac.Original, problem), kind.BlockedSource(ac.Candidate, problem)
-		spec.Equivalence = es
+		spec.Equivalence, spec.Problem = es, problem
 		return []kind.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}, nil
 	}
 	es.Cases = cases

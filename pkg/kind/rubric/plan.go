@@ -36,11 +36,16 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, Rubric: &events.RubricSpec{Blocked: reason}}
 		return []kind.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}
 	}
-	if p := kind.EntryProblem(ac); p != "" {
-		return blocked(p), nil
+	// The entry itself is at fault: the job's Problem, which the renderer reports as is.
+	entryBlocked := func(reason string) []kind.Plan {
+		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, Rubric: &events.RubricSpec{Blocked: reason}, Problem: reason}
+		return []kind.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}
+	}
+	if ac.Problem != "" {
+		return entryBlocked(ac.Problem), nil
 	}
 	if ac.Spec == "" {
-		return blocked(fmt.Sprintf("%s:%d: acs %s: missing input: a rubric AC needs spec", b.Path, ac.Line, ac.ID)), nil
+		return entryBlocked(kind.Problem(ac, "missing input: a rubric AC needs spec")), nil
 	}
 	path, err := b.LocalPath(ac.Spec, env.AllowOutside)
 	if err != nil {

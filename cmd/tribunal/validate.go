@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	"github.com/tribunal-dev/tribunal/pkg/client"
+)
+
+func newValidateCmd() *cobra.Command {
+	var tenant string
+	var asJSON, allowOutside, forServices bool
+	cmd := &cobra.Command{
+		Use:   "validate <batch>",
+		Short: "Check a batch and print what judging it would do, without running anything",
+		Long: `validate parses the batch, resolves and classifies every artifact as the renderer would
+(what would be judged, what would be blocked and why) and prints the plan: per AC its kind,
+its artifacts and their class, its judges and the model calls it would cost. It starts no
+NATS server and calls no model; the artifacts are read into a temporary folder that is
+removed afterwards.
+
+It exits 0 when every AC would be judged, and 2 listing every problem: entries that would
+be skipped and ACs that would be blocked.`,
+		Example: `  tribunal validate examples/quickstart
+  tribunal validate batch.yaml --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := batch.Load(args[0])
+			if err != nil {
+				return exitError{2, err}
+			}
+			tmp, err := os.MkdirTemp("", "tribunal-validate-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			store, err := fileblob.New(tmp, fileblob.Options{NoSync: true})
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			sub := &client.Submitter{Store: store, AllowOutside: allowOutside}
+			if !forServices {
+				// As `tribunal run` does, which serves a feature folder's pages itself.
+				sub.ServeFeature = func(string) (string, error) { return "http://127.0.0.1/", nil }
+			}
+			plan, err := sub.PlanBatch(cmd.Context(), b, firstNonEmpty(tenant, b.Tenant, "default"))
+			if err != nil {
+				return exitError{2, err}
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(plan); err != nil {
+					return err
+				}
+			} else if err := printPlan(cmd.OutOrStdout(), plan); err != nil {
+				return err
+			}
+			if len(plan.Problems) > 0 {
+				return exitError{code: 2}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (team) to check as; default the batch's, else \"default\"")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	cmd.Flags().BoolVar(&allowOutside, "allow-outside", false, "allow artifact paths outside the batch folder")
+	cmd.Flags().BoolVar(&forServices, "services", false, "check as `tribunal submit` to running services would: a rubric route must then be a URL a renderer can reach")
+	return cmd
+}
+
+// printPlan writes a plan as a table of ACs and their artifacts, the problems and the
+// cost.
+func printPlan(w io.Writer, p *client.Plan) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AC\tKIND\tARTIFACT\tCLASS\tJUDGES\tCALLS\tBLOCKED")
+	for _, ac := range p.ACs {
+		judges := "-"
+		switch {
+		case ac.Kind == "ab" && len(ac.Judges) > 0:
+			judges = strings.Join(ac.Judges, ",") + " (" + ac.Positions + ")"
+		case ac.Kind == "ab":
+			judges = "default (" + ac.Positions + ")"
+		case ac.Kind == "rubric":
+			judges = plural(ac.Jobs, "view")
+		case ac.Kind == "equivalence":
+			judges = plural(ac.Cases, "case")
+		}
+		calls := fmt.Sprint(ac.JudgeCalls)
+		if ac.MaxJudgeCalls > ac.JudgeCalls {
+			calls += fmt.Sprintf("-%d", ac.MaxJudgeCalls)
+		}
+		if ac.RunnerCalls > 0 {
+			calls += fmt.Sprintf(" + %d runner", ac.RunnerCalls)
+		}
+		first := "-\t-"
+		if len(ac.Artifacts) > 0 {
+			first = artifactCells(ac.Artifacts[0])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ac.ID, ac.Kind, first, judges, calls, dash(clip(ac.Blocked, 72)))
+		for _, a := range ac.Artifacts[min(1, len(ac.Artifacts)):] {
+			fmt.Fprintf(tw, "\t\t%s\t\t\t\n", artifactCells(a))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nbatch %s: %s, %s; it would cost %s", p.Batch, plural(len(p.ACs), "AC"), plural(p.Jobs, "job"), plural(p.JudgeCalls, "judge call"))
+	if p.MaxJudgeCalls > p.JudgeCalls {
+		fmt.Fprintf(w, " (up to %d as rubric views loop)", p.MaxJudgeCalls)
+	}
+	if p.RunnerCalls > 0 {
+		fmt.Fprintf(w, " and %s", plural(p.RunnerCalls, "runner call"))
+	}
+	fmt.Fprintln(w, ", before cache hits, repair re-asks and retries")
+	if len(p.Problems) == 0 {
+		fmt.Fprintln(w, "no problems: every AC would be judged")
+		return nil
+	}
+	fmt.Fprintf(w, "%s:\n", plural(len(p.Problems), "problem"))
+	for _, pr := range p.Problems {
+		fmt.Fprintln(w, "  "+pr)
+	}
+	return nil
+}
+
+// artifactCells are an artifact's ARTIFACT and CLASS cells.
+func artifactCells(a client.PlannedArtifact) string {
+	class := a.Class
+	switch {
+	case a.Blocked != "":
+		class = "blocked"
+	case a.MediaType != "":
+		class += " (" + a.MediaType + ")"
+	}
+	return a.Role + " " + a.Name + "\t" + class
+}
+
+// plural is "1 view", "2 views".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,215 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/ingest"
+)
+
+// Plan is what submitting a batch would do, AC by AC, found without running anything:
+// the jobs Submit would publish, each artifact classified as the renderer would, and what
+// the batch would cost in model calls.
+type Plan struct {
+	Batch string      `json:"batch"`
+	ACs   []PlannedAC `json:"acs"`
+	// Jobs counts the jobs (a rubric AC is one per view).
+	Jobs int `json:"jobs"`
+	// JudgeCalls and RunnerCalls are the model calls the batch would make, before cache
+	// hits, repair re-asks and retries; MaxJudgeCalls adds what rubric loops may spend up to
+	// their budgets.
+	JudgeCalls    int `json:"judge_calls"`
+	MaxJudgeCalls int `json:"max_judge_calls"`
+	RunnerCalls   int `json:"runner_calls"`
+	// Problems is everything that would not be judged: entries skipped, and each AC that
+	// would be blocked, with why.
+	Problems []string `json:"problems"`
+}
+
+// PlannedAC is one AC of a plan.
+type PlannedAC struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	// Line is where the AC's entry starts in the batch file.
+	Line int `json:"line"`
+	// Jobs is 1, or the number of views of a rubric feature.
+	Jobs      int               `json:"jobs"`
+	Artifacts []PlannedArtifact `json:"artifacts,omitempty"`
+	// Judges are an ab panel's models; empty means the judge service's model.
+	Judges    []string `json:"judges,omitempty"`
+	Positions string   `json:"positions,omitempty"`
+	// Cases is an equivalence AC's transfer set size.
+	Cases         int `json:"cases,omitempty"`
+	JudgeCalls    int `json:"judge_calls"`
+	MaxJudgeCalls int `json:"max_judge_calls"`
+	RunnerCalls   int `json:"runner_calls,omitempty"`
+	// Blocked is why the AC would not be judged.
+	Blocked string `json:"blocked,omitempty"`
+}
+
+// PlannedArtifact is one input of an AC, as the renderer would take it in.
+type PlannedArtifact struct {
+	// Role is the artifact's part: ours, reference, output, original, candidate.
+	Role string `json:"role"`
+	Name string `json:"name"`
+	// Class is how a judge takes it in (image, text, html); "remote" for a URL, which the
+	// renderer fetches and classifies when the batch runs.
+	Class     string `json:"class,omitempty"`
+	MediaType string `json:"media_type,omitempty"`
+	Size      int64  `json:"size,omitempty"`
+	Blocked   string `json:"blocked,omitempty"`
+}
+
+// PlanBatch prepares b as Submit would, uploading its artifacts into store (a throwaway
+// store: nothing is published), and classifies every artifact with the renderer's rules
+// (package ingest).
+func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string) (*Plan, error) {
+	prep, err := s.Prepare(ctx, b, tenant)
+	if err != nil {
+		return nil, err
+	}
+	plan := &Plan{Batch: b.Path, Jobs: prep.Len()}
+	plan.Problems = append(plan.Problems, prep.Rejected...)
+	byAC := map[string]*PlannedAC{}
+	err = prep.Jobs(func(_ int, j Job) error {
+		pa := byAC[j.AC.ID]
+		if pa == nil {
+			plan.ACs = append(plan.ACs, PlannedAC{ID: j.AC.ID, Kind: string(j.Spec.Kind), Line: j.AC.Line})
+			pa = &plan.ACs[len(plan.ACs)-1]
+			byAC[j.AC.ID] = pa
+			if err := s.planJob(ctx, tenant, j, pa); err != nil {
+				return err
+			}
+		}
+		pa.Jobs++
+		if j.Spec.Rubric != nil && j.Spec.Problem == "" && j.Spec.Rubric.Blocked == "" {
+			// A view is judged at least once, and at most once per iteration of its budget.
+			budget := j.AC.MaxIterations
+			if budget <= 0 {
+				budget = argus.DefaultMaxIterations
+			}
+			pa.JudgeCalls++
+			pa.MaxJudgeCalls += budget
+		}
+		if j.Spec.Rubric != nil && pa.Blocked == "" {
+			pa.Blocked = firstNonEmpty(j.Spec.Problem, j.Spec.Rubric.Blocked)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range plan.ACs {
+		pa := &plan.ACs[i]
+		if pa.Blocked != "" {
+			pa.JudgeCalls, pa.MaxJudgeCalls, pa.RunnerCalls = 0, 0, 0
+			plan.Problems = append(plan.Problems, pa.ID+": "+strings.TrimPrefix(pa.Blocked, pa.ID+": "))
+		}
+		pa.MaxJudgeCalls = max(pa.MaxJudgeCalls, pa.JudgeCalls)
+		plan.JudgeCalls += pa.JudgeCalls
+		plan.MaxJudgeCalls += pa.MaxJudgeCalls
+		plan.RunnerCalls += pa.RunnerCalls
+	}
+	return plan, nil
+}
+
+// planJob fills pa from the first job of its AC: its artifacts, as the renderer would
+// ingest them, and the calls of every kind but rubric (counted per view by the caller).
+func (s *Submitter) planJob(ctx context.Context, tenant string, j Job, pa *PlannedAC) error {
+	spec := j.Spec
+	var sides []struct {
+		role string
+		src  events.Source
+	}
+	add := func(role string, src events.Source) {
+		sides = append(sides, struct {
+			role string
+			src  events.Source
+		}{role, src})
+	}
+	switch {
+	case spec.AB != nil:
+		add("ours", spec.AB.Ours)
+		add("reference", spec.AB.Reference)
+		pa.Judges, pa.Positions = spec.AB.Judges, firstNonEmpty(spec.AB.Positions, "single")
+		pa.JudgeCalls = max(len(pa.Judges), 1)
+		if pa.Positions == "swap" {
+			pa.JudgeCalls *= 2
+		}
+	case spec.Critic != nil:
+		add("output", spec.Critic.Output)
+		pa.JudgeCalls = 1
+	case spec.Equivalence != nil:
+		add("original", spec.Equivalence.Original)
+		add("candidate", spec.Equivalence.Candidate)
+		pa.Cases = len(spec.Equivalence.Cases)
+		// Every case runs both documents (the original's run is cached for later rounds)
+		// and is judged once.
+		pa.JudgeCalls = pa.Cases
+		pa.RunnerCalls = 2 * pa.Cases
+		if spec.Equivalence.Round > 1 {
+			pa.RunnerCalls = pa.Cases
+		}
+	}
+	if spec.Problem != "" {
+		// The entry itself is at fault; its artifacts were not resolved.
+		pa.Blocked = spec.Problem
+		return nil
+	}
+	var reasons []string
+	for _, side := range sides {
+		a, err := s.classify(ctx, tenant, side.role, side.src, spec.Kind == events.KindEquivalence)
+		if err != nil {
+			return fmt.Errorf("AC %s: %w", j.AC.ID, err)
+		}
+		pa.Artifacts = append(pa.Artifacts, a)
+		if a.Blocked != "" {
+			reasons = append(reasons, fmt.Sprintf("%s artifact %q: %s", side.role, a.Name, a.Blocked))
+		}
+	}
+	pa.Blocked = strings.Join(reasons, "; ")
+	return nil
+}
+
+// classify takes in one artifact as the renderer does: a source's own error blocks it,
+// an uploaded file is read back and classified by package ingest (an equivalence
+// document only needs to be text), and a URL is left to the renderer.
+func (s *Submitter) classify(ctx context.Context, tenant, role string, src events.Source, document bool) (PlannedArtifact, error) {
+	a := PlannedArtifact{Role: role, Name: src.Name}
+	switch {
+	case src.Error != "":
+		a.Blocked = src.Error
+	case src.URL != "":
+		a.Class = "remote"
+	case src.Blob != nil:
+		data, attrs, err := blob.ReadAll(ctx, s.Store, blob.Ref{Tenant: tenant, SHA256: src.Blob.SHA256})
+		if errors.Is(err, blob.ErrNotFound) {
+			a.Blocked = "missing artifact: not in blob storage"
+			break
+		}
+		if err != nil {
+			return a, fmt.Errorf("read %s back: %w", src.Name, err)
+		}
+		a.Size = attrs.Size
+		r := ingest.Classify(src.Name, data, attrs.MediaType)
+		a.Class, a.MediaType, a.Blocked = r.Class, r.MediaType, r.Blocked
+		if document {
+			// The equivalence runner reads any UTF-8 text and applies none of the
+			// static sensor's other rules.
+			a.Blocked = ""
+			if !utf8.Valid(data) {
+				a.Blocked = "unsupported artifact: a document must be text"
+			}
+		}
+	default:
+		a.Blocked = "missing artifact"
+	}
+	return a, nil
+}
