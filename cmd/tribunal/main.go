@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -37,8 +38,10 @@ func (e exitError) Error() string {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	telemetry.SetVersion(version)
 	root := newRoot()
 	err := root.ExecuteContext(ctx)
+	flushTraces()
 	var ee exitError
 	switch {
 	case err == nil:
@@ -68,8 +71,11 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
   tribunal run examples/quickstart`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return setupLogging(logLevel, logFormat)
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := setupLogging(logLevel, logFormat); err != nil {
+				return err
+			}
+			return setupTracing(cmd, args)
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("TRIBUNAL_LOG_LEVEL", "warn"), "log level: debug, info, warn, error (env TRIBUNAL_LOG_LEVEL)")
@@ -97,6 +103,37 @@ func setupLogging(level, format string) error {
 	// its tenant, batch, job and trace.
 	slog.SetDefault(telemetry.WithContext(slog.New(h)))
 	return nil
+}
+
+// shutdownTracing flushes and stops the tracer provider SetupTracing installed.
+var shutdownTracing = func(context.Context) error { return nil }
+
+// setupTracing exports spans as the OTEL_* environment asks (telemetry.SetupTracing),
+// named after the service a `serve` runs ("tribunal-judge"), else "tribunal".
+func setupTracing(cmd *cobra.Command, args []string) error {
+	service := "tribunal"
+	if cmd.Name() == "serve" && len(args) == 1 && args[0] != "all" {
+		service += "-" + args[0]
+	}
+	instance := os.Getenv("TRIBUNAL_INSTANCE")
+	if instance == "" {
+		instance, _ = os.Hostname()
+	}
+	shutdown, err := telemetry.SetupTracing(cmd.Context(), telemetry.TracingConfig{Service: service, Instance: instance})
+	if err != nil {
+		return exitError{2, err}
+	}
+	shutdownTracing = shutdown
+	return nil
+}
+
+// flushTraces sends the spans still buffered before the process exits.
+func flushTraces() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := shutdownTracing(ctx); err != nil {
+		slog.Warn("traces not flushed", "err", err)
+	}
 }
 
 func envOr(name, def string) string {

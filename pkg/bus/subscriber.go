@@ -170,7 +170,7 @@ func (s *Subscriber) consume(ctx context.Context, topic, name string, iter jetst
 		go func() {
 			defer inflight.Done()
 			defer release()
-			s.deliver(ctx, topic, jm, out)
+			s.deliver(ctx, topic, name, jm, out)
 		}()
 	}
 }
@@ -198,7 +198,7 @@ func (s *Subscriber) isClosed() bool {
 
 // deliver hands one JetStream message to the router and settles it with the server once
 // the handler acks or nacks.
-func (s *Subscriber) deliver(ctx context.Context, topic string, jm jetstream.Msg, out chan<- *message.Message) {
+func (s *Subscriber) deliver(ctx context.Context, topic, consumer string, jm jetstream.Msg, out chan<- *message.Message) {
 	md, err := jm.Metadata()
 	if err != nil {
 		s.cfg.Logger.Error("message without metadata, terminating it", "consumer", ConsumerName(topic), "err", err)
@@ -219,6 +219,7 @@ func (s *Subscriber) deliver(ctx context.Context, topic string, jm jetstream.Msg
 	msg.Metadata.Set(MetaSubject, jm.Subject())
 	msg.Metadata.Set(MetaDelivered, strconv.FormatUint(md.NumDelivered, 10))
 	msg.Metadata.Set(MetaStreamSeq, strconv.FormatUint(md.Sequence.Stream, 10))
+	msg.Metadata.Set(MetaConsumer, consumer)
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	msg.SetContext(hctx)

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -161,4 +162,50 @@ func TestDeadLetterCountedAndTraced(t *testing.T) {
 	if got := m.Value("tribunal_events_handled_total"); got != 0 {
 		t.Errorf("handled %v, want 0", got)
 	}
+}
+
+// TestSpanIDsAdvanceWithoutSDK: with no tracer provider installed (no exporter
+// configured), the event a handler produces still carries a span id of the handler's own
+// in the job's trace, not the span id it received, so a backend fed by only some of the
+// services links each span to the one that really produced its input.
+func TestSpanIDsAdvanceWithoutSDK(t *testing.T) {
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(noop.NewTracerProvider())
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	m := telemetry.Reset()
+	m.SetTenants([]string{testTenant})
+	e := newRouterEnv(t, bus.Config{AckWait: 5 * time.Second, MaxDeliver: 3})
+	e.run(t, bus.Gater, bus.RouterConfig{}, func(ctx context.Context, ev events.Event) ([]events.Event, error) {
+		return []events.Event{events.New(&events.GatesFailed{Kind: events.KindAB, ACID: ev.JobID, Blocked: "missing artifact"},
+			ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}, nil
+	})
+	rd := renderDone("AC-3")
+	if err := e.pub.PublishEvents(rd); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := events.Subject(testTenant, events.TypeGatesFailed)
+	waitFor(t, 10*time.Second, "the produced event", func() (bool, string) {
+		n := subjectCount(t, e.js, out)
+		return n == 1, fmt.Sprintf("%d on %s", n, out)
+	})
+	st, err := e.js.Stream(ctxT(t), "TRIBUNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := st.GetLastMsgForSubject(ctxT(t), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := telemetry.JobRoot(rd.CorrelationID)
+	tid, sid := traceparent(t, msg.Header.Get("traceparent"))
+	if tid != root.TraceID().String() {
+		t.Errorf("produced event in trace %s, want the job's %s", tid, root.TraceID())
+	}
+	if sid == root.SpanID().String() {
+		t.Errorf("produced event carries the span id it received (%s): the handler had no span of its own", sid)
+	}
+	waitFor(t, 10*time.Second, "the input to be counted", func() (bool, string) {
+		got := m.Value("tribunal_events_handled_total", "service=gater", "type=render.done", "tenant="+testTenant)
+		return got == 1, fmt.Sprintf("handled %v", got)
+	})
 }
