@@ -38,6 +38,7 @@ var (
 	scaledObjectGVK  = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
 	kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.config.k8s.io", Version: "v1beta1", Kind: "Kustomization"}
 	componentGVK     = schema.GroupVersionKind{Group: "kustomize.config.k8s.io", Version: "v1alpha1", Kind: "Component"}
+	podMonitorGVK    = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PodMonitor"}
 )
 
 func init() {
@@ -52,6 +53,7 @@ func init() {
 	scheme.AddKnownTypeWithName(scaledObjectGVK, &ScaledObject{})
 	scheme.AddKnownTypeWithName(kustomizationGVK, &Kustomization{})
 	scheme.AddKnownTypeWithName(componentGVK, &Kustomization{})
+	scheme.AddKnownTypeWithName(podMonitorGVK, &PodMonitor{})
 	// Strict: unknown and duplicate fields are errors, reported with their full path.
 	strictDecode = serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
 }
@@ -117,6 +119,35 @@ type ScaleTrigger struct {
 
 // DeepCopyObject implements runtime.Object.
 func (o *ScaledObject) DeepCopyObject() runtime.Object { return deepCopy(o, &ScaledObject{}) }
+
+// PodMonitor is the part of the Prometheus Operator's monitoring.coreos.com/v1 PodMonitor
+// that tribunal's manifests may use.
+type PodMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              PodMonitorSpec `json:"spec"`
+}
+
+// PodMonitorSpec is a PodMonitor's spec.
+type PodMonitorSpec struct {
+	Selector            metav1.LabelSelector `json:"selector"`
+	PodMetricsEndpoints []PodMetricsEndpoint `json:"podMetricsEndpoints"`
+	PodTargetLabels     []string             `json:"podTargetLabels,omitempty"`
+	JobLabel            string               `json:"jobLabel,omitempty"`
+}
+
+// PodMetricsEndpoint is one scrape of a PodMonitor's pods.
+type PodMetricsEndpoint struct {
+	Port          string `json:"port"`
+	Path          string `json:"path,omitempty"`
+	Interval      string `json:"interval,omitempty"`
+	ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
+	Scheme        string `json:"scheme,omitempty"`
+	HonorLabels   bool   `json:"honorLabels,omitempty"`
+}
+
+// DeepCopyObject implements runtime.Object.
+func (p *PodMonitor) DeepCopyObject() runtime.Object { return deepCopy(p, &PodMonitor{}) }
 
 // Kustomization is the part of kustomize's Kustomization (and Component) that tribunal's
 // kustomizations may use.
@@ -304,7 +335,7 @@ func DecodeManifests(file string, data []byte) ([]Object, []Problem) {
 // and first argument.
 var (
 	tribunalImagePrefix = "ghcr.io/tribunal-dev/"
-	tribunalServices    = []string{"renderer", "gater", "judge", "aggregator", "all"}
+	tribunalServices    = []string{"renderer", "gater", "judge", "aggregator", "all", "console"}
 )
 
 // podTemplate returns the pod spec of a workload and the path to it.
@@ -543,6 +574,25 @@ func CheckReferences(objs []Object) []Problem {
 				}
 			case !selects(sel):
 				ps.add(ref, "spec.podSelector", "selects no pod template in the manifests")
+			}
+		case *PodMonitor:
+			sel, err := metav1.LabelSelectorAsSelector(&w.Spec.Selector)
+			if err != nil || sel.Empty() || !selects(sel) {
+				ps.add(ref, "spec.selector", "selects no pod template in the manifests")
+				break
+			}
+			for i, ep := range w.Spec.PodMetricsEndpoints {
+				for _, o2 := range objs {
+					spec, _, ok := podTemplate(o2)
+					if !ok || !sel.Matches(labels.Set(templateLabels(o2))) {
+						continue
+					}
+					if !slices.ContainsFunc(spec.Containers, func(c corev1.Container) bool {
+						return slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == ep.Port })
+					}) {
+						ps.add(ref, fmt.Sprintf("spec.podMetricsEndpoints[%d].port", i), "%s selected, but it has no container port named %q", o2.Ref(), ep.Port)
+					}
+				}
 			}
 		case *appsv1.StatefulSet:
 			svc, ok := byKind["Service"][w.Spec.ServiceName]

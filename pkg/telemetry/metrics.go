@@ -233,15 +233,25 @@ func (m *Metrics) Value(name string, labels ...string) float64 {
 	return total
 }
 
-// MetricNames lists every tribunal_* metric family a process exports, for tools that
-// must only name real metrics (the Grafana dashboard's check in deploy/). A test holds
-// the list to the registry.
-func MetricNames() []string {
-	return []string{
-		"tribunal_events_handled_total", "tribunal_events_failed_total", "tribunal_handler_seconds",
-		"tribunal_judge_calls_total", "tribunal_judge_tokens_total", "tribunal_judge_cache_hits_total",
-		"tribunal_gate_failures_total", "tribunal_judge_disagreements_total", "tribunal_dead_letters_total",
-		"tribunal_provider_call_duration_seconds", "tribunal_provider_calls_total", "tribunal_provider_retries_total",
-		"tribunal_provider_rate_limited_total", "tribunal_consumer_pending", "tribunal_build_info",
+// MetricLabels lists every tribunal_* metric family a process exports with its label
+// names, for tools that must only name real metrics and labels (the Grafana dashboard's
+// check in deploy/). A test holds the list to the registry.
+func MetricLabels() map[string][]string {
+	return map[string][]string{
+		"tribunal_events_handled_total":           {"service", "type", "tenant"},
+		"tribunal_events_failed_total":            {"service", "type", "tenant"},
+		"tribunal_handler_seconds":                {"service"},
+		"tribunal_judge_calls_total":              {"provider", "model", "kind", "status"},
+		"tribunal_judge_tokens_total":             {"provider", "model", "direction"},
+		"tribunal_judge_cache_hits_total":         {"kind", "model"},
+		"tribunal_gate_failures_total":            {"kind", "gate"},
+		"tribunal_judge_disagreements_total":      {"kind"},
+		"tribunal_dead_letters_total":             {"service"},
+		"tribunal_provider_call_duration_seconds": {"provider", "model", "kind", "outcome"},
+		"tribunal_provider_calls_total":           {"provider", "model", "tenant", "outcome"},
+		"tribunal_provider_retries_total":         {"provider", "model", "reason"},
+		"tribunal_provider_rate_limited_total":    {"provider", "model"},
+		"tribunal_consumer_pending":               {"service", "consumer"},
+		"tribunal_build_info":                     {"version", "goversion"},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,29 +57,34 @@ func TestMetricsLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
-	names := map[string]bool{}
+	listed := telemetry.MetricLabels()
+	exported := map[string]bool{}
 	for _, f := range fams {
-		names[f.GetName()] = true
-	}
-	for _, want := range telemetry.MetricNames() {
-		if !names[want] {
-			t.Errorf("MetricNames lists %s, which the registry does not export", want)
+		name := f.GetName()
+		if !strings.HasPrefix(name, "tribunal_") {
+			continue
+		}
+		exported[name] = true
+		want, ok := listed[name]
+		if !ok {
+			t.Errorf("the registry exports %s, which MetricLabels does not list", name)
+			continue
+		}
+		var got []string
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			got = append(got, l.GetName())
+		}
+		slices.Sort(got)
+		want = slices.Sorted(slices.Values(want))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s has labels %v, MetricLabels says %v", name, got, want)
 		}
 	}
-	for name := range names {
-		if strings.HasPrefix(name, "tribunal_") && !contains(telemetry.MetricNames(), name) {
-			t.Errorf("the registry exports %s, which MetricNames does not list", name)
+	for name := range listed {
+		if !exported[name] {
+			t.Errorf("MetricLabels lists %s, which the registry does not export", name)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestTenantLabelBounded: configured tenants keep their label, anything else collapses
