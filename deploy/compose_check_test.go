@@ -42,6 +42,17 @@ func ParseDotEnv(file string, data []byte) (map[string]string, []Problem) {
 	return env, nil
 }
 
+// LoadCompose loads a compose file with compose-go as `docker compose` does: schema
+// validation, ${...} interpolation from env only, project name "tribunal", paths relative
+// to workingDir.
+func LoadCompose(file string, data []byte, env map[string]string, workingDir string) (*types.Project, error) {
+	return loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  workingDir,
+		ConfigFiles: []types.ConfigFile{{Filename: file, Content: data}},
+		Environment: types.Mapping(env),
+	}, func(o *loader.Options) { o.SetProjectName(composeProject, true) })
+}
+
 // CheckCompose loads a compose file with compose-go, as `docker compose` would (schema
 // validation, ${...} interpolation from env only, project name "tribunal", paths relative
 // to workingDir), and holds it to tribunal's policy:
@@ -61,11 +72,7 @@ func ParseDotEnv(file string, data []byte) (map[string]string, []Problem) {
 //     image is the nats-server release (major.minor) embedded in tribunal, natsVersion.
 func CheckCompose(file string, data []byte, env map[string]string, workingDir, natsVersion string) []Problem {
 	ps := problems{file: file}
-	project, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
-		WorkingDir:  workingDir,
-		ConfigFiles: []types.ConfigFile{{Filename: file, Content: data}},
-		Environment: types.Mapping(env),
-	}, func(o *loader.Options) { o.SetProjectName(composeProject, true) })
+	project, err := LoadCompose(file, data, env, workingDir)
 	if err != nil {
 		ps.add("", "", "compose-go: %v", err)
 		return ps.list
