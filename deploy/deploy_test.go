@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/tenants"
 )
 
 // repo is the repository root, relative to this package's folder (the test's working
@@ -570,4 +571,49 @@ spec:
 	if len(ps) != 4 {
 		t.Errorf("want 4 problems, got:\n%s", Report(ps))
 	}
+}
+
+// With --tenants the judges consume one durable per team: the patch `tribunal tenants
+// --keda` writes, applied over keda-judge.yaml as kustomize merges it (lists replaced,
+// maps merged), scales the judges on every team's consumer and passes the checks.
+func TestKEDATenantsPatch(t *testing.T) {
+	teams := []string{"team-a", "team-b"}
+	patch, err := tenants.KEDAPatch(teams, tenants.KEDAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pobjs, ps := DecodeManifests("keda-tenants.yaml", []byte(patch))
+	if len(ps) > 0 || len(pobjs) != 1 {
+		t.Fatalf("the patch does not decode as a ScaledObject:\n%s\n%s", Report(ps), patch)
+	}
+	p := pobjs[0].Obj.(*ScaledObject)
+	objs, _ := manifests(t)
+	var so *ScaledObject
+	for _, o := range objs {
+		if s, ok := o.Obj.(*ScaledObject); ok && o.Name == pobjs[0].Name {
+			so = s
+		}
+	}
+	if so == nil {
+		t.Fatal("the patch names no ScaledObject of deploy/k8s")
+	}
+	so.Spec.Triggers = p.Spec.Triggers
+	so.Spec.Advanced.ScalingModifiers = p.Spec.Advanced.ScalingModifiers
+	if ps := CheckReferences(objs); len(ps) > 0 {
+		t.Fatalf("deploy/k8s with the patch:\n%s", Report(ps))
+	}
+	var consumers []string
+	for _, tr := range so.Spec.Triggers {
+		consumers = append(consumers, tr.Metadata["consumer"])
+	}
+	if want := bus.ConsumerNames(bus.Judge, teams); !slices.Equal(consumers, want) {
+		t.Errorf("triggers on %v, want the judges' consumers %v", consumers, want)
+	}
+	if so.Spec.Advanced.HorizontalPodAutoscalerConfig == nil {
+		t.Error("the patch dropped the base's scaling behaviour")
+	}
+
+	// A trigger the formula forgets is a Problem.
+	so.Spec.Advanced.ScalingModifiers.Formula = tenants.KEDATriggerName("team-a")
+	wantProblem(t, CheckReferences(objs), "deploy/k8s/keda-judge.yaml", "ScaledObject/judge", "spec.triggers[1].name", "not in the formula")
 }

@@ -90,8 +90,17 @@ type ScaleTarget struct {
 
 // ScaledAdvanced is a ScaledObject's spec.advanced.
 type ScaledAdvanced struct {
-	RestoreToOriginalReplicaCount bool       `json:"restoreToOriginalReplicaCount,omitempty"`
-	HorizontalPodAutoscalerConfig *HPAConfig `json:"horizontalPodAutoscalerConfig,omitempty"`
+	RestoreToOriginalReplicaCount bool              `json:"restoreToOriginalReplicaCount,omitempty"`
+	HorizontalPodAutoscalerConfig *HPAConfig        `json:"horizontalPodAutoscalerConfig,omitempty"`
+	ScalingModifiers              *ScalingModifiers `json:"scalingModifiers,omitempty"`
+}
+
+// ScalingModifiers combine a ScaledObject's named triggers into one metric (KEDA 2.12+).
+type ScalingModifiers struct {
+	Formula          string                         `json:"formula,omitempty"`
+	Target           string                         `json:"target,omitempty"`
+	ActivationTarget string                         `json:"activationTarget,omitempty"`
+	MetricType       autoscalingv2.MetricTargetType `json:"metricType,omitempty"`
 }
 
 // HPAConfig configures the HorizontalPodAutoscaler KEDA creates.
@@ -611,6 +620,28 @@ func CheckReferences(objs []Object) []Problem {
 			}
 			if len(w.Spec.Triggers) == 0 {
 				ps.add(ref, "spec.triggers", "no triggers")
+			}
+			if a := w.Spec.Advanced; a != nil && a.ScalingModifiers != nil {
+				sm := a.ScalingModifiers
+				if sm.Formula == "" {
+					ps.add(ref, "spec.advanced.scalingModifiers.formula", "missing")
+				}
+				if n, err := strconv.ParseFloat(sm.Target, 64); err != nil || n <= 0 {
+					ps.add(ref, "spec.advanced.scalingModifiers.target", "want a positive number, got %q", sm.Target)
+				}
+				// A trigger the formula leaves out does not count; a name it uses that no
+				// trigger has fails in KEDA.
+				formulaNames := regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`).FindAllString(sm.Formula, -1)
+				for i, tr := range w.Spec.Triggers {
+					if tr.Name == "" || !slices.Contains(formulaNames, tr.Name) {
+						ps.add(ref, fmt.Sprintf("spec.triggers[%d].name", i), "%q is not in the formula %q: every trigger must count", tr.Name, sm.Formula)
+					}
+				}
+				for _, n := range formulaNames {
+					if !slices.ContainsFunc(w.Spec.Triggers, func(tr ScaleTrigger) bool { return tr.Name == n }) {
+						ps.add(ref, "spec.advanced.scalingModifiers.formula", "%q names no trigger", n)
+					}
+				}
 			}
 			for i, tr := range w.Spec.Triggers {
 				if tr.Type != "nats-jetstream" {
