@@ -120,21 +120,23 @@ func TestComposeStackEndToEnd(t *testing.T) {
 	// S3 keys from .env, as the compose file's header shows.
 	natsURL := "nats://" + stack.addr("nats", 4222)
 	blob := fmt.Sprintf("s3://%s?endpoint=%s&secure=false&path_style=true&region=us-east-1", env["TRIBUNAL_BUCKET"], stack.addr("objectstore", 9000))
-	host := func(args ...string) (string, int) {
+	// host runs a client command and returns its stdout, exit code and stderr.
+	host := func(args ...string) (string, int, string) {
 		t.Helper()
 		cmd := exec.Command(bin, append(args, "--nats", natsURL, "--blob", blob)...)
 		cmd.Dir = repoRoot(t)
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
 			"TRIBUNAL_S3_ACCESS_KEY=" + env["TRIBUNAL_S3_ACCESS_KEY"], "TRIBUNAL_S3_SECRET_KEY=" + env["TRIBUNAL_S3_SECRET_KEY"]}
-		out, err := cmd.Output()
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
-			out = append(out, ee.Stderr...)
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		return string(out), code
+		return stdout.String(), code, stderr.String()
 	}
 	type row struct {
 		ACID    string `json:"ac_id"`
@@ -145,21 +147,21 @@ func TestComposeStackEndToEnd(t *testing.T) {
 	}
 	judged := func(dir string, wantExit int, watchSays string) (string, map[string]row) {
 		t.Helper()
-		out, code := host("submit", dir)
+		out, code, errs := host("submit", dir)
 		if code != 0 {
-			t.Fatalf("submit %s: exit %d\n%s\n%s", dir, code, out, stack.logs())
+			t.Fatalf("submit %s: exit %d\n%s%s\n%s", dir, code, out, errs, stack.logs())
 		}
 		id := strings.TrimSpace(out)
-		out, code = host("watch", "--batch", id, "--quiet")
+		out, code, errs = host("watch", "--batch", id, "--quiet")
 		if code != wantExit || !strings.Contains(out, watchSays) {
-			t.Fatalf("watch %s: exit %d, want %d and %q\n%s\n%s", id, code, wantExit, watchSays, out, stack.logs())
+			t.Fatalf("watch %s: exit %d, want %d and %q\n%s%s\n%s", id, code, wantExit, watchSays, out, errs, stack.logs())
 		}
-		out, _ = host("results", "--batch", id, "--json", "--out", t.TempDir())
+		out, _, errs = host("results", "--batch", id, "--json", "--out", t.TempDir())
 		var res struct {
 			Results []row `json:"results"`
 		}
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
-			t.Fatalf("results: %v\n%s", err, out)
+			t.Fatalf("results: %v\n%s\nstderr: %s", err, out, errs)
 		}
 		rows := map[string]row{}
 		for _, r := range res.Results {
