@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,12 +18,17 @@ import (
 var (
 	composeProject = "tribunal"
 	// composeServices must exist; the tribunal services among them run `tribunal serve`.
-	composeServices  = []string{"nats", "objectstore", "renderer", "gater", "judge", "aggregator"}
-	tribunalServeSvc = []string{"renderer", "gater", "judge", "aggregator"}
+	composeServices  = []string{"nats", "objectstore", "renderer", "gater", "judge", "aggregator", "console"}
+	tribunalServeSvc = []string{"renderer", "gater", "judge", "aggregator", "console"}
+	// llmServices call the model: the judge, and the renderer, which runs equivalence
+	// documents through it. Only they may receive the LLM key, and both need the judge
+	// settings (the same ones), or equivalence jobs are run by another provider than the
+	// one configured.
+	llmServices = []string{"judge", "renderer"}
 	// tribunalEnv must be set, non-empty, on every tribunal service.
 	tribunalEnv = []string{"TRIBUNAL_NATS_URL", "TRIBUNAL_BLOB_URL", "TRIBUNAL_S3_ACCESS_KEY", "TRIBUNAL_S3_SECRET_KEY"}
-	// judgeEnv must be defined on the judge (TRIBUNAL_JUDGE non-empty; the others may be
-	// empty for the offline scripted judge).
+	// judgeEnv must be defined on the llmServices (TRIBUNAL_JUDGE non-empty; the others
+	// may be empty for the offline scripted judge).
 	judgeEnv = []string{"TRIBUNAL_JUDGE", "TRIBUNAL_JUDGE_MODEL", "TRIBUNAL_OPENAI_BASE_URL", "OPENAI_API_KEY"}
 )
 
@@ -36,27 +42,37 @@ func ParseDotEnv(file string, data []byte) (map[string]string, []Problem) {
 	return env, nil
 }
 
+// LoadCompose loads a compose file with compose-go as `docker compose` does: schema
+// validation, ${...} interpolation from env only, project name "tribunal", paths relative
+// to workingDir.
+func LoadCompose(file string, data []byte, env map[string]string, workingDir string) (*types.Project, error) {
+	return loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  workingDir,
+		ConfigFiles: []types.ConfigFile{{Filename: file, Content: data}},
+		Environment: types.Mapping(env),
+	}, func(o *loader.Options) { o.SetProjectName(composeProject, true) })
+}
+
 // CheckCompose loads a compose file with compose-go, as `docker compose` would (schema
 // validation, ${...} interpolation from env only, project name "tribunal", paths relative
 // to workingDir), and holds it to tribunal's policy:
 //
 //   - the services nats, objectstore, renderer, gater, judge and aggregator exist, and
 //     every service has an image or a build (whose Dockerfile exists);
-//   - the tribunal services run `serve <name>`, have an exec-form healthcheck on /readyz
-//     (their images have no shell), wait for NATS to be healthy and for the object store,
-//     run read-only with all capabilities dropped, and have the TRIBUNAL_* connection
-//     variables set; only the judge gets OPENAI_API_KEY;
+//   - the tribunal services (the console too) run `serve <name>`, have an exec-form
+//     healthcheck on /readyz (their images have no shell), wait for NATS to be healthy
+//     and for the object store, run read-only with all capabilities dropped, and have the
+//     TRIBUNAL_* connection variables set; their images carry a version tag, never
+//     latest, the same for all;
+//   - only the judge and the renderer get OPENAI_API_KEY, and both have the judge
+//     variables, with the same values;
 //   - the judge can be scaled (`--scale judge=N`): no container_name, no published port;
-//     it has its judge variables;
 //   - the renderer builds from Dockerfile.renderer and has TRIBUNAL_CHROMIUM;
-//   - NATS runs JetStream with its store on a named volume, and has a healthcheck.
-func CheckCompose(file string, data []byte, env map[string]string, workingDir string) []Problem {
+//   - NATS runs JetStream with its store on a named volume, and has a healthcheck; its
+//     image is the nats-server release (major.minor) embedded in tribunal, natsVersion.
+func CheckCompose(file string, data []byte, env map[string]string, workingDir, natsVersion string) []Problem {
 	ps := problems{file: file}
-	project, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
-		WorkingDir:  workingDir,
-		ConfigFiles: []types.ConfigFile{{Filename: file, Content: data}},
-		Environment: types.Mapping(env),
-	}, func(o *loader.Options) { o.SetProjectName(composeProject, true) })
+	project, err := LoadCompose(file, data, env, workingDir)
 	if err != nil {
 		ps.add("", "", "compose-go: %v", err)
 		return ps.list
@@ -89,8 +105,8 @@ func CheckCompose(file string, data []byte, env map[string]string, workingDir st
 				ps.add(obj, at+".build.dockerfile", "%v", err)
 			}
 		}
-		if _, ok := svc.Environment["OPENAI_API_KEY"]; ok && name != "judge" {
-			ps.add(obj, at+".environment.OPENAI_API_KEY", "only the judge may receive the LLM API key")
+		if _, ok := svc.Environment["OPENAI_API_KEY"]; ok && !slices.Contains(llmServices, name) {
+			ps.add(obj, at+".environment.OPENAI_API_KEY", "only the judge and the renderer may receive the LLM API key")
 		}
 		if slices.Contains(tribunalServeSvc, name) {
 			checkTribunalService(&ps, obj, at, name, svc)
@@ -103,13 +119,24 @@ func CheckCompose(file string, data []byte, env map[string]string, workingDir st
 		for i, p := range judge.Ports {
 			ps.add("service judge", "services.judge.ports", "port %d (%d published as %q): replicas cannot share a host port; judges need none", i, p.Target, p.Published)
 		}
+	}
+	for _, name := range llmServices {
+		svc, ok := project.Services[name]
+		if !ok {
+			continue
+		}
 		for _, k := range judgeEnv {
-			v, ok := judge.Environment[k]
+			v, ok := svc.Environment[k]
 			if !ok || v == nil || (k == "TRIBUNAL_JUDGE" && *v == "") {
-				ps.add("service judge", "services.judge.environment."+k, "not set")
+				ps.add("service "+name, "services."+name+".environment."+k, "not set: %s calls the model", name)
+				continue
+			}
+			if j := project.Services["judge"].Environment[k]; name != "judge" && j != nil && *j != *v {
+				ps.add("service "+name, "services."+name+".environment."+k, "%q, but the judge has %q: both must call the same provider", *v, *j)
 			}
 		}
 	}
+	checkImageTags(&ps, project)
 	if r, ok := project.Services["renderer"]; ok {
 		if r.Build == nil || filepath.Base(r.Build.Dockerfile) != "Dockerfile.renderer" {
 			ps.add("service renderer", "services.renderer.build.dockerfile", "want Dockerfile.renderer (the image with chromium)")
@@ -119,9 +146,32 @@ func CheckCompose(file string, data []byte, env map[string]string, workingDir st
 		}
 	}
 	if nats, ok := project.Services["nats"]; ok {
-		checkNATS(&ps, project, nats)
+		checkNATS(&ps, project, nats, natsVersion)
 	}
 	return ps.list
+}
+
+// checkImageTags holds tribunal's images to one pinned version tag.
+func checkImageTags(ps *problems, project *types.Project) {
+	tags := map[string]string{}
+	for _, name := range tribunalServeSvc {
+		svc, ok := project.Services[name]
+		if !ok {
+			continue
+		}
+		repo, tag, _ := strings.Cut(strings.TrimPrefix(svc.Image, tribunalImagePrefix), ":")
+		if !strings.HasPrefix(svc.Image, tribunalImagePrefix) || repo == "" {
+			continue
+		}
+		if tag == "" || tag == "latest" {
+			ps.add("service "+name, "services."+name+".image", "%q: pin a version tag (TRIBUNAL_VERSION), never latest", svc.Image)
+			continue
+		}
+		tags[tag] = name
+	}
+	if len(tags) > 1 {
+		ps.add("", "services.*.image", "tribunal images use different tags %v: every container must run the same build", slices.Sorted(maps.Keys(tags)))
+	}
 }
 
 func checkTribunalService(ps *problems, obj, at, name string, svc types.ServiceConfig) {
@@ -164,8 +214,11 @@ func checkTribunalService(ps *problems, obj, at, name string, svc types.ServiceC
 	}
 }
 
-func checkNATS(ps *problems, project *types.Project, nats types.ServiceConfig) {
+func checkNATS(ps *problems, project *types.Project, nats types.ServiceConfig, natsVersion string) {
 	obj, at := "service nats", "services.nats"
+	if msg := natsImageMismatch(nats.Image, natsVersion); msg != "" {
+		ps.add(obj, at+".image", "%s", msg)
+	}
 	if hc := nats.HealthCheck; hc == nil || len(hc.Test) == 0 || hc.Disable || hc.Test[0] == "NONE" {
 		ps.add(obj, at+".healthcheck", "missing: ask the monitoring port's /healthz")
 	}

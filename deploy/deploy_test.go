@@ -12,10 +12,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/tenants"
 )
 
 // repo is the repository root, relative to this package's folder (the test's working
@@ -68,7 +70,7 @@ func wantProblem(t *testing.T, ps []Problem, file, object, field, msg string) Pr
 }
 
 func TestComposeFile(t *testing.T) {
-	ps := CheckCompose("docker-compose.yml", read(t, "docker-compose.yml"), envExample(t), repoRoot(t))
+	ps := CheckCompose("docker-compose.yml", read(t, "docker-compose.yml"), envExample(t), repoRoot(t), EmbeddedNATSVersion(repo))
 	if len(ps) > 0 {
 		t.Fatalf("docker-compose.yml:\n%s", Report(ps))
 	}
@@ -94,13 +96,13 @@ func TestEnvExampleCoversCompose(t *testing.T) {
 func TestComposeNeedsKeys(t *testing.T) {
 	env := envExample(t)
 	delete(env, "TRIBUNAL_S3_SECRET_KEY")
-	ps := CheckCompose("docker-compose.yml", read(t, "docker-compose.yml"), env, repoRoot(t))
+	ps := CheckCompose("docker-compose.yml", read(t, "docker-compose.yml"), env, repoRoot(t), EmbeddedNATSVersion(repo))
 	wantProblem(t, ps, "docker-compose.yml", "", "", "TRIBUNAL_S3_SECRET_KEY")
 }
 
 func TestComposeMissingHealthcheckFails(t *testing.T) {
 	const file = "deploy/testdata/compose-missing-healthcheck.yml"
-	ps := CheckCompose(file, read(t, file), envExample(t), repoRoot(t))
+	ps := CheckCompose(file, read(t, file), envExample(t), repoRoot(t), EmbeddedNATSVersion(repo))
 	wantProblem(t, ps, file, "service judge", "services.judge.healthcheck", "missing")
 	if len(ps) != 1 {
 		t.Errorf("want only the judge's missing healthcheck, got:\n%s", Report(ps))
@@ -114,10 +116,10 @@ func TestComposeScalingAndKeyRules(t *testing.T) {
 	src = strings.Replace(src, "  judge:\n    image: ghcr.io/tribunal-dev/tribunal:dev\n",
 		"  judge:\n    image: ghcr.io/tribunal-dev/tribunal:dev\n    container_name: judge\n    ports: [\"8080:8080\"]\n", 1)
 	src = strings.Replace(src, "    command: [\"serve\", \"gater\"]\n", "    command: [\"serve\", \"gater\"]\n    environment:\n      <<: *env\n      OPENAI_API_KEY: sk-leak\n", 1)
-	ps := CheckCompose(file, []byte(src), envExample(t), repoRoot(t))
+	ps := CheckCompose(file, []byte(src), envExample(t), repoRoot(t), EmbeddedNATSVersion(repo))
 	wantProblem(t, ps, file, "service judge", "services.judge.container_name", "--scale")
 	wantProblem(t, ps, file, "service judge", "services.judge.ports", "host port")
-	wantProblem(t, ps, file, "service gater", "services.gater.environment.OPENAI_API_KEY", "only the judge")
+	wantProblem(t, ps, file, "service gater", "services.gater.environment.OPENAI_API_KEY", "only the judge and the renderer")
 }
 
 func TestDockerfiles(t *testing.T) {
@@ -193,6 +195,7 @@ func TestKubernetesManifests(t *testing.T) {
 	objs, ps := manifests(t)
 	ps = append(ps, CheckWorkloads(objs)...)
 	ps = append(ps, CheckReferences(objs)...)
+	ps = append(ps, CheckImages(objs, EmbeddedNATSVersion(repo))...)
 	if len(ps) > 0 {
 		t.Fatalf("deploy/k8s:\n%s", Report(ps))
 	}
@@ -272,17 +275,19 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	find("Job", "objectstore-init")
 
-	for _, svc := range bus.Services {
+	for _, svc := range append(slices.Clone(bus.Services), "console") {
 		d := find("Deployment", svc).Obj.(*appsv1.Deployment)
 		c := d.Spec.Template.Spec.Containers[0]
 		if len(c.Args) < 2 || c.Args[0] != "serve" || c.Args[1] != svc {
 			t.Errorf("Deployment/%s runs %q, want serve %s", svc, c.Args, svc)
 		}
+		// The judges and the renderers (equivalence documents run through the model)
+		// call the provider: they and only they read the key.
 		llm := slices.ContainsFunc(c.EnvFrom, func(e corev1.EnvFromSource) bool {
 			return e.SecretRef != nil && e.SecretRef.Name == "tribunal-llm"
 		})
-		if llm != (svc == bus.Judge) {
-			t.Errorf("Deployment/%s: reads the LLM key Secret: %v; only the judge may", svc, llm)
+		if want := svc == bus.Judge || svc == bus.Renderer; llm != want {
+			t.Errorf("Deployment/%s: reads the LLM key Secret: %v, want %v (only the judge and the renderer call the model)", svc, llm, want)
 		}
 		find("PodDisruptionBudget", svc)
 	}
@@ -309,20 +314,57 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("ScaledObject/judge: natsServerMonitoringEndpoint %q, want the nats Service's monitoring port", ep)
 	}
 
-	// Network policies: default deny, and only the judges reach port 443.
+	// Network policies: default deny; in the base, the pods calling the model (judge,
+	// renderer) and only they reach port 443 outside the cluster; Prometheus may scrape
+	// 8080 of every tribunal service, each of which has a Service with its metrics port.
 	find("NetworkPolicy", "default-deny")
+	var base []Object
 	for _, o := range objs {
-		np, ok := o.Obj.(*networkingv1.NetworkPolicy)
-		if !ok {
-			continue
+		if !strings.HasPrefix(o.File, "deploy/k8s/components/") {
+			base = append(base, o)
 		}
-		for _, e := range np.Spec.Egress {
-			for _, p := range e.Ports {
-				if p.Port != nil && p.Port.IntValue() == 443 && np.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "judge" &&
-					np.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"] != "renderer" {
-					t.Errorf("%s: grants port 443 to pods other than the judges (and the opt-in renderer component)", o.Ref())
-				}
-			}
+	}
+	for _, svc := range append(slices.Clone(bus.Services), "console") {
+		pod := find("Deployment", svc).Obj.(*appsv1.Deployment).Spec.Template.Labels
+		llm := svc == bus.Judge || svc == bus.Renderer
+		if got := EgressAllowed(base, pod, 443, "0.0.0.0/0"); got != llm {
+			t.Errorf("Deployment/%s: egress to the internet on 443 %v, want %v", svc, got, llm)
+		}
+		if !IngressFromNamespaceAllowed(base, pod, 8080, "monitoring") {
+			t.Errorf("Deployment/%s: no NetworkPolicy admits Prometheus (namespace monitoring) on 8080", svc)
+		}
+		s := find("Service", svc).Obj.(*corev1.Service)
+		if !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(pod)) ||
+			!slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "metrics" && p.Port == 8080 }) {
+			t.Errorf("Service/%s: want it to select the %s pods with a port metrics: 8080", svc, svc)
+		}
+		if a := find("Deployment", svc).Obj.(*appsv1.Deployment).Spec.Template.Annotations; a["prometheus.io/scrape"] != "true" || a["prometheus.io/port"] != "8080" {
+			t.Errorf("Deployment/%s: pod template scrape annotations %v", svc, a)
+		}
+	}
+	// The opt-in PodMonitor scrapes exactly the five tribunal services' pods.
+	pm := find("PodMonitor", "tribunal").Obj.(*PodMonitor)
+	sel, _ := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
+	var scraped []string
+	for _, o := range objs {
+		if _, _, ok := podTemplate(o); ok && sel.Matches(labels.Set(templateLabels(o))) {
+			scraped = append(scraped, o.Name)
+		}
+	}
+	slices.Sort(scraped)
+	if want := []string{"aggregator", "console", "gater", "judge", "renderer"}; !slices.Equal(scraped, want) {
+		t.Errorf("PodMonitor/tribunal scrapes %v, want %v", scraped, want)
+	}
+	// Every tribunal image is pinned to one release: .env.example's TRIBUNAL_VERSION.
+	version := envExample(t)["TRIBUNAL_VERSION"]
+	for _, img := range k.Images {
+		if img.NewTag != version && img.Digest == "" {
+			t.Errorf("kustomization.yaml: %s newTag %q, want the release %q (.env.example's TRIBUNAL_VERSION)", img.Name, img.NewTag, version)
+		}
+	}
+	for _, img := range images {
+		if strings.HasPrefix(img, tribunalImagePrefix) && !strings.HasSuffix(img, ":"+version) {
+			t.Errorf("container image %q: want tag %q", img, version)
 		}
 	}
 }
@@ -457,4 +499,121 @@ b: |
 	if !strings.Contains(string(docs[1]), "--- not a separator") {
 		t.Errorf("block scalar split: %q", docs[1])
 	}
+}
+
+// The renderer runs equivalence documents through the model: a compose file whose
+// renderer lacks the judge settings (it would silently use the scripted runner) or names
+// another provider than the judge fails, as do floating tribunal image tags and a NATS
+// image of another release than the embedded server.
+func TestComposeLLMAndVersionRules(t *testing.T) {
+	const file = "deploy/testdata/compose-missing-healthcheck.yml"
+	src := string(read(t, file))
+	src = strings.Replace(src, "      <<: [*env, *llm]\n      TRIBUNAL_CHROMIUM", "      <<: *env\n      TRIBUNAL_CHROMIUM", 1)
+	src = strings.Replace(src, "  aggregator:\n    <<: *service\n", "  aggregator:\n    <<: *service\n    image: ghcr.io/tribunal-dev/tribunal:latest\n", 1)
+	src = strings.Replace(src, "nats:2.15.2-alpine", "nats:2.12-alpine", 1)
+	ps := CheckCompose(file, []byte(src), envExample(t), repoRoot(t), EmbeddedNATSVersion(repo))
+	wantProblem(t, ps, file, "service renderer", "services.renderer.environment.TRIBUNAL_JUDGE", "renderer calls the model")
+	wantProblem(t, ps, file, "service aggregator", "services.aggregator.image", "never latest")
+	wantProblem(t, ps, file, "service nats", "services.nats.image", "want NATS 2.15.x")
+
+	src = strings.Replace(string(read(t, file)), "      <<: [*env, *llm]\n      TRIBUNAL_CHROMIUM", "      <<: [*env, *llm]\n      TRIBUNAL_JUDGE: openai\n      TRIBUNAL_CHROMIUM", 1)
+	ps = CheckCompose(file, []byte(src), envExample(t), repoRoot(t), EmbeddedNATSVersion(repo))
+	wantProblem(t, ps, file, "service renderer", "services.renderer.environment.TRIBUNAL_JUDGE", "same provider")
+}
+
+// The shipped compose file runs the embedded NATS release, pins every tribunal image to
+// .env.example's TRIBUNAL_VERSION, and deploys the console.
+func TestComposeVersionsAndConsole(t *testing.T) {
+	env := envExample(t)
+	if v := env["TRIBUNAL_VERSION"]; v == "" || v == "latest" || v == "dev" {
+		t.Errorf(".env.example: TRIBUNAL_VERSION %q, want a release version", v)
+	}
+	if v := EmbeddedNATSVersion(repo); !strings.HasPrefix(v, "v2.") || strings.Contains(v, "-") {
+		t.Errorf("go.mod pins nats-server %q, want a stable v2 release", v)
+	}
+	compose := string(read(t, "docker-compose.yml"))
+	for _, want := range []string{`command: ["serve", "console"`, "nats:" + strings.TrimPrefix(EmbeddedNATSVersion(repo), "v") + "-alpine"} {
+		if !strings.Contains(compose, want) {
+			t.Errorf("docker-compose.yml lacks %q", want)
+		}
+	}
+}
+
+// A floating tag, a NATS of another release line than the embedded server, and an object
+// store started by a path its image does not have are each a Problem.
+func TestCheckImagesFails(t *testing.T) {
+	const file = "inline.yaml"
+	pod := func(name, image, command string) string {
+		return `apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: ` + name + `}
+spec:
+  serviceName: x
+  selector: {matchLabels: {app: ` + name + `}}
+  template:
+    metadata: {labels: {app: ` + name + `}}
+    spec: {containers: [{name: ` + name + `, image: "` + image + `"` + command + `}]}
+---
+`
+	}
+	objs, ps := DecodeManifests(file, []byte(pod("nats", "nats:2.12-alpine", "")+
+		pod("store", "versity/versitygw:v1.8.0", `, command: ["/bin/sh", "-c"], args: ["exec /usr/bin/versitygw posix /data"]`)+
+		pod("newstore", "versity/versitygw:v9.9.9", `, command: ["/usr/local/bin/versitygw"]`)+
+		pod("app", "ghcr.io/tribunal-dev/tribunal:latest", "")))
+	if len(ps) > 0 {
+		t.Fatalf("decode:\n%s", Report(ps))
+	}
+	ps = CheckImages(objs, "v2.15.2")
+	wantProblem(t, ps, file, "StatefulSet/nats", "spec.template.spec.containers[0].image", "want NATS 2.15.x")
+	wantProblem(t, ps, file, "StatefulSet/store", "spec.template.spec.containers[0].image", "does not start /usr/local/bin/versitygw")
+	wantProblem(t, ps, file, "StatefulSet/newstore", "spec.template.spec.containers[0].image", "check its Dockerfile")
+	wantProblem(t, ps, file, "StatefulSet/app", "spec.template.spec.containers[0].image", "never latest")
+	if len(ps) != 4 {
+		t.Errorf("want 4 problems, got:\n%s", Report(ps))
+	}
+}
+
+// With --tenants the judges consume one durable per team: the patch `tribunal tenants
+// --keda` writes, applied over keda-judge.yaml as kustomize merges it (lists replaced,
+// maps merged), scales the judges on every team's consumer and passes the checks.
+func TestKEDATenantsPatch(t *testing.T) {
+	teams := []string{"team-a", "team-b"}
+	patch, err := tenants.KEDAPatch(teams, tenants.KEDAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pobjs, ps := DecodeManifests("keda-tenants.yaml", []byte(patch))
+	if len(ps) > 0 || len(pobjs) != 1 {
+		t.Fatalf("the patch does not decode as a ScaledObject:\n%s\n%s", Report(ps), patch)
+	}
+	p := pobjs[0].Obj.(*ScaledObject)
+	objs, _ := manifests(t)
+	var so *ScaledObject
+	for _, o := range objs {
+		if s, ok := o.Obj.(*ScaledObject); ok && o.Name == pobjs[0].Name {
+			so = s
+		}
+	}
+	if so == nil {
+		t.Fatal("the patch names no ScaledObject of deploy/k8s")
+	}
+	so.Spec.Triggers = p.Spec.Triggers
+	so.Spec.Advanced.ScalingModifiers = p.Spec.Advanced.ScalingModifiers
+	if ps := CheckReferences(objs); len(ps) > 0 {
+		t.Fatalf("deploy/k8s with the patch:\n%s", Report(ps))
+	}
+	var consumers []string
+	for _, tr := range so.Spec.Triggers {
+		consumers = append(consumers, tr.Metadata["consumer"])
+	}
+	if want := bus.ConsumerNames(bus.Judge, teams); !slices.Equal(consumers, want) {
+		t.Errorf("triggers on %v, want the judges' consumers %v", consumers, want)
+	}
+	if so.Spec.Advanced.HorizontalPodAutoscalerConfig == nil {
+		t.Error("the patch dropped the base's scaling behaviour")
+	}
+
+	// A trigger the formula forgets is a Problem.
+	so.Spec.Advanced.ScalingModifiers.Formula = tenants.KEDATriggerName("team-a")
+	wantProblem(t, CheckReferences(objs), "deploy/k8s/keda-judge.yaml", "ScaledObject/judge", "spec.triggers[1].name", "not in the formula")
 }

@@ -38,6 +38,7 @@ var (
 	scaledObjectGVK  = schema.GroupVersionKind{Group: "keda.sh", Version: "v1alpha1", Kind: "ScaledObject"}
 	kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.config.k8s.io", Version: "v1beta1", Kind: "Kustomization"}
 	componentGVK     = schema.GroupVersionKind{Group: "kustomize.config.k8s.io", Version: "v1alpha1", Kind: "Component"}
+	podMonitorGVK    = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PodMonitor"}
 )
 
 func init() {
@@ -52,6 +53,7 @@ func init() {
 	scheme.AddKnownTypeWithName(scaledObjectGVK, &ScaledObject{})
 	scheme.AddKnownTypeWithName(kustomizationGVK, &Kustomization{})
 	scheme.AddKnownTypeWithName(componentGVK, &Kustomization{})
+	scheme.AddKnownTypeWithName(podMonitorGVK, &PodMonitor{})
 	// Strict: unknown and duplicate fields are errors, reported with their full path.
 	strictDecode = serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
 }
@@ -88,8 +90,17 @@ type ScaleTarget struct {
 
 // ScaledAdvanced is a ScaledObject's spec.advanced.
 type ScaledAdvanced struct {
-	RestoreToOriginalReplicaCount bool       `json:"restoreToOriginalReplicaCount,omitempty"`
-	HorizontalPodAutoscalerConfig *HPAConfig `json:"horizontalPodAutoscalerConfig,omitempty"`
+	RestoreToOriginalReplicaCount bool              `json:"restoreToOriginalReplicaCount,omitempty"`
+	HorizontalPodAutoscalerConfig *HPAConfig        `json:"horizontalPodAutoscalerConfig,omitempty"`
+	ScalingModifiers              *ScalingModifiers `json:"scalingModifiers,omitempty"`
+}
+
+// ScalingModifiers combine a ScaledObject's named triggers into one metric (KEDA 2.12+).
+type ScalingModifiers struct {
+	Formula          string                         `json:"formula,omitempty"`
+	Target           string                         `json:"target,omitempty"`
+	ActivationTarget string                         `json:"activationTarget,omitempty"`
+	MetricType       autoscalingv2.MetricTargetType `json:"metricType,omitempty"`
 }
 
 // HPAConfig configures the HorizontalPodAutoscaler KEDA creates.
@@ -117,6 +128,35 @@ type ScaleTrigger struct {
 
 // DeepCopyObject implements runtime.Object.
 func (o *ScaledObject) DeepCopyObject() runtime.Object { return deepCopy(o, &ScaledObject{}) }
+
+// PodMonitor is the part of the Prometheus Operator's monitoring.coreos.com/v1 PodMonitor
+// that tribunal's manifests may use.
+type PodMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              PodMonitorSpec `json:"spec"`
+}
+
+// PodMonitorSpec is a PodMonitor's spec.
+type PodMonitorSpec struct {
+	Selector            metav1.LabelSelector `json:"selector"`
+	PodMetricsEndpoints []PodMetricsEndpoint `json:"podMetricsEndpoints"`
+	PodTargetLabels     []string             `json:"podTargetLabels,omitempty"`
+	JobLabel            string               `json:"jobLabel,omitempty"`
+}
+
+// PodMetricsEndpoint is one scrape of a PodMonitor's pods.
+type PodMetricsEndpoint struct {
+	Port          string `json:"port"`
+	Path          string `json:"path,omitempty"`
+	Interval      string `json:"interval,omitempty"`
+	ScrapeTimeout string `json:"scrapeTimeout,omitempty"`
+	Scheme        string `json:"scheme,omitempty"`
+	HonorLabels   bool   `json:"honorLabels,omitempty"`
+}
+
+// DeepCopyObject implements runtime.Object.
+func (p *PodMonitor) DeepCopyObject() runtime.Object { return deepCopy(p, &PodMonitor{}) }
 
 // Kustomization is the part of kustomize's Kustomization (and Component) that tribunal's
 // kustomizations may use.
@@ -304,7 +344,7 @@ func DecodeManifests(file string, data []byte) ([]Object, []Problem) {
 // and first argument.
 var (
 	tribunalImagePrefix = "ghcr.io/tribunal-dev/"
-	tribunalServices    = []string{"renderer", "gater", "judge", "aggregator", "all"}
+	tribunalServices    = []string{"renderer", "gater", "judge", "aggregator", "all", "console"}
 )
 
 // podTemplate returns the pod spec of a workload and the path to it.
@@ -544,6 +584,25 @@ func CheckReferences(objs []Object) []Problem {
 			case !selects(sel):
 				ps.add(ref, "spec.podSelector", "selects no pod template in the manifests")
 			}
+		case *PodMonitor:
+			sel, err := metav1.LabelSelectorAsSelector(&w.Spec.Selector)
+			if err != nil || sel.Empty() || !selects(sel) {
+				ps.add(ref, "spec.selector", "selects no pod template in the manifests")
+				break
+			}
+			for i, ep := range w.Spec.PodMetricsEndpoints {
+				for _, o2 := range objs {
+					spec, _, ok := podTemplate(o2)
+					if !ok || !sel.Matches(labels.Set(templateLabels(o2))) {
+						continue
+					}
+					if !slices.ContainsFunc(spec.Containers, func(c corev1.Container) bool {
+						return slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == ep.Port })
+					}) {
+						ps.add(ref, fmt.Sprintf("spec.podMetricsEndpoints[%d].port", i), "%s selected, but it has no container port named %q", o2.Ref(), ep.Port)
+					}
+				}
+			}
 		case *appsv1.StatefulSet:
 			svc, ok := byKind["Service"][w.Spec.ServiceName]
 			if !ok {
@@ -561,6 +620,28 @@ func CheckReferences(objs []Object) []Problem {
 			}
 			if len(w.Spec.Triggers) == 0 {
 				ps.add(ref, "spec.triggers", "no triggers")
+			}
+			if a := w.Spec.Advanced; a != nil && a.ScalingModifiers != nil {
+				sm := a.ScalingModifiers
+				if sm.Formula == "" {
+					ps.add(ref, "spec.advanced.scalingModifiers.formula", "missing")
+				}
+				if n, err := strconv.ParseFloat(sm.Target, 64); err != nil || n <= 0 {
+					ps.add(ref, "spec.advanced.scalingModifiers.target", "want a positive number, got %q", sm.Target)
+				}
+				// A trigger the formula leaves out does not count; a name it uses that no
+				// trigger has fails in KEDA.
+				formulaNames := regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`).FindAllString(sm.Formula, -1)
+				for i, tr := range w.Spec.Triggers {
+					if tr.Name == "" || !slices.Contains(formulaNames, tr.Name) {
+						ps.add(ref, fmt.Sprintf("spec.triggers[%d].name", i), "%q is not in the formula %q: every trigger must count", tr.Name, sm.Formula)
+					}
+				}
+				for _, n := range formulaNames {
+					if !slices.ContainsFunc(w.Spec.Triggers, func(tr ScaleTrigger) bool { return tr.Name == n }) {
+						ps.add(ref, "spec.advanced.scalingModifiers.formula", "%q names no trigger", n)
+					}
+				}
 			}
 			for i, tr := range w.Spec.Triggers {
 				if tr.Type != "nats-jetstream" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -25,7 +26,11 @@ import (
 //
 // Without a tokens file the console is open and shows every tenant. That is meant for a
 // single team on one machine, so it is refused on anything but a loopback address.
-func serveConsole(ctx context.Context, conn *connFlags, addr string, tokensFile string) error {
+//
+// Like the services it serves /healthz, /readyz and /metrics on health. It starts
+// before the services have created their buckets (a deployment starts everything at
+// once): pages and /readyz answer 503 until the buckets exist.
+func serveConsole(ctx context.Context, conn *connFlags, addr, tokensFile, health string) error {
 	tokens, err := console.LoadTokens(tokensFile)
 	if err != nil {
 		return exitError{2, err}
@@ -38,16 +43,30 @@ func serveConsole(ctx context.Context, conn *connFlags, addr string, tokensFile 
 		return err
 	}
 	defer env.close()
-	b, err := env.buckets(ctx)
+	var page console.Starting
+	ready := func() error {
+		if !page.Ready() {
+			return errors.New("waiting for the services' buckets")
+		}
+		return nil
+	}
+	hctx, hcancel := context.WithCancel(context.Background())
+	defer hcancel()
+	haddr, err := app.ServeHealth(hctx, health, ready, slog.Default())
 	if err != nil {
 		return err
 	}
-	bound, wait, err := startConsole(ctx, addr, console.Config{Buckets: b, Store: env.store, Pub: env.pub, Tenants: tokens, Logger: slog.Default(),
-		Audit: auditHook(env.js, b, env.store, conn.stream)})
+	bound, wait, err := startConsoleHandler(ctx, addr, &page)
 	if err != nil {
 		return err
 	}
-	slog.Info("console serving", "url", "http://"+bound, "tokens", len(tokens), "open", len(tokens) == 0)
+	slog.Info("console serving", "url", "http://"+bound, "health", haddr, "tokens", len(tokens), "open", len(tokens) == 0)
+	b, err := console.WaitForBuckets(ctx, env.js, time.Second, slog.Default())
+	if err == nil {
+		page.Start(console.Config{Buckets: b, Store: env.store, Pub: env.pub, Tenants: tokens, Logger: slog.Default(),
+			Audit: auditHook(env.js, b, env.store, conn.stream)})
+		slog.Info("console ready")
+	}
 	<-ctx.Done()
 	wait()
 	return nil
@@ -58,12 +77,17 @@ func serveConsole(ctx context.Context, conn *connFlags, addr string, tokensFile 
 // so the caller can keep NATS and the blob store open until the last request is done.
 // The all-in-one mode calls it with its embedded buckets, store and publisher.
 func startConsole(ctx context.Context, addr string, cfg console.Config) (string, func(), error) {
+	return startConsoleHandler(ctx, addr, console.New(cfg))
+}
+
+// startConsoleHandler serves h as the console (startConsole).
+func startConsoleHandler(ctx context.Context, addr string, h http.Handler) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("console %s: %w", addr, err)
 	}
 	srv := &http.Server{
-		Handler:           console.New(cfg),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      2 * time.Minute,

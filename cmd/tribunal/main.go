@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -36,8 +38,10 @@ func (e exitError) Error() string {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	telemetry.SetVersion(version)
 	root := newRoot()
 	err := root.ExecuteContext(ctx)
+	flushTraces()
 	var ee exitError
 	switch {
 	case err == nil:
@@ -67,11 +71,14 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
   tribunal run examples/quickstart`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if err := applyEnv(cmd); err != nil {
 				return exitError{2, err}
 			}
-			return setupLogging(logLevel, logFormat)
+			if err := setupLogging(logLevel, logFormat); err != nil {
+				return err
+			}
+			return setupTracing(cmd, args)
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
@@ -100,6 +107,55 @@ func setupLogging(level, format string) error {
 	// its tenant, batch, job and trace.
 	slog.SetDefault(telemetry.WithContext(slog.New(h)))
 	return nil
+}
+
+// shutdownTracing flushes and stops the tracer provider SetupTracing installed.
+var shutdownTracing = func(context.Context) error { return nil }
+
+// setupTracing exports spans as the OTEL_* environment asks (telemetry.SetupTracing),
+// named after the service a `serve` runs ("tribunal-judge"), else "tribunal".
+func setupTracing(cmd *cobra.Command, args []string) error {
+	service := "tribunal"
+	if cmd.Name() == "serve" && len(args) == 1 && args[0] != "all" {
+		service += "-" + args[0]
+	}
+	instance := os.Getenv("TRIBUNAL_INSTANCE")
+	if instance == "" {
+		instance, _ = os.Hostname()
+	}
+	shutdown, err := telemetry.SetupTracing(cmd.Context(), telemetry.TracingConfig{Service: service, Instance: instance})
+	if err != nil {
+		return exitError{2, err}
+	}
+	shutdownTracing = shutdown
+	return nil
+}
+
+// flushTraces sends the spans still buffered before the process exits.
+func flushTraces() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := shutdownTracing(ctx); err != nil {
+		slog.Warn("traces not flushed", "err", err)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// envList is a comma-separated environment variable as a list (nil when unset).
+func envList(name string) []string {
+	var out []string
+	for _, v := range strings.Split(os.Getenv(name), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // version is set at build time with -ldflags "-X main.version=...".

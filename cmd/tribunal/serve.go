@@ -128,7 +128,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 				return serveNATS(ctx, natsListen, natsStore, natsConfig)
 			}
 			if args[0] == "console" {
-				return serveConsole(ctx, &conn, consoleAddr, tokensFile)
+				return serveConsole(ctx, &conn, consoleAddr, tokensFile, health)
 			}
 			var services []string
 			switch args[0] {

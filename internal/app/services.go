@@ -17,6 +17,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -80,8 +81,10 @@ type Running struct {
 	wg       sync.WaitGroup
 	nc       *nats.Conn
 	services []string
-	// unwatch removes the services' consumer backlogs from the metrics.
+	// unwatch removes the services' consumer backlogs from the metrics; leases are the
+	// elections of the instance that exports them.
 	unwatch []func()
+	leases  []*bus.Lease
 }
 
 // Start provisions the bus and runs the requested services until Close.
@@ -127,6 +130,12 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		// from the same buckets and a 429 seen by either slows both.
 		provider = judge.Limited(provider, jl)
 	}
+	if provider != nil {
+		// Outermost, so a call's span and duration include its wait for the shared limits.
+		provider = judge.Instrumented(provider)
+	}
+	// Tenant labels are bounded by the tenants this deployment serves.
+	telemetry.Default().SetTenants(cfg.Tenants)
 	grace := o.ShutdownGrace
 	if grace == 0 {
 		grace = bus.DefaultShutdownGrace
@@ -193,8 +202,17 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 			return nil, fmt.Errorf("service %s did not start", svc)
 		}
 	}
+	// Every instance of a service reads the same backlog from the server; one of them,
+	// elected per service, exports it, so sums over instances are right.
+	holder := o.Instance + "-" + nuid.Next()
 	for svc := range r.routers {
-		r.unwatch = append(r.unwatch, telemetry.Default().WatchPending(svc, consumerPending(js, cfg.Stream, bus.ConsumerNames(svc, cfg.Tenants)...)))
+		lease, err := bus.Elect(pctx, js, bus.LeaseConfig{Key: "pending." + svc, Holder: holder, Logger: o.Logger})
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("service %s: backlog reporter election: %w", svc, err)
+		}
+		r.leases = append(r.leases, lease)
+		r.unwatch = append(r.unwatch, telemetry.Default().WatchPending(svc, consumerPending(js, cfg.Stream, bus.ConsumerNames(svc, cfg.Tenants)...), lease.Held))
 	}
 	return r, nil
 }
@@ -230,23 +248,26 @@ func (r *Running) Close() {
 	for _, stop := range r.unwatch {
 		stop()
 	}
+	for _, l := range r.leases {
+		l.Close()
+	}
 }
 
-// consumerPending asks JetStream for a durable consumer's backlog at scrape time:
-// messages not yet delivered plus delivered and not yet acked, across every instance
-// bound to it.
+// consumerPending asks JetStream for a service's durable consumers' backlogs at scrape
+// time: messages not yet delivered plus delivered and not yet acked, across every
+// instance bound to them.
 func consumerPending(js jetstream.JetStream, stream string, consumers ...string) telemetry.PendingFunc {
-	return func(ctx context.Context) (uint64, error) {
-		var total uint64
+	return func(ctx context.Context) (map[string]uint64, error) {
+		out := make(map[string]uint64, len(consumers))
 		for _, name := range consumers {
 			c, err := js.Consumer(ctx, stream, name)
 			if err != nil {
-				return 0, err
+				return nil, err
 			}
 			info := c.CachedInfo()
-			total += info.NumPending + uint64(max(info.NumAckPending, 0))
+			out[name] = info.NumPending + uint64(max(info.NumAckPending, 0))
 		}
-		return total, nil
+		return out, nil
 	}
 }
 

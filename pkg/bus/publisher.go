@@ -27,6 +27,8 @@ const (
 	MetaStreamSeq = "tribunal_stream_seq"
 	// MetaCorrelation is Watermill's correlation-id key (middleware.CorrelationID).
 	MetaCorrelation = "correlation_id"
+	// MetaConsumer is the durable consumer an incoming message was delivered by.
+	MetaConsumer = "tribunal_consumer"
 )
 
 // Publisher publishes Watermill messages to JetStream with the message UUID as
@@ -60,7 +62,7 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		telemetry.Inject(m.Context(), m.Metadata)
 		nm := &nats.Msg{Subject: subject, Data: m.Payload, Header: nats.Header{}}
 		for k, v := range m.Metadata {
-			if k == MetaSubject || k == MetaDelivered || k == MetaStreamSeq {
+			if k == MetaSubject || k == MetaDelivered || k == MetaStreamSeq || k == MetaConsumer {
 				continue
 			}
 			nm.Header.Set(k, v)

@@ -16,6 +16,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -203,24 +204,33 @@ func messageType(msg *message.Message) string {
 // tracing runs each delivery in a span "<service> <event type>" whose parent is the span
 // context in the message's metadata (or the job's root, see telemetry.Extract), and gives
 // that context to the handler and to every message it produces: the publisher writes it
-// into their metadata, so the next service continues the same trace. The incoming
-// message keeps the span context too, so a dead letter continues the trace.
+// into their metadata, so the next service continues the same trace under this span. The
+// span carries the messaging attributes of the OpenTelemetry conventions (a "process"
+// operation on NATS, the subject as destination, the durable as consumer group, the
+// event id as message id). The incoming message keeps the span context too, so a dead
+// letter continues the trace.
 func tracing(service string) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			typ := messageType(msg)
+			subject := msg.Metadata.Get(MetaSubject)
 			ctx := telemetry.Extract(msg.Context(), msg.Metadata, msg.Metadata.Get(MetaCorrelation))
 			attrs := []attribute.KeyValue{
 				telemetry.AttrService.String(service), telemetry.AttrEventType.String(typ), telemetry.AttrEventID.String(msg.UUID),
-				attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", msg.Metadata.Get(MetaSubject)),
+				semconv.MessagingSystemKey.String("nats"), semconv.MessagingDestinationName(subject),
+				semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"),
+				semconv.MessagingMessageID(msg.UUID), semconv.MessagingMessageBodySize(len(msg.Payload)),
 			}
-			if tenant, _, err := events.ParseSubject(msg.Metadata.Get(MetaSubject)); err == nil {
+			if c := msg.Metadata.Get(MetaConsumer); c != "" {
+				attrs = append(attrs, semconv.MessagingConsumerGroupName(c))
+			}
+			if tenant, _, err := events.ParseSubject(subject); err == nil {
 				attrs = append(attrs, telemetry.AttrTenant.String(tenant))
 			}
 			if n, err := strconv.Atoi(msg.Metadata.Get(MetaDelivered)); err == nil {
 				attrs = append(attrs, telemetry.AttrDelivered.Int(n))
 			}
-			ctx, span := telemetry.Tracer().Start(ctx, service+" "+typ, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+			ctx, span := telemetry.StartSpan(ctx, service+" "+typ, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 			defer span.End()
 			msg.SetContext(ctx)
 			out, err := h(msg)
@@ -236,15 +246,17 @@ func tracing(service string) message.HandlerMiddleware {
 	}
 }
 
-// metrics counts each delivery as handled or failed by event type and observes how
-// long it took. A delivery interrupted by a shutdown is neither: it goes back uncounted.
+// metrics counts each delivery as handled or failed by event type and tenant (the
+// subject's, bounded by telemetry's configured tenants) and observes how long it took.
+// A delivery interrupted by a shutdown is neither: it goes back uncounted.
 func metrics(service string) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			start := time.Now()
 			out, err := h(msg)
 			if err == nil || msg.Context().Err() == nil {
-				telemetry.Handled(service, messageType(msg), time.Since(start), err)
+				tenant, _, _ := events.ParseSubject(msg.Metadata.Get(MetaSubject))
+				telemetry.Handled(service, messageType(msg), tenant, time.Since(start), err)
 			}
 			return out, err
 		}

@@ -214,7 +214,7 @@ func (s *Subscriber) consume(ctx, work context.Context, topic, name string, iter
 		go func() {
 			defer inflight.Done()
 			defer release()
-			s.deliver(ctx, work, topic, jm, out)
+			s.deliver(ctx, work, topic, name, jm, out)
 		}()
 	}
 }
@@ -243,7 +243,7 @@ func (s *Subscriber) isClosed() bool {
 // deliver hands one JetStream message to the router and settles it with the server once
 // the handler acks or nacks. The handler's context derives from work, not ctx, so a
 // shutdown does not cut short a call already under way (see ShutdownGrace).
-func (s *Subscriber) deliver(ctx, work context.Context, topic string, jm jetstream.Msg, out chan<- *message.Message) {
+func (s *Subscriber) deliver(ctx, work context.Context, topic, consumer string, jm jetstream.Msg, out chan<- *message.Message) {
 	md, err := jm.Metadata()
 	if err != nil {
 		s.cfg.Logger.Error("message without metadata, terminating it", "consumer", ConsumerName(topic), "err", err)
@@ -264,6 +264,7 @@ func (s *Subscriber) deliver(ctx, work context.Context, topic string, jm jetstre
 	msg.Metadata.Set(MetaSubject, jm.Subject())
 	msg.Metadata.Set(MetaDelivered, strconv.FormatUint(md.NumDelivered, 10))
 	msg.Metadata.Set(MetaStreamSeq, strconv.FormatUint(md.Sequence.Stream, 10))
+	msg.Metadata.Set(MetaConsumer, consumer)
 	hctx, cancel := context.WithCancel(work)
 	defer cancel()
 	msg.SetContext(hctx)

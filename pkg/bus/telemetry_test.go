@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -61,18 +63,17 @@ func traceparent(t *testing.T, h string) (traceID, spanID string) {
 	return parts[1], parts[2]
 }
 
-// TestRouterTracesAndCountsHandledEvents: an event published without trace context is
-// handled in a span under its job's root, the event it produces carries that span as its
-// traceparent header, and the delivery is counted as handled once.
-func TestRouterTracesAndCountsHandledEvents(t *testing.T) {
-	m := telemetry.Reset()
-	exp := recordSpans(t)
+// gateOne runs a gater that turns every render.done into a gates.failed, publishes one
+// render.done of job without trace context and returns the environment, that input and
+// the headers of the event the gater produced.
+func gateOne(t *testing.T, job string) (*routerEnv, events.Event, nats.Header) {
+	t.Helper()
 	e := newRouterEnv(t, bus.Config{AckWait: 5 * time.Second, MaxDeliver: 3})
 	e.run(t, bus.Gater, bus.RouterConfig{}, func(ctx context.Context, ev events.Event) ([]events.Event, error) {
 		return []events.Event{events.New(&events.GatesFailed{Kind: events.KindAB, ACID: ev.JobID, Blocked: "missing artifact"},
 			ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}, nil
 	})
-	rd := renderDone("AC-1")
+	rd := renderDone(job)
 	if err := e.pub.PublishEvents(rd); err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +82,24 @@ func TestRouterTracesAndCountsHandledEvents(t *testing.T) {
 		n := subjectCount(t, e.js, out)
 		return n == 1, fmt.Sprintf("%d on %s", n, out)
 	})
+	st, err := e.js.Stream(ctxT(t), "TRIBUNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := st.GetLastMsgForSubject(ctxT(t), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, rd, msg.Header
+}
+
+// TestRouterTracesAndCountsHandledEvents: an event published without trace context is
+// handled in a span under its job's root, the event it produces carries that span as its
+// traceparent header, and the delivery is counted as handled once.
+func TestRouterTracesAndCountsHandledEvents(t *testing.T) {
+	m := telemetry.Reset()
+	exp := recordSpans(t)
+	e, rd, produced := gateOne(t, "AC-1")
 	waitFor(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
 
 	span := onlySpan(t, exp, "gater render.done")
@@ -99,15 +118,7 @@ func TestRouterTracesAndCountsHandledEvents(t *testing.T) {
 		}
 	}
 
-	st, err := e.js.Stream(ctxT(t), "TRIBUNAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := st.GetLastMsgForSubject(ctxT(t), out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tid, sid := traceparent(t, msg.Header.Get("traceparent"))
+	tid, sid := traceparent(t, produced.Get("traceparent"))
 	if tid != span.SpanContext.TraceID().String() || sid != span.SpanContext.SpanID().String() {
 		t.Errorf("produced event carries %s/%s, want the handler span %s/%s", tid, sid, span.SpanContext.TraceID(), span.SpanContext.SpanID())
 	}
@@ -161,4 +172,29 @@ func TestDeadLetterCountedAndTraced(t *testing.T) {
 	if got := m.Value("tribunal_events_handled_total"); got != 0 {
 		t.Errorf("handled %v, want 0", got)
 	}
+}
+
+// TestSpanIDsAdvanceWithoutSDK: with no tracer provider installed (no exporter
+// configured), the event a handler produces still carries a span id of the handler's own
+// in the job's trace, not the span id it received, so a backend fed by only some of the
+// services links each span to the one that really produced its input.
+func TestSpanIDsAdvanceWithoutSDK(t *testing.T) {
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(noop.NewTracerProvider())
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	m := telemetry.Reset()
+	m.SetTenants([]string{testTenant})
+	_, rd, produced := gateOne(t, "AC-3")
+	root := telemetry.JobRoot(rd.CorrelationID)
+	tid, sid := traceparent(t, produced.Get("traceparent"))
+	if tid != root.TraceID().String() {
+		t.Errorf("produced event in trace %s, want the job's %s", tid, root.TraceID())
+	}
+	if sid == root.SpanID().String() {
+		t.Errorf("produced event carries the span id it received (%s): the handler had no span of its own", sid)
+	}
+	waitFor(t, 10*time.Second, "the input to be counted", func() (bool, string) {
+		got := m.Value("tribunal_events_handled_total", "service=gater", "type=render.done", "tenant="+testTenant)
+		return got == 1, fmt.Sprintf("handled %v", got)
+	})
 }

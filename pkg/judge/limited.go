@@ -2,9 +2,7 @@ package judge
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 )
 
 // Limiter is a rate limit shared by every process that calls a provider (judges, and
@@ -59,14 +57,8 @@ func (p *limitedProvider) Complete(ctx context.Context, req Request) (Response, 
 		return Response{}, fmt.Errorf("%w: rate limit: %w", ErrUnavailable, err)
 	}
 	resp, err := p.Provider.Complete(ctx, req)
-	status := "ok"
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrUnavailable) && strings.Contains(err.Error(), "429"):
-		status = StatusRateLimited
-	case errors.Is(err, ErrUnavailable):
-		status = "unavailable"
-	default:
+	status := CallStatus(ctx, err)
+	if status == "canceled" {
 		status = "error"
 	}
 	p.lim.Done(ctx, tenant, p.Name(), model, resp.PromptTokens, resp.CompletionTokens, status)

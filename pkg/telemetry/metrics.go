@@ -9,7 +9,10 @@ package telemetry
 
 import (
 	"net/http"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +28,8 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	// EventsHandled counts deliveries a service's handler finished without error, by
-	// service and event type ("dead_letter" for the aggregator's dead-letter input).
+	// service, event type ("dead_letter" for the aggregator's dead-letter input) and
+	// tenant (see TenantLabel).
 	EventsHandled *prometheus.CounterVec
 	// EventsFailed counts deliveries whose handler still failed after the in-process
 	// retries; the message goes back to JetStream or to dead letters.
@@ -38,7 +42,8 @@ type Metrics struct {
 	JudgeCalls *prometheus.CounterVec
 	// JudgeTokens counts the provider-reported tokens of those calls.
 	JudgeTokens *prometheus.CounterVec
-	// JudgeCacheHits counts answers served from the shared judge-call cache.
+	// JudgeCacheHits counts answers served from the shared judge-call cache, by judge
+	// kind and model.
 	JudgeCacheHits *prometheus.CounterVec
 	// GateFailures counts red gates (and render blocks) that kept a job from the judges.
 	GateFailures *prometheus.CounterVec
@@ -46,13 +51,50 @@ type Metrics struct {
 	JudgeDisagreements *prometheus.CounterVec
 	// DeadLetters counts messages a service's router gave up on and sent to dead letters.
 	DeadLetters *prometheus.CounterVec
+	// ProviderSeconds is the wall time of every call to an LLM provider (judge verdicts,
+	// repair re-asks and the renderer's equivalence runner alike), the provider's own
+	// retries and waits included, by provider, model, judge kind and outcome.
+	ProviderSeconds *prometheus.HistogramVec
+	// ProviderCalls counts those calls by provider, model, tenant and outcome: what each
+	// team costs the provider account.
+	ProviderCalls *prometheus.CounterVec
+	// ProviderRetries counts the attempts a provider repeated, by provider, model and
+	// reason (rate_limited, server_error, timeout, network, empty).
+	ProviderRetries *prometheus.CounterVec
+	// ProviderRateLimited counts HTTP 429 answers, retried or final, by provider and model.
+	ProviderRateLimited *prometheus.CounterVec
 
 	pending *pendingCollector
+
+	tenantsMu sync.RWMutex
+	tenants   []string
 }
 
 // handlerBuckets span a KV update (milliseconds) to a slow LLM call with a repair
 // re-ask (minutes).
 var handlerBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// providerBuckets span a scripted answer (microseconds) to a slow vision model behind
+// retries and a 429 pause (minutes).
+var providerBuckets = []float64{.001, .01, .05, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60, 120, 300}
+
+// version is the tribunal version tribunal_build_info reports (SetVersion).
+var version atomic.Pointer[string]
+
+// SetVersion sets the version tribunal_build_info and the trace resource report: the
+// command's build-time version.
+func SetVersion(v string) { version.Store(&v) }
+
+// Version is the version set by SetVersion, "dev" before.
+func Version() string {
+	if v := version.Load(); v != nil {
+		return *v
+	}
+	return "dev"
+}
+
+// OtherTenant is the tenant label of every tenant outside the configured list.
+const OtherTenant = "other"
 
 // New builds a fresh metric set on a new registry.
 func New() *Metrics {
@@ -61,22 +103,67 @@ func New() *Metrics {
 	}
 	m := &Metrics{
 		Registry:       prometheus.NewRegistry(),
-		EventsHandled:  counter("events_handled_total", "Deliveries handled without error, by service and event type.", "service", "type"),
-		EventsFailed:   counter("events_failed_total", "Deliveries whose handler failed after in-process retries, by service and event type.", "service", "type"),
+		EventsHandled:  counter("events_handled_total", "Deliveries handled without error, by service, event type and tenant.", "service", "type", "tenant"),
+		EventsFailed:   counter("events_failed_total", "Deliveries whose handler failed after in-process retries, by service, event type and tenant.", "service", "type", "tenant"),
 		HandlerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tribunal", Name: "handler_seconds", Help: "Time spent handling one delivery, in-process retries included.", Buckets: handlerBuckets}, []string{"service"}),
 		JudgeCalls:     counter("judge_calls_total", "Judging calls to a provider, by provider, model, judge kind and answer status.", "provider", "model", "kind", "status"),
 		JudgeTokens:    counter("judge_tokens_total", "Provider-reported tokens of judging calls, by direction (prompt or completion).", "provider", "model", "direction"),
-		JudgeCacheHits: counter("judge_cache_hits_total", "Judge answers served from the shared judge-call cache instead of a provider call.", "kind"),
+		JudgeCacheHits: counter("judge_cache_hits_total", "Judge answers served from the shared judge-call cache instead of a provider call, by judge kind and model.", "kind", "model"),
 		GateFailures:   counter("gate_failures_total", "Failed gates that kept a job from the judges, by judge kind and gate.", "kind", "gate"),
 		JudgeDisagreements: counter("judge_disagreements_total",
 			"Self-reported judge aggregates the aggregator re-derived differently, by judge kind.", "kind"),
 		DeadLetters: counter("dead_letters_total", "Messages sent to dead letters, by the service that gave up on them.", "service"),
-		pending:     newPendingCollector(),
+		ProviderSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tribunal", Name: "provider_call_duration_seconds",
+			Help:    "Wall time of calls to an LLM provider, its retries and waits included, by provider, model, judge kind and outcome.",
+			Buckets: providerBuckets}, []string{"provider", "model", "kind", "outcome"}),
+		ProviderCalls:       counter("provider_calls_total", "Calls to an LLM provider by provider, model, tenant and outcome.", "provider", "model", "tenant", "outcome"),
+		ProviderRetries:     counter("provider_retries_total", "Provider attempts that were repeated, by provider, model and reason.", "provider", "model", "reason"),
+		ProviderRateLimited: counter("provider_rate_limited_total", "HTTP 429 answers from a provider, retried or final, by provider and model.", "provider", "model"),
+		pending:             newPendingCollector(),
 	}
+	buildInfo := buildInfoCollector{desc: prometheus.NewDesc("tribunal_build_info",
+		"Always 1; the labels say which tribunal version and Go release this process runs.", []string{"version", "goversion"}, nil)}
 	m.Registry.MustRegister(m.EventsHandled, m.EventsFailed, m.HandlerSeconds, m.JudgeCalls, m.JudgeTokens,
-		m.JudgeCacheHits, m.GateFailures, m.JudgeDisagreements, m.DeadLetters, m.pending,
+		m.JudgeCacheHits, m.GateFailures, m.JudgeDisagreements, m.DeadLetters, m.ProviderSeconds, m.ProviderCalls,
+		m.ProviderRetries, m.ProviderRateLimited, m.pending, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// buildInfoCollector reports the version at scrape time, so a version set after the
+// default metric set was built (at package init) still shows.
+type buildInfoCollector struct{ desc *prometheus.Desc }
+
+func (b buildInfoCollector) Describe(ch chan<- *prometheus.Desc) { ch <- b.desc }
+
+func (b buildInfoCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(b.desc, prometheus.GaugeValue, 1, Version(), runtime.Version())
+}
+
+// SetTenants bounds the tenant label: a tenant in tenants is its own label value, any
+// other becomes OtherTenant. A process serving no configured tenants (one shared durable
+// per service) keeps "default", the tenant of batches that name none. Without the bound,
+// any team that can submit could grow every tenant-labelled series without limit.
+func (m *Metrics) SetTenants(tenants []string) {
+	m.tenantsMu.Lock()
+	defer m.tenantsMu.Unlock()
+	m.tenants = slices.Clone(tenants)
+}
+
+// TenantLabel is tenant as a label value under the bound set by SetTenants.
+func (m *Metrics) TenantLabel(tenant string) string {
+	m.tenantsMu.RLock()
+	defer m.tenantsMu.RUnlock()
+	if len(m.tenants) == 0 {
+		if tenant == "default" {
+			return tenant
+		}
+		return OtherTenant
+	}
+	if slices.Contains(m.tenants, tenant) {
+		return tenant
+	}
+	return OtherTenant
 }
 
 // Handler serves this set in the Prometheus text (or negotiated) format.
@@ -144,4 +231,27 @@ func (m *Metrics) Value(name string, labels ...string) float64 {
 		}
 	}
 	return total
+}
+
+// MetricLabels lists every tribunal_* metric family a process exports with its label
+// names, for tools that must only name real metrics and labels (the Grafana dashboard's
+// check in deploy/). A test holds the list to the registry.
+func MetricLabels() map[string][]string {
+	return map[string][]string{
+		"tribunal_events_handled_total":           {"service", "type", "tenant"},
+		"tribunal_events_failed_total":            {"service", "type", "tenant"},
+		"tribunal_handler_seconds":                {"service"},
+		"tribunal_judge_calls_total":              {"provider", "model", "kind", "status"},
+		"tribunal_judge_tokens_total":             {"provider", "model", "direction"},
+		"tribunal_judge_cache_hits_total":         {"kind", "model"},
+		"tribunal_gate_failures_total":            {"kind", "gate"},
+		"tribunal_judge_disagreements_total":      {"kind"},
+		"tribunal_dead_letters_total":             {"service"},
+		"tribunal_provider_call_duration_seconds": {"provider", "model", "kind", "outcome"},
+		"tribunal_provider_calls_total":           {"provider", "model", "tenant", "outcome"},
+		"tribunal_provider_retries_total":         {"provider", "model", "reason"},
+		"tribunal_provider_rate_limited_total":    {"provider", "model"},
+		"tribunal_consumer_pending":               {"service", "consumer"},
+		"tribunal_build_info":                     {"version", "goversion"},
+	}
 }

@@ -12,13 +12,14 @@ import (
 // (a crash before its ack) or a compare-and-set retried on a conflict counts again.
 
 // Handled records one finished delivery of a service's handler: handled or failed by
-// event type, and the time it took.
-func Handled(service, eventType string, d time.Duration, err error) {
+// event type and tenant (bounded, see Metrics.SetTenants), and the time it took.
+func Handled(service, eventType, tenant string, d time.Duration, err error) {
 	m := Default()
+	t := m.TenantLabel(tenant)
 	if err != nil {
-		m.EventsFailed.WithLabelValues(service, eventType).Inc()
+		m.EventsFailed.WithLabelValues(service, eventType, t).Inc()
 	} else {
-		m.EventsHandled.WithLabelValues(service, eventType).Inc()
+		m.EventsHandled.WithLabelValues(service, eventType, t).Inc()
 	}
 	m.HandlerSeconds.WithLabelValues(service).Observe(d.Seconds())
 }
@@ -30,7 +31,7 @@ func JudgeCall(kind events.Kind, j events.JudgeInfo, status events.VoteStatus) {
 	m := Default()
 	switch {
 	case j.Cached:
-		m.JudgeCacheHits.WithLabelValues(string(kind)).Inc()
+		m.JudgeCacheHits.WithLabelValues(string(kind), j.Model).Inc()
 	case status == events.VoteBlocked:
 	default:
 		m.JudgeCalls.WithLabelValues(j.Provider, j.Model, string(kind), string(status)).Inc()

@@ -79,8 +79,8 @@ func TestDisagreementsHandledAndDeadLetters(t *testing.T) {
 	telemetry.JudgeDisagreements(events.KindAB, &events.IterationDecided{})
 	telemetry.JudgeDisagreements(events.KindCritic, &events.IterationDecided{Disagreements: 2})
 	telemetry.DeadLettered("gater", 1)
-	telemetry.Handled("judge", "gates.done", 30*time.Millisecond, nil)
-	telemetry.Handled("judge", "gates.done", time.Second, errors.New("provider down"))
+	telemetry.Handled("judge", "gates.done", "default", 30*time.Millisecond, nil)
+	telemetry.Handled("judge", "gates.done", "default", time.Second, errors.New("provider down"))
 	if got := m.Value("tribunal_judge_disagreements_total"); got != 2 {
 		t.Errorf("disagreements %v, want 2", got)
 	}
@@ -125,9 +125,12 @@ func grep(s, sub string) string {
 func TestConsumerPendingAskedAtScrape(t *testing.T) {
 	m := telemetry.Reset()
 	n := uint64(0)
-	stopOld := m.WatchPending("judge", func(context.Context) (uint64, error) { return 99, nil })
-	stop := m.WatchPending("judge", func(context.Context) (uint64, error) { n++; return n, nil })
-	m.WatchPending("gater", func(context.Context) (uint64, error) { return 0, errors.New("nats down") })
+	stopOld := m.WatchPending("judge", func(context.Context) (map[string]uint64, error) { return map[string]uint64{"tribunal-judge": 99}, nil }, nil)
+	stop := m.WatchPending("judge", func(context.Context) (map[string]uint64, error) {
+		n++
+		return map[string]uint64{"tribunal-judge": n}, nil
+	}, nil)
+	m.WatchPending("gater", func(context.Context) (map[string]uint64, error) { return nil, errors.New("nats down") }, nil)
 	stopOld() // an earlier registration's stop leaves the later one
 	if got := m.Value("tribunal_consumer_pending", "service=judge"); got != 1 {
 		t.Fatalf("pending %v, want 1 (the later source, asked once)", got)
@@ -137,7 +140,7 @@ func TestConsumerPendingAskedAtScrape(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if strings.Contains(rec.Body.String(), `tribunal_consumer_pending{service="gater"}`) {
+	if strings.Contains(rec.Body.String(), `service="gater"`) {
 		t.Error("a failing source is reported instead of left out")
 	}
 	stop()

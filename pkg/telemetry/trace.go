@@ -3,6 +3,8 @@ package telemetry
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
+	"math/rand/v2"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -65,6 +67,34 @@ func JobRoot(correlationID string) trace.SpanContext {
 	copy(tid[:], sum[:16])
 	copy(sid[:], sum[16:24])
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+}
+
+// StartSpan starts a span named name under the span context in ctx, like Tracer().Start,
+// and guarantees the returned context a span id of its own. The OpenTelemetry API without
+// an SDK (no exporter configured) hands back the parent's span context unchanged, so every
+// service would pass the same span id along and a backend fed by some of the services
+// would link their spans to the wrong parent; here such a span gets a fresh span id in
+// the parent's trace, carried on by Inject like a recorded one.
+func StartSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	parent := trace.SpanContextFromContext(ctx)
+	ctx, span := Tracer().Start(ctx, name, opts...)
+	sc := span.SpanContext()
+	if !parent.IsValid() || (sc.IsValid() && sc.SpanID() != parent.SpanID()) {
+		return ctx, span
+	}
+	own := trace.NewSpanContext(trace.SpanContextConfig{TraceID: parent.TraceID(), SpanID: newSpanID(),
+		TraceFlags: parent.TraceFlags(), TraceState: parent.TraceState()})
+	ctx = trace.ContextWithSpanContext(ctx, own)
+	return ctx, trace.SpanFromContext(ctx)
+}
+
+// newSpanID is a random, non-zero span id.
+func newSpanID() trace.SpanID {
+	var id trace.SpanID
+	for !id.IsValid() {
+		binary.BigEndian.PutUint64(id[:], rand.Uint64())
+	}
+	return id
 }
 
 // Inject writes the span context of ctx into md, the metadata of an outgoing message, so

@@ -322,6 +322,14 @@ func waitHealthy(endpoint string, exited <-chan struct{}) error {
 	}
 }
 
+// Binary is the versitygw program the tests run ("" when it is not installed), for tests
+// that start it with arguments of their own (a compose file's, say).
+func Binary() string { return findBinary() }
+
+// NeedsSidecar reports whether versitygw's posix backend needs --sidecar for object
+// metadata on dir's filesystem (one without user extended attributes).
+func NeedsSidecar(dir string) bool { return !xattrSupported(dir) }
+
 func findBinary() string {
 	if p, err := exec.LookPath("versitygw"); err == nil {
 		return p

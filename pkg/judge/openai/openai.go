@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Response format modes for Config.ResponseFormat. They differ in how hard the server is
@@ -246,6 +248,20 @@ func New(cfg Config) (*Provider, error) {
 // verdict records the wire protocol; the model and instance say which server.
 func (p *Provider) Name() string { return "openai" }
 
+// ServerAddress is the endpoint's host and port (the scheme's default when the URL has
+// none), for the server.address and server.port of the calls' spans.
+func (p *Provider) ServerAddress() (string, int) {
+	u, err := url.Parse(p.cfg.BaseURL)
+	if err != nil {
+		return "", 0
+	}
+	port, _ := strconv.Atoi(u.Port())
+	if port == 0 {
+		port = map[string]int{"http": 80, "https": 443}[u.Scheme]
+	}
+	return u.Hostname(), port
+}
+
 // DefaultModel is Config.Model.
 func (p *Provider) DefaultModel() string { return p.cfg.Model }
 
@@ -315,6 +331,9 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 		if ctx.Err() != nil {
 			return judge.Response{}, p.stopped(ctx, fmt.Sprintf("attempt %d", attempts))
 		}
+		if f.status == http.StatusTooManyRequests {
+			telemetry.ProviderRateLimited(p.Name(), model)
+		}
 
 		if p.cfg.ResponseFormat == FormatAuto && req.Schema != nil && level < levelNone && f.formatRejected() {
 			next := level + 1
@@ -342,6 +361,7 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 			return judge.Response{}, p.unavailable(model, f, attempts,
 				fmt.Sprintf("next retry in %s would pass the deadline", wait.Round(time.Millisecond)))
 		}
+		telemetry.ProviderRetry(ctx, p.Name(), model, f.reason, f.status, attempts, wait)
 		log.WarnContext(ctx, "retrying judge call",
 			slog.Int("attempt", attempts), slog.Int("status", f.status),
 			slog.Duration("wait", wait), slog.Bool("retry_after", f.hasRetryAfter),
@@ -361,7 +381,7 @@ func (p *Provider) attempt(ctx context.Context, creq goopenai.ChatCompletionRequ
 	resp, err := p.client.CreateChatCompletion(context.WithValue(actx, attemptKey{}, info), creq)
 	if err == nil && len(resp.Choices) == 0 {
 		// A 200 without choices is a server hiccup, not an answer; another attempt may do.
-		return resp, &failure{status: info.status, retryable: true, msg: "response has no choices"}
+		return resp, &failure{status: info.status, retryable: true, msg: "response has no choices", reason: telemetry.RetryEmpty}
 	}
 	if err == nil {
 		return resp, nil

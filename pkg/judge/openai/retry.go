@@ -12,6 +12,8 @@ import (
 	"time"
 
 	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // attemptKey carries an *attemptInfo in the request context from Provider.attempt to
@@ -95,6 +97,8 @@ type failure struct {
 	retryAfter    time.Duration
 	hasRetryAfter bool
 	err           error
+	// reason classifies a retryable failure for metrics (telemetry.Retry*).
+	reason string
 }
 
 // formatRejected reports a server refusing the response_format itself (an old model, a
@@ -139,14 +143,16 @@ func classify(err error, info *attemptInfo, timedOut bool, timeout time.Duration
 		// go-openai rejected the request locally (model/parameter validation, marshalling).
 		f.retryable = false
 	case timedOut:
-		f.retryable = true
+		f.retryable, f.reason = true, telemetry.RetryTimeout
 		f.msg = fmt.Sprintf("attempt timed out after %s", timeout)
 	case f.status == 0:
-		f.retryable = true // connection refused, reset, DNS...
-	case f.status == http.StatusTooManyRequests, f.status >= 500:
-		f.retryable = true
+		f.retryable, f.reason = true, telemetry.RetryNetwork // connection refused, reset, DNS...
+	case f.status == http.StatusTooManyRequests:
+		f.retryable, f.reason = true, telemetry.RetryRateLimited
+	case f.status >= 500:
+		f.retryable, f.reason = true, telemetry.RetryServerError
 	case f.status >= 200 && f.status < 300:
-		f.retryable = true // body cut off or garbled on the way
+		f.retryable, f.reason = true, telemetry.RetryEmpty // body cut off or garbled on the way
 	default:
 		f.retryable = false
 	}

@@ -1,0 +1,67 @@
+package judge
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
+)
+
+// Instrumented wraps p so that every Complete is a GenAI client span and a provider-call
+// measurement (pkg/telemetry.StartProviderCall): model, tokens, outcome and duration,
+// for every kind, the repair re-ask and the renderer's runner alike. app.Start wraps each
+// process's provider once, outside judge.Limited, so the wait for shared rate limits is
+// part of the call as its caller lives it.
+func Instrumented(p Provider) Provider {
+	return &instrumentedProvider{Provider: p}
+}
+
+type instrumentedProvider struct {
+	Provider
+}
+
+// serverAddresser is implemented by providers that talk to an endpoint (pkg/judge/openai),
+// for the span's server.address and server.port.
+type serverAddresser interface {
+	ServerAddress() (host string, port int)
+}
+
+func (p *instrumentedProvider) Complete(ctx context.Context, req Request) (Response, error) {
+	model := req.Model
+	if model == "" {
+		model = p.DefaultModel()
+	}
+	call := telemetry.ProviderCall{Provider: p.Name(), Model: model, Kind: req.Kind, MaxTokens: req.Params.MaxTokens,
+		Seed: req.Params.Seed, Structured: req.Schema != nil}
+	if t := req.Params.Temperature; t != nil {
+		f := float64(*t)
+		call.Temperature = &f
+	}
+	if sa, ok := p.Provider.(serverAddresser); ok {
+		call.ServerAddress, call.ServerPort = sa.ServerAddress()
+	}
+	ctx, end := telemetry.StartProviderCall(ctx, call)
+	resp, err := p.Provider.Complete(ctx, req)
+	end(telemetry.ProviderResult{Model: resp.Model, InputTokens: resp.PromptTokens, OutputTokens: resp.CompletionTokens,
+		Outcome: CallStatus(ctx, err), Err: err})
+	return resp, err
+}
+
+// CallStatus classifies how a provider call ended, for rate limiters and metrics: "ok",
+// StatusRateLimited, "unavailable", "canceled" (the caller gave up: a shutdown) or
+// "error" (a request the provider could not make).
+func CallStatus(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrUnavailable) && strings.Contains(err.Error(), "429"):
+		return StatusRateLimited
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	case ctx.Err() != nil:
+		return "canceled"
+	default:
+		return "error"
+	}
+}
