@@ -33,7 +33,7 @@ func fakeJudge(t *testing.T, opts fakellm.Options) (*Env, *fakellm.Server) {
 // abRules is the `ab` system prompt as embedded.
 func abRules(t *testing.T) string {
 	t.Helper()
-	tpl, err := judge.LoadTemplate("ab.v1")
+	tpl, err := judge.LoadTemplate("ab.v2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestOpenAIProviderFlow(t *testing.T) {
 			t.Errorf("request %d: schema %s does not describe the verdict", i, schema)
 		}
 		if len(r.Messages) < 2 || r.Messages[0].Role != goopenai.ChatMessageRoleSystem || fakellm.Text(r.Messages[0]) != rules {
-			t.Errorf("request %d: first message is not the ab.v1 rules", i)
+			t.Errorf("request %d: first message is not the ab.v2 rules", i)
 		}
 	}
 	for id, c := range callsPerAC(t, fake.Requests()) {

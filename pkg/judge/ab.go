@@ -12,16 +12,17 @@ import (
 )
 
 var (
-	abTemplate     = mustTemplate("ab.v1")
+	abTemplate     = mustTemplate("ab.v2")
 	repairTemplate = mustTemplate("repair.v1")
 	abSchema       = &Schema{Name: "ab_verdict", JSON: json.RawMessage(`{
   "type": "object",
   "additionalProperties": false,
-  "required": ["raw_winner", "confidence", "biggest_gap"],
+  "required": ["raw_winner", "confidence", "biggest_gap", "reasoning"],
   "properties": {
     "raw_winner": {"type": "string", "enum": ["A", "B", "tie"]},
     "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-    "biggest_gap": {"type": "string", "minLength": 1}
+    "biggest_gap": {"type": "string", "minLength": 1},
+    "reasoning": {"type": "string"}
   }
 }`)}
 )
@@ -96,7 +97,7 @@ func JudgeAB(ctx context.Context, p Provider, model string, instance string, in 
 		v, perr := ab.ParseRawVerdict([]byte(resp.Content))
 		if perr == nil {
 			vote.Status = "ok"
-			vote.RawWinner, vote.Confidence, vote.BiggestGap = v.RawWinner, v.Confidence, v.BiggestGap
+			vote.RawWinner, vote.Confidence, vote.BiggestGap, vote.Reasoning = v.RawWinner, v.Confidence, v.BiggestGap, v.Reasoning
 			vote.Error, vote.Raw = "", ""
 			return vote
 		}

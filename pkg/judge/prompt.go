@@ -23,7 +23,7 @@ type Template struct {
 	Hash string
 }
 
-// LoadTemplate reads an embedded prompt, e.g. "ab.v1".
+// LoadTemplate reads an embedded prompt, e.g. "ab.v2".
 func LoadTemplate(name string) (Template, error) {
 	data, err := promptFS.ReadFile("prompts/" + name + ".md")
 	if err != nil {

@@ -140,11 +140,11 @@ func TestFenceCutThenNeutralise(t *testing.T) {
 }
 
 func TestLoadTemplate(t *testing.T) {
-	a1, err := LoadTemplate("ab.v1")
+	a1, err := LoadTemplate("ab.v2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, err := LoadTemplate("ab.v1")
+	a2, err := LoadTemplate("ab.v2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestLoadTemplate(t *testing.T) {
 		}
 	}
 	edited := sha256.Sum256([]byte(a1.Text + " "))
-	if hex.EncodeToString(edited[:8]) == strings.TrimPrefix(a1.Hash, "ab.v1:") {
+	if hex.EncodeToString(edited[:8]) == strings.TrimPrefix(a1.Hash, "ab.v2:") {
 		t.Error("a one-byte edit keeps the hash")
 	}
 	if _, err := LoadTemplate("no-such.v9"); err == nil {
@@ -185,7 +185,7 @@ func TestLoadTemplate(t *testing.T) {
 
 func TestABPromptHash(t *testing.T) {
 	h := ABPromptHash()
-	if !regexp.MustCompile(`^ab\.v1:[0-9a-f]{16}\+repair\.v1:[0-9a-f]{16}$`).MatchString(h) {
+	if !regexp.MustCompile(`^ab\.v2:[0-9a-f]{16}\+repair\.v1:[0-9a-f]{16}$`).MatchString(h) {
 		t.Errorf("ABPromptHash = %q", h)
 	}
 	if h != ABPromptHash() {
