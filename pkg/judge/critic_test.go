@@ -106,3 +106,28 @@ func TestPromptHashes(t *testing.T) {
 		t.Log(h.got)
 	}
 }
+
+// TestJudgeCriticNeedsTheWholeOutputObject: af-critic's "Return only this JSON object,
+// no prose, no code fence" with verdict and quality in it. A fenced answer, or one that
+// leaves out the claims, is re-asked once and then recorded as a schema violation.
+func TestJudgeCriticNeedsTheWholeOutputObject(t *testing.T) {
+	in := CriticInput{Key: "AC-9", Task: "write a haiku", Output: "an old pond"}
+	valid := `{"correctness": 8, "slop": 1, "scope": 8, "verdict": "pass", "quality": 8, "rationale": "r"}`
+	for _, tc := range []struct{ name, bad, field string }{
+		{"code fence", "```json\n" + valid + "\n```", "code fence"},
+		{"no verdict", `{"correctness": 8, "slop": 1, "scope": 8, "quality": 8, "rationale": "r"}`, "verdict"},
+		{"no quality", `{"correctness": 8, "slop": 1, "scope": 8, "verdict": "pass", "rationale": "r"}`, "quality"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, seen := kindsAnswersInTurn(tc.bad, tc.bad)
+			out := JudgeCritic(context.Background(), p, "m", "", in, Params{})
+			if out.Status != "schema_violation" || len(*seen) != 2 || !strings.Contains(out.Error, tc.field) {
+				t.Fatalf("%+v after %d calls", out, len(*seen))
+			}
+			p, _ = kindsAnswersInTurn(tc.bad, valid)
+			if out := JudgeCritic(context.Background(), p, "m", "", in, Params{}); out.Status != "ok" {
+				t.Fatalf("repaired answer: %+v", out)
+			}
+		})
+	}
+}
