@@ -47,7 +47,9 @@ func (s *Submitter) planRubric(ctx context.Context, b *batch.Batch, tenant strin
 	if st, err := os.Stat(path); err == nil && !st.IsDir() {
 		dir = filepath.Dir(path)
 	}
-	f, err := argus.LoadFeature(dir)
+	// Design-system paths resolve like the seed's gates.sh (repository-relative first,
+	// then the feature folder), never above the batch folder or the repository root.
+	f, err := argus.LoadFeature(dir, b.Dir, argus.RepoRoot(dir))
 	if err != nil {
 		return blocked("invalid spec: " + err.Error()), nil
 	}
@@ -66,13 +68,14 @@ func (s *Submitter) planRubric(ctx context.Context, b *batch.Batch, tenant strin
 		return os.ReadFile(p)
 	}
 	docs := map[string][]byte{}
-	for name, rel := range map[string]string{"spec": argus.SpecFile, "text": argus.SpecTextFile, "tokens": f.Spec.DesignSystem.Tokens, "pairs": f.Spec.DesignSystem.ContrastPairs} {
-		if rel == "" {
+	for name, p := range map[string]string{"spec": filepath.Join(f.Dir, argus.SpecFile), "text": filepath.Join(f.Dir, argus.SpecTextFile),
+		"tokens": f.TokensPath, "pairs": f.PairsPath} {
+		if p == "" {
 			continue
 		}
-		data, err := read(rel)
+		data, err := os.ReadFile(p)
 		if err != nil {
-			return blocked(fmt.Sprintf("invalid spec: %s: %v", rel, err)), nil
+			return blocked(fmt.Sprintf("invalid spec: %s: %v", p, err)), nil
 		}
 		docs[name] = data
 	}
@@ -105,7 +108,7 @@ func (s *Submitter) planRubric(ctx context.Context, b *batch.Batch, tenant strin
 	}
 	var out []plan
 	for _, t := range f.Spec.Targets {
-		route, rerr := s.route(f, t.Route)
+		route, rerr := s.route(f, f.Spec.Adapter, t.Route)
 		ref := t.CanonicalReference()
 		var refBlob *events.Blob
 		if ref.Status == "present" && ref.File != "" {
@@ -140,15 +143,21 @@ func (s *Submitter) planRubric(ctx context.Context, b *batch.Batch, tenant strin
 	return out, nil
 }
 
-// route resolves a target's route: a URL as it is; a path inside the feature folder
-// through ServeFeature (the all-in-one mode serves the folder on loopback); anything
-// else cannot be reached by a renderer.
-func (s *Submitter) route(f *argus.Feature, r string) (string, error) {
+// route resolves a target's route for the renderer. Routes are opaque to tribunal (the
+// seed's spec schema: "Opaque to the loop; interpreted by the adapter"), so for a command
+// adapter the route goes exactly as written (`app://feature/target` for the seed's iOS
+// recipe). Only the built-in web sensor interprets routes: a URL as it is, and a path
+// inside the feature folder through ServeFeature (the all-in-one mode serves the folder
+// on loopback); any other web route cannot be reached by a renderer.
+func (s *Submitter) route(f *argus.Feature, adapter, r string) (string, error) {
+	if adapter != argus.AdapterWeb {
+		return r, nil
+	}
 	if batch.IsURL(r) {
 		return r, nil
 	}
 	if s.ServeFeature == nil {
-		return "", fmt.Errorf("route %q is not a URL a renderer can reach (only `tribunal run` serves feature folders)", r)
+		return "", fmt.Errorf("route %q is not a URL the web sensor can reach (only `tribunal run` serves feature folders)", r)
 	}
 	if _, err := f.Path(strings.SplitN(r, "?", 2)[0]); err != nil {
 		return "", fmt.Errorf("route %q: %w", r, err)
