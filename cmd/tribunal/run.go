@@ -43,6 +43,8 @@ type runFlags struct {
 	gates        []string
 	console      string
 	metrics      string
+	cfn          bool
+	acs          []string
 	judge        judgeFlags
 }
 
@@ -65,7 +67,10 @@ The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every A
   OPENAI_API_KEY=... tribunal run examples/quickstart --judge openai --judge-model gpt-4o-mini
 
   # a local model served by Ollama
-  tribunal run examples/quickstart --judge openai --openai-base-url http://localhost:11434/v1 --judge-model llama3.2-vision`,
+  tribunal run examples/quickstart --judge openai --openai-base-url http://localhost:11434/v1 --judge-model llama3.2-vision
+
+  # two ACs only, and the manifest where cfn-ab-critic's vote step finds it
+  tribunal run examples/quickstart --ac AC-1,AC-2 --cfn`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runAllInOne(cmd.Context(), f, args[0]) },
 	}
@@ -84,6 +89,8 @@ The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every A
 	fs.StringVar(&f.metrics, "metrics", "", "serve /metrics, /healthz and /readyz on this address while the batch runs")
 	fs.StringArrayVar(&f.gates, "gates-adapter", nil, "rubric: an operator gates command, name=/path/to/gates.sh, printing build/lint/type_check/token_compliance/snapshot/flows as JSON (repeatable)")
 	fs.StringArrayVar(&f.adapters, "adapter", nil, "rubric: a command sensor adapter, name=/path/to/sense.sh (repeatable; web is built in)")
+	fs.BoolVar(&f.cfn, "cfn", false, "also write the ab manifest where the cfn-ab-critic vote step looks for it: ./.cfn-cache/manifests/cfn-ab-critic-<ns>.json")
+	fs.StringSliceVar(&f.acs, "ac", nil, "judge only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
 	f.judge.register(fs)
 	return cmd
 }
@@ -92,6 +99,11 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	b, err := batch.Load(path)
 	if err != nil {
 		return exitError{2, err}
+	}
+	if len(f.acs) > 0 {
+		if err := b.Select(f.acs); err != nil {
+			return exitError{2, err}
+		}
 	}
 	for _, r := range b.Rejected {
 		fmt.Fprintln(os.Stderr, "skipped:", r)
@@ -198,12 +210,32 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if err != nil {
 		return err
 	}
+	if f.cfn {
+		if err := writeCFN(res); err != nil {
+			return err
+		}
+	}
 	if err := printResults(os.Stdout, res, outDir, f.asJSON); err != nil {
 		return err
 	}
 	if res.Summary.ExitCode != 0 {
 		return exitError{code: res.Summary.ExitCode}
 	}
+	return nil
+}
+
+// writeCFN writes the ab manifest under the current directory for the seed's vote step
+// (--cfn on run and results) and says where.
+func writeCFN(res *client.Results) error {
+	p, err := res.WriteCFN(".", time.Now())
+	if err != nil {
+		return err
+	}
+	if p == "" {
+		fmt.Fprintln(os.Stderr, "--cfn: the batch has no ab ACs, so there is no ab manifest to write")
+		return nil
+	}
+	fmt.Fprintln(os.Stderr, "cfn manifest:", p)
 	return nil
 }
 

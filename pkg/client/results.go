@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -243,4 +244,44 @@ func (r *Results) Write(dir string) (string, error) {
 		}
 	}
 	return out, nil
+}
+
+// CFNManifestDir is where the seed's vote step looks for ab manifests, under the
+// project root: its discovery glob lists .cfn-cache/manifests/cfn-ab-critic-*.json.
+const CFNManifestDir = ".cfn-cache/manifests"
+
+// WriteCFN writes the batch's ab manifest where and as the seed (cfn-ab-critic) emits it,
+// so the seed's vote step picks it up: root/.cfn-cache/manifests/cfn-ab-critic-<ns>.json
+// with review_id "ab-critic-<ns>" and source "cfn-ab-critic", <ns> being the nanosecond
+// timestamp of the write. Everything else is the batch's manifest unchanged. It returns
+// the file written, or "" when the batch has no ab manifest (no ab AC).
+func (r *Results) WriteCFN(root string, now time.Time) (string, error) {
+	if r.Manifest == nil {
+		return "", nil
+	}
+	ns := strconv.FormatInt(now.UnixNano(), 10)
+	m := *r.Manifest
+	m.ReviewID, m.Source = "ab-critic-"+ns, "cfn-ab-critic"
+	dir := filepath.Join(root, filepath.FromSlash(CFNManifestDir))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("cfn manifest folder: %w", err)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("cfn manifest: %w", err)
+	}
+	path := filepath.Join(dir, "cfn-ab-critic-"+ns+".json")
+	// O_EXCL: two writes in the same nanosecond must not overwrite each other.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("write cfn manifest: %w", err)
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return "", fmt.Errorf("write cfn manifest %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("write cfn manifest %s: %w", path, err)
+	}
+	return path, nil
 }
