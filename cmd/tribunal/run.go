@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
+	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
@@ -109,11 +111,19 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		fmt.Fprintln(os.Stderr, "skipped:", r)
 	}
 	tenant := firstNonEmpty(f.tenant, b.Tenant, "default")
+	// The seed's default mode is interactive: on a terminal a rubric AC that names no mode
+	// pauses for HE-2 at the first sign-off of the run; without a terminal nobody could
+	// answer, so it runs headless.
+	terminal := isatty.IsTerminal(os.Stdin.Fd())
+	defaultMode := events.ModeHeadless
+	if terminal {
+		defaultMode = events.ModeInteractive
+	}
 	interactive := false
 	for _, ac := range b.ACs {
-		interactive = interactive || ac.Mode == events.ModeInteractive
+		interactive = interactive || b.KindOf(ac) == events.KindRubric && firstNonEmpty(ac.Mode, defaultMode) == events.ModeInteractive
 	}
-	if interactive && f.console == "" && !isatty.IsTerminal(os.Stdin.Fd()) {
+	if interactive && f.console == "" && !terminal {
 		return exitError{2, fmt.Errorf("%s: interactive rubric mode asks a person on this terminal, but standard input is not one: use mode headless here, or the services with `tribunal spotcheck`", b.Path)}
 	}
 	if f.timeout > 0 {
@@ -166,7 +176,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		fmt.Fprintf(os.Stderr, "metrics: http://%s/metrics\n", addr)
 	}
 
-	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store, AllowOutside: f.allowOutside, ServeFeature: features.serve}
+	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store, AllowOutside: f.allowOutside, ServeFeature: features.serve, DefaultMode: defaultMode}
 	s, err := sub.Submit(ctx, b, tenant, client.NewBatchID(b))
 	if err != nil {
 		return err
@@ -187,12 +197,20 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 					continue
 				}
 				asked[r.ACID] = true
+				rubric, err := client.ViewRubric(ctx, env.Store, s.Tenant, r)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "spot-check:", err)
+					asked[r.ACID] = false
+					continue
+				}
 				fmt.Fprintf(os.Stderr, "\nspot-check (HE-2): %s signed off after %d iterations. Compare its render with the reference,\n"+
-					"then type y to approve, or the name of the dimension the judge got wrong: ", r.ACID, r.Rubric.Loop.Iteration)
-				answer, _ := in.ReadString('\n')
-				answer = strings.TrimSpace(answer)
-				approved := answer == "y" || answer == "yes"
-				if err := client.Spotcheck(env.Running.Pub, s.Tenant, s.BatchID, r.ACID, approved, answer, "terminal"); err != nil {
+					"then type y to approve, or the dimension the judge got wrong (%s): ", r.ACID, r.Rubric.Loop.Iteration, strings.Join(rubric.DimensionNames(), ", "))
+				approved, dim, ok := askSpotcheck(in, os.Stderr, rubric)
+				if !ok {
+					// No answer (end of input): the sign-off stays pending.
+					continue
+				}
+				if err := client.Spotcheck(env.Running.Pub, s.Tenant, s.BatchID, r.ACID, approved, dim, "terminal"); err != nil {
 					fmt.Fprintln(os.Stderr, "spot-check not recorded:", err)
 					asked[r.ACID] = false
 				}
@@ -222,6 +240,24 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		return exitError{code: res.Summary.ExitCode}
 	}
 	return nil
+}
+
+// askSpotcheck reads HE-2 answers until one is y or a dimension of the rubric, asking
+// again after anything else; ok is false when the input ends first.
+func askSpotcheck(in *bufio.Reader, out io.Writer, rubric *argus.Rubric) (approved bool, dimension string, ok bool) {
+	for {
+		line, err := in.ReadString('\n')
+		if strings.TrimSpace(line) != "" {
+			a, d, aerr := client.SpotcheckAnswer(rubric, line)
+			if aerr == nil {
+				return a, d, true
+			}
+			fmt.Fprintf(out, "%v\nspot-check: ", aerr)
+		}
+		if err != nil {
+			return false, "", false
+		}
+	}
 }
 
 // writeCFN writes the ab manifest under the current directory for the seed's vote step

@@ -47,6 +47,30 @@ const (
 	SpotcheckApproved = "approved"
 )
 
+// CheckSpotcheck validates a person's HE-2 answer against the rubric the view was judged
+// with: the seed's human "names the dimension the judge got wrong so you can tune
+// rubric.json", so a rejection must name one of the rubric's dimensions; anything else
+// ("reject", a typo) would be recorded as a dimension nobody can tune. An approval names
+// none.
+func (r *Rubric) CheckSpotcheck(approved bool, dimension string) error {
+	if approved {
+		if dimension != "" {
+			return fmt.Errorf("an approved spot-check names no dimension, got %q", dimension)
+		}
+		return nil
+	}
+	names := r.DimensionNames()
+	for _, n := range names {
+		if n == dimension {
+			return nil
+		}
+	}
+	if dimension == "" {
+		return fmt.Errorf("a rejected spot-check names the dimension the judge got wrong: one of %s", strings.Join(names, ", "))
+	}
+	return fmt.Errorf("%q is not a dimension of the rubric: name one of %s", dimension, strings.Join(names, ", "))
+}
+
 // SpotcheckDimension returns the dimension a spot-check value names, if it names one.
 func SpotcheckDimension(v string) (string, bool) {
 	v = strings.TrimSpace(v)

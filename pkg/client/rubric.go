@@ -85,7 +85,7 @@ func (s *Submitter) planRubric(ctx context.Context, b *batch.Batch, tenant strin
 			return blocked("invalid spec: rubric.json: " + err.Error()), nil
 		}
 	}
-	base := events.RubricSpec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: firstNonEmpty(ac.Mode, events.ModeHeadless),
+	base := events.RubricSpec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: firstNonEmpty(ac.Mode, s.DefaultMode, events.ModeHeadless),
 		MaxIterations: ac.MaxIterations, Width: 1440, Height: 900}
 	if base.SpecJSON, err = put(docs["spec"], "application/json"); err != nil {
 		return nil, err

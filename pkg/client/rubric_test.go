@@ -4,10 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
 // writeFeature writes a minimal rubric feature with one target at route, rendered by
@@ -75,5 +78,55 @@ func TestRoutesAreOpaque(t *testing.T) {
 				t.Fatalf("route %q (adapter %q), want %q", rs.Route, rs.Adapter, tc.want)
 			}
 		})
+	}
+}
+
+// TestSpotcheckAnswer: the HE-2 prompt's answer is y/yes or a dimension of the view's
+// rubric (the seed's human "names the dimension the judge got wrong"); "reject", a typo
+// or a blank line is asked again, never recorded as a dimension.
+func TestSpotcheckAnswer(t *testing.T) {
+	r := argus.DefaultRubric()
+	for _, tc := range []struct {
+		in       string
+		approved bool
+		dim      string
+		ok       bool
+	}{
+		{"y\n", true, "", true}, {"YES", true, "", true}, {" typography \n", false, "typography", true},
+		{"reject\n", false, "", false}, {"n", false, "", false}, {"Typography", false, "", false}, {"", false, "", false},
+	} {
+		a, d, err := SpotcheckAnswer(r, tc.in)
+		if (err == nil) != tc.ok || a != tc.approved || d != tc.dim {
+			t.Errorf("SpotcheckAnswer(%q) = %v %q %v", tc.in, a, d, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "visual_fidelity") {
+			t.Errorf("%q: the error does not list the dimensions: %v", tc.in, err)
+		}
+	}
+}
+
+// TestDefaultMode: a rubric AC that names no mode takes the submitter's default
+// (interactive when `tribunal run` has a terminal, the seed's default), else headless;
+// a mode the batch names wins.
+func TestDefaultMode(t *testing.T) {
+	for _, tc := range []struct{ def, acMode, want string }{
+		{"", "", events.ModeHeadless}, {events.ModeInteractive, "", events.ModeInteractive},
+		{events.ModeInteractive, events.ModeHeadless, events.ModeHeadless}, {"", events.ModeReportOnly, events.ModeReportOnly},
+	} {
+		dir := t.TempDir()
+		writeFeature(t, dir, "ios", "app://tasks/list")
+		store, err := fileblob.New(t.TempDir(), fileblob.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Submitter{Store: store, DefaultMode: tc.def}
+		b := &batch.Batch{Path: filepath.Join(dir, "batch.yaml"), Dir: dir}
+		plans, err := s.planRubric(context.Background(), b, "team-a", batch.AC{ID: "tasks", Spec: "spec.json", Mode: tc.acMode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := plans[0].build(nil).Rubric.Mode; got != tc.want {
+			t.Errorf("default %q, AC mode %q: mode %q, want %q", tc.def, tc.acMode, got, tc.want)
+		}
 	}
 }

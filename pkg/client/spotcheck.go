@@ -3,7 +3,10 @@ package client
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
@@ -41,3 +44,51 @@ func AwaitingSpotcheck(ctx context.Context, b bus.Buckets, tenant, batchID strin
 	}
 	return out, nil
 }
+
+// ViewRubric reads the rubric a rubric view is judged with (the one its job carries), so a
+// spot-check can be checked against its dimensions (argus.Rubric.CheckSpotcheck).
+func ViewRubric(ctx context.Context, store blob.Store, tenant string, rec *aggregator.JobRecord) (*argus.Rubric, error) {
+	if rec.Spec.Rubric == nil || rec.Spec.Rubric.Rubric.SHA256 == "" {
+		return nil, fmt.Errorf("job %s is not a rubric view", rec.ACID)
+	}
+	data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: tenant, SHA256: rec.Spec.Rubric.Rubric.SHA256})
+	if err != nil {
+		return nil, fmt.Errorf("read the rubric of %s: %w", rec.ACID, err)
+	}
+	r, err := argus.ParseRubric(data)
+	if err != nil {
+		return nil, fmt.Errorf("rubric of %s: %w", rec.ACID, err)
+	}
+	return r, nil
+}
+
+// FindJob returns one job record of a batch.
+func FindJob(ctx context.Context, b bus.Buckets, tenant, batchID, job string) (*aggregator.JobRecord, error) {
+	recs, err := aggregator.LoadJobs(ctx, b.Jobs, tenant, batchID)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if r.ACID == job {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("batch %s has no job %s", batchID, job)
+}
+
+// SpotcheckAnswer reads what a person typed at the HE-2 prompt: y or yes approves;
+// otherwise the answer must name one of the rubric's dimensions (the one the judge got
+// wrong). Anything else is an error saying what to type, so the prompt can ask again
+// instead of recording "reject" or a typo as a dimension.
+func SpotcheckAnswer(r *argus.Rubric, answer string) (approved bool, dimension string, err error) {
+	answer = strings.TrimSpace(answer)
+	switch strings.ToLower(answer) {
+	case "y", "yes":
+		return true, "", nil
+	}
+	if err := r.CheckSpotcheck(false, answer); err != nil {
+		return false, "", fmt.Errorf("type y to approve, or the dimension the judge got wrong: %w", err)
+	}
+	return false, answer, nil
+}
+

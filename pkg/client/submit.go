@@ -45,6 +45,9 @@ type Submitter struct {
 	// ServeFeature, when set, serves a rubric feature folder over HTTP and returns its
 	// base URL, so targets may name pages inside the folder (the all-in-one mode).
 	ServeFeature func(dir string) (string, error)
+	// DefaultMode is the mode of a rubric AC that names none; empty means headless.
+	// `tribunal run` on a terminal sets interactive, the seed's default.
+	DefaultMode string
 	Log          *slog.Logger
 }
 
