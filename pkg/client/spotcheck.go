@@ -91,4 +91,3 @@ func SpotcheckAnswer(r *argus.Rubric, answer string) (approved bool, dimension s
 	}
 	return false, answer, nil
 }
-

@@ -48,7 +48,7 @@ type Submitter struct {
 	// DefaultMode is the mode of a rubric AC that names none; empty means headless.
 	// `tribunal run` on a terminal sets interactive, the seed's default.
 	DefaultMode string
-	Log          *slog.Logger
+	Log         *slog.Logger
 }
 
 // Submission describes a submitted batch.
