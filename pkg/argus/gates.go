@@ -300,6 +300,9 @@ func ParseGateResult(data []byte) (*GateResult, error) {
 			return nil, fmt.Errorf("gate result: %s is required", k)
 		}
 	}
+	if vs := checkSchema(gateResultSchema, data); len(vs) > 0 {
+		return nil, fmt.Errorf("gate result: %s: %s (gate-result schema)", vs[0].Path, vs[0].Message)
+	}
 	return r, nil
 }
 

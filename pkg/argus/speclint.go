@@ -101,6 +101,14 @@ func LintSpec(data []byte, refExists func(file string) bool) (*LintReport, error
 	}
 	l := &linter{refExists: refExists}
 	l.spec(root)
+	if len(l.errs) == 0 {
+		// The seed's spec.schema.json is the contract: a spec the linter passes must
+		// satisfy it too. (When the linter already found errors they say more, in
+		// tribunal's words, and the schema would only repeat them.)
+		for _, sv := range checkSchema(specSchema, data) {
+			l.add(sv.Path, "spec schema: %s", sv.Message)
+		}
+	}
 	return l.report(), nil
 }
 

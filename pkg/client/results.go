@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/ab"
+	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -90,6 +92,38 @@ type Results struct {
 	Manifest *ab.Manifest          `json:"-"`
 	// Manifests are the critic and equivalence manifests, raw, by kind.
 	Manifests map[string]json.RawMessage `json:"-"`
+	// SignOffs are the rubric views signed off in this batch, by feature, in the seed's
+	// signoff.json shape.
+	SignOffs map[string][]argus.SignOff `json:"-"`
+	// Candidates are the HE-1 candidate renders, PNG bytes by their path under the
+	// output folder: <feature>/candidates/<target>-<state>-<appearance>.png.
+	Candidates map[string][]byte `json:"-"`
+}
+
+// rubricFiles collects a rubric view's sign-off and HE-1 candidate for Write, as the
+// seed keeps them under .argus-runs/: signoff.json and candidates/.
+func (r *Results) rubricFiles(ctx context.Context, store blob.Store, rec *aggregator.JobRecord) error {
+	rs, rr := rec.Spec.Rubric, rec.Rubric
+	if rs == nil || rr == nil || rs.Feature == "" {
+		return nil
+	}
+	if rr.SignOff != nil {
+		if r.SignOffs == nil {
+			r.SignOffs = map[string][]argus.SignOff{}
+		}
+		r.SignOffs[rs.Feature] = append(r.SignOffs[rs.Feature], *rr.SignOff)
+	}
+	if rr.Candidate != nil {
+		data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: r.Tenant, SHA256: rr.Candidate.SHA256})
+		if err != nil {
+			return fmt.Errorf("read the candidate of %s: %w", rec.ACID, err)
+		}
+		if r.Candidates == nil {
+			r.Candidates = map[string][]byte{}
+		}
+		r.Candidates[path.Join(rs.Feature, "candidates", rs.Target+"-"+rs.State+"-"+rs.Appearance+".png")] = data
+	}
+	return nil
 }
 
 // Load reads a batch's results: its completion, every job record and its manifest.
@@ -112,6 +146,9 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 	judges := map[string]bool{}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
 	for _, r := range recs {
+		if err := res.rubricFiles(ctx, store, r); err != nil {
+			return nil, err
+		}
 		row := Row{ACID: r.ACID, Kind: r.Spec.Kind, Status: r.Status, Reason: r.BlockReason}
 		if r.Decided != nil && r.Decided.AB != nil {
 			d := r.Decided.AB
@@ -243,7 +280,33 @@ func (r *Results) Write(dir string) (string, error) {
 			return "", fmt.Errorf("write %s manifest: %w", kind, err)
 		}
 	}
+	// Rubric features: <feature>/signoff.json and <feature>/candidates/*.png, the files
+	// the seed keeps under .argus-runs/. Feature, target, state and appearance are slugs
+	// or spec strings: each path is checked to stay inside the output folder.
+	for feature, list := range r.SignOffs {
+		if err := writeInside(out, path.Join(feature, "signoff.json"), func(p string) error { return write(p, list) }); err != nil {
+			return "", fmt.Errorf("write signoff.json of %s: %w", feature, err)
+		}
+	}
+	for rel, png := range r.Candidates {
+		if err := writeInside(out, rel, func(p string) error { return os.WriteFile(filepath.Join(out, p), png, 0o644) }); err != nil {
+			return "", fmt.Errorf("write candidate %s: %w", rel, err)
+		}
+	}
 	return out, nil
+}
+
+// writeInside creates rel's folder under out and calls write with rel, refusing a path
+// that would leave out.
+func writeInside(out, rel string, write func(rel string) error) error {
+	p := filepath.FromSlash(rel)
+	if !filepath.IsLocal(p) {
+		return fmt.Errorf("%q is not a path inside the output folder", rel)
+	}
+	if err := os.MkdirAll(filepath.Join(out, filepath.Dir(p)), 0o755); err != nil {
+		return err
+	}
+	return write(p)
 }
 
 // CFNManifestDir is where the seed's vote step looks for ab manifests, under the
