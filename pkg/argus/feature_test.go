@@ -183,3 +183,16 @@ func TestSeedTemplateLoads(t *testing.T) {
 		})
 	}
 }
+
+// TestExampleAppFeature: examples/rubric-app, the command-adapter example, loads and keeps
+// its app:// route as written.
+func TestExampleAppFeature(t *testing.T) {
+	f, err := LoadFeature("../../examples/rubric-app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, ok := f.Spec.TargetByID("list")
+	if !ok || f.Spec.Adapter == AdapterWeb || tg.Route != "app://tasks/list" || f.Lint.NeedsContext() {
+		t.Fatalf("%+v %+v", f.Spec, f.Lint)
+	}
+}
