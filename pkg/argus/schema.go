@@ -3,9 +3,6 @@ package argus
 import (
 	"bytes"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
@@ -70,36 +67,8 @@ func checkSchema(s *jsonschema.Schema, data []byte) []SchemaViolation {
 		return []SchemaViolation{{Path: "(root)", Message: err.Error()}}
 	}
 	var out []SchemaViolation
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			out = append(out, SchemaViolation{Path: instancePath(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(schemaPrinter)})
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
+	for _, leaf := range schemas.Leaves(ve) {
+		out = append(out, SchemaViolation{Path: schemas.FieldPath(leaf.InstanceLocation, "(root)"), Message: leaf.ErrorKind.LocalizedString(schemaPrinter)})
 	}
-	walk(ve)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
-}
-
-// instancePath writes a JSON pointer's tokens the way tribunal names fields.
-func instancePath(tokens []string) string {
-	var b strings.Builder
-	for _, t := range tokens {
-		if _, err := strconv.Atoi(t); err == nil {
-			b.WriteString("[" + t + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(t)
-	}
-	if b.Len() == 0 {
-		return "(root)"
-	}
-	return b.String()
 }
