@@ -60,6 +60,10 @@ a file blob store and the renderer, gater, judge and aggregator services, submit
 shows progress, prints a results table and writes results.json and manifest.json into the
 output folder. Nothing needs to be installed and, with the default scripted judge, no API key.
 
+A rubric AC that names no mode runs interactive when standard input is a terminal (the
+seed's default: the first sign-off of the run pauses for the HE-2 spot-check, answered at
+the prompt with y or the rubric dimension the judge got wrong) and headless otherwise.
+
 The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every AC blocked
 (2 is a usage error).`,
 		Example: `  # the offline quickstart (scripted judge: recorded answers, no model)
