@@ -8,3 +8,17 @@ import _ "embed"
 //
 //go:embed batch.schema.json
 var Batch []byte
+
+// The Argus (rubric kind) schemas. spec, verdict and gate-result are the seed's own text
+// (gate-result with one documented change: extra adapter gates); rubric is tribunal's,
+// written from the seed's rubric.json.
+var (
+	//go:embed argus/spec.schema.json
+	ArgusSpec []byte
+	//go:embed argus/rubric.schema.json
+	ArgusRubric []byte
+	//go:embed argus/verdict.schema.json
+	ArgusVerdict []byte
+	//go:embed argus/gate-result.schema.json
+	ArgusGateResult []byte
+)

@@ -57,6 +57,7 @@ func newSubmitCmd() *cobra.Command {
 	var conn connFlags
 	var tenant string
 	var allowOutside bool
+	var acs []string
 	cmd := &cobra.Command{
 		Use:   "submit <batch>",
 		Short: "Submit a batch to running services and print its batch id",
@@ -67,6 +68,11 @@ func newSubmitCmd() *cobra.Command {
 			b, err := batch.Load(args[0])
 			if err != nil {
 				return exitError{2, err}
+			}
+			if len(acs) > 0 {
+				if err := b.Select(acs); err != nil {
+					return exitError{2, err}
+				}
 			}
 			for _, r := range b.Rejected {
 				fmt.Fprintln(os.Stderr, "skipped:", r)
@@ -88,6 +94,7 @@ func newSubmitCmd() *cobra.Command {
 	conn.register(cmd.Flags())
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (team); default the batch's, else \"default\"")
 	cmd.Flags().BoolVar(&allowOutside, "allow-outside", false, "allow artifact paths outside the batch folder")
+	cmd.Flags().StringSliceVar(&acs, "ac", nil, "submit only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
 	return cmd
 }
 
@@ -125,7 +132,7 @@ func newWatchCmd() *cobra.Command {
 func newResultsCmd() *cobra.Command {
 	var conn connFlags
 	var tenant, batchID, out string
-	var asJSON bool
+	var asJSON, cfn bool
 	cmd := &cobra.Command{
 		Use:     "results --batch <id>",
 		Short:   "Print (and write) the results of a completed batch",
@@ -137,10 +144,24 @@ func newResultsCmd() *cobra.Command {
 				return err
 			}
 			defer env.close()
+			if cfn {
+				b, err := env.buckets(cmd.Context())
+				if err != nil {
+					return err
+				}
+				res, err := client.Load(cmd.Context(), b, env.store, tenant, batchID)
+				if err != nil {
+					return err
+				}
+				if err := writeCFN(res); err != nil {
+					return err
+				}
+			}
 			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
 		},
 	}
 	addResultFlags(cmd, &conn, &tenant, &batchID, &out, &asJSON)
+	cmd.Flags().BoolVar(&cfn, "cfn", false, "also write the ab manifest where the cfn-ab-critic vote step looks for it: ./.cfn-cache/manifests/cfn-ab-critic-<ns>.json")
 	return cmd
 }
 

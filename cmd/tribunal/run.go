@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
+	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
@@ -25,6 +27,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
@@ -44,6 +48,8 @@ type runFlags struct {
 	gates        []string
 	console      string
 	metrics      string
+	cfn          bool
+	acs          []string
 	judge        judgeFlags
 }
 
@@ -57,6 +63,10 @@ a file blob store and the renderer, gater, judge and aggregator services, submit
 shows progress, prints a results table and writes results.json and manifest.json into the
 output folder. Nothing needs to be installed and, with the default scripted judge, no API key.
 
+A rubric AC that names no mode runs interactive when standard input is a terminal (the
+seed's default: the first sign-off of the run pauses for the HE-2 spot-check, answered at
+the prompt with y or the rubric dimension the judge got wrong) and headless otherwise.
+
 The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every AC blocked
 (2 is a usage or configuration error: with --judge openai, the provider is probed first,
 and one that cannot work, with no key, no server or a refused key, stops the run here).`,
@@ -67,7 +77,10 @@ and one that cannot work, with no key, no server or a refused key, stops the run
   OPENAI_API_KEY=... tribunal run examples/quickstart --judge openai --judge-model gpt-4o-mini
 
   # a local model served by Ollama
-  tribunal run examples/quickstart --judge openai --openai-base-url http://localhost:11434/v1 --judge-model llama3.2-vision`,
+  tribunal run examples/quickstart --judge openai --openai-base-url http://localhost:11434/v1 --judge-model llama3.2-vision
+
+  # two ACs only, and the manifest where cfn-ab-critic's vote step finds it
+  tribunal run examples/quickstart --ac AC-1,AC-2 --cfn`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runAllInOne(cmd.Context(), f, args[0]) },
 	}
@@ -86,6 +99,8 @@ and one that cannot work, with no key, no server or a refused key, stops the run
 	fs.StringVar(&f.metrics, "metrics", "", "serve /metrics, /healthz and /readyz on this address while the batch runs")
 	fs.StringArrayVar(&f.gates, "gates-adapter", nil, "rubric: an operator gates command, name=/path/to/gates.sh, printing build/lint/type_check/token_compliance/snapshot/flows as JSON (repeatable)")
 	fs.StringArrayVar(&f.adapters, "adapter", nil, "rubric: a command sensor adapter, name=/path/to/sense.sh (repeatable; web is built in)")
+	fs.BoolVar(&f.cfn, "cfn", false, "also write the ab manifest where the cfn-ab-critic vote step looks for it: ./.cfn-cache/manifests/cfn-ab-critic-<ns>.json")
+	fs.StringSliceVar(&f.acs, "ac", nil, "judge only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
 	f.judge.register(fs)
 	return cmd
 }
@@ -95,15 +110,29 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if err != nil {
 		return exitError{2, err}
 	}
+	if len(f.acs) > 0 {
+		if err := b.Select(f.acs); err != nil {
+			return exitError{2, err}
+		}
+	}
 	for _, r := range b.Rejected {
 		fmt.Fprintln(os.Stderr, "skipped:", r)
 	}
 	tenant := firstNonEmpty(f.tenant, b.Tenant, "default")
+	// The seed's default mode is interactive: on a terminal a rubric AC that names no mode
+	// pauses for HE-2 at the first sign-off of the run; without a terminal nobody could
+	// answer, so it runs headless.
+	terminal := isatty.IsTerminal(os.Stdin.Fd())
+	defaultMode := events.ModeHeadless
+	if terminal {
+		defaultMode = events.ModeInteractive
+	}
 	interactive := false
 	for _, ac := range b.ACs {
-		interactive = interactive || ac.Mode == events.ModeInteractive
+		_, looping := kinds.Looping(events.Kind(b.KindOf(ac)))
+		interactive = interactive || looping && firstNonEmpty(ac.Mode, defaultMode) == events.ModeInteractive
 	}
-	if interactive && f.console == "" && !isatty.IsTerminal(os.Stdin.Fd()) {
+	if interactive && f.console == "" && !terminal {
 		return exitError{2, fmt.Errorf("%s: interactive rubric mode asks a person on this terminal, but standard input is not one: use mode headless here, or the services with `tribunal spotcheck`", b.Path)}
 	}
 	if f.timeout > 0 {
@@ -156,7 +185,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		fmt.Fprintf(os.Stderr, "metrics: http://%s/metrics\n", addr)
 	}
 
-	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store, AllowOutside: f.allowOutside, ServeFeature: features.serve}
+	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store, AllowOutside: f.allowOutside, ServeFeature: features.serve, DefaultMode: defaultMode}
 	s, err := sub.Submit(ctx, b, tenant, client.NewBatchID(b))
 	if err != nil {
 		return err
@@ -178,15 +207,23 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 				}
 				asked[r.ACID] = true
 				iterations := 0
-				if st, _ := rubric.StateOf(r); st != nil {
+				if st, _ := rubricState(r); st != nil {
 					iterations = st.Loop.Iteration
 				}
+				rubric, err := client.ViewRubric(ctx, env.Store, s.Tenant, r)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "spot-check:", err)
+					asked[r.ACID] = false
+					continue
+				}
 				fmt.Fprintf(os.Stderr, "\nspot-check (HE-2): %s signed off after %d iterations. Compare its render with the reference,\n"+
-					"then type y to approve, or the name of the dimension the judge got wrong: ", r.ACID, iterations)
-				answer, _ := in.ReadString('\n')
-				answer = strings.TrimSpace(answer)
-				approved := answer == "y" || answer == "yes"
-				if err := client.Spotcheck(env.Running.Pub, s.Tenant, s.BatchID, r.ACID, approved, answer, "terminal"); err != nil {
+					"then type y to approve, or the dimension the judge got wrong (%s): ", r.ACID, iterations, strings.Join(rubric.DimensionNames(), ", "))
+				approved, dim, ok := askSpotcheck(in, os.Stderr, rubric)
+				if !ok {
+					// No answer (end of input): the sign-off stays pending.
+					continue
+				}
+				if err := client.Spotcheck(env.Running.Pub, s.Tenant, s.BatchID, r.ACID, approved, dim, "terminal"); err != nil {
 					fmt.Fprintln(os.Stderr, "spot-check not recorded:", err)
 					asked[r.ACID] = false
 				}
@@ -204,12 +241,50 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if err != nil {
 		return err
 	}
+	if f.cfn {
+		if err := writeCFN(res); err != nil {
+			return err
+		}
+	}
 	if err := printResults(os.Stdout, res, outDir, f.asJSON); err != nil {
 		return err
 	}
 	if res.Summary.ExitCode != 0 {
 		return exitError{code: res.Summary.ExitCode}
 	}
+	return nil
+}
+
+// askSpotcheck reads HE-2 answers until one is y or a dimension of the rubric, asking
+// again after anything else; ok is false when the input ends first.
+func askSpotcheck(in *bufio.Reader, out io.Writer, rubric *argus.Rubric) (approved bool, dimension string, ok bool) {
+	for {
+		line, err := in.ReadString('\n')
+		if strings.TrimSpace(line) != "" {
+			a, d, aerr := client.SpotcheckAnswer(rubric, line)
+			if aerr == nil {
+				return a, d, true
+			}
+			fmt.Fprintf(out, "%v\nspot-check: ", aerr)
+		}
+		if err != nil {
+			return false, "", false
+		}
+	}
+}
+
+// writeCFN writes the ab manifest under the current directory for the seed's vote step
+// (--cfn on run and results) and says where.
+func writeCFN(res *client.Results) error {
+	p, err := res.WriteCFN(".", time.Now())
+	if err != nil {
+		return err
+	}
+	if p == "" {
+		fmt.Fprintln(os.Stderr, "--cfn: the batch has no ab ACs, so there is no ab manifest to write")
+		return nil
+	}
+	fmt.Fprintln(os.Stderr, "cfn manifest:", p)
 	return nil
 }
 
@@ -297,3 +372,6 @@ func firstNonEmpty(s ...string) string {
 	}
 	return ""
 }
+
+// rubricState is a rubric view's loop state, nil when it has none yet.
+func rubricState(r *records.Job) (*rubric.State, error) { return rubric.StateOf(r) }

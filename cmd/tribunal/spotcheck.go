@@ -33,6 +33,21 @@ rubric can be tuned.`,
 				return err
 			}
 			defer env.close()
+			b, err := env.buckets(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rec, err := client.FindJob(cmd.Context(), b, tenant, batchID, job)
+			if err != nil {
+				return exitError{2, err}
+			}
+			rubric, err := client.ViewRubric(cmd.Context(), env.store, tenant, rec)
+			if err != nil {
+				return exitError{2, err}
+			}
+			if err := rubric.CheckSpotcheck(approved, dimension); err != nil {
+				return exitError{2, fmt.Errorf("--dimension: %w", err)}
+			}
 			host, _ := os.Hostname()
 			if err := client.Spotcheck(env.pub, tenant, batchID, job, approved, dimension, host); err != nil {
 				return exitError{2, err}
@@ -45,7 +60,7 @@ rubric can be tuned.`,
 	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to")
 	cmd.Flags().StringVar(&batchID, "batch", "", "batch id")
 	cmd.Flags().StringVar(&job, "job", "", "the view's job id (results show it)")
-	cmd.Flags().StringVar(&dimension, "dimension", "", "reject: the dimension the judge got wrong")
+	cmd.Flags().StringVar(&dimension, "dimension", "", "reject: the rubric dimension the judge got wrong (one of the view's rubric)")
 	_ = cmd.MarkFlagRequired("batch")
 	_ = cmd.MarkFlagRequired("job")
 	return cmd

@@ -104,7 +104,7 @@ func TestKindSchemaViolations(t *testing.T) {
 	answers := map[string]any{
 		"AC-slop11":     map[string]any{"correctness": 8, "slop": 11, "scope": 8, "rationale": "r"},
 		"AC-float":      map[string]any{"correctness": 7.5, "slop": 2, "scope": 8, "rationale": "r"},
-		"AC-fine":       map[string]any{"correctness": 9, "slop": 1, "scope": 9, "rationale": "r"},
+		"AC-fine":       map[string]any{"correctness": 9, "slop": 1, "scope": 9, "verdict": "pass", "quality": 9, "rationale": "r"},
 		"AC-eq/c-happy": map[string]any{"verdict": "equivalent", "behaviour_delta": "", "efficiency_signal": eff(0, 3)},
 		"AC-eq/c-edge":  map[string]any{"verdict": "equivalent", "behaviour_delta": "", "efficiency_signal": eff(3, 6)},
 		"AC-eq/c-adv":   map[string]any{"verdict": "candidate-regressed", "behaviour_delta": "", "efficiency_signal": eff(3, 3)},

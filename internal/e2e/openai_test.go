@@ -93,7 +93,7 @@ func TestOpenAIProviderFlow(t *testing.T) {
 			t.Errorf("request %d: schema %s does not describe the verdict", i, schema)
 		}
 		if len(r.Messages) < 2 || r.Messages[0].Role != goopenai.ChatMessageRoleSystem || fakellm.Text(r.Messages[0]) != rules {
-			t.Errorf("request %d: first message is not the ab.v1 rules", i)
+			t.Errorf("request %d: first message is not the ab.v2 rules", i)
 		}
 	}
 	for id, c := range callsPerAC(t, fake.Requests()) {

@@ -20,6 +20,10 @@ var idKeys = map[string]bool{
 	"dataTestid":              true,
 }
 
+// IsIDKey reports whether a probe key holds an element id (the seed's a11y_assert.py
+// ID_KEYS). Sensors keep such values whole instead of cutting them like text labels.
+func IsIDKey(key string) bool { return idKeys[key] }
+
 // HarvestIDs collects every element id in a probe document, whatever its shape: it
 // walks all objects and arrays and takes the non-empty string value of any id key. A
 // non-string value under an id key is walked like any other value. The result is

@@ -225,3 +225,65 @@ func TestContrastBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestContrastDeparturesFromTheSeed pins the deliberate departures of the token_contrast
+// gate from the seed's check_contrast.py (docs/kinds.md lists each with its reason). Each
+// row quotes the seed's line and states what tribunal does instead.
+func TestContrastDeparturesFromTheSeed(t *testing.T) {
+	pairs := func(doc string) []ContrastPair {
+		p, err := ParseContrastPairs([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tok := func(doc string) *Tokens {
+		tk, err := ParseTokens([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	onWhite := `{"pairs":[{"fg":"fg","bg":"bg","min":4.5}]}`
+	for _, tc := range []struct {
+		seed, name  string
+		tokens      string
+		appearances []string
+		pass        bool
+		err         string
+	}{
+		{seed: `ratio = round(contrast_ratio(fg, bg), 2); "pass" if ratio >= minimum`,
+			name:   "4.4994:1 rounds to 4.50 in the seed; WCAG says it does not meet 4.5:1",
+			tokens: `{"colors":{"fg":"#118A11","bg":"#FFFFFF"}}`, pass: false},
+		{seed: `br, bg_, bb, _ = bg  (the background's alpha is dropped)`,
+			name:   "a translucent background is refused: its colour on screen depends on what lies beneath",
+			tokens: `{"colors":{"fg":"#000000","bg":"#FFFFFF80"}}`, err: "contrast needs an opaque background"},
+		{seed: `if len(entry) == 1: return parse_color(next(iter(entry.values())))`,
+			name:   "a split token without the view's appearance is refused, not answered with its lone value",
+			tokens: `{"colors":{"fg":{"light":"#000000"},"bg":{"light":"#FFFFFF","dark":"#000000"}}}`, appearances: []string{"dark"}, err: `no value for appearance "dark"`},
+		{seed: `appearances = ... else discover_appearances(colors)  (every appearance, for every view)`,
+			name:   "a view is checked in its own appearance: a failing dark palette does not fail a light view",
+			tokens: `{"colors":{"fg":{"light":"#000000","dark":"#111111"},"bg":{"light":"#FFFFFF","dark":"#000000"}}}`, appearances: []string{"light"}, pass: true},
+		{seed: `(the same tokens, checked in the dark view)`,
+			name:   "the dark view still fails on its own palette",
+			tokens: `{"colors":{"fg":{"light":"#000000","dark":"#111111"},"bg":{"light":"#FFFFFF","dark":"#000000"}}}`, appearances: []string{"dark"}, pass: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := CheckContrast(tok(tc.tokens), pairs(onWhite), tc.appearances)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("seed: %s\nCheckContrast = %+v, %v; want an error containing %q", tc.seed, rep, err, tc.err)
+				}
+				return
+			}
+			if err != nil || rep.Pass != tc.pass {
+				t.Fatalf("seed: %s\nCheckContrast = %+v, %v; want pass=%v", tc.seed, rep, err, tc.pass)
+			}
+			for _, p := range rep.Pairs {
+				if tc.appearances != nil && p.Appearance != tc.appearances[0] {
+					t.Fatalf("checked appearance %q, want only %q", p.Appearance, tc.appearances[0])
+				}
+			}
+		})
+	}
+}

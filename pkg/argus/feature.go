@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
@@ -21,8 +22,14 @@ const (
 
 // Feature is a loaded feature folder: the spec and everything it points at.
 type Feature struct {
-	// Dir is the feature folder; relative paths in the spec resolve against it.
+	// Dir is the feature folder; reference files and routes resolve against it.
 	Dir string
+	// Roots are the folders the design-system paths (tokens, contrast pairs) are tried
+	// against first, in order, before Dir (see DesignPath).
+	Roots []string
+	// TokensPath and PairsPath are where design_system.tokens and contrast_pairs were
+	// found (PairsPath "" when the spec declares none).
+	TokensPath, PairsPath string
 	// Spec is the decoded spec.json.
 	Spec *Spec
 	// SpecText is spec.md, the prose the judge reads as its spec-text anchor.
@@ -43,6 +50,51 @@ type Feature struct {
 // paths and paths that leave the folder.
 func (f *Feature) Path(rel string) (string, error) {
 	return featurePath(f.Dir, rel)
+}
+
+// DesignPath resolves a design-system path from the spec (design_system.tokens or
+// contrast_pairs) the way the seed's gates.sh does: "a repo-relative path: try as-given
+// (cwd), then relative to the spec's dir". The seed runs from the repository root, so its
+// template names tokens as argus/specs/example/tokens.json. tribunal has no such working
+// directory; it tries each of Roots (the batch folder, the repository root) and then the
+// feature folder, and takes the first existing file. The path must be relative and is
+// never resolved outside the folder it is tried against.
+func (f *Feature) DesignPath(rel string) (string, error) {
+	p := filepath.FromSlash(rel)
+	if !filepath.IsLocal(p) {
+		return "", fmt.Errorf("%q is not a relative path inside the batch folder, the repository or the feature folder", rel)
+	}
+	tried := []string{}
+	for _, base := range append(append([]string{}, f.Roots...), f.Dir) {
+		if base == "" {
+			continue
+		}
+		c := filepath.Join(base, p)
+		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() {
+			return c, nil
+		}
+		tried = append(tried, c)
+	}
+	return "", fmt.Errorf("%q not found (tried %s)", rel, strings.Join(tried, ", "))
+}
+
+// RepoRoot returns the repository root above dir: the nearest folder, dir included,
+// that holds a .git entry; "" when there is none.
+func RepoRoot(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(abs, ".git")); err == nil {
+			return abs
+		}
+		up := filepath.Dir(abs)
+		if up == abs {
+			return ""
+		}
+		abs = up
+	}
 }
 
 func featurePath(dir, rel string) (string, error) {
@@ -96,9 +148,11 @@ func LoadRubric(dir string) (r *Rubric, local bool, err error) {
 
 // LoadFeature reads a feature folder: spec.json (which must lint clean, present
 // references included), spec.md, the tokens, the contrast pairs if declared, and the
-// rubric. An invalid spec comes back as a *SpecError, so the caller can report the
-// feature BLOCKED with the lint errors.
-func LoadFeature(dir string) (*Feature, error) {
+// rubric. roots are the folders design-system paths are resolved against before the
+// feature folder (Feature.DesignPath): the batch folder and the repository root. An
+// invalid spec comes back as a *SpecError, so the caller can report the feature BLOCKED
+// with the lint errors.
+func LoadFeature(dir string, roots ...string) (*Feature, error) {
 	rep, err := LintSpecFile(filepath.Join(dir, SpecFile))
 	if err != nil {
 		return nil, err
@@ -114,17 +168,18 @@ func LoadFeature(dir string) (*Feature, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Feature{Dir: dir, Spec: spec, Lint: rep}
+	f := &Feature{Dir: dir, Roots: roots, Spec: spec, Lint: rep}
 	text, err := readFile(filepath.Join(dir, SpecTextFile))
 	if err != nil {
 		return nil, fmt.Errorf("read spec text: %w", err)
 	}
 	f.SpecText = string(text)
 
-	tp, err := f.Path(spec.DesignSystem.Tokens)
+	tp, err := f.DesignPath(spec.DesignSystem.Tokens)
 	if err != nil {
 		return nil, fmt.Errorf("design_system.tokens: %w", err)
 	}
+	f.TokensPath = tp
 	data, err = readFile(tp)
 	if err != nil {
 		return nil, fmt.Errorf("read tokens: %w", err)
@@ -133,10 +188,11 @@ func LoadFeature(dir string) (*Feature, error) {
 		return nil, fmt.Errorf("%s: %w", tp, err)
 	}
 	if spec.DesignSystem.ContrastPairs != "" {
-		pp, err := f.Path(spec.DesignSystem.ContrastPairs)
+		pp, err := f.DesignPath(spec.DesignSystem.ContrastPairs)
 		if err != nil {
 			return nil, fmt.Errorf("design_system.contrast_pairs: %w", err)
 		}
+		f.PairsPath = pp
 		data, err = readFile(pp)
 		if err != nil {
 			return nil, fmt.Errorf("read contrast pairs: %w", err)

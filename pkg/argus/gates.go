@@ -1,8 +1,11 @@
 package argus
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 )
 
 // GateStatus is the value of one deterministic gate.
@@ -47,6 +50,87 @@ type Gates struct {
 	Flows GateStatus `json:"flows,omitempty"`
 	// A11yIDs is computed by tribunal from the probe (CheckA11yIDs).
 	A11yIDs *A11yResult `json:"a11y_ids,omitempty"`
+	// Extra are the adapter's gates beyond the six platform gates, in the order it
+	// printed them. As in the seed's gates.sh, which merges the adapter's whole object
+	// into the result, each is pass, fail or skip: a failing one turns the floor red, a
+	// passing one is reported. In JSON they are keys of the gates object like the others.
+	Extra []ExtraGate `json:"-"`
+}
+
+// ExtraGate is one adapter gate outside the six platform gates.
+type ExtraGate struct {
+	Name   string
+	Status GateStatus
+}
+
+// extraGateName bounds an extra gate's name: it is shown in events, logs and the
+// console, so it stays a short identifier.
+var extraGateName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// knownGate reports whether name is one of the schema's gates.
+func knownGate(name string) bool {
+	switch name {
+	case GateBuild, GateLint, GateTypeCheck, GateTokenContrast, GateTokenCompliance, GateSnapshot, GateFlows, GateA11yIDs:
+		return true
+	}
+	return false
+}
+
+// Names lists the string-valued gates in the order a gate result writes them: the
+// schema's seven, then the adapter's extra gates.
+func (g Gates) Names() []string {
+	var out []string
+	for _, sg := range g.statusGates() {
+		out = append(out, sg.name)
+	}
+	for _, e := range g.Extra {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+// Status returns a string-valued gate's status ("" when unreported or unknown).
+func (g Gates) Status(name string) GateStatus {
+	for _, sg := range g.statusGates() {
+		if sg.name == name {
+			return *sg.val
+		}
+	}
+	for _, e := range g.Extra {
+		if e.Name == name {
+			return e.Status
+		}
+	}
+	return ""
+}
+
+// gatesJSON is Gates without its methods, for the schema gates' encoding.
+type gatesJSON Gates
+
+// MarshalJSON writes the schema's gates and then every extra gate as keys of one object,
+// the shape gates.sh writes.
+func (g Gates) MarshalJSON() ([]byte, error) {
+	base, err := json.Marshal(gatesJSON(g))
+	if err != nil {
+		return nil, err
+	}
+	if len(g.Extra) == 0 {
+		return base, nil
+	}
+	var buf bytes.Buffer
+	buf.Write(base[:len(base)-1])
+	for i, e := range g.Extra {
+		if i > 0 || len(base) > 2 {
+			buf.WriteByte(',')
+		}
+		k, _ := json.Marshal(e.Name)
+		v, _ := json.Marshal(string(e.Status))
+		buf.Write(k)
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }
 
 // statusGates lists the string-valued gates in schema order with their field.
@@ -92,6 +176,14 @@ func (g Gates) Validate() error {
 			return fmt.Errorf("gates.%s: %q is not %s", sg.name, string(*sg.val), allowedFor(sg.name))
 		}
 	}
+	for _, e := range g.Extra {
+		if knownGate(e.Name) || !extraGateName.MatchString(e.Name) {
+			return fmt.Errorf("gates: %q is not a valid extra gate name", e.Name)
+		}
+		if e.Status == "" || !validStatus(e.Name, e.Status) {
+			return fmt.Errorf("gates.%s: %q is not pass, fail or skip", e.Name, string(e.Status))
+		}
+	}
 	if g.A11yIDs != nil {
 		if g.A11yIDs.Expected < 0 || g.A11yIDs.Present < 0 {
 			return errors.New("gates.a11y_ids: counts must not be negative")
@@ -114,6 +206,13 @@ func (g Gates) Failing() []string {
 	}
 	if g.A11yIDs != nil && !g.A11yIDs.Green() {
 		out = append(out, GateA11yIDs)
+	}
+	for _, e := range g.Extra {
+		switch e.Status {
+		case GatePass, GateSkip:
+		default:
+			out = append(out, e.Name)
+		}
 	}
 	return out
 }
@@ -201,6 +300,9 @@ func ParseGateResult(data []byte) (*GateResult, error) {
 			return nil, fmt.Errorf("gate result: %s is required", k)
 		}
 	}
+	if vs := checkSchema(gateResultSchema, data); len(vs) > 0 {
+		return nil, fmt.Errorf("gate result: %s: %s (gate-result schema)", vs[0].Path, vs[0].Message)
+	}
 	return r, nil
 }
 
@@ -230,7 +332,16 @@ func parseGates(v any, withOwn bool) (Gates, error) {
 		}
 		dst, ok := fields[m.Key]
 		if !ok {
-			return Gates{}, fmt.Errorf("unknown gate %q (known: build, lint, type_check, token_compliance, snapshot, flows)", m.Key)
+			// An extra gate, as gates.sh merges it: pass, fail or skip.
+			if !extraGateName.MatchString(m.Key) {
+				return Gates{}, fmt.Errorf("gate name %q: want letters, digits, '_', '.' or '-', at most 64", m.Key)
+			}
+			s, ok := m.Val.(string)
+			if !ok || s == "" || !validStatus(m.Key, GateStatus(s)) {
+				return Gates{}, fmt.Errorf("gate %s: %s is not pass, fail or skip", m.Key, describe(m.Val))
+			}
+			g.Extra = append(g.Extra, ExtraGate{Name: m.Key, Status: GateStatus(s)})
+			continue
 		}
 		s, ok := m.Val.(string)
 		if !ok || s == "" || !validStatus(m.Key, GateStatus(s)) {
@@ -290,12 +401,17 @@ type AdapterGates struct {
 	// Snapshot is pass, diff or skip.
 	Snapshot GateStatus
 	Flows    GateStatus
+	// Extra are the adapter's other gates (see Gates.Extra).
+	Extra []ExtraGate
 }
 
 // ParseAdapterGates reads the JSON object a gates adapter prints, e.g.
-// {"build":"pass","lint":"skip","snapshot":"diff"}. Everything else is rejected with
-// an error naming the offending key: prose around the object, unknown gates, values
-// outside pass|fail|skip (pass|diff|skip for snapshot), and the two gates tribunal owns.
+// {"build":"pass","lint":"skip","snapshot":"diff"}. A key beyond the six platform gates
+// is an extra gate, as the seed's gates.sh merges it into the result: pass, fail or skip,
+// and a fail keeps the floor red. Everything else is rejected with an error naming the
+// offending key: prose around the object, values outside pass|fail|skip (pass|diff|skip
+// for snapshot), a gate name that is not a short identifier, and the two gates tribunal
+// owns.
 // An adapter that cannot state its result in this form has not produced a result, and
 // treating its output as "probably fine" would let a broken adapter open the floor.
 func ParseAdapterGates(data []byte) (AdapterGates, error) {
@@ -309,7 +425,7 @@ func ParseAdapterGates(data []byte) (AdapterGates, error) {
 	}
 	return AdapterGates{
 		Build: g.Build, Lint: g.Lint, TypeCheck: g.TypeCheck,
-		TokenCompliance: g.TokenCompliance, Snapshot: g.Snapshot, Flows: g.Flows,
+		TokenCompliance: g.TokenCompliance, Snapshot: g.Snapshot, Flows: g.Flows, Extra: g.Extra,
 	}, nil
 }
 
@@ -338,6 +454,7 @@ func AssembleGateResult(v View, feature string, adapter AdapterGates, tokenContr
 			Build: orSkip(adapter.Build), Lint: orSkip(adapter.Lint), TypeCheck: orSkip(adapter.TypeCheck),
 			TokenContrast: orSkip(tokenContrast), TokenCompliance: orSkip(adapter.TokenCompliance),
 			Snapshot: orSkip(adapter.Snapshot), Flows: orSkip(adapter.Flows), A11yIDs: &a,
+			Extra: append([]ExtraGate(nil), adapter.Extra...),
 		},
 	}
 	r.AllGreen = r.Gates.AllGreen()

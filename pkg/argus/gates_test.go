@@ -2,6 +2,7 @@ package argus
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -12,10 +13,10 @@ func TestParseAdapterGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := AdapterGates{Build: GatePass, Lint: GateFail, TypeCheck: GateSkip, TokenCompliance: GatePass, Snapshot: GateDiff, Flows: GatePass}
-	if g != want {
+	if !reflect.DeepEqual(g, want) {
 		t.Fatalf("%+v", g)
 	}
-	if g, err := ParseAdapterGates([]byte(` {} `)); err != nil || g != (AdapterGates{}) {
+	if g, err := ParseAdapterGates([]byte(` {} `)); err != nil || !reflect.DeepEqual(g, AdapterGates{}) {
 		t.Fatalf("empty object: %+v %v", g, err)
 	}
 	for _, c := range []struct{ in, want string }{
@@ -27,7 +28,9 @@ func TestParseAdapterGates(t *testing.T) {
 		{`{"snapshot":"fail"}`, "is not pass, diff or skip"},
 		{`{"flows":true}`, "is not pass, fail or skip"},
 		{`{"lint":""}`, "is not pass, fail or skip"},
-		{`{"e2e":"pass"}`, `unknown gate "e2e"`},
+		{`{"e2e":"passed"}`, `gate e2e: "passed" is not pass, fail or skip`},
+		{`{"e2e":"diff"}`, `gate e2e: "diff" is not pass, fail or skip`},
+		{`{"bad name!":"pass"}`, `gate name "bad name!"`},
 		{`{"token_contrast":"pass"}`, "computed by tribunal"},
 		{`{"a11y_ids":{"expected":0,"present":0,"missing":[]}}`, "computed by tribunal"},
 		{`{"build":"pass","build":"fail"}`, "duplicate key"},
@@ -133,5 +136,61 @@ func TestAssembleGateResult(t *testing.T) {
 	}
 	if err := red.Gates.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestExtraAdapterGates pins the seed's gates.sh, which merges the adapter's whole JSON
+// object into the result ('$base * $adapter * {token_contrast, a11y_ids}') and lets
+// verdict_validate.py derive all_green over every key: "gate '<name>' must be
+// pass|fail|skip" and a "fail" makes all_green false. So a gate beyond the six platform
+// gates is reported when it passes and turns the floor red when it fails; it never
+// breaks the adapter's result (a failed build gate) as an unknown key.
+func TestExtraAdapterGates(t *testing.T) {
+	v := View{Target: "list", State: "populated", Appearance: "light"}
+	for _, tc := range []struct {
+		name, adapter string
+		green         bool
+		failing       []string
+	}{
+		{"a passing extra gate is reported", `{"build":"pass","visual_a11y":"pass"}`, true, []string{}},
+		{"a skipped extra gate does not count", `{"perf":"skip"}`, true, []string{}},
+		{"a failing extra gate turns the result red", `{"build":"pass","perf":"fail","e2e.smoke":"pass"}`, false, []string{"perf"}},
+		{"beside a failing platform gate", `{"lint":"fail","perf":"fail"}`, false, []string{"lint", "perf"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ag, err := ParseAdapterGates([]byte(tc.adapter))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := AssembleGateResult(v, "habits", ag, GatePass, &A11yResult{Missing: []string{}})
+			if r.AllGreen != tc.green || !reflect.DeepEqual(r.Gates.Failing(), tc.failing) {
+				t.Fatalf("all_green %v failing %q, want %v %q", r.AllGreen, r.Gates.Failing(), tc.green, tc.failing)
+			}
+			out, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				Gates map[string]any `json:"gates"`
+			}
+			if err := json.Unmarshal(out, &doc); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ag.Extra {
+				if doc.Gates[e.Name] != string(e.Status) {
+					t.Errorf("gate-result %s does not report %s=%s", out, e.Name, e.Status)
+				}
+			}
+			back, err := ParseGateResult(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, err := back.Normalize(); err != nil || d || !reflect.DeepEqual(back.Gates.Extra, ag.Extra) {
+				t.Fatalf("round trip: %+v %v %v", back.Gates.Extra, d, err)
+			}
+			if names := r.Gates.Names(); len(names) != 7+len(ag.Extra) {
+				t.Fatalf("names %q", names)
+			}
+		})
 	}
 }

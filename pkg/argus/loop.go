@@ -108,7 +108,8 @@ type Decision struct {
 	NewlyFrozen []string `json:"newly_frozen"`
 	// FixDimensions are the failed dimensions the implementer should work on: the
 	// verdict's failures minus frozen ones. Empty after a pass, a confirm or a gate
-	// failure (a gate failure's work items are the failing gates).
+	// failure (a gate failure's work items are the failing gates), and after a verdict
+	// whose only failures are frozen (which still resets the streak).
 	FixDimensions []string `json:"fix_dimensions"`
 }
 
@@ -138,17 +139,15 @@ func (s LoopState) decide(p LoopParams, newlyFrozen, fix []string) Decision {
 }
 
 // Record applies a judge verdict, which must already be normalized (NormalizeVerdict):
-// only its AllPass and FailedDimensions are read. Each failed dimension uses one
-// attempt and is frozen when its attempts reach MaxAttempts.
-//
-// The iteration counts towards the streak when nothing is left to fix: the verdict
-// passed, or every dimension it failed is frozen. That second case is deliberate. A
-// frozen dimension is one the loop has stopped trying to fix; if it still blocked the
-// streak, the view could only run out its budget, and "freeze and document" would be
-// indistinguishable from failure. Counting it lets the view sign off with the frozen
-// dimension recorded (DONE_WITH_CONCERNS) and keeps one invariant for the caller:
-// FixDimensions is empty exactly when the streak grew. A verdict that says all_pass
-// false without naming a dimension (never the case once normalized) resets the streak.
+// only its AllPass and FailedDimensions are read. It follows the seed's loop_state.py
+// `record`: an all-pass verdict extends the streak; any other verdict resets it, and
+// each failed dimension uses one attempt and is frozen when its attempts reach
+// MaxAttempts. Freezing only takes a dimension off the fix list (the loop stops asking
+// the builder to fix it); it never turns a failing verdict into a pass. A view whose
+// frozen dimension keeps failing therefore runs out its budget and ends blocked, while a
+// view that signs off after a dimension froze (the dimension passed again later) is the
+// seed's DONE_WITH_CONCERNS. So FixDimensions can be empty after a failing verdict: the
+// builder has nothing left to try, and the streak still did not grow.
 func (s LoopState) Record(v Verdict, p LoopParams) (LoopState, Decision) {
 	n := s.clone()
 	n.Iteration++
@@ -156,6 +155,12 @@ func (s LoopState) Record(v Verdict, p LoopParams) (LoopState, Decision) {
 		n.ReferenceSource = v.ReferenceSource
 	}
 	newly := []string{}
+	fix := []string{}
+	if v.AllPass && len(v.FailedDimensions) == 0 {
+		n.ConsecutivePasses++
+		return n, n.decide(p, newly, fix)
+	}
+	n.ConsecutivePasses = 0
 	for _, dim := range v.FailedDimensions {
 		n.Attempts[dim]++
 		if n.Attempts[dim] >= p.MaxAttempts && !n.isFrozen(dim) {
@@ -163,19 +168,12 @@ func (s LoopState) Record(v Verdict, p LoopParams) (LoopState, Decision) {
 			newly = append(newly, dim)
 		}
 	}
-	fix := []string{}
 	seen := map[string]bool{}
 	for _, dim := range v.FailedDimensions {
 		if !n.isFrozen(dim) && !seen[dim] {
 			seen[dim] = true
 			fix = append(fix, dim)
 		}
-	}
-	passed := len(fix) == 0 && (v.AllPass || len(v.FailedDimensions) > 0)
-	if passed {
-		n.ConsecutivePasses++
-	} else {
-		n.ConsecutivePasses = 0
 	}
 	return n, n.decide(p, newly, fix)
 }

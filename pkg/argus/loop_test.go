@@ -54,8 +54,8 @@ func TestLoopSequences(t *testing.T) {
 			frozen: []string{"layout_spacing"}, newly: []string{"layout_spacing"}, fix: []string{"hierarchy"}},
 		{name: "newly frozen only on the step that froze it", steps: []step{"fail:a", "fail:a", "fail:a", "fail:a,b"},
 			frozen: []string{"a"}, fix: []string{"b"}},
-		{name: "a failure of only frozen dimensions counts towards the streak", steps: []step{"fail:a", "fail:a", "fail:a", "fail:a"},
-			frozen: []string{"a"}, signoff: true, streak: 2},
+		{name: "a failure of only frozen dimensions resets the streak", steps: []step{"fail:a", "fail:a", "fail:a", "fail:a"},
+			frozen: []string{"a"}, streak: 0},
 		{name: "iteration budget reached", steps: []step{"fail:a", "fail:b", "gate"}, p: LoopParams{MaxIterations: 3},
 			budget: true},
 		{name: "budget not reached one step earlier", steps: []step{"fail:a", "fail:b"}, p: LoopParams{MaxIterations: 3}, fix: []string{"b"}},
@@ -64,7 +64,7 @@ func TestLoopSequences(t *testing.T) {
 		{name: "sign-off on the last allowed iteration reports both", steps: []step{"pass", "pass"}, p: LoopParams{MaxIterations: 2},
 			signoff: true, budget: true, streak: 2},
 		{name: "override required passes", steps: []step{"pass", "pass"}, p: LoopParams{RequiredPasses: 3}, streak: 2},
-		{name: "override max attempts", steps: []step{"fail:a"}, p: LoopParams{MaxAttempts: 1}, frozen: []string{"a"}, newly: []string{"a"}, streak: 1},
+		{name: "override max attempts", steps: []step{"fail:a"}, p: LoopParams{MaxAttempts: 1}, frozen: []string{"a"}, newly: []string{"a"}, streak: 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,7 +120,7 @@ func TestLoopStateIsAValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"feature":"f","target":"t","iteration":3,"consecutive_passes":1,"attempts":{"a":3},"frozen":["a"],"reference_source":"candidate"}`
+	want := `{"feature":"f","target":"t","iteration":3,"consecutive_passes":0,"attempts":{"a":3},"frozen":["a"],"reference_source":"candidate"}`
 	if string(out) != want {
 		t.Fatalf("state json %s", out)
 	}
@@ -163,5 +163,83 @@ func TestLoopWithNormalizedVerdicts(t *testing.T) {
 	s, d = s.Record(c.Verdict, r.LoopParams())
 	if d.ShouldSignoff || s.ConsecutivePasses != 0 || !reflect.DeepEqual(d.FixDimensions, []string{"layout_spacing"}) {
 		t.Fatalf("%+v", d)
+	}
+}
+
+// TestLoopFrozenDimensionKeepsFailing pins the seed's loop_state.py `record`, which
+// freezing does not soften:
+//
+//	if verdict.get("all_pass"):
+//	    state["consecutive_passes"] += 1
+//	else:
+//	    state["consecutive_passes"] = 0
+//	    ... attempts, freeze ...
+//	fix_dimensions = [d for d in verdict.get("failed_dimensions", []) if d not in state["frozen"]]
+//
+// "every verdict that is not all-pass resets the streak; frozen dimensions only leave
+// the fix list". A view whose frozen dimension keeps failing runs out its budget
+// (BLOCKED); one that signs off after a dimension froze is DONE_WITH_CONCERNS.
+func TestLoopFrozenDimensionKeepsFailing(t *testing.T) {
+	p := DefaultLoopParams()
+	cases := []struct {
+		name    string
+		steps   []step
+		signoff bool
+		budget  bool
+		streak  int
+		fix     []string
+		result  ViewResult
+		status  FeatureStatus
+		reason  string
+	}{
+		{name: "frozen and still failing: streak stays 0 on every verdict",
+			steps: []step{"fail:a", "fail:a", "fail:a", "fail:a", "fail:a"}, fix: []string{}, result: ViewInProgress, status: StatusInProgress},
+		{name: "frozen and still failing until the budget: blocked, never signed off",
+			steps:  []step{"fail:a", "fail:a", "fail:a", "fail:a", "fail:a", "fail:a", "fail:a", "fail:a", "fail:a", "fail:a", "fail:a", "fail:a"},
+			budget: true, fix: []string{}, result: ViewBudgetExhausted, status: StatusBlocked, reason: "iteration budget spent without two consecutive passes (frozen: a)"},
+		{name: "frozen failing beside an unfrozen one: only the unfrozen one is fixed",
+			steps: []step{"fail:a", "fail:a", "fail:a", "fail:a,b"}, fix: []string{"b"}, result: ViewInProgress, status: StatusInProgress},
+		{name: "frozen, then two all-pass verdicts: signed off with a concern",
+			steps: []step{"fail:a", "fail:a", "fail:a", "pass", "pass"}, signoff: true, streak: 2, fix: []string{}, result: ViewSignedOff, status: StatusDoneWithConcerns,
+			reason: "dimension a frozen after its attempts ran out"},
+		{name: "frozen, pass, frozen fails again: the streak resets",
+			steps: []step{"fail:a", "fail:a", "fail:a", "pass", "fail:a"}, fix: []string{}, result: ViewInProgress, status: StatusInProgress},
+		{name: "frozen, pass, unchanged confirm: signed off with a concern",
+			steps: []step{"fail:a", "fail:a", "fail:a", "pass", "same"}, signoff: true, streak: 2, fix: []string{}, result: ViewSignedOff, status: StatusDoneWithConcerns,
+			reason: "dimension a frozen after its attempts ran out"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := NewLoopState("habits", "list/populated/light", SourceHuman)
+			var d Decision
+			for i, st := range c.steps {
+				s, d = apply(s, st, p)
+				if strings.HasPrefix(string(st), "fail:") && (s.ConsecutivePasses != 0 || d.ShouldSignoff) {
+					t.Fatalf("step %d (%s): a verdict that is not all-pass left streak %d, signoff %v", i, st, s.ConsecutivePasses, d.ShouldSignoff)
+				}
+			}
+			if d.ShouldSignoff != c.signoff || d.BudgetExhausted != c.budget || d.ConsecutivePasses != c.streak {
+				t.Fatalf("signoff %v budget %v streak %d, want %v %v %d", d.ShouldSignoff, d.BudgetExhausted, d.ConsecutivePasses, c.signoff, c.budget, c.streak)
+			}
+			if !reflect.DeepEqual(d.FixDimensions, c.fix) || !reflect.DeepEqual(d.Frozen, []string{"a"}) {
+				t.Fatalf("fix %q frozen %q", d.FixDimensions, d.Frozen)
+			}
+			// Where the view's loop ended, as the aggregator reads the decision: a
+			// sign-off wins over a spent budget (the last allowed iteration passed).
+			result := ViewInProgress
+			switch {
+			case d.ShouldSignoff:
+				result = ViewSignedOff
+			case d.BudgetExhausted:
+				result = ViewBudgetExhausted
+			}
+			if result != c.result {
+				t.Fatalf("view result %s, want %s", result, c.result)
+			}
+			rep := FoldFeatureStatus(FeatureInput{Views: []ViewOutcome{{View: "list/populated/light", Result: result, Frozen: d.Frozen}}})
+			if rep.Status != c.status || !strings.Contains(strings.Join(rep.Reasons, "\n"), c.reason) {
+				t.Fatalf("feature status %s, want %s (%q)", rep.Status, c.status, rep.Reasons)
+			}
+		})
 	}
 }

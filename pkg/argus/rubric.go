@@ -159,6 +159,9 @@ func ParseRubric(data []byte) (*Rubric, error) {
 	if !haveDims || len(r.order) == 0 {
 		return nil, errors.New("rubric: dimensions must list at least one dimension")
 	}
+	if vs := checkSchema(rubricSchema, data); len(vs) > 0 {
+		return nil, fmt.Errorf("rubric: %s: %s (rubric schema)", vs[0].Path, vs[0].Message)
+	}
 	return r, nil
 }
 

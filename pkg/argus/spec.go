@@ -22,6 +22,10 @@ const (
 	SourceCandidate = "candidate"
 )
 
+// AdapterWeb is the built-in web sensor's adapter name: the only sensor that interprets
+// a route (as a URL); any other adapter receives the route exactly as written.
+const AdapterWeb = "web"
+
 // DefaultAppearances is used for a target that lists none.
 var DefaultAppearances = []string{"light"}
 
@@ -37,8 +41,8 @@ type Spec struct {
 	Targets []Target `json:"targets"`
 }
 
-// DesignSystem points at the feature's design-system files, relative to the feature
-// folder.
+// DesignSystem points at the feature's design-system files: repository-relative paths,
+// or paths relative to the feature folder (Feature.DesignPath).
 type DesignSystem struct {
 	// Tokens is the generated design-system mirror (required).
 	Tokens string `json:"tokens"`

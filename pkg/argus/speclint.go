@@ -101,6 +101,14 @@ func LintSpec(data []byte, refExists func(file string) bool) (*LintReport, error
 	}
 	l := &linter{refExists: refExists}
 	l.spec(root)
+	if len(l.errs) == 0 {
+		// The seed's spec.schema.json is the contract: a spec the linter passes must
+		// satisfy it too. (When the linter already found errors they say more, in
+		// tribunal's words, and the schema would only repeat them.)
+		for _, sv := range checkSchema(specSchema, data) {
+			l.add(sv.Path, "spec schema: %s", sv.Message)
+		}
+	}
 	return l.report(), nil
 }
 
@@ -189,10 +197,12 @@ func (l *linter) slug(path string, m map[string]any, key string) (string, bool) 
 	return s, ok
 }
 
-// localFile checks a path that must stay inside the feature folder.
-func (l *linter) localFile(path, p string) bool {
+// localFile checks a path that must stay inside the folder it is resolved against,
+// named by where: the feature folder, or for design-system paths the batch folder, the
+// repository root or the feature folder (Feature.DesignPath).
+func (l *linter) localFile(path, p, where string) bool {
 	if !filepath.IsLocal(filepath.FromSlash(p)) {
-		l.add(path, "%q must be a relative path inside the feature folder", p)
+		l.add(path, "%q must be a relative path inside %s", p, where)
 		return false
 	}
 	return true
@@ -243,7 +253,7 @@ func (l *linter) spec(root any) {
 		if ok {
 			for _, k := range []string{"tokens", "contrast_pairs"} {
 				if s, ok := l.str("design_system", dm, k, true); ok {
-					l.localFile(joinKey("design_system", k), s)
+					l.localFile(joinKey("design_system", k), s, "the batch folder, the repository or the feature folder")
 				}
 			}
 		}
@@ -398,7 +408,7 @@ func (l *linter) target(p string, v any) string {
 			}
 			file, fileOK := l.str(rp, rm, "file", true)
 			if fileOK {
-				fileOK = l.localFile(rp+".file", file)
+				fileOK = l.localFile(rp+".file", file, "the feature folder")
 			}
 			status, ok := l.str(rp, rm, "status", false)
 			if !ok {

@@ -78,7 +78,7 @@ func TestLintSpecErrors(t *testing.T) {
 		{"unknown top-level key", func(m map[string]any) { m["owner"] = "me" }, "owner", "unknown key"},
 		{"empty adapter", func(m map[string]any) { m["adapter"] = " " }, "adapter", "must not be empty"},
 		{"tokens required", func(m map[string]any) { m["design_system"] = map[string]any{} }, "design_system.tokens", "is required"},
-		{"tokens path escapes", func(m map[string]any) { m["design_system"].(map[string]any)["tokens"] = "../other/tokens.json" }, "design_system.tokens", "inside the feature folder"},
+		{"tokens path escapes", func(m map[string]any) { m["design_system"].(map[string]any)["tokens"] = "../other/tokens.json" }, "design_system.tokens", "inside the batch folder, the repository or the feature folder"},
 		{"targets not array", func(m map[string]any) { m["targets"] = map[string]any{"id": "list"} }, "targets", "must be an array, got an object"},
 		{"targets empty", func(m map[string]any) { m["targets"] = []any{} }, "targets", "at least one target"},
 		{"target not an object", func(m map[string]any) { m["targets"] = []any{"list"} }, "targets[0]", "must be an object, got a string"},

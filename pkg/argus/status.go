@@ -13,8 +13,10 @@ type FeatureStatus string
 const (
 	// StatusDone: every view signed off, no concerns.
 	StatusDone FeatureStatus = "DONE"
-	// StatusDoneWithConcerns: every view signed off, but a dimension was frozen or a
-	// human spot-check named a dimension the judge got wrong.
+	// StatusDoneWithConcerns: every view signed off, but a dimension had frozen on the
+	// way (it failed its attempts, then passed again: a view whose frozen dimension
+	// keeps failing never signs off and ends BLOCKED at its budget), or a human
+	// spot-check named a dimension the judge got wrong.
 	StatusDoneWithConcerns FeatureStatus = "DONE_WITH_CONCERNS"
 	// StatusBlocked: the spec is invalid, the adapter has no sensor, a view spent its
 	// iteration budget, or a view could not be rendered. Never a success.
@@ -44,6 +46,30 @@ const (
 	SpotcheckPending  = "pending"
 	SpotcheckApproved = "approved"
 )
+
+// CheckSpotcheck validates a person's HE-2 answer against the rubric the view was judged
+// with: the seed's human "names the dimension the judge got wrong so you can tune
+// rubric.json", so a rejection must name one of the rubric's dimensions; anything else
+// ("reject", a typo) would be recorded as a dimension nobody can tune. An approval names
+// none.
+func (r *Rubric) CheckSpotcheck(approved bool, dimension string) error {
+	if approved {
+		if dimension != "" {
+			return fmt.Errorf("an approved spot-check names no dimension, got %q", dimension)
+		}
+		return nil
+	}
+	names := r.DimensionNames()
+	for _, n := range names {
+		if n == dimension {
+			return nil
+		}
+	}
+	if dimension == "" {
+		return fmt.Errorf("a rejected spot-check names the dimension the judge got wrong: one of %s", strings.Join(names, ", "))
+	}
+	return fmt.Errorf("%q is not a dimension of the rubric: name one of %s", dimension, strings.Join(names, ", "))
+}
 
 // SpotcheckDimension returns the dimension a spot-check value names, if it names one.
 func SpotcheckDimension(v string) (string, bool) {
@@ -105,7 +131,13 @@ func FoldFeatureStatus(in FeatureInput) FeatureReport {
 	for _, v := range in.Views {
 		switch v.Result {
 		case ViewBudgetExhausted:
-			blocked = append(blocked, v.View+": iteration budget spent without two consecutive passes")
+			// A frozen dimension that kept failing ends here, never in a sign-off
+			// (LoopState.Record): name it, it is usually why the budget ran out.
+			r := v.View + ": iteration budget spent without two consecutive passes"
+			if len(v.Frozen) > 0 {
+				r += " (frozen: " + strings.Join(v.Frozen, ", ") + ")"
+			}
+			blocked = append(blocked, r)
 		case ViewBlocked:
 			r := v.Reason
 			if r == "" {

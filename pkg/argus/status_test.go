@@ -101,3 +101,38 @@ func TestRubric(t *testing.T) {
 		t.Error("embedded rubric is not JSON")
 	}
 }
+
+// TestCheckSpotcheck pins HE-2 of the seed: "the human sets human_spotcheck:"approved",
+// or names the dimension the judge got wrong so you can tune rubric.json". A rejection
+// must name a dimension of the view's rubric; "reject" or a typo is not one.
+func TestCheckSpotcheck(t *testing.T) {
+	r := DefaultRubric()
+	custom, err := ParseRubric([]byte(`{"dimensions":{"fit":{"anchor":"reference"},"reject":{"anchor":"spec-text"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		rubric   *Rubric
+		approved bool
+		dim      string
+		wantErr  string
+	}{
+		{"approve", r, true, "", ""},
+		{"a rubric dimension", r, false, "typography", ""},
+		{"the decision word", r, false, "reject", `"reject" is not a dimension of the rubric`},
+		{"a typo", r, false, "typograpy", `"typograpy" is not a dimension`},
+		{"another feature's dimension", r, false, "fit", `"fit" is not a dimension`},
+		{"no dimension", r, false, "", "names the dimension the judge got wrong: one of visual_fidelity, token_compliance"},
+		{"approval naming a dimension", r, true, "typography", "names no dimension"},
+		{"a feature rubric's own dimension", custom, false, "fit", ""},
+		{"a dimension literally named reject", custom, false, "reject", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.rubric.CheckSpotcheck(tc.approved, tc.dim)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("CheckSpotcheck = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

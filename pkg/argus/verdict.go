@@ -230,6 +230,13 @@ func ParseVerdict(data []byte) (*Verdict, error) {
 	if err := fe.err(); err != nil {
 		return nil, err
 	}
+	// The seed's verdict.schema.json holds too: nothing the parser took is outside it.
+	for _, sv := range checkSchema(verdictSchema, body) {
+		fe.add(sv.Path, "", "verdict schema: "+sv.Message)
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 

@@ -346,7 +346,7 @@ func validate(s *jsonschema.Schema, node *yaml.Node, prefix []string) []problem 
 		return []problem{{path: prefix, line: max(node.Line, 1), msg: verr.Error()}}
 	}
 	var out []problem
-	for _, leaf := range leaves(ve) {
+	for _, leaf := range schemas.Leaves(ve) {
 		at := func(loc []string, msg string, missing bool) {
 			full := append(append([]string(nil), prefix...), loc...)
 			out = append(out, problem{path: full, line: max(lineOf(node, loc), 1), msg: msg, missing: missing})
@@ -434,17 +434,17 @@ func (p problem) inEntry(skip int) string {
 			what += " (did you mean " + p.suggest + "?)"
 		}
 		if parent := rel[:len(rel)-1]; len(parent) > 0 {
-			return fieldPath(parent) + ": " + what
+			return schemas.FieldPath(parent, "(document)") + ": " + what
 		}
 		return what
 	}
 	if len(rel) == 0 {
 		return p.message()
 	}
-	return fieldPath(rel) + ": " + p.message()
+	return schemas.FieldPath(rel, "(document)") + ": " + p.message()
 }
 
-func (p problem) field() string { return fieldPath(p.path) }
+func (p problem) field() string { return schemas.FieldPath(p.path, "(document)") }
 
 // problems keeps the first maxProblems problems and counts the rest.
 type problems struct {
@@ -481,38 +481,4 @@ func (ps *problems) entryText(label string, skip int) string {
 		parts = append(parts, fmt.Sprintf("and %d more problems", more))
 	}
 	return label + ": " + strings.Join(parts, "; ")
-}
-
-// leaves flattens a validation error tree to the errors that say something concrete.
-func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
-	if len(e.Causes) == 0 {
-		return []*jsonschema.ValidationError{e}
-	}
-	var out []*jsonschema.ValidationError
-	for _, c := range e.Causes {
-		out = append(out, leaves(c)...)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		return strings.Join(out[i].InstanceLocation, "/") < strings.Join(out[j].InstanceLocation, "/")
-	})
-	return out
-}
-
-// fieldPath turns a path's tokens into "acs[2].threshold".
-func fieldPath(tokens []string) string {
-	var b strings.Builder
-	for _, t := range tokens {
-		if _, err := strconv.Atoi(t); err == nil {
-			b.WriteString("[" + t + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(t)
-	}
-	if b.Len() == 0 {
-		return "(document)"
-	}
-	return b.String()
 }

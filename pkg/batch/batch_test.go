@@ -567,3 +567,42 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// TestSelectACs pins the seed's `--ac id,id,...` ("Comma-separated AC ids"): a run
+// judges only the named ACs of the batch, and naming one the batch lacks is a usage
+// error rather than a smaller run.
+func TestSelectACs(t *testing.T) {
+	mk := func() *Batch {
+		return &Batch{Path: "batch.yaml", File: File{ACs: []AC{{ID: "AC-7"}, {ID: "AC-8"}, {ID: "AC-12"}}},
+			Rejected: []*Error{{File: "batch.yaml", Line: 9, Msg: "no id"}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		ids     []string
+		want    string
+		wantErr string
+	}{
+		{"two of three, batch order", []string{"AC-12", "AC-7"}, "AC-7,AC-12", ""},
+		{"spaces around ids", []string{" AC-8 "}, "AC-8", ""},
+		{"unknown id", []string{"AC-7", "AC-99"}, "", "--ac AC-99: no such AC"},
+		{"nothing named", []string{""}, "", "names no AC"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := mk()
+			err := b.Select(tc.ids)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Select = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			var got []string
+			for _, ac := range b.ACs {
+				got = append(got, ac.ID)
+			}
+			if err != nil || strings.Join(got, ",") != tc.want || len(b.Rejected) != 0 {
+				t.Fatalf("Select = %v, %q (rejected %d), want %q", err, got, len(b.Rejected), tc.want)
+			}
+		})
+	}
+}

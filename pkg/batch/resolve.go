@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -53,4 +54,37 @@ func (b *Batch) LocalPath(p string, allowOutside bool) (string, error) {
 		return "", fmt.Errorf("path %q is outside the batch folder (allow it with --allow-outside)", p)
 	}
 	return full, nil
+}
+
+// Select keeps only the ACs named in ids, in batch order, as the seed's `--ac id,id,...`
+// picks the ACs of one run. An id the batch does not hold is an error (a usage error:
+// judging fewer ACs than asked for must not pass silently); entries rejected for having no
+// usable id are dropped, since none of them can be among those asked for.
+func (b *Batch) Select(ids []string) error {
+	want := map[string]bool{}
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" {
+			want[id] = true
+		}
+	}
+	if len(want) == 0 {
+		return fmt.Errorf("%s: --ac names no AC", b.Path)
+	}
+	var kept []AC
+	for _, ac := range b.ACs {
+		if want[ac.ID] {
+			kept = append(kept, ac)
+			delete(want, ac.ID)
+		}
+	}
+	if len(want) > 0 {
+		missing := make([]string, 0, len(want))
+		for id := range want {
+			missing = append(missing, id)
+		}
+		sort.Strings(missing)
+		return fmt.Errorf("%s: --ac %s: no such AC in the batch", b.Path, strings.Join(missing, ","))
+	}
+	b.ACs, b.Rejected = kept, nil
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +70,45 @@ type Results struct {
 	Manifest *ab.Manifest          `json:"-"`
 	// Manifests are the critic and equivalence manifests, raw, by kind.
 	Manifests map[string]json.RawMessage `json:"-"`
+	// Lists are JSON files the kinds keep beside the results, each a list of items by its
+	// path under the output folder (a rubric feature's signoff.json).
+	Lists map[string][]any `json:"-"`
+	// Blobs are files copied from blob storage, by their path under the output folder (a
+	// rubric view's HE-1 candidate, <feature>/candidates/<target>-<state>-<appearance>.png).
+	Blobs map[string][]byte `json:"-"`
+}
+
+// files collects the files a job's kind keeps beside the results (kind.Outputs): the seed
+// files of a rubric view, its sign-off and HE-1 candidate, as the seed keeps them under
+// .argus-runs/.
+func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job) error {
+	k, err := kinds.Lookup(rec.Spec.Kind)
+	if err != nil {
+		return nil
+	}
+	out, ok := k.(kind.Outputs)
+	if !ok {
+		return nil
+	}
+	for _, f := range out.Files(rec) {
+		switch {
+		case f.Item != nil:
+			if r.Lists == nil {
+				r.Lists = map[string][]any{}
+			}
+			r.Lists[f.Path] = append(r.Lists[f.Path], f.Item)
+		case f.Blob != nil:
+			data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: r.Tenant, SHA256: f.Blob.SHA256})
+			if err != nil {
+				return fmt.Errorf("read %s of %s: %w", f.Path, rec.ACID, err)
+			}
+			if r.Blobs == nil {
+				r.Blobs = map[string][]byte{}
+			}
+			r.Blobs[f.Path] = data
+		}
+	}
+	return nil
 }
 
 // Load reads a batch's results: its completion, every job record and its manifest.
@@ -92,6 +132,9 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 	judges := map[string]bool{}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
 	for _, r := range recs {
+		if err := res.files(ctx, store, r); err != nil {
+			return nil, err
+		}
 		row := Row{ACID: r.ACID, Kind: string(r.Spec.Kind), Status: string(r.Status), Reason: r.BlockReason}
 		if k, err := kinds.Lookup(r.Spec.Kind); err == nil {
 			row = k.Row(r)
@@ -161,5 +204,71 @@ func (r *Results) Write(dir string) (string, error) {
 			return "", fmt.Errorf("write %s manifest: %w", kind, err)
 		}
 	}
+	// Rubric features: <feature>/signoff.json and <feature>/candidates/*.png, the files
+	// the seed keeps under .argus-runs/. Feature, target, state and appearance are slugs
+	// or spec strings: each path is checked to stay inside the output folder.
+	for rel, list := range r.Lists {
+		if err := writeInside(out, rel, func(p string) error { return write(p, list) }); err != nil {
+			return "", fmt.Errorf("write %s: %w", rel, err)
+		}
+	}
+	for rel, data := range r.Blobs {
+		if err := writeInside(out, rel, func(p string) error { return os.WriteFile(filepath.Join(out, p), data, 0o644) }); err != nil {
+			return "", fmt.Errorf("write %s: %w", rel, err)
+		}
+	}
 	return out, nil
+}
+
+// writeInside creates rel's folder under out and calls write with rel, refusing a path
+// that would leave out.
+func writeInside(out, rel string, write func(rel string) error) error {
+	p := filepath.FromSlash(rel)
+	if !filepath.IsLocal(p) {
+		return fmt.Errorf("%q is not a path inside the output folder", rel)
+	}
+	if err := os.MkdirAll(filepath.Join(out, filepath.Dir(p)), 0o755); err != nil {
+		return err
+	}
+	return write(p)
+}
+
+// CFNManifestDir is where the seed's vote step looks for ab manifests, under the
+// project root: its discovery glob lists .cfn-cache/manifests/cfn-ab-critic-*.json.
+const CFNManifestDir = ".cfn-cache/manifests"
+
+// WriteCFN writes the batch's ab manifest where and as the seed (cfn-ab-critic) emits it,
+// so the seed's vote step picks it up: root/.cfn-cache/manifests/cfn-ab-critic-<ns>.json
+// with review_id "ab-critic-<ns>" and source "cfn-ab-critic", <ns> being the nanosecond
+// timestamp of the write. Everything else is the batch's manifest unchanged. It returns
+// the file written, or "" when the batch has no ab manifest (no ab AC).
+func (r *Results) WriteCFN(root string, now time.Time) (string, error) {
+	if r.Manifest == nil {
+		return "", nil
+	}
+	ns := strconv.FormatInt(now.UnixNano(), 10)
+	m := *r.Manifest
+	m.ReviewID, m.Source = "ab-critic-"+ns, "cfn-ab-critic"
+	dir := filepath.Join(root, filepath.FromSlash(CFNManifestDir))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("cfn manifest folder: %w", err)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("cfn manifest: %w", err)
+	}
+	path := filepath.Join(dir, "cfn-ab-critic-"+ns+".json")
+	// O_EXCL: two writes in the same nanosecond must not overwrite each other.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("write cfn manifest: %w", err)
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return "", fmt.Errorf("write cfn manifest %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("write cfn manifest %s: %w", path, err)
+	}
+	return path, nil
 }

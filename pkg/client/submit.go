@@ -47,7 +47,10 @@ type Submitter struct {
 	// ServeFeature, when set, serves a rubric feature folder over HTTP and returns its
 	// base URL, so targets may name pages inside the folder (the all-in-one mode).
 	ServeFeature func(dir string) (string, error)
-	Log          *slog.Logger
+	// DefaultMode is the mode of a rubric AC that names none; empty means headless.
+	// `tribunal run` on a terminal sets interactive, the seed's default.
+	DefaultMode string
+	Log         *slog.Logger
 }
 
 // Submission describes a submitted batch.
@@ -182,7 +185,7 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 	for _, r := range b.Rejected {
 		prep.Rejected = append(prep.Rejected, r.Error())
 	}
-	env := &kind.PlanEnv{Batch: b, Tenant: tenant, Store: s.Store, AllowOutside: s.AllowOutside, ServeFeature: s.ServeFeature}
+	env := &kind.PlanEnv{Batch: b, Tenant: tenant, Store: s.Store, AllowOutside: s.AllowOutside, ServeFeature: s.ServeFeature, DefaultMode: s.DefaultMode}
 	// Most ACs are one job; a rubric AC is one job per view of its feature.
 	var names []string
 	seenName := map[string]bool{}

@@ -231,3 +231,30 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestSpotcheckDimension: a rejected spot-check.recorded names a dimension; the words of
+// the HE-2 answer ("reject", "y") and the human_spotcheck states ("pending", "approved")
+// never pass for one (a rejection once recorded "reject" as the dimension).
+func TestSpotcheckDimension(t *testing.T) {
+	for _, tc := range []struct {
+		p  SpotcheckRecorded
+		ok bool
+	}{
+		{SpotcheckRecorded{ACID: "v", Approved: true}, true},
+		{SpotcheckRecorded{ACID: "v", Dimension: "typography"}, true},
+		{SpotcheckRecorded{ACID: "v", Dimension: ""}, false},
+		{SpotcheckRecorded{ACID: "v", Dimension: "reject"}, false},
+		{SpotcheckRecorded{ACID: "v", Dimension: "Reject"}, false},
+		{SpotcheckRecorded{ACID: "v", Dimension: "approved"}, false},
+		{SpotcheckRecorded{ACID: "v", Dimension: "pending"}, false},
+		{SpotcheckRecorded{ACID: "v", Dimension: "y"}, false},
+		{SpotcheckRecorded{ACID: "v", Dimension: " typography"}, false},
+		{SpotcheckRecorded{ACID: "v", Approved: true, Dimension: "y"}, false},
+	} {
+		_, err := Encode(New(&tc.p, "team-a", "b", "v", 0, "", nil))
+		var fe *FieldError
+		if tc.ok != (err == nil) || err != nil && (!errors.As(err, &fe) || fe.Field != "dimension") {
+			t.Errorf("%+v: %v", tc.p, err)
+		}
+	}
+}

@@ -336,6 +336,9 @@ type Vote struct {
 	RawWinner  string     `msgpack:"raw_winner,omitempty"`
 	Confidence float64    `msgpack:"confidence"`
 	BiggestGap string     `msgpack:"biggest_gap,omitempty"`
+	// Reasoning is the judge's short per-dimension comparison, kept beside BiggestGap
+	// for a reader; nothing is derived from it.
+	Reasoning string `msgpack:"reasoning,omitempty"`
 	// Raw is the model's answer text as received, kept for audit when it was invalid.
 	Raw string `msgpack:"raw,omitempty"`
 }

@@ -1,6 +1,9 @@
 package events
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Rubric modes: headless runs to sign-off without waiting for a person, interactive
 // holds the first sign-off of a run for a human spot-check, report-only judges once and
@@ -154,8 +157,24 @@ func (p *SpotcheckRecorded) Validate() error {
 	if !p.Approved && p.Dimension == "" {
 		return missing("dimension")
 	}
+	// The dimension becomes the sign-off's human_spotcheck value, where "pending" and
+	// "approved" are states, not dimensions; the decision words and padded text are a
+	// person's answer taken for a dimension. The rubric's own list is checked by the
+	// publisher (argus.Rubric.CheckSpotcheck), which has the rubric.
+	switch d := p.Dimension; {
+	case p.Approved && d != "":
+		return invalid("dimension", "an approved spot-check names no dimension")
+	case strings.TrimSpace(d) != d:
+		return invalid("dimension", "surrounding white space")
+	case spotcheckWords[strings.ToLower(d)]:
+		return invalid("dimension", fmt.Sprintf("%q is a spot-check answer, not a rubric dimension", d))
+	}
 	return nil
 }
+
+// spotcheckWords are answers and states that are never rubric dimensions.
+var spotcheckWords = map[string]bool{"pending": true, "approved": true, "approve": true, "reject": true, "rejected": true,
+	"y": true, "yes": true, "n": true, "no": true}
 
 // RubricDecision is the aggregator's loop decision for one view iteration.
 type RubricDecision struct {

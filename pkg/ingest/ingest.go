@@ -21,6 +21,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/text"
 	"golang.org/x/image/bmp"
 	"golang.org/x/image/webp"
 )
@@ -129,7 +132,7 @@ func Classify(name string, data []byte, declared string) Result {
 	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
 		return Result{Blocked: fmt.Sprintf("%s (%s)", ReasonBinary, sniffed)}
 	}
-	if LooksLikeDiff(data) {
+	if IsDiff(data) {
 		return Result{Blocked: ReasonDiff}
 	}
 	if ext == ".html" || ext == ".htm" || strings.HasPrefix(declared, "text/html") || strings.HasPrefix(sniffed, "text/html") {
@@ -145,18 +148,77 @@ func Classify(name string, data []byte, declared string) Result {
 }
 
 // LooksLikeDiff reports whether text is a unified diff or a git patch: a file header
-// pair ("--- a" then "+++ b") followed by a hunk header, or a "diff --git" line.
+// pair ("--- a" then "+++ b") followed by a hunk header, or a "diff --git" line, at the
+// start of a line.
 func LooksLikeDiff(data []byte) bool {
-	lines := strings.Split(string(data), "\n")
+	return diffAt(strings.Split(string(data), "\n")) >= 0
+}
+
+// diffAt returns the index of the first line that starts a diff (see LooksLikeDiff), or -1.
+func diffAt(lines []string) int {
 	for i, l := range lines {
 		if strings.HasPrefix(l, "diff --git ") {
-			return true
+			return i
 		}
 		if strings.HasPrefix(l, "--- ") && i+2 < len(lines) && strings.HasPrefix(lines[i+1], "+++ ") && strings.HasPrefix(lines[i+2], "@@ ") {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
+}
+
+// IsDiff reports whether a text file is a diff, which is refused, rather than a document
+// that shows one. A file is a diff when a diff starts outside every Markdown fenced code
+// block (CommonMark fences, ``` or ~~~, found with goldmark), or when the file holds
+// nothing but fenced code blocks and one of them is a diff. So a guide whose fenced
+// example is a patch is a document and is judged, while a unified diff or a git patch
+// (prose before it included, as `git show` and `git format-patch` write it) is refused.
+// A diff the writer took out of a fence to hide it is still refused, and one wrapped in
+// a fence with nothing around it is refused too.
+func IsDiff(data []byte) bool {
+	if !LooksLikeDiff(data) {
+		return false
+	}
+	doc := goldmark.New().Parser().Parse(text.NewReader(data))
+	// fenced holds the byte ranges of the fenced blocks' content lines.
+	var fenced []text.Segment
+	onlyFences := doc.ChildCount() > 0
+	for c := doc.FirstChild(); c != nil; c = c.NextSibling() {
+		if c.Kind() != ast.KindFencedCodeBlock {
+			onlyFences = false
+		}
+	}
+	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if fb, ok := n.(*ast.FencedCodeBlock); ok && entering {
+			for i := 0; i < fb.Lines().Len(); i++ {
+				fenced = append(fenced, fb.Lines().At(i))
+			}
+			return ast.WalkSkipChildren, nil
+		}
+		return ast.WalkContinue, nil
+	})
+	if onlyFences {
+		return true
+	}
+	inFence := func(start, stop int) bool {
+		for _, seg := range fenced {
+			if seg.Start < stop && start < seg.Stop {
+				return true
+			}
+		}
+		return false
+	}
+	// Keep the lines outside fences (blanked inside them, so a header's next lines stay
+	// next) and look for a diff there.
+	lines := strings.Split(string(data), "\n")
+	off := 0
+	for i, l := range lines {
+		if inFence(off, off+len(l)+1) {
+			lines[i] = ""
+		}
+		off += len(l) + 1
+	}
+	return diffAt(lines) >= 0
 }
 
 // checkImage returns why an image cannot be judged, or "": first its declared size,

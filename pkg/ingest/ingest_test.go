@@ -217,3 +217,44 @@ func TestLooksLikeDiff(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyDiffFilesAreRefusedAsDiffs pins the rule of issue 14 on seed 000's dispatch
+// ("local text / .html / .md ... → Read"; tribunal's own never-a-diff rule on top):
+// only files that are diffs are refused as diffs. A Markdown guide containing a fenced
+// patch is a document and is judged; a unified diff, a git patch (with its prose) or a
+// .diff/.patch file stays blocked, and so does a diff taken out of, or wrapped alone in,
+// a fence.
+func TestOnlyDiffFilesAreRefusedAsDiffs(t *testing.T) {
+	guide := "# Upgrading to v2\n\nChange the import and the call site:\n\n```diff\n" +
+		"diff --git a/main.go b/main.go\nindex 1..2 100644\n" + unifiedDiff + "```\n\nThen run the tests.\n"
+	tilde := "Steps:\n\n~~~~\n" + unifiedDiff + "~~~~\n\nDone.\n"
+	inList := "1. Apply this:\n\n   ```patch\n   diff --git a/x b/x\n   ```\n2. Rebuild.\n"
+	tests := []struct {
+		name, file, data string
+		blocked          bool
+	}{
+		{"md guide with a fenced git patch", "UPGRADE.md", guide, false},
+		{"md guide with a tilde-fenced unified diff", "notes.md", tilde, false},
+		{"fenced patch in a list item", "notes.md", inList, false},
+		{"txt guide with a fenced patch", "notes.txt", guide, false},
+		{"unified diff", "notes.md", unifiedDiff, true},
+		{"git patch with prose before it", "change.txt", gitDiff, true},
+		{"format-patch mail", "0001-fix.txt", "From 1234 Mon Sep 17 00:00:00 2001\nSubject: [PATCH] fix\n\n---\n x | 2 +-\n\ndiff --git a/x b/x\n", true},
+		{"guide that also carries an unfenced diff", "UPGRADE.md", guide + "\n" + unifiedDiff, true},
+		{"a diff closing the fence early", "notes.md", "Intro\n\n```\nok\n```\n" + unifiedDiff, true},
+		{"nothing but a fenced diff", "change.md", "```diff\n" + unifiedDiff + "```\n", true},
+		{".patch file with a guide inside", "guide.patch", guide, true},
+		{".diff file", "x.diff", "anything", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Classify(tt.file, []byte(tt.data), "")
+			if got := strings.HasPrefix(r.Blocked, ReasonDiff); got != tt.blocked {
+				t.Fatalf("Classify(%s) = %+v; refused as a diff: %v, want %v", tt.file, r, got, tt.blocked)
+			}
+			if !tt.blocked && r.Class != ClassText {
+				t.Fatalf("a document must be judged as text: %+v", r)
+			}
+		})
+	}
+}

@@ -86,6 +86,9 @@ type PlanEnv struct {
 	// ServeFeature, when set, serves a rubric feature folder over HTTP and returns its base
 	// URL (the all-in-one mode).
 	ServeFeature func(dir string) (string, error)
+	// DefaultMode is a rubric view's mode when its AC names none (interactive when a person
+	// sits at the terminal of `tribunal run`, else headless).
+	DefaultMode string
 
 	mu   sync.Mutex
 	memo map[string]memoized
@@ -274,4 +277,20 @@ type Looping interface {
 	// Interactive reports whether the job's sign-off may wait for a person (HE-2), so
 	// the aggregator loads the batch's spot-check claim for Step.Spotcheck.
 	Interactive(spec events.JobSpec) bool
+}
+
+// Outputs is a kind that keeps files beside a batch's results (the rubric kind: the
+// seed's signoff.json and HE-1 candidates).
+type Outputs interface {
+	// Files are a final job's files.
+	Files(j *records.Job) []File
+}
+
+// File is one file a kind keeps beside the results, by its slash-separated path under
+// the batch's output folder: an Item appended to the JSON list at Path, or a Blob copied
+// from blob storage.
+type File struct {
+	Path string
+	Item any
+	Blob *events.Blob
 }

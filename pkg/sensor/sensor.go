@@ -18,11 +18,21 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
 )
 
-// MaxLabel is the longest string, in runes, that a probe may carry. It mirrors the sensor
-// contract's limit: long enough for any honest UI label, too short to smuggle a prompt.
+// MaxLabel is the longest text label, in runes, that a probe may carry. It mirrors the
+// sensor contract's limit ("truncate any text label > 256 chars"): long enough for any
+// honest UI label, too short to smuggle a prompt.
 const MaxLabel = 256
+
+// MaxID is the longest element id, in runes, a probe may carry. Ids are not labels: the
+// seed cuts only text labels, and an id the a11y contract names must still be found whole
+// (argus.CheckA11yIDs), so ids under an id key (argus.IsIDKey) keep up to MaxID runes.
+// The bound is tribunal's own: a probe is judge input, and nothing bounded a hostile
+// adapter's "id" otherwise.
+const MaxID = 4096
 
 // Cut marks a string that TruncateLabels shortened, so that a gate or a judge can tell an
 // app's real label from one the sensor cut.
@@ -200,8 +210,10 @@ var ErrNoSensor = errors.New("no sensor is registered")
 // reason: the app is not at fault, and retrying cannot help.
 var ErrRefused = errors.New("refused by the renderer's policy")
 
-// TruncateLabels bounds every string in a decoded JSON value to max runes, in place where
-// the containers allow it, and returns the (possibly new) value. A cut string keeps its
+// TruncateLabels bounds every text string in a decoded JSON value to max runes, in place
+// where the containers allow it, and returns the (possibly new) value. An element id (a
+// string under an id key, argus.IsIDKey) is not a label: it keeps up to MaxID runes, so
+// the a11y gate still finds a long id the contract names. A cut string keeps its
 // first max-1 runes followed by Cut, so it is exactly max runes long. Map keys are
 // bounded too, since an adapter's probe is arbitrary JSON and a key is as much app content
 // as a value. A max below 1 means MaxLabel.
@@ -215,43 +227,51 @@ func TruncateLabels(probe any, max int) any {
 	return truncate(probe, max)
 }
 
-func truncate(v any, max int) any {
+func truncate(v any, limit int) any {
 	switch x := v.(type) {
 	case string:
-		return truncateString(x, max)
+		return truncateString(x, limit)
 	case map[string]any:
 		var long []string
 		for k, val := range x {
-			x[k] = truncate(val, max)
-			if utf8.RuneCountInString(k) > max {
+			if id, ok := val.(string); ok && argus.IsIDKey(k) {
+				x[k] = truncateString(id, max(limit, MaxID))
+			} else {
+				x[k] = truncate(val, limit)
+			}
+			if utf8.RuneCountInString(k) > limit {
 				long = append(long, k)
 			}
 		}
-		renameKeys(x, long, max)
+		renameKeys(x, long, limit)
 		return x
 	case []any:
 		for i := range x {
-			x[i] = truncate(x[i], max)
+			x[i] = truncate(x[i], limit)
 		}
 		return x
 	case map[string]string:
 		var long []string
 		for k, val := range x {
-			x[k] = truncateString(val, max)
-			if utf8.RuneCountInString(k) > max {
+			if argus.IsIDKey(k) {
+				x[k] = truncateString(val, max(limit, MaxID))
+			} else {
+				x[k] = truncateString(val, limit)
+			}
+			if utf8.RuneCountInString(k) > limit {
 				long = append(long, k)
 			}
 		}
-		renameKeys(x, long, max)
+		renameKeys(x, long, limit)
 		return x
 	case []string:
 		for i := range x {
-			x[i] = truncateString(x[i], max)
+			x[i] = truncateString(x[i], limit)
 		}
 		return x
 	case []map[string]any:
 		for i := range x {
-			truncate(x[i], max)
+			truncate(x[i], limit)
 		}
 		return x
 	default:

@@ -106,8 +106,11 @@ func New(o Options) (*Provider, error) {
 		}
 	}
 	if c := o.CriticScores; c != nil {
+		// The seed's output object carries the judge's own verdict and quality; the
+		// fixture claims the ones its scores derive.
+		q, v := critic.Derive(c[0], c[1], c[2])
 		err := canned("critic", fmt.Sprintf("fixed-critic-%d-%d-%d", c[0], c[1], c[2]),
-			map[string]any{"correctness": c[0], "slop": c[1], "scope": c[2], "rationale": fixedNote},
+			map[string]any{"correctness": c[0], "slop": c[1], "scope": c[2], "verdict": v, "quality": q, "rationale": fixedNote},
 			func(b []byte) error { _, err := critic.ParseAnswer(b); return err })
 		if err != nil {
 			return nil, err

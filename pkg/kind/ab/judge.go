@@ -14,15 +14,16 @@ import (
 var prompts embed.FS
 
 var (
-	template = judge.MustTemplate(prompts, "ab.v1")
+	template = judge.MustTemplate(prompts, "ab.v2")
 	schema   = judge.Schema{Name: "ab_verdict", JSON: json.RawMessage(`{
   "type": "object",
   "additionalProperties": false,
-  "required": ["raw_winner", "confidence", "biggest_gap"],
+  "required": ["raw_winner", "confidence", "biggest_gap", "reasoning"],
   "properties": {
     "raw_winner": {"type": "string", "enum": ["A", "B", "tie"]},
     "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-    "biggest_gap": {"type": "string", "minLength": 1}
+    "biggest_gap": {"type": "string", "minLength": 1},
+    "reasoning": {"type": "string"}
   }
 }`)}
 )
@@ -82,7 +83,7 @@ func Judge(ctx context.Context, p judge.Provider, model string, instance string,
 	out, _ := judge.Ask(ctx, p, req, usage, ParseRawVerdict)
 	vote := events.Vote{Order: "AB", Judge: out.Usage.JudgeInfo(), Status: out.Status, Error: out.Error, Raw: out.Raw}
 	if out.Status == events.VoteOK {
-		vote.RawWinner, vote.Confidence, vote.BiggestGap = out.Answer.RawWinner, out.Answer.Confidence, out.Answer.BiggestGap
+		vote.RawWinner, vote.Confidence, vote.BiggestGap, vote.Reasoning = out.Answer.RawWinner, out.Answer.Confidence, out.Answer.BiggestGap, out.Answer.Reasoning
 	}
 	return vote
 }

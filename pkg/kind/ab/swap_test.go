@@ -18,7 +18,7 @@ func TestCombineSwap(t *testing.T) {
 		{"ours both times", verdict("A", 0.9, "g"), verdict("B", 0.7, "g"), oursFirst, WinnerOurs, 0.7, true},
 		{"reference both times", verdict("B", 0.6, "g"), verdict("A", 0.8, "g"), oursFirst, WinnerReference, 0.6, true},
 		{"reference both times, other assignment", verdict("A", 0.8, "g"), verdict("B", 0.95, "g"), refFirst, WinnerReference, 0.8, true},
-		{"tie both times", verdict("tie", 0.5, "g"), verdict("TIE", 0.9, "g"), oursFirst, WinnerTie, 0.5, true},
+		{"tie both times", verdict("tie", 0.5, "g"), verdict("tie", 0.9, "g"), oursFirst, WinnerTie, 0.5, true},
 		{"slot A both times is position bias", verdict("A", 0.9, "g"), verdict("A", 0.9, "g"), oursFirst, WinnerTie, 0, false},
 		{"slot B both times is position bias", verdict("B", 0.7, "g"), verdict("B", 0.95, "g"), refFirst, WinnerTie, 0, false},
 		{"win then tie", verdict("A", 0.9, "g"), verdict("tie", 0.4, "g"), oursFirst, WinnerTie, 0, false},

@@ -22,6 +22,11 @@ type RawVerdict struct {
 	// required even for a tie, where it says why no side could be preferred; without it
 	// a suggestion would have nothing actionable to say.
 	BiggestGap string `json:"biggest_gap"`
+	// Reasoning is the judge's short per-dimension comparison (the comparator's
+	// "summary of dimension-by-dimension comparison results"), kept with the verdict
+	// for a reader. It is optional: the seed's verdict object has only the three fields
+	// above, and answers recorded in that shape stay valid. Nothing is derived from it.
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 // FieldError is a schema violation in one field of a verdict. Any FieldError (and any
@@ -47,23 +52,18 @@ func (e *FieldError) Error() string {
 // (optionally inside a single ```json fence). It is a schema violation like a FieldError.
 var ErrVerdictSyntax = errors.New("ab: verdict is not a single JSON object")
 
-// canonicalRawWinner returns the canonical spelling of an acceptable raw_winner.
+// canonicalRawWinner reports whether s is an acceptable raw_winner and returns it.
 //
-// The labels are matched without regard to case but otherwise exactly: the two schemas
-// this judge descends from spell a tie "tie" and "TIE", and a lower-case "a" cannot mean
-// anything but slot A, so rejecting case variants would turn a clear answer into a schema
-// violation for no safety gain. Whitespace, punctuation and longer forms ("Version A",
-// "A.") are not accepted: they show the model is not following the output contract. Role
-// words ("ours", "reference") are rejected most of all, since a judge that answers with a
-// role has seen something it must not see.
+// Only the seed's exact spellings are accepted: "A", "B" or "tie" (seed 000: a
+// `raw_winner` that is not `A`/`B`/`tie` is a schema violation, exit 3). A lower-case
+// "a" or the comparator schema's "TIE" shows the model is not following the output
+// contract it was given, as do whitespace, punctuation and longer forms ("Version A",
+// "A."); role words ("ours", "reference") most of all, since a judge that answers with
+// a role has seen something it must not see.
 func canonicalRawWinner(s string) (string, bool) {
-	switch {
-	case strings.EqualFold(s, LabelA):
-		return LabelA, true
-	case strings.EqualFold(s, LabelB):
-		return LabelB, true
-	case strings.EqualFold(s, RawTie):
-		return RawTie, true
+	switch s {
+	case LabelA, LabelB, RawTie:
+		return s, true
 	}
 	return "", false
 }
@@ -71,8 +71,8 @@ func canonicalRawWinner(s string) (string, bool) {
 // Validate checks the verdict against the schema and returns the first violation, in
 // field order raw_winner, confidence, biggest_gap, as a *FieldError (nil when valid).
 //
-// raw_winner must be A, B or tie in any letter case (see Unshuffle, which accepts the
-// same spellings). confidence must lie in [0,1]; NaN and infinities are violations, not
+// raw_winner must be exactly A, B or tie (see Unshuffle, which accepts the same
+// spellings). confidence must lie in [0,1]; NaN and infinities are violations, not
 // values to clamp, because a verdict whose confidence is out of range says the judge did
 // not understand the scale. biggest_gap must contain a non-blank character and at most
 // strictjson.MaxText characters.
@@ -93,36 +93,34 @@ func (v RawVerdict) Validate() error {
 }
 
 // verdictFields are the only keys a verdict object may have.
-var verdictFields = map[string]bool{"raw_winner": true, "confidence": true, "biggest_gap": true}
+var verdictFields = map[string]bool{"raw_winner": true, "confidence": true, "biggest_gap": true, "reasoning": true}
 
 // foreignFieldHints explains keys that belong to a sibling schema, so the error tells the
 // operator which prompt or model drifted.
 var foreignFieldHints = map[string]string{
 	"preferred": "unknown field (the comparator schema's name; this judge answers raw_winner)",
-	"reasoning": "unknown field (the comparator schema's name; this judge answers biggest_gap)",
 }
 
 // ParseRawVerdict parses and validates the JSON a judge model returned.
 //
-// Accepted: one JSON object with exactly the keys raw_winner (a string), confidence (a
-// number) and biggest_gap (a string), optionally surrounded by whitespace and optionally
-// wrapped in one Markdown code fence whose info string is empty or "json" — models add
-// fences even when told not to, and the fence carries no meaning. Rejected: prose before
-// or after the object, a second value, duplicate or unknown keys, a confidence written
-// as a string, null for any field.
+// Accepted: one JSON object with the keys raw_winner (a string), confidence (a number)
+// and biggest_gap (a string), and optionally reasoning (a string), surrounded by
+// whitespace and optionally wrapped in one Markdown code fence whose info string is
+// empty or "json" — models add fences even when told not to, and the fence carries no
+// meaning. Rejected: prose before or after the object, a second value, duplicate or
+// unknown keys, a confidence written as a string, null for any field.
 //
-// The comparator schema's field names "preferred" and "reasoning" are deliberately not
-// accepted as aliases. tribunal's prompt and structured-output schema name the fields
-// raw_winner and biggest_gap, so an answer using other names did not follow the request
-// it was given, and exit 3 is how that drift is made visible. The names also do not mean
-// the same: reasoning is a free-form justification while biggest_gap is the one gap a
-// suggestion is built from, so mapping one to the other would quietly change what the
-// manifest says. Such keys get a FieldError that names the sibling schema.
+// The comparator schema's field name "preferred" is deliberately not accepted as an
+// alias. tribunal's prompt and structured-output schema name the field raw_winner, so
+// an answer using another name did not follow the request it was given, and exit 3 is
+// how that drift is made visible. Such a key gets a FieldError that names the sibling
+// schema. "reasoning" is the comparator's name and means what it means there: the
+// per-dimension summary, kept beside biggest_gap, never in its place.
 //
-// On success the verdict's RawWinner is canonical ("A", "B" or "tie"). When only
-// Validate fails, the decoded verdict is returned with the *FieldError so the caller can
-// record what the judge said; on every other error the verdict is the zero value. Any
-// error means the comparison is a schema violation.
+// On success the verdict's RawWinner is "A", "B" or "tie". When only Validate fails,
+// the decoded verdict is returned with the *FieldError so the caller can record what
+// the judge said; on every other error the verdict is the zero value. Any error means
+// the comparison is a schema violation.
 func ParseRawVerdict(data []byte) (RawVerdict, error) {
 	body, err := unfence(data)
 	if err != nil {
@@ -157,10 +155,14 @@ func ParseRawVerdict(data []byte) (RawVerdict, error) {
 	if v.BiggestGap, err = stringField(fields.Values, "biggest_gap"); err != nil {
 		return RawVerdict{}, err
 	}
+	if _, ok := fields.Values["reasoning"]; ok {
+		if v.Reasoning, err = stringField(fields.Values, "reasoning"); err != nil {
+			return RawVerdict{}, err
+		}
+	}
 	if err := v.Validate(); err != nil {
 		return v, err
 	}
-	v.RawWinner, _ = canonicalRawWinner(v.RawWinner)
 	return v, nil
 }
 

@@ -6,6 +6,9 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
 func TestValidate(t *testing.T) {
@@ -14,29 +17,33 @@ func TestValidate(t *testing.T) {
 		v     RawVerdict
 		field string // "" means valid
 	}{
-		{"A", RawVerdict{"A", 0.8, "gap"}, ""},
-		{"B", RawVerdict{"B", 0.8, "gap"}, ""},
-		{"tie", RawVerdict{"tie", 0.5, "no visible difference"}, ""},
-		{"TIE from the comparator schema", RawVerdict{"TIE", 0.95, "gap"}, ""},
-		{"Tie", RawVerdict{"Tie", 0.95, "gap"}, ""},
-		{"lower-case slot", RawVerdict{"a", 0.95, "gap"}, ""},
-		{"confidence 0", RawVerdict{"A", 0, "gap"}, ""},
-		{"confidence 1", RawVerdict{"A", 1, "gap"}, ""},
-		{"empty winner", RawVerdict{"", 0.5, "gap"}, "raw_winner"},
-		{"role word leaks the blind", RawVerdict{"ours", 0.5, "gap"}, "raw_winner"},
-		{"reference word", RawVerdict{"reference", 0.5, "gap"}, "raw_winner"},
-		{"padded", RawVerdict{"A ", 0.5, "gap"}, "raw_winner"},
-		{"long form", RawVerdict{"Version A", 0.5, "gap"}, "raw_winner"},
-		{"C", RawVerdict{"C", 0.5, "gap"}, "raw_winner"},
-		{"negative", RawVerdict{"A", -0.01, "gap"}, "confidence"},
-		{"above one", RawVerdict{"A", 1.0000001, "gap"}, "confidence"},
-		{"percent scale", RawVerdict{"A", 85, "gap"}, "confidence"},
-		{"NaN", RawVerdict{"A", math.NaN(), "gap"}, "confidence"},
-		{"+Inf", RawVerdict{"A", math.Inf(1), "gap"}, "confidence"},
-		{"-Inf", RawVerdict{"A", math.Inf(-1), "gap"}, "confidence"},
-		{"empty gap", RawVerdict{"A", 0.5, ""}, "biggest_gap"},
-		{"blank gap", RawVerdict{"A", 0.5, " \n\t"}, "biggest_gap"},
-		{"first violation wins", RawVerdict{"X", 7, ""}, "raw_winner"},
+		{"A", RawVerdict{"A", 0.8, "gap", ""}, ""},
+		{"B", RawVerdict{"B", 0.8, "gap", ""}, ""},
+		{"tie", RawVerdict{"tie", 0.5, "no visible difference", ""}, ""},
+		// Seed 000: "raw_winner not A/B/tie" is a schema violation (exit 3); the
+		// spelling is exact.
+		{"TIE from the comparator schema", RawVerdict{"TIE", 0.95, "gap", ""}, "raw_winner"},
+		{"Tie", RawVerdict{"Tie", 0.95, "gap", ""}, "raw_winner"},
+		{"lower-case slot a", RawVerdict{"a", 0.95, "gap", ""}, "raw_winner"},
+		{"lower-case slot b", RawVerdict{"b", 0.95, "gap", ""}, "raw_winner"},
+		{"upper-case TIE", RawVerdict{"TIE", 0.5, "gap", ""}, "raw_winner"},
+		{"confidence 0", RawVerdict{"A", 0, "gap", ""}, ""},
+		{"confidence 1", RawVerdict{"A", 1, "gap", ""}, ""},
+		{"empty winner", RawVerdict{"", 0.5, "gap", ""}, "raw_winner"},
+		{"role word leaks the blind", RawVerdict{"ours", 0.5, "gap", ""}, "raw_winner"},
+		{"reference word", RawVerdict{"reference", 0.5, "gap", ""}, "raw_winner"},
+		{"padded", RawVerdict{"A ", 0.5, "gap", ""}, "raw_winner"},
+		{"long form", RawVerdict{"Version A", 0.5, "gap", ""}, "raw_winner"},
+		{"C", RawVerdict{"C", 0.5, "gap", ""}, "raw_winner"},
+		{"negative", RawVerdict{"A", -0.01, "gap", ""}, "confidence"},
+		{"above one", RawVerdict{"A", 1.0000001, "gap", ""}, "confidence"},
+		{"percent scale", RawVerdict{"A", 85, "gap", ""}, "confidence"},
+		{"NaN", RawVerdict{"A", math.NaN(), "gap", ""}, "confidence"},
+		{"+Inf", RawVerdict{"A", math.Inf(1), "gap", ""}, "confidence"},
+		{"-Inf", RawVerdict{"A", math.Inf(-1), "gap", ""}, "confidence"},
+		{"empty gap", RawVerdict{"A", 0.5, "", ""}, "biggest_gap"},
+		{"blank gap", RawVerdict{"A", 0.5, " \n\t", ""}, "biggest_gap"},
+		{"first violation wins", RawVerdict{"X", 7, "", ""}, "raw_winner"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,10 +83,13 @@ func TestParseRawVerdict(t *testing.T) {
 		{name: "json fence", in: "```json\n{\"raw_winner\":\"B\",\"confidence\":0.72,\"biggest_gap\":\"B aligns the header grid.\"}\n```", want: valid},
 		{name: "bare fence", in: "```\n{\"raw_winner\":\"B\",\"confidence\":0.72,\"biggest_gap\":\"B aligns the header grid.\"}\n```\n", want: valid},
 		{name: "JSON fence upper-case, CRLF", in: "  ```JSON\r\n{\"raw_winner\":\"B\",\"confidence\":0.72,\"biggest_gap\":\"B aligns the header grid.\"}\r\n```  ", want: valid},
-		{name: "TIE normalised", in: `{"raw_winner":"TIE","confidence":0.95,"biggest_gap":"Equal."}`, want: RawVerdict{"tie", 0.95, "Equal."}},
-		{name: "lower a normalised", in: `{"raw_winner":"a","confidence":1,"biggest_gap":"x"}`, want: RawVerdict{"A", 1, "x"}},
-		{name: "exponent number", in: `{"raw_winner":"A","confidence":5e-1,"biggest_gap":"x"}`, want: RawVerdict{"A", 0.5, "x"}},
-		{name: "gap mentioning fences", in: "```json\n{\"raw_winner\":\"A\",\"confidence\":0.5,\"biggest_gap\":\"A closes its ``` block\"}\n```", want: RawVerdict{"A", 0.5, "A closes its ``` block"}},
+		{name: "with reasoning", in: `{"raw_winner":"tie","confidence":0.95,"biggest_gap":"Equal.","reasoning":"correctness: equal; completeness: equal"}`,
+			want: RawVerdict{"tie", 0.95, "Equal.", "correctness: equal; completeness: equal"}},
+		// Seed 000: exit 3 when "winner-file raw_winner not A/B/tie": no case folding.
+		{name: "TIE is a violation", in: `{"raw_winner":"TIE","confidence":0.95,"biggest_gap":"Equal."}`, field: "raw_winner", want: RawVerdict{"TIE", 0.95, "Equal.", ""}},
+		{name: "lower a is a violation", in: `{"raw_winner":"a","confidence":1,"biggest_gap":"x"}`, field: "raw_winner", want: RawVerdict{"a", 1, "x", ""}},
+		{name: "exponent number", in: `{"raw_winner":"A","confidence":5e-1,"biggest_gap":"x"}`, want: RawVerdict{"A", 0.5, "x", ""}},
+		{name: "gap mentioning fences", in: "```json\n{\"raw_winner\":\"A\",\"confidence\":0.5,\"biggest_gap\":\"A closes its ``` block\"}\n```", want: RawVerdict{"A", 0.5, "A closes its ``` block", ""}},
 
 		{name: "empty", in: "", syntax: true},
 		{name: "blank", in: " \n ", syntax: true},
@@ -101,7 +111,8 @@ func TestParseRawVerdict(t *testing.T) {
 		{name: "missing confidence", in: `{"raw_winner":"A","biggest_gap":"x"}`, field: "confidence"},
 		{name: "missing gap", in: `{"raw_winner":"A","confidence":0.5}`, field: "biggest_gap"},
 		{name: "comparator schema", in: `{"preferred":"A","confidence":0.5,"reasoning":"x"}`, field: "preferred"},
-		{name: "reasoning alias", in: `{"raw_winner":"A","confidence":0.5,"reasoning":"x"}`, field: "reasoning"},
+		{name: "reasoning is no alias of biggest_gap", in: `{"raw_winner":"A","confidence":0.5,"reasoning":"x"}`, field: "biggest_gap"},
+		{name: "null reasoning", in: `{"raw_winner":"A","confidence":0.5,"biggest_gap":"x","reasoning":null}`, field: "reasoning"},
 		{name: "extra field", in: `{"raw_winner":"A","confidence":0.5,"biggest_gap":"x","winner":"ours"}`, field: "winner"},
 		{name: "case-variant key", in: `{"Raw_Winner":"A","confidence":0.5,"biggest_gap":"x"}`, field: "Raw_Winner"},
 		{name: "duplicate key", in: `{"raw_winner":"A","raw_winner":"B","confidence":0.5,"biggest_gap":"x"}`, field: "raw_winner"},
@@ -110,11 +121,11 @@ func TestParseRawVerdict(t *testing.T) {
 		{name: "string confidence", in: `{"raw_winner":"A","confidence":"0.5","biggest_gap":"x"}`, field: "confidence"},
 		{name: "null confidence", in: `{"raw_winner":"A","confidence":null,"biggest_gap":"x"}`, field: "confidence"},
 		{name: "huge confidence", in: `{"raw_winner":"A","confidence":1e400,"biggest_gap":"x"}`, field: "confidence"},
-		{name: "confidence above 1", in: `{"raw_winner":"A","confidence":1.5,"biggest_gap":"x"}`, field: "confidence", want: RawVerdict{"A", 1.5, "x"}},
-		{name: "negative confidence", in: `{"raw_winner":"B","confidence":-0.1,"biggest_gap":"x"}`, field: "confidence", want: RawVerdict{"B", -0.1, "x"}},
-		{name: "bad label", in: `{"raw_winner":"C","confidence":0.5,"biggest_gap":"x"}`, field: "raw_winner", want: RawVerdict{"C", 0.5, "x"}},
-		{name: "role label", in: `{"raw_winner":"ours","confidence":0.5,"biggest_gap":"x"}`, field: "raw_winner", want: RawVerdict{"ours", 0.5, "x"}},
-		{name: "blank gap", in: `{"raw_winner":"A","confidence":0.5,"biggest_gap":"  "}`, field: "biggest_gap", want: RawVerdict{"A", 0.5, "  "}},
+		{name: "confidence above 1", in: `{"raw_winner":"A","confidence":1.5,"biggest_gap":"x"}`, field: "confidence", want: RawVerdict{"A", 1.5, "x", ""}},
+		{name: "negative confidence", in: `{"raw_winner":"B","confidence":-0.1,"biggest_gap":"x"}`, field: "confidence", want: RawVerdict{"B", -0.1, "x", ""}},
+		{name: "bad label", in: `{"raw_winner":"C","confidence":0.5,"biggest_gap":"x"}`, field: "raw_winner", want: RawVerdict{"C", 0.5, "x", ""}},
+		{name: "role label", in: `{"raw_winner":"ours","confidence":0.5,"biggest_gap":"x"}`, field: "raw_winner", want: RawVerdict{"ours", 0.5, "x", ""}},
+		{name: "blank gap", in: `{"raw_winner":"A","confidence":0.5,"biggest_gap":"  "}`, field: "biggest_gap", want: RawVerdict{"A", 0.5, "  ", ""}},
 		{name: "gap array", in: `{"raw_winner":"A","confidence":0.5,"biggest_gap":["x"]}`, field: "biggest_gap"},
 	}
 	for _, tc := range tests {
@@ -181,3 +192,35 @@ func FuzzParseRawVerdict(f *testing.F) {
 		}
 	})
 }
+
+// TestRawWinnerExactlyAsSeed pins seed 000's rule: a verdict is
+// `{raw_winner: "A"|"B"|"tie", ...}`, and exit 3 is "Schema violation: winner-file
+// `raw_winner` not `A`/`B`/`tie`". Only those three spellings pass; every other one,
+// case variants included, makes the comparison a schema violation and the run exit 3.
+func TestRawWinnerExactlyAsSeed(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		exit int
+	}{
+		{"A", kind.ExitClean}, {"B", kind.ExitFindings}, {"tie", kind.ExitFindings},
+		{"a", kind.ExitSchemaViolation}, {"b", kind.ExitSchemaViolation}, {"TIE", kind.ExitSchemaViolation},
+		{"Tie", kind.ExitSchemaViolation}, {"T", kind.ExitSchemaViolation}, {"A ", kind.ExitSchemaViolation},
+	} {
+		t.Run(tc.raw, func(t *testing.T) {
+			in := `{"raw_winner":` + strconvQuote(tc.raw) + `,"confidence":0.9,"biggest_gap":"g"}`
+			v, err := ParseRawVerdict([]byte(in))
+			var c Comparison
+			if err != nil {
+				c = SchemaViolation("AC-7", Pair{Ours: "o", Reference: "r"}, Assign("AC-7", 0), err)
+			} else {
+				c = Compared("AC-7", Pair{Ours: "o", Reference: "r"}, Assign("AC-7", 0), v)
+			}
+			m := BuildManifest("ab-critic-1", "cfn-ab-critic", time.Unix(0, 0), 0.75, []Comparison{c})
+			if got := kind.ExitCode(m.Outcomes()); got != tc.exit {
+				t.Fatalf("raw_winner %q: exit %d, want %d (%v)", tc.raw, got, tc.exit, err)
+			}
+		})
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

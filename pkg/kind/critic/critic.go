@@ -1,7 +1,9 @@
 package critic
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -58,8 +60,9 @@ func Derive(correctness, slop, scope int) (quality int, verdict string) {
 }
 
 // Answer is what a critic judge returns. Verdict and Quality are the judge's own claims
-// (the seed's output format asks for them); they are parsed so they can be compared, and
-// never used as the result.
+// (the seed's output format requires them, and ParseAnswer does); they are parsed so they
+// can be compared, and never used as the result. They stay optional here because an
+// answer rebuilt from an event recorded before they were required may lack them.
 type Answer struct {
 	Correctness int    `json:"correctness"`
 	Slop        int    `json:"slop"`
@@ -114,19 +117,27 @@ var (
 
 // ParseAnswer parses and validates the text a critic judge returned.
 //
-// Accepted: exactly one JSON object, optionally in one ``` or ```json fence, with the
-// required keys correctness, slop, scope (whole numbers 0-10) and rationale (a non-blank
-// string), and the optional claims verdict and quality. Rejected as a *FieldError naming
-// the field: a missing or unknown key, a duplicate key, null, a score written as a string
-// ("7"), a fraction (7.5, 7.0), a score outside 0-10, a claimed verdict other than pass /
-// revise / reject. Text that is not one JSON object wraps ErrSyntax.
+// The seed's output format is "Return only this JSON object, no prose, no code fence:
+// {correctness, slop, scope, verdict, quality, rationale}", so accepted is exactly one
+// JSON object, surrounded by nothing but whitespace, with all six keys: correctness,
+// slop, scope (whole numbers 0-10), verdict (pass / revise / reject), quality (a whole
+// number 0-10) and rationale (a non-blank string). verdict and quality are required
+// although they are the judge's claims and never the result (Check derives both and
+// counts disagreements): an answer without them did not follow the format. Rejected as a
+// *FieldError naming the field: a missing or unknown key, a duplicate key, null, a score
+// written as a string ("7"), a fraction (7.5, 7.0), a score outside 0-10, a claimed
+// verdict other than pass / revise / reject. Text that is not one JSON object, a code
+// fence included, wraps ErrSyntax.
 //
 // When only Validate fails the decoded answer is returned with the error, for the record;
 // it must never be used as a score.
 func ParseAnswer(data []byte) (Answer, error) {
-	body, err := unfence(data)
-	if err != nil {
-		return Answer{}, err
+	body := bytes.TrimSpace(data)
+	if bytes.HasPrefix(body, []byte("```")) {
+		return Answer{}, fmt.Errorf("%w: the answer is wrapped in a code fence; return the JSON object alone, no code fence", ErrSyntax)
+	}
+	if len(body) == 0 {
+		return Answer{}, fmt.Errorf("%w: empty answer", ErrSyntax)
 	}
 	o, err := decodeObject(body)
 	if err != nil {
@@ -160,7 +171,7 @@ func ParseAnswer(data []byte) (Answer, error) {
 			return Answer{}, err
 		}
 		if a.Verdict == "" {
-			return Answer{}, &FieldError{Field: "verdict", Value: `""`, Reason: `must be "pass", "revise" or "reject" when present`}
+			return Answer{}, &FieldError{Field: "verdict", Value: `""`, Reason: `must be "pass", "revise" or "reject"`}
 		}
 	}
 	if raw, ok := o.Values["quality"]; ok {
@@ -179,6 +190,14 @@ func ParseAnswer(data []byte) (Answer, error) {
 	}
 	if err := a.Validate(); err != nil {
 		return a, err
+	}
+	// Presence of the claims is checked last, so a score out of range is reported as
+	// such rather than hidden behind a missing claim.
+	if a.Verdict == "" {
+		return a, &FieldError{Field: "verdict", Reason: `missing (the output object carries "verdict": "pass" | "revise" | "reject")`}
+	}
+	if a.Quality == nil {
+		return a, &FieldError{Field: "quality", Reason: `missing (the output object carries "quality": 0-10)`}
 	}
 	return a, nil
 }

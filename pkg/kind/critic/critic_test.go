@@ -125,9 +125,8 @@ func TestParseAnswer(t *testing.T) {
 		want  *Answer
 	}{
 		{"full", validCritic, "", &Answer{8, 2, 9, "Covers every requested case with concrete examples.", VerdictPass, ptr(8)}},
-		{"claims optional", `{"correctness": 0, "slop": 10, "scope": 0, "rationale": "r"}`, "", &Answer{0, 10, 0, "r", "", nil}},
-		{"fenced", "```json\n" + validCritic + "\n```", "", nil},
 		{"claims are parsed, not trusted", `{"correctness": 2, "slop": 9, "scope": 1, "verdict": "pass", "quality": 10, "rationale": "r"}`, "", nil},
+		{"whitespace around", " \n" + validCritic + "\n ", "", nil},
 
 		{"slop 11", `{"correctness": 8, "slop": 11, "scope": 9, "rationale": "r"}`, "slop", nil},
 		{"correctness -1", `{"correctness": -1, "slop": 1, "scope": 9, "rationale": "r"}`, "correctness", nil},
@@ -170,7 +169,8 @@ func TestParseAnswer(t *testing.T) {
 			}
 		})
 	}
-	for _, in := range []string{"", "pass", "[]", validCritic + "\nThanks!", "Scores: " + validCritic, "```python\n" + validCritic + "\n```"} {
+	for _, in := range []string{"", "pass", "[]", validCritic + "\nThanks!", "Scores: " + validCritic, "```python\n" + validCritic + "\n```",
+		"```json\n" + validCritic + "\n```", "```\n" + validCritic + "\n```"} {
 		if _, err := ParseAnswer([]byte(in)); !errors.Is(err, ErrSyntax) {
 			t.Errorf("ParseAnswer(%q) = %v, want ErrSyntax", in, err)
 		}
@@ -214,4 +214,53 @@ func FuzzParseCriticAnswer(f *testing.F) {
 			t.Fatalf("round trip of %s: %v", out, err)
 		}
 	})
+}
+
+// TestAnswerCarriesTheSeedsOutputObject pins af-critic's output format: "Return only
+// this JSON object, no prose, no code fence: {"correctness": 0-10, "slop": 0-10,
+// "scope": 0-10, "verdict": "pass"|"revise"|"reject", "quality": 0-10, "rationale":
+// ...}". An answer without verdict or quality, or inside a code fence, is a schema
+// violation; tribunal still derives both from the scores and counts disagreements.
+func TestAnswerCarriesTheSeedsOutputObject(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		in     string
+		field  string // "" with syntax false: valid
+		syntax bool
+		// derived verdict and disagreements of a valid answer
+		verdict       string
+		disagreements int
+	}{
+		{name: "every field", in: validCritic, verdict: VerdictPass},
+		{name: "claims that disagree are counted, not used", in: `{"correctness": 9, "slop": 6, "scope": 9, "verdict": "pass", "quality": 9, "rationale": "r"}`,
+			verdict: VerdictRevise, disagreements: 2},
+		{name: "verdict missing", in: `{"correctness": 8, "slop": 2, "scope": 9, "quality": 8, "rationale": "r"}`, field: "verdict"},
+		{name: "quality missing", in: `{"correctness": 8, "slop": 2, "scope": 9, "verdict": "pass", "rationale": "r"}`, field: "quality"},
+		{name: "both claims missing", in: `{"correctness": 0, "slop": 10, "scope": 0, "rationale": "r"}`, field: "verdict"},
+		{name: "json code fence", in: "```json\n" + validCritic + "\n```", syntax: true},
+		{name: "bare code fence", in: "```\n" + validCritic + "\n```", syntax: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := ParseAnswer([]byte(tc.in))
+			switch {
+			case tc.syntax:
+				if !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), "code fence") {
+					t.Fatalf("ParseAnswer = %v, want ErrSyntax naming the code fence", err)
+				}
+			case tc.field != "":
+				var fe *FieldError
+				if !errors.As(err, &fe) || fe.Field != tc.field || fe.Reason == "" {
+					t.Fatalf("ParseAnswer = %v, want *FieldError on %s", err, tc.field)
+				}
+			default:
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := Check(a)
+				if err != nil || r.Verdict != tc.verdict || r.Disagreements != tc.disagreements {
+					t.Fatalf("Check = %+v, %v; want verdict %s with %d disagreements", r, err, tc.verdict, tc.disagreements)
+				}
+			}
+		})
+	}
 }

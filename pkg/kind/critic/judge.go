@@ -14,8 +14,8 @@ var prompts embed.FS
 
 var (
 	template = judge.MustTemplate(prompts, "critic.v1")
-	// Every key is required because strict structured output demands it; the parser
-	// still accepts answers without verdict and quality (they are untrusted claims).
+	// Every key is required, as in the seed's output object (ParseAnswer refuses an
+	// answer without verdict or quality); the claims are compared, never trusted.
 	schema = judge.Schema{Name: "critic_scores", JSON: json.RawMessage(`{
   "type": "object",
   "additionalProperties": false,

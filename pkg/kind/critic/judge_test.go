@@ -99,3 +99,28 @@ func TestPromptHash(t *testing.T) {
 		t.Errorf("hash %q, want prefix critic.v1: and the repair template", h)
 	}
 }
+
+// TestJudgeCriticNeedsTheWholeOutputObject: af-critic's "Return only this JSON object,
+// no prose, no code fence" with verdict and quality in it. A fenced answer, or one that
+// leaves out the claims, is re-asked once and then recorded as a schema violation.
+func TestJudgeCriticNeedsTheWholeOutputObject(t *testing.T) {
+	in := Input{Key: "AC-9", Task: "write a haiku", Output: "an old pond"}
+	valid := `{"correctness": 8, "slop": 1, "scope": 8, "verdict": "pass", "quality": 8, "rationale": "r"}`
+	for _, tc := range []struct{ name, bad, field string }{
+		{"code fence", "```json\n" + valid + "\n```", "code fence"},
+		{"no verdict", `{"correctness": 8, "slop": 1, "scope": 8, "quality": 8, "rationale": "r"}`, "verdict"},
+		{"no quality", `{"correctness": 8, "slop": 1, "scope": 8, "verdict": "pass", "rationale": "r"}`, "quality"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, seen := judgetest.AnswersInTurn(tc.bad, tc.bad)
+			out := Judge(context.Background(), p, "m", "", in, judge.Params{})
+			if out.Status != "schema_violation" || len(*seen) != 2 || !strings.Contains(out.Error, tc.field) {
+				t.Fatalf("%+v after %d calls", out, len(*seen))
+			}
+			p, _ = judgetest.AnswersInTurn(tc.bad, valid)
+			if out := Judge(context.Background(), p, "m", "", in, judge.Params{}); out.Status != "ok" {
+				t.Fatalf("repaired answer: %+v", out)
+			}
+		})
+	}
+}

@@ -29,15 +29,9 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("critic: field %s = %s: %s", e.Field, e.Value, e.Reason)
 }
 
-// ErrSyntax is wrapped when an answer is not exactly one JSON object (optionally in one
-// ```json fence). It is a schema violation like a *FieldError.
+// ErrSyntax is wrapped when an answer is not exactly one JSON object with nothing around
+// it (a code fence included). It is a schema violation like a *FieldError.
 var ErrSyntax = errors.New("critic: answer is not a single JSON object")
-
-// unfence removes one code fence wrapping the whole answer (strictjson.Unfence).
-func unfence(data []byte) ([]byte, error) {
-	body, err := strictjson.Unfence(data)
-	return body, asSchemaError(err)
-}
 
 // object is a decoded flat JSON object with raw values and the keys in document order.
 type object = strictjson.Object

@@ -146,37 +146,17 @@ func gateList(r argus.GateResult, detail map[string]string) []events.Gate {
 		failing[f] = true
 	}
 	var out []events.Gate
-	for _, name := range []string{argus.GateBuild, argus.GateLint, argus.GateTypeCheck, argus.GateTokenContrast, argus.GateTokenCompliance, argus.GateSnapshot, argus.GateFlows, argus.GateA11yIDs} {
+	for _, name := range append(r.Gates.Names(), argus.GateA11yIDs) {
 		st := events.GatePass
 		switch {
 		case failing[name]:
 			st = events.GateFail
-		case statusOf(r.Gates, name) == argus.GateSkip:
+		case r.Gates.Status(name) == argus.GateSkip:
 			st = events.GateSkip
 		}
 		out = append(out, events.Gate{Name: name, Status: st, Detail: strings.TrimSuffix(detail[name], "; ")})
 	}
 	return out
-}
-
-func statusOf(g argus.Gates, name string) argus.GateStatus {
-	switch name {
-	case argus.GateBuild:
-		return g.Build
-	case argus.GateLint:
-		return g.Lint
-	case argus.GateTypeCheck:
-		return g.TypeCheck
-	case argus.GateTokenContrast:
-		return g.TokenContrast
-	case argus.GateTokenCompliance:
-		return g.TokenCompliance
-	case argus.GateSnapshot:
-		return g.Snapshot
-	case argus.GateFlows:
-		return g.Flows
-	}
-	return argus.GatePass
 }
 
 func firstErr(errs ...error) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"sort"
 	"time"
 
@@ -20,7 +21,29 @@ import (
 // Kind is the `rubric` judge kind.
 type Kind struct{}
 
-var _ kind.Looping = Kind{}
+var (
+	_ kind.Looping = Kind{}
+	_ kind.Outputs = Kind{}
+)
+
+// Files implements kind.Outputs: a view's sign-off in its feature's signoff.json (the
+// seed's shape) and its HE-1 candidate under candidates/, as the seed keeps them under
+// .argus-runs/.
+func (Kind) Files(j *records.Job) []kind.File {
+	rs := j.Spec.Rubric
+	st, _ := StateOf(j)
+	if rs == nil || st == nil || rs.Feature == "" {
+		return nil
+	}
+	var out []kind.File
+	if st.SignOff != nil {
+		out = append(out, kind.File{Path: path.Join(rs.Feature, "signoff.json"), Item: *st.SignOff})
+	}
+	if st.Candidate != nil {
+		out = append(out, kind.File{Path: path.Join(rs.Feature, "candidates", rs.Target+"-"+rs.State+"-"+rs.Appearance+".png"), Blob: st.Candidate})
+	}
+	return out
+}
 
 // Name implements kind.Kind.
 func (Kind) Name() events.Kind { return events.KindRubric }

@@ -55,7 +55,9 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	if st, err := os.Stat(path); err == nil && !st.IsDir() {
 		dir = filepath.Dir(path)
 	}
-	f, err := argus.LoadFeature(dir)
+	// Design-system paths resolve like the seed's gates.sh (repository-relative first,
+	// then the feature folder), never above the batch folder or the repository root.
+	f, err := argus.LoadFeature(dir, b.Dir, argus.RepoRoot(dir))
 	if err != nil {
 		return blocked("invalid spec: " + err.Error()), nil
 	}
@@ -74,13 +76,14 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 		return localfile.ReadFile(ctx, p)
 	}
 	docs := map[string][]byte{}
-	for name, rel := range map[string]string{"spec": argus.SpecFile, "text": argus.SpecTextFile, "tokens": f.Spec.DesignSystem.Tokens, "pairs": f.Spec.DesignSystem.ContrastPairs} {
-		if rel == "" {
+	for name, p := range map[string]string{"spec": filepath.Join(f.Dir, argus.SpecFile), "text": filepath.Join(f.Dir, argus.SpecTextFile),
+		"tokens": f.TokensPath, "pairs": f.PairsPath} {
+		if p == "" {
 			continue
 		}
-		data, err := read(rel)
+		data, err := localfile.ReadFile(ctx, p)
 		if err != nil {
-			return blocked(fmt.Sprintf("invalid spec: %s: %v", rel, err)), nil
+			return blocked(fmt.Sprintf("invalid spec: %s: %v", p, err)), nil
 		}
 		docs[name] = data
 	}
@@ -90,7 +93,7 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 			return blocked("invalid spec: rubric.json: " + err.Error()), nil
 		}
 	}
-	base := events.RubricSpec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: firstNonEmpty(ac.Mode, events.ModeHeadless),
+	base := events.RubricSpec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: firstNonEmpty(ac.Mode, env.DefaultMode, events.ModeHeadless),
 		MaxIterations: ac.MaxIterations, Width: 1440, Height: 900}
 	if base.SpecJSON, err = put(docs["spec"], "application/json"); err != nil {
 		return nil, err
@@ -113,7 +116,7 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	}
 	var out []kind.Plan
 	for _, t := range f.Spec.Targets {
-		route, rerr := resolveRoute(env, f, t.Route)
+		route, rerr := resolveRoute(env, f, f.Spec.Adapter, t.Route)
 		ref := t.CanonicalReference()
 		var refBlob *events.Blob
 		if ref.Status == "present" && ref.File != "" {
@@ -148,15 +151,21 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	return out, nil
 }
 
-// resolveRoute resolves a target's route: a URL as it is; a path inside the feature folder
-// through ServeFeature (the all-in-one mode serves the folder on loopback); anything
-// else cannot be reached by a renderer.
-func resolveRoute(env *kind.PlanEnv, f *argus.Feature, r string) (string, error) {
+// resolveRoute resolves a target's route for the renderer. Routes are opaque to tribunal
+// (the seed's spec schema: "Opaque to the loop; interpreted by the adapter"), so for a
+// command adapter the route goes exactly as written (`app://feature/target` for the
+// seed's iOS recipe). Only the built-in web sensor interprets routes: a URL as it is, and
+// a path inside the feature folder through ServeFeature (the all-in-one mode serves the
+// folder on loopback); any other web route cannot be reached by a renderer.
+func resolveRoute(env *kind.PlanEnv, f *argus.Feature, adapter, r string) (string, error) {
+	if adapter != argus.AdapterWeb {
+		return r, nil
+	}
 	if batch.IsURL(r) {
 		return r, nil
 	}
 	if env.ServeFeature == nil {
-		return "", fmt.Errorf("route %q is not a URL a renderer can reach (only `tribunal run` serves feature folders)", r)
+		return "", fmt.Errorf("route %q is not a URL the web sensor can reach (only `tribunal run` serves feature folders)", r)
 	}
 	if _, err := f.Path(strings.SplitN(r, "?", 2)[0]); err != nil {
 		return "", fmt.Errorf("route %q: %w", r, err)

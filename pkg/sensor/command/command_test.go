@@ -271,3 +271,39 @@ func TestNewRejectsMissingExecutable(t *testing.T) {
 		t.Error("want an error for a missing adapter executable")
 	}
 }
+
+// TestAdapterReceivesTheRouteAsWritten pins the sensor contract ("sense.sh --route R
+// --state S --appearance A --fixture F --out DIR") with the seed's iOS recipe, whose
+// route is an "app://feature/target" deep route, "opaque to the loop; interpreted by the
+// adapter": the adapter's command line carries every route exactly as the spec wrote it.
+func TestAdapterReceivesTheRouteAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	shot := tinyPNG(t, dir)
+	log := filepath.Join(dir, "args.log")
+	logger := filepath.Join(dir, "logger.sh")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + log + "\n" + parseArgs[len("#!/bin/sh\n"):] +
+		"cp \"" + shot + "\" \"$out/render.png\"\necho '{\"id\":\"screen.list\"}' > \"$out/probe.json\"\n"
+	if err := os.WriteFile(logger, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := New(Options{Adapters: map[string]string{"ios": logger}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, route := range []string{"app://tasks/list", "app://tasks/list?tab=done&sort=due", "screen list", "--not-a-flag", "http://localhost:3000/example"} {
+		t.Run(route, func(t *testing.T) {
+			if _, err := reg.Sense(context.Background(), "ios", sensor.View{Route: route, Target: "list", State: "populated", Appearance: "dark", Fixture: "happy-path"}); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+			want := []string{"--route", route, "--state", "populated", "--appearance", "dark", "--fixture", "happy-path", "--out"}
+			if len(args) != len(want)+1 || strings.Join(args[:len(want)], "\n") != strings.Join(want, "\n") {
+				t.Fatalf("adapter arguments %q, want %q DIR", args, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,32 @@
+package client
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+)
+
+// TestSpotcheckAnswer: the HE-2 prompt's answer is y/yes or a dimension of the view's
+// rubric (the seed's human "names the dimension the judge got wrong"); "reject", a typo
+// or a blank line is asked again, never recorded as a dimension.
+func TestSpotcheckAnswer(t *testing.T) {
+	r := argus.DefaultRubric()
+	for _, tc := range []struct {
+		in       string
+		approved bool
+		dim      string
+		ok       bool
+	}{
+		{"y\n", true, "", true}, {"YES", true, "", true}, {" typography \n", false, "typography", true},
+		{"reject\n", false, "", false}, {"n", false, "", false}, {"Typography", false, "", false}, {"", false, "", false},
+	} {
+		a, d, err := SpotcheckAnswer(r, tc.in)
+		if (err == nil) != tc.ok || a != tc.approved || d != tc.dim {
+			t.Errorf("SpotcheckAnswer(%q) = %v %q %v", tc.in, a, d, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "visual_fidelity") {
+			t.Errorf("%q: the error does not list the dimensions: %v", tc.in, err)
+		}
+	}
+}
