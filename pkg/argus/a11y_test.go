@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 func TestHarvestIDs(t *testing.T) {
@@ -42,7 +44,7 @@ func TestHarvestIDs(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{``, `{`, `{"id":"a"} trailing`, strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1)} {
+	for _, bad := range []string{``, `{`, `{"id":"a"} trailing`, strings.Repeat("[", strictjson.MaxDepth+1) + strings.Repeat("]", strictjson.MaxDepth+1)} {
 		if _, err := HarvestIDs([]byte(bad)); err == nil {
 			t.Errorf("probe %.20q accepted", bad)
 		}

@@ -55,7 +55,7 @@ func ParseTokens(data []byte) (*Tokens, error) {
 	if !ok {
 		return nil, fmt.Errorf("tokens: top level is %s, want an object", kindOf(root))
 	}
-	raw, ok := obj.get("colors")
+	raw, ok := obj.Get("colors")
 	if !ok {
 		return nil, errors.New("tokens: no \"colors\" map")
 	}

@@ -6,18 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
-// GateStatus is the value of one deterministic gate.
-type GateStatus string
+// GateStatus is the value of one deterministic gate (the events' gate status).
+type GateStatus = events.GateStatus
 
 // Gate values. Diff is only valid for the snapshot gate, which reports a changed look
 // rather than a failure of code.
 const (
-	GatePass GateStatus = "pass"
-	GateFail GateStatus = "fail"
-	GateSkip GateStatus = "skip"
-	GateDiff GateStatus = "diff"
+	GatePass = events.GatePass
+	GateFail = events.GateFail
+	GateSkip = events.GateSkip
+	GateDiff = events.GateDiff
 )
 
 // Gate names as the gate-result schema spells them.

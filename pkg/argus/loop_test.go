@@ -169,12 +169,12 @@ func TestLoopWithNormalizedVerdicts(t *testing.T) {
 // TestLoopFrozenDimensionKeepsFailing pins the seed's loop_state.py `record`, which
 // freezing does not soften:
 //
-//	if verdict.get("all_pass"):
+//	if verdict.Get("all_pass"):
 //	    state["consecutive_passes"] += 1
 //	else:
 //	    state["consecutive_passes"] = 0
 //	    ... attempts, freeze ...
-//	fix_dimensions = [d for d in verdict.get("failed_dimensions", []) if d not in state["frozen"]]
+//	fix_dimensions = [d for d in verdict.Get("failed_dimensions", []) if d not in state["frozen"]]
 //
 // "every verdict that is not all-pass resets the streak; frozen dimensions only leave
 // the fix list". A view whose frozen dimension keeps failing runs out its budget

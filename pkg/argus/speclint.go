@@ -94,7 +94,7 @@ func LintSpec(data []byte, refExists func(file string) bool) (*LintReport, error
 	if err != nil {
 		if d, ok := err.(*duplicateKeyError); ok {
 			l := &linter{}
-			l.add(d.path, "duplicate key")
+			l.add(d.Path, "duplicate key")
 			return l.report(), nil
 		}
 		return nil, fmt.Errorf("spec: not valid JSON: %w", err)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
@@ -48,24 +49,12 @@ type Verdict struct {
 	Notes string `json:"notes,omitempty"`
 }
 
-// FieldError is one schema violation in a verdict, naming the field by its path, e.g.
-// "dimensions.layout_spacing.score".
-type FieldError struct {
-	// Field is the dotted path of the offending field.
-	Field string
-	// Value is the offending value as JSON-ish text, empty when the field is missing.
-	Value string
-	// Reason says what the field must be.
-	Reason string
-}
+// FieldError is one field of a rubric verdict that could not be accepted (fielderr.Error, scoped
+// to "verdict"). Any FieldError makes the answer a schema violation.
+type FieldError = fielderr.Error
 
-// Error implements error.
-func (e *FieldError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("verdict field %s: %s", e.Field, e.Reason)
-	}
-	return fmt.Sprintf("verdict field %s = %s: %s", e.Field, e.Value, e.Reason)
-}
+// fieldDoc scopes this package's field errors.
+const fieldDoc = "verdict"
 
 // VerdictError collects every schema violation found in one verdict. errors.As with a
 // *FieldError finds the first.
@@ -118,7 +107,7 @@ func (f *fieldErrs) add(field, value, reason string) {
 			return
 		}
 	}
-	f.list = append(f.list, &FieldError{Field: field, Value: value, Reason: reason})
+	f.list = append(f.list, &FieldError{Doc: fieldDoc, Field: field, Value: value, Reason: reason})
 }
 
 func (f *fieldErrs) err() error {
@@ -149,7 +138,7 @@ func ParseVerdict(data []byte) (*Verdict, error) {
 	if err != nil {
 		var dup *duplicateKeyError
 		if errors.As(err, &dup) {
-			return nil, &VerdictError{Fields: []*FieldError{{Field: dup.path, Reason: "duplicate field"}}}
+			return nil, &VerdictError{Fields: []*FieldError{{Doc: fieldDoc, Field: dup.Path, Reason: "duplicate field"}}}
 		}
 		return nil, fmt.Errorf("%w: %v", ErrVerdictSyntax, err)
 	}

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
 )
 
 // Plan is what submitting a batch would do, AC by AC, found without running anything:
@@ -79,27 +80,27 @@ func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string
 	plan.Problems = append(plan.Problems, prep.Rejected...)
 	byAC := map[string]*PlannedAC{}
 	err = prep.Jobs(func(_ int, j Job) error {
+		k, err := kinds.Lookup(j.Spec.Kind)
+		if err != nil {
+			return err
+		}
+		est := k.Estimate(j.Spec)
 		pa := byAC[j.AC.ID]
 		if pa == nil {
-			plan.ACs = append(plan.ACs, PlannedAC{ID: j.AC.ID, Kind: string(j.Spec.Kind), Line: j.AC.Line})
+			plan.ACs = append(plan.ACs, PlannedAC{ID: j.AC.ID, Kind: string(j.Spec.Kind), Line: j.AC.Line,
+				Judges: est.Judges, Positions: est.Positions, Cases: est.Cases})
 			pa = &plan.ACs[len(plan.ACs)-1]
 			byAC[j.AC.ID] = pa
-			if err := s.planJob(ctx, tenant, j, pa); err != nil {
+			if err := s.planArtifacts(ctx, tenant, j, est, pa); err != nil {
 				return err
 			}
 		}
 		pa.Jobs++
-		if j.Spec.Rubric != nil && j.Spec.Problem == "" && j.Spec.Rubric.Blocked == "" {
-			// A view is judged at least once, and at most once per iteration of its budget.
-			budget := j.AC.MaxIterations
-			if budget <= 0 {
-				budget = argus.DefaultMaxIterations
-			}
-			pa.JudgeCalls++
-			pa.MaxJudgeCalls += budget
-		}
-		if j.Spec.Rubric != nil && pa.Blocked == "" {
-			pa.Blocked = firstNonEmpty(j.Spec.Problem, j.Spec.Rubric.Blocked)
+		pa.JudgeCalls += est.JudgeCalls
+		pa.MaxJudgeCalls += est.MaxJudgeCalls
+		pa.RunnerCalls += est.RunnerCalls
+		if pa.Blocked == "" {
+			pa.Blocked = firstNonEmpty(j.Spec.Problem, est.Blocked)
 		}
 		return nil
 	})
@@ -120,58 +121,23 @@ func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string
 	return plan, nil
 }
 
-// planJob fills pa from the first job of its AC: its artifacts, as the renderer would
-// ingest them, and the calls of every kind but rubric (counted per view by the caller).
-func (s *Submitter) planJob(ctx context.Context, tenant string, j Job, pa *PlannedAC) error {
-	spec := j.Spec
-	var sides []struct {
-		role string
-		src  events.Source
-	}
-	add := func(role string, src events.Source) {
-		sides = append(sides, struct {
-			role string
-			src  events.Source
-		}{role, src})
-	}
-	switch {
-	case spec.AB != nil:
-		add("ours", spec.AB.Ours)
-		add("reference", spec.AB.Reference)
-		pa.Judges, pa.Positions = spec.AB.Judges, firstNonEmpty(spec.AB.Positions, "single")
-		pa.JudgeCalls = max(len(pa.Judges), 1)
-		if pa.Positions == "swap" {
-			pa.JudgeCalls *= 2
-		}
-	case spec.Critic != nil:
-		add("output", spec.Critic.Output)
-		pa.JudgeCalls = 1
-	case spec.Equivalence != nil:
-		add("original", spec.Equivalence.Original)
-		add("candidate", spec.Equivalence.Candidate)
-		pa.Cases = len(spec.Equivalence.Cases)
-		// Every case runs both documents (the original's run is cached for later rounds)
-		// and is judged once.
-		pa.JudgeCalls = pa.Cases
-		pa.RunnerCalls = 2 * pa.Cases
-		if spec.Equivalence.Round > 1 {
-			pa.RunnerCalls = pa.Cases
-		}
-	}
-	if spec.Problem != "" {
+// planArtifacts classifies the artifacts of an AC's first job as the renderer would
+// ingest them.
+func (s *Submitter) planArtifacts(ctx context.Context, tenant string, j Job, est kind.Estimate, pa *PlannedAC) error {
+	if j.Spec.Problem != "" {
 		// The entry itself is at fault; its artifacts were not resolved.
-		pa.Blocked = spec.Problem
+		pa.Blocked = j.Spec.Problem
 		return nil
 	}
 	var reasons []string
-	for _, side := range sides {
-		a, err := s.classify(ctx, tenant, side.role, side.src, spec.Kind == events.KindEquivalence)
+	for _, src := range est.Sources {
+		a, err := s.classify(ctx, tenant, src.Role, src.Src, src.Document)
 		if err != nil {
 			return fmt.Errorf("AC %s: %w", j.AC.ID, err)
 		}
 		pa.Artifacts = append(pa.Artifacts, a)
 		if a.Blocked != "" {
-			reasons = append(reasons, fmt.Sprintf("%s artifact %q: %s", side.role, a.Name, a.Blocked))
+			reasons = append(reasons, fmt.Sprintf("%s artifact %q: %s", src.Role, a.Name, a.Blocked))
 		}
 	}
 	pa.Blocked = strings.Join(reasons, "; ")

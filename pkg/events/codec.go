@@ -72,13 +72,13 @@ func Decode(data []byte) (Event, error) {
 	dec := msgpack.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields(false)
 	if err := dec.Decode(&w); err != nil {
-		return Event{}, &FieldError{Field: "envelope", Reason: err.Error(), Err: ErrMalformed}
+		return Event{}, &FieldError{Doc: docEvent, Field: "envelope", Reason: err.Error(), Err: ErrMalformed}
 	}
 	if w.V == 0 {
 		return Event{}, withType(w.Type, missing("envelope.v"))
 	}
 	if w.V != SchemaVersion {
-		return Event{}, &FieldError{Type: w.Type, Field: "envelope.v", Reason: fmt.Sprintf("got %d, this build reads %d", w.V, SchemaVersion), Err: ErrUnknownVersion}
+		return Event{}, &FieldError{Doc: docOf(w.Type), Field: "envelope.v", Reason: fmt.Sprintf("got %d, this build reads %d", w.V, SchemaVersion), Err: ErrUnknownVersion}
 	}
 	env := Envelope{
 		ID: w.ID, Type: w.Type, SchemaVersion: w.V, Tenant: w.Tenant, BatchID: w.BatchID,
@@ -96,7 +96,7 @@ func Decode(data []byte) (Event, error) {
 		return Event{}, withType(w.Type, missing("data"))
 	}
 	if err := msgpack.Unmarshal(w.Data, p); err != nil {
-		return Event{}, &FieldError{Type: w.Type, Field: "data", Reason: err.Error(), Err: ErrMalformed}
+		return Event{}, &FieldError{Doc: docOf(w.Type), Field: "data", Reason: err.Error(), Err: ErrMalformed}
 	}
 	if err := p.Validate(); err != nil {
 		return Event{}, withType(w.Type, err)

@@ -2,7 +2,8 @@ package events
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 )
 
 var (
@@ -18,43 +19,35 @@ var (
 	ErrInvalidField = errors.New("invalid field")
 )
 
-// FieldError names the field of an event that could not be accepted. It wraps one of the
-// sentinel errors above so callers can branch with errors.Is.
-type FieldError struct {
-	// Type is the event type, when known.
-	Type Type
-	// Field is the dotted path of the offending field ("envelope.tenant", "ab.ours").
-	Field  string
-	Reason string
-	Err    error
-}
+// FieldError names the field of an event that could not be accepted (fielderr.Error with
+// the event type as its document). It wraps one of the sentinel errors above so callers
+// can branch with errors.Is.
+type FieldError = fielderr.Error
 
-func (e *FieldError) Error() string {
-	prefix := "event"
-	if e.Type != "" {
-		prefix = string(e.Type)
-	}
-	if e.Reason == "" {
-		return fmt.Sprintf("%s: field %s: %v", prefix, e.Field, e.Err)
-	}
-	return fmt.Sprintf("%s: field %s: %v: %s", prefix, e.Field, e.Err, e.Reason)
-}
-
-func (e *FieldError) Unwrap() error { return e.Err }
+// docEvent is the document of a field error before its event type is known.
+const docEvent = "event"
 
 func missing(field string) error {
-	return &FieldError{Field: field, Err: ErrMissingField}
+	return &FieldError{Doc: docEvent, Field: field, Err: ErrMissingField}
 }
 
 func invalid(field, reason string) error {
-	return &FieldError{Field: field, Reason: reason, Err: ErrInvalidField}
+	return &FieldError{Doc: docEvent, Field: field, Reason: reason, Err: ErrInvalidField}
 }
 
 // withType stamps the event type onto a *FieldError produced by a payload validator.
 func withType(t Type, err error) error {
 	var fe *FieldError
-	if errors.As(err, &fe) && fe.Type == "" {
-		fe.Type = t
+	if errors.As(err, &fe) && (fe.Doc == "" || fe.Doc == docEvent) && t != "" {
+		fe.Doc = string(t)
 	}
 	return err
+}
+
+// docOf is the document of a field error of an event of type t.
+func docOf(t Type) string {
+	if t == "" {
+		return docEvent
+	}
+	return string(t)
 }

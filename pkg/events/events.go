@@ -177,29 +177,29 @@ func (e Envelope) Validate() error {
 	case e.ID == "":
 		return missing("envelope.id")
 	case !e.Type.Known():
-		return &FieldError{Field: "envelope.type", Reason: fmt.Sprintf("unknown event type %q", e.Type), Err: ErrUnknownType}
+		return &FieldError{Doc: docEvent, Field: "envelope.type", Reason: fmt.Sprintf("unknown event type %q", e.Type), Err: ErrUnknownType}
 	case e.Tenant == "":
 		return missing("envelope.tenant")
 	}
 	if err := ValidateTenant(e.Tenant); err != nil {
-		return &FieldError{Field: "envelope.tenant", Reason: err.Error(), Err: ErrInvalidField}
+		return &FieldError{Doc: docEvent, Field: "envelope.tenant", Reason: err.Error(), Err: ErrInvalidField}
 	}
 	if e.BatchID == "" {
 		return missing("envelope.batch_id")
 	}
 	if err := ValidateName(e.BatchID); err != nil {
-		return &FieldError{Field: "envelope.batch_id", Reason: err.Error(), Err: ErrInvalidField}
+		return &FieldError{Doc: docEvent, Field: "envelope.batch_id", Reason: err.Error(), Err: ErrInvalidField}
 	}
 	if e.JobID != "" {
 		if err := ValidateName(e.JobID); err != nil {
-			return &FieldError{Field: "envelope.job_id", Reason: err.Error(), Err: ErrInvalidField}
+			return &FieldError{Doc: docEvent, Field: "envelope.job_id", Reason: err.Error(), Err: ErrInvalidField}
 		}
 	}
 	if e.Iteration < 0 {
-		return &FieldError{Field: "envelope.iteration", Reason: "negative", Err: ErrInvalidField}
+		return &FieldError{Doc: docEvent, Field: "envelope.iteration", Reason: "negative", Err: ErrInvalidField}
 	}
 	if e.Attempt < 0 {
-		return &FieldError{Field: "envelope.attempt", Reason: "negative", Err: ErrInvalidField}
+		return &FieldError{Doc: docEvent, Field: "envelope.attempt", Reason: "negative", Err: ErrInvalidField}
 	}
 	return nil
 }

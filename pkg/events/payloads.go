@@ -553,5 +553,5 @@ func newPayload(t Type) (Payload, error) {
 	case TypeSpotcheckRecorded:
 		return &SpotcheckRecorded{}, nil
 	}
-	return nil, &FieldError{Field: "envelope.type", Reason: fmt.Sprintf("%q", t), Err: ErrUnknownType}
+	return nil, &FieldError{Doc: docEvent, Field: "envelope.type", Reason: fmt.Sprintf("%q", t), Err: ErrUnknownType}
 }

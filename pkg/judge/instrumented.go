@@ -3,7 +3,6 @@ package judge
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -55,7 +54,7 @@ func CallStatus(ctx context.Context, err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, ErrUnavailable) && strings.Contains(err.Error(), "429"):
+	case errors.Is(err, ErrUnavailable) && RateLimited(err):
 		return StatusRateLimited
 	case errors.Is(err, ErrUnavailable):
 		return "unavailable"

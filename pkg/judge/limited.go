@@ -17,8 +17,7 @@ type Limiter interface {
 
 // StatusRateLimited is the status Done gets for a call that failed on HTTP 429, so the
 // limiter can slow every instance down. Providers retry 429s themselves and then return
-// an error wrapping ErrUnavailable; the 429 is recognised from that error's text
-// containing "429" (pkg/judge/openai writes "HTTP 429: ..."), the only place it survives.
+// an error wrapping ErrUnavailable and a *StatusError (RateLimited).
 const StatusRateLimited = "rate_limited"
 
 // tenantKey carries the tenant whose work a call is for down to the limited provider,

@@ -11,6 +11,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -91,3 +93,20 @@ var (
 	// ErrSchemaViolation marks an answer that stayed invalid after the repair re-ask.
 	ErrSchemaViolation = errors.New("judge answer violates the schema")
 )
+
+// StatusError is the HTTP status a provider's server answered a call with when it gave no
+// answer. A provider that gives up wraps it (with ErrUnavailable), so a caller tells a 429
+// from an outage with errors.As, never by reading the error's text.
+type StatusError struct {
+	// Status is the HTTP status code.
+	Status int
+}
+
+// Error implements error.
+func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d", e.Status) }
+
+// RateLimited reports whether a provider gave up on err because the server answered 429.
+func RateLimited(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Status == http.StatusTooManyRequests
+}

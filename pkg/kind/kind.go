@@ -62,6 +62,36 @@ type Kind interface {
 	Manifest(tenant, batch string) Manifest
 	// Row is a job as people read it in results and the console.
 	Row(j *records.Job) Row
+	// Estimate is what a planned job will ask of the services, for `tribunal validate`.
+	Estimate(spec events.JobSpec) Estimate
+}
+
+// Estimate is what one job will ask of the services: the artifacts the renderer will
+// take in and the model calls it will make, before cache hits, repair re-asks and
+// retries.
+type Estimate struct {
+	// Sources are the artifacts the renderer ingests, by role.
+	Sources []Source
+	// JudgeCalls is what the job costs at least; MaxJudgeCalls what a loop may spend up
+	// to its budget.
+	JudgeCalls, MaxJudgeCalls int
+	// RunnerCalls are equivalence runs of a document on a case.
+	RunnerCalls int
+	// Judges are a panel's models; empty means the judge service's model.
+	Judges    []string
+	Positions string
+	// Cases is a transfer set's size.
+	Cases int
+	// Blocked is why the job will not be judged whatever its artifacts say.
+	Blocked string
+}
+
+// Source is one artifact a job ingests. Document marks an equivalence document, which
+// only needs to be text.
+type Source struct {
+	Role     string
+	Src      events.Source
+	Document bool
 }
 
 // Plan is what one job needs before it can be submitted: the artifacts to upload and a

@@ -28,7 +28,7 @@ type throttled struct {
 
 func (p *throttled) Complete(ctx context.Context, req judge.Request) (judge.Response, error) {
 	if p.calls.Add(1) == 1 {
-		return judge.Response{}, fmt.Errorf("%w: openai[test]: model %s: gave up after 3 attempt(s): HTTP 429: Rate limit reached", judge.ErrUnavailable, req.Model)
+		return judge.Response{}, fmt.Errorf("%w: openai[test]: model %s: gave up after 3 attempt(s): %w: Rate limit reached", judge.ErrUnavailable, req.Model, &judge.StatusError{Status: 429})
 	}
 	resp, err := p.Provider.Complete(ctx, req)
 	resp.PromptTokens, resp.CompletionTokens = 50, 5

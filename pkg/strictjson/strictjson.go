@@ -22,11 +22,16 @@ type SyntaxError struct{ Detail string }
 func (e *SyntaxError) Error() string { return "not a single JSON object: " + e.Detail }
 
 // DuplicateKeyError reports a key that occurs twice in one object: two conflicting answers
-// in one object are no answer.
-type DuplicateKeyError struct{ Key string }
+// in one object are no answer. Path is the key's full path in a tree (DecodeTree).
+type DuplicateKeyError struct{ Key, Path string }
 
 // Error implements error.
-func (e *DuplicateKeyError) Error() string { return fmt.Sprintf("duplicate key %q", e.Key) }
+func (e *DuplicateKeyError) Error() string {
+	if e.Path != "" {
+		return e.Path + ": duplicate key"
+	}
+	return fmt.Sprintf("duplicate key %q", e.Key)
+}
 
 // Object is one decoded JSON object whose values are still raw, with the keys in document
 // order so errors can be reported in the order the model wrote them.

@@ -434,28 +434,37 @@ func (p *Provider) unavailable(model string, f *failure, attempts int, why strin
 	if f.status != 0 {
 		what = fmt.Sprintf("HTTP %d: %s", f.status, f.msg)
 	}
-	return &unavailableError{
+	e := &unavailableError{
 		msg: fmt.Sprintf("%s: %s model %s: %s after %d attempt(s): %s",
 			judge.ErrUnavailable, p.label(), model, why, attempts, what),
 		cause: f.err,
 	}
+	if f.status != 0 {
+		e.status = &judge.StatusError{Status: f.status}
+	}
+	return e
 }
 
 // unavailableError wraps both judge.ErrUnavailable, which callers branch on, and the last
 // underlying error (a *goopenai.APIError, say), which errors.As can dig out, while its
 // message says everything once.
 type unavailableError struct {
-	msg   string
-	cause error
+	msg    string
+	cause  error
+	status *judge.StatusError
 }
 
 func (e *unavailableError) Error() string { return e.msg }
 
 func (e *unavailableError) Unwrap() []error {
-	if e.cause == nil {
-		return []error{judge.ErrUnavailable}
+	out := []error{judge.ErrUnavailable}
+	if e.cause != nil {
+		out = append(out, e.cause)
 	}
-	return []error{judge.ErrUnavailable, e.cause}
+	if e.status != nil {
+		out = append(out, e.status)
+	}
+	return out
 }
 
 func (p *Provider) stopped(ctx context.Context, while string) error {

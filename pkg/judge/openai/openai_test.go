@@ -260,8 +260,8 @@ func TestRetryAfterBeyondDeadlineGivesUpAtOnce(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := p.Complete(ctx, simpleRequest())
-	if !errors.Is(err, judge.ErrUnavailable) || !strings.Contains(err.Error(), "HTTP 429") {
-		t.Fatalf("err = %v, want ErrUnavailable mentioning the 429", err)
+	if !errors.Is(err, judge.ErrUnavailable) || !strings.Contains(err.Error(), "HTTP 429") || !judge.RateLimited(err) {
+		t.Fatalf("err = %v, want ErrUnavailable mentioning the 429 and telling it apart (judge.RateLimited)", err)
 	}
 	if d := time.Since(start); d > 300*time.Millisecond {
 		t.Errorf("took %v; a wait past the deadline should give up at once", d)

@@ -319,3 +319,18 @@ func (Kind) Row(j *records.Job) kind.Row {
 	row.Judge = strings.Join(names, ",")
 	return row
 }
+
+// Estimate implements kind.Kind: one call per panel model, twice with a position swap.
+func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
+	if spec.AB == nil {
+		return kind.Estimate{}
+	}
+	e := kind.Estimate{Sources: []kind.Source{{Role: string(Ours), Src: spec.AB.Ours}, {Role: string(Reference), Src: spec.AB.Reference}},
+		Judges: spec.AB.Judges, Positions: firstNonEmpty(spec.AB.Positions, "single")}
+	e.JudgeCalls = max(len(e.Judges), 1)
+	if e.Positions == "swap" {
+		e.JudgeCalls *= 2
+	}
+	e.MaxJudgeCalls = e.JudgeCalls
+	return e
+}

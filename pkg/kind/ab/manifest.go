@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
@@ -25,17 +26,18 @@ const SuggestionStatus = "pending"
 // neutral middle value the seed's example uses and leaves the estimate to the voters.
 const SuggestionEffort = "medium"
 
-// ComparisonStatus is the status of one comparison record.
-type ComparisonStatus string
+// ComparisonStatus is the status of one comparison record: the seed's manifest uses three
+// of the job statuses.
+type ComparisonStatus = events.Status
 
 const (
 	// StatusCompared: a valid verdict was recorded.
-	StatusCompared ComparisonStatus = "compared"
+	StatusCompared = events.StatusCompared
 	// StatusBlocked: the comparison could not be made; BlockedReason says why.
-	StatusBlocked ComparisonStatus = "blocked"
+	StatusBlocked = events.StatusBlocked
 	// StatusSchemaViolation: the judge answered, but not within the schema;
 	// BlockedReason holds the violation.
-	StatusSchemaViolation ComparisonStatus = "schema_violation"
+	StatusSchemaViolation = events.StatusSchemaViolation
 )
 
 // Manifest is the vote manifest in the seed's shape, consumed by the vote step.

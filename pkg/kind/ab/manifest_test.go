@@ -26,7 +26,7 @@ func TestBuildManifestGolden(t *testing.T) {
 		Compared("AC-12", Pair{Ours: "o12", Reference: "r12"}, Assign("AC-12", 1), verdict("A", 0.93, "The reference aligns the grid.")),
 		Compared("AC-7", p7, Assign("AC-7", 0), verdict("A", 0.8, "Ours has tighter copy.")),
 		Blocked("AC-9", Pair{Ours: "clip.webm", Reference: "ref.webm"}, Assign("AC-9", 0), "video artifacts are not supported"),
-		SchemaViolation("AC-10", Pair{Ours: "o10", Reference: "r10"}, Assign("AC-10", 0), &FieldError{Field: "confidence", Value: "1.5", Reason: "must be a number in [0,1]"}),
+		SchemaViolation("AC-10", Pair{Ours: "o10", Reference: "r10"}, Assign("AC-10", 0), &FieldError{Doc: fieldDoc, Field: "confidence", Value: "1.5", Reason: "must be a number in [0,1]"}),
 		Compared("AC-8", Pair{Ours: "o8", Reference: "r8"}, Assign("AC-8", 0), verdict("tie", 0.4, "Neither handles the empty state.")),
 	}
 	at := time.Date(2026, 3, 4, 5, 6, 7, 8, time.FixedZone("CET", 3600))
@@ -90,7 +90,7 @@ func TestBuildManifestGolden(t *testing.T) {
         "B": "ours"
       },
       "status": "schema_violation",
-      "blocked_reason": "ab: verdict field confidence = 1.5: must be a number in [0,1]"
+      "blocked_reason": "ab verdict: field confidence = 1.5: must be a number in [0,1]"
     },
     {
       "ac_id": "AC-12",

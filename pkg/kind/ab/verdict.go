@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
@@ -29,24 +30,12 @@ type RawVerdict struct {
 	Reasoning string `json:"reasoning,omitempty"`
 }
 
-// FieldError is a schema violation in one field of a verdict. Any FieldError (and any
-// other error from ParseRawVerdict) makes the comparison a schema violation, exit 3.
-type FieldError struct {
-	// Field is the JSON name of the offending field, e.g. "confidence".
-	Field string
-	// Value is the offending value as text ("" when the field is missing).
-	Value string
-	// Reason says what the field must be.
-	Reason string
-}
+// FieldError is one field of an ab verdict that could not be accepted (fielderr.Error, scoped
+// to "ab verdict"). Any FieldError makes the answer a schema violation.
+type FieldError = fielderr.Error
 
-// Error implements error.
-func (e *FieldError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("ab: verdict field %s: %s", e.Field, e.Reason)
-	}
-	return fmt.Sprintf("ab: verdict field %s = %s: %s", e.Field, e.Value, e.Reason)
-}
+// fieldDoc scopes this package's field errors.
+const fieldDoc = "ab verdict"
 
 // ErrVerdictSyntax is wrapped by ParseRawVerdict when the answer is not one JSON object
 // (optionally inside a single ```json fence). It is a schema violation like a FieldError.
@@ -78,16 +67,16 @@ func canonicalRawWinner(s string) (string, bool) {
 // strictjson.MaxText characters.
 func (v RawVerdict) Validate() error {
 	if _, ok := canonicalRawWinner(v.RawWinner); !ok {
-		return &FieldError{Field: "raw_winner", Value: strconv.Quote(v.RawWinner), Reason: `must be "A", "B" or "tie"`}
+		return &FieldError{Doc: fieldDoc, Field: "raw_winner", Value: strconv.Quote(v.RawWinner), Reason: `must be "A", "B" or "tie"`}
 	}
 	if math.IsNaN(v.Confidence) || v.Confidence < 0 || v.Confidence > 1 {
-		return &FieldError{Field: "confidence", Value: strconv.FormatFloat(v.Confidence, 'g', -1, 64), Reason: "must be a number in [0,1]"}
+		return &FieldError{Doc: fieldDoc, Field: "confidence", Value: strconv.FormatFloat(v.Confidence, 'g', -1, 64), Reason: "must be a number in [0,1]"}
 	}
 	if strings.TrimSpace(v.BiggestGap) == "" {
-		return &FieldError{Field: "biggest_gap", Value: strconv.Quote(v.BiggestGap), Reason: "must not be empty"}
+		return &FieldError{Doc: fieldDoc, Field: "biggest_gap", Value: strconv.Quote(v.BiggestGap), Reason: "must not be empty"}
 	}
 	if reason := strictjson.TooLong(v.BiggestGap); reason != "" {
-		return &FieldError{Field: "biggest_gap", Value: strconv.Quote(strictjson.Clip(v.BiggestGap)), Reason: reason}
+		return &FieldError{Doc: fieldDoc, Field: "biggest_gap", Value: strconv.Quote(strictjson.Clip(v.BiggestGap)), Reason: reason}
 	}
 	return nil
 }
@@ -130,7 +119,7 @@ func ParseRawVerdict(data []byte) (RawVerdict, error) {
 	if err != nil {
 		var dup *duplicateKeyError
 		if errors.As(err, &dup) {
-			return RawVerdict{}, &FieldError{Field: dup.key, Reason: "duplicate field"}
+			return RawVerdict{}, &FieldError{Doc: fieldDoc, Field: dup.key, Reason: "duplicate field"}
 		}
 		return RawVerdict{}, err
 	}
@@ -142,7 +131,7 @@ func ParseRawVerdict(data []byte) (RawVerdict, error) {
 		if !ok {
 			reason = "unknown field"
 		}
-		return RawVerdict{}, &FieldError{Field: k, Reason: reason}
+		return RawVerdict{}, &FieldError{Doc: fieldDoc, Field: k, Reason: reason}
 	}
 
 	var v RawVerdict
@@ -207,14 +196,14 @@ func asSyntax(err, sentinel error) error {
 func stringField(values map[string]json.RawMessage, name string) (string, error) {
 	raw, ok := values[name]
 	if !ok {
-		return "", &FieldError{Field: name, Reason: "missing"}
+		return "", &FieldError{Doc: fieldDoc, Field: name, Reason: "missing"}
 	}
 	if len(raw) == 0 || raw[0] != '"' {
-		return "", &FieldError{Field: name, Value: string(raw), Reason: "must be a JSON string"}
+		return "", &FieldError{Doc: fieldDoc, Field: name, Value: string(raw), Reason: "must be a JSON string"}
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", &FieldError{Field: name, Value: string(raw), Reason: "must be a JSON string"}
+		return "", &FieldError{Doc: fieldDoc, Field: name, Value: string(raw), Reason: "must be a JSON string"}
 	}
 	return s, nil
 }
@@ -223,14 +212,14 @@ func stringField(values map[string]json.RawMessage, name string) (string, error)
 func numberField(values map[string]json.RawMessage, name string) (float64, error) {
 	raw, ok := values[name]
 	if !ok {
-		return 0, &FieldError{Field: name, Reason: "missing"}
+		return 0, &FieldError{Doc: fieldDoc, Field: name, Reason: "missing"}
 	}
 	if len(raw) == 0 || !(raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
-		return 0, &FieldError{Field: name, Value: string(raw), Reason: "must be a JSON number"}
+		return 0, &FieldError{Doc: fieldDoc, Field: name, Value: string(raw), Reason: "must be a JSON number"}
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || math.IsInf(f, 0) {
-		return 0, &FieldError{Field: name, Value: string(raw), Reason: "must be a finite number in [0,1]"}
+		return 0, &FieldError{Doc: fieldDoc, Field: name, Value: string(raw), Reason: "must be a finite number in [0,1]"}
 	}
 	return f, nil
 }

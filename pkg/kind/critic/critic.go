@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
 // MissingInput is the blocked reason, exactly as the seed words it, for a critic job
@@ -84,24 +86,24 @@ func (a Answer) Validate() error {
 		v    int
 	}{{"correctness", a.Correctness}, {"slop", a.Slop}, {"scope", a.Scope}} {
 		if s.v < 0 || s.v > MaxScore {
-			return &FieldError{Field: s.name, Value: strconv.Itoa(s.v), Reason: "must be a whole number from 0 to 10"}
+			return &FieldError{Doc: fieldDoc, Field: s.name, Value: strconv.Itoa(s.v), Reason: "must be a whole number from 0 to 10"}
 		}
 	}
 	switch a.Verdict {
 	case "", VerdictPass, VerdictRevise, VerdictReject:
 	case "ship":
-		return &FieldError{Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "pass", "revise" or "reject" ("ship" is not a verdict of this rubric)`}
+		return &FieldError{Doc: fieldDoc, Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "pass", "revise" or "reject" ("ship" is not a verdict of this rubric)`}
 	default:
-		return &FieldError{Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "pass", "revise" or "reject"`}
+		return &FieldError{Doc: fieldDoc, Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "pass", "revise" or "reject"`}
 	}
 	if a.Quality != nil && (*a.Quality < 0 || *a.Quality > MaxScore) {
-		return &FieldError{Field: "quality", Value: strconv.Itoa(*a.Quality), Reason: "must be a whole number from 0 to 10"}
+		return &FieldError{Doc: fieldDoc, Field: "quality", Value: strconv.Itoa(*a.Quality), Reason: "must be a whole number from 0 to 10"}
 	}
 	if strings.TrimSpace(a.Rationale) == "" {
-		return &FieldError{Field: "rationale", Value: strconv.Quote(a.Rationale), Reason: "must give the evidence for the scores"}
+		return &FieldError{Doc: fieldDoc, Field: "rationale", Value: strconv.Quote(a.Rationale), Reason: "must give the evidence for the scores"}
 	}
 	if reason := tooLong(a.Rationale); reason != "" {
-		return &FieldError{Field: "rationale", Value: strconv.Quote(clip(a.Rationale)), Reason: reason}
+		return &FieldError{Doc: fieldDoc, Field: "rationale", Value: strconv.Quote(clip(a.Rationale)), Reason: reason}
 	}
 	return nil
 }
@@ -151,7 +153,7 @@ func ParseAnswer(data []byte) (Answer, error) {
 		if !ok {
 			reason = "unknown field"
 		}
-		return Answer{}, &FieldError{Field: k, Reason: reason}
+		return Answer{}, &FieldError{Doc: fieldDoc, Field: k, Reason: reason}
 	}
 	var a Answer
 	for _, s := range []struct {
@@ -160,7 +162,7 @@ func ParseAnswer(data []byte) (Answer, error) {
 	}{{"correctness", &a.Correctness}, {"slop", &a.Slop}, {"scope", &a.Scope}} {
 		raw, ok := o.Values[s.name]
 		if !ok {
-			return Answer{}, &FieldError{Field: s.name, Reason: "missing"}
+			return Answer{}, &FieldError{Doc: fieldDoc, Field: s.name, Reason: "missing"}
 		}
 		if *s.dst, err = whole(s.name, raw); err != nil {
 			return Answer{}, err
@@ -171,7 +173,7 @@ func ParseAnswer(data []byte) (Answer, error) {
 			return Answer{}, err
 		}
 		if a.Verdict == "" {
-			return Answer{}, &FieldError{Field: "verdict", Value: `""`, Reason: `must be "pass", "revise" or "reject"`}
+			return Answer{}, &FieldError{Doc: fieldDoc, Field: "verdict", Value: `""`, Reason: `must be "pass", "revise" or "reject"`}
 		}
 	}
 	if raw, ok := o.Values["quality"]; ok {
@@ -183,7 +185,7 @@ func ParseAnswer(data []byte) (Answer, error) {
 	}
 	raw, ok := o.Values["rationale"]
 	if !ok {
-		return Answer{}, &FieldError{Field: "rationale", Reason: "missing"}
+		return Answer{}, &FieldError{Doc: fieldDoc, Field: "rationale", Reason: "missing"}
 	}
 	if a.Rationale, err = str("rationale", raw); err != nil {
 		return Answer{}, err
@@ -194,27 +196,27 @@ func ParseAnswer(data []byte) (Answer, error) {
 	// Presence of the claims is checked last, so a score out of range is reported as
 	// such rather than hidden behind a missing claim.
 	if a.Verdict == "" {
-		return a, &FieldError{Field: "verdict", Reason: `missing (the output object carries "verdict": "pass" | "revise" | "reject")`}
+		return a, &FieldError{Doc: fieldDoc, Field: "verdict", Reason: `missing (the output object carries "verdict": "pass" | "revise" | "reject")`}
 	}
 	if a.Quality == nil {
-		return a, &FieldError{Field: "quality", Reason: `missing (the output object carries "quality": 0-10)`}
+		return a, &FieldError{Doc: fieldDoc, Field: "quality", Reason: `missing (the output object carries "quality": 0-10)`}
 	}
 	return a, nil
 }
 
 // Result statuses: only StatusOK carries a verdict.
 const (
-	StatusOK = "ok"
+	StatusOK = events.VoteOK
 	// StatusBlocked: no judge was asked (missing input) or none could be reached.
-	StatusBlocked = "blocked"
+	StatusBlocked = events.VoteBlocked
 	// StatusSchemaViolation: the judge's answer stayed invalid after the repair re-ask.
-	StatusSchemaViolation = "schema_violation"
+	StatusSchemaViolation = events.VoteSchemaViolation
 )
 
 // Result is the recorded outcome of one critic job: the judge's scores, the derived
 // quality and verdict, and how far the judge's own claims disagreed with the derivation.
 type Result struct {
-	Status string `json:"status"`
+	Status events.VoteStatus `json:"status"`
 	// Reason says why there is no verdict (e.g. "missing input"); empty when ok.
 	Reason      string `json:"reason,omitempty"`
 	Correctness int    `json:"correctness"`

@@ -258,3 +258,11 @@ func (Kind) Row(j *records.Job) kind.Row {
 
 // judgeOutcome is one critic call as the judge-call cache keeps it.
 type judgeOutcome = judge.Outcome[Answer]
+
+// Estimate implements kind.Kind: one scoring call.
+func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
+	if spec.Critic == nil {
+		return kind.Estimate{}
+	}
+	return kind.Estimate{Sources: []kind.Source{{Role: "output", Src: spec.Critic.Output}}, JudgeCalls: 1, MaxJudgeCalls: 1}
+}

@@ -7,27 +7,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
-// FieldError is a schema violation in one field of a critic answer. It names the field so
-// the repair re-ask can tell the model exactly what to fix.
-type FieldError struct {
-	// Field is the JSON name of the offending field, e.g. "slop".
-	Field string
-	// Value is the offending value as the model wrote it ("" when missing).
-	Value string
-	// Reason says what the field must be.
-	Reason string
-}
+// FieldError is one field of a critic answer that could not be accepted (fielderr.Error, scoped
+// to "critic"). Any FieldError makes the answer a schema violation.
+type FieldError = fielderr.Error
 
-// Error implements error.
-func (e *FieldError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("critic: field %s: %s", e.Field, e.Reason)
-	}
-	return fmt.Sprintf("critic: field %s = %s: %s", e.Field, e.Value, e.Reason)
-}
+// fieldDoc scopes this package's field errors.
+const fieldDoc = "critic"
 
 // ErrSyntax is wrapped when an answer is not exactly one JSON object with nothing around
 // it (a code fence included). It is a schema violation like a *FieldError.
@@ -52,7 +41,7 @@ func asSchemaError(err error) error {
 	case errors.As(err, &se):
 		return fmt.Errorf("%w: %s", ErrSyntax, se.Detail)
 	case errors.As(err, &dup):
-		return &FieldError{Field: dup.Key, Reason: "duplicate field"}
+		return &FieldError{Doc: fieldDoc, Field: dup.Key, Reason: "duplicate field"}
 	}
 	return err
 }
@@ -61,7 +50,7 @@ func asSchemaError(err error) error {
 func str(name string, raw json.RawMessage) (string, error) {
 	var s string
 	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", &FieldError{Field: name, Value: clip(string(raw)), Reason: "must be a JSON string"}
+		return "", &FieldError{Doc: fieldDoc, Field: name, Value: clip(string(raw)), Reason: "must be a JSON string"}
 	}
 	return s, nil
 }
@@ -71,14 +60,14 @@ func str(name string, raw json.RawMessage) (string, error) {
 func whole(name string, raw json.RawMessage) (int, error) {
 	s := string(raw)
 	if s == "" || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
-		return 0, &FieldError{Field: name, Value: clip(s), Reason: "must be a whole JSON number from 0 to 10"}
+		return 0, &FieldError{Doc: fieldDoc, Field: name, Value: clip(s), Reason: "must be a whole JSON number from 0 to 10"}
 	}
 	if strings.ContainsAny(s, ".eE") {
-		return 0, &FieldError{Field: name, Value: clip(s), Reason: "must be a whole number from 0 to 10, not a fraction"}
+		return 0, &FieldError{Doc: fieldDoc, Field: name, Value: clip(s), Reason: "must be a whole number from 0 to 10, not a fraction"}
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, &FieldError{Field: name, Value: clip(s), Reason: "must be a whole number from 0 to 10"}
+		return 0, &FieldError{Doc: fieldDoc, Field: name, Value: clip(s), Reason: "must be a whole number from 0 to 10"}
 	}
 	return n, nil
 }

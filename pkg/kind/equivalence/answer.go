@@ -57,14 +57,14 @@ func (a Answer) Validate() error {
 	switch a.Verdict {
 	case VerdictEquivalent, VerdictRegressed, VerdictDiverged:
 	default:
-		return &FieldError{Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "equivalent", "candidate-regressed" or "candidate-diverged"`}
+		return &FieldError{Doc: fieldDoc, Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "equivalent", "candidate-regressed" or "candidate-diverged"`}
 	}
 	if blank(a.BehaviourDelta) {
 		switch a.Verdict {
 		case VerdictRegressed:
-			return &FieldError{Field: "behaviour_delta", Value: strconv.Quote(a.BehaviourDelta), Reason: "must name the behaviour the candidate lost when the verdict is candidate-regressed"}
+			return &FieldError{Doc: fieldDoc, Field: "behaviour_delta", Value: strconv.Quote(a.BehaviourDelta), Reason: "must name the behaviour the candidate lost when the verdict is candidate-regressed"}
 		case VerdictDiverged:
-			return &FieldError{Field: "behaviour_delta", Value: strconv.Quote(a.BehaviourDelta), Reason: "must describe what the candidate did differently when the verdict is candidate-diverged"}
+			return &FieldError{Doc: fieldDoc, Field: "behaviour_delta", Value: strconv.Quote(a.BehaviourDelta), Reason: "must describe what the candidate did differently when the verdict is candidate-diverged"}
 		}
 	}
 	for _, d := range []struct {
@@ -75,18 +75,18 @@ func (a Answer) Validate() error {
 		{"efficiency_signal.candidate_directness", a.EfficiencySignal.CandidateDirectness},
 	} {
 		if d.v < MinDirectness || d.v > MaxDirectness {
-			return &FieldError{Field: d.field, Value: strconv.Itoa(d.v), Reason: "must be a whole number from 1 to 5"}
+			return &FieldError{Doc: fieldDoc, Field: d.field, Value: strconv.Itoa(d.v), Reason: "must be a whole number from 1 to 5"}
 		}
 	}
 	if blank(a.EfficiencySignal.InterpretationNotes) {
-		return &FieldError{Field: "efficiency_signal.interpretation_notes", Value: strconv.Quote(a.EfficiencySignal.InterpretationNotes), Reason: "must give the evidence behind the two directness scores"}
+		return &FieldError{Doc: fieldDoc, Field: "efficiency_signal.interpretation_notes", Value: strconv.Quote(a.EfficiencySignal.InterpretationNotes), Reason: "must give the evidence behind the two directness scores"}
 	}
 	for _, f := range []struct{ field, text string }{
 		{"behaviour_delta", a.BehaviourDelta},
 		{"efficiency_signal.interpretation_notes", a.EfficiencySignal.InterpretationNotes},
 	} {
 		if reason := tooLong(f.text); reason != "" {
-			return &FieldError{Field: f.field, Value: strconv.Quote(clip(f.text)), Reason: reason}
+			return &FieldError{Doc: fieldDoc, Field: f.field, Value: strconv.Quote(clip(f.text)), Reason: reason}
 		}
 	}
 	return nil

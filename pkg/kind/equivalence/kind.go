@@ -354,3 +354,18 @@ func firstPositive(v ...int) int {
 	}
 	return 0
 }
+
+// Estimate implements kind.Kind: every case runs both documents (the original's run is
+// cached for later rounds) and is judged once.
+func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
+	es := spec.Equivalence
+	if es == nil {
+		return kind.Estimate{}
+	}
+	e := kind.Estimate{Sources: []kind.Source{{Role: "original", Src: es.Original, Document: true}, {Role: "candidate", Src: es.Candidate, Document: true}},
+		Cases: len(es.Cases), JudgeCalls: len(es.Cases), MaxJudgeCalls: len(es.Cases), RunnerCalls: 2 * len(es.Cases)}
+	if es.Round > 1 {
+		e.RunnerCalls = len(es.Cases)
+	}
+	return e
+}

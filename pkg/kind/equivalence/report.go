@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"math"
 	"slices"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
 // Taxonomy tags of the transfer set. The cases are all the evidence an equivalence claim
@@ -93,10 +95,10 @@ func Coverage(set []TransferCase, minCases int) CoverageReport {
 // Case statuses. Only StatusOK carries a verdict; the other two are cases the run could
 // not judge, which Summarize counts apart and which always fail the gate.
 const (
-	StatusOK = "ok"
+	StatusOK = events.VoteOK
 	// StatusSchemaViolation: the judge's answer stayed invalid after the repair re-ask,
 	// or a recorded verdict does not validate.
-	StatusSchemaViolation = "schema_violation"
+	StatusSchemaViolation = events.VoteSchemaViolation
 	// StatusBlocked: no verdict could be asked for: a runner or judge provider was
 	// unavailable, a runner's output stayed invalid, an input was missing, or no result
 	// was recorded for a case of the transfer set.
@@ -111,8 +113,8 @@ type CaseResult struct {
 	Verdict        string `json:"verdict"`
 	BehaviourDelta string `json:"behaviour_delta"`
 	// EfficiencySignal is omitted unless Status is ok.
-	EfficiencySignal EfficiencySignal `json:"efficiency_signal,omitzero"`
-	Status           string           `json:"status"`
+	EfficiencySignal EfficiencySignal  `json:"efficiency_signal,omitzero"`
+	Status           events.VoteStatus `json:"status"`
 	// Error says why a case has no valid verdict.
 	Error string `json:"error,omitempty"`
 }

@@ -104,12 +104,12 @@ func TestNewReport(t *testing.T) {
 	var ids, statuses []string
 	for _, c := range r.Cases {
 		ids = append(ids, c.CaseID)
-		statuses = append(statuses, c.Status)
+		statuses = append(statuses, string(c.Status))
 	}
 	if want := []string{"c1", "c2", "c3", "zz"}; !reflect.DeepEqual(ids, want) {
 		t.Errorf("rows %v, want %v", ids, want)
 	}
-	if want := []string{StatusOK, StatusOK, StatusBlocked, StatusSchemaViolation}; !reflect.DeepEqual(statuses, want) {
+	if want := []string{string(StatusOK), string(StatusOK), string(StatusBlocked), string(StatusSchemaViolation)}; !reflect.DeepEqual(statuses, want) {
 		t.Errorf("statuses %v, want %v", statuses, want)
 	}
 	if want := (Summary{Divergences: 1, Equivalents: 1, SchemaViolations: 1, Blocked: 1}); r.Summary != want {

@@ -7,29 +7,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
-// FieldError is a schema violation in one field of a runner's output or a judge's answer.
-// Naming the field lets the repair re-ask tell the model exactly what to fix, and tells an
-// operator which part of a prompt or model drifted.
-type FieldError struct {
-	// Field is the JSON path of the offending field, e.g. "verdict",
-	// "efficiency_signal.original_directness" or "self_report.ambiguities[1].resolution".
-	Field string
-	// Value is the offending value as the model wrote it ("" when the field is missing).
-	Value string
-	// Reason says what the field must be.
-	Reason string
-}
+// FieldError is one field of an equivalence answer or transcript that could not be accepted (fielderr.Error, scoped
+// to "equivalence"). Any FieldError makes the answer a schema violation.
+type FieldError = fielderr.Error
 
-// Error implements error.
-func (e *FieldError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("equivalence: field %s: %s", e.Field, e.Reason)
-	}
-	return fmt.Sprintf("equivalence: field %s = %s: %s", e.Field, e.Value, e.Reason)
-}
+// fieldDoc scopes this package's field errors.
+const fieldDoc = "equivalence"
 
 // ErrSyntax is wrapped when a model's answer is not exactly one JSON object (optionally in
 // a single ```json fence). It is a schema violation just like a *FieldError.
@@ -67,11 +54,11 @@ func decodeObject(body []byte, path string, top bool) (object, error) {
 	var dup *strictjson.DuplicateKeyError
 	switch {
 	case errors.As(err, &dup):
-		return object{}, &FieldError{Field: path + dup.Key, Reason: "duplicate field"}
+		return object{}, &FieldError{Doc: fieldDoc, Field: path + dup.Key, Reason: "duplicate field"}
 	case errors.As(err, &se) && top:
 		return object{}, fmt.Errorf("%w: %s", ErrSyntax, se.Detail)
 	case err != nil:
-		return object{}, &FieldError{Field: strings.TrimSuffix(path, "."), Value: clip(string(body)), Reason: "must be a JSON object"}
+		return object{}, &FieldError{Doc: fieldDoc, Field: strings.TrimSuffix(path, "."), Value: clip(string(body)), Reason: "must be a JSON object"}
 	}
 	return object{Object: o, path: path}, nil
 }
@@ -94,7 +81,7 @@ func (o object) only(allowed []string, hints map[string]string) error {
 		if !ok {
 			reason = "unknown field"
 		}
-		return &FieldError{Field: o.path + k, Reason: reason}
+		return &FieldError{Doc: fieldDoc, Field: o.path + k, Reason: reason}
 	}
 	return nil
 }
@@ -104,11 +91,11 @@ func (o object) only(allowed []string, hints map[string]string) error {
 func (o object) str(name string) (string, error) {
 	raw, ok := o.Values[name]
 	if !ok {
-		return "", &FieldError{Field: o.path + name, Reason: "missing"}
+		return "", &FieldError{Doc: fieldDoc, Field: o.path + name, Reason: "missing"}
 	}
 	var s string
 	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", &FieldError{Field: o.path + name, Value: clip(string(raw)), Reason: "must be a JSON string"}
+		return "", &FieldError{Doc: fieldDoc, Field: o.path + name, Value: clip(string(raw)), Reason: "must be a JSON string"}
 	}
 	return s, nil
 }
@@ -119,7 +106,7 @@ func (o object) str(name string) (string, error) {
 func (o object) whole(name string) (int, error) {
 	raw, ok := o.Values[name]
 	if !ok {
-		return 0, &FieldError{Field: o.path + name, Reason: "missing"}
+		return 0, &FieldError{Doc: fieldDoc, Field: o.path + name, Reason: "missing"}
 	}
 	return wholeNumber(o.path+name, raw)
 }
@@ -127,14 +114,14 @@ func (o object) whole(name string) (int, error) {
 func wholeNumber(field string, raw json.RawMessage) (int, error) {
 	s := string(raw)
 	if s == "" || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
-		return 0, &FieldError{Field: field, Value: clip(s), Reason: "must be a whole JSON number"}
+		return 0, &FieldError{Doc: fieldDoc, Field: field, Value: clip(s), Reason: "must be a whole JSON number"}
 	}
 	if strings.ContainsAny(s, ".eE") {
-		return 0, &FieldError{Field: field, Value: clip(s), Reason: "must be a whole number, not a fraction"}
+		return 0, &FieldError{Doc: fieldDoc, Field: field, Value: clip(s), Reason: "must be a whole number, not a fraction"}
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, &FieldError{Field: field, Value: clip(s), Reason: "must be a small whole number"}
+		return 0, &FieldError{Doc: fieldDoc, Field: field, Value: clip(s), Reason: "must be a small whole number"}
 	}
 	return n, nil
 }
@@ -143,7 +130,7 @@ func wholeNumber(field string, raw json.RawMessage) (int, error) {
 func (o object) obj(name string) (object, error) {
 	raw, ok := o.Values[name]
 	if !ok {
-		return object{}, &FieldError{Field: o.path + name, Reason: "missing"}
+		return object{}, &FieldError{Doc: fieldDoc, Field: o.path + name, Reason: "missing"}
 	}
 	return decodeObject(raw, o.path+name+".", false)
 }
@@ -152,11 +139,11 @@ func (o object) obj(name string) (object, error) {
 func (o object) array(name string) ([]json.RawMessage, error) {
 	raw, ok := o.Values[name]
 	if !ok {
-		return nil, &FieldError{Field: o.path + name, Reason: "missing"}
+		return nil, &FieldError{Doc: fieldDoc, Field: o.path + name, Reason: "missing"}
 	}
 	var items []json.RawMessage
 	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
-		return nil, &FieldError{Field: o.path + name, Value: clip(string(raw)), Reason: "must be a JSON array ([] when there is nothing to report)"}
+		return nil, &FieldError{Doc: fieldDoc, Field: o.path + name, Value: clip(string(raw)), Reason: "must be a JSON array ([] when there is nothing to report)"}
 	}
 	if items == nil {
 		items = []json.RawMessage{}
@@ -174,7 +161,7 @@ func (o object) strs(name string) ([]string, error) {
 	for i, raw := range items {
 		var s string
 		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-			return nil, &FieldError{Field: fmt.Sprintf("%s%s[%d]", o.path, name, i), Value: clip(string(raw)), Reason: "must be a JSON string"}
+			return nil, &FieldError{Doc: fieldDoc, Field: fmt.Sprintf("%s%s[%d]", o.path, name, i), Value: clip(string(raw)), Reason: "must be a JSON string"}
 		}
 		out = append(out, s)
 	}

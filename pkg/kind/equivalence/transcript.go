@@ -81,7 +81,7 @@ var (
 // entry is a claim with no content, which the judge could not weigh.
 func (t Transcript) Validate() error {
 	if blank(t.Text) {
-		return &FieldError{Field: "transcript", Value: strconv.Quote(t.Text), Reason: "must describe the run"}
+		return &FieldError{Doc: fieldDoc, Field: "transcript", Value: strconv.Quote(t.Text), Reason: "must describe the run"}
 	}
 	r := t.SelfReport
 	for _, l := range []struct {
@@ -97,10 +97,10 @@ func (t Transcript) Validate() error {
 	}
 	for i, a := range r.Ambiguities {
 		if blank(a.Question) {
-			return &FieldError{Field: fmt.Sprintf("self_report.ambiguities[%d].question", i), Value: strconv.Quote(a.Question), Reason: "must not be empty"}
+			return &FieldError{Doc: fieldDoc, Field: fmt.Sprintf("self_report.ambiguities[%d].question", i), Value: strconv.Quote(a.Question), Reason: "must not be empty"}
 		}
 		if blank(a.Resolution) {
-			return &FieldError{Field: fmt.Sprintf("self_report.ambiguities[%d].resolution", i), Value: strconv.Quote(a.Resolution), Reason: "must say how the ambiguity was resolved"}
+			return &FieldError{Doc: fieldDoc, Field: fmt.Sprintf("self_report.ambiguities[%d].resolution", i), Value: strconv.Quote(a.Resolution), Reason: "must say how the ambiguity was resolved"}
 		}
 	}
 	for _, l := range []struct {
@@ -115,7 +115,7 @@ func (t Transcript) Validate() error {
 		}
 	}
 	if blank(r.FinalOutput) {
-		return &FieldError{Field: "self_report.final_output", Value: strconv.Quote(r.FinalOutput), Reason: "must state what the run handed back"}
+		return &FieldError{Doc: fieldDoc, Field: "self_report.final_output", Value: strconv.Quote(r.FinalOutput), Reason: "must state what the run handed back"}
 	}
 	return nil
 }
@@ -123,7 +123,7 @@ func (t Transcript) Validate() error {
 func nonBlankItems(field string, items []string) error {
 	for i, s := range items {
 		if blank(s) {
-			return &FieldError{Field: fmt.Sprintf("%s[%d]", field, i), Value: strconv.Quote(s), Reason: "must not be empty"}
+			return &FieldError{Doc: fieldDoc, Field: fmt.Sprintf("%s[%d]", field, i), Value: strconv.Quote(s), Reason: "must not be empty"}
 		}
 	}
 	return nil

@@ -310,3 +310,20 @@ func firstNonEmpty(s ...string) string {
 	}
 	return ""
 }
+
+// Estimate implements kind.Kind: a view is judged at least once, and at most once per
+// iteration of its budget.
+func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
+	rs := spec.Rubric
+	if rs == nil {
+		return kind.Estimate{}
+	}
+	if rs.Blocked != "" {
+		return kind.Estimate{Blocked: rs.Blocked}
+	}
+	budget := rs.MaxIterations
+	if budget <= 0 {
+		budget = argus.DefaultMaxIterations
+	}
+	return kind.Estimate{JudgeCalls: 1, MaxJudgeCalls: budget}
+}
