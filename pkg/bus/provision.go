@@ -224,27 +224,24 @@ func consumerConfig(durable, description string, filters []string, cfg Config) j
 
 // Buckets opens the key-value buckets Provision created.
 type Buckets struct {
-	Jobs    jetstream.KeyValue
-	Batches jetstream.KeyValue
-	Cache   jetstream.KeyValue
-	Views   jetstream.KeyValue
+	Jobs    KV
+	Batches KV
+	Cache   KV
+	Views   KV
 }
 
 // OpenBuckets binds to the provisioned buckets.
 func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
 	var b Buckets
-	var err error
-	if b.Jobs, err = js.KeyValue(ctx, BucketJobs); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketJobs, err)
-	}
-	if b.Batches, err = js.KeyValue(ctx, BucketBatches); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketBatches, err)
-	}
-	if b.Cache, err = js.KeyValue(ctx, BucketCache); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketCache, err)
-	}
-	if b.Views, err = js.KeyValue(ctx, BucketViews); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketViews, err)
+	for _, o := range []struct {
+		name string
+		kv   *KV
+	}{{BucketJobs, &b.Jobs}, {BucketBatches, &b.Batches}, {BucketCache, &b.Cache}, {BucketViews, &b.Views}} {
+		kv, err := js.KeyValue(ctx, o.name)
+		if err != nil {
+			return Buckets{}, fmt.Errorf("open bucket %s: %w", o.name, err)
+		}
+		*o.kv = kv
 	}
 	return b, nil
 }

@@ -16,11 +16,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
@@ -152,7 +151,7 @@ type RenderEnv struct {
 	// Provider runs documents (equivalence); nil blocks such jobs.
 	Provider judge.Provider
 	// Cache is the shared cache bucket (equivalence teacher transcripts).
-	Cache    jetstream.KeyValue
+	Cache    bus.KV
 	Params   judge.Params
 	Instance string
 	// Sensors render views (rubric); nil blocks such jobs.
@@ -170,7 +169,7 @@ type Sensors interface {
 type GateEnv struct {
 	Store blob.Store
 	// Views holds looping kinds' view state (previous render, baseline).
-	Views jetstream.KeyValue
+	Views bus.KV
 	// Gates are the operator's gates commands by adapter name.
 	Gates *command.Gates
 	Log   *slog.Logger
@@ -181,7 +180,7 @@ type JudgeEnv struct {
 	Store    blob.Store
 	Provider judge.Provider
 	// Cache, when set, is the judge-call cache shared by every judge instance.
-	Cache    jetstream.KeyValue
+	Cache    bus.KV
 	Instance string
 	Params   judge.Params
 	Log      *slog.Logger

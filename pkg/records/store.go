@@ -25,8 +25,8 @@ const maxConflicts = 100
 
 // Store reads and writes job and batch records in their key-value buckets.
 type Store struct {
-	Jobs    jetstream.KeyValue
-	Batches jetstream.KeyValue
+	Jobs    bus.KV
+	Batches bus.KV
 }
 
 // New returns the store over the buckets bus.OpenBuckets opened.
@@ -175,7 +175,7 @@ func (s Store) UpdateHeader(ctx context.Context, tenant, batch string, change fu
 
 // casBytes applies change to a raw value with compare-and-set, creating the key when
 // absent. change returns the new value and whether anything changed.
-func casBytes(ctx context.Context, kv jetstream.KeyValue, key string, change func([]byte) ([]byte, bool, error)) ([]byte, error) {
+func casBytes(ctx context.Context, kv bus.KV, key string, change func([]byte) ([]byte, bool, error)) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		var cur []byte
 		var rev uint64

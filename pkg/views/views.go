@@ -51,7 +51,7 @@ func Key(tenant string, rs *events.RubricSpec) string {
 
 // Load reads a view's record and revision; a view never seen before is a zero record at
 // revision 0.
-func Load(ctx context.Context, kv jetstream.KeyValue, key string) (Record, uint64, error) {
+func Load(ctx context.Context, kv bus.KV, key string) (Record, uint64, error) {
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Record{}, 0, nil
@@ -67,7 +67,7 @@ func Load(ctx context.Context, kv jetstream.KeyValue, key string) (Record, uint6
 }
 
 // Update applies change by compare-and-set, reloading on a conflict.
-func Update(ctx context.Context, kv jetstream.KeyValue, key string, change func(*Record) error) (Record, error) {
+func Update(ctx context.Context, kv bus.KV, key string, change func(*Record) error) (Record, error) {
 	for attempt := 0; ; attempt++ {
 		r, rev, err := Load(ctx, kv, key)
 		if err != nil {
@@ -152,7 +152,7 @@ func (v Record) Clone() Record {
 
 // Put stores r over the revision it was loaded at (0: a view never stored). It reports
 // false, storing nothing, when someone else changed the view since.
-func Put(ctx context.Context, kv jetstream.KeyValue, key string, r Record, rev uint64) (bool, error) {
+func Put(ctx context.Context, kv bus.KV, key string, r Record, rev uint64) (bool, error) {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return false, fmt.Errorf("encode view %s: %w", key, err)

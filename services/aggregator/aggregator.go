@@ -11,8 +11,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -29,7 +27,7 @@ const maxConflicts = 50
 // Service aggregates verdicts.
 type Service struct {
 	records records.Store
-	views   jetstream.KeyValue
+	views   bus.KV
 	blobs   blob.Store
 	log     *slog.Logger
 	now     func() time.Time

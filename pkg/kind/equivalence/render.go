@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
@@ -24,7 +25,7 @@ type DocumentRunner struct {
 	Store    blob.Store
 	Provider judge.Provider
 	// Baseline is the shared baseline cache.
-	Baseline jetstream.KeyValue
+	Baseline bus.KV
 	Params   judge.Params
 	Instance string
 	Log      *slog.Logger
