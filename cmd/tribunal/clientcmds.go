@@ -44,6 +44,22 @@ func connectClient(ctx context.Context, conn *connFlags) (*clientEnv, error) {
 	return &clientEnv{js: js, pub: bus.NewPublisher(js), store: store, close: func() { store.Close(); nc.Close() }}, nil
 }
 
+// connectState connects like connectClient and binds to the services' key-value state,
+// for the commands that read or change batch state (services credentials only). The
+// caller closes env.
+func connectState(ctx context.Context, conn *connFlags) (*clientEnv, bus.Buckets, error) {
+	env, err := connectClient(ctx, conn)
+	if err != nil {
+		return nil, bus.Buckets{}, err
+	}
+	b, err := env.buckets(ctx)
+	if err != nil {
+		env.close()
+		return nil, b, err
+	}
+	return env, b, nil
+}
+
 // buckets binds to the services' key-value state (services credentials only).
 func (e *clientEnv) buckets(ctx context.Context) (bus.Buckets, error) {
 	b, err := bus.OpenBuckets(ctx, e.js)
@@ -108,15 +124,11 @@ func newWatchCmd() *cobra.Command {
 		Example: `  tribunal watch --batch quickstart-20261130T080000-a1b2c3 --tenant default`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, err := connectClient(cmd.Context(), &conn)
+			env, b, err := connectState(cmd.Context(), &conn)
 			if err != nil {
 				return err
 			}
 			defer env.close()
-			b, err := env.buckets(cmd.Context())
-			if err != nil {
-				return err
-			}
 			p := newProgress(os.Stderr, quiet || asJSON)
 			if _, err := client.Watch(cmd.Context(), b, tenant, batchID, 250*time.Millisecond, p.report); err != nil {
 				return err
