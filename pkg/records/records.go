@@ -82,8 +82,6 @@ type Batch struct {
 	Size      int       `json:"size"`
 	Source    string    `json:"source,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
-	// DoneShards has one bit per full completion shard.
-	DoneShards []byte `json:"done_shards"`
 	// Completion is set by the aggregator whose update completed the batch, and replaced
 	// when a redrive completes it again.
 	Completion *Completion `json:"completion,omitempty"`
@@ -120,9 +118,11 @@ func BatchPrefix(tenant, batch string) string { return tenant + "." + batch + ".
 // BatchKey is a batch header's key.
 func BatchKey(tenant, batch string) string { return tenant + "." + batch }
 
-// ShardKey is a completion shard's key.
-func ShardKey(tenant, batch string, shard int) string {
-	return tenant + "." + batch + ".s" + strconv.Itoa(shard)
+// ShardKey is the key of node k of level level of a batch's completion tree (see
+// ShardJobs). Earlier versions kept contiguous shards under "s<k>" and a bitmap in the
+// header; a batch in flight across that upgrade must be resubmitted (docs/operations.md).
+func ShardKey(tenant, batch string, level, k int) string {
+	return tenant + "." + batch + ".d" + strconv.Itoa(level) + "-" + strconv.Itoa(k)
 }
 
 // SpotcheckKey is the key that names the view of an interactive batch whose first
