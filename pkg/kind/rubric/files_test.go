@@ -31,6 +31,7 @@ func TestArgusRunsOption(t *testing.T) {
 		sub       string
 		want      string
 		blocked   bool
+		relDir    bool
 	}{
 		{name: "off by default"},
 		{name: "batch asks", batchRuns: true, want: ".argus-runs"},
@@ -38,6 +39,7 @@ func TestArgusRunsOption(t *testing.T) {
 		{name: "AC asks", acRuns: &yes, want: ".argus-runs"},
 		{name: "AC declines", batchRuns: true, acRuns: &no},
 		{name: "feature outside the batch folder", batchRuns: true, sub: "../elsewhere", blocked: true},
+		{name: "batch folder given relative (tribunal run .)", batchRuns: true, sub: "specs/tasks", want: "specs/tasks/.argus-runs", relDir: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -52,6 +54,12 @@ func TestArgusRunsOption(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := &batch.Batch{Path: filepath.Join(bdir, "batch.yaml"), Dir: bdir}
+			if tc.relDir {
+				wd, _ := os.Getwd()
+				if b.Dir, err = filepath.Rel(wd, bdir); err != nil {
+					t.Fatal(err)
+				}
+			}
 			b.ArgusRuns = tc.batchRuns
 			env := &kind.PlanEnv{Batch: b, Tenant: "team-a", Store: store, AllowOutside: true}
 			plans, err := Kind{}.Plan(context.Background(), env, batch.AC{ID: "tasks", Spec: filepath.ToSlash(filepath.Join(tc.sub, "spec.json")), ArgusRuns: tc.acRuns})

@@ -98,8 +98,10 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	if b.ArgusRunsOf(ac) {
 		// The seed's files go to the feature's .argus-runs/ too, written by the client
 		// that holds the batch's folder; a folder outside it is not written to.
-		rel, err := filepath.Rel(b.Dir, f.Dir)
-		if err != nil || !filepath.IsLocal(rel) && rel != "." {
+		bdir, berr := filepath.Abs(b.Dir)
+		fdir, ferr := filepath.Abs(f.Dir)
+		rel, err := filepath.Rel(bdir, fdir)
+		if berr != nil || ferr != nil || err != nil || !filepath.IsLocal(rel) && rel != "." {
 			return blocked(fmt.Sprintf("argus_runs: the feature folder %s is not inside the batch folder %s", f.Dir, b.Dir)), nil
 		}
 		base.Runs = filepath.ToSlash(filepath.Join(rel, ".argus-runs"))
