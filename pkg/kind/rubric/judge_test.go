@@ -26,7 +26,7 @@ func TestJudgeSeesWhatTheSeedLists(t *testing.T) {
 	img := judge.Image{MediaType: "image/png", Data: []byte("png")}
 	in := Input{Feature: "f", Target: "t", State: "s", Appearance: "a", ReferenceSource: "candidate", Iteration: 3,
 		Rubric: argus.DefaultRubric(), RubricJSON: `{"dimensions": "r"}`, Tokens: `{"colors": "tk"}`, SpecText: "# spec text",
-		SpecJSON: `{"targets": [{"component_contracts": [{"expects": "a row per item"}], "a11y_contract": ["row.item.*"]}]}`,
+		SpecJSON:   `{"targets": [{"component_contracts": [{"expects": "a row per item"}], "a11y_contract": ["row.item.*"]}]}`,
 		GateResult: `{"gates": {"token_contrast": "pass"}, "all_green": true}`, Probe: `{"id": "row.item.1"}`,
 		Render: img, Reference: img, Previous: &img}
 	msgs := Messages(in)
