@@ -97,8 +97,9 @@ func TestBaselineCachedAcrossRoundsAndInstances(t *testing.T) {
 }
 
 // TestBaselineImport: teacher transcripts captured elsewhere are handed in with the batch
-// (baseline:) and not captured again (seed 002: "Baseline (teacher) caching is a hard rule:
-// capture the teacher transcript once"). The runner runs only the teachers the import does
+// (baseline:) and not captured again (seed 002: "its transcript per case is captured once
+// and reused across every round ... The caller passes the cached teacher transcripts back
+// in on rounds >= 2; this capability re-runs only the candidate"). The runner runs only the teachers the import does
 // not hold; the imported ones are checked like a runner's answer, judged like any
 // baseline, and kept in the baseline cache, so the next round runs no teacher at all. An
 // import that is not a runner's answer blocks the AC with the reason.
