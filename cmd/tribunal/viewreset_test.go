@@ -23,19 +23,9 @@ func needChromium(t *testing.T) {
 // copyFeature copies the rubric example into a fresh folder and writes its batch.
 func copyFeature(t *testing.T, batch string) string {
 	t.Helper()
-	src := filepath.Join(repoRoot(t), "examples", "rubric-feature")
-	dir := t.TempDir()
-	for _, f := range []string{"spec.json", "spec.md", "tokens.json", "contrast-pairs.json", "page.html", "references/list-populated-light.png"} {
-		data, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	dir := filepath.Join(t.TempDir(), "feature")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(repoRoot(t), "examples", "rubric-feature"))); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(batch), 0o644); err != nil {
 		t.Fatal(err)

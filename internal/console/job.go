@@ -406,28 +406,39 @@ func (s *server) rubricOf(ctx context.Context, tenant string, rs *events.RubricS
 	return argus.DefaultRubric()
 }
 
-// spotcheck records a reviewer's HE-2 decision on a sign-off that waits for one.
-func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
-	tenant, batch, _, ok := s.scope(w, r, c)
+// rubricPost checks a form post on a rubric view's job page (the spot-check and the
+// reset): the caller's team, the job's name, the console's own form (origin and CSRF
+// token), and that the job is a view. ok false means the answer was written.
+func (s *server) rubricPost(w http.ResponseWriter, r *http.Request, c caller, action string) (tenant, batch, job string, rec *records.Job, ok bool) {
+	tenant, batch, _, ok = s.scope(w, r, c)
 	if !ok {
-		return
+		return "", "", "", nil, false
 	}
-	job := r.PathValue("job")
+	job = r.PathValue("job")
 	if events.ValidateName(job) != nil {
 		s.notFound(w, r)
-		return
+		return "", "", "", nil, false
 	}
 	if !sameOrigin(r) || !s.auth.checkCSRF(c, r.PostFormValue("csrf")) {
-		s.errorPage(w, r, http.StatusForbidden, "Refused", "A spot-check is recorded only from the console's own form. Reload the page and try again.")
-		return
+		s.errorPage(w, r, http.StatusForbidden, "Refused", action+" only from the console's own form. Reload the page and try again.")
+		return "", "", "", nil, false
 	}
 	rec, err := s.loadJob(r.Context(), tenant, batch, job)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return "", "", "", nil, false
 	}
-	if rec == nil || rec.Spec.Rubric == nil {
+	if rec == nil || rec.Spec.Rubric == nil || rec.Spec.Rubric.Blocked != "" {
 		s.notFound(w, r)
+		return "", "", "", nil, false
+	}
+	return tenant, batch, job, rec, true
+}
+
+// spotcheck records a reviewer's HE-2 decision on a sign-off that waits for one.
+func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
+	tenant, batch, job, rec, ok := s.rubricPost(w, r, c, "A spot-check is recorded")
+	if !ok {
 		return
 	}
 	if rec.Status != events.StatusAwaitingSpotcheck {
@@ -467,26 +478,8 @@ func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
 // resetView starts a new loop of a rubric view (view.reset), from the job page of one of
 // its runs: the way out of a spent iteration budget.
 func (s *server) resetView(w http.ResponseWriter, r *http.Request, c caller) {
-	tenant, batch, _, ok := s.scope(w, r, c)
+	tenant, batch, job, rec, ok := s.rubricPost(w, r, c, "A loop is reset")
 	if !ok {
-		return
-	}
-	job := r.PathValue("job")
-	if events.ValidateName(job) != nil {
-		s.notFound(w, r)
-		return
-	}
-	if !sameOrigin(r) || !s.auth.checkCSRF(c, r.PostFormValue("csrf")) {
-		s.errorPage(w, r, http.StatusForbidden, "Refused", "A loop is reset only from the console's own form. Reload the page and try again.")
-		return
-	}
-	rec, err := s.loadJob(r.Context(), tenant, batch, job)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if rec == nil || rec.Spec.Rubric == nil || rec.Spec.Rubric.Blocked != "" {
-		s.notFound(w, r)
 		return
 	}
 	if !rec.Final() {
