@@ -146,7 +146,7 @@ func TestRubricResetAndNewLoops(t *testing.T) {
 	}
 
 	second := env.Wait(env.Submit(rubricBatch(t, dir, ", max_iterations: 3"), e2eTenant), 60*time.Second)
-	if row := second.Rows[0]; row.Status != "signed_off" || !strings.Contains(row.Detail, "loop iteration 2") {
+	if row := second.Rows[0]; row.Status != "signed_off" || !strings.Contains(row.Detail, "loop iteration 2 of loop 1") {
 		t.Fatalf("run 2: %+v", row)
 	}
 	if d := decisionOf(t, env, second.BatchID); d.Loop != 1 {
@@ -165,7 +165,7 @@ func TestRubricResetAndNewLoops(t *testing.T) {
 		t.Fatal(err)
 	}
 	third := env.Wait(env.Submit(rubricBatch(t, dir, ", max_iterations: 3"), e2eTenant), 60*time.Second)
-	if row := third.Rows[0]; row.Status != "signed_off" || !strings.Contains(row.Detail, "loop iteration 2") {
+	if row := third.Rows[0]; row.Status != "signed_off" || !strings.Contains(row.Detail, "loop iteration 2 of loop 2") {
 		t.Fatalf("run 3: %+v", row)
 	}
 	if v := env.view(t); v.Generation != 2 || !reflect.DeepEqual(v.Began, []string{"spec.md"}) || v.SignOff == nil || v.SignOff.Iterations != 2 {

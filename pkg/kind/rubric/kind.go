@@ -188,6 +188,10 @@ func (Kind) Row(j *records.Job) kind.Row {
 	d := rb.Decision
 	row.Verdict = d.Outcome
 	row.Detail = fmt.Sprintf("view %s, loop iteration %d", d.View, d.LoopIteration)
+	if d.Loop > 0 {
+		// A reset or a changed target began another loop of the view.
+		row.Detail += fmt.Sprintf(" of loop %d", d.Loop)
+	}
 	if len(d.FixDimensions) > 0 {
 		row.Detail += fmt.Sprintf("; fix %v", d.FixDimensions)
 	}
