@@ -241,6 +241,14 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if err != nil {
 		return err
 	}
+	// A batch with argus_runs also keeps the seed's files in each feature's .argus-runs/.
+	written, err := res.WriteBeside(b.Dir)
+	if err != nil {
+		return err
+	}
+	if len(written) > 0 && !f.quiet {
+		fmt.Fprintf(os.Stderr, "argus runs: %d files under the features' .argus-runs/\n", len(written))
+	}
 	if f.cfn {
 		if err := writeCFN(res); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
@@ -17,6 +18,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 type jobData struct {
@@ -237,6 +239,15 @@ type rubricView struct {
 	DimNames                 []string
 	Sent                     string
 	History                  []historyRow
+	// The view's loop across runs (its record in the views bucket): which loop it is in,
+	// what began it, and the form that starts the next one (the way out of a spent
+	// budget).
+	ViewLoop    int
+	ViewIters   int
+	Began       []string
+	Reset       *views.Reset
+	CanReset    bool
+	ResetAction string
 }
 
 type dimView struct {
@@ -362,6 +373,20 @@ func (s *server) rubricPage(ctx context.Context, rec *records.Job, c caller) (*r
 	v.CanSpotcheck = v.Awaiting && s.cfg.Pub != nil
 	if v.CanSpotcheck {
 		v.Action = jobHref(rec.Tenant, rec.Batch, rec.ACID) + "/spotcheck"
+	}
+	if s.cfg.Buckets.Views != nil && rs.Blocked == "" {
+		vr, _, err := views.Load(ctx, s.cfg.Buckets.Views, views.Key(rec.Tenant, rs))
+		if err != nil {
+			return nil, err
+		}
+		v.ViewLoop, v.ViewIters, v.Began, v.Reset = vr.Generation, vr.Loop.Iteration, vr.Began, vr.Reset
+		// A loop that has started can be reset once this run of the view has ended.
+		v.CanReset = vr.Loop.Feature != "" && rec.Final() && s.cfg.Pub != nil
+		if v.CanReset {
+			v.ResetAction = jobHref(rec.Tenant, rec.Batch, rec.ACID) + "/reset"
+		}
+	}
+	if v.CanSpotcheck || v.CanReset {
 		v.CSRF = s.auth.csrf(c)
 	}
 	return v, nil
@@ -381,28 +406,39 @@ func (s *server) rubricOf(ctx context.Context, tenant string, rs *events.RubricS
 	return argus.DefaultRubric()
 }
 
-// spotcheck records a reviewer's HE-2 decision on a sign-off that waits for one.
-func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
-	tenant, batch, _, ok := s.scope(w, r, c)
+// rubricPost checks a form post on a rubric view's job page (the spot-check and the
+// reset): the caller's team, the job's name, the console's own form (origin and CSRF
+// token), and that the job is a view. ok false means the answer was written.
+func (s *server) rubricPost(w http.ResponseWriter, r *http.Request, c caller, action string) (tenant, batch, job string, rec *records.Job, ok bool) {
+	tenant, batch, _, ok = s.scope(w, r, c)
 	if !ok {
-		return
+		return "", "", "", nil, false
 	}
-	job := r.PathValue("job")
+	job = r.PathValue("job")
 	if events.ValidateName(job) != nil {
 		s.notFound(w, r)
-		return
+		return "", "", "", nil, false
 	}
 	if !sameOrigin(r) || !s.auth.checkCSRF(c, r.PostFormValue("csrf")) {
-		s.errorPage(w, r, http.StatusForbidden, "Refused", "A spot-check is recorded only from the console's own form. Reload the page and try again.")
-		return
+		s.errorPage(w, r, http.StatusForbidden, "Refused", action+" only from the console's own form. Reload the page and try again.")
+		return "", "", "", nil, false
 	}
 	rec, err := s.loadJob(r.Context(), tenant, batch, job)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return "", "", "", nil, false
 	}
-	if rec == nil || rec.Spec.Rubric == nil {
+	if rec == nil || rec.Spec.Rubric == nil || rec.Spec.Rubric.Blocked != "" {
 		s.notFound(w, r)
+		return "", "", "", nil, false
+	}
+	return tenant, batch, job, rec, true
+}
+
+// spotcheck records a reviewer's HE-2 decision on a sign-off that waits for one.
+func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
+	tenant, batch, job, rec, ok := s.rubricPost(w, r, c, "A spot-check is recorded")
+	if !ok {
 		return
 	}
 	if rec.Status != events.StatusAwaitingSpotcheck {
@@ -437,6 +473,35 @@ func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	s.log.Info("spot-check recorded", "tenant", tenant, "batch", batch, "job", job, "approved", approved, "dimension", dim, "by", c.name)
 	http.Redirect(w, r, jobHref(tenant, batch, job)+"?sent="+url.QueryEscape(decision), http.StatusSeeOther)
+}
+
+// resetView starts a new loop of a rubric view (view.reset), from the job page of one of
+// its runs: the way out of a spent iteration budget.
+func (s *server) resetView(w http.ResponseWriter, r *http.Request, c caller) {
+	tenant, batch, job, rec, ok := s.rubricPost(w, r, c, "A loop is reset")
+	if !ok {
+		return
+	}
+	if !rec.Final() {
+		s.errorPage(w, r, http.StatusConflict, "Still running", "This run of the view has not ended yet (its status is "+string(rec.Status)+"); reset its loop once it has.")
+		return
+	}
+	if s.cfg.Pub == nil {
+		s.errorPage(w, r, http.StatusServiceUnavailable, "Read-only console", "This console cannot publish; use `tribunal view-reset`.")
+		return
+	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if len(reason) > 2000 {
+		s.errorPage(w, r, http.StatusBadRequest, "Reason too long", "Say why in at most 2,000 characters.")
+		return
+	}
+	loop, err := client.ResetView(r.Context(), s.cfg.Buckets, s.cfg.Pub, tenant, batch, job, "console:"+c.name, reason)
+	if err != nil {
+		s.errorPage(w, r, http.StatusConflict, "Nothing to reset", err.Error())
+		return
+	}
+	s.log.Info("view loop reset", "tenant", tenant, "batch", batch, "job", job, "loop", loop, "by", c.name)
+	http.Redirect(w, r, jobHref(tenant, batch, job)+"?sent=reset", http.StatusSeeOther)
 }
 
 type criticView struct {

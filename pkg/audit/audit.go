@@ -254,6 +254,8 @@ func idSteps(ev events.Event) []string {
 			return []string{"approve"}
 		}
 		return []string{"reject-" + p.Dimension}
+	case *events.ViewReset:
+		return []string{events.ResetStep(p.Loop)}
 	case *events.IterationDecided, *events.JobBlocked:
 		return []string{"", "final"}
 	}
@@ -264,7 +266,7 @@ func idSteps(ev events.Event) []string {
 // letters).
 var aggregatorInputs = map[events.Type]bool{
 	events.TypeJobSubmitted: true, events.TypeGatesFailed: true, events.TypeVerdictEmitted: true,
-	events.TypeRenderUnchanged: true, events.TypeSpotcheckRecorded: true,
+	events.TypeRenderUnchanged: true, events.TypeSpotcheckRecorded: true, events.TypeViewReset: true,
 }
 
 // simulate feeds the replay to the rebuilt aggregator in stream order.

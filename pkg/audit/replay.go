@@ -207,6 +207,8 @@ func (s *selection) add(r Recorded, inRange bool) {
 		}
 	case *events.SpotcheckRecorded:
 		s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, p.ACID})
+	case *events.ViewReset:
+		s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, p.ACID})
 	case *events.VerdictEmitted:
 		if looping(p.Kind) || r.DeadLetter != "" {
 			s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, ev.JobID})
@@ -319,7 +321,10 @@ func (s *selection) result() []Recorded {
 		viewsKept := s.rubricViews()
 		for _, r := range s.history {
 			key := jobKey{r.Event.Tenant, r.Event.BatchID, r.Event.JobID}
-			if p, ok := r.Event.Payload.(*events.SpotcheckRecorded); ok {
+			switch p := r.Event.Payload.(type) {
+			case *events.SpotcheckRecorded:
+				key.job = p.ACID
+			case *events.ViewReset:
 				key.job = p.ACID
 			}
 			if viewsKept[s.other[key]] && r.Seq < last {

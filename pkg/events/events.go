@@ -42,13 +42,16 @@ const (
 	TypeRenderUnchanged Type = "render.unchanged"
 	// TypeSpotcheckRecorded is a person's spot-check of a sign-off (HE-2).
 	TypeSpotcheckRecorded Type = "spotcheck.recorded"
+	// TypeViewReset is an operator's reset of a rubric view's loop: the next step starts
+	// a new loop with a fresh budget.
+	TypeViewReset Type = "view.reset"
 )
 
 // AllTypes lists every event type, in flow order.
 var AllTypes = []Type{
 	TypeJobSubmitted, TypeRenderRequested, TypeRenderDone, TypeGatesDone, TypeGatesFailed,
 	TypeVerdictEmitted, TypeIterationDecided, TypeSignoffRecorded, TypeManifestEmitted,
-	TypeJobBlocked, TypeBatchCompleted, TypeRenderUnchanged, TypeSpotcheckRecorded,
+	TypeJobBlocked, TypeBatchCompleted, TypeRenderUnchanged, TypeSpotcheckRecorded, TypeViewReset,
 }
 
 // Known reports whether t is an event type this build understands.

@@ -39,6 +39,7 @@ func samples() []Payload {
 		&BatchCompleted{Total: 2, Compared: 2},
 		&RenderUnchanged{Kind: KindRubric, ACID: "AC-7", Render: Blob{SHA256: digest, MediaType: "image/png", Size: 9}},
 		&SpotcheckRecorded{ACID: "AC-7", Approved: true},
+		&ViewReset{ACID: "AC-7", Loop: 1, By: "me", Reason: "budget spent on a frozen dimension; the rubric is fixed"},
 	}
 }
 

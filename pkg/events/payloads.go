@@ -249,7 +249,7 @@ type GatesDone struct {
 	// Cases are the transcript pairs of an equivalence job.
 	Cases []CasePair `msgpack:"cases,omitempty"`
 	// Rubric is the view context of a rubric job; its slots are render, reference,
-	// previous (optional), probe, tokens, spec_text and rubric.
+	// previous (optional), probe, tokens, spec_text, spec_json, gate_result and rubric.
 	Rubric *RubricJudging `msgpack:"rubric,omitempty"`
 }
 
@@ -293,6 +293,9 @@ type GatesFailed struct {
 	// (HE-1); Candidate is the render offered as that reference.
 	NeedsContext string `msgpack:"needs_context,omitempty"`
 	Candidate    *Blob  `msgpack:"candidate,omitempty"`
+	// GateResult is a rubric view's gate-result.json (the seed's shape) in blob storage,
+	// when the gates ran to a result.
+	GateResult *Blob `msgpack:"gate_result,omitempty"`
 }
 
 // EventType implements Payload.
@@ -308,6 +311,9 @@ func (p *GatesFailed) Validate() error {
 	}
 	if p.Blocked == "" && p.NeedsContext == "" && len(p.Gates) == 0 {
 		return missing("gates")
+	}
+	if p.GateResult != nil {
+		return p.GateResult.validate("gate_result")
 	}
 	return nil
 }
@@ -552,6 +558,8 @@ func newPayload(t Type) (Payload, error) {
 		return &RenderUnchanged{}, nil
 	case TypeSpotcheckRecorded:
 		return &SpotcheckRecorded{}, nil
+	case TypeViewReset:
+		return &ViewReset{}, nil
 	}
 	return nil, &FieldError{Doc: docEvent, Field: "envelope.type", Reason: fmt.Sprintf("%q", t), Err: ErrUnknownType}
 }

@@ -283,6 +283,11 @@ func AddJudge(js []string, j string) []string {
 	return append(js, j)
 }
 
+// ErrRefused marks an input the rules will never apply: it contradicts where it came from,
+// what its job is or what its view is judged with. Retrying cannot change that, so callers
+// drop it and count it (rulebook.ErrRefused is this error).
+var ErrRefused = errors.New("input refused")
+
 // ErrNotForKind marks an input a kind cannot take: a verdict of another kind, a spec
 // without the kind's part. Retrying cannot fix it.
 var ErrNotForKind = errors.New("not an input of this judge kind")
@@ -309,7 +314,7 @@ type Looping interface {
 }
 
 // Outputs is a kind that keeps files beside a batch's results (the rubric kind: the
-// seed's signoff.json and HE-1 candidates).
+// seed's signoff.json, each iteration's gate-result.json and the HE-1 candidates).
 type Outputs interface {
 	// Files are a final job's files.
 	Files(j *records.Job) []File
@@ -322,4 +327,13 @@ type File struct {
 	Path string
 	Item any
 	Blob *events.Blob
+	// Beside, when set, is where the batch asked to keep the file as well: a
+	// slash-separated path relative to the batch's folder (a rubric feature's
+	// .argus-runs/, where the seed keeps its files).
+	Beside string
+	// Identity names the fields that identify an Item in its list. A list written
+	// Beside is merged into the one already there: an item replaces the earlier item
+	// with the same values of these fields, and the others stay, as the seed appends each
+	// sign-off to .argus-runs/signoff.json.
+	Identity []string
 }

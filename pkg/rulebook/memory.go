@@ -143,7 +143,7 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 	tenant, batch, job := JobOf(in.Event)
 	st := State{Now: m.now(), Job: m.jobs[records.JobKey(tenant, batch, job)]}
 	var viewKey string
-	if st.Job != nil && !st.Job.Final() {
+	if st.Job != nil && NeedsView(st.Job, in.Event) {
 		if lk, ok := kinds.Looping(st.Job.Spec.Kind); ok {
 			if viewKey = lk.ViewKey(tenant, st.Job.Spec); viewKey != "" {
 				v := m.views[viewKey].Clone()

@@ -23,8 +23,9 @@ import (
 )
 
 // ErrRefused marks an input the rules will never apply: it contradicts where it came from
-// or what its job is. Retrying cannot change that, so callers drop it and count it.
-var ErrRefused = errors.New("input refused")
+// or what its job is. Retrying cannot change that, so callers drop it and count it. A
+// kind's Decide refuses with the same error (kind.ErrRefused).
+var ErrRefused = kind.ErrRefused
 
 // Input is one event the aggregator consumes.
 type Input struct {
@@ -91,10 +92,23 @@ type Result struct {
 
 // JobOf names the job an input acts on.
 func JobOf(ev events.Event) (tenant, batch, job string) {
-	if p, ok := ev.Payload.(*events.SpotcheckRecorded); ok {
+	switch p := ev.Payload.(type) {
+	case *events.SpotcheckRecorded:
+		return ev.Tenant, ev.BatchID, p.ACID
+	case *events.ViewReset:
 		return ev.Tenant, ev.BatchID, p.ACID
 	}
 	return ev.Tenant, ev.BatchID, ev.JobID
+}
+
+// NeedsView reports whether the rules read a looping job's view (State.View, State.Rubric)
+// for ev: every input of a job still in its loop, and an operator's reset of the view,
+// which usually names a job whose run ended (its budget spent).
+func NeedsView(j *records.Job, ev events.Event) bool {
+	if _, ok := ev.Payload.(*events.ViewReset); ok {
+		return true
+	}
+	return !j.Final()
 }
 
 // CheckOrigin refuses an event whose subject does not belong to the tenant and type its
@@ -139,7 +153,13 @@ func Apply(st State, in Input) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("job %s: %w", st.Job.Key(), err)
 	}
+	if p, ok := ev.Payload.(*events.ViewReset); ok {
+		return resetView(st, in, k, p)
+	}
 	if in.DeadLetter != nil {
+		if err := refusedAgain(st, in, k); err != nil {
+			return Result{}, err
+		}
 		dl := in.DeadLetter
 		return decide(st, in, func(s *kind.Step) error {
 			j := s.Job
@@ -169,6 +189,48 @@ func Apply(st State, in Input) (Result, error) {
 		return decide(st, in, k.Decide)
 	}
 	return Result{}, fmt.Errorf("%w: the aggregator takes no %s", ErrRefused, ev.Type)
+}
+
+// refusedAgain is the refusal of an input the kind's rules refuse (kind.ErrRefused, e.g. a
+// spot-check naming no dimension of the view's rubric), when it comes back as the dead
+// letter its refusal made: it is refused again, as CheckOrigin refuses again, instead of
+// blocking a job that did nothing wrong.
+func refusedAgain(st State, in Input, k kind.Kind) error {
+	switch in.Event.Payload.(type) {
+	case *events.GatesFailed, *events.VerdictEmitted, *events.RenderUnchanged, *events.SpotcheckRecorded:
+	default:
+		return nil
+	}
+	plain := in
+	plain.DeadLetter = nil
+	if _, err := decide(st, plain, k.Decide); errors.Is(err, ErrRefused) {
+		return err
+	}
+	return nil
+}
+
+// resetView applies an operator's reset of a looping job's view (view.reset): the view's
+// next step starts a new loop with a fresh budget (views.Record.ResetLoop). The job it
+// names keeps its outcome: the reset is about the runs to come. A reset of a loop the
+// view has replaced since, or of a view with no loop yet, changes nothing. A reset the
+// aggregator gave up on is not applied late from dead letters: the operator resets again.
+func resetView(st State, in Input, k kind.Kind, p *events.ViewReset) (Result, error) {
+	j, ev := st.Job, in.Event
+	lk, ok := k.(kind.Looping)
+	if !ok || lk.ViewKey(j.Tenant, j.Spec) == "" {
+		return Result{}, fmt.Errorf("%w: view.reset %s: job %s has no view with a loop", ErrRefused, ev.ID, j.Key())
+	}
+	if in.DeadLetter != nil {
+		return Result{}, fmt.Errorf("%w: view.reset %s: %s gave up on it (%s); it is not applied late", ErrRefused, ev.ID, in.DeadLetter.Service, in.DeadLetter.Reason)
+	}
+	if st.View == nil {
+		return Result{}, fmt.Errorf("job %s: the view's state was not given to the rules", j.Key())
+	}
+	v := st.View.Clone()
+	if !v.ResetLoop(p.Loop, views.Reset{Event: ev.ID, At: st.Now, By: p.By, Reason: p.Reason}) {
+		return Result{}, nil
+	}
+	return Result{View: &v}, nil
 }
 
 // submitted records a job: the first job.submitted creates its record and asks for its

@@ -78,7 +78,7 @@ var errNotRecorded = errors.New("job not recorded yet")
 func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event, error) {
 	tenant, batch, job := rulebook.JobOf(in.Event)
 	for attempt := 0; ; attempt++ {
-		st, rev, viewRev, err := s.load(ctx, tenant, batch, job)
+		st, rev, viewRev, err := s.load(ctx, tenant, batch, job, in.Event)
 		if err != nil {
 			return nil, err
 		}
@@ -130,8 +130,9 @@ func firstNonNil(a, b *records.Job) *records.Job {
 	return b
 }
 
-// load reads the job and, for a looping job, its view, rubric and the batch's spot-check.
-func (s *Service) load(ctx context.Context, tenant, batch, job string) (rulebook.State, uint64, uint64, error) {
+// load reads the job and, for a looping job, its view, rubric and the batch's spot-check
+// when the rules read them for ev (rulebook.NeedsView).
+func (s *Service) load(ctx context.Context, tenant, batch, job string, ev events.Event) (rulebook.State, uint64, uint64, error) {
 	st := rulebook.State{Now: s.now()}
 	j, rev, err := s.records.Job(ctx, tenant, batch, job)
 	switch {
@@ -144,7 +145,7 @@ func (s *Service) load(ctx context.Context, tenant, batch, job string) (rulebook
 	}
 	st.Job = j
 	lk, looping := kinds.Looping(j.Spec.Kind)
-	if !looping || j.Final() {
+	if !looping || !rulebook.NeedsView(j, ev) {
 		return st, rev, 0, nil
 	}
 	var viewRev uint64

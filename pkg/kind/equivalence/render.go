@@ -84,8 +84,11 @@ func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.
 }
 
 // teacher returns the case's baseline transcript, running the original document only
-// when no instance has captured it yet.
+// when no instance has captured it yet and the batch handed none in.
 func (r *DocumentRunner) teacher(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, key, model, doc string) (events.Transcript, string, error) {
+	if c.Baseline != nil {
+		return r.imported(ctx, c, key, model)
+	}
 	if r.Baseline != nil {
 		if e, err := r.Baseline.Get(ctx, key); err == nil {
 			var b baselineEntry
@@ -110,6 +113,38 @@ func (r *DocumentRunner) teacher(ctx context.Context, ev events.Event, spec *eve
 		return r.teacher(ctx, ev, spec, c, key, model, doc)
 	}
 	return t, "", nil
+}
+
+// imported takes a teacher transcript handed in with the batch (a baseline import) as the
+// case's baseline: it is kept in the baseline cache under the key this renderer would
+// have captured it under, so later rounds reuse it without the import. The hard rule
+// holds both ways: a key that already has a different teacher keeps it (every round
+// compares against one teacher), and the case is blocked with the reason rather than
+// compared against two.
+func (r *DocumentRunner) imported(ctx context.Context, c events.Case, key, model string) (events.Transcript, string, error) {
+	info := events.JudgeInfo{Provider: ImportedRunner, Model: model}
+	t := events.Transcript{CaseID: c.ID, Side: "original", Blob: *c.Baseline, Runner: events.RunnerInfo{Judge: info, Baseline: true}}
+	if r.Baseline == nil {
+		return t, "", nil
+	}
+	data, _ := json.Marshal(baselineEntry{Blob: *c.Baseline, Runner: info})
+	_, err := r.Baseline.Create(ctx, key, data)
+	if err == nil {
+		return t, "", nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return events.Transcript{}, "", fmt.Errorf("baseline cache: %w", err)
+	}
+	e, err := r.Baseline.Get(ctx, key)
+	if err != nil {
+		return events.Transcript{}, "", fmt.Errorf("baseline cache: %w", err)
+	}
+	var have baselineEntry
+	if json.Unmarshal(e.Value(), &have) == nil && have.Blob.SHA256 == c.Baseline.SHA256 {
+		return events.Transcript{CaseID: c.ID, Side: "original", Blob: have.Blob, Runner: events.RunnerInfo{Judge: have.Runner, Baseline: true}}, "", nil
+	}
+	return events.Transcript{}, fmt.Sprintf("case %s: the imported teacher transcript differs from the baseline already captured for this document, case and runner (%s/%s); every round compares against one teacher, so drop the import or change the document",
+		c.ID, have.Runner.Provider, have.Runner.Model), nil
 }
 
 func (r *DocumentRunner) run(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, side, model, doc string) (events.Transcript, string, error) {
