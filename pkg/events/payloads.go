@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
+	"strings"
 )
 
 var hexDigestRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -324,6 +326,67 @@ type JudgeInfo struct {
 	LatencyMillis    int64 `msgpack:"latency_ms,omitempty"`
 	// Cached is true when the answer came from the judge-call cache, not a new call.
 	Cached bool `msgpack:"cached,omitempty"`
+	// Sampling is how the answer was sampled, as the provider sent the call (a cached
+	// answer keeps the original call's); nil on verdicts recorded before it existed.
+	Sampling *Sampling `msgpack:"sampling,omitempty"`
+}
+
+// Response formats a provider asked for, as Sampling records them.
+const (
+	FormatJSONSchema = "json_schema"
+	FormatJSONObject = "json_object"
+	FormatNone       = "none"
+)
+
+// Sampling is how one judge call was sampled: what the provider actually sent (after any
+// fallback) and the model id the server reported. It is what makes a verdict
+// reproducible, or says why it may not be.
+type Sampling struct {
+	// Temperature is the sampling temperature sent; nil means none was pinned (the
+	// server's default applied), which Pinned reports.
+	Temperature *float32 `msgpack:"temperature,omitempty" json:"temperature,omitempty"`
+	// Seed is the sampling seed sent, nil for none.
+	Seed *int `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	// MaxTokens is the answer token limit sent (max_tokens, or max_completion_tokens to a
+	// reasoning model); 0 means none was sent.
+	MaxTokens int `msgpack:"max_tokens,omitempty" json:"max_tokens,omitempty"`
+	// ResponseFormat is FormatJSONSchema, FormatJSONObject or FormatNone: what the call
+	// that answered asked for, after the provider's fallbacks.
+	ResponseFormat string `msgpack:"response_format,omitempty" json:"response_format,omitempty"`
+	// ReportedModel is the model id the provider's server reported answering with (a
+	// dated snapshot such as "gpt-4o-2024-08-06" for "gpt-4o"); "" when it reported none.
+	ReportedModel string `msgpack:"reported_model,omitempty" json:"reported_model,omitempty"`
+}
+
+// Pinned reports whether the call pinned its temperature. A nil Sampling (a verdict
+// recorded before sampling was) is not known to be pinned.
+func (s *Sampling) Pinned() bool { return s != nil && s.Temperature != nil }
+
+// String is the sampling in one line: "temperature 0, seed 7, max tokens 4096,
+// json_schema, reported gpt-4o-2024-08-06"; an unpinned temperature says so.
+func (s *Sampling) String() string {
+	if s == nil {
+		return "sampling not recorded"
+	}
+	parts := []string{"temperature not pinned"}
+	if s.Temperature != nil {
+		parts[0] = "temperature " + strconv.FormatFloat(float64(*s.Temperature), 'g', -1, 32)
+	}
+	if s.Seed != nil {
+		parts = append(parts, "seed "+strconv.Itoa(*s.Seed))
+	}
+	if s.MaxTokens > 0 {
+		parts = append(parts, "max tokens "+strconv.Itoa(s.MaxTokens))
+	} else {
+		parts = append(parts, "no max tokens")
+	}
+	if s.ResponseFormat != "" {
+		parts = append(parts, s.ResponseFormat)
+	}
+	if s.ReportedModel != "" {
+		parts = append(parts, "reported "+s.ReportedModel)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Vote is one judge call's answer over the slots as that call saw them.

@@ -315,6 +315,7 @@ func (Kind) Row(j *records.Job) kind.Row {
 	for _, v := range r.Votes {
 		names = kind.AddJudge(names, kind.JudgeName(v.Judge))
 		row.Cached = row.Cached || v.Judge.Cached
+		row.AddSampling(v.Judge)
 	}
 	row.Judge = strings.Join(names, ",")
 	return row
