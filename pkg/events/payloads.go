@@ -68,11 +68,44 @@ type ABSpec struct {
 	Ours      Source  `msgpack:"ours"`
 	Reference Source  `msgpack:"reference"`
 	Threshold float64 `msgpack:"threshold"`
-	// Positions is "single" (the seed's one deterministic order) or "swap" (judge both
-	// orders to control position bias).
+	// Positions is "single" (the seed's one deterministic order), "swap" (judge both
+	// orders to control position bias) or "auto" (swap only where it pays, see AutoSwap).
 	Positions string `msgpack:"positions,omitempty"`
 	// Judges lists the models of a panel; empty means the judge service's default model.
 	Judges []string `msgpack:"judges,omitempty"`
+	// AutoSwap sets when "auto" swaps; nil takes the defaults.
+	AutoSwap *AutoSwap `msgpack:"auto_swap,omitempty"`
+}
+
+// Positions values of an ab job.
+const (
+	PositionsSingle = "single"
+	PositionsSwap   = "swap"
+	PositionsAuto   = "auto"
+)
+
+// AutoSwap is when `positions: auto` asks a judge for the swapped order too: when its
+// first answer's confidence is below Confidence, or on every AC when its measured flip
+// rate on the tenant's earlier batches cannot be shown to be at most FlipRate (the rule
+// is the ab kind's, docs/judging.md explains it). A zero field takes its default.
+type AutoSwap struct {
+	Confidence float64 `msgpack:"confidence,omitempty"`
+	FlipRate   float64 `msgpack:"flip_rate,omitempty"`
+}
+
+func (a *AutoSwap) validate(field string) error {
+	if a == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"confidence", a.Confidence}, {"flip_rate", a.FlipRate}} {
+		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
+			return invalid(field+"."+f.name, fmt.Sprintf("want a number in [0,1], got %v", f.v))
+		}
+	}
+	return nil
 }
 
 func (s *ABSpec) validate() error {
@@ -89,11 +122,11 @@ func (s *ABSpec) validate() error {
 		return invalid("ab.threshold", fmt.Sprintf("want a number in [0,1], got %v", s.Threshold))
 	}
 	switch s.Positions {
-	case "", "single", "swap":
+	case "", PositionsSingle, PositionsSwap, PositionsAuto:
 	default:
-		return invalid("ab.positions", fmt.Sprintf("want single or swap, got %q", s.Positions))
+		return invalid("ab.positions", fmt.Sprintf("want single, swap or auto, got %q", s.Positions))
 	}
-	return nil
+	return s.AutoSwap.validate("ab.auto_swap")
 }
 
 // JobSpec is what a job asks for; it travels from submission to the renderer.
@@ -248,6 +281,8 @@ type GatesDone struct {
 	Slots     []Slot   `msgpack:"slots"`
 	Positions string   `msgpack:"positions,omitempty"`
 	Judges    []string `msgpack:"judges,omitempty"`
+	// AutoSwap is an ab job's rule for positions "auto".
+	AutoSwap *AutoSwap `msgpack:"auto_swap,omitempty"`
 	// Cases are the transcript pairs of an equivalence job.
 	Cases []CasePair `msgpack:"cases,omitempty"`
 	// Rubric is the view context of a rubric job; its slots are render, reference,

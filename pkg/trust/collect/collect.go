@@ -143,8 +143,11 @@ func Outcome(j *records.Job) trust.Outcome {
 
 // Judgments are the calls of the verdict an ab job's outcome was derived from, each
 // un-shuffled under the assignment it was judged with (a swapped call under the swapped
-// one), with the artifacts' lengths.
+// one), with the artifacts' lengths; none for a job of another kind.
 func Judgments(j *records.Job, l Lengths) []trust.Judgment {
+	if j.Spec.Kind != events.KindAB {
+		return nil
+	}
 	r, err := ab.ResultOf(j)
 	if err != nil || r == nil {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 )
 
@@ -143,5 +144,42 @@ func TestInput(t *testing.T) {
 	}
 	if got := Input(nil, evs); len(got.Outcomes)+len(got.Calls) != 0 {
 		t.Errorf("no jobs, but %+v", got)
+	}
+}
+
+// TestFiguresOf: per-model counts by hand. "a" and "b" judge AC-1..AC-4 and agree on
+// three; "a" swapped AC-1 and flipped it; "b" picked slot A three times of four.
+func TestFiguresOf(t *testing.T) {
+	j := func(judge, ac, order, raw string, w ab.Winner) trust.Judgment {
+		return trust.Judgment{AC: ac, Judge: judge, Order: order, Status: trust.StatusOK, RawWinner: raw, Winner: w}
+	}
+	js := []trust.Judgment{
+		j("openai/a", "AC-1", "AB", "A", ab.WinnerOurs), j("openai/a", "AC-1", "BA", "A", ab.WinnerReference), // flipped: a tie
+		j("openai/a", "AC-2", "AB", "B", ab.WinnerReference),
+		j("openai/a", "AC-3", "AB", "B", ab.WinnerOurs),
+		j("openai/a", "AC-4", "AB", "tie", ab.WinnerTie),
+		j("openai/b", "AC-1", "AB", "A", ab.WinnerTie), // its own outcome tie: agrees with a's
+		j("openai/b", "AC-2", "AB", "A", ab.WinnerReference),
+		j("openai/b", "AC-3", "AB", "A", ab.WinnerOurs),
+		j("openai/b", "AC-4", "AB", "B", ab.WinnerOurs), // a said tie
+	}
+	js[5].RawWinner = "tie"
+	f, err := FiguresOf(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []telemetry.JudgeFigures{
+		{Provider: "openai", Model: "a", SlotA: 2, Decided: 4, Flips: 1, Pairs: 1, Agreed: 3, Compared: 4},
+		{Provider: "openai", Model: "b", SlotA: 2, Decided: 3, Flips: 0, Pairs: 0, Agreed: 3, Compared: 4},
+	}
+	if !slices.Equal(f.Judges, want) {
+		t.Errorf("figures\n%+v\nwant\n%+v", f.Judges, want)
+	}
+	if f.Alpha == nil || f.Flips["openai/a"] != (ab.FlipCount{Pairs: 1, Flips: 1}) || f.Flips["openai/b"] != (ab.FlipCount{}) {
+		t.Errorf("alpha %v flips %+v", f.Alpha, f.Flips)
+	}
+	one, err := FiguresOf(js[:5])
+	if err != nil || one.Alpha != nil || one.Judges[0].Compared != 0 {
+		t.Errorf("a single judge has no panel: %+v %v", one, err)
 	}
 }
