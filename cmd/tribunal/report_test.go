@@ -308,3 +308,44 @@ func TestReportPanelAgreement(t *testing.T) {
 		}
 	}
 }
+
+// TestUnpinnedTemperatureIsMarked: a run that pins no temperature (--judge-temperature
+// -1) says so under the results table, and results.json and the ab manifest mark each
+// such verdict; the default pins 0 and records it.
+func TestUnpinnedTemperatureIsMarked(t *testing.T) {
+	for _, tc := range []struct {
+		temp     string
+		unpinned bool
+	}{{"-1", true}, {"0", false}} {
+		out := t.TempDir()
+		stdout, stderr, _ := run(t, repoRoot(t), "run", "examples/quickstart", "--out", out, "--judge-temperature", tc.temp)
+		if got := strings.Contains(stdout, "temperature not pinned for "); got != tc.unpinned {
+			t.Errorf("temperature %s: table says unpinned %v\n%s\n%s", tc.temp, got, stdout, stderr)
+		}
+		results, _ := filepath.Glob(filepath.Join(out, "quickstart-*", "results.json"))
+		manifests, _ := filepath.Glob(filepath.Join(out, "quickstart-*", "manifest.json"))
+		if len(results) != 1 || len(manifests) != 1 {
+			t.Fatalf("results %v manifests %v", results, manifests)
+		}
+		var res client.Results
+		data, _ := os.ReadFile(results[0])
+		if err := json.Unmarshal(data, &res); err != nil {
+			t.Fatal(err)
+		}
+		sampled := 0
+		for _, r := range res.Rows {
+			if r.Kind != "ab" || r.Status != "compared" {
+				continue
+			}
+			sampled++
+			if r.Unpinned != tc.unpinned || len(r.Sampling) != 1 || r.Sampling[0].Pinned() == tc.unpinned || r.Sampling[0].ResponseFormat != "none" {
+				t.Errorf("temperature %s: row %s sampling %+v unpinned %v", tc.temp, r.ACID, r.Sampling, r.Unpinned)
+			}
+		}
+		manifest, _ := os.ReadFile(manifests[0])
+		if sampled == 0 || strings.Contains(string(manifest), `"temperature_unpinned": true`) != tc.unpinned ||
+			strings.Contains(string(manifest), `"temperature": 0`) == tc.unpinned {
+			t.Errorf("temperature %s: %d sampled rows; manifest:\n%s", tc.temp, sampled, manifest)
+		}
+	}
+}
