@@ -64,7 +64,7 @@ func serveConsole(ctx context.Context, conn *connFlags, addr, tokensFile, health
 	b, err := console.WaitForBuckets(ctx, env.js, time.Second, slog.Default())
 	if err == nil {
 		page.Start(console.Config{Buckets: b, Store: env.store, Pub: env.pub, Tenants: tokens, Logger: slog.Default(),
-			Audit: auditHook(env.js, b, env.store, conn.stream)})
+			Audit: auditHook(env.js, b, env.store, conn.stream), Report: reportHook(env.js, b, conn.stream)})
 		slog.Info("console ready")
 	}
 	<-ctx.Done()

@@ -167,7 +167,8 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if f.console != "" {
 		cctx, ccancel := context.WithCancel(ctx)
 		addr, wait, err := startConsole(cctx, f.console, console.Config{Buckets: env.Running.Buckets, Store: env.Store, Pub: env.Running.Pub,
-			Logger: slog.Default(), Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, "")})
+			Logger: slog.Default(), Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, ""),
+			Report: reportHook(env.Running.JS, env.Running.Buckets, "")})
 		if err != nil {
 			ccancel()
 			return exitError{2, err}

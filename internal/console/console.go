@@ -41,6 +41,9 @@ type Config struct {
 	// Audit, when set, produces the audit page of a batch; without it the page says the
 	// audit is not available.
 	Audit AuditFunc
+	// Report, when set, produces the trust report page of a batch (its judges' position
+	// bias, flips, agreement, ...); without it the page says the report is not available.
+	Report ReportFunc
 	// CSRFKey keys the spot-check form tokens. Give every replica of a console behind
 	// one address the same secret; empty means a random key per process (a form then
 	// only posts back to the process that served it, and not across a restart).
@@ -91,6 +94,7 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /t/{tenant}/{$}", s.authed(s.tenantIndex))
 	mux.HandleFunc("GET /t/{tenant}/b/{batch}", s.authed(s.batch))
 	mux.HandleFunc("GET /t/{tenant}/b/{batch}/audit", s.authed(s.audit))
+	mux.HandleFunc("GET /t/{tenant}/b/{batch}/report", s.authed(s.report))
 	mux.HandleFunc("GET /t/{tenant}/b/{batch}/j/{job}", s.authed(s.job))
 	mux.HandleFunc("POST /t/{tenant}/b/{batch}/j/{job}/spotcheck", s.authed(s.spotcheck))
 	mux.HandleFunc("POST /t/{tenant}/b/{batch}/j/{job}/reset", s.authed(s.resetView))

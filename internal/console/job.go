@@ -135,6 +135,10 @@ type voteView struct {
 	BiggestGap string
 	Error      string
 	Cached     bool
+	// Sampling is how the call was sampled, in one line; Unpinned marks a call that
+	// pinned no temperature.
+	Sampling string
+	Unpinned bool
 }
 
 func (s *server) abPage(ctx context.Context, rec *records.Job, h *records.Batch) *abView {
@@ -180,7 +184,8 @@ func (s *server) abPage(ctx context.Context, rec *records.Job, h *records.Batch)
 	}
 	for _, vote := range res.Votes {
 		v.Votes = append(v.Votes, voteView{Judge: vote.Judge.Provider + "/" + vote.Judge.Model, Order: vote.Order, Status: string(vote.Status),
-			RawWinner: vote.RawWinner, Confidence: vote.Confidence, BiggestGap: vote.BiggestGap, Error: vote.Error, Cached: vote.Judge.Cached})
+			RawWinner: vote.RawWinner, Confidence: vote.Confidence, BiggestGap: vote.BiggestGap, Error: vote.Error, Cached: vote.Judge.Cached,
+			Sampling: vote.Judge.Sampling.String(), Unpinned: vote.Judge.Sampling != nil && !vote.Judge.Sampling.Pinned()})
 	}
 	if h.Completion != nil && h.Completion.ManifestRef != nil {
 		v.Suggestion = s.suggestionFor(ctx, rec.Tenant, rec.ACID, *h.Completion.ManifestRef)

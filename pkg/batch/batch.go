@@ -42,7 +42,9 @@ type File struct {
 	Iteration int      `yaml:"iteration"`
 	Positions string   `yaml:"positions"`
 	Judges    []string `yaml:"judges"`
-	Verify    string   `yaml:"verify"`
+	// AutoSwap sets when positions auto swaps (ab).
+	AutoSwap *AutoSwap `yaml:"auto_swap"`
+	Verify   string    `yaml:"verify"`
 	// MinCases and RunnerModel are equivalence defaults.
 	MinCases    int    `yaml:"min_cases"`
 	RunnerModel string `yaml:"runner_model"`
@@ -89,6 +91,13 @@ type AC struct {
 	// "AC-1: line 10: unknown key criterian (did you mean criterion?)". The AC is still
 	// reported, as blocked.
 	Problem string `yaml:"-"`
+}
+
+// AutoSwap is the batch's `auto_swap`: when `positions: auto` judges the swapped order
+// too. A missing value takes the ab kind's default.
+type AutoSwap struct {
+	Confidence *float64 `yaml:"confidence"`
+	FlipRate   *float64 `yaml:"flip_rate"`
 }
 
 // Case is one case of an equivalence transfer set.

@@ -149,12 +149,24 @@ func TestPayloadValidation(t *testing.T) {
 	bad.AB.Threshold = 1.5
 	spec2 := abSpec()
 	spec2.AB.Ours = Source{Name: "x", URL: "u", Blob: &Blob{SHA256: digest, MediaType: "m"}}
+	badPositions := abSpec()
+	badPositions.AB.Positions = "sometimes"
+	badAuto := abSpec()
+	badAuto.AB.Positions, badAuto.AB.AutoSwap = PositionsAuto, &AutoSwap{Confidence: 0.8, FlipRate: 1.2}
+	auto := abSpec()
+	auto.AB.Positions, auto.AB.AutoSwap = PositionsAuto, &AutoSwap{Confidence: 0.8, FlipRate: 0.1}
+	if _, err := Encode(New(&JobSubmitted{Spec: auto, BatchSize: 1}, "team-a", "b", "AC-7", 0, "", nil)); err != nil {
+		t.Errorf("positions auto refused: %v", err)
+	}
 	cases := []struct {
 		p     Payload
 		field string
 	}{
 		{&JobSubmitted{Spec: bad, BatchSize: 1}, "ab.threshold"},
 		{&JobSubmitted{Spec: spec2, BatchSize: 1}, "ab.ours"},
+		{&JobSubmitted{Spec: badPositions, BatchSize: 1}, "ab.positions"},
+		{&JobSubmitted{Spec: badAuto, BatchSize: 1}, "ab.auto_swap.flip_rate"},
+		{&GatesDone{Kind: KindAB, Positions: PositionsAuto, AutoSwap: &AutoSwap{Confidence: -1}, Slots: []Slot{{Name: "A", Artifact: art()}, {Name: "B", Artifact: art()}}}, "auto_swap.confidence"},
 		{&JobSubmitted{Spec: abSpec(), BatchSize: 1, Index: 1}, "index"},
 		{&JobSubmitted{Spec: JobSpec{Kind: "poetry", ACID: "x"}, BatchSize: 1}, "kind"},
 		{&GatesDone{Kind: KindAB, Slots: []Slot{{Name: "B", Artifact: art()}, {Name: "A", Artifact: art()}}}, "slots"},

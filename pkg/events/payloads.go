@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
+	"strings"
 )
 
 var hexDigestRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -66,11 +68,44 @@ type ABSpec struct {
 	Ours      Source  `msgpack:"ours"`
 	Reference Source  `msgpack:"reference"`
 	Threshold float64 `msgpack:"threshold"`
-	// Positions is "single" (the seed's one deterministic order) or "swap" (judge both
-	// orders to control position bias).
+	// Positions is "single" (the seed's one deterministic order), "swap" (judge both
+	// orders to control position bias) or "auto" (swap only where it pays, see AutoSwap).
 	Positions string `msgpack:"positions,omitempty"`
 	// Judges lists the models of a panel; empty means the judge service's default model.
 	Judges []string `msgpack:"judges,omitempty"`
+	// AutoSwap sets when "auto" swaps; nil takes the defaults.
+	AutoSwap *AutoSwap `msgpack:"auto_swap,omitempty"`
+}
+
+// Positions values of an ab job.
+const (
+	PositionsSingle = "single"
+	PositionsSwap   = "swap"
+	PositionsAuto   = "auto"
+)
+
+// AutoSwap is when `positions: auto` asks a judge for the swapped order too: when its
+// first answer's confidence is below Confidence, or on every AC when its measured flip
+// rate on the tenant's earlier batches cannot be shown to be at most FlipRate (the rule
+// is the ab kind's, docs/judging.md explains it). A zero field takes its default.
+type AutoSwap struct {
+	Confidence float64 `msgpack:"confidence,omitempty"`
+	FlipRate   float64 `msgpack:"flip_rate,omitempty"`
+}
+
+func (a *AutoSwap) validate(field string) error {
+	if a == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"confidence", a.Confidence}, {"flip_rate", a.FlipRate}} {
+		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
+			return invalid(field+"."+f.name, fmt.Sprintf("want a number in [0,1], got %v", f.v))
+		}
+	}
+	return nil
 }
 
 func (s *ABSpec) validate() error {
@@ -87,11 +122,11 @@ func (s *ABSpec) validate() error {
 		return invalid("ab.threshold", fmt.Sprintf("want a number in [0,1], got %v", s.Threshold))
 	}
 	switch s.Positions {
-	case "", "single", "swap":
+	case "", PositionsSingle, PositionsSwap, PositionsAuto:
 	default:
-		return invalid("ab.positions", fmt.Sprintf("want single or swap, got %q", s.Positions))
+		return invalid("ab.positions", fmt.Sprintf("want single, swap or auto, got %q", s.Positions))
 	}
-	return nil
+	return s.AutoSwap.validate("ab.auto_swap")
 }
 
 // JobSpec is what a job asks for; it travels from submission to the renderer.
@@ -246,6 +281,8 @@ type GatesDone struct {
 	Slots     []Slot   `msgpack:"slots"`
 	Positions string   `msgpack:"positions,omitempty"`
 	Judges    []string `msgpack:"judges,omitempty"`
+	// AutoSwap is an ab job's rule for positions "auto".
+	AutoSwap *AutoSwap `msgpack:"auto_swap,omitempty"`
 	// Cases are the transcript pairs of an equivalence job.
 	Cases []CasePair `msgpack:"cases,omitempty"`
 	// Rubric is the view context of a rubric job; its slots are render, reference,
@@ -330,6 +367,67 @@ type JudgeInfo struct {
 	LatencyMillis    int64 `msgpack:"latency_ms,omitempty"`
 	// Cached is true when the answer came from the judge-call cache, not a new call.
 	Cached bool `msgpack:"cached,omitempty"`
+	// Sampling is how the answer was sampled, as the provider sent the call (a cached
+	// answer keeps the original call's); nil on verdicts recorded before it existed.
+	Sampling *Sampling `msgpack:"sampling,omitempty"`
+}
+
+// Response formats a provider asked for, as Sampling records them.
+const (
+	FormatJSONSchema = "json_schema"
+	FormatJSONObject = "json_object"
+	FormatNone       = "none"
+)
+
+// Sampling is how one judge call was sampled: what the provider actually sent (after any
+// fallback) and the model id the server reported. It is what makes a verdict
+// reproducible, or says why it may not be.
+type Sampling struct {
+	// Temperature is the sampling temperature sent; nil means none was pinned (the
+	// server's default applied), which Pinned reports.
+	Temperature *float32 `msgpack:"temperature,omitempty" json:"temperature,omitempty"`
+	// Seed is the sampling seed sent, nil for none.
+	Seed *int `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	// MaxTokens is the answer token limit sent (max_tokens, or max_completion_tokens to a
+	// reasoning model); 0 means none was sent.
+	MaxTokens int `msgpack:"max_tokens,omitempty" json:"max_tokens,omitempty"`
+	// ResponseFormat is FormatJSONSchema, FormatJSONObject or FormatNone: what the call
+	// that answered asked for, after the provider's fallbacks.
+	ResponseFormat string `msgpack:"response_format,omitempty" json:"response_format,omitempty"`
+	// ReportedModel is the model id the provider's server reported answering with (a
+	// dated snapshot such as "gpt-4o-2024-08-06" for "gpt-4o"); "" when it reported none.
+	ReportedModel string `msgpack:"reported_model,omitempty" json:"reported_model,omitempty"`
+}
+
+// Pinned reports whether the call pinned its temperature. A nil Sampling (a verdict
+// recorded before sampling was) is not known to be pinned.
+func (s *Sampling) Pinned() bool { return s != nil && s.Temperature != nil }
+
+// String is the sampling in one line: "temperature 0, seed 7, max tokens 4096,
+// json_schema, reported gpt-4o-2024-08-06"; an unpinned temperature says so.
+func (s *Sampling) String() string {
+	if s == nil {
+		return "sampling not recorded"
+	}
+	parts := []string{"temperature not pinned"}
+	if s.Temperature != nil {
+		parts[0] = "temperature " + strconv.FormatFloat(float64(*s.Temperature), 'g', -1, 32)
+	}
+	if s.Seed != nil {
+		parts = append(parts, "seed "+strconv.Itoa(*s.Seed))
+	}
+	if s.MaxTokens > 0 {
+		parts = append(parts, "max tokens "+strconv.Itoa(s.MaxTokens))
+	} else {
+		parts = append(parts, "no max tokens")
+	}
+	if s.ResponseFormat != "" {
+		parts = append(parts, s.ResponseFormat)
+	}
+	if s.ReportedModel != "" {
+		parts = append(parts, "reported "+s.ReportedModel)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Vote is one judge call's answer over the slots as that call saw them.

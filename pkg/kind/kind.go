@@ -249,6 +249,39 @@ type Row struct {
 	// Judge names who produced the verdict ("scripted/fixed-A", "openai/gpt-4o", ...).
 	Judge  string `json:"judge,omitempty"`
 	Cached bool   `json:"cached,omitempty"`
+	// Sampling is how the verdict's calls were sampled: one entry per judge and distinct
+	// setting, in call order (AddSampling).
+	Sampling []JudgeSampling `json:"sampling,omitempty"`
+	// Unpinned marks a verdict with a call that pinned no temperature: judged again, it
+	// may come out differently for no reason in the artifacts.
+	Unpinned bool `json:"temperature_unpinned,omitempty"`
+}
+
+// JudgeSampling is how one judge's calls of a verdict were sampled.
+type JudgeSampling struct {
+	Judge string `json:"judge"`
+	events.Sampling
+}
+
+// String is the judge and its sampling in one line.
+func (s JudgeSampling) String() string { return s.Judge + ": " + s.Sampling.String() }
+
+// AddSampling records on the row how one call of its verdict was sampled, once per judge
+// and setting, and marks the row unpinned when the call pinned no temperature. A call
+// that recorded no sampling (made before verdicts recorded it, or never answered) adds
+// nothing.
+func (r *Row) AddSampling(j events.JudgeInfo) {
+	if j.Sampling == nil {
+		return
+	}
+	s := JudgeSampling{Judge: JudgeName(j), Sampling: *j.Sampling}
+	r.Unpinned = r.Unpinned || !j.Sampling.Pinned()
+	for _, have := range r.Sampling {
+		if have.String() == s.String() {
+			return
+		}
+	}
+	r.Sampling = append(r.Sampling, s)
 }
 
 // Problem says what is wrong with an AC's entry and where, the way the batch parser does:

@@ -38,6 +38,8 @@ func recordEverything(t *testing.T, m *telemetry.Metrics) {
 	telemetry.ProviderRetry(ctx, "openai", "gpt", telemetry.RetryRateLimited, 429, 1, time.Second)
 	telemetry.ProviderRateLimited("openai", "gpt")
 	m.WatchPending("judge", func(context.Context) (map[string]uint64, error) { return map[string]uint64{"tribunal-judge": 3}, nil }, nil)
+	alpha := 0.5
+	telemetry.BatchJudged("team-a", []telemetry.JudgeFigures{{Provider: "openai", Model: "gpt", SlotA: 7, Decided: 10, Flips: 1, Pairs: 4, Agreed: 3, Compared: 4}}, &alpha, true)
 }
 
 // TestMetricsLint: every family the process exports passes Prometheus' own linter

@@ -28,9 +28,11 @@ const maxConflicts = 50
 type Service struct {
 	records records.Store
 	views   bus.KV
-	blobs   blob.Store
-	log     *slog.Logger
-	now     func() time.Time
+	// cache is the judge-call cache bucket, where each tenant's flip history lives.
+	cache bus.KV
+	blobs blob.Store
+	log   *slog.Logger
+	now   func() time.Time
 }
 
 // New builds the aggregator over its buckets and the blob store it writes manifests to.
@@ -38,7 +40,7 @@ func New(b bus.Buckets, store blob.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{records: records.New(b), views: b.Views, blobs: store, log: log.With("service", bus.Aggregator),
+	return &Service{records: records.New(b), views: b.Views, cache: b.Cache, blobs: store, log: log.With("service", bus.Aggregator),
 		now: func() time.Time { return time.Now().UTC() }}
 }
 

@@ -8,6 +8,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+	"github.com/tribunal-dev/tribunal/pkg/trust"
+	"github.com/tribunal-dev/tribunal/pkg/trust/collect"
 )
 
 // done counts a final job toward its batch's completion and, when it was the last one,
@@ -56,7 +58,12 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 		return rulebook.CompletionEvents(h.Tenant, h.Batch, h.Completion), nil
 	}
 	fold := rulebook.NewFold(last.Tenant, last.Batch)
-	if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error { fold.Add(j); return nil }); err != nil {
+	var judgments []trust.Judgment
+	if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error {
+		fold.Add(j)
+		judgments = append(judgments, collect.Judgments(j, collect.Lengths{})...)
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	c, err := fold.Complete(last.ACID, attempt)
@@ -86,6 +93,7 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	if final == nil || final.Completion == nil || final.Completion.By != last.ACID || final.Completion.Attempt != attempt {
 		return nil, nil
 	}
+	s.judged(ctx, last.Tenant, last.Batch, judgments, attempt)
 	sum := final.Completion.Summary
 	s.log.Info("batch complete", "tenant", last.Tenant, "batch", last.Batch, "attempt", attempt, "total", sum.Total,
 		"compared", sum.Compared, "blocked", sum.Blocked, "suggestions", sum.Suggestions, "exit_code", sum.ExitCode)

@@ -101,6 +101,9 @@ type ComparisonExtras struct {
 	Panel *PanelResult `json:"panel,omitempty"`
 	// Answer is the judge's raw text when it violated the schema, kept for the audit.
 	Answer string `json:"answer,omitempty"`
+	// Unpinned marks a verdict with a call that pinned no temperature (the server's
+	// default applied): judged again, it may come out differently.
+	Unpinned bool `json:"temperature_unpinned,omitempty"`
 }
 
 // JudgeInfo identifies the model and prompt a verdict was obtained with, which is what
@@ -109,6 +112,9 @@ type JudgeInfo struct {
 	Provider      string `json:"provider,omitempty"`
 	Model         string `json:"model,omitempty"`
 	PromptVersion string `json:"prompt_version,omitempty"`
+	// Sampling is how the (first) call was sampled: temperature, seed, token limit,
+	// response format and the model id the server reported.
+	Sampling *events.Sampling `json:"sampling,omitempty"`
 }
 
 // SwapRecord is the evidence of a position-swap pair: both answers, each with the
