@@ -68,7 +68,10 @@ type Config struct {
 	MaxDeliver int
 	// MaxAckPending bounds unacknowledged messages per consumer across all instances.
 	MaxAckPending int
-	// Replicas is the stream's replication factor (1 on a single server).
+	// Replicas is the replication factor of the stream, its consumers and the key-value
+	// buckets: 1 on a single server, 3 on a three-node JetStream cluster, where every
+	// event and every bit of state survives losing one server. Provision scales existing
+	// assets up or down to it.
 	Replicas int
 	// Memory selects memory storage instead of file storage (tests and benchmarks only).
 	Memory bool
@@ -107,6 +110,9 @@ func ConsumerName(service string) string { return "tribunal-" + service }
 // the same time, changes nothing.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	cfg = cfg.withDefaults()
+	if cfg.Replicas < 1 || cfg.Replicas > MaxReplicas {
+		return fmt.Errorf("provision: replicas %d: want 1 to %d", cfg.Replicas, MaxReplicas)
+	}
 	for _, t := range cfg.Tenants {
 		if err := events.ValidateTenant(t); err != nil {
 			return fmt.Errorf("provision: %w", err)
@@ -128,7 +134,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		Discard:     jetstream.DiscardOld,
 	})
 	if err != nil {
-		return fmt.Errorf("provision stream %s: %w", cfg.Stream, err)
+		return fmt.Errorf("provision stream %s: %w", cfg.Stream, replicasHint(err, cfg.Replicas))
 	}
 	for _, svc := range Services {
 		for _, cc := range consumerConfigs(svc, cfg) {
@@ -146,10 +152,36 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		b.Storage = storage
 		b.Replicas = cfg.Replicas
 		if _, err := js.CreateOrUpdateKeyValue(ctx, b); err != nil {
-			return fmt.Errorf("provision bucket %s: %w", b.Bucket, err)
+			return fmt.Errorf("provision bucket %s: %w", b.Bucket, replicasHint(err, cfg.Replicas))
 		}
 	}
 	return nil
+}
+
+// MaxReplicas is JetStream's largest replication factor.
+const MaxReplicas = 5
+
+// JetStream API error codes of a replication factor the servers cannot place.
+const (
+	errCodeReplicasNotSupported = 10074 // replicas > 1 not supported in non-clustered mode
+	errCodeNoSuitablePeers      = 10005 // no suitable peers for placement
+	errCodeInsufficientRes      = 10023 // insufficient resources
+)
+
+// replicasHint says what a replicated stream or bucket needs when the servers refused
+// it for that reason.
+func replicasHint(err error, replicas int) error {
+	var apiErr *jetstream.APIError
+	if replicas <= 1 || !errors.As(err, &apiErr) {
+		return err
+	}
+	switch apiErr.ErrorCode {
+	case errCodeReplicasNotSupported:
+		return fmt.Errorf("replicas %d needs a JetStream cluster, and this server is standalone (form one with `tribunal serve nats --cluster-listen ... --routes ...`, or use --replicas 1): %w", replicas, err)
+	case errCodeNoSuitablePeers, errCodeInsufficientRes:
+		return fmt.Errorf("replicas %d needs at least %d JetStream servers in the cluster, each up and with room: %w", replicas, replicas, err)
+	}
+	return err
 }
 
 // TenantConsumerName is a service's durable for one tenant, when tenants are configured.
@@ -249,11 +281,13 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
 	return b, nil
 }
 
-// IsConflict reports a compare-and-set that lost to a concurrent writer.
+// IsConflict reports a compare-and-set that lost to a concurrent writer. A replicated
+// (R>1) stream reports the conflict with its own error code, so both codes count.
 func IsConflict(err error) bool {
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		return true
 	}
-	return errors.Is(err, jetstream.ErrKeyExists)
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }

@@ -4,6 +4,9 @@ package natstest
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,4 +73,94 @@ func Provisioned(t testing.TB, cfg bus.Config) (*Server, *nats.Conn, jetstream.J
 		t.Fatalf("provision: %v", err)
 	}
 	return s, nc, js
+}
+
+// Cluster is a JetStream cluster of real nats-servers in this process, each listening on
+// loopback for clients and routes, formed through bus.StartEmbedded (the code behind
+// `tribunal serve nats --cluster-listen`).
+type Cluster struct {
+	Servers []*server.Server
+	// URLs are the client URLs, comma separated as nats.Connect takes them.
+	URLs string
+}
+
+// StartCluster starts n servers that route to each other, waits until JetStream has a
+// meta leader and every server is current, and shuts them down at cleanup.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	var routes, clients []string
+	var clusterAddrs []string
+	for range n {
+		ca := freeAddr(t)
+		clusterAddrs = append(clusterAddrs, ca)
+		routes = append(routes, "nats://"+ca)
+		clients = append(clients, freeAddr(t))
+	}
+	c := &Cluster{Servers: make([]*server.Server, n)}
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir(), Listen: clients[i],
+				ServerName: fmt.Sprintf("n%d", i+1), ClusterListen: clusterAddrs[i], Routes: routes})
+			c.Servers[i] = ns
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("cluster member: %v", err)
+		}
+	}
+	for _, ns := range c.Servers {
+		t.Cleanup(ns.Shutdown)
+	}
+	c.URLs = "nats://" + strings.Join(clients, ",nats://")
+	deadline := time.Now().Add(30 * time.Second)
+	for !c.ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("nats cluster: no JetStream meta leader with every server current after 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return c
+}
+
+func (c *Cluster) ready() bool {
+	leader := false
+	for _, ns := range c.Servers {
+		if ns.JetStreamIsLeader() {
+			leader = true
+		}
+		if !ns.JetStreamIsCurrent() {
+			return false
+		}
+	}
+	return leader
+}
+
+// Connect returns a client connection knowing every member, and a JetStream handle,
+// closed at cleanup.
+func (c *Cluster) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(c.URLs, nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return nc, js
+}
+
+// freeAddr is a loopback address with a port free at the time of the call.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -1,0 +1,203 @@
+package bus_test
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+)
+
+// TestProvisionScalesToReplicas: on a three-node cluster, provisioning with Replicas 3
+// over an existing R1 deployment scales the stream, every key-value bucket and every
+// durable to three replicas, keeping the stored events; a second call changes nothing.
+func TestProvisionScalesToReplicas(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	_, js := c.Connect(t)
+	ctx := ctxT(t)
+	if err := bus.Provision(ctx, js, bus.Config{}); err != nil {
+		t.Fatalf("provision R1: %v", err)
+	}
+	if err := bus.NewPublisher(js).PublishEvents(renderEvent("AC-1")); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "team-a.b.AC-1", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		if err := bus.Provision(ctx, js, bus.Config{Replicas: 3}); err != nil {
+			t.Fatalf("provision R3 (round %d): %v", round, err)
+		}
+		streams := map[string]*jetstream.StreamInfo{}
+		lister := js.ListStreams(ctx)
+		for info := range lister.Info() {
+			streams[info.Config.Name] = info
+		}
+		if err := lister.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"TRIBUNAL", "KV_" + bus.BucketJobs, "KV_" + bus.BucketBatches, "KV_" + bus.BucketCache, "KV_" + bus.BucketViews} {
+			info := streams[name]
+			if info == nil {
+				t.Fatalf("stream %s missing: %v", name, keys(streams))
+			}
+			if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+				t.Errorf("round %d: stream %s: config replicas %d, cluster %+v; want 3 (a leader and 2 replicas)", round, name, info.Config.Replicas, info.Cluster)
+			}
+		}
+		if got := streams["TRIBUNAL"].State.Msgs; got != 1 {
+			t.Errorf("round %d: %d events in the stream after scaling, want the 1 published before", round, got)
+		}
+		st, err := js.Stream(ctx, "TRIBUNAL")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, svc := range bus.Services {
+			cons, err := st.Consumer(ctx, bus.ConsumerName(svc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := cons.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+				t.Errorf("round %d: consumer %s: cluster %+v, want a leader and 2 replicas", round, info.Name, info.Cluster)
+			}
+		}
+	}
+	if e, err := kv.Get(ctx, "team-a.b.AC-1"); err != nil || string(e.Value()) != "{}" {
+		t.Fatalf("job record after scaling: %v", err)
+	}
+}
+
+// TestProvisionReplicasNeedCluster: a standalone server cannot hold three replicas, and
+// Provision says so and what to do instead of passing on the server's bare refusal.
+func TestProvisionReplicasNeedCluster(t *testing.T) {
+	_, js := natstest.Start(t).Connect(t)
+	err := bus.Provision(ctxT(t), js, bus.Config{Replicas: 3})
+	if err == nil || !strings.Contains(err.Error(), "needs a JetStream cluster") || !strings.Contains(err.Error(), "--replicas 1") {
+		t.Fatalf("provision R3 on a standalone server: %v, want an error naming the cluster it needs", err)
+	}
+	if err := bus.Provision(ctxT(t), js, bus.Config{Replicas: 9}); err == nil || !strings.Contains(err.Error(), "replicas 9") {
+		t.Fatalf("provision R9: %v, want a range error", err)
+	}
+}
+
+// TestProvisionReplicasMoreThanServers: three replicas on a two-node cluster are refused
+// with the number of servers they need.
+func TestProvisionReplicasMoreThanServers(t *testing.T) {
+	_, js := natstest.StartCluster(t, 2).Connect(t)
+	err := bus.Provision(ctxT(t), js, bus.Config{Replicas: 3})
+	if err == nil || !strings.Contains(err.Error(), "needs at least 3 JetStream servers") {
+		t.Fatalf("provision R3 on two servers: %v, want an error naming the servers it needs", err)
+	}
+}
+
+// TestIsConflictReplicated: a replicated bucket refuses a compare-and-set on a key that
+// another write is still replicating with another error code than a lost race on a single
+// server; both are conflicts, so the aggregator's compare-and-set loops reload and retry
+// instead of failing the event. Concurrent writers to one key (the shards of a batch)
+// hit it at once.
+func TestIsConflictReplicated(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	_, js := c.Connect(t)
+	ctx := ctxT(t)
+	if err := bus.Provision(ctx, js, bus.Config{Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "counter", []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 16, 10
+	var wg sync.WaitGroup
+	var conflicts atomic.Int64
+	errs := make(chan error, writers)
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				for {
+					e, err := kv.Get(ctx, "counter")
+					if err != nil {
+						errs <- err
+						return
+					}
+					n, _ := strconv.Atoi(string(e.Value()))
+					_, err = kv.Update(ctx, "counter", []byte(strconv.Itoa(n+1)), e.Revision())
+					if err == nil {
+						break
+					}
+					if !bus.IsConflict(err) {
+						errs <- fmt.Errorf("compare-and-set failed with a non-conflict: %w", err)
+						return
+					}
+					conflicts.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Value()) != strconv.Itoa(writers*each) {
+		t.Fatalf("counter %s after %d increments", e.Value(), writers*each)
+	}
+	if _, err := kv.Create(ctx, "counter", []byte("x")); err == nil || !bus.IsConflict(err) {
+		t.Fatalf("create of an existing key on R3: %v; IsConflict false", err)
+	}
+	if bus.IsConflict(errors.New("nats: timeout")) {
+		t.Fatal("a timeout is not a conflict")
+	}
+	t.Logf("%d conflicts retried", conflicts.Load())
+}
+
+// TestStartEmbeddedClusterChecks: a cluster member is refused before it starts when it
+// lacks what JetStream clustering needs, with the flag to set.
+func TestStartEmbeddedClusterChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    bus.EmbeddedOptions
+		want string
+	}{
+		{"no server name", bus.EmbeddedOptions{ClusterListen: "127.0.0.1:6222", Routes: []string{"nats://127.0.0.1:6223"}}, "--server-name"},
+		{"routes without a cluster address", bus.EmbeddedOptions{ServerName: "n1", Routes: []string{"nats://127.0.0.1:6223"}}, "--cluster-listen"},
+		{"route without a port", bus.EmbeddedOptions{ServerName: "n1", ClusterListen: "127.0.0.1:6222", Routes: []string{"nats://127.0.0.1"}}, `route "nats://127.0.0.1"`},
+		{"route of another scheme", bus.EmbeddedOptions{ServerName: "n1", ClusterListen: "127.0.0.1:6222", Routes: []string{"http://127.0.0.1:6223"}}, "want nats://host:port"},
+		{"bad cluster address", bus.EmbeddedOptions{ServerName: "n1", ClusterListen: "127.0.0.1"}, `"127.0.0.1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.StoreDir = t.TempDir()
+			ns, err := bus.StartEmbedded(tc.o)
+			if err == nil {
+				ns.Shutdown()
+				t.Fatal("started")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+}
