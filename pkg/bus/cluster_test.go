@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -8,7 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
@@ -199,5 +202,51 @@ func TestStartEmbeddedClusterChecks(t *testing.T) {
 				t.Fatalf("error %q does not name %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestProvisionConcurrentCluster: four services starting together on a fresh cluster
+// provision at once. The cluster answers only the first of several identical
+// stream creations in flight; the others must be asked again, not waited on until the
+// start-up deadline.
+func TestProvisionConcurrentCluster(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range errs {
+		_, js := c.Connect(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if errs[i] = bus.Provision(ctx, js, bus.Config{Replicas: 3}); errs[i] == nil {
+				_, errs[i] = bus.OpenBuckets(ctx, js)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("provision %d: %v", i, err)
+		}
+	}
+}
+
+// TestIsTransient: what a cluster electing a leader returns is transient; a refusal
+// that no retry changes is not.
+func TestIsTransient(t *testing.T) {
+	for _, err := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders, nats.ErrDisconnected,
+		fmt.Errorf("load job k: %w", nats.ErrNoResponders),
+		&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}} {
+		if !bus.IsTransient(err) {
+			t.Errorf("%v: not transient", err)
+		}
+	}
+	for _, err := range []error{errors.New("boom"), jetstream.ErrKeyNotFound, context.Canceled,
+		&jetstream.APIError{Code: 400, ErrorCode: 10071, Description: "wrong last sequence"}} {
+		if bus.IsTransient(err) {
+			t.Errorf("%v: transient", err)
+		}
 	}
 }

@@ -32,6 +32,9 @@ type EmbeddedOptions struct {
 	ClusterListen string
 	// ClusterName is the cluster's name, the same on every member (default "tribunal").
 	ClusterName string
+	// Log writes the server's own log (connections, routes, JetStream elections) to
+	// stderr; the in-process server of the all-in-one mode stays quiet.
+	Log bool
 	// Routes are the other members' cluster addresses, nats://host:port. Every member may
 	// be given the same list: a route to itself is recognised and dropped.
 	Routes []string
@@ -110,6 +113,9 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
+	}
+	if o.Log {
+		ns.ConfigureLogger()
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {

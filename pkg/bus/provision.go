@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -107,7 +108,8 @@ func ConsumerName(service string) string { return "tribunal-" + service }
 
 // Provision creates or updates the stream, every service's durable consumer and the
 // key-value buckets. It is idempotent: a second call, or a second instance starting at
-// the same time, changes nothing.
+// the same time, changes nothing. A request a JetStream cluster leaves unanswered or
+// refuses for the moment (IsTransient) is retried until ctx ends.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	cfg = cfg.withDefaults()
 	if cfg.Replicas < 1 || cfg.Replicas > MaxReplicas {
@@ -122,23 +124,20 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	if cfg.Memory {
 		storage = jetstream.MemoryStorage
 	}
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        cfg.Stream,
-		Description: "tribunal events: the audit log",
-		Subjects:    []string{events.SubjectRoot + ".>"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     storage,
-		MaxAge:      cfg.MaxAge,
-		Duplicates:  cfg.DuplicateWindow,
-		Replicas:    cfg.Replicas,
-		Discard:     jetstream.DiscardOld,
+	err := retryTransient(ctx, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateStream(ctx, streamConfig(cfg, storage))
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("provision stream %s: %w", cfg.Stream, replicasHint(err, cfg.Replicas))
 	}
 	for _, svc := range Services {
 		for _, cc := range consumerConfigs(svc, cfg) {
-			if _, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, cc); err != nil {
+			err := retryTransient(ctx, func(ctx context.Context) error {
+				_, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, cc)
+				return err
+			})
+			if err != nil {
 				return fmt.Errorf("provision consumer %s: %w", cc.Durable, err)
 			}
 		}
@@ -151,11 +150,74 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	} {
 		b.Storage = storage
 		b.Replicas = cfg.Replicas
-		if _, err := js.CreateOrUpdateKeyValue(ctx, b); err != nil {
+		err := retryTransient(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateKeyValue(ctx, b)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("provision bucket %s: %w", b.Bucket, replicasHint(err, cfg.Replicas))
 		}
 	}
 	return nil
+}
+
+func streamConfig(cfg Config, storage jetstream.StorageType) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "tribunal events: the audit log",
+		Subjects:    []string{events.SubjectRoot + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     storage,
+		MaxAge:      cfg.MaxAge,
+		Duplicates:  cfg.DuplicateWindow,
+		Replicas:    cfg.Replicas,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
+// apiAttempt bounds one JetStream API request of provisioning. A cluster can leave a
+// request unanswered (while it elects a leader, or when several instances create the
+// same stream at once), so each attempt gets its own deadline and is retried.
+const apiAttempt = 5 * time.Second
+
+// retryTransient calls f with a deadline of apiAttempt until it succeeds, fails with an
+// error that is not transient, or ctx ends.
+func retryTransient(ctx context.Context, f func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, apiAttempt)
+		err := f(actx)
+		cancel()
+		if err == nil || !IsTransient(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// JetStream API error codes of a cluster that cannot answer for the moment.
+const (
+	errCodeClusterNotAvail  = 10008 // JetStream system temporarily unavailable
+	errCodeClusterNotLeader = 10009 // JetStream cluster can not handle request
+)
+
+// IsTransient reports an error that a JetStream cluster returns while it elects a
+// leader or a server restarts: a request timed out or found no responder, the
+// connection was lost, or the cluster said it is temporarily unavailable. The same
+// request can succeed a moment later, so callers retry it rather than give up on the
+// work.
+func IsTransient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == errCodeClusterNotAvail || apiErr.ErrorCode == errCodeClusterNotLeader
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
 }
 
 // MaxReplicas is JetStream's largest replication factor.
@@ -262,21 +324,22 @@ type Buckets struct {
 	Views   jetstream.KeyValue
 }
 
-// OpenBuckets binds to the provisioned buckets.
+// OpenBuckets binds to the provisioned buckets, retrying what a cluster cannot answer
+// for the moment.
 func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
 	var b Buckets
-	var err error
-	if b.Jobs, err = js.KeyValue(ctx, BucketJobs); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketJobs, err)
-	}
-	if b.Batches, err = js.KeyValue(ctx, BucketBatches); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketBatches, err)
-	}
-	if b.Cache, err = js.KeyValue(ctx, BucketCache); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketCache, err)
-	}
-	if b.Views, err = js.KeyValue(ctx, BucketViews); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketViews, err)
+	for _, o := range []struct {
+		name string
+		kv   *jetstream.KeyValue
+	}{{BucketJobs, &b.Jobs}, {BucketBatches, &b.Batches}, {BucketCache, &b.Cache}, {BucketViews, &b.Views}} {
+		err := retryTransient(ctx, func(ctx context.Context) error {
+			var err error
+			*o.kv, err = js.KeyValue(ctx, o.name)
+			return err
+		})
+		if err != nil {
+			return b, fmt.Errorf("open bucket %s: %w", o.name, err)
+		}
 	}
 	return b, nil
 }

@@ -1,0 +1,271 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// natsCluster is three `tribunal serve nats` processes forming one JetStream cluster on
+// loopback, each with its own store folder.
+type natsCluster struct {
+	procs []*proc
+	// names are the servers' names (--server-name), as stream info reports its leader.
+	names []string
+	// urls are the client URLs, comma separated, as every service gets them.
+	urls string
+}
+
+func startNATSCluster(tb testing.TB, n int) *natsCluster {
+	tb.Helper()
+	c := &natsCluster{}
+	var clients, clusterAddrs, routes []string
+	for range n {
+		clients = append(clients, freePort(tb))
+		ca := freePort(tb)
+		clusterAddrs = append(clusterAddrs, ca)
+		routes = append(routes, "nats://"+ca)
+	}
+	for i := range n {
+		name := fmt.Sprintf("n%d", i+1)
+		p := &proc{name: "nats " + name, args: []string{"serve", "nats", "--listen", clients[i], "--store", tb.TempDir(),
+			"--server-name", name, "--cluster-name", "chaos", "--cluster-listen", clusterAddrs[i], "--routes", strings.Join(routes, ",")}}
+		p.start(tb)
+		tb.Cleanup(p.kill)
+		c.procs = append(c.procs, p)
+		c.names = append(c.names, name)
+	}
+	c.urls = "nats://" + strings.Join(clients, ",nats://")
+	// Ready when JetStream answers through every member: the meta group has a leader.
+	for i, addr := range clients {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if jetStreamAnswers("nats://" + addr) {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatalf("nats %s: no JetStream after 60s:\n%s", c.names[i], c.procs[i].log)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return c
+}
+
+func jetStreamAnswers(url string) bool {
+	nc, err := nats.Connect(url, nats.Timeout(time.Second))
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(ctx)
+	return err == nil
+}
+
+// member is the process of the server with this name.
+func (c *natsCluster) member(name string) *proc {
+	for i, n := range c.names {
+		if n == name {
+			return c.procs[i]
+		}
+	}
+	return nil
+}
+
+// clusterRun is what one batch on the cluster measured.
+type clusterRun struct {
+	elapsed time.Duration
+	// killed is the server killed as the stream leader, and when; empty without a kill.
+	killed   string
+	killedAt time.Time
+}
+
+// runClusterBatch runs an n-AC batch through services processes on a three-node
+// JetStream cluster with every stream and bucket replicated three times. With kill, the
+// stream's leader is SIGKILLed once a tenth of the batch is judged, and restarted a few
+// seconds later. It checks the outcome every run: exactly n results, none twice, every
+// AC compared, exactly n verdicts in the stream and a clean `tribunal audit`.
+func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
+	tb.Helper()
+	c := startNATSCluster(tb, 3)
+	blobURL := "file://" + tb.TempDir()
+	var services []*proc
+	var health []string
+	for _, svc := range []string{"renderer", "gater", "judge", "aggregator"} {
+		h := freePort(tb)
+		p := &proc{name: svc, args: []string{"serve", svc, "--nats", c.urls, "--replicas", "3", "--blob", blobURL, "--health", h,
+			"--ack-wait", "5s", "--instance", svc, "--log-level", "warn"}}
+		p.start(tb)
+		tb.Cleanup(p.kill)
+		services = append(services, p)
+		health = append(health, "http://"+h+"/readyz")
+	}
+	dumpLogs := func() {
+		for _, p := range append(services, c.procs...) {
+			tb.Logf("%s log:\n%s", p.name, tailOf(p.logString(), 3000))
+		}
+	}
+	for i, h := range health {
+		if !becomesReady(h, 60*time.Second) {
+			dumpLogs()
+			tb.Fatalf("%s not ready after 60s", services[i].name)
+		}
+	}
+
+	nc, err := nats.Connect(c.urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := writeBatch(tb, n)
+	var run clusterRun
+	start := time.Now()
+	out, err := exec.Command(binary, "submit", dir, "--nats", c.urls, "--blob", blobURL).Output()
+	if err != nil {
+		dumpLogs()
+		tb.Fatalf("submit: %v", err)
+	}
+	batchID := strings.TrimSpace(string(out))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// Watched from the start, as a user would: the client rides out the node loss too.
+	watch := exec.CommandContext(ctx, binary, "watch", "--batch", batchID, "--nats", c.urls, "--blob", blobURL, "--json", "--quiet")
+	var watchOut, watchErr strings.Builder
+	watch.Stdout, watch.Stderr = &watchOut, &watchErr
+	if err := watch.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	if kill {
+		for verdicts(ctx, js) < n/10 {
+			if ctx.Err() != nil {
+				dumpLogs()
+				tb.Fatal("the batch made no progress before the leader kill")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		leader := streamLeader(ctx, tb, js)
+		p := c.member(leader)
+		if p == nil {
+			tb.Fatalf("stream leader %q is none of %v", leader, c.names)
+		}
+		run.killed, run.killedAt = leader, time.Now()
+		p.kill()
+		time.Sleep(3 * time.Second)
+		p.start(tb)
+	}
+	err = watch.Wait()
+	run.elapsed = time.Since(start)
+	if ctx.Err() != nil || err != nil {
+		dumpLogs()
+		tb.Fatalf("watch: %v (%v)\n%s", err, ctx.Err(), watchErr.String())
+	}
+	checkResults(tb, []byte(watchOut.String()), n)
+	if got := verdicts(ctx, js); got != n {
+		tb.Fatalf("%d verdicts in the stream, want exactly %d", got, n)
+	}
+	if kill {
+		// The kill must have landed on a running batch, not after it.
+		kv, err := js.KeyValue(ctx, "tribunal_batches")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		e, err := kv.Get(ctx, "default."+batchID)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var header struct {
+			Completion struct{ At time.Time } `json:"completion"`
+		}
+		if err := json.Unmarshal(e.Value(), &header); err != nil {
+			tb.Fatal(err)
+		}
+		if !header.Completion.At.After(run.killedAt) {
+			tb.Fatalf("the batch completed at %s, before the leader kill at %s", header.Completion.At, run.killedAt)
+		}
+	}
+	audit := exec.CommandContext(ctx, binary, "audit", "--batch", batchID, "--nats", c.urls, "--blob", blobURL)
+	if aout, err := audit.CombinedOutput(); err != nil {
+		tb.Fatalf("tribunal audit: %v\n%s", err, tailOf(string(aout), 4000))
+	}
+	return run
+}
+
+// verdicts counts the verdicts stored in the stream (the judge publishes one per AC;
+// a duplicate would be a second message).
+func verdicts(ctx context.Context, js jetstream.JetStream) int {
+	const subject = "tribunal.default.verdict.emitted"
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ictx, "TRIBUNAL")
+	if err != nil {
+		return 0
+	}
+	info, err := st.Info(ictx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0
+	}
+	return int(info.State.Subjects[subject])
+}
+
+// streamLeader is the server leading the event stream's replicas.
+func streamLeader(ctx context.Context, tb testing.TB, js jetstream.JetStream) string {
+	tb.Helper()
+	st, err := js.Stream(ctx, "TRIBUNAL")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if info.Cluster == nil || info.Cluster.Leader == "" || info.Config.Replicas != 3 {
+		tb.Fatalf("stream TRIBUNAL is not a replicated stream with a leader: replicas %d, cluster %+v", info.Config.Replicas, info.Cluster)
+	}
+	return info.Cluster.Leader
+}
+
+// TestClusterLeaderKill: a 2,000-AC batch on a three-node JetStream cluster with the
+// stream and every bucket replicated three times; the stream's leader is SIGKILLed
+// mid-batch and restarted. The batch completes with exactly 2,000 results, no AC twice,
+// exactly one verdict per AC in the stream and a clean audit.
+func TestClusterLeaderKill(t *testing.T) {
+	run := runClusterBatch(t, 2000, true)
+	t.Logf("batch of 2,000 in %s; killed the stream leader %s", run.elapsed.Round(time.Millisecond), run.killed)
+}
+
+// BenchmarkClusterBatch measures a 2,000-AC batch on the three-node cluster, without and
+// with the stream leader killed mid-batch (docs/benchmarks.md has the figures):
+//
+//	go test ./internal/chaos -run '^$' -bench ClusterBatch -benchtime 1x -count 3
+func BenchmarkClusterBatch(b *testing.B) {
+	for _, kill := range []bool{false, true} {
+		name := "steady"
+		if kill {
+			name = "leader-killed"
+		}
+		b.Run(name, func(b *testing.B) {
+			var total time.Duration
+			for range b.N {
+				total += runClusterBatch(b, 2000, kill).elapsed
+			}
+			b.ReportMetric(total.Seconds()/float64(b.N), "s/batch")
+		})
+	}
+}
