@@ -172,6 +172,10 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	}
 	err = watch.Wait()
 	run.elapsed = time.Since(start)
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
+		// The batch's exit code: findings (winner A is not always ours). Not a failure.
+		err = nil
+	}
 	if ctx.Err() != nil || err != nil {
 		dumpLogs()
 		tb.Fatalf("watch: %v (%v)\n%s", err, ctx.Err(), watchErr.String())
