@@ -100,6 +100,7 @@ type clusterRun struct {
 // AC compared, exactly n verdicts in the stream and a clean `tribunal audit`.
 func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	tb.Helper()
+	began := time.Now()
 	c := startNATSCluster(tb, 3)
 	blobURL := "file://" + tb.TempDir()
 	var services []*proc
@@ -134,6 +135,7 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Logf("cluster and services ready in %s", time.Since(began).Round(time.Millisecond))
 	dir := writeBatch(tb, n)
 	var run clusterRun
 	start := time.Now()
@@ -204,10 +206,20 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 			tb.Fatalf("the batch completed at %s, before the leader kill at %s", header.Completion.At, run.killedAt)
 		}
 	}
+	checked := time.Now()
+	if kill {
+		// The restarted server rejoins: every replica of the stream is current again.
+		if state, ok := replicasCurrent(ctx, js, 90*time.Second); !ok {
+			dumpLogs()
+			tb.Fatalf("the stream's replicas are not all current 90s after the restart: %s", state)
+		}
+	}
 	audit := exec.CommandContext(ctx, binary, "audit", "--batch", batchID, "--nats", c.urls, "--blob", blobURL)
 	if aout, err := audit.CombinedOutput(); err != nil {
+		dumpLogs()
 		tb.Fatalf("tribunal audit: %v\n%s", err, tailOf(string(aout), 4000))
 	}
+	tb.Logf("batch %s; rejoin and audit %s", run.elapsed.Round(time.Millisecond), time.Since(checked).Round(time.Millisecond))
 	return run
 }
 
@@ -226,6 +238,39 @@ func verdicts(ctx context.Context, js jetstream.JetStream) int {
 		return 0
 	}
 	return int(info.State.Subjects[subject])
+}
+
+// replicasCurrent polls the event stream until it has a leader and two current
+// replicas, or timeout passes; it returns the last state it saw.
+func replicasCurrent(ctx context.Context, js jetstream.JetStream, timeout time.Duration) (string, bool) {
+	deadline := time.Now().Add(timeout)
+	state := "no stream info"
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := js.Stream(ictx, "TRIBUNAL")
+		var info *jetstream.StreamInfo
+		if err == nil {
+			info, err = st.Info(ictx)
+		}
+		cancel()
+		if err != nil {
+			state = err.Error()
+		} else if info.Cluster != nil {
+			current := 0
+			state = "leader " + info.Cluster.Leader
+			for _, r := range info.Cluster.Replicas {
+				state += fmt.Sprintf("; %s current=%v offline=%v lag=%d", r.Name, r.Current, r.Offline, r.Lag)
+				if r.Current && !r.Offline {
+					current++
+				}
+			}
+			if info.Cluster.Leader != "" && current == 2 {
+				return state, true
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return state, false
 }
 
 // streamLeader is the server leading the event stream's replicas.

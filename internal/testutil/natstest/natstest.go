@@ -80,6 +80,7 @@ func Provisioned(t testing.TB, cfg bus.Config) (*Server, *nats.Conn, jetstream.J
 // `tribunal serve nats --cluster-listen`).
 type Cluster struct {
 	Servers []*server.Server
+	opts    []bus.EmbeddedOptions
 	// URLs are the client URLs, comma separated as nats.Connect takes them.
 	URLs string
 }
@@ -99,9 +100,10 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	c := &Cluster{Servers: make([]*server.Server, n)}
 	errs := make(chan error, n)
 	for i := range n {
+		c.opts = append(c.opts, bus.EmbeddedOptions{StoreDir: t.TempDir(), Listen: clients[i],
+			ServerName: fmt.Sprintf("n%d", i+1), ClusterListen: clusterAddrs[i], Routes: routes})
 		go func() {
-			ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir(), Listen: clients[i],
-				ServerName: fmt.Sprintf("n%d", i+1), ClusterListen: clusterAddrs[i], Routes: routes})
+			ns, err := bus.StartEmbedded(c.opts[i])
 			c.Servers[i] = ns
 			errs <- err
 		}()
@@ -111,10 +113,18 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			t.Fatalf("cluster member: %v", err)
 		}
 	}
-	for _, ns := range c.Servers {
-		t.Cleanup(ns.Shutdown)
-	}
+	t.Cleanup(func() {
+		for _, ns := range c.Servers {
+			ns.Shutdown()
+		}
+	})
 	c.URLs = "nats://" + strings.Join(clients, ",nats://")
+	c.waitReady(t)
+	return c
+}
+
+func (c *Cluster) waitReady(t testing.TB) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !c.ready() {
 		if time.Now().After(deadline) {
@@ -122,7 +132,20 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return c
+}
+
+// Restart stops server i and starts it again with the same name, addresses and store,
+// as an operator restarting a node does, and waits until the cluster is whole again.
+func (c *Cluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	c.Servers[i].Shutdown()
+	c.Servers[i].WaitForShutdown()
+	ns, err := bus.StartEmbedded(c.opts[i])
+	if err != nil {
+		t.Fatalf("restart %s: %v", c.opts[i].ServerName, err)
+	}
+	c.Servers[i] = ns
+	c.waitReady(t)
 }
 
 func (c *Cluster) ready() bool {
