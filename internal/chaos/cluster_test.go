@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -102,6 +103,7 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	tb.Helper()
 	began := time.Now()
 	c := startNATSCluster(tb, 3)
+	tb.Logf("nats cluster ready in %s", time.Since(began).Round(time.Millisecond))
 	blobURL := "file://" + tb.TempDir()
 	var services []*proc
 	var health []string
@@ -116,7 +118,7 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	}
 	dumpLogs := func() {
 		for _, p := range append(services, c.procs...) {
-			tb.Logf("%s log:\n%s", p.name, tailOf(p.logString(), 3000))
+			tb.Logf("%s log:\n%s", p.name, tailOf(p.logString(), 300000))
 		}
 	}
 	for i, h := range health {
@@ -218,6 +220,9 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	if aout, err := audit.CombinedOutput(); err != nil {
 		dumpLogs()
 		tb.Fatalf("tribunal audit: %v\n%s", err, tailOf(string(aout), 4000))
+	}
+	if os.Getenv("CLUSTER_DUMP") != "" {
+		dumpLogs()
 	}
 	tb.Logf("batch %s; rejoin and audit %s", run.elapsed.Round(time.Millisecond), time.Since(checked).Round(time.Millisecond))
 	return run

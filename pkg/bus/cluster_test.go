@@ -42,47 +42,52 @@ func TestProvisionScalesToReplicas(t *testing.T) {
 		if err := bus.Provision(ctx, js, bus.Config{Replicas: 3}); err != nil {
 			t.Fatalf("provision R3 (round %d): %v", round, err)
 		}
-		streams := map[string]*jetstream.StreamInfo{}
-		lister := js.ListStreams(ctx)
-		for info := range lister.Info() {
-			streams[info.Config.Name] = info
-		}
-		if err := lister.Err(); err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range []string{"TRIBUNAL", "KV_" + bus.BucketJobs, "KV_" + bus.BucketBatches, "KV_" + bus.BucketCache, "KV_" + bus.BucketViews} {
-			info := streams[name]
-			if info == nil {
-				t.Fatalf("stream %s missing: %v", name, keys(streams))
-			}
-			if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-				t.Errorf("round %d: stream %s: config replicas %d, cluster %+v; want 3 (a leader and 2 replicas)", round, name, info.Config.Replicas, info.Cluster)
-			}
-		}
-		if got := streams["TRIBUNAL"].State.Msgs; got != 1 {
-			t.Errorf("round %d: %d events in the stream after scaling, want the 1 published before", round, got)
-		}
-		st, err := js.Stream(ctx, "TRIBUNAL")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, svc := range bus.Services {
-			cons, err := st.Consumer(ctx, bus.ConsumerName(svc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			info, err := cons.Info(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-				t.Errorf("round %d: consumer %s: cluster %+v, want a leader and 2 replicas", round, info.Name, info.Cluster)
-			}
-		}
+		// Scaling is carried out by the cluster after the update is accepted: poll.
+		waitFor(t, 30*time.Second, "every stream, bucket and durable on three replicas", func() (bool, string) {
+			return replicated(ctx, js)
+		})
 	}
 	if e, err := kv.Get(ctx, "team-a.b.AC-1"); err != nil || string(e.Value()) != "{}" {
 		t.Fatalf("job record after scaling: %v", err)
 	}
+}
+
+// replicated reports whether the event stream, the four buckets and every durable run
+// with a leader and two replicas, and the stored event is still there.
+func replicated(ctx context.Context, js jetstream.JetStream) (bool, string) {
+	for _, name := range []string{"TRIBUNAL", "KV_" + bus.BucketJobs, "KV_" + bus.BucketBatches, "KV_" + bus.BucketCache, "KV_" + bus.BucketViews} {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return false, fmt.Sprintf("stream %s: %v", name, err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return false, fmt.Sprintf("stream %s: %v", name, err)
+		}
+		if info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 {
+			return false, fmt.Sprintf("stream %s: config replicas %d, cluster %+v", name, info.Config.Replicas, info.Cluster)
+		}
+		if name == "TRIBUNAL" && info.State.Msgs != 1 {
+			return false, fmt.Sprintf("%d events in the stream, want the 1 published before scaling", info.State.Msgs)
+		}
+		if name != "TRIBUNAL" {
+			continue
+		}
+		for _, svc := range bus.Services {
+			cons, err := st.Consumer(ctx, bus.ConsumerName(svc))
+			if err != nil {
+				return false, fmt.Sprintf("consumer %s: %v", bus.ConsumerName(svc), err)
+			}
+			ci, err := cons.Info(ctx)
+			if err != nil {
+				return false, fmt.Sprintf("consumer %s: %v", bus.ConsumerName(svc), err)
+			}
+			if ci.Cluster == nil || ci.Cluster.Leader == "" || len(ci.Cluster.Replicas) != 2 {
+				return false, fmt.Sprintf("consumer %s: cluster %+v", ci.Name, ci.Cluster)
+			}
+		}
+	}
+	return true, ""
 }
 
 // TestProvisionReplicasNeedCluster: a standalone server cannot hold three replicas, and
@@ -249,4 +254,58 @@ func TestIsTransient(t *testing.T) {
 			t.Errorf("%v: transient", err)
 		}
 	}
+}
+
+// TestPublishRidesOutLeaderLoss: a publish while the stream has no leader (two of three
+// servers down) is not acked; the publisher sends it again under the same id until a
+// leader stores it, within its timeout, and the stream holds it once.
+func TestPublishRidesOutLeaderLoss(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	nc, err := nats.Connect(c.URLs, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if err := bus.Provision(ctx, js, bus.Config{Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	pub := bus.NewPublisher(js)
+	if err := pub.PublishEvents(renderEvent("AC-1")); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(0)
+	c.Stop(1)
+	ev := renderEvent("AC-2")
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- pub.PublishEvents(ev) }()
+	time.Sleep(2 * time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("publish without a stream leader returned after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	default:
+	}
+	c.Start(t, 0)
+	c.Start(t, 1)
+	if err := <-done; err != nil {
+		t.Fatalf("publish across the leader loss: %v (after %s)", err, time.Since(start).Round(time.Millisecond))
+	}
+	c.WaitReady(t)
+	st, err := js.Stream(ctx, "TRIBUNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("%d events stored, want 2 (AC-1 and AC-2 once)", info.State.Msgs)
+	}
+	t.Logf("published %s after %s", ev.ID, time.Since(start).Round(time.Millisecond))
 }

@@ -175,17 +175,23 @@ func streamConfig(cfg Config, storage jetstream.StorageType) jetstream.StreamCon
 	}
 }
 
-// apiAttempt bounds one JetStream API request of provisioning. A cluster can leave a
-// request unanswered (while it elects a leader, or when several instances create the
-// same stream at once), so each attempt gets its own deadline and is retried.
-const apiAttempt = 5 * time.Second
+// An attempt of a provisioning request waits firstAttempt for its answer, and each
+// retry twice as long, up to maxAttempt. A cluster can leave a request unanswered: while
+// it elects a leader, and when several instances create the same stream or consumer at
+// once (only the first identical request in flight is answered). Answers normally take
+// milliseconds, so a short first wait keeps a fresh deployment's start quick, and the
+// longer ones leave room for a loaded cluster.
+const (
+	firstAttempt = time.Second
+	maxAttempt   = 8 * time.Second
+)
 
-// retryTransient calls f with a deadline of apiAttempt until it succeeds, fails with an
-// error that is not transient, or ctx ends.
+// retryTransient calls f, each time with a longer deadline, until it succeeds, fails with
+// an error that is not transient, or ctx ends.
 func retryTransient(ctx context.Context, f func(context.Context) error) error {
-	wait := 100 * time.Millisecond
+	attempt := firstAttempt
 	for {
-		actx, cancel := context.WithTimeout(ctx, apiAttempt)
+		actx, cancel := context.WithTimeout(ctx, attempt)
 		err := f(actx)
 		cancel()
 		if err == nil || !IsTransient(err) || ctx.Err() != nil {
@@ -194,30 +200,34 @@ func retryTransient(ctx context.Context, f func(context.Context) error) error {
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(wait):
+		case <-time.After(100 * time.Millisecond):
 		}
-		wait = min(2*wait, 2*time.Second)
+		attempt = min(2*attempt, maxAttempt)
 	}
 }
 
 // JetStream API error codes of a cluster that cannot answer for the moment.
 const (
-	errCodeClusterNotAvail  = 10008 // JetStream system temporarily unavailable
-	errCodeClusterNotLeader = 10009 // JetStream cluster can not handle request
+	errCodeClusterNotAvail   = 10008 // JetStream system temporarily unavailable
+	errCodeClusterNotLeader  = 10009 // JetStream cluster can not handle request
+	errCodeDuplicateInFlight = 10158 // duplicate message id is in process
 )
 
 // IsTransient reports an error that a JetStream cluster returns while it elects a
-// leader or a server restarts: a request timed out or found no responder, the
-// connection was lost, or the cluster said it is temporarily unavailable. The same
+// leader or a server restarts: a request or a publish timed out or found no responder
+// (no stream leader), the connection was lost, the cluster said it is temporarily
+// unavailable, or a message published again is still being stored under its first
+// publish (the retry then finds it stored). The same
 // request can succeed a moment later, so callers retry it rather than give up on the
 // work.
 func IsTransient(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode == errCodeClusterNotAvail || apiErr.ErrorCode == errCodeClusterNotLeader
+		return apiErr.ErrorCode == errCodeClusterNotAvail || apiErr.ErrorCode == errCodeClusterNotLeader || apiErr.ErrorCode == errCodeDuplicateInFlight
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrAsyncPublishTimeout)
 }
 
 // MaxReplicas is JetStream's largest replication factor.

@@ -119,11 +119,12 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 	})
 	c.URLs = "nats://" + strings.Join(clients, ",nats://")
-	c.waitReady(t)
+	c.WaitReady(t)
 	return c
 }
 
-func (c *Cluster) waitReady(t testing.TB) {
+// WaitReady waits until JetStream has a meta leader and every server is current.
+func (c *Cluster) WaitReady(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !c.ready() {
@@ -138,14 +139,26 @@ func (c *Cluster) waitReady(t testing.TB) {
 // as an operator restarting a node does, and waits until the cluster is whole again.
 func (c *Cluster) Restart(t testing.TB, i int) {
 	t.Helper()
+	c.Stop(i)
+	c.Start(t, i)
+	c.WaitReady(t)
+}
+
+// Stop shuts server i down.
+func (c *Cluster) Stop(i int) {
 	c.Servers[i].Shutdown()
 	c.Servers[i].WaitForShutdown()
+}
+
+// Start starts the stopped server i again with its name, addresses and store. It does
+// not wait for the cluster (see WaitReady).
+func (c *Cluster) Start(t testing.TB, i int) {
+	t.Helper()
 	ns, err := bus.StartEmbedded(c.opts[i])
 	if err != nil {
 		t.Fatalf("restart %s: %v", c.opts[i].ServerName, err)
 	}
 	c.Servers[i] = ns
-	c.waitReady(t)
 }
 
 func (c *Cluster) ready() bool {
