@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -52,7 +51,7 @@ func startNATSCluster(tb testing.TB, n int) *natsCluster {
 				break
 			}
 			if time.Now().After(deadline) {
-				tb.Fatalf("nats %s: no JetStream after 60s:\n%s", c.names[i], c.procs[i].log)
+				tb.Fatalf("nats %s: no JetStream after 60s:\n%s", c.names[i], tailOf(c.procs[i].logString(), 4000))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -118,7 +117,7 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	}
 	dumpLogs := func() {
 		for _, p := range append(services, c.procs...) {
-			tb.Logf("%s log:\n%s", p.name, tailOf(p.logString(), 300000))
+			tb.Logf("%s log:\n%s", p.name, tailOf(p.logString(), 4000))
 		}
 	}
 	for i, h := range health {
@@ -137,6 +136,7 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	checkReplicated(tb, js)
 	tb.Logf("cluster and services ready in %s", time.Since(began).Round(time.Millisecond))
 	dir := writeBatch(tb, n)
 	var run clusterRun
@@ -221,9 +221,6 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 		dumpLogs()
 		tb.Fatalf("tribunal audit: %v\n%s", err, tailOf(string(aout), 4000))
 	}
-	if os.Getenv("CLUSTER_DUMP") != "" {
-		dumpLogs()
-	}
 	tb.Logf("batch %s; rejoin and audit %s", run.elapsed.Round(time.Millisecond), time.Since(checked).Round(time.Millisecond))
 	return run
 }
@@ -276,6 +273,23 @@ func replicasCurrent(ctx context.Context, js jetstream.JetStream, timeout time.D
 		time.Sleep(250 * time.Millisecond)
 	}
 	return state, false
+}
+
+// checkReplicated fails unless the services provisioned the event stream and every
+// key-value bucket with three replicas.
+func checkReplicated(tb testing.TB, js jetstream.JetStream) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range []string{"TRIBUNAL", "KV_tribunal_jobs", "KV_tribunal_batches", "KV_tribunal_cache", "KV_tribunal_views"} {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			tb.Fatalf("stream %s: %v", name, err)
+		}
+		if r := st.CachedInfo().Config.Replicas; r != 3 {
+			tb.Fatalf("stream %s has %d replicas, want 3", name, r)
+		}
+	}
 }
 
 // streamLeader is the server leading the event stream's replicas.
