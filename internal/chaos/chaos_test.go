@@ -229,36 +229,15 @@ func TestChaos(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	st, err := js.Stream(ctx, "TRIBUNAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter("tribunal.default.verdict.emitted"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := info.State.Subjects["tribunal.default.verdict.emitted"]; got != n {
-		t.Fatalf("%d verdicts in the stream, want exactly %d", got, n)
+	if got, err := verdicts(ctx, js); got != n {
+		t.Fatalf("%d verdicts in the stream (%v), want exactly %d", got, err, n)
 	}
 	// The faults must have landed on a running batch, not after it.
-	kv, err := js.KeyValue(ctx, "tribunal_batches")
-	if err != nil {
-		t.Fatal(err)
+	completed := completedAt(ctx, t, js, batchID)
+	if !completed.After(s3Down) {
+		t.Fatalf("the batch completed at %s, before the S3 outage at %s: the chaos missed it", completed, s3Down)
 	}
-	e, err := kv.Get(ctx, "default."+batchID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var header struct {
-		Completion struct{ At time.Time } `json:"completion"`
-	}
-	if err := json.Unmarshal(e.Value(), &header); err != nil {
-		t.Fatal(err)
-	}
-	if !header.Completion.At.After(s3Down) {
-		t.Fatalf("the batch completed at %s, before the S3 outage at %s: the chaos missed it", header.Completion.At, s3Down)
-	}
-	t.Logf("batch completed %s after the S3 outage began", header.Completion.At.Sub(s3Down).Round(time.Second))
+	t.Logf("batch completed %s after the S3 outage began", completed.Sub(s3Down).Round(time.Second))
 }
 
 // writeBatch writes an n-AC ab batch (AC-0 ... AC-<n-1>, one small text artifact pair
@@ -307,6 +286,43 @@ func checkResults(t testing.TB, res []byte, n int) {
 	if len(results.Rows) != n || results.Summary.Total != n {
 		t.Fatalf("%d results (summary %d), want %d", len(results.Rows), results.Summary.Total, n)
 	}
+}
+
+// verdicts counts the verdicts stored in the stream: the judge publishes one per AC, so
+// a duplicate would be a message more.
+func verdicts(ctx context.Context, js jetstream.JetStream) (int, error) {
+	const subject = "tribunal.default.verdict.emitted"
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ictx, "TRIBUNAL")
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ictx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, err
+	}
+	return int(info.State.Subjects[subject]), nil
+}
+
+// completedAt is when the aggregator recorded the batch's completion.
+func completedAt(ctx context.Context, t testing.TB, js jetstream.JetStream, batchID string) time.Time {
+	t.Helper()
+	kv, err := js.KeyValue(ctx, "tribunal_batches")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "default."+batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var header struct {
+		Completion struct{ At time.Time } `json:"completion"`
+	}
+	if err := json.Unmarshal(e.Value(), &header); err != nil {
+		t.Fatal(err)
+	}
+	return header.Completion.At
 }
 
 func tailOf(s string, n int) string {

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -157,7 +156,7 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 		tb.Fatal(err)
 	}
 	if kill {
-		for verdicts(ctx, js) < n/10 {
+		for got, _ := verdicts(ctx, js); got < n/10; got, _ = verdicts(ctx, js) {
 			if ctx.Err() != nil {
 				dumpLogs()
 				tb.Fatal("the batch made no progress before the leader kill")
@@ -185,28 +184,12 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 		tb.Fatalf("watch: %v (%v)\n%s", err, ctx.Err(), watchErr.String())
 	}
 	checkResults(tb, []byte(watchOut.String()), n)
-	if got := verdicts(ctx, js); got != n {
-		tb.Fatalf("%d verdicts in the stream, want exactly %d", got, n)
+	if got, err := verdicts(ctx, js); got != n {
+		tb.Fatalf("%d verdicts in the stream (%v), want exactly %d", got, err, n)
 	}
-	if kill {
-		// The kill must have landed on a running batch, not after it.
-		kv, err := js.KeyValue(ctx, "tribunal_batches")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		e, err := kv.Get(ctx, "default."+batchID)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		var header struct {
-			Completion struct{ At time.Time } `json:"completion"`
-		}
-		if err := json.Unmarshal(e.Value(), &header); err != nil {
-			tb.Fatal(err)
-		}
-		if !header.Completion.At.After(run.killedAt) {
-			tb.Fatalf("the batch completed at %s, before the leader kill at %s", header.Completion.At, run.killedAt)
-		}
+	// The kill must have landed on a running batch, not after it.
+	if completed := completedAt(ctx, tb, js, batchID); kill && !completed.After(run.killedAt) {
+		tb.Fatalf("the batch completed at %s, before the leader kill at %s", completed, run.killedAt)
 	}
 	checked := time.Now()
 	if kill {
@@ -223,23 +206,6 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	}
 	tb.Logf("batch %s; rejoin and audit %s", run.elapsed.Round(time.Millisecond), time.Since(checked).Round(time.Millisecond))
 	return run
-}
-
-// verdicts counts the verdicts stored in the stream (the judge publishes one per AC;
-// a duplicate would be a second message).
-func verdicts(ctx context.Context, js jetstream.JetStream) int {
-	const subject = "tribunal.default.verdict.emitted"
-	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	st, err := js.Stream(ictx, "TRIBUNAL")
-	if err != nil {
-		return 0
-	}
-	info, err := st.Info(ictx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		return 0
-	}
-	return int(info.State.Subjects[subject])
 }
 
 // replicasCurrent polls the event stream until it has a leader and two current

@@ -49,7 +49,12 @@ func Start(t testing.TB) *Server {
 // Connect returns a client connection and a JetStream handle, closed at cleanup.
 func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.URL, nats.MaxReconnects(-1))
+	return connect(t, s.URL)
+}
+
+func connect(t testing.TB, urls string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -178,16 +183,7 @@ func (c *Cluster) ready() bool {
 // closed at cleanup.
 func (c *Cluster) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(c.URLs, nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
-	return nc, js
+	return connect(t, c.URLs)
 }
 
 // freeAddr is a loopback address with a port free at the time of the call.
