@@ -124,7 +124,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	if cfg.Memory {
 		storage = jetstream.MemoryStorage
 	}
-	err := retryTransient(ctx, func(ctx context.Context) error {
+	err := RetryTransient(ctx, func(ctx context.Context) error {
 		_, err := js.CreateOrUpdateStream(ctx, streamConfig(cfg, storage))
 		return err
 	})
@@ -133,7 +133,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	}
 	for _, svc := range Services {
 		for _, cc := range consumerConfigs(svc, cfg) {
-			err := retryTransient(ctx, func(ctx context.Context) error {
+			err := RetryTransient(ctx, func(ctx context.Context) error {
 				_, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, cc)
 				return err
 			})
@@ -150,7 +150,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	} {
 		b.Storage = storage
 		b.Replicas = cfg.Replicas
-		err := retryTransient(ctx, func(ctx context.Context) error {
+		err := RetryTransient(ctx, func(ctx context.Context) error {
 			_, err := js.CreateOrUpdateKeyValue(ctx, b)
 			return err
 		})
@@ -186,9 +186,10 @@ const (
 	maxAttempt   = 8 * time.Second
 )
 
-// retryTransient calls f, each time with a longer deadline, until it succeeds, fails with
-// an error that is not transient, or ctx ends.
-func retryTransient(ctx context.Context, f func(context.Context) error) error {
+// RetryTransient calls f, each time with a longer deadline, until it succeeds, fails with
+// an error that is not transient (IsTransient), or ctx ends. It is for idempotent
+// JetStream API requests, such as creating a stream or a bucket.
+func RetryTransient(ctx context.Context, f func(context.Context) error) error {
 	attempt := firstAttempt
 	for {
 		actx, cancel := context.WithTimeout(ctx, attempt)
@@ -342,7 +343,7 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
 		name string
 		kv   *jetstream.KeyValue
 	}{{BucketJobs, &b.Jobs}, {BucketBatches, &b.Batches}, {BucketCache, &b.Cache}, {BucketViews, &b.Views}} {
-		err := retryTransient(ctx, func(ctx context.Context) error {
+		err := RetryTransient(ctx, func(ctx context.Context) error {
 			var err error
 			*o.kv, err = js.KeyValue(ctx, o.name)
 			return err
