@@ -114,7 +114,9 @@ func newServeCmd() *cobra.Command {
 /healthz, /readyz and Prometheus /metrics on --health. Run as many instances of a service as
 you like: they share the service's durable consumer, so judges scale horizontally. "all" runs
 the four services in one process; "nats" runs an embedded NATS server with JetStream (the
-same build as the all-in-one mode) for a single host or for tests.
+same build as the all-in-one mode) for a single host or for tests, or, with --server-name,
+--cluster-listen and --routes, one member of a JetStream cluster: three of them, and the
+services with --replicas 3, ride out the loss of any one server.
 
 Every flag can also be set through the TRIBUNAL_* environment variable named in its help.`,
 		Example: `  tribunal serve nats --listen 127.0.0.1:4222 --store /var/lib/tribunal/nats
