@@ -218,9 +218,8 @@ const (
 // leader or a server restarts: a request or a publish timed out or found no responder
 // (no stream leader), the connection was lost, the cluster said it is temporarily
 // unavailable, or a message published again is still being stored under its first
-// publish (the retry then finds it stored). The same
-// request can succeed a moment later, so callers retry it rather than give up on the
-// work.
+// publish (the retry then finds it stored). The same request can succeed a moment later,
+// so callers retry it rather than give up on the work.
 func IsTransient(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
