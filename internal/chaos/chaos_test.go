@@ -57,6 +57,8 @@ type proc struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	log  *lockedBuffer
+	// exited is closed when the current run of the process ends.
+	exited chan struct{}
 }
 
 // lockedBuffer is a process's output, read while the process still writes it.
@@ -100,7 +102,21 @@ func (p *proc) start(t testing.TB) {
 		t.Fatalf("start %s: %v", p.name, err)
 	}
 	p.cmd = cmd
-	go func() { _ = cmd.Wait() }()
+	exited := make(chan struct{})
+	p.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+}
+
+// hasExited reports whether the current run of the process has ended.
+func (p *proc) hasExited() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // kill sends SIGKILL: no graceful shutdown, in-flight messages are simply abandoned.

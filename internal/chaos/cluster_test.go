@@ -22,8 +22,29 @@ type natsCluster struct {
 	urls string
 }
 
+// startNATSCluster starts the cluster and waits until JetStream answers through every
+// member. A port picked free can be taken before a server binds it (the machine is
+// shared); a member that exits while starting has the cluster started again on other
+// ports.
 func startNATSCluster(tb testing.TB, n int) *natsCluster {
 	tb.Helper()
+	for attempt := 1; ; attempt++ {
+		c, failed := tryNATSCluster(tb, n)
+		if failed == nil {
+			return c
+		}
+		for _, p := range c.procs {
+			p.kill()
+		}
+		if attempt == 3 || !failed.hasExited() {
+			tb.Fatalf("%s: no JetStream after 60s:\n%s", failed.name, tailOf(failed.logString(), 4000))
+		}
+		tb.Logf("%s exited while starting, starting the cluster again:\n%s", failed.name, tailOf(failed.logString(), 1000))
+	}
+}
+
+// tryNATSCluster starts n members and returns the first that did not come up.
+func tryNATSCluster(tb testing.TB, n int) (*natsCluster, *proc) {
 	c := &natsCluster{}
 	var clients, clusterAddrs, routes []string
 	for range n {
@@ -42,20 +63,16 @@ func startNATSCluster(tb testing.TB, n int) *natsCluster {
 		c.names = append(c.names, name)
 	}
 	c.urls = "nats://" + strings.Join(clients, ",nats://")
-	// Ready when JetStream answers through every member: the meta group has a leader.
 	for i, addr := range clients {
 		deadline := time.Now().Add(60 * time.Second)
-		for {
-			if jetStreamAnswers("nats://" + addr) {
-				break
-			}
-			if time.Now().After(deadline) {
-				tb.Fatalf("nats %s: no JetStream after 60s:\n%s", c.names[i], tailOf(c.procs[i].logString(), 4000))
+		for !jetStreamAnswers("nats://" + addr) {
+			if time.Now().After(deadline) || c.procs[i].hasExited() {
+				return c, c.procs[i]
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	return c
+	return c, nil
 }
 
 func jetStreamAnswers(url string) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -308,4 +309,28 @@ func TestPublishRidesOutLeaderLoss(t *testing.T) {
 		t.Fatalf("%d events stored, want 2 (AC-1 and AC-2 once)", info.State.Msgs)
 	}
 	t.Logf("published %s after %s", ev.ID, time.Since(start).Round(time.Millisecond))
+}
+
+// TestStartEmbeddedPortTaken: a listen address already in use is StartEmbedded's error
+// at once, naming it, instead of a server that never becomes ready.
+func TestStartEmbeddedPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, o := range []bus.EmbeddedOptions{
+		{StoreDir: t.TempDir(), Listen: l.Addr().String()},
+		{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1", ServerName: "n1", ClusterListen: l.Addr().String(), Routes: []string{"nats://127.0.0.1:1"}},
+	} {
+		start := time.Now()
+		ns, err := bus.StartEmbedded(o)
+		if err == nil {
+			ns.Shutdown()
+			t.Fatalf("%+v: started on a taken port", o)
+		}
+		if !strings.Contains(err.Error(), "listening") || time.Since(start) > 20*time.Second {
+			t.Fatalf("%+v: %v after %s, want the listen error at once", o, err, time.Since(start))
+		}
+	}
 }

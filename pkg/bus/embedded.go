@@ -114,16 +114,56 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
 	}
+	var log server.Logger = quietLogger{}
 	if o.Log {
 		ns.ConfigureLogger()
+		log = ns.Logger()
 	}
+	fatal := make(chan string, 1)
+	ns.SetLoggerV2(fatalCatcher{Logger: log, fatal: fatal}, o.Log && opts.Debug, o.Log && opts.Trace, o.Log && opts.TraceVerbose)
 	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		ns.Shutdown()
-		return nil, fmt.Errorf("nats server: not ready after 30s (store %s)", o.StoreDir)
+	deadline := time.Now().Add(30 * time.Second)
+	for !ns.ReadyForConnections(100 * time.Millisecond) {
+		select {
+		case msg := <-fatal:
+			ns.Shutdown()
+			return nil, fmt.Errorf("nats server: %s", msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			ns.Shutdown()
+			return nil, fmt.Errorf("nats server: not ready after 30s (store %s)", o.StoreDir)
+		}
 	}
 	return ns, nil
 }
+
+// fatalCatcher passes the server's log on and turns a fatal error while starting (a
+// port already taken) into StartEmbedded's error: the server's own loggers would exit the
+// process, or, when quiet, say nothing and never become ready.
+type fatalCatcher struct {
+	server.Logger
+	fatal chan string
+}
+
+func (f fatalCatcher) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	f.Errorf("%s", msg)
+	select {
+	case f.fatal <- msg:
+	default:
+	}
+}
+
+// quietLogger drops the in-process server's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Noticef(string, ...any) {}
+func (quietLogger) Warnf(string, ...any)   {}
+func (quietLogger) Fatalf(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any)  {}
+func (quietLogger) Debugf(string, ...any)  {}
+func (quietLogger) Tracef(string, ...any)  {}
 
 // InProcessConn connects to an embedded server without a socket.
 func InProcessConn(ns *server.Server, opts ...nats.Option) (*nats.Conn, error) {

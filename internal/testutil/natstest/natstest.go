@@ -91,9 +91,29 @@ type Cluster struct {
 }
 
 // StartCluster starts n servers that route to each other, waits until JetStream has a
-// meta leader and every server is current, and shuts them down at cleanup.
+// meta leader and every server is current, and shuts them down at cleanup. Ports are
+// picked free and may be taken by another process before a server binds them; the
+// cluster is then started again on other ports.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	var err error
+	for range 3 {
+		var c *Cluster
+		if c, err = startCluster(t, n); err == nil {
+			t.Cleanup(func() {
+				for _, ns := range c.Servers {
+					ns.Shutdown()
+				}
+			})
+			c.WaitReady(t)
+			return c
+		}
+	}
+	t.Fatalf("nats cluster: %v", err)
+	return nil
+}
+
+func startCluster(t testing.TB, n int) (*Cluster, error) {
 	var routes, clients []string
 	var clusterAddrs []string
 	for range n {
@@ -113,19 +133,22 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			errs <- err
 		}()
 	}
+	var first error
 	for range n {
-		if err := <-errs; err != nil {
-			t.Fatalf("cluster member: %v", err)
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
 	}
-	t.Cleanup(func() {
+	if first != nil {
 		for _, ns := range c.Servers {
-			ns.Shutdown()
+			if ns != nil {
+				ns.Shutdown()
+			}
 		}
-	})
+		return nil, fmt.Errorf("cluster member: %w", first)
+	}
 	c.URLs = "nats://" + strings.Join(clients, ",nats://")
-	c.WaitReady(t)
-	return c
+	return c, nil
 }
 
 // WaitReady waits until JetStream has a meta leader and every server is current.
