@@ -39,6 +39,8 @@ type connFlags struct {
 	connectTO time.Duration
 	tenants   []string
 	quota     int
+	// replicas is set by `tribunal serve` only: the services provision, clients never do.
+	replicas int
 }
 
 func (c *connFlags) register(fs *pflag.FlagSet) {
@@ -59,7 +61,7 @@ func (c *connFlags) register(fs *pflag.FlagSet) {
 }
 
 func (c *connFlags) busConfig() bus.Config {
-	return bus.Config{Stream: c.stream, MaxAge: c.maxAge, AckWait: c.ackWait, MaxDeliver: c.maxDeliv, Tenants: c.tenants}
+	return bus.Config{Stream: c.stream, MaxAge: c.maxAge, AckWait: c.ackWait, MaxDeliver: c.maxDeliv, Tenants: c.tenants, Replicas: c.replicas}
 }
 
 // connect dials NATS, retrying until connectTO, and reconnects forever afterwards: a
@@ -104,6 +106,7 @@ func newServeCmd() *cobra.Command {
 	var shutdownGrace time.Duration
 	var allowPrivate bool
 	var natsListen, natsStore, natsConfig string
+	var cluster bus.EmbeddedOptions
 	var adapters, gatesAdapters, webAllow []string
 	var consoleAddr, tokensFile string
 	cmd := &cobra.Command{
@@ -113,10 +116,15 @@ func newServeCmd() *cobra.Command {
 /healthz, /readyz and Prometheus /metrics on --health. Run as many instances of a service as
 you like: they share the service's durable consumer, so judges scale horizontally. "all" runs
 the four services in one process; "nats" runs an embedded NATS server with JetStream (the
-same build as the all-in-one mode) for a single host or for tests.
+same build as the all-in-one mode) for a single host or for tests, or, with --server-name,
+--cluster-listen and --routes, one member of a JetStream cluster: three of them, and the
+services with --replicas 3, ride out the loss of any one server.
 
 Every flag can also be set through the TRIBUNAL_* environment variable named in its help.`,
 		Example: `  tribunal serve nats --listen 127.0.0.1:4222 --store /var/lib/tribunal/nats
+  tribunal serve nats --listen 0.0.0.0:4222 --store /var/lib/tribunal/nats --server-name n1 \
+      --cluster-listen 0.0.0.0:6222 --routes nats://n1:6222,nats://n2:6222,nats://n3:6222
+  tribunal serve all --nats nats://n1:4222,nats://n2:4222,nats://n3:4222 --replicas 3 --blob ...
   tribunal serve judge --nats nats://127.0.0.1:4222 --blob 's3://artifacts?endpoint=127.0.0.1:9000&secure=false' \
       --judge openai --judge-model gpt-4o-mini
   tribunal serve all --nats nats://127.0.0.1:4222 --blob file:///var/lib/tribunal/blobs`,
@@ -125,7 +133,8 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if args[0] == "nats" {
-				return serveNATS(ctx, natsListen, natsStore, natsConfig)
+				cluster.StoreDir, cluster.Listen, cluster.ConfigFile = natsStore, natsListen, natsConfig
+				return serveNATS(ctx, cluster)
 			}
 			if args[0] == "console" {
 				return serveConsole(ctx, &conn, consoleAddr, tokensFile, health)
@@ -165,6 +174,11 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.StringVar(&natsListen, "listen", "127.0.0.1:4222", "nats: client address to listen on")
 	fs.StringVar(&natsStore, "store", "./tribunal-data/nats", "nats: JetStream store folder")
 	fs.StringVar(&natsConfig, "config", "", "nats: nats-server configuration file (e.g. the authorization written by tribunal tenants)")
+	fs.StringVar(&cluster.ServerName, "server-name", "", "nats: this server's name, unique in its cluster and kept across restarts (required with --cluster-listen)")
+	fs.StringVar(&cluster.ClusterListen, "cluster-listen", "", "nats: address for routes from the other cluster members (e.g. 0.0.0.0:6222); makes this server a member of a JetStream cluster")
+	fs.StringVar(&cluster.ClusterName, "cluster-name", "", "nats: the cluster's name, the same on every member (default \""+bus.DefaultClusterName+"\")")
+	fs.StringSliceVar(&cluster.Routes, "routes", nil, "nats: cluster addresses of the members, nats://host:6222, comma separated; every member may get the same list")
+	fs.IntVar(&conn.replicas, "replicas", 1, "copies of the event stream, its consumers and the key-value state on a JetStream cluster: 3 on a three-node cluster survives losing a node; an existing deployment is scaled to it")
 	return cmd
 }
 
@@ -181,6 +195,10 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	defer store.Close()
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
 		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
+	if opts.RateLimits != nil {
+		// The shared rate-limit bucket is state like the others: replicated alike.
+		opts.RateLimits.Replicas = conn.replicas
+	}
 	defer sensors.Close()
 	for _, s := range services {
 		if s == bus.Judge || s == bus.Renderer {
@@ -223,16 +241,20 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	return nil
 }
 
-func serveNATS(ctx context.Context, listen, store, config string) error {
-	if err := os.MkdirAll(store, 0o750); err != nil {
+func serveNATS(ctx context.Context, o bus.EmbeddedOptions) error {
+	if err := os.MkdirAll(o.StoreDir, 0o750); err != nil {
 		return err
 	}
-	abs, _ := filepath.Abs(store)
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: abs, Listen: listen, ConfigFile: config})
+	abs, _ := filepath.Abs(o.StoreDir)
+	o.StoreDir, o.Log = abs, true
+	ns, err := bus.StartEmbedded(o)
 	if err != nil {
-		return err
+		return exitError{2, err}
 	}
 	fmt.Fprintf(os.Stderr, "nats listening on %s (JetStream store %s)\n", ns.ClientURL(), abs)
+	if o.ClusterListen != "" {
+		fmt.Fprintf(os.Stderr, "nats %s: cluster %s, routes on %s to %s\n", ns.Name(), ns.ClusterName(), o.ClusterListen, strings.Join(o.Routes, ","))
+	}
 	<-ctx.Done()
 	ns.Shutdown()
 	ns.WaitForShutdown()

@@ -343,11 +343,26 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, cfg 
 	if err != nil {
 		return fmt.Errorf("audit: ordered consumer on %s: %w", stream, err)
 	}
+	// On a cluster every fetch of an ordered consumer recreates it, possibly on another
+	// server, and the first pull can overtake the news of it: "no responders". The next
+	// fetch resumes where the last message left off, so such a pull is simply repeated.
+	unanswered := 0
+	again := func(err error) bool {
+		if !errors.Is(err, nats.ErrNoResponders) || unanswered >= 50 {
+			return false
+		}
+		unanswered++
+		time.Sleep(100 * time.Millisecond)
+		return true
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("audit: replay of %s: %w", stream, err)
 		}
 		batch, err := cons.Fetch(512, jetstream.FetchMaxWait(time.Second))
+		if again(err) {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("audit: replay of %s: %w", stream, err)
 		}
@@ -363,7 +378,12 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, cfg 
 				return nil
 			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		err = batch.Error()
+		if n == 0 && again(err) {
+			continue
+		}
+		unanswered = 0
+		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("audit: replay of %s: %w", stream, err)
 		}
 		if n == 0 {

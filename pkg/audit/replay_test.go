@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,53 @@ func TestAuditReplaySelects(t *testing.T) {
 	}
 	if recs, err := audit.Replay(ctx, js, audit.Filter{BatchID: "nope"}); err != nil || len(recs) != 0 {
 		t.Fatalf("unknown batch: %d events, %v", len(recs), err)
+	}
+}
+
+// TestAuditReplayOnCluster: on a three-node cluster with the stream replicated, where
+// every pull of the replay's ordered consumer recreates it, possibly on another server:
+// after a server restarts, a pull can arrive before the consumer's interest has ("no
+// responders"). The replay repeats such a pull and returns every event of the batch.
+func TestAuditReplayOnCluster(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	_, js := c.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.Config{Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	var evs []events.Event
+	for i := range n {
+		job := "AC-" + strconv.Itoa(i)
+		evs = append(evs, events.New(&events.JobSubmitted{Spec: abSpec(job), BatchSize: n}, "default", "b-1", job, 0, "", nil))
+	}
+	if err := bus.NewPublisher(js).PublishEvents(evs...); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 6 {
+		if round%2 == 1 {
+			// After a restart of its leader the stream is leaderless for a few seconds
+			// and requests go unanswered; the replay starts once it has one again.
+			c.Restart(t, round/2)
+			for {
+				ictx, icancel := context.WithTimeout(ctx, 2*time.Second)
+				_, err := js.Stream(ictx, "TRIBUNAL")
+				icancel()
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("round %d: the stream has no leader after a restart: %v", round, err)
+				}
+			}
+		}
+		recs, err := audit.Replay(ctx, js, audit.Filter{BatchID: "b-1"})
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if len(recs) != n {
+			t.Fatalf("round %d: %d events replayed, want %d", round, len(recs), n)
+		}
 	}
 }

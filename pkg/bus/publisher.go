@@ -36,23 +36,27 @@ const (
 // the copies within its duplicate window. Publish returns only after JetStream has
 // acknowledged every message: a handler's input is acked after its outputs are stored.
 type Publisher struct {
-	js      jetstream.JetStream
-	timeout time.Duration
+	js jetstream.JetStream
+	// timeout bounds a whole Publish; attempt bounds the wait for one round of acks.
+	timeout, attempt time.Duration
 }
 
 // NewPublisher returns a publisher over js.
 func NewPublisher(js jetstream.JetStream) *Publisher {
-	return &Publisher{js: js, timeout: 30 * time.Second}
+	return &Publisher{js: js, timeout: 30 * time.Second, attempt: 5 * time.Second}
 }
 
 // Publish implements message.Publisher. topic is used as the subject only when a message
 // carries no MetaSubject. A message whose context holds a span carries it on as a W3C
 // traceparent header.
+//
+// A message whose ack does not come within an attempt, or that finds the stream without
+// a leader, is published again under the same id until the whole timeout passes: on a
+// cluster that loses the stream's leader, what was sent to it is lost, and the new
+// leader stores the copy (or drops it as a duplicate if the first one made it).
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
-	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
-	defer cancel()
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
-	for _, m := range msgs {
+	nms := make([]*nats.Msg, len(msgs))
+	for i, m := range msgs {
 		subject := m.Metadata.Get(MetaSubject)
 		if subject == "" {
 			subject = topic
@@ -71,22 +75,67 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		if err := p.checkSize(m, nm); err != nil {
 			return err
 		}
-		f, err := p.js.PublishMsgAsync(nm, jetstream.WithMsgID(m.UUID))
+		nms[i] = nm
+	}
+	deadline := time.Now().Add(p.timeout)
+	pending := make([]int, len(msgs))
+	for i := range pending {
+		pending[i] = i
+	}
+	wait := 100 * time.Millisecond
+	for {
+		until := time.Now().Add(p.attempt)
+		if until.After(deadline) {
+			until = deadline
+		}
+		var err error
+		if pending, err = p.publishOnce(msgs, nms, pending, until); err == nil || !IsTransient(err) {
+			return err
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// publishOnce publishes the messages at pending and waits for their acks until
+// deadline. It returns the ones to publish again and the first error; a non-transient
+// error ends the publish.
+func (p *Publisher) publishOnce(msgs []*message.Message, nms []*nats.Msg, pending []int, deadline time.Time) ([]int, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	futures := make([]jetstream.PubAckFuture, 0, len(pending))
+	for _, i := range pending {
+		f, err := p.js.PublishMsgAsync(nms[i], jetstream.WithMsgID(msgs[i].UUID))
 		if err != nil {
-			return fmt.Errorf("publish %s to %s: %w", m.UUID, subject, err)
+			return pending, fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, nms[i].Subject, err)
 		}
 		futures = append(futures, f)
 	}
-	for i, f := range futures {
+	var again []int
+	var first error
+	for k, f := range futures {
+		i := pending[k]
+		var err error
 		select {
 		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, f.Msg().Subject, err)
+			continue
+		case err = <-f.Err():
+			err = fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, nms[i].Subject, err)
 		case <-ctx.Done():
-			return fmt.Errorf("publish %s to %s: no ack: %w", msgs[i].UUID, f.Msg().Subject, ctx.Err())
+			err = fmt.Errorf("publish %s to %s: no ack: %w", msgs[i].UUID, nms[i].Subject, ctx.Err())
 		}
+		if !IsTransient(err) {
+			return nil, err
+		}
+		if first == nil {
+			first = err
+		}
+		again = append(again, i)
 	}
-	return nil
+	return again, first
 }
 
 // Close implements message.Publisher.

@@ -27,24 +27,28 @@ type Progress struct {
 	Completion  *records.Completion
 }
 
-// Watch reports progress every interval until the batch completes or ctx ends.
+// Watch reports progress every interval until the batch completes or ctx ends. A read
+// that fails while NATS is briefly unreachable (a server restarting, a cluster electing a
+// leader after losing a node) is tried again at the next interval.
 func Watch(ctx context.Context, b bus.Buckets, tenant, batchID string, interval time.Duration, report func(Progress)) (*records.Completion, error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	store := records.New(b)
 	for {
 		h, _, err := store.Header(ctx, tenant, batchID)
-		if err != nil {
+		if err != nil && !bus.IsTransient(err) {
 			return nil, err
 		}
 		if h != nil {
 			p := Progress{Total: h.Size, Completion: h.Completion}
 			if h.Completion != nil {
 				p.Done = h.Size
-			} else if p.Done, err = store.Progress(ctx, tenant, batchID, h.Size); err != nil {
+			} else if p.Done, err = store.Progress(ctx, tenant, batchID, h.Size); err != nil && !bus.IsTransient(err) {
 				return nil, err
 			}
-			report(p)
+			if err == nil {
+				report(p)
+			}
 			if h.Completion != nil {
 				return h.Completion, nil
 			}
