@@ -129,6 +129,10 @@ func Apply(st State, in Input) (Result, error) {
 		// rejudging client to read; they never change a decision.
 		return Result{}, nil
 	}
+	if p, ok := ev.Payload.(*events.JobCancelRequested); ok {
+		// A dead-lettered cancel still says what was asked: the job is cancelled all the same.
+		return cancelled(st, in, p)
+	}
 	if p, ok := ev.Payload.(*events.JobSubmitted); ok && (st.Job == nil || in.DeadLetter == nil) {
 		return submitted(st, in, p)
 	}
