@@ -82,10 +82,12 @@ func (f *fixture) verdict(sub events.Event) events.Event {
 //	AC-3 its submission stored before the cancel, handled after it: cancelled, no render.
 //	AC-4 never submitted: cancelled.
 //	AC-5 its verdict stored after the cancel, handled before it: compared.
+//	AC-6 its verdict handled before the cancel, but the cancel's announcement of the
+//	     outcome reached the stream before the verdict's own: compared.
 func cancelled(t *testing.T) *fixture {
 	f := newFixture(t)
-	const n = 5
-	f.open("AC-1", "AC-2", "AC-3", "AC-4", "AC-5")
+	const n = 6
+	f.open("AC-1", "AC-2", "AC-3", "AC-4", "AC-5", "AC-6")
 	s1 := f.submission("AC-1", 0, n)
 	f.in(s1)
 	f.in(f.verdict(s1))
@@ -95,6 +97,9 @@ func cancelled(t *testing.T) *fixture {
 	s3 := f.publish(f.submission("AC-3", 2, n))
 	s5 := f.submission("AC-5", 4, n)
 	f.in(s5)
+	s6 := f.submission("AC-6", 5, n)
+	f.in(s6)
+	v6 := f.publish(f.verdict(s6))
 	f.in(events.New(&events.BatchCancelRequested{By: "alice"}, f.tenant, f.batch, "", 0, "", nil))
 	c := map[string]audit.Recorded{}
 	for _, r := range f.recs {
@@ -113,6 +118,16 @@ func cancelled(t *testing.T) *fixture {
 	f.late(s3)
 	f.late(v5)
 	f.late(c["AC-5"])
+	decided, err := f.agg.Apply(rulebook.Input{Event: v6.Event, Link: link(v6), Subject: v6.Subject})
+	if err != nil || decided.Job == nil || !decided.Done {
+		f.t.Fatalf("AC-6's verdict: %+v, %v", decided, err)
+	}
+	f.late(c["AC-6"])
+	for _, e := range decided.Publish {
+		if !f.holds(e.ID) {
+			f.t.Fatalf("the cancel did not announce AC-6's outcome first")
+		}
+	}
 	f.late(c["AC-4"])
 	return f
 }
@@ -122,7 +137,7 @@ func cancelled(t *testing.T) *fixture {
 func TestAuditCancelRacesAreClean(t *testing.T) {
 	f := cancelled(t)
 	want := map[string]events.Status{"AC-1": events.StatusCompared, "AC-2": events.StatusBlocked, "AC-3": events.StatusBlocked,
-		"AC-4": events.StatusBlocked, "AC-5": events.StatusCompared}
+		"AC-4": events.StatusBlocked, "AC-5": events.StatusCompared, "AC-6": events.StatusCompared}
 	for id, s := range want {
 		if j := f.agg.Job(f.tenant, f.batch, id); j == nil || j.Status != s {
 			t.Fatalf("%s: %+v, want %s", id, j, s)

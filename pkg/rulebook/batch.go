@@ -151,7 +151,7 @@ func cancelled(st State, in Input, p *events.JobCancelRequested) (Result, error)
 	}
 	j := st.Job
 	if j != nil && j.Final() {
-		return Result{Done: true, Publish: Outputs(j, &ev.Envelope)}, nil
+		return Result{Done: true, Publish: Announced(j)}, nil
 	}
 	k, err := kinds.Lookup(p.Kind)
 	if err != nil {
@@ -175,7 +175,9 @@ func cancelled(st State, in Input, p *events.JobCancelRequested) (Result, error)
 		next.Inputs = []string{in.Link}
 	}
 	k.Blocked(next)
-	res := Result{Job: next, Done: true, Publish: Outputs(next, &ev.Envelope)}
+	// Announced, not Outputs with the cancel's envelope: a redriven job's outcome has
+	// ids of its attempt, the cancel none.
+	res := Result{Job: next, Done: true, Publish: Announced(next)}
 	if j == nil {
 		res.Created = true
 		res.Batch = &records.Batch{Tenant: ev.Tenant, Batch: ev.BatchID, Size: p.BatchSize, CreatedAt: st.Now}

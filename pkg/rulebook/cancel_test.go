@@ -66,6 +66,9 @@ func TestCancelJob(t *testing.T) {
 				if res.Job != nil || len(res.Publish) != 1 || res.Publish[0].ID != rulebook.Outputs(tc.job, nil)[0].ID {
 					t.Fatalf("a final job keeps its outcome and announces it again: %+v", res)
 				}
+				if res.Publish[0].CausationID != tc.job.DecidedBy {
+					t.Fatalf("announced again as caused by %s, not by the input that decided it (%s)", res.Publish[0].CausationID, tc.job.DecidedBy)
+				}
 				return
 			}
 			j, ev := res.Job, tc.in.Event

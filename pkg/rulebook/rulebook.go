@@ -236,7 +236,7 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 			// outcome must not be announced again under new ids.
 			return Result{}, nil
 		}
-		return Result{Done: true, Publish: Outputs(j, &ev.Envelope)}, nil
+		return Result{Done: true, Publish: Announced(j)}, nil
 	}
 	next := j.Clone()
 	if redrive {
@@ -301,6 +301,15 @@ func Outputs(j *records.Job, cause *events.Envelope) []events.Event {
 	e := events.New(p, j.Tenant, j.Batch, j.ACID, j.Iteration, step, cause)
 	e.CorrelationID = j.CorrelationID
 	return []events.Event{e}
+}
+
+// Announced is a final job's outcome as it was first announced, whichever later input
+// asks for it again: under the same ids and naming, as its cause, the input that decided
+// it (and that input's attempt). Two inputs of one job may be handled at once (a verdict
+// and a cancel), the later one finding the job final; whichever publishes first is the
+// copy the stream keeps, and it must say what decided.
+func Announced(j *records.Job) []events.Event {
+	return Outputs(j, &events.Envelope{ID: j.DecidedBy, Attempt: j.Attempt, CorrelationID: j.CorrelationID})
 }
 
 // Redrivable reports whether `tribunal redrive` may send a job through again: a job that
