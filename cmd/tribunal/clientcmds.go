@@ -16,6 +16,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
 // clientEnv is a connection to running services with no service of its own. It never
@@ -83,6 +84,11 @@ interrupted batch instead, use tribunal cancel.`,
   tribunal submit examples/quickstart --resume "$id" --nats nats://127.0.0.1:4222 --blob file:///srv/tribunal/blobs`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if resume != "" {
+				if err := events.ValidateName(resume); err != nil {
+					return exitError{2, fmt.Errorf("--resume: batch id %w", err)}
+				}
+			}
 			b, err := batch.Load(args[0])
 			if err != nil {
 				return exitError{2, err}

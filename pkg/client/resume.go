@@ -18,9 +18,10 @@ import (
 // job.submitted of a recorded job; sending only the unrecorded jobs keeps even that from
 // happening (a job published but not yet recorded is sent again, harmlessly).
 //
-// The job set must be the one first submitted: the header's size and plan digest are
-// compared with b's, and a batch file (or artifact) changed since refuses the resume with
-// a RefusedError saying so, as does a cancelled batch. Resuming a batch of which nothing
+// The job set must be the one first submitted: the header's size and, once the batch's
+// batch.opened is recorded, its plan digest are compared with b's, and a batch file (or
+// artifact) changed since refuses the resume with a RefusedError saying so, as does a
+// cancelled batch. Resuming a batch of which nothing
 // is recorded submits it whole; resuming a complete one publishes nothing. Reading the
 // buckets needs the services' NATS user (or an ingress holding it).
 func (s *Submitter) Resume(ctx context.Context, bk bus.Buckets, b *batch.Batch, tenant, batchID string) (Submission, error) {
