@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/user"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,6 +16,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
 // clientEnv is a connection to running services with no service of its own. It never
@@ -71,16 +75,36 @@ func (e *clientEnv) buckets(ctx context.Context) (bus.Buckets, error) {
 
 func newSubmitCmd() *cobra.Command {
 	var conn connFlags
-	var tenant string
+	var tenant, resume string
 	var allowOutside bool
 	var acs []string
 	cmd := &cobra.Command{
 		Use:   "submit <batch>",
 		Short: "Submit a batch to running services and print its batch id",
+		Long: `submit uploads a batch's artifacts and publishes its jobs to running services. The batch
+id is the first line on stdout, printed before anything is uploaded or published, and the
+only one: a submission that fails or is killed can always be named afterwards.
+
+Every job's event is built and checked (its schema, its size against the bus's max
+payload) before the first is published. An AC whose event cannot be published as it is
+(a criterion too large, an invalid field) is submitted blocked with the reason, naming the
+AC and the field, like any broken entry; a batch with a job that cannot be submitted even
+blocked (an invalid or duplicate job id) is refused with nothing published (exit 2).
+
+--resume <id> finishes an interrupted submission of the same batch file under the same
+id: it publishes what the services have not recorded. It refuses a batch file that
+changed since (another job count or plan digest) and a cancelled batch. To end an
+interrupted batch instead, use tribunal cancel.`,
 		Example: `  id=$(tribunal submit examples/quickstart --nats nats://127.0.0.1:4222 --blob file:///srv/tribunal/blobs)
-  tribunal watch --batch "$id" --nats nats://127.0.0.1:4222`,
+  tribunal watch --batch "$id" --nats nats://127.0.0.1:4222
+  tribunal submit examples/quickstart --resume "$id" --nats nats://127.0.0.1:4222 --blob file:///srv/tribunal/blobs`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if resume != "" {
+				if err := events.ValidateName(resume); err != nil {
+					return exitError{2, fmt.Errorf("--resume: batch id %w", err)}
+				}
+			}
 			b, err := batch.Load(args[0])
 			if err != nil {
 				return exitError{2, err}
@@ -98,12 +122,39 @@ func newSubmitCmd() *cobra.Command {
 				return err
 			}
 			defer env.close()
-			sub := &client.Submitter{Pub: env.pub, Store: env.store, AllowOutside: allowOutside}
-			s, err := sub.Submit(cmd.Context(), b, firstNonEmpty(tenant, b.Tenant, "default"), client.NewBatchID(b))
-			if err != nil {
-				return err
+			id := resume
+			if id == "" {
+				id = client.NewBatchID(b)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), s.BatchID)
+			tenant := firstNonEmpty(tenant, b.Tenant, "default")
+			// The id first, before anything is uploaded or published: whatever happens next,
+			// the batch can be named to resume or cancel it.
+			fmt.Fprintln(cmd.OutOrStdout(), id)
+			sub := &client.Submitter{Pub: env.pub, Store: env.store, AllowOutside: allowOutside}
+			var s client.Submission
+			if resume != "" {
+				bk, err := env.buckets(cmd.Context())
+				if err != nil {
+					return exitError{2, fmt.Errorf("--resume: %w", err)}
+				}
+				s, err = sub.Resume(cmd.Context(), bk, b, tenant, id)
+				if err == nil {
+					fmt.Fprintf(os.Stderr, "batch %s: %d jobs, %d recorded already, %d published now\n", id, s.Jobs, s.Recorded, s.Published)
+				}
+			} else {
+				s, err = sub.Submit(cmd.Context(), b, tenant, id)
+			}
+			for _, p := range s.Blocked {
+				fmt.Fprintln(os.Stderr, "blocked:", p)
+			}
+			var refused *client.RefusedError
+			switch {
+			case errors.As(err, &refused):
+				return exitError{2, err}
+			case err != nil:
+				return exitError{2, fmt.Errorf("%w\nbatch %s is incomplete: finish it with `tribunal submit %s --resume %s` (same flags), or end it with `tribunal cancel %s`",
+					err, id, args[0], id, id)}
+			}
 			return nil
 		},
 	}
@@ -111,7 +162,79 @@ func newSubmitCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (team); default the batch's, else \"default\"")
 	cmd.Flags().BoolVar(&allowOutside, "allow-outside", false, "allow artifact paths outside the batch folder")
 	cmd.Flags().StringSliceVar(&acs, "ac", nil, "submit only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
+	cmd.Flags().StringVar(&resume, "resume", "", "finish the interrupted submission of this batch id (the same batch file): publish what the services have not recorded")
 	return cmd
+}
+
+func newCancelCmd() *cobra.Command {
+	var conn connFlags
+	var tenant, by string
+	var noWait bool
+	cmd := &cobra.Command{
+		Use:   "cancel <batch>",
+		Short: "End a batch: every AC without an outcome is blocked as cancelled",
+		Long: `cancel ends a batch that is running, or that an interrupted submission left incomplete:
+every AC without an outcome, including ACs that were never submitted, is blocked with
+stage "cancel" and reason "cancelled by <who>", ACs with an outcome keep it, and the batch
+completes once, with its manifests. It waits for the completion unless --no-wait.
+
+With a team's NATS user (which cannot read the batch state) the cancel is only sent.`,
+		Example: `  tribunal cancel nightly-20261130T080000-a1b2c3 --tenant team-a --nats nats://127.0.0.1:4222`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			batchID := args[0]
+			env, err := connectClient(cmd.Context(), &conn)
+			if err != nil {
+				return err
+			}
+			defer env.close()
+			bk, err := env.buckets(cmd.Context())
+			if err != nil {
+				slog.Debug("batch state unreadable", "err", err)
+				if err := client.CancelRequest(env.pub, tenant, batchID, by); err != nil {
+					return exitError{2, err}
+				}
+				fmt.Fprintf(os.Stderr, "cancel of %s requested; this NATS user cannot read the batch state, so it is not followed\n", batchID)
+				return nil
+			}
+			h, err := client.Cancel(cmd.Context(), bk, env.pub, tenant, batchID, by)
+			if err != nil {
+				return exitError{2, err}
+			}
+			fmt.Fprintf(os.Stderr, "cancel of %s requested by %s (%d jobs)\n", batchID, by, h.Size)
+			if noWait {
+				return nil
+			}
+			c, err := client.Watch(cmd.Context(), bk, tenant, batchID, 250*time.Millisecond, func(client.Progress) {})
+			if err != nil {
+				return err
+			}
+			sum := c.Summary
+			fmt.Fprintf(os.Stderr, "batch %s complete: %d ACs, %d compared, %d blocked; tribunal results --batch %s shows them\n", batchID, sum.Total, sum.Compared, sum.Blocked, batchID)
+			return nil
+		},
+	}
+	conn.register(cmd.Flags())
+	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to")
+	cmd.Flags().StringVar(&by, "by", defaultBy(), "who cancels: every AC it blocks gets the reason \"cancelled by <by>\"")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the cancel is sent, without waiting for the batch to complete")
+	return cmd
+}
+
+// defaultBy names the person cancelling: their login on this host.
+func defaultBy() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	switch {
+	case name == "":
+		return firstNonEmpty(host, "unknown")
+	case host == "":
+		return name
+	}
+	return name + "@" + host
 }
 
 func newWatchCmd() *cobra.Command {

@@ -88,6 +88,7 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newRunCmd(),
 		newServeCmd(),
 		newSubmitCmd(),
+		newCancelCmd(),
 		newWatchCmd(),
 		newResultsCmd(),
 		newShuffleCmd(),

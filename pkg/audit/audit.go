@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
@@ -36,9 +37,9 @@ func Audit(recorded []Recorded, store blob.Store) Report {
 		ctx: context.Background(), store: store,
 		byID: map[string][]*Recorded{}, claimed: map[*Recorded]bool{}, audited: map[batchKey]bool{},
 		batches: map[batchKey]*simBatch{}, rubrics: map[string]cachedRubric{}, deferred: map[jobKey][]*Recorded{},
-		noted: map[string]bool{}, claimNoted: map[batchKey]bool{},
+		noted: map[string]bool{}, claimNoted: map[batchKey]bool{}, planUnread: map[batchKey]bool{},
 	}
-	a.mem = &rulebook.Memory{LoadRubric: a.rubricOf, Claim: a.claim}
+	a.mem = &rulebook.Memory{LoadRubric: a.rubricOf, Claim: a.claim, LoadPlan: a.planOf}
 	// A rejudge's events (another model judging the stored gated artifacts) stand next
 	// to the decisions without changing any: they are counted, not simulated.
 	kept := recorded[:0:0]
@@ -73,6 +74,9 @@ type auditor struct {
 	deferred   map[jobKey][]*Recorded
 	noted      map[string]bool
 	claimNoted map[batchKey]bool
+	// planUnread are batches whose cancel could not be followed over their plan (no blob
+	// store, or an unreadable page): their cancel's steps are noted, not judged.
+	planUnread map[batchKey]bool
 }
 
 func (a *auditor) run(recorded []Recorded) {
@@ -258,46 +262,49 @@ func idSteps(ev events.Event) []string {
 		return []string{events.ResetStep(p.Loop)}
 	case *events.IterationDecided, *events.JobBlocked:
 		return []string{"", "final"}
+	case *events.BatchCancelRequested:
+		return []string{events.CancelStep(p.Page)}
 	}
 	return []string{""}
 }
 
 // aggregatorInputs are the subjects the aggregator's consumer receives (besides dead
 // letters).
-var aggregatorInputs = map[events.Type]bool{
-	events.TypeJobSubmitted: true, events.TypeGatesFailed: true, events.TypeVerdictEmitted: true,
-	events.TypeRenderUnchanged: true, events.TypeSpotcheckRecorded: true, events.TypeViewReset: true,
+var aggregatorInputs = func() map[events.Type]bool {
+	m := map[events.Type]bool{}
+	for _, t := range bus.ServiceInputs[bus.Aggregator] {
+		m[t] = true
+	}
+	return m
+}()
+
+// isAggregatorInput reports whether the aggregator consumes r: a dead letter, or an event
+// on one of its input subjects whose envelope matches the subject.
+func isAggregatorInput(r *Recorded) bool {
+	if r.DeadLetter != "" {
+		return true
+	}
+	tenant, typ, err := events.ParseSubject(r.Subject)
+	return err == nil && aggregatorInputs[typ] && tenant == r.Event.Tenant && typ == r.Event.Type
 }
 
-// simulate feeds the replay to the rebuilt aggregator in stream order.
+// simulate feeds the replay to the rebuilt aggregator in stream order, but for a job's
+// cancel, which goes where the aggregator applied it (see cancelOrder).
 func (a *auditor) simulate() {
+	order := a.cancelOrder()
 	for _, r := range a.recs {
 		if !r.OK() {
 			continue
 		}
-		if isRedriveRequest(r) {
-			a.redriveRequest(r)
+		if c := order.before(r); c != nil {
+			a.simulateOne(c)
+		}
+		if order.held(r) {
 			continue
 		}
-		if r.DeadLetter == "" {
-			tenant, typ, err := events.ParseSubject(r.Subject)
-			if err != nil || !aggregatorInputs[typ] || tenant != r.Event.Tenant || typ != r.Event.Type {
-				continue
-			}
-		}
-		tenant, batch, job := rulebook.JobOf(r.Event)
-		key := jobKey{tenant, batch, job}
-		if _, ok := r.Event.Payload.(*events.JobSubmitted); ok {
-			a.applyInput(r)
-			a.flush(key)
-			continue
-		}
-		if len(a.deferred[key]) > 0 && r.DeadLetter == "" {
-			a.deferred[key] = append(a.deferred[key], r) // keep the job's order
-			continue
-		}
-		if !a.applyInput(r) {
-			a.deferred[key] = append(a.deferred[key], r)
+		a.simulateOne(r)
+		if c := order.after(r); c != nil {
+			a.simulateOne(c)
 		}
 	}
 	var keys []jobKey
@@ -314,6 +321,32 @@ func (a *auditor) simulate() {
 		}
 		a.add(a.at(r, Mismatch{Kind: KindMissing, Job: k.job, Field: "job.submitted",
 			Detail: fmt.Sprintf("%d event(s) for a job whose submission is not recorded", len(a.deferred[k]))}))
+	}
+}
+
+// simulateOne feeds one recorded event to the rebuilt aggregator, holding back an event
+// that overtook its job's submission as the aggregator's retries do.
+func (a *auditor) simulateOne(r *Recorded) {
+	if isRedriveRequest(r) {
+		a.redriveRequest(r)
+		return
+	}
+	if !isAggregatorInput(r) {
+		return
+	}
+	tenant, batch, job := rulebook.JobOf(r.Event)
+	key := jobKey{tenant, batch, job}
+	if _, ok := r.Event.Payload.(*events.JobSubmitted); ok {
+		a.applyInput(r)
+		a.flush(key)
+		return
+	}
+	if len(a.deferred[key]) > 0 && r.DeadLetter == "" {
+		a.deferred[key] = append(a.deferred[key], r) // keep the job's order
+		return
+	}
+	if !a.applyInput(r) {
+		a.deferred[key] = append(a.deferred[key], r)
 	}
 }
 
@@ -394,7 +427,20 @@ func (m Mismatch) withDetail(d string) Mismatch {
 // outputTypes are the events only the aggregator publishes.
 var outputTypes = map[events.Type]bool{
 	events.TypeIterationDecided: true, events.TypeJobBlocked: true, events.TypeSignoffRecorded: true,
-	events.TypeManifestEmitted: true, events.TypeBatchCompleted: true,
+	events.TypeManifestEmitted: true, events.TypeBatchCompleted: true, events.TypeJobCancelRequested: true,
+}
+
+// isOutput reports whether only the aggregator publishes r: an output type, a render
+// request but a redrive's (`tribunal redrive` publishes those, isRedriveRequest), or a
+// cancel's continuation to the next plan page (the client asks for page 0 only).
+func isOutput(r *Recorded) bool {
+	switch p := r.Event.Payload.(type) {
+	case *events.RenderRequested:
+		return !isRedriveRequest(r)
+	case *events.BatchCancelRequested:
+		return p.Page > 0
+	}
+	return outputTypes[r.Event.Type]
 }
 
 // unexplained reports recorded aggregator outputs that no replayed input derives.
@@ -403,10 +449,7 @@ func (a *auditor) unexplained() {
 		if r.History || !r.OK() || r.DeadLetter != "" || a.claimed[r] {
 			continue
 		}
-		// Every render request is the aggregator's, but a redrive's: `tribunal redrive`
-		// publishes those (isRedriveRequest).
-		request := r.Event.Type == events.TypeRenderRequested && !isRedriveRequest(r)
-		if !outputTypes[r.Event.Type] && !request {
+		if !isOutput(r) || a.planUnread[batchKey{r.Event.Tenant, r.Event.BatchID}] && isCancel(r) {
 			continue
 		}
 		a.add(a.at(r, Mismatch{Kind: KindUnexplained, Detail: "no replayed event derives it"}))

@@ -21,6 +21,8 @@ type KV interface {
 	// Watch delivers the current value of every key matching keys, then nil, then later
 	// changes. tribunal passes jetstream.IgnoreDeletes and reads up to the nil.
 	Watch(ctx context.Context, keys string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error)
+	// ListKeysFiltered delivers the keys matching any of filters, without their values.
+	ListKeysFiltered(ctx context.Context, filters ...string) (jetstream.KeyLister, error)
 }
 
 var _ KV = jetstream.KeyValue(nil)

@@ -38,7 +38,7 @@ var ServiceInputs = map[string][]events.Type{
 	Renderer:   {events.TypeRenderRequested},
 	Gater:      {events.TypeRenderDone},
 	Judge:      {events.TypeGatesDone},
-	Aggregator: {events.TypeJobSubmitted, events.TypeGatesFailed, events.TypeVerdictEmitted, events.TypeRenderUnchanged, events.TypeSpotcheckRecorded, events.TypeViewReset},
+	Aggregator: {events.TypeJobSubmitted, events.TypeGatesFailed, events.TypeVerdictEmitted, events.TypeRenderUnchanged, events.TypeSpotcheckRecorded, events.TypeViewReset, events.TypeBatchOpened, events.TypeBatchCancelRequested, events.TypeJobCancelRequested},
 }
 
 // Key-value buckets.

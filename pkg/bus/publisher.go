@@ -141,6 +141,11 @@ func (p *Publisher) publishOnce(msgs []*message.Message, nms []*nats.Msg, pendin
 // Close implements message.Publisher.
 func (p *Publisher) Close() error { return nil }
 
+// MaxPayload is the largest message the connection's server takes (headers included),
+// 0 before the connection has learnt it. A client checks what it will publish against it
+// before publishing anything.
+func (p *Publisher) MaxPayload() int64 { return p.js.Conn().MaxPayload() }
+
 // ErrPayloadTooLarge marks an event whose encoded size is over the server's max payload
 // (1 MiB unless the server is configured otherwise). Publishing it can never succeed, so
 // IsPermanent reports it: the input that produced it goes to dead letters at once

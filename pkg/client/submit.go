@@ -24,7 +24,6 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
@@ -44,6 +43,10 @@ type Submitter struct {
 	AllowOutside bool
 	// MaxArtifactBytes bounds one uploaded artifact (default blob.ArtifactMaxSize).
 	MaxArtifactBytes int64
+	// MaxPayload is the largest event the bus takes, which every job's event is checked
+	// against before anything is published; 0 asks Pub (bus.Publisher knows its
+	// connection's), else DefaultMaxPayload.
+	MaxPayload int64
 	// ServeFeature, when set, serves a rubric feature folder over HTTP and returns its
 	// base URL, so targets may name pages inside the folder (the all-in-one mode).
 	ServeFeature func(dir string) (string, error)
@@ -60,6 +63,13 @@ type Submission struct {
 	Jobs    int    `json:"jobs"`
 	// Rejected are entries that could not be submitted at all (no usable id).
 	Rejected []string `json:"rejected,omitempty"`
+	// Blocked are ACs submitted blocked because their events could not be published as
+	// they were (too large, invalid), each with the field at fault.
+	Blocked []string `json:"blocked,omitempty"`
+	// Published counts the jobs this call published; Recorded those a resumed submission
+	// found recorded already and did not send again.
+	Published int `json:"published"`
+	Recorded  int `json:"recorded,omitempty"`
 }
 
 var nameClean = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -83,7 +93,10 @@ func NewBatchID(b *batch.Batch) string {
 	return fmt.Sprintf("%s-%s-%s", name, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(r[:]))
 }
 
-// Submit uploads and publishes every AC of b under tenant as batch batchID.
+// Submit uploads and publishes every AC of b under tenant as batch batchID. Every event is
+// built and checked before the first is published (see Prepare), so a batch refused is
+// one of which nothing was published; the first event is the batch's batch.opened, so a
+// submission interrupted after it can be finished (Resume) or cancelled (Cancel).
 func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID string) (Submission, error) {
 	if err := events.ValidateName(batchID); err != nil {
 		return Submission{}, fmt.Errorf("batch id: %w", err)
@@ -91,41 +104,13 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 	sub := Submission{Tenant: tenant, BatchID: batchID}
 	prep, err := s.Prepare(ctx, b, tenant)
 	if prep != nil {
-		sub.Rejected, sub.Jobs = prep.Rejected, prep.Len()
+		sub.Rejected, sub.Jobs, sub.Blocked = prep.Rejected, prep.Len(), prep.Blocked
 	}
 	if err != nil {
 		return sub, err
 	}
-	var msgs []*message.Message
-	flush := func() error {
-		if len(msgs) == 0 {
-			return nil
-		}
-		err := s.Pub.Publish("", msgs...)
-		msgs = msgs[:0]
-		return err
-	}
-	err = prep.Jobs(func(i int, j Job) error {
-		submitted := events.New(&events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: b.Path}, tenant, batchID, j.ID, j.Iteration, "", nil)
-		m, err := bus.Messages(submitted)
-		if err != nil {
-			return fmt.Errorf("AC %s: %w", j.ID, err)
-		}
-		msgs = append(msgs, m...)
-		if len(msgs) >= 2000 {
-			if err := flush(); err != nil {
-				return fmt.Errorf("publish batch %s: %w", batchID, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return sub, err
-	}
-	if err := flush(); err != nil {
-		return sub, fmt.Errorf("publish batch %s: %w", batchID, err)
-	}
-	return sub, nil
+	err = s.publish(ctx, prep, tenant, batchID, nil, false, &sub)
+	return sub, err
 }
 
 // Prepared is a batch resolved into jobs, its artifacts uploaded: what Submit publishes,
@@ -133,9 +118,14 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 type Prepared struct {
 	// Rejected are entries that could not be submitted at all (no usable id).
 	Rejected []string
-	batch    *batch.Batch
-	plans    []planned
-	uploads  map[string]events.Source
+	// Blocked are ACs planned again as blocked because their events could not be
+	// published as they were, each with the field at fault.
+	Blocked []string
+	batch   *batch.Batch
+	plans   []planned
+	uploads map[string]events.Source
+	// plan is the batch's plan as batch.opened announces it: its digest and stored pages.
+	plan events.BatchOpened
 }
 
 // planned is one job of the batch and the entry it came from.
@@ -173,7 +163,10 @@ func (p *Prepared) Jobs(fn func(i int, j Job) error) error {
 }
 
 // Prepare resolves every AC of b into its jobs and uploads their artifacts under tenant,
-// without publishing anything. An AC with a problem is still a job, blocked with it.
+// without publishing anything. An AC with a problem is still a job, blocked with it. Every
+// job's event is then built, validated and measured against the bus's max payload (check),
+// and the batch's plan is stored for its batch.opened: what Submit publishes is known to
+// be publishable before the first event goes out.
 func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) (*Prepared, error) {
 	if err := events.ValidateTenant(tenant); err != nil {
 		return nil, fmt.Errorf("tenant: %w", err)
@@ -210,6 +203,12 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 	}
 	var err error
 	if prep.uploads, err = s.uploadAll(ctx, b, tenant, names); err != nil {
+		return prep, err
+	}
+	if err := s.check(ctx, prep, env, tenant); err != nil {
+		return prep, err
+	}
+	if err := s.storePlan(ctx, prep, tenant); err != nil {
 		return prep, err
 	}
 	return prep, nil

@@ -40,6 +40,9 @@ func samples() []Payload {
 		&RenderUnchanged{Kind: KindRubric, ACID: "AC-7", Render: Blob{SHA256: digest, MediaType: "image/png", Size: 9}},
 		&SpotcheckRecorded{ACID: "AC-7", Approved: true},
 		&ViewReset{ACID: "AC-7", Loop: 1, By: "me", Reason: "budget spent on a frozen dimension; the rubric is fixed"},
+		&BatchOpened{Size: 2, Digest: digest, Pages: []Blob{{SHA256: digest, MediaType: "application/json", Size: 40}}},
+		&BatchCancelRequested{By: "alice@host"},
+		&JobCancelRequested{Kind: KindAB, Index: 1, BatchSize: 2, By: "alice@host"},
 	}
 }
 
@@ -269,5 +272,42 @@ func TestSpotcheckDimension(t *testing.T) {
 		if tc.ok != (err == nil) || err != nil && (!errors.As(err, &fe) || fe.Field != "dimension") {
 			t.Errorf("%+v: %v", tc.p, err)
 		}
+	}
+}
+
+// TestBatchEventsNameTheBadField: the batch-wide events refuse what the aggregator could
+// not act on, naming the field.
+func TestBatchEventsNameTheBadField(t *testing.T) {
+	page := Blob{SHA256: digest, MediaType: "application/json", Size: 40}
+	cases := []struct {
+		name  string
+		p     Payload
+		field string
+	}{
+		{"no size", &BatchOpened{Digest: digest, Pages: []Blob{page}}, "size"},
+		{"bad digest", &BatchOpened{Size: 1, Digest: "abc", Pages: []Blob{page}}, "digest"},
+		{"pages short of the size", &BatchOpened{Size: PlanPageSize + 1, Digest: digest, Pages: []Blob{page}}, "pages"},
+		{"bad page", &BatchOpened{Size: 1, Digest: digest, Pages: []Blob{{SHA256: "x", MediaType: "application/json"}}}, "pages[0].sha256"},
+		{"nobody cancels", &BatchCancelRequested{}, "by"},
+		{"control characters in by", &BatchCancelRequested{By: "alice\nbob"}, "by"},
+		{"negative page", &BatchCancelRequested{By: "alice", Page: -1}, "page"},
+		{"unknown kind", &JobCancelRequested{Kind: "poetry", Index: 0, BatchSize: 1, By: "alice"}, "kind"},
+		{"index past the batch", &JobCancelRequested{Kind: KindAB, Index: 1, BatchSize: 1, By: "alice"}, "index"},
+		{"by too long", &JobCancelRequested{Kind: KindAB, Index: 0, BatchSize: 1, By: strings.Repeat("a", 201)}, "by"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Encode(New(c.p, "team-a", "b1", "", 0, "", nil))
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != c.field || fe.Doc != string(c.p.EventType()) {
+				t.Fatalf("got %v, want a field error on %s.%s", err, c.p.EventType(), c.field)
+			}
+		})
+	}
+	if PlanPages(1) != 1 || PlanPages(PlanPageSize) != 1 || PlanPages(PlanPageSize+1) != 2 {
+		t.Fatal("PlanPages")
+	}
+	if CancelStep(0) != "" || CancelStep(3) != "page-3" {
+		t.Fatal("CancelStep")
 	}
 }

@@ -585,7 +585,7 @@ func (p *ManifestEmitted) Validate() error {
 type JobBlocked struct {
 	Kind Kind   `msgpack:"kind"`
 	ACID string `msgpack:"ac_id"`
-	// Stage is where it stopped: "submit", "render", "gate" or "judge".
+	// Stage is where it stopped: "submit", "render", "gate", "judge" or "cancel".
 	Stage  string `msgpack:"stage"`
 	Reason string `msgpack:"reason"`
 }
@@ -658,6 +658,12 @@ func newPayload(t Type) (Payload, error) {
 		return &SpotcheckRecorded{}, nil
 	case TypeViewReset:
 		return &ViewReset{}, nil
+	case TypeBatchOpened:
+		return &BatchOpened{}, nil
+	case TypeBatchCancelRequested:
+		return &BatchCancelRequested{}, nil
+	case TypeJobCancelRequested:
+		return &JobCancelRequested{}, nil
 	}
 	return nil, &FieldError{Doc: docEvent, Field: "envelope.type", Reason: fmt.Sprintf("%q", t), Err: ErrUnknownType}
 }

@@ -87,6 +87,28 @@ type Batch struct {
 	Completion *Completion `json:"completion,omitempty"`
 	// Redrive is the redrive in progress: its attempt and the jobs still to decide.
 	Redrive *Redrive `json:"redrive,omitempty"`
+	// Plan is where the batch's plan is stored (every job's id, in index order), recorded
+	// from its batch.opened; nil for a batch whose client published none.
+	Plan *Plan `json:"plan,omitempty"`
+	// Cancel is set once the batch is cancelled: by whom, when, by which event.
+	Cancel *Cancel `json:"cancel,omitempty"`
+}
+
+// Plan is what a batch header keeps of the batch's plan.
+type Plan struct {
+	// Digest is the plan's SHA-256 (events.BatchOpened.Digest): a resumed submission of
+	// a changed batch file has another.
+	Digest string `json:"digest"`
+	// Pages are the plan's pages in blob storage, events.PlanPageSize jobs each.
+	Pages []events.Blob `json:"pages"`
+}
+
+// Cancel records a batch's cancel.
+type Cancel struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+	// Event is the batch.cancel.requested that cancelled it.
+	Event string `json:"event"`
 }
 
 // Redrive tracks one `tribunal redrive` of a batch's blocked jobs.

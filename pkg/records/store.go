@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -112,6 +113,24 @@ func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) 
 		}
 	}
 	return ctx.Err()
+}
+
+// JobIDs lists the jobs of a batch that are recorded, reading keys only.
+func (s Store) JobIDs(ctx context.Context, tenant, batch string) (map[string]bool, error) {
+	prefix := BatchPrefix(tenant, batch)
+	l, err := s.Jobs.ListKeysFiltered(ctx, prefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("list jobs of %s: %w", BatchKey(tenant, batch), err)
+	}
+	defer func() { _ = l.Stop() }()
+	out := map[string]bool{}
+	for k := range l.Keys() {
+		out[strings.TrimPrefix(k, prefix)] = true
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list jobs of %s: %w", BatchKey(tenant, batch), err)
+	}
+	return out, nil
 }
 
 // LoadJobs reads every job record of a batch.

@@ -26,6 +26,9 @@ type Memory struct {
 	// Claim decides which job of an interactive batch holds its spot-check, given the job
 	// asking; nil gives it to the first job that asks, as the aggregator's create does.
 	Claim func(tenant, batch, job string) string
+	// LoadPlan reads a page of a batch's plan (BatchResult.NeedPage). Without it a
+	// cancel's steps fail.
+	LoadPlan func(tenant string, page events.Blob) (*records.PlanPage, error)
 
 	jobs    map[string]*records.Job
 	views   map[string]views.Record
@@ -140,6 +143,9 @@ func (m *Memory) batch(tenant, batch string, size int) *memBatch {
 // Apply applies one input, stores what the rules decided and reports it.
 func (m *Memory) Apply(in Input) (Applied, error) {
 	m.init()
+	if BatchWide(in.Event) {
+		return m.applyBatch(in)
+	}
 	tenant, batch, job := JobOf(in.Event)
 	st := State{Now: m.now(), Job: m.jobs[records.JobKey(tenant, batch, job)]}
 	var viewKey string
@@ -204,6 +210,37 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 		out.Complete = m.done(j)
 	}
 	return out, nil
+}
+
+// applyBatch applies a batch-wide input to the batch's header, as the aggregator does.
+func (m *Memory) applyBatch(in Input) (Applied, error) {
+	ev := in.Event
+	key := records.BatchKey(ev.Tenant, ev.BatchID)
+	st := BatchState{Now: m.now()}
+	if b := m.batches[key]; b != nil {
+		h := b.header
+		st.Header = &h
+	}
+	res, err := ApplyBatch(st, in)
+	if err == nil && res.NeedPage != nil {
+		if m.LoadPlan == nil {
+			return Applied{}, errors.New("rulebook: a cancel and no plan loader")
+		}
+		if st.Page, err = m.LoadPlan(ev.Tenant, *res.NeedPage); err != nil {
+			return Applied{}, fmt.Errorf("batch %s: %w", key, err)
+		}
+		res, err = ApplyBatch(st, in)
+	}
+	if err != nil {
+		return Applied{}, err
+	}
+	if res.NotRecorded {
+		return Applied{Result: Result{NotRecorded: true}}, nil
+	}
+	if res.Header != nil {
+		m.batch(ev.Tenant, ev.BatchID, res.Header.Size).header = *res.Header
+	}
+	return Applied{Result: Result{Publish: res.Publish}}, nil
 }
 
 // done counts a final job toward its batch's completion (or its redrive's), as the

@@ -143,6 +143,10 @@ func Apply(st State, in Input) (Result, error) {
 		// rejudging client to read; they never change a decision.
 		return Result{}, nil
 	}
+	if p, ok := ev.Payload.(*events.JobCancelRequested); ok {
+		// A dead-lettered cancel still says what was asked: the job is cancelled all the same.
+		return cancelled(st, in, p)
+	}
 	if p, ok := ev.Payload.(*events.JobSubmitted); ok && (st.Job == nil || in.DeadLetter == nil) {
 		return submitted(st, in, p)
 	}
@@ -294,7 +298,7 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 			// outcome must not be announced again under new ids.
 			return Result{}, nil
 		}
-		return Result{Done: true, Publish: Outputs(j, &ev.Envelope)}, nil
+		return Result{Done: true, Publish: Announced(j)}, nil
 	}
 	next := j.Clone()
 	if redrive {
@@ -359,6 +363,15 @@ func Outputs(j *records.Job, cause *events.Envelope) []events.Event {
 	e := events.New(p, j.Tenant, j.Batch, j.ACID, j.Iteration, step, cause)
 	e.CorrelationID = j.CorrelationID
 	return []events.Event{e}
+}
+
+// Announced is a final job's outcome as it was first announced, whichever later input
+// asks for it again: under the same ids and naming, as its cause, the input that decided
+// it (and that input's attempt). Two inputs of one job may be handled at once (a verdict
+// and a cancel), the later one finding the job final; whichever publishes first is the
+// copy the stream keeps, and it must say what decided.
+func Announced(j *records.Job) []events.Event {
+	return Outputs(j, &events.Envelope{ID: j.DecidedBy, Attempt: j.Attempt, CorrelationID: j.CorrelationID})
 }
 
 // Redrivable reports whether `tribunal redrive` may send a job through again: a job that

@@ -33,11 +33,14 @@ func InboxPrefix(team string) string { return "_INBOX_" + team }
 // QueryPrefix is where a team asks the services about its own batches.
 func QueryPrefix(team string) string { return "tribunalq." + team }
 
-// Ingress lists the subjects a team may publish: submitting jobs, a person's spot-check
-// and loop reset of its rubric views, and asking about its own batches.
+// Ingress lists the subjects a team may publish: opening, submitting and cancelling its
+// batches, a person's spot-check and loop reset of its rubric views, and asking about its
+// own batches. job.cancel.requested is not among them: only the aggregator fans a
+// batch's cancel out to its jobs.
 func Ingress(team string) []string {
 	subj := func(t events.Type) string { s, _ := events.Subject(team, t); return s }
-	return []string{subj(events.TypeJobSubmitted), subj(events.TypeRenderRequested), subj(events.TypeSpotcheckRecorded), subj(events.TypeViewReset), QueryPrefix(team) + ".>"}
+	return []string{subj(events.TypeBatchOpened), subj(events.TypeJobSubmitted), subj(events.TypeRenderRequested), subj(events.TypeSpotcheckRecorded),
+		subj(events.TypeViewReset), subj(events.TypeBatchCancelRequested), QueryPrefix(team) + ".>"}
 }
 
 // Credential is one user's name and password.

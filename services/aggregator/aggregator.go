@@ -46,7 +46,55 @@ func New(b bus.Buckets, store blob.Store, log *slog.Logger) *Service {
 
 // Handle implements bus.Handler.
 func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, error) {
-	return s.apply(ctx, rulebook.Input{Event: ev, Link: inputLink(ctx, ev)})
+	in := rulebook.Input{Event: ev, Link: inputLink(ctx, ev)}
+	if rulebook.BatchWide(ev) {
+		return s.applyBatch(ctx, in)
+	}
+	return s.apply(ctx, in)
+}
+
+// applyBatch runs the rules of a batch-wide input (batch.opened, a cancel step) on the
+// batch header by compare-and-set, loading the plan page a cancel step reads. The plan
+// never changes once recorded, so a page loaded for one attempt serves a retried one.
+func (s *Service) applyBatch(ctx context.Context, in rulebook.Input) ([]events.Event, error) {
+	ev := in.Event
+	now := s.now()
+	var page *records.PlanPage
+	for {
+		var res rulebook.BatchResult
+		var ruleErr error
+		if _, err := s.records.UpdateHeader(ctx, ev.Tenant, ev.BatchID, func(cur *records.Batch) *records.Batch {
+			res, ruleErr = rulebook.ApplyBatch(rulebook.BatchState{Header: cur, Page: page, Now: now}, in)
+			if ruleErr != nil {
+				return nil
+			}
+			return res.Header
+		}); err != nil {
+			return nil, err
+		}
+		switch {
+		case errors.Is(ruleErr, rulebook.ErrRefused):
+			return nil, bus.Permanent(ruleErr)
+		case ruleErr != nil:
+			return nil, ruleErr
+		case res.NotRecorded:
+			return nil, fmt.Errorf("%s %s: batch %s has no plan recorded yet: %w", ev.Type, ev.ID, records.BatchKey(ev.Tenant, ev.BatchID), errNotRecorded)
+		case res.NeedPage != nil:
+			p, err := records.LoadPlanPage(ctx, s.blobs, ev.Tenant, *res.NeedPage)
+			if errors.Is(err, records.ErrCorrupt) {
+				return nil, bus.Permanent(fmt.Errorf("batch %s: %w", records.BatchKey(ev.Tenant, ev.BatchID), err))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("batch %s: %w", records.BatchKey(ev.Tenant, ev.BatchID), err)
+			}
+			page = p
+			continue
+		}
+		if c, ok := ev.Payload.(*events.BatchCancelRequested); ok {
+			s.log.InfoContext(ctx, "batch cancel", "tenant", ev.Tenant, "batch", ev.BatchID, "by", c.By, "page", c.Page, "events", len(res.Publish))
+		}
+		return res.Publish, nil
+	}
 }
 
 // DeadLetter turns an event another service gave up on into a blocked job, so the AC is

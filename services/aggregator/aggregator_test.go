@@ -200,7 +200,7 @@ func TestVerdictBeforeSubmissionIsRetried(t *testing.T) {
 // A submission whose spec names another AC than its envelope is refused for good.
 func TestSubmissionEnvelopeMismatchIsPermanent(t *testing.T) {
 	env := handlertest.New(t)
-	subs := env.Submitted(t, handlertest.Quickstart(), "team-a", "b1")
+	subs := handlertest.Of(env.Submitted(t, handlertest.Quickstart(), "team-a", "b1"), events.TypeJobSubmitted)
 	ev := subs[0]
 	ev.JobID = "AC-other"
 	_, agg := handlers(env, nil)
@@ -214,7 +214,7 @@ func TestSubmissionEnvelopeMismatchIsPermanent(t *testing.T) {
 // subject its event was published on.
 func TestDeadLetters(t *testing.T) {
 	env := handlertest.New(t)
-	subs := env.Submitted(t, handlertest.Quickstart(), "team-a", "b1")
+	subs := handlertest.Of(env.Submitted(t, handlertest.Quickstart(), "team-a", "b1"), events.TypeJobSubmitted)
 	_, agg := handlers(env, nil)
 	ctx := context.Background()
 	if _, err := handlertest.Deliver(ctx, agg.Handle, subs[0]); err != nil {

@@ -116,7 +116,7 @@ func TestMissingBlobFails(t *testing.T) {
 
 func TestWrongEventIsPermanent(t *testing.T) {
 	env := handlertest.New(t)
-	sub := env.Submitted(t, handlertest.Quickstart(), "team-a", "b1")[0]
+	sub := handlertest.Of(env.Submitted(t, handlertest.Quickstart(), "team-a", "b1"), events.TypeJobSubmitted)[0]
 	_, err := handlertest.Deliver(context.Background(), gater.New(kind.GateEnv{Store: env.Store, Log: quiet}).Handle, sub)
 	if !bus.IsPermanent(err) {
 		t.Fatalf("want a permanent error, got %v", err)

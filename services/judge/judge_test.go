@@ -131,7 +131,7 @@ func TestUnavailableProviderEndsAsUnavailableVotes(t *testing.T) {
 
 func TestWrongEventIsPermanent(t *testing.T) {
 	env := handlertest.New(t)
-	sub := env.Submitted(t, handlertest.Quickstart(), "team-a", "b1")[0]
+	sub := handlertest.Of(env.Submitted(t, handlertest.Quickstart(), "team-a", "b1"), events.TypeJobSubmitted)[0]
 	if _, err := handlertest.Deliver(context.Background(), judgeWith(env, handlertest.QuickstartProvider(t)), sub); !bus.IsPermanent(err) {
 		t.Fatalf("want a permanent error, got %v", err)
 	}

@@ -84,7 +84,7 @@ func TestEquivalenceWithoutProviderBlocks(t *testing.T) {
 
 func TestWrongEventIsPermanent(t *testing.T) {
 	env := handlertest.New(t)
-	sub := env.Submitted(t, handlertest.Quickstart(), "team-a", "b1")[0]
+	sub := handlertest.Of(env.Submitted(t, handlertest.Quickstart(), "team-a", "b1"), events.TypeJobSubmitted)[0]
 	_, err := handlertest.Deliver(context.Background(), renderer.New(env.Store, ingest.FetchOptions{}, kind.RenderEnv{Log: quiet}).Handle, sub)
 	if !bus.IsPermanent(err) || !strings.Contains(err.Error(), "job.submitted") {
 		t.Fatalf("want a permanent error naming the event, got %v", err)

@@ -41,7 +41,8 @@ func New(t testing.TB) *Env {
 }
 
 // Submitted submits the batch file at path through the client, uploading its artifacts
-// to the blob store, and returns the job.submitted events it would have published.
+// to the blob store, and returns the events it would have published: batch.opened, then
+// one job.submitted per job.
 func (e *Env) Submitted(t testing.TB, path, tenant, batchID string) []events.Event {
 	t.Helper()
 	b, err := batch.Load(path)

@@ -152,6 +152,34 @@ func (b *Bucket) Watch(ctx context.Context, keys string, _ ...jetstream.WatchOpt
 	return w, nil
 }
 
+// ListKeysFiltered implements bus.KV: the live keys matching any filter, in revision
+// order.
+func (b *Bucket) ListKeysFiltered(ctx context.Context, filters ...string) (jetstream.KeyLister, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var es []*entry
+	for k, e := range b.entries {
+		if e.op == jetstream.KeyValuePut && slices.ContainsFunc(filters, func(f string) bool { return match(f, k) }) {
+			es = append(es, e)
+		}
+	}
+	slices.SortFunc(es, func(a, b *entry) int { return cmp.Compare(a.rev, b.rev) })
+	ch := make(chan string, len(es))
+	for _, e := range es {
+		ch <- e.key
+	}
+	close(ch)
+	return lister(ch), nil
+}
+
+type lister chan string
+
+func (l lister) Keys() <-chan string { return l }
+func (l lister) Stop() error         { return nil }
+
 type watcher struct {
 	filter string
 	ch     chan jetstream.KeyValueEntry

@@ -3,6 +3,7 @@ package memkv_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -69,6 +70,19 @@ func conformance(t *testing.T, kv bus.KV) {
 	}
 	if err := kv.Delete(ctx, "a.b.gone"); err != nil {
 		t.Fatal(err)
+	}
+	l, err := kv.ListKeysFiltered(ctx, "a.b.*", "z.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range l.Keys() {
+		keys = append(keys, k)
+	}
+	_ = l.Stop()
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"a.b.c", "a.b.d"}) {
+		t.Fatalf("list keys: %v", keys)
 	}
 	for filter, want := range map[string][]string{
 		"a.b.*": {"a.b.c", "a.b.d"},

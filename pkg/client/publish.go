@@ -1,0 +1,128 @@
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+)
+
+// publishChunk is how many events one publish sends before waiting for their acks.
+const publishChunk = 1000
+
+// storePlan stores the batch's plan (every job's id, kind and iteration, in index order)
+// in pages in blob storage and computes its digest over every job's id, iteration and
+// spec: what the batch's batch.opened announces. The aggregator reads a page only to
+// cancel the batch; a resumed submission compares the digest to tell a changed batch.
+func (s *Submitter) storePlan(ctx context.Context, prep *Prepared, tenant string) error {
+	digest := sha256.New()
+	var pages []events.Blob
+	var page records.PlanPage
+	flush := func() error {
+		data, err := records.EncodePlanPage(page)
+		if err != nil {
+			return err
+		}
+		attrs, err := blob.PutBytes(ctx, s.Store, tenant, data, "application/json")
+		if err != nil {
+			return fmt.Errorf("store plan page %d of %s: %w", len(pages), prep.batch.Path, err)
+		}
+		pages = append(pages, events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "application/json", Size: attrs.Size})
+		page = records.PlanPage{First: page.First + len(page.Jobs)}
+		return nil
+	}
+	err := prep.Jobs(func(_ int, j Job) error {
+		spec, err := json.Marshal(j.Spec)
+		if err != nil {
+			return fmt.Errorf("AC %s: encode spec: %w", j.ID, err)
+		}
+		sum := sha256.Sum256(spec)
+		fmt.Fprintf(digest, "%s\x1f%d\x1f%x\n", j.ID, j.Iteration, sum)
+		page.Jobs = append(page.Jobs, records.PlannedJob{ID: j.ID, Kind: j.Spec.Kind, Iteration: j.Iteration})
+		if len(page.Jobs) == events.PlanPageSize {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(page.Jobs) > 0 {
+		if err := flush(); err != nil {
+			return err
+		}
+	}
+	prep.plan = events.BatchOpened{Size: prep.Len(), Source: prep.batch.Path, Digest: hex.EncodeToString(digest.Sum(nil)), Pages: pages}
+	return nil
+}
+
+// Digest is the plan's SHA-256 over every job's id, iteration and spec: the same batch
+// file with the same artifacts gives the same digest.
+func (p *Prepared) Digest() string { return p.plan.Digest }
+
+// publish publishes a prepared batch: its batch.opened first (unless opened says the
+// header holds its plan already), then one job.submitted per job not in recorded, in
+// chunks, each chunk acknowledged before the next is sent.
+func (s *Submitter) publish(ctx context.Context, prep *Prepared, tenant, batchID string, recorded map[string]bool, opened bool, sub *Submission) error {
+	if prep.Len() == 0 {
+		return &RefusedError{Batch: prep.batch.Path, Problems: []string{"no job to submit"}}
+	}
+	if !opened {
+		o := prep.plan
+		msgs, err := bus.Messages(events.New(&o, tenant, batchID, "", 0, "", nil))
+		if err != nil {
+			return fmt.Errorf("batch %s: %w", batchID, err)
+		}
+		if err := s.Pub.Publish("", msgs...); err != nil {
+			return fmt.Errorf("publish batch %s: %w", batchID, err)
+		}
+	}
+	var msgs []*message.Message
+	pending := 0
+	flush := func() error {
+		if len(msgs) == 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.Pub.Publish("", msgs...); err != nil {
+			return err
+		}
+		sub.Published += pending
+		msgs, pending = msgs[:0], 0
+		return nil
+	}
+	err := prep.Jobs(func(i int, j Job) error {
+		if recorded[j.ID] {
+			sub.Recorded++
+			return nil
+		}
+		submitted := events.New(&events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: prep.batch.Path}, tenant, batchID, j.ID, j.Iteration, "", nil)
+		m, err := bus.Messages(submitted)
+		if err != nil {
+			return fmt.Errorf("AC %s: %w", j.ID, err)
+		}
+		msgs = append(msgs, m...)
+		pending++
+		if len(msgs) >= publishChunk {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return fmt.Errorf("publish batch %s: after %d of %d jobs: %w", batchID, sub.Published+sub.Recorded, prep.Len(), err)
+	}
+	return nil
+}
