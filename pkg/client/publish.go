@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -15,8 +16,13 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
-// publishChunk is how many events one publish sends before waiting for their acks.
-const publishChunk = 1000
+// publishChunk is how many events one publish sends before waiting for their acks, and
+// firstChunk the size of the first publish: chunks double from it, so the services get
+// their first jobs at once.
+const (
+	publishChunk = 1000
+	firstChunk   = 16
+)
 
 // storePlan stores the batch's plan (every job's id, kind and iteration, in index order)
 // in pages in blob storage and computes its digest over every job's id, iteration and
@@ -70,7 +76,10 @@ func (p *Prepared) Digest() string { return p.plan.Digest }
 
 // publish publishes a prepared batch: its batch.opened first (unless opened says the
 // header holds its plan already), then one job.submitted per job not in recorded, in
-// chunks, each chunk acknowledged before the next is sent.
+// chunks, each chunk acknowledged before the next is sent. A chunk's artifacts are stored
+// before it is published, while the chunk before it is being published and acknowledged,
+// so judging starts on the first jobs while the rest are still uploading. The first
+// chunks are small for the same reason.
 func (s *Submitter) publish(ctx context.Context, prep *Prepared, tenant, batchID string, recorded map[string]bool, opened bool, sub *Submission) error {
 	if prep.Len() == 0 {
 		return &RefusedError{Batch: prep.batch.Path, Problems: []string{"no job to submit"}}
@@ -85,43 +94,64 @@ func (s *Submitter) publish(ctx context.Context, prep *Prepared, tenant, batchID
 			return fmt.Errorf("publish batch %s: %w", batchID, err)
 		}
 	}
-	var msgs []*message.Message
-	pending := 0
-	flush := func() error {
-		if len(msgs) == 0 {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := s.Pub.Publish("", msgs...); err != nil {
-			return err
-		}
-		sub.Published += pending
-		msgs, pending = msgs[:0], 0
-		return nil
+	type chunk struct {
+		msgs []*message.Message
+		jobs int
 	}
-	err := prep.Jobs(func(i int, j Job) error {
-		if recorded[j.ID] {
-			sub.Recorded++
+	ready := make(chan chunk, 1)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(ready)
+		var c chunk
+		var names []string
+		size := firstChunk
+		send := func() error {
+			if c.jobs == 0 {
+				return nil
+			}
+			if err := s.upload(gctx, tenant, prep.arts, names); err != nil {
+				return err
+			}
+			select {
+			case ready <- c:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			c, names, size = chunk{}, names[:0], min(2*size, publishChunk)
 			return nil
 		}
-		submitted := events.New(&events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: prep.batch.Path}, tenant, batchID, j.ID, j.Iteration, "", nil)
-		m, err := bus.Messages(submitted)
+		err := prep.Jobs(func(i int, j Job) error {
+			if recorded[j.ID] {
+				sub.Recorded++
+				return nil
+			}
+			submitted := events.New(&events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: prep.batch.Path}, tenant, batchID, j.ID, j.Iteration, "", nil)
+			m, err := bus.Messages(submitted)
+			if err != nil {
+				return fmt.Errorf("AC %s: %w", j.ID, err)
+			}
+			c.msgs, c.jobs = append(c.msgs, m...), c.jobs+1
+			names = append(names, prep.plans[i].Names...)
+			if len(c.msgs) >= size {
+				return send()
+			}
+			return nil
+		})
 		if err != nil {
-			return fmt.Errorf("AC %s: %w", j.ID, err)
+			return err
 		}
-		msgs = append(msgs, m...)
-		pending++
-		if len(msgs) >= publishChunk {
-			return flush()
+		return send()
+	})
+	g.Go(func() error {
+		for c := range ready {
+			if err := s.Pub.Publish("", c.msgs...); err != nil {
+				return err
+			}
+			sub.Published += c.jobs
 		}
 		return nil
 	})
-	if err == nil {
-		err = flush()
-	}
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("publish batch %s: after %d of %d jobs: %w", batchID, sub.Published+sub.Recorded, prep.Len(), err)
 	}
 	return nil
