@@ -81,6 +81,14 @@ func JudgeDisagreements(kind events.Kind, d *events.IterationDecided) {
 	Default().JudgeDisagreements.WithLabelValues(string(kind)).Add(float64(d.Disagreements))
 }
 
+// Refused records an input service refused to act on: an event whose subject
+// contradicts its envelope, a dead letter that names no submitted job, an input the rules
+// never apply. reason is one of the caller's fixed words (events.Origin*,
+// rulebook.Refused*), never error text, so the label stays bounded.
+func Refused(service, reason string) {
+	Default().Refusals.WithLabelValues(service, reason).Inc()
+}
+
 // DeadLettered records n messages service sent to dead letters.
 func DeadLettered(service string, n int) {
 	Default().DeadLetters.WithLabelValues(service).Add(float64(n))
