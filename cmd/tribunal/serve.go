@@ -102,7 +102,7 @@ func newServeCmd() *cobra.Command {
 	var health string
 	var concurrency int
 	var shutdownGrace time.Duration
-	var allowPrivate bool
+	var allowPrivate, shareJudgeCache bool
 	var natsListen, natsStore, natsConfig string
 	var adapters, gatesAdapters, webAllow []string
 	var consoleAddr, tokensFile string
@@ -147,7 +147,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			if err != nil {
 				return exitError{2, err}
 			}
-			return serveServices(ctx, &conn, &jf, services, health, concurrency, shutdownGrace, allowPrivate, sensors, gates)
+			return serveServices(ctx, &conn, &jf, services, health, concurrency, shutdownGrace, allowPrivate, shareJudgeCache, sensors, gates)
 		},
 	}
 	fs := cmd.Flags()
@@ -157,6 +157,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service in this process (backpressure)")
 	fs.DurationVar(&shutdownGrace, "shutdown-grace", bus.DefaultShutdownGrace, "on SIGTERM, how long calls in flight may finish (their results are published) before they are cancelled and handed back; the default fits Kubernetes' 30 s termination grace period")
 	fs.BoolVar(&allowPrivate, "allow-private-urls", false, "renderer: allow artifact URLs on loopback, private and link-local addresses")
+	fs.BoolVar(&shareJudgeCache, "share-judge-cache", false, "judge: answer identical inputs of any tenant from one cache entry (fewer provider calls; a cached result then tells a team that another team judged the same content: docs/security.md)")
 	fs.StringVar(&consoleAddr, "console-addr", "127.0.0.1:8090", "console: address of the web console")
 	fs.StringVar(&tokensFile, "tokens", "", "console: JSON file {\"<token>\": \"<tenant>\"} for per-team access (\"*\" sees every team); without it the console only listens on loopback")
 	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
@@ -168,7 +169,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	return cmd
 }
 
-func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, shutdownGrace time.Duration, allowPrivate bool, sensors *renderer.Sensors, gates *command.Gates) error {
+func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, shutdownGrace time.Duration, allowPrivate, shareJudgeCache bool, sensors *renderer.Sensors, gates *command.Gates) error {
 	nc, err := conn.connect()
 	if err != nil {
 		return err
@@ -180,7 +181,7 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	}
 	defer store.Close()
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
-		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
+		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShareJudgeCache: shareJudgeCache, ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
 	defer sensors.Close()
 	for _, s := range services {
 		if s == bus.Judge || s == bus.Renderer {

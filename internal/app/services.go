@@ -56,6 +56,9 @@ type Options struct {
 	Sensors *renderer.Sensors
 	// Gates are the gater's operator gates commands by adapter name.
 	Gates *command.Gates
+	// ShareJudgeCache serves judge-cache answers across tenants (kind.JudgeEnv.ShareCache):
+	// an operator's opt-in with a privacy cost, see docs/security.md.
+	ShareJudgeCache bool
 	// RateLimits, when set, holds every provider call (judge verdicts and equivalence
 	// runner calls in the renderer) to requests and tokens per minute shared by every
 	// instance on the bus (pkg/ratelimit).
@@ -168,7 +171,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 				return nil, errors.New("judge service needs a provider")
 			}
 			// The provider is already held to the shared rate limits (above).
-			h = judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Log: o.Logger}).Handle
+			h = judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, ShareCache: o.ShareJudgeCache, Instance: o.Instance, Params: o.Params, Log: o.Logger}).Handle
 		case bus.Aggregator:
 			agg := aggregator.New(buckets, o.Store, o.Logger)
 			h, deadLetters = agg.Handle, agg.DeadLetter
