@@ -17,6 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
 // serveConsole runs the web console against running services until ctx ends. The
@@ -31,11 +32,11 @@ import (
 // before the services have created their buckets (a deployment starts everything at
 // once): pages and /readyz answer 503 until the buckets exist.
 func serveConsole(ctx context.Context, conn *connFlags, addr, tokensFile, health string) error {
-	tokens, err := console.LoadTokens(tokensFile)
+	teamTokens, err := tokens.Load(tokensFile)
 	if err != nil {
 		return exitError{2, err}
 	}
-	if len(tokens) == 0 && !loopbackAddr(addr) {
+	if len(teamTokens) == 0 && !loopbackAddr(addr) {
 		return exitError{2, fmt.Errorf("console on %s without a tokens file would show every team's batches to anyone who reaches it: give a tokens file ({\"<token>\": \"<tenant>\"}) or listen on 127.0.0.1", addr)}
 	}
 	env, err := connectClient(ctx, conn)
@@ -60,10 +61,10 @@ func serveConsole(ctx context.Context, conn *connFlags, addr, tokensFile, health
 	if err != nil {
 		return err
 	}
-	slog.Info("console serving", "url", "http://"+bound, "health", haddr, "tokens", len(tokens), "open", len(tokens) == 0)
+	slog.Info("console serving", "url", "http://"+bound, "health", haddr, "tokens", len(teamTokens), "open", len(teamTokens) == 0)
 	b, err := console.WaitForBuckets(ctx, env.js, time.Second, slog.Default())
 	if err == nil {
-		page.Start(console.Config{Buckets: b, Store: env.store, Pub: env.pub, Tenants: tokens, Logger: slog.Default(),
+		page.Start(console.Config{Buckets: b, Store: env.store, Pub: env.pub, Tenants: teamTokens, Logger: slog.Default(),
 			Audit: auditHook(env.js, b, env.store, conn.stream)})
 		slog.Info("console ready")
 	}
