@@ -106,7 +106,7 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 		return err
 	}
 	err = prep.Jobs(func(i int, j Job) error {
-		submitted := events.New(&events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: b.Path}, tenant, batchID, j.ID, j.Iteration, "", nil)
+		submitted := SubmittedEvent(tenant, batchID, j.ID, j.Iteration, &events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: b.Path})
 		m, err := bus.Messages(submitted)
 		if err != nil {
 			return fmt.Errorf("AC %s: %w", j.ID, err)
