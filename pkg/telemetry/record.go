@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,6 +88,12 @@ func JudgeDisagreements(kind events.Kind, d *events.IterationDecided) {
 // rulebook.Refused*), never error text, so the label stays bounded.
 func Refused(service, reason string) {
 	Default().Refusals.WithLabelValues(service, reason).Inc()
+}
+
+// IngressRequest records one answer of the ingress, by its route (the API's pattern, a
+// bounded set) and status code.
+func IngressRequest(route string, code int) {
+	Default().IngressRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 }
 
 // DeadLettered records n messages service sent to dead letters.
