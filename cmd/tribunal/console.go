@@ -83,14 +83,21 @@ func startConsole(ctx context.Context, addr string, cfg console.Config) (string,
 
 // startConsoleHandler serves h as the console (startConsole).
 func startConsoleHandler(ctx context.Context, addr string, h http.Handler) (string, func(), error) {
+	return startHTTP(ctx, "console", addr, h, 30*time.Second)
+}
+
+// startHTTP serves h on addr until ctx ends, reading a whole request within readTimeout;
+// what names the server in errors and logs. It returns the bound address and a wait func
+// that returns once the server has shut down.
+func startHTTP(ctx context.Context, what, addr string, h http.Handler, readTimeout time.Duration) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", nil, fmt.Errorf("console %s: %w", addr, err)
+		return "", nil, fmt.Errorf("%s %s: %w", what, addr, err)
 	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
+		ReadTimeout:       readTimeout,
 		WriteTimeout:      2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -99,7 +106,7 @@ func startConsoleHandler(ctx context.Context, addr string, h http.Handler) (stri
 	go func() {
 		defer close(done)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			slog.Error("console stopped", "addr", addr, "err", err)
+			slog.Error(what+" stopped", "addr", addr, "err", err)
 		}
 	}()
 	stopped := make(chan struct{})

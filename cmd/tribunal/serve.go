@@ -76,8 +76,8 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 	}
 	if c.user != "" {
 		opts = append(opts, nats.UserInfo(c.user, c.password))
-		if c.user != tenants.ServicesUser {
-			// A team may only read its own reply inbox.
+		if tenants.Generated(c.user) {
+			// A user of `tribunal tenants` may only read its own reply inbox.
 			opts = append(opts, nats.CustomInboxPrefix(tenants.InboxPrefix(c.user)))
 		}
 	}
@@ -105,23 +105,28 @@ func newServeCmd() *cobra.Command {
 	var allowPrivate, shareJudgeCache bool
 	var natsListen, natsStore, natsConfig string
 	var adapters, gatesAdapters, webAllow []string
-	var consoleAddr, tokensFile string
+	var consoleAddr, ingressAddr, tokensFile string
 	cmd := &cobra.Command{
-		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console>",
+		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console|ingress>",
 		Short: "Run a service as a long-lived process",
 		Long: `serve runs one of tribunal's services against a NATS JetStream server and a blob store, with
 /healthz, /readyz and Prometheus /metrics on --health. Run as many instances of a service as
 you like: they share the service's durable consumer, so judges scale horizontally. "all" runs
 the four services in one process; "nats" runs an embedded NATS server with JetStream (the
-same build as the all-in-one mode) for a single host or for tests.
+same build as the all-in-one mode) for a single host or for tests. "ingress" is the teams'
+door (docs/security.md): an HTTP API on --ingress-addr where each team, holding only its
+token from --tokens, stores artifacts, submits and reads its own batches; it holds the
+NATS user and blob credentials itself.
 
 Every flag can also be set through the TRIBUNAL_* environment variable named in its help.`,
 		Example: `  tribunal serve nats --listen 127.0.0.1:4222 --store /var/lib/tribunal/nats
   tribunal serve judge --nats nats://127.0.0.1:4222 --blob 's3://artifacts?endpoint=127.0.0.1:9000&secure=false' \
       --judge openai --judge-model gpt-4o-mini
-  tribunal serve all --nats nats://127.0.0.1:4222 --blob file:///var/lib/tribunal/blobs`,
+  tribunal serve all --nats nats://127.0.0.1:4222 --blob file:///var/lib/tribunal/blobs
+  tribunal serve ingress --nats nats://127.0.0.1:4222 --nats-user tribunal-ingress --blob file:///var/lib/tribunal/blobs \
+      --tokens tokens.json --ingress-addr 0.0.0.0:8095`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats", "console"},
+		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats", "console", "ingress"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if args[0] == "nats" {
@@ -130,6 +135,9 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			if args[0] == "console" {
 				return serveConsole(ctx, &conn, consoleAddr, tokensFile, health)
 			}
+			if args[0] == "ingress" {
+				return serveIngress(ctx, &conn, ingressAddr, tokensFile, health)
+			}
 			var services []string
 			switch args[0] {
 			case "all":
@@ -137,7 +145,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			case bus.Renderer, bus.Gater, bus.Judge, bus.Aggregator:
 				services = []string{args[0]}
 			default:
-				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all or nats", args[0])}
+				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all, nats, console or ingress", args[0])}
 			}
 			sensors, err := sensorsFromFlags(adapters, webAllow)
 			if err != nil {
@@ -159,7 +167,8 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.BoolVar(&allowPrivate, "allow-private-urls", false, "renderer: allow artifact URLs on loopback, private and link-local addresses")
 	fs.BoolVar(&shareJudgeCache, "share-judge-cache", false, "judge: answer identical inputs of any tenant from one cache entry (fewer provider calls; a cached result then tells a team that another team judged the same content: docs/security.md)")
 	fs.StringVar(&consoleAddr, "console-addr", "127.0.0.1:8090", "console: address of the web console")
-	fs.StringVar(&tokensFile, "tokens", "", "console: JSON file {\"<token>\": \"<tenant>\"} for per-team access (\"*\" sees every team); without it the console only listens on loopback")
+	fs.StringVar(&ingressAddr, "ingress-addr", "127.0.0.1:8095", "ingress: address of the teams' HTTP API")
+	fs.StringVar(&tokensFile, "tokens", "", "console, ingress: JSON file {\"<token>\": \"<tenant>\"} for per-team access (tribunal tenants writes one; \"*\" sees every team in the console, the ingress refuses it); without it the console only listens on loopback and the ingress does not start")
 	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
 	fs.StringArrayVar(&adapters, "adapter", nil, "renderer: a rubric command sensor, name=/path/to/sense.sh (repeatable; web is built in)")
 	fs.StringSliceVar(&webAllow, "web-allow-host", nil, "renderer: the only hosts the web sensor's browser may reach (host, host:port or *.domain; repeatable or comma-separated; default any). Set it when teams share the renderer")

@@ -109,7 +109,11 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	}
 	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer pcancel()
-	if err := bus.Provision(pctx, js, o.Bus); err != nil {
+	// Each process creates the durables of the services it runs and no other's: a
+	// service's NATS user has rights on its own consumers only (pkg/tenants).
+	pcfg := o.Bus
+	pcfg.Services = o.Services
+	if err := bus.Provision(pctx, js, pcfg); err != nil {
 		return nil, err
 	}
 	buckets, err := bus.OpenBuckets(pctx, js)

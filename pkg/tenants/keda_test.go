@@ -66,7 +66,7 @@ type jsz struct {
 // backlog; and the formula sums every trigger.
 func TestKEDAPatchMatchesTheServer(t *testing.T) {
 	teams := []string{"team-b", "team-a", "3d-lab"}
-	g, err := tenants.Generate(teams, nil)
+	g, err := tenants.Generate(teams, tenants.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestKEDAPatchMatchesTheServer(t *testing.T) {
 			pw = c.Password
 		}
 	}
-	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo(tenants.ServicesUser, pw))
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo(tenants.ServicesUser, pw), nats.CustomInboxPrefix(tenants.InboxPrefix(tenants.ServicesUser)))
 	if err != nil {
 		t.Fatal(err)
 	}
