@@ -254,6 +254,36 @@ func TestComposeStackEndToEnd(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(page), id) {
 		t.Errorf("console: %s, batch %s not listed", resp.Status, id)
 	}
+	// A team holds only its token (TRIBUNAL_TEAM_TOKEN from .env) and the ingress's
+	// address: no NATS URL, no S3 key in its environment.
+	tokenFile := filepath.Join(t.TempDir(), "team.token")
+	if err := os.WriteFile(tokenFile, []byte(env["TRIBUNAL_TEAM_TOKEN"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	team := func(args ...string) (string, int, string) {
+		t.Helper()
+		cmd := exec.Command(bin, append(args, "--ingress", "http://"+stack.addr("ingress", 8095), "--token-file", tokenFile)...)
+		cmd.Dir = repoRoot(t)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return stdout.String(), code, stderr.String()
+	}
+	out, code, errs := team("submit", "examples/quickstart")
+	if code != 0 {
+		t.Fatalf("a team's submit through the ingress: exit %d\n%s%s\n%s", code, out, errs, stack.logs())
+	}
+	if out, code, errs := team("watch", "--batch", strings.TrimSpace(out), "--quiet"); code != 1 || !strings.Contains(out, "8 ACs, 6 compared, 2 blocked") {
+		t.Errorf("a team's watch through the ingress: exit %d\n%s%s", code, out, errs)
+	}
+
 	resp, err = http.Get("http://" + stack.addr("judge", 8080) + "/metrics")
 	if err != nil {
 		t.Fatal(err)
