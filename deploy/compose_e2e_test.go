@@ -120,13 +120,13 @@ func TestComposeStackEndToEnd(t *testing.T) {
 	// S3 keys from .env, as the compose file's header shows.
 	natsURL := "nats://" + stack.addr("nats", 4222)
 	blob := fmt.Sprintf("s3://%s?endpoint=%s&secure=false&path_style=true&region=us-east-1", env["TRIBUNAL_BUCKET"], stack.addr("objectstore", 9000))
-	// host runs a client command and returns its stdout, exit code and stderr.
-	host := func(args ...string) (string, int, string) {
+	// onHost runs a command on the host with only the variables given (and PATH, HOME)
+	// and returns its stdout, exit code and stderr.
+	onHost := func(vars []string, args ...string) (string, int, string) {
 		t.Helper()
-		cmd := exec.Command(bin, append(args, "--nats", natsURL, "--blob", blob)...)
+		cmd := exec.Command(bin, args...)
 		cmd.Dir = repoRoot(t)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
-			"TRIBUNAL_S3_ACCESS_KEY=" + env["TRIBUNAL_S3_ACCESS_KEY"], "TRIBUNAL_S3_SECRET_KEY=" + env["TRIBUNAL_S3_SECRET_KEY"]}
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, vars...)
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
@@ -137,6 +137,12 @@ func TestComposeStackEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		return stdout.String(), code, stderr.String()
+	}
+	// host runs a client command as an operator: NATS and the S3 keys.
+	host := func(args ...string) (string, int, string) {
+		t.Helper()
+		return onHost([]string{"TRIBUNAL_S3_ACCESS_KEY=" + env["TRIBUNAL_S3_ACCESS_KEY"], "TRIBUNAL_S3_SECRET_KEY=" + env["TRIBUNAL_S3_SECRET_KEY"]},
+			append(args, "--nats", natsURL, "--blob", blob)...)
 	}
 	type row struct {
 		ACID    string `json:"ac_id"`
@@ -262,19 +268,7 @@ func TestComposeStackEndToEnd(t *testing.T) {
 	}
 	team := func(args ...string) (string, int, string) {
 		t.Helper()
-		cmd := exec.Command(bin, append(args, "--ingress", "http://"+stack.addr("ingress", 8095), "--token-file", tokenFile)...)
-		cmd.Dir = repoRoot(t)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return stdout.String(), code, stderr.String()
+		return onHost(nil, append(args, "--ingress", "http://"+stack.addr("ingress", 8095), "--token-file", tokenFile)...)
 	}
 	out, code, errs := team("submit", "examples/quickstart")
 	if code != 0 {

@@ -85,16 +85,11 @@ func serveIngress(ctx context.Context, conn *connFlags, addr, tokensFile, health
 	if teams == 0 {
 		return exitError{2, errors.New("ingress: no team tokens: give --tokens a JSON file {\"<token>\": \"<team>\"} (tribunal tenants writes one)")}
 	}
-	nc, err := conn.connect()
+	nc, store, done, err := conn.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	store, err := openStore(ctx, conn.blobURL, conn.connectTO)
-	if err != nil {
-		return exitError{2, err}
-	}
-	defer store.Close()
+	defer done()
 	env, err := newClientEnv(nc, store)
 	if err != nil {
 		return err

@@ -178,17 +178,25 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	return cmd
 }
 
+// open connects to NATS and opens the blob store as a long-lived process does: both
+// waited for at start, NATS reconnected forever. done closes both.
+func (c *connFlags) open(ctx context.Context) (nc *nats.Conn, store blob.Store, done func(), err error) {
+	if nc, err = c.connect(); err != nil {
+		return nil, nil, nil, err
+	}
+	if store, err = openStore(ctx, c.blobURL, c.connectTO); err != nil {
+		nc.Close()
+		return nil, nil, nil, exitError{2, err}
+	}
+	return nc, store, func() { store.Close(); nc.Close() }, nil
+}
+
 func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, shutdownGrace time.Duration, allowPrivate, shareJudgeCache bool, sensors *renderer.Sensors, gates *command.Gates) error {
-	nc, err := conn.connect()
+	nc, store, done, err := conn.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	store, err := openStore(ctx, conn.blobURL, conn.connectTO)
-	if err != nil {
-		return exitError{2, err}
-	}
-	defer store.Close()
+	defer done()
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
 		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShareJudgeCache: shareJudgeCache, ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
 	defer sensors.Close()

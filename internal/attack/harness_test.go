@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
@@ -72,18 +71,8 @@ func newWorld(t *testing.T, o worldOptions) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "auth.conf")
-	if err := os.WriteFile(conf, []byte(g.Config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// As `tribunal serve nats --config auth.conf` starts it.
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: conf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	store, err := fileblob.New(filepath.Join(dir, "blobs"), fileblob.Options{})
+	ns := natstest.StartConfig(t, g.Config)
+	store, err := fileblob.New(t.TempDir(), fileblob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

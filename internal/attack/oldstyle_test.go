@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -39,16 +38,7 @@ func startOldStyle(t *testing.T) *oldStyle {
 		fmt.Fprintf(&users, `{user: %q, password: "pw", permissions: {publish: {allow: [%q, %q, %q, "tribunalq.%s.>"]}, subscribe: {allow: [%q, "_INBOX_%s.>"]}}}`+"\n",
 			team, subj(events.TypeJobSubmitted), subj(events.TypeRenderRequested), subj(events.TypeSpotcheckRecorded), team, events.TenantAll(team), team)
 	}
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "old.conf")
-	if err := os.WriteFile(conf, []byte("accounts { TRIBUNAL { jetstream: enabled\nusers: [\n"+users.String()+"] } }\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: conf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := natstest.StartConfig(t, "accounts { TRIBUNAL { jetstream: enabled\nusers: [\n"+users.String()+"] } }\n")
 	o := &oldStyle{url: ns.ClientURL()}
 	op, err := nats.Connect(o.url, nats.UserInfo("services", "services-pw"))
 	if err != nil {

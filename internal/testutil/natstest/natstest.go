@@ -4,6 +4,8 @@ package natstest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -70,4 +72,22 @@ func Provisioned(t testing.TB, cfg bus.Config) (*Server, *nats.Conn, jetstream.J
 		t.Fatalf("provision: %v", err)
 	}
 	return s, nc, js
+}
+
+// StartConfig runs a server with the nats-server configuration conf (for example the
+// authorization `tribunal tenants` writes) the way `tribunal serve nats --config` starts
+// it, listening on a random loopback port, and shuts it down at cleanup.
+func StartConfig(t testing.TB, conf string) *server.Server {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
 }
