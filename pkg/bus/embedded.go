@@ -22,6 +22,9 @@ type EmbeddedOptions struct {
 	ConfigFile string
 	// ServerName names the server in logs and JetStream metadata.
 	ServerName string
+	// ReadyTimeout bounds the wait for the server to accept connections (30s if 0).
+	// Tests on a loaded machine give it longer: JetStream's start waits on the disk.
+	ReadyTimeout time.Duration
 }
 
 // StartEmbedded starts a real nats-server with JetStream in this process and waits
@@ -55,9 +58,13 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		return nil, fmt.Errorf("nats server: %w", err)
 	}
 	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
+	wait := o.ReadyTimeout
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	if !ns.ReadyForConnections(wait) {
 		ns.Shutdown()
-		return nil, fmt.Errorf("nats server: not ready after 30s (store %s)", o.StoreDir)
+		return nil, fmt.Errorf("nats server: not ready after %s (store %s)", wait, o.StoreDir)
 	}
 	return ns, nil
 }

@@ -84,7 +84,8 @@ func StartConfig(t testing.TB, conf string) *server.Server {
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: file})
+	// Generously bounded: on a loaded machine JetStream's start can wait on the disk.
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: file, ReadyTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
