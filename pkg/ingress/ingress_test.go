@@ -288,6 +288,13 @@ func TestIngressRefuses(t *testing.T) {
 	if n := streamCount(t, f.js); n != 1 {
 		t.Fatalf("stream holds %d events, want the one valid event once", n)
 	}
+	// Every answer is counted by its route and code.
+	if got := m.Value("tribunal_ingress_requests_total", "route=POST "+ingress.PathEvents, "code=202"); got != 3 {
+		t.Errorf("accepted event requests counted %v, want 3", got)
+	}
+	if got := m.Value("tribunal_ingress_requests_total", "route=POST "+ingress.PathEvents, "code=401"); got != 2 {
+		t.Errorf("unauthenticated event requests counted %v, want 2", got)
+	}
 }
 
 func streamCount(t *testing.T, js jetstream.JetStream) uint64 {
