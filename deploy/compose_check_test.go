@@ -18,8 +18,8 @@ import (
 var (
 	composeProject = "tribunal"
 	// composeServices must exist; the tribunal services among them run `tribunal serve`.
-	composeServices  = []string{"nats", "objectstore", "renderer", "gater", "judge", "aggregator", "console"}
-	tribunalServeSvc = []string{"renderer", "gater", "judge", "aggregator", "console"}
+	composeServices  = []string{"nats", "objectstore", "renderer", "gater", "judge", "aggregator", "console", "ingress"}
+	tribunalServeSvc = []string{"renderer", "gater", "judge", "aggregator", "console", "ingress"}
 	// llmServices call the model: the judge, and the renderer, which runs equivalence
 	// documents through it. Only they may receive the LLM key, and both need the judge
 	// settings (the same ones), or equivalence jobs are run by another provider than the
@@ -59,7 +59,7 @@ func LoadCompose(file string, data []byte, env map[string]string, workingDir str
 //
 //   - the services nats, objectstore, renderer, gater, judge and aggregator exist, and
 //     every service has an image or a build (whose Dockerfile exists);
-//   - the tribunal services (the console too) run `serve <name>`, have an exec-form
+//   - the tribunal services (the console and the ingress too) run `serve <name>`, have an exec-form
 //     healthcheck on /readyz (their images have no shell), wait for NATS to be healthy
 //     and for the object store, run read-only with all capabilities dropped, and have the
 //     TRIBUNAL_* connection variables set; their images carry a version tag, never

@@ -138,7 +138,14 @@ func freePort(t *testing.T) string {
 
 func start(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	return startWithEnv(t, nil, args...)
+}
+
+// startWithEnv is start with variables added to the environment.
+func startWithEnv(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {

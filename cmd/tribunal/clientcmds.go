@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -39,13 +40,23 @@ func connectClient(ctx context.Context, conn *connFlags) (*clientEnv, error) {
 		nc.Close()
 		return nil, exitError{2, err}
 	}
-	js, err := jetstream.New(nc)
+	env, err := newClientEnv(nc, store)
 	if err != nil {
 		store.Close()
 		nc.Close()
 		return nil, err
 	}
-	return &clientEnv{js: js, pub: bus.NewPublisher(js), store: store, close: func() { store.Close(); nc.Close() }}, nil
+	env.close = func() { store.Close(); nc.Close() }
+	return env, nil
+}
+
+// newClientEnv is a client over an open connection and store, which the caller closes.
+func newClientEnv(nc *nats.Conn, store blob.Store) (*clientEnv, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &clientEnv{js: js, pub: bus.NewPublisher(js), store: store, close: func() {}}, nil
 }
 
 // connectState connects like connectClient and binds to the services' key-value state,
@@ -75,6 +86,7 @@ func (e *clientEnv) buckets(ctx context.Context) (bus.Buckets, error) {
 
 func newSubmitCmd() *cobra.Command {
 	var conn connFlags
+	var ing ingressFlags
 	var tenant, resume string
 	var allowOutside bool
 	var acs []string
@@ -97,7 +109,9 @@ changed since (another job count or plan digest) and a cancelled batch. To end a
 interrupted batch instead, use tribunal cancel.`,
 		Example: `  id=$(tribunal submit examples/quickstart --nats nats://127.0.0.1:4222 --blob file:///srv/tribunal/blobs)
   tribunal watch --batch "$id" --nats nats://127.0.0.1:4222
-  tribunal submit examples/quickstart --resume "$id" --nats nats://127.0.0.1:4222 --blob file:///srv/tribunal/blobs`,
+  tribunal submit examples/quickstart --resume "$id" --nats nats://127.0.0.1:4222 --blob file:///srv/tribunal/blobs
+  # a team, through the ingress, with nothing but its token:
+  id=$(tribunal submit examples/quickstart --ingress https://tribunal.example.com --token-file team-a.token)`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if resume != "" {
@@ -117,27 +131,46 @@ interrupted batch instead, use tribunal cancel.`,
 			for _, r := range b.Rejected {
 				fmt.Fprintln(os.Stderr, "skipped:", r)
 			}
-			env, err := connectClient(cmd.Context(), &conn)
-			if err != nil {
+			sub := &client.Submitter{AllowOutside: allowOutside}
+			tenant = firstNonEmpty(tenant, b.Tenant, "default")
+			// bk is the batch state a resume compares with; a team through the ingress has none.
+			var bk *bus.Buckets
+			if c, err := ing.dial(cmd.Context()); err != nil {
 				return err
+			} else if c != nil {
+				// A team through the ingress: the same submission, over HTTP.
+				if tenant, err = ingressTenant(cmd, c, tenant); err != nil {
+					return err
+				}
+				sub.Pub, sub.Store = c, c
+			} else {
+				env, err := connectClient(cmd.Context(), &conn)
+				if err != nil {
+					return err
+				}
+				defer env.close()
+				sub.Pub, sub.Store = env.pub, env.store
+				if resume != "" {
+					b, err := env.buckets(cmd.Context())
+					if err != nil {
+						return exitError{2, fmt.Errorf("--resume: %w", err)}
+					}
+					bk = &b
+				}
 			}
-			defer env.close()
 			id := resume
 			if id == "" {
 				id = client.NewBatchID(b)
 			}
-			tenant := firstNonEmpty(tenant, b.Tenant, "default")
 			// The id first, before anything is uploaded or published: whatever happens next,
 			// the batch can be named to resume or cancel it.
 			fmt.Fprintln(cmd.OutOrStdout(), id)
-			sub := &client.Submitter{Pub: env.pub, Store: env.store, AllowOutside: allowOutside}
 			var s client.Submission
 			if resume != "" {
-				bk, err := env.buckets(cmd.Context())
-				if err != nil {
-					return exitError{2, fmt.Errorf("--resume: %w", err)}
+				if bk == nil {
+					return exitError{2, errors.New("--resume reads the batch's state: it needs the services' NATS user, not --ingress")}
 				}
-				s, err = sub.Resume(cmd.Context(), bk, b, tenant, id)
+				s, err = sub.Resume(cmd.Context(), *bk, b, tenant, id)
 				if err == nil {
 					fmt.Fprintf(os.Stderr, "batch %s: %d jobs, %d recorded already, %d published now\n", id, s.Jobs, s.Recorded, s.Published)
 				}
@@ -159,7 +192,8 @@ interrupted batch instead, use tribunal cancel.`,
 		},
 	}
 	conn.register(cmd.Flags())
-	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (team); default the batch's, else \"default\"")
+	ing.register(cmd.Flags())
+	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (team); default the batch's, else \"default\" (through --ingress: the token's)")
 	cmd.Flags().BoolVar(&allowOutside, "allow-outside", false, "allow artifact paths outside the batch folder")
 	cmd.Flags().StringSliceVar(&acs, "ac", nil, "submit only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
 	cmd.Flags().StringVar(&resume, "resume", "", "finish the interrupted submission of this batch id (the same batch file): publish what the services have not recorded")
@@ -239,6 +273,7 @@ func defaultBy() string {
 
 func newWatchCmd() *cobra.Command {
 	var conn connFlags
+	var ing ingressFlags
 	var tenant, batchID, out string
 	var asJSON, quiet bool
 	cmd := &cobra.Command{
@@ -247,25 +282,42 @@ func newWatchCmd() *cobra.Command {
 		Example: `  tribunal watch --batch quickstart-20261130T080000-a1b2c3 --tenant default`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := newProgress(os.Stderr, quiet || asJSON)
+			if c, err := ing.dial(cmd.Context()); c != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				if _, err := ingressTenant(cmd, c, tenant); err != nil {
+					return err
+				}
+				if _, err := client.Poll(cmd.Context(), 250*time.Millisecond, func(ctx context.Context) (*client.Progress, error) { return c.Progress(ctx, batchID) }, p.report); err != nil {
+					return err
+				}
+				res, err := c.Results(cmd.Context(), batchID)
+				if err != nil {
+					return err
+				}
+				return printLoaded(res, out, asJSON)
+			}
 			env, b, err := connectState(cmd.Context(), &conn)
 			if err != nil {
 				return err
 			}
 			defer env.close()
-			p := newProgress(os.Stderr, quiet || asJSON)
 			if _, err := client.Watch(cmd.Context(), b, tenant, batchID, 250*time.Millisecond, p.report); err != nil {
 				return err
 			}
 			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
 		},
 	}
-	addResultFlags(cmd, &conn, &tenant, &batchID, &out, &asJSON)
+	addResultFlags(cmd, &conn, &ing, &tenant, &batchID, &out, &asJSON)
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress output")
 	return cmd
 }
 
 func newResultsCmd() *cobra.Command {
 	var conn connFlags
+	var ing ingressFlags
 	var tenant, batchID, out string
 	var asJSON, cfn bool
 	cmd := &cobra.Command{
@@ -274,6 +326,24 @@ func newResultsCmd() *cobra.Command {
 		Example: `  tribunal results --batch quickstart-20261130T080000-a1b2c3 --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c, err := ing.dial(cmd.Context()); c != nil || err != nil {
+				if err != nil {
+					return err
+				}
+				if _, err := ingressTenant(cmd, c, tenant); err != nil {
+					return err
+				}
+				res, err := c.Results(cmd.Context(), batchID)
+				if err != nil {
+					return err
+				}
+				if cfn {
+					if err := writeCFN(res); err != nil {
+						return err
+					}
+				}
+				return printLoaded(res, out, asJSON)
+			}
 			env, err := connectClient(cmd.Context(), &conn)
 			if err != nil {
 				return err
@@ -295,13 +365,16 @@ func newResultsCmd() *cobra.Command {
 			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
 		},
 	}
-	addResultFlags(cmd, &conn, &tenant, &batchID, &out, &asJSON)
+	addResultFlags(cmd, &conn, &ing, &tenant, &batchID, &out, &asJSON)
 	cmd.Flags().BoolVar(&cfn, "cfn", false, "also write the ab manifest where the cfn-ab-critic vote step looks for it: ./.cfn-cache/manifests/cfn-ab-critic-<ns>.json")
 	return cmd
 }
 
-func addResultFlags(cmd *cobra.Command, conn *connFlags, tenant, batchID, out *string, asJSON *bool) {
+func addResultFlags(cmd *cobra.Command, conn *connFlags, ing *ingressFlags, tenant, batchID, out *string, asJSON *bool) {
 	conn.register(cmd.Flags())
+	if ing != nil {
+		ing.register(cmd.Flags())
+	}
 	cmd.Flags().StringVar(tenant, "tenant", "default", "tenant (team) the batch belongs to")
 	cmd.Flags().StringVar(batchID, "batch", "", "batch id printed by submit")
 	cmd.Flags().StringVarP(out, "out", "o", "", "also write results.json and manifest.json under this folder")
@@ -318,6 +391,13 @@ func showResults(ctx context.Context, env *clientEnv, tenant, batchID, out strin
 	if err != nil {
 		return err
 	}
+	return printLoaded(res, out, asJSON)
+}
+
+// printLoaded prints (and, with out, writes) loaded results; a batch with findings
+// exits with its code.
+func printLoaded(res *client.Results, out string, asJSON bool) error {
+	var err error
 	dir := ""
 	if out != "" {
 		if dir, err = res.Write(out); err != nil {

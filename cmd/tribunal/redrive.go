@@ -47,7 +47,7 @@ ones, and the batch completes again with new manifests. Then it prints the resul
 			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
 		},
 	}
-	addResultFlags(cmd, &conn, &tenant, &batchID, &out, &asJSON)
+	addResultFlags(cmd, &conn, nil, &tenant, &batchID, &out, &asJSON)
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the jobs are sent, without waiting for their outcomes")
 	return cmd
 }

@@ -78,8 +78,8 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 	}
 	if c.user != "" {
 		opts = append(opts, nats.UserInfo(c.user, c.password))
-		if c.user != tenants.ServicesUser {
-			// A team may only read its own reply inbox.
+		if tenants.Generated(c.user) {
+			// A user of `tribunal tenants` may only read its own reply inbox.
 			opts = append(opts, nats.CustomInboxPrefix(tenants.InboxPrefix(c.user)))
 		}
 	}
@@ -104,13 +104,13 @@ func newServeCmd() *cobra.Command {
 	var health string
 	var concurrency int
 	var shutdownGrace time.Duration
-	var allowPrivate bool
+	var allowPrivate, shareJudgeCache bool
 	var natsListen, natsStore, natsConfig string
 	var cluster bus.EmbeddedOptions
 	var adapters, gatesAdapters, webAllow []string
-	var consoleAddr, tokensFile string
+	var consoleAddr, ingressAddr, tokensFile string
 	cmd := &cobra.Command{
-		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console>",
+		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console|ingress>",
 		Short: "Run a service as a long-lived process",
 		Long: `serve runs one of tribunal's services against a NATS JetStream server and a blob store, with
 /healthz, /readyz and Prometheus /metrics on --health. Run as many instances of a service as
@@ -118,7 +118,10 @@ you like: they share the service's durable consumer, so judges scale horizontall
 the four services in one process; "nats" runs an embedded NATS server with JetStream (the
 same build as the all-in-one mode) for a single host or for tests, or, with --server-name,
 --cluster-listen and --routes, one member of a JetStream cluster: three of them, and the
-services with --replicas 3, ride out the loss of any one server.
+services with --replicas 3, ride out the loss of any one server. "ingress" is the
+teams' door (docs/security.md): an HTTP API on --ingress-addr where each team, holding only
+its token from --tokens, stores artifacts, submits and reads its own batches; it holds the
+NATS user and blob credentials itself.
 
 Every flag can also be set through the TRIBUNAL_* environment variable named in its help.`,
 		Example: `  tribunal serve nats --listen 127.0.0.1:4222 --store /var/lib/tribunal/nats
@@ -127,9 +130,11 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
   tribunal serve all --nats nats://n1:4222,nats://n2:4222,nats://n3:4222 --replicas 3 --blob ...
   tribunal serve judge --nats nats://127.0.0.1:4222 --blob 's3://artifacts?endpoint=127.0.0.1:9000&secure=false' \
       --judge openai --judge-model gpt-4o-mini
-  tribunal serve all --nats nats://127.0.0.1:4222 --blob file:///var/lib/tribunal/blobs`,
+  tribunal serve all --nats nats://127.0.0.1:4222 --blob file:///var/lib/tribunal/blobs
+  tribunal serve ingress --nats nats://127.0.0.1:4222 --nats-user tribunal-ingress --blob file:///var/lib/tribunal/blobs \
+      --tokens tokens.json --ingress-addr 0.0.0.0:8095`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats", "console"},
+		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats", "console", "ingress"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if args[0] == "nats" {
@@ -139,6 +144,9 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			if args[0] == "console" {
 				return serveConsole(ctx, &conn, consoleAddr, tokensFile, health)
 			}
+			if args[0] == "ingress" {
+				return serveIngress(ctx, &conn, ingressAddr, tokensFile, health)
+			}
 			var services []string
 			switch args[0] {
 			case "all":
@@ -146,7 +154,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			case bus.Renderer, bus.Gater, bus.Judge, bus.Aggregator:
 				services = []string{args[0]}
 			default:
-				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all or nats", args[0])}
+				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all, nats, console or ingress", args[0])}
 			}
 			sensors, err := sensorsFromFlags(adapters, webAllow)
 			if err != nil {
@@ -156,7 +164,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			if err != nil {
 				return exitError{2, err}
 			}
-			return serveServices(ctx, &conn, &jf, services, health, concurrency, shutdownGrace, allowPrivate, sensors, gates)
+			return serveServices(ctx, &conn, &jf, services, health, concurrency, shutdownGrace, allowPrivate, shareJudgeCache, sensors, gates)
 		},
 	}
 	fs := cmd.Flags()
@@ -166,8 +174,10 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service in this process (backpressure)")
 	fs.DurationVar(&shutdownGrace, "shutdown-grace", bus.DefaultShutdownGrace, "on SIGTERM, how long calls in flight may finish (their results are published) before they are cancelled and handed back; the default fits Kubernetes' 30 s termination grace period")
 	fs.BoolVar(&allowPrivate, "allow-private-urls", false, "renderer: allow artifact URLs on loopback, private and link-local addresses")
+	fs.BoolVar(&shareJudgeCache, "share-judge-cache", false, "judge: answer identical inputs of any tenant from one cache entry (fewer provider calls; a cached result then tells a team that another team judged the same content: docs/security.md)")
 	fs.StringVar(&consoleAddr, "console-addr", "127.0.0.1:8090", "console: address of the web console")
-	fs.StringVar(&tokensFile, "tokens", "", "console: JSON file {\"<token>\": \"<tenant>\"} for per-team access (\"*\" sees every team); without it the console only listens on loopback")
+	fs.StringVar(&ingressAddr, "ingress-addr", "127.0.0.1:8095", "ingress: address of the teams' HTTP API")
+	fs.StringVar(&tokensFile, "tokens", "", "console, ingress: JSON file {\"<token>\": \"<tenant>\"} for per-team access (tribunal tenants writes one; \"*\" sees every team in the console, the ingress refuses it); without it the console only listens on loopback and the ingress does not start")
 	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
 	fs.StringArrayVar(&adapters, "adapter", nil, "renderer: a rubric command sensor, name=/path/to/sense.sh (repeatable; web is built in)")
 	fs.StringSliceVar(&webAllow, "web-allow-host", nil, "renderer: the only hosts the web sensor's browser may reach (host, host:port or *.domain; repeatable or comma-separated; default any). Set it when teams share the renderer")
@@ -182,19 +192,27 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	return cmd
 }
 
-func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, shutdownGrace time.Duration, allowPrivate bool, sensors *renderer.Sensors, gates *command.Gates) error {
-	nc, err := conn.connect()
+// open connects to NATS and opens the blob store as a long-lived process does: both
+// waited for at start, NATS reconnected forever. done closes both.
+func (c *connFlags) open(ctx context.Context) (nc *nats.Conn, store blob.Store, done func(), err error) {
+	if nc, err = c.connect(); err != nil {
+		return nil, nil, nil, err
+	}
+	if store, err = openStore(ctx, c.blobURL, c.connectTO); err != nil {
+		nc.Close()
+		return nil, nil, nil, exitError{2, err}
+	}
+	return nc, store, func() { store.Close(); nc.Close() }, nil
+}
+
+func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, shutdownGrace time.Duration, allowPrivate, shareJudgeCache bool, sensors *renderer.Sensors, gates *command.Gates) error {
+	nc, store, done, err := conn.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	store, err := openStore(ctx, conn.blobURL, conn.connectTO)
-	if err != nil {
-		return exitError{2, err}
-	}
-	defer store.Close()
+	defer done()
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
-		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
+		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShareJudgeCache: shareJudgeCache, ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
 	if opts.RateLimits != nil {
 		// The shared rate-limit bucket is state like the others: replicated alike.
 		opts.RateLimits.Replicas = conn.replicas

@@ -58,6 +58,9 @@ type Options struct {
 	Sensors *renderer.Sensors
 	// Gates are the gater's operator gates commands by adapter name.
 	Gates *command.Gates
+	// ShareJudgeCache serves judge-cache answers across tenants (kind.JudgeEnv.ShareCache):
+	// an operator's opt-in with a privacy cost, see docs/security.md.
+	ShareJudgeCache bool
 	// RateLimits, when set, holds every provider call (judge verdicts and equivalence
 	// runner calls in the renderer) to requests and tokens per minute shared by every
 	// instance on the bus (pkg/ratelimit).
@@ -101,7 +104,11 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	}
 	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer pcancel()
-	if err := bus.Provision(pctx, js, o.Bus); err != nil {
+	// Each process creates the durables of the services it runs and no other's: a
+	// service's NATS user has rights on its own consumers only (pkg/tenants).
+	pcfg := o.Bus
+	pcfg.Services = o.Services
+	if err := bus.Provision(pctx, js, pcfg); err != nil {
 		return nil, err
 	}
 	buckets, err := bus.OpenBuckets(pctx, js)
@@ -261,7 +268,7 @@ func (o Options) handler(svc string, buckets bus.Buckets, provider judge.Provide
 	case bus.Gater:
 		return gater.New(kind.GateEnv{Store: o.Store, Views: buckets.Views, Gates: o.Gates, Log: o.Logger}).Handle, nil
 	case bus.Judge:
-		return judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Log: o.Logger}).Handle, nil
+		return judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, ShareCache: o.ShareJudgeCache, Instance: o.Instance, Params: o.Params, Log: o.Logger}).Handle, nil
 	default:
 		agg := aggregator.New(buckets, o.Store, o.Logger)
 		return agg.Handle, agg.DeadLetter

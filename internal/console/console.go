@@ -11,11 +11,12 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
 // AllTenants is the tenant a token maps to when it may see every tenant (an operator's
 // or auditor's token).
-const AllTenants = "*"
+const AllTenants = tokens.AllTenants
 
 // CookieName is the cookie the /login form sets, so a browser need not send a bearer
 // header.

@@ -38,6 +38,9 @@ type EmbeddedOptions struct {
 	// Routes are the other members' cluster addresses, nats://host:port. Every member may
 	// be given the same list: a route to itself is recognised and dropped.
 	Routes []string
+	// ReadyTimeout bounds the wait for the server to accept connections (30s if 0).
+	// Tests on a loaded machine give it longer: JetStream's start waits on the disk.
+	ReadyTimeout time.Duration
 }
 
 // DefaultClusterName names a cluster formed without --cluster-name.
@@ -122,7 +125,11 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	fatal := make(chan string, 1)
 	ns.SetLoggerV2(fatalCatcher{Logger: log, fatal: fatal}, o.Log && opts.Debug, o.Log && opts.Trace, o.Log && opts.TraceVerbose)
 	go ns.Start()
-	deadline := time.Now().Add(30 * time.Second)
+	wait := o.ReadyTimeout
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for !ns.ReadyForConnections(100 * time.Millisecond) {
 		select {
 		case msg := <-fatal:
@@ -132,7 +139,7 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		}
 		if time.Now().After(deadline) {
 			ns.Shutdown()
-			return nil, fmt.Errorf("nats server: not ready after 30s (store %s)", o.StoreDir)
+			return nil, fmt.Errorf("nats server: not ready after %s (store %s)", wait, o.StoreDir)
 		}
 	}
 	return ns, nil

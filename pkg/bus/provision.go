@@ -41,6 +41,16 @@ var ServiceInputs = map[string][]events.Type{
 	Aggregator: {events.TypeJobSubmitted, events.TypeGatesFailed, events.TypeVerdictEmitted, events.TypeRenderUnchanged, events.TypeSpotcheckRecorded, events.TypeViewReset, events.TypeBatchOpened, events.TypeBatchCancelRequested, events.TypeJobCancelRequested},
 }
 
+// ServiceOutputs are the event types each service publishes, besides its dead letters:
+// all its NATS user may publish in the authorization `tribunal tenants` writes.
+var ServiceOutputs = map[string][]events.Type{
+	Renderer: {events.TypeRenderDone},
+	Gater:    {events.TypeGatesDone, events.TypeGatesFailed, events.TypeRenderUnchanged},
+	Judge:    {events.TypeVerdictEmitted},
+	Aggregator: {events.TypeRenderRequested, events.TypeIterationDecided, events.TypeSignoffRecorded,
+		events.TypeManifestEmitted, events.TypeJobBlocked, events.TypeBatchCompleted},
+}
+
 // Key-value buckets.
 const (
 	// BucketJobs holds one record per job, keyed "<tenant>.<batch>.<ac>".
@@ -79,6 +89,10 @@ type Config struct {
 	// Tenants, when set, gives every service one durable per tenant instead of one
 	// shared durable (see ConsumerNames). Only these tenants are served.
 	Tenants []string
+	// Services whose durables Provision creates: nil means every service's. A service
+	// process provisions its own only, so its NATS user needs no right on another
+	// service's consumers.
+	Services []string
 }
 
 func (c Config) withDefaults() Config {
@@ -106,10 +120,11 @@ func (c Config) withDefaults() Config {
 // ConsumerName is the durable consumer of a service.
 func ConsumerName(service string) string { return "tribunal-" + service }
 
-// Provision creates or updates the stream, every service's durable consumer and the
-// key-value buckets. It is idempotent: a second call, or a second instance starting at
-// the same time, changes nothing. A request a JetStream cluster leaves unanswered or
-// refuses for the moment (IsTransient) is retried until ctx ends.
+// Provision creates or updates the stream, the durable consumers of cfg.Services (every
+// service's by default) and the key-value buckets. It is idempotent: a second call, or a
+// second instance starting at the same time, changes nothing. A request a JetStream
+// cluster leaves unanswered or refuses for the moment (IsTransient) is retried until ctx
+// ends.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	cfg = cfg.withDefaults()
 	if cfg.Replicas < 1 || cfg.Replicas > MaxReplicas {
@@ -131,7 +146,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("provision stream %s: %w", cfg.Stream, replicasHint(err, cfg.Replicas))
 	}
-	for _, svc := range Services {
+	services := cfg.Services
+	if services == nil {
+		services = Services
+	}
+	for _, svc := range services {
 		for _, cc := range consumerConfigs(svc, cfg) {
 			err := RetryTransient(ctx, func(ctx context.Context) error {
 				_, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, cc)

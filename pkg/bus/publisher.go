@@ -1,9 +1,11 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -35,10 +37,15 @@ const (
 // Nats-Msg-Id, so a handler that runs twice publishes the same ids and the stream drops
 // the copies within its duplicate window. Publish returns only after JetStream has
 // acknowledged every message: a handler's input is acked after its outputs are stored.
+//
+// An acknowledgement that says Duplicate is not taken for success on its word: the
+// stored message is read back and must be the same event (see checkDuplicate), so a
+// message id pre-empted by someone else's message is an error, not a silent loss.
 type Publisher struct {
 	js jetstream.JetStream
 	// timeout bounds a whole Publish; attempt bounds the wait for one round of acks.
 	timeout, attempt time.Duration
+	streams          sync.Map // stream name -> jetstream.Stream, for reading duplicates back
 }
 
 // NewPublisher returns a publisher over js.
@@ -120,8 +127,14 @@ func (p *Publisher) publishOnce(msgs []*message.Message, nms []*nats.Msg, pendin
 		i := pending[k]
 		var err error
 		select {
-		case <-f.Ok():
-			continue
+		case ack := <-f.Ok():
+			if ack == nil || !ack.Duplicate {
+				continue
+			}
+			if err = p.checkDuplicate(ctx, f.Msg(), ack); err == nil {
+				continue
+			}
+			err = fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, nms[i].Subject, err)
 		case err = <-f.Err():
 			err = fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, nms[i].Subject, err)
 		case <-ctx.Done():
@@ -136,6 +149,82 @@ func (p *Publisher) publishOnce(msgs []*message.Message, nms []*nats.Msg, pendin
 		again = append(again, i)
 	}
 	return again, first
+}
+
+// ErrDuplicateMismatch marks a publish whose message id the stream already holds for a
+// different message: someone pre-empted the id, or two logical steps derived one id. The
+// message was not stored, so reporting success would lose it silently.
+var ErrDuplicateMismatch = errors.New("message id already used by a different message")
+
+// checkDuplicate reads back the message a Duplicate acknowledgement points at and
+// compares it with the one sent: the same subject and, for events, the same identity
+// (type, tenant, batch, job and id). Raw bytes are not compared for events: a
+// redelivered handler's legitimate republish carries a later time. A payload that is no
+// event (a test's, or a dead letter's undecodable original) must match byte for byte.
+func (p *Publisher) checkDuplicate(ctx context.Context, sent *nats.Msg, ack *jetstream.PubAck) error {
+	st, err := p.stream(ctx, ack.Stream)
+	if err != nil {
+		return fmt.Errorf("duplicate of seq %d: read it back: %w", ack.Sequence, err)
+	}
+	stored, err := st.GetMsg(ctx, ack.Sequence)
+	if err != nil {
+		return fmt.Errorf("duplicate of seq %d: read it back: %w", ack.Sequence, err)
+	}
+	if what := sameMessage(sent.Subject, sent.Data, stored.Subject, stored.Data); what != "" {
+		return fmt.Errorf("%w: the stream holds %s as seq %d on %s (%s); this is %s on %s: %s differs",
+			ErrDuplicateMismatch, sent.Header.Get(jetstream.MsgIDHeader), ack.Sequence, stored.Subject, describe(stored.Data), describe(sent.Data), sent.Subject, what)
+	}
+	return nil
+}
+
+// stream returns a handle on a stream, looked up once.
+func (p *Publisher) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	if st, ok := p.streams.Load(name); ok {
+		return st.(jetstream.Stream), nil
+	}
+	st, err := p.js.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	p.streams.Store(name, st)
+	return st, nil
+}
+
+// sameMessage names what differs between a sent message and a stored one ("" when they
+// are the same message).
+func sameMessage(subject string, data []byte, storedSubject string, stored []byte) string {
+	if subject != storedSubject {
+		return "the subject"
+	}
+	a, errA := events.Decode(data)
+	b, errB := events.Decode(stored)
+	switch {
+	case errA != nil && errB != nil:
+		if !bytes.Equal(data, stored) {
+			return "the payload"
+		}
+		return ""
+	case errA != nil || errB != nil:
+		return "the payload"
+	}
+	for _, f := range []struct{ name, a, b string }{
+		{"the id", a.ID, b.ID}, {"the type", string(a.Type), string(b.Type)}, {"the tenant", a.Tenant, b.Tenant},
+		{"the batch", a.BatchID, b.BatchID}, {"the job", a.JobID, b.JobID},
+	} {
+		if f.a != f.b {
+			return f.name
+		}
+	}
+	return ""
+}
+
+// describe names a message's event for an error: its type, id, tenant, batch and job.
+func describe(data []byte) string {
+	ev, err := events.Decode(data)
+	if err != nil {
+		return fmt.Sprintf("%d bytes that are no event", len(data))
+	}
+	return fmt.Sprintf("%s %s of %s/%s/%s", ev.Type, ev.ID, ev.Tenant, ev.BatchID, ev.JobID)
 }
 
 // Close implements message.Publisher.

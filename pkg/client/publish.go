@@ -86,7 +86,7 @@ func (s *Submitter) publish(ctx context.Context, prep *Prepared, tenant, batchID
 	}
 	if !opened {
 		o := prep.plan
-		msgs, err := bus.Messages(events.New(&o, tenant, batchID, "", 0, "", nil))
+		msgs, err := bus.Messages(OpenedEvent(tenant, batchID, &o))
 		if err != nil {
 			return fmt.Errorf("batch %s: %w", batchID, err)
 		}
@@ -125,7 +125,7 @@ func (s *Submitter) publish(ctx context.Context, prep *Prepared, tenant, batchID
 				sub.Recorded++
 				return nil
 			}
-			submitted := events.New(&events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: prep.batch.Path}, tenant, batchID, j.ID, j.Iteration, "", nil)
+			submitted := SubmittedEvent(tenant, batchID, j.ID, j.Iteration, &events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: prep.batch.Path})
 			m, err := bus.Messages(submitted)
 			if err != nil {
 				return fmt.Errorf("AC %s: %w", j.ID, err)

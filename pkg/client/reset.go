@@ -38,7 +38,7 @@ func ResetView(ctx context.Context, b bus.Buckets, pub Publisher, tenant, batchI
 	if v.Loop.Feature == "" {
 		return 0, fmt.Errorf("view %s has no loop to reset yet", key)
 	}
-	e := events.New(&events.ViewReset{ACID: job, Loop: v.Generation, By: by, Reason: reason}, tenant, batchID, job, 0, events.ResetStep(v.Generation), nil)
+	e := ResetEvent(tenant, batchID, &events.ViewReset{ACID: job, Loop: v.Generation, By: by, Reason: reason})
 	msgs, err := bus.Messages(e)
 	if err != nil {
 		return 0, err

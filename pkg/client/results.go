@@ -31,26 +31,41 @@ type Progress struct {
 // that fails while NATS is briefly unreachable (a server restarting, a cluster electing a
 // leader after losing a node) is tried again at the next interval.
 func Watch(ctx context.Context, b bus.Buckets, tenant, batchID string, interval time.Duration, report func(Progress)) (*records.Completion, error) {
+	return Poll(ctx, interval, func(ctx context.Context) (*Progress, error) { return ReadProgress(ctx, b, tenant, batchID) }, report)
+}
+
+// ReadProgress is a batch's progress, nil while the batch is not recorded yet.
+func ReadProgress(ctx context.Context, b bus.Buckets, tenant, batchID string) (*Progress, error) {
+	store := records.New(b)
+	h, _, err := store.Header(ctx, tenant, batchID)
+	if err != nil || h == nil {
+		return nil, err
+	}
+	p := Progress{Total: h.Size, Completion: h.Completion}
+	if h.Completion != nil {
+		p.Done = h.Size
+	} else if p.Done, err = store.Progress(ctx, tenant, batchID, h.Size); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Poll reads progress every interval and reports it until the batch completes or ctx
+// ends: Watch over any source of progress (the services' buckets, or an ingress). read
+// returns nil while the batch is not recorded yet; a read that fails for the moment
+// (bus.IsTransient) is tried again at the next interval.
+func Poll(ctx context.Context, interval time.Duration, read func(context.Context) (*Progress, error), report func(Progress)) (*records.Completion, error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	store := records.New(b)
 	for {
-		h, _, err := store.Header(ctx, tenant, batchID)
+		p, err := read(ctx)
 		if err != nil && !bus.IsTransient(err) {
 			return nil, err
 		}
-		if h != nil {
-			p := Progress{Total: h.Size, Completion: h.Completion}
-			if h.Completion != nil {
-				p.Done = h.Size
-			} else if p.Done, err = store.Progress(ctx, tenant, batchID, h.Size); err != nil && !bus.IsTransient(err) {
-				return nil, err
-			}
-			if err == nil {
-				report(p)
-			}
-			if h.Completion != nil {
-				return h.Completion, nil
+		if err == nil && p != nil {
+			report(*p)
+			if p.Completion != nil {
+				return p.Completion, nil
 			}
 		}
 		select {
@@ -132,6 +147,13 @@ func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job)
 	return nil
 }
 
+var (
+	// ErrNotFound is a batch that is not recorded.
+	ErrNotFound = errors.New("not found")
+	// ErrNotComplete is a batch that is recorded but not complete yet.
+	ErrNotComplete = errors.New("not complete yet")
+)
+
 // Load reads a batch's results: its completion, every job record and its manifest.
 func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID string) (*Results, error) {
 	recStore := records.New(b)
@@ -140,10 +162,10 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 		return nil, err
 	}
 	if h == nil {
-		return nil, fmt.Errorf("batch %s/%s: not found", tenant, batchID)
+		return nil, fmt.Errorf("batch %s/%s: %w", tenant, batchID, ErrNotFound)
 	}
 	if h.Completion == nil {
-		return nil, fmt.Errorf("batch %s/%s: not complete yet", tenant, batchID)
+		return nil, fmt.Errorf("batch %s/%s: %w", tenant, batchID, ErrNotComplete)
 	}
 	recs, err := recStore.LoadJobs(ctx, tenant, batchID)
 	if err != nil {

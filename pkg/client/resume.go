@@ -75,7 +75,7 @@ func (s *Submitter) Resume(ctx context.Context, bk bus.Buckets, b *batch.Batch, 
 // publishes (a team's NATS user may: batch.cancel.requested is among its ingress subjects);
 // Cancel checks first when the batch state is readable.
 func CancelRequest(pub Publisher, tenant, batchID, by string) error {
-	msgs, err := bus.Messages(events.New(&events.BatchCancelRequested{By: by}, tenant, batchID, "", 0, "", nil))
+	msgs, err := bus.Messages(CancelEvent(tenant, batchID, &events.BatchCancelRequested{By: by}))
 	if err != nil {
 		return fmt.Errorf("cancel %s: %w", batchID, err)
 	}

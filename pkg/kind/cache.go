@@ -14,12 +14,20 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
 
+// SharedCacheTenant stands for the tenant in the judge-call cache keys of a judge that
+// shares its cache across tenants (JudgeEnv.ShareCache). It cannot be a tenant name.
+const SharedCacheTenant = "*shared*"
+
 // CacheKey is a judge-call cache key: the kind, the tenant, the provider, the model, the
 // prompt, the sampling parameters and every input part. Each part is written with a
 // separator, so no two different inputs make the same key. The tenant is part of the key:
 // an answer one team paid for is never served to another, and a cache hit never tells a
-// team that another judged the same content.
+// team that another judged the same content. Only an operator's opt-in (ShareCache) puts
+// SharedCacheTenant in its place.
 func (e *JudgeEnv) CacheKey(k events.Kind, tenant, model, promptHash string, parts ...string) string {
+	if e.ShareCache {
+		tenant = SharedCacheTenant
+	}
 	h := sha256.New()
 	for _, p := range append([]string{string(k), tenant, e.Provider.Name(), model, promptHash, ParamsKey(e.Params)}, parts...) {
 		h.Write([]byte(p))

@@ -180,10 +180,15 @@ type JudgeEnv struct {
 	Store    blob.Store
 	Provider judge.Provider
 	// Cache, when set, is the judge-call cache shared by every judge instance.
-	Cache    bus.KV
-	Instance string
-	Params   judge.Params
-	Log      *slog.Logger
+	Cache bus.KV
+	// ShareCache serves cached answers across tenants: identical inputs judged for one
+	// team are answered from the cache for another. It saves provider calls at a privacy
+	// cost (a cache hit, visible in results, tells a team that another team judged the
+	// same content), so it is an operator's opt-in (`serve --share-judge-cache`).
+	ShareCache bool
+	Instance   string
+	Params     judge.Params
+	Log        *slog.Logger
 }
 
 // Step is one input of the aggregator's rules for a pending job of the kind, with the

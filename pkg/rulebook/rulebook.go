@@ -24,8 +24,44 @@ import (
 
 // ErrRefused marks an input the rules will never apply: it contradicts where it came from
 // or what its job is. Retrying cannot change that, so callers drop it and count it. A
-// kind's Decide refuses with the same error (kind.ErrRefused).
+// kind's Decide refuses with the same error (kind.ErrRefused); the rules' own refusals
+// are a *Refusal, whose Reason is the count's label.
 var ErrRefused = kind.ErrRefused
+
+// Reasons of a Refusal besides CheckOrigin's (events.OriginSubject, OriginTenant,
+// OriginType): fixed words, fit for a metric label.
+const (
+	// RefusedJob: a job.submitted whose spec names another job than its envelope.
+	RefusedJob = "job_mismatch"
+	// RefusedKind: a job.submitted of a judge kind this build does not know.
+	RefusedKind = "unknown_kind"
+	// RefusedType: an event type the aggregator does not consume.
+	RefusedType = "not_an_input"
+)
+
+// Refusal is an input the rules refused, and why. It matches ErrRefused.
+type Refusal struct {
+	// Reason is one of a fixed set of words (events.Origin*, Refused*).
+	Reason string
+	Err    error
+}
+
+func (r *Refusal) Error() string        { return ErrRefused.Error() + ": " + r.Err.Error() }
+func (r *Refusal) Unwrap() error        { return r.Err }
+func (r *Refusal) Is(target error) bool { return target == ErrRefused }
+
+func refuse(reason, format string, args ...any) error {
+	return &Refusal{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// RefusalReason is err's refusal reason, "" when err is no refusal.
+func RefusalReason(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Reason
+	}
+	return ""
+}
 
 // Input is one event the aggregator consumes.
 type Input struct {
@@ -118,12 +154,10 @@ func CheckOrigin(in Input) error {
 	if in.Subject == "" {
 		return nil
 	}
-	tenant, typ, err := events.ParseSubject(in.Subject)
-	if err != nil {
-		return fmt.Errorf("%w: subject %q: %v", ErrRefused, in.Subject, err)
-	}
-	if tenant != in.Event.Tenant || typ != in.Event.Type {
-		return fmt.Errorf("%w: a %s of tenant %q arrived on %s", ErrRefused, in.Event.Type, in.Event.Tenant, in.Subject)
+	if err := events.CheckOrigin(in.Subject, in.Event.Tenant, in.Event.Type); err != nil {
+		var oe *events.OriginError
+		errors.As(err, &oe)
+		return &Refusal{Reason: oe.Reason, Err: err}
 	}
 	return nil
 }
@@ -192,7 +226,7 @@ func Apply(st State, in Input) (Result, error) {
 	case *events.GatesFailed, *events.VerdictEmitted, *events.RenderUnchanged, *events.SpotcheckRecorded:
 		return decide(st, in, k.Decide)
 	}
-	return Result{}, fmt.Errorf("%w: the aggregator takes no %s", ErrRefused, ev.Type)
+	return Result{}, refuse(RefusedType, "the aggregator takes no %s", ev.Type)
 }
 
 // refusedAgain is the refusal of an input the kind's rules refuse (kind.ErrRefused, e.g. a
@@ -244,11 +278,11 @@ func resetView(st State, in Input, k kind.Kind, p *events.ViewReset) (Result, er
 func submitted(st State, in Input, p *events.JobSubmitted) (Result, error) {
 	ev := in.Event
 	if p.Spec.ACID != ev.JobID {
-		return Result{}, fmt.Errorf("%w: job.submitted %s: spec.ac_id %q differs from envelope job %q", ErrRefused, ev.ID, p.Spec.ACID, ev.JobID)
+		return Result{}, refuse(RefusedJob, "job.submitted %s: spec.ac_id %q differs from envelope job %q", ev.ID, p.Spec.ACID, ev.JobID)
 	}
 	k, err := kinds.Lookup(p.Spec.Kind)
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: job.submitted %s: %v", ErrRefused, ev.ID, err)
+		return Result{}, refuse(RefusedKind, "job.submitted %s: %v", ev.ID, err)
 	}
 	render := events.New(&events.RenderRequested{Spec: p.Spec}, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)
 	if st.Job != nil {

@@ -51,6 +51,12 @@ type Metrics struct {
 	JudgeDisagreements *prometheus.CounterVec
 	// DeadLetters counts messages a service's router gave up on and sent to dead letters.
 	DeadLetters *prometheus.CounterVec
+	// Refusals counts inputs a service refused to act on, by service and reason (a fixed
+	// word: subject_tenant, subject_type, not_submitted, ...): someone's envelope
+	// contradicted where it came from.
+	Refusals *prometheus.CounterVec
+	// IngressRequests counts the ingress's answers by route and status code.
+	IngressRequests *prometheus.CounterVec
 	// ProviderSeconds is the wall time of every call to an LLM provider (judge verdicts,
 	// repair re-asks and the renderer's equivalence runner alike), the provider's own
 	// retries and waits included, by provider, model, judge kind and outcome.
@@ -130,7 +136,9 @@ func New() *Metrics {
 		GateFailures:   counter("gate_failures_total", "Failed gates that kept a job from the judges, by judge kind and gate.", "kind", "gate"),
 		JudgeDisagreements: counter("judge_disagreements_total",
 			"Self-reported judge aggregates the aggregator re-derived differently, by judge kind.", "kind"),
-		DeadLetters: counter("dead_letters_total", "Messages sent to dead letters, by the service that gave up on them.", "service"),
+		DeadLetters:     counter("dead_letters_total", "Messages sent to dead letters, by the service that gave up on them.", "service"),
+		IngressRequests: counter("ingress_requests_total", "Answers of the ingress, by route and HTTP status code.", "route", "code"),
+		Refusals:        counter("refusals_total", "Inputs a service refused to act on (an envelope its subject contradicts, a dead letter of no submitted job, ...), by service and reason.", "service", "reason"),
 		ProviderSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tribunal", Name: "provider_call_duration_seconds",
 			Help:    "Wall time of calls to an LLM provider, its retries and waits included, by provider, model, judge kind and outcome.",
 			Buckets: providerBuckets}, []string{"provider", "model", "kind", "outcome"}),
@@ -152,7 +160,7 @@ func New() *Metrics {
 	buildInfo := buildInfoCollector{desc: prometheus.NewDesc("tribunal_build_info",
 		"Always 1; the labels say which tribunal version and Go release this process runs.", []string{"version", "goversion"}, nil)}
 	m.Registry.MustRegister(m.EventsHandled, m.EventsFailed, m.HandlerSeconds, m.JudgeCalls, m.JudgeTokens,
-		m.JudgeCacheHits, m.GateFailures, m.JudgeDisagreements, m.DeadLetters, m.ProviderSeconds, m.ProviderCalls,
+		m.JudgeCacheHits, m.GateFailures, m.JudgeDisagreements, m.DeadLetters, m.Refusals, m.IngressRequests, m.ProviderSeconds, m.ProviderCalls,
 		m.ProviderRetries, m.ProviderRateLimited, m.pending, buildInfo,
 		m.JudgeSlotA, m.JudgeFlips, m.JudgeAgreement, m.PanelAlpha, m.JudgeDecided, m.JudgeSwapPairs, m.JudgePanelComparisons,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -276,6 +284,8 @@ func MetricLabels() map[string][]string {
 		"tribunal_gate_failures_total":            {"kind", "gate"},
 		"tribunal_judge_disagreements_total":      {"kind"},
 		"tribunal_dead_letters_total":             {"service"},
+		"tribunal_refusals_total":                 {"service", "reason"},
+		"tribunal_ingress_requests_total":         {"route", "code"},
 		"tribunal_provider_call_duration_seconds": {"provider", "model", "kind", "outcome"},
 		"tribunal_provider_calls_total":           {"provider", "model", "tenant", "outcome"},
 		"tribunal_provider_retries_total":         {"provider", "model", "reason"},

@@ -33,6 +33,8 @@ func recordEverything(t *testing.T, m *telemetry.Metrics) {
 	telemetry.GateFailures(&events.GatesFailed{Kind: events.KindAB, Blocked: "x"})
 	telemetry.JudgeDisagreements(events.KindAB, &events.IterationDecided{Disagreements: 1})
 	telemetry.DeadLettered("gater", 1)
+	telemetry.Refused("aggregator", "subject_tenant")
+	telemetry.IngressRequest("POST /v1/events", 202)
 	_, end := telemetry.StartProviderCall(ctx, telemetry.ProviderCall{Provider: "openai", Model: "gpt", Kind: "ab"})
 	end(telemetry.ProviderResult{Outcome: "ok"})
 	telemetry.ProviderRetry(ctx, "openai", "gpt", telemetry.RetryRateLimited, 429, 1, time.Second)

@@ -105,20 +105,32 @@ func (s *Service) DeadLetter(ctx context.Context, dl bus.DeadLetter) ([]events.E
 	ev, err := events.Decode(dl.Payload)
 	if err != nil || ev.JobID == "" {
 		s.log.WarnContext(ctx, "dead letter names no job", "service", dl.Service, "reason", dl.Reason)
+		telemetry.Refused(bus.Aggregator, RefusedNoJob)
 		return nil, nil
 	}
 	out, err := s.apply(ctx, rulebook.Input{Event: ev, Link: inputLink(ctx, ev), Subject: dl.Subject,
 		DeadLetter: &rulebook.DeadLetter{Service: dl.Service, Reason: dl.Reason}})
 	switch {
 	case errors.Is(err, rulebook.ErrRefused):
+		// Counted by apply.
 		s.log.WarnContext(ctx, "dead letter refused", "service", dl.Service, "subject", dl.Subject, "err", err)
 		return nil, nil
 	case errors.Is(err, errNotRecorded):
 		s.log.WarnContext(ctx, "dead letter for a job never submitted", "service", dl.Service, "tenant", ev.Tenant, "batch", ev.BatchID, "job", ev.JobID, "reason", dl.Reason)
+		telemetry.Refused(bus.Aggregator, RefusedNotSubmitted)
 		return nil, nil
 	}
 	return out, err
 }
+
+// Reasons the aggregator drops a dead letter, besides the rules' (rulebook.Refusal): fixed
+// words, the label of tribunal_refusals_total.
+const (
+	// RefusedNoJob: a dead letter that does not decode or names no job.
+	RefusedNoJob = "no_job"
+	// RefusedNotSubmitted: a dead letter for a job that was never submitted.
+	RefusedNotSubmitted = "not_submitted"
+)
 
 // errNotRecorded is a retryable condition: an event whose job is not recorded yet.
 var errNotRecorded = errors.New("job not recorded yet")
@@ -140,7 +152,8 @@ func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event,
 			res, err = rulebook.Apply(st, in)
 		}
 		if err != nil {
-			if errors.Is(err, rulebook.ErrRefused) {
+			if reason := rulebook.RefusalReason(err); reason != "" {
+				telemetry.Refused(bus.Aggregator, reason)
 				return nil, bus.Permanent(err)
 			}
 			return nil, err

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -218,4 +220,23 @@ func freeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// StartConfig runs a server with the nats-server configuration conf (for example the
+// authorization `tribunal tenants` writes) the way `tribunal serve nats --config` starts
+// it, listening on a random loopback port, and shuts it down at cleanup.
+func StartConfig(t testing.TB, conf string) *server.Server {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Generously bounded: on a loaded machine JetStream's start can wait on the disk.
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: file, ReadyTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
 }

@@ -20,7 +20,7 @@ func TestRunnerMessagesFence(t *testing.T) {
 			}
 			judgetest.AssertFenced(t, msgs, "CASE INPUT")
 			u := judgetest.UserText(msgs)
-			if d, c := strings.Index(u, "-----BEGIN DOCUMENT"), strings.Index(u, "Step 1: greet."); d < 0 || c < d || c > strings.Index(u, "-----END DOCUMENT-----") {
+			if d, c := strings.Index(u, "-----BEGIN DOCUMENT"), strings.Index(u, "Step 1: greet."); d < 0 || c < d || c > strings.Index(u, "-----END DOCUMENT nonce=") {
 				t.Errorf("document not fenced:\n%s", u)
 			}
 			tpl, _ := runnerTemplate(variant)
