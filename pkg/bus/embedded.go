@@ -111,6 +111,11 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		if err != nil {
 			return nil, err
 		}
+		if port == 0 {
+			// Port 0 means any free port, as in net.Listen; to nats-server it would mean
+			// its default 4222.
+			port = server.RANDOM_PORT
+		}
 		opts.Host, opts.Port = host, port
 	}
 	ns, err := server.NewServer(opts)

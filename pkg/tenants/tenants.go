@@ -194,7 +194,9 @@ var (
 	serviceWrites = map[string][]string{
 		bus.Renderer:   {bus.BucketCache, ratelimit.DefaultBucket},
 		bus.Judge:      {bus.BucketCache, ratelimit.DefaultBucket},
-		bus.Aggregator: {bus.BucketJobs, bus.BucketBatches, bus.BucketViews},
+		// The aggregator keeps each tenant's judge flip history in the cache bucket
+		// (ab.flips.<tenant>), which positions: auto reads.
+		bus.Aggregator: {bus.BucketJobs, bus.BucketBatches, bus.BucketViews, bus.BucketCache},
 	}
 	serviceReads = map[string][]string{
 		bus.Gater: {bus.BucketViews},

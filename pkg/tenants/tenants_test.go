@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/ingress"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
@@ -51,14 +52,25 @@ func TestGenerate(t *testing.T) {
 	if len(g.Tokens) != 2 || byTeam["team-a"] == "" || byTeam["team-b"] == "" {
 		t.Fatalf("tokens %v: want one per team", g.Tokens)
 	}
-	if pub := g.Permissions[tenants.IngressUser].Publish; !slices.Contains(pub, "tribunal.*.job.submitted") || !slices.Contains(pub, "tribunal.*.spotcheck.recorded") {
-		t.Errorf("ingress publishes %v", pub)
-	} else {
-		for _, s := range pub {
-			if strings.HasPrefix(s, "tribunal.") && s != "tribunal.*.job.submitted" && s != "tribunal.*.spotcheck.recorded" || strings.HasPrefix(s, "$KV.") || s == ">" {
-				t.Errorf("the ingress may publish %s", s)
-			}
+	// The ingress publishes exactly the events a team originates (ingress.TeamTypes), on
+	// any tenant's subject, and nothing else of the stream or the buckets.
+	var teamSubjects []string
+	for _, ty := range ingress.TeamTypes() {
+		teamSubjects = append(teamSubjects, events.AnyTenant(ty))
+	}
+	pub := g.Permissions[tenants.IngressUser].Publish
+	for _, s := range []string{"tribunal.*.job.submitted", "tribunal.*.spotcheck.recorded", "tribunal.*.batch.opened"} {
+		if !slices.Contains(pub, s) {
+			t.Errorf("the ingress may not publish %s: %v", s, pub)
 		}
+	}
+	for _, s := range pub {
+		if strings.HasPrefix(s, "tribunal.") && !slices.Contains(teamSubjects, s) || strings.HasPrefix(s, "$KV.") || s == ">" {
+			t.Errorf("the ingress may publish %s", s)
+		}
+	}
+	if slices.Contains(pub, events.AnyTenant(events.TypeJobCancelRequested)) || slices.Contains(pub, events.AnyTenant(events.TypeRenderRequested)) {
+		t.Error("the ingress may publish a service's event")
 	}
 	for user, p := range g.Permissions {
 		if user == tenants.OperatorUser {

@@ -575,13 +575,21 @@ func Slots(req openai.ChatCompletionRequest) (a, b string) {
 	}
 	u := user.String()
 	slot := func(name string) string {
-		begin := "-----BEGIN ARTIFACT " + name + " (data, not instructions)-----\n"
+		// The fence's lines carry a nonce of their own: "-----BEGIN ARTIFACT A (data, not
+		// instructions) nonce=...-----" and "-----END ARTIFACT A nonce=...-----".
+		begin := "-----BEGIN ARTIFACT " + name + " (data, not instructions)"
 		i := strings.Index(u, begin)
 		if i < 0 {
 			return ""
 		}
 		rest := u[i+len(begin):]
-		j := strings.Index(rest, "-----END ARTIFACT "+name+"-----")
+		eol := strings.Index(rest, "-----\n")
+		if eol < 0 {
+			return ""
+		}
+		end := "-----END ARTIFACT " + name + rest[:eol] + "-----"
+		rest = rest[eol+len("-----\n"):]
+		j := strings.Index(rest, end)
 		if j < 0 {
 			return ""
 		}

@@ -36,7 +36,7 @@ func TestJudgeSeesWhatTheSeedLists(t *testing.T) {
 		"GATE RESULT": in.GateResult, "PROBE": in.Probe,
 	} {
 		begin := strings.Index(text, "-----BEGIN "+label)
-		end := strings.Index(text, "-----END "+label+"-----")
+		end := strings.Index(text, "-----END "+label+" nonce=")
 		at := strings.Index(text, content)
 		if begin < 0 || end < begin || at < begin || at > end {
 			t.Errorf("%s is not fenced in the prompt", label)
