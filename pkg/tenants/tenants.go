@@ -192,8 +192,8 @@ func users() []string {
 // only reads.
 var (
 	serviceWrites = map[string][]string{
-		bus.Renderer:   {bus.BucketCache, ratelimit.DefaultBucket},
-		bus.Judge:      {bus.BucketCache, ratelimit.DefaultBucket},
+		bus.Renderer: {bus.BucketCache, ratelimit.DefaultBucket},
+		bus.Judge:    {bus.BucketCache, ratelimit.DefaultBucket},
 		// The aggregator keeps each tenant's judge flip history in the cache bucket
 		// (ab.flips.<tenant>), which positions: auto reads.
 		bus.Aggregator: {bus.BucketJobs, bus.BucketBatches, bus.BucketViews, bus.BucketCache},
