@@ -19,7 +19,10 @@ import (
 // DocumentRunner is the equivalence sensor: an LLM applies each document to each case
 // input. The teacher (original) transcript of a case is captured once per baseline key
 // and reused by every later round and every renderer instance (the baseline cache lives
-// in JetStream KV): only the candidate runs again.
+// in JetStream KV): only the candidate runs again, and only when its bytes changed (an
+// unchanged candidate's transcript is kept under its own key, like the judge-call
+// cache keeps an unchanged comparison's answer, so a rerun of an unchanged batch makes
+// no call).
 type DocumentRunner struct {
 	Store    blob.Store
 	Provider judge.Provider
@@ -68,12 +71,15 @@ func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.
 		// KV keys allow no colons. The tenant is part of the key: a teacher transcript is a
 		// blob under the tenant that captured it, and one team's runs never serve another.
 		key := "runner." + ev.Tenant + "." + strings.ReplaceAll(RunnerKey(shas["original"], tc.CacheID(), hash, model, r.Params), ":", ".")
-		teacher, blocked, err := r.teacher(ctx, ev, spec, c, key, model, docs["original"])
+		teacher, blocked, err := r.captured(ctx, ev, spec, c, "original", key, model, docs["original"])
 		if err != nil || blocked != "" {
 			return nil, blocked, err
 		}
 		out = append(out, teacher)
-		cand, blocked, err := r.run(ctx, ev, spec, c, "candidate", model, docs["candidate"])
+		// The candidate's key is apart from the teachers' (a candidate identical to its
+		// original is still run as the candidate once).
+		ckey := "runner." + ev.Tenant + ".candidate." + strings.ReplaceAll(RunnerKey(shas["candidate"], tc.CacheID(), hash, model, r.Params), ":", ".")
+		cand, blocked, err := r.captured(ctx, ev, spec, c, "candidate", ckey, model, docs["candidate"])
 		if err != nil || blocked != "" {
 			return nil, blocked, err
 		}
@@ -82,20 +88,23 @@ func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.
 	return out, "", nil
 }
 
-// teacher returns the case's baseline transcript, running the original document only
-// when no instance has captured it yet.
-func (r *DocumentRunner) teacher(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, key, model, doc string) (events.Transcript, string, error) {
+// captured returns a side's transcript of the case, running the document only when no
+// instance has captured it under key yet. A teacher transcript taken from the cache is
+// marked Baseline; a candidate's, Cached.
+func (r *DocumentRunner) captured(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, side, key, model, doc string) (events.Transcript, string, error) {
 	if r.Baseline != nil {
 		if e, err := r.Baseline.Get(ctx, key); err == nil {
 			var b baselineEntry
 			if json.Unmarshal(e.Value(), &b) == nil {
-				return events.Transcript{CaseID: c.ID, Side: "original", Blob: b.Blob, Runner: events.RunnerInfo{Judge: b.Runner, Baseline: true}}, "", nil
+				t := events.Transcript{CaseID: c.ID, Side: side, Blob: b.Blob, Runner: events.RunnerInfo{Judge: b.Runner, Baseline: side == "original"}}
+				t.Runner.Judge.Cached = side != "original"
+				return t, "", nil
 			}
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return events.Transcript{}, "", fmt.Errorf("baseline cache: %w", err)
 		}
 	}
-	t, blocked, err := r.run(ctx, ev, spec, c, "original", model, doc)
+	t, blocked, err := r.run(ctx, ev, spec, c, side, model, doc)
 	if err != nil || blocked != "" || r.Baseline == nil {
 		return t, blocked, err
 	}
@@ -106,7 +115,7 @@ func (r *DocumentRunner) teacher(ctx context.Context, ev events.Event, spec *eve
 		}
 		// Another instance captured it first: use theirs, so every round compares
 		// against one and the same teacher transcript.
-		return r.teacher(ctx, ev, spec, c, key, model, doc)
+		return r.captured(ctx, ev, spec, c, side, key, model, doc)
 	}
 	return t, "", nil
 }
