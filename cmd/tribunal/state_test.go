@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
 )
 
 // projectDir is a fresh project folder holding a copy of the examples, so `tribunal run`
@@ -166,5 +170,67 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// answerByKind answers every kind's request with a valid answer of its schema, so every
+// call's answer is kept in the cache (invalid answers are asked again next time).
+func answerByKind(req openai.ChatCompletionRequest, _ int) fakellm.Reply {
+	name := ""
+	if req.ResponseFormat != nil && req.ResponseFormat.JSONSchema != nil {
+		name = req.ResponseFormat.JSONSchema.Name
+	}
+	switch name {
+	case "critic_scores":
+		return fakellm.Reply{Content: `{"correctness":8,"slop":2,"scope":8,"verdict":"pass","quality":8,"rationale":"Two plain sentences."}`}
+	case "runner_transcript":
+		return fakellm.Reply{Content: `{"transcript":"Asked for the component, then fixed it.","self_report":{"steps_followed":["ask"],"steps_skipped":[],"ambiguities":[],"improvisation":[],"deviation_urges":[],"final_output":"fixed"}}`}
+	case "equivalence_verdict":
+		return fakellm.Reply{Content: `{"verdict":"equivalent","behaviour_delta":"","efficiency_signal":{"original_directness":3,"candidate_directness":4,"interpretation_notes":"same steps"}}`}
+	}
+	return fakellm.Reply{Content: `{"raw_winner":"B","confidence":0.8,"biggest_gap":"Slot A leaves out what to do next.","reasoning":"B is complete."}`}
+}
+
+// TestRerunMakesNoProviderCalls runs the quickstart twice on one state folder with the
+// openai provider against a local OpenAI-compatible server: the first run makes every
+// call `tribunal validate` plans (judge and equivalence runner calls), the second none,
+// though its batch id is new: the judge-call cache (and the transcripts the runner
+// captured) are keyed by content and kept in the folder.
+func TestRerunMakesNoProviderCalls(t *testing.T) {
+	llm := fakellm.New(fakellm.Options{Respond: answerByKind})
+	defer llm.Close()
+	dir := projectDir(t)
+	t.Setenv("OPENAI_API_KEY", "sk-local")
+	args := []string{"run", "examples/quickstart", "--judge", "openai", "--judge-model", "judge-model", "--openai-base-url", llm.BaseURL()}
+	stdout, _, code := runState(t, dir, "validate", "examples/quickstart", "--json")
+	var plan struct {
+		JudgeCalls  int `json:"judge_calls"`
+		RunnerCalls int `json:"runner_calls"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &plan); err != nil || plan.JudgeCalls == 0 || plan.RunnerCalls == 0 {
+		t.Fatalf("validate (exit %d): %+v %v\n%s", code, plan, err, stdout)
+	}
+	stdout, stderr, code := runState(t, dir, args...)
+	first := llm.Calls()
+	if code != 1 {
+		t.Fatalf("first run exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if want := plan.JudgeCalls + plan.RunnerCalls; first != want {
+		t.Fatalf("first run: %d calls, want the %d judge and runner calls validate planned\n%s", first, want, stdout)
+	}
+	stdout, stderr, code = runState(t, dir, args...)
+	if code != 1 {
+		t.Fatalf("second run exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if again := llm.Calls() - first; again != 0 {
+		t.Fatalf("second run of the unchanged batch: %d provider calls, want 0\n%s", again, stdout)
+	}
+	if ids := batchIDs(stdout); len(ids) != 1 {
+		t.Fatalf("no batch id in\n%s", stdout)
+	}
+	for _, ac := range []string{"AC-1", "AC-2", "AC-3", "AC-7"} {
+		if !regexp.MustCompile(ac + `\s+ab\s+compared.*openai/judge-model \(cached\)`).MatchString(stdout) {
+			t.Errorf("%s is not reported as answered from the cache:\n%s", ac, stdout)
+		}
 	}
 }
