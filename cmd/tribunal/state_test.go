@@ -8,12 +8,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 )
 
 // projectDir is a fresh project folder holding a copy of the examples, so `tribunal run`
@@ -232,5 +235,90 @@ func TestRerunMakesNoProviderCalls(t *testing.T) {
 		if !regexp.MustCompile(ac + `\s+ab\s+compared.*openai/judge-model \(cached\)`).MatchString(stdout) {
 			t.Errorf("%s is not reported as answered from the cache:\n%s", ac, stdout)
 		}
+	}
+}
+
+// rubricAnswer is a rubric verdict scoring every dimension of the default rubric 1,
+// except failing, scored 0.
+func rubricAnswer(failing string) string {
+	r := argus.DefaultRubric()
+	dims := map[string]any{}
+	for _, d := range r.DimensionNames() {
+		score := 1.0
+		if d == failing {
+			score = 0
+		}
+		dims[d] = map[string]any{"score": score, "anchor": r.Dimensions[d].Anchor, "evidence": "seen in the render"}
+	}
+	failed := []string{}
+	if failing != "" {
+		failed = []string{failing}
+	}
+	data, _ := json.Marshal(map[string]any{"dimensions": dims, "closer_to_reference_than_prev": nil, "all_pass": failing == "",
+		"failed_dimensions": failed, "notes": "n"})
+	return string(data)
+}
+
+// TestRubricSignsOffAcrossRuns runs the rubric example in real Chromium with successive
+// `tribunal run` invocations on the default state folder, no --data-dir: the first run's
+// verdict fails a dimension and hands the builder its fix list; the second continues the
+// same loop (loop iteration 3, not 1) and signs the view off. A view whose reference is
+// still needed leaves its HE-1 candidate as a PNG next to the run's results.
+func TestRubricSignsOffAcrossRuns(t *testing.T) {
+	if _, err := web.FindBrowser(); err != nil {
+		t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
+	}
+	var mu sync.Mutex
+	rubricCalls := 0
+	llm := fakellm.New(fakellm.Options{Respond: func(req openai.ChatCompletionRequest, n int) fakellm.Reply {
+		if req.ResponseFormat == nil || req.ResponseFormat.JSONSchema == nil || req.ResponseFormat.JSONSchema.Name != "rubric_verdict" {
+			return answerByKind(req, n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		rubricCalls++
+		if rubricCalls == 1 {
+			return fakellm.Reply{Content: rubricAnswer("layout_spacing")}
+		}
+		return fakellm.Reply{Content: rubricAnswer("")}
+	}})
+	defer llm.Close()
+	dir := projectDir(t)
+	t.Setenv("OPENAI_API_KEY", "sk-local")
+	args := []string{"run", "examples/rubric-feature", "--judge", "openai", "--judge-model", "vision-model", "--openai-base-url", llm.BaseURL()}
+
+	stdout, stderr, code := runState(t, dir, args...)
+	if code != 1 || !regexp.MustCompile(`needs_fixes.*fix \[layout_spacing\]`).MatchString(stdout) {
+		t.Fatalf("run 1: exit %d, want 1 with the fix list\n%s\n%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = runState(t, dir, args...)
+	if code != 0 || !regexp.MustCompile(`signed_off.*loop iteration 3`).MatchString(stdout) {
+		t.Fatalf("run 2: exit %d, want 0 with the view signed off at loop iteration 3\n%s\n%s", code, stdout, stderr)
+	}
+	if rubricCalls != 2 {
+		t.Fatalf("%d judge calls, want 2: one per run, the confirmation render is not judged", rubricCalls)
+	}
+	ids := batchIDs(stdout)
+	signoffs, _ := filepath.Glob(filepath.Join(dir, "out", strings.TrimSuffix(strings.TrimPrefix(ids[0], "batch "), " (tenant"), "rubric-feature", "signoff.json"))
+	if len(signoffs) != 1 {
+		t.Fatalf("no signoff.json beside the second run's results (%v)", ids)
+	}
+
+	// HE-1: the reference is needed; the run offers its render as the candidate, as a
+	// PNG under the batch's output folder.
+	spec := filepath.Join(dir, "examples", "rubric-feature", "spec.json")
+	data, _ := os.ReadFile(spec)
+	os.WriteFile(spec, []byte(strings.Replace(string(data), `"status": "present"`, `"status": "needed"`, 1)), 0o644)
+	stdout, stderr, code = runState(t, dir, args...)
+	if !strings.Contains(stdout, "needs_context") {
+		t.Fatalf("HE-1 run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	id := strings.TrimSuffix(strings.TrimPrefix(batchIDs(stdout)[0], "batch "), " (tenant")
+	pngs, _ := filepath.Glob(filepath.Join(dir, "out", id, "rubric-feature", "candidates", "*.png"))
+	if len(pngs) != 1 {
+		t.Fatalf("HE-1 candidates under out/%s: %v", id, pngs)
+	}
+	if data, _ := os.ReadFile(pngs[0]); !bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("%s is not a PNG", pngs[0])
 	}
 }
