@@ -325,6 +325,9 @@ type JudgeInfo struct {
 	LatencyMillis    int64 `msgpack:"latency_ms,omitempty"`
 	// Cached is true when the answer came from the judge-call cache, not a new call.
 	Cached bool `msgpack:"cached,omitempty"`
+	// Call is the stored record of what the call sent and received (judge.CallRecord),
+	// for reviewers: the prompt itself never travels in an event.
+	Call *Blob `msgpack:"call,omitempty"`
 }
 
 // Vote is one judge call's answer over the slots as that call saw them.

@@ -26,13 +26,15 @@ type Usage struct {
 	// Calls counts Complete calls: 1, or 2 when a repair was asked for, 0 when the
 	// input was refused before any call.
 	Calls int `json:"calls"`
+	// Call is the stored record of the exchange (CallRecord), when one was kept.
+	Call *events.Blob `json:"call,omitempty"`
 }
 
 // JudgeInfo converts the usage to the event form recorded on verdicts.
 func (u Usage) JudgeInfo() events.JudgeInfo {
 	return events.JudgeInfo{
 		Provider: u.Provider, Model: u.Model, Instance: u.Instance, PromptHash: u.PromptHash,
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, LatencyMillis: u.LatencyMillis,
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, LatencyMillis: u.LatencyMillis, Call: u.Call,
 	}
 }
 

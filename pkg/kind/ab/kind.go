@@ -197,12 +197,14 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 			if env.Cached(ctx, key, &v) {
 				v.Judge.Cached, v.Judge.Instance = true, env.Instance
 			} else {
-				v = Judge(ctx, env.Provider, model, env.Instance, in, env.Params)
+				rec := env.Recorder()
+				v = Judge(ctx, rec, model, env.Instance, in, env.Params)
 				if ctx.Err() != nil {
 					// Shutting down: hand the message back rather than record an outage.
 					return nil, ctx.Err()
 				}
 				v.Order = order
+				v.Judge.Call = env.KeepCall(ctx, ev.Tenant, rec)
 				env.Remember(ctx, key, v.Status, v)
 			}
 			votes = append(votes, v)

@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
 // DocumentRunner is the equivalence sensor: an LLM applies each document to each case
@@ -121,9 +122,11 @@ func (r *DocumentRunner) captured(ctx context.Context, ev events.Event, spec *ev
 }
 
 func (r *DocumentRunner) run(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, side, model, doc string) (events.Transcript, string, error) {
-	tr, info, err := RunDocument(ctx, r.Provider, model, RunnerInput{
+	rec := judge.Record(r.Provider)
+	tr, info, err := RunDocument(ctx, rec, model, RunnerInput{
 		Key: ev.JobID + "/" + c.ID + "/" + side, Variant: spec.Variant, Document: doc, CaseInput: c.Input,
 	}, r.Params)
+	info.Usage.Call = kind.KeepCall(ctx, r.Store, r.Log, ev.Tenant, rec)
 	if err != nil {
 		if ctx.Err() != nil {
 			return events.Transcript{}, "", ctx.Err()
