@@ -218,4 +218,3 @@ func streamState(t *testing.T, r *app.Running) seqs {
 	}
 	return seqs{info.State.FirstSeq, info.State.LastSeq}
 }
-

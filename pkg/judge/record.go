@@ -29,9 +29,9 @@ type CallRecord struct {
 
 // Exchange is one request and its answer.
 type Exchange struct {
-	Kind     string           `json:"kind"`
-	Model    string           `json:"model"`
-	Schema   string           `json:"schema,omitempty"`
+	Kind     string            `json:"kind"`
+	Model    string            `json:"model"`
+	Schema   string            `json:"schema,omitempty"`
 	Messages []RecordedMessage `json:"messages"`
 	// Response is the model's answer text as received; Error says why there is none.
 	Response         string `json:"response,omitempty"`
