@@ -239,6 +239,9 @@ type Row struct {
 	RawWinner       string   `json:"raw_winner,omitempty"`
 	BiggestGap      string   `json:"biggest_gap,omitempty"`
 	Agreement       string   `json:"agreement,omitempty"`
+	// Consistent says whether a position-swapped pair agreed once un-shuffled (nil
+	// without a swap).
+	Consistent *bool `json:"consistent,omitempty"`
 	// Verdict is the kind's own verdict: pass, revise or reject for critic; pass or fail
 	// for equivalence; the loop outcome for rubric.
 	Verdict string `json:"verdict,omitempty"`

@@ -129,6 +129,13 @@ type Completion struct {
 	Digest string `json:"digest,omitempty"`
 	// Attempt is the redrive attempt this completion is for (0: the first pass).
 	Attempt int `json:"attempt,omitempty"`
+	// Kinds counts the batch's jobs by judge kind; Judges names every judge that
+	// answered ("provider/model").
+	Kinds  map[events.Kind]int `json:"kinds,omitempty"`
+	Judges []string            `json:"judges,omitempty"`
+	// Index is the batch's index (pkg/index): one entry per job, for readers of the
+	// whole batch (the console). Batches completed before it existed have none.
+	Index *events.Blob `json:"index,omitempty"`
 }
 
 // JobKey is a job's key in the jobs bucket.

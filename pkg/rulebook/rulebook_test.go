@@ -9,6 +9,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
@@ -349,6 +350,25 @@ func TestCompletion(t *testing.T) {
 	redrive := rulebook.CompletionEvents(tenant, batch, &records.Completion{Attempt: 1, Summary: sum})
 	if redrive[0].ID == evs[1].ID {
 		t.Error("a redrive's completion must have ids of its own")
+	}
+	// The batch list reads the kinds and judges from the completion; no index unless
+	// the fold keeps one.
+	if a.Completion.Kinds[events.KindAB] != 3 || len(a.Completion.Judges) != 1 || a.Completion.Judges[0] != "scripted/m" || a.Index != nil || a.Completion.Index != nil {
+		t.Fatalf("kinds %v judges %v index %v", a.Completion.Kinds, a.Completion.Judges, a.Completion.Index)
+	}
+	indexed := rulebook.NewFold(tenant, batch)
+	indexed.KeepIndex()
+	for i := range jobs {
+		indexed.Add(jobs[len(jobs)-1-i])
+	}
+	c, err := indexed.Complete("AC-3", 0)
+	if err != nil || c.Completion.Index == nil || c.Completion.Index.Size != int64(len(c.Index)) || c.Completion.Digest != a.Completion.Digest {
+		t.Fatalf("indexed completion %+v %v", c.Completion, err)
+	}
+	entries, err := index.Decode(c.Index)
+	if err != nil || len(entries) != 3 || entries[0].ACID != "AC-7" || entries[2].ACID != "AC-3" || entries[2].Status != "blocked" ||
+		len(entries[1].Calls) != 1 || entries[1].Criterion != "c" || entries[1].Winner != "reference" {
+		t.Fatalf("index %+v %v", entries, err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -298,8 +299,11 @@ func (Kind) Row(j *records.Job) kind.Row {
 		a := d.AB
 		row.Winner, row.Tag, row.Impact, row.LabelAssignment, row.RawWinner, row.BiggestGap, row.Agreement =
 			a.Winner, a.Tag, a.Impact, a.LabelAssignment, a.RawWinner, a.BiggestGap, a.Agreement
+		row.Consistent = a.Consistent
 		if j.Status == events.StatusCompared {
-			c := a.Confidence
+			// A panel's mean is a float sum ((0.8+0.9)/2 = 0.8500000000000001): people
+			// read it rounded; the manifest and the decision keep the exact value.
+			c := math.Round(a.Confidence*1e4) / 1e4
 			row.Confidence = &c
 		}
 	}
