@@ -231,6 +231,11 @@ func TestRerunMakesNoProviderCalls(t *testing.T) {
 	if ids := batchIDs(stdout); len(ids) != 1 {
 		t.Fatalf("no batch id in\n%s", stdout)
 	}
+	// The judge's words about slots stay as written; the note says which artifact slot A
+	// was (AC-1 put the reference in slot A).
+	if !strings.Contains(stdout, "Slot A leaves out what to do next. (slot A was the reference, slot B ours)") {
+		t.Errorf("the note does not un-blind the judge's slot words:\n%s", stdout)
+	}
 	for _, ac := range []string{"AC-1", "AC-2", "AC-3", "AC-7"} {
 		if !regexp.MustCompile(ac + `\s+ab\s+compared.*openai/judge-model \(cached\)`).MatchString(stdout) {
 			t.Errorf("%s is not reported as answered from the cache:\n%s", ac, stdout)

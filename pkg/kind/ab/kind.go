@@ -300,6 +300,11 @@ func (Kind) Row(j *records.Job) kind.Row {
 		row.Winner, row.Tag, row.Impact, row.LabelAssignment, row.RawWinner, row.BiggestGap, row.Agreement =
 			a.Winner, a.Tag, a.Impact, a.LabelAssignment, a.RawWinner, a.BiggestGap, a.Agreement
 		row.Consistent = a.Consistent
+		if a.BiggestGap != "" {
+			if as, err := ParseAssignment(a.LabelAssignment); err == nil {
+				row.Slots = as.Legend()
+			}
+		}
 		if j.Status == events.StatusCompared {
 			// A panel's mean is a float sum ((0.8+0.9)/2 = 0.8500000000000001): people
 			// read it rounded; the manifest and the decision keep the exact value.
@@ -339,4 +344,18 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 	}
 	e.MaxJudgeCalls = e.JudgeCalls
 	return e
+}
+
+// SlotLegend implements kind.Unblinding: a call in order "BA" saw the slots exchanged.
+func (Kind) SlotLegend(j *records.Job, c records.Call) string {
+	as := Assign(j.ACID, j.Iteration)
+	if d := j.Decided; d != nil && d.AB != nil {
+		if parsed, err := ParseAssignment(d.AB.LabelAssignment); err == nil {
+			as = parsed
+		}
+	}
+	if c.Label == "BA" {
+		as = as.Swapped()
+	}
+	return as.Legend()
 }

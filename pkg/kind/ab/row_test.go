@@ -31,3 +31,30 @@ func TestRowRoundsAPanelsConfidence(t *testing.T) {
 		t.Fatal("the decision's confidence changed")
 	}
 }
+
+// TestLegends: after un-blinding, the judge's words about slots come with which artifact
+// each slot was: the row's legend follows the recorded assignment, a swapped call's
+// legend the exchanged slots.
+func TestLegends(t *testing.T) {
+	if got := (Assignment{A: Ours, B: Reference}).Legend(); got != "slot A was ours, slot B the reference" {
+		t.Fatalf("legend %q", got)
+	}
+	if got := (Assignment{A: Reference, B: Ours}).Legend(); got != "slot A was the reference, slot B ours" {
+		t.Fatalf("legend %q", got)
+	}
+	if got := (Assignment{}).Legend(); got != "" {
+		t.Fatalf("an invalid assignment has legend %q", got)
+	}
+	j := &records.Job{ACID: acRefA, Status: events.StatusCompared, Spec: spec(acRefA, 0.75),
+		Decided: &events.IterationDecided{Kind: events.KindAB, ACID: acRefA, Status: events.StatusCompared, Final: true,
+			AB: &events.ABResult{LabelAssignment: "A=reference,B=ours", RawWinner: "B", Winner: "ours", Confidence: 0.9, BiggestGap: "Slot A buries the fix."}}}
+	if row := (Kind{}).Row(j); row.Slots != "slot A was the reference, slot B ours" || row.BiggestGap != "Slot A buries the fix." {
+		t.Fatalf("row %+v", row)
+	}
+	if got := (Kind{}).SlotLegend(j, records.Call{Label: "AB"}); got != "slot A was the reference, slot B ours" {
+		t.Fatalf("AB call legend %q", got)
+	}
+	if got := (Kind{}).SlotLegend(j, records.Call{Label: "BA"}); got != "slot A was ours, slot B the reference" {
+		t.Fatalf("BA call legend %q", got)
+	}
+}
