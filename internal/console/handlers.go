@@ -191,7 +191,7 @@ func (s *server) batchData(r *http.Request, c caller, tenant, batch string, h *r
 		// A running batch, or one completed before completions named their judges.
 		seen := map[string]bool{}
 		for i := range rows.Entries {
-			for _, j := range judgesOf(&rows.Entries[i]) {
+			for j := range judgesOf(&rows.Entries[i]) {
 				if !seen[j] {
 					seen[j] = true
 					d.Judges = append(d.Judges, j)
@@ -214,7 +214,11 @@ func (s *server) batchData(r *http.Request, c caller, tenant, batch string, h *r
 	}
 	d.Charts, d.Facets = rows.derived()
 	q := parseTableQuery(r.URL.Query())
-	page, matched := q.apply(rows.Entries)
+	var hay []string
+	if q.Q != "" {
+		hay = rows.haystack()
+	}
+	page, matched := q.apply(rows.Entries, hay)
 	d.Query, d.Matched = q, matched
 	d.Pages = max((matched+q.Per-1)/q.Per, 1)
 	for _, e := range page {

@@ -72,7 +72,14 @@ func TestTableQuery(t *testing.T) {
 	} {
 		v, _ := url.ParseQuery(tc.query)
 		q := parseTableQuery(v)
-		page, total := q.apply(entries)
+		page, total := q.apply(entries, nil)
+		var hay []string
+		for i := range entries {
+			hay = append(hay, searchText(&entries[i]))
+		}
+		if cached, n := q.apply(entries, hay); ids(cached) != ids(page) || n != total {
+			t.Errorf("%q: with the search text kept, %s (%d)", tc.query, ids(cached), n)
+		}
 		if got := ids(page); got != tc.want || total != tc.total {
 			t.Errorf("%q: %s (%d matched), want %s (%d)", tc.query, got, total, tc.want, tc.total)
 		}

@@ -25,6 +25,20 @@ type batchRows struct {
 	once   sync.Once
 	charts []chart
 	facets facets
+
+	searchOnce sync.Once
+	search     []string
+}
+
+// haystack is every entry's searchText, computed on the first search.
+func (b *batchRows) haystack() []string {
+	b.searchOnce.Do(func() {
+		b.search = make([]string, len(b.Entries))
+		for i := range b.Entries {
+			b.search[i] = searchText(&b.Entries[i])
+		}
+	})
+	return b.search
 }
 
 // derived computes the charts and the filter choices once.

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"iter"
 	"net/url"
 	"sort"
 	"strconv"
@@ -15,7 +16,7 @@ import (
 // Page sizes of the AC table.
 const (
 	defaultPerPage = 100
-	maxPerPage     = 1000
+	maxPerPage     = 500
 )
 
 // tableQuery is one view of a batch's AC table.
@@ -123,15 +124,29 @@ func routeOf(e *index.Entry) string {
 	return "none"
 }
 
-// judgesOf lists the judges of a job.
-func judgesOf(e *index.Entry) []string {
-	if e.Judge == "" {
-		return nil
+// judgesOf yields the judges of a job (a row names them comma-separated), without
+// building a list per row: the facets and filters run over every row of a batch.
+func judgesOf(e *index.Entry) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if e.Judge == "" {
+			return
+		}
+		for j := range strings.SplitSeq(e.Judge, ",") {
+			if !yield(j) {
+				return
+			}
+		}
 	}
-	return strings.Split(e.Judge, ",")
 }
 
-func (q tableQuery) match(e *index.Entry, needle string) bool {
+// searchText is what the text search looks in, lower-cased: the AC id, the criterion,
+// the judge's biggest gap, the detail and the reason.
+func searchText(e *index.Entry) string {
+	return strings.ToLower(e.ACID + "\x00" + e.Criterion + "\x00" + e.BiggestGap + "\x00" + e.Detail + "\x00" + e.Reason)
+}
+
+// match reports whether e passes the filters; hay is its searchText ("" to compute it).
+func (q tableQuery) match(e *index.Entry, needle, hay string) bool {
 	if q.Status != "" && e.Status != q.Status || q.Kind != "" && e.Kind != q.Kind || q.Outcome != "" && outcomeOf(e) != q.Outcome ||
 		q.Route != "" && routeOf(e) != q.Route {
 		return false
@@ -141,7 +156,7 @@ func (q tableQuery) match(e *index.Entry, needle string) bool {
 	}
 	if q.Judge != "" {
 		found := false
-		for _, j := range judgesOf(e) {
+		for j := range judgesOf(e) {
 			found = found || j == q.Judge
 		}
 		if !found {
@@ -149,26 +164,17 @@ func (q tableQuery) match(e *index.Entry, needle string) bool {
 		}
 	}
 	if needle != "" {
-		for _, s := range []string{e.ACID, e.Criterion, e.BiggestGap, e.Detail, e.Reason} {
-			if containsFold(s, needle) {
-				return true
-			}
+		if hay == "" {
+			hay = searchText(e)
 		}
-		return false
+		return strings.Contains(hay, needle)
 	}
 	return true
 }
 
-// containsFold is a case-insensitive substring test for a lower-cased needle.
-func containsFold(s, lowerNeedle string) bool {
-	if len(s) < len(lowerNeedle) {
-		return false
-	}
-	return strings.Contains(strings.ToLower(s), lowerNeedle)
-}
-
 // apply filters, sorts and pages the entries; it returns the page and how many matched.
-func (q tableQuery) apply(entries []index.Entry) (page []*index.Entry, matched int) {
+// hay, when not nil, holds each entry's searchText.
+func (q tableQuery) apply(entries []index.Entry, hay []string) (page []*index.Entry, matched int) {
 	needle := strings.ToLower(q.Q)
 	var rows []*index.Entry
 	if !q.Filtered() && q.Sort == "index" && !q.Desc {
@@ -181,7 +187,11 @@ func (q tableQuery) apply(entries []index.Entry) (page []*index.Entry, matched i
 		return rows, len(entries)
 	}
 	for i := range entries {
-		if q.match(&entries[i], needle) {
+		h := ""
+		if needle != "" && hay != nil {
+			h = hay[i]
+		}
+		if q.match(&entries[i], needle, h) {
 			rows = append(rows, &entries[i])
 		}
 	}
@@ -198,7 +208,7 @@ func (q tableQuery) all(entries []index.Entry) []*index.Entry {
 	needle := strings.ToLower(q.Q)
 	var rows []*index.Entry
 	for i := range entries {
-		if q.match(&entries[i], needle) {
+		if q.match(&entries[i], needle, "") {
 			rows = append(rows, &entries[i])
 		}
 	}
@@ -345,7 +355,7 @@ func buildFacets(entries []index.Entry) facets {
 		add("kind", e.Kind)
 		add("outcome", outcomeOf(e))
 		add("route", routeOf(e))
-		for _, j := range judgesOf(e) {
+		for j := range judgesOf(e) {
 			add("judge", j)
 		}
 		if e.Cached {
