@@ -67,8 +67,10 @@ type rowsItem struct {
 	expires time.Time
 }
 
-// maxCachedEntries bounds the entries kept across batches (about 1 KiB each).
-const maxCachedEntries = 400_000
+// maxCachedEntries bounds the entries kept across batches: about 800 bytes each in
+// memory, so a 100,000-AC batch and a few small ones fit the console's 256 MiB limit in
+// deploy/k8s beside the transient memory of decoding the next index.
+const maxCachedEntries = 120_000
 
 // runningTTL is how long a running batch's entries are reused.
 const runningTTL = 2 * time.Second
