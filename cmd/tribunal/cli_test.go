@@ -148,7 +148,14 @@ func freePort(t *testing.T) string {
 
 func start(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	return startIn(t, "", args...)
+}
+
+// startIn starts the binary in dir, stopped with SIGTERM at the test's cleanup.
+func startIn(t *testing.T, dir string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {

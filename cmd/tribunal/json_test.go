@@ -4,39 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/jsontest"
 )
-
-var snakeKey = regexp.MustCompile(`^[a-z0-9]+(_[a-z0-9]+)*$`)
-
-// nonSnakeKeys lists the object keys of a JSON document that are not snake_case.
-func nonSnakeKeys(t *testing.T, data []byte) []string {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, data)
-	}
-	var bad []string
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, e := range x {
-				if !snakeKey.MatchString(k) {
-					bad = append(bad, path+"."+k)
-				}
-				walk(path+"."+k, e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(path+"[]", e)
-			}
-		}
-	}
-	walk("", v)
-	return bad
-}
 
 // TestJSONKeysAreSnakeCase: `run --json`, the results.json it writes, and the other
 // commands' --json name every key in snake_case, the summary's included (its Total,
@@ -62,8 +33,9 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 		docs[args[0]+" --json"] = []byte(stdout)
 	}
 	for name, data := range docs {
-		if bad := nonSnakeKeys(t, data); len(bad) > 0 {
-			t.Errorf("%s: keys not in snake_case: %v", name, bad)
+		bad, err := jsontest.NonSnakeKeys(data, nil)
+		if err != nil || len(bad) > 0 {
+			t.Errorf("%s: keys not in snake_case: %v %v", name, bad, err)
 		}
 	}
 	var res struct {

@@ -62,19 +62,19 @@ steps aside for it.`,
 			if err != nil {
 				return err
 			}
-			defer env.close()
+			defer env.Close()
 			o := localstate.PruneOptions{Keep: keep, DropCache: dropCache, DryRun: dryRun}
 			if olderThan > 0 {
 				o.Before = time.Now().Add(-olderThan)
 			}
 			// Blobs elsewhere (--blob) may be shared with other users of that store.
-			fs, _ := env.store.(*fileblob.Store)
+			fs, _ := env.Store.(*fileblob.Store)
 			before := dirBytes(dataDir)
-			rep, err := localstate.Prune(ctx, env.running.JS, env.running.Buckets, fs, o)
+			rep, err := localstate.Prune(ctx, env.Running.JS, env.Running.Buckets, fs, o)
 			if err != nil {
 				return err
 			}
-			env.close()
+			env.Close()
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/nats-io/nats.go"
 
 	"github.com/spf13/cobra"
 
@@ -313,6 +314,35 @@ func (e *embedded) Close() {
 	for i := len(e.close) - 1; i >= 0; i-- {
 		e.close[i]()
 	}
+	e.close = nil
+}
+
+// open starts the embedded NATS server on dataDir/nats, connects to it in-process and
+// opens the blob store (blobURL, else dataDir/blobs, unsynced when ephemeral); Close
+// undoes all of it, also when open fails half-way.
+func (e *embedded) open(ctx context.Context, dataDir string, ephemeral bool, blobURL string) (*nats.Conn, error) {
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
+	if err != nil {
+		return nil, err
+	}
+	e.close = append(e.close, func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := bus.InProcessConn(ns)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.close = append(e.close, nc.Close)
+	if blobURL != "" {
+		e.Store, err = blob.OpenURL(ctx, blobURL)
+	} else {
+		e.Store, err = fileblob.New(filepath.Join(dataDir, "blobs"), fileblob.Options{NoSync: ephemeral})
+	}
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.close = append(e.close, func() { _ = e.Store.Close() })
+	return nc, nil
 }
 
 // startEmbedded starts the all-in-one mode in dataDir. ephemeral says dataDir is a
@@ -341,27 +371,10 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 		return nil, err
 	}
 	e := &embedded{}
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
+	nc, err := e.open(ctx, dataDir, ephemeral, blobURL)
 	if err != nil {
 		return nil, err
 	}
-	e.close = append(e.close, func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := bus.InProcessConn(ns)
-	if err != nil {
-		e.Close()
-		return nil, err
-	}
-	e.close = append(e.close, nc.Close)
-	if blobURL != "" {
-		e.Store, err = blob.OpenURL(ctx, blobURL)
-	} else {
-		e.Store, err = fileblob.New(filepath.Join(dataDir, "blobs"), fileblob.Options{NoSync: ephemeral})
-	}
-	if err != nil {
-		e.Close()
-		return nil, err
-	}
-	e.close = append(e.close, func() { _ = e.Store.Close() })
 	e.Running, err = app.Start(ctx, nc, app.Options{
 		Store: e.Store, Provider: provider, Params: params, Instance: "all-in-one", Concurrency: concurrency,
 		Fetch: fetch, Sensors: sensors, Gates: gates, RateLimits: jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),

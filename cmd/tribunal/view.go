@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,9 +13,6 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/internal/localstate"
-	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 )
 
 // lockState prepares the state folder dir and takes it for command, waiting (and saying
@@ -134,14 +130,14 @@ func runView(ctx context.Context, f *viewFlags) error {
 			lock.Release()
 			return err
 		}
-		page.Start(console.Config{Buckets: env.running.Buckets, Store: env.store, Tenants: tokens, Logger: slog.Default(),
-			Audit: auditHook(env.running.JS, env.running.Buckets, env.store, "")})
+		page.Start(console.Config{Buckets: env.Running.Buckets, Store: env.Store, Tenants: tokens, Logger: slog.Default(),
+			Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, "")})
 		if err := lock.SetURL(url); err != nil {
 			slog.Warn("view: cannot record the console's address in the state folder", "err", err)
 		}
 		stepAside := waitWanted(ctx, lock)
 		page.Hold("A tribunal run is using this state folder; the console opens it again when the run is done.")
-		env.close()
+		env.Close()
 		lock.Release()
 		lock = nil
 		if !stepAside {
@@ -170,50 +166,23 @@ func waitWanted(ctx context.Context, lock *localstate.Lock) bool {
 	}
 }
 
-// localState is a state folder opened without services: the embedded NATS server, the
-// buckets and the blob store.
-type localState struct {
-	running *app.Running
-	store   blob.Store
-	close   func()
-}
-
 // openState starts the embedded NATS server on dir and opens its buckets and blob store,
 // as `tribunal run` does, but runs no service.
-func openState(ctx context.Context, dir, blobURL string) (*localState, error) {
+func openState(ctx context.Context, dir, blobURL string) (*embedded, error) {
 	e := &embedded{}
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "nats")})
+	nc, err := e.open(ctx, dir, false, blobURL)
 	if err != nil {
 		return nil, err
 	}
-	e.close = append(e.close, func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := bus.InProcessConn(ns)
-	if err != nil {
-		e.Close()
-		return nil, err
-	}
-	e.close = append(e.close, nc.Close)
-	var store blob.Store
-	if blobURL != "" {
-		store, err = blob.OpenURL(ctx, blobURL)
-	} else {
-		store, err = fileblob.New(filepath.Join(dir, "blobs"), fileblob.Options{})
-	}
-	if err != nil {
-		e.Close()
-		return nil, err
-	}
-	e.close = append(e.close, func() { _ = store.Close() })
 	// No services: provisioning only makes sure the buckets exist (a folder whose first
 	// run stopped early may lack some).
-	running, err := app.Start(ctx, nc, app.Options{Services: []string{}, Store: store, Logger: slog.Default()})
-	if err != nil {
+	if e.Running, err = app.Start(ctx, nc, app.Options{Services: []string{}, Store: e.Store, Logger: slog.Default()}); err != nil {
 		e.Close()
 		if errors.Is(err, context.Canceled) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("open state %s: %w", dir, err)
 	}
-	e.close = append(e.close, running.Close)
-	return &localState{running: running, store: store, close: e.Close}, nil
+	e.close = append(e.close, e.Running.Close)
+	return e, nil
 }

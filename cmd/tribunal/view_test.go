@@ -6,11 +6,9 @@ import (
 	"flag"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,24 +28,7 @@ var screenshots = flag.String("screenshots", "", "write the console screenshots 
 func startView(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	addr := freePort(t)
-	cmd := exec.Command(binary, append([]string{"view", "--listen", addr}, args...)...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("tribunal view did not stop on SIGTERM:\n%s", out.String())
-		}
-	})
+	startIn(t, dir, append([]string{"view", "--listen", addr}, args...)...)
 	waitHTTP(t, "http://"+addr+"/")
 	return "http://" + addr
 }

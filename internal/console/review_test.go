@@ -11,42 +11,10 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/internal/console"
+	"github.com/tribunal-dev/tribunal/internal/testutil/jsontest"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
-
-// snakeKey is what every key of the JSON API looks like.
-var snakeKey = regexp.MustCompile(`^[a-z0-9]+(_[a-z0-9]+)*$`)
-
-// keysOf walks a JSON document and reports every object key that is not snake_case.
-// The keys of maps that hold names, not fields (a rubric's dimensions, judge kinds, the
-// seed's label assignment {"A": ...}) are data and skipped by the caller's allow list.
-func badKeys(t *testing.T, data []byte, allow map[string]bool) []string {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, data)
-	}
-	var bad []string
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, e := range x {
-				if !snakeKey.MatchString(k) && !allow[k] {
-					bad = append(bad, path+"."+k)
-				}
-				walk(path+"."+k, e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(path+"[]", e)
-			}
-		}
-	}
-	walk("", v)
-	return bad
-}
 
 // TestReviewPages drives the review pages over HTTP on a real stack: two batches of
 // every offline kind, the second answered from the judge-call cache. The AC table
@@ -175,8 +143,8 @@ func TestReviewPages(t *testing.T) {
 			if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 				t.Fatalf("%s: %d %s\n%s", p, resp.StatusCode, resp.Header.Get("Content-Type"), body)
 			}
-			if bad := badKeys(t, []byte(body), allow); len(bad) > 0 {
-				t.Errorf("%s: keys not in snake_case: %v", p, bad)
+			if bad, err := jsontest.NonSnakeKeys([]byte(body), allow); err != nil || len(bad) > 0 {
+				t.Errorf("%s: keys not in snake_case: %v %v", p, bad, err)
 			}
 		}
 		var b struct {
