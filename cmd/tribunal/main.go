@@ -105,6 +105,8 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newValidateCmd(),
 		newReportCmd(),
 		newCalibrateCmd(),
+		newViewCmd(),
+		newPruneCmd(),
 	)
 	bindEnv(root)
 	return root

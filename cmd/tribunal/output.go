@@ -75,7 +75,13 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 		if r.Confidence != nil {
 			conf = fmt.Sprintf("%.2f", *r.Confidence)
 		}
+		// The judge's own words about slots, with which artifact each slot was; the
+		// legend is never the part the column cuts.
 		note := r.BiggestGap
+		if note != "" && r.Slots != "" {
+			legend := " (" + r.Slots + ")"
+			note = clip(note, max(24, 96-len(legend))) + legend
+		}
 		if r.Detail != "" {
 			note = r.Detail
 		}

@@ -113,7 +113,7 @@ func (s *server) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, ok := s.auth.identify(r)
 		if !ok {
-			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
+			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" && !isAPI(r) {
 				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}

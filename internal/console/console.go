@@ -61,6 +61,7 @@ type server struct {
 	pages   *pages
 	log     *slog.Logger
 	refresh int
+	cache   *rowsCache
 }
 
 // New builds the console's handler. It panics only if the embedded templates do not
@@ -85,8 +86,10 @@ func New(cfg Config) http.Handler {
 		pages:   mustParsePages(),
 		log:     cfg.Logger.With("component", "console"),
 		refresh: max(1, int(cfg.Refresh/time.Second)),
+		cache:   newRowsCache(),
 	}
 	mux := http.NewServeMux()
+	s.reviewRoutes(mux)
 	mux.HandleFunc("GET /static/console.css", serveCSS)
 	mux.HandleFunc("GET /login", s.loginForm)
 	mux.HandleFunc("POST /login", s.login)
@@ -139,5 +142,9 @@ type errorData struct {
 }
 
 func (s *server) errorPage(w http.ResponseWriter, r *http.Request, code int, title, msg string) {
+	if isAPI(r) {
+		s.apiError(w, code, msg)
+		return
+	}
 	s.render(w, r, code, "error.html", view{Title: title, Page: errorData{Message: msg}})
 }

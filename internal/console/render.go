@@ -70,7 +70,7 @@ var funcs = template.FuncMap{
 func mustParsePages() *pages {
 	p := &pages{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t := template.Must(template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts.html", "templates/"+name))
+		t := template.Must(template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts*.html", "templates/"+name))
 		p.t[name] = t
 	}
 	return p

@@ -25,20 +25,20 @@ type reportData struct {
 	Error         string
 	Report        *trust.Report
 	LevelText     string
-	Outcomes      chart
-	Position      chart
-	Flips         *chart
+	Outcomes      forestChart
+	Position      forestChart
+	Flips         *forestChart
 	Judges        []judgeView
-	Pairs         *chart
+	Pairs         *forestChart
 	Splits        []splitView
 	AlphaText     string
-	SpotChecks    *chart
+	SpotChecks    *forestChart
 }
 
 type judgeView struct {
 	trust.JudgeReport
 	Patterns    string
-	LengthChart *chart
+	LengthChart *forestChart
 }
 
 type splitView struct {
@@ -73,11 +73,11 @@ func fillReport(d *reportData, rep *trust.Report) {
 	d.Report = rep
 	d.LevelText = fmt.Sprintf("%g%%", 100*rep.Level)
 	o := rep.Outcomes
-	d.Outcomes = forest("Outcome rates of the batch", []bar{
+	d.Outcomes = forest("Outcome rates of the batch", []forestBar{
 		prop("ours", o.Ours, false), prop("reference", o.Reference, false), prop("tie", o.Tie, false), prop("blocked", o.Blocked, false),
 		{Label: "score", Interval: o.Score, Text: fmt.Sprintf("%.3f [%.3f, %.3f] over %d ACs", o.Score.Point, o.Score.Lo, o.Score.Hi, o.Scored), Missing: o.Scored == 0},
 	}, nil)
-	var pos, flips []bar
+	var pos, flips []forestBar
 	everyone := append(slices.Clone(rep.Judges), rep.Overall)
 	for i, j := range everyone {
 		name := j.Judge
@@ -106,7 +106,7 @@ func fillReport(d *reportData, rep *trust.Report) {
 			pats = append(pats, fmt.Sprintf("%s %d", k, j.Flips.Patterns[k]))
 		}
 		jv.Patterns = strings.Join(pats, ", ")
-		var bins []bar
+		var bins []forestBar
 		for _, b := range j.Length.Bins {
 			if b.LongerWins.N > 0 {
 				bins = append(bins, prop(b.Label, b.LongerWins, false))
@@ -124,7 +124,7 @@ func fillReport(d *reportData, rep *trust.Report) {
 		} else {
 			d.AlphaText = p.AlphaNote
 		}
-		var pairs []bar
+		var pairs []forestBar
 		for _, pr := range p.Pairs {
 			pairs = append(pairs, prop(pr.A+" ~ "+pr.B, pr.Proportion, false))
 		}
@@ -141,7 +141,7 @@ func fillReport(d *reportData, rep *trust.Report) {
 		}
 	}
 	if sc := rep.SpotChecks; sc != nil {
-		rows := []bar{prop("approved outright", sc.Approved, false)}
+		rows := []forestBar{prop("approved outright", sc.Approved, false)}
 		for _, dim := range sc.Dimensions {
 			rows = append(rows, prop(dim.Dimension, dim.Proportion, false))
 		}
@@ -153,8 +153,8 @@ func fillReport(d *reportData, rep *trust.Report) {
 // flipLimit is the flip rate docs/judging.md says to act on.
 const flipLimit = 0.1
 
-// bar is one row of a chart: a share with its interval.
-type bar struct {
+// forestBar is one row of a forestChart: a share with its interval.
+type forestBar struct {
 	Label    string
 	Interval stats.Interval
 	Text     string
@@ -163,19 +163,19 @@ type bar struct {
 	Flag, Missing bool
 }
 
-func prop(label string, p stats.Proportion, flag bool) bar {
-	return bar{Label: label, Interval: p.Interval, Text: p.String(), Flag: flag, Missing: p.N == 0}
+func prop(label string, p stats.Proportion, flag bool) forestBar {
+	return forestBar{Label: label, Interval: p.Interval, Text: p.String(), Flag: flag, Missing: p.N == 0}
 }
 
-// ref is a vertical reference line across a chart (50% for position bias).
+// ref is a vertical reference line across a forestChart (50% for position bias).
 type ref struct {
 	At    float64
 	Label string
 	X     float64
 }
 
-// chart is a forest plot on a [0, 1] axis laid out in pixels, for the template's SVG.
-type chart struct {
+// forestChart is a forest plot on a [0, 1] axis laid out in pixels, for the template's SVG.
+type forestChart struct {
 	Title              string
 	Width, Height      int
 	Top, Bottom, AxisY int
@@ -192,7 +192,7 @@ type tick struct {
 }
 
 type chartRow struct {
-	bar
+	forestBar
 	Y, TextY    int
 	X, Lo, Hi   float64
 	ShortLabel  string
@@ -212,13 +212,13 @@ const (
 
 // forest lays rows out as a forest plot: each row's point and interval on a shared
 // [0, 1] axis, its label on the left and its value on the right.
-func forest(title string, rows []bar, r *ref) chart {
-	c := chart{Title: title, Width: chartLabelWidth + chartPlotWidth + chartValueWidth, Top: chartTop,
+func forest(title string, rows []forestBar, r *ref) forestChart {
+	c := forestChart{Title: title, Width: chartLabelWidth + chartPlotWidth + chartValueWidth, Top: chartTop,
 		PlotLeft: chartLabelWidth, ValueX: chartLabelWidth + chartPlotWidth + 10, LabelX: chartLabelWidth - 8}
 	x := func(v float64) float64 { return float64(chartLabelWidth) + min(max(v, 0), 1)*chartPlotWidth }
 	for i, b := range rows {
 		y := chartTop + i*chartRowHeight + chartRowHeight/2
-		row := chartRow{bar: b, Y: y, TextY: y + 4, X: x(b.Interval.Point), Lo: x(b.Interval.Lo), Hi: x(b.Interval.Hi),
+		row := chartRow{forestBar: b, Y: y, TextY: y + 4, X: x(b.Interval.Point), Lo: x(b.Interval.Lo), Hi: x(b.Interval.Hi),
 			ShortLabel: shorten(b.Label, chartLabelChars), Description: b.Label + ": " + b.Text}
 		c.Rows = append(c.Rows, row)
 	}

@@ -41,7 +41,7 @@ func scriptedAll(t *testing.T, answers map[string]any) *scripted.Provider {
 
 // TestBaselineCachedAcrossRoundsAndInstances pins the hard rule of the equivalence kind:
 // the teacher transcript of a case is captured once and reused by every later round, on
-// any renderer instance; only the candidate runs again.
+// any renderer instance; only the candidate runs again, and only when it changed.
 func TestBaselineCachedAcrossRoundsAndInstances(t *testing.T) {
 	env := NewEnv(t)
 	judgeP := scriptedAll(t, nil)
@@ -81,7 +81,7 @@ func TestBaselineCachedAcrossRoundsAndInstances(t *testing.T) {
 
 	// Round 2, a new candidate, on another renderer instance.
 	r2p := scriptedAll(t, nil)
-	env.Start(r2p, "renderer-2", bus.Renderer)
+	r2 := env.Start(r2p, "renderer-2", bus.Renderer)
 	files["candidate.md"] = "# Skill\nAsk which component changed.\n"
 	files["batch.yaml"] = strings.Replace(files["batch.yaml"], "round: 1", "round: 2", 1)
 	res = env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
@@ -93,6 +93,19 @@ func TestBaselineCachedAcrossRoundsAndInstances(t *testing.T) {
 	}
 	if got := candidate(r2p); got != 4 {
 		t.Fatalf("round 2 candidate runs %d, want 4", got)
+	}
+	r2.Close()
+
+	// The same round again, unchanged (a rerun): the candidate's transcripts are kept
+	// like the teacher's, so no document runs at all.
+	r3p := scriptedAll(t, nil)
+	env.Start(r3p, "renderer-3", bus.Renderer)
+	res = env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
+	if res.Rows[0].Status != "compared" {
+		t.Fatalf("rerun: %+v", res.Rows[0])
+	}
+	if got := teacher(r3p) + candidate(r3p); got != 0 {
+		t.Fatalf("rerun of an unchanged round: %d runner calls, want 0", got)
 	}
 }
 

@@ -99,6 +99,12 @@ func (a *auditor) run(recorded []Recorded) {
 	a.outcomes()
 	a.services()
 	a.rep.derived = map[jobKey]*records.Job{}
+	a.rep.refs = map[string]EventRef{}
+	for id, rs := range a.byID {
+		if len(rs) > 0 {
+			a.rep.refs[id] = EventRef{ID: id, Type: rs[0].Event.Type, Seq: rs[0].Seq}
+		}
+	}
 	for bk := range a.audited {
 		for _, j := range a.mem.Jobs(bk.tenant, bk.batch) {
 			a.rep.derived[jobKey{j.Tenant, j.Batch, j.ACID}] = j

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -174,6 +175,74 @@ type Report struct {
 
 	// derived keeps the re-derived job records, for CheckState.
 	derived map[jobKey]*records.Job
+	// refs names the replayed events by id, for Decisions.
+	refs map[string]EventRef
+}
+
+// EventRef is one recorded event a decision rests on.
+type EventRef struct {
+	ID   string      `json:"id"`
+	Type events.Type `json:"type,omitempty"`
+	// Seq is its stream sequence (0 when the replay did not hold it).
+	Seq uint64 `json:"seq,omitempty"`
+	// SHA256 is the hash of its bytes, as the job's digest chain links it.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// Decision is one audited job as re-derived from its events: its outcome, the events it
+// rests on (in the order they were applied) and the findings about it. No finding means
+// the recorded outcome was re-derived identically.
+type Decision struct {
+	Tenant    string        `json:"tenant"`
+	Batch     string        `json:"batch"`
+	Job       string        `json:"job"`
+	Index     int           `json:"index"`
+	Kind      events.Kind   `json:"kind"`
+	Status    events.Status `json:"status"`
+	DecidedBy string        `json:"decided_by,omitempty"`
+	Inputs    []EventRef    `json:"inputs"`
+	// Mismatches are the findings that name this job.
+	Mismatches []Mismatch `json:"mismatches,omitempty"`
+}
+
+// JobDecisions lists every audited job's decision, by batch and position in it, for a
+// reader who follows each one to the events it rests on (the console's audit report).
+func (r *Report) JobDecisions() []Decision {
+	byJob := map[jobKey][]Mismatch{}
+	for _, m := range r.Mismatches {
+		if m.Job != "" {
+			k := jobKey{m.Tenant, m.Batch, m.Job}
+			byJob[k] = append(byJob[k], m)
+		}
+	}
+	out := make([]Decision, 0, len(r.derived))
+	for k, j := range r.derived {
+		d := Decision{Tenant: j.Tenant, Batch: j.Batch, Job: j.ACID, Index: j.Index, Kind: j.Spec.Kind, Status: j.Status,
+			DecidedBy: j.DecidedBy, Inputs: []EventRef{}, Mismatches: byJob[k]}
+		for _, l := range j.Inputs {
+			id, sha := l, ""
+			if i := strings.LastIndexByte(l, ':'); i >= 0 {
+				id, sha = l[:i], l[i+1:]
+			}
+			ref, ok := r.refs[id]
+			if !ok {
+				ref = EventRef{ID: id}
+			}
+			ref.SHA256 = sha
+			d.Inputs = append(d.Inputs, ref)
+		}
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Tenant != out[j].Tenant {
+			return out[i].Tenant < out[j].Tenant
+		}
+		if out[i].Batch != out[j].Batch {
+			return out[i].Batch < out[j].Batch
+		}
+		return out[i].Index < out[j].Index
+	})
+	return out
 }
 
 // OK reports whether the audit found nothing: the stream still proves every decision.

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -309,5 +310,30 @@ func TestBatchEventsNameTheBadField(t *testing.T) {
 	}
 	if CancelStep(0) != "" || CancelStep(3) != "page-3" {
 		t.Fatal("CancelStep")
+	}
+}
+
+// TestBatchCompletedJSONIsSnakeCase: the summary in results.json, `--json` outputs and
+// the batch record uses the msgpack names, and a record stored before the JSON names
+// existed (Go field names) still reads back whole, exit code included.
+func TestBatchCompletedJSONIsSnakeCase(t *testing.T) {
+	s := BatchCompleted{Total: 3, Compared: 2, Blocked: 1, Violations: 0, Suggestions: 1, ExitCode: 1,
+		Manifests: []Blob{{SHA256: strings.Repeat("a", 64), MediaType: "application/json", Size: 2}}}
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"total":3,"compared":2,"blocked":1,"violations":0,"suggestions":1,"exit_code":1,"manifests":[{"sha256":"` + strings.Repeat("a", 64) + `","media_type":"application/json","size":2}]}`
+	if string(data) != want {
+		t.Fatalf("JSON\n got %s\nwant %s", data, want)
+	}
+	var back BatchCompleted
+	if err := json.Unmarshal(data, &back); err != nil || back.ExitCode != 1 || back.Total != 3 || len(back.Manifests) != 1 {
+		t.Fatalf("round trip %+v %v", back, err)
+	}
+	legacy := `{"Total":3,"Compared":2,"Blocked":1,"Violations":0,"Suggestions":1,"ExitCode":4}`
+	back = BatchCompleted{}
+	if err := json.Unmarshal([]byte(legacy), &back); err != nil || back.ExitCode != 4 || back.Total != 3 || back.Suggestions != 1 {
+		t.Fatalf("legacy record %+v %v", back, err)
 	}
 }

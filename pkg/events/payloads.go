@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -370,6 +371,9 @@ type JudgeInfo struct {
 	// Sampling is how the answer was sampled, as the provider sent the call (a cached
 	// answer keeps the original call's); nil on verdicts recorded before it existed.
 	Sampling *Sampling `msgpack:"sampling,omitempty"`
+	// Call is the stored record of what the call sent and received (judge.CallRecord),
+	// for reviewers: the prompt itself never travels in an event.
+	Call *Blob `msgpack:"call,omitempty"`
 }
 
 // Response formats a provider asked for, as Sampling records them.
@@ -605,15 +609,36 @@ func (p *JobBlocked) Validate() error {
 }
 
 // BatchCompleted is published once when every job of a batch has a final outcome.
+// Its JSON keys (results.json's summary, `--json` outputs, the batch record in the
+// batches bucket) are the same snake_case names as its msgpack ones.
 type BatchCompleted struct {
-	Total       int `msgpack:"total"`
-	Compared    int `msgpack:"compared"`
-	Blocked     int `msgpack:"blocked"`
-	Violations  int `msgpack:"violations"`
-	Suggestions int `msgpack:"suggestions"`
-	ExitCode    int `msgpack:"exit_code"`
+	Total       int `msgpack:"total" json:"total"`
+	Compared    int `msgpack:"compared" json:"compared"`
+	Blocked     int `msgpack:"blocked" json:"blocked"`
+	Violations  int `msgpack:"violations" json:"violations"`
+	Suggestions int `msgpack:"suggestions" json:"suggestions"`
+	ExitCode    int `msgpack:"exit_code" json:"exit_code"`
 	// Manifests lists the manifests emitted for the batch, one per judge kind.
-	Manifests []Blob `msgpack:"manifests,omitempty"`
+	Manifests []Blob `msgpack:"manifests,omitempty" json:"manifests,omitempty"`
+}
+
+// UnmarshalJSON reads the snake_case keys and, for batch records stored before they
+// had JSON names, the Go field names: "Total" and the other one-word names match
+// their snake_case keys case-insensitively, but "ExitCode" does not match "exit_code".
+func (p *BatchCompleted) UnmarshalJSON(data []byte) error {
+	type plain BatchCompleted
+	var v struct {
+		plain
+		LegacyExitCode *int `json:"ExitCode"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*p = BatchCompleted(v.plain)
+	if v.LegacyExitCode != nil {
+		p.ExitCode = *v.LegacyExitCode
+	}
+	return nil
 }
 
 // EventType implements Payload.

@@ -30,13 +30,15 @@ type Usage struct {
 	// (nil when no call was answered). Model stays the model asked for; the id the
 	// server reported is Sampling.ReportedModel.
 	Sampling *events.Sampling `json:"sampling,omitempty"`
+	// Call is the stored record of the exchange (CallRecord), when one was kept.
+	Call *events.Blob `json:"call,omitempty"`
 }
 
 // JudgeInfo converts the usage to the event form recorded on verdicts.
 func (u Usage) JudgeInfo() events.JudgeInfo {
 	return events.JudgeInfo{
 		Provider: u.Provider, Model: u.Model, Instance: u.Instance, PromptHash: u.PromptHash,
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, LatencyMillis: u.LatencyMillis,
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, LatencyMillis: u.LatencyMillis, Call: u.Call,
 		Sampling: u.Sampling,
 	}
 }

@@ -243,6 +243,12 @@ type Row struct {
 	RawWinner       string   `json:"raw_winner,omitempty"`
 	BiggestGap      string   `json:"biggest_gap,omitempty"`
 	Agreement       string   `json:"agreement,omitempty"`
+	// Consistent says whether a position-swapped pair agreed once un-shuffled (nil
+	// without a swap).
+	Consistent *bool `json:"consistent,omitempty"`
+	// Slots says which artifact each blind slot was ("slot A was ours, slot B the
+	// reference"), for the judge's words about slots in BiggestGap.
+	Slots string `json:"slots,omitempty"`
 	// Verdict is the kind's own verdict: pass, revise or reject for critic; pass or fail
 	// for equivalence; the loop outcome for rubric.
 	Verdict string `json:"verdict,omitempty"`
@@ -349,6 +355,15 @@ type Looping interface {
 	// Interactive reports whether the job's sign-off may wait for a person (HE-2), so
 	// the aggregator loads the batch's spot-check claim for Step.Spotcheck.
 	Interactive(spec events.JobSpec) bool
+}
+
+// Unblinding is a kind whose judge sees its artifacts in blind slots (ab): for reviewers,
+// it says which artifact each slot of one call was.
+type Unblinding interface {
+	Kind
+	// SlotLegend is the legend of a job's call ("slot A was the reference, slot B
+	// ours"), "" when it cannot tell.
+	SlotLegend(j *records.Job, c records.Call) string
 }
 
 // Outputs is a kind that keeps files beside a batch's results (the rubric kind: the

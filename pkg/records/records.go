@@ -40,6 +40,10 @@ type Job struct {
 	Decided     *events.IterationDecided `json:"decided,omitempty"`
 	// Judges names every judge that contributed, "provider/model".
 	Judges []string `json:"judges,omitempty"`
+	// Calls are the model calls of every verdict applied to the job, in order: who
+	// answered, at what cost, whether from the cache, and the stored record of what was
+	// sent and received. Reviewers and the console's charts read them.
+	Calls []Call `json:"calls,omitempty"`
 	// Result is the kind's derived result in the kind's own JSON (ab: the comparison and
 	// the votes; critic: the result; equivalence: the report and the transcripts). Only the
 	// kind reads and writes it.
@@ -73,6 +77,22 @@ func (j *Job) Clone() *Job {
 		panic("records: a job record that does not decode: " + err.Error())
 	}
 	return &c
+}
+
+// Call is one judge call a job's verdict came from.
+type Call struct {
+	// Judge is "provider/model".
+	Judge string `json:"judge"`
+	// Label tells a job's calls apart: an ab call's slot order ("AB", "BA"), an
+	// equivalence case's id.
+	Label            string            `json:"label,omitempty"`
+	Status           events.VoteStatus `json:"status"`
+	PromptTokens     int               `json:"prompt_tokens,omitempty"`
+	CompletionTokens int               `json:"completion_tokens,omitempty"`
+	LatencyMillis    int64             `json:"latency_ms,omitempty"`
+	Cached           bool              `json:"cached,omitempty"`
+	// Record is the stored judge.CallRecord: the prompt and the raw answer.
+	Record *events.Blob `json:"record,omitempty"`
 }
 
 // Batch is a batch's record in the batches bucket, keyed "<tenant>.<batch>".
@@ -129,6 +149,13 @@ type Completion struct {
 	Digest string `json:"digest,omitempty"`
 	// Attempt is the redrive attempt this completion is for (0: the first pass).
 	Attempt int `json:"attempt,omitempty"`
+	// Kinds counts the batch's jobs by judge kind; Judges names every judge that
+	// answered ("provider/model").
+	Kinds  map[events.Kind]int `json:"kinds,omitempty"`
+	Judges []string            `json:"judges,omitempty"`
+	// Index is the batch's index (pkg/index): one entry per job, for readers of the
+	// whole batch (the console). Batches completed before it existed have none.
+	Index *events.Blob `json:"index,omitempty"`
 }
 
 // JobKey is a job's key in the jobs bucket.

@@ -356,6 +356,9 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 	if in.Link != "" {
 		next.Inputs = append(next.Inputs, in.Link)
 	}
+	if v, ok := ev.Payload.(*events.VerdictEmitted); ok {
+		next.Calls = append(next.Calls, CallsOf(v)...)
+	}
 	res := Result{Job: next}
 	if s.ViewChanged {
 		res.View = s.View
@@ -432,4 +435,27 @@ func Outcome(j *records.Job) kind.Outcome {
 		return kind.OutcomeSchemaViolation
 	}
 	return k.Outcome(j)
+}
+
+// CallsOf lists the judge calls a verdict carries, whatever its kind: an ab vote per
+// order and panel model, a critic's or rubric's one call, an equivalence call per case.
+func CallsOf(v *events.VerdictEmitted) []records.Call {
+	var out []records.Call
+	add := func(label string, ji events.JudgeInfo, status events.VoteStatus) {
+		out = append(out, records.Call{Judge: kind.JudgeName(ji), Label: label, Status: status, PromptTokens: ji.PromptTokens,
+			CompletionTokens: ji.CompletionTokens, LatencyMillis: ji.LatencyMillis, Cached: ji.Cached, Record: ji.Call})
+	}
+	for _, vote := range v.Votes {
+		add(vote.Order, vote.Judge, vote.Status)
+	}
+	if c := v.Critic; c != nil {
+		add("", c.Judge, c.Status)
+	}
+	for _, c := range v.Cases {
+		add(c.CaseID, c.Judge, c.Status)
+	}
+	if r := v.Rubric; r != nil {
+		add("", r.Judge, r.Status)
+	}
+	return out
 }

@@ -754,3 +754,44 @@ func TestSpotcheckDimensionMustBeTheRubrics(t *testing.T) {
 		})
 	}
 }
+
+// TestCallsRecorded: a verdict's calls land on the job record, whatever the kind: who
+// answered, the cost, the cache and the call record; a redelivered verdict of a final
+// job adds nothing.
+func TestCallsRecorded(t *testing.T) {
+	rec := &events.Blob{SHA256: strings.Repeat("c", 64), MediaType: "application/json", Size: 10}
+	for _, tc := range []struct {
+		name string
+		v    *events.VerdictEmitted
+		want []records.Call
+	}{
+		{"ab swap", &events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{
+			{Judge: events.JudgeInfo{Provider: "openai", Model: "m", PromptTokens: 900, CompletionTokens: 40, LatencyMillis: 1200, Call: rec}, Order: "AB", Status: events.VoteOK},
+			{Judge: events.JudgeInfo{Provider: "openai", Model: "m", Cached: true, Call: rec}, Order: "BA", Status: events.VoteOK}}},
+			[]records.Call{{Judge: "openai/m", Label: "AB", Status: events.VoteOK, PromptTokens: 900, CompletionTokens: 40, LatencyMillis: 1200, Record: rec},
+				{Judge: "openai/m", Label: "BA", Status: events.VoteOK, Cached: true, Record: rec}}},
+		{"critic", &events.VerdictEmitted{Kind: events.KindCritic, Critic: &events.CriticVote{Judge: events.JudgeInfo{Provider: "p", Model: "c"}, Status: events.VoteUnavailable}},
+			[]records.Call{{Judge: "p/c", Status: events.VoteUnavailable}}},
+		{"equivalence", &events.VerdictEmitted{Kind: events.KindEquivalence, Cases: []events.CaseVote{{CaseID: "c-1", Judge: events.JudgeInfo{Provider: "p", Model: "e"}, Status: events.VoteOK}}},
+			[]records.Call{{Judge: "p/e", Label: "c-1", Status: events.VoteOK}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := rulebook.CallsOf(tc.v)
+			a, _ := json.Marshal(got)
+			b, _ := json.Marshal(tc.want)
+			if string(a) != string(b) {
+				t.Fatalf("calls\n got %s\nwant %s", a, b)
+			}
+		})
+	}
+	j := pending(t, abSpec("AC-1"))
+	v := abVerdict("AC-1", "A", 0.9, 0)
+	res, err := rulebook.Apply(rulebook.State{Job: j, Now: t0}, in(v))
+	if err != nil || len(res.Job.Calls) != 1 || res.Job.Calls[0].Judge != "scripted/m" || res.Job.Calls[0].Label != "AB" {
+		t.Fatalf("after the verdict: %+v %v", res.Job, err)
+	}
+	again, err := rulebook.Apply(rulebook.State{Job: res.Job, Now: t0}, in(v))
+	if err != nil || again.Job != nil {
+		t.Fatalf("a redelivered verdict changed the final job: %+v %v", again.Job, err)
+	}
+}

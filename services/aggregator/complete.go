@@ -58,6 +58,7 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 		return rulebook.CompletionEvents(h.Tenant, h.Batch, h.Completion), nil
 	}
 	fold := rulebook.NewFold(last.Tenant, last.Batch)
+	fold.KeepIndex()
 	var judgments []trust.Judgment
 	if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error {
 		fold.Add(j)
@@ -73,6 +74,11 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	for kind, data := range c.Manifests {
 		if _, err := blob.PutBytes(ctx, s.blobs, last.Tenant, data, "application/json"); err != nil {
 			return nil, fmt.Errorf("store %s manifest of %s: %w", kind, records.BatchKey(last.Tenant, last.Batch), err)
+		}
+	}
+	if c.Index != nil {
+		if _, err := blob.PutBytes(ctx, s.blobs, last.Tenant, c.Index, c.Completion.Index.MediaType); err != nil {
+			return nil, fmt.Errorf("store the index of %s: %w", records.BatchKey(last.Tenant, last.Batch), err)
 		}
 	}
 	final, err := s.records.UpdateHeader(ctx, last.Tenant, last.Batch, func(cur *records.Batch) *records.Batch {

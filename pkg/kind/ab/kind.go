@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -247,12 +248,14 @@ func judgeOrder(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *ev
 	if env.Cached(ctx, key, &v) {
 		v.Judge.Cached, v.Judge.Instance = true, env.Instance
 	} else {
-		v = Judge(ctx, env.Provider, model, env.Instance, in, env.Params)
+		rec := env.Recorder()
+		v = Judge(ctx, rec, model, env.Instance, in, env.Params)
 		if ctx.Err() != nil {
 			// Shutting down: hand the message back rather than record an outage.
 			return v, ctx.Err()
 		}
 		v.Order = order
+		v.Judge.Call = env.KeepCall(ctx, ev.Tenant, rec)
 		env.Remember(ctx, key, v.Status, v)
 	}
 	telemetry.JudgeCall(events.KindAB, v.Judge, v.Status)
@@ -343,8 +346,16 @@ func (Kind) Row(j *records.Job) kind.Row {
 		a := d.AB
 		row.Winner, row.Tag, row.Impact, row.LabelAssignment, row.RawWinner, row.BiggestGap, row.Agreement =
 			a.Winner, a.Tag, a.Impact, a.LabelAssignment, a.RawWinner, a.BiggestGap, a.Agreement
+		row.Consistent = a.Consistent
+		if a.BiggestGap != "" {
+			if as, err := ParseAssignment(a.LabelAssignment); err == nil {
+				row.Slots = as.Legend()
+			}
+		}
 		if j.Status == events.StatusCompared {
-			c := a.Confidence
+			// A panel's mean is a float sum ((0.8+0.9)/2 = 0.8500000000000001): people
+			// read it rounded; the manifest and the decision keep the exact value.
+			c := math.Round(a.Confidence*1e4) / 1e4
 			row.Confidence = &c
 		}
 	}
@@ -387,4 +398,18 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 		e.MaxJudgeCalls *= 2
 	}
 	return e
+}
+
+// SlotLegend implements kind.Unblinding: a call in order "BA" saw the slots exchanged.
+func (Kind) SlotLegend(j *records.Job, c records.Call) string {
+	as := Assign(j.ACID, j.Iteration)
+	if d := j.Decided; d != nil && d.AB != nil {
+		if parsed, err := ParseAssignment(d.AB.LabelAssignment); err == nil {
+			as = parsed
+		}
+	}
+	if c.Label == "BA" {
+		as = as.Swapped()
+	}
+	return as.Legend()
 }

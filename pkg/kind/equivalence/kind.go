@@ -236,10 +236,12 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 		var o judge.Outcome[Answer]
 		cached := env.Cached(ctx, key, &o)
 		if !cached {
-			o = Judge(ctx, env.Provider, model, env.Instance, Input{Key: ev.JobID + "/" + c.CaseID, CaseInput: c.Input, Original: orig, Candidate: cand}, env.Params)
+			rec := env.Recorder()
+			o = Judge(ctx, rec, model, env.Instance, Input{Key: ev.JobID + "/" + c.CaseID, CaseInput: c.Input, Original: orig, Candidate: cand}, env.Params)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			o.Usage.Call = env.KeepCall(ctx, ev.Tenant, rec)
 			env.Remember(ctx, key, o.Status, o)
 		}
 		origBlob, candBlob := c.Original.Blob, c.Candidate.Blob
