@@ -10,6 +10,7 @@ import (
 	"math"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -21,7 +22,7 @@ import (
 // took seconds. TestEveryFieldRoundTrips fails when a field of Entry is not encoded.
 
 // magic starts an index and names its version.
-var magic = []byte("TRIBIDX1")
+var magic = []byte("TRIBIDX2")
 
 // encoder writes entries' fields into one buffer and interns their strings.
 type encoder struct {
@@ -106,6 +107,22 @@ func (e *encoder) entry(x *Entry) {
 	e.optBool(r.Consistent)
 	e.optInt(r.Quality)
 	e.bool(r.Cached)
+	e.bool(r.Unpinned)
+	e.uint(uint64(len(r.Sampling)))
+	for i := range r.Sampling {
+		js := &r.Sampling[i]
+		e.str(js.Judge)
+		var t *float64
+		if js.Temperature != nil {
+			f := float64(*js.Temperature)
+			t = &f
+		}
+		e.optFloat(t)
+		e.optInt(js.Seed)
+		e.int(int64(js.MaxTokens))
+		e.str(js.ResponseFormat)
+		e.str(js.ReportedModel)
+	}
 	e.uint(uint64(len(x.Calls)))
 	for i := range x.Calls {
 		c := &x.Calls[i]
@@ -265,6 +282,26 @@ func (d *decoder) entry(x *Entry) {
 	r.Consistent = d.optBool()
 	r.Quality = d.optInt()
 	r.Cached = d.byte() == 1
+	r.Unpinned = d.byte() == 1
+	ns := d.uint()
+	if ns > uint64(len(d.data)) {
+		d.fail("sampling count out of range")
+		return
+	}
+	if ns > 0 {
+		r.Sampling = make([]kind.JudgeSampling, ns)
+	}
+	for i := range r.Sampling {
+		js := &r.Sampling[i]
+		js.Judge = d.str()
+		if t := d.optFloat(); t != nil {
+			f := float32(*t)
+			js.Temperature = &f
+		}
+		js.Seed = d.optInt()
+		js.MaxTokens = int(d.int())
+		js.ResponseFormat, js.ReportedModel = d.str(), d.str()
+	}
 	n := d.uint()
 	if n > uint64(len(d.data)) {
 		d.fail("call count out of range")

@@ -76,7 +76,7 @@ func TestEveryFieldRoundTrips(t *testing.T) {
 		case reflect.Int, reflect.Int64:
 			n++
 			v.SetInt(int64(n))
-		case reflect.Float64:
+		case reflect.Float64, reflect.Float32:
 			n++
 			v.SetFloat(float64(n) + 0.25)
 		case reflect.Bool:
