@@ -195,6 +195,18 @@ func (c *Cluster) ready() bool {
 	leader := false
 	for _, ns := range c.Servers {
 		if ns.JetStreamIsLeader() {
+			// The meta leader must also see every other member online and caught up:
+			// until then it places no replicated asset ("no suitable peers for
+			// placement, peer offline").
+			jsz, err := ns.Jsz(&server.JSzOptions{})
+			if err != nil || jsz.Meta == nil || len(jsz.Meta.Replicas) < len(c.Servers)-1 {
+				return false
+			}
+			for _, p := range jsz.Meta.Replicas {
+				if p.Offline || !p.Current {
+					return false
+				}
+			}
 			leader = true
 		}
 		if !ns.JetStreamIsCurrent() {
