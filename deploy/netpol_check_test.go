@@ -156,3 +156,55 @@ func CheckImages(objs []Object, natsVersion string) []Problem {
 	}
 	return out
 }
+
+// peerIsPods reports whether a policy peer is a podSelector of the policy's own
+// namespace (no namespaceSelector) that selects pods with podLabels.
+func peerIsPods(peer networkingv1.NetworkPolicyPeer, podLabels map[string]string) bool {
+	if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+	return err == nil && sel.Matches(labels.Set(podLabels))
+}
+
+// IngressFromPodsAllowed reports whether the policies among objs admit TCP port on a
+// pod with podLabels from pods of the same namespace with fromLabels.
+func IngressFromPodsAllowed(objs []Object, podLabels map[string]string, port int, fromLabels map[string]string) bool {
+	for _, np := range policiesSelecting(objs, podLabels) {
+		for _, r := range np.Spec.Ingress {
+			if !portAllowed(r.Ports, port) {
+				continue
+			}
+			if len(r.From) == 0 {
+				return true
+			}
+			for _, peer := range r.From {
+				if peerIsPods(peer, fromLabels) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// EgressToPodsAllowed reports whether the policies among objs let a pod with podLabels
+// open a TCP connection on port to pods of the same namespace with toLabels.
+func EgressToPodsAllowed(objs []Object, podLabels map[string]string, port int, toLabels map[string]string) bool {
+	for _, np := range policiesSelecting(objs, podLabels) {
+		for _, r := range np.Spec.Egress {
+			if !portAllowed(r.Ports, port) {
+				continue
+			}
+			if len(r.To) == 0 {
+				return true
+			}
+			for _, peer := range r.To {
+				if peerIsPods(peer, toLabels) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
