@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -170,39 +171,37 @@ func peerIsPods(peer networkingv1.NetworkPolicyPeer, podLabels map[string]string
 // IngressFromPodsAllowed reports whether the policies among objs admit TCP port on a
 // pod with podLabels from pods of the same namespace with fromLabels.
 func IngressFromPodsAllowed(objs []Object, podLabels map[string]string, port int, fromLabels map[string]string) bool {
-	for _, np := range policiesSelecting(objs, podLabels) {
-		for _, r := range np.Spec.Ingress {
-			if !portAllowed(r.Ports, port) {
-				continue
-			}
-			if len(r.From) == 0 {
-				return true
-			}
-			for _, peer := range r.From {
-				if peerIsPods(peer, fromLabels) {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	return podPeerAllowed(objs, podLabels, port, fromLabels, false)
 }
 
 // EgressToPodsAllowed reports whether the policies among objs let a pod with podLabels
 // open a TCP connection on port to pods of the same namespace with toLabels.
 func EgressToPodsAllowed(objs []Object, podLabels map[string]string, port int, toLabels map[string]string) bool {
+	return podPeerAllowed(objs, podLabels, port, toLabels, true)
+}
+
+// podPeerAllowed is the union, over the policies selecting a pod with podLabels, of their
+// ingress (or egress) rules admitting TCP port from (or to) pods with peerLabels.
+func podPeerAllowed(objs []Object, podLabels map[string]string, port int, peerLabels map[string]string, egress bool) bool {
+	type rule struct {
+		ports []networkingv1.NetworkPolicyPort
+		peers []networkingv1.NetworkPolicyPeer
+	}
 	for _, np := range policiesSelecting(objs, podLabels) {
-		for _, r := range np.Spec.Egress {
-			if !portAllowed(r.Ports, port) {
-				continue
+		var rules []rule
+		if egress {
+			for _, r := range np.Spec.Egress {
+				rules = append(rules, rule{r.Ports, r.To})
 			}
-			if len(r.To) == 0 {
+		} else {
+			for _, r := range np.Spec.Ingress {
+				rules = append(rules, rule{r.Ports, r.From})
+			}
+		}
+		for _, r := range rules {
+			if portAllowed(r.ports, port) && (len(r.peers) == 0 ||
+				slices.ContainsFunc(r.peers, func(p networkingv1.NetworkPolicyPeer) bool { return peerIsPods(p, peerLabels) })) {
 				return true
-			}
-			for _, peer := range r.To {
-				if peerIsPods(peer, toLabels) {
-					return true
-				}
 			}
 		}
 	}
