@@ -83,6 +83,25 @@ func rubricBatch(t *testing.T) string {
 	return dir
 }
 
+// runOnHost runs the tribunal binary bin on the host, in the repository's root, with
+// only the variables given (and PATH, HOME) and returns its stdout, exit code and stderr.
+func runOnHost(t *testing.T, bin string, vars []string, args ...string) (string, int, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, vars...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), code, stderr.String()
+}
+
 // TestComposeStackEndToEnd runs docker-compose.yml as shipped, without Docker: the
 // processes its services describe, with the environment compose-go resolves from
 // .env.example (the judge switched to an OpenAI-compatible model served on loopback,
@@ -120,23 +139,9 @@ func TestComposeStackEndToEnd(t *testing.T) {
 	// S3 keys from .env, as the compose file's header shows.
 	natsURL := "nats://" + stack.addr("nats", 4222)
 	blob := fmt.Sprintf("s3://%s?endpoint=%s&secure=false&path_style=true&region=us-east-1", env["TRIBUNAL_BUCKET"], stack.addr("objectstore", 9000))
-	// onHost runs a command on the host with only the variables given (and PATH, HOME)
-	// and returns its stdout, exit code and stderr.
 	onHost := func(vars []string, args ...string) (string, int, string) {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = repoRoot(t)
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, vars...)
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return stdout.String(), code, stderr.String()
+		return runOnHost(t, bin, vars, args...)
 	}
 	// host runs a client command as an operator: NATS and the S3 keys.
 	host := func(args ...string) (string, int, string) {

@@ -76,13 +76,16 @@ func TestComposeFile(t *testing.T) {
 	}
 }
 
-// Every variable docker-compose.yml substitutes is documented in .env.example.
+// Every variable docker-compose.yml and the cluster override substitute is documented
+// in .env.example.
 func TestEnvExampleCoversCompose(t *testing.T) {
 	env := envExample(t)
 	ref := regexp.MustCompile(`(^|[^$])\$\{([A-Za-z_][A-Za-z0-9_]*)`)
-	for _, m := range ref.FindAllStringSubmatch(string(read(t, "docker-compose.yml")), -1) {
-		if _, ok := env[m[2]]; !ok {
-			t.Errorf("docker-compose.yml uses ${%s}, which .env.example does not set", m[2])
+	for _, file := range []string{"docker-compose.yml", "docker-compose.cluster.yml"} {
+		for _, m := range ref.FindAllStringSubmatch(string(read(t, file)), -1) {
+			if _, ok := env[m[2]]; !ok {
+				t.Errorf("%s uses ${%s}, which .env.example does not set", file, m[2])
+			}
 		}
 	}
 	for _, k := range []string{"TRIBUNAL_JUDGE", "TRIBUNAL_JUDGE_MODEL", "OPENAI_API_KEY", "TRIBUNAL_OPENAI_BASE_URL", "TRIBUNAL_S3_ACCESS_KEY", "TRIBUNAL_S3_SECRET_KEY"} {
