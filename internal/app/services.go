@@ -165,7 +165,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	// elected per service, exports it, so sums over instances are right.
 	holder := o.Instance + "-" + nuid.Next()
 	for svc := range r.routers {
-		lease, err := bus.Elect(pctx, js, bus.LeaseConfig{Key: "pending." + svc, Holder: holder, Logger: o.Logger})
+		lease, err := bus.Elect(pctx, js, bus.LeaseConfig{Key: "pending." + svc, Holder: holder, Replicas: cfg.Replicas, Logger: o.Logger})
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("service %s: backlog reporter election: %w", svc, err)

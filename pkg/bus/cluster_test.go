@@ -334,3 +334,45 @@ func TestStartEmbeddedPortTaken(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseReplicatedAndNeverFatal: on a cluster the lease bucket has the configured
+// replicas, so losing one server keeps the elections; where the bucket cannot be placed
+// (two servers for three replicas) Elect still returns, the lease simply not held, so a
+// service starts whatever state its backlog metric's election is in.
+func TestLeaseReplicatedAndNeverFatal(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	_, js := c.Connect(t)
+	l, err := bus.Elect(ctxT(t), js, bus.LeaseConfig{Key: "pending.judge", Holder: "a", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	// A freshly formed cluster may leave the first request unanswered; a lone contender
+	// holds the lease at the latest at its next attempt.
+	for deadline := time.Now().Add(30 * time.Second); !l.Held(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a lone contender does not hold the lease")
+		}
+	}
+	kv, err := js.KeyValue(ctxT(t), bus.BucketLeases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := st.(interface{ StreamInfo() *jetstream.StreamInfo }).StreamInfo().Config.Replicas; r != 3 {
+		t.Fatalf("lease bucket has %d replicas, want 3", r)
+	}
+
+	_, js2 := natstest.StartCluster(t, 2).Connect(t)
+	l2, err := bus.Elect(ctxT(t), js2, bus.LeaseConfig{Key: "pending.judge", Holder: "b", Replicas: 3})
+	if err != nil {
+		t.Fatalf("an unplaceable lease bucket stopped the election: %v", err)
+	}
+	t.Cleanup(l2.Close)
+	if l2.Held() {
+		t.Fatal("a lease without its bucket is held")
+	}
+}
