@@ -1,0 +1,290 @@
+// Package natsblob is a blob driver over a JetStream object store (nats.go's
+// jetstream.ObjectStore): each object is a named entry "<tenant>/sha256/<hex>" of a
+// bucket, its chunks and metadata messages of the bucket's stream. The all-in-one mode
+// keeps its small artifacts here, in the embedded server's own files, instead of creating
+// a file (and a metadata file) per artifact; blob.Tiered sends the large ones to the
+// file driver.
+//
+// Objects are content-addressed and verified on every read like every driver's: the
+// stored bytes must hash to the key, and hold the size recorded at write time
+// (blob.NewVerifyingReader). The media type is the object's metadata. A Put buffers the
+// object in memory, since its name is only known once every byte is hashed, so this
+// driver is meant for small objects: its default size limit is DefaultMaxSize.
+package natsblob
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+)
+
+// DefaultMaxSize is the size limit of a store whose Options name none. Larger objects
+// belong in a driver that streams them (blob.Tiered).
+const DefaultMaxSize int64 = 8 << 20
+
+// DefaultBucket is the object store bucket a store uses unless told otherwise.
+const DefaultBucket = "tribunal_blobs"
+
+// metaMediaType is the object metadata key holding the media type.
+const metaMediaType = "media-type"
+
+// Options configure a Store.
+type Options struct {
+	// Bucket names the object store bucket; DefaultBucket when empty. It is created
+	// unless it exists.
+	Bucket string
+	// MaxSize caps each object in bytes; DefaultMaxSize when zero or negative.
+	MaxSize int64
+	// Storage is the bucket's storage; file storage unless set.
+	Storage jetstream.StorageType
+}
+
+// Store keeps objects in a JetStream object store. It is safe for concurrent use.
+type Store struct {
+	obs     jetstream.ObjectStore
+	stream  jetstream.Stream
+	bucket  string
+	maxSize int64
+	closed  atomic.Bool
+	// infos caches what an object's metadata says, by ref (see remember).
+	infos     sync.Map
+	infoCount atomic.Int64
+	// locks serialise the exists check and the write of Puts of one key in this process,
+	// so concurrent Puts of the same bytes store them once and agree on the media type.
+	locks [64]sync.Mutex
+}
+
+var _ blob.Store = (*Store)(nil)
+
+// info is what a read needs of an object's metadata: its size and media type, and where
+// its chunks are.
+type info struct {
+	attrs  blob.Attrs
+	nuid   string
+	chunks uint32
+}
+
+// New opens (creating if needed) the object store bucket on js.
+func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, error) {
+	bucket := opts.Bucket
+	if bucket == "" {
+		bucket = DefaultBucket
+	}
+	maxSize := opts.MaxSize
+	if maxSize <= 0 {
+		maxSize = DefaultMaxSize
+	}
+	obs, err := js.ObjectStore(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket, Storage: opts.Storage,
+			Description: "tribunal artifacts, content-addressed: <tenant>/sha256/<hex>"})
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			obs, err = js.ObjectStore(ctx, bucket) // another process created it first
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsblob: bucket %s: %w", bucket, err)
+	}
+	stream, err := js.Stream(ctx, StreamName(bucket))
+	if err != nil {
+		return nil, fmt.Errorf("natsblob: bucket %s: %w", bucket, err)
+	}
+	return &Store{obs: obs, stream: stream, bucket: bucket, maxSize: maxSize}, nil
+}
+
+// StreamName is the stream holding a bucket's objects (the object store's layout).
+func StreamName(bucket string) string { return "OBJ_" + bucket }
+
+// ChunkSubject is the subject of an object's chunks (the object store's layout).
+func ChunkSubject(bucket, nuid string) string { return "$O." + bucket + ".C." + nuid }
+
+// Bucket returns the object store bucket's name.
+func (s *Store) Bucket() string { return s.bucket }
+
+// MaxSize returns the per-object size limit in bytes.
+func (s *Store) MaxSize() int64 { return s.maxSize }
+
+func (s *Store) check(ctx context.Context) error {
+	if s.closed.Load() {
+		return errors.New("natsblob: store is closed")
+	}
+	return ctx.Err()
+}
+
+// Put implements blob.Store.
+func (s *Store) Put(ctx context.Context, tenant string, r io.Reader, opts blob.PutOptions) (blob.Attrs, error) {
+	if err := s.check(ctx); err != nil {
+		return blob.Attrs{}, fmt.Errorf("natsblob: put: %w", err)
+	}
+	mediaType, expected, err := blob.NormalizePut(tenant, opts)
+	if err != nil {
+		return blob.Attrs{}, fmt.Errorf("natsblob: put: %w", err)
+	}
+	var buf bytes.Buffer
+	n, sum, err := blob.DigestCopy(ctx, &buf, r, s.maxSize)
+	if err != nil {
+		return blob.Attrs{}, fmt.Errorf("natsblob: put %s: %w", tenant, err)
+	}
+	if err := blob.CheckExpected(tenant, expected, sum); err != nil {
+		return blob.Attrs{}, fmt.Errorf("natsblob: put: %w", err)
+	}
+	ref := blob.Ref{Tenant: tenant, SHA256: sum}
+	mu := s.lock(ref)
+	mu.Lock()
+	defer mu.Unlock()
+	// Same bytes already stored: keep the first writer's media type so that every
+	// caller sees the same Attrs for the same ref.
+	if in, err := s.info(ctx, ref); err == nil {
+		if in.attrs.Size == n {
+			return in.attrs, nil
+		}
+		// A stored object of the wrong length is damaged: the bytes below are known to
+		// hash right and replace it.
+	} else if !errors.Is(err, blob.ErrNotFound) {
+		return blob.Attrs{}, fmt.Errorf("natsblob: put %s: %w", ref, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return blob.Attrs{}, fmt.Errorf("natsblob: put %s: %w", ref, err)
+	}
+	oi, err := s.obs.Put(ctx, jetstream.ObjectMeta{Name: ref.Key(), Metadata: map[string]string{metaMediaType: mediaType}}, &buf)
+	if err != nil {
+		return blob.Attrs{}, fmt.Errorf("natsblob: put %s: %w", ref, err)
+	}
+	in := info{attrs: blob.Attrs{Ref: ref, Size: n, MediaType: mediaType}, nuid: oi.NUID, chunks: oi.Chunks}
+	s.remember(in)
+	return in.attrs, nil
+}
+
+// Open implements blob.Store. An object of one chunk (every object under the chunk size,
+// 128 KiB) is read with one direct get of its chunk; a larger one streams through the
+// object store's reader.
+func (s *Store) Open(ctx context.Context, ref blob.Ref) (io.ReadCloser, blob.Attrs, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, blob.Attrs{}, fmt.Errorf("natsblob: open %s: %w", ref, err)
+	}
+	if err := ref.Validate(); err != nil {
+		return nil, blob.Attrs{}, fmt.Errorf("natsblob: open: %w", err)
+	}
+	in, err := s.info(ctx, ref)
+	if err != nil {
+		return nil, blob.Attrs{}, fmt.Errorf("natsblob: open %s: %w", ref, err)
+	}
+	var raw io.ReadCloser
+	switch {
+	case in.chunks == 0:
+		raw = io.NopCloser(bytes.NewReader(nil))
+	case in.chunks == 1:
+		m, err := s.stream.GetLastMsgForSubject(ctx, ChunkSubject(s.bucket, in.nuid))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				// Metadata without its chunk: the object was replaced since it was cached,
+				// or damaged; read what the metadata says now.
+				s.forget(ref)
+				err = fmt.Errorf("chunk %s: %w", in.nuid, blob.ErrNotFound)
+			}
+			return nil, blob.Attrs{}, fmt.Errorf("natsblob: open %s: %w", ref, err)
+		}
+		raw = io.NopCloser(bytes.NewReader(m.Data))
+	default:
+		res, err := s.obs.Get(ctx, ref.Key())
+		if err != nil {
+			return nil, blob.Attrs{}, fmt.Errorf("natsblob: open %s: %w", ref, notFound(err))
+		}
+		raw = &objReader{r: res, ref: ref}
+	}
+	return blob.NewVerifyingReader(raw, in.attrs), in.attrs, nil
+}
+
+// Stat implements blob.Store.
+func (s *Store) Stat(ctx context.Context, ref blob.Ref) (blob.Attrs, error) {
+	if err := s.check(ctx); err != nil {
+		return blob.Attrs{}, fmt.Errorf("natsblob: stat %s: %w", ref, err)
+	}
+	if err := ref.Validate(); err != nil {
+		return blob.Attrs{}, fmt.Errorf("natsblob: stat: %w", err)
+	}
+	in, err := s.info(ctx, ref)
+	if err != nil {
+		return blob.Attrs{}, fmt.Errorf("natsblob: stat %s: %w", ref, err)
+	}
+	return in.attrs, nil
+}
+
+// Close implements blob.Store. Later calls fail, so use-after-close bugs surface; the
+// connection is the caller's.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+// info reads an object's metadata, from the cache when it holds the ref.
+func (s *Store) info(ctx context.Context, ref blob.Ref) (info, error) {
+	if v, ok := s.infos.Load(ref); ok {
+		return v.(info), nil
+	}
+	oi, err := s.obs.GetInfo(ctx, ref.Key())
+	if err != nil {
+		return info{}, notFound(err)
+	}
+	mediaType := oi.Metadata[metaMediaType]
+	if mediaType == "" {
+		mediaType = blob.DefaultMediaType
+	}
+	in := info{attrs: blob.Attrs{Ref: ref, Size: int64(oi.Size), MediaType: mediaType}, nuid: oi.NUID, chunks: oi.Chunks}
+	s.remember(in)
+	return in, nil
+}
+
+// remember caches an object's metadata. An object's bytes never change under its digest,
+// and its metadata only when a damaged copy is replaced, which forgets the entry.
+func (s *Store) remember(in info) {
+	if s.infoCount.Add(1) > maxCachedInfos {
+		s.infos.Clear()
+		s.infoCount.Store(0)
+	}
+	s.infos.Store(in.attrs.Ref, in)
+}
+
+func (s *Store) forget(ref blob.Ref) { s.infos.Delete(ref) }
+
+const maxCachedInfos = 1 << 17
+
+func (s *Store) lock(ref blob.Ref) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(ref.Key()))
+	return &s.locks[h.Sum32()%uint32(len(s.locks))]
+}
+
+// notFound maps the object store's "no such object" to blob.ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("%w: %v", blob.ErrNotFound, err)
+	}
+	return err
+}
+
+// objReader passes an object store reader on, reporting the store's own digest check
+// as blob.ErrDigestMismatch.
+type objReader struct {
+	r   jetstream.ObjectResult
+	ref blob.Ref
+}
+
+func (o *objReader) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	if errors.Is(err, jetstream.ErrDigestMismatch) {
+		err = fmt.Errorf("%w: %s: %v", blob.ErrDigestMismatch, o.ref, err)
+	}
+	return n, err
+}
+
+func (o *objReader) Close() error { return o.r.Close() }

@@ -1,0 +1,109 @@
+package natsblob
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/blob/blobtest"
+	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+)
+
+const testMaxSize = 6 << 20
+
+// newStore opens a store on a bucket of its own.
+func newStore(t *testing.T, js jetstream.JetStream, maxSize int64) *Store {
+	t.Helper()
+	s, err := New(t.Context(), js, Options{Bucket: "t" + nextBucket(), MaxSize: maxSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+var buckets atomic.Int64
+
+// nextBucket names a fresh bucket: the suite's cases run in parallel on one server.
+func nextBucket() string { return fmt.Sprint(buckets.Add(1)) }
+
+// corrupt replaces the chunk of a one-chunk object with other bytes of the same length,
+// behind the driver's back: its metadata (size, digest, media type) stays.
+func corrupt(t *testing.T, js jetstream.JetStream, s *Store, ref blob.Ref) {
+	t.Helper()
+	oi, err := s.obs.GetInfo(t.Context(), ref.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(t.Context(), StreamName(s.bucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stream.GetLastMsgForSubject(t.Context(), ChunkSubject(s.bucket, oi.NUID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Data) == 0 {
+		t.Fatal("cannot corrupt an empty object in place")
+	}
+	data := bytes.Clone(m.Data)
+	data[len(data)/2] ^= 0xff
+	if err := stream.DeleteMsg(t.Context(), m.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(t.Context(), ChunkSubject(s.bucket, oi.NUID), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	blobtest.Run(t, blobtest.Harness{
+		MaxSize: testMaxSize,
+		New:     func(t *testing.T) blob.Store { return newStore(t, js, testMaxSize) },
+		Corrupt: func(t *testing.T, bs blob.Store, ref blob.Ref) { corrupt(t, js, bs.(*Store), ref) },
+	})
+}
+
+// The all-in-one mode's store: small objects in the object store, large ones in files.
+func TestTieredConformance(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	blobtest.Run(t, blobtest.Harness{
+		MaxSize: testMaxSize,
+		New: func(t *testing.T) blob.Store {
+			files, err := fileblob.New(t.TempDir(), fileblob.Options{MaxSize: testMaxSize})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &blob.Tiered{Small: newStore(t, js, 64<<10), Large: files, Threshold: 64 << 10}
+		},
+		Corrupt: func(t *testing.T, bs blob.Store, ref blob.Ref) {
+			ts := bs.(*blob.Tiered)
+			small := ts.Small.(*Store)
+			if _, err := small.Stat(t.Context(), ref); err == nil {
+				corrupt(t, js, small, ref)
+				return
+			}
+			// The file driver's layout, as its own TestLayout pins it.
+			files := ts.Large.(*fileblob.Store)
+			p := filepath.Join(files.Dir(), ref.Tenant, "sha256", ref.SHA256[:2], ref.SHA256)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 0xff
+			if err := os.WriteFile(p, b, 0o640); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+}
