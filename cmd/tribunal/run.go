@@ -21,7 +21,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -342,7 +341,7 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 	if blobURL != "" {
 		e.Store, err = blob.OpenURL(ctx, blobURL)
 	} else {
-		e.Store, err = fileblob.New(filepath.Join(dataDir, "blobs"), fileblob.Options{NoSync: ephemeral})
+		e.Store, err = allInOneStore(ctx, nc, filepath.Join(dataDir, "blobs"), ephemeral)
 	}
 	if err != nil {
 		e.Close()
