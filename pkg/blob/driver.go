@@ -19,7 +19,7 @@ const DefaultMediaType = "application/octet-stream"
 // ValidateTenant reports whether tenant is well formed, wrapping ErrInvalidRef. Drivers
 // check it before touching storage because the tenant becomes a path or key component.
 func ValidateTenant(tenant string) error {
-	if !tenantRe.MatchString(tenant) {
+	if !validTenant(tenant) {
 		return fmt.Errorf("%w: tenant %q", ErrInvalidRef, tenant)
 	}
 	return nil
@@ -38,7 +38,7 @@ func NormalizePut(tenant string, opts PutOptions) (mediaType, expected string, e
 	}
 	if opts.ExpectedSHA256 != "" {
 		expected = strings.ToLower(opts.ExpectedSHA256)
-		if !hexRe.MatchString(expected) {
+		if !validHex(expected) {
 			return "", "", fmt.Errorf("%w: expected sha256 %q", ErrInvalidRef, opts.ExpectedSHA256)
 		}
 	}
