@@ -34,6 +34,9 @@ const DefaultMaxSize int64 = 8 << 20
 // DefaultBucket is the object store bucket a store uses unless told otherwise.
 const DefaultBucket = "tribunal_blobs"
 
+// maxChunk is the object store's default chunk size, the largest chunk a Put writes.
+const maxChunk = 128 << 10
+
 // metaMediaType is the object metadata key holding the media type.
 const metaMediaType = "media-type"
 
@@ -155,7 +158,12 @@ func (s *Store) Put(ctx context.Context, tenant string, r io.Reader, opts blob.P
 	if err := ctx.Err(); err != nil {
 		return blob.Attrs{}, fmt.Errorf("natsblob: put %s: %w", ref, err)
 	}
-	oi, err := s.obs.Put(ctx, jetstream.ObjectMeta{Name: ref.Key(), Metadata: map[string]string{metaMediaType: mediaType}}, &buf)
+	// The object store reads through a buffer of one chunk per Put (128 KiB unless told):
+	// an object smaller than that is one chunk of its own size, not an allocation of
+	// 128 KiB for a few hundred bytes.
+	meta := jetstream.ObjectMeta{Name: ref.Key(), Metadata: map[string]string{metaMediaType: mediaType},
+		Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(min(max(n, 1), maxChunk))}}
+	oi, err := s.obs.Put(ctx, meta, &buf)
 	if err != nil {
 		return blob.Attrs{}, fmt.Errorf("natsblob: put %s: %w", ref, err)
 	}
