@@ -15,6 +15,9 @@ package natsblob
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -22,7 +25,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 )
@@ -53,6 +58,7 @@ type Options struct {
 
 // Store keeps objects in a JetStream object store. It is safe for concurrent use.
 type Store struct {
+	js      jetstream.JetStream
 	obs     jetstream.ObjectStore
 	stream  jetstream.Stream
 	bucket  string
@@ -101,7 +107,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	if err != nil {
 		return nil, fmt.Errorf("natsblob: bucket %s: %w", bucket, err)
 	}
-	return &Store{obs: obs, stream: stream, bucket: bucket, maxSize: maxSize}, nil
+	return &Store{js: js, obs: obs, stream: stream, bucket: bucket, maxSize: maxSize}, nil
 }
 
 // StreamName is the stream holding a bucket's objects (the object store's layout).
@@ -146,30 +152,91 @@ func (s *Store) Put(ctx context.Context, tenant string, r io.Reader, opts blob.P
 	defer mu.Unlock()
 	// Same bytes already stored: keep the first writer's media type so that every
 	// caller sees the same Attrs for the same ref.
-	if in, err := s.info(ctx, ref); err == nil {
-		if in.attrs.Size == n {
-			return in.attrs, nil
-		}
+	old, err := s.info(ctx, ref)
+	switch {
+	case err == nil && old.attrs.Size == n:
+		return old.attrs, nil
+	case err == nil:
 		// A stored object of the wrong length is damaged: the bytes below are known to
 		// hash right and replace it.
-	} else if !errors.Is(err, blob.ErrNotFound) {
+		s.forget(ref)
+	case !errors.Is(err, blob.ErrNotFound):
 		return blob.Attrs{}, fmt.Errorf("natsblob: put %s: %w", ref, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return blob.Attrs{}, fmt.Errorf("natsblob: put %s: %w", ref, err)
 	}
-	// The object store reads through a buffer of one chunk per Put (128 KiB unless told):
-	// an object smaller than that is one chunk of its own size, not an allocation of
-	// 128 KiB for a few hundred bytes.
-	meta := jetstream.ObjectMeta{Name: ref.Key(), Metadata: map[string]string{metaMediaType: mediaType},
-		Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(min(max(n, 1), maxChunk))}}
-	oi, err := s.obs.Put(ctx, meta, &buf)
+	meta := jetstream.ObjectMeta{Name: ref.Key(), Metadata: map[string]string{metaMediaType: mediaType}}
+	var in info
+	if n <= maxChunk {
+		in, err = s.putSmall(ctx, ref, meta, buf.Bytes())
+	} else {
+		var oi *jetstream.ObjectInfo
+		if oi, err = s.obs.Put(ctx, meta, &buf); err == nil {
+			in = info{nuid: oi.NUID, chunks: oi.Chunks}
+		}
+	}
 	if err != nil {
 		return blob.Attrs{}, fmt.Errorf("natsblob: put %s: %w", ref, err)
 	}
-	in := info{attrs: blob.Attrs{Ref: ref, Size: n, MediaType: mediaType}, nuid: oi.NUID, chunks: oi.Chunks}
+	if old.nuid != "" {
+		// The damaged copy's chunks.
+		_ = s.stream.Purge(ctx, jetstream.WithPurgeSubject(ChunkSubject(s.bucket, old.nuid)))
+	}
+	in.attrs = blob.Attrs{Ref: ref, Size: n, MediaType: mediaType}
 	s.remember(in)
 	return in.attrs, nil
+}
+
+// putSmall writes an object of at most one chunk as the object store lays it out (its
+// chunk, then its metadata replacing any earlier one: ADR-20), so the object store reads
+// it like any other. ObjectStore.Put would do the same over a JetStream context and a
+// reply subscription of its own, created and removed for every object, a cost that
+// showed in the server's CPU profile for thousands of small artifacts; here both
+// messages go out on the shared context and their acks are awaited together.
+func (s *Store) putSmall(ctx context.Context, ref blob.Ref, meta jetstream.ObjectMeta, data []byte) (info, error) {
+	in := info{nuid: nuid.Next()}
+	h := sha256.New()
+	h.Write(data)
+	oi := jetstream.ObjectInfo{ObjectMeta: meta, Bucket: s.bucket, NUID: in.nuid, Size: uint64(len(data)),
+		Digest: jetstream.GetObjectDigestValue(h)}
+	var acks []jetstream.PubAckFuture
+	if len(data) > 0 {
+		in.chunks, oi.Chunks = 1, 1
+		oi.Opts = &jetstream.ObjectMetaOptions{ChunkSize: uint32(len(data))}
+		f, err := s.js.PublishMsgAsync(&nats.Msg{Subject: ChunkSubject(s.bucket, in.nuid), Data: data})
+		if err != nil {
+			return in, err
+		}
+		acks = append(acks, f)
+	}
+	mm := nats.NewMsg(metaSubject(s.bucket, ref.Key()))
+	mm.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	var err error
+	if mm.Data, err = json.Marshal(oi); err != nil {
+		return in, err
+	}
+	f, err := s.js.PublishMsgAsync(mm)
+	if err != nil {
+		return in, err
+	}
+	acks = append(acks, f)
+	for _, f := range acks {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			_ = s.stream.Purge(context.WithoutCancel(ctx), jetstream.WithPurgeSubject(ChunkSubject(s.bucket, in.nuid)))
+			return in, err
+		case <-ctx.Done():
+			return in, ctx.Err()
+		}
+	}
+	return in, nil
+}
+
+// metaSubject is the subject of an object's metadata (the object store's layout).
+func metaSubject(bucket, name string) string {
+	return "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
 }
 
 // Open implements blob.Store. An object of one chunk (every object under the chunk size,
