@@ -184,6 +184,7 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, modelLate
 	if err != nil {
 		return nil, err
 	}
+	applyMemoryLimit(memoryLimitFor(n))
 	closed := false
 	defer func() {
 		if !closed {
