@@ -137,7 +137,7 @@ calls in flight are --concurrency, and for openai at most --judge-concurrency.`,
 	fs.IntVar(&n, "acs", 10000, "number of ACs")
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	fs.StringVar(&dataDir, "data-dir", "", "work folder, kept (default: a temporary folder, removed afterwards)")
+	fs.StringVar(&dataDir, "data-dir", "", "work folder (default: a temporary folder, removed afterwards)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
 	fs.StringVar(&peakHeapProfile, "peak-heapprofile", "", "write a heap profile here each time the in-use heap reaches a new high (go tool pprof)")
 	fs.DurationVar(&modelLatency, "model-latency", 0, "openai: the model server's response time, for the judge-bound ideal (the scripted judge uses --scripted-latency)")
