@@ -65,8 +65,7 @@ type Store struct {
 	maxSize int64
 	closed  atomic.Bool
 	// infos caches what an object's metadata says, by ref (see remember).
-	infos     sync.Map
-	infoCount atomic.Int64
+	infos infoCache
 	// locks serialise the exists check and the write of Puts of one key in this process,
 	// so concurrent Puts of the same bytes store them once and agree on the media type.
 	locks [64]sync.Mutex
@@ -303,8 +302,8 @@ func (s *Store) Close() error {
 
 // info reads an object's metadata, from the cache when it holds the ref.
 func (s *Store) info(ctx context.Context, ref blob.Ref) (info, error) {
-	if v, ok := s.infos.Load(ref); ok {
-		return v.(info), nil
+	if in, ok := s.infos.get(ref); ok {
+		return in, nil
 	}
 	oi, err := s.obs.GetInfo(ctx, ref.Key())
 	if err != nil {
@@ -321,17 +320,49 @@ func (s *Store) info(ctx context.Context, ref blob.Ref) (info, error) {
 
 // remember caches an object's metadata. An object's bytes never change under its digest,
 // and its metadata only when a damaged copy is replaced, which forgets the entry.
-func (s *Store) remember(in info) {
-	if s.infoCount.Add(1) > maxCachedInfos {
-		s.infos.Clear()
-		s.infoCount.Store(0)
-	}
-	s.infos.Store(in.attrs.Ref, in)
+func (s *Store) remember(in info) { s.infos.put(in) }
+
+func (s *Store) forget(ref blob.Ref) { s.infos.drop(ref) }
+
+// maxCachedInfos bounds the metadata cache: about 250 bytes an entry.
+const maxCachedInfos = 1 << 17
+
+// infoCache holds the metadata of the objects stored or read last, in two generations:
+// when the current one is full it becomes the previous one, and the one before is
+// dropped. A batch's artifacts are read by the later stages a while after they were
+// stored, in about the same order, so what is dropped is what the pipeline is done with;
+// dropping everything at once instead made every read of a 100,000-AC batch after the
+// first 130,000 objects fetch and decode the metadata again.
+type infoCache struct {
+	mu        sync.RWMutex
+	cur, prev map[blob.Ref]info
 }
 
-func (s *Store) forget(ref blob.Ref) { s.infos.Delete(ref) }
+func (c *infoCache) get(ref blob.Ref) (info, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if in, ok := c.cur[ref]; ok {
+		return in, true
+	}
+	in, ok := c.prev[ref]
+	return in, ok
+}
 
-const maxCachedInfos = 1 << 17
+func (c *infoCache) put(in info) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil || len(c.cur) >= maxCachedInfos/2 {
+		c.prev, c.cur = c.cur, make(map[blob.Ref]info)
+	}
+	c.cur[in.attrs.Ref] = in
+}
+
+func (c *infoCache) drop(ref blob.Ref) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.cur, ref)
+	delete(c.prev, ref)
+}
 
 func (s *Store) lock(ref blob.Ref) *sync.Mutex {
 	h := fnv.New32a()

@@ -135,3 +135,26 @@ func TestObjectStoreReadsWhatItWrites(t *testing.T) {
 		}
 	}
 }
+
+// The metadata cache drops its oldest generation when full, never everything at once.
+func TestInfoCacheKeepsTheRecent(t *testing.T) {
+	var c infoCache
+	ref := func(i int) blob.Ref { return blob.Ref{Tenant: "acme", SHA256: fmt.Sprintf("%064x", i)} }
+	for i := range maxCachedInfos {
+		c.put(info{attrs: blob.Attrs{Ref: ref(i)}})
+	}
+	for _, i := range []int{0, maxCachedInfos / 2, maxCachedInfos - 1} {
+		if _, ok := c.get(ref(i)); !ok {
+			t.Fatalf("object %d of %d not cached", i, maxCachedInfos)
+		}
+	}
+	c.put(info{attrs: blob.Attrs{Ref: ref(maxCachedInfos)}})
+	for _, i := range []int{maxCachedInfos / 2, maxCachedInfos - 1, maxCachedInfos} {
+		if _, ok := c.get(ref(i)); !ok {
+			t.Fatalf("object %d not cached after the cache turned over", i)
+		}
+	}
+	if _, ok := c.get(ref(0)); ok {
+		t.Fatal("the oldest object is cached past the bound")
+	}
+}
