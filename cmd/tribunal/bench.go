@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,38 +21,78 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
-// benchReport is what `tribunal bench` measures.
+// benchReport is what `tribunal bench` measures. The process figures cover what a user of
+// `tribunal run` waits for: loading the batch, start-up, submission, the pipeline and
+// clean-up; writing the generated batch files and reading latencies back are the bench's
+// own work and count in neither.
 type benchReport struct {
 	ACs          int     `json:"acs"`
 	Seconds      float64 `json:"seconds"`
 	ACsPerSecond float64 `json:"acs_per_second"`
 	SubmitSecs   float64 `json:"submit_seconds"`
-	P50Millis    float64 `json:"p50_ms"`
-	P99Millis    float64 `json:"p99_ms"`
-	PeakRSSMiB   float64 `json:"peak_rss_mib"`
-	Judge        string  `json:"judge"`
-	Concurrency  int     `json:"concurrency"`
-	CPUs         int     `json:"cpus"`
-	GoVersion    string  `json:"go"`
-	ExitCode     int     `json:"exit_code"`
+	// ProcessSecs is the whole process; PipelineSecs (= Seconds) runs from the start of
+	// the submission to the batch's completion.
+	ProcessSecs  float64 `json:"process_seconds"`
+	PipelineSecs float64 `json:"pipeline_seconds"`
+	StartupSecs  float64 `json:"startup_seconds"`
+	CleanupSecs  float64 `json:"cleanup_seconds"`
+	// IdealSecs is the judge-bound ideal N x latency / calls in flight, and Efficiency
+	// IdealSecs / ProcessSecs (PipelineEfficiency the same over the pipeline alone); all
+	// zero when the judge's latency is not known (an instant scripted judge, or
+	// --judge openai without --model-latency).
+	IdealSecs          float64 `json:"ideal_seconds"`
+	Efficiency         float64 `json:"efficiency"`
+	PipelineEfficiency float64 `json:"pipeline_efficiency"`
+	CallsInFlight      int     `json:"calls_in_flight"`
+	ModelLatencyMillis float64 `json:"model_latency_ms"`
+	// CPUSecs is the CPU time (user and system) the process spent over ProcessSecs, a
+	// figure that a loaded machine changes much less than wall time.
+	CPUSecs        float64 `json:"cpu_seconds"`
+	CPUMillisPerAC float64 `json:"cpu_ms_per_ac"`
+	P50Millis      float64 `json:"p50_ms"`
+	P99Millis      float64 `json:"p99_ms"`
+	PeakRSSMiB     float64 `json:"peak_rss_mib"`
+	// JudgeCalls counts the calls made to the provider; CacheHits the answers served
+	// from the judge-call cache instead (an unchanged rerun: all of them).
+	JudgeCalls  int    `json:"judge_calls"`
+	CacheHits   int    `json:"judge_cache_hits"`
+	Judge       string `json:"judge"`
+	Concurrency int    `json:"concurrency"`
+	CPUs        int    `json:"cpus"`
+	GoVersion   string `json:"go"`
+	ExitCode    int    `json:"exit_code"`
 }
 
 func newBenchCmd() *cobra.Command {
 	var n, concurrency int
 	var asJSON bool
 	var dataDir, cpuProfile, peakHeapProfile string
+	var modelLatency time.Duration
 	var jf judgeFlags
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Push a generated batch of ab ACs through the all-in-one mode and report throughput, latency and memory",
+		Short: "Push a generated batch of ab ACs through the all-in-one mode and report throughput, latency, CPU and memory",
 		Long: `bench generates N ab ACs over small distinct text artifacts, runs them through the all-in-one
-mode (embedded NATS with file storage, file blob store, all four services, an instant scripted
-judge unless told otherwise) and reports ACs per second, p50/p99 end-to-end latency (from an
-AC's submission to its decision) and the process's peak resident memory.`,
+mode (embedded NATS with file storage, the all-in-one blob store, all four services, an
+instant scripted judge unless told otherwise) and reports ACs per second, p50/p99 end-to-end
+latency (from an AC's submission to its decision), the CPU time and the process's peak
+resident memory.
+
+It times the whole process a user of ` + "`tribunal run`" + ` waits for (loading the batch,
+start-up, submission, the pipeline, clean-up) as well as the pipeline alone, and compares
+the whole process with the judge-bound ideal, N x model latency / calls in flight, as one
+efficiency figure. The latency is --scripted-latency for the scripted judge and
+--model-latency for --judge openai (the model server's, e.g. cmd/fake-llm --latency);
+calls in flight are --concurrency, and for openai at most --judge-concurrency.`,
 		Example: `  tribunal bench --acs 10000
-  tribunal bench --acs 100000 --json`,
+  tribunal bench --acs 100000 --json
+  tribunal bench --acs 1000 --scripted-latency 200ms
+  go run ./cmd/fake-llm --listen 127.0.0.1:18080 --latency 200ms &
+  tribunal bench --acs 1000 --judge openai --judge-model fake --openai-base-url http://127.0.0.1:18080/v1 \
+      --judge-concurrency 64 --model-latency 200ms --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cpuProfile != "" {
@@ -69,7 +110,10 @@ AC's submission to its decision) and the process's peak resident memory.`,
 				stop := watchPeakHeap(peakHeapProfile, time.Second)
 				defer stop()
 			}
-			r, err := runBench(cmd.Context(), n, concurrency, dataDir, &jf)
+			if modelLatency < 0 {
+				return exitError{2, fmt.Errorf("--model-latency must not be negative")}
+			}
+			r, err := runBench(cmd.Context(), n, concurrency, dataDir, modelLatency, &jf)
 			if err != nil {
 				return err
 			}
@@ -78,8 +122,14 @@ AC's submission to its decision) and the process's peak resident memory.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(r)
 			}
-			fmt.Printf("ACs:            %d\nwall time:      %.2f s (submit %.2f s)\nthroughput:     %.0f ACs/s\nlatency p50:    %.0f ms\nlatency p99:    %.0f ms\npeak RSS:       %.0f MiB\njudge:          %s\nconcurrency:    %d per service, %d CPUs, %s\n",
-				r.ACs, r.Seconds, r.SubmitSecs, r.ACsPerSecond, r.P50Millis, r.P99Millis, r.PeakRSSMiB, r.Judge, r.Concurrency, r.CPUs, r.GoVersion)
+			fmt.Printf("ACs:            %d\nwhole process:  %.2f s (start-up %.2f s, clean-up %.2f s)\npipeline:       %.2f s (submit %.2f s)\nthroughput:     %.0f ACs/s\n",
+				r.ACs, r.ProcessSecs, r.StartupSecs, r.CleanupSecs, r.PipelineSecs, r.SubmitSecs, r.ACsPerSecond)
+			if r.IdealSecs > 0 {
+				fmt.Printf("ideal:          %.2f s (%d x %.0f ms / %d in flight)\nefficiency:     %.0f %% (pipeline alone %.0f %%)\n",
+					r.IdealSecs, r.ACs, r.ModelLatencyMillis, r.CallsInFlight, 100*r.Efficiency, 100*r.PipelineEfficiency)
+			}
+			fmt.Printf("CPU:            %.2f s (%.2f ms per AC)\nlatency p50:    %.0f ms\nlatency p99:    %.0f ms\npeak RSS:       %.0f MiB\njudge:          %s (%d calls, %d cached)\nconcurrency:    %d per service, %d CPUs, %s\n",
+				r.CPUSecs, r.CPUMillisPerAC, r.P50Millis, r.P99Millis, r.PeakRSSMiB, r.Judge, r.JudgeCalls, r.CacheHits, r.Concurrency, r.CPUs, r.GoVersion)
 			return nil
 		},
 	}
@@ -90,44 +140,69 @@ AC's submission to its decision) and the process's peak resident memory.`,
 	fs.StringVar(&dataDir, "data-dir", "", "work folder (default: a temporary folder, removed afterwards)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
 	fs.StringVar(&peakHeapProfile, "peak-heapprofile", "", "write a heap profile here each time the in-use heap reaches a new high (go tool pprof)")
+	fs.DurationVar(&modelLatency, "model-latency", 0, "openai: the model server's response time, for the judge-bound ideal (the scripted judge uses --scripted-latency)")
 	jf.register(fs)
 	return cmd
 }
 
-func runBench(ctx context.Context, n, concurrency int, dataDir string, jf *judgeFlags) (*benchReport, error) {
+func runBench(ctx context.Context, n, concurrency int, dataDir string, modelLatency time.Duration, jf *judgeFlags) (*benchReport, error) {
 	if n <= 0 {
 		return nil, exitError{2, fmt.Errorf("--acs must be positive")}
 	}
+	// The generated batch lives apart from the data folder, as a user's batch would: the
+	// clean-up timed below removes only what tribunal itself wrote.
+	batchDir := ""
 	ephemeral := dataDir == ""
 	if ephemeral {
-		d, err := os.MkdirTemp("", "tribunal-bench-")
+		d, err := os.MkdirTemp("", "tribunal-bench-batch-")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(d)
-		dataDir = d
+		batchDir = d
+	} else {
+		batchDir = filepath.Join(dataDir, "batch")
 	}
-	b, err := writeBenchBatch(filepath.Join(dataDir, "batch"), n)
+	if err := writeBenchFiles(batchDir, n); err != nil {
+		return nil, err
+	}
+	telemetry.Reset()
+
+	cpu0, start := cpuTime(), time.Now()
+	b, err := batch.Load(batchDir)
 	if err != nil {
 		return nil, err
 	}
-	env, err := startEmbedded(ctx, dataDir, ephemeral, "", concurrency, jf, ingest.FetchOptions{}, nil, nil)
+	work := dataDir
+	if ephemeral {
+		if work, err = os.MkdirTemp("", "tribunal-bench-"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(work)
+	}
+	env, err := startEmbedded(ctx, work, ephemeral, "", concurrency, jf, ingest.FetchOptions{}, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer env.Close()
-	start := time.Now()
+	applyMemoryLimit(memoryLimitFor(n))
+	closed := false
+	defer func() {
+		if !closed {
+			env.Close()
+		}
+	}()
+	pipelineStart := time.Now()
 	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store}
 	s, err := sub.Submit(ctx, b, "bench", client.NewBatchID(b))
 	if err != nil {
 		return nil, err
 	}
-	submitted := time.Since(start)
+	submitted := time.Since(pipelineStart)
 	comp, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 20*time.Millisecond, func(client.Progress) {})
 	if err != nil {
 		return nil, err
 	}
-	wall := time.Since(start)
+	pipelineEnd := time.Now()
 	// Stream the records: holding 100,000 full job records here would make the bench
 	// measure its own bookkeeping instead of tribunal's peak memory.
 	lat := make([]float64, 0, n)
@@ -142,6 +217,18 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, jf *judge
 	if err != nil {
 		return nil, fmt.Errorf("bench latencies: %w", err)
 	}
+	readBack := time.Since(pipelineEnd)
+	cleanupStart := time.Now()
+	closed = true
+	env.Close()
+	if ephemeral {
+		if err := os.RemoveAll(work); err != nil {
+			return nil, err
+		}
+	}
+	end := time.Now()
+	cpu := cpuTime() - cpu0
+
 	sort.Float64s(lat)
 	pct := func(p float64) float64 {
 		if len(lat) == 0 {
@@ -149,14 +236,47 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, jf *judge
 		}
 		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
 	}
-	return &benchReport{
-		ACs: n, Seconds: wall.Seconds(), ACsPerSecond: float64(n) / wall.Seconds(), SubmitSecs: submitted.Seconds(),
+	pipeline := pipelineEnd.Sub(pipelineStart)
+	process := end.Sub(start) - readBack
+	m := telemetry.Default()
+	r := &benchReport{
+		ACs: n, Seconds: pipeline.Seconds(), ACsPerSecond: float64(n) / pipeline.Seconds(), SubmitSecs: submitted.Seconds(),
+		ProcessSecs: process.Seconds(), PipelineSecs: pipeline.Seconds(), StartupSecs: pipelineStart.Sub(start).Seconds(),
+		CleanupSecs: end.Sub(cleanupStart).Seconds(), CPUSecs: cpu.Seconds(), CPUMillisPerAC: float64(cpu.Microseconds()) / 1000 / float64(n),
 		P50Millis: pct(0.50), P99Millis: pct(0.99), PeakRSSMiB: peakRSSMiB(), Judge: judgeName,
+		JudgeCalls: int(m.Value("tribunal_judge_calls_total")), CacheHits: int(m.Value("tribunal_judge_cache_hits_total")),
 		Concurrency: concurrency, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), ExitCode: comp.Summary.ExitCode,
-	}, nil
+	}
+	latency, inFlight := judgeBound(jf, concurrency, modelLatency)
+	if latency > 0 {
+		r.CallsInFlight, r.ModelLatencyMillis = inFlight, float64(latency.Microseconds())/1000
+		r.IdealSecs = float64(n) * latency.Seconds() / float64(inFlight)
+		r.Efficiency, r.PipelineEfficiency = r.IdealSecs/r.ProcessSecs, r.IdealSecs/r.PipelineSecs
+	}
+	return r, nil
 }
 
-func writeBenchBatch(dir string, n int) (*batch.Batch, error) {
+// judgeBound is the judge's latency and how many calls the all-in-one mode keeps in
+// flight: the judge service's --concurrency, which the openai provider caps at its own
+// --judge-concurrency. The latency is zero when unknown.
+func judgeBound(jf *judgeFlags, concurrency int, modelLatency time.Duration) (time.Duration, int) {
+	if jf.provider == "openai" {
+		return modelLatency, max(1, min(concurrency, jf.concurrency))
+	}
+	return jf.scriptedLatency, max(1, concurrency)
+}
+
+// cpuTime is the CPU time (user and system) this process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeBenchFiles writes the generated batch: n ab ACs over 2n small distinct files.
+func writeBenchFiles(dir string, n int) error {
 	var sb strings.Builder
 	sb.WriteString("version: 1\nname: bench\nacs:\n")
 	for i := 0; i < n; i++ {
@@ -164,20 +284,17 @@ func writeBenchBatch(dir string, n int) (*batch.Batch, error) {
 		// some file systems, which would measure the disk instead of tribunal.
 		sub := filepath.Join(dir, strconv.Itoa(i%100))
 		if err := os.MkdirAll(sub, 0o755); err != nil {
-			return nil, err
+			return err
 		}
 		for _, side := range []string{"ours", "ref"} {
 			p := filepath.Join(sub, side+"-"+strconv.Itoa(i)+".md")
 			if err := os.WriteFile(p, []byte(fmt.Sprintf("# %s %d\nGenerated artifact %d for the load test.\n", side, i, i)), 0o644); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		fmt.Fprintf(&sb, "  - id: AC-%d\n    criterion: generated\n    ours: %d/ours-%d.md\n    reference: %d/ref-%d.md\n", i, i%100, i, i%100, i)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(sb.String()), 0o644); err != nil {
-		return nil, err
-	}
-	return batch.Load(dir)
+	return os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(sb.String()), 0o644)
 }
 
 // peakRSSMiB reads the process's resident-set high-water mark (Linux).

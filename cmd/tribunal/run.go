@@ -176,6 +176,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		return exitError{2, err}
 	}
 	defer env.Close()
+	applyMemoryLimit(memoryLimitFor(len(b.ACs)))
 	features := &featureServer{}
 	defer features.Close()
 	if f.console != "" {

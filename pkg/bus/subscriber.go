@@ -292,13 +292,11 @@ func (s *Subscriber) deliver(ctx, work context.Context, topic, consumer string, 
 	for {
 		select {
 		case <-msg.Acked():
-			actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err := jm.DoubleAck(actx)
-			acancel()
-			if err != nil {
-				// The work is done and its outputs are published; a lost ack means a
-				// redelivery that the idempotent handler absorbs.
-				s.cfg.Logger.Warn("ack not confirmed", "msg_id", id, "err", err)
+			// The outputs are stored by now, so the ack is not waited for: a lost one
+			// means a redelivery that the idempotent handler absorbs, and confirming
+			// each would cost a round trip per delivery.
+			if err := jm.Ack(); err != nil {
+				s.cfg.Logger.Warn("ack not sent", "msg_id", id, "err", err)
 			}
 			return
 		case <-msg.Nacked():

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -24,6 +26,9 @@ import (
 // maxConflicts bounds how often one event is decided again after a concurrent write.
 const maxConflicts = 50
 
+// maxKnownHeaders bounds the batch headers an instance remembers as stored.
+const maxKnownHeaders = 4096
+
 // Service aggregates verdicts.
 type Service struct {
 	records records.Store
@@ -33,6 +38,11 @@ type Service struct {
 	blobs blob.Store
 	log   *slog.Logger
 	now   func() time.Time
+	// headers remembers the batch headers this instance has stored or seen stored, so
+	// that the jobs of a batch after its first skip the create-if-absent of its header:
+	// a create that finds the key costs two round trips and changes nothing.
+	headers     sync.Map
+	headerCount atomic.Int64
 }
 
 // New builds the aggregator over its buckets and the blob store it writes manifests to.
@@ -139,10 +149,16 @@ var errNotRecorded = errors.New("job not recorded yet")
 // compare-and-set: on a conflict everything is loaded and decided again.
 func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event, error) {
 	tenant, batch, job := rulebook.JobOf(in.Event)
+	_, submission := in.Event.Payload.(*events.JobSubmitted)
 	for attempt := 0; ; attempt++ {
-		st, rev, viewRev, err := s.load(ctx, tenant, batch, job, in.Event)
-		if err != nil {
-			return nil, err
+		// A submission is nearly always of a job not recorded yet: decide on no record
+		// and let the create-if-absent tell otherwise, which reloads and decides again.
+		st, rev, viewRev := rulebook.State{Now: s.now()}, uint64(0), uint64(0)
+		var err error
+		if !submission || attempt > 0 {
+			if st, rev, viewRev, err = s.load(ctx, tenant, batch, job, in.Event); err != nil {
+				return nil, err
+			}
 		}
 		res, err := rulebook.Apply(st, in)
 		if res.ClaimSpotcheck && err == nil {
@@ -237,8 +253,16 @@ func (s *Service) load(ctx context.Context, tenant, batch, job string, ev events
 // the job. It reports false on a conflict (someone else wrote first).
 func (s *Service) store(ctx context.Context, st rulebook.State, rev, viewRev uint64, res rulebook.Result) (bool, error) {
 	if res.Batch != nil {
-		if err := s.records.EnsureHeader(ctx, *res.Batch); err != nil {
-			return false, err
+		key := records.BatchKey(res.Batch.Tenant, res.Batch.Batch)
+		if _, known := s.headers.Load(key); !known {
+			if err := s.records.EnsureHeader(ctx, *res.Batch); err != nil {
+				return false, err
+			}
+			if s.headerCount.Add(1) > maxKnownHeaders {
+				s.headers.Clear()
+				s.headerCount.Store(0)
+			}
+			s.headers.Store(key, struct{}{})
 		}
 	}
 	if res.View != nil {
