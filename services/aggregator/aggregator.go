@@ -82,6 +82,9 @@ func (s *Service) applyBatch(ctx context.Context, in rulebook.Input) ([]events.E
 		}); err != nil {
 			return nil, err
 		}
+		if res.Header != nil {
+			s.knowHeader(records.BatchKey(ev.Tenant, ev.BatchID))
+		}
 		switch {
 		case errors.Is(ruleErr, rulebook.ErrRefused):
 			return nil, bus.Permanent(ruleErr)
@@ -249,6 +252,19 @@ func (s *Service) load(ctx context.Context, tenant, batch, job string, ev events
 	return st, rev, viewRev, nil
 }
 
+// knowHeader remembers that a batch's header is stored, so its later jobs skip creating
+// it; the memory is bounded by forgetting everything past maxKnownHeaders.
+func (s *Service) knowHeader(key string) {
+	if _, known := s.headers.Load(key); known {
+		return
+	}
+	if s.headerCount.Add(1) > maxKnownHeaders {
+		s.headers.Clear()
+		s.headerCount.Store(0)
+	}
+	s.headers.Store(key, struct{}{})
+}
+
 // store writes what the rules decided: the batch header a new job starts, the view, then
 // the job. It reports false on a conflict (someone else wrote first).
 func (s *Service) store(ctx context.Context, st rulebook.State, rev, viewRev uint64, res rulebook.Result) (bool, error) {
@@ -258,11 +274,7 @@ func (s *Service) store(ctx context.Context, st rulebook.State, rev, viewRev uin
 			if err := s.records.EnsureHeader(ctx, *res.Batch); err != nil {
 				return false, err
 			}
-			if s.headerCount.Add(1) > maxKnownHeaders {
-				s.headers.Clear()
-				s.headerCount.Store(0)
-			}
-			s.headers.Store(key, struct{}{})
+			s.knowHeader(key)
 		}
 	}
 	if res.View != nil {
