@@ -1,6 +1,7 @@
 package rulebook
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -17,6 +18,10 @@ import (
 // over its buckets: the same Apply, the same completion counting, the same redrive
 // bookkeeping. The audit replays a stream through it and compares what it would publish
 // with what the stream holds; tests drive it to write honest streams.
+//
+// Job records are kept encoded, in their key-value form (JSON), and decoded when a rule
+// or a reader needs one, so replaying a 100,000-job batch holds 100,000 encodings rather
+// than 100,000 decoded records; a completion folds its jobs (Fold) when it happens.
 type Memory struct {
 	// Now is the aggregator's clock (time.Now when nil).
 	Now func() time.Time
@@ -27,7 +32,7 @@ type Memory struct {
 	// asking; nil gives it to the first job that asks, as the aggregator's create does.
 	Claim func(tenant, batch, job string) string
 
-	jobs    map[string]*records.Job
+	jobs    map[string][]byte
 	views   map[string]views.Record
 	batches map[string]*memBatch
 	claims  map[string]string
@@ -35,10 +40,16 @@ type Memory struct {
 
 type memBatch struct {
 	header records.Batch
-	order  []string
-	final  map[int]bool
+	// order are the batch's jobs in the order they were recorded.
+	order []memJob
+	final map[int]bool
 	// completed is the attempt of the last completion, -1 for none.
 	completed int
+}
+
+type memJob struct {
+	key   string
+	index int
 }
 
 // Applied is what one input did in memory.
@@ -49,27 +60,22 @@ type Applied struct {
 }
 
 // Completion is a batch's completion as the completing aggregator saw it: the job whose
-// outcome completed it, the redrive attempt, and a copy of every job record at that
-// moment (a later redrive changes the records, never what this completion was built from).
+// outcome completed it, the redrive attempt, and its jobs folded as they were at that
+// moment (a later redrive changes the records, never what this completion was built
+// from).
 type Completion struct {
 	Tenant, Batch string
 	By            *records.Job
 	Attempt       int
-	Jobs          []*records.Job
+	fold          *Fold
 }
 
-// Fold folds the completion's jobs.
-func (c *Completion) Fold() *Fold {
-	f := NewFold(c.Tenant, c.Batch)
-	for _, j := range c.Jobs {
-		f.Add(j)
-	}
-	return f
-}
+// Fold is the completion's jobs, folded in batch order when the batch completed.
+func (c *Completion) Fold() *Fold { return c.fold }
 
 func (m *Memory) init() {
 	if m.jobs == nil {
-		m.jobs, m.views, m.batches, m.claims = map[string]*records.Job{}, map[string]views.Record{}, map[string]*memBatch{}, map[string]string{}
+		m.jobs, m.views, m.batches, m.claims = map[string][]byte{}, map[string]views.Record{}, map[string]*memBatch{}, map[string]string{}
 	}
 }
 
@@ -80,24 +86,59 @@ func (m *Memory) now() time.Time {
 	return time.Now().UTC()
 }
 
+// decode returns the record stored under key, nil for none. Memory encoded it itself, so
+// it always decodes.
+func (m *Memory) decode(key string) *records.Job {
+	data, ok := m.jobs[key]
+	if !ok {
+		return nil
+	}
+	j, err := records.DecodeJob(data)
+	if err != nil {
+		panic("rulebook: a job record Memory stored does not decode: " + err.Error())
+	}
+	return j
+}
+
+func (m *Memory) store(j *records.Job) {
+	data, err := json.Marshal(j)
+	if err != nil {
+		panic("rulebook: a job record that does not encode: " + err.Error())
+	}
+	m.jobs[j.Key()] = data
+}
+
 // Job returns a job's record, nil when it is not recorded.
 func (m *Memory) Job(tenant, batch, job string) *records.Job {
+	m.init()
+	return m.decode(records.JobKey(tenant, batch, job))
+}
+
+// JobJSON returns a job's record in its key-value form (the JSON the aggregator stores),
+// nil when it is not recorded.
+func (m *Memory) JobJSON(tenant, batch, job string) []byte {
 	m.init()
 	return m.jobs[records.JobKey(tenant, batch, job)]
 }
 
 // Jobs returns a batch's job records in the order they were recorded.
 func (m *Memory) Jobs(tenant, batch string) []*records.Job {
+	var out []*records.Job
+	m.EachJob(tenant, batch, func(j *records.Job) { out = append(out, j) })
+	return out
+}
+
+// EachJob calls fn with each of a batch's job records in the order they were recorded,
+// decoding one at a time.
+func (m *Memory) EachJob(tenant, batch string, fn func(*records.Job)) {
 	m.init()
 	b := m.batches[records.BatchKey(tenant, batch)]
 	if b == nil {
-		return nil
+		return
 	}
-	out := make([]*records.Job, 0, len(b.order))
-	for _, k := range b.order {
-		out = append(out, m.jobs[k])
+	for _, o := range b.order {
+		fn(m.decode(o.key))
 	}
-	return out
 }
 
 // Header returns a batch's header, nil for an unknown batch.
@@ -141,7 +182,7 @@ func (m *Memory) batch(tenant, batch string, size int) *memBatch {
 func (m *Memory) Apply(in Input) (Applied, error) {
 	m.init()
 	tenant, batch, job := JobOf(in.Event)
-	st := State{Now: m.now(), Job: m.jobs[records.JobKey(tenant, batch, job)]}
+	st := State{Now: m.now(), Job: m.decode(records.JobKey(tenant, batch, job))}
 	var viewKey string
 	if st.Job != nil && !st.Job.Final() {
 		if lk, ok := kinds.Looping(st.Job.Spec.Kind); ok {
@@ -182,16 +223,16 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 	if res.Job != nil {
 		key := res.Job.Key()
 		if res.Created {
-			if m.jobs[key] != nil {
+			if _, ok := m.jobs[key]; ok {
 				return out, nil
 			}
 			b := m.batch(tenant, batch, res.Job.BatchSize)
 			if res.Batch != nil && b.header.Source == "" {
 				b.header.Source, b.header.CreatedAt = res.Batch.Source, res.Batch.CreatedAt
 			}
-			b.order = append(b.order, key)
+			b.order = append(b.order, memJob{key: key, index: res.Job.Index})
 		}
-		m.jobs[key] = res.Job
+		m.store(res.Job)
 	}
 	if res.View != nil {
 		m.views[viewKey] = res.View.Clone()
@@ -233,13 +274,16 @@ func (m *Memory) done(j *records.Job) *Completion {
 	return m.complete(b, j, 0)
 }
 
+// complete folds the batch's jobs as they are now, in batch order, one record decoded at a
+// time.
 func (m *Memory) complete(b *memBatch, by *records.Job, attempt int) *Completion {
 	b.completed = attempt
-	c := &Completion{Tenant: b.header.Tenant, Batch: b.header.Batch, By: by.Clone(), Attempt: attempt}
-	for _, k := range b.order {
-		c.Jobs = append(c.Jobs, m.jobs[k].Clone())
+	order := append([]memJob(nil), b.order...)
+	sort.SliceStable(order, func(x, y int) bool { return order[x].index < order[y].index })
+	c := &Completion{Tenant: b.header.Tenant, Batch: b.header.Batch, By: by.Clone(), Attempt: attempt, fold: NewFold(b.header.Tenant, b.header.Batch)}
+	for _, o := range order {
+		c.fold.Add(m.decode(o.key))
 	}
-	sort.SliceStable(c.Jobs, func(x, y int) bool { return c.Jobs[x].Index < c.Jobs[y].Index })
 	b.header.Completion = &records.Completion{By: by.ACID, Attempt: attempt}
 	return c
 }
