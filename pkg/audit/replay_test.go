@@ -15,6 +15,16 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
+// collect replays what f selects into a slice.
+func collect(ctx context.Context, js jetstream.JetStream, f audit.Filter) ([]audit.Recorded, error) {
+	var recs []audit.Recorded
+	err := audit.Replay(ctx, js, f, func(r *audit.Recorded) error {
+		recs = append(recs, *r)
+		return nil
+	})
+	return recs, err
+}
+
 func rubricSpec(job string) events.JobSpec {
 	b := events.Blob{SHA256: strings.Repeat("ab", 32), MediaType: "application/json", Size: 2}
 	return events.JobSpec{Kind: events.KindRubric, ACID: job, Rubric: &events.RubricSpec{Feature: "tasks", Target: "list", State: "populated",
@@ -81,7 +91,7 @@ func TestAuditReplaySelects(t *testing.T) {
 	}
 	replay := func(f audit.Filter) sel {
 		t.Helper()
-		recs, err := audit.Replay(ctx, js, f)
+		recs, err := collect(ctx, js, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +136,7 @@ func TestAuditReplaySelects(t *testing.T) {
 	if got.batches["team-a/b-1"] != 4 || got.batches["team-a/b-2"] != 0 || got.batches["team-a/r-1"] != 2 || got.batches["team-a/x-1"] != 1 {
 		t.Fatalf("until %s: %+v (b-1 must come whole with its late %s)", mid, got, late.ID)
 	}
-	if recs, err := audit.Replay(ctx, js, audit.Filter{BatchID: "nope"}); err != nil || len(recs) != 0 {
+	if recs, err := collect(ctx, js, audit.Filter{BatchID: "nope"}); err != nil || len(recs) != 0 {
 		t.Fatalf("unknown batch: %d events, %v", len(recs), err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // Kind classifies a mismatch, so a reader can tell an altered decision from a broken
@@ -34,9 +33,15 @@ const (
 	KindID Kind = "id"
 	// KindSubject: an event recorded on a subject that contradicts its envelope.
 	KindSubject Kind = "subject"
-	// KindUnreadable: a blob the decision rests on (a manifest) cannot be read back
-	// intact: it is missing or its bytes no longer hash to their address.
+	// KindUnreadable: a blob the decision rests on (a manifest, an artifact a render or
+	// its gates recorded) cannot be read back intact: it is missing or its bytes no
+	// longer hash to their address.
 	KindUnreadable Kind = "unreadable"
+	// KindRefused: an input the aggregator's rules refuse, such as a dead letter whose
+	// original subject belongs to another tenant or type than its envelope: someone tried
+	// to act for a team they may not act for. The outputs derived from it, if any, are
+	// unexplained.
+	KindRefused Kind = "refused"
 )
 
 // Mismatch is one finding. It names the job, the recorded event it concerns and, for a
@@ -171,9 +176,12 @@ type Report struct {
 	Mismatches []Mismatch `json:"mismatches"`
 	// Unverified are the things the events cannot prove either way.
 	Unverified []Unverified `json:"unverified,omitempty"`
+	// State says whether the aggregator's key-value state (batch headers, job records)
+	// was compared with the replay: "compared", or why it was not.
+	State string `json:"state,omitempty"`
 
-	// derived keeps the re-derived job records, for CheckState.
-	derived map[jobKey]*records.Job
+	// state is what the replay derived, for CheckState.
+	state *auditState
 }
 
 // OK reports whether the audit found nothing: the stream still proves every decision.

@@ -22,39 +22,46 @@ type batchKey struct{ tenant, batch string }
 
 // simBatch is what the audit keeps of a batch besides the rules' own state.
 type simBatch struct {
-	// submitted are the batch's job.submitted events, in stream order.
-	submitted map[string]*Recorded
+	// submitted locates each job's job.submitted, for the findings about the job.
+	submitted map[string]submission
 	size      int
-	// completions are the batch's completions in stream order: the first pass's, then one
-	// per redrive whose last job became final again, each with the records as they were.
-	completions []*simCompletion
-	// redrives are the jobs each redrive attempt sends through again, read from the whole
-	// replay up front: the aggregator knows them from the batch header, which `tribunal
-	// redrive` writes before it publishes the first request.
-	redrives map[int][]string
+	// completed counts the batch's completions so far: the first pass's, then one per
+	// redrive whose last job became final again.
+	completed int
 	// started is the highest redrive attempt started.
 	started int
-	// awaiting are the jobs the recorded decisions say wait for a spot-check.
-	awaiting []string
-	// digest and summary are re-derived at completion.
-	digest  string
-	summary *events.BatchCompleted
+	// completion is the latest completion re-derived: what the batch header must record.
+	completion *records.Completion
 }
 
-// simCompletion is one completion of a batch and the input that made it.
-type simCompletion struct {
-	*rulebook.Completion
-	by *Recorded
+// submission is where a job's job.submitted is recorded.
+type submission struct {
+	tenant, batch, id string
+	seq               uint64
+}
+
+// origin is the input an expected output derives from.
+type origin struct {
+	id      string
+	typ     events.Type
+	seq     uint64
+	history bool
+}
+
+func originOf(r *Recorded) origin {
+	return origin{id: r.Event.ID, typ: r.Event.Type, seq: r.Seq, history: r.History}
 }
 
 // expectation is an event the aggregator must have published.
 type expectation struct {
-	ev events.Event
-	// from is the input it was derived from (nil for none).
-	from *Recorded
+	ev   events.Event
+	from origin
 	what string
 	// skip are wire fields compared elsewhere (or not derivable).
 	skip []string
+	// manifest is the rebuilt manifest a manifest.emitted announces, compared with the
+	// stored blob once the announcement is recorded.
+	manifest []byte
 }
 
 // applyInput feeds one recorded event to the rules. It returns false when the job it
@@ -70,7 +77,9 @@ func (a *auditor) applyInput(r *Recorded) bool {
 	applied, err := a.mem.Apply(in)
 	switch {
 	case errors.Is(err, rulebook.ErrRefused):
-		// The aggregator refuses it for good (and dead-letters it); nothing is decided.
+		// The aggregator refuses it for good (and drops it): nothing is decided, but the
+		// stream holds an input that acts for someone it may not act for.
+		a.refuse(r, err)
 		return true
 	case err != nil:
 		a.unverified(r, "applying "+string(ev.Type), fmt.Sprintf("the aggregator cannot apply it either (%v); it dead-letters it", err))
@@ -80,19 +89,38 @@ func (a *auditor) applyInput(r *Recorded) bool {
 	}
 	if p, ok := ev.Payload.(*events.JobSubmitted); ok && applied.Created {
 		b := a.batch(batchKey{ev.Tenant, ev.BatchID})
-		b.submitted[ev.JobID] = r
+		b.submitted[ev.JobID] = submission{tenant: ev.Tenant, batch: ev.BatchID, id: ev.ID, seq: r.Seq}
 		if b.size == 0 {
 			b.size = p.BatchSize
 		}
 	}
 	for _, e := range applied.Publish {
-		a.expect(expectation{ev: e, from: r, what: describe(e), skip: skipOf(e)})
+		a.expect(expectation{ev: e, from: originOf(r), what: describe(e), skip: skipOf(e)})
 	}
 	if c := applied.Complete; c != nil {
 		b := a.batch(batchKey{c.Tenant, c.Batch})
-		b.completions = append(b.completions, &simCompletion{Completion: c, by: r})
+		b.completed++
+		if !r.History {
+			a.complete(batchKey{c.Tenant, c.Batch}, b, c, r)
+		}
 	}
 	return true
+}
+
+// refuse reports an input the rules refuse: a dead letter whose original subject belongs
+// to another tenant or type than its envelope (one team acting for another), a
+// submission that contradicts itself. Outputs derived from it are unexplained.
+func (a *auditor) refuse(r *Recorded, err error) {
+	a.refused[r.Event.ID] = r.Event.Type
+	if r.History {
+		return
+	}
+	m := Mismatch{Kind: KindRefused, Field: "subject", Recorded: r.Subject, Detail: err.Error()}
+	if r.DeadLetter != "" {
+		m.Recorded = r.OriginalSubject
+		m.Detail = "a dead letter of " + r.DeadLetter + ": " + err.Error()
+	}
+	a.add(a.at(r, m))
 }
 
 // describe names an expected output for a finding.
@@ -128,7 +156,7 @@ func skipOf(e events.Event) []string {
 func (a *auditor) batch(bk batchKey) *simBatch {
 	b := a.batches[bk]
 	if b == nil {
-		b = &simBatch{submitted: map[string]*Recorded{}, redrives: map[int][]string{}}
+		b = &simBatch{submitted: map[string]submission{}}
 		a.batches[bk] = b
 	}
 	return b
@@ -140,17 +168,18 @@ func (a *auditor) batch(bk batchKey) *simBatch {
 // leaves blocked in a completed batch, the only jobs the client sends again.
 func (a *auditor) redriveRequest(r *Recorded) {
 	ev := r.Event
-	b := a.batch(batchKey{ev.Tenant, ev.BatchID})
+	bk := batchKey{ev.Tenant, ev.BatchID}
+	b := a.batch(bk)
 	if b.started < ev.Attempt {
 		b.started = ev.Attempt
-		a.mem.StartRedrive(ev.Tenant, ev.BatchID, ev.Attempt, b.redrives[ev.Attempt])
+		a.mem.StartRedrive(ev.Tenant, ev.BatchID, ev.Attempt, a.ahead.of(bk).redrives[ev.Attempt])
 	}
 	j := a.mem.Job(ev.Tenant, ev.BatchID, ev.JobID)
 	var why string
 	switch {
 	case j == nil:
 		why = "its job is not recorded"
-	case len(b.completions) == 0:
+	case b.completed == 0:
 		why = "its batch has not completed"
 	case !rulebook.Redrivable(j):
 		why = "the replay leaves its job " + string(j.Status) + ", not blocked"
@@ -205,10 +234,9 @@ type cachedRubric struct {
 // waits for a person names the winner; with none recorded, the first sign-off in stream
 // order wins.
 func (a *auditor) claim(tenant, batch, job string) string {
-	b := a.batch(batchKey{tenant, batch})
 	holder := job
-	if len(b.awaiting) > 0 {
-		holder = b.awaiting[0]
+	if first := a.ahead.of(batchKey{tenant, batch}).awaiting; first != "" {
+		holder = first
 	}
 	if !a.claimNoted[batchKey{tenant, batch}] {
 		a.claimNoted[batchKey{tenant, batch}] = true
@@ -216,6 +244,3 @@ func (a *auditor) claim(tenant, batch, job string) string {
 	}
 	return holder
 }
-
-// jobOf returns a job's re-derived record.
-func (a *auditor) jobOf(k jobKey) *records.Job { return a.mem.Job(k.tenant, k.batch, k.job) }
