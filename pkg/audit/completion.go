@@ -93,4 +93,3 @@ func (a *auditor) note(bk batchKey, what, why string) {
 	a.noted[key] = true
 	a.rep.Unverified = append(a.rep.Unverified, Unverified{Tenant: bk.tenant, Batch: bk.batch, What: what, Why: why})
 }
-
