@@ -13,6 +13,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
 
@@ -27,6 +28,8 @@ type fixture struct {
 	recs          []audit.Recorded
 	agg           *rulebook.Memory
 	at            time.Time
+	// completion is the latest completion announced: what the batch header records.
+	completion *records.Completion
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -108,6 +111,7 @@ func (f *fixture) announce(fold *rulebook.Fold, by string, attempt int) {
 	for _, e := range rulebook.CompletionEvents(f.tenant, f.batch, &c.Completion) {
 		f.publish(e)
 	}
+	f.completion = &c.Completion
 }
 
 func link(r audit.Recorded) string { return r.Event.ID + ":" + r.SHA256 }
@@ -180,7 +184,16 @@ func honest(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) audit() audit.Report { return audit.Audit(f.recs, f.store) }
+// audit audits the fixture's stream as `tribunal audit` would: in a process of its own,
+// so over a blob store that has cached nothing.
+func (f *fixture) audit() audit.Report {
+	f.t.Helper()
+	st, err := fileblob.New(f.store.Dir(), fileblob.Options{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return audit.Audit(f.recs, st)
+}
 
 // find returns the index of the first recorded event of type t for job.
 func (f *fixture) find(t events.Type, job string) int {
