@@ -3,7 +3,6 @@ package audit_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +21,10 @@ import (
 // manifests included, so an honest fixture must audit clean and each alteration shows
 // what the audit catches.
 type fixture struct {
-	t             *testing.T
-	store         *fileblob.Store
+	t     *testing.T
+	store blob.Store
+	// dir is the file store's folder ("" for another driver).
+	dir           string
 	tenant, batch string
 	recs          []audit.Recorded
 	agg           *rulebook.Memory
@@ -38,6 +39,13 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f := newFixtureOn(t, st)
+	f.dir = st.Dir()
+	return f
+}
+
+// newFixtureOn is a fixture over another blob store.
+func newFixtureOn(t *testing.T, st blob.Store) *fixture {
 	return &fixture{t: t, store: st, tenant: "team-a", batch: "b-1", agg: &rulebook.Memory{}, at: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 }
 
@@ -188,7 +196,10 @@ func honest(t *testing.T) *fixture {
 // so over a blob store that has cached nothing.
 func (f *fixture) audit() audit.Report {
 	f.t.Helper()
-	st, err := fileblob.New(f.store.Dir(), fileblob.Options{})
+	if f.dir == "" {
+		return audit.Audit(f.recs, f.store)
+	}
+	st, err := fileblob.New(f.dir, fileblob.Options{})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -300,7 +311,7 @@ func TestAuditTamperedManifestIsUnreadable(t *testing.T) {
 	f := honest(t)
 	i := f.find(events.TypeManifestEmitted, "")
 	sha := f.recs[i].Event.Payload.(*events.ManifestEmitted).Manifest.SHA256
-	path := filepath.Join(f.store.Dir(), f.tenant, "sha256", sha[:2], sha)
+	path := f.blobPath(sha)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

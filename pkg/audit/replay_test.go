@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,54 @@ func TestAuditReplaySelects(t *testing.T) {
 	}
 	if recs, err := collect(ctx, js, audit.Filter{BatchID: "nope"}); err != nil || len(recs) != 0 {
 		t.Fatalf("unknown batch: %d events, %v", len(recs), err)
+	}
+}
+
+// TestRunAuditsTheStreamAsAuditDoesTheSlice: Run, which audits the stream while reading
+// it, finds exactly what Audit finds over the same messages held in a slice, on a real
+// stream holding a staged batch with a deleted render.done, a forged dead letter and an
+// edited media type.
+func TestRunAuditsTheStreamAsAuditDoesTheSlice(t *testing.T) {
+	f := staged(t)
+	f.drop(f.find(events.TypeRenderDone, "AC-1"))
+	forged := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{{Judge: events.JudgeInfo{Provider: "x", Model: "x"},
+		Order: "AB", Status: "ok", RawWinner: "A", Confidence: 1, BiggestGap: "x"}}}, f.tenant, f.batch, "AC-2", 0, "forged", nil)
+	f.forgedDeadLetter(forged, "tribunal.team-x.verdict.emitted", false)
+
+	_, _, js := natstest.Provisioned(t, bus.Config{Memory: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, r := range f.recs {
+		m := &nats.Msg{Subject: r.Subject, Data: r.Raw, Header: nats.Header{}}
+		if r.DeadLetter != "" {
+			m.Header.Set(bus.MetaReason, r.Reason)
+			m.Header.Set(bus.MetaOriginalSubject, r.OriginalSubject)
+		}
+		if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(r.MsgID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(m audit.Mismatch) string {
+		return strings.Join([]string{string(m.Kind), m.Job, m.EventID, string(m.EventType), m.Field, m.FromID, m.Recorded, m.Derived}, "|")
+	}
+	keys := func(rep audit.Report) []string {
+		var out []string
+		for _, m := range rep.Mismatches {
+			out = append(out, key(m))
+		}
+		sort.Strings(out)
+		return out
+	}
+	want := f.audit()
+	got, err := audit.Run(ctx, js, audit.Filter{Tenant: f.tenant, BatchID: f.batch}, f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.OK() || strings.Join(keys(got), "\n") != strings.Join(keys(want), "\n") {
+		t.Fatalf("Run found\n%s\nAudit found\n%s", strings.Join(keys(got), "\n"), strings.Join(keys(want), "\n"))
+	}
+	if got.Events != want.Events || got.Jobs != want.Jobs || got.Decisions != want.Decisions || got.Batches[0].Digest != want.Batches[0].Digest {
+		t.Fatalf("Run: %d events, %d jobs, %d decisions, digest %s; Audit: %d, %d, %d, %s", got.Events, got.Jobs, got.Decisions, got.Batches[0].Digest,
+			want.Events, want.Jobs, want.Decisions, want.Batches[0].Digest)
 	}
 }

@@ -87,7 +87,7 @@ func (f *fixture) drop(i int) { f.recs = append(f.recs[:i], f.recs[i+1:]...) }
 
 // blobPath is where the file store keeps an object of the fixture's tenant.
 func (f *fixture) blobPath(sha string) string {
-	return filepath.Join(f.store.Dir(), f.tenant, "sha256", sha[:2], sha)
+	return filepath.Join(f.dir, f.tenant, "sha256", sha[:2], sha)
 }
 
 // header is the batch header the aggregator would have written for the fixture's batch.
