@@ -136,7 +136,6 @@ type forgedEntry struct {
 
 type gating struct {
 	typ events.Type
-	id  string
 	seq uint64
 }
 
@@ -289,10 +288,10 @@ func (a *auditor) structure(r *Recorded) {
 	if ev.Type == events.TypeGatesDone || ev.Type == events.TypeGatesFailed {
 		g := keyOf(events.NewID("gates", ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, events.AttemptStep("", ev.Attempt)))
 		if prev, ok := a.gated[g]; ok && prev.typ != ev.Type {
-			a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: fmt.Sprintf("the gater decided this iteration twice: %s %s (seq %d) and %s",
-				prev.typ, prev.id, prev.seq, ev.Type)}))
+			a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: fmt.Sprintf("the gater decided this iteration twice: %s (seq %d) and %s",
+				prev.typ, prev.seq, ev.Type)}))
 		} else if !ok {
-			a.gated[g] = gating{typ: ev.Type, id: ev.ID, seq: r.Seq}
+			a.gated[g] = gating{typ: ev.Type, seq: r.Seq}
 		}
 	}
 	if p, ok := ev.Payload.(*events.IterationDecided); ok && p.Status == events.StatusAwaitingSpotcheck {
@@ -577,7 +576,8 @@ func (a *auditor) outcomes() {
 	}
 	sort.Slice(bks, func(i, j int) bool { return bks[i].tenant+"/"+bks[i].batch < bks[j].tenant+"/"+bks[j].batch })
 	type open struct {
-		sub    submission
+		bk     batchKey
+		seq    uint64
 		job    string
 		status events.Status
 	}
@@ -589,8 +589,8 @@ func (a *auditor) outcomes() {
 		a.mem.EachJob(bk.tenant, bk.batch, func(j *records.Job) {
 			sum.Jobs++
 			have[j.Index] = true
-			if sub, ok := b.submitted[j.ACID]; ok && !j.Final() {
-				opens = append(opens, open{sub, j.ACID, j.Status})
+			if seq, ok := b.submitted[j.ACID]; ok && !j.Final() {
+				opens = append(opens, open{bk, seq, j.ACID, j.Status})
 			}
 		})
 		a.rep.Jobs += sum.Jobs
@@ -609,14 +609,15 @@ func (a *auditor) outcomes() {
 		}
 		a.rep.Batches = append(a.rep.Batches, sum)
 	}
-	sort.SliceStable(opens, func(i, j int) bool { return opens[i].sub.seq < opens[j].sub.seq })
+	sort.SliceStable(opens, func(i, j int) bool { return opens[i].seq < opens[j].seq })
 	for _, o := range opens {
 		detail := "the recorded events leave the job " + string(o.status)
 		if o.status == events.StatusAwaitingSpotcheck {
 			detail += " (its sign-off waits for a person)"
 		}
-		a.add(Mismatch{Kind: KindMissing, Tenant: o.sub.tenant, Batch: o.sub.batch, Job: o.job, EventID: o.sub.id,
-			EventType: events.TypeJobSubmitted, Seq: o.sub.seq, Field: "outcome", Detail: detail})
+		a.add(Mismatch{Kind: KindMissing, Tenant: o.bk.tenant, Batch: o.bk.batch, Job: o.job,
+			EventID: events.NewID(events.TypeJobSubmitted, o.bk.tenant, o.bk.batch, o.job, 0, ""),
+			EventType: events.TypeJobSubmitted, Seq: o.seq, Field: "outcome", Detail: detail})
 	}
 }
 

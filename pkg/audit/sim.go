@@ -22,8 +22,9 @@ type batchKey struct{ tenant, batch string }
 
 // simBatch is what the audit keeps of a batch besides the rules' own state.
 type simBatch struct {
-	// submitted locates each job's job.submitted, for the findings about the job.
-	submitted map[string]submission
+	// submitted is the stream sequence of each job's job.submitted, for the findings
+	// about the job.
+	submitted map[string]uint64
 	size      int
 	// completed counts the batch's completions so far: the first pass's, then one per
 	// redrive whose last job became final again.
@@ -32,12 +33,6 @@ type simBatch struct {
 	started int
 	// completion is the latest completion re-derived: what the batch header must record.
 	completion *records.Completion
-}
-
-// submission is where a job's job.submitted is recorded.
-type submission struct {
-	tenant, batch, id string
-	seq               uint64
 }
 
 // origin is the input an expected output derives from.
@@ -89,7 +84,7 @@ func (a *auditor) applyInput(r *Recorded) bool {
 	}
 	if p, ok := ev.Payload.(*events.JobSubmitted); ok && applied.Created {
 		b := a.batch(batchKey{ev.Tenant, ev.BatchID})
-		b.submitted[ev.JobID] = submission{tenant: ev.Tenant, batch: ev.BatchID, id: ev.ID, seq: r.Seq}
+		b.submitted[ev.JobID] = r.Seq
 		if b.size == 0 {
 			b.size = p.BatchSize
 		}
@@ -156,7 +151,7 @@ func skipOf(e events.Event) []string {
 func (a *auditor) batch(bk batchKey) *simBatch {
 	b := a.batches[bk]
 	if b == nil {
-		b = &simBatch{submitted: map[string]submission{}}
+		b = &simBatch{submitted: map[string]uint64{}}
 		a.batches[bk] = b
 	}
 	return b

@@ -1,6 +1,10 @@
 package rulebook_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -89,4 +93,52 @@ func TestSignoffDigestCoversTheStages(t *testing.T) {
 		}
 	}
 	t.Fatal("no sign-off published")
+}
+
+// TestMemoryKeepsRecordsAsStored: Memory keeps records encoded (compressed once a final
+// record gives it a dictionary) and hands each back exactly as the rules produced it,
+// pending ones stored before the dictionary existed as well as later ones, starting no
+// goroutine of its own.
+func TestMemoryKeepsRecordsAsStored(t *testing.T) {
+	before := runtime.NumGoroutine()
+	m := &rulebook.Memory{}
+	want := map[string][]byte{}
+	keep := func(res rulebook.Applied, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Job != nil {
+			data, _ := json.Marshal(res.Job)
+			want[res.Job.ACID] = data
+		}
+	}
+	const n = 50
+	for i := 0; i < n; i++ {
+		keep(m.Apply(in(submit(abSpec(fmt.Sprintf("AC-%d", i)), i, n))))
+	}
+	for i := 0; i < n; i++ {
+		keep(m.Apply(in(abVerdict(fmt.Sprintf("AC-%d", i), "A", 0.9, 0))))
+		if i == n/2 {
+			for id, data := range want {
+				if got := m.JobJSON(tenant, batch, id); !bytes.Equal(got, data) {
+					t.Fatalf("%s half way: %s, want %s", id, got, data)
+				}
+			}
+		}
+	}
+	for id, data := range want {
+		if got := m.JobJSON(tenant, batch, id); !bytes.Equal(got, data) {
+			t.Fatalf("%s: %s, want %s", id, got, data)
+		}
+		if j := m.Job(tenant, batch, id); j == nil || !j.Final() {
+			t.Fatalf("%s decodes to %+v", id, j)
+		}
+	}
+	if jobs := m.Jobs(tenant, batch); len(jobs) != n || jobs[0].ACID != "AC-0" {
+		t.Fatalf("%d jobs", len(jobs))
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("%d goroutines before, %d after", before, after)
+	}
 }
