@@ -616,7 +616,7 @@ func (a *auditor) outcomes() {
 			detail += " (its sign-off waits for a person)"
 		}
 		a.add(Mismatch{Kind: KindMissing, Tenant: o.bk.tenant, Batch: o.bk.batch, Job: o.job,
-			EventID: events.NewID(events.TypeJobSubmitted, o.bk.tenant, o.bk.batch, o.job, 0, ""),
+			EventID:   events.NewID(events.TypeJobSubmitted, o.bk.tenant, o.bk.batch, o.job, 0, ""),
 			EventType: events.TypeJobSubmitted, Seq: o.seq, Field: "outcome", Detail: detail})
 	}
 }
