@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -169,17 +171,8 @@ func walkBlobs(path string, v any, out *[]blobRef) {
 			*out = append(*out, blobRef{path: path, blob: events.Blob{SHA256: sha, MediaType: mt, Size: size}})
 			return
 		}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			p := k
-			if path != "" {
-				p = path + "." + k
-			}
-			walkBlobs(p, x[k], out)
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			walkBlobs(join(path, k), x[k], out)
 		}
 	case []any:
 		for i, e := range x {

@@ -294,34 +294,35 @@ func (f *fixture) forgedDeadLetter(ev events.Event, subject string, vulnerable b
 // pending AC; its dead letter must not block the AC. The audit reports the refused input,
 // and, had the aggregator acted on it, the outcome it derived.
 func TestAuditForgedBlock(t *testing.T) {
-	for _, vulnerable := range []bool{false, true} {
-		name := "refused"
-		if vulnerable {
-			name = "acted on"
+	forgedVariants(t, func(t *testing.T, vulnerable bool) {
+		f := newFixture(t)
+		f.stagedJob("AC-1", 0, 2, "tie", 0.4)
+		forged := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{{Judge: events.JudgeInfo{Provider: "x", Model: "x"},
+			Order: "AB", Status: "ok", RawWinner: "A", Confidence: 1, BiggestGap: "x"}}}, f.tenant, f.batch, "AC-2", 0, "forged", nil)
+		f.in(events.New(&events.JobSubmitted{Spec: abSpec("AC-2"), Index: 1, BatchSize: 2}, f.tenant, f.batch, "AC-2", 0, "", nil))
+		dl := f.forgedDeadLetter(forged, "tribunal.team-x.verdict.emitted", vulnerable)
+		if !vulnerable {
+			f.abJobVerdict("AC-2", "A", 0.9)
 		}
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			f.stagedJob("AC-1", 0, 2, "tie", 0.4)
-			forged := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{{Judge: events.JudgeInfo{Provider: "x", Model: "x"},
-				Order: "AB", Status: "ok", RawWinner: "A", Confidence: 1, BiggestGap: "x"}}}, f.tenant, f.batch, "AC-2", 0, "forged", nil)
-			f.in(events.New(&events.JobSubmitted{Spec: abSpec("AC-2"), Index: 1, BatchSize: 2}, f.tenant, f.batch, "AC-2", 0, "", nil))
-			dl := f.forgedDeadLetter(forged, "tribunal.team-x.verdict.emitted", vulnerable)
-			if !vulnerable {
-				f.abJobVerdict("AC-2", "A", 0.9)
-			}
-			rep := f.audit()
-			if !has(rep, func(m audit.Mismatch) bool {
-				return m.Kind == audit.KindRefused && m.Job == "AC-2" && m.Seq == dl.Seq && m.Recorded == "tribunal.team-x.verdict.emitted"
-			}) {
-				t.Fatalf("forged dead letter not reported:%s", dump(rep))
-			}
-			if vulnerable && !has(rep, func(m audit.Mismatch) bool {
-				return m.Kind == audit.KindUnexplained && m.Job == "AC-2" && m.EventType == events.TypeJobBlocked && m.FromID == forged.ID
-			}) {
-				t.Fatalf("the block derived from the forged dead letter not reported:%s", dump(rep))
-			}
-		})
-	}
+		rep := f.audit()
+		if !has(rep, func(m audit.Mismatch) bool {
+			return m.Kind == audit.KindRefused && m.Job == "AC-2" && m.Seq == dl.Seq && m.Recorded == "tribunal.team-x.verdict.emitted"
+		}) {
+			t.Fatalf("forged dead letter not reported:%s", dump(rep))
+		}
+		if vulnerable && !has(rep, func(m audit.Mismatch) bool {
+			return m.Kind == audit.KindUnexplained && m.Job == "AC-2" && m.EventType == events.TypeJobBlocked && m.FromID == forged.ID
+		}) {
+			t.Fatalf("the block derived from the forged dead letter not reported:%s", dump(rep))
+		}
+	})
+}
+
+// forgedVariants runs test with a forged dead letter the aggregator refuses, as the rules
+// do now, and with one it acted on, as it did before.
+func forgedVariants(t *testing.T, test func(t *testing.T, vulnerable bool)) {
+	t.Run("refused", func(t *testing.T) { test(t, false) })
+	t.Run("acted on", func(t *testing.T) { test(t, true) })
 }
 
 // abJobVerdict records the judge's answer for a submitted ab job (no stages).
@@ -335,35 +336,29 @@ func (f *fixture) abJobVerdict(id, raw string, confidence float64) {
 // reports the refused submission, and, had the aggregator acted on it, every record and
 // announcement of the fake batch.
 func TestAuditForgedBatch(t *testing.T) {
-	for _, vulnerable := range []bool{false, true} {
-		name := "refused"
-		if vulnerable {
-			name = "acted on"
+	forgedVariants(t, func(t *testing.T, vulnerable bool) {
+		f := newFixture(t)
+		f.batch = "forged-1"
+		sub := events.New(&events.JobSubmitted{Spec: abSpec("AC-1"), Index: 0, BatchSize: 1}, f.tenant, f.batch, "AC-1", 0, "", nil)
+		dl := f.forgedDeadLetter(sub, "tribunal.team-x.job.submitted", vulnerable)
+		rep := f.audit()
+		if !has(rep, func(m audit.Mismatch) bool {
+			return m.Kind == audit.KindRefused && m.Batch == "forged-1" && m.Seq == dl.Seq && strings.Contains(m.Detail, "tribunal.team-x.job.submitted")
+		}) {
+			t.Fatalf("forged submission not reported:%s", dump(rep))
 		}
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			f.batch = "forged-1"
-			sub := events.New(&events.JobSubmitted{Spec: abSpec("AC-1"), Index: 0, BatchSize: 1}, f.tenant, f.batch, "AC-1", 0, "", nil)
-			dl := f.forgedDeadLetter(sub, "tribunal.team-x.job.submitted", vulnerable)
-			rep := f.audit()
-			if !has(rep, func(m audit.Mismatch) bool {
-				return m.Kind == audit.KindRefused && m.Batch == "forged-1" && m.Seq == dl.Seq && strings.Contains(m.Detail, "tribunal.team-x.job.submitted")
-			}) {
-				t.Fatalf("forged submission not reported:%s", dump(rep))
+		if !vulnerable {
+			return
+		}
+		for _, typ := range []events.Type{events.TypeJobBlocked, events.TypeManifestEmitted, events.TypeBatchCompleted} {
+			if !has(rep, func(m audit.Mismatch) bool { return m.Kind == audit.KindUnexplained && m.EventType == typ }) {
+				t.Fatalf("the fake batch's %s not reported:%s", typ, dump(rep))
 			}
-			if !vulnerable {
-				return
-			}
-			for _, typ := range []events.Type{events.TypeJobBlocked, events.TypeManifestEmitted, events.TypeBatchCompleted} {
-				if !has(rep, func(m audit.Mismatch) bool { return m.Kind == audit.KindUnexplained && m.EventType == typ }) {
-					t.Fatalf("the fake batch's %s not reported:%s", typ, dump(rep))
-				}
-			}
-			if !has(rep, func(m audit.Mismatch) bool { return m.EventType == events.TypeJobBlocked && m.FromID == sub.ID }) {
-				t.Fatalf("the fake block does not name the refused submission:%s", dump(rep))
-			}
-		})
-	}
+		}
+		if !has(rep, func(m audit.Mismatch) bool { return m.EventType == events.TypeJobBlocked && m.FromID == sub.ID }) {
+			t.Fatalf("the fake block does not name the refused submission:%s", dump(rep))
+		}
+	})
 }
 
 // TestAuditChainWithoutItsCause: a chain must end with the event its holder was derived
