@@ -135,8 +135,13 @@ func SpotcheckKey(tenant, batch string) string { return BatchKey(tenant, batch) 
 func ChainDigest(links []string) string {
 	d := ""
 	for _, l := range links {
-		sum := sha256.Sum256([]byte(d + "\n" + l))
-		d = hex.EncodeToString(sum[:])
+		d = ChainNext(d, l)
 	}
 	return d
+}
+
+// ChainNext is one step of ChainDigest: the digest of the chain prev followed by link.
+func ChainNext(prev, link string) string {
+	sum := sha256.Sum256([]byte(prev + "\n" + link))
+	return hex.EncodeToString(sum[:])
 }

@@ -3,7 +3,6 @@ package rulebook
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -43,7 +42,7 @@ type Fold struct {
 
 type indexed struct {
 	index int
-	links []string
+	links []byte // packLinks
 }
 
 // NewFold starts the completion of a batch.
@@ -70,7 +69,7 @@ func (f *Fold) Add(j *records.Job) {
 	if o == kind.OutcomeFinding {
 		f.sum.Suggestions++
 	}
-	f.links = append(f.links, indexed{j.Index, j.Inputs})
+	f.links = append(f.links, indexed{j.Index, packLinks(j.Inputs)})
 	k, err := kinds.Lookup(j.Spec.Kind)
 	if err != nil {
 		if f.err == nil {
@@ -90,11 +89,11 @@ func (f *Fold) Add(j *records.Job) {
 // batch header carry, so an auditor can prove which events they rest on.
 func (f *Fold) Digest() string {
 	sort.SliceStable(f.links, func(a, b int) bool { return f.links[a].index < f.links[b].index })
-	var all []string
+	d := ""
 	for _, l := range f.links {
-		all = append(all, l.links...)
+		eachLink(l.links, func(link string) { d = records.ChainNext(d, link) })
 	}
-	return records.ChainDigest(all)
+	return d
 }
 
 // Complete finishes the fold: the summary with the exit code (the seed's `ab` table over
@@ -118,7 +117,7 @@ func (f *Fold) Complete(by string, attempt int) (Completed, error) {
 		if doc == nil {
 			continue
 		}
-		data, err := json.MarshalIndent(doc, "", "  ")
+		data, err := marshalIndent(doc)
 		if err != nil {
 			return Completed{}, fmt.Errorf("encode %s manifest of %s: %w", k.Name(), records.BatchKey(f.tenant, f.batch), err)
 		}
