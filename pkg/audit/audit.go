@@ -2,12 +2,14 @@ package audit
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -94,9 +96,11 @@ type auditor struct {
 	// repeats its original).
 	undecodable map[[32]byte]bool
 	// steps has one entry per logical step of the audited events, under the step's
-	// deterministic id; forged are the events whose id is not their step's, by that id,
-	// and forgedSteps the steps whose first event was one of them.
+	// deterministic id; linked keeps the whole hash of the events chains name (see
+	// linkedTypes); forged are the events whose id is not their step's, by that id, and
+	// forgedSteps the steps whose first event was one of them.
 	steps       map[stepKey]stepEntry
+	linked      map[stepKey][32]byte
 	forged      map[string]forgedEntry
 	forgedSteps map[stepKey]string
 	// gated is the first gating decision of each pass of a job.
@@ -118,16 +122,29 @@ type auditor struct {
 	// refused are the inputs the rules refuse, by id.
 	refused map[string]events.Type
 	blobs   blobCache
+	// zenc and zdec keep rebuilt manifests compressed until their announcements are read.
+	zenc *zstd.Encoder
+	zdec *zstd.Decoder
 }
 
 // stepKey is a logical step, the deterministic id (events.NewID) of its event, raw.
 type stepKey [16]byte
 
+// stepEntry is what the audit keeps of a step: where its event is, the first 8 bytes of
+// its hash (enough to tell a second copy with other contents), and whether an expected
+// output claimed it. 24 bytes, for every event of a 100,000-job batch.
 type stepEntry struct {
 	seq     uint64
-	sha     [32]byte
+	sum     uint64
 	claimed bool
 }
+
+// linkedTypes are the events the stages' chains name: their whole hash is kept.
+var linkedTypes = map[events.Type]bool{
+	events.TypeRenderRequested: true, events.TypeRenderDone: true, events.TypeGatesDone: true,
+}
+
+func prefix(sum [32]byte) uint64 { return binary.BigEndian.Uint64(sum[:8]) }
 
 type forgedEntry struct {
 	seq uint64
@@ -152,7 +169,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		ctx: ctx, store: store, ahead: h,
 		audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}, rubrics: map[string]cachedRubric{},
 		noted: map[string]bool{}, claimNoted: map[batchKey]bool{},
-		undecodable: map[[32]byte]bool{}, steps: map[stepKey]stepEntry{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
+		undecodable: map[[32]byte]bool{}, steps: map[stepKey]stepEntry{}, linked: map[stepKey][32]byte{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
 		gated: map[stepKey]gating{}, awaiting: map[batchKey]string{},
 		waiting: map[string][]expectation{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
 		rendered: map[passKey]*Recorded{}, dangling: map[string][]chainRef{}, chained: map[string]bool{},
@@ -273,13 +290,16 @@ func (a *auditor) structure(r *Recorded) {
 		detail := fmt.Sprintf("same logical step as %s (seq %d)", prevID, prev.seq)
 		if prevID == ev.ID {
 			detail = fmt.Sprintf("event id recorded twice (first at seq %d)", prev.seq)
-			if prev.sha != sum {
+			if prev.sum != prefix(sum) {
 				detail += " with different contents"
 			}
 		}
 		a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: detail}))
 	} else {
-		a.steps[k] = stepEntry{seq: r.Seq, sha: sum}
+		a.steps[k] = stepEntry{seq: r.Seq, sum: prefix(sum)}
+		if linkedTypes[ev.Type] {
+			a.linked[k] = sum
+		}
 		if !ok {
 			a.forgedSteps[k] = ev.ID
 		}
@@ -429,23 +449,24 @@ func (a *auditor) expect(e expectation) {
 	if e.from.history || !a.audited[batchKey{e.ev.Tenant, e.ev.BatchID}] {
 		return
 	}
-	if rs := a.early[e.ev.ID]; len(rs) > 0 {
+	if rs := a.early[e.id]; len(rs) > 0 {
 		for i, r := range rs {
-			if r.Event.Type == e.ev.Type {
-				a.early[e.ev.ID] = append(rs[:i:i], rs[i+1:]...)
-				if len(a.early[e.ev.ID]) == 0 {
-					delete(a.early, e.ev.ID)
+			if r.Event.Type == e.typ {
+				a.early[e.id] = append(rs[:i:i], rs[i+1:]...)
+				if len(a.early[e.id]) == 0 {
+					delete(a.early, e.id)
 				}
 				a.check(e, r, false)
 				return
 			}
 		}
 	}
-	if s, ok := a.steps[keyOf(e.ev.ID)]; ok && s.claimed {
+	if s, ok := a.steps[keyOf(e.id)]; ok && s.claimed {
 		a.check(e, nil, true)
 		return
 	}
-	a.waiting[e.ev.ID] = append(a.waiting[e.ev.ID], e)
+	e.park()
+	a.waiting[e.id] = append(a.waiting[e.id], e)
 }
 
 // outputTypes are the events only the aggregator publishes.
@@ -468,7 +489,7 @@ func (a *auditor) output(r *Recorded) {
 	}
 	id := r.Event.ID
 	for i, e := range a.waiting[id] {
-		if e.ev.Type != r.Event.Type {
+		if e.typ != r.Event.Type {
 			continue
 		}
 		a.waiting[id] = append(a.waiting[id][:i:i], a.waiting[id][i+1:]...)
@@ -489,7 +510,7 @@ func (a *auditor) unrecorded() {
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].from.seq < all[j].from.seq })
 	for _, e := range all {
-		s, ok := a.steps[keyOf(e.ev.ID)]
+		s, ok := a.steps[keyOf(e.id)]
 		a.check(e, nil, ok && s.claimed)
 	}
 }
@@ -497,14 +518,15 @@ func (a *auditor) unrecorded() {
 // check compares one expected aggregator output with its recorded event (nil: not
 // recorded; collided: because an earlier event holds its id).
 func (a *auditor) check(e expectation, rec *Recorded, collided bool) {
-	m := Mismatch{Tenant: e.ev.Tenant, Batch: e.ev.BatchID, Job: e.ev.JobID, EventID: e.ev.ID, EventType: e.ev.Type,
+	ev := e.event()
+	m := Mismatch{Tenant: ev.Tenant, Batch: ev.BatchID, Job: ev.JobID, EventID: ev.ID, EventType: ev.Type,
 		FromID: e.from.id, FromType: e.from.typ, FromSeq: e.from.seq}
 	if rec == nil {
-		m.Kind, m.Field = KindMissing, string(e.ev.Type)
+		m.Kind, m.Field = KindMissing, string(ev.Type)
 		m.Detail = fmt.Sprintf("the %s re-derived from the events is not recorded", e.what)
 		if collided {
 			m.Kind = KindCollision
-			m.Detail = fmt.Sprintf("the %s was published under id %s, which an earlier event of the job already holds, so the stream dropped it as a duplicate", e.what, e.ev.ID)
+			m.Detail = fmt.Sprintf("the %s was published under id %s, which an earlier event of the job already holds, so the stream dropped it as a duplicate", e.what, ev.ID)
 		}
 		a.add(m)
 		return
@@ -516,13 +538,13 @@ func (a *auditor) check(e expectation, rec *Recorded, collided bool) {
 	}
 	a.rep.Decisions++
 	m.EventID, m.Seq = rec.Event.ID, rec.Seq
-	if rec.Event.CausationID != e.ev.CausationID {
-		a.add(with(m, KindMismatch, "envelope.cause", rec.Event.CausationID, e.ev.CausationID))
+	if rec.Event.CausationID != ev.CausationID {
+		a.add(with(m, KindMismatch, "envelope.cause", rec.Event.CausationID, ev.CausationID))
 	}
-	if rec.Event.CorrelationID != e.ev.CorrelationID {
-		a.add(with(m, KindMismatch, "envelope.corr", rec.Event.CorrelationID, e.ev.CorrelationID))
+	if rec.Event.CorrelationID != ev.CorrelationID {
+		a.add(with(m, KindMismatch, "envelope.corr", rec.Event.CorrelationID, ev.CorrelationID))
 	}
-	diffs, err := diffMsgpack(rec.Event.Payload, e.ev.Payload, e.skip...)
+	diffs, err := diffMsgpack(rec.Event.Payload, ev.Payload, e.skip...)
 	if err != nil {
 		a.add(with(m, KindMismatch, "data", "", "").withDetail(err.Error()))
 	}
@@ -534,8 +556,8 @@ func (a *auditor) check(e expectation, rec *Recorded, collided bool) {
 		o.Kind, o.Detail = KindOrder, fmt.Sprintf("recorded at seq %d, before the event it derives from (seq %d)", rec.Seq, e.from.seq)
 		a.add(o)
 	}
-	if e.manifest != nil {
-		a.checkManifest(batchKey{e.ev.Tenant, e.ev.BatchID}, rec, e.from, e.manifest)
+	if p, ok := ev.Payload.(*events.ManifestEmitted); ok && e.manifest != nil {
+		a.checkManifest(batchKey{ev.Tenant, ev.BatchID}, rec, e.from, p.Manifest, e.manifest)
 	}
 }
 

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -59,29 +60,58 @@ func (a *auditor) chain(r *Recorded) {
 	}
 }
 
+// recordedHash is what the audit kept of a recorded event's hash: all of it, or (for an
+// event of a type no chain names) its first 8 bytes.
+type recordedHash struct {
+	sum  [32]byte
+	part bool
+}
+
+func (h recordedHash) matches(sum [32]byte) bool {
+	if h.part {
+		return prefix(h.sum) == prefix(sum)
+	}
+	return h.sum == sum
+}
+
+func (h recordedHash) String() string {
+	if h.part {
+		return fmt.Sprintf("%x...", h.sum[:8])
+	}
+	return fmt.Sprintf("%x", h.sum)
+}
+
 // lookup finds a recorded event by id: its bytes' hash and where it is.
-func (a *auditor) lookup(id string) ([32]byte, uint64, bool) {
+func (a *auditor) lookup(id string) (recordedHash, uint64, bool) {
 	if f, ok := a.forged[id]; ok {
-		return f.sha, f.seq, true
+		return recordedHash{sum: f.sha}, f.seq, true
 	}
-	if s, ok := a.steps[keyOf(id)]; ok {
-		return s.sha, s.seq, true
+	k := keyOf(id)
+	s, ok := a.steps[k]
+	if !ok {
+		return recordedHash{}, 0, false
 	}
-	return [32]byte{}, 0, false
+	if sum, ok := a.linked[k]; ok {
+		return recordedHash{sum: sum}, s.seq, true
+	}
+	var h recordedHash
+	binary.BigEndian.PutUint64(h.sum[:8], s.sum)
+	h.part = true
+	return h, s.seq, true
 }
 
 // compareLink reports a link whose event's bytes differ from those it was derived from,
 // once per link.
-func (a *auditor) compareLink(ref chainRef, id string, got [32]byte, seq uint64) {
+func (a *auditor) compareLink(ref chainRef, id string, got recordedHash, seq uint64) {
 	a.rep.Decisions++
-	if got == ref.sha || a.chained[ref.link] {
+	if got.matches(ref.sha) || a.chained[ref.link] {
 		return
 	}
 	a.chained[ref.link] = true
 	m := ref.at
 	m.Kind, m.Field = KindMismatch, fmt.Sprintf("envelope.chain[%d]", ref.index)
 	m.FromID, m.FromType, m.FromSeq = id, ref.typ, seq
-	m.Recorded, m.Derived = fmt.Sprintf("%x", got), fmt.Sprintf("%x", ref.sha)
+	m.Recorded, m.Derived = got.String(), fmt.Sprintf("%x", ref.sha)
 	m.Detail = "the " + describeLink(ref.typ) + " this event was derived from is not the one on the stream: its bytes changed after"
 	a.add(m)
 }
@@ -95,7 +125,7 @@ func (a *auditor) resolve(id string, r *Recorded) {
 	delete(a.dangling, id)
 	sum, _ := hexSHA(r.SHA256)
 	for _, ref := range refs {
-		a.compareLink(ref, id, sum, r.Seq)
+		a.compareLink(ref, id, recordedHash{sum: sum}, r.Seq)
 		m := ref.at
 		m.Kind, m.FromID, m.FromType, m.FromSeq = KindOrder, id, r.Event.Type, r.Seq
 		m.Detail = fmt.Sprintf("derived from %s %s, which is recorded after it (seq %d)", r.Event.Type, id, r.Seq)

@@ -2,8 +2,9 @@ package audit
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -19,27 +20,30 @@ import (
 // left that a replay cannot re-derive. The latest completion is the one the batch header
 // must keep.
 func (a *auditor) complete(bk batchKey, b *simBatch, c *rulebook.Completion, by *Recorded) {
-	built, err := c.Fold().Complete(c.By.ACID, c.Attempt)
+	manifests := map[events.Kind][]byte{}
+	comp, err := c.Fold().CompleteHashed(c.By.ACID, c.Attempt, func(k events.Kind, compact []byte) {
+		manifests[k] = a.zstd().EncodeAll(compact, nil)
+	})
 	if err != nil {
 		a.add(Mismatch{Kind: KindMismatch, Tenant: bk.tenant, Batch: bk.batch, Field: "completion", Detail: err.Error()})
 		return
 	}
-	comp := built.Completion
 	b.completion = &comp
 	for _, e := range rulebook.CompletionEvents(bk.tenant, bk.batch, &comp) {
-		ex := expectation{ev: e, from: originOf(by), what: "batch completion"}
+		ex := newExpectation(e, originOf(by), "batch completion", nil)
 		if m, ok := e.Payload.(*events.ManifestEmitted); ok {
-			ex.what, ex.manifest = string(m.Kind)+" manifest announcement", built.Manifests[m.Kind]
+			ex.what, ex.manifest = string(m.Kind)+" manifest announcement", manifests[m.Kind]
 		}
 		a.expect(ex)
 	}
 }
 
 // checkManifest reads the stored manifest a recorded announcement names back and
-// compares it with the rebuilt one. When the announcement names the rebuilt manifest's
-// address the blob is only streamed through its digest check; only a different one is
-// read whole, to name the fields that differ.
-func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt []byte) {
+// compares it with the rebuilt one (rebuilt: its address; compressed: its compact JSON,
+// zstd). When the announcement names the rebuilt manifest's address the blob is only
+// streamed through its digest check; only a different one is read whole, to name the
+// fields that differ.
+func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt events.Blob, compressed []byte) {
 	p := rec.Event.Payload.(*events.ManifestEmitted)
 	k, stored := p.Kind, p.Manifest
 	if a.store == nil {
@@ -53,7 +57,7 @@ func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt
 	ctx, cancel := a.blobContext()
 	defer cancel()
 	ref := blob.Ref{Tenant: bk.tenant, SHA256: stored.SHA256}
-	if stored.SHA256 == hex.EncodeToString(sha256Of(rebuilt)) {
+	if stored.SHA256 == rebuilt.SHA256 {
 		if _, err := readThrough(ctx, a.store, ref); err != nil {
 			unreadable(err)
 			return
@@ -67,16 +71,43 @@ func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt
 		return
 	}
 	a.rep.Decisions++
-	diffs, err := diffJSON(data, rebuilt)
-	if err != nil {
-		a.add(a.at(rec, Mismatch{Kind: KindMismatch, Field: "manifest", Detail: err.Error()}))
-		return
+	compact, err := a.zstdDecoder().DecodeAll(compressed, nil)
+	if err == nil {
+		var diffs []fieldDiff
+		if diffs, err = diffJSON(data, compact); err == nil {
+			for _, d := range diffs {
+				m := a.at(rec, with(Mismatch{}, KindMismatch, "manifest("+string(k)+")."+d.path, d.recorded, d.derived))
+				m.FromID, m.FromType, m.FromSeq = from.id, from.typ, from.seq
+				a.add(m)
+			}
+			return
+		}
 	}
-	for _, d := range diffs {
-		m := a.at(rec, with(Mismatch{}, KindMismatch, "manifest("+string(k)+")."+d.path, d.recorded, d.derived))
-		m.FromID, m.FromType, m.FromSeq = from.id, from.typ, from.seq
-		a.add(m)
+	a.add(a.at(rec, Mismatch{Kind: KindMismatch, Field: "manifest", Detail: err.Error()}))
+}
+
+// zstd compresses the rebuilt manifests the audit holds until their announcements are
+// read.
+func (a *auditor) zstd() *zstd.Encoder {
+	if a.zenc == nil {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
+		if err != nil {
+			panic("audit: zstd encoder: " + err.Error())
+		}
+		a.zenc = enc
 	}
+	return a.zenc
+}
+
+func (a *auditor) zstdDecoder() *zstd.Decoder {
+	if a.zdec == nil {
+		dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			panic("audit: zstd decoder: " + err.Error())
+		}
+		a.zdec = dec
+	}
+	return a.zdec
 }
 
 func sha256Of(b []byte) []byte {

@@ -142,3 +142,45 @@ func TestMemoryKeepsRecordsAsStored(t *testing.T) {
 		t.Fatalf("%d goroutines before, %d after", before, after)
 	}
 }
+
+// TestCompleteHashedIsComplete: the audit's completion (manifests hashed, not held) is the
+// aggregator's completion, and the compact manifests it hands over are the stored ones.
+func TestCompleteHashedIsComplete(t *testing.T) {
+	run := func() *rulebook.Completion {
+		m := &rulebook.Memory{}
+		var done *rulebook.Completion
+		for i := 0; i < 3; i++ {
+			if _, err := m.Apply(in(submit(abSpec(fmt.Sprintf("AC-%d", i)), i, 3))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, raw := range []string{"A", "B", "tie"} {
+			res, err := m.Apply(in(abVerdict(fmt.Sprintf("AC-%d", i), raw, 0.9, 0)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Complete != nil {
+				done = res.Complete
+			}
+		}
+		return done
+	}
+	full, err := run().Fold().Complete("AC-2", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact := map[events.Kind][]byte{}
+	hashed, err := run().Fold().CompleteHashed("AC-2", 0, func(k events.Kind, b []byte) { compact[k] = append([]byte(nil), b...) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(full.Completion)
+	b, _ := json.Marshal(hashed)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("hashed completion\n%s\nwant\n%s", b, a)
+	}
+	var plain bytes.Buffer
+	if err := json.Compact(&plain, full.Manifests[events.KindAB]); err != nil || !bytes.Equal(bytes.TrimSpace(compact[events.KindAB]), plain.Bytes()) {
+		t.Fatalf("compact manifest %s, want %s", compact[events.KindAB], plain.Bytes())
+	}
+}

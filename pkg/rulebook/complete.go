@@ -101,12 +101,43 @@ func (f *Fold) Digest() string {
 // outcome completed the batch, attempt the redrive attempt it completes (0 for the first
 // pass).
 func (f *Fold) Complete(by string, attempt int) (Completed, error) {
+	c := Completed{Manifests: map[events.Kind][]byte{}}
+	comp, err := f.finish(by, attempt, false, func(k events.Kind, doc any) (events.Blob, error) {
+		data, err := marshalIndent(doc)
+		if err != nil {
+			return events.Blob{}, err
+		}
+		sha := sha256.Sum256(data)
+		c.Manifests[k] = data
+		return events.Blob{SHA256: hex.EncodeToString(sha[:]), MediaType: "application/json", Size: int64(len(data))}, nil
+	})
+	c.Completion = comp
+	return c, err
+}
+
+// CompleteHashed is Complete for a reader that compares manifests with stored ones rather
+// than storing them (the audit): each manifest is encoded once and its stored form only
+// hashed, never held, and compact receives each kind's manifest as compact JSON, valid
+// during the call only. It consumes the fold, releasing what it folded as it goes, so a
+// 100,000-job completion does not hold its links, its rows and its manifests at once.
+func (f *Fold) CompleteHashed(by string, attempt int, compact func(events.Kind, []byte)) (records.Completion, error) {
+	return f.finish(by, attempt, true, func(k events.Kind, doc any) (events.Blob, error) {
+		return hashIndented(doc, func(b []byte) { compact(k, b) })
+	})
+}
+
+// finish builds the completion, encoding each kind's manifest with encode; consume
+// releases the fold's state once it is used.
+func (f *Fold) finish(by string, attempt int, consume bool, encode func(events.Kind, any) (events.Blob, error)) (records.Completion, error) {
 	if f.err != nil {
-		return Completed{}, f.err
+		return records.Completion{}, f.err
+	}
+	digest := f.Digest()
+	if consume {
+		f.links = nil
 	}
 	sum := f.sum
 	sum.ExitCode = kind.ExitCode(f.outcomes)
-	c := Completed{Manifests: map[events.Kind][]byte{}}
 	refs := map[events.Kind]events.Blob{}
 	for _, k := range kinds.All() {
 		m, ok := f.manifests[k.Name()]
@@ -114,22 +145,22 @@ func (f *Fold) Complete(by string, attempt int) (Completed, error) {
 			continue
 		}
 		doc := m.Build(f.at)
+		if consume {
+			delete(f.manifests, k.Name())
+		}
 		if doc == nil {
 			continue
 		}
-		data, err := marshalIndent(doc)
+		ref, err := encode(k.Name(), doc)
 		if err != nil {
-			return Completed{}, fmt.Errorf("encode %s manifest of %s: %w", k.Name(), records.BatchKey(f.tenant, f.batch), err)
+			return records.Completion{}, fmt.Errorf("encode %s manifest of %s: %w", k.Name(), records.BatchKey(f.tenant, f.batch), err)
 		}
-		sha := sha256.Sum256(data)
-		ref := events.Blob{SHA256: hex.EncodeToString(sha[:]), MediaType: "application/json", Size: int64(len(data))}
-		c.Manifests[k.Name()] = data
 		refs[k.Name()] = ref
 		sum.Manifests = append(sum.Manifests, ref)
 	}
-	c.Completion = records.Completion{At: f.at, By: by, Summary: sum, Manifests: refs, Digest: f.Digest(), Attempt: attempt}
+	c := records.Completion{At: f.at, By: by, Summary: sum, Manifests: refs, Digest: digest, Attempt: attempt}
 	if r, ok := refs[events.KindAB]; ok {
-		c.Completion.ManifestRef = &r
+		c.ManifestRef = &r
 	}
 	return c, nil
 }

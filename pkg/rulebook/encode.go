@@ -1,9 +1,11 @@
 package rulebook
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -12,21 +14,38 @@ import (
 // marshalIndent is json.MarshalIndent(v, "", "  ") without its copies: MarshalIndent
 // copies the encoded value out of the encoder, then indents it into a buffer twice its
 // size, so a 100,000-job manifest (about 90 MB) was held four times over at once. Here
-// the value is encoded once (json.Encoder hands its compact bytes to the indenter) and
-// indented straight into a buffer of the exact size.
+// the value is encoded once (json.Encoder hands its compact bytes to the indenter), the
+// indented size counted, and the value indented straight into a buffer of that size.
 func marshalIndent(v any) ([]byte, error) {
-	var ind indenter
-	if err := json.NewEncoder(&ind).Encode(v); err != nil {
+	var out sliceWriter
+	ind := &indenter{w: &out, size: func(n int) { out.b = make([]byte, 0, n) }}
+	if err := json.NewEncoder(ind).Encode(v); err != nil {
 		return nil, err
 	}
-	return ind.out, nil
+	return out.b, nil
+}
+
+// hashIndented encodes v as marshalIndent would and returns its indented form's SHA-256
+// and size without holding it; compact, when set, sees the compact encoding (valid during
+// the call only).
+func hashIndented(v any, compact func([]byte)) (events.Blob, error) {
+	h := sha256.New()
+	var n countWriter
+	ind := &indenter{w: io.MultiWriter(h, &n), compact: compact}
+	if err := json.NewEncoder(ind).Encode(v); err != nil {
+		return events.Blob{}, err
+	}
+	return events.Blob{SHA256: hex.EncodeToString(h.Sum(nil)), MediaType: "application/json", Size: n.n}, nil
 }
 
 // indenter indents the compact JSON written to it as json.Indent does with no prefix and
-// two spaces, dropping the whitespace between values (the encoder's final newline).
+// two spaces, dropping the whitespace between values (the encoder's final newline), and
+// writes it to w. size, when set, is told the indented size of each write first.
 type indenter struct {
-	out []byte
-	st  indentState
+	st      indentState
+	w       io.Writer
+	size    func(int)
+	compact func([]byte)
 }
 
 // indentState is where the indenter is in the document; it carries over between writes.
@@ -35,40 +54,46 @@ type indentState struct {
 	depth                      int
 }
 
-func (w *indenter) Write(p []byte) (int, error) {
-	st := w.st
-	_, n := st.run(p, nil, true)
-	if w.out == nil {
-		w.out = make([]byte, 0, n)
+func (in *indenter) Write(p []byte) (int, error) {
+	if in.compact != nil {
+		in.compact(p)
 	}
-	w.out, _ = w.st.run(p, w.out, false)
+	if in.size != nil {
+		st := in.st
+		var n countWriter
+		if err := st.indent(p, &n); err != nil {
+			return 0, err
+		}
+		in.size(int(n.n))
+	}
+	if err := in.st.indent(p, in.w); err != nil {
+		return 0, err
+	}
 	return len(p), nil
 }
 
-// run indents p onto dst and returns it; counting, it only counts the bytes it would
-// append.
-func (s *indentState) run(p, dst []byte, counting bool) ([]byte, int) {
-	n := 0
-	emit := func(b ...byte) {
-		if counting {
-			n += len(b)
-			return
+// indent writes p indented to w, through a small buffer.
+func (s *indentState) indent(p []byte, w io.Writer) error {
+	buf := make([]byte, 0, 32<<10)
+	var err error
+	flush := func() {
+		if err == nil && len(buf) > 0 {
+			_, err = w.Write(buf)
 		}
-		dst = append(dst, b...)
+		buf = buf[:0]
 	}
 	newline := func() {
-		if counting {
-			n += 1 + 2*s.depth
-			return
-		}
-		dst = append(dst, '\n')
+		buf = append(buf, '\n')
 		for i := 0; i < s.depth; i++ {
-			dst = append(dst, ' ', ' ')
+			buf = append(buf, ' ', ' ')
 		}
 	}
 	for _, c := range p {
+		if len(buf) >= 31<<10 {
+			flush()
+		}
 		if s.inString {
-			emit(c)
+			buf = append(buf, c)
 			switch {
 			case s.escaped:
 				s.escaped = false
@@ -90,16 +115,16 @@ func (s *indentState) run(p, dst []byte, counting bool) ([]byte, int) {
 		switch c {
 		case '"':
 			s.inString = true
-			emit(c)
+			buf = append(buf, c)
 		case '{', '[':
 			// The newline waits for the first element, so empty ones stay {} and [].
 			s.pending = true
-			emit(c)
+			buf = append(buf, c)
 		case ',':
-			emit(c)
+			buf = append(buf, c)
 			newline()
 		case ':':
-			emit(c, ' ')
+			buf = append(buf, c, ' ')
 		case '}', ']':
 			if s.pending {
 				s.pending = false
@@ -107,12 +132,27 @@ func (s *indentState) run(p, dst []byte, counting bool) ([]byte, int) {
 				s.depth--
 				newline()
 			}
-			emit(c)
+			buf = append(buf, c)
 		default:
-			emit(c)
+			buf = append(buf, c)
 		}
 	}
-	return dst, n
+	flush()
+	return err
+}
+
+type sliceWriter struct{ b []byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
 }
 
 // packLinks keeps a job's digest-chain links compactly while a completion folds: a link

@@ -2,6 +2,8 @@ package rulebook
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -46,6 +48,19 @@ func TestMarshalIndentIsMarshalIndent(t *testing.T) {
 		}
 		if cap(got) != len(got) {
 			t.Fatalf("value %d: buffer of %d for %d bytes", i, cap(got), len(got))
+		}
+		var compact []byte
+		ref, err := hashIndented(v, func(b []byte) { compact = append(compact, b...) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(want)
+		if ref.SHA256 != hex.EncodeToString(sum[:]) || ref.Size != int64(len(want)) {
+			t.Fatalf("value %d: hashed %+v, want %x (%d bytes)", i, ref, sum, len(want))
+		}
+		var plain bytes.Buffer
+		if err := json.Compact(&plain, want); err != nil || !bytes.Equal(bytes.TrimSpace(compact), plain.Bytes()) {
+			t.Fatalf("value %d: compact %s, want %s (%v)", i, compact, plain.Bytes(), err)
 		}
 	}
 }

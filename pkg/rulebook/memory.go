@@ -144,10 +144,15 @@ const (
 // recordDict is the id of the dictionary in a compressed record's frame.
 const recordDict = 1
 
+// recordWindow is the compression window of records.
+const recordWindow = 1 << 16
+
 func (c *recordCodec) encode(data []byte, final bool) []byte {
 	if c.enc == nil && final {
 		dict := bytes.Clone(data)
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithEncoderDictRaw(recordDict, dict))
+		// A record is a few kilobytes: a small window keeps the encoder's history small.
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(recordWindow),
+			zstd.WithEncoderDictRaw(recordDict, dict))
 		if err != nil {
 			panic("rulebook: zstd encoder: " + err.Error())
 		}
