@@ -66,6 +66,7 @@ Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not ru
 			}
 			defer env.close()
 			f.Stream = conn.stream
+			applyMemoryLimit(auditMemoryLimit)
 			rep, err := audit.Run(cmd.Context(), env.js, f, env.store)
 			if err != nil {
 				return exitError{2, fmt.Errorf("replay the stream (needs the services' NATS user): %w", err)}
@@ -97,6 +98,12 @@ Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not ru
 	cmd.Flags().BoolVar(&noState, "no-state", false, "do not compare with the aggregator's key-value state")
 	return cmd
 }
+
+// auditMemoryLimit is the audit's soft memory limit: the Go runtime collects harder as
+// the heap nears it, so the garbage of a 100,000-job batch's completion (its manifest is
+// built again to be compared) is collected before the heap doubles. GOMEMLIMIT
+// overrides it.
+const auditMemoryLimit = 384 << 20
 
 // parseAuditTime reads an RFC 3339 time or a duration before now; "" is no bound.
 func parseAuditTime(flag, s string) (time.Time, error) {

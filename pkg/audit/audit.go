@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
@@ -110,8 +111,10 @@ type auditor struct {
 
 	// waiting are the outputs the rules derived that are not recorded yet, by id; early
 	// the recorded outputs no expectation has claimed yet, by id.
-	waiting map[string][]expectation
+	waiting map[string][]parked
 	early   map[string][]*Recorded
+	// parking compresses the waiting expectations, a codec per event type.
+	parking map[events.Type]*dictzstd.Codec
 	// deferred are inputs that overtook their job's submission.
 	deferred map[jobKey][]*Recorded
 	// rendered is each pass's render.done until its gates are checked.
@@ -122,8 +125,7 @@ type auditor struct {
 	// refused are the inputs the rules refuse, by id.
 	refused map[string]events.Type
 	blobs   blobCache
-	// zenc and zdec keep rebuilt manifests compressed until their announcements are read.
-	zenc *zstd.Encoder
+	// zdec reads the rebuilt manifests kept compressed until their announcements are read.
 	zdec *zstd.Decoder
 }
 
@@ -171,7 +173,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		noted: map[string]bool{}, claimNoted: map[batchKey]bool{},
 		undecodable: map[[32]byte]bool{}, steps: map[stepKey]stepEntry{}, linked: map[stepKey][32]byte{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
 		gated: map[stepKey]gating{}, awaiting: map[batchKey]string{},
-		waiting: map[string][]expectation{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
+		waiting: map[string][]parked{}, parking: map[events.Type]*dictzstd.Codec{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
 		rendered: map[passKey]*Recorded{}, dangling: map[string][]chainRef{}, chained: map[string]bool{},
 		refused: map[string]events.Type{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
 	}
@@ -446,27 +448,27 @@ func (a *auditor) unsubmitted() {
 // expect registers an aggregator output the rules derived: checked at once against a
 // recorded event of its id that came too early, else when that event is recorded.
 func (a *auditor) expect(e expectation) {
+	id, typ := e.ev.ID, e.ev.Type
 	if e.from.history || !a.audited[batchKey{e.ev.Tenant, e.ev.BatchID}] {
 		return
 	}
-	if rs := a.early[e.id]; len(rs) > 0 {
+	if rs := a.early[id]; len(rs) > 0 {
 		for i, r := range rs {
-			if r.Event.Type == e.typ {
-				a.early[e.id] = append(rs[:i:i], rs[i+1:]...)
-				if len(a.early[e.id]) == 0 {
-					delete(a.early, e.id)
+			if r.Event.Type == typ {
+				a.early[id] = append(rs[:i:i], rs[i+1:]...)
+				if len(a.early[id]) == 0 {
+					delete(a.early, id)
 				}
 				a.check(e, r, false)
 				return
 			}
 		}
 	}
-	if s, ok := a.steps[keyOf(e.id)]; ok && s.claimed {
+	if s, ok := a.steps[keyOf(id)]; ok && s.claimed {
 		a.check(e, nil, true)
 		return
 	}
-	e.park()
-	a.waiting[e.id] = append(a.waiting[e.id], e)
+	a.waiting[id] = append(a.waiting[id], a.park(e))
 }
 
 // outputTypes are the events only the aggregator publishes.
@@ -488,15 +490,15 @@ func (a *auditor) output(r *Recorded) {
 		return
 	}
 	id := r.Event.ID
-	for i, e := range a.waiting[id] {
-		if e.typ != r.Event.Type {
+	for i, p := range a.waiting[id] {
+		if p.typ != r.Event.Type {
 			continue
 		}
 		a.waiting[id] = append(a.waiting[id][:i:i], a.waiting[id][i+1:]...)
 		if len(a.waiting[id]) == 0 {
 			delete(a.waiting, id)
 		}
-		a.check(e, r, false)
+		a.check(a.unpark(p), r, false)
 		return
 	}
 	a.early[id] = append(a.early[id], kept(r))
@@ -504,13 +506,14 @@ func (a *auditor) output(r *Recorded) {
 
 // unrecorded reports the outputs the rules derived that the stream never recorded.
 func (a *auditor) unrecorded() {
-	var all []expectation
-	for _, es := range a.waiting {
-		all = append(all, es...)
+	var all []parked
+	for _, ps := range a.waiting {
+		all = append(all, ps...)
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].from.seq < all[j].from.seq })
-	for _, e := range all {
-		s, ok := a.steps[keyOf(e.id)]
+	for _, p := range all {
+		e := a.unpark(p)
+		s, ok := a.steps[keyOf(e.ev.ID)]
 		a.check(e, nil, ok && s.claimed)
 	}
 }
@@ -518,7 +521,7 @@ func (a *auditor) unrecorded() {
 // check compares one expected aggregator output with its recorded event (nil: not
 // recorded; collided: because an earlier event holds its id).
 func (a *auditor) check(e expectation, rec *Recorded, collided bool) {
-	ev := e.event()
+	ev := e.ev
 	m := Mismatch{Tenant: ev.Tenant, Batch: ev.BatchID, Job: ev.JobID, EventID: ev.ID, EventType: ev.Type,
 		FromID: e.from.id, FromType: e.from.typ, FromSeq: e.from.seq}
 	if rec == nil {

@@ -58,6 +58,15 @@ func (a *auditor) chain(r *Recorded) {
 		}
 		a.dangling[id] = append(a.dangling[id], ref)
 	}
+	if aggregatorInputs[ev.Type] {
+		// The chain ends here, checked against every stage in full: a later reference to
+		// them (a second verdict of one gating) is checked against the 8 bytes every step
+		// keeps, so their whole hashes need not stay for the rest of the replay.
+		for _, l := range ev.Chain {
+			id, _, _ := events.ParseLink(l)
+			delete(a.linked, keyOf(id))
+		}
+	}
 }
 
 // recordedHash is what the audit kept of a recorded event's hash: all of it, or (for an
@@ -304,8 +313,9 @@ type blobResult struct {
 	err   error
 }
 
-// maxCachedBlobs bounds the blob cache (about 200 bytes an entry).
-const maxCachedBlobs = 1 << 16
+// maxCachedBlobs bounds the blob cache (about 250 bytes an entry): it only spares the
+// second read of a blob a render and its gates both name.
+const maxCachedBlobs = 1 << 14
 
 // readBack streams a blob through the store's digest check once and remembers the
 // outcome.

@@ -1,8 +1,10 @@
 package audit
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"io"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -20,19 +22,29 @@ import (
 // left that a replay cannot re-derive. The latest completion is the one the batch header
 // must keep.
 func (a *auditor) complete(bk batchKey, b *simBatch, c *rulebook.Completion, by *Recorded) {
-	manifests := map[events.Kind][]byte{}
-	comp, err := c.Fold().CompleteHashed(c.By.ACID, c.Attempt, func(k events.Kind, compact []byte) {
-		manifests[k] = a.zstd().EncodeAll(compact, nil)
+	compressed := map[events.Kind]*bytes.Buffer{}
+	writers := map[events.Kind]*zstd.Encoder{}
+	comp, err := c.Fold().CompleteHashed(c.By.ACID, c.Attempt, func(k events.Kind) io.Writer {
+		compressed[k] = &bytes.Buffer{}
+		writers[k] = a.zstd(compressed[k])
+		return writers[k]
 	})
+	manifests := map[events.Kind][]byte{}
+	for k, w := range writers {
+		if cerr := w.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		manifests[k] = compressed[k].Bytes()
+	}
 	if err != nil {
 		a.add(Mismatch{Kind: KindMismatch, Tenant: bk.tenant, Batch: bk.batch, Field: "completion", Detail: err.Error()})
 		return
 	}
 	b.completion = &comp
 	for _, e := range rulebook.CompletionEvents(bk.tenant, bk.batch, &comp) {
-		ex := newExpectation(e, originOf(by), "batch completion", nil)
+		ex := expectation{ev: e, from: originOf(by), what: describe(e)}
 		if m, ok := e.Payload.(*events.ManifestEmitted); ok {
-			ex.what, ex.manifest = string(m.Kind)+" manifest announcement", manifests[m.Kind]
+			ex.manifest = manifests[m.Kind]
 		}
 		a.expect(ex)
 	}
@@ -86,17 +98,14 @@ func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt
 	a.add(a.at(rec, Mismatch{Kind: KindMismatch, Field: "manifest", Detail: err.Error()}))
 }
 
-// zstd compresses the rebuilt manifests the audit holds until their announcements are
-// read.
-func (a *auditor) zstd() *zstd.Encoder {
-	if a.zenc == nil {
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
-		if err != nil {
-			panic("audit: zstd encoder: " + err.Error())
-		}
-		a.zenc = enc
+// zstd compresses a rebuilt manifest into w: the audit holds it so until its
+// announcement is read.
+func (a *auditor) zstd(w io.Writer) *zstd.Encoder {
+	enc, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
+	if err != nil {
+		panic("audit: zstd encoder: " + err.Error())
 	}
-	return a.zenc
+	return enc
 }
 
 func (a *auditor) zstdDecoder() *zstd.Decoder {

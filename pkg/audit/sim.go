@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -49,14 +50,7 @@ func originOf(r *Recorded) origin {
 
 // expectation is an event the aggregator must have published.
 type expectation struct {
-	// ev is the event; wire holds it encoded instead while it waits for its record, so
-	// the render requests of a 100,000-job submission waiting for a slower aggregator
-	// take their wire size, not their decoded one.
 	ev   events.Event
-	wire []byte
-	// id and typ name it in either form.
-	id   string
-	typ  events.Type
 	from origin
 	what string
 	// skip are wire fields compared elsewhere (or not derivable).
@@ -67,27 +61,49 @@ type expectation struct {
 	manifest []byte
 }
 
-func newExpectation(ev events.Event, from origin, what string, skip []string) expectation {
-	return expectation{ev: ev, id: ev.ID, typ: ev.Type, from: from, what: what, skip: skip}
+// parked is an expectation waiting for its record, kept small: the aggregator's outputs
+// can trail their inputs by a whole batch (a fast client's 100,000 submissions ahead of
+// their render requests, a fast judge's verdicts ahead of their decisions), so a
+// 100,000-job batch may wait for 100,000 of them at once. The event is kept encoded and
+// compressed (wire, by a codec per event type, see auditor.parking); what describes it is
+// derived again from the event.
+type parked struct {
+	wire     []byte
+	typ      events.Type
+	from     origin
+	manifest []byte
 }
 
-// event returns the expected event, decoding it if it waited.
-func (e *expectation) event() events.Event {
-	if e.wire == nil {
-		return e.ev
-	}
-	ev, err := events.Decode(e.wire)
+// park encodes an expectation to wait for its record.
+func (a *auditor) park(e expectation) parked {
+	data, err := events.Encode(e.ev)
 	if err != nil {
-		panic("audit: an expected event that does not decode: " + err.Error())
+		panic("audit: an expected event that does not encode: " + err.Error())
 	}
-	return ev
+	return parked{wire: a.codec(e.ev.Type).Encode(data, true), typ: e.ev.Type, from: e.from, manifest: e.manifest}
 }
 
-// park encodes the expectation to wait for its record.
-func (e *expectation) park() {
-	if wire, err := events.Encode(e.ev); err == nil {
-		e.wire, e.ev = wire, events.Event{}
+// unpark decodes a parked expectation.
+func (a *auditor) unpark(p parked) expectation {
+	data, err := a.codec(p.typ).Decode(p.wire)
+	if err == nil {
+		var ev events.Event
+		if ev, err = events.Decode(data); err == nil {
+			return expectation{ev: ev, from: p.from, what: describe(ev), skip: skipOf(ev), manifest: p.manifest}
+		}
 	}
+	panic("audit: a parked expectation that does not decode: " + err.Error())
+}
+
+// codec is the compression of the parked expectations of one event type: events of a
+// type share most of their bytes, so the first one makes a good dictionary for the rest.
+func (a *auditor) codec(t events.Type) *dictzstd.Codec {
+	c := a.parking[t]
+	if c == nil {
+		c = &dictzstd.Codec{}
+		a.parking[t] = c
+	}
+	return c
 }
 
 // applyInput feeds one recorded event to the rules. It returns false when the job it
@@ -121,7 +137,7 @@ func (a *auditor) applyInput(r *Recorded) bool {
 		}
 	}
 	for _, e := range applied.Publish {
-		a.expect(newExpectation(e, originOf(r), describe(e), skipOf(e)))
+		a.expect(expectation{ev: e, from: originOf(r), what: describe(e), skip: skipOf(e)})
 	}
 	if c := applied.Complete; c != nil {
 		b := a.batch(batchKey{c.Tenant, c.Batch})
@@ -152,6 +168,10 @@ func (a *auditor) refuse(r *Recorded, err error) {
 // describe names an expected output for a finding.
 func describe(e events.Event) string {
 	switch p := e.Payload.(type) {
+	case *events.ManifestEmitted:
+		return string(p.Kind) + " manifest announcement"
+	case *events.BatchCompleted:
+		return "batch completion"
 	case *events.IterationDecided:
 		if p.Final {
 			return "final outcome"

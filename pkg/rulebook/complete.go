@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 
@@ -116,13 +117,14 @@ func (f *Fold) Complete(by string, attempt int) (Completed, error) {
 }
 
 // CompleteHashed is Complete for a reader that compares manifests with stored ones rather
-// than storing them (the audit): each manifest is encoded once and its stored form only
-// hashed, never held, and compact receives each kind's manifest as compact JSON, valid
-// during the call only. It consumes the fold, releasing what it folded as it goes, so a
-// 100,000-job completion does not hold its links, its rows and its manifests at once.
-func (f *Fold) CompleteHashed(by string, attempt int, compact func(events.Kind, []byte)) (records.Completion, error) {
+// than storing them (the audit): each manifest is encoded a piece at a time and its stored
+// form only hashed, never held whole, and the writer compact returns for a kind (nil: none)
+// is written that manifest as compact JSON. It consumes the fold, releasing what it folded
+// as it goes, so a 100,000-job completion does not hold its links, its rows and its
+// manifests at once.
+func (f *Fold) CompleteHashed(by string, attempt int, compact func(events.Kind) io.Writer) (records.Completion, error) {
 	return f.finish(by, attempt, true, func(k events.Kind, doc any) (events.Blob, error) {
-		return hashIndented(doc, func(b []byte) { compact(k, b) })
+		return hashIndented(doc, compact(k))
 	})
 }
 

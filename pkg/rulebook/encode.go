@@ -2,10 +2,12 @@ package rulebook
 
 import (
 	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"reflect"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -26,26 +28,165 @@ func marshalIndent(v any) ([]byte, error) {
 }
 
 // hashIndented encodes v as marshalIndent would and returns its indented form's SHA-256
-// and size without holding it; compact, when set, sees the compact encoding (valid during
-// the call only).
-func hashIndented(v any, compact func([]byte)) (events.Blob, error) {
+// and size without holding it; compact, when set, is written the compact encoding (with
+// whitespace between some of its values). A manifest is a struct whose lists hold a row
+// per job, so it is encoded a field at a time and its lists an element at a time
+// (streamJSON): a 100,000-job manifest never exists whole, encoded or indented.
+func hashIndented(v any, compact io.Writer) (events.Blob, error) {
 	h := sha256.New()
 	var n countWriter
 	ind := &indenter{w: io.MultiWriter(h, &n), compact: compact}
-	if err := json.NewEncoder(ind).Encode(v); err != nil {
+	if err := streamJSON(ind, v); err != nil {
 		return events.Blob{}, err
 	}
 	return events.Blob{SHA256: hex.EncodeToString(h.Sum(nil)), MediaType: "application/json", Size: n.n}, nil
 }
 
+// streamJSON writes v to w as json.Marshal would, but piecewise: a plain struct (no
+// embedded fields, no ",string" options, no marshaler of its own) a field at a time, each
+// slice field an element at a time. Anything else is encoded whole.
+func streamJSON(w io.Writer, v any) error {
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer && !rv.IsNil() && !marshals(rv.Type()) {
+		rv = rv.Elem()
+	}
+	fields, ok := plainFields(rv)
+	if !ok {
+		return writeJSON(w, v)
+	}
+	if _, err := io.WriteString(w, "{"); err != nil {
+		return err
+	}
+	first := true
+	for _, f := range fields {
+		fv := rv.Field(f.index)
+		if f.omitEmpty && emptyValue(fv) {
+			continue
+		}
+		sep := ","
+		if first {
+			sep, first = "", false
+		}
+		name, err := json.Marshal(f.name)
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, sep+string(name)+":"); err != nil {
+			return err
+		}
+		if err := writeField(w, fv); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, "}")
+	return err
+}
+
+// writeField writes one field's value: a slice element by element.
+func writeField(w io.Writer, fv reflect.Value) error {
+	if fv.Kind() != reflect.Slice || fv.IsNil() || fv.Type().Elem().Kind() == reflect.Uint8 || marshals(fv.Type()) {
+		return writeJSON(w, fv.Interface())
+	}
+	if _, err := io.WriteString(w, "["); err != nil {
+		return err
+	}
+	for i := 0; i < fv.Len(); i++ {
+		if i > 0 {
+			if _, err := io.WriteString(w, ","); err != nil {
+				return err
+			}
+		}
+		if err := writeJSON(w, fv.Index(i).Interface()); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, "]")
+	return err
+}
+
+// writeJSON writes v as json.Marshal encodes it (json.Encoder, less its final newline,
+// which the indenter drops).
+func writeJSON(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
+
+type plainField struct {
+	name      string
+	index     int
+	omitEmpty bool
+}
+
+// plainFields lists a struct's encoded fields in order, as encoding/json does; ok is false
+// for anything but a struct encoding/json handles without options streamJSON lacks.
+func plainFields(rv reflect.Value) ([]plainField, bool) {
+	if rv.Kind() != reflect.Struct || marshals(rv.Type()) || marshals(reflect.PointerTo(rv.Type())) {
+		return nil, false
+	}
+	t := rv.Type()
+	var out []plainField
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if sf.Anonymous {
+			return nil, false
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = sf.Name
+		}
+		omit := false
+		for _, o := range strings.Split(opts, ",") {
+			switch o {
+			case "omitempty":
+				omit = true
+			case "", "omitzero":
+				if o == "omitzero" {
+					return nil, false
+				}
+			default:
+				return nil, false // ",string" and options to come
+			}
+		}
+		out = append(out, plainField{name: name, index: i, omitEmpty: omit})
+	}
+	return out, true
+}
+
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+func marshals(t reflect.Type) bool { return t.Implements(jsonMarshaler) || t.Implements(textMarshaler) }
+
+// emptyValue is encoding/json's omitempty test.
+func emptyValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Interface, reflect.Pointer:
+		return v.IsZero()
+	}
+	return false
+}
+
 // indenter indents the compact JSON written to it as json.Indent does with no prefix and
 // two spaces, dropping the whitespace between values (the encoder's final newline), and
-// writes it to w. size, when set, is told the indented size of each write first.
+// writes it to w. size, when set, is told the indented size of each write first; compact,
+// when set, is written what the indenter is written.
 type indenter struct {
 	st      indentState
 	w       io.Writer
 	size    func(int)
-	compact func([]byte)
+	compact io.Writer
 }
 
 // indentState is where the indenter is in the document; it carries over between writes.
@@ -56,7 +197,9 @@ type indentState struct {
 
 func (in *indenter) Write(p []byte) (int, error) {
 	if in.compact != nil {
-		in.compact(p)
+		if _, err := in.compact.Write(p); err != nil {
+			return 0, err
+		}
 	}
 	if in.size != nil {
 		st := in.st

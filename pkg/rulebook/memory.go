@@ -1,16 +1,14 @@
 package rulebook
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -22,7 +20,7 @@ import (
 // bookkeeping. The audit replays a stream through it and compares what it would publish
 // with what the stream holds; tests drive it to write honest streams.
 //
-// Job records are kept encoded (their key-value JSON, compressed, see recordCodec) and
+// Job records are kept encoded (their key-value JSON, compressed, see pkg/dictzstd) and
 // decoded when a rule or a reader needs one, so replaying a 100,000-job batch holds about
 // half a kilobyte per job rather than 100,000 decoded records; a completion folds its
 // jobs (Fold) when it happens.
@@ -37,7 +35,7 @@ type Memory struct {
 	Claim func(tenant, batch, job string) string
 
 	jobs    map[string][]byte
-	codec   recordCodec
+	codec   dictzstd.Codec
 	views   map[string]views.Record
 	batches map[string]*memBatch
 	claims  map[string]string
@@ -110,7 +108,7 @@ func (m *Memory) jobJSON(key string) []byte {
 	if !ok {
 		return nil
 	}
-	data, err := m.codec.decode(enc)
+	data, err := m.codec.Decode(enc)
 	if err != nil {
 		panic("rulebook: a job record Memory stored does not decompress: " + err.Error())
 	}
@@ -122,61 +120,8 @@ func (m *Memory) store(j *records.Job) {
 	if err != nil {
 		panic("rulebook: a job record that does not encode: " + err.Error())
 	}
-	m.jobs[j.Key()] = m.codec.encode(data, j.Final())
-}
-
-// recordCodec compresses job records with zstd, using as its dictionary the first final
-// record stored: records of one batch repeat its field names, tenant, batch, spec layout
-// and boilerplate, so each compresses to a fifth of its JSON (measured on a bench batch:
-// 2,675 bytes on average to 526). Records stored before there is a dictionary are kept
-// as they are. The first byte of an encoding says which form it has.
-type recordCodec struct {
-	enc *zstd.Encoder
-	dec *zstd.Decoder
-	buf []byte
-}
-
-const (
-	recordPlain byte = iota
-	recordZstd
-)
-
-// recordDict is the id of the dictionary in a compressed record's frame.
-const recordDict = 1
-
-// recordWindow is the compression window of records.
-const recordWindow = 1 << 16
-
-func (c *recordCodec) encode(data []byte, final bool) []byte {
-	if c.enc == nil && final {
-		dict := bytes.Clone(data)
-		// A record is a few kilobytes: a small window keeps the encoder's history small.
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(recordWindow),
-			zstd.WithEncoderDictRaw(recordDict, dict))
-		if err != nil {
-			panic("rulebook: zstd encoder: " + err.Error())
-		}
-		dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderDictRaw(recordDict, dict))
-		if err != nil {
-			panic("rulebook: zstd decoder: " + err.Error())
-		}
-		c.enc, c.dec = enc, dec
-	}
-	if c.enc == nil {
-		return append([]byte{recordPlain}, data...)
-	}
-	c.buf = c.enc.EncodeAll(data, append(c.buf[:0], recordZstd))
-	return bytes.Clone(c.buf)
-}
-
-func (c *recordCodec) decode(enc []byte) ([]byte, error) {
-	switch {
-	case len(enc) > 0 && enc[0] == recordPlain:
-		return enc[1:], nil
-	case len(enc) > 0 && enc[0] == recordZstd && c.dec != nil:
-		return c.dec.DecodeAll(enc[1:], nil)
-	}
-	return nil, errors.New("unknown record encoding")
+	// A final record is a typical one: the first becomes the dictionary.
+	m.jobs[j.Key()] = m.codec.Encode(data, j.Final())
 }
 
 // Job returns a job's record, nil when it is not recorded.
