@@ -40,7 +40,7 @@ func (a *auditor) chain(r *Recorded) {
 	ev := r.Event
 	if len(ev.Chain) == 0 {
 		if chainedTypes[ev.Type] {
-			a.unverified(r, "the stages a "+string(ev.Type)+" was derived from", "it carries no digest chain: it was written before chains existed")
+			a.note(batchKey{ev.Tenant, ev.BatchID}, "the stages each "+string(ev.Type)+" was derived from", "it carries no digest chain: it was written before chains existed")
 		}
 		return
 	}
