@@ -48,8 +48,10 @@ type Job struct {
 	// its decision and sign-off). Only the kind reads and writes it.
 	Loop json.RawMessage `json:"loop,omitempty"`
 	// Inputs are the events the job's outcome was derived from, as "<event id>:<sha256 of
-	// its wire bytes>", in the order they were applied: the links of the digest chain that
-	// manifests and sign-offs carry, so an auditor can prove what they rest on.
+	// its wire bytes>", in the order they were applied, each preceded by the stages it
+	// passed through (its envelope's chain: render.requested, render.done, gates.done):
+	// the links of the digest chain that manifests and sign-offs carry, so an auditor can
+	// prove what they rest on.
 	Inputs []string `json:"inputs,omitempty"`
 	// DecidedBy is the id of the event the final status was derived from.
 	DecidedBy string    `json:"decided_by,omitempty"`
