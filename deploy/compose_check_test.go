@@ -18,8 +18,8 @@ import (
 var (
 	composeProject = "tribunal"
 	// composeServices must exist; the tribunal services among them run `tribunal serve`.
-	composeServices  = []string{"nats", "objectstore", "renderer", "gater", "judge", "aggregator", "console"}
-	tribunalServeSvc = []string{"renderer", "gater", "judge", "aggregator", "console"}
+	composeServices  = []string{"nats", "objectstore", "renderer", "gater", "judge", "aggregator", "console", "ingress"}
+	tribunalServeSvc = []string{"renderer", "gater", "judge", "aggregator", "console", "ingress"}
 	// llmServices call the model: the judge, and the renderer, which runs equivalence
 	// documents through it. Only they may receive the LLM key, and both need the judge
 	// settings (the same ones), or equivalence jobs are run by another provider than the
@@ -46,9 +46,15 @@ func ParseDotEnv(file string, data []byte) (map[string]string, []Problem) {
 // validation, ${...} interpolation from env only, project name "tribunal", paths relative
 // to workingDir.
 func LoadCompose(file string, data []byte, env map[string]string, workingDir string) (*types.Project, error) {
+	return LoadComposeFiles([]types.ConfigFile{{Filename: file, Content: data}}, env, workingDir)
+}
+
+// LoadComposeFiles loads several compose files as one project, each later file merged
+// over the earlier ones, as `docker compose -f a.yml -f b.yml` does.
+func LoadComposeFiles(files []types.ConfigFile, env map[string]string, workingDir string) (*types.Project, error) {
 	return loader.LoadWithContext(context.Background(), types.ConfigDetails{
 		WorkingDir:  workingDir,
-		ConfigFiles: []types.ConfigFile{{Filename: file, Content: data}},
+		ConfigFiles: files,
 		Environment: types.Mapping(env),
 	}, func(o *loader.Options) { o.SetProjectName(composeProject, true) })
 }
@@ -59,7 +65,7 @@ func LoadCompose(file string, data []byte, env map[string]string, workingDir str
 //
 //   - the services nats, objectstore, renderer, gater, judge and aggregator exist, and
 //     every service has an image or a build (whose Dockerfile exists);
-//   - the tribunal services (the console too) run `serve <name>`, have an exec-form
+//   - the tribunal services (the console and the ingress too) run `serve <name>`, have an exec-form
 //     healthcheck on /readyz (their images have no shell), wait for NATS to be healthy
 //     and for the object store, run read-only with all capabilities dropped, and have the
 //     TRIBUNAL_* connection variables set; their images carry a version tag, never
@@ -71,12 +77,16 @@ func LoadCompose(file string, data []byte, env map[string]string, workingDir str
 //   - NATS runs JetStream with its store on a named volume, and has a healthcheck; its
 //     image is the nats-server release (major.minor) embedded in tribunal, natsVersion.
 func CheckCompose(file string, data []byte, env map[string]string, workingDir, natsVersion string) []Problem {
-	ps := problems{file: file}
 	project, err := LoadCompose(file, data, env, workingDir)
 	if err != nil {
-		ps.add("", "", "compose-go: %v", err)
-		return ps.list
+		return []Problem{{File: file, Msg: "compose-go: " + err.Error()}}
 	}
+	return checkComposeProject(file, project, workingDir, natsVersion)
+}
+
+// checkComposeProject holds a loaded project to CheckCompose's policy; problems name file.
+func checkComposeProject(file string, project *types.Project, workingDir, natsVersion string) []Problem {
+	ps := problems{file: file}
 	for _, name := range composeServices {
 		if _, ok := project.Services[name]; !ok {
 			ps.add("service "+name, "services."+name, "missing")
@@ -146,7 +156,7 @@ func CheckCompose(file string, data []byte, env map[string]string, workingDir, n
 		}
 	}
 	if nats, ok := project.Services["nats"]; ok {
-		checkNATS(&ps, project, nats, natsVersion)
+		checkNATS(&ps, project, "nats", nats, natsVersion)
 	}
 	return ps.list
 }
@@ -214,8 +224,10 @@ func checkTribunalService(ps *problems, obj, at, name string, svc types.ServiceC
 	}
 }
 
-func checkNATS(ps *problems, project *types.Project, nats types.ServiceConfig, natsVersion string) {
-	obj, at := "service nats", "services.nats"
+// checkNATS holds the NATS service name to the policy: the embedded release, a
+// healthcheck, JetStream with its store on a named volume.
+func checkNATS(ps *problems, project *types.Project, name string, nats types.ServiceConfig, natsVersion string) {
+	obj, at := "service "+name, "services."+name
 	if msg := natsImageMismatch(nats.Image, natsVersion); msg != "" {
 		ps.add(obj, at+".image", "%s", msg)
 	}
@@ -226,15 +238,7 @@ func checkNATS(ps *problems, project *types.Project, nats types.ServiceConfig, n
 	if !slices.Contains(cmd, "-js") && !slices.Contains(cmd, "--jetstream") {
 		ps.add(obj, at+".command", "JetStream is not enabled (-js)")
 	}
-	store := ""
-	for i, a := range cmd {
-		switch {
-		case (a == "-sd" || a == "--store_dir") && i+1 < len(cmd):
-			store = cmd[i+1]
-		case strings.HasPrefix(a, "--store_dir="):
-			store = strings.TrimPrefix(a, "--store_dir=")
-		}
-	}
+	store, _ := natsFlag(cmd, "sd", "store_dir")
 	if store == "" {
 		ps.add(obj, at+".command", "no JetStream store directory (-sd)")
 		return
@@ -248,4 +252,38 @@ func checkNATS(ps *problems, project *types.Project, nats types.ServiceConfig, n
 		}
 	}
 	ps.add(obj, at+".volumes", "the JetStream store %s is not on a named volume: it is lost with the container", store)
+}
+
+// natsFlag is the value of a nats-server flag in cmd, given its names without dashes
+// ("sd", "store_dir"): nats-server parses flags with Go's flag package, so each may be
+// written -name or --name, its value the next argument or after "=".
+func natsFlag(cmd []string, names ...string) (string, bool) {
+	for i, a := range cmd {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if !slices.Contains(names, name) {
+			continue
+		}
+		if hasValue {
+			return value, true
+		}
+		if i+1 < len(cmd) {
+			return cmd[i+1], true
+		}
+	}
+	return "", false
+}
+
+// natsStoreVolume is the volume holding the JetStream store of a NATS service ("" when
+// its store is on none).
+func natsStoreVolume(svc types.ServiceConfig) string {
+	store, _ := natsFlag(svc.Command, "sd", "store_dir")
+	for _, v := range svc.Volumes {
+		if store != "" && v.Target == store && v.Type == types.VolumeTypeVolume {
+			return v.Source
+		}
+	}
+	return ""
 }

@@ -83,6 +83,25 @@ func rubricBatch(t *testing.T) string {
 	return dir
 }
 
+// runOnHost runs the tribunal binary bin on the host, in the repository's root, with
+// only the variables given (and PATH, HOME) and returns its stdout, exit code and stderr.
+func runOnHost(t *testing.T, bin string, vars []string, args ...string) (string, int, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = repoRoot(t)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, vars...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), code, stderr.String()
+}
+
 // TestComposeStackEndToEnd runs docker-compose.yml as shipped, without Docker: the
 // processes its services describe, with the environment compose-go resolves from
 // .env.example (the judge switched to an OpenAI-compatible model served on loopback,
@@ -120,23 +139,15 @@ func TestComposeStackEndToEnd(t *testing.T) {
 	// S3 keys from .env, as the compose file's header shows.
 	natsURL := "nats://" + stack.addr("nats", 4222)
 	blob := fmt.Sprintf("s3://%s?endpoint=%s&secure=false&path_style=true&region=us-east-1", env["TRIBUNAL_BUCKET"], stack.addr("objectstore", 9000))
-	// host runs a client command and returns its stdout, exit code and stderr.
+	onHost := func(vars []string, args ...string) (string, int, string) {
+		t.Helper()
+		return runOnHost(t, bin, vars, args...)
+	}
+	// host runs a client command as an operator: NATS and the S3 keys.
 	host := func(args ...string) (string, int, string) {
 		t.Helper()
-		cmd := exec.Command(bin, append(args, "--nats", natsURL, "--blob", blob)...)
-		cmd.Dir = repoRoot(t)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
-			"TRIBUNAL_S3_ACCESS_KEY=" + env["TRIBUNAL_S3_ACCESS_KEY"], "TRIBUNAL_S3_SECRET_KEY=" + env["TRIBUNAL_S3_SECRET_KEY"]}
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return stdout.String(), code, stderr.String()
+		return onHost([]string{"TRIBUNAL_S3_ACCESS_KEY=" + env["TRIBUNAL_S3_ACCESS_KEY"], "TRIBUNAL_S3_SECRET_KEY=" + env["TRIBUNAL_S3_SECRET_KEY"]},
+			append(args, "--nats", natsURL, "--blob", blob)...)
 	}
 	type row struct {
 		ACID    string `json:"ac_id"`
@@ -254,6 +265,24 @@ func TestComposeStackEndToEnd(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(page), id) {
 		t.Errorf("console: %s, batch %s not listed", resp.Status, id)
 	}
+	// A team holds only its token (TRIBUNAL_TEAM_TOKEN from .env) and the ingress's
+	// address: no NATS URL, no S3 key in its environment.
+	tokenFile := filepath.Join(t.TempDir(), "team.token")
+	if err := os.WriteFile(tokenFile, []byte(env["TRIBUNAL_TEAM_TOKEN"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	team := func(args ...string) (string, int, string) {
+		t.Helper()
+		return onHost(nil, append(args, "--ingress", "http://"+stack.addr("ingress", 8095), "--token-file", tokenFile)...)
+	}
+	out, code, errs := team("submit", "examples/quickstart")
+	if code != 0 {
+		t.Fatalf("a team's submit through the ingress: exit %d\n%s%s\n%s", code, out, errs, stack.logs())
+	}
+	if out, code, errs := team("watch", "--batch", strings.TrimSpace(out), "--quiet"); code != 1 || !strings.Contains(out, "8 ACs, 6 compared, 2 blocked") {
+		t.Errorf("a team's watch through the ingress: exit %d\n%s%s", code, out, errs)
+	}
+
 	resp, err = http.Get("http://" + stack.addr("judge", 8080) + "/metrics")
 	if err != nil {
 		t.Fatal(err)

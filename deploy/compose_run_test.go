@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,7 +34,9 @@ import (
 //     with the service's command as arguments (the images' entrypoint is the binary);
 //   - nats:*: `tribunal serve nats` (the same nats-server release, embedded), its
 //     nats-server flags translated: -sd to --store, the client port to --listen, -m to a
-//     monitoring listener, so the compose healthcheck's /healthz answers;
+//     monitoring listener, so the compose healthcheck's /healthz answers, and a cluster
+//     member's --server_name, --cluster_name, --cluster and --routes to their
+//     `serve nats` flags;
 //   - versity/versitygw:*: the versitygw program with the service's command as
 //     arguments (the image's entrypoint runs it with them) and its environment;
 //   - the aws-cli bucket init: the same S3 calls (head-bucket, else create-bucket) with
@@ -44,8 +47,10 @@ import (
 // "127.0.0.1:<port>", becomes 127.0.0.1 and a free port of this machine, one per
 // service and container port. Volume, tmpfs and config targets become folders and files
 // of the test. Services start in depends_on order, each waiting for its dependencies'
-// conditions: service_healthy polls the URL in the dependency's healthcheck, and
-// service_completed_successfully waits for the one-shot to finish.
+// conditions, as compose does: every dependency is started first, then each condition is
+// waited for (three NATS cluster members are healthy only together). service_healthy
+// polls the URL in the dependency's healthcheck, and service_completed_successfully waits
+// for the one-shot to finish.
 type composeRun struct {
 	t        *testing.T
 	project  *types.Project
@@ -258,6 +263,22 @@ func (r *composeRun) natsArgs(service string, flags []string) []string {
 			fmt.Fprintf(&conf, "http: %q\n", r.addr(service, p))
 		case "--server_name", "-n":
 			i++
+			args = append(args, "--server-name", flags[i])
+		case "--cluster_name":
+			i++
+			args = append(args, "--cluster-name", flags[i])
+		case "--cluster":
+			// nats://0.0.0.0:6222: the service's own cluster port.
+			i++
+			u, err := url.Parse(flags[i])
+			p, perr := strconv.Atoi(u.Port())
+			if err != nil || perr != nil {
+				r.t.Fatalf("service %s: --cluster %q: want nats://host:port", service, flags[i])
+			}
+			args = append(args, "--cluster-listen", r.addr(service, p))
+		case "--routes":
+			i++
+			args = append(args, "--routes", r.mapValue(service, flags[i]))
 		default:
 			r.t.Fatalf("service %s: nats-server flag %q has no translation", service, f)
 		}
@@ -330,14 +351,17 @@ func (r *composeRun) up(only ...string) {
 		if !ok {
 			r.t.Fatalf("no service %s", name)
 		}
-		for _, dep := range slices.Sorted(func(yield func(string) bool) {
+		deps := slices.Sorted(func(yield func(string) bool) {
 			for d := range svc.DependsOn {
 				if !yield(d) {
 					return
 				}
 			}
-		}) {
+		})
+		for _, dep := range deps {
 			start(dep, append(stack, name))
+		}
+		for _, dep := range deps {
 			switch cond := svc.DependsOn[dep].Condition; cond {
 			case types.ServiceConditionHealthy:
 				r.waitHealthy(dep)
@@ -349,22 +373,7 @@ func (r *composeRun) up(only ...string) {
 		}
 		started[name] = true
 		r.prepare(name)
-		path, args, oneShot := r.program(name)
-		if oneShot != nil {
-			oneShot()
-			r.done[name] = true
-			return
-		}
-		cmd := exec.Command(path, args...)
-		cmd.Env = r.env(name)
-		cmd.Dir = filepath.Join(r.dir, name)
-		p := &composeProc{name: name, cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}}
-		cmd.Stdout = lockedWriter{p.mu, p.log}
-		cmd.Stderr = lockedWriter{p.mu, p.log}
-		if err := cmd.Start(); err != nil {
-			r.t.Fatalf("service %s: start %s: %v", name, path, err)
-		}
-		r.procs = append(r.procs, p)
+		r.launch(name)
 	}
 	names := only
 	if len(names) == 0 {
@@ -386,6 +395,49 @@ func (r *composeRun) up(only ...string) {
 	}
 }
 
+// launch starts service's program (or runs its one-shot to the end), with its
+// folders prepared.
+func (r *composeRun) launch(name string) {
+	path, args, oneShot := r.program(name)
+	if oneShot != nil {
+		oneShot()
+		r.done[name] = true
+		return
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Env = r.env(name)
+	cmd.Dir = filepath.Join(r.dir, name)
+	p := &composeProc{name: name, cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	cmd.Stdout = lockedWriter{p.mu, p.log}
+	cmd.Stderr = lockedWriter{p.mu, p.log}
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("service %s: start %s: %v", name, path, err)
+	}
+	r.procs = append(r.procs, p)
+}
+
+// kill ends service's running process with SIGKILL, as a crash or `docker kill` does:
+// nothing is flushed or handed back.
+func (r *composeRun) kill(service string) {
+	for _, p := range r.procs {
+		if p.name == service && p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+			return
+		}
+	}
+	r.t.Fatalf("service %s has no running process to kill", service)
+}
+
+// restart starts service again with the same command, environment, ports and
+// volumes, as compose's restart policy does after a crash, and waits for its healthcheck.
+func (r *composeRun) restart(service string) {
+	r.launch(service)
+	if r.healthURL(service) != "" {
+		r.waitHealthy(service)
+	}
+}
+
 // waitHealthy polls service's healthcheck URL until it answers 2xx.
 func (r *composeRun) waitHealthy(service string) {
 	url := r.healthURL(service)
@@ -400,14 +452,22 @@ func (r *composeRun) waitHealthy(service string) {
 				return
 			}
 		}
-		for _, p := range r.procs {
-			if p.name == service && p.cmd.ProcessState != nil {
-				r.t.Fatalf("service %s exited:\n%s", service, p.output())
-			}
+		if p := r.latest(service); p != nil && p.cmd.ProcessState != nil {
+			r.t.Fatalf("service %s exited:\n%s", service, p.output())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	r.t.Fatalf("service %s not healthy at %s after 90s\n%s", service, url, r.logs())
+}
+
+// latest is service's most recently started process (nil if none was).
+func (r *composeRun) latest(service string) *composeProc {
+	for i := len(r.procs) - 1; i >= 0; i-- {
+		if r.procs[i].name == service {
+			return r.procs[i]
+		}
+	}
+	return nil
 }
 
 // logs is every process's output, for a failure message.
@@ -427,6 +487,9 @@ func (r *composeRun) logs() string {
 func (r *composeRun) stop() {
 	for i := len(r.procs) - 1; i >= 0; i-- {
 		p := r.procs[i]
+		if p.cmd.ProcessState != nil {
+			continue // killed and reaped already
+		}
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = p.cmd.Wait(); close(done) }()

@@ -76,13 +76,16 @@ func TestComposeFile(t *testing.T) {
 	}
 }
 
-// Every variable docker-compose.yml substitutes is documented in .env.example.
+// Every variable docker-compose.yml and the cluster override substitute is documented
+// in .env.example.
 func TestEnvExampleCoversCompose(t *testing.T) {
 	env := envExample(t)
 	ref := regexp.MustCompile(`(^|[^$])\$\{([A-Za-z_][A-Za-z0-9_]*)`)
-	for _, m := range ref.FindAllStringSubmatch(string(read(t, "docker-compose.yml")), -1) {
-		if _, ok := env[m[2]]; !ok {
-			t.Errorf("docker-compose.yml uses ${%s}, which .env.example does not set", m[2])
+	for _, file := range []string{"docker-compose.yml", "docker-compose.cluster.yml"} {
+		for _, m := range ref.FindAllStringSubmatch(string(read(t, file)), -1) {
+			if _, ok := env[m[2]]; !ok {
+				t.Errorf("%s uses ${%s}, which .env.example does not set", file, m[2])
+			}
 		}
 	}
 	for _, k := range []string{"TRIBUNAL_JUDGE", "TRIBUNAL_JUDGE_MODEL", "OPENAI_API_KEY", "TRIBUNAL_OPENAI_BASE_URL", "TRIBUNAL_S3_ACCESS_KEY", "TRIBUNAL_S3_SECRET_KEY"} {
@@ -275,7 +278,7 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	find("Job", "objectstore-init")
 
-	for _, svc := range append(slices.Clone(bus.Services), "console") {
+	for _, svc := range append(slices.Clone(bus.Services), "console", "ingress") {
 		d := find("Deployment", svc).Obj.(*appsv1.Deployment)
 		c := d.Spec.Template.Spec.Containers[0]
 		if len(c.Args) < 2 || c.Args[0] != "serve" || c.Args[1] != svc {
@@ -324,7 +327,7 @@ func TestKubernetesManifests(t *testing.T) {
 			base = append(base, o)
 		}
 	}
-	for _, svc := range append(slices.Clone(bus.Services), "console") {
+	for _, svc := range append(slices.Clone(bus.Services), "console", "ingress") {
 		pod := find("Deployment", svc).Obj.(*appsv1.Deployment).Spec.Template.Labels
 		llm := svc == bus.Judge || svc == bus.Renderer
 		if got := EgressAllowed(base, pod, 443, "0.0.0.0/0"); got != llm {
@@ -342,7 +345,23 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("Deployment/%s: pod template scrape annotations %v", svc, a)
 		}
 	}
-	// The opt-in PodMonitor scrapes exactly the five tribunal services' pods.
+	// Teams reach tribunal through the ingress alone (docs/security.md): from where their
+	// requests arrive (the ingress controller's namespace) the ingress's API port is open,
+	// NATS and the object store are not.
+	from := "ingress-nginx"
+	if pod := find("Deployment", "ingress").Obj.(*appsv1.Deployment).Spec.Template.Labels; !IngressFromNamespaceAllowed(base, pod, 8095, from) {
+		t.Errorf("Deployment/ingress: no NetworkPolicy admits the ingress controller (namespace %s) on 8095", from)
+	}
+	for _, svc := range []struct {
+		name string
+		port int
+	}{{"nats", 4222}, {"objectstore", 9000}} {
+		pod := find("StatefulSet", svc.name).Obj.(*appsv1.StatefulSet).Spec.Template.Labels
+		if IngressFromNamespaceAllowed(base, pod, svc.port, from) {
+			t.Errorf("StatefulSet/%s: port %d admits the namespace %s: teams would reach shared state", svc.name, svc.port, from)
+		}
+	}
+	// The opt-in PodMonitor scrapes exactly the six tribunal services' pods.
 	pm := find("PodMonitor", "tribunal").Obj.(*PodMonitor)
 	sel, _ := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
 	var scraped []string
@@ -352,7 +371,7 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 	slices.Sort(scraped)
-	if want := []string{"aggregator", "console", "gater", "judge", "renderer"}; !slices.Equal(scraped, want) {
+	if want := []string{"aggregator", "console", "gater", "ingress", "judge", "renderer"}; !slices.Equal(scraped, want) {
 		t.Errorf("PodMonitor/tribunal scrapes %v, want %v", scraped, want)
 	}
 	// Every tribunal image is pinned to one release: .env.example's TRIBUNAL_VERSION.

@@ -344,7 +344,7 @@ func DecodeManifests(file string, data []byte) ([]Object, []Problem) {
 // and first argument.
 var (
 	tribunalImagePrefix = "ghcr.io/tribunal-dev/"
-	tribunalServices    = []string{"renderer", "gater", "judge", "aggregator", "all", "console"}
+	tribunalServices    = []string{"renderer", "gater", "judge", "aggregator", "all", "console", "ingress"}
 )
 
 // podTemplate returns the pod spec of a workload and the path to it.

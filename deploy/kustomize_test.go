@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,22 +34,60 @@ func kustomize(t *testing.T, dir string) []byte {
 // with the opt-in components and the KEDA patch for teams, and holds the result (what
 // the cluster receives) to the same checks as the files: every object namespaced, images
 // pinned, the renderer wired to the model, one KEDA trigger per team consumer.
+// checkRendered decodes a rendered kustomization and holds it to the checks of the
+// files: workloads, references, images, and every object in the namespace tribunal.
+func checkRendered(t *testing.T, name string, data []byte) []Object {
+	t.Helper()
+	objs, ps := DecodeManifests(name, data)
+	ps = append(ps, CheckWorkloads(objs)...)
+	ps = append(ps, CheckReferences(objs)...)
+	ps = append(ps, CheckImages(objs, EmbeddedNATSVersion(repo))...)
+	if len(ps) > 0 {
+		t.Fatalf("%s:\n%s", name, Report(ps))
+	}
+	for _, o := range objs {
+		if ns := o.Obj.(interface{ GetNamespace() string }).GetNamespace(); ns != "tribunal" && o.GVK.Kind != "Namespace" {
+			t.Errorf("%s: %s in namespace %q", name, o.Ref(), ns)
+		}
+	}
+	return objs
+}
+
+// overlay writes an operator's overlay of deploy/k8s into a new folder: the base, the
+// components named (folders under deploy/k8s/components), the namespace (components are
+// added outside the base's), and extra lines and files. It returns the folder.
+func overlay(t *testing.T, components []string, extra string, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	abs, err := filepath.Abs(filepath.Join(repo, "deploy", "k8s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(dir, abs) // kustomize takes relative paths only
+	if err != nil {
+		t.Fatal(err)
+	}
+	kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: tribunal\nresources:\n  - " + rel + "\ncomponents:\n"
+	for _, c := range components {
+		kust += "  - " + rel + "/components/" + c + "\n"
+	}
+	files = maps.Clone(files)
+	if files == nil {
+		files = map[string]string{}
+	}
+	files["kustomization.yaml"] = kust + extra
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 func TestRenderedKustomization(t *testing.T) {
 	check := func(name string, data []byte) []Object {
 		t.Helper()
-		objs, ps := DecodeManifests(name, data)
-		ps = append(ps, CheckWorkloads(objs)...)
-		ps = append(ps, CheckReferences(objs)...)
-		ps = append(ps, CheckImages(objs, EmbeddedNATSVersion(repo))...)
-		if len(ps) > 0 {
-			t.Fatalf("%s:\n%s", name, Report(ps))
-		}
-		for _, o := range objs {
-			if ns := o.Obj.(interface{ GetNamespace() string }).GetNamespace(); ns != "tribunal" && o.GVK.Kind != "Namespace" {
-				t.Errorf("%s: %s in namespace %q", name, o.Ref(), ns)
-			}
-		}
-		return objs
+		return checkRendered(t, name, data)
 	}
 	base := check("kustomize deploy/k8s", kustomize(t, filepath.Join(repo, "deploy", "k8s")))
 	for _, o := range base {
@@ -67,30 +106,14 @@ func TestRenderedKustomization(t *testing.T) {
 	}
 
 	// An operator's overlay: components, and the KEDA patch for two teams.
-	dir := t.TempDir()
-	abs, err := filepath.Abs(filepath.Join(repo, "deploy", "k8s"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := filepath.Rel(dir, abs) // kustomize takes relative paths only
-	if err != nil {
-		t.Fatal(err)
-	}
 	patch, err := tenants.KEDAPatch([]string{"team-a", "team-b"}, tenants.KEDAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The overlay names the namespace too: components added here are outside the base's.
-	kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: tribunal\nresources:\n  - " + rel +
-		"\ncomponents:\n  - " + rel + "/components/podmonitor\n  - " + rel + "/components/renderer-internet\npatches:\n  - path: keda-tenants.yaml\n"
-	for name, data := range map[string]string{"kustomization.yaml": kust, "keda-tenants.yaml": patch} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	overlay := check("kustomize overlay", kustomize(t, dir))
+	dir := overlay(t, []string{"podmonitor", "renderer-internet"}, "patches:\n  - path: keda-tenants.yaml\n", map[string]string{"keda-tenants.yaml": patch})
+	rendered := check("kustomize overlay", kustomize(t, dir))
 	var kinds []string
-	for _, o := range overlay {
+	for _, o := range rendered {
 		kinds = append(kinds, o.GVK.Kind+"/"+o.Name)
 		if so, ok := o.Obj.(*ScaledObject); ok {
 			var consumers []string

@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -155,4 +156,54 @@ func CheckImages(objs []Object, natsVersion string) []Problem {
 		out = append(out, ps.list...)
 	}
 	return out
+}
+
+// peerIsPods reports whether a policy peer is a podSelector of the policy's own
+// namespace (no namespaceSelector) that selects pods with podLabels.
+func peerIsPods(peer networkingv1.NetworkPolicyPeer, podLabels map[string]string) bool {
+	if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+	return err == nil && sel.Matches(labels.Set(podLabels))
+}
+
+// IngressFromPodsAllowed reports whether the policies among objs admit TCP port on a
+// pod with podLabels from pods of the same namespace with fromLabels.
+func IngressFromPodsAllowed(objs []Object, podLabels map[string]string, port int, fromLabels map[string]string) bool {
+	return podPeerAllowed(objs, podLabels, port, fromLabels, false)
+}
+
+// EgressToPodsAllowed reports whether the policies among objs let a pod with podLabels
+// open a TCP connection on port to pods of the same namespace with toLabels.
+func EgressToPodsAllowed(objs []Object, podLabels map[string]string, port int, toLabels map[string]string) bool {
+	return podPeerAllowed(objs, podLabels, port, toLabels, true)
+}
+
+// podPeerAllowed is the union, over the policies selecting a pod with podLabels, of their
+// ingress (or egress) rules admitting TCP port from (or to) pods with peerLabels.
+func podPeerAllowed(objs []Object, podLabels map[string]string, port int, peerLabels map[string]string, egress bool) bool {
+	type rule struct {
+		ports []networkingv1.NetworkPolicyPort
+		peers []networkingv1.NetworkPolicyPeer
+	}
+	for _, np := range policiesSelecting(objs, podLabels) {
+		var rules []rule
+		if egress {
+			for _, r := range np.Spec.Egress {
+				rules = append(rules, rule{r.Ports, r.To})
+			}
+		} else {
+			for _, r := range np.Spec.Ingress {
+				rules = append(rules, rule{r.Ports, r.From})
+			}
+		}
+		for _, r := range rules {
+			if portAllowed(r.ports, port) && (len(r.peers) == 0 ||
+				slices.ContainsFunc(r.peers, func(p networkingv1.NetworkPolicyPeer) bool { return peerIsPods(p, peerLabels) })) {
+				return true
+			}
+		}
+	}
+	return false
 }

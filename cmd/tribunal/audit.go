@@ -43,6 +43,10 @@ field by field, which names an event whose bytes changed after the decision was 
 a header that no longer says what the events decided. When the state cannot be read the
 report says so ("key-value state: not compared") and the audit rests on the stream alone.
 
+Inputs the aggregator's rules refuse (a dead letter of an event one team published in
+another's name) decide nothing: they are listed with the subject they came from, and are
+no mismatch of the batch they name; whatever was derived from one is.
+
 Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not run.`,
 		Example: `  tribunal audit --batch quickstart-20261130T080000-a1b2c3 --tenant default
   tribunal audit --since 24h --json > audit.json
@@ -194,6 +198,13 @@ func printAudit(w io.Writer, rep *audit.Report, f audit.Filter, asJSON bool) err
 		fmt.Fprintln(w, "not re-derivable from the events alone:")
 		for _, u := range rep.Unverified {
 			fmt.Fprintln(w, "  - "+u.String())
+		}
+	}
+	if len(rep.Refused) > 0 {
+		// Someone's attempt, refused: nothing in the batch rests on it.
+		fmt.Fprintln(w, "inputs the aggregator refuses (they decide nothing; anything derived from one is a mismatch above):")
+		for _, r := range rep.Refused {
+			fmt.Fprintln(w, "  "+r.String())
 		}
 	}
 	if rep.OK() {

@@ -32,10 +32,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// run runs the binary in dir. `tribunal run` keeps its state in the folder it runs in
+// unless told otherwise; these tests each want a fresh state, so run passes
+// TRIBUNAL_EPHEMERAL (the state tests use runState).
 func run(t *testing.T, dir string, args ...string) (string, string, int) {
+	t.Helper()
+	return runEnv(t, dir, []string{"TRIBUNAL_EPHEMERAL=true"}, args...)
+}
+
+// runEnv runs the binary in dir with env added to this process's environment.
+func runEnv(t *testing.T, dir string, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -138,7 +148,26 @@ func freePort(t *testing.T) string {
 
 func start(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	return startWithEnv(t, nil, args...)
+}
+
+// startWithEnv is start with variables added to the environment.
+func startWithEnv(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	return startInWithEnv(t, "", env, args...)
+}
+
+// startIn starts the binary in dir, stopped with SIGTERM at the test's cleanup.
+func startIn(t *testing.T, dir string, args ...string) *exec.Cmd {
+	t.Helper()
+	return startInWithEnv(t, dir, nil, args...)
+}
+
+func startInWithEnv(t *testing.T, dir string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
 // serveConsole runs the web console against running services until ctx ends. The
@@ -30,11 +31,11 @@ import (
 // before the services have created their buckets (a deployment starts everything at
 // once): pages and /readyz answer 503 until the buckets exist.
 func serveConsole(ctx context.Context, conn *connFlags, addr, tokensFile, health string) error {
-	tokens, err := console.LoadTokens(tokensFile)
+	teamTokens, err := tokens.Load(tokensFile)
 	if err != nil {
 		return exitError{2, err}
 	}
-	if len(tokens) == 0 && !loopbackAddr(addr) {
+	if len(teamTokens) == 0 && !loopbackAddr(addr) {
 		return exitError{2, fmt.Errorf("console on %s without a tokens file would show every team's batches to anyone who reaches it: give a tokens file ({\"<token>\": \"<tenant>\"}) or listen on 127.0.0.1", addr)}
 	}
 	env, err := connectClient(ctx, conn)
@@ -59,11 +60,11 @@ func serveConsole(ctx context.Context, conn *connFlags, addr, tokensFile, health
 	if err != nil {
 		return err
 	}
-	slog.Info("console serving", "url", "http://"+bound, "health", haddr, "tokens", len(tokens), "open", len(tokens) == 0)
+	slog.Info("console serving", "url", "http://"+bound, "health", haddr, "tokens", len(teamTokens), "open", len(teamTokens) == 0)
 	b, err := console.WaitForBuckets(ctx, env.js, time.Second, slog.Default())
 	if err == nil {
-		page.Start(console.Config{Buckets: b, Store: env.store, Pub: env.pub, Tenants: tokens, Logger: slog.Default(),
-			Audit: auditHook(env.js, b, env.store, conn.stream)})
+		page.Start(console.Config{Buckets: b, Store: env.store, Pub: env.pub, Tenants: teamTokens, Logger: slog.Default(),
+			Audit: auditHook(env.js, b, env.store, conn.stream), Report: reportHook(env.js, b, conn.stream)})
 		slog.Info("console ready")
 	}
 	<-ctx.Done()
@@ -81,14 +82,21 @@ func startConsole(ctx context.Context, addr string, cfg console.Config) (string,
 
 // startConsoleHandler serves h as the console (startConsole).
 func startConsoleHandler(ctx context.Context, addr string, h http.Handler) (string, func(), error) {
+	return startHTTP(ctx, "console", addr, h, 30*time.Second)
+}
+
+// startHTTP serves h on addr until ctx ends, reading a whole request within readTimeout;
+// what names the server in errors and logs. It returns the bound address and a wait func
+// that returns once the server has shut down.
+func startHTTP(ctx context.Context, what, addr string, h http.Handler, readTimeout time.Duration) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", nil, fmt.Errorf("console %s: %w", addr, err)
+		return "", nil, fmt.Errorf("%s %s: %w", what, addr, err)
 	}
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
+		ReadTimeout:       readTimeout,
 		WriteTimeout:      2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -97,7 +105,7 @@ func startConsoleHandler(ctx context.Context, addr string, h http.Handler) (stri
 	go func() {
 		defer close(done)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			slog.Error("console stopped", "addr", addr, "err", err)
+			slog.Error(what+" stopped", "addr", addr, "err", err)
 		}
 	}()
 	stopped := make(chan struct{})

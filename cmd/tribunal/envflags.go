@@ -55,7 +55,7 @@ func envVars(cmd *cobra.Command, f *pflag.Flag) []string {
 	return append(vars, envAliases[f.Name]...)
 }
 
-// commandPath is cmd's path below the root: "serve", "dev fake-llm".
+// commandPath is cmd's path below the root: "serve", "tenants".
 func commandPath(cmd *cobra.Command) string {
 	if !cmd.HasParent() {
 		return ""

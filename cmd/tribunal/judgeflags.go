@@ -62,7 +62,7 @@ func (j *judgeFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&j.concurrency, "judge-concurrency", 8, "openai: calls in flight per judge instance")
 	fs.IntVar(&j.rpm, "judge-rpm", 0, "openai: requests per minute per judge instance (0: unlimited)")
 	fs.StringVar(&j.responseFormat, "judge-response-format", "auto", "openai: auto (JSON schema, falling back to JSON mode), json_schema, json_object or none")
-	fs.Float64Var(&j.temperature, "judge-temperature", 0, "sampling temperature")
+	fs.Float64Var(&j.temperature, "judge-temperature", 0, "sampling temperature (-1: none pinned, the server's default; such verdicts are marked unpinned)")
 	fs.IntVar(&j.seed, "judge-seed", 0, "sampling seed where the server supports it (0: none)")
 	fs.IntVar(&j.maxTokens, "judge-max-tokens", 0, "answer token limit (0: openai's default of 4096, 16384 for reasoning models; -1: none, the server's own)")
 	fs.IntVar(&j.sharedRPM, "judge-shared-rpm", 0, "requests per minute per provider and model, shared by every judge instance through JetStream KV (0: unlimited)")
@@ -80,10 +80,15 @@ func (j *judgeFlags) rateLimits() *ratelimit.Limits {
 }
 
 func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error) {
-	t := float32(j.temperature)
 	// A limit set here is a sampling parameter, recorded with every verdict; the default
 	// (and -1, no limit) is the provider's.
-	params := judge.Params{Temperature: &t, MaxTokens: max(j.maxTokens, 0)}
+	params := judge.Params{MaxTokens: max(j.maxTokens, 0)}
+	if j.temperature >= 0 {
+		// A negative temperature pins none: the server's default applies, and every
+		// verdict is marked as sampled without a pinned temperature.
+		t := float32(j.temperature)
+		params.Temperature = &t
+	}
 	if j.seed != 0 {
 		s := j.seed
 		params.Seed = &s

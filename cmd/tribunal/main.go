@@ -83,7 +83,31 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
-	root.AddCommand(newRunCmd(), newServeCmd(), newSubmitCmd(), newWatchCmd(), newResultsCmd(), newShuffleCmd(), newBenchCmd(), newVersionCmd(), newDevCmd(), newTenantsCmd(), newContrastCmd(), newSpecCmd(), newSpotcheckCmd(), newAuditCmd(), newRedriveCmd(), newRejudgeCmd(), newValidateCmd())
+	// One command a line, so that adding one is a one-line change.
+	root.AddCommand(
+		newRunCmd(),
+		newServeCmd(),
+		newSubmitCmd(),
+		newCancelCmd(),
+		newWatchCmd(),
+		newResultsCmd(),
+		newShuffleCmd(),
+		newBenchCmd(),
+		newVersionCmd(),
+		newTenantsCmd(),
+		newContrastCmd(),
+		newSpecCmd(),
+		newSpotcheckCmd(),
+		newViewResetCmd(),
+		newAuditCmd(),
+		newRedriveCmd(),
+		newRejudgeCmd(),
+		newValidateCmd(),
+		newReportCmd(),
+		newCalibrateCmd(),
+		newViewCmd(),
+		newPruneCmd(),
+	)
 	bindEnv(root)
 	return root
 }

@@ -39,7 +39,7 @@ func TestRunExportsOneTracePerAC(t *testing.T) {
 			cmd := exec.Command(binary, "run", "examples/quickstart", "--out", t.TempDir())
 			cmd.Dir = repoRoot(t)
 			cmd.Env = otelEnv("OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL="+proto,
-				"OTEL_EXPORTER_OTLP_INSECURE=true", "OTEL_SERVICE_NAME=tribunal-test")
+				"OTEL_EXPORTER_OTLP_INSECURE=true", "OTEL_SERVICE_NAME=tribunal-test", "TRIBUNAL_EPHEMERAL=true")
 			out, err := cmd.CombinedOutput()
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 				t.Fatalf("run: %v, want exit 1\n%s", err, out)

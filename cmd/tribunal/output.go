@@ -75,7 +75,13 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 		if r.Confidence != nil {
 			conf = fmt.Sprintf("%.2f", *r.Confidence)
 		}
+		// The judge's own words about slots, with which artifact each slot was; the
+		// legend is never the part the column cuts.
 		note := r.BiggestGap
+		if note != "" && r.Slots != "" {
+			legend := " (" + r.Slots + ")"
+			note = clip(note, max(24, 96-len(legend))) + legend
+		}
 		if r.Detail != "" {
 			note = r.Detail
 		}
@@ -113,6 +119,16 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 	}
 	if len(res.Judges) == 0 {
 		fmt.Fprintln(w, "no judge was asked (every AC was blocked before judging)")
+	}
+	var unpinned []string
+	for _, r := range res.Rows {
+		if r.Unpinned {
+			unpinned = append(unpinned, r.ACID)
+		}
+	}
+	if len(unpinned) > 0 {
+		fmt.Fprintf(w, "temperature not pinned for %d verdicts (the server's default applied; judged again they may differ): %s\n",
+			len(unpinned), clip(strings.Join(unpinned, ", "), 200))
 	}
 	if outDir != "" {
 		fmt.Fprintf(w, "results written to %s\n", outDir)

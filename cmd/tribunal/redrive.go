@@ -24,15 +24,11 @@ ones, and the batch completes again with new manifests. Then it prints the resul
 		Example: `  tribunal redrive --batch nightly-20261130T080000-a1b2c3 --nats nats://127.0.0.1:4222`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, err := connectClient(cmd.Context(), &conn)
+			env, b, err := connectState(cmd.Context(), &conn)
 			if err != nil {
 				return err
 			}
 			defer env.close()
-			b, err := env.buckets(cmd.Context())
-			if err != nil {
-				return err
-			}
 			attempt, jobs, err := client.Redrive(cmd.Context(), b, env.pub, tenant, batchID)
 			if err != nil {
 				return err
@@ -51,7 +47,7 @@ ones, and the batch completes again with new manifests. Then it prints the resul
 			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
 		},
 	}
-	addResultFlags(cmd, &conn, &tenant, &batchID, &out, &asJSON)
+	addResultFlags(cmd, &conn, nil, &tenant, &batchID, &out, &asJSON)
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "return once the jobs are sent, without waiting for their outcomes")
 	return cmd
 }

@@ -29,15 +29,11 @@ aggregator's rules and prints it next to the recorded outcome.`,
 		Example: `  tribunal rejudge --batch nightly-20261130T080000-a1b2c3 --model gpt-4o --nats nats://127.0.0.1:4222`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, err := connectClient(cmd.Context(), &conn)
+			env, b, err := connectState(cmd.Context(), &conn)
 			if err != nil {
 				return err
 			}
 			defer env.close()
-			b, err := env.buckets(cmd.Context())
-			if err != nil {
-				return err
-			}
 			n, err := client.Rejudge(cmd.Context(), env.js, env.pub, tenant, batchID, model)
 			if err != nil {
 				return err

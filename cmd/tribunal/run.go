@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/nats-io/nats.go"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
+	"github.com/tribunal-dev/tribunal/internal/localstate"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -37,6 +39,7 @@ type runFlags struct {
 	out          string
 	tenant       string
 	dataDir      string
+	ephemeral    bool
 	blobURL      string
 	asJSON       bool
 	quiet        bool
@@ -87,7 +90,8 @@ and one that cannot work, with no key, no server or a refused key, stops the run
 	fs := cmd.Flags()
 	fs.StringVarP(&f.out, "out", "o", "out", "folder results are written to (one subfolder per batch)")
 	fs.StringVar(&f.tenant, "tenant", "", "tenant (team) to submit as; default the batch's, else \"default\"")
-	fs.StringVar(&f.dataDir, "data-dir", "", "keep the NATS store and blobs here instead of a temporary folder")
+	fs.StringVar(&f.dataDir, "data-dir", "", "keep the NATS store and blobs in this folder (default "+localstate.DirName+" in the current folder, kept and reused by every later run there)")
+	fs.BoolVar(&f.ephemeral, "ephemeral", false, "keep the NATS store and blobs in a temporary folder removed at exit: nothing carries over to the next run")
 	fs.StringVar(&f.blobURL, "blob", "", "blob store URL instead of the data folder (file:///dir or s3://bucket?endpoint=...)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the results as JSON")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
@@ -140,12 +144,22 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		ctx, cancel = context.WithTimeout(ctx, f.timeout)
 		defer cancel()
 	}
-	dataDir, ephemeral := f.dataDir, f.dataDir == ""
-	if ephemeral {
+	dataDir, ephemeral := f.dataDir, f.ephemeral
+	switch {
+	case ephemeral && dataDir != "":
+		return exitError{2, fmt.Errorf("--ephemeral and --data-dir exclude each other: a temporary folder or %s", dataDir)}
+	case ephemeral:
 		if dataDir, err = os.MkdirTemp("", "tribunal-run-"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(dataDir)
+	default:
+		lock, err := lockState(ctx, firstNonEmpty(dataDir, localstate.DirName), "run", f.quiet)
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+		dataDir = lock.Dir()
 	}
 	// The run serves feature folders on loopback ports of its own choosing, and renders
 	// only its own user's apps: no host list here.
@@ -167,7 +181,8 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if f.console != "" {
 		cctx, ccancel := context.WithCancel(ctx)
 		addr, wait, err := startConsole(cctx, f.console, console.Config{Buckets: env.Running.Buckets, Store: env.Store, Pub: env.Running.Pub,
-			Logger: slog.Default(), Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, "")})
+			Logger: slog.Default(), Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, ""),
+			Report: reportHook(env.Running.JS, env.Running.Buckets, "")})
 		if err != nil {
 			ccancel()
 			return exitError{2, err}
@@ -241,6 +256,14 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if err != nil {
 		return err
 	}
+	// A batch with argus_runs also keeps the seed's files in each feature's .argus-runs/.
+	written, err := res.WriteBeside(b.Dir)
+	if err != nil {
+		return err
+	}
+	if len(written) > 0 && !f.quiet {
+		fmt.Fprintf(os.Stderr, "argus runs: %d files under the features' .argus-runs/\n", len(written))
+	}
 	if f.cfn {
 		if err := writeCFN(res); err != nil {
 			return err
@@ -300,6 +323,35 @@ func (e *embedded) Close() {
 	for i := len(e.close) - 1; i >= 0; i-- {
 		e.close[i]()
 	}
+	e.close = nil
+}
+
+// open starts the embedded NATS server on dataDir/nats, connects to it in-process and
+// opens the blob store (blobURL, else dataDir/blobs, unsynced when ephemeral); Close
+// undoes all of it, also when open fails half-way.
+func (e *embedded) open(ctx context.Context, dataDir string, ephemeral bool, blobURL string) (*nats.Conn, error) {
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
+	if err != nil {
+		return nil, err
+	}
+	e.close = append(e.close, func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := bus.InProcessConn(ns)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.close = append(e.close, nc.Close)
+	if blobURL != "" {
+		e.Store, err = blob.OpenURL(ctx, blobURL)
+	} else {
+		e.Store, err = fileblob.New(filepath.Join(dataDir, "blobs"), fileblob.Options{NoSync: ephemeral})
+	}
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.close = append(e.close, func() { _ = e.Store.Close() })
+	return nc, nil
 }
 
 // startEmbedded starts the all-in-one mode in dataDir. ephemeral says dataDir is a
@@ -328,27 +380,10 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 		return nil, err
 	}
 	e := &embedded{}
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
+	nc, err := e.open(ctx, dataDir, ephemeral, blobURL)
 	if err != nil {
 		return nil, err
 	}
-	e.close = append(e.close, func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := bus.InProcessConn(ns)
-	if err != nil {
-		e.Close()
-		return nil, err
-	}
-	e.close = append(e.close, nc.Close)
-	if blobURL != "" {
-		e.Store, err = blob.OpenURL(ctx, blobURL)
-	} else {
-		e.Store, err = fileblob.New(filepath.Join(dataDir, "blobs"), fileblob.Options{NoSync: ephemeral})
-	}
-	if err != nil {
-		e.Close()
-		return nil, err
-	}
-	e.close = append(e.close, func() { _ = e.Store.Close() })
 	e.Running, err = app.Start(ctx, nc, app.Options{
 		Store: e.Store, Provider: provider, Params: params, Instance: "all-in-one", Concurrency: concurrency,
 		Fetch: fetch, Sensors: sensors, Gates: gates, RateLimits: jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),

@@ -39,6 +39,8 @@ type connFlags struct {
 	connectTO time.Duration
 	tenants   []string
 	quota     int
+	// replicas is set by `tribunal serve` only: the services provision, clients never do.
+	replicas int
 }
 
 func (c *connFlags) register(fs *pflag.FlagSet) {
@@ -59,7 +61,7 @@ func (c *connFlags) register(fs *pflag.FlagSet) {
 }
 
 func (c *connFlags) busConfig() bus.Config {
-	return bus.Config{Stream: c.stream, MaxAge: c.maxAge, AckWait: c.ackWait, MaxDeliver: c.maxDeliv, Tenants: c.tenants}
+	return bus.Config{Stream: c.stream, MaxAge: c.maxAge, AckWait: c.ackWait, MaxDeliver: c.maxDeliv, Tenants: c.tenants, Replicas: c.replicas}
 }
 
 // connect dials NATS, retrying until connectTO, and reconnects forever afterwards: a
@@ -76,8 +78,8 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 	}
 	if c.user != "" {
 		opts = append(opts, nats.UserInfo(c.user, c.password))
-		if c.user != tenants.ServicesUser {
-			// A team may only read its own reply inbox.
+		if tenants.Generated(c.user) {
+			// A user of `tribunal tenants` may only read its own reply inbox.
 			opts = append(opts, nats.CustomInboxPrefix(tenants.InboxPrefix(c.user)))
 		}
 	}
@@ -102,33 +104,48 @@ func newServeCmd() *cobra.Command {
 	var health string
 	var concurrency int
 	var shutdownGrace time.Duration
-	var allowPrivate bool
+	var allowPrivate, shareJudgeCache bool
 	var natsListen, natsStore, natsConfig string
+	var cluster bus.EmbeddedOptions
 	var adapters, gatesAdapters, webAllow []string
-	var consoleAddr, tokensFile string
+	var consoleAddr, ingressAddr, tokensFile string
 	cmd := &cobra.Command{
-		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console>",
+		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console|ingress>",
 		Short: "Run a service as a long-lived process",
 		Long: `serve runs one of tribunal's services against a NATS JetStream server and a blob store, with
 /healthz, /readyz and Prometheus /metrics on --health. Run as many instances of a service as
 you like: they share the service's durable consumer, so judges scale horizontally. "all" runs
 the four services in one process; "nats" runs an embedded NATS server with JetStream (the
-same build as the all-in-one mode) for a single host or for tests.
+same build as the all-in-one mode) for a single host or for tests, or, with --server-name,
+--cluster-listen and --routes, one member of a JetStream cluster: three of them, and the
+services with --replicas 3, ride out the loss of any one server. "ingress" is the
+teams' door (docs/security.md): an HTTP API on --ingress-addr where each team, holding only
+its token from --tokens, stores artifacts, submits and reads its own batches; it holds the
+NATS user and blob credentials itself.
 
 Every flag can also be set through the TRIBUNAL_* environment variable named in its help.`,
 		Example: `  tribunal serve nats --listen 127.0.0.1:4222 --store /var/lib/tribunal/nats
+  tribunal serve nats --listen 0.0.0.0:4222 --store /var/lib/tribunal/nats --server-name n1 \
+      --cluster-listen 0.0.0.0:6222 --routes nats://n1:6222,nats://n2:6222,nats://n3:6222
+  tribunal serve all --nats nats://n1:4222,nats://n2:4222,nats://n3:4222 --replicas 3 --blob ...
   tribunal serve judge --nats nats://127.0.0.1:4222 --blob 's3://artifacts?endpoint=127.0.0.1:9000&secure=false' \
       --judge openai --judge-model gpt-4o-mini
-  tribunal serve all --nats nats://127.0.0.1:4222 --blob file:///var/lib/tribunal/blobs`,
+  tribunal serve all --nats nats://127.0.0.1:4222 --blob file:///var/lib/tribunal/blobs
+  tribunal serve ingress --nats nats://127.0.0.1:4222 --nats-user tribunal-ingress --blob file:///var/lib/tribunal/blobs \
+      --tokens tokens.json --ingress-addr 0.0.0.0:8095`,
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats", "console"},
+		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats", "console", "ingress"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if args[0] == "nats" {
-				return serveNATS(ctx, natsListen, natsStore, natsConfig)
+				cluster.StoreDir, cluster.Listen, cluster.ConfigFile = natsStore, natsListen, natsConfig
+				return serveNATS(ctx, cluster)
 			}
 			if args[0] == "console" {
 				return serveConsole(ctx, &conn, consoleAddr, tokensFile, health)
+			}
+			if args[0] == "ingress" {
+				return serveIngress(ctx, &conn, ingressAddr, tokensFile, health)
 			}
 			var services []string
 			switch args[0] {
@@ -137,7 +154,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			case bus.Renderer, bus.Gater, bus.Judge, bus.Aggregator:
 				services = []string{args[0]}
 			default:
-				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all or nats", args[0])}
+				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all, nats, console or ingress", args[0])}
 			}
 			sensors, err := sensorsFromFlags(adapters, webAllow)
 			if err != nil {
@@ -147,7 +164,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			if err != nil {
 				return exitError{2, err}
 			}
-			return serveServices(ctx, &conn, &jf, services, health, concurrency, shutdownGrace, allowPrivate, sensors, gates)
+			return serveServices(ctx, &conn, &jf, services, health, concurrency, shutdownGrace, allowPrivate, shareJudgeCache, sensors, gates)
 		},
 	}
 	fs := cmd.Flags()
@@ -157,30 +174,49 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service in this process (backpressure)")
 	fs.DurationVar(&shutdownGrace, "shutdown-grace", bus.DefaultShutdownGrace, "on SIGTERM, how long calls in flight may finish (their results are published) before they are cancelled and handed back; the default fits Kubernetes' 30 s termination grace period")
 	fs.BoolVar(&allowPrivate, "allow-private-urls", false, "renderer: allow artifact URLs on loopback, private and link-local addresses")
+	fs.BoolVar(&shareJudgeCache, "share-judge-cache", false, "judge: answer identical inputs of any tenant from one cache entry (fewer provider calls; a cached result then tells a team that another team judged the same content: docs/security.md)")
 	fs.StringVar(&consoleAddr, "console-addr", "127.0.0.1:8090", "console: address of the web console")
-	fs.StringVar(&tokensFile, "tokens", "", "console: JSON file {\"<token>\": \"<tenant>\"} for per-team access (\"*\" sees every team); without it the console only listens on loopback")
+	fs.StringVar(&ingressAddr, "ingress-addr", "127.0.0.1:8095", "ingress: address of the teams' HTTP API")
+	fs.StringVar(&tokensFile, "tokens", "", "console, ingress: JSON file {\"<token>\": \"<tenant>\"} for per-team access (tribunal tenants writes one; \"*\" sees every team in the console, the ingress refuses it); without it the console only listens on loopback and the ingress does not start")
 	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
 	fs.StringArrayVar(&adapters, "adapter", nil, "renderer: a rubric command sensor, name=/path/to/sense.sh (repeatable; web is built in)")
 	fs.StringSliceVar(&webAllow, "web-allow-host", nil, "renderer: the only hosts the web sensor's browser may reach (host, host:port or *.domain; repeatable or comma-separated; default any). Set it when teams share the renderer")
 	fs.StringVar(&natsListen, "listen", "127.0.0.1:4222", "nats: client address to listen on")
 	fs.StringVar(&natsStore, "store", "./tribunal-data/nats", "nats: JetStream store folder")
 	fs.StringVar(&natsConfig, "config", "", "nats: nats-server configuration file (e.g. the authorization written by tribunal tenants)")
+	fs.StringVar(&cluster.ServerName, "server-name", "", "nats: this server's name, unique in its cluster and kept across restarts (required with --cluster-listen)")
+	fs.StringVar(&cluster.ClusterListen, "cluster-listen", "", "nats: address for routes from the other cluster members (e.g. 0.0.0.0:6222); makes this server a member of a JetStream cluster")
+	fs.StringVar(&cluster.ClusterName, "cluster-name", "", "nats: the cluster's name, the same on every member (default \""+bus.DefaultClusterName+"\")")
+	fs.StringSliceVar(&cluster.Routes, "routes", nil, "nats: cluster addresses of the members, nats://host:6222, comma separated; every member may get the same list")
+	fs.IntVar(&conn.replicas, "replicas", 1, "copies of the event stream, its consumers and the key-value state on a JetStream cluster: 3 on a three-node cluster survives losing a node; an existing deployment is scaled to it")
 	return cmd
 }
 
-func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, shutdownGrace time.Duration, allowPrivate bool, sensors *renderer.Sensors, gates *command.Gates) error {
-	nc, err := conn.connect()
+// open connects to NATS and opens the blob store as a long-lived process does: both
+// waited for at start, NATS reconnected forever. done closes both.
+func (c *connFlags) open(ctx context.Context) (nc *nats.Conn, store blob.Store, done func(), err error) {
+	if nc, err = c.connect(); err != nil {
+		return nil, nil, nil, err
+	}
+	if store, err = openStore(ctx, c.blobURL, c.connectTO); err != nil {
+		nc.Close()
+		return nil, nil, nil, exitError{2, err}
+	}
+	return nc, store, func() { store.Close(); nc.Close() }, nil
+}
+
+func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, services []string, health string, concurrency int, shutdownGrace time.Duration, allowPrivate, shareJudgeCache bool, sensors *renderer.Sensors, gates *command.Gates) error {
+	nc, store, done, err := conn.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	store, err := openStore(ctx, conn.blobURL, conn.connectTO)
-	if err != nil {
-		return exitError{2, err}
-	}
-	defer store.Close()
+	defer done()
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
-		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
+		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShareJudgeCache: shareJudgeCache, ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
+	if opts.RateLimits != nil {
+		// The shared rate-limit bucket is state like the others: replicated alike.
+		opts.RateLimits.Replicas = conn.replicas
+	}
 	defer sensors.Close()
 	for _, s := range services {
 		if s == bus.Judge || s == bus.Renderer {
@@ -223,16 +259,20 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	return nil
 }
 
-func serveNATS(ctx context.Context, listen, store, config string) error {
-	if err := os.MkdirAll(store, 0o750); err != nil {
+func serveNATS(ctx context.Context, o bus.EmbeddedOptions) error {
+	if err := os.MkdirAll(o.StoreDir, 0o750); err != nil {
 		return err
 	}
-	abs, _ := filepath.Abs(store)
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: abs, Listen: listen, ConfigFile: config})
+	abs, _ := filepath.Abs(o.StoreDir)
+	o.StoreDir, o.Log = abs, true
+	ns, err := bus.StartEmbedded(o)
 	if err != nil {
-		return err
+		return exitError{2, err}
 	}
 	fmt.Fprintf(os.Stderr, "nats listening on %s (JetStream store %s)\n", ns.ClientURL(), abs)
+	if o.ClusterListen != "" {
+		fmt.Fprintf(os.Stderr, "nats %s: cluster %s, routes on %s to %s\n", ns.Name(), ns.ClusterName(), o.ClusterListen, strings.Join(o.Routes, ","))
+	}
 	<-ctx.Done()
 	ns.Shutdown()
 	ns.WaitForShutdown()

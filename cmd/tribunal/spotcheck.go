@@ -28,15 +28,11 @@ rubric can be tuned.`,
 			if !approved && args[0] != "reject" {
 				return exitError{2, fmt.Errorf("want approve or reject, got %q", args[0])}
 			}
-			env, err := connectClient(cmd.Context(), &conn)
+			env, b, err := connectState(cmd.Context(), &conn)
 			if err != nil {
 				return err
 			}
 			defer env.close()
-			b, err := env.buckets(cmd.Context())
-			if err != nil {
-				return err
-			}
 			rec, err := client.FindJob(cmd.Context(), b, tenant, batchID, job)
 			if err != nil {
 				return exitError{2, err}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
 // TestTenantsWritesKEDAPatch: `tribunal tenants --keda` writes one trigger per team's
@@ -13,9 +15,17 @@ func TestTenantsWritesKEDAPatch(t *testing.T) {
 	dir := t.TempDir()
 	keda := filepath.Join(dir, "keda-tenants.yaml")
 	stdout, stderr, code := run(t, dir, "tenants", "team-a", "team-b", "--out", filepath.Join(dir, "auth.conf"),
-		"--credentials", filepath.Join(dir, "credentials.json"), "--keda", keda, "--keda-namespace", "judging")
+		"--credentials", filepath.Join(dir, "credentials.json"), "--tokens", filepath.Join(dir, "tokens.json"), "--keda", keda, "--keda-namespace", "judging")
 	if code != 0 {
 		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	// The teams' tokens, the only credential a team holds, in the ingress's format.
+	toks, err := tokens.Load(filepath.Join(dir, "tokens.json"))
+	if err != nil || len(toks) != 2 {
+		t.Fatalf("tokens.json: %v %v", toks, err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "tokens.json")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("tokens.json mode %v (%v), want 0600", st.Mode(), err)
 	}
 	data, err := os.ReadFile(keda)
 	if err != nil {

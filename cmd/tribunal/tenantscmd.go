@@ -8,42 +8,58 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
 func newTenantsCmd() *cobra.Command {
-	var out, creds, keda, kedaNamespace, kedaAccount string
+	var out, creds, tokensOut, stream, keda, kedaNamespace, kedaAccount string
 	var kedaLag int
 	cmd := &cobra.Command{
 		Use:   "tenants <team> [team...]",
-		Short: "Write the NATS authorization that isolates teams sharing one tribunal",
-		Long: `tenants writes a nats-server configuration block with one user per team and one for the
-services. A team may publish only its own ingress subjects (tribunal.<team>.job.submitted,
-tribunal.<team>.render.requested) and read only its own subjects and its own reply inbox;
-it gets no JetStream API rights, so it cannot create a consumer on the shared stream and
-read other teams' events. Passwords are stored as bcrypt hashes in the config and written in
-clear to the credentials file (mode 0600); re-running with the same credentials file keeps
-existing passwords.
+		Short: "Write the NATS authorization of the services and the teams' ingress tokens",
+		Long: `tenants writes what a tribunal shared by several teams runs with (docs/security.md):
 
-The services then run with --tenants (TRIBUNAL_TENANTS) listing the same teams, and the
-judges consume one durable per team. --keda writes the kustomize patch that makes KEDA
-scale the judges on all of those consumers (deploy/k8s/keda-judge.yaml has a single
+  --out          a nats-server configuration block with the services' users, each with the
+                 least it needs: a service publishes only the events it produces and its
+                 dead letters, consumes only its own durables and touches only its own
+                 buckets; the ingress user publishes only the events a team originates
+                 (job.submitted, spotcheck.recorded). Teams get no NATS user at all.
+  --credentials  every user's password in clear (mode 0600), for the services' and the
+                 ingress's TRIBUNAL_NATS_PASSWORD; the config holds only bcrypt hashes.
+  --tokens       the tokens file of the ingress (and console): one bearer token per team,
+                 the only credential a team holds.
+
+Re-running with the same files keeps existing passwords and tokens; a team left out loses
+its token. The services then run with --tenants (TRIBUNAL_TENANTS) listing the same teams,
+and the judges consume one durable per team. --keda writes the kustomize patch that makes
+KEDA scale the judges on all of those consumers (deploy/k8s/keda-judge.yaml has a single
 trigger on the shared one); regenerate it whenever the list changes.`,
-		Example: `  tribunal tenants team-a team-b --out auth.conf --credentials credentials.json --keda keda-tenants.yaml
+		Example: `  tribunal tenants team-a team-b --out auth.conf --credentials credentials.json --tokens tokens.json
   tribunal serve nats --config auth.conf --listen 0.0.0.0:4222
-  TRIBUNAL_NATS_PASSWORD=... tribunal submit batch.yaml --nats-user team-a --tenant team-a`,
+  TRIBUNAL_NATS_PASSWORD=... tribunal serve judge --nats-user tribunal-judge --tenants team-a,team-b
+  TRIBUNAL_NATS_PASSWORD=... tribunal serve ingress --nats-user tribunal-ingress --tokens tokens.json
+  # team-a, given its token from tokens.json:
+  tribunal submit batch.yaml --ingress https://tribunal.example.com --token-file team-a.token`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			existing := map[string]string{}
+			opts := tenants.Options{Passwords: map[string]string{}, Stream: stream}
 			if data, err := os.ReadFile(creds); err == nil {
 				var list []tenants.Credential
 				if err := json.Unmarshal(data, &list); err != nil {
 					return exitError{2, fmt.Errorf("credentials %s: %w", creds, err)}
 				}
 				for _, c := range list {
-					existing[c.User] = c.Password
+					opts.Passwords[c.User] = c.Password
 				}
 			}
-			g, err := tenants.Generate(args, existing)
+			if _, err := os.Stat(tokensOut); err == nil {
+				existing, err := tokens.Load(tokensOut)
+				if err != nil {
+					return exitError{2, err}
+				}
+				opts.Tokens = existing
+			}
+			g, err := tenants.Generate(args, opts)
 			if err != nil {
 				return exitError{2, err}
 			}
@@ -54,7 +70,12 @@ trigger on the shared one); regenerate it whenever the list changes.`,
 			if err := os.WriteFile(creds, append(data, '\n'), 0o600); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d users) and %s\nstart NATS with it: tribunal serve nats --config %s\n", out, len(g.Credentials), creds, out)
+			data, _ = json.MarshalIndent(g.Tokens, "", "  ")
+			if err := os.WriteFile(tokensOut, append(data, '\n'), 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d users), %s and %s (%d teams)\nstart NATS with it: tribunal serve nats --config %s\n",
+				out, len(g.Credentials), creds, tokensOut, len(args), out)
 			if keda != "" {
 				patch, err := tenants.KEDAPatch(args, tenants.KEDAOptions{Namespace: kedaNamespace, Account: kedaAccount, LagThreshold: kedaLag})
 				if err != nil {
@@ -69,7 +90,9 @@ trigger on the shared one); regenerate it whenever the list changes.`,
 		},
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "auth.conf", "nats-server configuration file to write")
-	cmd.Flags().StringVar(&creds, "credentials", "credentials.json", "file the users' passwords are written to (mode 0600)")
+	cmd.Flags().StringVar(&creds, "credentials", "credentials.json", "file the NATS users' passwords are written to (mode 0600)")
+	cmd.Flags().StringVar(&tokensOut, "tokens", "tokens.json", "tokens file of the ingress and the console, one token per team, written with mode 0600 (an existing file's tokens are kept)")
+	cmd.Flags().StringVar(&stream, "stream", "TRIBUNAL", "JetStream stream name the services use")
 	cmd.Flags().StringVar(&keda, "keda", "", "also write the kustomize patch of the judge ScaledObject with one trigger per team consumer (KEDA 2.12+)")
 	cmd.Flags().StringVar(&kedaNamespace, "keda-namespace", "tribunal", "with --keda: the namespace tribunal runs in (NATS monitoring at nats.<namespace>.svc.cluster.local:8222)")
 	cmd.Flags().StringVar(&kedaAccount, "keda-account", tenants.Account, "with --keda: the NATS account of the stream (the generated authorization's; \"$G\" for a server without accounts)")

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +58,9 @@ type Options struct {
 	Sensors *renderer.Sensors
 	// Gates are the gater's operator gates commands by adapter name.
 	Gates *command.Gates
+	// ShareJudgeCache serves judge-cache answers across tenants (kind.JudgeEnv.ShareCache):
+	// an operator's opt-in with a privacy cost, see docs/security.md.
+	ShareJudgeCache bool
 	// RateLimits, when set, holds every provider call (judge verdicts and equivalence
 	// runner calls in the renderer) to requests and tokens per minute shared by every
 	// instance on the bus (pkg/ratelimit).
@@ -89,16 +94,9 @@ type Running struct {
 
 // Start provisions the bus and runs the requested services until Close.
 func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	// Lines logged with a handler's context name its tenant, batch, job and trace.
-	o.Logger = telemetry.WithContext(o.Logger)
-	if o.Services == nil {
-		o.Services = bus.Services
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = 64
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -106,7 +104,11 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	}
 	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer pcancel()
-	if err := bus.Provision(pctx, js, o.Bus); err != nil {
+	// Each process creates the durables of the services it runs and no other's: a
+	// service's NATS user has rights on its own consumers only (pkg/tenants).
+	pcfg := o.Bus
+	pcfg.Services = o.Services
+	if err := bus.Provision(pctx, js, pcfg); err != nil {
 		return nil, err
 	}
 	buckets, err := bus.OpenBuckets(pctx, js)
@@ -118,21 +120,9 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		cfg.Stream = "TRIBUNAL"
 	}
 	r := &Running{JS: js, Buckets: buckets, Pub: bus.NewPublisher(js), routers: map[string]*message.Router{}, nc: nc, services: o.Services}
-	provider := o.Provider
-	if provider != nil && o.RateLimits != nil {
-		lim, err := ratelimit.New(pctx, js, *o.RateLimits)
-		if err != nil {
-			return nil, err
-		}
-		jl := lim.ForJudge()
-		jl.Log = o.Logger
-		// One wrapper for every caller in this process, so judge and runner calls draw
-		// from the same buckets and a 429 seen by either slows both.
-		provider = judge.Limited(provider, jl)
-	}
-	if provider != nil {
-		// Outermost, so a call's span and duration include its wait for the shared limits.
-		provider = judge.Instrumented(provider)
+	provider, err := o.provider(pctx, js)
+	if err != nil {
+		return nil, err
 	}
 	// Tenant labels are bounded by the tenants this deployment serves.
 	telemetry.Default().SetTenants(cfg.Tenants)
@@ -144,38 +134,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	for _, svc := range o.Services {
-		var h bus.Handler
-		var deadLetters func(context.Context, bus.DeadLetter) ([]events.Event, error)
-		switch svc {
-		case bus.Renderer:
-			sensors := o.Sensors
-			if sensors == nil {
-				sensors = &renderer.Sensors{}
-			}
-			// The renderer runs equivalence documents through the provider (an LLM
-			// applies each document to each case; teacher transcripts are cached in the
-			// shared bucket); without one, such jobs are blocked.
-			env := kind.RenderEnv{Sensors: sensors, Cache: buckets.Cache, Params: o.Params, Instance: o.Instance, Log: o.Logger}
-			if o.Provider != nil {
-				env.Provider = provider
-			}
-			h = renderer.New(o.Store, o.Fetch, env).Handle
-		case bus.Gater:
-			h = gater.New(kind.GateEnv{Store: o.Store, Views: buckets.Views, Gates: o.Gates, Log: o.Logger}).Handle
-		case bus.Judge:
-			if o.Provider == nil {
-				cancel()
-				return nil, errors.New("judge service needs a provider")
-			}
-			// The provider is already held to the shared rate limits (above).
-			h = judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, Instance: o.Instance, Params: o.Params, Log: o.Logger}).Handle
-		case bus.Aggregator:
-			agg := aggregator.New(buckets, o.Store, o.Logger)
-			h, deadLetters = agg.Handle, agg.DeadLetter
-		default:
-			cancel()
-			return nil, fmt.Errorf("unknown service %q (want renderer, gater, judge or aggregator)", svc)
-		}
+		h, deadLetters := o.handler(svc, buckets, provider)
 		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: o.Concurrency, AckWait: cfg.AckWait, Logger: o.Logger,
 			Tenants: cfg.Tenants, TenantQuota: o.TenantQuota, ShutdownGrace: grace})
 		router, err := bus.NewRouter(bus.RouterConfig{Service: svc, MaxDeliver: cfg.MaxDeliver, CloseTimeout: closeTimeout,
@@ -206,7 +165,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	// elected per service, exports it, so sums over instances are right.
 	holder := o.Instance + "-" + nuid.Next()
 	for svc := range r.routers {
-		lease, err := bus.Elect(pctx, js, bus.LeaseConfig{Key: "pending." + svc, Holder: holder, Logger: o.Logger})
+		lease, err := bus.Elect(pctx, js, bus.LeaseConfig{Key: "pending." + svc, Holder: holder, Replicas: cfg.Replicas, Logger: o.Logger})
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("service %s: backlog reporter election: %w", svc, err)
@@ -215,6 +174,105 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		r.unwatch = append(r.unwatch, telemetry.Default().WatchPending(svc, consumerPending(js, cfg.Stream, bus.ConsumerNames(svc, cfg.Tenants)...), lease.Held))
 	}
 	return r, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	// Lines logged with a handler's context name its tenant, batch, job and trace.
+	o.Logger = telemetry.WithContext(o.Logger)
+	if o.Services == nil {
+		o.Services = bus.Services
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 64
+	}
+	return o
+}
+
+// validate refuses options that could only fail later, mid-batch or after the bus was
+// provisioned: an unknown or repeated service, a service without its blob store, a judge
+// without a provider, negative bounds.
+func (o Options) validate() error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, svc := range o.Services {
+		switch {
+		case !slices.Contains(bus.Services, svc):
+			errs = append(errs, fmt.Errorf("unknown service %q (want %s)", svc, strings.Join(bus.Services, ", ")))
+		case seen[svc]:
+			errs = append(errs, fmt.Errorf("service %q named twice", svc))
+		}
+		seen[svc] = true
+	}
+	if len(o.Services) > 0 && o.Store == nil {
+		errs = append(errs, errors.New("services need a blob store (Store)"))
+	}
+	if seen[bus.Judge] && o.Provider == nil {
+		errs = append(errs, errors.New("judge service needs a provider"))
+	}
+	for name, v := range map[string]int64{"Concurrency": int64(o.Concurrency), "TenantQuota": int64(o.TenantQuota),
+		"ShutdownGrace": int64(o.ShutdownGrace), "CloseTimeout": int64(o.CloseTimeout)} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %d", name, v))
+		}
+	}
+	if o.Concurrency > 0 && o.TenantQuota > o.Concurrency {
+		errs = append(errs, fmt.Errorf("TenantQuota %d exceeds Concurrency %d", o.TenantQuota, o.Concurrency))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("app options: %w", err)
+	}
+	return nil
+}
+
+// provider is o.Provider held to the shared rate limits and instrumented, or nil.
+func (o Options) provider(ctx context.Context, js jetstream.JetStream) (judge.Provider, error) {
+	p := o.Provider
+	if p == nil {
+		return nil, nil
+	}
+	if o.RateLimits != nil {
+		lim, err := ratelimit.New(ctx, js, *o.RateLimits)
+		if err != nil {
+			return nil, err
+		}
+		jl := lim.ForJudge()
+		jl.Log = o.Logger
+		// One wrapper for every caller in this process, so judge and runner calls draw
+		// from the same buckets and a 429 seen by either slows both.
+		p = judge.Limited(p, jl)
+	}
+	// Outermost, so a call's span and duration include its wait for the shared limits.
+	return judge.Instrumented(p), nil
+}
+
+// handler builds service svc over the buckets (validate has checked svc and what it
+// needs).
+func (o Options) handler(svc string, buckets bus.Buckets, provider judge.Provider) (bus.Handler, func(context.Context, bus.DeadLetter) ([]events.Event, error)) {
+	switch svc {
+	case bus.Renderer:
+		sensors := o.Sensors
+		if sensors == nil {
+			sensors = &renderer.Sensors{}
+		}
+		// The renderer runs equivalence documents through the provider (an LLM applies
+		// each document to each case; teacher transcripts are cached in the shared
+		// bucket); without one, such jobs are blocked.
+		env := kind.RenderEnv{Sensors: sensors, Cache: buckets.Cache, Params: o.Params, Instance: o.Instance, Log: o.Logger}
+		if provider != nil {
+			env.Provider = provider
+		}
+		return renderer.New(o.Store, o.Fetch, env).Handle, nil
+	case bus.Gater:
+		return gater.New(kind.GateEnv{Store: o.Store, Views: buckets.Views, Gates: o.Gates, Log: o.Logger}).Handle, nil
+	case bus.Judge:
+		return judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, ShareCache: o.ShareJudgeCache, Instance: o.Instance, Params: o.Params, Log: o.Logger}).Handle, nil
+	default:
+		agg := aggregator.New(buckets, o.Store, o.Logger)
+		return agg.Handle, agg.DeadLetter
+	}
 }
 
 // Ready reports whether the connection is up and every router runs.

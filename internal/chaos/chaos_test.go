@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -56,23 +56,67 @@ type proc struct {
 	args []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *lockedBuffer
+	// exited is closed when the current run of the process ends.
+	exited chan struct{}
 }
 
-func (p *proc) start(t *testing.T) {
+// lockedBuffer is a process's output, read while the process still writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// logString is everything the process (every run of it) wrote so far.
+func (p *proc) logString() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.log == nil {
+		return ""
+	}
+	return p.log.String()
+}
+
+func (p *proc) start(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cmd := exec.Command(binary, p.args...)
 	if p.log == nil {
-		p.log = &bytes.Buffer{}
+		p.log = &lockedBuffer{}
 	}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", p.name, err)
 	}
 	p.cmd = cmd
-	go func() { _ = cmd.Wait() }()
+	exited := make(chan struct{})
+	p.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+}
+
+// hasExited reports whether the current run of the process has ended.
+func (p *proc) hasExited() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // kill sends SIGKILL: no graceful shutdown, in-flight messages are simply abandoned.
@@ -84,19 +128,26 @@ func (p *proc) kill() {
 	}
 }
 
-func waitReady(t *testing.T, url string, timeout time.Duration) {
+func waitReady(t testing.TB, url string, timeout time.Duration) {
 	t.Helper()
+	if !becomesReady(url, timeout) {
+		t.Fatalf("%s not ready after %s", url, timeout)
+	}
+}
+
+// becomesReady polls a /readyz URL until it answers 200 or timeout passes.
+func becomesReady(url string, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return true
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s not ready after %s", url, timeout)
+	return false
 }
 
 // TestChaos: during a 2,000-AC batch every service process is killed with SIGKILL at
@@ -144,15 +195,7 @@ func TestChaos(t *testing.T) {
 		waitReady(t, h, 30*time.Second)
 	}
 
-	dir := t.TempDir()
-	var sb strings.Builder
-	sb.WriteString("version: 1\nname: chaos\nacs:\n")
-	for i := 0; i < n; i++ {
-		os.WriteFile(filepath.Join(dir, fmt.Sprintf("o%d.md", i)), []byte(fmt.Sprintf("ours %d\n", i)), 0o644)
-		os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%d.md", i)), []byte(fmt.Sprintf("reference %d\n", i)), 0o644)
-		fmt.Fprintf(&sb, "  - {id: AC-%d, criterion: c, ours: o%d.md, reference: r%d.md}\n", i, i, i)
-	}
-	os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(sb.String()), 0o644)
+	dir := writeBatch(t, n)
 	out, err := exec.Command(binary, "submit", dir, "--nats", natsURL, "--blob", blobURL).Output()
 	if err != nil {
 		t.Fatalf("submit: %v", err)
@@ -187,10 +230,54 @@ func TestChaos(t *testing.T) {
 	res, err := watch.Output()
 	if ctx.Err() != nil {
 		for _, p := range append(services, natsProc) {
-			t.Logf("%s log:\n%s", p.name, tailOf(p.log.String(), 2000))
+			t.Logf("%s log:\n%s", p.name, tailOf(p.logString(), 2000))
 		}
 		t.Fatalf("batch did not complete: %v", ctx.Err())
 	}
+	if err != nil {
+		t.Logf("watch: %v", err)
+	}
+	checkResults(t, res, n)
+	// Exactly one verdict per AC in the stream, whatever was killed mid-call.
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if got, err := verdicts(ctx, js); got != n {
+		t.Fatalf("%d verdicts in the stream (%v), want exactly %d", got, err, n)
+	}
+	// The faults must have landed on a running batch, not after it.
+	completed := completedAt(ctx, t, js, batchID)
+	if !completed.After(s3Down) {
+		t.Fatalf("the batch completed at %s, before the S3 outage at %s: the chaos missed it", completed, s3Down)
+	}
+	t.Logf("batch completed %s after the S3 outage began", completed.Sub(s3Down).Round(time.Second))
+}
+
+// writeBatch writes an n-AC ab batch (AC-0 ... AC-<n-1>, one small text artifact pair
+// each) into a new folder.
+func writeBatch(t testing.TB, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	var sb strings.Builder
+	sb.WriteString("version: 1\nname: chaos\nacs:\n")
+	for i := 0; i < n; i++ {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("o%d.md", i)), []byte(fmt.Sprintf("ours %d\n", i)), 0o644)
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%d.md", i)), []byte(fmt.Sprintf("reference %d\n", i)), 0o644)
+		fmt.Fprintf(&sb, "  - {id: AC-%d, criterion: c, ours: o%d.md, reference: r%d.md}\n", i, i, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// checkResults reads `tribunal watch --json` output: exactly n results, no AC twice,
+// every one compared.
+func checkResults(t testing.TB, res []byte, n int) {
+	t.Helper()
 	var results struct {
 		Summary struct{ Total, Compared, Blocked int }
 		Rows    []struct {
@@ -199,8 +286,8 @@ func TestChaos(t *testing.T) {
 			Reason string `json:"reason"`
 		} `json:"results"`
 	}
-	if jerr := json.Unmarshal(res, &results); jerr != nil {
-		t.Fatalf("watch output (%v): %v\n%s", err, jerr, res)
+	if err := json.Unmarshal(res, &results); err != nil {
+		t.Fatalf("watch output: %v\n%s", err, tailOf(string(res), 2000))
 	}
 	seen := map[string]bool{}
 	for _, r := range results.Rows {
@@ -215,25 +302,28 @@ func TestChaos(t *testing.T) {
 	if len(results.Rows) != n || results.Summary.Total != n {
 		t.Fatalf("%d results (summary %d), want %d", len(results.Rows), results.Summary.Total, n)
 	}
-	// Exactly one verdict per AC in the stream, whatever was killed mid-call.
-	nc, err := nats.Connect(natsURL)
+}
+
+// verdicts counts the verdicts stored in the stream: the judge publishes one per AC, so
+// a duplicate would be a message more.
+func verdicts(ctx context.Context, js jetstream.JetStream) (int, error) {
+	const subject = "tribunal.default.verdict.emitted"
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ictx, "TRIBUNAL")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	st, err := js.Stream(ctx, "TRIBUNAL")
+	info, err := st.Info(ictx, jetstream.WithSubjectFilter(subject))
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter("tribunal.default.verdict.emitted"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := info.State.Subjects["tribunal.default.verdict.emitted"]; got != n {
-		t.Fatalf("%d verdicts in the stream, want exactly %d", got, n)
-	}
-	// The faults must have landed on a running batch, not after it.
+	return int(info.State.Subjects[subject]), nil
+}
+
+// completedAt is when the aggregator recorded the batch's completion.
+func completedAt(ctx context.Context, t testing.TB, js jetstream.JetStream, batchID string) time.Time {
+	t.Helper()
 	kv, err := js.KeyValue(ctx, "tribunal_batches")
 	if err != nil {
 		t.Fatal(err)
@@ -248,10 +338,7 @@ func TestChaos(t *testing.T) {
 	if err := json.Unmarshal(e.Value(), &header); err != nil {
 		t.Fatal(err)
 	}
-	if !header.Completion.At.After(s3Down) {
-		t.Fatalf("the batch completed at %s, before the S3 outage at %s: the chaos missed it", header.Completion.At, s3Down)
-	}
-	t.Logf("batch completed %s after the S3 outage began", header.Completion.At.Sub(s3Down).Round(time.Second))
+	return header.Completion.At
 }
 
 func tailOf(s string, n int) string {

@@ -23,21 +23,21 @@ const maxInlineText = 256 << 10
 // <pre>, HTML as its escaped source beside a sandboxed frame, anything else as a link.
 type artifactView struct {
 	// Label is the artifact's role as reviewers know it: ours, reference, output, ...
-	Label string
+	Label string `json:"label"`
 	// Slot is the blind slot ("A" or "B") it was judged in, for ab.
-	Slot string
+	Slot string `json:"slot,omitempty"`
 	// Name is the path or URL the batch named.
-	Name      string
-	Class     string // image, text, html, binary, url, missing
-	MediaType string
-	Size      int64
-	SHA256    string
-	Href      string
-	Text      string
-	Truncated bool
+	Name      string `json:"name,omitempty"`
+	Class     string `json:"class"` // image, text, html, binary, url, missing
+	MediaType string `json:"media_type,omitempty"`
+	Size      int64  `json:"size"`
+	SHA256    string `json:"sha256,omitempty"`
+	Href      string `json:"href,omitempty"`
+	Text      string `json:"text,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
 	// External is a URL source the renderer fetched.
-	External string
-	Note     string
+	External string `json:"external,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 // sourceArtifact shows one input of a job as the batch named it.

@@ -4,58 +4,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
-	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
-
-// MinTokenLength is the shortest token LoadTokens accepts: a token is the only thing
-// between a team and another team's artifacts, so it must not be guessable.
-const MinTokenLength = 16
-
-// LoadTokens reads a tokens file, a JSON object {"<token>": "<tenant>"} where a tenant
-// of "*" (AllTenants) sees every tenant. An empty path means no tokens: an open console.
-func LoadTokens(path string) (map[string]string, error) {
-	if path == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("console tokens: %w", err)
-	}
-	var m map[string]string
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("console tokens %s: want a JSON object {\"<token>\": \"<tenant>\"}: %w", path, err)
-	}
-	if err := CheckTokens(m); err != nil {
-		return nil, fmt.Errorf("console tokens %s: %w", path, err)
-	}
-	return m, nil
-}
-
-// CheckTokens validates a token map: long enough tokens, each mapping to a valid tenant
-// name or AllTenants.
-func CheckTokens(m map[string]string) error {
-	for tok, tenant := range m {
-		if len(tok) < MinTokenLength {
-			return fmt.Errorf("a token of tenant %q is shorter than %d characters", tenant, MinTokenLength)
-		}
-		if strings.TrimSpace(tok) != tok {
-			return fmt.Errorf("a token of tenant %q has surrounding spaces", tenant)
-		}
-		if tenant != AllTenants {
-			if err := events.ValidateTenant(tenant); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
 // caller is who a request comes from.
 type caller struct {
@@ -74,28 +28,19 @@ type caller struct {
 func (c caller) sees(tenant string) bool { return c.all || c.tenant == tenant }
 
 type authenticator struct {
-	// tokens maps sha256(token) to its tenant, so a lookup never compares the secret
-	// itself byte by byte.
-	tokens map[[32]byte]string
+	tokens *tokens.Set
 	key    []byte
 }
 
-func newAuthenticator(tokens map[string]string, key []byte) *authenticator {
-	a := &authenticator{tokens: map[[32]byte]string{}, key: key}
-	for tok, tenant := range tokens {
-		a.tokens[sha256.Sum256([]byte(tok))] = tenant
-	}
-	return a
+func newAuthenticator(m map[string]string, key []byte) *authenticator {
+	return &authenticator{tokens: tokens.NewSet(m), key: key}
 }
 
-func (a *authenticator) open() bool { return len(a.tokens) == 0 }
+func (a *authenticator) open() bool { return a.tokens.Len() == 0 }
 
 // lookup resolves a presented token.
 func (a *authenticator) lookup(tok string) (caller, bool) {
-	if tok == "" {
-		return caller{}, false
-	}
-	tenant, ok := a.tokens[sha256.Sum256([]byte(tok))]
+	tenant, ok := a.tokens.Tenant(tok)
 	if !ok {
 		return caller{}, false
 	}
@@ -110,12 +55,11 @@ func (a *authenticator) identify(r *http.Request) (caller, bool) {
 	if a.open() {
 		return caller{all: true, name: "open-console"}, true
 	}
-	if h := r.Header.Get("Authorization"); h != "" {
-		tok, ok := strings.CutPrefix(h, "Bearer ")
+	if tok, present, ok := tokens.Bearer(r); present {
 		if !ok {
 			return caller{}, false
 		}
-		c, ok := a.lookup(strings.TrimSpace(tok))
+		c, ok := a.lookup(tok)
 		c.viaHeader = ok
 		return c, ok
 	}
@@ -169,7 +113,7 @@ func (s *server) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, ok := s.auth.identify(r)
 		if !ok {
-			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
+			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" && !isAPI(r) {
 				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}

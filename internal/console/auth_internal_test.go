@@ -3,39 +3,9 @@ package console
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
-
-func TestLoadTokens(t *testing.T) {
-	dir := t.TempDir()
-	write := func(s string) string {
-		p := filepath.Join(dir, "tokens.json")
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	m, err := LoadTokens(write(`{"aaaaaaaaaaaaaaaaaaaa": "team-a", "bbbbbbbbbbbbbbbbbbbb": "*"}`))
-	if err != nil || m["aaaaaaaaaaaaaaaaaaaa"] != "team-a" || m["bbbbbbbbbbbbbbbbbbbb"] != AllTenants {
-		t.Fatalf("%v %v", m, err)
-	}
-	if m, err := LoadTokens(""); m != nil || err != nil {
-		t.Fatalf("no file: %v %v", m, err)
-	}
-	for name, body := range map[string]string{
-		"short token":   `{"short": "team-a"}`,
-		"bad tenant":    `{"aaaaaaaaaaaaaaaaaaaa": "Team A"}`,
-		"dotted tenant": `{"aaaaaaaaaaaaaaaaaaaa": "team.a"}`,
-		"not an object": `["aaaaaaaaaaaaaaaaaaaa"]`,
-	} {
-		if _, err := LoadTokens(write(body)); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-}
 
 func TestSameOrigin(t *testing.T) {
 	for name, c := range map[string]struct {

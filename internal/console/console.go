@@ -11,11 +11,12 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
 // AllTenants is the tenant a token maps to when it may see every tenant (an operator's
 // or auditor's token).
-const AllTenants = "*"
+const AllTenants = tokens.AllTenants
 
 // CookieName is the cookie the /login form sets, so a browser need not send a bearer
 // header.
@@ -31,8 +32,8 @@ type Config struct {
 	Buckets bus.Buckets
 	// Store holds the artifacts, renders and manifests.
 	Store blob.Store
-	// Pub publishes HE-2 spot-check decisions (client.Spotcheck). Without one the
-	// spot-check form is not offered.
+	// Pub publishes HE-2 spot-check decisions (client.Spotcheck) and loop resets
+	// (client.ResetView). Without one neither form is offered.
 	Pub client.Publisher
 	// Tenants maps a bearer token to the tenant it may see, or to AllTenants. With no
 	// tokens at all the console is open and shows every tenant: that is the
@@ -41,6 +42,9 @@ type Config struct {
 	// Audit, when set, produces the audit page of a batch; without it the page says the
 	// audit is not available.
 	Audit AuditFunc
+	// Report, when set, produces the trust report page of a batch (its judges' position
+	// bias, flips, agreement, ...); without it the page says the report is not available.
+	Report ReportFunc
 	// CSRFKey keys the spot-check form tokens. Give every replica of a console behind
 	// one address the same secret; empty means a random key per process (a form then
 	// only posts back to the process that served it, and not across a restart).
@@ -57,6 +61,7 @@ type server struct {
 	pages   *pages
 	log     *slog.Logger
 	refresh int
+	cache   *rowsCache
 }
 
 // New builds the console's handler. It panics only if the embedded templates do not
@@ -81,8 +86,10 @@ func New(cfg Config) http.Handler {
 		pages:   mustParsePages(),
 		log:     cfg.Logger.With("component", "console"),
 		refresh: max(1, int(cfg.Refresh/time.Second)),
+		cache:   newRowsCache(),
 	}
 	mux := http.NewServeMux()
+	s.reviewRoutes(mux)
 	mux.HandleFunc("GET /static/console.css", serveCSS)
 	mux.HandleFunc("GET /login", s.loginForm)
 	mux.HandleFunc("POST /login", s.login)
@@ -91,8 +98,10 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /t/{tenant}/{$}", s.authed(s.tenantIndex))
 	mux.HandleFunc("GET /t/{tenant}/b/{batch}", s.authed(s.batch))
 	mux.HandleFunc("GET /t/{tenant}/b/{batch}/audit", s.authed(s.audit))
+	mux.HandleFunc("GET /t/{tenant}/b/{batch}/report", s.authed(s.report))
 	mux.HandleFunc("GET /t/{tenant}/b/{batch}/j/{job}", s.authed(s.job))
 	mux.HandleFunc("POST /t/{tenant}/b/{batch}/j/{job}/spotcheck", s.authed(s.spotcheck))
+	mux.HandleFunc("POST /t/{tenant}/b/{batch}/j/{job}/reset", s.authed(s.resetView))
 	mux.HandleFunc("GET /blob/{tenant}/{sha256}", s.authed(s.blob))
 	mux.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request, _ caller) { s.notFound(w, r) }))
 	return securityHeaders(mux)
@@ -133,5 +142,9 @@ type errorData struct {
 }
 
 func (s *server) errorPage(w http.ResponseWriter, r *http.Request, code int, title, msg string) {
+	if isAPI(r) {
+		s.apiError(w, code, msg)
+		return
+	}
 	s.render(w, r, code, "error.html", view{Title: title, Page: errorData{Message: msg}})
 }

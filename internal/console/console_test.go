@@ -22,6 +22,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 const (
@@ -391,6 +392,61 @@ func TestConsole(t *testing.T) {
 			t.Error("the spot-check form is still offered after the decision")
 		}
 		shot(t, "rubric-signed-off.png")
+	})
+
+	t.Run("reset", func(t *testing.T) {
+		if !withChromium {
+			t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
+		}
+		path := jobPath(subR, viewJob)
+		_, body := w.get(path, tokA)
+		m := regexp.MustCompile(`action="[^"]*/reset"[^>]*>\s*<input type="hidden" name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(body)
+		if m == nil || !strings.Contains(body, "Reset the loop") {
+			t.Fatalf("no reset form on a view whose run ended: %s", body)
+		}
+		form := url.Values{"csrf": {m[1]}, "reason": {"typography is tuned in rubric.json now"}}
+		for name, c := range map[string]struct {
+			form   url.Values
+			header map[string]string
+			token  string
+			want   int
+		}{
+			"no origin":         {form, nil, tokA, http.StatusForbidden},
+			"foreign origin":    {form, map[string]string{"Origin": "https://evil.example"}, tokA, http.StatusForbidden},
+			"no csrf token":     {url.Values{"reason": {"x"}}, map[string]string{"Origin": srv.URL}, tokA, http.StatusForbidden},
+			"another session's": {form, map[string]string{"Origin": srv.URL}, tokAdmin, http.StatusForbidden},
+			"another team":      {form, map[string]string{"Origin": srv.URL}, tokB, http.StatusNotFound},
+		} {
+			if resp, _ := w.do(http.MethodPost, path+"/reset", c.token, c.form, c.header); resp.StatusCode != c.want {
+				t.Errorf("%s: %d, want %d", name, resp.StatusCode, c.want)
+			}
+		}
+		key := views.Key(tenantA, &events.RubricSpec{Feature: "rubric-feature", Target: "list", State: "populated", Appearance: "light"})
+		if v, _, err := views.Load(t.Context(), s.run.Buckets.Views, key); err != nil || v.Generation != 0 {
+			t.Fatalf("a refused POST reset the view: %+v %v", v, err)
+		}
+		resp, _ := w.do(http.MethodPost, path+"/reset", tokA, form, map[string]string{"Origin": srv.URL})
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != path+"?sent=reset" {
+			t.Fatalf("reset POST: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			v, _, err := views.Load(t.Context(), s.run.Buckets.Views, key)
+			if err == nil && v.Generation == 1 {
+				if v.Reset == nil || v.Reset.Reason != "typography is tuned in rubric.json now" || !strings.HasPrefix(v.Reset.By, "console:") || v.SignOff != nil {
+					t.Fatalf("view after the reset %+v", v)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the view's loop was not reset: %+v %v", v, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_, body = w.get(path, tokA)
+		if !strings.Contains(body, "loop 1, 0 iterations spent") || !strings.Contains(body, "typography is tuned in rubric.json now") {
+			t.Errorf("the page does not show the new loop: %s", body)
+		}
 	})
 }
 

@@ -20,17 +20,21 @@ const maxBatches = 300
 
 // batchRow is one batch on the index page.
 type batchRow struct {
-	Tenant    string
-	Batch     string
-	Source    string
-	CreatedAt time.Time
-	Done      int
-	Total     int
-	Complete  bool
-	Summary   *events.BatchCompleted
-	Href      string
+	Tenant    string                 `json:"tenant"`
+	Batch     string                 `json:"batch"`
+	Source    string                 `json:"source,omitempty"`
+	CreatedAt time.Time              `json:"created_at"`
+	Done      int                    `json:"done"`
+	Total     int                    `json:"total"`
+	Complete  bool                   `json:"complete"`
+	Summary   *events.BatchCompleted `json:"summary,omitempty"`
+	// KindMix is the jobs by kind ("4 ab, 1 critic"); Judges the judges that answered.
+	// Batches completed before completions kept them have neither.
+	KindMix string   `json:"kind_mix,omitempty"`
+	Judges  []string `json:"judges,omitempty"`
+	Href    string   `json:"href"`
 	// AwaitingHref links the view whose sign-off waits for a person (HE-2), if any.
-	AwaitingHref string
+	AwaitingHref string `json:"awaiting_href,omitempty"`
 }
 
 func batchHref(tenant, batch string) string { return "/t/" + tenant + "/b/" + batch }
@@ -79,6 +83,7 @@ func (s *server) listBatches(ctx context.Context, c caller, only string) ([]batc
 			r.Complete, r.Done = true, h.Size
 			sum := h.Completion.Summary
 			r.Summary = &sum
+			r.KindMix, r.Judges = kindMix(h.Completion.Kinds), h.Completion.Judges
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool {

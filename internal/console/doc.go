@@ -6,7 +6,9 @@
 // spot-check controls, equivalence cases with their verdicts, and a batch's audit.
 //
 // It reads JetStream KV (tribunal_batches for headers and progress, tribunal_jobs for
-// job records, rubric loop state and sign-offs included) and blob storage, and
+// job records, rubric loop state and sign-offs included) and blob storage (a completed
+// batch's index, read once and kept in memory, serves its table, filters, charts and
+// comparisons: a page of a 100,000-AC batch does not read 100,000 records), and
 // publishes one event only, spotcheck.recorded. Reading KV needs the
 // services' NATS user, so teams are kept apart here, not by NATS.
 //
@@ -14,10 +16,16 @@
 //
 //	GET  /                                   batches of the caller's tenant(s), newest first
 //	GET  /t/{tenant}/                        one tenant's batches
-//	GET  /t/{tenant}/b/{batch}               progress, summary, exit code, results table
+//	GET  /t/{tenant}/b/{batch}               progress, summary, charts, the AC table
+//	                                         (?status= kind= outcome= route= judge= cached=
+//	                                         q= sort= dir= page= per=)
+//	GET  /t/{tenant}/b/{batch}/export.csv    the AC table as CSV (the same query, unpaged)
+//	GET  /t/{tenant}/b/{batch}/compare?with= which verdicts changed from another batch
 //	GET  /t/{tenant}/b/{batch}/j/{job}       one AC, by kind (ab, rubric, critic, equivalence)
+//	GET  /t/{tenant}/b/{batch}/j/{job}/call/{n}    a judge call's prompt and answer
 //	POST /t/{tenant}/b/{batch}/j/{job}/spotcheck   HE-2 approve / reject (form)
-//	GET  /t/{tenant}/b/{batch}/audit         the audit result (Config.Audit)
+//	GET  /t/{tenant}/b/{batch}/audit         the audit report (Config.Audit)
+//	GET  /api/...                            the JSON of every page above (snake_case)
 //	GET  /blob/{tenant}/{sha256}             one artifact, render or manifest
 //	GET  /login, POST /login, POST /logout   the token cookie
 //	GET  /static/console.css

@@ -9,10 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -83,28 +82,50 @@ func batchCrumbs(tenant, batch string) []crumb {
 }
 
 type rowView struct {
-	client.Row
-	Href string
+	index.Entry
+	Href string `json:"href"`
+	// Outcome and Route are the entry's as the table's filters name them.
+	Outcome string `json:"outcome"`
+	Route   string `json:"route"`
 }
 
 type manifestLink struct {
-	Kind string
-	Href string
-	Size int64
+	Kind string `json:"kind"`
+	Href string `json:"href"`
+	Size int64  `json:"size"`
 }
 
 type batchData struct {
-	Tenant, Batch, Source string
-	CreatedAt             time.Time
-	Done, Total           int
-	Complete              bool
-	Completion            *records.Completion
-	ExitMeaning           string
-	Rows                  []rowView
-	Judges                []string
-	Manifests             []manifestLink
-	Awaiting              []rowView
-	AuditHref             string
+	Tenant      string              `json:"tenant"`
+	Batch       string              `json:"batch"`
+	Source      string              `json:"source,omitempty"`
+	CreatedAt   time.Time           `json:"created_at"`
+	Done        int                 `json:"done"`
+	Total       int                 `json:"total"`
+	Complete    bool                `json:"complete"`
+	Completion  *records.Completion `json:"completion,omitempty"`
+	ExitMeaning string              `json:"exit_meaning,omitempty"`
+	Judges      []string            `json:"judges,omitempty"`
+	KindMix     string              `json:"kind_mix,omitempty"`
+	Manifests   []manifestLink      `json:"manifests,omitempty"`
+	Awaiting    []rowView           `json:"awaiting,omitempty"`
+	AuditHref   string              `json:"audit_href"`
+	// The AC table: one page of the rows the query selects.
+	Rows    []rowView  `json:"rows"`
+	Query   tableQuery `json:"query"`
+	Matched int        `json:"matched"`
+	Pages   int        `json:"pages"`
+	Facets  facets     `json:"facets"`
+	Charts  []chart    `json:"charts"`
+	// Links of the table's pages, its sort headers, its export and the comparison.
+	Nav         pageNav           `json:"-"`
+	SortHrefs   map[string]string `json:"-"`
+	ClearHref   string            `json:"-"`
+	CSVHref     string            `json:"csv_href"`
+	CompareHref string            `json:"compare_href"`
+	Others      []batchChoice     `json:"-"`
+	// FromIndex says the rows came from the batch's stored index.
+	FromIndex bool `json:"from_index"`
 }
 
 // exitMeaning is the batch exit code as a sentence.
@@ -127,21 +148,33 @@ func (s *server) batch(w http.ResponseWriter, r *http.Request, c caller) {
 	if !ok {
 		return
 	}
+	d, err := s.batchData(r, c, tenant, batch, h)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v := view{Title: "Batch " + batch, Crumbs: batchCrumbs(tenant, batch), Page: d}
+	if !d.Complete && len(d.Awaiting) == 0 {
+		v.Refresh = s.refresh
+	}
+	s.render(w, r, http.StatusOK, "batch.html", v)
+}
+
+// batchData is the batch page: its summary, charts and one page of its AC table.
+func (s *server) batchData(r *http.Request, c caller, tenant, batch string, h *records.Batch) (batchData, error) {
 	ctx := r.Context()
+	base := batchHref(tenant, batch)
 	d := batchData{Tenant: tenant, Batch: batch, Source: h.Source, CreatedAt: h.CreatedAt, Total: h.Size,
-		Completion: h.Completion, AuditHref: batchHref(tenant, batch) + "/audit"}
-	v := view{Title: "Batch " + batch, Crumbs: batchCrumbs(tenant, batch)}
+		Completion: h.Completion, AuditHref: base + "/audit", CompareHref: base + "/compare"}
+	rows, err := s.rows(ctx, tenant, batch, h)
+	if err != nil {
+		return d, err
+	}
+	d.FromIndex = rows.FromIndex
 	if h.Completion != nil {
-		res, err := client.Load(ctx, s.cfg.Buckets, s.cfg.Store, tenant, batch)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		d.Complete, d.Done, d.Judges = true, h.Size, res.Judges
+		d.Complete, d.Done = true, h.Size
 		d.ExitMeaning = exitMeaning(h.Completion.Summary.ExitCode)
-		for _, row := range res.Rows {
-			d.Rows = append(d.Rows, rowView{Row: row, Href: jobHref(tenant, batch, row.ACID)})
-		}
+		d.Judges, d.KindMix = h.Completion.Judges, kindMix(h.Completion.Kinds)
 		names := make([]string, 0, len(h.Completion.Manifests))
 		for k := range h.Completion.Manifests {
 			names = append(names, string(k))
@@ -151,78 +184,130 @@ func (s *server) batch(w http.ResponseWriter, r *http.Request, c caller) {
 			m := h.Completion.Manifests[events.Kind(k)]
 			d.Manifests = append(d.Manifests, manifestLink{Kind: k, Href: blobHref(tenant, m.SHA256), Size: m.Size})
 		}
-	} else {
-		store := records.New(s.cfg.Buckets)
-		recs, err := store.LoadJobs(ctx, tenant, batch)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
-		if d.Done, err = store.Progress(ctx, tenant, batch, h.Size); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		for _, rec := range recs {
-			rv := rowView{Row: runningRow(rec), Href: jobHref(tenant, batch, rec.ACID)}
-			d.Rows = append(d.Rows, rv)
-			if rec.Status == events.StatusAwaitingSpotcheck {
-				d.Awaiting = append(d.Awaiting, rv)
-			}
-		}
-		if len(d.Awaiting) == 0 {
-			v.Refresh = s.refresh
-		}
+	} else if d.Done, err = records.New(s.cfg.Buckets).Progress(ctx, tenant, batch, h.Size); err != nil {
+		return d, err
 	}
-	v.Page = d
-	s.render(w, r, http.StatusOK, "batch.html", v)
-}
-
-// runningRow is a job of a batch still in progress: what its record says so far, as its
-// kind reads it (the same rows `tribunal results` prints once the batch completes).
-func runningRow(r *records.Job) client.Row {
-	if k, err := kinds.Lookup(r.Spec.Kind); err == nil {
-		return k.Row(r)
-	}
-	return kind.BaseRow(r)
-}
-
-type auditData struct {
-	Tenant, Batch string
-	Available     bool
-	Error         string
-	Text          string
-	// Verdict is "passed" or "failed" when the result says (an OK() bool method, as
-	// *audit.Report has), "" otherwise.
-	Verdict string
-}
-
-func (s *server) audit(w http.ResponseWriter, r *http.Request, c caller) {
-	tenant, batch, _, ok := s.scope(w, r, c)
-	if !ok {
-		return
-	}
-	d := auditData{Tenant: tenant, Batch: batch, Available: s.cfg.Audit != nil}
-	v := view{Title: "Audit of " + batch, Crumbs: append(batchCrumbs(tenant, batch), crumb{Label: "audit", Href: batchHref(tenant, batch) + "/audit"})}
-	code := http.StatusOK
-	if d.Available {
-		res, err := s.cfg.Audit(r.Context(), tenant, batch)
-		switch {
-		case err != nil:
-			s.log.Error("audit", "tenant", tenant, "batch", batch, "err", err)
-			d.Error, code = err.Error(), http.StatusBadGateway
-		default:
-			d.Text = auditText(res)
-			if v, ok := res.(interface{ OK() bool }); ok {
-				d.Verdict = "failed"
-				if v.OK() {
-					d.Verdict = "passed"
+	if len(d.Judges) == 0 {
+		// A running batch, or one completed before completions named their judges.
+		seen := map[string]bool{}
+		for i := range rows.Entries {
+			for j := range judgesOf(&rows.Entries[i]) {
+				if !seen[j] {
+					seen[j] = true
+					d.Judges = append(d.Judges, j)
 				}
 			}
 		}
+		sort.Strings(d.Judges)
 	}
-	v.Page = d
+	if d.KindMix == "" {
+		kinds := map[events.Kind]int{}
+		for i := range rows.Entries {
+			kinds[events.Kind(rows.Entries[i].Kind)]++
+		}
+		d.KindMix = kindMix(kinds)
+	}
+	for i := range rows.Entries {
+		if e := &rows.Entries[i]; e.Status == string(events.StatusAwaitingSpotcheck) {
+			d.Awaiting = append(d.Awaiting, s.rowView(tenant, batch, e))
+		}
+	}
+	d.Charts, d.Facets = rows.derived()
+	q := parseTableQuery(r.URL.Query())
+	var hay []string
+	if q.Q != "" {
+		hay = rows.haystack()
+	}
+	page, matched := q.apply(rows.Entries, hay)
+	d.Query, d.Matched = q, matched
+	d.Pages = max((matched+q.Per-1)/q.Per, 1)
+	for _, e := range page {
+		d.Rows = append(d.Rows, s.rowView(tenant, batch, e))
+	}
+	d.Nav = navFor(base, q, d.Pages)
+	d.SortHrefs = map[string]string{}
+	for _, k := range sortKeys {
+		k := k
+		n := q.with(func(n *tableQuery) { n.Desc = n.Sort == k && !n.Desc; n.Sort = k })
+		d.SortHrefs[k] = hrefWith(base, n.values())
+	}
+	d.ClearHref = base
+	exp := q
+	exp.Page, exp.Per = 1, defaultPerPage
+	d.CSVHref = hrefWith(base+"/export.csv", exp.values())
+	others, err := s.otherBatches(ctx, c, tenant, batch)
+	if err != nil {
+		return d, err
+	}
+	d.Others = others
+	return d, nil
+}
+
+func (s *server) rowView(tenant, batch string, e *index.Entry) rowView {
+	return rowView{Entry: *e, Href: jobHref(tenant, batch, e.ACID), Outcome: outcomeOf(e), Route: routeOf(e)}
+}
+
+// kindMix is "3 ab, 1 critic": the batch's jobs by kind, in registry order.
+func kindMix(kinds map[events.Kind]int) string {
+	var parts []string
+	for _, k := range kindsInOrder(kinds) {
+		parts = append(parts, fmt.Sprintf("%d %s", kinds[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+type auditData struct {
+	Tenant    string `json:"tenant"`
+	Batch     string `json:"batch"`
+	Available bool   `json:"available"`
+	Error     string `json:"error,omitempty"`
+	// Text is a result the console cannot read as a report, as text.
+	Text string `json:"text,omitempty"`
+	// Verdict is "passed" or "failed" when the result says (an OK() bool method, as
+	// *audit.Report has), "" otherwise.
+	Verdict string `json:"verdict,omitempty"`
+	// Report is the audit as a readable report, when the result is an *audit.Report.
+	Report *auditReport `json:"report,omitempty"`
+}
+
+func (s *server) audit(w http.ResponseWriter, r *http.Request, c caller) {
+	d, code, ok := s.auditPage(w, r, c)
+	if !ok {
+		return
+	}
+	v := view{Title: "Audit of " + d.Batch, Crumbs: append(batchCrumbs(d.Tenant, d.Batch), crumb{Label: "audit", Href: batchHref(d.Tenant, d.Batch) + "/audit"}), Page: d}
 	s.render(w, r, code, "audit.html", v)
+}
+
+// auditPage runs the batch's audit; ok is false when it answered already (a 404).
+func (s *server) auditPage(w http.ResponseWriter, r *http.Request, c caller) (auditData, int, bool) {
+	tenant, batch, _, ok := s.scope(w, r, c)
+	if !ok {
+		return auditData{}, 0, false
+	}
+	d := auditData{Tenant: tenant, Batch: batch, Available: s.cfg.Audit != nil}
+	code := http.StatusOK
+	if !d.Available {
+		return d, code, true
+	}
+	res, err := s.cfg.Audit(r.Context(), tenant, batch)
+	if err != nil {
+		s.log.Error("audit", "tenant", tenant, "batch", batch, "err", err)
+		d.Error, code = err.Error(), http.StatusBadGateway
+		return d, code, true
+	}
+	if v, ok := res.(interface{ OK() bool }); ok {
+		d.Verdict = "failed"
+		if v.OK() {
+			d.Verdict = "passed"
+		}
+	}
+	if rep, ok := res.(*audit.Report); ok {
+		d.Report = reportView(rep, r.URL.Query(), tenant, batch)
+	} else {
+		d.Text = auditText(res)
+	}
+	return d, code, true
 }
 
 // auditText renders an audit result of unknown shape as text; html/template escapes it.

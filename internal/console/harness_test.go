@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -324,21 +324,7 @@ func (w *web) get(path, token string) (*http.Response, string) {
 // browser starts the system's Chromium headless for the test.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	path := chromiumPath()
-	if path == "" {
-		t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("headless", true),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1400, 1000))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	t.Cleanup(cancelCtx)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
-	return ctx
+	return browsertest.Start(t, 1400, 1000)
 }
 
 // artifactDir is where screenshots go: $TRIBUNAL_TEST_ARTIFACTS/console, else a

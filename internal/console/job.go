@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
@@ -17,62 +18,77 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 type jobData struct {
-	Tenant, Batch, Job string
-	Kind, Status       string
-	Final              bool
-	BlockStage         string
-	BlockReason        string
-	Criterion          string
-	SubmittedAt        time.Time
-	DecidedAt          time.Time
-	DecidedBy          string
-	Judges             []string
-	Iteration          int
-	AB                 *abView
-	Rubric             *rubricView
-	Critic             *criticView
-	Equivalence        *equivView
+	Tenant      string      `json:"tenant,omitempty"`
+	Batch       string      `json:"batch,omitempty"`
+	Job         string      `json:"job,omitempty"`
+	Kind        string      `json:"kind"`
+	Status      string      `json:"status"`
+	Final       bool        `json:"final,omitempty"`
+	BlockStage  string      `json:"block_stage,omitempty"`
+	BlockReason string      `json:"block_reason,omitempty"`
+	Criterion   string      `json:"criterion,omitempty"`
+	SubmittedAt time.Time   `json:"submitted_at"`
+	DecidedAt   time.Time   `json:"decided_at"`
+	DecidedBy   string      `json:"decided_by,omitempty"`
+	Judges      []string    `json:"judges,omitempty"`
+	Iteration   int         `json:"iteration"`
+	AB          *abView     `json:"ab,omitempty"`
+	Rubric      *rubricView `json:"rubric,omitempty"`
+	Critic      *criticView `json:"critic,omitempty"`
+	Equivalence *equivView  `json:"equivalence,omitempty"`
+	// Calls are the judge calls of every kind, each with its prompt and answer a page away.
+	Calls []callView `json:"calls,omitempty"`
 }
 
 func (s *server) job(w http.ResponseWriter, r *http.Request, c caller) {
-	tenant, batch, h, ok := s.scope(w, r, c)
+	d, v, ok := s.jobPage(w, r, c)
 	if !ok {
 		return
+	}
+	v.Page = d
+	s.render(w, r, http.StatusOK, "job.html", v)
+}
+
+// jobPage is one AC's page, by kind; ok is false when it answered already (a 404).
+func (s *server) jobPage(w http.ResponseWriter, r *http.Request, c caller) (jobData, view, bool) {
+	tenant, batch, h, ok := s.scope(w, r, c)
+	if !ok {
+		return jobData{}, view{}, false
 	}
 	job := r.PathValue("job")
 	if events.ValidateName(job) != nil {
 		s.notFound(w, r)
-		return
+		return jobData{}, view{}, false
 	}
 	ctx := r.Context()
 	rec, err := s.loadJob(ctx, tenant, batch, job)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return jobData{}, view{}, false
 	}
 	if rec == nil || rec.Tenant != tenant {
 		s.notFound(w, r)
-		return
+		return jobData{}, view{}, false
 	}
 	d := jobData{Tenant: tenant, Batch: batch, Job: job, Kind: string(rec.Spec.Kind), Status: string(rec.Status), Final: rec.Final(),
 		BlockStage: rec.BlockStage, BlockReason: rec.BlockReason, Criterion: rec.Spec.Criterion, SubmittedAt: rec.SubmittedAt,
-		DecidedAt: rec.DecidedAt, DecidedBy: rec.DecidedBy, Judges: rec.Judges, Iteration: rec.Iteration}
+		DecidedAt: rec.DecidedAt, DecidedBy: rec.DecidedBy, Judges: rec.Judges, Iteration: rec.Iteration, Calls: callsOf(rec)}
 	v := view{Title: job + " in " + batch, Crumbs: append(batchCrumbs(tenant, batch), crumb{Label: job, Href: jobHref(tenant, batch, job)})}
 	// Each kind has a page of its own; a kind without one shows the common part only.
 	if page, ok := kindPages[rec.Spec.Kind]; ok {
 		if err := page(s, ctx, &d, &v, rec, h, r, c); err != nil {
 			s.fail(w, r, err)
-			return
+			return jobData{}, view{}, false
 		}
 	}
 	if rec.Status == events.StatusPending {
 		v.Refresh = s.refresh
 	}
-	v.Page = d
-	s.render(w, r, http.StatusOK, "job.html", v)
+	return d, v, true
 }
 
 // kindPages fill a kind's part of the job page.
@@ -104,35 +120,47 @@ var kindPages = map[events.Kind]func(s *server, ctx context.Context, d *jobData,
 
 // abView is an ab comparison un-blinded: the reviewer sees which artifact was ours.
 type abView struct {
-	Ours, Reference artifactView
-	Assignment      string
-	RawWinner       string
-	Winner          string
-	Confidence      *float64
-	Threshold       float64
-	Positions       string
-	Suggest         bool
-	Tag, Impact     string
-	BiggestGap      string
-	Agreement       string
-	Consistent      *bool
-	Status          string
-	BlockedReason   string
-	Votes           []voteView
-	Suggestion      *ab.Suggestion
-	JudgeInfo       *ab.JudgeInfo
-	Answer          string
+	Ours          artifactView   `json:"ours"`
+	Reference     artifactView   `json:"reference"`
+	Assignment    string         `json:"assignment,omitempty"`
+	RawWinner     string         `json:"raw_winner,omitempty"`
+	Winner        string         `json:"winner,omitempty"`
+	Confidence    *float64       `json:"confidence,omitempty"`
+	Threshold     float64        `json:"threshold"`
+	Positions     string         `json:"positions,omitempty"`
+	Suggest       bool           `json:"suggest,omitempty"`
+	Tag           string         `json:"tag,omitempty"`
+	Impact        string         `json:"impact,omitempty"`
+	BiggestGap    string         `json:"biggest_gap,omitempty"`
+	Agreement     string         `json:"agreement,omitempty"`
+	Consistent    *bool          `json:"consistent,omitempty"`
+	Status        string         `json:"status"`
+	BlockedReason string         `json:"blocked_reason,omitempty"`
+	Votes         []voteView     `json:"votes,omitempty"`
+	Suggestion    *ab.Suggestion `json:"suggestion,omitempty"`
+	JudgeInfo     *ab.JudgeInfo  `json:"judge_info,omitempty"`
+	Answer        string         `json:"answer,omitempty"`
+	// Slots says which artifact each slot was, for the judge's words in BiggestGap.
+	Slots string `json:"slots,omitempty"`
+	// Diff is ours against the reference, line by line, when both are text.
+	Diff *textDiff `json:"diff,omitempty"`
 }
 
 type voteView struct {
-	Judge      string
-	Order      string
-	Status     string
-	RawWinner  string
-	Confidence float64
-	BiggestGap string
-	Error      string
-	Cached     bool
+	Judge      string  `json:"judge,omitempty"`
+	Order      string  `json:"order,omitempty"`
+	Status     string  `json:"status"`
+	RawWinner  string  `json:"raw_winner,omitempty"`
+	Confidence float64 `json:"confidence"`
+	BiggestGap string  `json:"biggest_gap,omitempty"`
+	Error      string  `json:"error,omitempty"`
+	Cached     bool    `json:"cached,omitempty"`
+	// Slots says which artifact each slot of this call was.
+	Slots string `json:"slots,omitempty"`
+	// Sampling is how the call was sampled, in one line; Unpinned marks a call that
+	// pinned no temperature.
+	Sampling string `json:"sampling,omitempty"`
+	Unpinned bool   `json:"unpinned,omitempty"`
 }
 
 func (s *server) abPage(ctx context.Context, rec *records.Job, h *records.Batch) *abView {
@@ -149,7 +177,7 @@ func (s *server) abPage(ctx context.Context, rec *records.Job, h *records.Batch)
 	if res.Comparison.LabelAssignment.Valid() {
 		assign = res.Comparison.LabelAssignment
 	}
-	v.Assignment = assign.String()
+	v.Assignment, v.Slots = assign.String(), assign.Legend()
 	oursSlot, refSlot := ab.LabelA, ab.LabelB
 	if assign.A == ab.Reference {
 		oursSlot, refSlot = ab.LabelB, ab.LabelA
@@ -177,8 +205,16 @@ func (s *server) abPage(ctx context.Context, rec *records.Job, h *records.Batch)
 		}
 	}
 	for _, vote := range res.Votes {
+		legend := assign
+		if vote.Order == "BA" {
+			legend = assign.Swapped()
+		}
 		v.Votes = append(v.Votes, voteView{Judge: vote.Judge.Provider + "/" + vote.Judge.Model, Order: vote.Order, Status: string(vote.Status),
-			RawWinner: vote.RawWinner, Confidence: vote.Confidence, BiggestGap: vote.BiggestGap, Error: vote.Error, Cached: vote.Judge.Cached})
+			RawWinner: vote.RawWinner, Confidence: vote.Confidence, BiggestGap: vote.BiggestGap, Error: vote.Error, Cached: vote.Judge.Cached,
+			Slots: legend.Legend(), Sampling: vote.Judge.Sampling.String(), Unpinned: vote.Judge.Sampling != nil && !vote.Judge.Sampling.Pinned()})
+	}
+	if textual(v.Ours) && textual(v.Reference) {
+		v.Diff = sideBySide(v.Ours.Text, v.Reference.Text)
 	}
 	if h.Completion != nil && h.Completion.ManifestRef != nil {
 		v.Suggestion = s.suggestionFor(ctx, rec.Tenant, rec.ACID, *h.Completion.ManifestRef)
@@ -212,59 +248,73 @@ func (s *server) suggestionFor(ctx context.Context, tenant, acID string, ref eve
 // previous render, the last verdict's dimensions, the loop, the sign-off and, while the
 // sign-off waits for a person, the HE-2 form.
 type rubricView struct {
-	Feature, View            string
-	Mode                     string
-	Route, Adapter           string
-	Width, Height            int
-	ReferenceStatus          string
-	ReferenceSource          string
-	Render, Reference        *artifactView
-	Previous                 *artifactView
-	PreviousNote             string
-	Candidate                *artifactView
-	Dimensions               []dimView
-	Verdict                  *argus.Verdict
-	Loop                     argus.LoopState
-	Attempts                 []attemptView
-	RequiredPasses, MaxIters int
-	Decision                 *events.RubricDecision
-	SignOff                  *argus.SignOff
-	Spotcheck                string
-	Awaiting                 bool
-	CanSpotcheck             bool
-	Action                   string
-	CSRF                     string
-	DimNames                 []string
-	Sent                     string
-	History                  []historyRow
+	Feature         string                 `json:"feature,omitempty"`
+	View            string                 `json:"view,omitempty"`
+	Mode            string                 `json:"mode,omitempty"`
+	Route           string                 `json:"route,omitempty"`
+	Adapter         string                 `json:"adapter,omitempty"`
+	Width           int                    `json:"width"`
+	Height          int                    `json:"height"`
+	ReferenceStatus string                 `json:"reference_status,omitempty"`
+	ReferenceSource string                 `json:"reference_source,omitempty"`
+	Render          *artifactView          `json:"render,omitempty"`
+	Reference       *artifactView          `json:"reference,omitempty"`
+	Previous        *artifactView          `json:"previous,omitempty"`
+	PreviousNote    string                 `json:"previous_note,omitempty"`
+	Candidate       *artifactView          `json:"candidate,omitempty"`
+	Dimensions      []dimView              `json:"dimensions,omitempty"`
+	Verdict         *argus.Verdict         `json:"verdict,omitempty"`
+	Loop            argus.LoopState        `json:"loop"`
+	Attempts        []attemptView          `json:"attempts,omitempty"`
+	RequiredPasses  int                    `json:"required_passes"`
+	MaxIters        int                    `json:"max_iterations"`
+	Decision        *events.RubricDecision `json:"decision,omitempty"`
+	SignOff         *argus.SignOff         `json:"sign_off,omitempty"`
+	Spotcheck       string                 `json:"spotcheck,omitempty"`
+	Awaiting        bool                   `json:"awaiting,omitempty"`
+	CanSpotcheck    bool                   `json:"can_spotcheck,omitempty"`
+	Action          string                 `json:"-"`
+	CSRF            string                 `json:"-"`
+	DimNames        []string               `json:"dimension_names,omitempty"`
+	Sent            string                 `json:"sent,omitempty"`
+	History         []historyRow           `json:"history,omitempty"`
+	// The view's loop across runs (its record in the views bucket): which loop it is in,
+	// what began it, and the form that starts the next one (the way out of a spent
+	// budget).
+	ViewLoop    int          `json:"view_loop,omitempty"`
+	ViewIters   int          `json:"view_iterations,omitempty"`
+	Began       []string     `json:"began,omitempty"`
+	Reset       *views.Reset `json:"reset,omitempty"`
+	CanReset    bool         `json:"can_reset,omitempty"`
+	ResetAction string       `json:"-"`
 }
 
 type dimView struct {
-	Name      string
-	Score     float64
-	Threshold float64
-	Pass      bool
-	Anchor    string
-	Evidence  string
-	Frozen    bool
-	Attempts  int
+	Name      string  `json:"name,omitempty"`
+	Score     float64 `json:"score"`
+	Threshold float64 `json:"threshold"`
+	Pass      bool    `json:"pass,omitempty"`
+	Anchor    string  `json:"anchor,omitempty"`
+	Evidence  string  `json:"evidence,omitempty"`
+	Frozen    bool    `json:"frozen,omitempty"`
+	Attempts  int     `json:"attempts"`
 }
 
 type attemptView struct {
-	Dimension string
-	Attempts  int
+	Dimension string `json:"dimension,omitempty"`
+	Attempts  int    `json:"attempts"`
 }
 
 type historyRow struct {
-	Batch       string
-	Href        string
-	SubmittedAt time.Time
-	Status      string
-	Iteration   int
-	Outcome     string
-	Fix         []string
-	Render      string
-	Current     bool
+	Batch       string    `json:"batch,omitempty"`
+	Href        string    `json:"href,omitempty"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	Status      string    `json:"status"`
+	Iteration   int       `json:"iteration"`
+	Outcome     string    `json:"outcome,omitempty"`
+	Fix         []string  `json:"fix,omitempty"`
+	Render      string    `json:"render,omitempty"`
+	Current     bool      `json:"current,omitempty"`
 }
 
 func (s *server) rubricPage(ctx context.Context, rec *records.Job, c caller) (*rubricView, error) {
@@ -362,6 +412,20 @@ func (s *server) rubricPage(ctx context.Context, rec *records.Job, c caller) (*r
 	v.CanSpotcheck = v.Awaiting && s.cfg.Pub != nil
 	if v.CanSpotcheck {
 		v.Action = jobHref(rec.Tenant, rec.Batch, rec.ACID) + "/spotcheck"
+	}
+	if s.cfg.Buckets.Views != nil && rs.Blocked == "" {
+		vr, _, err := views.Load(ctx, s.cfg.Buckets.Views, views.Key(rec.Tenant, rs))
+		if err != nil {
+			return nil, err
+		}
+		v.ViewLoop, v.ViewIters, v.Began, v.Reset = vr.Generation, vr.Loop.Iteration, vr.Began, vr.Reset
+		// A loop that has started can be reset once this run of the view has ended.
+		v.CanReset = vr.Loop.Feature != "" && rec.Final() && s.cfg.Pub != nil
+		if v.CanReset {
+			v.ResetAction = jobHref(rec.Tenant, rec.Batch, rec.ACID) + "/reset"
+		}
+	}
+	if v.CanSpotcheck || v.CanReset {
 		v.CSRF = s.auth.csrf(c)
 	}
 	return v, nil
@@ -381,28 +445,39 @@ func (s *server) rubricOf(ctx context.Context, tenant string, rs *events.RubricS
 	return argus.DefaultRubric()
 }
 
-// spotcheck records a reviewer's HE-2 decision on a sign-off that waits for one.
-func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
-	tenant, batch, _, ok := s.scope(w, r, c)
+// rubricPost checks a form post on a rubric view's job page (the spot-check and the
+// reset): the caller's team, the job's name, the console's own form (origin and CSRF
+// token), and that the job is a view. ok false means the answer was written.
+func (s *server) rubricPost(w http.ResponseWriter, r *http.Request, c caller, action string) (tenant, batch, job string, rec *records.Job, ok bool) {
+	tenant, batch, _, ok = s.scope(w, r, c)
 	if !ok {
-		return
+		return "", "", "", nil, false
 	}
-	job := r.PathValue("job")
+	job = r.PathValue("job")
 	if events.ValidateName(job) != nil {
 		s.notFound(w, r)
-		return
+		return "", "", "", nil, false
 	}
 	if !sameOrigin(r) || !s.auth.checkCSRF(c, r.PostFormValue("csrf")) {
-		s.errorPage(w, r, http.StatusForbidden, "Refused", "A spot-check is recorded only from the console's own form. Reload the page and try again.")
-		return
+		s.errorPage(w, r, http.StatusForbidden, "Refused", action+" only from the console's own form. Reload the page and try again.")
+		return "", "", "", nil, false
 	}
 	rec, err := s.loadJob(r.Context(), tenant, batch, job)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return "", "", "", nil, false
 	}
-	if rec == nil || rec.Spec.Rubric == nil {
+	if rec == nil || rec.Spec.Rubric == nil || rec.Spec.Rubric.Blocked != "" {
 		s.notFound(w, r)
+		return "", "", "", nil, false
+	}
+	return tenant, batch, job, rec, true
+}
+
+// spotcheck records a reviewer's HE-2 decision on a sign-off that waits for one.
+func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
+	tenant, batch, job, rec, ok := s.rubricPost(w, r, c, "A spot-check is recorded")
+	if !ok {
 		return
 	}
 	if rec.Status != events.StatusAwaitingSpotcheck {
@@ -439,10 +514,39 @@ func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
 	http.Redirect(w, r, jobHref(tenant, batch, job)+"?sent="+url.QueryEscape(decision), http.StatusSeeOther)
 }
 
+// resetView starts a new loop of a rubric view (view.reset), from the job page of one of
+// its runs: the way out of a spent iteration budget.
+func (s *server) resetView(w http.ResponseWriter, r *http.Request, c caller) {
+	tenant, batch, job, rec, ok := s.rubricPost(w, r, c, "A loop is reset")
+	if !ok {
+		return
+	}
+	if !rec.Final() {
+		s.errorPage(w, r, http.StatusConflict, "Still running", "This run of the view has not ended yet (its status is "+string(rec.Status)+"); reset its loop once it has.")
+		return
+	}
+	if s.cfg.Pub == nil {
+		s.errorPage(w, r, http.StatusServiceUnavailable, "Read-only console", "This console cannot publish; use `tribunal view-reset`.")
+		return
+	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if len(reason) > 2000 {
+		s.errorPage(w, r, http.StatusBadRequest, "Reason too long", "Say why in at most 2,000 characters.")
+		return
+	}
+	loop, err := client.ResetView(r.Context(), s.cfg.Buckets, s.cfg.Pub, tenant, batch, job, "console:"+c.name, reason)
+	if err != nil {
+		s.errorPage(w, r, http.StatusConflict, "Nothing to reset", err.Error())
+		return
+	}
+	s.log.Info("view loop reset", "tenant", tenant, "batch", batch, "job", job, "loop", loop, "by", c.name)
+	http.Redirect(w, r, jobHref(tenant, batch, job)+"?sent=reset", http.StatusSeeOther)
+}
+
 type criticView struct {
-	Task   string
-	Output artifactView
-	Result *critic.Result
+	Task   string         `json:"task,omitempty"`
+	Output artifactView   `json:"output"`
+	Result *critic.Result `json:"result,omitempty"`
 }
 
 func (s *server) criticPage(ctx context.Context, rec *records.Job) *criticView {
@@ -459,19 +563,24 @@ func (s *server) criticPage(ctx context.Context, rec *records.Job) *criticView {
 }
 
 type equivView struct {
-	Variant             string
-	Round, MinCases     int
-	RunnerModel         string
-	Original, Candidate artifactView
-	Report              *equivalence.Report
-	Cases               []caseView
-	Transcripts         bool
+	Variant     string              `json:"variant,omitempty"`
+	Round       int                 `json:"round"`
+	MinCases    int                 `json:"min_cases"`
+	RunnerModel string              `json:"runner_model,omitempty"`
+	Original    artifactView        `json:"original"`
+	Candidate   artifactView        `json:"candidate"`
+	Report      *equivalence.Report `json:"report,omitempty"`
+	Cases       []caseView          `json:"cases,omitempty"`
+	Transcripts bool                `json:"transcripts,omitempty"`
 }
 
 type caseView struct {
-	ID, Tag, Input      string
-	Result              *equivalence.CaseResult
-	Original, Candidate *artifactView
+	ID        string                  `json:"id,omitempty"`
+	Tag       string                  `json:"tag,omitempty"`
+	Input     string                  `json:"input,omitempty"`
+	Result    *equivalence.CaseResult `json:"result,omitempty"`
+	Original  *artifactView           `json:"original,omitempty"`
+	Candidate *artifactView           `json:"candidate,omitempty"`
 }
 
 func (s *server) equivPage(ctx context.Context, rec *records.Job) *equivView {
@@ -532,3 +641,6 @@ func (s *server) equivPage(ctx context.Context, rec *records.Job) *equivView {
 
 // rubricState is a rubric view's loop state in its batch, nil when it has none yet.
 func rubricState(rec *records.Job) (*rubric.State, error) { return rubric.StateOf(rec) }
+
+// textual reports whether an artifact is shown as text (plain or HTML source).
+func textual(a artifactView) bool { return a.Class == "text" || a.Class == "html" }

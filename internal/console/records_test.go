@@ -56,7 +56,7 @@ func TestRecordsWithoutServices(t *testing.T) {
 	}
 	// A running batch of two jobs, one of them final; and another team's batch.
 	kvPut(b.Batches, "team-a.run1", records.Batch{Tenant: tenantA, Batch: "run1", Size: 2, CreatedAt: time.Now().UTC()})
-	kvPut(b.Batches, "team-a.run1.s0", []byte{0b01})
+	kvPut(b.Batches, records.ShardKey(tenantA, "run1", 0, 0), []byte{0b01})
 	kvPut(b.Batches, "team-a.run1.spotcheck", []byte("v"))
 	kvPut(b.Batches, "team-b.other", records.Batch{Tenant: tenantB, Batch: "other", Size: 1, CreatedAt: time.Now().UTC()})
 

@@ -14,7 +14,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates that are whole pages; each is parsed with the layout.
-var pageNames = []string{"index.html", "batch.html", "job.html", "audit.html", "login.html", "error.html"}
+var pageNames = []string{"index.html", "batch.html", "job.html", "audit.html", "login.html", "error.html", "report.html"}
 
 type pages struct {
 	t map[string]*template.Template
@@ -70,7 +70,7 @@ var funcs = template.FuncMap{
 func mustParsePages() *pages {
 	p := &pages{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t := template.Must(template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts.html", "templates/"+name))
+		t := template.Must(template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts*.html", "templates/"+name))
 		p.t[name] = t
 	}
 	return p

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"html/template"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -19,12 +20,21 @@ import (
 // exiting.
 type Starting struct {
 	h atomic.Pointer[http.Handler]
+	// held is the message of Hold, nil while starting.
+	held atomic.Pointer[string]
 }
 
 // Start builds the console from cfg and serves it from now on.
 func (s *Starting) Start(cfg Config) {
 	h := New(cfg)
 	s.h.Store(&h)
+}
+
+// Hold stops serving the console until the next Start, answering 503 with msg and a page
+// that reloads itself: a `tribunal view` that stepped aside for a run.
+func (s *Starting) Hold(msg string) {
+	s.held.Store(&msg)
+	s.h.Store(nil)
 }
 
 // Ready reports whether the console serves pages yet.
@@ -37,8 +47,22 @@ func (s *Starting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Retry-After", "5")
+	if msg := s.held.Load(); msg != nil {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = heldPage.Execute(w, *msg)
+		return
+	}
 	http.Error(w, "tribunal console: starting, waiting for the services to create their state (JetStream buckets)", http.StatusServiceUnavailable)
 }
+
+// heldPage is the whole page of a held console: no layout, since the console's own
+// handler (and its stylesheet) is not being served.
+var heldPage = template.Must(template.New("held").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="3"><title>tribunal: busy</title></head>
+<body><h1>tribunal</h1><p id="held">{{.}}</p><p>This page reloads every 3 s.</p></body></html>
+`))
 
 // WaitForBuckets binds the services' key-value buckets, retrying every `every` while
 // they do not exist yet (no service has started) or NATS cannot answer, until ctx ends.

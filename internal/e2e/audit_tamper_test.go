@@ -77,9 +77,20 @@ func tamperEnv(t *testing.T) (*Env, client.Submission) {
 // wantAudit runs the audit of batchID and requires exit 1 with every line in want.
 func wantAudit(t *testing.T, env *Env, batchID string, want ...string) {
 	t.Helper()
+	auditExits(t, env, batchID, 1, want...)
+}
+
+// wantCleanAudit runs the audit of batchID and requires exit 0 with every line in want.
+func wantCleanAudit(t *testing.T, env *Env, batchID string, want ...string) {
+	t.Helper()
+	auditExits(t, env, batchID, 0, want...)
+}
+
+func auditExits(t *testing.T, env *Env, batchID string, exit int, want ...string) {
+	t.Helper()
 	out, code := auditCLI(t, env, "--batch", batchID)
-	if code != 1 {
-		t.Fatalf("tampered batch: exit %d, want 1\n%s", code, out)
+	if code != exit {
+		t.Fatalf("audit of %s: exit %d, want %d\n%s", batchID, code, exit, out)
 	}
 	for _, w := range want {
 		if !strings.Contains(out, w) {
@@ -103,8 +114,9 @@ func deleteEvent(t *testing.T, env *Env, typ events.Type, job string) events.Eve
 // TestAuditCLITamperCases: on a real batch, each tamper of issue 12 that the audit used to
 // pass makes `tribunal audit` exit 1 and name what changed: the record of what the judge
 // saw deleted from the stream, an artifact edited or deleted, a blob's media type edited,
-// the batch header replaced in the key-value state, and a team's event dead-lettered
-// into another team's batch (a forged batch, a forged block).
+// the batch header replaced in the key-value state, and what an aggregator derived from a
+// team's event dead-lettered into another team's batch (a forged batch, a forged block);
+// the dead letters alone, refused, are named without failing the audit.
 func TestAuditCLITamperCases(t *testing.T) {
 	t.Run("render.done deleted", func(t *testing.T) {
 		env, sub := tamperEnv(t)
@@ -190,7 +202,28 @@ func TestAuditCLITamperCases(t *testing.T) {
 			n := env.subjectCount(events.DeadLetterSubject(bus.Aggregator))
 			return n >= 2, fmt.Sprintf("%d dead letters", n)
 		})
-		wantAudit(t, env, forgedBatch, "REFUSED", "job AC-1 job.submitted", "tribunal.team-x.job.submitted")
-		wantAudit(t, env, sub.BatchID, "REFUSED", "job AC-1 verdict.emitted", "tribunal.team-x.verdict.emitted")
+		// Refused, they decide nothing: a failed attack leaves team-a's audits clean, and
+		// they name the refused inputs and the team whose subject they came on.
+		wantCleanAudit(t, env, forgedBatch, "REFUSED", "job AC-1 job.submitted", "tribunal.team-x.job.submitted (tenant team-x's)")
+		wantCleanAudit(t, env, sub.BatchID, "REFUSED", "job AC-1 verdict.emitted", "tribunal.team-x.verdict.emitted (tenant team-x's)")
+		// An aggregator that acted on them, as before issue 12, published a block of AC-1
+		// in each batch: the audit reports it, naming the refused input it came from.
+		for _, forged := range []events.Event{submitted, verdict} {
+			blocked := events.New(&events.JobBlocked{Kind: events.KindAB, ACID: "AC-1", Stage: "judge", Reason: "forged"},
+				e2eTenant, forged.BatchID, "AC-1", 0, "final", &forged.Envelope)
+			data, err := events.Encode(blocked)
+			if err != nil {
+				t.Fatal(err)
+			}
+			subject, _ := events.Subject(e2eTenant, events.TypeJobBlocked)
+			if err := nc.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: nats.Header{"Nats-Msg-Id": {blocked.ID}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		wantAudit(t, env, forgedBatch, "UNEXPLAINED", "job AC-1 job.blocked", "from job.submitted "+submitted.ID[:12], "derived from an input the aggregator's rules refuse")
+		wantAudit(t, env, sub.BatchID, "UNEXPLAINED", "job AC-1 job.blocked", "from verdict.emitted "+verdict.ID[:12], "derived from an input the aggregator's rules refuse")
 	})
 }

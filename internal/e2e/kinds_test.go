@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 )
 
 const equivCases = `    cases:
@@ -39,7 +41,7 @@ func scriptedAll(t *testing.T, answers map[string]any) *scripted.Provider {
 
 // TestBaselineCachedAcrossRoundsAndInstances pins the hard rule of the equivalence kind:
 // the teacher transcript of a case is captured once and reused by every later round, on
-// any renderer instance; only the candidate runs again.
+// any renderer instance; only the candidate runs again, and only when it changed.
 func TestBaselineCachedAcrossRoundsAndInstances(t *testing.T) {
 	env := NewEnv(t)
 	judgeP := scriptedAll(t, nil)
@@ -79,7 +81,7 @@ func TestBaselineCachedAcrossRoundsAndInstances(t *testing.T) {
 
 	// Round 2, a new candidate, on another renderer instance.
 	r2p := scriptedAll(t, nil)
-	env.Start(r2p, "renderer-2", bus.Renderer)
+	r2 := env.Start(r2p, "renderer-2", bus.Renderer)
 	files["candidate.md"] = "# Skill\nAsk which component changed.\n"
 	files["batch.yaml"] = strings.Replace(files["batch.yaml"], "round: 1", "round: 2", 1)
 	res = env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
@@ -91,6 +93,108 @@ func TestBaselineCachedAcrossRoundsAndInstances(t *testing.T) {
 	}
 	if got := candidate(r2p); got != 4 {
 		t.Fatalf("round 2 candidate runs %d, want 4", got)
+	}
+	r2.Close()
+
+	// The same round again, unchanged (a rerun): the candidate's transcripts are kept
+	// like the teacher's, so no document runs at all.
+	r3p := scriptedAll(t, nil)
+	env.Start(r3p, "renderer-3", bus.Renderer)
+	res = env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
+	if res.Rows[0].Status != "compared" {
+		t.Fatalf("rerun: %+v", res.Rows[0])
+	}
+	if got := teacher(r3p) + candidate(r3p); got != 0 {
+		t.Fatalf("rerun of an unchanged round: %d runner calls, want 0", got)
+	}
+}
+
+// TestBaselineImport: teacher transcripts captured elsewhere are handed in with the batch
+// (baseline:) and not captured again (seed 002: "its transcript per case is captured once
+// and reused across every round ... The caller passes the cached teacher transcripts back
+// in on rounds >= 2; this capability re-runs only the candidate"). The runner runs only the teachers the import does
+// not hold; the imported ones are checked like a runner's answer, judged like any
+// baseline, and kept in the baseline cache, so the next round runs no teacher at all. An
+// import that is not a runner's answer blocks the AC with the reason.
+func TestBaselineImport(t *testing.T) {
+	env := NewEnv(t)
+	env.Start(scriptedAll(t, nil), "judge-1", bus.Gater, bus.Judge, bus.Aggregator)
+	run := func(id string) string {
+		return `{"transcript": "the teacher ran ` + id + ` elsewhere", "self_report": {"steps_followed": ["ask for the component"], "steps_skipped": [], "ambiguities": [], "improvisation": [], "deviation_urges": [], "final_output": "asked"}}`
+	}
+	files := map[string]string{
+		"original.md":   "# Skill\nAlways ask for the component first.\n",
+		"candidate.md":  "# Skill\nAsk for the component.\n",
+		"teachers.json": `{"c-happy": ` + run("c-happy") + `, "c-adv": ` + run("c-adv") + `}`,
+		"batch.yaml":    "version: 1\nname: eq\nacs:\n  - id: AC-eq\n    kind: equivalence\n    original: original.md\n    candidate: candidate.md\n    baseline: teachers.json\n" + equivCases,
+	}
+	teacher := func(p *scripted.Provider, c string) int { return p.CallsFor("AC-eq/" + c + "/original") }
+	r1 := scriptedAll(t, nil)
+	running := env.Start(r1, "renderer-1", bus.Renderer)
+	res := env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
+	if res.Rows[0].Status != "compared" {
+		t.Fatalf("round 1: %+v", res.Rows[0])
+	}
+	for c, want := range map[string]int{"c-happy": 0, "c-adv": 0, "c-edge": 1, "c-comp": 1} {
+		if got := teacher(r1, c); got != want {
+			t.Errorf("case %s: %d teacher runs, want %d", c, got, want)
+		}
+	}
+	// The renderer's render.done names who produced each transcript.
+	imported := 0
+	for _, m := range env.subjectMsgs("tribunal.team-a.render.done") {
+		ev, err := events.Decode(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range ev.Payload.(*events.RenderDone).Transcripts {
+			if tr.Side == "original" && tr.Runner.Judge.Provider == equivalence.ImportedRunner {
+				imported++
+				if !tr.Runner.Baseline || (tr.CaseID != "c-happy" && tr.CaseID != "c-adv") {
+					t.Errorf("imported transcript %+v", tr)
+				}
+			}
+		}
+	}
+	if imported != 2 {
+		t.Fatalf("%d imported teacher transcripts, want 2", imported)
+	}
+	running.Close()
+
+	// Round 2 without the import: every teacher, the imported ones included, is reused.
+	r2 := scriptedAll(t, nil)
+	env.Start(r2, "renderer-2", bus.Renderer)
+	files["batch.yaml"] = strings.Replace(files["batch.yaml"], "    baseline: teachers.json\n", "    round: 2\n", 1)
+	files["candidate.md"] = "# Skill\nAsk which component changed.\n"
+	res = env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
+	for _, c := range []string{"c-happy", "c-adv", "c-edge", "c-comp"} {
+		if got := teacher(r2, c); got != 0 {
+			t.Errorf("round 2, case %s: %d teacher runs, want 0", c, got)
+		}
+	}
+
+	// A transcript that is not a runner's answer, or a case outside the transfer set.
+	// The same import again is the same baseline; a different teacher for a case whose
+	// baseline is captured would make rounds compare against two teachers: blocked.
+	files["batch.yaml"] = strings.Replace(files["batch.yaml"], "    round: 2\n", "    baseline: teachers.json\n", 1)
+	res = env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
+	if row := res.Rows[0]; row.Status != "compared" {
+		t.Fatalf("the same import again: %+v", row)
+	}
+	files["teachers.json"] = `{"c-edge": ` + run("c-edge") + `}`
+	res = env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
+	if row := res.Rows[0]; row.Status != "blocked" || !strings.Contains(row.Reason, "differs from the baseline already captured") {
+		t.Fatalf("a second teacher for c-edge: %+v", row)
+	}
+	for name, body := range map[string]string{
+		"no self-report": `{"c-happy": {"transcript": "t"}}`,
+		"unknown case":   `{"c-other": ` + run("c-other") + `}`,
+	} {
+		files["teachers.json"] = body
+		res = env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
+		if row := res.Rows[0]; row.Status != "blocked" || !strings.Contains(row.Reason, "baseline: teachers.json") {
+			t.Errorf("%s: %+v", name, row)
+		}
 	}
 }
 

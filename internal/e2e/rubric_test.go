@@ -379,8 +379,9 @@ func TestRubricModesAndEnds(t *testing.T) {
 }
 
 // TestRubricPromptOnTheWire: the rubric judge's request, as a local OpenAI-compatible
-// server receives it, holds the render and the reference as images, the tokens and the
-// spec as fenced text, and nothing of a diff or a builder note.
+// server receives it, holds the render and the reference as images, the tokens, the spec,
+// spec.json's contract and the gate result as fenced text, and nothing of a diff, a
+// builder note or a file path.
 func TestRubricPromptOnTheWire(t *testing.T) {
 	needChromium(t)
 	pass, _ := json.Marshal(failingVerdict("none"))
@@ -411,9 +412,18 @@ func TestRubricPromptOnTheWire(t *testing.T) {
 	}
 	tokens, _ := os.ReadFile(filepath.Join(dir, "tokens.json"))
 	specText, _ := os.ReadFile(filepath.Join(dir, "spec.md"))
-	for _, want := range []string{strings.TrimSpace(string(tokens))[:40], strings.TrimSpace(string(specText))[:40], "BEGIN PROBE", "adversarial judge"} {
+	// The seed's judge inputs include spec.json (its component and a11y contracts) and
+	// gate-result.json, beside the tokens, spec.md and the probe.
+	for _, want := range []string{strings.TrimSpace(string(tokens))[:40], strings.TrimSpace(string(specText))[:40], "BEGIN PROBE", "adversarial judge",
+		"BEGIN SPEC JSON", "one card per task showing its title", `"a11y_contract"`, "BEGIN GATE RESULT", `"all_green": true`, `"token_contrast": "pass"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("request lacks %q", want)
+		}
+	}
+	// spec.json reaches the judge without the paths it names.
+	for _, banned := range []string{"references/list-populated-light.png", `"tokens": "tokens.json"`, "contrast-pairs.json", `"route"`} {
+		if strings.Contains(text, banned) {
+			t.Errorf("request holds the path %q", banned)
 		}
 	}
 	for _, banned := range []string{"diff --git", "--- a/", "+++ b/", "builder note", "implementer"} {

@@ -74,11 +74,14 @@ func BenchmarkJudgeScaling(t *testing.B) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "tribunal")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/tribunal").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	fake := filepath.Join(dir, "fake-llm")
+	for out, pkg := range map[string]string{bin: "../../cmd/tribunal", fake: "../../cmd/fake-llm"} {
+		if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", pkg, err, msg)
+		}
 	}
 	llm := freePort(t)
-	start(t, bin, "dev", "fake-llm", "--listen", llm, "--latency", latency.String())
+	start(t, fake, "--listen", llm, "--latency", latency.String())
 	waitHTTP(t, "http://"+llm+"/v1/models")
 	t.Logf("%-3s %-6s %-10s %-10s %-10s", "K", "ACs", "ACs/s", "ideal", "efficiency")
 	for _, k := range []int{1, 2, 4} {

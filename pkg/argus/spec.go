@@ -230,3 +230,45 @@ func ParseSpec(data []byte) (*Spec, error) {
 	}
 	return &s, nil
 }
+
+// JudgeSpec is spec.json as the judge reads it: the machine contract it scores against
+// (the seed gives the judge spec.json for its states, a11y contract, references and
+// component contracts), without where anything lives. The design-system paths, the
+// targets' routes and the reference files are left out, because a judge never receives
+// file paths; the tokens and the reference image reach it as themselves.
+func JudgeSpec(data []byte) ([]byte, error) {
+	s, err := ParseSpec(data)
+	if err != nil {
+		return nil, err
+	}
+	type judgeRef struct {
+		State      string `json:"state"`
+		Appearance string `json:"appearance"`
+		Status     string `json:"status"`
+		Source     string `json:"source,omitempty"`
+	}
+	type judgeTarget struct {
+		ID                 string            `json:"id"`
+		States             []string          `json:"states"`
+		Appearances        []string          `json:"appearances"`
+		Fixtures           map[string]string `json:"fixtures,omitempty"`
+		Canonical          *Canonical        `json:"canonical,omitempty"`
+		A11yContract       []string          `json:"a11y_contract,omitempty"`
+		References         []judgeRef        `json:"references,omitempty"`
+		ComponentContracts []json.RawMessage `json:"component_contracts,omitempty"`
+	}
+	out := struct {
+		Feature string        `json:"feature"`
+		Adapter string        `json:"adapter"`
+		Targets []judgeTarget `json:"targets"`
+	}{Feature: s.Feature, Adapter: s.Adapter}
+	for _, t := range s.Targets {
+		jt := judgeTarget{ID: t.ID, States: t.States, Appearances: t.EffectiveAppearances(), Fixtures: t.Fixtures,
+			Canonical: t.Canonical, A11yContract: t.A11yContract, ComponentContracts: t.ComponentContracts}
+		for _, r := range t.References {
+			jt.References = append(jt.References, judgeRef{State: r.State, Appearance: r.Appearance, Status: r.Status, Source: r.EffectiveSource()})
+		}
+		out.Targets = append(out.Targets, jt)
+	}
+	return json.MarshalIndent(out, "", "  ")
+}

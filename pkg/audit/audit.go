@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
@@ -37,7 +38,7 @@ func Run(ctx context.Context, js jetstream.JetStream, f Filter, store blob.Store
 		return Report{}, err
 	}
 	if p == nil {
-		return newAuditor(ctx, store, newAhead()).finish(), nil
+		return newAuditor(ctx, store, newAhead(f.BatchID)).finish(), nil
 	}
 	a := newAuditor(ctx, store, p.ahead)
 	if err := p.each(ctx, js, func(r *Recorded) error { a.visit(r); return nil }); err != nil {
@@ -66,10 +67,11 @@ func Audit(recorded []Recorded, store blob.Store) Report {
 		recs[i] = &recorded[i]
 	}
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
-	h := newAhead()
+	h := newAhead("")
 	for _, r := range recs {
 		h.add(r)
 	}
+	h.done()
 	a := newAuditor(context.Background(), store, h)
 	for _, r := range recs {
 		a.visit(r)
@@ -99,8 +101,10 @@ type auditor struct {
 	// steps has one entry per logical step of the audited events, under the step's
 	// deterministic id; linked keeps the whole hash of the events chains name (see
 	// linkedTypes); forged are the events whose id is not their step's, by that id, and
-	// forgedSteps the steps whose first event was one of them.
+	// forgedSteps the steps whose first event was one of them. types are the event types
+	// the steps name.
 	steps       map[stepKey]stepEntry
+	types       []events.Type
 	linked      map[stepKey][32]byte
 	forged      map[string]forgedEntry
 	forgedSteps map[stepKey]string
@@ -124,7 +128,10 @@ type auditor struct {
 	chained  map[string]bool
 	// refused are the inputs the rules refuse, by id.
 	refused map[string]events.Type
-	blobs   blobCache
+	// planUnread are batches whose cancel could not be followed over their plan (no blob
+	// store, or an unreadable page): their cancel's steps are noted, not judged.
+	planUnread map[batchKey]bool
+	blobs      blobCache
 	// zdec reads the rebuilt manifests kept compressed until their announcements are read.
 	zdec *zstd.Decoder
 }
@@ -133,11 +140,13 @@ type auditor struct {
 type stepKey [16]byte
 
 // stepEntry is what the audit keeps of a step: where its event is, the first 8 bytes of
-// its hash (enough to tell a second copy with other contents), and whether an expected
-// output claimed it. 24 bytes, for every event of a 100,000-job batch.
+// its hash (enough to tell a second copy with other contents), its type (an index into
+// auditor.types) and whether an expected output claimed it. 24 bytes, for every event of
+// a 100,000-job batch.
 type stepEntry struct {
 	seq     uint64
 	sum     uint64
+	typ     uint8
 	claimed bool
 }
 
@@ -147,6 +156,20 @@ var linkedTypes = map[events.Type]bool{
 }
 
 func prefix(sum [32]byte) uint64 { return binary.BigEndian.Uint64(sum[:8]) }
+
+// typeCode is t's index in auditor.types, added on first use.
+func (a *auditor) typeCode(t events.Type) uint8 {
+	for i, x := range a.types {
+		if x == t {
+			return uint8(i)
+		}
+	}
+	if len(a.types) == 255 {
+		return 255 // more types than events has: named by no type
+	}
+	a.types = append(a.types, t)
+	return uint8(len(a.types) - 1)
+}
 
 type forgedEntry struct {
 	seq uint64
@@ -175,10 +198,10 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		gated: map[stepKey]gating{}, awaiting: map[batchKey]string{},
 		waiting: map[string][]parked{}, parking: map[events.Type]*dictzstd.Codec{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
 		rendered: map[passKey]*Recorded{}, dangling: map[string][]chainRef{}, chained: map[string]bool{},
-		refused: map[string]events.Type{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
+		refused: map[string]events.Type{}, planUnread: map[batchKey]bool{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
 	}
 	a.rep.Mismatches = []Mismatch{}
-	a.mem = &rulebook.Memory{LoadRubric: a.rubricOf, Claim: a.claim}
+	a.mem = &rulebook.Memory{LoadRubric: a.rubricOf, Claim: a.claim, LoadPlan: a.planOf}
 	return a
 }
 
@@ -221,7 +244,7 @@ func (a *auditor) finish() Report {
 	a.unexplained()
 	a.unresolved()
 	a.outcomes()
-	a.rep.state = &auditState{mem: a.mem, audited: a.audited, batches: a.batches}
+	a.rep.state = &auditState{mem: a.mem, audited: a.audited, batches: a.batches, steps: a.steps, types: a.types, store: a.store}
 	sort.SliceStable(a.rep.Mismatches, func(i, j int) bool {
 		x, y := a.rep.Mismatches[i], a.rep.Mismatches[j]
 		if x.Batch != y.Batch {
@@ -298,7 +321,7 @@ func (a *auditor) structure(r *Recorded) {
 		}
 		a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: detail}))
 	} else {
-		a.steps[k] = stepEntry{seq: r.Seq, sum: prefix(sum)}
+		a.steps[k] = stepEntry{seq: r.Seq, sum: prefix(sum), typ: a.typeCode(ev.Type)}
 		if linkedTypes[ev.Type] {
 			a.linked[k] = sum
 		}
@@ -341,8 +364,12 @@ func idSteps(ev events.Event) []string {
 			return []string{"approve"}
 		}
 		return []string{"reject-" + p.Dimension}
+	case *events.ViewReset:
+		return []string{events.ResetStep(p.Loop)}
 	case *events.IterationDecided, *events.JobBlocked:
 		return []string{"", "final"}
+	case *events.BatchCancelRequested:
+		return []string{events.CancelStep(p.Page)}
 	}
 	return []string{""}
 }
@@ -372,22 +399,49 @@ func hexSHA(s string) ([32]byte, bool) {
 
 // aggregatorInputs are the subjects the aggregator's consumer receives (besides dead
 // letters).
-var aggregatorInputs = map[events.Type]bool{
-	events.TypeJobSubmitted: true, events.TypeGatesFailed: true, events.TypeVerdictEmitted: true,
-	events.TypeRenderUnchanged: true, events.TypeSpotcheckRecorded: true,
+var aggregatorInputs = func() map[events.Type]bool {
+	m := map[events.Type]bool{}
+	for _, t := range bus.ServiceInputs[bus.Aggregator] {
+		m[t] = true
+	}
+	return m
+}()
+
+// isAggregatorInput reports whether the aggregator consumes r: a dead letter, or an event
+// on one of its input subjects whose envelope matches the subject.
+func isAggregatorInput(r *Recorded) bool {
+	if r.DeadLetter != "" {
+		return true
+	}
+	tenant, typ, err := events.ParseSubject(r.Subject)
+	return err == nil && aggregatorInputs[typ] && tenant == r.Event.Tenant && typ == r.Event.Type
 }
 
-// simulate feeds one message to the rebuilt aggregator, in stream order.
+// simulate feeds one message to the rebuilt aggregator, in stream order, but for a job's
+// cancel, which goes where the aggregator applied it (see cancelPlan).
 func (a *auditor) simulate(r *Recorded) {
+	c := a.ahead.cancels
+	if early := c.before(r); early != nil {
+		a.simulateOne(early)
+	}
+	if c.held(r) {
+		return
+	}
+	a.simulateOne(r)
+	if late := c.after(r); late != nil {
+		a.simulateOne(late)
+	}
+}
+
+// simulateOne feeds one recorded event to the rebuilt aggregator, holding back an event
+// that overtook its job's submission as the aggregator's retries do.
+func (a *auditor) simulateOne(r *Recorded) {
 	if isRedriveRequest(r) {
 		a.redriveRequest(r)
 		return
 	}
-	if r.DeadLetter == "" {
-		tenant, typ, err := events.ParseSubject(r.Subject)
-		if err != nil || !aggregatorInputs[typ] || tenant != r.Event.Tenant || typ != r.Event.Type {
-			return
-		}
+	if !isAggregatorInput(r) {
+		return
 	}
 	tenant, batch, job := rulebook.JobOf(r.Event)
 	key := jobKey{tenant, batch, job}
@@ -474,13 +528,20 @@ func (a *auditor) expect(e expectation) {
 // outputTypes are the events only the aggregator publishes.
 var outputTypes = map[events.Type]bool{
 	events.TypeIterationDecided: true, events.TypeJobBlocked: true, events.TypeSignoffRecorded: true,
-	events.TypeManifestEmitted: true, events.TypeBatchCompleted: true,
+	events.TypeManifestEmitted: true, events.TypeBatchCompleted: true, events.TypeJobCancelRequested: true,
 }
 
-// isOutput reports whether r is an aggregator output: every render request is the
-// aggregator's, but a redrive's (`tribunal redrive` publishes those, isRedriveRequest).
+// isOutput reports whether only the aggregator publishes r: an output type, a render
+// request but a redrive's (`tribunal redrive` publishes those, isRedriveRequest), or a
+// cancel's continuation to the next plan page (the client asks for page 0 only).
 func isOutput(r *Recorded) bool {
-	return outputTypes[r.Event.Type] || (r.Event.Type == events.TypeRenderRequested && !isRedriveRequest(r))
+	switch p := r.Event.Payload.(type) {
+	case *events.RenderRequested:
+		return !isRedriveRequest(r)
+	case *events.BatchCancelRequested:
+		return p.Page > 0
+	}
+	return outputTypes[r.Event.Type]
 }
 
 // output matches a recorded aggregator output with the expectation of its id, or keeps
@@ -583,6 +644,9 @@ func (a *auditor) unexplained() {
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Seq < all[j].Seq })
 	for _, r := range all {
+		if a.planUnread[batchKey{r.Event.Tenant, r.Event.BatchID}] && isCancel(r) {
+			continue // the cancel's steps could not be followed (noted)
+		}
 		m := Mismatch{Kind: KindUnexplained, Detail: "no replayed event derives it"}
 		if typ, ok := a.refused[r.Event.CausationID]; ok {
 			m.FromID, m.FromType = r.Event.CausationID, typ

@@ -238,6 +238,9 @@ func dump(rep audit.Report) string {
 	for _, u := range rep.Unverified {
 		b.WriteString("\n  unverified: " + u.String())
 	}
+	for _, r := range rep.Refused {
+		b.WriteString("\n  " + r.String())
+	}
 	return b.String()
 }
 
@@ -542,4 +545,42 @@ func TestAuditRedriveAlterations(t *testing.T) {
 			t.Fatalf("a completion of an unfinished redrive not reported: %s", dump(rep))
 		}
 	})
+}
+
+// TestJobDecisions: the report lists every audited job's re-derived decision with the
+// events it rests on, in order and named by type and sequence, and the findings about
+// it; a decision with none was re-derived identically.
+func TestJobDecisions(t *testing.T) {
+	f := honest(t)
+	rep := f.audit()
+	ds := rep.JobDecisions()
+	if len(ds) != 3 {
+		t.Fatalf("%d decisions, want 3", len(ds))
+	}
+	for i, d := range ds {
+		if d.Index != i || len(d.Mismatches) != 0 || len(d.Inputs) < 2 || d.Inputs[0].Type != events.TypeJobSubmitted || d.Inputs[0].Seq == 0 || d.Inputs[0].SHA256 == "" {
+			t.Fatalf("decision %d: %+v", i, d)
+		}
+		found := false
+		for _, in := range d.Inputs {
+			found = found || in.ID == d.DecidedBy
+		}
+		if !found {
+			t.Fatalf("%s: decided by %s, which is not among its inputs %+v", d.Job, d.DecidedBy, d.Inputs)
+		}
+	}
+	i := f.find(events.TypeIterationDecided, "AC-1")
+	f.rewrite(i, func(ev *events.Event) {
+		d := *ev.Payload.(*events.IterationDecided)
+		r := *d.AB
+		r.Winner = "ours"
+		d.AB = &r
+		ev.Payload = &d
+	})
+	rep = f.audit()
+	for _, d := range rep.JobDecisions() {
+		if (len(d.Mismatches) > 0) != (d.Job == "AC-1") {
+			t.Fatalf("%s: mismatches %+v", d.Job, d.Mismatches)
+		}
+	}
 }

@@ -154,7 +154,7 @@ func plan(ctx context.Context, js jetstream.JetStream, f Filter) (*replayPlan, e
 		return nil, nil
 	}
 	p := &replayPlan{f: f, stream: name, last: info.State.LastSeq, batches: map[batchKey]*planBatch{}, other: map[jobKey]string{},
-		views: map[string]bool{}, ahead: newAhead()}
+		views: map[string]bool{}, ahead: newAhead(f.BatchID)}
 	if f.Tenant != "" {
 		p.filters = []string{events.TenantAll(f.Tenant), events.DeadLetterPrefix + ".>"}
 	}
@@ -182,6 +182,7 @@ func plan(ctx context.Context, js jetstream.JetStream, f Filter) (*replayPlan, e
 			return nil, err
 		}
 	}
+	p.ahead.done()
 	for _, b := range p.batches {
 		if !b.selected || b.first == 0 {
 			continue
@@ -317,6 +318,8 @@ func (p *replayPlan) keep(r *Recorded, inRange bool) (keep, history bool) {
 		}
 	case *events.SpotcheckRecorded:
 		key.job = s.ACID
+	case *events.ViewReset:
+		key.job = s.ACID
 	case *events.VerdictEmitted:
 		if !looping(s.Kind) && r.DeadLetter == "" {
 			return false, false
@@ -355,12 +358,17 @@ func viewKey(tenant string, spec events.JobSpec) string {
 }
 
 // ahead is what an audit must know of a batch before the replay reaches it, because the
-// aggregator knew it from its key-value state: which sign-off of an interactive batch
-// won the spot-check claim (the recorded decision names it), and which jobs each
-// redrive sends again (`tribunal redrive` writes them on the header before its first
-// request). Replay's first read gathers it; Audit over a slice reads it from the slice.
+// aggregator knew it from its key-value state or from the order it happened to apply its
+// inputs in: which sign-off of an interactive batch won the spot-check claim (the
+// recorded decision names it), which jobs each redrive sends again (`tribunal redrive`
+// writes them on the header before its first request), and where each job's cancel was
+// applied (see cancelScan). Replay's first read gathers it (add, then done); Audit over a
+// slice reads it from the slice.
 type ahead struct {
 	batches map[batchKey]*aheadBatch
+	// scan gathers the cancels' places until done; cancels is what it concludes.
+	scan    *cancelScan
+	cancels *cancelPlan
 }
 
 type aheadBatch struct {
@@ -370,10 +378,18 @@ type aheadBatch struct {
 	redrives map[int][]string
 }
 
-func newAhead() *ahead { return &ahead{batches: map[batchKey]*aheadBatch{}} }
+// newAhead starts gathering; batch limits the cancels' places to one batch ("" every
+// batch), the only one a replay of that batch audits.
+func newAhead(batch string) *ahead {
+	return &ahead{batches: map[batchKey]*aheadBatch{}, scan: newCancelScan(batch), cancels: &cancelPlan{}}
+}
 
 func (h *ahead) add(r *Recorded) {
-	if !r.OK() || r.DeadLetter != "" || r.History || r.Event.Rejudge != "" {
+	if !r.OK() || r.History || r.Event.Rejudge != "" {
+		return
+	}
+	h.scan.add(r)
+	if r.DeadLetter != "" {
 		return
 	}
 	ev := r.Event
@@ -416,11 +432,26 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, cfg 
 	if err != nil {
 		return fmt.Errorf("audit: ordered consumer on %s: %w", stream, err)
 	}
+	// On a cluster every fetch of an ordered consumer recreates it, possibly on another
+	// server, and the first pull can overtake the news of it: "no responders". The next
+	// fetch resumes where the last message left off, so such a pull is simply repeated.
+	unanswered := 0
+	again := func(err error) bool {
+		if !errors.Is(err, nats.ErrNoResponders) || unanswered >= 50 {
+			return false
+		}
+		unanswered++
+		time.Sleep(100 * time.Millisecond)
+		return true
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("audit: replay of %s: %w", stream, err)
 		}
 		batch, err := cons.Fetch(512, jetstream.FetchMaxWait(time.Second))
+		if again(err) {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("audit: replay of %s: %w", stream, err)
 		}
@@ -436,7 +467,12 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, cfg 
 				return nil
 			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		err = batch.Error()
+		if n == 0 && again(err) {
+			continue
+		}
+		unanswered = 0
+		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("audit: replay of %s: %w", stream, err)
 		}
 		if n == 0 {

@@ -123,11 +123,25 @@ func (a *auditor) applyInput(r *Recorded) bool {
 		// stream holds an input that acts for someone it may not act for.
 		a.refuse(r, err)
 		return true
+	case errors.Is(err, errPlanUnread):
+		bk := batchKey{ev.Tenant, ev.BatchID}
+		a.planUnread[bk] = true
+		a.note(bk, "the cancel's steps over the batch's plan", err.Error())
+		return true
 	case err != nil:
 		a.unverified(r, "applying "+string(ev.Type), fmt.Sprintf("the aggregator cannot apply it either (%v); it dead-letters it", err))
 		return true
+	case applied.NotRecorded && rulebook.BatchWide(ev):
+		// A cancel of a batch never opened: the aggregator retries it until it gives up on
+		// it, and nothing is decided.
+		return true
 	case applied.NotRecorded:
 		return false
+	}
+	if p, ok := ev.Payload.(*events.BatchOpened); ok {
+		if b := a.batch(batchKey{ev.Tenant, ev.BatchID}); b.size == 0 {
+			b.size = p.Size
+		}
 	}
 	if p, ok := ev.Payload.(*events.JobSubmitted); ok && applied.Created {
 		b := a.batch(batchKey{ev.Tenant, ev.BatchID})
@@ -136,8 +150,13 @@ func (a *auditor) applyInput(r *Recorded) bool {
 			b.size = p.BatchSize
 		}
 	}
-	for _, e := range applied.Publish {
-		a.expect(expectation{ev: e, from: originOf(r), what: describe(e), skip: skipOf(e)})
+	if applied.Job != nil || !applied.Done {
+		// A job with its outcome announces it again to every later input, under the ids
+		// the stream holds already (it drops the copies): only the input that decided it
+		// is expected to have published it.
+		for _, e := range applied.Publish {
+			a.expect(expectation{ev: e, from: originOf(r), what: describe(e), skip: skipOf(e)})
+		}
 	}
 	if c := applied.Complete; c != nil {
 		b := a.batch(batchKey{c.Tenant, c.Batch})
@@ -149,20 +168,26 @@ func (a *auditor) applyInput(r *Recorded) bool {
 	return true
 }
 
-// refuse reports an input the rules refuse: a dead letter whose original subject belongs
+// refuse records an input the rules refuse: a dead letter whose original subject belongs
 // to another tenant or type than its envelope (one team acting for another), a
-// submission that contradicts itself. Outputs derived from it are unexplained.
+// submission that contradicts itself. It decides nothing, so it is reported as refused
+// (Report.Refused), naming where it came from, not as a finding about the batch its
+// envelope names; outputs derived from it are unexplained.
 func (a *auditor) refuse(r *Recorded, err error) {
 	a.refused[r.Event.ID] = r.Event.Type
 	if r.History {
 		return
 	}
-	m := Mismatch{Kind: KindRefused, Field: "subject", Recorded: r.Subject, Detail: err.Error()}
+	ev := r.Event
+	ref := Refused{Tenant: ev.Tenant, Batch: ev.BatchID, Job: ev.JobID, EventID: ev.ID, EventType: ev.Type, Seq: r.Seq,
+		Subject: r.Subject, DeadLetter: r.DeadLetter, Reason: rulebook.RefusalReason(err), Detail: err.Error()}
 	if r.DeadLetter != "" {
-		m.Recorded = r.OriginalSubject
-		m.Detail = "a dead letter of " + r.DeadLetter + ": " + err.Error()
+		ref.Subject = r.OriginalSubject
 	}
-	a.add(a.at(r, m))
+	if tenant, _, perr := events.ParseSubject(ref.Subject); perr == nil {
+		ref.From = tenant
+	}
+	a.rep.Refused = append(a.rep.Refused, ref)
 }
 
 // describe names an expected output for a finding.

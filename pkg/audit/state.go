@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
@@ -18,6 +21,23 @@ type auditState struct {
 	mem     *rulebook.Memory
 	audited map[batchKey]bool
 	batches map[batchKey]*simBatch
+	// steps and types name the recorded events by id (JobDecisions).
+	steps map[stepKey]stepEntry
+	types []events.Type
+	// store reads back the blobs the state names (the batch index).
+	store blob.Store
+}
+
+// ref names a recorded event by id: its type and where the stream holds it.
+func (st *auditState) ref(id, sha string) EventRef {
+	ref := EventRef{ID: id, SHA256: sha}
+	if s, ok := st.steps[keyOf(id)]; ok {
+		ref.Seq = s.seq
+		if int(s.typ) < len(st.types) {
+			ref.Type = st.types[s.typ]
+		}
+	}
+	return ref
 }
 
 // maxStateFindings bounds the "no record" findings of one batch's state.
@@ -25,10 +45,12 @@ const maxStateFindings = 20
 
 // CheckBatchState compares an audited batch's aggregator state, read from the key-value
 // buckets with the services' credentials, with what the replay re-derived, and adds each
-// difference to the report: the batch header (size, source, completion with its
-// summary, digest, attempt and manifests, the redrive in progress) and every job record,
-// read one at a time (records.Store.EachJob) and compared field by field. The state is
-// the second witness: readers (`tribunal results`, the console) believe it, so a header
+// difference to the report: the batch header (size, source, plan, cancel, completion
+// with its summary, digest, attempt, manifests, kinds and judges, the redrive in
+// progress) and every job record, read one at a time (records.Store.EachJob) and
+// compared field by field. The batch's index, a read model built from the same records,
+// is read back through its digest check (it must exist and be intact), not rebuilt. The
+// state is the second witness: readers (`tribunal results`, the console) believe it, so a header
 // or record that disagrees with the events is reported, a missing one too; a job record
 // keeps the links of the events its outcome was derived from, so an event whose bytes
 // changed after the decision is named exactly.
@@ -37,7 +59,7 @@ func CheckBatchState(ctx context.Context, rep *Report, st records.Store, tenant,
 	if err != nil {
 		return err
 	}
-	c := newStateCheck(rep, tenant, batch)
+	c := newStateCheck(ctx, rep, tenant, batch)
 	c.header(h)
 	if err := st.EachJob(ctx, tenant, batch, func(j *records.Job) error { c.job(j); return nil }); err != nil {
 		return err
@@ -52,9 +74,9 @@ func CheckState(rep *Report, h *records.Batch, recs []*records.Job) {
 	var c *stateCheck
 	switch {
 	case h != nil:
-		c = newStateCheck(rep, h.Tenant, h.Batch)
+		c = newStateCheck(context.Background(), rep, h.Tenant, h.Batch)
 	case len(recs) > 0:
-		c = newStateCheck(rep, recs[0].Tenant, recs[0].Batch)
+		c = newStateCheck(context.Background(), rep, recs[0].Tenant, recs[0].Batch)
 	default:
 		return
 	}
@@ -67,18 +89,19 @@ func CheckState(rep *Report, h *records.Batch, recs []*records.Job) {
 
 // stateCheck compares one batch's state with the replay.
 type stateCheck struct {
+	ctx  context.Context
 	rep  *Report
 	st   *auditState
 	bk   batchKey
 	seen map[string]bool
 }
 
-func newStateCheck(rep *Report, tenant, batch string) *stateCheck {
+func newStateCheck(ctx context.Context, rep *Report, tenant, batch string) *stateCheck {
 	st := rep.state
 	if st == nil {
 		st = &auditState{mem: &rulebook.Memory{}, audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}}
 	}
-	return &stateCheck{rep: rep, st: st, bk: batchKey{tenant, batch}, seen: map[string]bool{}}
+	return &stateCheck{ctx: ctx, rep: rep, st: st, bk: batchKey{tenant, batch}, seen: map[string]bool{}}
 }
 
 func (c *stateCheck) add(m Mismatch) { c.rep.Mismatches = append(c.rep.Mismatches, m) }
@@ -110,6 +133,8 @@ func (c *stateCheck) header(h *records.Batch) {
 			c.add(with(base, KindMismatch, "source", h.Source, derived.Source))
 		}
 		c.redrive(base, h.Redrive, derived.Redrive)
+		c.diff(base, "plan", h.Plan, derived.Plan)
+		c.cancel(base, h.Cancel, derived.Cancel)
 	}
 	switch {
 	case h.Completion == nil && comp != nil:
@@ -133,6 +158,49 @@ func (c *stateCheck) header(h *records.Batch) {
 		c.diff(base, "completion.summary", &hc.Summary, &comp.Summary)
 		c.diff(base, "completion.manifests", hc.Manifests, comp.Manifests)
 		c.diff(base, "completion.manifest", hc.ManifestRef, comp.ManifestRef)
+		c.diff(base, "completion.kinds", hc.Kinds, comp.Kinds)
+		c.diff(base, "completion.judges", hc.Judges, comp.Judges)
+		c.index(base, hc.Index)
+	}
+}
+
+// cancel compares the batch's cancel: who asked, by which event. When is the
+// aggregator's clock, which no event records.
+func (c *stateCheck) cancel(base Mismatch, recorded, derived *records.Cancel) {
+	show := func(x *records.Cancel) string {
+		if x == nil {
+			return ""
+		}
+		return fmt.Sprintf("by %s, event %s", x.By, x.Event)
+	}
+	if s, d := show(recorded), show(derived); s != d {
+		c.add(with(base, KindMismatch, "cancel", s, d))
+	}
+}
+
+// index reads the batch's index back through the store's digest check: the console
+// believes it for every page of the batch. Its entries are a read model of the job
+// records (compared one by one), so it is not rebuilt.
+func (c *stateCheck) index(base Mismatch, ref *events.Blob) {
+	if ref == nil {
+		return
+	}
+	if c.st.store == nil {
+		return // noted already: the audit was given no blob store
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, blobTimeout)
+	defer cancel()
+	attrs, err := readThrough(ctx, c.st.store, blob.Ref{Tenant: c.bk.tenant, SHA256: ref.SHA256})
+	switch {
+	case err != nil:
+		c.add(with(base, KindUnreadable, "completion.index", ref.SHA256, "").
+			withDetail("the batch's index cannot be read back intact: " + err.Error()))
+	case attrs.Size != ref.Size:
+		c.add(with(base, KindMismatch, "completion.index.size", fmt.Sprint(attrs.Size), fmt.Sprint(ref.Size)))
+	case ref.MediaType != index.MediaType:
+		c.add(with(base, KindMismatch, "completion.index.media_type", ref.MediaType, index.MediaType))
+	default:
+		c.rep.Decisions++
 	}
 }
 

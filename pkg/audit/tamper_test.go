@@ -11,6 +11,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
@@ -244,6 +245,32 @@ func TestAuditReplacedBatchHeader(t *testing.T) {
 			h.Completion = &c
 			return jobs
 		}, audit.KindMismatch, "completion.manifests.ab.sha256"},
+		{"kinds", func(h *records.Batch, jobs []*records.Job) []*records.Job {
+			c := *h.Completion
+			c.Kinds = map[events.Kind]int{events.KindAB: 3}
+			h.Completion = &c
+			return jobs
+		}, audit.KindMismatch, "completion.kinds.ab"},
+		{"judges", func(h *records.Batch, jobs []*records.Job) []*records.Job {
+			c := *h.Completion
+			c.Judges = []string{"scripted/m", "openai/gpt-x"}
+			h.Completion = &c
+			return jobs
+		}, audit.KindMismatch, "completion.judges"},
+		{"index gone", func(h *records.Batch, jobs []*records.Job) []*records.Job {
+			c := *h.Completion
+			c.Index = &events.Blob{SHA256: strings.Repeat("2", 64), MediaType: index.MediaType, Size: 10}
+			h.Completion = &c
+			return jobs
+		}, audit.KindUnreadable, "completion.index"},
+		{"plan", func(h *records.Batch, jobs []*records.Job) []*records.Job {
+			h.Plan = &records.Plan{Digest: strings.Repeat("3", 64)}
+			return jobs
+		}, audit.KindMismatch, "plan"},
+		{"cancel", func(h *records.Batch, jobs []*records.Job) []*records.Job {
+			h.Cancel = &records.Cancel{By: "mallory", Event: "x"}
+			return jobs
+		}, audit.KindMismatch, "cancel"},
 		{"redrive", func(h *records.Batch, jobs []*records.Job) []*records.Job {
 			h.Redrive = &records.Redrive{Attempt: 1, Pending: []string{"AC-2"}}
 			return jobs
@@ -291,8 +318,10 @@ func (f *fixture) forgedDeadLetter(ev events.Event, subject string, vulnerable b
 }
 
 // TestAuditForgedBlock: team-x publishes, on its own subject, a verdict naming team-a's
-// pending AC; its dead letter must not block the AC. The audit reports the refused input,
-// and, had the aggregator acted on it, the outcome it derived.
+// pending AC; its dead letter must not block the AC. The audit names the refused input
+// and who sent it, without a finding against team-a's batch (a failed attack leaves the
+// victim's audit clean); had the aggregator acted on it, the outcome it derived is a
+// finding naming the refused input.
 func TestAuditForgedBlock(t *testing.T) {
 	forgedVariants(t, func(t *testing.T, vulnerable bool) {
 		f := newFixture(t)
@@ -305,10 +334,14 @@ func TestAuditForgedBlock(t *testing.T) {
 			f.abJobVerdict("AC-2", "A", 0.9)
 		}
 		rep := f.audit()
-		if !has(rep, func(m audit.Mismatch) bool {
-			return m.Kind == audit.KindRefused && m.Job == "AC-2" && m.Seq == dl.Seq && m.Recorded == "tribunal.team-x.verdict.emitted"
+		if !refused(rep, func(r audit.Refused) bool {
+			return r.Job == "AC-2" && r.Seq == dl.Seq && r.Subject == "tribunal.team-x.verdict.emitted" && r.From == "team-x" &&
+				r.DeadLetter == "aggregator" && r.Reason == events.OriginTenant
 		}) {
 			t.Fatalf("forged dead letter not reported:%s", dump(rep))
+		}
+		if !vulnerable && !rep.OK() {
+			t.Fatalf("a refused dead letter is a finding against the batch it names:%s", dump(rep))
 		}
 		if vulnerable && !has(rep, func(m audit.Mismatch) bool {
 			return m.Kind == audit.KindUnexplained && m.Job == "AC-2" && m.EventType == events.TypeJobBlocked && m.FromID == forged.ID
@@ -333,8 +366,8 @@ func (f *fixture) abJobVerdict(id, raw string, confidence float64) {
 
 // TestAuditForgedBatch: team-x publishes, on its own subject, a job.submitted naming a
 // batch of team-a's; its dead letter must not create the batch. The audit of that batch
-// reports the refused submission, and, had the aggregator acted on it, every record and
-// announcement of the fake batch.
+// names the refused submission (no finding: nothing was created), and, had the
+// aggregator acted on it, reports every record and announcement of the fake batch.
 func TestAuditForgedBatch(t *testing.T) {
 	forgedVariants(t, func(t *testing.T, vulnerable bool) {
 		f := newFixture(t)
@@ -342,12 +375,16 @@ func TestAuditForgedBatch(t *testing.T) {
 		sub := events.New(&events.JobSubmitted{Spec: abSpec("AC-1"), Index: 0, BatchSize: 1}, f.tenant, f.batch, "AC-1", 0, "", nil)
 		dl := f.forgedDeadLetter(sub, "tribunal.team-x.job.submitted", vulnerable)
 		rep := f.audit()
-		if !has(rep, func(m audit.Mismatch) bool {
-			return m.Kind == audit.KindRefused && m.Batch == "forged-1" && m.Seq == dl.Seq && strings.Contains(m.Detail, "tribunal.team-x.job.submitted")
+		if !refused(rep, func(r audit.Refused) bool {
+			return r.Batch == "forged-1" && r.Seq == dl.Seq && r.Subject == "tribunal.team-x.job.submitted" && r.From == "team-x" &&
+				strings.Contains(r.String(), "tribunal.team-x.job.submitted")
 		}) {
 			t.Fatalf("forged submission not reported:%s", dump(rep))
 		}
 		if !vulnerable {
+			if !rep.OK() {
+				t.Fatalf("a refused dead letter is a finding against the batch it names:%s", dump(rep))
+			}
 			return
 		}
 		for _, typ := range []events.Type{events.TypeJobBlocked, events.TypeManifestEmitted, events.TypeBatchCompleted} {
@@ -375,7 +412,7 @@ func TestAuditChainWithoutItsCause(t *testing.T) {
 	}
 }
 
-// TestAuditReportJSONNamesRefusals: the report's JSON form carries the new kind.
+// TestAuditReportJSONNamesRefusals: the report's JSON form names the refused inputs.
 func TestAuditReportJSONNamesRefusals(t *testing.T) {
 	f := newFixture(t)
 	f.batch = "forged-2"
@@ -383,7 +420,16 @@ func TestAuditReportJSONNamesRefusals(t *testing.T) {
 		"tribunal.team-x.job.submitted", false)
 	rep := f.audit()
 	data, err := json.Marshal(rep)
-	if err != nil || !strings.Contains(string(data), `"kind":"refused"`) {
+	if err != nil || !strings.Contains(string(data), `"refused":[{`) || !strings.Contains(string(data), `"from":"team-x"`) {
 		t.Fatalf("%s, %v", data, err)
 	}
+}
+
+func refused(rep audit.Report, pred func(audit.Refused) bool) bool {
+	for _, r := range rep.Refused {
+		if pred(r) {
+			return true
+		}
+	}
+	return false
 }

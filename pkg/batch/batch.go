@@ -42,11 +42,15 @@ type File struct {
 	Iteration int      `yaml:"iteration"`
 	Positions string   `yaml:"positions"`
 	Judges    []string `yaml:"judges"`
-	Verify    string   `yaml:"verify"`
+	// AutoSwap sets when positions auto swaps (ab).
+	AutoSwap *AutoSwap `yaml:"auto_swap"`
+	Verify   string    `yaml:"verify"`
 	// MinCases and RunnerModel are equivalence defaults.
 	MinCases    int    `yaml:"min_cases"`
 	RunnerModel string `yaml:"runner_model"`
-	ACs         []AC   `yaml:"acs"`
+	// ArgusRuns is the rubric default of AC.ArgusRuns.
+	ArgusRuns bool `yaml:"argus_runs"`
+	ACs       []AC `yaml:"acs"`
 }
 
 // AC is one acceptance criterion entry.
@@ -72,16 +76,28 @@ type AC struct {
 	RunnerModel string `yaml:"runner_model"`
 	Cases       []Case `yaml:"cases"`
 	CasesFile   string `yaml:"cases_file"`
+	// Baseline is a file of teacher transcripts captured elsewhere, by case id.
+	Baseline string `yaml:"baseline"`
 	// rubric
 	Spec          string `yaml:"spec"`
 	Mode          string `yaml:"mode"`
 	MaxIterations int    `yaml:"max_iterations"`
+	// ArgusRuns asks for the seed's files in the feature's .argus-runs/ folder too; nil
+	// takes the batch's.
+	ArgusRuns *bool `yaml:"argus_runs"`
 	// Line is where the entry starts in the file.
 	Line int `yaml:"-"`
 	// Problem, when set, is why this entry cannot be judged, saying where and what:
 	// "AC-1: line 10: unknown key criterian (did you mean criterion?)". The AC is still
 	// reported, as blocked.
 	Problem string `yaml:"-"`
+}
+
+// AutoSwap is the batch's `auto_swap`: when `positions: auto` judges the swapped order
+// too. A missing value takes the ab kind's default.
+type AutoSwap struct {
+	Confidence *float64 `yaml:"confidence"`
+	FlipRate   *float64 `yaml:"flip_rate"`
 }
 
 // Case is one case of an equivalence transfer set.
@@ -100,6 +116,15 @@ func (b *Batch) KindOf(ac AC) string {
 		return b.Kind
 	}
 	return "ab"
+}
+
+// ArgusRunsOf reports whether a rubric AC keeps the seed's files in its feature's
+// .argus-runs/ folder: its own argus_runs, else the batch's.
+func (b *Batch) ArgusRunsOf(ac AC) bool {
+	if ac.ArgusRuns != nil {
+		return *ac.ArgusRuns
+	}
+	return b.ArgusRuns
 }
 
 // Batch is a loaded batch file.

@@ -122,6 +122,21 @@ func TestLoadFolderAndFile(t *testing.T) {
 	}
 }
 
+// TestParseAutoSwap: positions auto with its auto_swap rule, at the top and per AC.
+func TestParseAutoSwap(t *testing.T) {
+	b, err := Parse("b.yaml", []byte("version: 1\npositions: auto\nauto_swap: {confidence: 0.85, flip_rate: 0.05}\nacs:\n  - {id: AC-1, positions: auto}\n  - {id: AC-2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Positions != "auto" || b.AutoSwap == nil || *b.AutoSwap.Confidence != 0.85 || *b.AutoSwap.FlipRate != 0.05 || b.ACs[0].Positions != "auto" {
+		t.Errorf("positions %q auto_swap %+v AC %q", b.Positions, b.AutoSwap, b.ACs[0].Positions)
+	}
+	b, err = Parse("b.yaml", []byte("version: 1\nauto_swap: {flip_rate: 0.2}\nacs:\n  - {id: AC-1, positions: auto}\n"))
+	if err != nil || b.AutoSwap.Confidence != nil || *b.AutoSwap.FlipRate != 0.2 {
+		t.Errorf("partial auto_swap %+v %v", b.AutoSwap, err)
+	}
+}
+
 // TestParseFileErrors: problems with the file as a whole stop it, and every error names
 // the file, a line and the field.
 func TestParseFileErrors(t *testing.T) {
@@ -142,6 +157,8 @@ func TestParseFileErrors(t *testing.T) {
 		{"threshold above 1", "version: 1\nthreshold: 1.5\nacs:\n  - id: AC-1\n", 2, "threshold", "1.5"},
 		{"threshold below 0", "version: 1\nname: x\nthreshold: -0.1\nacs:\n  - id: AC-1\n", 3, "threshold", ""},
 		{"bad top-level positions", "version: 1\npositions: sideways\nacs:\n  - id: AC-1\n", 2, "positions", "single"},
+		{"auto_swap confidence above 1", "version: 1\npositions: auto\nauto_swap:\n  confidence: 80\nacs:\n  - id: AC-1\n", 4, "auto_swap.confidence", "80"},
+		{"auto_swap unknown key", "version: 1\nauto_swap: {flips: 0.1}\nacs:\n  - id: AC-1\n", 2, "auto_swap.flips", "unknown key"},
 		{"acs empty", "version: 1\nacs: []\n", 2, "acs", ""},
 		{"acs not a list", "version: 1\nacs:\n  id: AC-1\n", 3, "acs", "array"},
 		{"bad tenant", "version: 1\ntenant: Team A\nacs:\n  - id: AC-1\n", 2, "tenant", ""},

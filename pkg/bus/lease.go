@@ -29,6 +29,9 @@ type LeaseConfig struct {
 	// TTL is DefaultLeaseTTL when zero. Every contender must use the same TTL: the first
 	// to create the bucket fixes it.
 	TTL time.Duration
+	// Replicas is the lease bucket's replication on a JetStream cluster (as Config's),
+	// so losing one server does not lose the elections with it.
+	Replicas int
 	// Logger receives the lease's changes of hands (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -41,6 +44,7 @@ type LeaseConfig struct {
 // a third of the TTL); what it guards must tolerate that (tribunal uses it for which
 // instance exports a metric).
 type Lease struct {
+	js    jetstream.JetStream
 	kv    jetstream.KeyValue
 	cfg   LeaseConfig
 	held  atomic.Bool
@@ -52,7 +56,10 @@ type Lease struct {
 
 // Elect joins the contest for cfg.Key and keeps contending (or renewing) in the
 // background until Close. It returns once the first attempt is made, so a lone contender
-// holds the lease on return.
+// holds the lease on return. A lease bucket that cannot be opened yet (a cluster short
+// of the servers it needs) is not an error: the lease is simply not held, and every
+// later attempt tries the bucket again, because what a lease guards must never stop a
+// service from starting.
 func Elect(ctx context.Context, js jetstream.JetStream, cfg LeaseConfig) (*Lease, error) {
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultLeaseTTL
@@ -60,18 +67,31 @@ func Elect(ctx context.Context, js jetstream.JetStream, cfg LeaseConfig) (*Lease
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketLeases, Description: "tribunal leases (bus.Elect)",
-		History: 1, TTL: cfg.TTL, Storage: jetstream.MemoryStorage})
+	l := &Lease{js: js, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
+	l.try(ctx)
+	go l.run()
+	return l, nil
+}
+
+// bucket opens the lease bucket, creating it on first use.
+func (l *Lease) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	if l.kv != nil {
+		return l.kv, nil
+	}
+	// A cluster may leave the request unanswered for a while (an election): the next
+	// attempt asks again, rather than one attempt holding up a service's start.
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.TTL/3)
+	defer cancel()
+	kv, err := l.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketLeases, Description: "tribunal leases (bus.Elect)",
+		History: 1, TTL: l.cfg.TTL, Storage: jetstream.MemoryStorage, Replicas: max(l.cfg.Replicas, 1)})
 	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = js.KeyValue(ctx, BucketLeases)
+		kv, err = l.js.KeyValue(ctx, BucketLeases)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease bucket %s: %w", BucketLeases, err)
 	}
-	l := &Lease{kv: kv, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
-	l.try(ctx)
-	go l.run()
-	return l, nil
+	l.kv = kv
+	return kv, nil
 }
 
 // Held reports whether this process holds the lease now.
@@ -96,12 +116,17 @@ func (l *Lease) run() {
 // try renews a held lease or takes a free one.
 func (l *Lease) try(ctx context.Context) {
 	was := l.held.Load()
+	kv, err := l.bucket(ctx)
+	if err != nil {
+		l.held.Store(false)
+		l.cfg.Logger.Debug("lease bucket unavailable", "key", l.cfg.Key, "err", err)
+		return
+	}
 	var rev uint64
-	var err error
 	if was {
-		rev, err = l.kv.Update(ctx, l.cfg.Key, []byte(l.cfg.Holder), l.rev)
+		rev, err = kv.Update(ctx, l.cfg.Key, []byte(l.cfg.Holder), l.rev)
 	} else {
-		rev, err = l.kv.Create(ctx, l.cfg.Key, []byte(l.cfg.Holder))
+		rev, err = kv.Create(ctx, l.cfg.Key, []byte(l.cfg.Holder))
 	}
 	now := err == nil
 	if now {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -37,7 +38,17 @@ var ServiceInputs = map[string][]events.Type{
 	Renderer:   {events.TypeRenderRequested},
 	Gater:      {events.TypeRenderDone},
 	Judge:      {events.TypeGatesDone},
-	Aggregator: {events.TypeJobSubmitted, events.TypeGatesFailed, events.TypeVerdictEmitted, events.TypeRenderUnchanged, events.TypeSpotcheckRecorded},
+	Aggregator: {events.TypeJobSubmitted, events.TypeGatesFailed, events.TypeVerdictEmitted, events.TypeRenderUnchanged, events.TypeSpotcheckRecorded, events.TypeViewReset, events.TypeBatchOpened, events.TypeBatchCancelRequested, events.TypeJobCancelRequested},
+}
+
+// ServiceOutputs are the event types each service publishes, besides its dead letters:
+// all its NATS user may publish in the authorization `tribunal tenants` writes.
+var ServiceOutputs = map[string][]events.Type{
+	Renderer: {events.TypeRenderDone},
+	Gater:    {events.TypeGatesDone, events.TypeGatesFailed, events.TypeRenderUnchanged},
+	Judge:    {events.TypeVerdictEmitted},
+	Aggregator: {events.TypeRenderRequested, events.TypeIterationDecided, events.TypeSignoffRecorded,
+		events.TypeManifestEmitted, events.TypeJobBlocked, events.TypeBatchCompleted},
 }
 
 // Key-value buckets.
@@ -68,13 +79,20 @@ type Config struct {
 	MaxDeliver int
 	// MaxAckPending bounds unacknowledged messages per consumer across all instances.
 	MaxAckPending int
-	// Replicas is the stream's replication factor (1 on a single server).
+	// Replicas is the replication factor of the stream, its consumers and the key-value
+	// buckets: 1 on a single server, 3 on a three-node JetStream cluster, where every
+	// event and every bit of state survives losing one server. Provision scales existing
+	// assets up or down to it.
 	Replicas int
 	// Memory selects memory storage instead of file storage (tests and benchmarks only).
 	Memory bool
 	// Tenants, when set, gives every service one durable per tenant instead of one
 	// shared durable (see ConsumerNames). Only these tenants are served.
 	Tenants []string
+	// Services whose durables Provision creates: nil means every service's. A service
+	// process provisions its own only, so its NATS user needs no right on another
+	// service's consumers.
+	Services []string
 }
 
 func (c Config) withDefaults() Config {
@@ -102,11 +120,16 @@ func (c Config) withDefaults() Config {
 // ConsumerName is the durable consumer of a service.
 func ConsumerName(service string) string { return "tribunal-" + service }
 
-// Provision creates or updates the stream, every service's durable consumer and the
-// key-value buckets. It is idempotent: a second call, or a second instance starting at
-// the same time, changes nothing.
+// Provision creates or updates the stream, the durable consumers of cfg.Services (every
+// service's by default) and the key-value buckets. It is idempotent: a second call, or a
+// second instance starting at the same time, changes nothing. A request a JetStream
+// cluster leaves unanswered or refuses for the moment (IsTransient) is retried until ctx
+// ends.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	cfg = cfg.withDefaults()
+	if cfg.Replicas < 1 || cfg.Replicas > MaxReplicas {
+		return fmt.Errorf("provision: replicas %d: want 1 to %d", cfg.Replicas, MaxReplicas)
+	}
 	for _, t := range cfg.Tenants {
 		if err := events.ValidateTenant(t); err != nil {
 			return fmt.Errorf("provision: %w", err)
@@ -116,23 +139,24 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	if cfg.Memory {
 		storage = jetstream.MemoryStorage
 	}
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        cfg.Stream,
-		Description: "tribunal events: the audit log",
-		Subjects:    []string{events.SubjectRoot + ".>"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     storage,
-		MaxAge:      cfg.MaxAge,
-		Duplicates:  cfg.DuplicateWindow,
-		Replicas:    cfg.Replicas,
-		Discard:     jetstream.DiscardOld,
+	err := RetryTransient(ctx, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateStream(ctx, streamConfig(cfg, storage))
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("provision stream %s: %w", cfg.Stream, err)
+		return fmt.Errorf("provision stream %s: %w", cfg.Stream, replicasHint(err, cfg.Replicas))
 	}
-	for _, svc := range Services {
+	services := cfg.Services
+	if services == nil {
+		services = Services
+	}
+	for _, svc := range services {
 		for _, cc := range consumerConfigs(svc, cfg) {
-			if _, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, cc); err != nil {
+			err := RetryTransient(ctx, func(ctx context.Context) error {
+				_, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream, cc)
+				return err
+			})
+			if err != nil {
 				return fmt.Errorf("provision consumer %s: %w", cc.Durable, err)
 			}
 		}
@@ -145,11 +169,110 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	} {
 		b.Storage = storage
 		b.Replicas = cfg.Replicas
-		if _, err := js.CreateOrUpdateKeyValue(ctx, b); err != nil {
-			return fmt.Errorf("provision bucket %s: %w", b.Bucket, err)
+		err := RetryTransient(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateKeyValue(ctx, b)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("provision bucket %s: %w", b.Bucket, replicasHint(err, cfg.Replicas))
 		}
 	}
 	return nil
+}
+
+func streamConfig(cfg Config, storage jetstream.StorageType) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        cfg.Stream,
+		Description: "tribunal events: the audit log",
+		Subjects:    []string{events.SubjectRoot + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     storage,
+		MaxAge:      cfg.MaxAge,
+		Duplicates:  cfg.DuplicateWindow,
+		Replicas:    cfg.Replicas,
+		Discard:     jetstream.DiscardOld,
+	}
+}
+
+// An attempt of a provisioning request waits firstAttempt for its answer, and each
+// retry twice as long, up to maxAttempt. A cluster can leave a request unanswered: while
+// it elects a leader, and when several instances create the same stream or consumer at
+// once (only the first identical request in flight is answered). Answers normally take
+// milliseconds, so a short first wait keeps a fresh deployment's start quick, and the
+// longer ones leave room for a loaded cluster.
+const (
+	firstAttempt = time.Second
+	maxAttempt   = 8 * time.Second
+)
+
+// RetryTransient calls f, each time with a longer deadline, until it succeeds, fails with
+// an error that is not transient (IsTransient), or ctx ends. It is for idempotent
+// JetStream API requests, such as creating a stream or a bucket.
+func RetryTransient(ctx context.Context, f func(context.Context) error) error {
+	attempt := firstAttempt
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		err := f(actx)
+		cancel()
+		if err == nil || !IsTransient(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+		attempt = min(2*attempt, maxAttempt)
+	}
+}
+
+// JetStream API error codes of a cluster that cannot answer for the moment.
+const (
+	errCodeClusterNotAvail   = 10008 // JetStream system temporarily unavailable
+	errCodeClusterNotLeader  = 10009 // JetStream cluster can not handle request
+	errCodeDuplicateInFlight = 10158 // duplicate message id is in process
+)
+
+// IsTransient reports an error that a JetStream cluster returns while it elects a
+// leader or a server restarts: a request or a publish timed out or found no responder
+// (no stream leader), the connection was lost, the cluster said it is temporarily
+// unavailable, or a message published again is still being stored under its first
+// publish (the retry then finds it stored). The same request can succeed a moment later,
+// so callers retry it rather than give up on the work.
+func IsTransient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == errCodeClusterNotAvail || apiErr.ErrorCode == errCodeClusterNotLeader || apiErr.ErrorCode == errCodeDuplicateInFlight
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrAsyncPublishTimeout)
+}
+
+// MaxReplicas is JetStream's largest replication factor.
+const MaxReplicas = 5
+
+// JetStream API error codes of a replication factor the servers cannot place.
+const (
+	errCodeReplicasNotSupported = 10074 // replicas > 1 not supported in non-clustered mode
+	errCodeNoSuitablePeers      = 10005 // no suitable peers for placement
+	errCodeInsufficientRes      = 10023 // insufficient resources
+)
+
+// replicasHint says what a replicated stream or bucket needs when the servers refused
+// it for that reason.
+func replicasHint(err error, replicas int) error {
+	var apiErr *jetstream.APIError
+	if replicas <= 1 || !errors.As(err, &apiErr) {
+		return err
+	}
+	switch apiErr.ErrorCode {
+	case errCodeReplicasNotSupported:
+		return fmt.Errorf("replicas %d needs a JetStream cluster, and this server is standalone (form one with `tribunal serve nats --cluster-listen ... --routes ...`, or use --replicas 1): %w", replicas, err)
+	case errCodeNoSuitablePeers, errCodeInsufficientRes:
+		return fmt.Errorf("replicas %d needs at least %d JetStream servers in the cluster, each up and with room: %w", replicas, replicas, err)
+	}
+	return err
 }
 
 // TenantConsumerName is a service's durable for one tenant, when tenants are configured.
@@ -224,36 +347,39 @@ func consumerConfig(durable, description string, filters []string, cfg Config) j
 
 // Buckets opens the key-value buckets Provision created.
 type Buckets struct {
-	Jobs    jetstream.KeyValue
-	Batches jetstream.KeyValue
-	Cache   jetstream.KeyValue
-	Views   jetstream.KeyValue
+	Jobs    KV
+	Batches KV
+	Cache   KV
+	Views   KV
 }
 
-// OpenBuckets binds to the provisioned buckets.
+// OpenBuckets binds to the provisioned buckets, retrying what a cluster cannot answer
+// for the moment.
 func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
 	var b Buckets
-	var err error
-	if b.Jobs, err = js.KeyValue(ctx, BucketJobs); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketJobs, err)
-	}
-	if b.Batches, err = js.KeyValue(ctx, BucketBatches); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketBatches, err)
-	}
-	if b.Cache, err = js.KeyValue(ctx, BucketCache); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketCache, err)
-	}
-	if b.Views, err = js.KeyValue(ctx, BucketViews); err != nil {
-		return b, fmt.Errorf("open bucket %s: %w", BucketViews, err)
+	for _, o := range []struct {
+		name string
+		kv   *KV
+	}{{BucketJobs, &b.Jobs}, {BucketBatches, &b.Batches}, {BucketCache, &b.Cache}, {BucketViews, &b.Views}} {
+		err := RetryTransient(ctx, func(ctx context.Context) error {
+			kv, err := js.KeyValue(ctx, o.name)
+			*o.kv = kv
+			return err
+		})
+		if err != nil {
+			return b, fmt.Errorf("open bucket %s: %w", o.name, err)
+		}
 	}
 	return b, nil
 }
 
-// IsConflict reports a compare-and-set that lost to a concurrent writer.
+// IsConflict reports a compare-and-set that lost to a concurrent writer. A replicated
+// (R>1) stream reports the conflict with its own error code, so both codes count.
 func IsConflict(err error) bool {
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		return true
 	}
-	return errors.Is(err, jetstream.ErrKeyExists)
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }

@@ -1,9 +1,11 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -35,24 +37,33 @@ const (
 // Nats-Msg-Id, so a handler that runs twice publishes the same ids and the stream drops
 // the copies within its duplicate window. Publish returns only after JetStream has
 // acknowledged every message: a handler's input is acked after its outputs are stored.
+//
+// An acknowledgement that says Duplicate is not taken for success on its word: the
+// stored message is read back and must be the same event (see checkDuplicate), so a
+// message id pre-empted by someone else's message is an error, not a silent loss.
 type Publisher struct {
-	js      jetstream.JetStream
-	timeout time.Duration
+	js jetstream.JetStream
+	// timeout bounds a whole Publish; attempt bounds the wait for one round of acks.
+	timeout, attempt time.Duration
+	streams          sync.Map // stream name -> jetstream.Stream, for reading duplicates back
 }
 
 // NewPublisher returns a publisher over js.
 func NewPublisher(js jetstream.JetStream) *Publisher {
-	return &Publisher{js: js, timeout: 30 * time.Second}
+	return &Publisher{js: js, timeout: 30 * time.Second, attempt: 5 * time.Second}
 }
 
 // Publish implements message.Publisher. topic is used as the subject only when a message
 // carries no MetaSubject. A message whose context holds a span carries it on as a W3C
 // traceparent header.
+//
+// A message whose ack does not come within an attempt, or that finds the stream without
+// a leader, is published again under the same id until the whole timeout passes: on a
+// cluster that loses the stream's leader, what was sent to it is lost, and the new
+// leader stores the copy (or drops it as a duplicate if the first one made it).
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
-	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
-	defer cancel()
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
-	for _, m := range msgs {
+	nms := make([]*nats.Msg, len(msgs))
+	for i, m := range msgs {
 		subject := m.Metadata.Get(MetaSubject)
 		if subject == "" {
 			subject = topic
@@ -71,26 +82,158 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		if err := p.checkSize(m, nm); err != nil {
 			return err
 		}
-		f, err := p.js.PublishMsgAsync(nm, jetstream.WithMsgID(m.UUID))
+		nms[i] = nm
+	}
+	deadline := time.Now().Add(p.timeout)
+	pending := make([]int, len(msgs))
+	for i := range pending {
+		pending[i] = i
+	}
+	wait := 100 * time.Millisecond
+	for {
+		until := time.Now().Add(p.attempt)
+		if until.After(deadline) {
+			until = deadline
+		}
+		var err error
+		if pending, err = p.publishOnce(msgs, nms, pending, until); err == nil || !IsTransient(err) {
+			return err
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// publishOnce publishes the messages at pending and waits for their acks until
+// deadline. It returns the ones to publish again and the first error; a non-transient
+// error ends the publish.
+func (p *Publisher) publishOnce(msgs []*message.Message, nms []*nats.Msg, pending []int, deadline time.Time) ([]int, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	futures := make([]jetstream.PubAckFuture, 0, len(pending))
+	for _, i := range pending {
+		f, err := p.js.PublishMsgAsync(nms[i], jetstream.WithMsgID(msgs[i].UUID))
 		if err != nil {
-			return fmt.Errorf("publish %s to %s: %w", m.UUID, subject, err)
+			return pending, fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, nms[i].Subject, err)
 		}
 		futures = append(futures, f)
 	}
-	for i, f := range futures {
+	var again []int
+	var first error
+	for k, f := range futures {
+		i := pending[k]
+		var err error
 		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, f.Msg().Subject, err)
+		case ack := <-f.Ok():
+			if ack == nil || !ack.Duplicate {
+				continue
+			}
+			if err = p.checkDuplicate(ctx, f.Msg(), ack); err == nil {
+				continue
+			}
+			err = fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, nms[i].Subject, err)
+		case err = <-f.Err():
+			err = fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, nms[i].Subject, err)
 		case <-ctx.Done():
-			return fmt.Errorf("publish %s to %s: no ack: %w", msgs[i].UUID, f.Msg().Subject, ctx.Err())
+			err = fmt.Errorf("publish %s to %s: no ack: %w", msgs[i].UUID, nms[i].Subject, ctx.Err())
 		}
+		if !IsTransient(err) {
+			return nil, err
+		}
+		if first == nil {
+			first = err
+		}
+		again = append(again, i)
+	}
+	return again, first
+}
+
+// ErrDuplicateMismatch marks a publish whose message id the stream already holds for a
+// different message: someone pre-empted the id, or two logical steps derived one id. The
+// message was not stored, so reporting success would lose it silently.
+var ErrDuplicateMismatch = errors.New("message id already used by a different message")
+
+// checkDuplicate reads back the message a Duplicate acknowledgement points at and
+// compares it with the one sent: the same subject and, for events, the same identity
+// (type, tenant, batch, job and id). Raw bytes are not compared for events: a
+// redelivered handler's legitimate republish carries a later time. A payload that is no
+// event (a test's, or a dead letter's undecodable original) must match byte for byte.
+func (p *Publisher) checkDuplicate(ctx context.Context, sent *nats.Msg, ack *jetstream.PubAck) error {
+	st, err := p.stream(ctx, ack.Stream)
+	if err != nil {
+		return fmt.Errorf("duplicate of seq %d: read it back: %w", ack.Sequence, err)
+	}
+	stored, err := st.GetMsg(ctx, ack.Sequence)
+	if err != nil {
+		return fmt.Errorf("duplicate of seq %d: read it back: %w", ack.Sequence, err)
+	}
+	if what := sameMessage(sent.Subject, sent.Data, stored.Subject, stored.Data); what != "" {
+		return fmt.Errorf("%w: the stream holds %s as seq %d on %s (%s); this is %s on %s: %s differs",
+			ErrDuplicateMismatch, sent.Header.Get(jetstream.MsgIDHeader), ack.Sequence, stored.Subject, describe(stored.Data), describe(sent.Data), sent.Subject, what)
 	}
 	return nil
 }
 
+// stream returns a handle on a stream, looked up once.
+func (p *Publisher) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	if st, ok := p.streams.Load(name); ok {
+		return st.(jetstream.Stream), nil
+	}
+	st, err := p.js.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	p.streams.Store(name, st)
+	return st, nil
+}
+
+// sameMessage names what differs between a sent message and a stored one ("" when they
+// are the same message).
+func sameMessage(subject string, data []byte, storedSubject string, stored []byte) string {
+	if subject != storedSubject {
+		return "the subject"
+	}
+	a, errA := events.Decode(data)
+	b, errB := events.Decode(stored)
+	switch {
+	case errA != nil && errB != nil:
+		if !bytes.Equal(data, stored) {
+			return "the payload"
+		}
+		return ""
+	case errA != nil || errB != nil:
+		return "the payload"
+	}
+	for _, f := range []struct{ name, a, b string }{
+		{"the id", a.ID, b.ID}, {"the type", string(a.Type), string(b.Type)}, {"the tenant", a.Tenant, b.Tenant},
+		{"the batch", a.BatchID, b.BatchID}, {"the job", a.JobID, b.JobID},
+	} {
+		if f.a != f.b {
+			return f.name
+		}
+	}
+	return ""
+}
+
+// describe names a message's event for an error: its type, id, tenant, batch and job.
+func describe(data []byte) string {
+	ev, err := events.Decode(data)
+	if err != nil {
+		return fmt.Sprintf("%d bytes that are no event", len(data))
+	}
+	return fmt.Sprintf("%s %s of %s/%s/%s", ev.Type, ev.ID, ev.Tenant, ev.BatchID, ev.JobID)
+}
+
 // Close implements message.Publisher.
 func (p *Publisher) Close() error { return nil }
+
+// MaxPayload is the largest message the connection's server takes (headers included),
+// 0 before the connection has learnt it. A client checks what it will publish against it
+// before publishing anything.
+func (p *Publisher) MaxPayload() int64 { return p.js.Conn().MaxPayload() }
 
 // ErrPayloadTooLarge marks an event whose encoded size is over the server's max payload
 // (1 MiB unless the server is configured otherwise). Publishing it can never succeed, so

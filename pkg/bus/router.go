@@ -138,7 +138,7 @@ func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, 
 	)
 	// The publishing middleware has sent the outputs by the time the chain returns, so
 	// Watermill itself never has any to publish.
-	r.AddHandler(cfg.Service, cfg.Service, sub, "events", pub, adapt(handler, cfg.DeadLetters, cfg.Chain, logger))
+	r.AddHandler(cfg.Service, cfg.Service, sub, "events", pub, adapt(cfg.Service, handler, cfg.DeadLetters, cfg.Chain, logger))
 	return r, nil
 }
 
@@ -288,7 +288,7 @@ type DeadLetter struct {
 	Subject string
 }
 
-func adapt(h Handler, deadLetters func(context.Context, DeadLetter) ([]events.Event, error), chain bool, logger *slog.Logger) message.HandlerFunc {
+func adapt(service string, h Handler, deadLetters func(context.Context, DeadLetter) ([]events.Event, error), chain bool, logger *slog.Logger) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		if isDeadLetter(msg) {
 			subj := msg.Metadata.Get(MetaSubject)
@@ -320,10 +320,12 @@ func adapt(h Handler, deadLetters func(context.Context, DeadLetter) ([]events.Ev
 		}
 		if subj := msg.Metadata.Get(MetaSubject); subj != "" {
 			// The subject is the routing truth and the unit of tenant permissions: an
-			// event claiming another tenant than its subject is refused.
-			tenant, typ, perr := events.ParseSubject(subj)
-			if perr == nil && (tenant != ev.Tenant || typ != ev.Type) {
-				return nil, Permanent(fmt.Errorf("event %s on subject %s claims tenant %q type %q", ev.ID, subj, ev.Tenant, ev.Type))
+			// event claiming another tenant or type than its subject is refused (and
+			// counted), never handled.
+			var oe *events.OriginError
+			if err := events.CheckOrigin(subj, ev.Tenant, ev.Type); errors.As(err, &oe) {
+				telemetry.Refused(service, oe.Reason)
+				return nil, Permanent(fmt.Errorf("event %s refused: %w", ev.ID, err))
 			}
 		}
 		ctx := WithPayloadDigest(withEvent(msg.Context(), ev), msg.Payload)

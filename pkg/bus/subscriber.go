@@ -44,6 +44,13 @@ type SubscriberConfig struct {
 // (30 s), leaving time to hand back what could not finish before the SIGKILL.
 const DefaultShutdownGrace = 25 * time.Second
 
+// pullHeartbeat is how often the server confirms a pull request while it has nothing to
+// deliver. When a cluster loses the server leading a consumer, its pull requests die
+// with it; two missed heartbeats tell the client, which pulls again from the new leader.
+// The client's default (half the 30 s expiry) would stall every service for half a
+// minute after a node loss.
+const pullHeartbeat = 2 * time.Second
+
 // Subscriber adapts a pre-provisioned durable pull consumer to Watermill. The Watermill
 // topic is the service name; the subscriber binds to that service's durable and never
 // creates or deletes it, so scaling instances down cannot remove a consumer.
@@ -99,7 +106,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		if err != nil {
 			return nil, fmt.Errorf("bind consumer %s (run provisioning first): %w", name, err)
 		}
-		iter, err := cons.Messages(jetstream.PullMaxMessages(quota))
+		iter, err := cons.Messages(jetstream.PullMaxMessages(quota), jetstream.PullHeartbeat(pullHeartbeat))
 		if err != nil {
 			return nil, fmt.Errorf("consume %s: %w", name, err)
 		}

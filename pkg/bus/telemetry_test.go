@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -197,4 +199,46 @@ func TestSpanIDsAdvanceWithoutSDK(t *testing.T) {
 		got := m.Value("tribunal_events_handled_total", "service=gater", "type=render.done", "tenant="+testTenant)
 		return got == 1, fmt.Sprintf("handled %v", got)
 	})
+}
+
+// TestRouterRefusesEnvelopeItsSubjectContradicts: an event whose envelope names another
+// tenant or type than the subject it arrived on is never handed to the handler; it goes
+// to dead letters at once and is counted as refused, by service and reason.
+func TestRouterRefusesEnvelopeItsSubjectContradicts(t *testing.T) {
+	m := telemetry.Reset()
+	e := newRouterEnv(t, bus.Config{AckWait: 5 * time.Second, MaxDeliver: 3})
+	var handled atomic.Int32
+	e.run(t, bus.Gater, bus.RouterConfig{}, func(ctx context.Context, ev events.Event) ([]events.Event, error) {
+		handled.Add(1)
+		return nil, nil
+	})
+	own, _ := events.Subject(testTenant, events.TypeRenderDone)
+	// team-b's render.done on team-a's subject.
+	other := renderDone("AC-1")
+	other.Tenant = "team-b"
+	other.ID = events.NewID(other.Type, other.Tenant, other.BatchID, other.JobID, 0, "")
+	// A gates.failed envelope on the render.done subject.
+	gd := events.New(&events.GatesFailed{Kind: events.KindAB, ACID: "AC-2", Blocked: "x"}, testTenant, "batch-1", "AC-2", 0, "", nil)
+	for _, ev := range []events.Event{other, gd} {
+		data, err := events.Encode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.js.Publish(ctxT(t), own, data, jetstream.WithMsgID(ev.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "both refused into dead letters", func() (bool, string) {
+		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
+		return n == 2, fmt.Sprintf("%d dead letters", n)
+	})
+	waitFor(t, 10*time.Second, "the inputs to be settled", e.settled(t, bus.Gater))
+	if n := handled.Load(); n != 0 {
+		t.Errorf("the handler ran %d times on events their subject contradicts", n)
+	}
+	for _, reason := range []string{events.OriginTenant, events.OriginType} {
+		if got := m.Value("tribunal_refusals_total", "service=gater", "reason="+reason); got != 1 {
+			t.Errorf("refusals with reason %s: %v, want 1", reason, got)
+		}
+	}
 }

@@ -67,14 +67,15 @@ func Redrive(ctx context.Context, b bus.Buckets, pub Publisher, tenant, batchID 
 	return attempt, ids, nil
 }
 
-// WatchAttempt waits until the batch has completed the given redrive attempt.
+// WatchAttempt waits until the batch has completed the given redrive attempt, riding
+// out reads that fail while NATS is briefly unreachable (see Watch).
 func WatchAttempt(ctx context.Context, b bus.Buckets, tenant, batchID string, attempt int, interval time.Duration) (*records.Completion, error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	store := records.New(b)
 	for {
 		h, _, err := store.Header(ctx, tenant, batchID)
-		if err != nil {
+		if err != nil && !bus.IsTransient(err) {
 			return nil, err
 		}
 		if h != nil && h.Completion != nil && h.Completion.Attempt >= attempt {

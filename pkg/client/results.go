@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,26 +27,45 @@ type Progress struct {
 	Completion  *records.Completion
 }
 
-// Watch reports progress every interval until the batch completes or ctx ends.
+// Watch reports progress every interval until the batch completes or ctx ends. A read
+// that fails while NATS is briefly unreachable (a server restarting, a cluster electing a
+// leader after losing a node) is tried again at the next interval.
 func Watch(ctx context.Context, b bus.Buckets, tenant, batchID string, interval time.Duration, report func(Progress)) (*records.Completion, error) {
+	return Poll(ctx, interval, func(ctx context.Context) (*Progress, error) { return ReadProgress(ctx, b, tenant, batchID) }, report)
+}
+
+// ReadProgress is a batch's progress, nil while the batch is not recorded yet.
+func ReadProgress(ctx context.Context, b bus.Buckets, tenant, batchID string) (*Progress, error) {
+	store := records.New(b)
+	h, _, err := store.Header(ctx, tenant, batchID)
+	if err != nil || h == nil {
+		return nil, err
+	}
+	p := Progress{Total: h.Size, Completion: h.Completion}
+	if h.Completion != nil {
+		p.Done = h.Size
+	} else if p.Done, err = store.Progress(ctx, tenant, batchID, h.Size); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Poll reads progress every interval and reports it until the batch completes or ctx
+// ends: Watch over any source of progress (the services' buckets, or an ingress). read
+// returns nil while the batch is not recorded yet; a read that fails for the moment
+// (bus.IsTransient) is tried again at the next interval.
+func Poll(ctx context.Context, interval time.Duration, read func(context.Context) (*Progress, error), report func(Progress)) (*records.Completion, error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	store := records.New(b)
 	for {
-		h, _, err := store.Header(ctx, tenant, batchID)
-		if err != nil {
+		p, err := read(ctx)
+		if err != nil && !bus.IsTransient(err) {
 			return nil, err
 		}
-		if h != nil {
-			p := Progress{Total: h.Size, Completion: h.Completion}
-			if h.Completion != nil {
-				p.Done = h.Size
-			} else if p.Done, err = store.Progress(ctx, tenant, batchID, h.Size); err != nil {
-				return nil, err
-			}
-			report(p)
-			if h.Completion != nil {
-				return h.Completion, nil
+		if err == nil && p != nil {
+			report(*p)
+			if p.Completion != nil {
+				return p.Completion, nil
 			}
 		}
 		select {
@@ -74,8 +94,15 @@ type Results struct {
 	// path under the output folder (a rubric feature's signoff.json).
 	Lists map[string][]any `json:"-"`
 	// Blobs are files copied from blob storage, by their path under the output folder (a
-	// rubric view's HE-1 candidate, <feature>/candidates/<target>-<state>-<appearance>.png).
+	// rubric view's HE-1 candidate, <feature>/candidates/<target>-<state>-<appearance>.png,
+	// and each iteration's gate-result.json).
 	Blobs map[string][]byte `json:"-"`
+
+	// beside maps a file's path under the output folder to where the batch asked to keep
+	// it as well, relative to the batch's folder (kind.File.Beside); identity holds a
+	// list's identity fields (kind.File.Identity).
+	beside   map[string]string
+	identity map[string][]string
 }
 
 // files collects the files a job's kind keeps beside the results (kind.Outputs): the seed
@@ -91,6 +118,15 @@ func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job)
 		return nil
 	}
 	for _, f := range out.Files(rec) {
+		if f.Beside != "" {
+			if r.beside == nil {
+				r.beside, r.identity = map[string]string{}, map[string][]string{}
+			}
+			r.beside[f.Path] = f.Beside
+			if len(f.Identity) > 0 {
+				r.identity[f.Path] = f.Identity
+			}
+		}
 		switch {
 		case f.Item != nil:
 			if r.Lists == nil {
@@ -111,6 +147,13 @@ func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job)
 	return nil
 }
 
+var (
+	// ErrNotFound is a batch that is not recorded.
+	ErrNotFound = errors.New("not found")
+	// ErrNotComplete is a batch that is recorded but not complete yet.
+	ErrNotComplete = errors.New("not complete yet")
+)
+
 // Load reads a batch's results: its completion, every job record and its manifest.
 func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID string) (*Results, error) {
 	recStore := records.New(b)
@@ -119,10 +162,10 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 		return nil, err
 	}
 	if h == nil {
-		return nil, fmt.Errorf("batch %s/%s: not found", tenant, batchID)
+		return nil, fmt.Errorf("batch %s/%s: %w", tenant, batchID, ErrNotFound)
 	}
 	if h.Completion == nil {
-		return nil, fmt.Errorf("batch %s/%s: not complete yet", tenant, batchID)
+		return nil, fmt.Errorf("batch %s/%s: %w", tenant, batchID, ErrNotComplete)
 	}
 	recs, err := recStore.LoadJobs(ctx, tenant, batchID)
 	if err != nil {
@@ -218,6 +261,93 @@ func (r *Results) Write(dir string) (string, error) {
 		}
 	}
 	return out, nil
+}
+
+// WriteBeside writes the files the batch asked to keep beside its own files as well
+// (kind.File.Beside: a rubric feature's .argus-runs/, the seed's place for signoff.json,
+// each iteration's gate-result.json and the HE-1 candidates) under dir, the batch's
+// folder, and returns the files written. A path that would leave dir is refused. A list
+// is merged into the one already there, so .argus-runs/signoff.json keeps the sign-offs
+// of earlier runs as the seed's appends do: an item replaces the earlier item with the
+// same identity (the same view), the others stay.
+func (r *Results) WriteBeside(dir string) ([]string, error) {
+	paths := make([]string, 0, len(r.beside))
+	for p := range r.beside {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var written []string
+	for _, p := range paths {
+		rel := r.beside[p]
+		var err error
+		switch {
+		case r.Lists[p] != nil:
+			err = writeInside(dir, rel, func(local string) error {
+				return mergeList(filepath.Join(dir, local), r.Lists[p], r.identity[p])
+			})
+		case r.Blobs[p] != nil:
+			err = writeInside(dir, rel, func(local string) error {
+				return os.WriteFile(filepath.Join(dir, local), r.Blobs[p], 0o644)
+			})
+		default:
+			continue
+		}
+		if err != nil {
+			return written, fmt.Errorf("write %s beside the batch: %w", rel, err)
+		}
+		written = append(written, filepath.Join(dir, filepath.FromSlash(rel)))
+	}
+	return written, nil
+}
+
+// mergeList writes items as the JSON list at file, keeping the items already there
+// whose identity no new item has. A file that is not a JSON list is left alone with an
+// error: it is someone's, not an earlier run's.
+func mergeList(file string, items []any, identity []string) error {
+	var kept []json.RawMessage
+	old, err := os.ReadFile(file)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(old, &kept); err != nil {
+			return fmt.Errorf("%s is not a JSON list, not overwriting it: %w", file, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	key := func(raw []byte) string {
+		var m map[string]any
+		if len(identity) == 0 || json.Unmarshal(raw, &m) != nil {
+			return ""
+		}
+		parts := make([]string, len(identity))
+		for i, f := range identity {
+			parts[i] = fmt.Sprint(m[f])
+		}
+		return strings.Join(parts, "\x00")
+	}
+	fresh := make([]json.RawMessage, 0, len(items))
+	replaced := map[string]bool{}
+	for _, it := range items {
+		raw, err := json.Marshal(it)
+		if err != nil {
+			return err
+		}
+		fresh = append(fresh, raw)
+		if k := key(raw); k != "" {
+			replaced[k] = true
+		}
+	}
+	out := make([]json.RawMessage, 0, len(kept)+len(fresh))
+	for _, raw := range kept {
+		if k := key(raw); k == "" || !replaced[k] {
+			out = append(out, raw)
+		}
+	}
+	data, err := json.MarshalIndent(append(out, fresh...), "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(data, '\n'), 0o644)
 }
 
 // writeInside creates rel's folder under out and calls write with rel, refusing a path

@@ -123,3 +123,70 @@ func TestWriteRubricFiles(t *testing.T) {
 		t.Fatal("a candidate path leaving the output folder was written")
 	}
 }
+
+// TestWriteBesideTheFeature pins the seed's .argus-runs/ for a batch that asks for it
+// (argus_runs): the sign-off, each iteration's gate-result.json ("gates.sh ... --out
+// $RUNS/gate-result.json") and the HE-1 candidate are written under the feature's own
+// .argus-runs/, and signoff.json keeps the views signed off in earlier runs, as the seed
+// "appends the view to .argus-runs/signoff.json" (a view signed off again replaces its
+// entry). A file there that is not a JSON list is left alone; a path leaving the batch
+// folder is refused.
+func TestWriteBesideTheFeature(t *testing.T) {
+	ctx := context.Background()
+	store, err := fileblob.New(t.TempDir(), fileblob.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, err := blob.PutBytes(ctx, store, "team-a", []byte(`{"feature":"tasks","all_green":false}`+"\n"), "application/json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := func(target string, iterations int) argus.SignOff {
+		return argus.SignOff{Feature: "tasks", Target: target, State: "populated", Appearance: "light", Iterations: iterations,
+			ReferenceSource: "human", HumanSpotcheck: "pending", SignedOffAt: time.Unix(0, 0).UTC()}
+	}
+	signed := so("list", 4)
+	st, _ := json.Marshal(rubric.State{SignOff: &signed, GateResults: []rubric.GateResultFile{{Iteration: 3, Blob: events.Blob{SHA256: gate.Ref.SHA256, MediaType: "application/json", Size: gate.Size}}}})
+	rec := &records.Job{ACID: "v1", Spec: events.JobSpec{Kind: events.KindRubric, Rubric: &events.RubricSpec{Feature: "tasks", Target: "list", State: "populated",
+		Appearance: "light", Runs: "specs/tasks/.argus-runs"}}, Loop: st}
+	res := &Results{Tenant: "team-a", BatchID: "b1"}
+	if err := res.files(ctx, store, rec); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	runs := filepath.Join(dir, "specs", "tasks", ".argus-runs")
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// An earlier run signed off list (2 iterations) and detail.
+	earlier, _ := json.Marshal([]argus.SignOff{so("list", 2), so("detail", 3)})
+	if err := os.WriteFile(filepath.Join(runs, "signoff.json"), earlier, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	written, err := res.WriteBeside(dir)
+	if err != nil || len(written) != 2 {
+		t.Fatalf("written %v, %v", written, err)
+	}
+	var list []argus.SignOff
+	data, _ := os.ReadFile(filepath.Join(runs, "signoff.json"))
+	if err := json.Unmarshal(data, &list); err != nil || len(list) != 2 || list[0].Target != "detail" || list[1].Target != "list" || list[1].Iterations != 4 {
+		t.Fatalf("signoff.json %s, %v", data, err)
+	}
+	got, err := os.ReadFile(filepath.Join(runs, "list-populated-light", "iteration-3", "gate-result.json"))
+	if err != nil || !strings.Contains(string(got), `"all_green":false`) {
+		t.Fatalf("gate-result.json %q %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tasks")); err == nil {
+		t.Fatal("the output folder's layout was written beside the batch")
+	}
+	if err := os.WriteFile(filepath.Join(runs, "signoff.json"), []byte("# notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.WriteBeside(dir); err == nil || !strings.Contains(err.Error(), "not a JSON list") {
+		t.Fatalf("someone's file was overwritten: %v", err)
+	}
+	res.beside["tasks/signoff.json"] = "../escape/signoff.json"
+	if _, err := res.WriteBeside(dir); err == nil {
+		t.Fatal("a path leaving the batch folder was written")
+	}
+}

@@ -20,11 +20,7 @@ func Spotcheck(pub Publisher, tenant, batchID, job string, approved bool, dimens
 	if !approved && dimension == "" {
 		return fmt.Errorf("a rejected spot-check names the dimension the judge got wrong")
 	}
-	step := "approve"
-	if !approved {
-		step = "reject-" + dimension
-	}
-	e := events.New(&events.SpotcheckRecorded{ACID: job, Approved: approved, Dimension: dimension, By: by}, tenant, batchID, job, 0, step, nil)
+	e := SpotcheckEvent(tenant, batchID, &events.SpotcheckRecorded{ACID: job, Approved: approved, Dimension: dimension, By: by})
 	msgs, err := bus.Messages(e)
 	if err != nil {
 		return err

@@ -10,25 +10,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"regexp"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
-	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
 // Publisher is what submitting needs from the bus.
@@ -44,6 +38,10 @@ type Submitter struct {
 	AllowOutside bool
 	// MaxArtifactBytes bounds one uploaded artifact (default blob.ArtifactMaxSize).
 	MaxArtifactBytes int64
+	// MaxPayload is the largest event the bus takes, which every job's event is checked
+	// against before anything is published; 0 asks Pub (bus.Publisher knows its
+	// connection's), else DefaultMaxPayload.
+	MaxPayload int64
 	// ServeFeature, when set, serves a rubric feature folder over HTTP and returns its
 	// base URL, so targets may name pages inside the folder (the all-in-one mode).
 	ServeFeature func(dir string) (string, error)
@@ -60,6 +58,13 @@ type Submission struct {
 	Jobs    int    `json:"jobs"`
 	// Rejected are entries that could not be submitted at all (no usable id).
 	Rejected []string `json:"rejected,omitempty"`
+	// Blocked are ACs submitted blocked because their events could not be published as
+	// they were (too large, invalid), each with the field at fault.
+	Blocked []string `json:"blocked,omitempty"`
+	// Published counts the jobs this call published; Recorded those a resumed submission
+	// found recorded already and did not send again.
+	Published int `json:"published"`
+	Recorded  int `json:"recorded,omitempty"`
 }
 
 var nameClean = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -83,7 +88,10 @@ func NewBatchID(b *batch.Batch) string {
 	return fmt.Sprintf("%s-%s-%s", name, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(r[:]))
 }
 
-// Submit uploads and publishes every AC of b under tenant as batch batchID.
+// Submit uploads and publishes every AC of b under tenant as batch batchID. Every event is
+// built and checked before the first is published (see Prepare), so a batch refused is
+// one of which nothing was published; the first event is the batch's batch.opened, so a
+// submission interrupted after it can be finished (Resume) or cancelled (Cancel).
 func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID string) (Submission, error) {
 	if err := events.ValidateName(batchID); err != nil {
 		return Submission{}, fmt.Errorf("batch id: %w", err)
@@ -91,51 +99,30 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 	sub := Submission{Tenant: tenant, BatchID: batchID}
 	prep, err := s.Prepare(ctx, b, tenant)
 	if prep != nil {
-		sub.Rejected, sub.Jobs = prep.Rejected, prep.Len()
+		sub.Rejected, sub.Jobs, sub.Blocked = prep.Rejected, prep.Len(), prep.Blocked
 	}
 	if err != nil {
 		return sub, err
 	}
-	var msgs []*message.Message
-	flush := func() error {
-		if len(msgs) == 0 {
-			return nil
-		}
-		err := s.Pub.Publish("", msgs...)
-		msgs = msgs[:0]
-		return err
-	}
-	err = prep.Jobs(func(i int, j Job) error {
-		submitted := events.New(&events.JobSubmitted{Spec: j.Spec, Index: i, BatchSize: prep.Len(), BatchSource: b.Path}, tenant, batchID, j.ID, j.Iteration, "", nil)
-		m, err := bus.Messages(submitted)
-		if err != nil {
-			return fmt.Errorf("AC %s: %w", j.ID, err)
-		}
-		msgs = append(msgs, m...)
-		if len(msgs) >= 2000 {
-			if err := flush(); err != nil {
-				return fmt.Errorf("publish batch %s: %w", batchID, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return sub, err
-	}
-	if err := flush(); err != nil {
-		return sub, fmt.Errorf("publish batch %s: %w", batchID, err)
-	}
-	return sub, nil
+	err = s.publish(ctx, prep, tenant, batchID, nil, false, &sub)
+	return sub, err
 }
 
-// Prepared is a batch resolved into jobs, its artifacts uploaded: what Submit publishes,
+// Prepared is a batch resolved into jobs, its artifacts hashed: what Submit publishes,
 // and what `tribunal validate` shows without publishing anything.
 type Prepared struct {
 	// Rejected are entries that could not be submitted at all (no usable id).
 	Rejected []string
-	batch    *batch.Batch
-	plans    []planned
-	uploads  map[string]events.Source
+	// Blocked are ACs planned again as blocked because their events could not be
+	// published as they were, each with the field at fault.
+	Blocked []string
+	batch   *batch.Batch
+	plans   []planned
+	uploads map[string]events.Source
+	// arts are the local files behind uploads, stored as their first job is published.
+	arts *artifacts
+	// plan is the batch's plan as batch.opened announces it: its digest and stored pages.
+	plan events.BatchOpened
 }
 
 // planned is one job of the batch and the entry it came from.
@@ -172,8 +159,11 @@ func (p *Prepared) Jobs(fn func(i int, j Job) error) error {
 	return nil
 }
 
-// Prepare resolves every AC of b into its jobs and uploads their artifacts under tenant,
-// without publishing anything. An AC with a problem is still a job, blocked with it.
+// Prepare resolves every AC of b into its jobs and reads and hashes their local artifacts,
+// without publishing anything; the files are stored as publishing reaches their jobs. An AC with a problem is still a job, blocked with it. Every
+// job's event is then built, validated and measured against the bus's max payload (check),
+// and the batch's plan is stored for its batch.opened: what Submit publishes is known to
+// be publishable before the first event goes out.
 func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) (*Prepared, error) {
 	if err := events.ValidateTenant(tenant); err != nil {
 		return nil, fmt.Errorf("tenant: %w", err)
@@ -209,86 +199,17 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 		}
 	}
 	var err error
-	if prep.uploads, err = s.uploadAll(ctx, b, tenant, names); err != nil {
+	prep.arts = &artifacts{files: map[string]*artifact{}, uploaded: map[string]bool{}}
+	if prep.uploads, err = s.resolveAll(ctx, b, names, prep.arts); err != nil {
+		return prep, err
+	}
+	if err := s.check(ctx, prep, env, tenant); err != nil {
+		return prep, err
+	}
+	if err := s.storePlan(ctx, prep, tenant); err != nil {
 		return prep, err
 	}
 	return prep, nil
-}
-
-// uploadAll resolves every distinct artifact name, uploading local files in parallel:
-// on file storage every object is fsynced, and one at a time that dominates a large
-// submission.
-func (s *Submitter) uploadAll(ctx context.Context, b *batch.Batch, tenant string, names []string) (map[string]events.Source, error) {
-	out := make([]events.Source, len(names))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(16)
-	for i, n := range names {
-		g.Go(func() error {
-			src, err := s.source(gctx, b, tenant, n)
-			out[i] = src
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	m := make(map[string]events.Source, len(names))
-	for i, n := range names {
-		m[n] = out[i]
-	}
-	return m, nil
-}
-
-// source uploads a local artifact or passes a URL through. A missing or
-// unreadable file becomes the source's error: the AC is blocked, the batch goes on. A
-// storage failure is an error: it is nobody's artifact's fault.
-func (s *Submitter) source(ctx context.Context, b *batch.Batch, tenant, name string) (events.Source, error) {
-	if name == "" {
-		return events.Source{Name: "(none)", Error: "missing artifact: no path given"}, nil
-	}
-	if batch.IsURL(name) {
-		return events.Source{Name: name, URL: name}, nil
-	}
-	src := events.Source{Name: name}
-	path, err := b.LocalPath(name, s.AllowOutside)
-	if err != nil {
-		src.Error = "refused artifact: " + err.Error()
-		return src, nil
-	}
-	limit := s.MaxArtifactBytes
-	if limit <= 0 {
-		limit = blob.ArtifactMaxSize
-	}
-	// Only a regular file is read: opening a FIFO would block this submission forever.
-	f, st, err := localfile.Open(path)
-	if err != nil {
-		var nr *localfile.NotRegularError
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			src.Error = "missing artifact: " + name
-		case errors.As(err, &nr):
-			src.Error = fmt.Sprintf("unreadable artifact: %s is %s, not a regular file", name, nr.Kind)
-		default:
-			src.Error = "unreadable artifact: " + err.Error()
-		}
-		return src, nil
-	}
-	defer f.Close()
-	if st.Size() > limit {
-		src.Error = fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", name, limit)
-		return src, nil
-	}
-	// Put stops reading when ctx ends (blob.DigestCopy).
-	attrs, err := s.Store.Put(ctx, tenant, &limitedReader{r: f, left: limit}, blob.PutOptions{})
-	switch {
-	case errors.Is(err, blob.ErrTooLarge) || errors.Is(err, errArtifactTooLarge):
-		src.Error = fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", name, limit)
-	case err != nil:
-		return src, fmt.Errorf("upload %s: %w", name, err)
-	default:
-		src.Blob = &events.Blob{SHA256: attrs.Ref.SHA256, MediaType: attrs.MediaType, Size: attrs.Size}
-	}
-	return src, nil
 }
 
 func firstNonEmpty(s ...string) string {
@@ -298,22 +219,4 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
-}
-
-var errArtifactTooLarge = errors.New("artifact too large")
-
-// limitedReader fails, rather than truncating, once more than left bytes were read: a
-// file that grew after its size was checked must not be stored cut short.
-type limitedReader struct {
-	r    io.Reader
-	left int64
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
-	if l.left < 0 {
-		return n, errArtifactTooLarge
-	}
-	return n, err
 }

@@ -76,6 +76,10 @@ func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string
 	if err != nil {
 		return nil, err
 	}
+	// The artifacts are classified as the renderer reads them: from the store.
+	if err := s.upload(ctx, tenant, prep.arts, prep.arts.names()); err != nil {
+		return nil, err
+	}
 	plan := &Plan{Batch: b.Path, Jobs: prep.Len()}
 	plan.Problems = append(plan.Problems, prep.Rejected...)
 	byAC := map[string]*PlannedAC{}

@@ -42,13 +42,27 @@ const (
 	TypeRenderUnchanged Type = "render.unchanged"
 	// TypeSpotcheckRecorded is a person's spot-check of a sign-off (HE-2).
 	TypeSpotcheckRecorded Type = "spotcheck.recorded"
+	// TypeViewReset is an operator's reset of a rubric view's loop: the next step starts
+	// a new loop with a fresh budget.
+	TypeViewReset Type = "view.reset"
+	// TypeBatchOpened announces a batch before its first job: its size and its plan (every
+	// job's id), so the batch can be cancelled as a whole, never-submitted jobs included.
+	TypeBatchOpened Type = "batch.opened"
+	// TypeBatchCancelRequested asks the aggregator to end a batch: every unfinished job is
+	// blocked as cancelled. The client publishes page 0; the aggregator continues page by
+	// page through the batch's plan.
+	TypeBatchCancelRequested Type = "batch.cancel.requested"
+	// TypeJobCancelRequested cancels one job of a cancelled batch; the aggregator
+	// publishes one per job of its plan and applies each like any other input of the job.
+	TypeJobCancelRequested Type = "job.cancel.requested"
 )
 
 // AllTypes lists every event type, in flow order.
 var AllTypes = []Type{
 	TypeJobSubmitted, TypeRenderRequested, TypeRenderDone, TypeGatesDone, TypeGatesFailed,
 	TypeVerdictEmitted, TypeIterationDecided, TypeSignoffRecorded, TypeManifestEmitted,
-	TypeJobBlocked, TypeBatchCompleted, TypeRenderUnchanged, TypeSpotcheckRecorded,
+	TypeJobBlocked, TypeBatchCompleted, TypeRenderUnchanged, TypeSpotcheckRecorded, TypeViewReset,
+	TypeBatchOpened, TypeBatchCancelRequested, TypeJobCancelRequested,
 }
 
 // Known reports whether t is an event type this build understands.

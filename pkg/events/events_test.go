@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -39,6 +40,10 @@ func samples() []Payload {
 		&BatchCompleted{Total: 2, Compared: 2},
 		&RenderUnchanged{Kind: KindRubric, ACID: "AC-7", Render: Blob{SHA256: digest, MediaType: "image/png", Size: 9}},
 		&SpotcheckRecorded{ACID: "AC-7", Approved: true},
+		&ViewReset{ACID: "AC-7", Loop: 1, By: "me", Reason: "budget spent on a frozen dimension; the rubric is fixed"},
+		&BatchOpened{Size: 2, Digest: digest, Pages: []Blob{{SHA256: digest, MediaType: "application/json", Size: 40}}},
+		&BatchCancelRequested{By: "alice@host"},
+		&JobCancelRequested{Kind: KindAB, Index: 1, BatchSize: 2, By: "alice@host"},
 	}
 }
 
@@ -205,12 +210,24 @@ func TestPayloadValidation(t *testing.T) {
 	bad.AB.Threshold = 1.5
 	spec2 := abSpec()
 	spec2.AB.Ours = Source{Name: "x", URL: "u", Blob: &Blob{SHA256: digest, MediaType: "m"}}
+	badPositions := abSpec()
+	badPositions.AB.Positions = "sometimes"
+	badAuto := abSpec()
+	badAuto.AB.Positions, badAuto.AB.AutoSwap = PositionsAuto, &AutoSwap{Confidence: 0.8, FlipRate: 1.2}
+	auto := abSpec()
+	auto.AB.Positions, auto.AB.AutoSwap = PositionsAuto, &AutoSwap{Confidence: 0.8, FlipRate: 0.1}
+	if _, err := Encode(New(&JobSubmitted{Spec: auto, BatchSize: 1}, "team-a", "b", "AC-7", 0, "", nil)); err != nil {
+		t.Errorf("positions auto refused: %v", err)
+	}
 	cases := []struct {
 		p     Payload
 		field string
 	}{
 		{&JobSubmitted{Spec: bad, BatchSize: 1}, "ab.threshold"},
 		{&JobSubmitted{Spec: spec2, BatchSize: 1}, "ab.ours"},
+		{&JobSubmitted{Spec: badPositions, BatchSize: 1}, "ab.positions"},
+		{&JobSubmitted{Spec: badAuto, BatchSize: 1}, "ab.auto_swap.flip_rate"},
+		{&GatesDone{Kind: KindAB, Positions: PositionsAuto, AutoSwap: &AutoSwap{Confidence: -1}, Slots: []Slot{{Name: "A", Artifact: art()}, {Name: "B", Artifact: art()}}}, "auto_swap.confidence"},
 		{&JobSubmitted{Spec: abSpec(), BatchSize: 1, Index: 1}, "index"},
 		{&JobSubmitted{Spec: JobSpec{Kind: "poetry", ACID: "x"}, BatchSize: 1}, "kind"},
 		{&GatesDone{Kind: KindAB, Slots: []Slot{{Name: "B", Artifact: art()}, {Name: "A", Artifact: art()}}}, "slots"},
@@ -313,5 +330,67 @@ func TestSpotcheckDimension(t *testing.T) {
 		if tc.ok != (err == nil) || err != nil && (!errors.As(err, &fe) || fe.Field != "dimension") {
 			t.Errorf("%+v: %v", tc.p, err)
 		}
+	}
+}
+
+// TestBatchEventsNameTheBadField: the batch-wide events refuse what the aggregator could
+// not act on, naming the field.
+func TestBatchEventsNameTheBadField(t *testing.T) {
+	page := Blob{SHA256: digest, MediaType: "application/json", Size: 40}
+	cases := []struct {
+		name  string
+		p     Payload
+		field string
+	}{
+		{"no size", &BatchOpened{Digest: digest, Pages: []Blob{page}}, "size"},
+		{"bad digest", &BatchOpened{Size: 1, Digest: "abc", Pages: []Blob{page}}, "digest"},
+		{"pages short of the size", &BatchOpened{Size: PlanPageSize + 1, Digest: digest, Pages: []Blob{page}}, "pages"},
+		{"bad page", &BatchOpened{Size: 1, Digest: digest, Pages: []Blob{{SHA256: "x", MediaType: "application/json"}}}, "pages[0].sha256"},
+		{"nobody cancels", &BatchCancelRequested{}, "by"},
+		{"control characters in by", &BatchCancelRequested{By: "alice\nbob"}, "by"},
+		{"negative page", &BatchCancelRequested{By: "alice", Page: -1}, "page"},
+		{"unknown kind", &JobCancelRequested{Kind: "poetry", Index: 0, BatchSize: 1, By: "alice"}, "kind"},
+		{"index past the batch", &JobCancelRequested{Kind: KindAB, Index: 1, BatchSize: 1, By: "alice"}, "index"},
+		{"by too long", &JobCancelRequested{Kind: KindAB, Index: 0, BatchSize: 1, By: strings.Repeat("a", 201)}, "by"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Encode(New(c.p, "team-a", "b1", "", 0, "", nil))
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != c.field || fe.Doc != string(c.p.EventType()) {
+				t.Fatalf("got %v, want a field error on %s.%s", err, c.p.EventType(), c.field)
+			}
+		})
+	}
+	if PlanPages(1) != 1 || PlanPages(PlanPageSize) != 1 || PlanPages(PlanPageSize+1) != 2 {
+		t.Fatal("PlanPages")
+	}
+	if CancelStep(0) != "" || CancelStep(3) != "page-3" {
+		t.Fatal("CancelStep")
+	}
+}
+
+// TestBatchCompletedJSONIsSnakeCase: the summary in results.json, `--json` outputs and
+// the batch record uses the msgpack names, and a record stored before the JSON names
+// existed (Go field names) still reads back whole, exit code included.
+func TestBatchCompletedJSONIsSnakeCase(t *testing.T) {
+	s := BatchCompleted{Total: 3, Compared: 2, Blocked: 1, Violations: 0, Suggestions: 1, ExitCode: 1,
+		Manifests: []Blob{{SHA256: strings.Repeat("a", 64), MediaType: "application/json", Size: 2}}}
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"total":3,"compared":2,"blocked":1,"violations":0,"suggestions":1,"exit_code":1,"manifests":[{"sha256":"` + strings.Repeat("a", 64) + `","media_type":"application/json","size":2}]}`
+	if string(data) != want {
+		t.Fatalf("JSON\n got %s\nwant %s", data, want)
+	}
+	var back BatchCompleted
+	if err := json.Unmarshal(data, &back); err != nil || back.ExitCode != 1 || back.Total != 3 || len(back.Manifests) != 1 {
+		t.Fatalf("round trip %+v %v", back, err)
+	}
+	legacy := `{"Total":3,"Compared":2,"Blocked":1,"Violations":0,"Suggestions":1,"ExitCode":4}`
+	back = BatchCompleted{}
+	if err := json.Unmarshal([]byte(legacy), &back); err != nil || back.ExitCode != 4 || back.Total != 3 || back.Suggestions != 1 {
+		t.Fatalf("legacy record %+v %v", back, err)
 	}
 }

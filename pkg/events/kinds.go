@@ -38,6 +38,9 @@ type Case struct {
 	Input string `msgpack:"input"`
 	// Tag is happy, edge, adversarial or composition.
 	Tag string `msgpack:"tag"`
+	// Baseline is a teacher (original) transcript captured elsewhere and handed in with
+	// the batch: the runner uses it instead of running the original document.
+	Baseline *Blob `msgpack:"baseline,omitempty"`
 }
 
 // EquivalenceSpec is the input of an `equivalence` job: two versions of a document and
@@ -88,6 +91,11 @@ func (s *EquivalenceSpec) validate() error {
 		seen[c.ID] = true
 		if !knownTag(c.Tag) {
 			return invalid(f+".tag", fmt.Sprintf("want happy, edge, adversarial or composition, got %q", c.Tag))
+		}
+		if c.Baseline != nil {
+			if err := c.Baseline.validate(f + ".baseline"); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -1,9 +1,12 @@
 package events
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
+	"strings"
 )
 
 var hexDigestRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -66,11 +69,44 @@ type ABSpec struct {
 	Ours      Source  `msgpack:"ours"`
 	Reference Source  `msgpack:"reference"`
 	Threshold float64 `msgpack:"threshold"`
-	// Positions is "single" (the seed's one deterministic order) or "swap" (judge both
-	// orders to control position bias).
+	// Positions is "single" (the seed's one deterministic order), "swap" (judge both
+	// orders to control position bias) or "auto" (swap only where it pays, see AutoSwap).
 	Positions string `msgpack:"positions,omitempty"`
 	// Judges lists the models of a panel; empty means the judge service's default model.
 	Judges []string `msgpack:"judges,omitempty"`
+	// AutoSwap sets when "auto" swaps; nil takes the defaults.
+	AutoSwap *AutoSwap `msgpack:"auto_swap,omitempty"`
+}
+
+// Positions values of an ab job.
+const (
+	PositionsSingle = "single"
+	PositionsSwap   = "swap"
+	PositionsAuto   = "auto"
+)
+
+// AutoSwap is when `positions: auto` asks a judge for the swapped order too: when its
+// first answer's confidence is below Confidence, or on every AC when its measured flip
+// rate on the tenant's earlier batches cannot be shown to be at most FlipRate (the rule
+// is the ab kind's, docs/judging.md explains it). A zero field takes its default.
+type AutoSwap struct {
+	Confidence float64 `msgpack:"confidence,omitempty"`
+	FlipRate   float64 `msgpack:"flip_rate,omitempty"`
+}
+
+func (a *AutoSwap) validate(field string) error {
+	if a == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"confidence", a.Confidence}, {"flip_rate", a.FlipRate}} {
+		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
+			return invalid(field+"."+f.name, fmt.Sprintf("want a number in [0,1], got %v", f.v))
+		}
+	}
+	return nil
 }
 
 func (s *ABSpec) validate() error {
@@ -87,11 +123,11 @@ func (s *ABSpec) validate() error {
 		return invalid("ab.threshold", fmt.Sprintf("want a number in [0,1], got %v", s.Threshold))
 	}
 	switch s.Positions {
-	case "", "single", "swap":
+	case "", PositionsSingle, PositionsSwap, PositionsAuto:
 	default:
-		return invalid("ab.positions", fmt.Sprintf("want single or swap, got %q", s.Positions))
+		return invalid("ab.positions", fmt.Sprintf("want single, swap or auto, got %q", s.Positions))
 	}
-	return nil
+	return s.AutoSwap.validate("ab.auto_swap")
 }
 
 // JobSpec is what a job asks for; it travels from submission to the renderer.
@@ -246,10 +282,12 @@ type GatesDone struct {
 	Slots     []Slot   `msgpack:"slots"`
 	Positions string   `msgpack:"positions,omitempty"`
 	Judges    []string `msgpack:"judges,omitempty"`
+	// AutoSwap is an ab job's rule for positions "auto".
+	AutoSwap *AutoSwap `msgpack:"auto_swap,omitempty"`
 	// Cases are the transcript pairs of an equivalence job.
 	Cases []CasePair `msgpack:"cases,omitempty"`
 	// Rubric is the view context of a rubric job; its slots are render, reference,
-	// previous (optional), probe, tokens, spec_text and rubric.
+	// previous (optional), probe, tokens, spec_text, spec_json, gate_result and rubric.
 	Rubric *RubricJudging `msgpack:"rubric,omitempty"`
 }
 
@@ -293,6 +331,9 @@ type GatesFailed struct {
 	// (HE-1); Candidate is the render offered as that reference.
 	NeedsContext string `msgpack:"needs_context,omitempty"`
 	Candidate    *Blob  `msgpack:"candidate,omitempty"`
+	// GateResult is a rubric view's gate-result.json (the seed's shape) in blob storage,
+	// when the gates ran to a result.
+	GateResult *Blob `msgpack:"gate_result,omitempty"`
 }
 
 // EventType implements Payload.
@@ -309,6 +350,9 @@ func (p *GatesFailed) Validate() error {
 	if p.Blocked == "" && p.NeedsContext == "" && len(p.Gates) == 0 {
 		return missing("gates")
 	}
+	if p.GateResult != nil {
+		return p.GateResult.validate("gate_result")
+	}
 	return nil
 }
 
@@ -324,6 +368,70 @@ type JudgeInfo struct {
 	LatencyMillis    int64 `msgpack:"latency_ms,omitempty"`
 	// Cached is true when the answer came from the judge-call cache, not a new call.
 	Cached bool `msgpack:"cached,omitempty"`
+	// Sampling is how the answer was sampled, as the provider sent the call (a cached
+	// answer keeps the original call's); nil on verdicts recorded before it existed.
+	Sampling *Sampling `msgpack:"sampling,omitempty"`
+	// Call is the stored record of what the call sent and received (judge.CallRecord),
+	// for reviewers: the prompt itself never travels in an event.
+	Call *Blob `msgpack:"call,omitempty"`
+}
+
+// Response formats a provider asked for, as Sampling records them.
+const (
+	FormatJSONSchema = "json_schema"
+	FormatJSONObject = "json_object"
+	FormatNone       = "none"
+)
+
+// Sampling is how one judge call was sampled: what the provider actually sent (after any
+// fallback) and the model id the server reported. It is what makes a verdict
+// reproducible, or says why it may not be.
+type Sampling struct {
+	// Temperature is the sampling temperature sent; nil means none was pinned (the
+	// server's default applied), which Pinned reports.
+	Temperature *float32 `msgpack:"temperature,omitempty" json:"temperature,omitempty"`
+	// Seed is the sampling seed sent, nil for none.
+	Seed *int `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	// MaxTokens is the answer token limit sent (max_tokens, or max_completion_tokens to a
+	// reasoning model); 0 means none was sent.
+	MaxTokens int `msgpack:"max_tokens,omitempty" json:"max_tokens,omitempty"`
+	// ResponseFormat is FormatJSONSchema, FormatJSONObject or FormatNone: what the call
+	// that answered asked for, after the provider's fallbacks.
+	ResponseFormat string `msgpack:"response_format,omitempty" json:"response_format,omitempty"`
+	// ReportedModel is the model id the provider's server reported answering with (a
+	// dated snapshot such as "gpt-4o-2024-08-06" for "gpt-4o"); "" when it reported none.
+	ReportedModel string `msgpack:"reported_model,omitempty" json:"reported_model,omitempty"`
+}
+
+// Pinned reports whether the call pinned its temperature. A nil Sampling (a verdict
+// recorded before sampling was) is not known to be pinned.
+func (s *Sampling) Pinned() bool { return s != nil && s.Temperature != nil }
+
+// String is the sampling in one line: "temperature 0, seed 7, max tokens 4096,
+// json_schema, reported gpt-4o-2024-08-06"; an unpinned temperature says so.
+func (s *Sampling) String() string {
+	if s == nil {
+		return "sampling not recorded"
+	}
+	parts := []string{"temperature not pinned"}
+	if s.Temperature != nil {
+		parts[0] = "temperature " + strconv.FormatFloat(float64(*s.Temperature), 'g', -1, 32)
+	}
+	if s.Seed != nil {
+		parts = append(parts, "seed "+strconv.Itoa(*s.Seed))
+	}
+	if s.MaxTokens > 0 {
+		parts = append(parts, "max tokens "+strconv.Itoa(s.MaxTokens))
+	} else {
+		parts = append(parts, "no max tokens")
+	}
+	if s.ResponseFormat != "" {
+		parts = append(parts, s.ResponseFormat)
+	}
+	if s.ReportedModel != "" {
+		parts = append(parts, "reported "+s.ReportedModel)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Vote is one judge call's answer over the slots as that call saw them.
@@ -481,7 +589,7 @@ func (p *ManifestEmitted) Validate() error {
 type JobBlocked struct {
 	Kind Kind   `msgpack:"kind"`
 	ACID string `msgpack:"ac_id"`
-	// Stage is where it stopped: "submit", "render", "gate" or "judge".
+	// Stage is where it stopped: "submit", "render", "gate", "judge" or "cancel".
 	Stage  string `msgpack:"stage"`
 	Reason string `msgpack:"reason"`
 }
@@ -501,15 +609,36 @@ func (p *JobBlocked) Validate() error {
 }
 
 // BatchCompleted is published once when every job of a batch has a final outcome.
+// Its JSON keys (results.json's summary, `--json` outputs, the batch record in the
+// batches bucket) are the same snake_case names as its msgpack ones.
 type BatchCompleted struct {
-	Total       int `msgpack:"total"`
-	Compared    int `msgpack:"compared"`
-	Blocked     int `msgpack:"blocked"`
-	Violations  int `msgpack:"violations"`
-	Suggestions int `msgpack:"suggestions"`
-	ExitCode    int `msgpack:"exit_code"`
+	Total       int `msgpack:"total" json:"total"`
+	Compared    int `msgpack:"compared" json:"compared"`
+	Blocked     int `msgpack:"blocked" json:"blocked"`
+	Violations  int `msgpack:"violations" json:"violations"`
+	Suggestions int `msgpack:"suggestions" json:"suggestions"`
+	ExitCode    int `msgpack:"exit_code" json:"exit_code"`
 	// Manifests lists the manifests emitted for the batch, one per judge kind.
-	Manifests []Blob `msgpack:"manifests,omitempty"`
+	Manifests []Blob `msgpack:"manifests,omitempty" json:"manifests,omitempty"`
+}
+
+// UnmarshalJSON reads the snake_case keys and, for batch records stored before they
+// had JSON names, the Go field names: "Total" and the other one-word names match
+// their snake_case keys case-insensitively, but "ExitCode" does not match "exit_code".
+func (p *BatchCompleted) UnmarshalJSON(data []byte) error {
+	type plain BatchCompleted
+	var v struct {
+		plain
+		LegacyExitCode *int `json:"ExitCode"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*p = BatchCompleted(v.plain)
+	if v.LegacyExitCode != nil {
+		p.ExitCode = *v.LegacyExitCode
+	}
+	return nil
 }
 
 // EventType implements Payload.
@@ -552,6 +681,14 @@ func newPayload(t Type) (Payload, error) {
 		return &RenderUnchanged{}, nil
 	case TypeSpotcheckRecorded:
 		return &SpotcheckRecorded{}, nil
+	case TypeViewReset:
+		return &ViewReset{}, nil
+	case TypeBatchOpened:
+		return &BatchOpened{}, nil
+	case TypeBatchCancelRequested:
+		return &BatchCancelRequested{}, nil
+	case TypeJobCancelRequested:
+		return &JobCancelRequested{}, nil
 	}
 	return nil, &FieldError{Doc: docEvent, Field: "envelope.type", Reason: fmt.Sprintf("%q", t), Err: ErrUnknownType}
 }

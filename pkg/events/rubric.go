@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -51,6 +52,9 @@ type RubricSpec struct {
 	Confirm bool `msgpack:"confirm,omitempty"`
 	// Blocked is set by the client when the feature cannot run (invalid spec).
 	Blocked string `msgpack:"blocked,omitempty"`
+	// Runs is the feature's .argus-runs/ folder, slash-separated and relative to the batch
+	// folder, when the batch asks for the seed's files there as well (argus_runs).
+	Runs string `msgpack:"runs,omitempty"`
 }
 
 func (s *RubricSpec) validate() error {
@@ -100,6 +104,11 @@ type RubricJudging struct {
 	ReferenceSource string `msgpack:"reference_source"`
 	// LoopIteration is the view's loop iteration this verdict is for (from 1).
 	LoopIteration int `msgpack:"loop_iteration"`
+	// Loop numbers the view's loops: 0 for its first; an operator's reset or a changed
+	// spec, rubric or reference starts the next. With LoopIteration it names the
+	// iteration a judgment is for, so no cached answer of another iteration stands in
+	// for a fresh one.
+	Loop int `msgpack:"loop,omitempty"`
 }
 
 // RubricVote is a rubric judge's answer: the verdict JSON as the judge gave it (with
@@ -108,11 +117,13 @@ type RubricJudging struct {
 type RubricVote struct {
 	Judge JudgeInfo `msgpack:"judge"`
 	// Render is the render the verdict is about.
-	Render  Blob       `msgpack:"render"`
-	Status  VoteStatus `msgpack:"status"`
-	Error   string     `msgpack:"error,omitempty"`
-	Verdict string     `msgpack:"verdict,omitempty"`
-	Raw     string     `msgpack:"raw,omitempty"`
+	Render Blob `msgpack:"render"`
+	// GateResult is the gate-result.json the judge was shown (the gates were green).
+	GateResult *Blob      `msgpack:"gate_result,omitempty"`
+	Status     VoteStatus `msgpack:"status"`
+	Error      string     `msgpack:"error,omitempty"`
+	Verdict    string     `msgpack:"verdict,omitempty"`
+	Raw        string     `msgpack:"raw,omitempty"`
 }
 
 // RenderUnchanged reports a confirmation render that passed its gates and did not
@@ -123,6 +134,8 @@ type RenderUnchanged struct {
 	Gates []Gate `msgpack:"gates"`
 	// Render is the confirming render.
 	Render Blob `msgpack:"render"`
+	// GateResult is the confirming render's gate-result.json in blob storage.
+	GateResult *Blob `msgpack:"gate_result,omitempty"`
 }
 
 // EventType implements Payload.
@@ -132,6 +145,11 @@ func (*RenderUnchanged) EventType() Type { return TypeRenderUnchanged }
 func (p *RenderUnchanged) Validate() error {
 	if p.ACID == "" {
 		return missing("ac_id")
+	}
+	if p.GateResult != nil {
+		if err := p.GateResult.validate("gate_result"); err != nil {
+			return err
+		}
 	}
 	return p.Render.validate("render")
 }
@@ -186,9 +204,55 @@ type RubricDecision struct {
 	FailingGates     []string `msgpack:"failing_gates,omitempty" json:"failing_gates,omitempty"`
 	Frozen           []string `msgpack:"frozen,omitempty" json:"frozen,omitempty"`
 	NewlyFrozen      []string `msgpack:"newly_frozen,omitempty" json:"newly_frozen,omitempty"`
-	// Outcome is what happens next: confirm (re-render without an edit), fix (the
-	// builder edits), signed_off, budget_exhausted, reported, needs_context.
+	// Outcome is what happens next: confirm (re-render without an edit after a pass),
+	// recheck (re-render without an edit and judge again: the only failing dimensions
+	// are frozen, so the builder has nothing to fix), fix (the builder edits),
+	// signed_off, budget_exhausted, reported, needs_context.
 	Outcome           string `msgpack:"outcome" json:"outcome"`
 	ConsecutivePasses int    `msgpack:"consecutive_passes" json:"consecutive_passes"`
 	Unchanged         bool   `msgpack:"unchanged,omitempty" json:"unchanged,omitempty"`
+	// Loop numbers the view's loop this step belongs to (0 for the first).
+	Loop int `msgpack:"loop,omitempty" json:"loop,omitempty"`
+	// NewLoop names what changed since the view's loop began (spec.json, spec.md,
+	// tokens.json, contrast-pairs.json, rubric.json, the reference) when this step began
+	// a new loop because of it.
+	NewLoop []string `msgpack:"new_loop,omitempty" json:"new_loop,omitempty"`
 }
+
+// ViewReset is an operator's reset of a rubric view's loop (the way out of a spent
+// budget): the view's next step starts a new loop with no iterations, attempts, frozen
+// dimensions, sign-off or snapshot baseline. It names a job of the view (results show
+// one); the view is the one that job's spec names.
+type ViewReset struct {
+	ACID string `msgpack:"ac_id"`
+	// Loop is the loop being reset, as the view numbered it when the operator looked: a
+	// reset of a loop that was replaced since (reset already, or a changed spec) changes
+	// nothing, so a repeated or late reset cannot throw away a loop nobody looked at.
+	Loop   int    `msgpack:"loop"`
+	By     string `msgpack:"by,omitempty"`
+	Reason string `msgpack:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (*ViewReset) EventType() Type { return TypeViewReset }
+
+// Validate implements Payload.
+func (p *ViewReset) Validate() error {
+	if p.ACID == "" {
+		return missing("ac_id")
+	}
+	if p.Loop < 0 {
+		return invalid("loop", "must be 0 or more")
+	}
+	if len(p.Reason) > maxResetReason {
+		return invalid("reason", fmt.Sprintf("at most %d bytes", maxResetReason))
+	}
+	return nil
+}
+
+// maxResetReason bounds a reset's reason: it is shown in the console and results.
+const maxResetReason = 2000
+
+// ResetStep is the id step of a reset of loop n: one reset per loop and job, so a
+// repeated click is dropped as a duplicate.
+func ResetStep(loop int) string { return "reset-" + strconv.Itoa(loop) }

@@ -73,3 +73,45 @@ func ParseSubject(subject string) (tenant string, t Type, err error) {
 
 // DeadLetterSubject is the dead-letter subject of one service.
 func DeadLetterSubject(service string) string { return DeadLetterPrefix + "." + service }
+
+// Reasons CheckOrigin gives for an event that does not belong to its subject. They are
+// fixed words, fit for a metric label.
+const (
+	OriginSubject = "subject_invalid" // the subject is not tribunal.<tenant>.<type>
+	OriginTenant  = "subject_tenant"  // the envelope names another tenant than the subject
+	OriginType    = "subject_type"    // the envelope names another type than the subject
+)
+
+// OriginError says why an event does not belong to the subject it arrived on.
+type OriginError struct {
+	// Reason is OriginSubject, OriginTenant or OriginType.
+	Reason  string
+	Subject string
+	Tenant  string
+	Type    Type
+	Err     error
+}
+
+func (e *OriginError) Error() string {
+	if e.Reason == OriginSubject {
+		return fmt.Sprintf("a %s of tenant %q arrived on %s: %v", e.Type, e.Tenant, e.Subject, e.Err)
+	}
+	return fmt.Sprintf("a %s of tenant %q arrived on %s", e.Type, e.Tenant, e.Subject)
+}
+
+// CheckOrigin reports, as an *OriginError, an event whose envelope names another tenant
+// or type than the subject it arrived on. The subject is what NATS permissions govern
+// and what consumers are filtered by; an envelope is only what its writer claims, so no
+// consumer acts on one its subject contradicts.
+func CheckOrigin(subject, tenant string, t Type) error {
+	st, typ, err := ParseSubject(subject)
+	switch {
+	case err != nil:
+		return &OriginError{Reason: OriginSubject, Subject: subject, Tenant: tenant, Type: t, Err: err}
+	case st != tenant:
+		return &OriginError{Reason: OriginTenant, Subject: subject, Tenant: tenant, Type: t}
+	case typ != t:
+		return &OriginError{Reason: OriginType, Subject: subject, Tenant: tenant, Type: t}
+	}
+	return nil
+}

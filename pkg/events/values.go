@@ -100,7 +100,7 @@ var wireKinds = map[Kind]wireKind{
 			if len(p.Slots) != 2 || p.Slots[0].Name != "A" || p.Slots[1].Name != "B" {
 				return invalid("slots", "ab needs exactly slots A and B in that order")
 			}
-			return nil
+			return p.AutoSwap.validate("auto_swap")
 		},
 		verdict: validateABVotes,
 	},

@@ -26,13 +26,20 @@ type Usage struct {
 	// Calls counts Complete calls: 1, or 2 when a repair was asked for, 0 when the
 	// input was refused before any call.
 	Calls int `json:"calls"`
+	// Sampling is how the last answered call was sampled, as the provider reported it
+	// (nil when no call was answered). Model stays the model asked for; the id the
+	// server reported is Sampling.ReportedModel.
+	Sampling *events.Sampling `json:"sampling,omitempty"`
+	// Call is the stored record of the exchange (CallRecord), when one was kept.
+	Call *events.Blob `json:"call,omitempty"`
 }
 
 // JudgeInfo converts the usage to the event form recorded on verdicts.
 func (u Usage) JudgeInfo() events.JudgeInfo {
 	return events.JudgeInfo{
 		Provider: u.Provider, Model: u.Model, Instance: u.Instance, PromptHash: u.PromptHash,
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, LatencyMillis: u.LatencyMillis,
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, LatencyMillis: u.LatencyMillis, Call: u.Call,
+		Sampling: u.Sampling,
 	}
 }
 
@@ -67,9 +74,11 @@ func Ask[T any](ctx context.Context, p Provider, req Request, usage Usage, parse
 			out.Status, out.Error = events.VoteUnavailable, err.Error()
 			return out, err
 		}
-		if resp.Model != "" {
-			out.Usage.Model = resp.Model
+		sampling := resp.Sampling
+		if sampling.ReportedModel == "" {
+			sampling.ReportedModel = resp.Model
 		}
+		out.Usage.Sampling = &sampling
 		out.Usage.PromptTokens += resp.PromptTokens
 		out.Usage.CompletionTokens += resp.CompletionTokens
 		v, perr := parse([]byte(resp.Content))

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
 // Part is one piece of a message: text, or an image sent inline to a vision model.
@@ -65,13 +67,20 @@ type Request struct {
 
 // Response is a provider's raw answer.
 type Response struct {
-	Content          string
+	Content string
+	// Model is the model id the server reported answering with ("" when it reported
+	// none); Sampling.ReportedModel carries it into the verdict.
 	Model            string
 	PromptTokens     int
 	CompletionTokens int
 	Latency          time.Duration
 	// Attempts counts HTTP attempts including retries.
 	Attempts int
+	// Sampling is what the provider actually sent for the answering attempt: the
+	// temperature (nil when none was pinned), seed, token limit and response format after
+	// any fallback, and the model id the server reported. A provider that sends nothing
+	// (recorded answers) reports the request's parameters and events.FormatNone.
+	Sampling events.Sampling
 }
 
 // Provider answers judge requests.

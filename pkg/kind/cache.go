@@ -6,20 +6,30 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
+
+// SharedCacheTenant stands for the tenant in the judge-call cache keys of a judge that
+// shares its cache across tenants (JudgeEnv.ShareCache). It cannot be a tenant name.
+const SharedCacheTenant = "*shared*"
 
 // CacheKey is a judge-call cache key: the kind, the tenant, the provider, the model, the
 // prompt, the sampling parameters and every input part. Each part is written with a
 // separator, so no two different inputs make the same key. The tenant is part of the key:
 // an answer one team paid for is never served to another, and a cache hit never tells a
-// team that another judged the same content.
+// team that another judged the same content. Only an operator's opt-in (ShareCache) puts
+// SharedCacheTenant in its place.
 func (e *JudgeEnv) CacheKey(k events.Kind, tenant, model, promptHash string, parts ...string) string {
+	if e.ShareCache {
+		tenant = SharedCacheTenant
+	}
 	h := sha256.New()
 	for _, p := range append([]string{string(k), tenant, e.Provider.Name(), model, promptHash, ParamsKey(e.Params)}, parts...) {
 		h.Write([]byte(p))
@@ -78,4 +88,35 @@ func (e *JudgeEnv) Model(gd *events.GatesDone) string {
 		return gd.Judges[0]
 	}
 	return e.Provider.DefaultModel()
+}
+
+// Recorder wraps the provider for one judge call, keeping what the call sends and
+// receives for KeepCall.
+func (e *JudgeEnv) Recorder() *judge.Recording { return judge.Record(e.Provider) }
+
+// KeepCall stores what a judge call sent and received as a blob under the tenant and
+// returns its reference for the vote (nil when the call sent nothing, or the record could
+// not be stored: a reviewer's convenience is never worth failing a verdict over).
+func (e *JudgeEnv) KeepCall(ctx context.Context, tenant string, r *judge.Recording) *events.Blob {
+	return KeepCall(ctx, e.Store, e.Log, tenant, r)
+}
+
+// KeepCall stores a call record (JudgeEnv.KeepCall; the equivalence runner keeps its
+// calls the same way).
+func KeepCall(ctx context.Context, store blob.Store, log *slog.Logger, tenant string, r *judge.Recording) *events.Blob {
+	rec := r.Record()
+	if rec == nil || store == nil {
+		return nil
+	}
+	data, err := rec.Encode()
+	if err == nil {
+		var a blob.Attrs
+		if a, err = blob.PutBytes(ctx, store, tenant, data, judge.CallRecordMediaType); err == nil {
+			return &events.Blob{SHA256: a.Ref.SHA256, MediaType: judge.CallRecordMediaType, Size: a.Size}
+		}
+	}
+	if log != nil {
+		log.WarnContext(ctx, "judge call record not kept", "tenant", tenant, "err", err)
+	}
+	return nil
 }

@@ -16,11 +16,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
@@ -152,7 +151,7 @@ type RenderEnv struct {
 	// Provider runs documents (equivalence); nil blocks such jobs.
 	Provider judge.Provider
 	// Cache is the shared cache bucket (equivalence teacher transcripts).
-	Cache    jetstream.KeyValue
+	Cache    bus.KV
 	Params   judge.Params
 	Instance string
 	// Sensors render views (rubric); nil blocks such jobs.
@@ -170,7 +169,7 @@ type Sensors interface {
 type GateEnv struct {
 	Store blob.Store
 	// Views holds looping kinds' view state (previous render, baseline).
-	Views jetstream.KeyValue
+	Views bus.KV
 	// Gates are the operator's gates commands by adapter name.
 	Gates *command.Gates
 	Log   *slog.Logger
@@ -181,10 +180,15 @@ type JudgeEnv struct {
 	Store    blob.Store
 	Provider judge.Provider
 	// Cache, when set, is the judge-call cache shared by every judge instance.
-	Cache    jetstream.KeyValue
-	Instance string
-	Params   judge.Params
-	Log      *slog.Logger
+	Cache bus.KV
+	// ShareCache serves cached answers across tenants: identical inputs judged for one
+	// team are answered from the cache for another. It saves provider calls at a privacy
+	// cost (a cache hit, visible in results, tells a team that another team judged the
+	// same content), so it is an operator's opt-in (`serve --share-judge-cache`).
+	ShareCache bool
+	Instance   string
+	Params     judge.Params
+	Log        *slog.Logger
 }
 
 // Step is one input of the aggregator's rules for a pending job of the kind, with the
@@ -239,6 +243,12 @@ type Row struct {
 	RawWinner       string   `json:"raw_winner,omitempty"`
 	BiggestGap      string   `json:"biggest_gap,omitempty"`
 	Agreement       string   `json:"agreement,omitempty"`
+	// Consistent says whether a position-swapped pair agreed once un-shuffled (nil
+	// without a swap).
+	Consistent *bool `json:"consistent,omitempty"`
+	// Slots says which artifact each blind slot was ("slot A was ours, slot B the
+	// reference"), for the judge's words about slots in BiggestGap.
+	Slots string `json:"slots,omitempty"`
 	// Verdict is the kind's own verdict: pass, revise or reject for critic; pass or fail
 	// for equivalence; the loop outcome for rubric.
 	Verdict string `json:"verdict,omitempty"`
@@ -250,6 +260,39 @@ type Row struct {
 	// Judge names who produced the verdict ("scripted/fixed-A", "openai/gpt-4o", ...).
 	Judge  string `json:"judge,omitempty"`
 	Cached bool   `json:"cached,omitempty"`
+	// Sampling is how the verdict's calls were sampled: one entry per judge and distinct
+	// setting, in call order (AddSampling).
+	Sampling []JudgeSampling `json:"sampling,omitempty"`
+	// Unpinned marks a verdict with a call that pinned no temperature: judged again, it
+	// may come out differently for no reason in the artifacts.
+	Unpinned bool `json:"temperature_unpinned,omitempty"`
+}
+
+// JudgeSampling is how one judge's calls of a verdict were sampled.
+type JudgeSampling struct {
+	Judge string `json:"judge"`
+	events.Sampling
+}
+
+// String is the judge and its sampling in one line.
+func (s JudgeSampling) String() string { return s.Judge + ": " + s.Sampling.String() }
+
+// AddSampling records on the row how one call of its verdict was sampled, once per judge
+// and setting, and marks the row unpinned when the call pinned no temperature. A call
+// that recorded no sampling (made before verdicts recorded it, or never answered) adds
+// nothing.
+func (r *Row) AddSampling(j events.JudgeInfo) {
+	if j.Sampling == nil {
+		return
+	}
+	s := JudgeSampling{Judge: JudgeName(j), Sampling: *j.Sampling}
+	r.Unpinned = r.Unpinned || !j.Sampling.Pinned()
+	for _, have := range r.Sampling {
+		if have.String() == s.String() {
+			return
+		}
+	}
+	r.Sampling = append(r.Sampling, s)
 }
 
 // Problem says what is wrong with an AC's entry and where, the way the batch parser does:
@@ -284,6 +327,11 @@ func AddJudge(js []string, j string) []string {
 	return append(js, j)
 }
 
+// ErrRefused marks an input the rules will never apply: it contradicts where it came from,
+// what its job is or what its view is judged with. Retrying cannot change that, so callers
+// drop it and count it (rulebook.ErrRefused is this error).
+var ErrRefused = errors.New("input refused")
+
 // ErrNotForKind marks an input a kind cannot take: a verdict of another kind, a spec
 // without the kind's part. Retrying cannot fix it.
 var ErrNotForKind = errors.New("not an input of this judge kind")
@@ -309,8 +357,17 @@ type Looping interface {
 	Interactive(spec events.JobSpec) bool
 }
 
+// Unblinding is a kind whose judge sees its artifacts in blind slots (ab): for reviewers,
+// it says which artifact each slot of one call was.
+type Unblinding interface {
+	Kind
+	// SlotLegend is the legend of a job's call ("slot A was the reference, slot B
+	// ours"), "" when it cannot tell.
+	SlotLegend(j *records.Job, c records.Call) string
+}
+
 // Outputs is a kind that keeps files beside a batch's results (the rubric kind: the
-// seed's signoff.json and HE-1 candidates).
+// seed's signoff.json, each iteration's gate-result.json and the HE-1 candidates).
 type Outputs interface {
 	// Files are a final job's files.
 	Files(j *records.Job) []File
@@ -323,4 +380,13 @@ type File struct {
 	Path string
 	Item any
 	Blob *events.Blob
+	// Beside, when set, is where the batch asked to keep the file as well: a
+	// slash-separated path relative to the batch's folder (a rubric feature's
+	// .argus-runs/, where the seed keeps its files).
+	Beside string
+	// Identity names the fields that identify an Item in its list. A list written
+	// Beside is merged into the one already there: an item replaces the earlier item
+	// with the same values of these fields, and the others stay, as the seed appends each
+	// sign-off to .argus-runs/signoff.json.
+	Identity []string
 }

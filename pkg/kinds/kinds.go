@@ -6,7 +6,9 @@ package kinds
 
 import (
 	"fmt"
+	"maps"
 	"sort"
+	"sync/atomic"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
@@ -16,12 +18,32 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 )
 
-// registry is the table of kinds.
-var registry = map[events.Kind]kind.Kind{
+// table is the table of kinds.
+var table = map[events.Kind]kind.Kind{
 	events.KindAB:          ab.Kind{},
 	events.KindCritic:      critic.Kind{},
 	events.KindEquivalence: equivalence.Kind{},
 	events.KindRubric:      rubric.Kind{},
+}
+
+// current is the table in use: table, or a copy with a test double swapped in. Every
+// event reads it, so it is swapped whole rather than locked.
+var current atomic.Pointer[map[events.Kind]kind.Kind]
+
+func init() { current.Store(&table) }
+
+func registry() map[events.Kind]kind.Kind { return *current.Load() }
+
+// Swap puts k in place of the kind of the same name and returns the function that puts
+// the previous one back. It exists for tests that change one rule and show that every
+// part of tribunal which decides (the aggregator service, the audit, rejudge) follows it,
+// because they all dispatch through this table. Tests that swap must not run in parallel.
+func Swap(k kind.Kind) (restore func()) {
+	prev := current.Load()
+	next := maps.Clone(*prev)
+	next[k.Name()] = k
+	current.Store(&next)
+	return func() { current.Store(prev) }
 }
 
 // order is the order kinds are reported and their manifests announced in.
@@ -29,7 +51,7 @@ var order = []events.Kind{events.KindAB, events.KindCritic, events.KindEquivalen
 
 // Lookup returns the kind named k.
 func Lookup(k events.Kind) (kind.Kind, error) {
-	if impl, ok := registry[k]; ok {
+	if impl, ok := registry()[k]; ok {
 		return impl, nil
 	}
 	return nil, fmt.Errorf("%w: unknown judge kind %q", kind.ErrNotForKind, k)
@@ -39,7 +61,7 @@ func Lookup(k events.Kind) (kind.Kind, error) {
 func All() []kind.Kind {
 	out := make([]kind.Kind, 0, len(order))
 	for _, k := range order {
-		out = append(out, registry[k])
+		out = append(out, registry()[k])
 	}
 	return out
 }
@@ -47,7 +69,7 @@ func All() []kind.Kind {
 // Names returns every kind's name, sorted.
 func Names() []string {
 	var out []string
-	for k := range registry {
+	for k := range registry() {
 		out = append(out, string(k))
 	}
 	sort.Strings(out)
@@ -56,6 +78,6 @@ func Names() []string {
 
 // Looping reports whether jobs of k loop over iterations (kind.Looping).
 func Looping(k events.Kind) (kind.Looping, bool) {
-	l, ok := registry[k].(kind.Looping)
+	l, ok := registry()[k].(kind.Looping)
 	return l, ok
 }

@@ -7,7 +7,7 @@ import (
 )
 
 func TestRegistryCoversTheWireSchema(t *testing.T) {
-	for k, impl := range registry {
+	for k, impl := range registry() {
 		if impl.Name() != k {
 			t.Errorf("registry line %q holds kind %q", k, impl.Name())
 		}
@@ -15,8 +15,8 @@ func TestRegistryCoversTheWireSchema(t *testing.T) {
 			t.Errorf("kind %q is registered but the wire schema has no line for it", k)
 		}
 	}
-	if len(order) != len(registry) {
-		t.Errorf("order lists %d kinds, the registry %d", len(order), len(registry))
+	if len(order) != len(registry()) {
+		t.Errorf("order lists %d kinds, the registry %d", len(order), len(registry()))
 	}
 	for _, k := range order {
 		if _, err := Lookup(k); err != nil {

@@ -189,9 +189,15 @@ func New(ctx context.Context, js jetstream.JetStream, limits Limits) (*Limiter, 
 	}
 	// Memory storage: the state is worth seconds; after a server restart every key reads
 	// as full, which is one burst, not a quota violation worth disk writes per call.
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: limits.Bucket, Description: "shared judge rate limits", History: 1,
-		TTL: idleTTL, Storage: jetstream.MemoryStorage, Replicas: max(limits.Replicas, 1),
+	var kv jetstream.KeyValue
+	// Asked again when a cluster leaves it unanswered (instances starting together).
+	err := bus.RetryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: limits.Bucket, Description: "shared judge rate limits", History: 1,
+			TTL: idleTTL, Storage: jetstream.MemoryStorage, Replicas: max(limits.Replicas, 1),
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit bucket %s: %w", limits.Bucket, err)

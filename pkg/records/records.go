@@ -40,6 +40,10 @@ type Job struct {
 	Decided     *events.IterationDecided `json:"decided,omitempty"`
 	// Judges names every judge that contributed, "provider/model".
 	Judges []string `json:"judges,omitempty"`
+	// Calls are the model calls of every verdict applied to the job, in order: who
+	// answered, at what cost, whether from the cache, and the stored record of what was
+	// sent and received. Reviewers and the console's charts read them.
+	Calls []Call `json:"calls,omitempty"`
 	// Result is the kind's derived result in the kind's own JSON (ab: the comparison and
 	// the votes; critic: the result; equivalence: the report and the transcripts). Only the
 	// kind reads and writes it.
@@ -77,6 +81,22 @@ func (j *Job) Clone() *Job {
 	return &c
 }
 
+// Call is one judge call a job's verdict came from.
+type Call struct {
+	// Judge is "provider/model".
+	Judge string `json:"judge"`
+	// Label tells a job's calls apart: an ab call's slot order ("AB", "BA"), an
+	// equivalence case's id.
+	Label            string            `json:"label,omitempty"`
+	Status           events.VoteStatus `json:"status"`
+	PromptTokens     int               `json:"prompt_tokens,omitempty"`
+	CompletionTokens int               `json:"completion_tokens,omitempty"`
+	LatencyMillis    int64             `json:"latency_ms,omitempty"`
+	Cached           bool              `json:"cached,omitempty"`
+	// Record is the stored judge.CallRecord: the prompt and the raw answer.
+	Record *events.Blob `json:"record,omitempty"`
+}
+
 // Batch is a batch's record in the batches bucket, keyed "<tenant>.<batch>".
 type Batch struct {
 	Tenant    string    `json:"tenant"`
@@ -84,13 +104,33 @@ type Batch struct {
 	Size      int       `json:"size"`
 	Source    string    `json:"source,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
-	// DoneShards has one bit per full completion shard.
-	DoneShards []byte `json:"done_shards"`
 	// Completion is set by the aggregator whose update completed the batch, and replaced
 	// when a redrive completes it again.
 	Completion *Completion `json:"completion,omitempty"`
 	// Redrive is the redrive in progress: its attempt and the jobs still to decide.
 	Redrive *Redrive `json:"redrive,omitempty"`
+	// Plan is where the batch's plan is stored (every job's id, in index order), recorded
+	// from its batch.opened; nil for a batch whose client published none.
+	Plan *Plan `json:"plan,omitempty"`
+	// Cancel is set once the batch is cancelled: by whom, when, by which event.
+	Cancel *Cancel `json:"cancel,omitempty"`
+}
+
+// Plan is what a batch header keeps of the batch's plan.
+type Plan struct {
+	// Digest is the plan's SHA-256 (events.BatchOpened.Digest): a resumed submission of
+	// a changed batch file has another.
+	Digest string `json:"digest"`
+	// Pages are the plan's pages in blob storage, events.PlanPageSize jobs each.
+	Pages []events.Blob `json:"pages"`
+}
+
+// Cancel records a batch's cancel.
+type Cancel struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+	// Event is the batch.cancel.requested that cancelled it.
+	Event string `json:"event"`
 }
 
 // Redrive tracks one `tribunal redrive` of a batch's blocked jobs.
@@ -111,6 +151,13 @@ type Completion struct {
 	Digest string `json:"digest,omitempty"`
 	// Attempt is the redrive attempt this completion is for (0: the first pass).
 	Attempt int `json:"attempt,omitempty"`
+	// Kinds counts the batch's jobs by judge kind; Judges names every judge that
+	// answered ("provider/model").
+	Kinds  map[events.Kind]int `json:"kinds,omitempty"`
+	Judges []string            `json:"judges,omitempty"`
+	// Index is the batch's index (pkg/index): one entry per job, for readers of the
+	// whole batch (the console). Batches completed before it existed have none.
+	Index *events.Blob `json:"index,omitempty"`
 }
 
 // JobKey is a job's key in the jobs bucket.
@@ -122,9 +169,11 @@ func BatchPrefix(tenant, batch string) string { return tenant + "." + batch + ".
 // BatchKey is a batch header's key.
 func BatchKey(tenant, batch string) string { return tenant + "." + batch }
 
-// ShardKey is a completion shard's key.
-func ShardKey(tenant, batch string, shard int) string {
-	return tenant + "." + batch + ".s" + strconv.Itoa(shard)
+// ShardKey is the key of node k of level level of a batch's completion tree (see
+// ShardJobs). Earlier versions kept contiguous shards under "s<k>" and a bitmap in the
+// header; a batch in flight across that upgrade must be resubmitted (docs/operations.md).
+func ShardKey(tenant, batch string, level, k int) string {
+	return tenant + "." + batch + ".d" + strconv.Itoa(level) + "-" + strconv.Itoa(k)
 }
 
 // SpotcheckKey is the key that names the view of an interactive batch whose first

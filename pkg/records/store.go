@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,8 +27,8 @@ const maxConflicts = 100
 
 // Store reads and writes job and batch records in their key-value buckets.
 type Store struct {
-	Jobs    jetstream.KeyValue
-	Batches jetstream.KeyValue
+	Jobs    bus.KV
+	Batches bus.KV
 }
 
 // New returns the store over the buckets bus.OpenBuckets opened.
@@ -113,6 +115,24 @@ func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) 
 	return ctx.Err()
 }
 
+// JobIDs lists the jobs of a batch that are recorded, reading keys only.
+func (s Store) JobIDs(ctx context.Context, tenant, batch string) (map[string]bool, error) {
+	prefix := BatchPrefix(tenant, batch)
+	l, err := s.Jobs.ListKeysFiltered(ctx, prefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("list jobs of %s: %w", BatchKey(tenant, batch), err)
+	}
+	defer func() { _ = l.Stop() }()
+	out := map[string]bool{}
+	for k := range l.Keys() {
+		out[strings.TrimPrefix(k, prefix)] = true
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list jobs of %s: %w", BatchKey(tenant, batch), err)
+	}
+	return out, nil
+}
+
 // LoadJobs reads every job record of a batch.
 func (s Store) LoadJobs(ctx context.Context, tenant, batch string) ([]*Job, error) {
 	var out []*Job
@@ -175,7 +195,7 @@ func (s Store) UpdateHeader(ctx context.Context, tenant, batch string, change fu
 
 // casBytes applies change to a raw value with compare-and-set, creating the key when
 // absent. change returns the new value and whether anything changed.
-func casBytes(ctx context.Context, kv jetstream.KeyValue, key string, change func([]byte) ([]byte, bool, error)) ([]byte, error) {
+func casBytes(ctx context.Context, kv bus.KV, key string, change func([]byte) ([]byte, bool, error)) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		var cur []byte
 		var rev uint64
@@ -205,20 +225,66 @@ func casBytes(ctx context.Context, kv jetstream.KeyValue, key string, change fun
 		if !bus.IsConflict(err) || attempt >= maxConflicts {
 			return nil, fmt.Errorf("update %s: %w", key, err)
 		}
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
 	}
 }
 
-// ShardSize is how many jobs one completion shard tracks. A batch's completion state is
-// split so that concurrent aggregators contend on a fraction of the batch, and each
-// update rewrites ShardSize/8 bytes, not the whole batch.
-const ShardSize = 1024
+// backoff waits a little after the second conflict in a row, longer the more there were
+// and at random, so writers that keep colliding on one key spread out instead of
+// retrying in lockstep.
+func backoff(ctx context.Context, attempt int) error {
+	if attempt < 2 {
+		return nil
+	}
+	d := time.Duration(rand.Int64N(int64(min(attempt, 20)) * int64(100*time.Microsecond)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
-// ShardCount is the number of shards of a batch of size n.
-func ShardCount(n int) int { return (n + ShardSize - 1) / ShardSize }
+// A batch's completion state is a small tree of bitmaps, so that many aggregator handlers
+// can mark jobs done at once without fighting over one key. Level 0 has one bit per job,
+// spread over up to MaxShards shards; each level above has one bit per full node of the
+// level below, fan-in 8, up to a single root. Every level is striped: node i's bit lives
+// in parent i mod n at position i div n (n the parent level's width). The jobs in flight
+// at one moment are neighbours in submission order, so they land in different shards;
+// the shards fill up together near the end of the batch, neighbours again, so they land
+// in different parents. A job whose update fills its node marks the parent, and so on:
+// the update that fills the root completes the batch.
+const (
+	// ShardJobs is how many jobs a level-0 shard holds at least (small batches).
+	ShardJobs = 64
+	// MaxShards caps the level-0 shards, so progress reads a bounded number of keys.
+	MaxShards = 128
+	fanIn     = 8
+)
 
-func shardLen(size, shard int) int { return min(ShardSize, size-shard*ShardSize) }
+// ShardCount is the number of level-0 completion shards of a batch of size n.
+func ShardCount(n int) int { return min(MaxShards, max(1, (n+ShardJobs-1)/ShardJobs)) }
 
-// Popcount counts the set bits of a shard or header bitmap.
+// widths are the node counts of a batch's levels, level 0 first, the root (1) last.
+func widths(size int) []int {
+	w := []int{ShardCount(size)}
+	for w[len(w)-1] > 1 {
+		w = append(w, (w[len(w)-1]+fanIn-1)/fanIn)
+	}
+	return w
+}
+
+// stripe is where item i of a level of count items lives among width nodes: the node and
+// the bit, and how many items that node holds.
+func stripe(i, count, width int) (node, bit, holds int) {
+	return i % width, i / width, (count - i%width + width - 1) / width
+}
+
+// Popcount counts the set bits of a bitmap.
 func Popcount(b []byte) int {
 	n := 0
 	for _, x := range b {
@@ -240,43 +306,37 @@ func setBit(b []byte, i int) ([]byte, bool) {
 }
 
 // MarkDone records that job index of a batch is final and reports whether the whole
-// batch is now final. Every step is an idempotent bit-set, so a redelivered event that
-// repeats it changes nothing and still reaches the same answer.
+// batch is now final. Every step is an idempotent bit-set, and a full node always marks
+// its parent (again), so a redelivered event, or one retried after a crash between two
+// levels, repairs what is missing and reaches the same answer.
 func (s Store) MarkDone(ctx context.Context, tenant, batch string, index, size int) (bool, error) {
-	shard := index / ShardSize
-	bitmap, err := casBytes(ctx, s.Batches, ShardKey(tenant, batch, shard), func(b []byte) ([]byte, bool, error) {
-		next, changed := setBit(b, index%ShardSize)
-		return next, changed, nil
-	})
-	if err != nil {
-		return false, err
+	if index < 0 || index >= size {
+		return false, fmt.Errorf("job %d of %s: outside the batch of %d", index, BatchKey(tenant, batch), size)
 	}
-	if Popcount(bitmap) < shardLen(size, shard) {
-		return false, nil
-	}
-	h, err := s.UpdateHeader(ctx, tenant, batch, func(cur *Batch) *Batch {
-		if cur == nil {
-			cur = &Batch{Tenant: tenant, Batch: batch, Size: size, CreatedAt: time.Now().UTC()}
+	ws := widths(size)
+	item, count := index, size
+	for level, width := range ws {
+		node, bit, holds := stripe(item, count, width)
+		bitmap, err := casBytes(ctx, s.Batches, ShardKey(tenant, batch, level, node), func(b []byte) ([]byte, bool, error) {
+			next, changed := setBit(b, bit)
+			return next, changed, nil
+		})
+		if err != nil {
+			return false, err
 		}
-		next := *cur
-		var changed bool
-		next.DoneShards, changed = setBit(append([]byte(nil), cur.DoneShards...), shard)
-		if !changed {
-			return nil
+		if Popcount(bitmap) < holds {
+			return false, nil
 		}
-		return &next
-	})
-	if err != nil {
-		return false, err
+		item, count = node, width
 	}
-	return Popcount(h.DoneShards) >= ShardCount(size), nil
+	return true, nil
 }
 
-// Progress counts the final jobs of a batch from its shards.
+// Progress counts the final jobs of a batch from its level-0 shards.
 func (s Store) Progress(ctx context.Context, tenant, batch string, size int) (int, error) {
 	done := 0
 	for sh := 0; sh < ShardCount(size); sh++ {
-		e, err := s.Batches.Get(ctx, ShardKey(tenant, batch, sh))
+		e, err := s.Batches.Get(ctx, ShardKey(tenant, batch, 0, sh))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}

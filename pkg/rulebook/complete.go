@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -21,6 +22,9 @@ type Completed struct {
 	Completion records.Completion
 	// Manifests are each kind's manifest, encoded, by kind.
 	Manifests map[events.Kind][]byte
+	// Index is the batch's index (pkg/index) when the fold kept one (KeepIndex), to
+	// store beside the manifests.
+	Index []byte
 }
 
 // Fold accumulates what a batch's completion needs from each final job, one at a time and
@@ -38,6 +42,9 @@ type Fold struct {
 	outcomes  []kind.Outcome
 	links     []indexed
 	manifests map[events.Kind]kind.Manifest
+	kinds     map[events.Kind]int
+	judges    map[string]bool
+	index     *index.Builder
 	err       error
 }
 
@@ -48,8 +55,12 @@ type indexed struct {
 
 // NewFold starts the completion of a batch.
 func NewFold(tenant, batch string) *Fold {
-	return &Fold{tenant: tenant, batch: batch, manifests: map[events.Kind]kind.Manifest{}}
+	return &Fold{tenant: tenant, batch: batch, manifests: map[events.Kind]kind.Manifest{}, kinds: map[events.Kind]int{}, judges: map[string]bool{}}
 }
+
+// KeepIndex makes the fold build the batch's index too (the aggregator stores it; the
+// audit, which rebuilds completions only to compare them, does not need one).
+func (f *Fold) KeepIndex() { f.index = index.NewBuilder() }
 
 // Add folds one final job in. The record may be reused by the caller afterwards.
 func (f *Fold) Add(j *records.Job) {
@@ -71,6 +82,16 @@ func (f *Fold) Add(j *records.Job) {
 		f.sum.Suggestions++
 	}
 	f.links = append(f.links, indexed{j.Index, packLinks(j.Inputs)})
+	f.kinds[j.Spec.Kind]++
+	for _, n := range j.Judges {
+		f.judges[n] = true
+	}
+	for _, c := range j.Calls {
+		f.judges[c.Judge] = true
+	}
+	if f.index != nil {
+		f.index.Add(index.Of(j))
+	}
 	k, err := kinds.Lookup(j.Spec.Kind)
 	if err != nil {
 		if f.err == nil {
@@ -113,7 +134,17 @@ func (f *Fold) Complete(by string, attempt int) (Completed, error) {
 		return events.Blob{SHA256: hex.EncodeToString(sha[:]), MediaType: "application/json", Size: int64(len(data))}, nil
 	})
 	c.Completion = comp
-	return c, err
+	if err != nil || f.index == nil {
+		return c, err
+	}
+	data, err := f.index.Bytes()
+	if err != nil {
+		return Completed{}, fmt.Errorf("index of %s: %w", records.BatchKey(f.tenant, f.batch), err)
+	}
+	sha := sha256.Sum256(data)
+	c.Index = data
+	c.Completion.Index = &events.Blob{SHA256: hex.EncodeToString(sha[:]), MediaType: index.MediaType, Size: int64(len(data))}
+	return c, nil
 }
 
 // CompleteHashed is Complete for a reader that compares manifests with stored ones rather
@@ -160,11 +191,21 @@ func (f *Fold) finish(by string, attempt int, consume bool, encode func(events.K
 		refs[k.Name()] = ref
 		sum.Manifests = append(sum.Manifests, ref)
 	}
-	c := records.Completion{At: f.at, By: by, Summary: sum, Manifests: refs, Digest: digest, Attempt: attempt}
+	c := records.Completion{At: f.at, By: by, Summary: sum, Manifests: refs, Digest: digest, Attempt: attempt,
+		Kinds: f.kinds, Judges: sortedKeys(f.judges)}
 	if r, ok := refs[events.KindAB]; ok {
 		c.ManifestRef = &r
 	}
 	return c, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Summary is the completion's summary without its manifests' refs, for readers that fold

@@ -33,6 +33,9 @@ type Memory struct {
 	// Claim decides which job of an interactive batch holds its spot-check, given the job
 	// asking; nil gives it to the first job that asks, as the aggregator's create does.
 	Claim func(tenant, batch, job string) string
+	// LoadPlan reads a page of a batch's plan (BatchResult.NeedPage). Without it a
+	// cancel's steps fail.
+	LoadPlan func(tenant string, page events.Blob) (*records.PlanPage, error)
 
 	jobs    map[string][]byte
 	codec   dictzstd.Codec
@@ -197,10 +200,13 @@ func (m *Memory) batch(tenant, batch string, size int) *memBatch {
 // Apply applies one input, stores what the rules decided and reports it.
 func (m *Memory) Apply(in Input) (Applied, error) {
 	m.init()
+	if BatchWide(in.Event) {
+		return m.applyBatch(in)
+	}
 	tenant, batch, job := JobOf(in.Event)
 	st := State{Now: m.now(), Job: m.decode(records.JobKey(tenant, batch, job))}
 	var viewKey string
-	if st.Job != nil && !st.Job.Final() {
+	if st.Job != nil && NeedsView(st.Job, in.Event) {
 		if lk, ok := kinds.Looping(st.Job.Spec.Kind); ok {
 			if viewKey = lk.ViewKey(tenant, st.Job.Spec); viewKey != "" {
 				v := m.views[viewKey].Clone()
@@ -261,6 +267,37 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 		out.Complete = m.done(j)
 	}
 	return out, nil
+}
+
+// applyBatch applies a batch-wide input to the batch's header, as the aggregator does.
+func (m *Memory) applyBatch(in Input) (Applied, error) {
+	ev := in.Event
+	key := records.BatchKey(ev.Tenant, ev.BatchID)
+	st := BatchState{Now: m.now()}
+	if b := m.batches[key]; b != nil {
+		h := b.header
+		st.Header = &h
+	}
+	res, err := ApplyBatch(st, in)
+	if err == nil && res.NeedPage != nil {
+		if m.LoadPlan == nil {
+			return Applied{}, errors.New("rulebook: a cancel and no plan loader")
+		}
+		if st.Page, err = m.LoadPlan(ev.Tenant, *res.NeedPage); err != nil {
+			return Applied{}, fmt.Errorf("batch %s: %w", key, err)
+		}
+		res, err = ApplyBatch(st, in)
+	}
+	if err != nil {
+		return Applied{}, err
+	}
+	if res.NotRecorded {
+		return Applied{Result: Result{NotRecorded: true}}, nil
+	}
+	if res.Header != nil {
+		m.batch(ev.Tenant, ev.BatchID, res.Header.Size).header = *res.Header
+	}
+	return Applied{Result: Result{Publish: res.Publish}}, nil
 }
 
 // done counts a final job toward its batch's completion (or its redrive's), as the

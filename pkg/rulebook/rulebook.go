@@ -24,8 +24,45 @@ import (
 )
 
 // ErrRefused marks an input the rules will never apply: it contradicts where it came from
-// or what its job is. Retrying cannot change that, so callers drop it and count it.
-var ErrRefused = errors.New("input refused")
+// or what its job is. Retrying cannot change that, so callers drop it and count it. A
+// kind's Decide refuses with the same error (kind.ErrRefused); the rules' own refusals
+// are a *Refusal, whose Reason is the count's label.
+var ErrRefused = kind.ErrRefused
+
+// Reasons of a Refusal besides CheckOrigin's (events.OriginSubject, OriginTenant,
+// OriginType): fixed words, fit for a metric label.
+const (
+	// RefusedJob: a job.submitted whose spec names another job than its envelope.
+	RefusedJob = "job_mismatch"
+	// RefusedKind: a job.submitted of a judge kind this build does not know.
+	RefusedKind = "unknown_kind"
+	// RefusedType: an event type the aggregator does not consume.
+	RefusedType = "not_an_input"
+)
+
+// Refusal is an input the rules refused, and why. It matches ErrRefused.
+type Refusal struct {
+	// Reason is one of a fixed set of words (events.Origin*, Refused*).
+	Reason string
+	Err    error
+}
+
+func (r *Refusal) Error() string        { return ErrRefused.Error() + ": " + r.Err.Error() }
+func (r *Refusal) Unwrap() error        { return r.Err }
+func (r *Refusal) Is(target error) bool { return target == ErrRefused }
+
+func refuse(reason, format string, args ...any) error {
+	return &Refusal{Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// RefusalReason is err's refusal reason, "" when err is no refusal.
+func RefusalReason(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Reason
+	}
+	return ""
+}
 
 // Input is one event the aggregator consumes.
 type Input struct {
@@ -92,10 +129,23 @@ type Result struct {
 
 // JobOf names the job an input acts on.
 func JobOf(ev events.Event) (tenant, batch, job string) {
-	if p, ok := ev.Payload.(*events.SpotcheckRecorded); ok {
+	switch p := ev.Payload.(type) {
+	case *events.SpotcheckRecorded:
+		return ev.Tenant, ev.BatchID, p.ACID
+	case *events.ViewReset:
 		return ev.Tenant, ev.BatchID, p.ACID
 	}
 	return ev.Tenant, ev.BatchID, ev.JobID
+}
+
+// NeedsView reports whether the rules read a looping job's view (State.View, State.Rubric)
+// for ev: every input of a job still in its loop, and an operator's reset of the view,
+// which usually names a job whose run ended (its budget spent).
+func NeedsView(j *records.Job, ev events.Event) bool {
+	if _, ok := ev.Payload.(*events.ViewReset); ok {
+		return true
+	}
+	return !j.Final()
 }
 
 // CheckOrigin refuses an event whose subject does not belong to the tenant and type its
@@ -105,12 +155,10 @@ func CheckOrigin(in Input) error {
 	if in.Subject == "" {
 		return nil
 	}
-	tenant, typ, err := events.ParseSubject(in.Subject)
-	if err != nil {
-		return fmt.Errorf("%w: subject %q: %v", ErrRefused, in.Subject, err)
-	}
-	if tenant != in.Event.Tenant || typ != in.Event.Type {
-		return fmt.Errorf("%w: a %s of tenant %q arrived on %s", ErrRefused, in.Event.Type, in.Event.Tenant, in.Subject)
+	if err := events.CheckOrigin(in.Subject, in.Event.Tenant, in.Event.Type); err != nil {
+		var oe *events.OriginError
+		errors.As(err, &oe)
+		return &Refusal{Reason: oe.Reason, Err: err}
 	}
 	return nil
 }
@@ -130,6 +178,10 @@ func Apply(st State, in Input) (Result, error) {
 		// rejudging client to read; they never change a decision.
 		return Result{}, nil
 	}
+	if p, ok := ev.Payload.(*events.JobCancelRequested); ok {
+		// A dead-lettered cancel still says what was asked: the job is cancelled all the same.
+		return cancelled(st, in, p)
+	}
 	if p, ok := ev.Payload.(*events.JobSubmitted); ok && (st.Job == nil || in.DeadLetter == nil) {
 		return submitted(st, in, p)
 	}
@@ -140,7 +192,13 @@ func Apply(st State, in Input) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("job %s: %w", st.Job.Key(), err)
 	}
+	if p, ok := ev.Payload.(*events.ViewReset); ok {
+		return resetView(st, in, k, p)
+	}
 	if in.DeadLetter != nil {
+		if err := refusedAgain(st, in, k); err != nil {
+			return Result{}, err
+		}
 		dl := in.DeadLetter
 		return decide(st, in, func(s *kind.Step) error {
 			j := s.Job
@@ -169,7 +227,49 @@ func Apply(st State, in Input) (Result, error) {
 	case *events.GatesFailed, *events.VerdictEmitted, *events.RenderUnchanged, *events.SpotcheckRecorded:
 		return decide(st, in, k.Decide)
 	}
-	return Result{}, fmt.Errorf("%w: the aggregator takes no %s", ErrRefused, ev.Type)
+	return Result{}, refuse(RefusedType, "the aggregator takes no %s", ev.Type)
+}
+
+// refusedAgain is the refusal of an input the kind's rules refuse (kind.ErrRefused, e.g. a
+// spot-check naming no dimension of the view's rubric), when it comes back as the dead
+// letter its refusal made: it is refused again, as CheckOrigin refuses again, instead of
+// blocking a job that did nothing wrong.
+func refusedAgain(st State, in Input, k kind.Kind) error {
+	switch in.Event.Payload.(type) {
+	case *events.GatesFailed, *events.VerdictEmitted, *events.RenderUnchanged, *events.SpotcheckRecorded:
+	default:
+		return nil
+	}
+	plain := in
+	plain.DeadLetter = nil
+	if _, err := decide(st, plain, k.Decide); errors.Is(err, ErrRefused) {
+		return err
+	}
+	return nil
+}
+
+// resetView applies an operator's reset of a looping job's view (view.reset): the view's
+// next step starts a new loop with a fresh budget (views.Record.ResetLoop). The job it
+// names keeps its outcome: the reset is about the runs to come. A reset of a loop the
+// view has replaced since, or of a view with no loop yet, changes nothing. A reset the
+// aggregator gave up on is not applied late from dead letters: the operator resets again.
+func resetView(st State, in Input, k kind.Kind, p *events.ViewReset) (Result, error) {
+	j, ev := st.Job, in.Event
+	lk, ok := k.(kind.Looping)
+	if !ok || lk.ViewKey(j.Tenant, j.Spec) == "" {
+		return Result{}, fmt.Errorf("%w: view.reset %s: job %s has no view with a loop", ErrRefused, ev.ID, j.Key())
+	}
+	if in.DeadLetter != nil {
+		return Result{}, fmt.Errorf("%w: view.reset %s: %s gave up on it (%s); it is not applied late", ErrRefused, ev.ID, in.DeadLetter.Service, in.DeadLetter.Reason)
+	}
+	if st.View == nil {
+		return Result{}, fmt.Errorf("job %s: the view's state was not given to the rules", j.Key())
+	}
+	v := st.View.Clone()
+	if !v.ResetLoop(p.Loop, views.Reset{Event: ev.ID, At: st.Now, By: p.By, Reason: p.Reason}) {
+		return Result{}, nil
+	}
+	return Result{View: &v}, nil
 }
 
 // submitted records a job: the first job.submitted creates its record and asks for its
@@ -179,11 +279,11 @@ func Apply(st State, in Input) (Result, error) {
 func submitted(st State, in Input, p *events.JobSubmitted) (Result, error) {
 	ev := in.Event
 	if p.Spec.ACID != ev.JobID {
-		return Result{}, fmt.Errorf("%w: job.submitted %s: spec.ac_id %q differs from envelope job %q", ErrRefused, ev.ID, p.Spec.ACID, ev.JobID)
+		return Result{}, refuse(RefusedJob, "job.submitted %s: spec.ac_id %q differs from envelope job %q", ev.ID, p.Spec.ACID, ev.JobID)
 	}
 	k, err := kinds.Lookup(p.Spec.Kind)
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: job.submitted %s: %v", ErrRefused, ev.ID, err)
+		return Result{}, refuse(RefusedKind, "job.submitted %s: %v", ev.ID, err)
 	}
 	render := events.New(&events.RenderRequested{Spec: p.Spec}, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)
 	if st.Job != nil {
@@ -233,7 +333,7 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 			// outcome must not be announced again under new ids.
 			return Result{}, nil
 		}
-		return Result{Done: true, Publish: Outputs(j, &ev.Envelope)}, nil
+		return Result{Done: true, Publish: Announced(j)}, nil
 	}
 	next := j.Clone()
 	if redrive {
@@ -262,6 +362,9 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 	}
 	if in.Link != "" {
 		next.Inputs = append(next.Inputs, in.Link)
+	}
+	if v, ok := ev.Payload.(*events.VerdictEmitted); ok {
+		next.Calls = append(next.Calls, CallsOf(v)...)
 	}
 	res := Result{Job: next}
 	if s.ViewChanged {
@@ -317,6 +420,15 @@ func Outputs(j *records.Job, cause *events.Envelope) []events.Event {
 	return []events.Event{e}
 }
 
+// Announced is a final job's outcome as it was first announced, whichever later input
+// asks for it again: under the same ids and naming, as its cause, the input that decided
+// it (and that input's attempt). Two inputs of one job may be handled at once (a verdict
+// and a cancel), the later one finding the job final; whichever publishes first is the
+// copy the stream keeps, and it must say what decided.
+func Announced(j *records.Job) []events.Event {
+	return Outputs(j, &events.Envelope{ID: j.DecidedBy, Attempt: j.Attempt, CorrelationID: j.CorrelationID})
+}
+
 // Redrivable reports whether `tribunal redrive` may send a job through again: a job that
 // ended blocked (a provider outage, a storage failure given up on), outside a loop (a
 // looping view continues with its next run instead).
@@ -341,4 +453,27 @@ func Outcome(j *records.Job) kind.Outcome {
 		return kind.OutcomeSchemaViolation
 	}
 	return k.Outcome(j)
+}
+
+// CallsOf lists the judge calls a verdict carries, whatever its kind: an ab vote per
+// order and panel model, a critic's or rubric's one call, an equivalence call per case.
+func CallsOf(v *events.VerdictEmitted) []records.Call {
+	var out []records.Call
+	add := func(label string, ji events.JudgeInfo, status events.VoteStatus) {
+		out = append(out, records.Call{Judge: kind.JudgeName(ji), Label: label, Status: status, PromptTokens: ji.PromptTokens,
+			CompletionTokens: ji.CompletionTokens, LatencyMillis: ji.LatencyMillis, Cached: ji.Cached, Record: ji.Call})
+	}
+	for _, vote := range v.Votes {
+		add(vote.Order, vote.Judge, vote.Status)
+	}
+	if c := v.Critic; c != nil {
+		add("", c.Judge, c.Status)
+	}
+	for _, c := range v.Cases {
+		add(c.CaseID, c.Judge, c.Status)
+	}
+	if r := v.Rubric; r != nil {
+		add("", r.Judge, r.Status)
+	}
+	return out
 }

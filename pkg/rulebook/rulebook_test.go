@@ -3,6 +3,7 @@ package rulebook_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -499,5 +500,298 @@ func TestMemory(t *testing.T) {
 	}
 	if len(done) != 1 || done[0].Fold().Summary().Total != 2 || done[0].By.ACID != "AC-2" {
 		t.Fatalf("completions %+v", done)
+	}
+}
+
+// viewJob is a pending rubric job of a batch of its own, for loops across runs.
+func viewJob(t *testing.T, spec events.JobSpec, batchID string) *records.Job {
+	t.Helper()
+	e := events.New(&events.JobSubmitted{Spec: spec, Index: 0, BatchSize: 1}, tenant, batchID, spec.ACID, 0, "", nil)
+	e.Time = t0
+	res, err := rulebook.Apply(rulebook.State{Now: t0}, in(e))
+	if err != nil || res.Job == nil {
+		t.Fatalf("submission: %+v, %v", res, err)
+	}
+	return res.Job
+}
+
+// inBatch moves an event to another batch (a later run of the same view).
+func inBatch(e events.Event, batchID string) events.Event {
+	e.BatchID = batchID
+	e.ID = events.NewID(e.Type, e.Tenant, batchID, e.JobID, e.Iteration, "")
+	return e
+}
+
+// TestRubricFrozenOnlyFailures pins the seed's loop when every failing dimension is
+// frozen. loop_state.py `record`: "state["consecutive_passes"] = 0" for any verdict that is
+// not all_pass, then "fix_dimensions = [d for d in failed_dimensions if d not in
+// frozen]"; the workflow hands the implementer "decision.fix_dimensions" and goes on
+// ("SENSE", "GATES", "JUDGE ... dispatched fresh every iteration") until "if
+// decision.budget_exhausted: stop this view; record it unsigned". So a view whose frozen
+// dimension keeps failing is rendered and judged again without the builder (outcome
+// recheck, a render request that is not a confirmation) and ends BLOCKED at its budget,
+// never signed off.
+func TestRubricFrozenOnlyFailures(t *testing.T) {
+	spec := viewSpec(events.ModeHeadless)
+	spec.Rubric.MaxIterations = 6
+	r := argus.DefaultRubric()
+	dim := r.DimensionNames()[0]
+	view := &views.Record{}
+	type want struct {
+		outcome string
+		status  events.Status
+		fix     []string
+		frozen  bool
+	}
+	// Runs 1 and 2: the builder is asked to fix the dimension; run 3 freezes it and
+	// rechecks within the run until the budget of 6 is spent.
+	runs := []struct {
+		batch string
+		steps []want
+	}{
+		{"run-1", []want{{"fix", events.StatusNeedsFixes, []string{dim}, false}}},
+		{"run-2", []want{{"fix", events.StatusNeedsFixes, []string{dim}, false}}},
+		{"run-3", []want{
+			{"recheck", events.StatusPending, nil, true},
+			{"recheck", events.StatusPending, nil, true},
+			{"recheck", events.StatusPending, nil, true},
+			{"budget_exhausted", events.StatusBudgetExhausted, nil, true},
+		}},
+	}
+	for _, run := range runs {
+		j := viewJob(t, spec, run.batch)
+		for it, w := range run.steps {
+			res, err := rulebook.Apply(rulebook.State{Job: j, View: view, Rubric: r}, in(inBatch(rubricVote(t, spec.ACID, it, false), run.batch)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.View != nil {
+				view = res.View
+			}
+			j = res.Job
+			s, _ := rubric.StateOf(j)
+			d := s.Decision
+			if d.Outcome != w.outcome || j.Status != w.status || !reflect.DeepEqual(d.FixDimensions, w.fix) || (len(d.Frozen) == 1) != w.frozen {
+				t.Fatalf("%s step %d: outcome %s, status %s, fix %v, frozen %v; want %+v", run.batch, it, d.Outcome, j.Status, d.FixDimensions, d.Frozen, w)
+			}
+			if w.outcome == "recheck" {
+				// Rendered again and judged: not a confirmation, which an unchanged render
+				// would confirm without a judge.
+				last := res.Publish[len(res.Publish)-1]
+				rr, ok := last.Payload.(*events.RenderRequested)
+				if !ok || rr.Spec.Rubric.Confirm || last.Iteration != it+1 {
+					t.Fatalf("%s step %d: a recheck asks for a render of the next iteration that is not a confirmation: %+v", run.batch, it, last)
+				}
+			}
+			if view.SignOff != nil || s.SignOff != nil {
+				t.Fatalf("%s step %d: signed off with a failing frozen dimension", run.batch, it)
+			}
+		}
+	}
+	if view.Loop.Iteration != 6 {
+		t.Fatalf("the view ends at its budget: %+v", view.Loop)
+	}
+}
+
+// TestRubricReportOnlySpendsNothing: a report-only run (the seed's "one dry iteration, no
+// edits, no commits") reports its verdict and decides nothing durable: the view is not
+// stored, so two report-only runs leave the loop at the iteration it was.
+func TestRubricReportOnlySpendsNothing(t *testing.T) {
+	spec := viewSpec(events.ModeReportOnly)
+	view := &views.Record{}
+	for _, b := range []string{"dry-1", "dry-2"} {
+		j := viewJob(t, spec, b)
+		res, err := rulebook.Apply(rulebook.State{Job: j, View: view, Rubric: argus.DefaultRubric()}, in(inBatch(rubricVote(t, spec.ACID, 0, false), b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := rubric.StateOf(res.Job)
+		if res.View != nil || res.Job.Status != events.StatusReported || s.Decision.LoopIteration != 1 || s.LastVerdict == nil || s.LastVerdict.AllPass {
+			t.Fatalf("%s: view stored %v, status %s, decision %+v", b, res.View != nil, res.Job.Status, s.Decision)
+		}
+	}
+	if view.Loop.Iteration != 0 || len(view.Loop.Attempts) != 0 {
+		t.Fatalf("report-only runs spent the loop: %+v", view.Loop)
+	}
+}
+
+// TestViewReset pins the way out of a spent budget: an operator's view.reset of the
+// view's current loop starts a new loop (the job it names keeps its outcome); the next
+// run's first step is iteration 1 of loop 1 with a fresh budget. A reset of a loop the
+// view has replaced changes nothing, and one of a job with no view, or one the
+// aggregator gave up on, is refused.
+func TestViewReset(t *testing.T) {
+	spec := viewSpec(events.ModeHeadless)
+	spec.Rubric.MaxIterations = 1
+	view := &views.Record{}
+	j := viewJob(t, spec, "run-1")
+	res, err := rulebook.Apply(rulebook.State{Job: j, View: view, Rubric: argus.DefaultRubric()}, in(inBatch(rubricVote(t, spec.ACID, 0, false), "run-1")))
+	if err != nil || res.Job.Status != events.StatusBudgetExhausted {
+		t.Fatalf("setup: %+v %v", res.Job, err)
+	}
+	exhausted, view := res.Job, res.View
+	reset := func(loop int) rulebook.Input {
+		e := events.New(&events.ViewReset{ACID: spec.ACID, Loop: loop, By: "ops", Reason: "rubric fixed"}, tenant, "run-1", spec.ACID, 0, events.ResetStep(loop), nil)
+		e.Time = t0.Add(time.Hour)
+		return in(e)
+	}
+	deadLetter := reset(0)
+	deadLetter.DeadLetter = &rulebook.DeadLetter{Service: "aggregator", Reason: "kv down"}
+	abJob := pending(t, abSpec("AC-1"))
+	abReset := in(events.New(&events.ViewReset{ACID: "AC-1"}, tenant, batch, "AC-1", 0, events.ResetStep(0), nil))
+	for name, c := range map[string]struct {
+		st      rulebook.State
+		in      rulebook.Input
+		refused bool
+		loop    int // the view's loop afterwards; -1: not stored
+	}{
+		"current loop":          {rulebook.State{Job: exhausted, View: view}, reset(0), false, 1},
+		"a replaced loop":       {rulebook.State{Job: exhausted, View: view}, reset(1), false, -1},
+		"no view":               {rulebook.State{Job: abJob}, abReset, true, -1},
+		"given up by a service": {rulebook.State{Job: exhausted, View: view}, deadLetter, true, -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := rulebook.Apply(c.st, c.in)
+			if errors.Is(err, rulebook.ErrRefused) != c.refused || (!c.refused && err != nil) {
+				t.Fatalf("err %v, refused want %v", err, c.refused)
+			}
+			if res.Job != nil || len(res.Publish) != 0 || res.Done {
+				t.Fatalf("a reset changes no job and announces nothing: %+v", res)
+			}
+			if (res.View != nil) != (c.loop >= 0) {
+				t.Fatalf("view stored %v, want loop %d", res.View != nil, c.loop)
+			}
+			if res.View != nil && (res.View.Generation != c.loop || res.View.Loop.Iteration != 0 || res.View.Reset == nil || res.View.Reset.By != "ops") {
+				t.Fatalf("view after the reset %+v", res.View)
+			}
+		})
+	}
+	res, _ = rulebook.Apply(rulebook.State{Job: exhausted, View: view}, reset(0))
+	view = res.View
+	spec.Rubric.MaxIterations = 2
+	j = viewJob(t, spec, "run-2")
+	res, err = rulebook.Apply(rulebook.State{Job: j, View: view, Rubric: argus.DefaultRubric()}, in(inBatch(rubricVote(t, spec.ACID, 0, true), "run-2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := rubric.StateOf(res.Job)
+	if res.Job.Status != events.StatusPending || s.Decision.Outcome != "confirm" || s.Decision.LoopIteration != 1 || s.Decision.Loop != 1 ||
+		!reflect.DeepEqual(s.Decision.NewLoop, []string{views.ResetBegan}) {
+		t.Fatalf("the next run after the reset: %s, %+v", res.Job.Status, s.Decision)
+	}
+}
+
+// TestViewResetThroughMemory: the in-memory aggregator (the audit's) applies a reset that
+// names a job whose run ended, which is the usual case: it loads the view for it.
+func TestViewResetThroughMemory(t *testing.T) {
+	spec := viewSpec(events.ModeHeadless)
+	spec.Rubric.MaxIterations = 1
+	m := &rulebook.Memory{LoadRubric: func(string, events.JobSpec) (*argus.Rubric, error) { return argus.DefaultRubric(), nil }}
+	if _, err := m.Apply(in(submit(spec, 0, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := m.Apply(in(rubricVote(t, spec.ACID, 0, false))); err != nil || res.Job.Status != events.StatusBudgetExhausted {
+		t.Fatalf("%+v %v", res.Job, err)
+	}
+	key := views.Key(tenant, spec.Rubric)
+	e := events.New(&events.ViewReset{ACID: spec.ACID, Loop: 0}, tenant, batch, spec.ACID, 0, events.ResetStep(0), nil)
+	if _, err := m.Apply(in(e)); err != nil {
+		t.Fatal(err)
+	}
+	if v := m.View(key); v.Generation != 1 || v.Loop.Iteration != 0 {
+		t.Fatalf("view after the reset %+v", v)
+	}
+}
+
+// TestSpotcheckDimensionMustBeTheRubrics: the seed's human "names the dimension the judge
+// got wrong so you can tune rubric.json", so the aggregator's own rules refuse a rejection
+// naming anything but one of the view's rubric dimensions, whoever published it: the
+// sign-off keeps waiting for an answer, and the refusal's dead letter is refused again
+// rather than blocking the view.
+func TestSpotcheckDimensionMustBeTheRubrics(t *testing.T) {
+	spec := viewSpec(events.ModeInteractive)
+	r := argus.DefaultRubric()
+	st := rulebook.State{Job: pending(t, spec), View: &views.Record{}, Rubric: r}
+	for it := 0; it < 2; it++ {
+		res, err := rulebook.Apply(st, in(rubricVote(t, spec.ACID, it, true)))
+		if res.ClaimSpotcheck {
+			st.Spotcheck = spec.ACID
+			res, err = rulebook.Apply(st, in(rubricVote(t, spec.ACID, it, true)))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Job, st.View = res.Job, res.View
+	}
+	if st.Job.Status != events.StatusAwaitingSpotcheck {
+		t.Fatalf("setup: %s", st.Job.Status)
+	}
+	spot := func(dim string) rulebook.Input {
+		return in(events.New(&events.SpotcheckRecorded{ACID: spec.ACID, Dimension: dim}, tenant, batch, spec.ACID, 0, "reject-"+dim, nil))
+	}
+	dead := spot("tone")
+	dead.DeadLetter = &rulebook.DeadLetter{Service: "aggregator", Reason: "input refused"}
+	for name, c := range map[string]struct {
+		in     rulebook.Input
+		status events.Status
+	}{
+		"not a dimension":           {spot("tone"), ""},
+		"another case":              {spot("Typography"), ""},
+		"its dead letter":           {dead, ""},
+		"a dimension of the rubric": {spot("typography"), events.StatusSignedOff},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := rulebook.Apply(st, c.in)
+			if c.status == "" {
+				if !errors.Is(err, rulebook.ErrRefused) || res.Job != nil || res.View != nil || !strings.Contains(err.Error(), "typography") {
+					t.Fatalf("want refused naming the dimensions, got %+v, %v", res, err)
+				}
+				return
+			}
+			if err != nil || res.Job.Status != c.status || res.View == nil || res.View.SignOff.HumanSpotcheck != "typography" {
+				t.Fatalf("%+v, %v", res, err)
+			}
+		})
+	}
+}
+
+// TestCallsRecorded: a verdict's calls land on the job record, whatever the kind: who
+// answered, the cost, the cache and the call record; a redelivered verdict of a final
+// job adds nothing.
+func TestCallsRecorded(t *testing.T) {
+	rec := &events.Blob{SHA256: strings.Repeat("c", 64), MediaType: "application/json", Size: 10}
+	for _, tc := range []struct {
+		name string
+		v    *events.VerdictEmitted
+		want []records.Call
+	}{
+		{"ab swap", &events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{
+			{Judge: events.JudgeInfo{Provider: "openai", Model: "m", PromptTokens: 900, CompletionTokens: 40, LatencyMillis: 1200, Call: rec}, Order: "AB", Status: events.VoteOK},
+			{Judge: events.JudgeInfo{Provider: "openai", Model: "m", Cached: true, Call: rec}, Order: "BA", Status: events.VoteOK}}},
+			[]records.Call{{Judge: "openai/m", Label: "AB", Status: events.VoteOK, PromptTokens: 900, CompletionTokens: 40, LatencyMillis: 1200, Record: rec},
+				{Judge: "openai/m", Label: "BA", Status: events.VoteOK, Cached: true, Record: rec}}},
+		{"critic", &events.VerdictEmitted{Kind: events.KindCritic, Critic: &events.CriticVote{Judge: events.JudgeInfo{Provider: "p", Model: "c"}, Status: events.VoteUnavailable}},
+			[]records.Call{{Judge: "p/c", Status: events.VoteUnavailable}}},
+		{"equivalence", &events.VerdictEmitted{Kind: events.KindEquivalence, Cases: []events.CaseVote{{CaseID: "c-1", Judge: events.JudgeInfo{Provider: "p", Model: "e"}, Status: events.VoteOK}}},
+			[]records.Call{{Judge: "p/e", Label: "c-1", Status: events.VoteOK}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := rulebook.CallsOf(tc.v)
+			a, _ := json.Marshal(got)
+			b, _ := json.Marshal(tc.want)
+			if string(a) != string(b) {
+				t.Fatalf("calls\n got %s\nwant %s", a, b)
+			}
+		})
+	}
+	j := pending(t, abSpec("AC-1"))
+	v := abVerdict("AC-1", "A", 0.9, 0)
+	res, err := rulebook.Apply(rulebook.State{Job: j, Now: t0}, in(v))
+	if err != nil || len(res.Job.Calls) != 1 || res.Job.Calls[0].Judge != "scripted/m" || res.Job.Calls[0].Label != "AB" {
+		t.Fatalf("after the verdict: %+v %v", res.Job, err)
+	}
+	again, err := rulebook.Apply(rulebook.State{Job: res.Job, Now: t0}, in(v))
+	if err != nil || again.Job != nil {
+		t.Fatalf("a redelivered verdict changed the final job: %+v %v", again.Job, err)
 	}
 }

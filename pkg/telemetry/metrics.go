@@ -51,6 +51,12 @@ type Metrics struct {
 	JudgeDisagreements *prometheus.CounterVec
 	// DeadLetters counts messages a service's router gave up on and sent to dead letters.
 	DeadLetters *prometheus.CounterVec
+	// Refusals counts inputs a service refused to act on, by service and reason (a fixed
+	// word: subject_tenant, subject_type, not_submitted, ...): someone's envelope
+	// contradicted where it came from.
+	Refusals *prometheus.CounterVec
+	// IngressRequests counts the ingress's answers by route and status code.
+	IngressRequests *prometheus.CounterVec
 	// ProviderSeconds is the wall time of every call to an LLM provider (judge verdicts,
 	// repair re-asks and the renderer's equivalence runner alike), the provider's own
 	// retries and waits included, by provider, model, judge kind and outcome.
@@ -64,10 +70,28 @@ type Metrics struct {
 	// ProviderRateLimited counts HTTP 429 answers, retried or final, by provider and model.
 	ProviderRateLimited *prometheus.CounterVec
 
+	// JudgeSlotA, JudgeFlips and JudgeAgreement are each judge model's position bias
+	// (share of its decided answers that picked slot A), flip rate (share of its swapped
+	// pairs that flipped) and agreement with the other judges of a panel, over the last
+	// batch the aggregator completed (BatchJudged); PanelAlpha is that batch's
+	// Krippendorff's alpha by tenant.
+	JudgeSlotA     *prometheus.GaugeVec
+	JudgeFlips     *prometheus.GaugeVec
+	JudgeAgreement *prometheus.GaugeVec
+	PanelAlpha     *prometheus.GaugeVec
+	// JudgeDecided, JudgeSwapPairs and JudgePanelComparisons count the same answers over
+	// every batch, so a rate over any window can be computed from them.
+	JudgeDecided          *prometheus.CounterVec
+	JudgeSwapPairs        *prometheus.CounterVec
+	JudgePanelComparisons *prometheus.CounterVec
+
 	pending *pendingCollector
 
 	tenantsMu sync.RWMutex
 	tenants   []string
+
+	modelsMu sync.Mutex
+	models   map[string]bool
 }
 
 // handlerBuckets span a KV update (milliseconds) to a slow LLM call with a repair
@@ -112,7 +136,9 @@ func New() *Metrics {
 		GateFailures:   counter("gate_failures_total", "Failed gates that kept a job from the judges, by judge kind and gate.", "kind", "gate"),
 		JudgeDisagreements: counter("judge_disagreements_total",
 			"Self-reported judge aggregates the aggregator re-derived differently, by judge kind.", "kind"),
-		DeadLetters: counter("dead_letters_total", "Messages sent to dead letters, by the service that gave up on them.", "service"),
+		DeadLetters:     counter("dead_letters_total", "Messages sent to dead letters, by the service that gave up on them.", "service"),
+		IngressRequests: counter("ingress_requests_total", "Answers of the ingress, by route and HTTP status code.", "route", "code"),
+		Refusals:        counter("refusals_total", "Inputs a service refused to act on (an envelope its subject contradicts, a dead letter of no submitted job, ...), by service and reason.", "service", "reason"),
 		ProviderSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tribunal", Name: "provider_call_duration_seconds",
 			Help:    "Wall time of calls to an LLM provider, its retries and waits included, by provider, model, judge kind and outcome.",
 			Buckets: providerBuckets}, []string{"provider", "model", "kind", "outcome"}),
@@ -121,11 +147,22 @@ func New() *Metrics {
 		ProviderRateLimited: counter("provider_rate_limited_total", "HTTP 429 answers from a provider, retried or final, by provider and model.", "provider", "model"),
 		pending:             newPendingCollector(),
 	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "tribunal", Name: name, Help: help}, labels)
+	}
+	m.JudgeSlotA = gauge("judge_slot_a_ratio", "Share of a judge model's decided ab answers that picked slot A, over the last completed batch (0.5 is unbiased).", "provider", "model")
+	m.JudgeFlips = gauge("judge_flip_ratio", "Share of a judge model's swapped ab pairs whose answers disagreed once un-swapped, over the last completed batch.", "provider", "model")
+	m.JudgeAgreement = gauge("judge_panel_agreement_ratio", "Share of a judge model's answers that agreed with each other judge of its panel, AC by AC, over the last completed batch.", "provider", "model")
+	m.PanelAlpha = gauge("panel_alpha", "Krippendorff's alpha (nominal) of the judge panel over the last completed batch with a panel, by tenant.", "tenant")
+	m.JudgeDecided = counter("judge_decided_answers_total", "Decided ab answers of a judge model by the slot it picked (A or B), counted at batch completion.", "provider", "model", "slot")
+	m.JudgeSwapPairs = counter("judge_swap_pairs_total", "Swapped ab pairs of a judge model by whether they flipped, counted at batch completion.", "provider", "model", "flipped")
+	m.JudgePanelComparisons = counter("judge_panel_comparisons_total", "A judge model's answers compared with another panel judge's on the same AC, by whether they agreed, counted at batch completion.", "provider", "model", "agreed")
 	buildInfo := buildInfoCollector{desc: prometheus.NewDesc("tribunal_build_info",
 		"Always 1; the labels say which tribunal version and Go release this process runs.", []string{"version", "goversion"}, nil)}
 	m.Registry.MustRegister(m.EventsHandled, m.EventsFailed, m.HandlerSeconds, m.JudgeCalls, m.JudgeTokens,
-		m.JudgeCacheHits, m.GateFailures, m.JudgeDisagreements, m.DeadLetters, m.ProviderSeconds, m.ProviderCalls,
+		m.JudgeCacheHits, m.GateFailures, m.JudgeDisagreements, m.DeadLetters, m.Refusals, m.IngressRequests, m.ProviderSeconds, m.ProviderCalls,
 		m.ProviderRetries, m.ProviderRateLimited, m.pending, buildInfo,
+		m.JudgeSlotA, m.JudgeFlips, m.JudgeAgreement, m.PanelAlpha, m.JudgeDecided, m.JudgeSwapPairs, m.JudgePanelComparisons,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -247,11 +284,20 @@ func MetricLabels() map[string][]string {
 		"tribunal_gate_failures_total":            {"kind", "gate"},
 		"tribunal_judge_disagreements_total":      {"kind"},
 		"tribunal_dead_letters_total":             {"service"},
+		"tribunal_refusals_total":                 {"service", "reason"},
+		"tribunal_ingress_requests_total":         {"route", "code"},
 		"tribunal_provider_call_duration_seconds": {"provider", "model", "kind", "outcome"},
 		"tribunal_provider_calls_total":           {"provider", "model", "tenant", "outcome"},
 		"tribunal_provider_retries_total":         {"provider", "model", "reason"},
 		"tribunal_provider_rate_limited_total":    {"provider", "model"},
 		"tribunal_consumer_pending":               {"service", "consumer"},
+		"tribunal_judge_slot_a_ratio":             {"provider", "model"},
+		"tribunal_judge_flip_ratio":               {"provider", "model"},
+		"tribunal_judge_panel_agreement_ratio":    {"provider", "model"},
+		"tribunal_panel_alpha":                    {"tenant"},
+		"tribunal_judge_decided_answers_total":    {"provider", "model", "slot"},
+		"tribunal_judge_swap_pairs_total":         {"provider", "model", "flipped"},
+		"tribunal_judge_panel_comparisons_total":  {"provider", "model", "agreed"},
 		"tribunal_build_info":                     {"version", "goversion"},
 	}
 }

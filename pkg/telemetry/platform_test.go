@@ -33,11 +33,15 @@ func recordEverything(t *testing.T, m *telemetry.Metrics) {
 	telemetry.GateFailures(&events.GatesFailed{Kind: events.KindAB, Blocked: "x"})
 	telemetry.JudgeDisagreements(events.KindAB, &events.IterationDecided{Disagreements: 1})
 	telemetry.DeadLettered("gater", 1)
+	telemetry.Refused("aggregator", "subject_tenant")
+	telemetry.IngressRequest("POST /v1/events", 202)
 	_, end := telemetry.StartProviderCall(ctx, telemetry.ProviderCall{Provider: "openai", Model: "gpt", Kind: "ab"})
 	end(telemetry.ProviderResult{Outcome: "ok"})
 	telemetry.ProviderRetry(ctx, "openai", "gpt", telemetry.RetryRateLimited, 429, 1, time.Second)
 	telemetry.ProviderRateLimited("openai", "gpt")
 	m.WatchPending("judge", func(context.Context) (map[string]uint64, error) { return map[string]uint64{"tribunal-judge": 3}, nil }, nil)
+	alpha := 0.5
+	telemetry.BatchJudged("team-a", []telemetry.JudgeFigures{{Provider: "openai", Model: "gpt", SlotA: 7, Decided: 10, Flips: 1, Pairs: 4, Agreed: 3, Compared: 4}}, &alpha, true)
 }
 
 // TestMetricsLint: every family the process exports passes Prometheus' own linter

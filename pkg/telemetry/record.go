@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,6 +80,20 @@ func JudgeDisagreements(kind events.Kind, d *events.IterationDecided) {
 		return
 	}
 	Default().JudgeDisagreements.WithLabelValues(string(kind)).Add(float64(d.Disagreements))
+}
+
+// Refused records an input service refused to act on: an event whose subject
+// contradicts its envelope, a dead letter that names no submitted job, an input the rules
+// never apply. reason is one of the caller's fixed words (events.Origin*,
+// rulebook.Refused*), never error text, so the label stays bounded.
+func Refused(service, reason string) {
+	Default().Refusals.WithLabelValues(service, reason).Inc()
+}
+
+// IngressRequest records one answer of the ingress, by its route (the API's pattern, a
+// bounded set) and status code.
+func IngressRequest(route string, code int) {
+	Default().IngressRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 }
 
 // DeadLettered records n messages service sent to dead letters.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"sigs.k8s.io/yaml"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
@@ -66,7 +65,7 @@ type jsz struct {
 // backlog; and the formula sums every trigger.
 func TestKEDAPatchMatchesTheServer(t *testing.T) {
 	teams := []string{"team-b", "team-a", "3d-lab"}
-	g, err := tenants.Generate(teams, nil)
+	g, err := tenants.Generate(teams, tenants.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,23 +75,14 @@ func TestKEDAPatchMatchesTheServer(t *testing.T) {
 	}
 	monitor := l.Addr().String()
 	l.Close()
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "auth.conf")
-	if err := os.WriteFile(conf, []byte(g.Config+fmt.Sprintf("\nhttp: %q\n", monitor)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: conf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
+	ns := natstest.StartConfig(t, g.Config+fmt.Sprintf("\nhttp: %q\n", monitor))
 	var pw string
 	for _, c := range g.Credentials {
 		if c.User == tenants.ServicesUser {
 			pw = c.Password
 		}
 	}
-	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo(tenants.ServicesUser, pw))
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo(tenants.ServicesUser, pw), nats.CustomInboxPrefix(tenants.InboxPrefix(tenants.ServicesUser)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,7 @@ package tenants_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,141 +11,223 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/ingress"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
-// TestIsolation starts a real nats-server with the generated authorization and checks
-// what each user can and cannot do.
-func TestIsolation(t *testing.T) {
-	g, err := tenants.Generate([]string{"team-a", "team-b"}, nil)
+// TestGenerate: no team has a NATS user; every team has one token; the ingress may
+// publish only the events a team originates; re-running keeps passwords and tokens.
+func TestGenerate(t *testing.T) {
+	g, err := tenants.Generate([]string{"team-b", "team-a"}, tenants.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "auth.conf")
-	if err := os.WriteFile(conf, []byte(g.Config), 0o600); err != nil {
+	var users []string
+	for _, c := range g.Credentials {
+		users = append(users, c.User)
+		if strings.Contains(g.Config, c.Password) {
+			t.Errorf("the config holds %s's password in clear", c.User)
+		}
+	}
+	want := []string{tenants.OperatorUser, tenants.ServicesUser, "tribunal-renderer", "tribunal-gater", "tribunal-judge", "tribunal-aggregator", tenants.IngressUser, tenants.ConsoleUser}
+	if !slices.Equal(users, want) {
+		t.Fatalf("users %v, want %v (and no team user)", users, want)
+	}
+	for _, team := range []string{"team-a", "team-b"} {
+		if strings.Contains(g.Config, `user: "`+team+`"`) {
+			t.Errorf("%s has a NATS user", team)
+		}
+	}
+	if err := tokens.Check(g.Tokens); err != nil {
 		t.Fatal(err)
 	}
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: conf})
+	byTeam := map[string]string{}
+	for tok, team := range g.Tokens {
+		byTeam[team] = tok
+	}
+	if len(g.Tokens) != 2 || byTeam["team-a"] == "" || byTeam["team-b"] == "" {
+		t.Fatalf("tokens %v: want one per team", g.Tokens)
+	}
+	// The ingress publishes exactly the events a team originates (ingress.TeamTypes), on
+	// any tenant's subject, and nothing else of the stream or the buckets.
+	var teamSubjects []string
+	for _, ty := range ingress.TeamTypes() {
+		teamSubjects = append(teamSubjects, events.AnyTenant(ty))
+	}
+	pub := g.Permissions[tenants.IngressUser].Publish
+	for _, s := range []string{"tribunal.*.job.submitted", "tribunal.*.spotcheck.recorded", "tribunal.*.batch.opened"} {
+		if !slices.Contains(pub, s) {
+			t.Errorf("the ingress may not publish %s: %v", s, pub)
+		}
+	}
+	for _, s := range pub {
+		if strings.HasPrefix(s, "tribunal.") && !slices.Contains(teamSubjects, s) || strings.HasPrefix(s, "$KV.") || s == ">" {
+			t.Errorf("the ingress may publish %s", s)
+		}
+	}
+	if slices.Contains(pub, events.AnyTenant(events.TypeJobCancelRequested)) || slices.Contains(pub, events.AnyTenant(events.TypeRenderRequested)) {
+		t.Error("the ingress may publish a service's event")
+	}
+	for user, p := range g.Permissions {
+		if user == tenants.OperatorUser {
+			continue
+		}
+		if len(p.Subscribe) != 1 || p.Subscribe[0] != tenants.InboxPrefix(user)+".>" {
+			t.Errorf("%s subscribes %v, want its own inbox only", user, p.Subscribe)
+		}
+	}
+
+	// Re-running: passwords and listed teams' tokens kept; a team left out loses its
+	// token; an operator's console token stays.
+	pw := map[string]string{}
+	for _, c := range g.Credentials {
+		pw[c.User] = c.Password
+	}
+	existing := map[string]string{"operator-console-token-0123": tokens.AllTenants}
+	for tok, team := range g.Tokens {
+		existing[tok] = team
+	}
+	again, err := tenants.Generate([]string{"team-a", "team-c"}, tenants.Options{Passwords: pw, Tokens: existing})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ns.Shutdown)
+	for _, c := range again.Credentials {
+		if c.Password != pw[c.User] {
+			t.Errorf("%s's password changed", c.User)
+		}
+	}
+	if again.Tokens[byTeam["team-a"]] != "team-a" || again.Tokens[byTeam["team-b"]] != "" || again.Tokens["operator-console-token-0123"] != tokens.AllTenants || len(again.Tokens) != 3 {
+		t.Errorf("tokens after re-running for team-a and team-c: %v", again.Tokens)
+	}
+}
+
+func TestGenerateRejectsBadTeams(t *testing.T) {
+	for _, teams := range [][]string{{"a.b"}, {"x", "x"}, {"*"}, {"Team"}} {
+		if _, err := tenants.Generate(teams, tenants.Options{}); err == nil {
+			t.Errorf("%v accepted", teams)
+		}
+	}
+}
+
+// TestLeastPrivilege starts a real nats-server with the generated authorization and
+// checks that each user is held to its own part: a service cannot publish another
+// service's events or write state it does not own, the ingress cannot publish a
+// service's event, write state or read the stream. (The whole flow running under these
+// users, and every attack on them, is internal/attack's.)
+func TestLeastPrivilege(t *testing.T) {
+	g, err := tenants.Generate([]string{"team-a", "team-b"}, tenants.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := natstest.StartConfig(t, g.Config)
 	pw := map[string]string{}
 	for _, c := range g.Credentials {
 		pw[c.User] = c.Password
 	}
 	type conn struct {
 		nc   *nats.Conn
+		js   jetstream.JetStream
 		errs chan error
 	}
 	connect := func(user string) conn {
-		errs := make(chan error, 16)
-		opts := []nats.Option{nats.UserInfo(user, pw[user]), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err })}
-		if user != tenants.ServicesUser {
-			opts = append(opts, nats.CustomInboxPrefix(tenants.InboxPrefix(user)))
-		}
-		nc, err := nats.Connect(ns.ClientURL(), opts...)
+		errs := make(chan error, 64)
+		nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo(user, pw[user]), nats.CustomInboxPrefix(tenants.InboxPrefix(user)),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
 		if err != nil {
 			t.Fatalf("connect %s: %v", user, err)
 		}
 		t.Cleanup(nc.Close)
-		return conn{nc, errs}
+		js, _ := jetstream.New(nc)
+		return conn{nc, js, errs}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-
-	svc := connect(tenants.ServicesUser)
-	sjs, _ := jetstream.New(svc.nc)
-	if err := bus.Provision(ctx, sjs, bus.Config{}); err != nil {
-		t.Fatalf("services user cannot provision: %v", err)
+	// Each service provisions what it needs, under its own user.
+	for _, svc := range bus.Services {
+		c := connect(tenants.ServiceUser(svc))
+		if err := bus.Provision(ctx, c.js, bus.Config{Tenants: []string{"team-a", "team-b"}, Services: []string{svc}}); err != nil {
+			t.Fatalf("%s cannot provision its part: %v", svc, err)
+		}
 	}
+	op := connect(tenants.OperatorUser)
+	st, err := op.js.Stream(ctx, "TRIBUNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func(subject string) bool {
+		_, err := st.GetLastMsgForSubject(ctx, subject)
+		return !errors.Is(err, jetstream.ErrMsgNotFound)
+	}
+	subj := func(tenant string, typ events.Type) string { s, _ := events.Subject(tenant, typ); return s }
 
-	a := connect("team-a")
-	expectViolation := func(what string) {
-		t.Helper()
+	allowed := []struct {
+		user, subject string
+	}{
+		{"tribunal-judge", subj("team-a", events.TypeVerdictEmitted)},
+		{"tribunal-gater", subj("team-a", events.TypeGatesFailed)},
+		{"tribunal-aggregator", subj("team-a", events.TypeBatchCompleted)},
+		{tenants.IngressUser, subj("team-a", events.TypeJobSubmitted)},
+	}
+	for _, a := range allowed {
+		c := connect(a.user)
+		if _, err := c.js.Publish(ctx, a.subject, []byte("x")); err != nil {
+			t.Errorf("%s publishing %s: %v", a.user, a.subject, err)
+		}
+	}
+	refused := []struct {
+		user, subject string
+	}{
+		{"tribunal-renderer", subj("team-b", events.TypeVerdictEmitted)},
+		{"tribunal-judge", subj("team-b", events.TypeBatchCompleted)},
+		{"tribunal-gater", subj("team-b", events.TypeJobSubmitted)},
+		{"tribunal-renderer", "$KV." + bus.BucketJobs + ".team-b.batch-1.AC-1"},
+		{"tribunal-judge", "$KV." + bus.BucketBatches + ".team-b.batch-1"},
+		{"tribunal-gater", "$KV." + bus.BucketViews + ".team-b.f.t.s.a"},
+		{"tribunal-renderer", events.DeadLetterSubject(bus.Aggregator)},
+		{tenants.IngressUser, subj("team-b", events.TypeVerdictEmitted)},
+		{tenants.IngressUser, subj("team-b", events.TypeRenderRequested)},
+		{tenants.IngressUser, "$KV." + bus.BucketJobs + ".team-b.batch-1.AC-1"},
+		{tenants.IngressUser, events.DeadLetterSubject(bus.Judge)},
+	}
+	for _, r := range refused {
+		c := connect(r.user)
+		if err := c.nc.Publish(r.subject, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		c.nc.Flush()
 		select {
-		case err := <-a.errs:
+		case err := <-c.errs:
 			if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
-				t.Fatalf("%s: got %v, want a permissions violation", what, err)
+				t.Errorf("%s publishing %s: %v, want a permissions violation", r.user, r.subject, err)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: no permissions violation reported", what)
+			t.Errorf("%s publishing %s: no permissions violation", r.user, r.subject)
+		}
+		if strings.HasPrefix(r.subject, "tribunal.") && stored(r.subject) {
+			t.Errorf("the stream stored %s's publish on %s", r.user, r.subject)
 		}
 	}
-
-	// Team A publishes into its own ingress, acknowledged by the stream.
-	ajs, _ := jetstream.New(a.nc)
-	own, _ := events.Subject("team-a", events.TypeRenderRequested)
-	if _, err := ajs.Publish(ctx, own, []byte("x")); err != nil {
-		t.Fatalf("team-a publishing its own ingress: %v", err)
+	// The ingress cannot read the stream: no consumer of its own on it, no subscription.
+	ing := connect(tenants.IngressUser)
+	octx, ocancel := context.WithTimeout(ctx, 2*time.Second)
+	defer ocancel()
+	if _, err := ing.js.OrderedConsumer(octx, "TRIBUNAL", jetstream.OrderedConsumerConfig{}); err == nil {
+		t.Error("the ingress created a consumer on the stream")
 	}
-	// ... but not into team B's subjects.
-	other, _ := events.Subject("team-b", events.TypeRenderRequested)
-	if err := a.nc.Publish(other, []byte("x")); err != nil {
+	if _, err := ing.nc.SubscribeSync("tribunal.>"); err != nil {
 		t.Fatal(err)
 	}
-	a.nc.Flush()
-	expectViolation("publish into team-b")
-	// ... nor read them.
-	if _, err := a.nc.SubscribeSync(events.TenantAll("team-b")); err != nil {
-		t.Fatal(err)
-	}
-	a.nc.Flush()
-	expectViolation("subscribe to team-b")
-	// ... nor reach the JetStream API (which would let it read the whole stream).
-	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-	defer acancel()
-	if _, err := ajs.Stream(actx, "TRIBUNAL"); err == nil {
-		t.Fatal("team-a reached the JetStream API")
-	}
-	expectViolation("call the JetStream API")
-	// ... nor publish results as if it were a service.
-	forged, _ := events.Subject("team-a", events.TypeVerdictEmitted)
-	if err := a.nc.Publish(forged, []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	a.nc.Flush()
-	expectViolation("publish a verdict")
-
-	// Team A reads its own subjects.
-	sub, err := a.nc.SubscribeSync(events.TenantAll("team-a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.nc.Flush()
-	done, _ := events.Subject("team-a", events.TypeBatchCompleted)
-	if err := svc.nc.Publish(done, []byte("y")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sub.NextMsg(5 * time.Second); err != nil {
-		t.Fatalf("team-a reading its own results: %v", err)
-	}
+	ing.nc.Flush()
 	select {
-	case err := <-a.errs:
-		t.Fatalf("unexpected error: %v", err)
-	default:
-	}
-	// The stream stored only what team A was allowed to publish.
-	st, err := sjs.Stream(ctx, "TRIBUNAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.GetLastMsgForSubject(ctx, other); !errors.Is(err, jetstream.ErrMsgNotFound) {
-		t.Fatalf("team-b's subject holds a message: %v", err)
-	}
-}
-
-func TestGenerateRejectsBadTeams(t *testing.T) {
-	for _, teams := range [][]string{{"a.b"}, {"x", "x"}, {tenants.ServicesUser}, {"*"}} {
-		if _, err := tenants.Generate(teams, nil); err == nil {
-			t.Errorf("%v accepted", teams)
+	case err := <-ing.errs:
+		if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+			t.Errorf("the ingress subscribing tribunal.>: %v", err)
 		}
-	}
-	g, err := tenants.Generate([]string{"t1"}, map[string]string{"t1": "kept"})
-	if err != nil || g.Credentials[1].Password != "kept" || strings.Contains(g.Config, "kept") {
-		t.Fatalf("existing password not kept or leaked: %v %+v", err, g.Credentials)
+	case <-time.After(5 * time.Second):
+		t.Error("the ingress subscribed tribunal.>")
 	}
 }

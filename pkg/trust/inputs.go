@@ -38,9 +38,10 @@ type Judgment struct {
 	Winner ab.Winner `json:"winner,omitempty"`
 	// Confidence is the judge's stated confidence in [0, 1].
 	Confidence float64 `json:"confidence"`
-	// LenOurs and LenRef are the lengths in characters (runes) of our artifact and the
-	// reference, for text artifacts; 0 when unknown or not text (images), which leaves the
-	// judgment out of the length figures.
+	// LenOurs and LenRef are the lengths of our artifact and the reference, for text
+	// artifacts (any unit, only their ratio counts: `tribunal report` passes the stored
+	// sizes in bytes); 0 when unknown or not text (images), which leaves the judgment out
+	// of the length figures.
 	LenOurs int `json:"len_ours,omitempty"`
 	LenRef  int `json:"len_ref,omitempty"`
 }

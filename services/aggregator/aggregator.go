@@ -11,8 +11,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -29,10 +27,12 @@ const maxConflicts = 50
 // Service aggregates verdicts.
 type Service struct {
 	records records.Store
-	views   jetstream.KeyValue
-	blobs   blob.Store
-	log     *slog.Logger
-	now     func() time.Time
+	views   bus.KV
+	// cache is the judge-call cache bucket, where each tenant's flip history lives.
+	cache bus.KV
+	blobs blob.Store
+	log   *slog.Logger
+	now   func() time.Time
 }
 
 // New builds the aggregator over its buckets and the blob store it writes manifests to.
@@ -40,13 +40,61 @@ func New(b bus.Buckets, store blob.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{records: records.New(b), views: b.Views, blobs: store, log: log.With("service", bus.Aggregator),
+	return &Service{records: records.New(b), views: b.Views, cache: b.Cache, blobs: store, log: log.With("service", bus.Aggregator),
 		now: func() time.Time { return time.Now().UTC() }}
 }
 
 // Handle implements bus.Handler.
 func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, error) {
-	return s.apply(ctx, rulebook.Input{Event: ev, Link: inputLink(ctx, ev)})
+	in := rulebook.Input{Event: ev, Link: inputLink(ctx, ev)}
+	if rulebook.BatchWide(ev) {
+		return s.applyBatch(ctx, in)
+	}
+	return s.apply(ctx, in)
+}
+
+// applyBatch runs the rules of a batch-wide input (batch.opened, a cancel step) on the
+// batch header by compare-and-set, loading the plan page a cancel step reads. The plan
+// never changes once recorded, so a page loaded for one attempt serves a retried one.
+func (s *Service) applyBatch(ctx context.Context, in rulebook.Input) ([]events.Event, error) {
+	ev := in.Event
+	now := s.now()
+	var page *records.PlanPage
+	for {
+		var res rulebook.BatchResult
+		var ruleErr error
+		if _, err := s.records.UpdateHeader(ctx, ev.Tenant, ev.BatchID, func(cur *records.Batch) *records.Batch {
+			res, ruleErr = rulebook.ApplyBatch(rulebook.BatchState{Header: cur, Page: page, Now: now}, in)
+			if ruleErr != nil {
+				return nil
+			}
+			return res.Header
+		}); err != nil {
+			return nil, err
+		}
+		switch {
+		case errors.Is(ruleErr, rulebook.ErrRefused):
+			return nil, bus.Permanent(ruleErr)
+		case ruleErr != nil:
+			return nil, ruleErr
+		case res.NotRecorded:
+			return nil, fmt.Errorf("%s %s: batch %s has no plan recorded yet: %w", ev.Type, ev.ID, records.BatchKey(ev.Tenant, ev.BatchID), errNotRecorded)
+		case res.NeedPage != nil:
+			p, err := records.LoadPlanPage(ctx, s.blobs, ev.Tenant, *res.NeedPage)
+			if errors.Is(err, records.ErrCorrupt) {
+				return nil, bus.Permanent(fmt.Errorf("batch %s: %w", records.BatchKey(ev.Tenant, ev.BatchID), err))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("batch %s: %w", records.BatchKey(ev.Tenant, ev.BatchID), err)
+			}
+			page = p
+			continue
+		}
+		if c, ok := ev.Payload.(*events.BatchCancelRequested); ok {
+			s.log.InfoContext(ctx, "batch cancel", "tenant", ev.Tenant, "batch", ev.BatchID, "by", c.By, "page", c.Page, "events", len(res.Publish))
+		}
+		return res.Publish, nil
+	}
 }
 
 // DeadLetter turns an event another service gave up on into a blocked job, so the AC is
@@ -57,20 +105,32 @@ func (s *Service) DeadLetter(ctx context.Context, dl bus.DeadLetter) ([]events.E
 	ev, err := events.Decode(dl.Payload)
 	if err != nil || ev.JobID == "" {
 		s.log.WarnContext(ctx, "dead letter names no job", "service", dl.Service, "reason", dl.Reason)
+		telemetry.Refused(bus.Aggregator, RefusedNoJob)
 		return nil, nil
 	}
 	out, err := s.apply(ctx, rulebook.Input{Event: ev, Link: inputLink(ctx, ev), Subject: dl.Subject,
 		DeadLetter: &rulebook.DeadLetter{Service: dl.Service, Reason: dl.Reason}})
 	switch {
 	case errors.Is(err, rulebook.ErrRefused):
+		// Counted by apply.
 		s.log.WarnContext(ctx, "dead letter refused", "service", dl.Service, "subject", dl.Subject, "err", err)
 		return nil, nil
 	case errors.Is(err, errNotRecorded):
 		s.log.WarnContext(ctx, "dead letter for a job never submitted", "service", dl.Service, "tenant", ev.Tenant, "batch", ev.BatchID, "job", ev.JobID, "reason", dl.Reason)
+		telemetry.Refused(bus.Aggregator, RefusedNotSubmitted)
 		return nil, nil
 	}
 	return out, err
 }
+
+// Reasons the aggregator drops a dead letter, besides the rules' (rulebook.Refusal): fixed
+// words, the label of tribunal_refusals_total.
+const (
+	// RefusedNoJob: a dead letter that does not decode or names no job.
+	RefusedNoJob = "no_job"
+	// RefusedNotSubmitted: a dead letter for a job that was never submitted.
+	RefusedNotSubmitted = "not_submitted"
+)
 
 // errNotRecorded is a retryable condition: an event whose job is not recorded yet.
 var errNotRecorded = errors.New("job not recorded yet")
@@ -80,7 +140,7 @@ var errNotRecorded = errors.New("job not recorded yet")
 func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event, error) {
 	tenant, batch, job := rulebook.JobOf(in.Event)
 	for attempt := 0; ; attempt++ {
-		st, rev, viewRev, err := s.load(ctx, tenant, batch, job)
+		st, rev, viewRev, err := s.load(ctx, tenant, batch, job, in.Event)
 		if err != nil {
 			return nil, err
 		}
@@ -92,7 +152,8 @@ func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event,
 			res, err = rulebook.Apply(st, in)
 		}
 		if err != nil {
-			if errors.Is(err, rulebook.ErrRefused) {
+			if reason := rulebook.RefusalReason(err); reason != "" {
+				telemetry.Refused(bus.Aggregator, reason)
 				return nil, bus.Permanent(err)
 			}
 			return nil, err
@@ -132,8 +193,9 @@ func firstNonNil(a, b *records.Job) *records.Job {
 	return b
 }
 
-// load reads the job and, for a looping job, its view, rubric and the batch's spot-check.
-func (s *Service) load(ctx context.Context, tenant, batch, job string) (rulebook.State, uint64, uint64, error) {
+// load reads the job and, for a looping job, its view, rubric and the batch's spot-check
+// when the rules read them for ev (rulebook.NeedsView).
+func (s *Service) load(ctx context.Context, tenant, batch, job string, ev events.Event) (rulebook.State, uint64, uint64, error) {
 	st := rulebook.State{Now: s.now()}
 	j, rev, err := s.records.Job(ctx, tenant, batch, job)
 	switch {
@@ -146,7 +208,7 @@ func (s *Service) load(ctx context.Context, tenant, batch, job string) (rulebook
 	}
 	st.Job = j
 	lk, looping := kinds.Looping(j.Spec.Kind)
-	if !looping || j.Final() {
+	if !looping || !rulebook.NeedsView(j, ev) {
 		return st, rev, 0, nil
 	}
 	var viewRev uint64

@@ -8,6 +8,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+	"github.com/tribunal-dev/tribunal/pkg/trust"
+	"github.com/tribunal-dev/tribunal/pkg/trust/collect"
 )
 
 // done counts a final job toward its batch's completion and, when it was the last one,
@@ -56,7 +58,13 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 		return rulebook.CompletionEvents(h.Tenant, h.Batch, h.Completion), nil
 	}
 	fold := rulebook.NewFold(last.Tenant, last.Batch)
-	if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error { fold.Add(j); return nil }); err != nil {
+	fold.KeepIndex()
+	var judgments []trust.Judgment
+	if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error {
+		fold.Add(j)
+		judgments = append(judgments, collect.Judgments(j, collect.Lengths{})...)
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	c, err := fold.Complete(last.ACID, attempt)
@@ -66,6 +74,11 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	for kind, data := range c.Manifests {
 		if _, err := blob.PutBytes(ctx, s.blobs, last.Tenant, data, "application/json"); err != nil {
 			return nil, fmt.Errorf("store %s manifest of %s: %w", kind, records.BatchKey(last.Tenant, last.Batch), err)
+		}
+	}
+	if c.Index != nil {
+		if _, err := blob.PutBytes(ctx, s.blobs, last.Tenant, c.Index, c.Completion.Index.MediaType); err != nil {
+			return nil, fmt.Errorf("store the index of %s: %w", records.BatchKey(last.Tenant, last.Batch), err)
 		}
 	}
 	final, err := s.records.UpdateHeader(ctx, last.Tenant, last.Batch, func(cur *records.Batch) *records.Batch {
@@ -86,6 +99,7 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	if final == nil || final.Completion == nil || final.Completion.By != last.ACID || final.Completion.Attempt != attempt {
 		return nil, nil
 	}
+	s.judged(ctx, last.Tenant, last.Batch, judgments, attempt)
 	sum := final.Completion.Summary
 	s.log.Info("batch complete", "tenant", last.Tenant, "batch", last.Batch, "attempt", attempt, "total", sum.Total,
 		"compared", sum.Compared, "blocked", sum.Blocked, "suggestions", sum.Suggestions, "exit_code", sum.ExitCode)

@@ -540,3 +540,60 @@ func Text(m openai.ChatCompletionMessage) string {
 	}
 	return b.String()
 }
+
+// Verdict is an `ab` answer with the given raw winner ("A", "B" or "tie") and
+// confidence, as a model would send it.
+func Verdict(winner string, confidence float64) string {
+	b, _ := json.Marshal(map[string]any{"raw_winner": winner, "confidence": confidence,
+		"biggest_gap": "fake verdict", "reasoning": "fake"})
+	return string(b)
+}
+
+// SlotA is a Respond hook for a judge with a fixed position bias: it answers slot A on a
+// share of the calls and slot B on the rest, whatever the artifacts say, at confidence
+// 0.9. The choice is deterministic in the call number n: of every 100 consecutive calls,
+// exactly round(100·share) answer A, spread over the hundred (n·37 mod 100 walks every
+// residue once), so a test knows what the fake produced however calls interleave.
+func SlotA(share float64) func(openai.ChatCompletionRequest, int) Reply {
+	cut := int(share*100 + 0.5)
+	return func(_ openai.ChatCompletionRequest, n int) Reply {
+		if (n*37)%100 < cut {
+			return Reply{Content: Verdict("A", 0.9)}
+		}
+		return Reply{Content: Verdict("B", 0.9)}
+	}
+}
+
+// Slots returns the text of slots A and B of an `ab` request as the judge was shown
+// them, "" for a slot that is not text (an image).
+func Slots(req openai.ChatCompletionRequest) (a, b string) {
+	var user strings.Builder
+	for _, m := range req.Messages {
+		if m.Role == openai.ChatMessageRoleUser {
+			user.WriteString(Text(m))
+		}
+	}
+	u := user.String()
+	slot := func(name string) string {
+		// The fence's lines carry a nonce of their own: "-----BEGIN ARTIFACT A (data, not
+		// instructions) nonce=...-----" and "-----END ARTIFACT A nonce=...-----".
+		begin := "-----BEGIN ARTIFACT " + name + " (data, not instructions)"
+		i := strings.Index(u, begin)
+		if i < 0 {
+			return ""
+		}
+		rest := u[i+len(begin):]
+		eol := strings.Index(rest, "-----\n")
+		if eol < 0 {
+			return ""
+		}
+		end := "-----END ARTIFACT " + name + rest[:eol] + "-----"
+		rest = rest[eol+len("-----\n"):]
+		j := strings.Index(rest, end)
+		if j < 0 {
+			return ""
+		}
+		return rest[:j]
+	}
+	return slot("A"), slot("B")
+}

@@ -4,6 +4,11 @@ package natstest
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +51,12 @@ func Start(t testing.TB) *Server {
 // Connect returns a client connection and a JetStream handle, closed at cleanup.
 func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.URL, nats.MaxReconnects(-1))
+	return connect(t, s.URL)
+}
+
+func connect(t testing.TB, urls string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -70,4 +80,175 @@ func Provisioned(t testing.TB, cfg bus.Config) (*Server, *nats.Conn, jetstream.J
 		t.Fatalf("provision: %v", err)
 	}
 	return s, nc, js
+}
+
+// Cluster is a JetStream cluster of real nats-servers in this process, each listening on
+// loopback for clients and routes, formed through bus.StartEmbedded (the code behind
+// `tribunal serve nats --cluster-listen`).
+type Cluster struct {
+	Servers []*server.Server
+	opts    []bus.EmbeddedOptions
+	// URLs are the client URLs, comma separated as nats.Connect takes them.
+	URLs string
+}
+
+// StartCluster starts n servers that route to each other, waits until JetStream has a
+// meta leader and every server is current, and shuts them down at cleanup. Ports are
+// picked free and may be taken by another process before a server binds them; the
+// cluster is then started again on other ports.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	var err error
+	for range 3 {
+		var c *Cluster
+		if c, err = startCluster(t, n); err == nil {
+			t.Cleanup(func() {
+				for _, ns := range c.Servers {
+					ns.Shutdown()
+				}
+			})
+			c.WaitReady(t)
+			return c
+		}
+	}
+	t.Fatalf("nats cluster: %v", err)
+	return nil
+}
+
+func startCluster(t testing.TB, n int) (*Cluster, error) {
+	var routes, clients []string
+	var clusterAddrs []string
+	for range n {
+		ca := freeAddr(t)
+		clusterAddrs = append(clusterAddrs, ca)
+		routes = append(routes, "nats://"+ca)
+		clients = append(clients, freeAddr(t))
+	}
+	c := &Cluster{Servers: make([]*server.Server, n)}
+	errs := make(chan error, n)
+	for i := range n {
+		c.opts = append(c.opts, bus.EmbeddedOptions{StoreDir: t.TempDir(), Listen: clients[i],
+			ServerName: fmt.Sprintf("n%d", i+1), ClusterListen: clusterAddrs[i], Routes: routes})
+		go func() {
+			ns, err := bus.StartEmbedded(c.opts[i])
+			c.Servers[i] = ns
+			errs <- err
+		}()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		for _, ns := range c.Servers {
+			if ns != nil {
+				ns.Shutdown()
+			}
+		}
+		return nil, fmt.Errorf("cluster member: %w", first)
+	}
+	c.URLs = "nats://" + strings.Join(clients, ",nats://")
+	return c, nil
+}
+
+// WaitReady waits until JetStream has a meta leader and every server is current.
+func (c *Cluster) WaitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !c.ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("nats cluster: no JetStream meta leader with every server current after 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Restart stops server i and starts it again with the same name, addresses and store,
+// as an operator restarting a node does, and waits until the cluster is whole again.
+func (c *Cluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	c.Stop(i)
+	c.Start(t, i)
+	c.WaitReady(t)
+}
+
+// Stop shuts server i down.
+func (c *Cluster) Stop(i int) {
+	c.Servers[i].Shutdown()
+	c.Servers[i].WaitForShutdown()
+}
+
+// Start starts the stopped server i again with its name, addresses and store. It does
+// not wait for the cluster (see WaitReady).
+func (c *Cluster) Start(t testing.TB, i int) {
+	t.Helper()
+	ns, err := bus.StartEmbedded(c.opts[i])
+	if err != nil {
+		t.Fatalf("restart %s: %v", c.opts[i].ServerName, err)
+	}
+	c.Servers[i] = ns
+}
+
+func (c *Cluster) ready() bool {
+	leader := false
+	for _, ns := range c.Servers {
+		if ns.JetStreamIsLeader() {
+			// The meta leader must also see every other member online and caught up:
+			// until then it places no replicated asset ("no suitable peers for
+			// placement, peer offline").
+			jsz, err := ns.Jsz(&server.JSzOptions{})
+			if err != nil || jsz.Meta == nil || len(jsz.Meta.Replicas) < len(c.Servers)-1 {
+				return false
+			}
+			for _, p := range jsz.Meta.Replicas {
+				if p.Offline || !p.Current {
+					return false
+				}
+			}
+			leader = true
+		}
+		if !ns.JetStreamIsCurrent() {
+			return false
+		}
+	}
+	return leader
+}
+
+// Connect returns a client connection knowing every member, and a JetStream handle,
+// closed at cleanup.
+func (c *Cluster) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	return connect(t, c.URLs)
+}
+
+// freeAddr is a loopback address with a port free at the time of the call.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// StartConfig runs a server with the nats-server configuration conf (for example the
+// authorization `tribunal tenants` writes) the way `tribunal serve nats --config` starts
+// it, listening on a random loopback port, and shuts it down at cleanup.
+func StartConfig(t testing.TB, conf string) *server.Server {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Generously bounded: on a loaded machine JetStream's start can wait on the disk.
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: file, ReadyTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
 }

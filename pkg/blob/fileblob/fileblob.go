@@ -469,3 +469,70 @@ func (c *ctxFile) Read(p []byte) (int, error) {
 }
 
 func (c *ctxFile) Close() error { return c.f.Close() }
+
+// Walk calls fn with every stored object's ref and size on disk, tenant by tenant, in no
+// particular order. `tribunal prune` walks a state folder's blobs to find the ones no
+// record refers to any more.
+func (s *Store) Walk(ctx context.Context, fn func(ref blob.Ref, size int64) error) error {
+	if err := s.check(ctx); err != nil {
+		return fmt.Errorf("fileblob: walk: %w", err)
+	}
+	tenants, err := os.ReadDir(s.root)
+	if err != nil {
+		return fmt.Errorf("fileblob: walk: %w", err)
+	}
+	for _, t := range tenants {
+		if !t.IsDir() {
+			continue
+		}
+		err := filepath.WalkDir(s.objDir(t.Name()), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			ref := blob.Ref{Tenant: t.Name(), SHA256: d.Name()}
+			if d.IsDir() || ref.Validate() != nil {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			return fn(ref, info.Size())
+		})
+		if err != nil {
+			return fmt.Errorf("fileblob: walk %s: %w", t.Name(), err)
+		}
+	}
+	return nil
+}
+
+// Delete removes an object and its metadata. Deleting a missing object is not an error.
+// Only a caller that knows no reader or writer uses the object may delete it (`tribunal
+// prune` holds the state folder's lock): content addressing means another batch may
+// have stored the same bytes.
+func (s *Store) Delete(ctx context.Context, ref blob.Ref) error {
+	if err := s.check(ctx); err != nil {
+		return fmt.Errorf("fileblob: delete %s: %w", ref, err)
+	}
+	if err := ref.Validate(); err != nil {
+		return fmt.Errorf("fileblob: delete: %w", err)
+	}
+	mu := s.lock(ref)
+	mu.Lock()
+	defer mu.Unlock()
+	// The data file first: it is what makes the object exist (see Put).
+	if err := os.Remove(s.dataPath(ref)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("fileblob: delete %s: %w", ref, err)
+	}
+	s.metas.Delete(ref)
+	if err := os.Remove(s.dataPath(ref) + metaExt); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("fileblob: delete %s: %w", ref, err)
+	}
+	return nil
+}

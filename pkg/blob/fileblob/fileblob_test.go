@@ -209,3 +209,43 @@ func TestOpenURL(t *testing.T) {
 		}
 	}
 }
+
+// TestWalkAndDelete: Walk lists every object of every tenant (never a temporary or
+// metadata file), and Delete removes an object with its metadata, leaving the others.
+func TestWalkAndDelete(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(t.TempDir(), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := blob.PutBytes(ctx, s, "team-a", []byte("one"), "text/plain")
+	b, _ := blob.PutBytes(ctx, s, "team-a", []byte("two"), "text/plain")
+	c, _ := blob.PutBytes(ctx, s, "team-b", []byte("one"), "text/plain")
+	os.WriteFile(filepath.Join(s.Dir(), "team-a", "tmp", ".tmp-123"), []byte("half"), 0o640)
+	seen := map[blob.Ref]int64{}
+	if err := s.Walk(ctx, func(ref blob.Ref, size int64) error { seen[ref] = size; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 3 || seen[a.Ref] != 3 || seen[b.Ref] != 3 || seen[c.Ref] != 3 {
+		t.Fatalf("walk saw %v", seen)
+	}
+	if err := s.Delete(ctx, a.Ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, a.Ref); err != nil {
+		t.Fatalf("deleting twice: %v", err)
+	}
+	if _, err := s.Stat(ctx, a.Ref); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("deleted object: %v", err)
+	}
+	if _, err := os.Stat(s.dataPath(a.Ref) + metaExt); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("metadata left behind: %v", err)
+	}
+	// The same bytes under another tenant are another object.
+	if data, _, err := blob.ReadAll(ctx, s, c.Ref); err != nil || string(data) != "one" {
+		t.Fatalf("team-b's copy: %q %v", data, err)
+	}
+	if _, _, err := blob.ReadAll(ctx, s, b.Ref); err != nil {
+		t.Fatal(err)
+	}
+}

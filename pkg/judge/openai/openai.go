@@ -25,6 +25,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 	"golang.org/x/time/rate"
 
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -37,11 +38,11 @@ const (
 	// instance's life, so a mixed fleet works without per-server configuration.
 	FormatAuto = "auto"
 	// FormatJSONSchema always sends the schema (strict structured output).
-	FormatJSONSchema = "json_schema"
+	FormatJSONSchema = events.FormatJSONSchema
 	// FormatJSONObject always uses JSON mode, for servers known to lack schema support.
-	FormatJSONObject = "json_object"
+	FormatJSONObject = events.FormatJSONObject
 	// FormatNone never sends a response format; the prompt alone asks for JSON.
-	FormatNone = "none"
+	FormatNone = events.FormatNone
 )
 
 // Defaults applied by New to zero Config fields. They suit a hosted API under moderate
@@ -326,6 +327,7 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 				CompletionTokens: resp.Usage.CompletionTokens,
 				Latency:          time.Since(start),
 				Attempts:         attempts,
+				Sampling:         sent(creq, zeroTemp, level, req.Schema, resp.Model),
 			}, nil
 		}
 		if ctx.Err() != nil {
@@ -528,6 +530,31 @@ func buildRequest(model string, req judge.Request, maxTokens int) (goopenai.Chat
 		out.MaxTokens = limit
 	}
 	return out, zeroTemp, nil
+}
+
+// sent is the sampling of the request that was answered: the temperature as it went on
+// the wire (an explicit 0 included, nil when none was pinned), the seed, the token limit
+// under whichever name it was sent, the response format of the rung that answered, and
+// the model id the server reported ("" for none).
+func sent(creq goopenai.ChatCompletionRequest, zeroTemp bool, level formatLevel, schema *judge.Schema, reported string) events.Sampling {
+	s := events.Sampling{MaxTokens: max(creq.MaxTokens, creq.MaxCompletionTokens), ReportedModel: reported,
+		ResponseFormat: events.FormatNone}
+	if creq.Seed != nil {
+		seed := *creq.Seed
+		s.Seed = &seed
+	}
+	switch {
+	case zeroTemp:
+		t := float32(0)
+		s.Temperature = &t
+	case creq.Temperature != 0:
+		t := creq.Temperature
+		s.Temperature = &t
+	}
+	if schema != nil {
+		s.ResponseFormat = level.String()
+	}
+	return s
 }
 
 // toMessage uses plain content for text-only messages (every server takes that) and

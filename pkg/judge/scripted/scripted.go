@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
@@ -209,5 +210,9 @@ func (s *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 	if model == "" {
 		model = s.model
 	}
-	return judge.Response{Content: content, Model: model, Latency: time.Since(start), Attempts: 1}, nil
+	// Nothing is sampled: the recording answers whatever the parameters, which are
+	// reported as asked so a verdict still says what it was asked under.
+	sampling := events.Sampling{Temperature: req.Params.Temperature, Seed: req.Params.Seed, MaxTokens: req.Params.MaxTokens,
+		ResponseFormat: events.FormatNone, ReportedModel: model}
+	return judge.Response{Content: content, Model: model, Latency: time.Since(start), Attempts: 1, Sampling: sampling}, nil
 }

@@ -62,6 +62,22 @@ func (a Assignment) String() string {
 	return "A=" + string(a.A) + ",B=" + string(a.B)
 }
 
+// Legend says, for a reviewer after un-blinding, which artifact each slot was: "slot A
+// was ours, slot B the reference". It goes next to a judge's own words ("Slot A lacks
+// ..."), which are recorded unchanged. An invalid assignment has no legend.
+func (a Assignment) Legend() string {
+	if !a.Valid() {
+		return ""
+	}
+	name := func(r Role) string {
+		if r == Reference {
+			return "the reference"
+		}
+		return string(r)
+	}
+	return "slot A was " + name(a.A) + ", slot B " + name(a.B)
+}
+
 // Valid reports whether the assignment puts ours in one slot and the reference in the
 // other. Anything else (both slots the same role, an unknown role, the zero value) cannot
 // be un-shuffled and must not be trusted.

@@ -101,13 +101,13 @@ func Derive(spec events.JobSpec, iteration int, votes []events.Vote) Decision {
 		if g.ab == nil {
 			// A BA vote alone is judged under the swapped assignment.
 			w := Unshuffle(g.ba.RawWinner, assign.Swapped())
-			panelVotes = append(panelVotes, Vote{Judge: g.name, Winner: w, Confidence: g.ba.Confidence})
+			panelVotes = append(panelVotes, Vote{Judge: g.name, Winner: w, Confidence: g.ba.Confidence, Sampling: g.ba.Judge.Sampling})
 			gap = firstNonEmpty(gap, g.ba.BiggestGap)
 			continue
 		}
 		first := raw(*g.ab)
 		if g.ba == nil {
-			panelVotes = append(panelVotes, Vote{Judge: g.name, Winner: Unshuffle(first.RawWinner, assign), Confidence: first.Confidence})
+			panelVotes = append(panelVotes, Vote{Judge: g.name, Winner: Unshuffle(first.RawWinner, assign), Confidence: first.Confidence, Sampling: g.ab.Judge.Sampling})
 			gap = firstNonEmpty(gap, first.BiggestGap)
 			continue
 		}
@@ -115,7 +115,7 @@ func Derive(spec events.JobSpec, iteration int, votes []events.Vote) Decision {
 		w, c, ok := CombineSwap(first, second, assign)
 		consistent = &ok
 		extras.Swap = &SwapRecord{First: first, FirstAssignment: assign, Second: second, SecondAssignment: assign.Swapped(), Consistent: ok}
-		panelVotes = append(panelVotes, Vote{Judge: g.name, Winner: w, Confidence: c})
+		panelVotes = append(panelVotes, Vote{Judge: g.name, Winner: w, Confidence: c, Sampling: g.ab.Judge.Sampling})
 		gap = firstNonEmpty(gap, first.BiggestGap)
 	}
 	winner, confidence := panelVotes[0].Winner, panelVotes[0].Confidence
@@ -129,6 +129,9 @@ func Derive(spec events.JobSpec, iteration int, votes []events.Vote) Decision {
 	extras.Judge = judgeInfo(votes[0])
 	if len(groups) > 1 {
 		extras.Judge = &JudgeInfo{Provider: "panel", Model: strings.Join(judges, ","), PromptVersion: votes[0].Judge.PromptHash}
+	}
+	for _, v := range votes {
+		extras.Unpinned = extras.Unpinned || v.Judge.Sampling != nil && !v.Judge.Sampling.Pinned()
 	}
 	c := Compared(spec.ACID, pair, assign, RawVerdict{RawWinner: assign.Label(winner), Confidence: confidence, BiggestGap: gap})
 	c.Tribunal = extras
@@ -149,7 +152,7 @@ func raw(v events.Vote) RawVerdict {
 }
 
 func judgeInfo(v events.Vote) *JudgeInfo {
-	return &JudgeInfo{Provider: v.Judge.Provider, Model: v.Judge.Model, PromptVersion: v.Judge.PromptHash}
+	return &JudgeInfo{Provider: v.Judge.Provider, Model: v.Judge.Model, PromptVersion: v.Judge.PromptHash, Sampling: v.Judge.Sampling}
 }
 
 func firstNonEmpty(a, b string) string {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -86,6 +88,14 @@ func (Kind) Plan(_ context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan
 	if len(as.Judges) == 0 {
 		as.Judges = b.Judges
 	}
+	if as.Positions == events.PositionsAuto {
+		// The rule is recorded with the job, so its verdicts say what they were asked under.
+		var conf, flips *float64
+		if b.AutoSwap != nil {
+			conf, flips = b.AutoSwap.Confidence, b.AutoSwap.FlipRate
+		}
+		as.AutoSwap = ResolveAutoSwap(conf, flips)
+	}
 	// problem is what is wrong with the entry itself; the job carries it as its Problem
 	// (the renderer blocks with it as it is) and on its sources.
 	problem := ac.Problem
@@ -156,11 +166,13 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 		Slots:     []events.Slot{{Name: "A", Artifact: slot(assign.A)}, {Name: "B", Artifact: slot(assign.B)}},
 		Positions: rd.Spec.AB.Positions,
 		Judges:    rd.Spec.AB.Judges,
+		AutoSwap:  rd.Spec.AB.AutoSwap,
 	}, nil
 }
 
 // Judge implements kind.Kind: one call per panel model, and per order when the AC asks for
-// a position swap; unchanged comparisons are answered from the judge-call cache.
+// a position swap (for positions auto, only where autoSwap says it pays); unchanged
+// comparisons are answered from the judge-call cache.
 func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
 	slots := map[string]Material{}
 	for _, sl := range gd.Slots {
@@ -174,42 +186,80 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 	if len(models) == 0 {
 		models = []string{""}
 	}
-	orders := []string{"AB"}
-	if gd.Positions == "swap" {
-		orders = append(orders, "BA")
+	log := env.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	var history FlipHistory
+	if gd.Positions == events.PositionsAuto {
+		h, _, err := LoadFlipHistory(ctx, env.Cache, ev.Tenant)
+		if err != nil {
+			// Without the history every judge counts as unmeasured: auto swaps, the
+			// careful choice, and says why in the log.
+			log.WarnContext(ctx, "positions auto: flip history unreadable, swapping every AC", "err", err)
+		}
+		history = h
 	}
 	var votes []events.Vote
 	for _, model := range models {
 		if model == "" {
 			model = env.Provider.DefaultModel()
 		}
-		for _, order := range orders {
-			in := Input{Key: ev.JobID, Criterion: gd.Criterion, A: slots["A"], B: slots["B"]}
-			if order == "BA" {
-				in.A, in.B = in.B, in.A
+		first, err := judgeOrder(ctx, env, ev, gd, slots, model, "AB")
+		if err != nil {
+			return nil, err
+		}
+		votes = append(votes, first)
+		swap := gd.Positions == events.PositionsSwap
+		if gd.Positions == events.PositionsAuto {
+			rule := events.AutoSwap{Confidence: DefaultAutoConfidence, FlipRate: DefaultAutoFlipRate}
+			if gd.AutoSwap != nil {
+				rule = *gd.AutoSwap
 			}
-			parts := []string{order, gd.Criterion}
-			for _, sl := range gd.Slots {
-				parts = append(parts, sl.Name, sl.Artifact.Blob.SHA256, sl.Artifact.Blob.MediaType)
+			var why string
+			swap, why = autoSwap(first, history.Count(env.Provider.Name()+"/"+model), rule)
+			log.DebugContext(ctx, "positions auto", "job", ev.JobID, "model", model, "swap", swap, "why", why)
+		}
+		if swap {
+			second, err := judgeOrder(ctx, env, ev, gd, slots, model, "BA")
+			if err != nil {
+				return nil, err
 			}
-			key := env.CacheKey(events.KindAB, ev.Tenant, model, PromptHash(), parts...)
-			var v events.Vote
-			if env.Cached(ctx, key, &v) {
-				v.Judge.Cached, v.Judge.Instance = true, env.Instance
-			} else {
-				v = Judge(ctx, env.Provider, model, env.Instance, in, env.Params)
-				if ctx.Err() != nil {
-					// Shutting down: hand the message back rather than record an outage.
-					return nil, ctx.Err()
-				}
-				v.Order = order
-				env.Remember(ctx, key, v.Status, v)
-			}
-			votes = append(votes, v)
-			telemetry.JudgeCall(events.KindAB, v.Judge, v.Status)
+			votes = append(votes, second)
 		}
 	}
 	return &events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, nil
+}
+
+// judgeOrder asks model about the gated job in one order ("AB" as the slots were
+// placed, "BA" exchanged), from the judge-call cache when the same comparison was
+// answered before. An error means the service is shutting down.
+func judgeOrder(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *events.GatesDone, slots map[string]Material, model, order string) (events.Vote, error) {
+	in := Input{Key: ev.JobID, Criterion: gd.Criterion, A: slots["A"], B: slots["B"]}
+	if order == "BA" {
+		in.A, in.B = in.B, in.A
+	}
+	parts := []string{order, gd.Criterion}
+	for _, sl := range gd.Slots {
+		parts = append(parts, sl.Name, sl.Artifact.Blob.SHA256, sl.Artifact.Blob.MediaType)
+	}
+	key := env.CacheKey(events.KindAB, ev.Tenant, model, PromptHash(), parts...)
+	var v events.Vote
+	if env.Cached(ctx, key, &v) {
+		v.Judge.Cached, v.Judge.Instance = true, env.Instance
+	} else {
+		rec := env.Recorder()
+		v = Judge(ctx, rec, model, env.Instance, in, env.Params)
+		if ctx.Err() != nil {
+			// Shutting down: hand the message back rather than record an outage.
+			return v, ctx.Err()
+		}
+		v.Order = order
+		v.Judge.Call = env.KeepCall(ctx, ev.Tenant, rec)
+		env.Remember(ctx, key, v.Status, v)
+	}
+	telemetry.JudgeCall(events.KindAB, v.Judge, v.Status)
+	return v, nil
 }
 
 // Decide implements kind.Kind: the votes are un-shuffled and combined (Derive), never
@@ -296,8 +346,16 @@ func (Kind) Row(j *records.Job) kind.Row {
 		a := d.AB
 		row.Winner, row.Tag, row.Impact, row.LabelAssignment, row.RawWinner, row.BiggestGap, row.Agreement =
 			a.Winner, a.Tag, a.Impact, a.LabelAssignment, a.RawWinner, a.BiggestGap, a.Agreement
+		row.Consistent = a.Consistent
+		if a.BiggestGap != "" {
+			if as, err := ParseAssignment(a.LabelAssignment); err == nil {
+				row.Slots = as.Legend()
+			}
+		}
 		if j.Status == events.StatusCompared {
-			c := a.Confidence
+			// A panel's mean is a float sum ((0.8+0.9)/2 = 0.8500000000000001): people
+			// read it rounded; the manifest and the decision keep the exact value.
+			c := math.Round(a.Confidence*1e4) / 1e4
 			row.Confidence = &c
 		}
 	}
@@ -315,6 +373,7 @@ func (Kind) Row(j *records.Job) kind.Row {
 	for _, v := range r.Votes {
 		names = kind.AddJudge(names, kind.JudgeName(v.Judge))
 		row.Cached = row.Cached || v.Judge.Cached
+		row.AddSampling(v.Judge)
 	}
 	row.Judge = strings.Join(names, ",")
 	return row
@@ -328,9 +387,29 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 	e := kind.Estimate{Sources: []kind.Source{{Role: string(Ours), Src: spec.AB.Ours}, {Role: string(Reference), Src: spec.AB.Reference}},
 		Judges: spec.AB.Judges, Positions: firstNonEmpty(spec.AB.Positions, "single")}
 	e.JudgeCalls = max(len(e.Judges), 1)
-	if e.Positions == "swap" {
-		e.JudgeCalls *= 2
-	}
 	e.MaxJudgeCalls = e.JudgeCalls
+	switch e.Positions {
+	case events.PositionsSwap:
+		e.JudgeCalls *= 2
+		e.MaxJudgeCalls = e.JudgeCalls
+	case events.PositionsAuto:
+		// One order at least; both for a judge that has not shown a low flip rate or
+		// an answer below the confidence rule.
+		e.MaxJudgeCalls *= 2
+	}
 	return e
+}
+
+// SlotLegend implements kind.Unblinding: a call in order "BA" saw the slots exchanged.
+func (Kind) SlotLegend(j *records.Job, c records.Call) string {
+	as := Assign(j.ACID, j.Iteration)
+	if d := j.Decided; d != nil && d.AB != nil {
+		if parsed, err := ParseAssignment(d.AB.LabelAssignment); err == nil {
+			as = parsed
+		}
+	}
+	if c.Label == "BA" {
+		as = as.Swapped()
+	}
+	return as.Legend()
 }

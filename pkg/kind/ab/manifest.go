@@ -101,6 +101,9 @@ type ComparisonExtras struct {
 	Panel *PanelResult `json:"panel,omitempty"`
 	// Answer is the judge's raw text when it violated the schema, kept for the audit.
 	Answer string `json:"answer,omitempty"`
+	// Unpinned marks a verdict with a call that pinned no temperature (the server's
+	// default applied): judged again, it may come out differently.
+	Unpinned bool `json:"temperature_unpinned,omitempty"`
 }
 
 // JudgeInfo identifies the model and prompt a verdict was obtained with, which is what
@@ -109,6 +112,9 @@ type JudgeInfo struct {
 	Provider      string `json:"provider,omitempty"`
 	Model         string `json:"model,omitempty"`
 	PromptVersion string `json:"prompt_version,omitempty"`
+	// Sampling is how the (first) call was sampled: temperature, seed, token limit,
+	// response format and the model id the server reported.
+	Sampling *events.Sampling `json:"sampling,omitempty"`
 }
 
 // SwapRecord is the evidence of a position-swap pair: both answers, each with the
@@ -330,14 +336,23 @@ func suggestionFor(c Comparison, threshold float64, tag Tag, impact Impact) Sugg
 		Tag:      tag,
 		OneLiner: oneLiner,
 		Title:    title,
-		Description: fmt.Sprintf("Blind A/B comparison of %s: winner %s at confidence %.2f (threshold %.2f). Biggest gap: %s",
-			c.ACID, c.Winner, conf, threshold, gap),
+		Description: fmt.Sprintf("Blind A/B comparison of %s: winner %s at confidence %.2f (threshold %.2f). Biggest gap%s: %s",
+			c.ACID, c.Winner, conf, threshold, legendNote(c.LabelAssignment), gap),
 		Files:             []string{c.ACID},
 		Impact:            impact,
 		Effort:            SuggestionEffort,
-		SuggestedApproach: fmt.Sprintf("Compare %s with %s and address the biggest gap: %s", c.OursArtifact, c.ReferenceArtifact, gap),
+		SuggestedApproach: fmt.Sprintf("Compare %s with %s and address the biggest gap%s: %s", c.OursArtifact, c.ReferenceArtifact, legendNote(c.LabelAssignment), gap),
 		Status:            SuggestionStatus,
 	}
+}
+
+// legendNote is " (slot A was ours, slot B the reference)" for a gap the judge wrote in
+// slot terms, which the suggestion quotes unchanged.
+func legendNote(a Assignment) string {
+	if l := a.Legend(); l != "" {
+		return " (" + l + ")"
+	}
+	return ""
 }
 
 // naturalLess orders AC ids so that digit runs compare by value ("AC-2" < "AC-12").

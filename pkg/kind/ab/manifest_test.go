@@ -114,13 +114,13 @@ func TestBuildManifestGolden(t *testing.T) {
       "tag": "polish",
       "one_liner": "Make AC-8 distinguishably better than its reference",
       "title": "AC-8: no winner against the reference (confidence 0.40)",
-      "description": "Blind A/B comparison of AC-8: winner tie at confidence 0.40 (threshold 0.75). Biggest gap: Neither handles the empty state.",
+      "description": "Blind A/B comparison of AC-8: winner tie at confidence 0.40 (threshold 0.75). Biggest gap (slot A was the reference, slot B ours): Neither handles the empty state.",
       "files": [
         "AC-8"
       ],
       "impact": "medium",
       "effort": "medium",
-      "suggested_approach": "Compare o8 with r8 and address the biggest gap: Neither handles the empty state.",
+      "suggested_approach": "Compare o8 with r8 and address the biggest gap (slot A was the reference, slot B ours): Neither handles the empty state.",
       "status": "pending"
     },
     {
@@ -129,13 +129,13 @@ func TestBuildManifestGolden(t *testing.T) {
       "tag": "block",
       "one_liner": "Close the gap between AC-12 and its reference before merging",
       "title": "AC-12: reference artifact clearly better (confidence 0.93)",
-      "description": "Blind A/B comparison of AC-12: winner reference at confidence 0.93 (threshold 0.75). Biggest gap: The reference aligns the grid.",
+      "description": "Blind A/B comparison of AC-12: winner reference at confidence 0.93 (threshold 0.75). Biggest gap (slot A was the reference, slot B ours): The reference aligns the grid.",
       "files": [
         "AC-12"
       ],
       "impact": "high",
       "effort": "medium",
-      "suggested_approach": "Compare o12 with r12 and address the biggest gap: The reference aligns the grid.",
+      "suggested_approach": "Compare o12 with r12 and address the biggest gap (slot A was the reference, slot B ours): The reference aligns the grid.",
       "status": "pending"
     }
   ],

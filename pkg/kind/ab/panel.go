@@ -3,6 +3,8 @@ package ab
 import (
 	"fmt"
 	"sort"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
 // Vote is one judge's un-shuffled verdict in a panel.
@@ -11,6 +13,8 @@ type Vote struct {
 	Judge      string  `json:"judge,omitempty"`
 	Winner     Winner  `json:"winner"`
 	Confidence float64 `json:"confidence"`
+	// Sampling is how the judge's (first) call was sampled; only recorded.
+	Sampling *events.Sampling `json:"sampling,omitempty"`
 }
 
 // PanelResult is the outcome of a panel of judges.

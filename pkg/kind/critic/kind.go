@@ -124,10 +124,12 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 	var o judgeOutcome
 	cached := env.Cached(ctx, key, &o)
 	if !cached {
-		o = Judge(ctx, env.Provider, model, env.Instance, Input{Key: ev.JobID, Task: gd.Criterion, Output: string(data)}, env.Params)
+		rec := env.Recorder()
+		o = Judge(ctx, rec, model, env.Instance, Input{Key: ev.JobID, Task: gd.Criterion, Output: string(data)}, env.Params)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		o.Usage.Call = env.KeepCall(ctx, ev.Tenant, rec)
 		env.Remember(ctx, key, o.Status, o)
 	}
 	v := &events.CriticVote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}

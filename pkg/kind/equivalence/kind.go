@@ -73,6 +73,11 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	if problem == "" && (ac.Original == "" || ac.Candidate == "") {
 		problem = kind.Problem(ac, "missing input: an equivalence AC needs original and candidate")
 	}
+	if problem == "" && ac.Baseline != "" {
+		if err := importBaseline(ctx, env, ac, cases); err != nil {
+			problem = kind.Problem(ac, "baseline: "+err.Error())
+		}
+	}
 	if problem != "" {
 		es.Original, es.Candidate = kind.BlockedSource(ac.Original, problem), kind.BlockedSource(ac.Candidate, problem)
 		spec.Equivalence, spec.Problem = es, problem
@@ -84,6 +89,40 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 		spec.Equivalence = es
 		return spec
 	}}}, nil
+}
+
+// importBaseline reads the AC's baseline import (ParseBaseline), stores each teacher
+// transcript as the runner stores its own and marks its case with it, so the runner does
+// not capture that teacher again.
+func importBaseline(ctx context.Context, env *kind.PlanEnv, ac batch.AC, cases []events.Case) error {
+	p, err := env.Batch.LocalPath(ac.Baseline, env.AllowOutside)
+	if err != nil {
+		return err
+	}
+	data, err := localfile.ReadFile(ctx, p)
+	if err != nil {
+		return err
+	}
+	imported, err := ParseBaseline(data, cases)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ac.Baseline, err)
+	}
+	for i := range cases {
+		t, ok := imported[cases[i].ID]
+		if !ok {
+			continue
+		}
+		data, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		a, err := blob.PutBytes(ctx, env.Store, env.Tenant, data, "application/json")
+		if err != nil {
+			return fmt.Errorf("store the teacher transcript of case %s: %w", cases[i].ID, err)
+		}
+		cases[i].Baseline = &events.Blob{SHA256: a.Ref.SHA256, MediaType: "application/json", Size: a.Size}
+	}
+	return nil
 }
 
 // loadCases returns an equivalence AC's transfer set, inline or from its cases file.
@@ -197,10 +236,12 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 		var o judge.Outcome[Answer]
 		cached := env.Cached(ctx, key, &o)
 		if !cached {
-			o = Judge(ctx, env.Provider, model, env.Instance, Input{Key: ev.JobID + "/" + c.CaseID, CaseInput: c.Input, Original: orig, Candidate: cand}, env.Params)
+			rec := env.Recorder()
+			o = Judge(ctx, rec, model, env.Instance, Input{Key: ev.JobID + "/" + c.CaseID, CaseInput: c.Input, Original: orig, Candidate: cand}, env.Params)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			o.Usage.Call = env.KeepCall(ctx, ev.Tenant, rec)
 			env.Remember(ctx, key, o.Status, o)
 		}
 		origBlob, candBlob := c.Original.Blob, c.Candidate.Blob
@@ -366,6 +407,12 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 		Cases: len(es.Cases), JudgeCalls: len(es.Cases), MaxJudgeCalls: len(es.Cases), RunnerCalls: 2 * len(es.Cases)}
 	if es.Round > 1 {
 		e.RunnerCalls = len(es.Cases)
+		return e
+	}
+	for _, c := range es.Cases {
+		if c.Baseline != nil {
+			e.RunnerCalls-- // an imported teacher is not run
+		}
 	}
 	return e
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
 // DocumentRunner is the equivalence sensor: an LLM applies each document to each case
@@ -24,7 +26,7 @@ type DocumentRunner struct {
 	Store    blob.Store
 	Provider judge.Provider
 	// Baseline is the shared baseline cache.
-	Baseline jetstream.KeyValue
+	Baseline bus.KV
 	Params   judge.Params
 	Instance string
 	Log      *slog.Logger
@@ -73,7 +75,10 @@ func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.
 			return nil, blocked, err
 		}
 		out = append(out, teacher)
-		cand, blocked, err := r.run(ctx, ev, spec, c, "candidate", model, docs["candidate"])
+		// The candidate's key is apart from the teachers' (a candidate identical to its
+		// original is still run as the candidate once).
+		ckey := "runner." + ev.Tenant + ".candidate." + strings.ReplaceAll(RunnerKey(shas["candidate"], tc.CacheID(), hash, model, r.Params), ":", ".")
+		cand, blocked, err := r.captured(ctx, ev, spec, c, "candidate", ckey, model, docs["candidate"])
 		if err != nil || blocked != "" {
 			return nil, blocked, err
 		}
@@ -82,20 +87,32 @@ func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.
 	return out, "", nil
 }
 
-// teacher returns the case's baseline transcript, running the original document only
-// when no instance has captured it yet.
+// teacher returns the case's baseline transcript: the one the batch handed in, else the
+// one captured (see captured).
 func (r *DocumentRunner) teacher(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, key, model, doc string) (events.Transcript, string, error) {
+	if c.Baseline != nil {
+		return r.imported(ctx, c, key, model)
+	}
+	return r.captured(ctx, ev, spec, c, "original", key, model, doc)
+}
+
+// captured returns a side's transcript of the case, running the document only when no
+// instance has captured it under key yet. A teacher transcript taken from the cache is
+// marked Baseline; a candidate's, Cached.
+func (r *DocumentRunner) captured(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, side, key, model, doc string) (events.Transcript, string, error) {
 	if r.Baseline != nil {
 		if e, err := r.Baseline.Get(ctx, key); err == nil {
 			var b baselineEntry
 			if json.Unmarshal(e.Value(), &b) == nil {
-				return events.Transcript{CaseID: c.ID, Side: "original", Blob: b.Blob, Runner: events.RunnerInfo{Judge: b.Runner, Baseline: true}}, "", nil
+				t := events.Transcript{CaseID: c.ID, Side: side, Blob: b.Blob, Runner: events.RunnerInfo{Judge: b.Runner, Baseline: side == "original"}}
+				t.Runner.Judge.Cached = side != "original"
+				return t, "", nil
 			}
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return events.Transcript{}, "", fmt.Errorf("baseline cache: %w", err)
 		}
 	}
-	t, blocked, err := r.run(ctx, ev, spec, c, "original", model, doc)
+	t, blocked, err := r.run(ctx, ev, spec, c, side, model, doc)
 	if err != nil || blocked != "" || r.Baseline == nil {
 		return t, blocked, err
 	}
@@ -106,15 +123,49 @@ func (r *DocumentRunner) teacher(ctx context.Context, ev events.Event, spec *eve
 		}
 		// Another instance captured it first: use theirs, so every round compares
 		// against one and the same teacher transcript.
-		return r.teacher(ctx, ev, spec, c, key, model, doc)
+		return r.captured(ctx, ev, spec, c, side, key, model, doc)
 	}
 	return t, "", nil
 }
 
+// imported takes a teacher transcript handed in with the batch (a baseline import) as the
+// case's baseline: it is kept in the baseline cache under the key this renderer would
+// have captured it under, so later rounds reuse it without the import. The hard rule
+// holds both ways: a key that already has a different teacher keeps it (every round
+// compares against one teacher), and the case is blocked with the reason rather than
+// compared against two.
+func (r *DocumentRunner) imported(ctx context.Context, c events.Case, key, model string) (events.Transcript, string, error) {
+	info := events.JudgeInfo{Provider: ImportedRunner, Model: model}
+	t := events.Transcript{CaseID: c.ID, Side: "original", Blob: *c.Baseline, Runner: events.RunnerInfo{Judge: info, Baseline: true}}
+	if r.Baseline == nil {
+		return t, "", nil
+	}
+	data, _ := json.Marshal(baselineEntry{Blob: *c.Baseline, Runner: info})
+	_, err := r.Baseline.Create(ctx, key, data)
+	if err == nil {
+		return t, "", nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return events.Transcript{}, "", fmt.Errorf("baseline cache: %w", err)
+	}
+	e, err := r.Baseline.Get(ctx, key)
+	if err != nil {
+		return events.Transcript{}, "", fmt.Errorf("baseline cache: %w", err)
+	}
+	var have baselineEntry
+	if json.Unmarshal(e.Value(), &have) == nil && have.Blob.SHA256 == c.Baseline.SHA256 {
+		return events.Transcript{CaseID: c.ID, Side: "original", Blob: have.Blob, Runner: events.RunnerInfo{Judge: have.Runner, Baseline: true}}, "", nil
+	}
+	return events.Transcript{}, fmt.Sprintf("case %s: the imported teacher transcript differs from the baseline already captured for this document, case and runner (%s/%s); every round compares against one teacher, so drop the import or change the document",
+		c.ID, have.Runner.Provider, have.Runner.Model), nil
+}
+
 func (r *DocumentRunner) run(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, side, model, doc string) (events.Transcript, string, error) {
-	tr, info, err := RunDocument(ctx, r.Provider, model, RunnerInput{
+	rec := judge.Record(r.Provider)
+	tr, info, err := RunDocument(ctx, rec, model, RunnerInput{
 		Key: ev.JobID + "/" + c.ID + "/" + side, Variant: spec.Variant, Document: doc, CaseInput: c.Input,
 	}, r.Params)
+	info.Usage.Call = kind.KeepCall(ctx, r.Store, r.Log, ev.Tenant, rec)
 	if err != nil {
 		if ctx.Err() != nil {
 			return events.Transcript{}, "", ctx.Err()

@@ -20,7 +20,7 @@ func TestRunnerMessagesFence(t *testing.T) {
 			}
 			judgetest.AssertFenced(t, msgs, "CASE INPUT")
 			u := judgetest.UserText(msgs)
-			if d, c := strings.Index(u, "-----BEGIN DOCUMENT"), strings.Index(u, "Step 1: greet."); d < 0 || c < d || c > strings.Index(u, "-----END DOCUMENT-----") {
+			if d, c := strings.Index(u, "-----BEGIN DOCUMENT"), strings.Index(u, "Step 1: greet."); d < 0 || c < d || c > strings.Index(u, "-----END DOCUMENT nonce=") {
 				t.Errorf("document not fenced:\n%s", u)
 			}
 			tpl, _ := runnerTemplate(variant)
@@ -83,7 +83,7 @@ func TestRunDocumentRepair(t *testing.T) {
 	if n := len(second.Messages); n != 4 || second.Messages[2].Role != "assistant" || !strings.Contains(judgetest.UserText(second.Messages[3:]), "self_report") {
 		t.Errorf("repair messages wrong (%d): %+v", n, second.Messages)
 	}
-	if info.Usage.Model != "served-model" || info.Usage.PromptTokens != 20 || info.Usage.CompletionTokens != 10 {
+	if info.Usage.Model != "test-model" || info.Usage.Sampling == nil || info.Usage.Sampling.ReportedModel != "served-model" || info.Usage.PromptTokens != 20 || info.Usage.CompletionTokens != 10 {
 		t.Errorf("usage = %+v", info.Usage)
 	}
 	if h, _ := RunnerPromptHash(VariantSkill); info.Usage.PromptHash != h {

@@ -2,6 +2,7 @@ package rubric
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -84,6 +85,9 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 			return nil, err
 		}
 	}
+	// The view as this step will find it: a spec, rubric or reference other than the
+	// loop's starts a new loop, without the old loop's snapshot baseline.
+	rec, _ = rec.For(rs)
 	specJSON, err := read(rs.SpecJSON)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
@@ -108,8 +112,19 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 	view := argus.View{Target: rs.Target, State: rs.State, Appearance: rs.Appearance}
 	result := argus.AssembleGateResult(view, rs.Feature, adapter, contrast, &a11y)
 	gates := gateList(result, detail)
+	// The iteration's gate-result.json (the seed's gates.sh output): kept beside the
+	// results, and shown to the judge when the gates are green.
+	resultJSON, err := json.MarshalIndent(result, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode gate result: %w", err)
+	}
+	stored, err := blob.PutBytes(ctx, env.Store, ev.Tenant, append(resultJSON, '\n'), "application/json")
+	if err != nil {
+		return nil, fmt.Errorf("store gate result: %w", err)
+	}
+	gateResult := events.Blob{SHA256: stored.Ref.SHA256, MediaType: "application/json", Size: stored.Size}
 	if !result.AllGreen {
-		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Gates: gates}, nil
+		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Gates: gates, GateResult: &gateResult}, nil
 	}
 	unchanged := false
 	if rec.PrevRender != nil {
@@ -119,8 +134,21 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 		}
 		unchanged = argus.CompareImages(prev, cur).Unchanged
 	}
-	if unchanged && rs.Confirm {
-		return &events.RenderUnchanged{Kind: events.KindRubric, ACID: acid, Gates: gates, Render: render.Blob}, nil
+	// The seed's hash suppression: "if unchanged AND last_verdict.all_pass" only. A
+	// confirmation render of a loop whose streak is gone (reset or replaced meanwhile)
+	// is judged.
+	if unchanged && rs.Confirm && rec.Loop.ConsecutivePasses > 0 {
+		return &events.RenderUnchanged{Kind: events.KindRubric, ACID: acid, Gates: gates, Render: render.Blob, GateResult: &gateResult}, nil
+	}
+	// The judge reads spec.json's contract (states, a11y contract, component contracts),
+	// never the paths it names.
+	js, err := argus.JudgeSpec(specJSON)
+	if err != nil {
+		return nil, fmt.Errorf("spec for the judge: %w", err)
+	}
+	judgeSpec, err := blob.PutBytes(ctx, env.Store, ev.Tenant, append(js, '\n'), "application/json")
+	if err != nil {
+		return nil, fmt.Errorf("store spec for the judge: %w", err)
 	}
 	slots := []events.Slot{
 		{Name: "render", Artifact: render},
@@ -128,6 +156,8 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 		{Name: "probe", Artifact: rd.Artifacts["probe"]},
 		{Name: "tokens", Artifact: events.Artifact{Blob: rs.Tokens, Class: "text"}},
 		{Name: "spec_text", Artifact: events.Artifact{Blob: rs.SpecText, Class: "text"}},
+		{Name: "spec_json", Artifact: events.Artifact{Blob: events.Blob{SHA256: judgeSpec.Ref.SHA256, MediaType: "application/json", Size: judgeSpec.Size}, Class: "text"}},
+		{Name: "gate_result", Artifact: events.Artifact{Blob: gateResult, Class: "text"}},
 		{Name: "rubric", Artifact: events.Artifact{Blob: rs.Rubric, Class: "text"}},
 	}
 	if rec.PrevRender != nil {
@@ -135,7 +165,7 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 	}
 	return &events.GatesDone{Kind: events.KindRubric, Gates: gates, Slots: slots, Rubric: &events.RubricJudging{
 		Feature: rs.Feature, Target: rs.Target, State: rs.State, Appearance: rs.Appearance,
-		ReferenceSource: rs.ReferenceSource, LoopIteration: rec.Loop.Iteration + 1,
+		ReferenceSource: rs.ReferenceSource, LoopIteration: rec.Loop.Iteration + 1, Loop: rec.Generation,
 	}}, nil
 }
 

@@ -19,7 +19,7 @@ import (
 //go:embed prompts/*.md
 var prompts embed.FS
 
-var template = judge.MustTemplate(prompts, "rubric.v1")
+var template = judge.MustTemplate(prompts, "rubric.v2")
 
 // PromptHash identifies the rubric judge's instructions.
 func PromptHash() string { return judge.PromptHash(template) }
@@ -39,9 +39,13 @@ type Input struct {
 	RubricJSON      string
 	Tokens          string
 	SpecText        string
-	Probe           string
-	Render          judge.Image
-	Reference       judge.Image
+	// SpecJSON is spec.json as the judge reads it (argus.JudgeSpec): its contract, no paths.
+	SpecJSON string
+	// GateResult is the render's gate-result.json (all green).
+	GateResult string
+	Probe      string
+	Render     judge.Image
+	Reference  judge.Image
 	// Previous is the last iteration's render, for the pairwise rank; nil on the first.
 	Previous *judge.Image
 }
@@ -56,6 +60,8 @@ func Messages(in Input) []judge.Message {
 		{Text: "The rubric (dimensions, thresholds, anchors):\n" + judge.Fence("RUBRIC", in.RubricJSON)},
 		{Text: "Design-system anchor (token_compliance, layout_spacing, typography, hierarchy), the design tokens:\n" + judge.Fence("TOKENS", in.Tokens)},
 		{Text: "Spec-text anchor, the specification:\n" + judge.Fence("SPEC TEXT", in.SpecText)},
+		{Text: "Spec-text anchor (functional_correctness, accessibility), the specification's machine contract (spec.json: states, component contracts, a11y contract):\n" + judge.Fence("SPEC JSON", in.SpecJSON)},
+		{Text: "The deterministic gates of this render (gate-result.json; all green, or you would not be asked):\n" + judge.Fence("GATE RESULT", in.GateResult)},
 		{Text: "Spec-text anchor (functional_correctness, accessibility), the probe of the rendered page (its accessibility tree and DOM facts; labels cut to 256 characters):\n" + judge.Fence("PROBE", in.Probe)},
 		{Text: "Reference anchor (visual_fidelity only), the reference image, next:"},
 		{Image: &in.Reference},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
@@ -26,9 +27,11 @@ var (
 	_ kind.Outputs = Kind{}
 )
 
-// Files implements kind.Outputs: a view's sign-off in its feature's signoff.json (the
-// seed's shape) and its HE-1 candidate under candidates/, as the seed keeps them under
-// .argus-runs/.
+// Files implements kind.Outputs, the files the seed keeps under .argus-runs/: a view's
+// sign-off in its feature's signoff.json (the seed's shape), each iteration's
+// gate-result.json under <target>-<state>-<appearance>/iteration-<n>/, and its HE-1
+// candidate under candidates/. When the batch asks for it (argus_runs), each is also kept
+// at the same place under the feature's own .argus-runs/ folder.
 func (Kind) Files(j *records.Job) []kind.File {
 	rs := j.Spec.Rubric
 	st, _ := StateOf(j)
@@ -36,11 +39,23 @@ func (Kind) Files(j *records.Job) []kind.File {
 		return nil
 	}
 	var out []kind.File
+	add := func(f kind.File, rel string) {
+		f.Path = path.Join(rs.Feature, rel)
+		if rs.Runs != "" {
+			f.Beside = path.Join(rs.Runs, rel)
+		}
+		out = append(out, f)
+	}
+	view := rs.Target + "-" + rs.State + "-" + rs.Appearance
 	if st.SignOff != nil {
-		out = append(out, kind.File{Path: path.Join(rs.Feature, "signoff.json"), Item: *st.SignOff})
+		add(kind.File{Item: *st.SignOff, Identity: []string{"feature", "target", "state", "appearance"}}, "signoff.json")
+	}
+	for _, g := range st.GateResults {
+		b := g.Blob
+		add(kind.File{Blob: &b}, path.Join(view, "iteration-"+strconv.Itoa(g.Iteration), "gate-result.json"))
 	}
 	if st.Candidate != nil {
-		out = append(out, kind.File{Path: path.Join(rs.Feature, "candidates", rs.Target+"-"+rs.State+"-"+rs.Appearance+".png"), Blob: st.Candidate})
+		add(kind.File{Blob: st.Candidate}, path.Join("candidates", view+".png"))
 	}
 	return out
 }
@@ -97,27 +112,39 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 	in := Input{
 		Key: ev.JobID, Feature: rj.Feature, Target: rj.Target, State: rj.State, Appearance: rj.Appearance,
 		ReferenceSource: rj.ReferenceSource, Iteration: rj.LoopIteration, Rubric: rubric, RubricJSON: string(raw["rubric"]),
-		Tokens: string(raw["tokens"]), SpecText: string(raw["spec_text"]), Probe: string(raw["probe"]),
+		Tokens: string(raw["tokens"]), SpecText: string(raw["spec_text"]), SpecJSON: string(raw["spec_json"]), GateResult: string(raw["gate_result"]),
+		Probe:  string(raw["probe"]),
 		Render: judge.Image{MediaType: "image/png", Data: raw["render"]}, Reference: judge.Image{MediaType: "image/png", Data: raw["reference"]},
 	}
 	if prev, ok := raw["previous"]; ok {
 		in.Previous = &judge.Image{MediaType: "image/png", Data: prev}
 	}
 	model := env.Model(gd)
-	key := env.CacheKey(events.KindRubric, ev.Tenant, model, PromptHash(), append(digests, rj.Feature, rj.Target, rj.State, rj.Appearance, rj.ReferenceSource)...)
+	// The seed dispatches the judge "fresh every iteration", and the prompt names the
+	// iteration: the key holds the loop and its iteration, so a cached answer serves only
+	// the same iteration again (a redelivered gates.done, a report-only run repeating the
+	// iteration it would be), never the next iteration's judgment of an identical render.
+	key := env.CacheKey(events.KindRubric, ev.Tenant, model, PromptHash(), append(digests, rj.Feature, rj.Target, rj.State, rj.Appearance,
+		rj.ReferenceSource, "loop="+strconv.Itoa(rj.Loop), "iteration="+strconv.Itoa(rj.LoopIteration))...)
 	var o judge.Outcome[argus.Verdict]
 	cached := env.Cached(ctx, key, &o)
 	if !cached {
-		o = Judge(ctx, env.Provider, model, env.Instance, in, env.Params)
+		rec := env.Recorder()
+		o = Judge(ctx, rec, model, env.Instance, in, env.Params)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		o.Usage.Call = env.KeepCall(ctx, ev.Tenant, rec)
 		env.Remember(ctx, key, o.Status, o)
 	}
 	v := &events.RubricVote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
 	for _, sl := range gd.Slots {
-		if sl.Name == "render" {
+		switch sl.Name {
+		case "render":
 			v.Render = sl.Artifact.Blob
+		case "gate_result":
+			b := sl.Artifact.Blob
+			v.GateResult = &b
 		}
 	}
 	v.Judge.Instance, v.Judge.Cached = env.Instance, cached
@@ -163,6 +190,10 @@ func (Kind) Row(j *records.Job) kind.Row {
 	d := rb.Decision
 	row.Verdict = d.Outcome
 	row.Detail = fmt.Sprintf("view %s, loop iteration %d", d.View, d.LoopIteration)
+	if d.Loop > 0 {
+		// A reset or a changed target began another loop of the view.
+		row.Detail += fmt.Sprintf(" of loop %d", d.Loop)
+	}
 	if len(d.FixDimensions) > 0 {
 		row.Detail += fmt.Sprintf("; fix %v", d.FixDimensions)
 	}

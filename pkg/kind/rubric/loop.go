@@ -27,6 +27,17 @@ type State struct {
 	Render        *events.Blob           `json:"render,omitempty"`
 	// Previous is the render the judge ranked this one against.
 	Previous *events.Blob `json:"previous,omitempty"`
+	// GateResults are the gate-result.json files of this batch's iterations of the view
+	// (those whose gates ran to a result), in order, written beside the results.
+	GateResults []GateResultFile `json:"gate_results,omitempty"`
+}
+
+// GateResultFile is one iteration's gate-result.json in blob storage.
+type GateResultFile struct {
+	// Loop and Iteration name the iteration, as the view's decision numbers it.
+	Loop      int         `json:"loop,omitempty"`
+	Iteration int         `json:"iteration"`
+	Blob      events.Blob `json:"blob"`
 }
 
 // StateOf reads a rubric job's loop state; nil when the job has none yet.
@@ -58,6 +69,8 @@ type loopStep struct {
 	gates     []string
 	render    *events.Blob
 	judge     string
+	// gateResult is the step's gate-result.json, when its gates ran to a result.
+	gateResult *events.Blob
 }
 
 // Decide implements kind.Kind. A rubric view takes every loop event itself: red gates (a
@@ -80,10 +93,10 @@ func (Kind) Decide(st *kind.Step) error {
 				failing = append(failing, g.Name)
 			}
 		}
-		return step(st, loopStep{gates: failing})
+		return step(st, loopStep{gates: failing, gateResult: p.GateResult})
 	case *events.RenderUnchanged:
 		render := p.Render
-		return step(st, loopStep{unchanged: true, render: &render})
+		return step(st, loopStep{unchanged: true, render: &render, gateResult: p.GateResult})
 	case *events.VerdictEmitted:
 		if p.Rubric == nil {
 			return fmt.Errorf("%w: a rubric job takes rubric verdicts", kind.ErrNotForKind)
@@ -105,7 +118,7 @@ func vote(st *kind.Step, v *events.RubricVote) error {
 		verdict, disagreed, err := normalize(st.Rubric, v)
 		if err == nil {
 			render := v.Render
-			return step(st, loopStep{verdict: verdict, disagreed: disagreed, render: &render, judge: name})
+			return step(st, loopStep{verdict: verdict, disagreed: disagreed, render: &render, judge: name, gateResult: v.GateResult})
 		}
 		status, problem = events.VoteSchemaViolation, err.Error()
 	}
@@ -167,21 +180,32 @@ func step(st *kind.Step, s loopStep) error {
 		params.MaxIterations = rs.MaxIterations
 	}
 	v := st.View
+	dry := rs.Mode == events.ModeReportOnly
+	current, _ := v.For(rs)
 	var previous *events.Blob
 	var d argus.Decision
+	var began []string
 	if v.LastApplied == ev.ID {
 		// The view took this event before the job record did (a crash between the two
 		// writes): its decision stands, the loop does not count it twice.
 		d = v.LastDecision
+		if d.Iteration == 1 {
+			began = v.Began
+		}
 	} else {
 		previous = v.PrevRender
-		d = v.Apply(ev.Tenant, rs, s.verdict, s.unchanged, s.render, params, st.Now)
-		v.LastApplied, v.LastDecision = ev.ID, d
-		st.ViewChanged = true
+		d, began = v.Apply(ev.Tenant, rs, s.verdict, s.unchanged, s.render, params, st.Now)
+		if !dry {
+			// A report-only step changes nothing durable (Record.Apply): the view is not
+			// stored, so no iteration, attempt or budget is spent.
+			v.LastApplied, v.LastDecision = ev.ID, d
+			st.ViewChanged = true
+		}
 	}
 	dec := &events.RubricDecision{
 		View: rs.Target + "/" + rs.State + "/" + rs.Appearance, LoopIteration: d.Iteration, FixDimensions: d.FixDimensions,
 		FailingGates: s.gates, Frozen: d.Frozen, NewlyFrozen: d.NewlyFrozen, ConsecutivePasses: d.ConsecutivePasses, Unchanged: s.unchanged,
+		Loop: current.Generation, NewLoop: began,
 	}
 	if s.verdict != nil {
 		dec.AllPass, dec.FailedDimensions = s.verdict.AllPass, s.verdict.FailedDimensions
@@ -207,6 +231,13 @@ func step(st *kind.Step, s loopStep) error {
 		dec.Outcome, status = "budget_exhausted", events.StatusBudgetExhausted
 	case s.verdict != nil && s.verdict.AllPass || s.unchanged:
 		dec.Outcome = "confirm"
+	case s.verdict != nil && len(d.FixDimensions) == 0:
+		// Every failing dimension is frozen. The seed's loop hands the implementer
+		// decision.fix_dimensions, which is empty now (loop_state.py `record`), and goes
+		// on: sense, gates, a fresh judge. The builder has nothing to fix, so waiting for
+		// its next run would only spend one iteration per run: render again without an
+		// edit and judge again, until a judge passes the view or the budget blocks it.
+		dec.Outcome = "recheck"
 	default:
 		dec.Outcome, status = "fix", events.StatusNeedsFixes
 	}
@@ -225,6 +256,13 @@ func step(st *kind.Step, s loopStep) error {
 	}
 	state.Handled, state.Decision = ev.Iteration, dec
 	state.LastVerdict, state.Loop, state.SignOff, state.Render, state.Previous = v.LastVerdict, v.Loop, v.SignOff, s.render, previous
+	if dry {
+		// The view kept its loop; this run's verdict is the report.
+		state.LastVerdict, state.SignOff = s.verdict, nil
+	}
+	if s.gateResult != nil {
+		state.GateResults = append(state.GateResults, GateResultFile{Loop: dec.Loop, Iteration: d.Iteration, Blob: *s.gateResult})
+	}
 	j.Judges = kind.AddJudge(j.Judges, s.judge)
 	if status.Final() {
 		j.Status, j.Decided = status, decided
@@ -239,11 +277,13 @@ func step(st *kind.Step, s loopStep) error {
 	pending := []events.Event{events.New(decided, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}
 	pending = append(pending, signoff...)
 	if status == events.StatusPending {
-		// All passed but no streak yet: render again without an edit to confirm.
+		// Render again without an edit: to confirm a pass (all passed, no streak yet; an
+		// unchanged render confirms it without a judge), or to judge a view whose only
+		// failures are frozen again.
 		spec := j.Spec
-		confirm := *spec.Rubric
-		confirm.Confirm = true
-		spec.Rubric = &confirm
+		again := *spec.Rubric
+		again.Confirm = dec.Outcome == "confirm"
+		spec.Rubric = &again
 		pending = append(pending, events.New(&events.RenderRequested{Spec: spec}, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration+1, "", &ev.Envelope))
 	}
 	if state.Pending, err = encodeAll(pending); err != nil {
@@ -256,7 +296,11 @@ func step(st *kind.Step, s loopStep) error {
 	return setState(j, state)
 }
 
-// spotcheck records a person's HE-2 decision on a sign-off that waits for it.
+// spotcheck records a person's HE-2 decision on a sign-off that waits for it. A rejection
+// must name one of the view's rubric dimensions (the seed's human "names the dimension the
+// judge got wrong so you can tune rubric.json"): any other is refused, and the sign-off
+// keeps waiting for an answer that can be tuned. The publishers check the same
+// (argus.Rubric.CheckSpotcheck); this rule holds for an event published by anyone.
 func spotcheck(st *kind.Step, p *events.SpotcheckRecorded) error {
 	value := argus.SpotcheckApproved
 	if !p.Approved {
@@ -264,6 +308,12 @@ func spotcheck(st *kind.Step, p *events.SpotcheckRecorded) error {
 	}
 	if st.View == nil {
 		return fmt.Errorf("job %s: the view's state was not given to the rules", st.Job.Key())
+	}
+	if st.Rubric == nil {
+		return fmt.Errorf("job %s: the view's rubric was not given to the rules", st.Job.Key())
+	}
+	if err := st.Rubric.CheckSpotcheck(p.Approved, p.Dimension); err != nil {
+		return fmt.Errorf("%w: spot-check of %s: %v", kind.ErrRefused, st.Job.ACID, err)
 	}
 	if st.View.SignOff != nil && st.View.SignOff.HumanSpotcheck != value {
 		so := *st.View.SignOff

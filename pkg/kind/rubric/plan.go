@@ -95,6 +95,17 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	}
 	base := events.RubricSpec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: firstNonEmpty(ac.Mode, env.DefaultMode, events.ModeHeadless),
 		MaxIterations: ac.MaxIterations, Width: 1440, Height: 900}
+	if b.ArgusRunsOf(ac) {
+		// The seed's files go to the feature's .argus-runs/ too, written by the client
+		// that holds the batch's folder; a folder outside it is not written to.
+		bdir, berr := filepath.Abs(b.Dir)
+		fdir, ferr := filepath.Abs(f.Dir)
+		rel, err := filepath.Rel(bdir, fdir)
+		if berr != nil || ferr != nil || err != nil || !filepath.IsLocal(rel) && rel != "." {
+			return blocked(fmt.Sprintf("argus_runs: the feature folder %s is not inside the batch folder %s", f.Dir, b.Dir)), nil
+		}
+		base.Runs = filepath.ToSlash(filepath.Join(rel, ".argus-runs"))
+	}
 	if base.SpecJSON, err = put(docs["spec"], "application/json"); err != nil {
 		return nil, err
 	}

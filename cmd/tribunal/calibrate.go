@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/calibration"
+	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/stats"
+	"github.com/tribunal-dev/tribunal/pkg/trust"
+	"github.com/tribunal-dev/tribunal/pkg/trust/collect"
+)
+
+// defaultCalibrationSet is the set shipped with tribunal, relative to the repository.
+const defaultCalibrationSet = "examples/calibration"
+
+type calibrateFlags struct {
+	thresholds   string
+	expectations string
+	asJSON       bool
+	quiet        bool
+	concurrency  int
+	timeout      time.Duration
+	judge        judgeFlags
+}
+
+func newCalibrateCmd() *cobra.Command {
+	f := &calibrateFlags{}
+	cmd := &cobra.Command{
+		Use:   "calibrate [set]",
+		Short: "Measure a judge on a calibration set with known answers; exit 1 when it falls below the thresholds",
+		Long: `calibrate runs a calibration set (a batch whose right answers are known, examples/calibration
+by default) through the all-in-one mode with the configured judge, like tribunal run, and
+scores the judge's answers against the set's expectations.yaml: accuracy, tie discipline,
+order consistency, length bias and injection resistance, each with a Wilson interval
+(docs/judging.md, "Calibrating a judge"). The thresholds file (the set's thresholds.yaml
+unless --thresholds names another) says what the team accepts.
+
+With the scripted judge and no --scripted-answers, the set's recorded answers.json is used.
+
+Exit code 0: the judge passed every threshold; 1: it failed, and the report says why;
+2: the set, the thresholds or the judge could not be used.`,
+		Example: `  # before trusting a new model
+  OPENAI_API_KEY=... tribunal calibrate --judge openai --judge-model gpt-4o-mini
+
+  # a team's own set and pass marks
+  tribunal calibrate ./our-calibration --thresholds ./our-calibration/strict.yaml --judge openai --judge-model gpt-4o --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := defaultCalibrationSet
+			if len(args) == 1 {
+				dir = args[0]
+			} else if _, err := os.Stat(dir); err != nil {
+				return exitError{2, fmt.Errorf("no calibration set named, and the shipped one (%s) is not in this folder: run from a checkout of tribunal or name a set", dir)}
+			}
+			if f.judge.provider == "scripted" && f.judge.scriptedAnswers == "" && !cmd.Flags().Changed("scripted-winner") {
+				// The set's recorded answers only (calibrate picks them up): a pair without
+				// one is then missing, not silently answered A.
+				f.judge.scriptedWinner = ""
+			}
+			return calibrate(cmd.Context(), cmd.OutOrStdout(), f, dir)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.thresholds, "thresholds", "", "the pass marks (YAML or JSON; default the set's thresholds.yaml)")
+	fs.StringVar(&f.expectations, "expectations", "", "the known answers (default the set's expectations.yaml)")
+	fs.BoolVar(&f.asJSON, "json", false, "print the calibration as JSON")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
+	fs.IntVar(&f.concurrency, "concurrency", 64, "messages in flight per service")
+	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	f.judge.register(fs)
+	return cmd
+}
+
+// calibrate runs the set at dir with the configured judge and scores it.
+func calibrate(ctx context.Context, w io.Writer, f *calibrateFlags, dir string) error {
+	b, err := batch.Load(dir)
+	if err != nil {
+		return exitError{2, fmt.Errorf("calibration set: %w", err)}
+	}
+	if len(b.Rejected) > 0 {
+		return exitError{2, fmt.Errorf("calibration set %s: %w", b.Path, b.Rejected[0])}
+	}
+	e, err := calibration.LoadExpectations(firstNonEmpty(f.expectations, filepath.Join(b.Dir, "expectations.yaml")))
+	if err != nil {
+		return exitError{2, err}
+	}
+	th, err := calibration.LoadThresholds(firstNonEmpty(f.thresholds, filepath.Join(b.Dir, "thresholds.yaml")))
+	if err != nil {
+		return exitError{2, err}
+	}
+	var acs []calibration.BatchAC
+	for _, ac := range b.ACs {
+		if ac.Problem != "" {
+			return exitError{2, fmt.Errorf("calibration set: %s", ac.Problem)}
+		}
+		acs = append(acs, calibration.BatchAC{ID: ac.ID, Swap: firstNonEmpty(ac.Positions, b.Positions) == events.PositionsSwap})
+	}
+	if err := e.CheckBatch(acs); err != nil {
+		return exitError{2, err}
+	}
+	if f.judge.provider == "scripted" && f.judge.scriptedAnswers == "" {
+		// The set's recorded answers, so the command runs offline as shipped.
+		if p := filepath.Join(b.Dir, "answers.json"); fileExists(p) {
+			f.judge.scriptedAnswers = p
+		}
+	}
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+	}
+	jobs, err := judgeOffline(ctx, b, f.concurrency, &f.judge, f.quiet || f.asJSON)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(jobs, func(a, b *records.Job) int { return a.Index - b.Index })
+	var js []trust.Judgment
+	for _, j := range jobs {
+		js = append(js, collect.Judgments(j, collect.Lengths{})...)
+	}
+	res := calibration.Score(e, js, th, stats.Z95)
+	if f.asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		printCalibration(w, b.Path, len(e.Pairs), res)
+	}
+	if !res.Pass {
+		return exitError{code: 1}
+	}
+	return nil
+}
+
+// judgeOffline judges a batch in the all-in-one mode (an embedded NATS server and file
+// storage in a temporary folder) and returns its final job records.
+func judgeOffline(ctx context.Context, b *batch.Batch, concurrency int, jf *judgeFlags, quiet bool) ([]*records.Job, error) {
+	dataDir, err := os.MkdirTemp("", "tribunal-calibrate-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dataDir)
+	env, err := startEmbedded(ctx, dataDir, true, "", concurrency, jf, ingest.FetchOptions{}, nil, nil)
+	if err != nil {
+		return nil, exitError{2, err}
+	}
+	defer env.Close()
+	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store}
+	s, err := sub.Submit(ctx, b, firstNonEmpty(b.Tenant, "default"), client.NewBatchID(b))
+	if err != nil {
+		return nil, err
+	}
+	progress := newProgress(os.Stderr, quiet)
+	if _, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, progress.report); err != nil {
+		return nil, fmt.Errorf("calibration batch %s: %w", s.BatchID, err)
+	}
+	return records.New(env.Running.Buckets).LoadJobs(ctx, s.Tenant, s.BatchID)
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// printCalibration writes each judge's figures against the thresholds, its misses and
+// the reasons it failed.
+func printCalibration(w io.Writer, set string, pairs int, r calibration.Result) {
+	for _, j := range r.Judges {
+		verdict := "PASS"
+		if !j.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(w, "calibration of judge %s on %s (%d pairs): %s\n", j.Judge, set, pairs, verdict)
+		for _, c := range j.Checks {
+			mark := "(reported, no threshold)"
+			if c.Threshold != nil {
+				bound := "min"
+				if c.Max {
+					bound = "max"
+				}
+				mark = fmt.Sprintf("%s %g: %s", bound, *c.Threshold, c.Status)
+			}
+			fmt.Fprintf(w, "  %-21s %s  %s\n", c.Name, c.Value, mark)
+		}
+		fmt.Fprintf(w, "  false ties: %d; slot A picked %s of decided answers\n", j.FalseTies, j.PositionBias.SlotA)
+		if len(j.Misses) > 0 {
+			fmt.Fprintf(w, "  misses (%d):\n", len(j.Misses))
+			for _, m := range j.Misses {
+				fmt.Fprintf(w, "    %s %s (%s): want %s, got %s\n", m.AC, m.Order, m.Tests, m.Want, m.Got)
+			}
+		}
+		if len(j.Reasons) > 0 {
+			fmt.Fprintln(w, "  why it failed:")
+			for _, reason := range j.Reasons {
+				fmt.Fprintln(w, "    - "+reason)
+			}
+		}
+	}
+	switch {
+	case r.Pass:
+		fmt.Fprintln(w, "passed: every judge meets every threshold")
+	default:
+		fmt.Fprintln(w, "failed: "+strings.Join(r.Reasons, "; "))
+	}
+}

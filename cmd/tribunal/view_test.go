@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
+)
+
+// screenshots, when set, is where TestViewAfterRuns writes the console's screenshots
+// (the docs' are made with -screenshots ../../docs/console).
+var screenshots = flag.String("screenshots", "", "write the console screenshots of TestViewAfterRuns into this folder")
+
+// startView starts `tribunal view` in dir on a free loopback port and returns its URL
+// once it serves pages.
+func startView(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	addr := freePort(t)
+	startIn(t, dir, append([]string{"view", "--listen", addr}, args...)...)
+	waitHTTP(t, "http://"+addr+"/")
+	return "http://" + addr
+}
+
+// TestViewAfterRuns runs the quickstart twice on one state folder (the openai provider
+// against a local server; the second run with another model, whose answers differ), then
+// starts `tribunal view` on the folder and looks at it in real Chromium: both batches are
+// listed, newest first, with kinds, judges, counts and exit codes; the AC table filters;
+// an AC shows its verdict un-blinded; the compare page shows the verdicts that changed.
+func TestViewAfterRuns(t *testing.T) {
+	bctx := browsertest.Start(t, 1360, 900)
+	llm := fakellm.New(fakellm.Options{Latency: 15 * time.Millisecond, Respond: func(req openai.ChatCompletionRequest, n int) fakellm.Reply {
+		r := answerByKind(req, n)
+		if req.Model == "judge-v2" && req.ResponseFormat != nil && req.ResponseFormat.JSONSchema != nil && req.ResponseFormat.JSONSchema.Name == "ab_verdict" {
+			// The second model prefers slot A (AC-1 and AC-2 put the reference there).
+			r.Content = `{"raw_winner":"A","confidence":0.7,"biggest_gap":"Slot B does not say what to do next.","reasoning":"A is complete."}`
+		}
+		return r
+	}})
+	defer llm.Close()
+	dir := projectDir(t)
+	t.Setenv("OPENAI_API_KEY", "sk-local")
+	run := func(model string) string {
+		stdout, stderr, code := runState(t, dir, "run", "examples/quickstart", "--judge", "openai", "--judge-model", model, "--openai-base-url", llm.BaseURL())
+		if code != 1 {
+			t.Fatalf("run with %s: exit %d\n%s\n%s", model, code, stdout, stderr)
+		}
+		return strings.TrimSuffix(strings.TrimPrefix(batchIDs(stdout)[0], "batch "), " (tenant")
+	}
+	first, second := run("judge-v1"), run("judge-v2")
+
+	base := startView(t, dir)
+	// A second view on the folder names the first instead of fighting over it.
+	if stdout, _, code := runState(t, dir, "view", "--listen", freePort(t)); code != 0 || !strings.Contains(stdout, "already shows .tribunal at "+base) {
+		t.Fatalf("second view: exit %d %s", code, stdout)
+	}
+
+	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		for _, a := range actions {
+			if err := chromedp.Do(ctx, a); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		}
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	text := func(sel string) string {
+		t.Helper()
+		return eval(`(() => { const e = document.querySelector(` + strconv.Quote(sel) + `); return e ? e.textContent.replace(/\s+/g, " ").trim() : "(no ` + sel + `)"; })()`)
+	}
+	rows := func() string {
+		return eval(`Array.from(document.querySelectorAll("#results tbody tr td:first-child")).map(td => td.textContent.trim()).join(",")`)
+	}
+	shot := func(name, sel string) {
+		t.Helper()
+		if *screenshots == "" {
+			return
+		}
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		var png []byte
+		var err error
+		if sel == "" {
+			png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		} else {
+			png, err = chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(sel)))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(*screenshots, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The list: both batches, newest first, with what each held and how it ended.
+	do("open the list", chromedp.Navigate(base+"/"))
+	list := eval(`Array.from(document.querySelectorAll("#batches tbody tr")).map(tr => Array.from(tr.cells).map(c => c.textContent.replace(/\s+/g, " ").trim()).join("|")).join("\n")`)
+	lines := strings.Split(list, "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], second) || !strings.Contains(lines[1], first) {
+		t.Fatalf("batches listed:\n%s\nwant %s then %s", list, second, first)
+	}
+	for i, model := range []string{"judge-v2", "judge-v1"} {
+		for _, want := range []string{"6 ab, 1 critic, 1 equivalence", "openai/" + model, "8/8", "complete", "|6|2|0|", "|1"} {
+			if !strings.Contains(lines[i], want) {
+				t.Errorf("row %d lacks %q: %s", i, want, lines[i])
+			}
+		}
+	}
+
+	// The batch page: the charts, then the table, filtered to the blocked ACs.
+	do("open the second batch", chromedp.Click(chromedp.CSS(`#batches a[href$="`+second+`"]`)), chromedp.WaitVisible(chromedp.ID("results")))
+	if got := rows(); got != "AC-1,AC-2,AC-3,AC-7,AC-9,AC-10,AC-11,AC-12" {
+		t.Fatalf("rows %s", got)
+	}
+	if n := eval(`String(document.querySelectorAll("#charts svg").length)`); n == "0" || !strings.Contains(text("#chart-tokens"), "openai/judge-v2") {
+		t.Fatalf("charts: %s svg, tokens chart %q", n, text("#chart-tokens"))
+	}
+	shot("batch.png", "")
+	shot("charts.png", "#charts")
+	do("filter the blocked ACs", chromedp.SetValue(chromedp.ID("f-outcome"), "blocked"), chromedp.Click(chromedp.ID("apply")), chromedp.WaitVisible(chromedp.ID("clear")))
+	if got := rows(); got != "AC-9,AC-10" {
+		t.Fatalf("filtered rows %s, want AC-9,AC-10", got)
+	}
+	if got := text("#matched"); !strings.HasPrefix(got, "2 of 8 ACs match") {
+		t.Fatalf("matched %q", got)
+	}
+	do("search the criteria", chromedp.Click(chromedp.ID("clear")), chromedp.WaitVisible(chromedp.ID("q")),
+		chromedp.SendKeys(chromedp.ID("q"), "error message"), chromedp.Click(chromedp.ID("apply")), chromedp.WaitVisible(chromedp.ID("clear")))
+	if got := rows(); got != "AC-2" {
+		t.Fatalf("search rows %s, want AC-2", got)
+	}
+
+	// An AC: the verdict, the judge's words with which slot was ours, the diff, the calls.
+	do("open AC-2", chromedp.Click(chromedp.CSS(`#results a[href$="/j/AC-2"]`)), chromedp.WaitVisible(chromedp.ID("ab")))
+	if got := text("#winner"); got != "REFERENCE" && got != "reference" {
+		t.Errorf("AC-2 winner %q", got)
+	}
+	if got := text("#gap"); !strings.Contains(got, "Slot B does not say what to do next. (slot A was the reference, slot B ours)") {
+		t.Errorf("AC-2 gap %q", got)
+	}
+	if n := eval(`String(document.querySelectorAll("#diff tbody tr").length)`); n == "0" {
+		t.Error("no diff of the two texts")
+	}
+	shot("ac.png", "")
+	do("open the call", chromedp.Click(chromedp.CSS("#calls a.call-link")), chromedp.WaitVisible(chromedp.ID("response-0")))
+	if got := text("#response-0"); !strings.Contains(got, `"raw_winner":"A"`) {
+		t.Errorf("raw answer %q", got)
+	}
+	shot("call.png", "")
+
+	// The compare page: the second model's verdicts against the first's.
+	do("open the compare page", chromedp.Navigate(base+"/t/default/b/"+second), chromedp.WaitVisible(chromedp.ID("compare-form")),
+		chromedp.SetValue(chromedp.ID("with"), first), chromedp.Click(chromedp.ID("compare")), chromedp.WaitVisible(chromedp.ID("changes")))
+	changes := eval(`Array.from(document.querySelectorAll("#changes tbody tr")).map(tr => Array.from(tr.cells).map(c => c.textContent.replace(/\s+/g, " ").trim()).join("|")).join("\n")`)
+	// judge-v1 always answered B, judge-v2 A: the ACs whose slots differ changed winner.
+	if !strings.Contains(changes, "AC-1|ab|outcome|compared ours") || !strings.Contains(changes, "compared reference") || text("#changed") == "0" {
+		t.Fatalf("changes:\n%s", changes)
+	}
+	shot("compare.png", "")
+
+	// The view steps aside for a run on its folder and shows the new batch afterwards.
+	if _, stderr, code := runState(t, dir, "run", "examples/quickstart"); code != 1 || !strings.Contains(stderr, "steps aside") {
+		t.Fatalf("a run beside the view: exit %d\n%s", code, stderr)
+	}
+	waitFor(t, 30*time.Second, "the view to list the third batch", func() bool {
+		resp, err := http.Get(base + "/api/batches")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode == 200 && strings.Count(b.String(), `"batch":`) == 3
+	})
+}

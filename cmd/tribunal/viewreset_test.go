@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
+)
+
+func needChromium(t *testing.T) {
+	t.Helper()
+	if _, err := web.FindBrowser(); err != nil {
+		t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
+	}
+}
+
+// copyFeature copies the rubric example into a fresh folder and writes its batch.
+func copyFeature(t *testing.T, batch string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "feature")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(repoRoot(t), "examples", "rubric-feature"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(batch), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestRunWritesArgusRuns: a batch that says argus_runs gets the seed's files in its
+// feature's .argus-runs/ ("per-view state.json, candidates, iteration verdicts,
+// signoff.json"): `tribunal run` writes the sign-off and each iteration's gate-result.json
+// there, and a second run replaces the view's sign-off instead of listing it twice.
+func TestRunWritesArgusRuns(t *testing.T) {
+	needChromium(t)
+	dir := copyFeature(t, "version: 1\nname: rubric\nargus_runs: true\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json, mode: headless}\n")
+	for n := 1; n <= 2; n++ {
+		stdout, stderr, code := run(t, dir, "run", ".", "--out", t.TempDir())
+		if code != 0 || !strings.Contains(stderr, "argus runs:") {
+			t.Fatalf("run %d: exit %d\n%s\n%s", n, code, stdout, stderr)
+		}
+		var list []argus.SignOff
+		data, err := os.ReadFile(filepath.Join(dir, ".argus-runs", "signoff.json"))
+		if err != nil || json.Unmarshal(data, &list) != nil || len(list) != 1 || list[0].Target != "list" {
+			t.Fatalf("run %d: signoff.json %s (%v)", n, data, err)
+		}
+	}
+	for _, it := range []string{"iteration-1", "iteration-2"} {
+		if _, err := os.Stat(filepath.Join(dir, ".argus-runs", "list-populated-light", it, "gate-result.json")); err != nil {
+			t.Errorf("%s: %v", it, err)
+		}
+	}
+}
+
+// TestViewResetCmd: `tribunal view-reset` against running services starts a new loop of a
+// view that spent its budget; the next run of the view is iteration 1 of that loop.
+func TestViewResetCmd(t *testing.T) {
+	needChromium(t)
+	dir := copyFeature(t, "version: 1\nname: rubric\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json, mode: headless, max_iterations: 1}\n")
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(srv.Close)
+	spec, _ := os.ReadFile(filepath.Join(dir, "spec.json"))
+	if err := os.WriteFile(filepath.Join(dir, "spec.json"), []byte(strings.Replace(string(spec), `"route": "page.html"`, `"route": "`+srv.URL+`/page.html"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := argus.DefaultRubric()
+	dims := map[string]any{}
+	for _, d := range r.DimensionNames() {
+		dims[d] = map[string]any{"score": 1, "anchor": r.Dimensions[d].Anchor, "evidence": "e"}
+	}
+	dims["typography"] = map[string]any{"score": 0, "anchor": "design-system", "evidence": "off-scale"}
+	answers, _ := json.Marshal(map[string]any{"tasks--list--populated--light": map[string]any{"dimensions": dims,
+		"closer_to_reference_than_prev": nil, "all_pass": false, "failed_dimensions": []string{"typography"}, "notes": "n"}})
+	answersFile := filepath.Join(t.TempDir(), "answers.json")
+	if err := os.WriteFile(answersFile, answers, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	natsAddr, health := freePort(t), freePort(t)
+	natsURL := "nats://" + natsAddr
+	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
+	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())
+	start(t, "serve", "all", "--nats", natsURL, "--blob", blobURL, "--health", health, "--scripted-answers", answersFile, "--allow-private-urls")
+	waitHTTP(t, "http://"+health+"/readyz")
+	conn := []string{"--nats", natsURL, "--blob", blobURL}
+
+	runOnce := func() (string, string) {
+		t.Helper()
+		stdout, stderr, code := run(t, dir, append([]string{"submit", "."}, conn...)...)
+		if code != 0 {
+			t.Fatalf("submit exit %d: %s", code, stderr)
+		}
+		id := strings.TrimSpace(stdout)
+		stdout, stderr, _ = run(t, "", append([]string{"watch", "--batch", id, "--json"}, conn...)...)
+		var res struct {
+			Results []struct{ Status, Detail string } `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil || len(res.Results) != 1 {
+			t.Fatalf("watch: %v\n%s\n%s", err, stdout, stderr)
+		}
+		return id, res.Results[0].Status + ": " + res.Results[0].Detail
+	}
+	id, row := runOnce()
+	if !strings.HasPrefix(row, "budget_exhausted: ") || !strings.Contains(row, "loop iteration 1") {
+		t.Fatalf("run 1: %s", row)
+	}
+	if _, row = runOnce(); !strings.Contains(row, "loop iteration 2") {
+		t.Fatalf("run 2, without a reset, continues the spent loop: %s", row)
+	}
+	stdout, stderr, code := run(t, "", append([]string{"view-reset", "--batch", id, "--job", "tasks--list--populated--light", "--reason", "rubric fixed"}, conn...)...)
+	if code != 0 || !strings.Contains(stdout, "reset of loop 0") {
+		t.Fatalf("view-reset exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if _, row = runOnce(); !strings.HasPrefix(row, "budget_exhausted: ") || !strings.Contains(row, "loop iteration 1") {
+		t.Fatalf("run 3, after the reset, starts a new loop: %s", row)
+	}
+	if _, stderr, code := run(t, "", append([]string{"view-reset", "--batch", id, "--job", "no-such-job"}, conn...)...); code != 2 || !strings.Contains(stderr, "no-such-job") {
+		t.Fatalf("an unknown job: exit %d %s", code, stderr)
+	}
+}

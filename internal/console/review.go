@@ -1,0 +1,160 @@
+package console
+
+import (
+	"context"
+	"encoding/csv"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
+)
+
+// reviewRoutes are the pages for reviewing judgments at scale (the AC table's export,
+// comparisons, judge calls) and the JSON API behind every page.
+func (s *server) reviewRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /t/{tenant}/b/{batch}/export.csv", s.authed(s.exportCSV))
+	mux.HandleFunc("GET /t/{tenant}/b/{batch}/compare", s.authed(s.compare))
+	mux.HandleFunc("GET /t/{tenant}/b/{batch}/j/{job}/call/{n}", s.authed(s.call))
+	mux.HandleFunc("GET /api/batches", s.authed(s.apiIndex))
+	mux.HandleFunc("GET /api/t/{tenant}/batches", s.authed(s.apiTenantIndex))
+	mux.HandleFunc("GET /api/t/{tenant}/b/{batch}", s.authed(s.apiBatch))
+	mux.HandleFunc("GET /api/t/{tenant}/b/{batch}/compare", s.authed(s.apiCompare))
+	mux.HandleFunc("GET /api/t/{tenant}/b/{batch}/audit", s.authed(s.apiAudit))
+	mux.HandleFunc("GET /api/t/{tenant}/b/{batch}/j/{job}", s.authed(s.apiJob))
+	mux.HandleFunc("GET /api/t/{tenant}/b/{batch}/j/{job}/call/{n}", s.authed(s.apiCall))
+	mux.HandleFunc("/api/", s.authed(func(w http.ResponseWriter, r *http.Request, _ caller) {
+		s.apiError(w, http.StatusNotFound, "not found")
+	}))
+}
+
+// hrefWith is path with the query v.
+func hrefWith(path string, v url.Values) string {
+	if len(v) == 0 {
+		return path
+	}
+	return path + "?" + v.Encode()
+}
+
+// pageNav links the pages of a table.
+type pageNav struct {
+	Page, Pages             int
+	First, Prev, Next, Last string
+}
+
+func navFor(base string, q tableQuery, pages int) pageNav {
+	n := pageNav{Page: q.Page, Pages: pages}
+	at := func(p int) string { return hrefWith(base, q.with(func(n *tableQuery) { n.Page = p }).values()) }
+	if q.Page > 1 {
+		n.First, n.Prev = at(1), at(min(q.Page-1, pages))
+	}
+	if q.Page < pages {
+		n.Next, n.Last = at(q.Page+1), at(pages)
+	}
+	return n
+}
+
+// kindsInOrder lists the kinds of a count in the registry's order, unknown ones last.
+func kindsInOrder(counts map[events.Kind]int) []events.Kind {
+	var out []events.Kind
+	seen := map[events.Kind]bool{}
+	for _, k := range kinds.All() {
+		if counts[k.Name()] > 0 {
+			out = append(out, k.Name())
+			seen[k.Name()] = true
+		}
+	}
+	for k, n := range counts {
+		if n > 0 && !seen[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// batchChoice is another batch of the tenant, to compare with.
+type batchChoice struct {
+	Batch    string
+	Label    string
+	Selected bool
+}
+
+// otherBatches lists the tenant's other batches, newest first, for the compare form.
+func (s *server) otherBatches(ctx context.Context, c caller, tenant, batch string) ([]batchChoice, error) {
+	rows, _, err := s.listBatches(ctx, c, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var out []batchChoice
+	for _, b := range rows {
+		if b.Batch == batch {
+			continue
+		}
+		label := b.Batch
+		if b.Source != "" {
+			label += " (" + b.Source + ")"
+		}
+		out = append(out, batchChoice{Batch: b.Batch, Label: label})
+	}
+	return out, nil
+}
+
+// csvColumns are the export's columns, in order.
+var csvColumns = []string{"index", "ac_id", "kind", "status", "outcome", "winner", "verdict", "confidence", "route", "impact",
+	"label_assignment", "raw_winner", "biggest_gap", "slots", "agreement", "consistent", "quality", "detail", "reason", "judge", "cached",
+	"calls", "prompt_tokens", "completion_tokens", "criterion"}
+
+// exportCSV writes the batch's AC table, filtered and sorted as the page's query says,
+// every row on one sheet.
+func (s *server) exportCSV(w http.ResponseWriter, r *http.Request, c caller) {
+	tenant, batch, h, ok := s.scope(w, r, c)
+	if !ok {
+		return
+	}
+	rows, err := s.rows(r.Context(), tenant, batch, h)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	q := parseTableQuery(r.URL.Query())
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+batch+`.csv"`)
+	cw := csv.NewWriter(w)
+	_ = cw.Write(csvColumns)
+	for _, e := range q.all(rows.Entries) {
+		conf, cons, quality := "", "", ""
+		if e.Confidence != nil {
+			conf = strconv.FormatFloat(*e.Confidence, 'f', -1, 64)
+		}
+		if e.Consistent != nil {
+			cons = strconv.FormatBool(*e.Consistent)
+		}
+		if e.Quality != nil {
+			quality = strconv.Itoa(*e.Quality)
+		}
+		prompt, completion := 0, 0
+		for _, call := range e.Calls {
+			if !call.Cached {
+				prompt += call.PromptTokens
+				completion += call.CompletionTokens
+			}
+		}
+		if err := cw.Write([]string{strconv.Itoa(e.Index), e.ACID, e.Kind, e.Status, outcomeOf(e), e.Winner, e.Verdict, conf, routeOf(e), e.Impact,
+			e.LabelAssignment, e.RawWinner, csvText(e.BiggestGap), e.Slots, e.Agreement, cons, quality, csvText(e.Detail), csvText(e.Reason), e.Judge,
+			strconv.FormatBool(e.Cached), strconv.Itoa(len(e.Calls)), strconv.Itoa(prompt), strconv.Itoa(completion), csvText(e.Criterion)}); err != nil {
+			return
+		}
+	}
+	cw.Flush()
+}
+
+// csvText keeps a judge's or a team's text from being read as a formula by spreadsheet
+// programs (CSV injection): a cell starting with =, +, - or @ gets a leading quote.
+func csvText(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}

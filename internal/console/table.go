@@ -1,0 +1,376 @@
+package console
+
+import (
+	"iter"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/index"
+)
+
+// The AC table of a batch: filters, a text search, a sort and pages, all in the URL's
+// query, so every view of the table is a link (and a form without script sets it).
+
+// Page sizes of the AC table.
+const (
+	defaultPerPage = 100
+	maxPerPage     = 500
+)
+
+// tableQuery is one view of a batch's AC table.
+type tableQuery struct {
+	Status string `json:"status,omitempty"`
+	Kind   string `json:"kind,omitempty"`
+	// Outcome is the winner of an ab comparison, the verdict of another kind, or
+	// "blocked" / "schema violation".
+	Outcome string `json:"outcome,omitempty"`
+	// Route is a suggestion's tag (block, fix, polish) or "none".
+	Route string `json:"route,omitempty"`
+	Judge string `json:"judge,omitempty"`
+	// Cached is "yes" or "no".
+	Cached string `json:"cached,omitempty"`
+	// Q searches the AC id, the criterion, the judge's biggest gap, the detail and the
+	// reason, case-insensitively.
+	Q    string `json:"q,omitempty"`
+	Sort string `json:"sort,omitempty"`
+	Desc bool   `json:"desc,omitempty"`
+	Page int    `json:"page"`
+	Per  int    `json:"per"`
+}
+
+// sortKeys are the table's sortable columns.
+var sortKeys = []string{"index", "ac", "kind", "status", "outcome", "confidence", "route", "judge"}
+
+func parseTableQuery(v url.Values) tableQuery {
+	q := tableQuery{Status: v.Get("status"), Kind: v.Get("kind"), Outcome: v.Get("outcome"), Route: v.Get("route"),
+		Judge: v.Get("judge"), Cached: v.Get("cached"), Q: strings.TrimSpace(v.Get("q")), Sort: v.Get("sort"), Desc: v.Get("dir") == "desc"}
+	known := false
+	for _, k := range sortKeys {
+		known = known || k == q.Sort
+	}
+	if !known {
+		q.Sort = "index"
+	}
+	q.Page, _ = strconv.Atoi(v.Get("page"))
+	q.Page = max(q.Page, 1)
+	q.Per, _ = strconv.Atoi(v.Get("per"))
+	if q.Per <= 0 {
+		q.Per = defaultPerPage
+	}
+	q.Per = min(q.Per, maxPerPage)
+	return q
+}
+
+// values is the query as URL parameters, defaults left out.
+func (q tableQuery) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"status": q.Status, "kind": q.Kind, "outcome": q.Outcome, "route": q.Route, "judge": q.Judge, "cached": q.Cached, "q": q.Q} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if q.Sort != "index" {
+		v.Set("sort", q.Sort)
+	}
+	if q.Desc {
+		v.Set("dir", "desc")
+	}
+	if q.Page > 1 {
+		v.Set("page", strconv.Itoa(q.Page))
+	}
+	if q.Per != defaultPerPage {
+		v.Set("per", strconv.Itoa(q.Per))
+	}
+	return v
+}
+
+// with returns the query changed by fn, back on its first page unless fn sets one.
+func (q tableQuery) with(fn func(*tableQuery)) tableQuery {
+	n := q
+	n.Page = 1
+	fn(&n)
+	return n
+}
+
+// Filtered reports whether any filter or search is set.
+func (q tableQuery) Filtered() bool {
+	return q.Status != "" || q.Kind != "" || q.Outcome != "" || q.Route != "" || q.Judge != "" || q.Cached != "" || q.Q != ""
+}
+
+// outcomeOf is what a job came to, in one word for tables, filters and charts.
+func outcomeOf(e *index.Entry) string {
+	switch {
+	case e.Status == "blocked":
+		return "blocked"
+	case e.Status == "schema_violation":
+		return "schema violation"
+	case e.Status == "pending":
+		return "pending"
+	case e.Winner != "":
+		return e.Winner
+	case e.Verdict != "":
+		return e.Verdict
+	}
+	return e.Status
+}
+
+// routeOf is a job's route: its suggestion's tag, or "none".
+func routeOf(e *index.Entry) string {
+	if e.Tag != "" {
+		return e.Tag
+	}
+	return "none"
+}
+
+// judgesOf yields the judges of a job (a row names them comma-separated), without
+// building a list per row: the facets and filters run over every row of a batch.
+func judgesOf(e *index.Entry) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if e.Judge == "" {
+			return
+		}
+		for j := range strings.SplitSeq(e.Judge, ",") {
+			if !yield(j) {
+				return
+			}
+		}
+	}
+}
+
+// searchText is what the text search looks in, lower-cased: the AC id, the criterion,
+// the judge's biggest gap, the detail and the reason.
+func searchText(e *index.Entry) string {
+	return strings.ToLower(e.ACID + "\x00" + e.Criterion + "\x00" + e.BiggestGap + "\x00" + e.Detail + "\x00" + e.Reason)
+}
+
+// match reports whether e passes the filters; hay is its searchText ("" to compute it).
+func (q tableQuery) match(e *index.Entry, needle, hay string) bool {
+	if q.Status != "" && e.Status != q.Status || q.Kind != "" && e.Kind != q.Kind || q.Outcome != "" && outcomeOf(e) != q.Outcome ||
+		q.Route != "" && routeOf(e) != q.Route {
+		return false
+	}
+	if q.Cached != "" && (q.Cached == "yes") != e.Cached {
+		return false
+	}
+	if q.Judge != "" {
+		found := false
+		for j := range judgesOf(e) {
+			found = found || j == q.Judge
+		}
+		if !found {
+			return false
+		}
+	}
+	if needle != "" {
+		if hay == "" {
+			hay = searchText(e)
+		}
+		return strings.Contains(hay, needle)
+	}
+	return true
+}
+
+// apply filters, sorts and pages the entries; it returns the page and how many matched.
+// hay, when not nil, holds each entry's searchText.
+func (q tableQuery) apply(entries []index.Entry, hay []string) (page []*index.Entry, matched int) {
+	needle := strings.ToLower(q.Q)
+	var rows []*index.Entry
+	if !q.Filtered() && q.Sort == "index" && !q.Desc {
+		// The stored order is the batch's: page without touching the rest.
+		from := min((q.Page-1)*q.Per, len(entries))
+		to := min(from+q.Per, len(entries))
+		for i := from; i < to; i++ {
+			rows = append(rows, &entries[i])
+		}
+		return rows, len(entries)
+	}
+	for i := range entries {
+		h := ""
+		if needle != "" && hay != nil {
+			h = hay[i]
+		}
+		if q.match(&entries[i], needle, h) {
+			rows = append(rows, &entries[i])
+		}
+	}
+	sortRows(rows, q.Sort, q.Desc)
+	matched = len(rows)
+	from := min((q.Page-1)*q.Per, matched)
+	return rows[from:min(from+q.Per, matched)], matched
+}
+
+// all filters and sorts every entry, unpaged (the CSV export).
+func (q tableQuery) all(entries []index.Entry) []*index.Entry {
+	q.Page, q.Per = 1, len(entries)+1
+	q.Sort = firstNonEmpty(q.Sort, "index")
+	needle := strings.ToLower(q.Q)
+	var rows []*index.Entry
+	for i := range entries {
+		if q.match(&entries[i], needle, "") {
+			rows = append(rows, &entries[i])
+		}
+	}
+	sortRows(rows, q.Sort, q.Desc)
+	return rows
+}
+
+func sortRows(rows []*index.Entry, by string, desc bool) {
+	less := func(a, b *index.Entry) int {
+		switch by {
+		case "ac":
+			return naturalCompare(a.ACID, b.ACID)
+		case "kind":
+			return strings.Compare(a.Kind, b.Kind)
+		case "status":
+			return strings.Compare(a.Status, b.Status)
+		case "outcome":
+			return strings.Compare(outcomeOf(a), outcomeOf(b))
+		case "route":
+			return strings.Compare(routeOf(a), routeOf(b))
+		case "judge":
+			return strings.Compare(a.Judge, b.Judge)
+		case "confidence":
+			// Rows without a confidence sort after every number, whatever the direction.
+			switch {
+			case a.Confidence == nil && b.Confidence == nil:
+				return 0
+			case a.Confidence == nil:
+				return 2
+			case b.Confidence == nil:
+				return -2
+			case *a.Confidence < *b.Confidence:
+				return -1
+			case *a.Confidence > *b.Confidence:
+				return 1
+			}
+		}
+		return 0
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		c := less(rows[i], rows[j])
+		if c == 2 || c == -2 {
+			return c < 0
+		}
+		if c == 0 {
+			return rows[i].Index < rows[j].Index
+		}
+		if desc {
+			return c > 0
+		}
+		return c < 0
+	})
+}
+
+// sortEntries puts entries in batch order.
+func sortEntries(entries []index.Entry) {
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Index < entries[j].Index })
+}
+
+// naturalCompare orders ids with digit runs by value ("AC-2" before "AC-12").
+func naturalCompare(a, b string) int {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		ca, cb := a[i], b[j]
+		if isDigit(ca) && isDigit(cb) {
+			si, sj := i, j
+			for i < len(a) && isDigit(a[i]) {
+				i++
+			}
+			for j < len(b) && isDigit(b[j]) {
+				j++
+			}
+			na, nb := strings.TrimLeft(a[si:i], "0"), strings.TrimLeft(b[sj:j], "0")
+			if len(na) != len(nb) {
+				return cmpInt(len(na), len(nb))
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			continue
+		}
+		if ca != cb {
+			return cmpInt(int(ca), int(cb))
+		}
+		i++
+		j++
+	}
+	if c := cmpInt(len(a)-i, len(b)-j); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// facets are the values each filter can take in a batch, with how many jobs have each.
+type facets struct {
+	Status  []facet `json:"status"`
+	Kind    []facet `json:"kind"`
+	Outcome []facet `json:"outcome"`
+	Route   []facet `json:"route"`
+	Judge   []facet `json:"judge"`
+	Cached  []facet `json:"cached"`
+}
+
+type facet struct {
+	Value string `json:"value"`
+	Count int    `json:"count"`
+}
+
+func buildFacets(entries []index.Entry) facets {
+	counts := map[string]map[string]int{}
+	add := func(name, v string) {
+		if v == "" {
+			return
+		}
+		if counts[name] == nil {
+			counts[name] = map[string]int{}
+		}
+		counts[name][v]++
+	}
+	for i := range entries {
+		e := &entries[i]
+		add("status", e.Status)
+		add("kind", e.Kind)
+		add("outcome", outcomeOf(e))
+		add("route", routeOf(e))
+		for j := range judgesOf(e) {
+			add("judge", j)
+		}
+		if e.Cached {
+			add("cached", "yes")
+		} else {
+			add("cached", "no")
+		}
+	}
+	list := func(name string) []facet {
+		var out []facet
+		for v, n := range counts[name] {
+			out = append(out, facet{v, n})
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Value < out[j].Value })
+		return out
+	}
+	return facets{Status: list("status"), Kind: list("kind"), Outcome: list("outcome"), Route: list("route"), Judge: list("judge"), Cached: list("cached")}
+}

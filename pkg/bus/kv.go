@@ -1,0 +1,28 @@
+package bus
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// KV is the part of a JetStream key-value bucket tribunal's records, views and caches
+// use. jetstream.KeyValue satisfies it; so does the in-memory bucket the handler tests
+// run on (internal/testutil/memkv), which lets a service's decisions be tested without a
+// broker. Its errors follow jetstream's: a missing key is jetstream.ErrKeyNotFound, a
+// Create over a live key jetstream.ErrKeyExists, and a stale Update something IsConflict
+// recognises.
+type KV interface {
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
+	Put(ctx context.Context, key string, value []byte) (uint64, error)
+	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
+	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
+	// Watch delivers the current value of every key matching keys, then nil, then later
+	// changes. tribunal passes jetstream.IgnoreDeletes and reads up to the nil.
+	Watch(ctx context.Context, keys string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error)
+	// ListKeysFiltered delivers the keys matching any of filters, without their values.
+	ListKeysFiltered(ctx context.Context, filters ...string) (jetstream.KeyLister, error)
+}
+
+var _ KV = jetstream.KeyValue(nil)

@@ -1,0 +1,72 @@
+package tokens
+
+import (
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) string {
+		p := filepath.Join(dir, "tokens.json")
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	m, err := Load(write(`{"aaaaaaaaaaaaaaaaaaaa": "team-a", "bbbbbbbbbbbbbbbbbbbb": "*"}`))
+	if err != nil || m["aaaaaaaaaaaaaaaaaaaa"] != "team-a" || m["bbbbbbbbbbbbbbbbbbbb"] != AllTenants {
+		t.Fatalf("%v %v", m, err)
+	}
+	if m, err := Load(""); m != nil || err != nil {
+		t.Fatalf("no file: %v %v", m, err)
+	}
+	for name, body := range map[string]string{
+		"short token":       `{"short": "team-a"}`,
+		"surrounding space": `{" aaaaaaaaaaaaaaaaaaaa": "team-a"}`,
+		"bad tenant":        `{"aaaaaaaaaaaaaaaaaaaa": "Team A"}`,
+		"dotted tenant":     `{"aaaaaaaaaaaaaaaaaaaa": "team.a"}`,
+		"not an object":     `["aaaaaaaaaaaaaaaaaaaa"]`,
+	} {
+		if _, err := Load(write(body)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestSetAndBearer(t *testing.T) {
+	tok, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := Generate()
+	if len(tok) < MinLength || tok == other {
+		t.Fatalf("generated %q and %q", tok, other)
+	}
+	if err := Check(map[string]string{tok: "team-a"}); err != nil {
+		t.Fatalf("a generated token fails Check: %v", err)
+	}
+	s := NewSet(map[string]string{tok: "team-a"})
+	if tenant, ok := s.Tenant(tok); !ok || tenant != "team-a" || s.Len() != 1 {
+		t.Fatalf("Tenant(own token) = %q %v", tenant, ok)
+	}
+	for _, bad := range []string{"", other, tok[:len(tok)-1]} {
+		if _, ok := s.Tenant(bad); ok {
+			t.Errorf("token %q accepted", bad)
+		}
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	if _, present, _ := Bearer(r); present {
+		t.Error("no header reads as present")
+	}
+	r.Header.Set("Authorization", "Bearer  "+tok+" ")
+	if got, present, ok := Bearer(r); !present || !ok || got != tok {
+		t.Errorf("Bearer = %q %v %v", got, present, ok)
+	}
+	r.Header.Set("Authorization", "Basic "+tok)
+	if _, present, ok := Bearer(r); !present || ok {
+		t.Error("a Basic header reads as a bearer token")
+	}
+}

@@ -1,0 +1,138 @@
+package judge_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/handlertest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/judgetest"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	pj "github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/services/gater"
+	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
+	"github.com/tribunal-dev/tribunal/services/renderer"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// gated is the quickstart AC's gates.done, as the gater publishes it.
+func gated(t *testing.T, env *handlertest.Env, ac string) events.Event {
+	t.Helper()
+	hs := map[events.Type]bus.Handler{
+		events.TypeRenderRequested: renderer.New(env.Store, ingest.FetchOptions{}, kind.RenderEnv{Log: quiet,
+			Provider: handlertest.QuickstartProvider(t), Cache: env.Buckets.Cache}).Handle,
+		events.TypeRenderDone: gater.New(kind.GateEnv{Store: env.Store, Views: env.Buckets.Views, Log: quiet}).Handle,
+	}
+	for _, s := range env.Submitted(t, handlertest.Quickstart(), "team-a", "b1") {
+		if s.JobID == ac {
+			req := events.New(&events.RenderRequested{Spec: s.Payload.(*events.JobSubmitted).Spec}, s.Tenant, s.BatchID, s.JobID, 0, "", &s.Envelope)
+			if gd := handlertest.Of(handlertest.Drive(t, hs, req), events.TypeGatesDone); len(gd) == 1 {
+				return gd[0]
+			}
+			t.Fatalf("%s did not pass its gates", ac)
+		}
+	}
+	t.Fatalf("no %s in the quickstart", ac)
+	return events.Event{}
+}
+
+func judgeWith(env *handlertest.Env, p pj.Provider) bus.Handler {
+	return judgesvc.New(kind.JudgeEnv{Store: env.Store, Provider: p, Cache: env.Buckets.Cache, Instance: "j1", Log: quiet}).Handle
+}
+
+// Every kind's verdict names the judge that produced it.
+func TestVerdictNamesItsJudge(t *testing.T) {
+	env := handlertest.New(t)
+	for _, ac := range []string{"AC-1", "AC-11", "AC-12"} {
+		gd := gated(t, env, ac)
+		out, err := handlertest.Deliver(context.Background(), judgeWith(env, handlertest.QuickstartProvider(t)), gd)
+		if err != nil {
+			t.Fatalf("%s: %v", ac, err)
+		}
+		if len(out) != 1 || out[0].CausationID != gd.ID {
+			t.Fatalf("%s: published %v", ac, out)
+		}
+		v := out[0].Payload.(*events.VerdictEmitted)
+		var judges []events.JudgeInfo
+		for _, vote := range v.Votes {
+			judges = append(judges, vote.Judge)
+		}
+		if v.Critic != nil {
+			judges = append(judges, v.Critic.Judge)
+		}
+		for _, c := range v.Cases {
+			judges = append(judges, c.Judge)
+		}
+		if len(judges) == 0 {
+			t.Fatalf("%s: a verdict without a judge: %+v", ac, v)
+		}
+		for _, j := range judges {
+			if j.Provider != "scripted" || j.Instance != "j1" || j.PromptHash == "" {
+				t.Errorf("%s: judge %+v", ac, j)
+			}
+		}
+	}
+}
+
+// The judge-call cache answers a repeated call, so a redelivered job costs no model call;
+// the cached answer says so.
+func TestRepeatedCallIsCached(t *testing.T) {
+	env := handlertest.New(t)
+	gd := gated(t, env, "AC-1")
+	p := handlertest.QuickstartProvider(t)
+	h := judgeWith(env, p)
+	if _, err := handlertest.Deliver(context.Background(), h, gd); err != nil {
+		t.Fatal(err)
+	}
+	calls := p.Calls()
+	out, err := handlertest.Deliver(context.Background(), h, gd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Calls() != calls {
+		t.Fatalf("the repeated job asked the provider again (%d calls, then %d)", calls, p.Calls())
+	}
+	for _, vote := range out[0].Payload.(*events.VerdictEmitted).Votes {
+		if !vote.Judge.Cached || vote.Judge.Provider != "scripted" {
+			t.Fatalf("vote %+v, want the cached scripted answer", vote.Judge)
+		}
+	}
+}
+
+// A provider that stays unreachable after its own retries ends the call: the verdict
+// records each vote as unavailable with the cause, and the aggregator blocks the job with
+// it (redrivable), instead of the event cycling forever.
+func TestUnavailableProviderEndsAsUnavailableVotes(t *testing.T) {
+	env := handlertest.New(t)
+	gd := gated(t, env, "AC-1")
+	down := judgetest.FuncProvider(func(context.Context, pj.Request) (pj.Response, error) {
+		return pj.Response{}, fmt.Errorf("%w: connection refused", pj.ErrUnavailable)
+	})
+	out, err := handlertest.Deliver(context.Background(), judgeWith(env, down), gd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	votes := out[0].Payload.(*events.VerdictEmitted).Votes
+	if len(votes) == 0 {
+		t.Fatal("no votes")
+	}
+	for _, v := range votes {
+		if v.Status != events.VoteUnavailable || !strings.Contains(v.Error, "connection refused") {
+			t.Fatalf("vote %s: %q", v.Status, v.Error)
+		}
+	}
+}
+
+func TestWrongEventIsPermanent(t *testing.T) {
+	env := handlertest.New(t)
+	sub := handlertest.Of(env.Submitted(t, handlertest.Quickstart(), "team-a", "b1"), events.TypeJobSubmitted)[0]
+	if _, err := handlertest.Deliver(context.Background(), judgeWith(env, handlertest.QuickstartProvider(t)), sub); !bus.IsPermanent(err) {
+		t.Fatalf("want a permanent error, got %v", err)
+	}
+}
