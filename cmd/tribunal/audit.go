@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tribunal-dev/tribunal/pkg/audit"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -32,8 +33,19 @@ it concerns and the event it was derived from.
 --since and --until select the batches that have an event in that range (each is audited
 whole). A time is RFC 3339 or a duration before now ("24h").
 
-With the services' NATS user (it needs the JetStream API) the batch's key-value state is
-compared too, which names an event whose bytes changed after the decision was taken.
+Every artifact a render or its gates recorded is read back and checked against its address,
+size and media type, and every event's digest chain against the events it names, so a
+deleted render.done or gates.done, or an edited artifact, is reported.
+
+With the services' NATS user (it needs the JetStream API) each batch's key-value state is
+compared too: the batch header (size, source, completion, redrive) and every job record,
+field by field, which names an event whose bytes changed after the decision was taken and
+a header that no longer says what the events decided. When the state cannot be read the
+report says so ("key-value state: not compared") and the audit rests on the stream alone.
+
+Inputs the aggregator's rules refuse (a dead letter of an event one team published in
+another's name) decide nothing: they are listed with the subject they came from, and are
+no mismatch of the batch they name; whatever was derived from one is.
 
 Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not run.`,
 		Example: `  tribunal audit --batch quickstart-20261130T080000-a1b2c3 --tenant default
@@ -58,16 +70,19 @@ Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not ru
 			}
 			defer env.close()
 			f.Stream = conn.stream
-			recs, err := audit.Replay(cmd.Context(), env.js, f)
+			applyMemoryLimit(auditMemoryLimit)
+			rep, err := audit.Run(cmd.Context(), env.js, f, env.store)
 			if err != nil {
 				return exitError{2, fmt.Errorf("replay the stream (needs the services' NATS user): %w", err)}
 			}
-			if len(recs) == 0 {
+			if rep.Events+rep.Rejudges == 0 {
 				return exitError{2, fmt.Errorf("no events %s on stream %s", describeFilter(f), f.Stream)}
 			}
-			rep := audit.Audit(recs, env.store)
-			if !noState {
-				checkAuditState(cmd.Context(), env, &rep)
+			if noState {
+				rep.State = "not compared (--no-state): the audit rests on the stream alone"
+			} else {
+				b, err := env.buckets(cmd.Context())
+				checkAuditState(cmd.Context(), b, err, &rep)
 			}
 			if err := printAudit(cmd.OutOrStdout(), &rep, f, asJSON); err != nil {
 				return err
@@ -87,6 +102,12 @@ Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not ru
 	cmd.Flags().BoolVar(&noState, "no-state", false, "do not compare with the aggregator's key-value state")
 	return cmd
 }
+
+// auditMemoryLimit is the audit's soft memory limit: the Go runtime collects harder as
+// the heap nears it, so the garbage of a 100,000-job batch's completion (its manifest is
+// built again to be compared) is collected before the heap doubles. GOMEMLIMIT
+// overrides it.
+const auditMemoryLimit = 384 << 20
 
 // parseAuditTime reads an RFC 3339 time or a duration before now; "" is no bound.
 func parseAuditTime(flag, s string) (time.Time, error) {
@@ -119,29 +140,31 @@ func describeFilter(f audit.Filter) string {
 	return strings.Join(parts, " ")
 }
 
-// checkAuditState compares each audited batch with the aggregator's key-value state. A
-// team's NATS user cannot read it: the audit then rests on the stream alone, and says so.
-func checkAuditState(ctx context.Context, env *clientEnv, rep *audit.Report) {
-	b, err := env.buckets(ctx)
-	if err != nil {
-		rep.Unverified = append(rep.Unverified, audit.Unverified{What: "the aggregator's key-value state", Why: err.Error()})
+// checkAuditState compares each audited batch with the aggregator's key-value state
+// (buckets, or openErr when they cannot be opened). A team's NATS user cannot read it:
+// the audit then rests on the stream alone, and the report says so (Report.State).
+func checkAuditState(ctx context.Context, b bus.Buckets, openErr error, rep *audit.Report) {
+	const what = "the aggregator's key-value state"
+	if openErr != nil {
+		rep.State = "not compared: " + openErr.Error() + "; the audit rests on the stream alone"
+		rep.Unverified = append(rep.Unverified, audit.Unverified{What: what, Why: openErr.Error()})
 		return
 	}
+	st := records.New(b)
+	var failed []string
 	for _, s := range rep.Batches {
-		store := records.New(b)
-		h, _, err := store.Header(ctx, s.Tenant, s.Batch)
-		if err == nil && h != nil {
-			var jobs []*records.Job
-			if jobs, err = store.LoadJobs(ctx, s.Tenant, s.Batch); err == nil {
-				audit.CheckState(rep, h, jobs)
-				continue
-			}
+		if err := audit.CheckBatchState(ctx, rep, st, s.Tenant, s.Batch); err != nil {
+			failed = append(failed, s.Tenant+"/"+s.Batch)
+			rep.Unverified = append(rep.Unverified, audit.Unverified{Tenant: s.Tenant, Batch: s.Batch, What: what, Why: err.Error()})
 		}
-		why := "no batch header"
-		if err != nil {
-			why = err.Error()
-		}
-		rep.Unverified = append(rep.Unverified, audit.Unverified{Tenant: s.Tenant, Batch: s.Batch, What: "the aggregator's key-value state", Why: why})
+	}
+	switch {
+	case len(failed) == 0:
+		rep.State = "compared"
+	case len(failed) == len(rep.Batches):
+		rep.State = "not compared: it could not be read (see below); the audit rests on the stream alone"
+	default:
+		rep.State = fmt.Sprintf("compared, except for %s, whose state could not be read (see below)", strings.Join(failed, ", "))
 	}
 }
 
@@ -165,6 +188,9 @@ func printAudit(w io.Writer, rep *audit.Report, f audit.Filter, asJSON bool) err
 	}
 	fmt.Fprintf(w, "events read: %d%s, jobs: %d, decisions re-derived: %d, mismatches: %d\n",
 		rep.Events, history, rep.Jobs, rep.Decisions, len(rep.Mismatches))
+	if rep.State != "" {
+		fmt.Fprintf(w, "key-value state: %s\n", rep.State)
+	}
 	for _, m := range rep.Mismatches {
 		fmt.Fprintln(w, "  "+m.String())
 	}
@@ -172,6 +198,13 @@ func printAudit(w io.Writer, rep *audit.Report, f audit.Filter, asJSON bool) err
 		fmt.Fprintln(w, "not re-derivable from the events alone:")
 		for _, u := range rep.Unverified {
 			fmt.Fprintln(w, "  - "+u.String())
+		}
+	}
+	if len(rep.Refused) > 0 {
+		// Someone's attempt, refused: nothing in the batch rests on it.
+		fmt.Fprintln(w, "inputs the aggregator refuses (they decide nothing; anything derived from one is a mismatch above):")
+		for _, r := range rep.Refused {
+			fmt.Fprintln(w, "  "+r.String())
 		}
 	}
 	if rep.OK() {

@@ -16,7 +16,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
@@ -142,15 +141,11 @@ func loopbackAddr(addr string) bool {
 // check the aggregator's state.
 func auditHook(js jetstream.JetStream, b bus.Buckets, store blob.Store, stream string) func(context.Context, string, string) (any, error) {
 	return func(ctx context.Context, tenant, batch string) (any, error) {
-		recs, err := audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batch, Stream: stream})
+		rep, err := audit.Run(ctx, js, audit.Filter{Tenant: tenant, BatchID: batch, Stream: stream}, store)
 		if err != nil {
 			return nil, err
 		}
-		rep := audit.Audit(recs, store)
-		store := records.New(b)
-		h, _, _ := store.Header(ctx, tenant, batch)
-		jobs, _ := store.LoadJobs(ctx, tenant, batch)
-		audit.CheckState(&rep, h, jobs)
+		checkAuditState(ctx, b, nil, &rep)
 		return &rep, nil
 	}
 }

@@ -124,15 +124,15 @@ func buildTrustReport(ctx context.Context, js jetstream.JetStream, b bus.Buckets
 	if len(jobs) == 0 {
 		return nil, fmt.Errorf("batch %s/%s: no job records (unknown batch, or nothing submitted yet)", tenant, batchID)
 	}
-	recs, err := audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID, Stream: stream})
-	if err != nil {
-		return nil, fmt.Errorf("replay the stream (needs the services' NATS user): %w", err)
-	}
 	var evs []events.Event
-	for _, r := range recs {
+	err = audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID, Stream: stream}, func(r *audit.Recorded) error {
 		if r.OK() && r.DeadLetter == "" && !r.History {
 			evs = append(evs, r.Event)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay the stream (needs the services' NATS user): %w", err)
 	}
 	in := collect.Input(jobs, evs)
 	in.Level, in.Seed, in.Resamples = o.level, o.seed, o.resamples

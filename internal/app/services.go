@@ -138,7 +138,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: o.Concurrency, AckWait: cfg.AckWait, Logger: o.Logger,
 			Tenants: cfg.Tenants, TenantQuota: o.TenantQuota, ShutdownGrace: grace})
 		router, err := bus.NewRouter(bus.RouterConfig{Service: svc, MaxDeliver: cfg.MaxDeliver, CloseTimeout: closeTimeout,
-			DeadLetters: deadLetters, Logger: o.Logger}, sub, r.Pub, h)
+			DeadLetters: deadLetters, Chain: svc != bus.Aggregator, Logger: o.Logger}, sub, r.Pub, h)
 		if err != nil {
 			cancel()
 			return nil, err

@@ -239,21 +239,13 @@ func (w *world) auditClean(tenant, batchID string) {
 	ctx := ctxT(w.t)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		recs, err := audit.Replay(ctx, w.opJS, audit.Filter{Tenant: tenant, BatchID: batchID})
+		rep, err := audit.Run(ctx, w.opJS, audit.Filter{Tenant: tenant, BatchID: batchID}, w.store)
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		rep := audit.Audit(recs, w.store)
-		st := records.New(w.state)
-		h, _, err := st.Header(ctx, tenant, batchID)
-		if err != nil {
+		if err := audit.CheckBatchState(ctx, &rep, records.New(w.state), tenant, batchID); err != nil {
 			w.t.Fatal(err)
 		}
-		jobs, err := st.LoadJobs(ctx, tenant, batchID)
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		audit.CheckState(&rep, h, jobs)
 		if rep.OK() {
 			return
 		}

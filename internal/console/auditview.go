@@ -26,6 +26,8 @@ type auditReport struct {
 	// completion, the digest chain).
 	BatchFindings []finding          `json:"batch_findings"`
 	Unverified    []audit.Unverified `json:"unverified,omitempty"`
+	// Refused are the inputs in the batch's name the rules refuse: they decide nothing.
+	Refused []audit.Refused `json:"refused,omitempty"`
 	// Decisions is one page of the jobs' decisions (only the mismatched ones when
 	// OnlyMismatched).
 	Decisions      []decisionView `json:"decisions"`
@@ -55,7 +57,7 @@ type decisionView struct {
 
 func reportView(rep *audit.Report, q url.Values, tenant, batch string) *auditReport {
 	v := &auditReport{Events: rep.Events, History: rep.History, Rejudges: rep.Rejudges, Jobs: rep.Jobs, Compared: rep.Decisions,
-		Findings: len(rep.Mismatches), Unverified: rep.Unverified, BatchFindings: []finding{}, OnlyMismatched: q.Get("mismatched") != ""}
+		Findings: len(rep.Mismatches), Unverified: rep.Unverified, Refused: rep.Refused, BatchFindings: []finding{}, OnlyMismatched: q.Get("mismatched") != ""}
 	for _, m := range rep.Mismatches {
 		if m.Job == "" {
 			v.BatchFindings = append(v.BatchFindings, finding{Mismatch: m, Text: m.String()})

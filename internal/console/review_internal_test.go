@@ -1,11 +1,13 @@
 package console
 
 import (
+	"bytes"
 	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
@@ -218,6 +220,25 @@ func TestCSVText(t *testing.T) {
 	for in, want := range map[string]string{"=HYPERLINK(1)": "'=HYPERLINK(1)", "+1": "'+1", "-x": "'-x", "@a": "'@a", "plain": "plain", "": ""} {
 		if got := csvText(in); got != want {
 			t.Errorf("csvText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestAuditPageNamesRefusedInputs: the audit page lists the inputs in the batch's name
+// that the rules refused, with the subject they came on, beside a passed verdict.
+func TestAuditPageNamesRefusedInputs(t *testing.T) {
+	rep := &audit.Report{Mismatches: []audit.Mismatch{}, Refused: []audit.Refused{{Tenant: "team-b", Batch: "b-1", Job: "AC-1",
+		EventID: "0123456789abcdef", EventType: events.TypeJobSubmitted, Seq: 7, Subject: "tribunal.team-a.job.submitted", From: "team-a",
+		DeadLetter: "aggregator", Reason: events.OriginTenant, Detail: "input refused"}}}
+	v := reportView(rep, url.Values{}, "team-b", "b-1")
+	var buf bytes.Buffer
+	page := view{Page: auditData{Tenant: "team-b", Batch: "b-1", Available: true, Verdict: "passed", Report: v}}
+	if err := mustParsePages().t["audit.html"].ExecuteTemplate(&buf, "layout", page); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="refused"`, "tribunal.team-a.job.submitted (tenant team-a&#39;s)", "av-passed"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("audit page lacks %q", want)
 		}
 	}
 }

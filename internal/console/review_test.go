@@ -32,15 +32,13 @@ func TestReviewPages(t *testing.T) {
 	s.waitComplete(subB, 30*time.Second)
 
 	auditHook := func(ctx context.Context, tenant, batch string) (any, error) {
-		recs, err := audit.Replay(ctx, s.run.JS, audit.Filter{Tenant: tenant, BatchID: batch})
+		rep, err := audit.Run(ctx, s.run.JS, audit.Filter{Tenant: tenant, BatchID: batch}, s.store)
 		if err != nil {
 			return nil, err
 		}
-		rep := audit.Audit(recs, s.store)
-		st := records.New(s.run.Buckets)
-		h, _, _ := st.Header(ctx, tenant, batch)
-		jobs, _ := st.LoadJobs(ctx, tenant, batch)
-		audit.CheckState(&rep, h, jobs)
+		if err := audit.CheckBatchState(ctx, &rep, records.New(s.run.Buckets), tenant, batch); err != nil {
+			return nil, err
+		}
 		return &rep, nil
 	}
 	srv := httptest.NewServer(console.New(console.Config{Buckets: s.run.Buckets, Store: s.store, Audit: auditHook,

@@ -37,21 +37,13 @@ func auditBatch(t *testing.T, env *Env, batchID string) *audit.Report {
 	waitBatchCompletedEvent(t, env.JS(), e2eTenant, batchID)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	recs, err := audit.Replay(ctx, env.JS(), audit.Filter{Tenant: e2eTenant, BatchID: batchID})
+	rep, err := audit.Run(ctx, env.JS(), audit.Filter{Tenant: e2eTenant, BatchID: batchID}, env.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := audit.Audit(recs, env.Store)
-	r := env.clientRunning()
-	h, _, err := records.New(r.Buckets).Header(ctx, e2eTenant, batchID)
-	if err != nil {
+	if err := audit.CheckBatchState(ctx, &rep, records.New(env.clientRunning().Buckets), e2eTenant, batchID); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := records.New(r.Buckets).LoadJobs(ctx, e2eTenant, batchID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	audit.CheckState(&rep, h, jobs)
 	return &rep
 }
 
@@ -113,11 +105,11 @@ func TestAuditMixedBatchThenTampering(t *testing.T) {
 	// The same batch selected by time range.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := audit.Replay(ctx, env.JS(), audit.Filter{Since: start})
+	byTime, err := audit.Run(ctx, env.JS(), audit.Filter{Since: start}, env.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if byTime := audit.Audit(recs, env.Store); !byTime.OK() || len(byTime.Batches) != 1 || byTime.Batches[0].Digest != rep.Batches[0].Digest {
+	if !byTime.OK() || len(byTime.Batches) != 1 || byTime.Batches[0].Digest != rep.Batches[0].Digest {
 		t.Fatalf("audit by time range: %+v%s", byTime.Batches, auditDump(t, &byTime))
 	}
 

@@ -2,13 +2,19 @@ package audit
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
@@ -22,94 +28,223 @@ const blobTimeout = 30 * time.Second
 // maxIndexFindings bounds the "no job.submitted for index" findings of one batch.
 const maxIndexFindings = 20
 
+// Run replays the batches f selects (Replay) and audits them as they are read: the
+// audit keeps what later checks need (the rules' state, the expected outputs not yet
+// recorded, the recorded outputs not yet explained, one entry per logical step), never
+// the stream itself, so its memory does not grow with the events' bytes.
+func Run(ctx context.Context, js jetstream.JetStream, f Filter, store blob.Store) (Report, error) {
+	p, err := plan(ctx, js, f)
+	if err != nil {
+		return Report{}, err
+	}
+	if p == nil {
+		return newAuditor(ctx, store, newAhead(f.BatchID)).finish(), nil
+	}
+	a := newAuditor(ctx, store, p.ahead)
+	if err := p.each(ctx, js, func(r *Recorded) error { a.visit(r); return nil }); err != nil {
+		return Report{}, err
+	}
+	return a.finish(), nil
+}
+
 // Audit re-derives every decision of the replayed batches from their recorded events
 // alone and reports each value that differs from what the stream (or blob storage)
 // records. It runs the aggregator's own rules (pkg/rulebook, in memory) in stream order:
 // every kind's derivation, blocked jobs, loop steps and sign-offs (folding each view's
 // loop across the replayed batches), batch completion, the digest chains, and every
-// manifest, rebuilt and compared with the stored blob.
+// manifest, rebuilt and compared with the stored blob. Every artifact a render or its
+// gates recorded is read back too.
 //
-// store is read for two things only: the rubric a view is judged against (its verdicts
-// cannot be normalized without it) and the stored manifests. Both are verified against
-// their content address on read, so an altered manifest is reported as unreadable.
+// store is read for the rubric a view is judged against (its verdicts cannot be
+// normalized without it), the artifacts and the stored manifests; every blob is verified
+// against its content address on read, so an altered one is reported as unreadable.
+//
+// Audit takes the messages as a slice (a stream backup, tests); Run audits the stream as
+// it is read.
 func Audit(recorded []Recorded, store blob.Store) Report {
-	a := &auditor{
-		ctx: context.Background(), store: store,
-		byID: map[string][]*Recorded{}, claimed: map[*Recorded]bool{}, audited: map[batchKey]bool{},
-		batches: map[batchKey]*simBatch{}, rubrics: map[string]cachedRubric{}, deferred: map[jobKey][]*Recorded{},
-		noted: map[string]bool{}, claimNoted: map[batchKey]bool{}, planUnread: map[batchKey]bool{},
+	recs := make([]*Recorded, len(recorded))
+	for i := range recorded {
+		recs[i] = &recorded[i]
 	}
-	a.mem = &rulebook.Memory{LoadRubric: a.rubricOf, Claim: a.claim, LoadPlan: a.planOf}
-	// A rejudge's events (another model judging the stored gated artifacts) stand next
-	// to the decisions without changing any: they are counted, not simulated.
-	kept := recorded[:0:0]
-	rejudges := 0
-	for _, r := range recorded {
-		if r.OK() && r.Event.Rejudge != "" {
-			rejudges++
-			continue
-		}
-		kept = append(kept, r)
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
+	h := newAhead("")
+	for _, r := range recs {
+		h.add(r)
 	}
-	a.run(kept)
-	a.rep.Rejudges = rejudges
-	return a.rep
+	h.done()
+	a := newAuditor(context.Background(), store, h)
+	for _, r := range recs {
+		a.visit(r)
+	}
+	return a.finish()
 }
 
+// auditor audits one replay, a message at a time (visit), then what only the end of the
+// replay shows (finish).
 type auditor struct {
 	ctx   context.Context
 	store blob.Store
-	recs  []*Recorded
+	ahead *ahead
 	rep   Report
-	// byID indexes the decodable, non-dead-letter messages by event id.
-	byID    map[string][]*Recorded
-	claimed map[*Recorded]bool
-	audited map[batchKey]bool
 
 	// mem runs the aggregator's rules over the replay.
 	mem        *rulebook.Memory
+	audited    map[batchKey]bool
 	batches    map[batchKey]*simBatch
 	rubrics    map[string]cachedRubric
-	expects    []expectation
-	deferred   map[jobKey][]*Recorded
 	noted      map[string]bool
 	claimNoted map[batchKey]bool
+
+	// undecodable are the hashes of the undecodable messages reported (a dead letter
+	// repeats its original).
+	undecodable map[[32]byte]bool
+	// steps has one entry per logical step of the audited events, under the step's
+	// deterministic id; linked keeps the whole hash of the events chains name (see
+	// linkedTypes); forged are the events whose id is not their step's, by that id, and
+	// forgedSteps the steps whose first event was one of them. types are the event types
+	// the steps name.
+	steps       map[stepKey]stepEntry
+	types       []events.Type
+	linked      map[stepKey][32]byte
+	forged      map[string]forgedEntry
+	forgedSteps map[stepKey]string
+	// gated is the first gating decision of each pass of a job.
+	gated map[stepKey]gating
+	// awaiting is the first job of each batch whose recorded decision waits for a person.
+	awaiting map[batchKey]string
+
+	// waiting are the outputs the rules derived that are not recorded yet, by id; early
+	// the recorded outputs no expectation has claimed yet, by id.
+	waiting map[string][]parked
+	early   map[string][]*Recorded
+	// parking compresses the waiting expectations, a codec per event type.
+	parking map[events.Type]*dictzstd.Codec
+	// deferred are inputs that overtook their job's submission.
+	deferred map[jobKey][]*Recorded
+	// rendered is each pass's render.done until its gates are checked.
+	rendered map[passKey]*Recorded
+	// dangling are chain links naming an event not recorded (yet), by its id.
+	dangling map[string][]chainRef
+	chained  map[string]bool
+	// refused are the inputs the rules refuse, by id.
+	refused map[string]events.Type
 	// planUnread are batches whose cancel could not be followed over their plan (no blob
 	// store, or an unreadable page): their cancel's steps are noted, not judged.
 	planUnread map[batchKey]bool
+	blobs      blobCache
+	// zdec reads the rebuilt manifests kept compressed until their announcements are read.
+	zdec *zstd.Decoder
 }
 
-func (a *auditor) run(recorded []Recorded) {
-	a.recs = make([]*Recorded, len(recorded))
-	for i := range recorded {
-		a.recs[i] = &recorded[i]
+// stepKey is a logical step, the deterministic id (events.NewID) of its event, raw.
+type stepKey [16]byte
+
+// stepEntry is what the audit keeps of a step: where its event is, the first 8 bytes of
+// its hash (enough to tell a second copy with other contents), its type (an index into
+// auditor.types) and whether an expected output claimed it. 24 bytes, for every event of
+// a 100,000-job batch.
+type stepEntry struct {
+	seq     uint64
+	sum     uint64
+	typ     uint8
+	claimed bool
+}
+
+// linkedTypes are the events the stages' chains name: their whole hash is kept.
+var linkedTypes = map[events.Type]bool{
+	events.TypeRenderRequested: true, events.TypeRenderDone: true, events.TypeGatesDone: true,
+}
+
+func prefix(sum [32]byte) uint64 { return binary.BigEndian.Uint64(sum[:8]) }
+
+// typeCode is t's index in auditor.types, added on first use.
+func (a *auditor) typeCode(t events.Type) uint8 {
+	for i, x := range a.types {
+		if x == t {
+			return uint8(i)
+		}
 	}
-	sort.SliceStable(a.recs, func(i, j int) bool { return a.recs[i].Seq < a.recs[j].Seq })
+	if len(a.types) == 255 {
+		return 255 // more types than events has: named by no type
+	}
+	a.types = append(a.types, t)
+	return uint8(len(a.types) - 1)
+}
+
+type forgedEntry struct {
+	seq uint64
+	sha [32]byte
+}
+
+type gating struct {
+	typ events.Type
+	seq uint64
+}
+
+// passKey is one pass of a job through the pipeline: a redrive attempt renders and gates
+// the same iteration again.
+type passKey struct {
+	job       jobKey
+	iteration int
+	attempt   int
+}
+
+func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
+	a := &auditor{
+		ctx: ctx, store: store, ahead: h,
+		audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}, rubrics: map[string]cachedRubric{},
+		noted: map[string]bool{}, claimNoted: map[batchKey]bool{},
+		undecodable: map[[32]byte]bool{}, steps: map[stepKey]stepEntry{}, linked: map[stepKey][32]byte{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
+		gated: map[stepKey]gating{}, awaiting: map[batchKey]string{},
+		waiting: map[string][]parked{}, parking: map[events.Type]*dictzstd.Codec{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
+		rendered: map[passKey]*Recorded{}, dangling: map[string][]chainRef{}, chained: map[string]bool{},
+		refused: map[string]events.Type{}, planUnread: map[batchKey]bool{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
+	}
 	a.rep.Mismatches = []Mismatch{}
-	a.index()
-	a.structure()
-	a.simulate()
-	for _, e := range a.expects {
-		if e.from != nil && !e.from.History && a.audited[batchKey{e.ev.Tenant, e.ev.BatchID}] {
-			a.check(e)
+	a.mem = &rulebook.Memory{LoadRubric: a.rubricOf, Claim: a.claim, LoadPlan: a.planOf}
+	return a
+}
+
+// visit audits one message, in stream order.
+func (a *auditor) visit(r *Recorded) {
+	if r.OK() && r.Event.Rejudge != "" {
+		// A rejudge's events (another model judging the stored gated artifacts) stand
+		// next to the decisions without changing any: they are counted, not simulated.
+		a.rep.Rejudges++
+		return
+	}
+	if r.History {
+		a.rep.History++
+	} else {
+		a.rep.Events++
+	}
+	if !r.OK() {
+		if !r.History {
+			a.undecodableMsg(r)
+		}
+		return
+	}
+	if !r.History {
+		a.audited[batchKey{r.Event.Tenant, r.Event.BatchID}] = true
+		if r.DeadLetter == "" {
+			a.structure(r)
+			a.chain(r)
+			a.artifacts(r)
+			a.gates(r)
+			a.output(r)
 		}
 	}
-	a.completions()
+	a.simulate(r)
+}
+
+// finish reports what only the end of the replay shows and returns the report.
+func (a *auditor) finish() Report {
+	a.unsubmitted()
+	a.unrecorded()
 	a.unexplained()
+	a.unresolved()
 	a.outcomes()
-	a.services()
-	a.rep.derived = map[jobKey]*records.Job{}
-	a.rep.refs = map[string]EventRef{}
-	for id, rs := range a.byID {
-		if len(rs) > 0 {
-			a.rep.refs[id] = EventRef{ID: id, Type: rs[0].Event.Type, Seq: rs[0].Seq}
-		}
-	}
-	for bk := range a.audited {
-		for _, j := range a.mem.Jobs(bk.tenant, bk.batch) {
-			a.rep.derived[jobKey{j.Tenant, j.Batch, j.ACID}] = j
-		}
-	}
+	a.rep.state = &auditState{mem: a.mem, audited: a.audited, batches: a.batches, steps: a.steps, types: a.types, store: a.store}
 	sort.SliceStable(a.rep.Mismatches, func(i, j int) bool {
 		x, y := a.rep.Mismatches[i], a.rep.Mismatches[j]
 		if x.Batch != y.Batch {
@@ -117,138 +252,103 @@ func (a *auditor) run(recorded []Recorded) {
 		}
 		return x.Seq < y.Seq
 	})
+	return a.rep
 }
 
-// index counts the replay and reports what does not decode.
-func (a *auditor) index() {
-	undecodable := map[string]bool{}
-	for _, r := range a.recs {
-		if r.History {
-			a.rep.History++
-			if r.OK() && r.DeadLetter == "" {
-				a.byID[r.Event.ID] = append(a.byID[r.Event.ID], r)
-			}
-			continue
-		}
-		a.rep.Events++
-		if !r.OK() {
-			if undecodable[r.SHA256] {
-				continue // a dead letter of a message already reported
-			}
-			undecodable[r.SHA256] = true
-			tenant, batch := peekEnvelope(r.Raw)
-			detail := r.Err.Error()
-			if r.DeadLetter != "" {
-				detail = "dead letter of " + r.DeadLetter + ": " + detail
-			}
-			a.add(Mismatch{Kind: KindUndecodable, Tenant: tenant, Batch: batch, EventID: r.MsgID, Seq: r.Seq,
-				Field: "subject " + r.Subject, Detail: detail})
-			continue
-		}
-		a.audited[batchKey{r.Event.Tenant, r.Event.BatchID}] = true
-		if r.DeadLetter == "" {
-			a.byID[r.Event.ID] = append(a.byID[r.Event.ID], r)
-		}
+// undecodableMsg reports a message that is not a valid event, once per content.
+func (a *auditor) undecodableMsg(r *Recorded) {
+	sum, _ := hexSHA(r.SHA256)
+	if a.undecodable[sum] {
+		return // a dead letter of a message already reported
 	}
-	for bk, b := range a.batchesAwaiting() {
-		a.batch(bk).awaiting = b
+	a.undecodable[sum] = true
+	tenant, batch := peekEnvelope(r.Raw)
+	detail := r.Err.Error()
+	if r.DeadLetter != "" {
+		detail = "dead letter of " + r.DeadLetter + ": " + detail
 	}
-	for _, r := range a.recs {
-		if isRedriveRequest(r) {
-			b := a.batch(batchKey{r.Event.Tenant, r.Event.BatchID})
-			if !contains(b.redrives[r.Event.Attempt], r.Event.JobID) {
-				b.redrives[r.Event.Attempt] = append(b.redrives[r.Event.Attempt], r.Event.JobID)
-			}
-		}
-	}
-}
-
-// batchesAwaiting lists, per batch, the jobs whose recorded decision waits for a person.
-func (a *auditor) batchesAwaiting() map[batchKey][]string {
-	out := map[batchKey][]string{}
-	for _, r := range a.recs {
-		if r.History || !r.OK() || r.DeadLetter != "" {
-			continue
-		}
-		p, ok := r.Event.Payload.(*events.IterationDecided)
-		if !ok || p.Status != events.StatusAwaitingSpotcheck {
-			continue
-		}
-		bk := batchKey{r.Event.Tenant, r.Event.BatchID}
-		if !contains(out[bk], r.Event.JobID) {
-			out[bk] = append(out[bk], r.Event.JobID)
-			if len(out[bk]) == 2 {
-				a.add(Mismatch{Kind: KindDuplicate, Tenant: bk.tenant, Batch: bk.batch, Job: r.Event.JobID, EventID: r.Event.ID,
-					EventType: r.Event.Type, Seq: r.Seq, Field: "status",
-					Detail: "a second sign-off waits for a person in one interactive batch (the first was " + out[bk][0] + ")"})
-			}
-		}
-	}
-	return out
+	a.add(Mismatch{Kind: KindUndecodable, Tenant: tenant, Batch: batch, EventID: r.MsgID, Seq: r.Seq,
+		Field: "subject " + r.Subject, Detail: detail})
 }
 
 // structure checks each audited event on its own: subject, deterministic id, message id,
 // and duplicates of one logical step. A redrive attempt is a step of its own: its events
 // repeat the first pass's types and iterations under ids of the attempt
 // (events.AttemptStep), so both the id and the duplicate key include it.
-func (a *auditor) structure() {
-	type stepKey struct {
-		t                  events.Type
-		tenant, batch, job string
-		iteration          int
-		step               string
+func (a *auditor) structure(r *Recorded) {
+	ev := r.Event
+	if tenant, typ, err := events.ParseSubject(r.Subject); err != nil || tenant != ev.Tenant || typ != ev.Type {
+		a.add(a.at(r, Mismatch{Kind: KindSubject, Field: "subject", Recorded: r.Subject,
+			Derived: events.SubjectRoot + "." + ev.Tenant + "." + string(ev.Type), Detail: "the services refuse an event whose subject contradicts its envelope"}))
 	}
-	first := map[stepKey]*Recorded{}
-	gated := map[stepKey]*Recorded{}
-	for _, r := range a.recs {
-		if r.History || !r.OK() || r.DeadLetter != "" {
-			continue
+	steps := idSteps(ev)
+	step, ok := "", false
+	for _, s := range steps {
+		s = events.AttemptStep(s, ev.Attempt)
+		if events.NewID(ev.Type, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, s) == ev.ID {
+			step, ok = s, true
+			break
 		}
-		ev := r.Event
-		if tenant, typ, err := events.ParseSubject(r.Subject); err != nil || tenant != ev.Tenant || typ != ev.Type {
-			a.add(a.at(r, Mismatch{Kind: KindSubject, Field: "subject", Recorded: r.Subject,
-				Derived: events.SubjectRoot + "." + ev.Tenant + "." + string(ev.Type), Detail: "the services refuse an event whose subject contradicts its envelope"}))
+	}
+	derived := ev.ID
+	if !ok {
+		step = events.AttemptStep(steps[0], ev.Attempt)
+		derived = events.NewID(ev.Type, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, step)
+		a.add(a.at(r, Mismatch{Kind: KindID, Field: "envelope.id", Recorded: ev.ID, Derived: derived,
+			Detail: "not the deterministic id of its step"}))
+		if _, seen := a.forged[ev.ID]; !seen {
+			sum, _ := hexSHA(r.SHA256)
+			a.forged[ev.ID] = forgedEntry{seq: r.Seq, sha: sum}
 		}
-		steps := idSteps(ev)
-		step, ok := "", false
-		for _, s := range steps {
-			s = events.AttemptStep(s, ev.Attempt)
-			if events.NewID(ev.Type, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, s) == ev.ID {
-				step, ok = s, true
-				break
+	}
+	if r.MsgID != "" && r.MsgID != ev.ID {
+		a.add(a.at(r, Mismatch{Kind: KindID, Field: "Nats-Msg-Id", Recorded: r.MsgID, Derived: ev.ID,
+			Detail: "published under another message id than its event id, which deduplication relies on"}))
+	}
+	k := keyOf(derived)
+	sum, _ := hexSHA(r.SHA256)
+	if prev, dup := a.steps[k]; dup {
+		prevID := hex.EncodeToString(k[:])
+		if id, ok := a.forgedSteps[k]; ok {
+			prevID = id
+		}
+		detail := fmt.Sprintf("same logical step as %s (seq %d)", prevID, prev.seq)
+		if prevID == ev.ID {
+			detail = fmt.Sprintf("event id recorded twice (first at seq %d)", prev.seq)
+			if prev.sum != prefix(sum) {
+				detail += " with different contents"
 			}
+		}
+		a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: detail}))
+	} else {
+		a.steps[k] = stepEntry{seq: r.Seq, sum: prefix(sum), typ: a.typeCode(ev.Type)}
+		if linkedTypes[ev.Type] {
+			a.linked[k] = sum
 		}
 		if !ok {
-			step = events.AttemptStep(steps[0], ev.Attempt)
-			a.add(a.at(r, Mismatch{Kind: KindID, Field: "envelope.id", Recorded: ev.ID,
-				Derived: events.NewID(ev.Type, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, step),
-				Detail:  "not the deterministic id of its step"}))
+			a.forgedSteps[k] = ev.ID
 		}
-		if r.MsgID != "" && r.MsgID != ev.ID {
-			a.add(a.at(r, Mismatch{Kind: KindID, Field: "Nats-Msg-Id", Recorded: r.MsgID, Derived: ev.ID,
-				Detail: "published under another message id than its event id, which deduplication relies on"}))
+	}
+	a.resolve(ev.ID, r)
+	if ev.Type == events.TypeGatesDone || ev.Type == events.TypeGatesFailed {
+		g := keyOf(events.NewID("gates", ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, events.AttemptStep("", ev.Attempt)))
+		if prev, ok := a.gated[g]; ok && prev.typ != ev.Type {
+			a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: fmt.Sprintf("the gater decided this iteration twice: %s (seq %d) and %s",
+				prev.typ, prev.seq, ev.Type)}))
+		} else if !ok {
+			a.gated[g] = gating{typ: ev.Type, seq: r.Seq}
 		}
-		k := stepKey{ev.Type, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, step}
-		if prev := first[k]; prev != nil {
-			detail := fmt.Sprintf("same logical step as %s (seq %d)", prev.Event.ID, prev.Seq)
-			if prev.Event.ID == ev.ID {
-				detail = fmt.Sprintf("event id recorded twice (first at seq %d)", prev.Seq)
-				if prev.SHA256 != r.SHA256 {
-					detail += " with different contents"
-				}
-			}
-			a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: detail}))
-		} else {
-			first[k] = r
-		}
-		if ev.Type == events.TypeGatesDone || ev.Type == events.TypeGatesFailed {
-			g := stepKey{"gates", ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, events.AttemptStep("", ev.Attempt)}
-			if prev := gated[g]; prev != nil && prev.Event.Type != ev.Type {
-				a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: fmt.Sprintf("the gater decided this iteration twice: %s %s (seq %d) and %s",
-					prev.Event.Type, prev.Event.ID, prev.Seq, ev.Type)}))
-			} else if prev == nil {
-				gated[g] = r
-			}
+	}
+	if p, ok := ev.Payload.(*events.IterationDecided); ok && p.Status == events.StatusAwaitingSpotcheck {
+		bk := batchKey{ev.Tenant, ev.BatchID}
+		switch first := a.awaiting[bk]; {
+		case first == "":
+			a.awaiting[bk] = ev.JobID
+		case first != ev.JobID && first != "-":
+			a.awaiting[bk] = "-" // reported once
+			a.add(Mismatch{Kind: KindDuplicate, Tenant: bk.tenant, Batch: bk.batch, Job: ev.JobID, EventID: ev.ID,
+				EventType: ev.Type, Seq: r.Seq, Field: "status",
+				Detail: "a second sign-off waits for a person in one interactive batch (the first was " + first + ")"})
 		}
 	}
 }
@@ -274,6 +374,29 @@ func idSteps(ev events.Event) []string {
 	return []string{""}
 }
 
+// keyOf is the step key of a deterministic id (a non-hex id, which no step has, is
+// hashed so it still has a key of its own).
+func keyOf(id string) stepKey {
+	var k stepKey
+	if b, err := hex.DecodeString(id); err == nil && len(b) == len(k) {
+		copy(k[:], b)
+		return k
+	}
+	sum := sha256Of([]byte(id))
+	copy(k[:], sum)
+	return k
+}
+
+func hexSHA(s string) ([32]byte, bool) {
+	var out [32]byte
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(out) {
+		return out, false
+	}
+	copy(out[:], b)
+	return out, true
+}
+
 // aggregatorInputs are the subjects the aggregator's consumer receives (besides dead
 // letters).
 var aggregatorInputs = func() map[events.Type]bool {
@@ -294,39 +417,19 @@ func isAggregatorInput(r *Recorded) bool {
 	return err == nil && aggregatorInputs[typ] && tenant == r.Event.Tenant && typ == r.Event.Type
 }
 
-// simulate feeds the replay to the rebuilt aggregator in stream order, but for a job's
-// cancel, which goes where the aggregator applied it (see cancelOrder).
-func (a *auditor) simulate() {
-	order := a.cancelOrder()
-	for _, r := range a.recs {
-		if !r.OK() {
-			continue
-		}
-		if c := order.before(r); c != nil {
-			a.simulateOne(c)
-		}
-		if order.held(r) {
-			continue
-		}
-		a.simulateOne(r)
-		if c := order.after(r); c != nil {
-			a.simulateOne(c)
-		}
+// simulate feeds one message to the rebuilt aggregator, in stream order, but for a job's
+// cancel, which goes where the aggregator applied it (see cancelPlan).
+func (a *auditor) simulate(r *Recorded) {
+	c := a.ahead.cancels
+	if early := c.before(r); early != nil {
+		a.simulateOne(early)
 	}
-	var keys []jobKey
-	for k, rs := range a.deferred {
-		if len(rs) > 0 {
-			keys = append(keys, k)
-		}
+	if c.held(r) {
+		return
 	}
-	sort.Slice(keys, func(i, j int) bool { return a.deferred[keys[i]][0].Seq < a.deferred[keys[j]][0].Seq })
-	for _, k := range keys {
-		r := a.deferred[k][0]
-		if r.History || !a.audited[batchKey{k.tenant, k.batch}] {
-			continue
-		}
-		a.add(a.at(r, Mismatch{Kind: KindMissing, Job: k.job, Field: "job.submitted",
-			Detail: fmt.Sprintf("%d event(s) for a job whose submission is not recorded", len(a.deferred[k]))}))
+	a.simulateOne(r)
+	if late := c.after(r); late != nil {
+		a.simulateOne(late)
 	}
 }
 
@@ -348,12 +451,20 @@ func (a *auditor) simulateOne(r *Recorded) {
 		return
 	}
 	if len(a.deferred[key]) > 0 && r.DeadLetter == "" {
-		a.deferred[key] = append(a.deferred[key], r) // keep the job's order
+		a.deferred[key] = append(a.deferred[key], kept(r)) // keep the job's order
 		return
 	}
 	if !a.applyInput(r) {
-		a.deferred[key] = append(a.deferred[key], r)
+		a.deferred[key] = append(a.deferred[key], kept(r))
 	}
+}
+
+// kept is a copy of r to hold past its visit: without its bytes, which nothing later
+// reads.
+func kept(r *Recorded) *Recorded {
+	c := *r
+	c.Raw = nil
+	return &c
 }
 
 // flush applies the events that overtook their job's submission, as the aggregator's
@@ -369,65 +480,49 @@ func (a *auditor) flush(key jobKey) {
 	}
 }
 
-func (a *auditor) expect(e expectation) { a.expects = append(a.expects, e) }
-
-// check compares one expected aggregator output with the recorded event of its id.
-func (a *auditor) check(e expectation) {
-	var rec *Recorded
-	collided := false
-	for _, r := range a.byID[e.ev.ID] {
-		if a.claimed[r] || r.Event.Type != e.ev.Type {
-			collided = collided || a.claimed[r]
+// unsubmitted reports the inputs whose job's submission the replay never reached.
+func (a *auditor) unsubmitted() {
+	var keys []jobKey
+	for k, rs := range a.deferred {
+		if len(rs) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return a.deferred[keys[i]][0].Seq < a.deferred[keys[j]][0].Seq })
+	for _, k := range keys {
+		r := a.deferred[k][0]
+		if r.History || !a.audited[batchKey{k.tenant, k.batch}] {
 			continue
 		}
-		rec = r
-		break
+		a.add(a.at(r, Mismatch{Kind: KindMissing, Job: k.job, Field: "job.submitted",
+			Detail: fmt.Sprintf("%d event(s) for a job whose submission is not recorded", len(a.deferred[k]))}))
 	}
-	m := Mismatch{Tenant: e.ev.Tenant, Batch: e.ev.BatchID, Job: e.ev.JobID, EventID: e.ev.ID, EventType: e.ev.Type}
-	if e.from != nil {
-		m.FromID, m.FromType, m.FromSeq = e.from.Event.ID, e.from.Event.Type, e.from.Seq
-	}
-	if rec == nil {
-		m.Kind, m.Field = KindMissing, string(e.ev.Type)
-		m.Detail = fmt.Sprintf("the %s re-derived from the events is not recorded", e.what)
-		if collided {
-			m.Kind = KindCollision
-			m.Detail = fmt.Sprintf("the %s was published under id %s, which an earlier event of the job already holds, so the stream dropped it as a duplicate", e.what, e.ev.ID)
-		}
-		a.add(m)
+}
+
+// expect registers an aggregator output the rules derived: checked at once against a
+// recorded event of its id that came too early, else when that event is recorded.
+func (a *auditor) expect(e expectation) {
+	id, typ := e.ev.ID, e.ev.Type
+	if e.from.history || !a.audited[batchKey{e.ev.Tenant, e.ev.BatchID}] {
 		return
 	}
-	a.claimed[rec] = true
-	a.rep.Decisions++
-	m.EventID, m.Seq = rec.Event.ID, rec.Seq
-	if rec.Event.CausationID != e.ev.CausationID {
-		a.add(with(m, KindMismatch, "envelope.cause", rec.Event.CausationID, e.ev.CausationID))
+	if rs := a.early[id]; len(rs) > 0 {
+		for i, r := range rs {
+			if r.Event.Type == typ {
+				a.early[id] = append(rs[:i:i], rs[i+1:]...)
+				if len(a.early[id]) == 0 {
+					delete(a.early, id)
+				}
+				a.check(e, r, false)
+				return
+			}
+		}
 	}
-	if rec.Event.CorrelationID != e.ev.CorrelationID {
-		a.add(with(m, KindMismatch, "envelope.corr", rec.Event.CorrelationID, e.ev.CorrelationID))
+	if s, ok := a.steps[keyOf(id)]; ok && s.claimed {
+		a.check(e, nil, true)
+		return
 	}
-	diffs, err := diffMsgpack(rec.Event.Payload, e.ev.Payload, e.skip...)
-	if err != nil {
-		a.add(with(m, KindMismatch, "data", "", "").withDetail(err.Error()))
-	}
-	for _, d := range diffs {
-		a.add(with(m, KindMismatch, d.path, d.recorded, d.derived))
-	}
-	if e.from != nil && rec.Seq < e.from.Seq {
-		o := m
-		o.Kind, o.Detail = KindOrder, fmt.Sprintf("recorded at seq %d, before the event it derives from (seq %d)", rec.Seq, e.from.Seq)
-		a.add(o)
-	}
-}
-
-func with(m Mismatch, k Kind, field, recorded, derived string) Mismatch {
-	m.Kind, m.Field, m.Recorded, m.Derived = k, field, recorded, derived
-	return m
-}
-
-func (m Mismatch) withDetail(d string) Mismatch {
-	m.Detail = d
-	return m
+	a.waiting[id] = append(a.waiting[id], a.park(e))
 }
 
 // outputTypes are the events only the aggregator publishes.
@@ -449,59 +544,145 @@ func isOutput(r *Recorded) bool {
 	return outputTypes[r.Event.Type]
 }
 
-// unexplained reports recorded aggregator outputs that no replayed input derives.
+// output matches a recorded aggregator output with the expectation of its id, or keeps
+// it until one comes.
+func (a *auditor) output(r *Recorded) {
+	if !isOutput(r) {
+		return
+	}
+	id := r.Event.ID
+	for i, p := range a.waiting[id] {
+		if p.typ != r.Event.Type {
+			continue
+		}
+		a.waiting[id] = append(a.waiting[id][:i:i], a.waiting[id][i+1:]...)
+		if len(a.waiting[id]) == 0 {
+			delete(a.waiting, id)
+		}
+		a.check(a.unpark(p), r, false)
+		return
+	}
+	a.early[id] = append(a.early[id], kept(r))
+}
+
+// unrecorded reports the outputs the rules derived that the stream never recorded.
+func (a *auditor) unrecorded() {
+	var all []parked
+	for _, ps := range a.waiting {
+		all = append(all, ps...)
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].from.seq < all[j].from.seq })
+	for _, p := range all {
+		e := a.unpark(p)
+		s, ok := a.steps[keyOf(e.ev.ID)]
+		a.check(e, nil, ok && s.claimed)
+	}
+}
+
+// check compares one expected aggregator output with its recorded event (nil: not
+// recorded; collided: because an earlier event holds its id).
+func (a *auditor) check(e expectation, rec *Recorded, collided bool) {
+	ev := e.ev
+	m := Mismatch{Tenant: ev.Tenant, Batch: ev.BatchID, Job: ev.JobID, EventID: ev.ID, EventType: ev.Type,
+		FromID: e.from.id, FromType: e.from.typ, FromSeq: e.from.seq}
+	if rec == nil {
+		m.Kind, m.Field = KindMissing, string(ev.Type)
+		m.Detail = fmt.Sprintf("the %s re-derived from the events is not recorded", e.what)
+		if collided {
+			m.Kind = KindCollision
+			m.Detail = fmt.Sprintf("the %s was published under id %s, which an earlier event of the job already holds, so the stream dropped it as a duplicate", e.what, ev.ID)
+		}
+		a.add(m)
+		return
+	}
+	k := keyOf(rec.Event.ID)
+	if s, ok := a.steps[k]; ok {
+		s.claimed = true
+		a.steps[k] = s
+	}
+	a.rep.Decisions++
+	m.EventID, m.Seq = rec.Event.ID, rec.Seq
+	if rec.Event.CausationID != ev.CausationID {
+		a.add(with(m, KindMismatch, "envelope.cause", rec.Event.CausationID, ev.CausationID))
+	}
+	if rec.Event.CorrelationID != ev.CorrelationID {
+		a.add(with(m, KindMismatch, "envelope.corr", rec.Event.CorrelationID, ev.CorrelationID))
+	}
+	diffs, err := diffMsgpack(rec.Event.Payload, ev.Payload, e.skip...)
+	if err != nil {
+		a.add(with(m, KindMismatch, "data", "", "").withDetail(err.Error()))
+	}
+	for _, d := range diffs {
+		a.add(with(m, KindMismatch, d.path, d.recorded, d.derived))
+	}
+	if rec.Seq < e.from.seq {
+		o := m
+		o.Kind, o.Detail = KindOrder, fmt.Sprintf("recorded at seq %d, before the event it derives from (seq %d)", rec.Seq, e.from.seq)
+		a.add(o)
+	}
+	if p, ok := ev.Payload.(*events.ManifestEmitted); ok && e.manifest != nil {
+		a.checkManifest(batchKey{ev.Tenant, ev.BatchID}, rec, e.from, p.Manifest, e.manifest)
+	}
+}
+
+func with(m Mismatch, k Kind, field, recorded, derived string) Mismatch {
+	m.Kind, m.Field, m.Recorded, m.Derived = k, field, recorded, derived
+	return m
+}
+
+func (m Mismatch) withDetail(d string) Mismatch {
+	m.Detail = d
+	return m
+}
+
+// unexplained reports the recorded aggregator outputs that no replayed input derives,
+// naming the refused input one was derived from.
 func (a *auditor) unexplained() {
-	for _, r := range a.recs {
-		if r.History || !r.OK() || r.DeadLetter != "" || a.claimed[r] {
-			continue
+	var all []*Recorded
+	for _, rs := range a.early {
+		all = append(all, rs...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Seq < all[j].Seq })
+	for _, r := range all {
+		if a.planUnread[batchKey{r.Event.Tenant, r.Event.BatchID}] && isCancel(r) {
+			continue // the cancel's steps could not be followed (noted)
 		}
-		if !isOutput(r) || a.planUnread[batchKey{r.Event.Tenant, r.Event.BatchID}] && isCancel(r) {
-			continue
+		m := Mismatch{Kind: KindUnexplained, Detail: "no replayed event derives it"}
+		if typ, ok := a.refused[r.Event.CausationID]; ok {
+			m.FromID, m.FromType = r.Event.CausationID, typ
+			m.Detail = "derived from an input the aggregator's rules refuse"
 		}
-		a.add(a.at(r, Mismatch{Kind: KindUnexplained, Detail: "no replayed event derives it"}))
+		a.add(a.at(r, m))
 	}
 }
 
 // outcomes reports the audited jobs the events leave without a final outcome, and the
 // batch positions nothing was submitted for.
 func (a *auditor) outcomes() {
-	var subs []*Recorded
-	for bk, b := range a.batches {
-		if !a.audited[bk] {
-			continue
-		}
-		for _, r := range b.submitted {
-			if !r.History {
-				subs = append(subs, r)
-			}
-		}
-	}
-	sort.Slice(subs, func(i, j int) bool { return subs[i].Seq < subs[j].Seq })
-	for _, r := range subs {
-		j := a.jobOf(jobKey{r.Event.Tenant, r.Event.BatchID, r.Event.JobID})
-		if j == nil || j.Final() {
-			continue
-		}
-		detail := "the recorded events leave the job " + string(j.Status)
-		if j.Status == events.StatusAwaitingSpotcheck {
-			detail += " (its sign-off waits for a person)"
-		}
-		a.add(a.at(r, Mismatch{Kind: KindMissing, Field: "outcome", Detail: detail}))
-	}
 	var bks []batchKey
 	for bk := range a.audited {
 		bks = append(bks, bk)
 	}
 	sort.Slice(bks, func(i, j int) bool { return bks[i].tenant+"/"+bks[i].batch < bks[j].tenant+"/"+bks[j].batch })
+	type open struct {
+		bk     batchKey
+		seq    uint64
+		job    string
+		status events.Status
+	}
+	var opens []open
 	for _, bk := range bks {
 		b := a.batch(bk)
-		jobs := a.mem.Jobs(bk.tenant, bk.batch)
-		sum := BatchSummary{Tenant: bk.tenant, Batch: bk.batch, Jobs: len(jobs), Complete: len(b.completions) > 0}
-		a.rep.Jobs += len(jobs)
+		sum := BatchSummary{Tenant: bk.tenant, Batch: bk.batch, Complete: b.completed > 0}
 		have := map[int]bool{}
-		for _, j := range jobs {
+		a.mem.EachJob(bk.tenant, bk.batch, func(j *records.Job) {
+			sum.Jobs++
 			have[j.Index] = true
-		}
+			if seq, ok := b.submitted[j.ACID]; ok && !j.Final() {
+				opens = append(opens, open{bk, seq, j.ACID, j.Status})
+			}
+		})
+		a.rep.Jobs += sum.Jobs
 		missing := 0
 		for i := 0; i < b.size; i++ {
 			if !have[i] {
@@ -512,10 +693,20 @@ func (a *auditor) outcomes() {
 				}
 			}
 		}
-		if n := len(b.completions); n > 0 {
-			sum.Digest, sum.Summary, sum.Attempt = b.digest, b.summary, b.completions[n-1].Attempt
+		if b.completion != nil {
+			sum.Digest, sum.Summary, sum.Attempt = b.completion.Digest, &b.completion.Summary, b.completion.Attempt
 		}
 		a.rep.Batches = append(a.rep.Batches, sum)
+	}
+	sort.SliceStable(opens, func(i, j int) bool { return opens[i].seq < opens[j].seq })
+	for _, o := range opens {
+		detail := "the recorded events leave the job " + string(o.status)
+		if o.status == events.StatusAwaitingSpotcheck {
+			detail += " (its sign-off waits for a person)"
+		}
+		a.add(Mismatch{Kind: KindMissing, Tenant: o.bk.tenant, Batch: o.bk.batch, Job: o.job,
+			EventID:   events.NewID(events.TypeJobSubmitted, o.bk.tenant, o.bk.batch, o.job, 0, ""),
+			EventType: events.TypeJobSubmitted, Seq: o.seq, Field: "outcome", Detail: detail})
 	}
 }
 
@@ -549,90 +740,70 @@ func (a *auditor) blobContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(a.ctx, blobTimeout)
 }
 
-func (a *auditor) readBlob(tenant, sha string) ([]byte, error) {
-	if a.store == nil {
-		return nil, errors.New("no blob store given to the audit")
-	}
-	ctx, cancel := a.blobContext()
-	defer cancel()
-	data, _, err := blob.ReadAll(ctx, a.store, blob.Ref{Tenant: tenant, SHA256: sha})
-	return data, err
-}
-
-// services re-runs what the gater decided deterministically: each kind's gates
+// gates re-runs what the gater decided deterministically: each kind's gates
 // (kind.Kind.Gate) over the recorded render, reading the artifacts back from blob storage,
 // compared with the recorded gates.done or gates.failed: the blind placement of the slots,
 // the routing of a blocked render, and whether every artifact is still the one rendered.
 // A looping kind's gates also read its view's state, which the stream does not hold.
-func (a *auditor) services() {
-	// itKey is one pass of a job through the pipeline: a redrive attempt renders and
-	// gates the same iteration again.
-	type itKey struct {
-		job       jobKey
-		iteration int
-		attempt   int
+func (a *auditor) gates(r *Recorded) {
+	ev := r.Event
+	key := passKey{jobKey{ev.Tenant, ev.BatchID, ev.JobID}, ev.Iteration, ev.Attempt}
+	switch ev.Payload.(type) {
+	case *events.RenderDone:
+		if a.rendered[key] == nil {
+			a.rendered[key] = kept(r)
+		}
+		return
+	case *events.RenderUnchanged:
+		delete(a.rendered, key)
+		return
+	case *events.GatesDone, *events.GatesFailed:
+	default:
+		return
 	}
-	rendered := map[itKey]*Recorded{}
-	env := &kind.GateEnv{Store: a.store}
-	for _, r := range a.recs {
-		if r.History || !r.OK() || r.DeadLetter != "" {
-			continue
-		}
-		ev := r.Event
-		key := itKey{jobKey{ev.Tenant, ev.BatchID, ev.JobID}, ev.Iteration, ev.Attempt}
-		switch ev.Payload.(type) {
-		case *events.RenderDone:
-			if rendered[key] == nil {
-				rendered[key] = r
-			}
-			continue
-		case *events.GatesDone, *events.GatesFailed:
-		default:
-			continue
-		}
-		rd := rendered[key]
-		if rd == nil {
-			continue
-		}
-		done := rd.Event.Payload.(*events.RenderDone)
-		var derived events.Payload
-		if done.Blocked != "" {
-			derived = &events.GatesFailed{Kind: done.Spec.Kind, ACID: done.Spec.ACID, Blocked: done.Blocked}
-		} else {
-			k, err := kinds.Lookup(done.Spec.Kind)
-			if err != nil {
-				continue
-			}
-			if _, looping := k.(kind.Looping); looping {
-				a.unverified(r, "the gates of a looping view", "they read the view's previous render and baseline, which the stream does not hold")
-				continue
-			}
-			if a.store == nil {
-				a.note(batchKey{ev.Tenant, ev.BatchID}, "the gates and the artifacts they read", "the audit was given no blob store")
-				continue
-			}
-			ctx, cancel := a.blobContext()
-			derived, err = k.Gate(ctx, env, rd.Event, done)
-			cancel()
-			if err != nil {
-				a.unverified(r, "the gates", err.Error())
-				continue
-			}
-		}
-		a.rep.Decisions++
-		if derived.EventType() != ev.Type {
-			a.add(a.from(a.at(r, with(Mismatch{}, KindMismatch, "type", string(ev.Type), string(derived.EventType())).
-				withDetail("the gates re-run over the recorded render (and the artifacts as stored now) decide otherwise")), rd))
-			continue
-		}
-		diffs, err := diffMsgpack(ev.Payload, derived)
+	rd := a.rendered[key]
+	if rd == nil {
+		return
+	}
+	delete(a.rendered, key)
+	done := rd.Event.Payload.(*events.RenderDone)
+	var derived events.Payload
+	if done.Blocked != "" {
+		derived = &events.GatesFailed{Kind: done.Spec.Kind, ACID: done.Spec.ACID, Blocked: done.Blocked}
+	} else {
+		k, err := kinds.Lookup(done.Spec.Kind)
 		if err != nil {
-			a.add(a.from(a.at(r, Mismatch{Kind: KindMismatch, Field: "gates", Detail: err.Error()}), rd))
-			continue
+			return
 		}
-		for _, d := range diffs {
-			a.add(a.from(a.at(r, with(Mismatch{}, KindMismatch, d.path, d.recorded, d.derived)), rd))
+		if _, looping := k.(kind.Looping); looping {
+			a.unverified(r, "the gates of a looping view", "they read the view's previous render and baseline, which the stream does not hold")
+			return
 		}
+		if a.store == nil {
+			a.note(batchKey{ev.Tenant, ev.BatchID}, "the gates and the artifacts they read", "the audit was given no blob store")
+			return
+		}
+		ctx, cancel := a.blobContext()
+		derived, err = k.Gate(ctx, &kind.GateEnv{Store: a.store}, rd.Event, done)
+		cancel()
+		if err != nil {
+			a.unverified(r, "the gates", err.Error())
+			return
+		}
+	}
+	a.rep.Decisions++
+	if derived.EventType() != ev.Type {
+		a.add(a.from(a.at(r, with(Mismatch{}, KindMismatch, "type", string(ev.Type), string(derived.EventType())).
+			withDetail("the gates re-run over the recorded render (and the artifacts as stored now) decide otherwise")), rd))
+		return
+	}
+	diffs, err := diffMsgpack(ev.Payload, derived)
+	if err != nil {
+		a.add(a.from(a.at(r, Mismatch{Kind: KindMismatch, Field: "gates", Detail: err.Error()}), rd))
+		return
+	}
+	for _, d := range diffs {
+		a.add(a.from(a.at(r, with(Mismatch{}, KindMismatch, d.path, d.recorded, d.derived)), rd))
 	}
 }
 
@@ -655,11 +826,5 @@ func (a *auditor) from(m Mismatch, r *Recorded) Mismatch {
 	return m
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
+// errNoStore is why nothing is read back when the audit has no blob store.
+var errNoStore = errors.New("no blob store given to the audit")

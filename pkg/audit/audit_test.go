@@ -3,7 +3,6 @@ package audit_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
 
@@ -21,12 +21,16 @@ import (
 // manifests included, so an honest fixture must audit clean and each alteration shows
 // what the audit catches.
 type fixture struct {
-	t             *testing.T
-	store         *fileblob.Store
+	t     *testing.T
+	store blob.Store
+	// dir is the file store's folder ("" for another driver).
+	dir           string
 	tenant, batch string
 	recs          []audit.Recorded
 	agg           *rulebook.Memory
 	at            time.Time
+	// completion is the latest completion announced: what the batch header records.
+	completion *records.Completion
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -35,6 +39,13 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f := newFixtureOn(t, st)
+	f.dir = st.Dir()
+	return f
+}
+
+// newFixtureOn is a fixture over another blob store.
+func newFixtureOn(t *testing.T, st blob.Store) *fixture {
 	return &fixture{t: t, store: st, tenant: "team-a", batch: "b-1", agg: &rulebook.Memory{}, at: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 }
 
@@ -108,6 +119,7 @@ func (f *fixture) announce(fold *rulebook.Fold, by string, attempt int) {
 	for _, e := range rulebook.CompletionEvents(f.tenant, f.batch, &c.Completion) {
 		f.publish(e)
 	}
+	f.completion = &c.Completion
 }
 
 func link(r audit.Recorded) string { return r.Event.ID + ":" + r.SHA256 }
@@ -180,7 +192,19 @@ func honest(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) audit() audit.Report { return audit.Audit(f.recs, f.store) }
+// audit audits the fixture's stream as `tribunal audit` would: in a process of its own,
+// so over a blob store that has cached nothing.
+func (f *fixture) audit() audit.Report {
+	f.t.Helper()
+	if f.dir == "" {
+		return audit.Audit(f.recs, f.store)
+	}
+	st, err := fileblob.New(f.dir, fileblob.Options{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return audit.Audit(f.recs, st)
+}
 
 // find returns the index of the first recorded event of type t for job.
 func (f *fixture) find(t events.Type, job string) int {
@@ -213,6 +237,9 @@ func dump(rep audit.Report) string {
 	}
 	for _, u := range rep.Unverified {
 		b.WriteString("\n  unverified: " + u.String())
+	}
+	for _, r := range rep.Refused {
+		b.WriteString("\n  " + r.String())
 	}
 	return b.String()
 }
@@ -287,7 +314,7 @@ func TestAuditTamperedManifestIsUnreadable(t *testing.T) {
 	f := honest(t)
 	i := f.find(events.TypeManifestEmitted, "")
 	sha := f.recs[i].Event.Payload.(*events.ManifestEmitted).Manifest.SHA256
-	path := filepath.Join(f.store.Dir(), f.tenant, "sha256", sha[:2], sha)
+	path := f.blobPath(sha)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,11 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
@@ -17,9 +21,11 @@ func (a *auditor) planOf(tenant string, ref events.Blob) (*records.PlanPage, err
 	if a.store == nil {
 		return nil, fmt.Errorf("%w: the audit was given no blob store", errPlanUnread)
 	}
-	data, err := a.readBlob(tenant, ref.SHA256)
+	ctx, cancel := a.blobContext()
+	defer cancel()
+	data, _, err := blob.ReadAll(ctx, a.store, blob.Ref{Tenant: tenant, SHA256: ref.SHA256})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errPlanUnread, err)
+		return nil, fmt.Errorf("%w: read plan page %s: %v", errPlanUnread, ref.SHA256, err)
 	}
 	return records.DecodePlanPage(data)
 }
@@ -33,92 +39,6 @@ func isCancel(r *Recorded) bool {
 	return false
 }
 
-// cancelPlace is where the replay applies one job's cancel.
-type cancelPlace struct {
-	cancel *Recorded
-	// first: before any other input of the job. Else after anchor (nil: where the
-	// stream holds the cancel).
-	first  bool
-	anchor *Recorded
-}
-
-// cancels places each job's cancel in the replay where the aggregator applied it.
-//
-// A cancel races with the job's own events: the aggregator applies its inputs
-// concurrently, so it may cancel a job before an earlier-stored verdict reaches it, or
-// before its submission does, and apply a later-stored verdict first. The race leaves no
-// event of its own, but its outcome is recorded: the job's final outcome names the input
-// it was derived from (its causation), and every input the aggregator applied while the
-// job was still open left outputs of its own (the submission's render request, a loop's
-// decisions), while one applied after the job was final left none. So a cancel that
-// decided its job goes right after the last of the job's inputs with outputs (before all
-// of them when there are none: it overtook the submission too), and a cancel that found
-// its job decided goes after the input that decided it. The cancel rule makes everything
-// else irrelevant: it records the job from the cancel alone (rulebook.cancelled).
-type cancels struct {
-	byJob    map[jobKey]*cancelPlace
-	byCancel map[*Recorded]*cancelPlace
-	applied  map[*Recorded]bool
-}
-
-// cancelOrder works out where each audited job's cancel goes.
-func (a *auditor) cancelOrder() *cancels {
-	c := &cancels{byJob: map[jobKey]*cancelPlace{}, byCancel: map[*Recorded]*cancelPlace{}, applied: map[*Recorded]bool{}}
-	inputs := map[jobKey][]*Recorded{}
-	caused := map[string]bool{}
-	outcome := map[jobKey]*Recorded{}
-	for _, r := range a.recs {
-		if r.History || !r.OK() {
-			continue
-		}
-		ev := r.Event
-		if r.DeadLetter == "" && isOutput(r) && ev.CausationID != "" {
-			caused[ev.CausationID] = true
-			if isOutcome(ev) && ev.Attempt == 0 {
-				k := jobKey{ev.Tenant, ev.BatchID, ev.JobID}
-				if outcome[k] == nil {
-					outcome[k] = r
-				}
-			}
-		}
-		if !isAggregatorInput(r) || rulebook.BatchWide(ev) {
-			continue
-		}
-		tenant, batch, job := rulebook.JobOf(ev)
-		k := jobKey{tenant, batch, job}
-		if _, ok := ev.Payload.(*events.JobCancelRequested); ok {
-			if c.byJob[k] == nil {
-				c.byJob[k] = &cancelPlace{cancel: r}
-				c.byCancel[r] = c.byJob[k]
-			}
-			continue
-		}
-		inputs[k] = append(inputs[k], r)
-	}
-	for k, p := range c.byJob {
-		out := outcome[k]
-		switch {
-		case out == nil:
-			// No outcome recorded (the batch is still running): as stored.
-		case out.Event.CausationID == p.cancel.Event.ID:
-			var last *Recorded
-			for _, in := range inputs[k] {
-				if caused[in.Event.ID] {
-					last = in
-				}
-			}
-			p.first, p.anchor = last == nil, last
-		default:
-			for _, in := range inputs[k] {
-				if in.Event.ID == out.Event.CausationID && in.Seq > p.cancel.Seq {
-					p.anchor = in
-				}
-			}
-		}
-	}
-	return c
-}
-
 // isOutcome reports whether ev announces a job's final outcome.
 func isOutcome(ev events.Event) bool {
 	switch p := ev.Payload.(type) {
@@ -130,53 +50,299 @@ func isOutcome(ev events.Event) bool {
 	return false
 }
 
-// place returns the cancel of r's job, if r is one of that job's other inputs.
-func (c *cancels) place(r *Recorded) *cancelPlace {
-	if len(c.byJob) == 0 || r.History || isCancel(r) || !isAggregatorInput(r) || rulebook.BatchWide(r.Event) {
-		return nil
+// A cancel races with the job's own events: the aggregator applies its inputs
+// concurrently, so it may cancel a job before an earlier-stored verdict reaches it, or
+// before its submission does, and apply a later-stored verdict first. The race leaves no
+// event of its own, but its outcome is recorded: the job's final outcome names the input
+// it was derived from (its causation), and every input the aggregator applied while the
+// job was still open left outputs of its own (the submission's render request, a loop's
+// decisions), while one applied after the job was final left none. So a cancel that
+// decided its job goes right after the last of the job's inputs with outputs (before all
+// of them when there are none: it overtook the submission too), and a cancel that found
+// its job decided goes after the input that decided it. The cancel rule makes everything
+// else irrelevant: it records the job from the cancel alone (rulebook.cancelled).
+//
+// Working that out needs the whole stream, which the audit never holds: Replay's first
+// read gathers what it needs (cancelScan: a few words per input, the first outcome of
+// each job, each job's first cancel) and concludes where each cancel goes (cancelPlan),
+// before the second read replays anything. A cancel applied before the stream holds it
+// is kept from the first read, compressed, until then.
+
+// cancelScan is what the first read gathers for the cancels' places. It does not depend
+// on the order it is handed the messages in (a replay from Since reads what precedes
+// Since last).
+type cancelScan struct {
+	batch string
+	seed  maphash.Seed
+	// inputs are the jobs' inputs but their cancels, by id; causedFirst the causations
+	// read before the input they name.
+	inputs      map[stepKey]scannedInput
+	causedFirst map[stepKey]bool
+	// outcomes are each job's first final outcome, cancels its first cancel, by job.
+	outcomes map[uint64]scannedOutcome
+	cancels  map[uint64]*scannedCancel
+	saved    dictzstd.Codec
+}
+
+// scannedInput is one input of a job: its copies' first and last places (a dead letter
+// repeats its original) and whether the aggregator published anything from it.
+type scannedInput struct {
+	job         uint64
+	first, last uint64
+	caused      bool
+}
+
+type scannedOutcome struct {
+	seq   uint64
+	cause stepKey
+}
+
+// scannedCancel is a job's first cancel, kept whole (compressed) until the first read
+// ends, for the case it is applied before the stream holds it.
+type scannedCancel struct {
+	seq                            uint64
+	id                             stepKey
+	subject, msgID, reason, origin string
+	stored                         time.Time
+	raw                            []byte
+}
+
+func newCancelScan(batch string) *cancelScan {
+	return &cancelScan{batch: batch, seed: maphash.MakeSeed(), inputs: map[stepKey]scannedInput{}, causedFirst: map[stepKey]bool{},
+		outcomes: map[uint64]scannedOutcome{}, cancels: map[uint64]*scannedCancel{}}
+}
+
+func jobHash(seed maphash.Seed, tenant, batch, job string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(tenant)
+	h.WriteByte(0)
+	h.WriteString(batch)
+	h.WriteByte(0)
+	h.WriteString(job)
+	return h.Sum64()
+}
+
+// add notes one decodable message of the first read (not history, not a rejudge's).
+func (s *cancelScan) add(r *Recorded) {
+	ev := r.Event
+	if s.batch != "" && ev.BatchID != s.batch {
+		return
 	}
-	tenant, batch, job := rulebook.JobOf(r.Event)
-	p := c.byJob[jobKey{tenant, batch, job}]
-	if p == nil || c.applied[p.cancel] {
-		return nil
+	if r.DeadLetter == "" && isOutput(r) && ev.CausationID != "" {
+		cause := keyOf(ev.CausationID)
+		if in, ok := s.inputs[cause]; ok {
+			in.caused = true
+			s.inputs[cause] = in
+		} else {
+			s.causedFirst[cause] = true
+		}
+		if isOutcome(ev) && ev.Attempt == 0 {
+			k := jobHash(s.seed, ev.Tenant, ev.BatchID, ev.JobID)
+			if o, ok := s.outcomes[k]; !ok || r.Seq < o.seq {
+				s.outcomes[k] = scannedOutcome{seq: r.Seq, cause: cause}
+			}
+		}
 	}
+	if !isAggregatorInput(r) || rulebook.BatchWide(ev) {
+		return
+	}
+	tenant, batch, job := rulebook.JobOf(ev)
+	k := jobHash(s.seed, tenant, batch, job)
+	if _, ok := ev.Payload.(*events.JobCancelRequested); ok {
+		if c := s.cancels[k]; c == nil || r.Seq < c.seq {
+			s.cancels[k] = &scannedCancel{seq: r.Seq, id: keyOf(ev.ID), subject: r.Subject, msgID: r.MsgID, reason: r.Reason,
+				origin: r.OriginalSubject, stored: r.Stored, raw: s.saved.Encode(r.Raw, true)}
+		}
+		return
+	}
+	id := keyOf(ev.ID)
+	in, ok := s.inputs[id]
+	if !ok {
+		in = scannedInput{job: k, first: r.Seq, last: r.Seq, caused: s.causedFirst[id]}
+		delete(s.causedFirst, id)
+	}
+	in.first, in.last = min(in.first, r.Seq), max(in.last, r.Seq)
+	s.inputs[id] = in
+}
+
+// cancelPlan is where the second read applies the cancels that do not go where the
+// stream holds them.
+type cancelPlan struct {
+	seed maphash.Seed
+	// first are the cancels that go before any other input of their job, by job; anchored
+	// those that go right after an input, by its sequence; bySeq every placed cancel, by
+	// its own sequence.
+	first    map[uint64]*placedCancel
+	anchored map[uint64]*placedCancel
+	bySeq    map[uint64]*placedCancel
+	codec    *dictzstd.Codec
+}
+
+// placedCancel is one cancel applied elsewhere than the stream holds it.
+type placedCancel struct {
+	seq    uint64
+	anchor uint64
+	// early is the cancel as the first read kept it, for an application before the
+	// second read reaches it; rec the cancel once the second read held it for a later
+	// anchor.
+	early   *scannedCancel
+	rec     *Recorded
+	applied bool
+}
+
+// conclude works out where each job's cancel goes and releases what the scan gathered.
+func (s *cancelScan) conclude() *cancelPlan {
+	p := &cancelPlan{seed: s.seed, first: map[uint64]*placedCancel{}, anchored: map[uint64]*placedCancel{},
+		bySeq: map[uint64]*placedCancel{}, codec: &s.saved}
+	if len(s.cancels) == 0 {
+		return p
+	}
+	// Each cancelled job's last input with outputs and its first input.
+	type span struct{ lastCaused, firstInput uint64 }
+	spans := map[uint64]span{}
+	for _, in := range s.inputs {
+		if s.cancels[in.job] == nil {
+			continue
+		}
+		sp := spans[in.job]
+		if in.caused {
+			sp.lastCaused = max(sp.lastCaused, in.last)
+		}
+		if sp.firstInput == 0 || in.first < sp.firstInput {
+			sp.firstInput = in.first
+		}
+		spans[in.job] = sp
+	}
+	for job, c := range s.cancels {
+		out, ok := s.outcomes[job]
+		if !ok {
+			continue // no outcome recorded (the batch is still running): as stored
+		}
+		pc := &placedCancel{seq: c.seq}
+		switch sp := spans[job]; {
+		case out.cause == c.id && sp.lastCaused == 0:
+			// The cancel overtook every input of the job.
+			if sp.firstInput == 0 || sp.firstInput > c.seq {
+				continue // none is stored before it: as stored
+			}
+			pc.early = c
+			p.first[job] = pc
+		case out.cause == c.id:
+			pc.anchor = sp.lastCaused
+		default:
+			in, ok := s.inputs[out.cause]
+			if !ok || in.job != job || in.last <= c.seq {
+				continue // the job was decided before the cancel was stored: as stored
+			}
+			pc.anchor = in.last
+		}
+		if pc.anchor != 0 {
+			if pc.anchor < c.seq {
+				pc.early = c
+			}
+			p.anchored[pc.anchor] = pc
+		}
+		p.bySeq[c.seq] = pc
+	}
+	s.inputs, s.causedFirst, s.outcomes, s.cancels = nil, nil, nil, nil
 	return p
 }
 
+// jobInput reports whether r is one of a job's inputs the job's cancel is placed among.
+func jobInput(r *Recorded) bool {
+	return !r.History && r.OK() && !isCancel(r) && isAggregatorInput(r) && !rulebook.BatchWide(r.Event)
+}
+
 // before returns the cancel to apply before r: the job's cancel overtook r.
-func (c *cancels) before(r *Recorded) *Recorded {
-	if p := c.place(r); p != nil && p.first {
-		c.applied[p.cancel] = true
-		return p.cancel
+func (p *cancelPlan) before(r *Recorded) *Recorded {
+	if p == nil || len(p.first) == 0 || !jobInput(r) {
+		return nil
 	}
-	return nil
+	tenant, batch, job := rulebook.JobOf(r.Event)
+	k := jobHash(p.seed, tenant, batch, job)
+	pc := p.first[k]
+	if pc == nil {
+		return nil
+	}
+	delete(p.first, k)
+	if pc.applied {
+		return nil
+	}
+	return p.take(pc)
 }
 
 // after returns the cancel to apply right after r.
-func (c *cancels) after(r *Recorded) *Recorded {
-	if p := c.place(r); p != nil && p.anchor == r {
-		c.applied[p.cancel] = true
-		return p.cancel
+func (p *cancelPlan) after(r *Recorded) *Recorded {
+	if p == nil || len(p.anchored) == 0 || !jobInput(r) {
+		return nil
 	}
-	return nil
+	pc := p.anchored[r.Seq]
+	if pc == nil {
+		return nil
+	}
+	delete(p.anchored, r.Seq)
+	if pc.applied {
+		return nil
+	}
+	return p.take(pc)
 }
 
 // held reports whether r is a cancel applied elsewhere: already, or after an input the
-// stream holds later.
-func (c *cancels) held(r *Recorded) bool {
-	if _, ok := r.Event.Payload.(*events.JobCancelRequested); !ok || r.History {
+// stream holds later (r is then kept until that input is applied).
+func (p *cancelPlan) held(r *Recorded) bool {
+	if p == nil || len(p.bySeq) == 0 || r.History || !r.OK() {
 		return false
 	}
-	if c.applied[r] {
+	if _, ok := r.Event.Payload.(*events.JobCancelRequested); !ok {
+		return false
+	}
+	pc := p.bySeq[r.Seq]
+	if pc == nil {
+		return false
+	}
+	if pc.applied {
+		delete(p.bySeq, r.Seq)
 		return true
 	}
-	p := c.byCancel[r]
-	if p == nil {
-		return false
+	if pc.anchor > r.Seq {
+		pc.rec = kept(r)
+		return true
 	}
-	if p.anchor != nil {
-		return true // applied right after its anchor, which the stream holds later
-	}
-	c.applied[r] = true
+	// Its place was never reached (an anchor outside the replay): where the stream holds it.
+	pc.applied, pc.early = true, nil
+	delete(p.bySeq, r.Seq)
 	return false
+}
+
+// take marks a placed cancel applied and returns it, decoding it from what the first
+// read kept when the second has not reached it yet.
+func (p *cancelPlan) take(pc *placedCancel) *Recorded {
+	pc.applied = true
+	if pc.rec != nil {
+		r := pc.rec
+		pc.rec = nil
+		delete(p.bySeq, pc.seq)
+		return r
+	}
+	c := pc.early
+	pc.early = nil
+	if c == nil {
+		return nil
+	}
+	raw, err := p.codec.Decode(c.raw)
+	if err != nil {
+		panic("audit: a cancel kept compressed does not decompress: " + err.Error())
+	}
+	r := NewRecorded(c.seq, c.subject, c.stored, raw, c.msgID, c.reason)
+	r.OriginalSubject, r.Raw = c.origin, nil
+	return &r
+}
+
+// done concludes the first read: the cancels' places.
+func (h *ahead) done() {
+	if h.scan != nil {
+		h.cancels = h.scan.conclude()
+		h.scan = nil
+	}
 }

@@ -150,11 +150,7 @@ func diffTree(path string, a, b any, skip map[string]bool, out *[]fieldDiff) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			p := k
-			if path != "" {
-				p = path + "." + k
-			}
-			diffTree(p, am[k], bm[k], skip, out)
+			diffTree(join(path, k), am[k], bm[k], skip, out)
 		}
 		return
 	}
@@ -169,6 +165,14 @@ func diffTree(path string, a, b any, skip map[string]bool, out *[]fieldDiff) {
 	if !reflect.DeepEqual(a, b) {
 		*out = append(*out, fieldDiff{path: path, recorded: render(a), derived: render(b)})
 	}
+}
+
+// join names field k of the value at path.
+func join(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
 }
 
 // render shows a value compactly, cut to a readable length.

@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,21 +70,69 @@ func (r *Recorded) OK() bool { return r.Err == nil }
 // link is the message's link of a digest chain, as the aggregator writes it.
 func (r *Recorded) link() string { return r.Event.ID + ":" + r.SHA256 }
 
-// Replay reads the stream with an ordered consumer (no durable state, nothing acked, so
-// an audit never disturbs the services) and returns the selected messages in stream
-// order. Undecodable messages are kept with Err set (they are findings) unless what can
-// still be read of their envelope names another tenant or batch.
+// Replay reads the stream with ordered consumers (no durable state, nothing acked, so an
+// audit never disturbs the services) and hands the selected messages to visit in stream
+// order, one at a time: nothing is held, so a 100,000-job batch replays in bounded
+// memory. A visitor may keep a message; Replay never reuses one. Undecodable messages
+// are handed over with Err set (they are findings) unless what can still be read of
+// their envelope names another tenant or batch. An error from visit stops the replay
+// and is returned.
 //
 // The filter selects batches: a batch is selected when it matches BatchID (if set) and
-// has an event stored within [Since, Until]; a selected batch is then returned whole,
+// has an event stored within [Since, Until]; a selected batch is then replayed whole,
 // including its events outside the range, because a decision can only be re-derived
-// from all of its inputs. Reading starts at Since (DeliverByStartTime) and goes back to
-// the stream's start only when a selected batch began before it.
+// from all of its inputs. A rubric view's loop carries over from batch to batch, so when
+// the selected batches hold rubric views Replay also hands over, marked History, the
+// loop events of the same views from other batches that precede them.
 //
-// A rubric view's loop carries over from batch to batch, so when the selected batches
-// hold rubric views Replay also returns, marked History, the loop events of the same
-// views from other batches that precede them.
-func Replay(ctx context.Context, js jetstream.JetStream, f Filter) ([]Recorded, error) {
+// Replay reads the stream twice: once to select (which batches, which history, and the
+// few facts an audit needs before it reaches them, see ahead), then to deliver. The
+// first read starts at Since (DeliverByStartTime) and goes back to the stream's start
+// only when a selected batch began before it.
+func Replay(ctx context.Context, js jetstream.JetStream, f Filter, visit func(*Recorded) error) error {
+	p, err := plan(ctx, js, f)
+	if err != nil || p == nil {
+		return err
+	}
+	return p.each(ctx, js, visit)
+}
+
+// replayPlan is what the first read of a replay learns: which messages the second one
+// delivers.
+type replayPlan struct {
+	f       Filter
+	stream  string
+	filters []string
+	// last is the stream's last sequence when the replay began: later messages are not
+	// part of it.
+	last uint64
+	// mainFirst is the first sequence read from Since on; early is set when the delivery
+	// must start before it, at the stream's beginning.
+	mainFirst uint64
+	early     bool
+	batches   map[batchKey]*planBatch
+	// other maps every rubric job to its view key, for the history of selected views.
+	other map[jobKey]string
+	// views are the view keys of the selected batches' rubric jobs.
+	views map[string]bool
+	// firstKept and lastKept bound the selected batches' decodable events.
+	firstKept, lastKept uint64
+	ahead               *ahead
+}
+
+// planBatch is what the first read keeps of one batch.
+type planBatch struct {
+	selected    bool
+	first, last uint64
+	views       []string
+	// size and subs count the batch's submissions, to know whether a replay from Since
+	// missed some.
+	size int
+	subs map[int]bool
+}
+
+// plan is the first read of a replay; nil when the stream holds nothing.
+func plan(ctx context.Context, js jetstream.JetStream, f Filter) (*replayPlan, error) {
 	if f.Tenant != "" {
 		if err := events.ValidateTenant(f.Tenant); err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
@@ -105,168 +153,194 @@ func Replay(ctx context.Context, js jetstream.JetStream, f Filter) ([]Recorded, 
 	if info.State.Msgs == 0 {
 		return nil, nil
 	}
-	var filters []string
+	p := &replayPlan{f: f, stream: name, last: info.State.LastSeq, batches: map[batchKey]*planBatch{}, other: map[jobKey]string{},
+		views: map[string]bool{}, ahead: newAhead(f.BatchID)}
 	if f.Tenant != "" {
-		filters = []string{events.TenantAll(f.Tenant), events.DeadLetterPrefix + ".>"}
+		p.filters = []string{events.TenantAll(f.Tenant), events.DeadLetterPrefix + ".>"}
 	}
-	sel := &selection{f: f, batches: map[batchKey]bool{}, other: map[jobKey]string{}}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: time.Minute}
-	if !f.Since.IsZero() {
-		since := f.Since
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
-	}
-	var first uint64
-	err = readStream(ctx, js, name, cfg, info.State.LastSeq, func(r Recorded) bool {
-		if first == 0 {
-			first = r.Seq
+	err = readStream(ctx, js, name, p.consumer(false), p.last, func(r Recorded) bool {
+		if p.mainFirst == 0 {
+			p.mainFirst = r.Seq
 		}
-		sel.add(r, f.Until.IsZero() || !r.Stored.After(f.Until))
+		p.scan(&r, f.Until.IsZero() || !r.Stored.After(f.Until))
 		return true
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !f.Since.IsZero() && first > info.State.FirstSeq && sel.needsEarlier() {
+	if !f.Since.IsZero() && p.mainFirst > info.State.FirstSeq && p.needsEarlier() {
 		// A selected batch (or a view's loop) began before Since: read what precedes it.
-		var early []Recorded
-		err := readStream(ctx, js, name, jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: time.Minute}, first-1, func(r Recorded) bool {
-			if r.Seq >= first {
+		p.early = true
+		err := readStream(ctx, js, name, p.consumer(true), p.mainFirst-1, func(r Recorded) bool {
+			if r.Seq >= p.mainFirst {
 				return false
 			}
-			early = append(early, r)
+			p.scan(&r, false)
 			return true
 		})
 		if err != nil {
 			return nil, err
 		}
-		pre := &selection{f: Filter{Tenant: f.Tenant, BatchID: f.BatchID}, batches: sel.batches, other: map[jobKey]string{}}
-		for _, r := range early {
-			pre.add(r, false)
-		}
-		for k, v := range sel.other {
-			pre.other[k] = v
-		}
-		sel.kept = append(pre.kept, sel.kept...)
-		sel.history = append(pre.history, sel.history...)
-		sel.other = pre.other
 	}
-	return sel.result(), nil
+	p.ahead.done()
+	for _, b := range p.batches {
+		if !b.selected || b.first == 0 {
+			continue
+		}
+		if p.firstKept == 0 || b.first < p.firstKept {
+			p.firstKept = b.first
+		}
+		p.lastKept = max(p.lastKept, b.last)
+		for _, v := range b.views {
+			p.views[v] = true
+		}
+	}
+	return p, nil
 }
 
-// selection sorts the replayed messages into those of the selected batches and the
-// history candidates.
-type selection struct {
-	f       Filter
-	batches map[batchKey]bool
-	kept    []Recorded
-	history []Recorded
-	// loose are undecodable messages no batch can be read from; result keeps those
-	// stored among the selected batches' events.
-	loose []Recorded
-	// other maps the rubric jobs of unselected batches to their view keys.
-	other map[jobKey]string
+// consumer is the ordered consumer of one read: from Since, or from the stream's start.
+func (p *replayPlan) consumer(fromStart bool) jetstream.OrderedConsumerConfig {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: p.filters, InactiveThreshold: time.Minute}
+	if !fromStart && !p.f.Since.IsZero() {
+		since := p.f.Since
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	return cfg
 }
 
-// add sorts one message; inRange says whether it was stored within the filter's range,
-// the only place a batch can be selected.
-func (s *selection) add(r Recorded, inRange bool) {
+func (p *replayPlan) batch(bk batchKey) *planBatch {
+	b := p.batches[bk]
+	if b == nil {
+		b = &planBatch{size: -1}
+		p.batches[bk] = b
+	}
+	return b
+}
+
+// scan notes one message of the first read; inRange says whether it was stored within
+// the filter's range, the only place a batch can be selected.
+func (p *replayPlan) scan(r *Recorded, inRange bool) {
 	if !r.OK() {
-		tenant, batch := peekEnvelope(r.Raw)
-		if (s.f.Tenant != "" && tenant != "" && tenant != s.f.Tenant) || (s.f.BatchID != "" && batch != "" && batch != s.f.BatchID) {
-			return
-		}
-		switch {
-		case batch != "" && s.batches[batchKey{tenant, batch}]:
-			s.kept = append(s.kept, r)
-		case batch == "" && inRange:
-			s.loose = append(s.loose, r)
-		case batch != "" && inRange:
-			s.kept = append(s.kept, r)
-		}
-		return
+		return // delivered or not by what its envelope still says, see keep
 	}
 	ev := r.Event
-	if s.f.Tenant != "" && ev.Tenant != s.f.Tenant {
+	if p.f.Tenant != "" && ev.Tenant != p.f.Tenant {
 		return
 	}
-	bk := batchKey{ev.Tenant, ev.BatchID}
-	if !s.batches[bk] && inRange && (s.f.BatchID == "" || ev.BatchID == s.f.BatchID) {
-		s.batches[bk] = true
+	b := p.batch(batchKey{ev.Tenant, ev.BatchID})
+	if !b.selected && inRange && (p.f.BatchID == "" || ev.BatchID == p.f.BatchID) {
+		b.selected = true
 	}
-	if s.batches[bk] {
-		s.kept = append(s.kept, r)
-		return
+	if b.first == 0 || r.Seq < b.first {
+		b.first = r.Seq
 	}
-	// Another batch: keep what a rubric view's loop may be folded from; result keeps
-	// those of the selected batches' views.
-	switch p := ev.Payload.(type) {
-	case *events.JobSubmitted:
-		if key := viewKey(ev.Tenant, p.Spec); r.DeadLetter == "" && key != "" {
-			s.other[jobKey{ev.Tenant, ev.BatchID, ev.JobID}] = key
-			s.keepHistory(r)
+	b.last = max(b.last, r.Seq)
+	p.ahead.add(r)
+	if s, ok := ev.Payload.(*events.JobSubmitted); ok && r.DeadLetter == "" {
+		if key := viewKey(ev.Tenant, s.Spec); key != "" {
+			p.other[jobKey{ev.Tenant, ev.BatchID, ev.JobID}] = key
+			b.views = append(b.views, key)
 		}
-	case *events.SpotcheckRecorded:
-		s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, p.ACID})
-	case *events.ViewReset:
-		s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, p.ACID})
-	case *events.VerdictEmitted:
-		if looping(p.Kind) || r.DeadLetter != "" {
-			s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, ev.JobID})
-		}
-	case *events.GatesFailed:
-		if looping(p.Kind) || r.DeadLetter != "" {
-			s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, ev.JobID})
-		}
-	case *events.RenderUnchanged:
-		s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, ev.JobID})
-	default:
-		if r.DeadLetter != "" {
-			s.maybeHistory(r, jobKey{ev.Tenant, ev.BatchID, ev.JobID})
+		if !p.f.Since.IsZero() {
+			b.size = s.BatchSize
+			if b.subs == nil {
+				b.subs = map[int]bool{}
+			}
+			b.subs[s.Index] = true
 		}
 	}
-}
-
-// maybeHistory keeps a loop event of another batch when its job is a known rubric view,
-// or when its submission may lie before what was read (a replay from Since).
-func (s *selection) maybeHistory(r Recorded, job jobKey) {
-	if _, ok := s.other[job]; ok || !s.f.Since.IsZero() {
-		s.keepHistory(r)
-	}
-}
-
-func (s *selection) keepHistory(r Recorded) {
-	r.History = true
-	s.history = append(s.history, r)
 }
 
 // needsEarlier reports whether a selected batch lacks a job.submitted or holds a rubric
 // view: both mean events before the first one read may matter.
-func (s *selection) needsEarlier() bool {
-	if len(s.rubricViews()) > 0 {
-		return true
-	}
-	size := map[batchKey]int{}
-	seen := map[batchKey]map[int]bool{}
-	for _, r := range s.kept {
-		if !r.OK() {
-			continue
-		}
-		bk := batchKey{r.Event.Tenant, r.Event.BatchID}
-		if seen[bk] == nil {
-			seen[bk] = map[int]bool{}
-			size[bk] = -1
-		}
-		if p, ok := r.Event.Payload.(*events.JobSubmitted); ok && r.DeadLetter == "" {
-			size[bk] = p.BatchSize
-			seen[bk][p.Index] = true
-		}
-	}
-	for bk, n := range size {
-		if n < 0 || len(seen[bk]) < n {
+func (p *replayPlan) needsEarlier() bool {
+	for _, b := range p.batches {
+		if b.selected && (len(b.views) > 0 || b.size < 0 || len(b.subs) < b.size) {
 			return true
 		}
 	}
 	return false
+}
+
+// each is the second read: it delivers the planned messages in stream order.
+func (p *replayPlan) each(ctx context.Context, js jetstream.JetStream, visit func(*Recorded) error) error {
+	var verr error
+	err := readStream(ctx, js, p.stream, p.consumer(p.early), p.last, func(r Recorded) bool {
+		inRange := (!p.early || r.Seq >= p.mainFirst) && (p.f.Until.IsZero() || !r.Stored.After(p.f.Until))
+		keep, history := p.keep(&r, inRange)
+		if !keep {
+			return true
+		}
+		r.History = history
+		verr = visit(&r)
+		return verr == nil
+	})
+	if verr != nil {
+		return verr
+	}
+	return err
+}
+
+// keep decides whether the second read delivers r, and whether as history.
+func (p *replayPlan) keep(r *Recorded, inRange bool) (keep, history bool) {
+	if !r.OK() {
+		tenant, batch := peekEnvelope(r.Raw)
+		if (p.f.Tenant != "" && tenant != "" && tenant != p.f.Tenant) || (p.f.BatchID != "" && batch != "" && batch != p.f.BatchID) {
+			return false, false
+		}
+		switch {
+		case batch != "" && p.selected(batchKey{tenant, batch}):
+			return true, false
+		case batch == "" && inRange:
+			// Attributed to no batch: kept among the selected batches' events.
+			return r.Seq > p.firstKept && r.Seq < p.lastKept, false
+		case batch != "" && inRange:
+			return true, false
+		}
+		return false, false
+	}
+	ev := r.Event
+	if p.f.Tenant != "" && ev.Tenant != p.f.Tenant {
+		return false, false
+	}
+	if p.selected(batchKey{ev.Tenant, ev.BatchID}) {
+		return true, false
+	}
+	// Another batch: kept when a selected view's loop is folded from it.
+	if p.lastKept == 0 || r.Seq >= p.lastKept {
+		return false, false
+	}
+	key := jobKey{ev.Tenant, ev.BatchID, ev.JobID}
+	switch s := ev.Payload.(type) {
+	case *events.JobSubmitted:
+		if r.DeadLetter != "" {
+			return false, false
+		}
+	case *events.SpotcheckRecorded:
+		key.job = s.ACID
+	case *events.ViewReset:
+		key.job = s.ACID
+	case *events.VerdictEmitted:
+		if !looping(s.Kind) && r.DeadLetter == "" {
+			return false, false
+		}
+	case *events.GatesFailed:
+		if !looping(s.Kind) && r.DeadLetter == "" {
+			return false, false
+		}
+	case *events.RenderUnchanged:
+	default:
+		if r.DeadLetter == "" {
+			return false, false
+		}
+	}
+	v, ok := p.other[key]
+	return ok && p.views[v], true
+}
+
+func (p *replayPlan) selected(bk batchKey) bool {
+	b := p.batches[bk]
+	return b != nil && b.selected
 }
 
 // looping reports whether jobs of kind k loop over iterations and batches.
@@ -283,57 +357,72 @@ func viewKey(tenant string, spec events.JobSpec) string {
 	return ""
 }
 
-// rubricViews are the view keys of the selected looping jobs.
-func (s *selection) rubricViews() map[string]bool {
-	out := map[string]bool{}
-	for _, r := range s.kept {
-		if !r.OK() || r.DeadLetter != "" {
-			continue
-		}
-		if p, ok := r.Event.Payload.(*events.JobSubmitted); ok {
-			if key := viewKey(r.Event.Tenant, p.Spec); key != "" {
-				out[key] = true
-			}
-		}
-	}
-	return out
+// ahead is what an audit must know of a batch before the replay reaches it, because the
+// aggregator knew it from its key-value state or from the order it happened to apply its
+// inputs in: which sign-off of an interactive batch won the spot-check claim (the
+// recorded decision names it), which jobs each redrive sends again (`tribunal redrive`
+// writes them on the header before its first request), and where each job's cancel was
+// applied (see cancelScan). Replay's first read gathers it (add, then done); Audit over a
+// slice reads it from the slice.
+type ahead struct {
+	batches map[batchKey]*aheadBatch
+	// scan gathers the cancels' places until done; cancels is what it concludes.
+	scan    *cancelScan
+	cancels *cancelPlan
 }
 
-// result merges the selected batches' messages with the history of their views that
-// precedes the last of them, in stream order.
-func (s *selection) result() []Recorded {
-	out := append([]Recorded(nil), s.kept...)
-	var first, last uint64
-	for _, r := range s.kept {
-		if r.OK() {
-			if first == 0 {
-				first = r.Seq
+type aheadBatch struct {
+	// awaiting is the first job whose recorded decision waits for a person.
+	awaiting string
+	// redrives are the jobs each redrive attempt sends again, in stream order.
+	redrives map[int][]string
+}
+
+// newAhead starts gathering; batch limits the cancels' places to one batch ("" every
+// batch), the only one a replay of that batch audits.
+func newAhead(batch string) *ahead {
+	return &ahead{batches: map[batchKey]*aheadBatch{}, scan: newCancelScan(batch), cancels: &cancelPlan{}}
+}
+
+func (h *ahead) add(r *Recorded) {
+	if !r.OK() || r.History || r.Event.Rejudge != "" {
+		return
+	}
+	h.scan.add(r)
+	if r.DeadLetter != "" {
+		return
+	}
+	ev := r.Event
+	bk := batchKey{ev.Tenant, ev.BatchID}
+	switch p := ev.Payload.(type) {
+	case *events.IterationDecided:
+		if p.Status == events.StatusAwaitingSpotcheck && h.batch(bk).awaiting == "" {
+			h.batch(bk).awaiting = ev.JobID
+		}
+	case *events.RenderRequested:
+		if isRedriveRequest(r) {
+			b := h.batch(bk)
+			if !slices.Contains(b.redrives[ev.Attempt], ev.JobID) {
+				b.redrives[ev.Attempt] = append(b.redrives[ev.Attempt], ev.JobID)
 			}
-			last = r.Seq
 		}
 	}
-	for _, r := range s.loose {
-		if r.Seq > first && r.Seq < last {
-			out = append(out, r)
-		}
+}
+
+func (h *ahead) batch(bk batchKey) *aheadBatch {
+	b := h.batches[bk]
+	if b == nil {
+		b = &aheadBatch{redrives: map[int][]string{}}
+		h.batches[bk] = b
 	}
-	if len(s.history) > 0 && len(s.kept) > 0 {
-		viewsKept := s.rubricViews()
-		for _, r := range s.history {
-			key := jobKey{r.Event.Tenant, r.Event.BatchID, r.Event.JobID}
-			switch p := r.Event.Payload.(type) {
-			case *events.SpotcheckRecorded:
-				key.job = p.ACID
-			case *events.ViewReset:
-				key.job = p.ACID
-			}
-			if viewsKept[s.other[key]] && r.Seq < last {
-				out = append(out, r)
-			}
-		}
+	return b
+}
+
+func (h *ahead) of(bk batchKey) *aheadBatch {
+	if b := h.batches[bk]; b != nil {
+		return b
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	return out
+	return &aheadBatch{redrives: map[int][]string{}}
 }
 
 // readStream delivers the messages of one ordered consumer to visit until the stream's

@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,16 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
+
+// collect replays what f selects into a slice.
+func collect(ctx context.Context, js jetstream.JetStream, f audit.Filter) ([]audit.Recorded, error) {
+	var recs []audit.Recorded
+	err := audit.Replay(ctx, js, f, func(r *audit.Recorded) error {
+		recs = append(recs, *r)
+		return nil
+	})
+	return recs, err
+}
 
 func rubricSpec(job string) events.JobSpec {
 	b := events.Blob{SHA256: strings.Repeat("ab", 32), MediaType: "application/json", Size: 2}
@@ -82,7 +93,7 @@ func TestAuditReplaySelects(t *testing.T) {
 	}
 	replay := func(f audit.Filter) sel {
 		t.Helper()
-		recs, err := audit.Replay(ctx, js, f)
+		recs, err := collect(ctx, js, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,8 +138,103 @@ func TestAuditReplaySelects(t *testing.T) {
 	if got.batches["team-a/b-1"] != 4 || got.batches["team-a/b-2"] != 0 || got.batches["team-a/r-1"] != 2 || got.batches["team-a/x-1"] != 1 {
 		t.Fatalf("until %s: %+v (b-1 must come whole with its late %s)", mid, got, late.ID)
 	}
-	if recs, err := audit.Replay(ctx, js, audit.Filter{BatchID: "nope"}); err != nil || len(recs) != 0 {
+	if recs, err := collect(ctx, js, audit.Filter{BatchID: "nope"}); err != nil || len(recs) != 0 {
 		t.Fatalf("unknown batch: %d events, %v", len(recs), err)
+	}
+}
+
+// TestRunAuditsTheStreamAsAuditDoesTheSlice: Run, which audits the stream while reading
+// it, finds exactly what Audit finds over the same messages held in a slice, on a real
+// stream holding a staged batch with a deleted render.done, a forged dead letter and an
+// edited media type.
+func TestRunAuditsTheStreamAsAuditDoesTheSlice(t *testing.T) {
+	f := staged(t)
+	f.drop(f.find(events.TypeRenderDone, "AC-1"))
+	forged := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{{Judge: events.JudgeInfo{Provider: "x", Model: "x"},
+		Order: "AB", Status: "ok", RawWinner: "A", Confidence: 1, BiggestGap: "x"}}}, f.tenant, f.batch, "AC-2", 0, "forged", nil)
+	f.forgedDeadLetter(forged, "tribunal.team-x.verdict.emitted", false)
+
+	_, _, js := natstest.Provisioned(t, bus.Config{Memory: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	store(ctx, t, js, f.recs)
+	key := func(m audit.Mismatch) string {
+		return strings.Join([]string{string(m.Kind), m.Job, m.EventID, string(m.EventType), m.Field, m.FromID, m.Recorded, m.Derived}, "|")
+	}
+	keys := func(rep audit.Report) []string {
+		var out []string
+		for _, m := range rep.Mismatches {
+			out = append(out, key(m))
+		}
+		sort.Strings(out)
+		return out
+	}
+	want := f.audit()
+	got, err := audit.Run(ctx, js, audit.Filter{Tenant: f.tenant, BatchID: f.batch}, f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.OK() || strings.Join(keys(got), "\n") != strings.Join(keys(want), "\n") {
+		t.Fatalf("Run found\n%s\nAudit found\n%s", strings.Join(keys(got), "\n"), strings.Join(keys(want), "\n"))
+	}
+	if got.Events != want.Events || got.Jobs != want.Jobs || got.Decisions != want.Decisions || got.Batches[0].Digest != want.Batches[0].Digest {
+		t.Fatalf("Run: %d events, %d jobs, %d decisions, digest %s; Audit: %d, %d, %d, %s", got.Events, got.Jobs, got.Decisions, got.Batches[0].Digest,
+			want.Events, want.Jobs, want.Decisions, want.Batches[0].Digest)
+	}
+}
+
+// store publishes recorded messages on a stream again, as they were recorded.
+func store(ctx context.Context, t *testing.T, js jetstream.JetStream, recs []audit.Recorded) {
+	t.Helper()
+	for _, r := range recs {
+		m := &nats.Msg{Subject: r.Subject, Data: r.Raw, Header: nats.Header{}}
+		if r.DeadLetter != "" {
+			m.Header.Set(bus.MetaReason, r.Reason)
+			m.Header.Set(bus.MetaOriginalSubject, r.OriginalSubject)
+		}
+		if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(r.MsgID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRunPlacesCancelsFromTheFirstRead: Run works out where each raced cancel was
+// applied during the replay's first read and applies it there during the second (one
+// read ahead of the stream: a cancel applied before an input the stream holds earlier
+// is kept from the first read), so the cancelled batch of TestAuditCancelRacesAreClean
+// audits clean on a real stream; also when the audit starts at --since in the middle of
+// the race, where the first read reads what precedes Since last. The state (the header
+// with its plan and cancel, each job record) agrees.
+func TestRunPlacesCancelsFromTheFirstRead(t *testing.T) {
+	f := cancelled(t)
+	split := -1
+	for i, r := range f.recs {
+		if _, ok := r.Event.Payload.(*events.BatchCancelRequested); ok && split < 0 {
+			split = i
+		}
+	}
+	_, _, js := natstest.Provisioned(t, bus.Config{Memory: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	store(ctx, t, js, f.recs[:split])
+	time.Sleep(50 * time.Millisecond)
+	since := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	store(ctx, t, js, f.recs[split:])
+	for _, flt := range []audit.Filter{{Tenant: f.tenant, BatchID: f.batch}, {Since: since}} {
+		rep, err := audit.Run(ctx, js, flt, f.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The header keeps the plan and the cancel; every record what its cancel decided.
+		h := f.header()
+		if h.Plan == nil || h.Cancel == nil || h.Completion == nil {
+			t.Fatalf("header %+v", h)
+		}
+		audit.CheckState(&rep, h, f.agg.Jobs(f.tenant, f.batch))
+		if !rep.OK() || len(rep.Batches) != 1 || !rep.Batches[0].Complete || rep.Batches[0].Summary.Blocked != 3 {
+			t.Fatalf("%+v: %+v%s", flt, rep.Batches, dump(rep))
+		}
 	}
 }
 
@@ -170,7 +276,7 @@ func TestAuditReplayOnCluster(t *testing.T) {
 				}
 			}
 		}
-		recs, err := audit.Replay(ctx, js, audit.Filter{BatchID: "b-1"})
+		recs, err := collect(ctx, js, audit.Filter{BatchID: "b-1"})
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}

@@ -35,8 +35,9 @@ const (
 	KindID Kind = "id"
 	// KindSubject: an event recorded on a subject that contradicts its envelope.
 	KindSubject Kind = "subject"
-	// KindUnreadable: a blob the decision rests on (a manifest) cannot be read back
-	// intact: it is missing or its bytes no longer hash to their address.
+	// KindUnreadable: a blob the decision rests on (a manifest, an artifact a render or
+	// its gates recorded) cannot be read back intact: it is missing or its bytes no
+	// longer hash to their address.
 	KindUnreadable Kind = "unreadable"
 )
 
@@ -132,6 +133,57 @@ func (u Unverified) String() string {
 	return where + u.What + " (" + u.Why + ")"
 }
 
+// Refused is an input the aggregator's rules refuse, such as a dead letter whose original
+// subject belongs to another tenant or type than its envelope: someone tried to act for
+// a team they may not act for. It decides nothing, so it is no finding about the batch
+// its envelope names (a failed attack leaves the victim's audit clean), but the report
+// names it and where it came from. Anything derived from it all the same (an aggregator
+// that acted on it) is unexplained, a finding naming it.
+type Refused struct {
+	// Tenant, Batch and Job are what its envelope claims.
+	Tenant string `json:"tenant"`
+	Batch  string `json:"batch,omitempty"`
+	Job    string `json:"job,omitempty"`
+	// EventID, EventType and Seq name the recorded message.
+	EventID   string      `json:"event_id"`
+	EventType events.Type `json:"event_type"`
+	Seq       uint64      `json:"seq"`
+	// Subject is the subject it was published on (a dead letter's original subject), and
+	// From the tenant that subject belongs to: who sent it ("" when it names none).
+	Subject string `json:"subject,omitempty"`
+	From    string `json:"from,omitempty"`
+	// DeadLetter names the service whose dead letters hold it.
+	DeadLetter string `json:"dead_letter,omitempty"`
+	// Reason is the refusal's label (as tribunal_refusals_total counts it), Detail the
+	// rules' words.
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail"`
+}
+
+// String renders the refused input on one line.
+func (r Refused) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "REFUSED %s/%s", r.Tenant, r.Batch)
+	if r.Job != "" {
+		fmt.Fprintf(&b, " job %s", r.Job)
+	}
+	fmt.Fprintf(&b, " %s %s (seq %d)", r.EventType, short(r.EventID), r.Seq)
+	if r.DeadLetter != "" {
+		fmt.Fprintf(&b, ", a dead letter of %s", r.DeadLetter)
+	}
+	if r.Subject != "" {
+		fmt.Fprintf(&b, ", published on %s", r.Subject)
+		if r.From != "" && r.From != r.Tenant {
+			fmt.Fprintf(&b, " (tenant %s's)", r.From)
+		}
+	}
+	if r.Reason != "" {
+		fmt.Fprintf(&b, ": %s", r.Reason)
+	}
+	fmt.Fprintf(&b, ": %s", r.Detail)
+	return b.String()
+}
+
 // BatchSummary is what the audit re-derived for one batch: enough to compare with the
 // aggregator's state (CheckState) and to show a reader what was checked.
 type BatchSummary struct {
@@ -172,11 +224,14 @@ type Report struct {
 	Mismatches []Mismatch `json:"mismatches"`
 	// Unverified are the things the events cannot prove either way.
 	Unverified []Unverified `json:"unverified,omitempty"`
+	// Refused are the inputs the aggregator's rules refuse: they decide nothing.
+	Refused []Refused `json:"refused,omitempty"`
+	// State says whether the aggregator's key-value state (batch headers, job records)
+	// was compared with the replay: "compared", or why it was not.
+	State string `json:"state,omitempty"`
 
-	// derived keeps the re-derived job records, for CheckState.
-	derived map[jobKey]*records.Job
-	// refs names the replayed events by id, for Decisions.
-	refs map[string]EventRef
+	// state is what the replay derived, for CheckState and JobDecisions.
+	state *auditState
 }
 
 // EventRef is one recorded event a decision rests on.
@@ -207,7 +262,13 @@ type Decision struct {
 
 // JobDecisions lists every audited job's decision, by batch and position in it, for a
 // reader who follows each one to the events it rests on (the console's audit report).
+// The jobs are decoded one at a time from the rules' compressed records; the events are
+// named from the audit's one entry per step.
 func (r *Report) JobDecisions() []Decision {
+	st := r.state
+	if st == nil {
+		return []Decision{}
+	}
 	byJob := map[jobKey][]Mismatch{}
 	for _, m := range r.Mismatches {
 		if m.Job != "" {
@@ -215,33 +276,34 @@ func (r *Report) JobDecisions() []Decision {
 			byJob[k] = append(byJob[k], m)
 		}
 	}
-	out := make([]Decision, 0, len(r.derived))
-	for k, j := range r.derived {
-		d := Decision{Tenant: j.Tenant, Batch: j.Batch, Job: j.ACID, Index: j.Index, Kind: j.Spec.Kind, Status: j.Status,
-			DecidedBy: j.DecidedBy, Inputs: []EventRef{}, Mismatches: byJob[k]}
-		for _, l := range j.Inputs {
-			id, sha := l, ""
-			if i := strings.LastIndexByte(l, ':'); i >= 0 {
-				id, sha = l[:i], l[i+1:]
-			}
-			ref, ok := r.refs[id]
-			if !ok {
-				ref = EventRef{ID: id}
-			}
-			ref.SHA256 = sha
-			d.Inputs = append(d.Inputs, ref)
-		}
-		out = append(out, d)
+	var bks []batchKey
+	for bk := range st.audited {
+		bks = append(bks, bk)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Tenant != out[j].Tenant {
-			return out[i].Tenant < out[j].Tenant
+	sort.Slice(bks, func(i, j int) bool {
+		if bks[i].tenant != bks[j].tenant {
+			return bks[i].tenant < bks[j].tenant
 		}
-		if out[i].Batch != out[j].Batch {
-			return out[i].Batch < out[j].Batch
-		}
-		return out[i].Index < out[j].Index
+		return bks[i].batch < bks[j].batch
 	})
+	out := []Decision{}
+	for _, bk := range bks {
+		from := len(out)
+		st.mem.EachJob(bk.tenant, bk.batch, func(j *records.Job) {
+			d := Decision{Tenant: j.Tenant, Batch: j.Batch, Job: j.ACID, Index: j.Index, Kind: j.Spec.Kind, Status: j.Status,
+				DecidedBy: j.DecidedBy, Inputs: make([]EventRef, 0, len(j.Inputs)), Mismatches: byJob[jobKey{j.Tenant, j.Batch, j.ACID}]}
+			for _, l := range j.Inputs {
+				id, sha := l, ""
+				if i := strings.LastIndexByte(l, ':'); i >= 0 {
+					id, sha = l[:i], l[i+1:]
+				}
+				d.Inputs = append(d.Inputs, st.ref(id, sha))
+			}
+			out = append(out, d)
+		})
+		batch := out[from:]
+		sort.SliceStable(batch, func(i, j int) bool { return batch[i].Index < batch[j].Index })
+	}
 	return out
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -22,39 +23,87 @@ type batchKey struct{ tenant, batch string }
 
 // simBatch is what the audit keeps of a batch besides the rules' own state.
 type simBatch struct {
-	// submitted are the batch's job.submitted events, in stream order.
-	submitted map[string]*Recorded
+	// submitted is the stream sequence of each job's job.submitted, for the findings
+	// about the job.
+	submitted map[string]uint64
 	size      int
-	// completions are the batch's completions in stream order: the first pass's, then one
-	// per redrive whose last job became final again, each with the records as they were.
-	completions []*simCompletion
-	// redrives are the jobs each redrive attempt sends through again, read from the whole
-	// replay up front: the aggregator knows them from the batch header, which `tribunal
-	// redrive` writes before it publishes the first request.
-	redrives map[int][]string
+	// completed counts the batch's completions so far: the first pass's, then one per
+	// redrive whose last job became final again.
+	completed int
 	// started is the highest redrive attempt started.
 	started int
-	// awaiting are the jobs the recorded decisions say wait for a spot-check.
-	awaiting []string
-	// digest and summary are re-derived at completion.
-	digest  string
-	summary *events.BatchCompleted
+	// completion is the latest completion re-derived: what the batch header must record.
+	completion *records.Completion
 }
 
-// simCompletion is one completion of a batch and the input that made it.
-type simCompletion struct {
-	*rulebook.Completion
-	by *Recorded
+// origin is the input an expected output derives from.
+type origin struct {
+	id      string
+	typ     events.Type
+	seq     uint64
+	history bool
+}
+
+func originOf(r *Recorded) origin {
+	return origin{id: r.Event.ID, typ: r.Event.Type, seq: r.Seq, history: r.History}
 }
 
 // expectation is an event the aggregator must have published.
 type expectation struct {
-	ev events.Event
-	// from is the input it was derived from (nil for none).
-	from *Recorded
+	ev   events.Event
+	from origin
 	what string
 	// skip are wire fields compared elsewhere (or not derivable).
 	skip []string
+	// manifest is the rebuilt manifest a manifest.emitted announces, as compact JSON
+	// compressed with zstd: the stored one is compared with it by address, and field by
+	// field when the announcement names another.
+	manifest []byte
+}
+
+// parked is an expectation waiting for its record, kept small: the aggregator's outputs
+// can trail their inputs by a whole batch (a fast client's 100,000 submissions ahead of
+// their render requests, a fast judge's verdicts ahead of their decisions), so a
+// 100,000-job batch may wait for 100,000 of them at once. The event is kept encoded and
+// compressed (wire, by a codec per event type, see auditor.parking); what describes it is
+// derived again from the event.
+type parked struct {
+	wire     []byte
+	typ      events.Type
+	from     origin
+	manifest []byte
+}
+
+// park encodes an expectation to wait for its record.
+func (a *auditor) park(e expectation) parked {
+	data, err := events.Encode(e.ev)
+	if err != nil {
+		panic("audit: an expected event that does not encode: " + err.Error())
+	}
+	return parked{wire: a.codec(e.ev.Type).Encode(data, true), typ: e.ev.Type, from: e.from, manifest: e.manifest}
+}
+
+// unpark decodes a parked expectation.
+func (a *auditor) unpark(p parked) expectation {
+	data, err := a.codec(p.typ).Decode(p.wire)
+	if err == nil {
+		var ev events.Event
+		if ev, err = events.Decode(data); err == nil {
+			return expectation{ev: ev, from: p.from, what: describe(ev), skip: skipOf(ev), manifest: p.manifest}
+		}
+	}
+	panic("audit: a parked expectation that does not decode: " + err.Error())
+}
+
+// codec is the compression of the parked expectations of one event type: events of a
+// type share most of their bytes, so the first one makes a good dictionary for the rest.
+func (a *auditor) codec(t events.Type) *dictzstd.Codec {
+	c := a.parking[t]
+	if c == nil {
+		c = &dictzstd.Codec{}
+		a.parking[t] = c
+	}
+	return c
 }
 
 // applyInput feeds one recorded event to the rules. It returns false when the job it
@@ -70,7 +119,9 @@ func (a *auditor) applyInput(r *Recorded) bool {
 	applied, err := a.mem.Apply(in)
 	switch {
 	case errors.Is(err, rulebook.ErrRefused):
-		// The aggregator refuses it for good (and dead-letters it); nothing is decided.
+		// The aggregator refuses it for good (and drops it): nothing is decided, but the
+		// stream holds an input that acts for someone it may not act for.
+		a.refuse(r, err)
 		return true
 	case errors.Is(err, errPlanUnread):
 		bk := batchKey{ev.Tenant, ev.BatchID}
@@ -94,7 +145,7 @@ func (a *auditor) applyInput(r *Recorded) bool {
 	}
 	if p, ok := ev.Payload.(*events.JobSubmitted); ok && applied.Created {
 		b := a.batch(batchKey{ev.Tenant, ev.BatchID})
-		b.submitted[ev.JobID] = r
+		b.submitted[ev.JobID] = r.Seq
 		if b.size == 0 {
 			b.size = p.BatchSize
 		}
@@ -104,19 +155,48 @@ func (a *auditor) applyInput(r *Recorded) bool {
 		// the stream holds already (it drops the copies): only the input that decided it
 		// is expected to have published it.
 		for _, e := range applied.Publish {
-			a.expect(expectation{ev: e, from: r, what: describe(e), skip: skipOf(e)})
+			a.expect(expectation{ev: e, from: originOf(r), what: describe(e), skip: skipOf(e)})
 		}
 	}
 	if c := applied.Complete; c != nil {
 		b := a.batch(batchKey{c.Tenant, c.Batch})
-		b.completions = append(b.completions, &simCompletion{Completion: c, by: r})
+		b.completed++
+		if !r.History {
+			a.complete(batchKey{c.Tenant, c.Batch}, b, c, r)
+		}
 	}
 	return true
+}
+
+// refuse records an input the rules refuse: a dead letter whose original subject belongs
+// to another tenant or type than its envelope (one team acting for another), a
+// submission that contradicts itself. It decides nothing, so it is reported as refused
+// (Report.Refused), naming where it came from, not as a finding about the batch its
+// envelope names; outputs derived from it are unexplained.
+func (a *auditor) refuse(r *Recorded, err error) {
+	a.refused[r.Event.ID] = r.Event.Type
+	if r.History {
+		return
+	}
+	ev := r.Event
+	ref := Refused{Tenant: ev.Tenant, Batch: ev.BatchID, Job: ev.JobID, EventID: ev.ID, EventType: ev.Type, Seq: r.Seq,
+		Subject: r.Subject, DeadLetter: r.DeadLetter, Reason: rulebook.RefusalReason(err), Detail: err.Error()}
+	if r.DeadLetter != "" {
+		ref.Subject = r.OriginalSubject
+	}
+	if tenant, _, perr := events.ParseSubject(ref.Subject); perr == nil {
+		ref.From = tenant
+	}
+	a.rep.Refused = append(a.rep.Refused, ref)
 }
 
 // describe names an expected output for a finding.
 func describe(e events.Event) string {
 	switch p := e.Payload.(type) {
+	case *events.ManifestEmitted:
+		return string(p.Kind) + " manifest announcement"
+	case *events.BatchCompleted:
+		return "batch completion"
 	case *events.IterationDecided:
 		if p.Final {
 			return "final outcome"
@@ -147,7 +227,7 @@ func skipOf(e events.Event) []string {
 func (a *auditor) batch(bk batchKey) *simBatch {
 	b := a.batches[bk]
 	if b == nil {
-		b = &simBatch{submitted: map[string]*Recorded{}, redrives: map[int][]string{}}
+		b = &simBatch{submitted: map[string]uint64{}}
 		a.batches[bk] = b
 	}
 	return b
@@ -159,17 +239,18 @@ func (a *auditor) batch(bk batchKey) *simBatch {
 // leaves blocked in a completed batch, the only jobs the client sends again.
 func (a *auditor) redriveRequest(r *Recorded) {
 	ev := r.Event
-	b := a.batch(batchKey{ev.Tenant, ev.BatchID})
+	bk := batchKey{ev.Tenant, ev.BatchID}
+	b := a.batch(bk)
 	if b.started < ev.Attempt {
 		b.started = ev.Attempt
-		a.mem.StartRedrive(ev.Tenant, ev.BatchID, ev.Attempt, b.redrives[ev.Attempt])
+		a.mem.StartRedrive(ev.Tenant, ev.BatchID, ev.Attempt, a.ahead.of(bk).redrives[ev.Attempt])
 	}
 	j := a.mem.Job(ev.Tenant, ev.BatchID, ev.JobID)
 	var why string
 	switch {
 	case j == nil:
 		why = "its job is not recorded"
-	case len(b.completions) == 0:
+	case b.completed == 0:
 		why = "its batch has not completed"
 	case !rulebook.Redrivable(j):
 		why = "the replay leaves its job " + string(j.Status) + ", not blocked"
@@ -224,10 +305,9 @@ type cachedRubric struct {
 // waits for a person names the winner; with none recorded, the first sign-off in stream
 // order wins.
 func (a *auditor) claim(tenant, batch, job string) string {
-	b := a.batch(batchKey{tenant, batch})
 	holder := job
-	if len(b.awaiting) > 0 {
-		holder = b.awaiting[0]
+	if first := a.ahead.of(batchKey{tenant, batch}).awaiting; first != "" {
+		holder = first
 	}
 	if !a.claimNoted[batchKey{tenant, batch}] {
 		a.claimNoted[batchKey{tenant, batch}] = true
@@ -235,6 +315,3 @@ func (a *auditor) claim(tenant, batch, job string) string {
 	}
 	return holder
 }
-
-// jobOf returns a job's re-derived record.
-func (a *auditor) jobOf(k jobKey) *records.Job { return a.mem.Job(k.tenant, k.batch, k.job) }

@@ -69,7 +69,14 @@ type RouterConfig struct {
 	// no AC waits forever for an event that was given up on. It is called with the
 	// original payload; its errors are logged and never dead-lettered again.
 	DeadLetters func(ctx context.Context, dl DeadLetter) ([]events.Event, error)
-	Logger      *slog.Logger
+	// Chain gives every output the input's digest chain followed by the input's own link
+	// (events.ChainOf over the input's wire bytes), so the aggregator's decision chains
+	// every stage it rests on. The stages between a render request and a decision set it;
+	// the aggregator does not: it chains its inputs in the job record, and its own events
+	// start no chain (a rubric loop's next render would otherwise carry all the earlier
+	// ones).
+	Chain  bool
+	Logger *slog.Logger
 }
 
 // NewRouter wires handler into a Watermill router reading the service's durable consumer
@@ -131,7 +138,7 @@ func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, 
 	)
 	// The publishing middleware has sent the outputs by the time the chain returns, so
 	// Watermill itself never has any to publish.
-	r.AddHandler(cfg.Service, cfg.Service, sub, "events", pub, adapt(cfg.Service, handler, cfg.DeadLetters, logger))
+	r.AddHandler(cfg.Service, cfg.Service, sub, "events", pub, adapt(cfg.Service, handler, cfg.DeadLetters, cfg.Chain, logger))
 	return r, nil
 }
 
@@ -281,7 +288,7 @@ type DeadLetter struct {
 	Subject string
 }
 
-func adapt(service string, h Handler, deadLetters func(context.Context, DeadLetter) ([]events.Event, error), logger *slog.Logger) message.HandlerFunc {
+func adapt(service string, h Handler, deadLetters func(context.Context, DeadLetter) ([]events.Event, error), chain bool, logger *slog.Logger) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		if isDeadLetter(msg) {
 			subj := msg.Metadata.Get(MetaSubject)
@@ -321,11 +328,16 @@ func adapt(service string, h Handler, deadLetters func(context.Context, DeadLett
 				return nil, Permanent(fmt.Errorf("event %s refused: %w", ev.ID, err))
 			}
 		}
-		ctx := withEvent(msg.Context(), ev)
-		out, err := h(WithPayloadDigest(ctx, msg.Payload), ev)
+		ctx := WithPayloadDigest(withEvent(msg.Context(), ev), msg.Payload)
+		out, err := h(ctx, ev)
 		if err != nil {
 			logger.DebugContext(ctx, "event handler failed", "err", err)
 			return nil, fmt.Errorf("handle %s %s (%s/%s/%s): %w", ev.Type, ev.ID, ev.Tenant, ev.BatchID, ev.JobID, err)
+		}
+		if chain {
+			for i := range out {
+				out[i].Chain = events.ChainOf(ev.Envelope, PayloadDigest(ctx))
+			}
 		}
 		logger.DebugContext(ctx, "event handled", "outputs", len(out))
 		return Messages(out...)

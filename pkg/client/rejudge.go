@@ -26,18 +26,18 @@ func Rejudge(ctx context.Context, js jetstream.JetStream, pub Publisher, tenant,
 	if model == "" {
 		return 0, fmt.Errorf("rejudge needs a model")
 	}
-	recs, err := audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID})
-	if err != nil {
-		return 0, err
-	}
 	latest := map[string]events.Event{}
-	for _, r := range recs {
+	err := audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID}, func(r *audit.Recorded) error {
 		if !r.OK() || r.Event.Type != events.TypeGatesDone || r.Event.Rejudge != "" {
-			continue
+			return nil
 		}
 		if prev, ok := latest[r.Event.JobID]; !ok || r.Event.Attempt >= prev.Attempt {
 			latest[r.Event.JobID] = r.Event
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	if len(latest) == 0 {
 		return 0, fmt.Errorf("batch %s/%s: no judged jobs in the stream", tenant, batchID)
@@ -83,20 +83,18 @@ func RejudgeResults(ctx context.Context, js jetstream.JetStream, b bus.Buckets, 
 		byID[j.ACID] = j
 	}
 	for {
-		recs, err := audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID})
+		var rows []RejudgeRow
+		err := audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID}, func(r *audit.Recorded) error {
+			if !r.OK() || r.Event.Type != events.TypeVerdictEmitted || r.Event.Rejudge != model {
+				return nil
+			}
+			if j := byID[r.Event.JobID]; j != nil {
+				rows = append(rows, rejudgeRow(j, r.Event))
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, err
-		}
-		var rows []RejudgeRow
-		for _, r := range recs {
-			if !r.OK() || r.Event.Type != events.TypeVerdictEmitted || r.Event.Rejudge != model {
-				continue
-			}
-			j := byID[r.Event.JobID]
-			if j == nil {
-				continue
-			}
-			rows = append(rows, rejudgeRow(j, r.Event))
 		}
 		if len(rows) >= want {
 			sort.Slice(rows, func(a, b int) bool { return byID[rows[a].ACID].Index < byID[rows[b].ACID].Index })

@@ -24,6 +24,7 @@ type wire struct {
 	CorrelationID string             `msgpack:"corr,omitempty"`
 	Attempt       int                `msgpack:"attempt,omitempty"`
 	Rejudge       string             `msgpack:"rejudge,omitempty"`
+	Chain         []string           `msgpack:"chain,omitempty"`
 	Data          msgpack.RawMessage `msgpack:"data"`
 }
 
@@ -55,7 +56,7 @@ func Encode(e Event) ([]byte, error) {
 	w := wire{
 		V: e.SchemaVersion, ID: e.ID, Type: e.Type, Tenant: e.Tenant, BatchID: e.BatchID,
 		JobID: e.JobID, Iteration: e.Iteration, Time: e.Time, CausationID: e.CausationID,
-		CorrelationID: e.CorrelationID, Attempt: e.Attempt, Rejudge: e.Rejudge, Data: data,
+		CorrelationID: e.CorrelationID, Attempt: e.Attempt, Rejudge: e.Rejudge, Chain: e.Chain, Data: data,
 	}
 	out, err := msgpack.Marshal(&w)
 	if err != nil {
@@ -83,7 +84,7 @@ func Decode(data []byte) (Event, error) {
 	env := Envelope{
 		ID: w.ID, Type: w.Type, SchemaVersion: w.V, Tenant: w.Tenant, BatchID: w.BatchID,
 		JobID: w.JobID, Iteration: w.Iteration, Time: w.Time, CausationID: w.CausationID,
-		CorrelationID: w.CorrelationID, Attempt: w.Attempt, Rejudge: w.Rejudge,
+		CorrelationID: w.CorrelationID, Attempt: w.Attempt, Rejudge: w.Rejudge, Chain: w.Chain,
 	}
 	if err := env.Validate(); err != nil {
 		return Event{}, withType(w.Type, err)

@@ -100,6 +100,41 @@ type Envelope struct {
 	// judged again by another model, whose verdicts stand next to the original ones and
 	// never replace a decision. Derived events carry it too.
 	Rejudge string
+	// Chain links the upstream events this one was derived from, oldest first, as
+	// "<event id>:<sha256 of its wire bytes>" (see ChainOf): the stages between the
+	// aggregator's render request and its decision (renderer, gater, judge) set it on
+	// their outputs, so render.done carries render.requested's link, gates.done those
+	// of render.requested and render.done, and verdict.emitted those and gates.done's.
+	// The aggregator chains a decision's inputs in the job record, so a manifest's or a
+	// sign-off's digest covers every event the decision rests on. Empty on the
+	// aggregator's own events, on clients' events and on events written before chains
+	// existed (it is an optional wire field).
+	Chain []string
+}
+
+// MaxChain bounds Envelope.Chain: a chain grows by one link per pipeline stage and the
+// aggregator starts none, so a longer one is not a chain tribunal wrote.
+const MaxChain = 16
+
+// Link is an event's link of a digest chain: its id and the SHA-256 of its wire bytes.
+func Link(id, sha256Hex string) string { return id + ":" + sha256Hex }
+
+// ParseLink splits a digest-chain link into the event id and the hex SHA-256 of the
+// event's wire bytes; ok is false when l is not a well-formed link.
+func ParseLink(l string) (id, sha256Hex string, ok bool) {
+	i := strings.LastIndexByte(l, ':')
+	if i < 0 {
+		return "", "", false
+	}
+	id, sha256Hex = l[:i], l[i+1:]
+	return id, sha256Hex, nameRe.MatchString(id) && hexDigestRe.MatchString(sha256Hex)
+}
+
+// ChainOf is the chain of an event derived from cause, whose wire bytes hash to
+// sha256Hex: cause's own chain followed by cause's link.
+func ChainOf(cause Envelope, sha256Hex string) []string {
+	out := make([]string, 0, len(cause.Chain)+1)
+	return append(append(out, cause.Chain...), Link(cause.ID, sha256Hex))
 }
 
 // Payload is implemented by every event body.
@@ -214,6 +249,14 @@ func (e Envelope) Validate() error {
 	}
 	if e.Attempt < 0 {
 		return &FieldError{Doc: docEvent, Field: "envelope.attempt", Reason: "negative", Err: ErrInvalidField}
+	}
+	if len(e.Chain) > MaxChain {
+		return &FieldError{Doc: docEvent, Field: "envelope.chain", Reason: fmt.Sprintf("%d links, at most %d", len(e.Chain), MaxChain), Err: ErrInvalidField}
+	}
+	for i, l := range e.Chain {
+		if _, _, ok := ParseLink(l); !ok {
+			return &FieldError{Doc: docEvent, Field: fmt.Sprintf("envelope.chain[%d]", i), Reason: fmt.Sprintf("want <event id>:<64 lowercase hex characters>, got %q", l), Err: ErrInvalidField}
+		}
 	}
 	return nil
 }

@@ -71,6 +71,56 @@ func TestRoundTripEveryType(t *testing.T) {
 	}
 }
 
+// TestChainOnTheWire pins the digest chain as an optional wire field: an event without
+// one encodes to exactly the bytes it had before chains existed, a derived event carries
+// its cause's chain and then its cause's link, and a reader that knows no chain (the
+// envelope of an older build) still reads an event that has one.
+func TestChainOnTheWire(t *testing.T) {
+	cause := New(&RenderRequested{Spec: abSpec()}, "team-a", "b1", "AC-7", 0, "", nil)
+	plain, err := Encode(cause)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic map[string]any
+	if err := msgpack.Unmarshal(plain, &generic); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := generic["chain"]; ok {
+		t.Fatalf("an event without a chain writes one: %v", generic)
+	}
+	done := New(&RenderDone{Spec: abSpec(), Artifacts: map[string]Artifact{"ours": art(), "reference": art()}}, "team-a", "b1", "AC-7", 0, "", &cause.Envelope)
+	done.Chain = ChainOf(cause.Envelope, digest)
+	gated := New(&GatesDone{Kind: KindAB, Gates: []Gate{{Name: "readable", Status: "pass"}}, Slots: []Slot{{Name: "A", Artifact: art()}, {Name: "B", Artifact: art()}}}, "team-a", "b1", "AC-7", 0, "", &done.Envelope)
+	gated.Chain = ChainOf(done.Envelope, strings.Repeat("f", 64))
+	data, err := Encode(gated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{cause.ID + ":" + digest, done.ID + ":" + strings.Repeat("f", 64)}
+	if strings.Join(got.Chain, ",") != strings.Join(want, ",") {
+		t.Fatalf("chain %v, want %v", got.Chain, want)
+	}
+	if id, sha, ok := ParseLink(got.Chain[1]); !ok || id != done.ID || sha != strings.Repeat("f", 64) {
+		t.Fatalf("ParseLink(%q) = %q, %q, %v", got.Chain[1], id, sha, ok)
+	}
+	// The envelope as builds before chains read it.
+	var old struct {
+		V       int                `msgpack:"v"`
+		ID      string             `msgpack:"id"`
+		Type    Type               `msgpack:"type"`
+		Tenant  string             `msgpack:"tenant"`
+		BatchID string             `msgpack:"batch"`
+		Data    msgpack.RawMessage `msgpack:"data"`
+	}
+	if err := msgpack.Unmarshal(data, &old); err != nil || old.ID != gated.ID || len(old.Data) == 0 {
+		t.Fatalf("an older reader: %+v, %v", old, err)
+	}
+}
+
 func TestDeterministicIDs(t *testing.T) {
 	a := NewID(TypeVerdictEmitted, "t", "b", "AC-1", 0, "")
 	if a != NewID(TypeVerdictEmitted, "t", "b", "AC-1", 0, "") {
@@ -123,6 +173,13 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 		{"missing batch", mutate(func(w *wire) { w.BatchID = "" }), ErrMissingField, "envelope.batch_id"},
 		{"missing data", mutate(func(w *wire) { w.Data = nil }), ErrMissingField, "data"},
 		{"bad data", mutate(func(w *wire) { w.Data, _ = msgpack.Marshal("not an object") }), ErrMalformed, "data"},
+		{"chain link without digest", mutate(func(w *wire) { w.Chain = []string{"0123456789abcdef0123456789abcdef"} }), ErrInvalidField, "envelope.chain[0]"},
+		{"chain link with a short digest", mutate(func(w *wire) { w.Chain = []string{"0123456789abcdef0123456789abcdef:abc"} }), ErrInvalidField, "envelope.chain[0]"},
+		{"chain too long", mutate(func(w *wire) {
+			for i := 0; i <= MaxChain; i++ {
+				w.Chain = append(w.Chain, Link("0123456789abcdef0123456789abcdef", digest))
+			}
+		}), ErrInvalidField, "envelope.chain"},
 		{"missing reason", mutate(func(w *wire) {
 			b, _ := msgpack.Marshal(&JobBlocked{Kind: KindAB, ACID: "AC-1"})
 			w.Data = b

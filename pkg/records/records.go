@@ -52,8 +52,10 @@ type Job struct {
 	// its decision and sign-off). Only the kind reads and writes it.
 	Loop json.RawMessage `json:"loop,omitempty"`
 	// Inputs are the events the job's outcome was derived from, as "<event id>:<sha256 of
-	// its wire bytes>", in the order they were applied: the links of the digest chain that
-	// manifests and sign-offs carry, so an auditor can prove what they rest on.
+	// its wire bytes>", in the order they were applied, each preceded by the stages it
+	// passed through (its envelope's chain: render.requested, render.done, gates.done):
+	// the links of the digest chain that manifests and sign-offs carry, so an auditor can
+	// prove what they rest on.
 	Inputs []string `json:"inputs,omitempty"`
 	// DecidedBy is the id of the event the final status was derived from.
 	DecidedBy string    `json:"decided_by,omitempty"`
@@ -184,8 +186,13 @@ func SpotcheckKey(tenant, batch string) string { return BatchKey(tenant, batch) 
 func ChainDigest(links []string) string {
 	d := ""
 	for _, l := range links {
-		sum := sha256.Sum256([]byte(d + "\n" + l))
-		d = hex.EncodeToString(sum[:])
+		d = ChainNext(d, l)
 	}
 	return d
+}
+
+// ChainNext is one step of ChainDigest: the digest of the chain prev followed by link.
+func ChainNext(prev, link string) string {
+	sum := sha256.Sum256([]byte(prev + "\n" + link))
+	return hex.EncodeToString(sum[:])
 }

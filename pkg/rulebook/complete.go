@@ -3,8 +3,8 @@ package rulebook
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 
@@ -50,7 +50,7 @@ type Fold struct {
 
 type indexed struct {
 	index int
-	links []string
+	links []byte // packLinks
 }
 
 // NewFold starts the completion of a batch.
@@ -81,7 +81,7 @@ func (f *Fold) Add(j *records.Job) {
 	if o == kind.OutcomeFinding {
 		f.sum.Suggestions++
 	}
-	f.links = append(f.links, indexed{j.Index, j.Inputs})
+	f.links = append(f.links, indexed{j.Index, packLinks(j.Inputs)})
 	f.kinds[j.Spec.Kind]++
 	for _, n := range j.Judges {
 		f.judges[n] = true
@@ -111,11 +111,11 @@ func (f *Fold) Add(j *records.Job) {
 // batch header carry, so an auditor can prove which events they rest on.
 func (f *Fold) Digest() string {
 	sort.SliceStable(f.links, func(a, b int) bool { return f.links[a].index < f.links[b].index })
-	var all []string
+	d := ""
 	for _, l := range f.links {
-		all = append(all, l.links...)
+		eachLink(l.links, func(link string) { d = records.ChainNext(d, link) })
 	}
-	return records.ChainDigest(all)
+	return d
 }
 
 // Complete finishes the fold: the summary with the exit code (the seed's `ab` table over
@@ -123,12 +123,54 @@ func (f *Fold) Digest() string {
 // outcome completed the batch, attempt the redrive attempt it completes (0 for the first
 // pass).
 func (f *Fold) Complete(by string, attempt int) (Completed, error) {
+	c := Completed{Manifests: map[events.Kind][]byte{}}
+	comp, err := f.finish(by, attempt, false, func(k events.Kind, doc any) (events.Blob, error) {
+		data, err := marshalIndent(doc)
+		if err != nil {
+			return events.Blob{}, err
+		}
+		sha := sha256.Sum256(data)
+		c.Manifests[k] = data
+		return events.Blob{SHA256: hex.EncodeToString(sha[:]), MediaType: "application/json", Size: int64(len(data))}, nil
+	})
+	c.Completion = comp
+	if err != nil || f.index == nil {
+		return c, err
+	}
+	data, err := f.index.Bytes()
+	if err != nil {
+		return Completed{}, fmt.Errorf("index of %s: %w", records.BatchKey(f.tenant, f.batch), err)
+	}
+	sha := sha256.Sum256(data)
+	c.Index = data
+	c.Completion.Index = &events.Blob{SHA256: hex.EncodeToString(sha[:]), MediaType: index.MediaType, Size: int64(len(data))}
+	return c, nil
+}
+
+// CompleteHashed is Complete for a reader that compares manifests with stored ones rather
+// than storing them (the audit): each manifest is encoded a piece at a time and its stored
+// form only hashed, never held whole, and the writer compact returns for a kind (nil: none)
+// is written that manifest as compact JSON. It consumes the fold, releasing what it folded
+// as it goes, so a 100,000-job completion does not hold its links, its rows and its
+// manifests at once.
+func (f *Fold) CompleteHashed(by string, attempt int, compact func(events.Kind) io.Writer) (records.Completion, error) {
+	return f.finish(by, attempt, true, func(k events.Kind, doc any) (events.Blob, error) {
+		return hashIndented(doc, compact(k))
+	})
+}
+
+// finish builds the completion, encoding each kind's manifest with encode; consume
+// releases the fold's state once it is used.
+func (f *Fold) finish(by string, attempt int, consume bool, encode func(events.Kind, any) (events.Blob, error)) (records.Completion, error) {
 	if f.err != nil {
-		return Completed{}, f.err
+		return records.Completion{}, f.err
+	}
+	digest := f.Digest()
+	if consume {
+		f.links = nil
 	}
 	sum := f.sum
 	sum.ExitCode = kind.ExitCode(f.outcomes)
-	c := Completed{Manifests: map[events.Kind][]byte{}}
 	refs := map[events.Kind]events.Blob{}
 	for _, k := range kinds.All() {
 		m, ok := f.manifests[k.Name()]
@@ -136,32 +178,23 @@ func (f *Fold) Complete(by string, attempt int) (Completed, error) {
 			continue
 		}
 		doc := m.Build(f.at)
+		if consume {
+			delete(f.manifests, k.Name())
+		}
 		if doc == nil {
 			continue
 		}
-		data, err := json.MarshalIndent(doc, "", "  ")
+		ref, err := encode(k.Name(), doc)
 		if err != nil {
-			return Completed{}, fmt.Errorf("encode %s manifest of %s: %w", k.Name(), records.BatchKey(f.tenant, f.batch), err)
+			return records.Completion{}, fmt.Errorf("encode %s manifest of %s: %w", k.Name(), records.BatchKey(f.tenant, f.batch), err)
 		}
-		sha := sha256.Sum256(data)
-		ref := events.Blob{SHA256: hex.EncodeToString(sha[:]), MediaType: "application/json", Size: int64(len(data))}
-		c.Manifests[k.Name()] = data
 		refs[k.Name()] = ref
 		sum.Manifests = append(sum.Manifests, ref)
 	}
-	c.Completion = records.Completion{At: f.at, By: by, Summary: sum, Manifests: refs, Digest: f.Digest(), Attempt: attempt,
+	c := records.Completion{At: f.at, By: by, Summary: sum, Manifests: refs, Digest: digest, Attempt: attempt,
 		Kinds: f.kinds, Judges: sortedKeys(f.judges)}
 	if r, ok := refs[events.KindAB]; ok {
-		c.Completion.ManifestRef = &r
-	}
-	if f.index != nil {
-		data, err := f.index.Bytes()
-		if err != nil {
-			return Completed{}, fmt.Errorf("index of %s: %w", records.BatchKey(f.tenant, f.batch), err)
-		}
-		sha := sha256.Sum256(data)
-		c.Index = data
-		c.Completion.Index = &events.Blob{SHA256: hex.EncodeToString(sha[:]), MediaType: index.MediaType, Size: int64(len(data))}
+		c.ManifestRef = &r
 	}
 	return c, nil
 }

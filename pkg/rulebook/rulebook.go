@@ -12,6 +12,7 @@ package rulebook
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
@@ -339,6 +340,12 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 		next.Attempt, next.Status, next.BlockStage, next.BlockReason = ev.Attempt, events.StatusPending, "", ""
 		next.Decided, next.Result = nil, nil
 	}
+	if in.Link != "" {
+		// The stages the input passed through (render.requested, render.done, gates.done)
+		// go into the job's chain before the input itself, so what a decision, its
+		// manifest and its sign-off rest on includes what the judge saw.
+		next.Inputs = appendChain(next.Inputs, ev.Chain)
+	}
 	s := &kind.Step{Event: ev, Link: in.Link, Now: st.Now, Job: next, Rubric: st.Rubric, Spotcheck: st.Spotcheck}
 	if st.View != nil {
 		v := st.View.Clone()
@@ -376,6 +383,17 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 	}
 	res.Publish = s.Publish
 	return res, nil
+}
+
+// appendChain appends the links of chain that inputs does not hold yet: several
+// verdicts of one gating share its upstream links, which are chained once.
+func appendChain(inputs, chain []string) []string {
+	for _, l := range chain {
+		if !slices.Contains(inputs, l) {
+			inputs = append(inputs, l)
+		}
+	}
+	return inputs
 }
 
 // Outputs are the events a final job record stands for: job.blocked, or its decision.

@@ -498,7 +498,7 @@ func TestMemory(t *testing.T) {
 			done = append(done, res.Complete)
 		}
 	}
-	if len(done) != 1 || len(done[0].Jobs) != 2 || done[0].By.ACID != "AC-2" {
+	if len(done) != 1 || done[0].Fold().Summary().Total != 2 || done[0].By.ACID != "AC-2" {
 		t.Fatalf("completions %+v", done)
 	}
 }

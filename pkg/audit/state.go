@@ -1,0 +1,334 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/index"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+)
+
+// auditState is what the replay derived that the aggregator's key-value state must agree
+// with.
+type auditState struct {
+	mem     *rulebook.Memory
+	audited map[batchKey]bool
+	batches map[batchKey]*simBatch
+	// steps and types name the recorded events by id (JobDecisions).
+	steps map[stepKey]stepEntry
+	types []events.Type
+	// store reads back the blobs the state names (the batch index).
+	store blob.Store
+}
+
+// ref names a recorded event by id: its type and where the stream holds it.
+func (st *auditState) ref(id, sha string) EventRef {
+	ref := EventRef{ID: id, SHA256: sha}
+	if s, ok := st.steps[keyOf(id)]; ok {
+		ref.Seq = s.seq
+		if int(s.typ) < len(st.types) {
+			ref.Type = st.types[s.typ]
+		}
+	}
+	return ref
+}
+
+// maxStateFindings bounds the "no record" findings of one batch's state.
+const maxStateFindings = 20
+
+// CheckBatchState compares an audited batch's aggregator state, read from the key-value
+// buckets with the services' credentials, with what the replay re-derived, and adds each
+// difference to the report: the batch header (size, source, plan, cancel, completion
+// with its summary, digest, attempt, manifests, kinds and judges, the redrive in
+// progress) and every job record, read one at a time (records.Store.EachJob) and
+// compared field by field. The batch's index, a read model built from the same records,
+// is read back through its digest check (it must exist and be intact), not rebuilt. The
+// state is the second witness: readers (`tribunal results`, the console) believe it, so a header
+// or record that disagrees with the events is reported, a missing one too; a job record
+// keeps the links of the events its outcome was derived from, so an event whose bytes
+// changed after the decision is named exactly.
+func CheckBatchState(ctx context.Context, rep *Report, st records.Store, tenant, batch string) error {
+	h, _, err := st.Header(ctx, tenant, batch)
+	if err != nil {
+		return err
+	}
+	c := newStateCheck(ctx, rep, tenant, batch)
+	c.header(h)
+	if err := st.EachJob(ctx, tenant, batch, func(j *records.Job) error { c.job(j); return nil }); err != nil {
+		return err
+	}
+	c.finish()
+	return nil
+}
+
+// CheckState is CheckBatchState over a header and job records read already (h nil: the
+// state holds no header of the records' batch).
+func CheckState(rep *Report, h *records.Batch, recs []*records.Job) {
+	var c *stateCheck
+	switch {
+	case h != nil:
+		c = newStateCheck(context.Background(), rep, h.Tenant, h.Batch)
+	case len(recs) > 0:
+		c = newStateCheck(context.Background(), rep, recs[0].Tenant, recs[0].Batch)
+	default:
+		return
+	}
+	c.header(h)
+	for _, j := range recs {
+		c.job(j)
+	}
+	c.finish()
+}
+
+// stateCheck compares one batch's state with the replay.
+type stateCheck struct {
+	ctx  context.Context
+	rep  *Report
+	st   *auditState
+	bk   batchKey
+	seen map[string]bool
+}
+
+func newStateCheck(ctx context.Context, rep *Report, tenant, batch string) *stateCheck {
+	st := rep.state
+	if st == nil {
+		st = &auditState{mem: &rulebook.Memory{}, audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}}
+	}
+	return &stateCheck{ctx: ctx, rep: rep, st: st, bk: batchKey{tenant, batch}, seen: map[string]bool{}}
+}
+
+func (c *stateCheck) add(m Mismatch) { c.rep.Mismatches = append(c.rep.Mismatches, m) }
+
+// header compares the batch header.
+func (c *stateCheck) header(h *records.Batch) {
+	base := Mismatch{Tenant: c.bk.tenant, Batch: c.bk.batch, EventType: "batch header"}
+	derived := c.st.mem.Header(c.bk.tenant, c.bk.batch)
+	if !c.st.audited[c.bk] {
+		derived = nil
+	}
+	var comp *records.Completion
+	if b := c.st.batches[c.bk]; b != nil && derived != nil {
+		comp = b.completion
+	}
+	if h == nil {
+		if derived != nil {
+			c.add(with(base, KindMissing, "header", "", "").
+				withDetail("the key-value state holds no header of a batch the events submit"))
+		}
+		return
+	}
+	c.rep.Decisions++
+	if derived != nil {
+		if h.Size != derived.Size {
+			c.add(with(base, KindMismatch, "size", fmt.Sprint(h.Size), fmt.Sprint(derived.Size)))
+		}
+		if h.Source != derived.Source {
+			c.add(with(base, KindMismatch, "source", h.Source, derived.Source))
+		}
+		c.redrive(base, h.Redrive, derived.Redrive)
+		c.diff(base, "plan", h.Plan, derived.Plan)
+		c.cancel(base, h.Cancel, derived.Cancel)
+	}
+	switch {
+	case h.Completion == nil && comp != nil:
+		c.add(with(base, KindMissing, "completion", "", fmt.Sprintf("attempt %d, digest %s", comp.Attempt, comp.Digest)).
+			withDetail("the batch header records no completion, but the events complete the batch: whoever reads the state is told it is still running"))
+	case h.Completion != nil && comp == nil:
+		c.add(with(base, KindMissing, "completion", "complete", "").
+			withDetail("the batch header records a completion the replayed events do not reach"))
+	case h.Completion != nil:
+		hc := h.Completion
+		if hc.Attempt != comp.Attempt {
+			c.add(with(base, KindMismatch, "completion.attempt", fmt.Sprint(hc.Attempt), fmt.Sprint(comp.Attempt)).
+				withDetail("the header's completion is not that of the last redrive the replayed events complete"))
+		}
+		if hc.Digest != comp.Digest {
+			c.add(with(base, KindMismatch, "completion.digest", hc.Digest, comp.Digest))
+		}
+		if !hc.At.Equal(comp.At) {
+			c.add(with(base, KindMismatch, "completion.at", hc.At.String(), comp.At.String()))
+		}
+		c.diff(base, "completion.summary", &hc.Summary, &comp.Summary)
+		c.diff(base, "completion.manifests", hc.Manifests, comp.Manifests)
+		c.diff(base, "completion.manifest", hc.ManifestRef, comp.ManifestRef)
+		c.diff(base, "completion.kinds", hc.Kinds, comp.Kinds)
+		c.diff(base, "completion.judges", hc.Judges, comp.Judges)
+		c.index(base, hc.Index)
+	}
+}
+
+// cancel compares the batch's cancel: who asked, by which event. When is the
+// aggregator's clock, which no event records.
+func (c *stateCheck) cancel(base Mismatch, recorded, derived *records.Cancel) {
+	show := func(x *records.Cancel) string {
+		if x == nil {
+			return ""
+		}
+		return fmt.Sprintf("by %s, event %s", x.By, x.Event)
+	}
+	if s, d := show(recorded), show(derived); s != d {
+		c.add(with(base, KindMismatch, "cancel", s, d))
+	}
+}
+
+// index reads the batch's index back through the store's digest check: the console
+// believes it for every page of the batch. Its entries are a read model of the job
+// records (compared one by one), so it is not rebuilt.
+func (c *stateCheck) index(base Mismatch, ref *events.Blob) {
+	if ref == nil {
+		return
+	}
+	if c.st.store == nil {
+		return // noted already: the audit was given no blob store
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, blobTimeout)
+	defer cancel()
+	attrs, err := readThrough(ctx, c.st.store, blob.Ref{Tenant: c.bk.tenant, SHA256: ref.SHA256})
+	switch {
+	case err != nil:
+		c.add(with(base, KindUnreadable, "completion.index", ref.SHA256, "").
+			withDetail("the batch's index cannot be read back intact: " + err.Error()))
+	case attrs.Size != ref.Size:
+		c.add(with(base, KindMismatch, "completion.index.size", fmt.Sprint(attrs.Size), fmt.Sprint(ref.Size)))
+	case ref.MediaType != index.MediaType:
+		c.add(with(base, KindMismatch, "completion.index.media_type", ref.MediaType, index.MediaType))
+	default:
+		c.rep.Decisions++
+	}
+}
+
+func (c *stateCheck) diff(base Mismatch, field string, recorded, derived any) {
+	diffs, err := diffMsgpack(recorded, derived)
+	if err != nil {
+		c.add(with(base, KindMismatch, field, "", "").withDetail(err.Error()))
+	}
+	for _, d := range diffs {
+		f := field
+		if d.path != "" {
+			f += "." + d.path
+		}
+		c.add(with(base, KindMismatch, f, d.recorded, d.derived))
+	}
+}
+
+// redrive compares the redrive in progress: its attempt and the jobs it still waits for.
+func (c *stateCheck) redrive(base Mismatch, recorded, derived *records.Redrive) {
+	show := func(r *records.Redrive) string {
+		if r == nil {
+			return ""
+		}
+		p := slices.Clone(r.Pending)
+		slices.Sort(p)
+		return fmt.Sprintf("attempt %d, pending [%s]", r.Attempt, strings.Join(p, " "))
+	}
+	if s, d := show(recorded), show(derived); s != d {
+		c.add(with(base, KindMismatch, "redrive", s, d))
+	}
+}
+
+// job compares one job record, field by field, with the replay's.
+func (c *stateCheck) job(r *records.Job) {
+	c.seen[r.ACID] = true
+	m := Mismatch{Tenant: r.Tenant, Batch: r.Batch, Job: r.ACID, EventType: "job record"}
+	var derived []byte
+	if c.st.audited[c.bk] {
+		derived = c.st.mem.JobJSON(r.Tenant, r.Batch, r.ACID)
+	}
+	if derived == nil {
+		c.add(with(m, KindMissing, "job.submitted", "", "").withDetail("the aggregator holds a record of a job the replay never submits"))
+		return
+	}
+	c.rep.Decisions++
+	stored, err := json.Marshal(r)
+	if err != nil {
+		c.add(with(m, KindMismatch, "record", "", "").withDetail(err.Error()))
+		return
+	}
+	if bytes.Equal(stored, derived) {
+		return
+	}
+	diffs, err := diffJSON(stored, derived, "inputs")
+	if err != nil {
+		c.add(with(m, KindMismatch, "record", "", "").withDetail(err.Error()))
+	}
+	for _, d := range diffs {
+		c.add(with(m, KindMismatch, d.path, d.recorded, d.derived))
+	}
+	if d, err := records.DecodeJob(derived); err == nil {
+		compareLinks(c.rep, m, r.Inputs, d.Inputs)
+	}
+}
+
+// finish reports the jobs the events submit that the state holds no record of.
+func (c *stateCheck) finish() {
+	if !c.st.audited[c.bk] {
+		return
+	}
+	missing := 0
+	c.st.mem.EachJob(c.bk.tenant, c.bk.batch, func(j *records.Job) {
+		if c.seen[j.ACID] {
+			return
+		}
+		missing++
+		if missing <= maxStateFindings {
+			c.add(Mismatch{Kind: KindMissing, Tenant: j.Tenant, Batch: j.Batch, Job: j.ACID, EventType: "job record", Field: "record",
+				Detail: "the key-value state holds no record of a job the events submit"})
+		}
+	})
+	if missing > maxStateFindings {
+		c.add(Mismatch{Kind: KindMissing, Tenant: c.bk.tenant, Batch: c.bk.batch, EventType: "job record", Field: "record",
+			Detail: fmt.Sprintf("and %d more jobs without a record", missing-maxStateFindings)})
+	}
+}
+
+// compareLinks names the event behind each differing link of a job's chain.
+func compareLinks(rep *Report, m Mismatch, state, replay []string) {
+	split := func(l string) (string, string) {
+		for i := len(l) - 1; i >= 0; i-- {
+			if l[i] == ':' {
+				return l[:i], l[i+1:]
+			}
+		}
+		return l, ""
+	}
+	n := max(len(state), len(replay))
+	for i := 0; i < n; i++ {
+		var s, r string
+		if i < len(state) {
+			s = state[i]
+		}
+		if i < len(replay) {
+			r = replay[i]
+		}
+		if s == r {
+			continue
+		}
+		sid, sdig := split(s)
+		rid, rdig := split(r)
+		x := m
+		if sid == rid {
+			x.EventID = sid
+			x = with(x, KindMismatch, fmt.Sprintf("inputs[%d] sha256", i), sdig, rdig).
+				withDetail("the event's bytes on the stream are not those the aggregator derived its decision from")
+		} else {
+			x.EventID = firstNonEmpty(sid, rid)
+			x = with(x, KindMismatch, fmt.Sprintf("inputs[%d]", i), s, r).
+				withDetail("the aggregator derived the job from other events than the stream holds")
+		}
+		rep.Mismatches = append(rep.Mismatches, x)
+	}
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
