@@ -94,6 +94,7 @@ Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not ru
 		},
 	}
 	conn.register(cmd.Flags())
+	conn.registerLocal(cmd.Flags(), "audit")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's events; default every tenant")
 	cmd.Flags().StringVar(&batchID, "batch", "", "the batch to audit")
 	cmd.Flags().StringVar(&since, "since", "", "audit the batches with an event stored at or after this time (RFC 3339, or a duration before now)")

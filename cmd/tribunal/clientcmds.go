@@ -31,6 +31,13 @@ type clientEnv struct {
 }
 
 func connectClient(ctx context.Context, conn *connFlags) (*clientEnv, error) {
+	dir, err := conn.local.stateDir()
+	if err != nil {
+		return nil, err
+	}
+	if dir != "" {
+		return connectLocal(ctx, conn, dir)
+	}
 	nc, err := conn.connect()
 	if err != nil {
 		return nil, err
@@ -366,6 +373,7 @@ func newResultsCmd() *cobra.Command {
 		},
 	}
 	addResultFlags(cmd, &conn, &ing, &tenant, &batchID, &out, &asJSON)
+	conn.registerLocal(cmd.Flags(), "results")
 	cmd.Flags().BoolVar(&cfn, "cfn", false, "also write the ab manifest where the cfn-ab-critic vote step looks for it: ./.cfn-cache/manifests/cfn-ab-critic-<ns>.json")
 	return cmd
 }

@@ -78,6 +78,7 @@ The same seed gives the same intervals on every machine.`,
 		},
 	}
 	conn.register(cmd.Flags())
+	conn.registerLocal(cmd.Flags(), "report")
 	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to")
 	cmd.Flags().StringVar(&batchID, "batch", "", "the batch to report on")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")

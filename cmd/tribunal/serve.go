@@ -41,6 +41,9 @@ type connFlags struct {
 	quota     int
 	// replicas is set by `tribunal serve` only: the services provision, clients never do.
 	replicas int
+	// local lets a reading command open the state folder tribunal run keeps instead
+	// (registerLocal); nil for every other command.
+	local *localReader
 }
 
 func (c *connFlags) register(fs *pflag.FlagSet) {
