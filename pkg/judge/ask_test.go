@@ -65,8 +65,8 @@ func TestAskCarriesSampling(t *testing.T) {
 func TestAskCall(t *testing.T) {
 	t.Parallel()
 	p, seen := judgetest.AnswersInTurn(`"yes"`)
-	max := 77
-	c := judge.Call{Kind: events.KindCritic, Key: "AC-1", Instance: "i-1", PromptHash: "critic.v1:h", Params: judge.Params{MaxTokens: max}}
+	maxTokens := 77
+	c := judge.Call{Kind: events.KindCritic, Key: "AC-1", Instance: "i-1", PromptHash: "critic.v1:h", Params: judge.Params{MaxTokens: maxTokens}}
 	msgs := []judge.Message{{Role: "user", Parts: []judge.Part{{Text: "x"}}}}
 	parse := func(b []byte) (string, error) {
 		var s string
@@ -77,7 +77,7 @@ func TestAskCall(t *testing.T) {
 		t.Fatalf("outcome %+v after %d calls", out, len(*seen))
 	}
 	req := (*seen)[0]
-	if req.Kind != "critic" || req.Key != "AC-1" || req.Model != p.DefaultModel() || req.Params.MaxTokens != max || req.Schema.Name != "s" {
+	if req.Kind != "critic" || req.Key != "AC-1" || req.Model != p.DefaultModel() || req.Params.MaxTokens != maxTokens || req.Schema.Name != "s" {
 		t.Errorf("request %+v", req)
 	}
 	if u := out.Usage; u.Provider != p.Name() || u.Model != p.DefaultModel() || u.Instance != "i-1" || u.PromptHash != "critic.v1:h" || u.Calls != 1 {
