@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -132,7 +133,7 @@ interrupted batch instead, use tribunal cancel.`,
 				fmt.Fprintln(os.Stderr, "skipped:", r)
 			}
 			sub := &client.Submitter{AllowOutside: allowOutside}
-			tenant = firstNonEmpty(tenant, b.Tenant, "default")
+			tenant = cmp.Or(tenant, b.Tenant, "default")
 			// bk is the batch state a resume compares with; a team through the ingress has none.
 			var bk *bus.Buckets
 			if c, err := ing.dial(cmd.Context()); err != nil {
@@ -264,7 +265,7 @@ func defaultBy() string {
 	host, _ := os.Hostname()
 	switch {
 	case name == "":
-		return firstNonEmpty(host, "unknown")
+		return cmp.Or(host, "unknown")
 	case host == "":
 		return name
 	}

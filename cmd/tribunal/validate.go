@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -52,7 +53,7 @@ be skipped and ACs that would be blocked.`,
 				// As `tribunal run` does, which serves a feature folder's pages itself.
 				sub.ServeFeature = func(string) (string, error) { return "http://127.0.0.1/", nil }
 			}
-			plan, err := sub.PlanBatch(cmd.Context(), b, firstNonEmpty(tenant, b.Tenant, "default"))
+			plan, err := sub.PlanBatch(cmd.Context(), b, cmp.Or(tenant, b.Tenant, "default"))
 			if err != nil {
 				return exitError{2, err}
 			}

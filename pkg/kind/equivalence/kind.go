@@ -2,6 +2,7 @@ package equivalence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,8 +50,8 @@ func setResult(j *records.Job, r Result) error {
 func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan, error) {
 	b := env.Batch
 	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: ac.ID, Criterion: ac.Criterion}
-	es := &events.EquivalenceSpec{Variant: firstNonEmpty(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
-		MinCases: firstPositive(ac.MinCases, b.MinCases, DefaultMinCases), RunnerModel: firstNonEmpty(ac.RunnerModel, b.RunnerModel)}
+	es := &events.EquivalenceSpec{Variant: cmp.Or(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
+		MinCases: firstPositive(ac.MinCases, b.MinCases, DefaultMinCases), RunnerModel: cmp.Or(ac.RunnerModel, b.RunnerModel)}
 	problem := ac.Problem
 	cases, cerr := loadCases(ctx, b, ac)
 	if problem == "" && cerr != nil {
@@ -321,15 +322,6 @@ func (Kind) Row(j *records.Job) kind.Row {
 		row.Detail += fmt.Sprintf("; thin coverage (%d cases, min %d, missing %v)", e.Coverage.Cases, e.Coverage.MinCases, e.Coverage.MissingTags)
 	}
 	return row
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func firstPositive(v ...int) int {

@@ -325,15 +325,6 @@ func (m *manifestFold) Build(at time.Time) any {
 	return out
 }
 
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
 // Estimate implements kind.Kind: a view is judged at least once, and at most once per
 // iteration of its budget.
 func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
