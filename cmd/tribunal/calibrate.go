@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -135,9 +134,7 @@ func calibrate(ctx context.Context, w io.Writer, f *calibrateFlags, dir string) 
 	}
 	res := calibration.Score(e, js, th, stats.Z95)
 	if f.asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := writeJSON(w, res); err != nil {
 			return err
 		}
 	} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -46,9 +45,7 @@ aggregator's rules and prints it next to the recorded outcome.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				return writeJSON(os.Stdout, rows)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "AC\tKIND\tRECORDED\tREJUDGED\tJUDGE\tAGREE")

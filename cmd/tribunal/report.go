@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -69,9 +68,7 @@ The same seed gives the same intervals on every machine.`,
 				return exitError{2, err}
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return writeJSON(cmd.OutOrStdout(), rep)
 			}
 			printTrustReport(cmd.OutOrStdout(), tenant, batchID, rep)
 			return nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -58,9 +57,7 @@ be skipped and ACs that would be blocked.`,
 				return exitError{2, err}
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(plan); err != nil {
+				if err := writeJSON(cmd.OutOrStdout(), plan); err != nil {
 					return err
 				}
 			} else if err := printPlan(cmd.OutOrStdout(), plan); err != nil {

@@ -25,15 +25,11 @@ show it) and takes effect at the view's next run.`,
     --reason "typography froze on a rubric bug, fixed in rubric.json"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, err := connectClient(cmd.Context(), &conn)
+			env, b, err := connectState(cmd.Context(), &conn)
 			if err != nil {
 				return err
 			}
 			defer env.close()
-			b, err := env.buckets(cmd.Context())
-			if err != nil {
-				return err
-			}
 			host, _ := os.Hostname()
 			loop, err := client.ResetView(cmd.Context(), b, env.pub, tenant, batchID, job, host, reason)
 			if err != nil {
