@@ -232,18 +232,12 @@ func truncate(v any, limit int) any {
 	case string:
 		return truncateString(x, limit)
 	case map[string]any:
-		var long []string
-		for k, val := range x {
+		truncateMap(x, limit, func(k string, val any) any {
 			if id, ok := val.(string); ok && argus.IsIDKey(k) {
-				x[k] = truncateString(id, max(limit, MaxID))
-			} else {
-				x[k] = truncate(val, limit)
+				return truncateString(id, max(limit, MaxID))
 			}
-			if utf8.RuneCountInString(k) > limit {
-				long = append(long, k)
-			}
-		}
-		renameKeys(x, long, limit)
+			return truncate(val, limit)
+		})
 		return x
 	case []any:
 		for i := range x {
@@ -251,18 +245,12 @@ func truncate(v any, limit int) any {
 		}
 		return x
 	case map[string]string:
-		var long []string
-		for k, val := range x {
+		truncateMap(x, limit, func(k, val string) string {
 			if argus.IsIDKey(k) {
-				x[k] = truncateString(val, max(limit, MaxID))
-			} else {
-				x[k] = truncateString(val, limit)
+				return truncateString(val, max(limit, MaxID))
 			}
-			if utf8.RuneCountInString(k) > limit {
-				long = append(long, k)
-			}
-		}
-		renameKeys(x, long, limit)
+			return truncateString(val, limit)
+		})
 		return x
 	case []string:
 		for i := range x {
@@ -281,6 +269,19 @@ func truncate(v any, limit int) any {
 
 // renameKeys replaces each long key by its cut form. Should two long keys cut to the same
 // string, the one sorted first wins, so the outcome does not depend on map order.
+// truncateMap replaces every value of m by value(key, value) and cuts the keys longer than
+// limit.
+func truncateMap[V any](m map[string]V, limit int, value func(string, V) V) {
+	var long []string
+	for k, v := range m {
+		m[k] = value(k, v)
+		if utf8.RuneCountInString(k) > limit {
+			long = append(long, k)
+		}
+	}
+	renameKeys(m, long, limit)
+}
+
 func renameKeys[V any](m map[string]V, long []string, max int) {
 	slices.Sort(long)
 	for _, k := range long {
