@@ -66,21 +66,7 @@ func decodeObject(body []byte, path string, top bool) (object, error) {
 // only rejects, in document order, the first key that is not in allowed. hints explain
 // keys that are known mistakes, so the error says how to fix them.
 func (o object) only(allowed []string, hints map[string]string) error {
-	for _, k := range o.Order {
-		found := false
-		for _, a := range allowed {
-			if k == a {
-				found = true
-				break
-			}
-		}
-		if found {
-			continue
-		}
-		reason, ok := hints[k]
-		if !ok {
-			reason = "unknown field"
-		}
+	if k, reason, ok := o.Unknown(allowed, hints); ok {
 		return &FieldError{Doc: fieldDoc, Field: o.path + k, Reason: reason}
 	}
 	return nil
