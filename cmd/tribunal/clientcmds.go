@@ -76,6 +76,17 @@ func connectState(ctx context.Context, conn *connFlags) (*clientEnv, bus.Buckets
 	return env, b, nil
 }
 
+// inState runs fn connected to the services' key-value state (connectState), and closes the
+// connection when it returns: the preamble of every command that reads or changes a batch.
+func inState(ctx context.Context, conn *connFlags, fn func(env *clientEnv, b bus.Buckets) error) error {
+	env, b, err := connectState(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	return fn(env, b)
+}
+
 // buckets binds to the services' key-value state (services credentials only).
 func (e *clientEnv) buckets(ctx context.Context) (bus.Buckets, error) {
 	b, err := bus.OpenBuckets(ctx, e.js)
@@ -300,15 +311,12 @@ func newWatchCmd() *cobra.Command {
 				}
 				return printLoaded(res, out, asJSON)
 			}
-			env, b, err := connectState(cmd.Context(), &conn)
-			if err != nil {
-				return err
-			}
-			defer env.close()
-			if _, err := client.Watch(cmd.Context(), b, tenant, batchID, 250*time.Millisecond, p.report); err != nil {
-				return err
-			}
-			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
+			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
+				if _, err := client.Watch(cmd.Context(), b, tenant, batchID, 250*time.Millisecond, p.report); err != nil {
+					return err
+				}
+				return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
+			})
 		},
 	}
 	addResultFlags(cmd, &conn, &ing, &tenant, &batchID, &out, &asJSON)
