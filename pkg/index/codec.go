@@ -197,19 +197,14 @@ func (d *decoder) fail(what string) {
 	}
 }
 
-func (d *decoder) uint() uint64 {
-	v, n := binary.Uvarint(d.data[min(d.pos, len(d.data)):])
-	if n <= 0 {
-		d.fail("bad varint")
-		d.pos = len(d.data)
-		return 0
-	}
-	d.pos += n
-	return v
-}
+func (d *decoder) uint() uint64 { return varint(d, binary.Uvarint) }
 
-func (d *decoder) int() int64 {
-	v, n := binary.Varint(d.data[min(d.pos, len(d.data)):])
+func (d *decoder) int() int64 { return varint(d, binary.Varint) }
+
+// varint reads one varint with read (binary.Uvarint or binary.Varint); a bad one fails the
+// decoder and ends it.
+func varint[T uint64 | int64](d *decoder, read func([]byte) (T, int)) T {
+	v, n := read(d.data[min(d.pos, len(d.data)):])
 	if n <= 0 {
 		d.fail("bad varint")
 		d.pos = len(d.data)
