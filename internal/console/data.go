@@ -22,11 +22,7 @@ const maxBatches = 300
 type batchRow struct {
 	batchHead
 	Summary *events.BatchCompleted `json:"summary,omitempty"`
-	// KindMix is the jobs by kind ("4 ab, 1 critic"); Judges the judges that answered.
-	// Batches completed before completions kept them have neither.
-	KindMix string   `json:"kind_mix,omitempty"`
-	Judges  []string `json:"judges,omitempty"`
-	Href    string   `json:"href"`
+	Href    string                 `json:"href"`
 	// AwaitingHref links the view whose sign-off waits for a person (HE-2), if any.
 	AwaitingHref string `json:"awaiting_href,omitempty"`
 }
@@ -41,6 +37,10 @@ type batchHead struct {
 	Done      int       `json:"done"`
 	Total     int       `json:"total"`
 	Complete  bool      `json:"complete"`
+	// KindMix is the jobs by kind ("4 ab, 1 critic"); Judges the judges that answered.
+	// Batches completed before completions kept them have neither.
+	KindMix string   `json:"kind_mix,omitempty"`
+	Judges  []string `json:"judges,omitempty"`
 }
 
 // headOf reads the head of a batch from its header: a completed batch is done whole.
@@ -48,6 +48,7 @@ func headOf(tenant, batch string, h *records.Batch) batchHead {
 	d := batchHead{Tenant: tenant, Batch: batch, Source: h.Source, CreatedAt: h.CreatedAt, Total: h.Size}
 	if h.Completion != nil {
 		d.Complete, d.Done = true, h.Size
+		d.KindMix, d.Judges = kindMix(h.Completion.Kinds), h.Completion.Judges
 	}
 	return d
 }
@@ -97,7 +98,6 @@ func (s *server) listBatches(ctx context.Context, c caller, only string) ([]batc
 			r := &rows[len(rows)-1]
 			sum := h.Completion.Summary
 			r.Summary = &sum
-			r.KindMix, r.Judges = kindMix(h.Completion.Kinds), h.Completion.Judges
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool {

@@ -98,8 +98,6 @@ type batchData struct {
 	batchHead
 	Completion  *records.Completion `json:"completion,omitempty"`
 	ExitMeaning string              `json:"exit_meaning,omitempty"`
-	Judges      []string            `json:"judges,omitempty"`
-	KindMix     string              `json:"kind_mix,omitempty"`
 	Manifests   []manifestLink      `json:"manifests,omitempty"`
 	Awaiting    []rowView           `json:"awaiting,omitempty"`
 	AuditHref   string              `json:"audit_href"`
@@ -176,7 +174,6 @@ func (s *server) batchData(r *http.Request, c caller, tenant, batch string, h *r
 	d.FromIndex = rows.FromIndex
 	if h.Completion != nil {
 		d.ExitMeaning = exitMeaning(h.Completion.Summary.ExitCode)
-		d.Judges, d.KindMix = h.Completion.Judges, kindMix(h.Completion.Kinds)
 		names := make([]string, 0, len(h.Completion.Manifests))
 		for k := range h.Completion.Manifests {
 			names = append(names, string(k))
