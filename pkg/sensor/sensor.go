@@ -233,8 +233,8 @@ func truncate(v any, limit int) any {
 		return truncateString(x, limit)
 	case map[string]any:
 		truncateMap(x, limit, func(k string, val any) any {
-			if id, ok := val.(string); ok && argus.IsIDKey(k) {
-				return truncateString(id, max(limit, MaxID))
+			if s, ok := val.(string); ok {
+				return truncateString(s, valueLimit(k, limit))
 			}
 			return truncate(val, limit)
 		})
@@ -245,12 +245,7 @@ func truncate(v any, limit int) any {
 		}
 		return x
 	case map[string]string:
-		truncateMap(x, limit, func(k, val string) string {
-			if argus.IsIDKey(k) {
-				return truncateString(val, max(limit, MaxID))
-			}
-			return truncateString(val, limit)
-		})
+		truncateMap(x, limit, func(k, val string) string { return truncateString(val, valueLimit(k, limit)) })
 		return x
 	case []string:
 		for i := range x {
@@ -269,6 +264,15 @@ func truncate(v any, limit int) any {
 
 // renameKeys replaces each long key by its cut form. Should two long keys cut to the same
 // string, the one sorted first wins, so the outcome does not depend on map order.
+// valueLimit is how long the string value of key k may be: an id keeps up to MaxID runes
+// (see MaxID), anything else limit.
+func valueLimit(k string, limit int) int {
+	if argus.IsIDKey(k) {
+		return max(limit, MaxID)
+	}
+	return limit
+}
+
 // truncateMap replaces every value of m by value(key, value) and cuts the keys longer than
 // limit.
 func truncateMap[V any](m map[string]V, limit int, value func(string, V) V) {
