@@ -262,8 +262,6 @@ func truncate(v any, limit int) any {
 	}
 }
 
-// renameKeys replaces each long key by its cut form. Should two long keys cut to the same
-// string, the one sorted first wins, so the outcome does not depend on map order.
 // valueLimit is how long the string value of key k may be: an id keeps up to MaxID runes
 // (see MaxID), anything else limit.
 func valueLimit(k string, limit int) int {
@@ -286,6 +284,8 @@ func truncateMap[V any](m map[string]V, limit int, value func(string, V) V) {
 	renameKeys(m, long, limit)
 }
 
+// renameKeys replaces each long key by its cut form. Should two long keys cut to the same
+// string, the one sorted first wins, so the outcome does not depend on map order.
 func renameKeys[V any](m map[string]V, long []string, max int) {
 	slices.Sort(long)
 	for _, k := range long {
