@@ -295,13 +295,11 @@ func newWatchCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p := newProgress(os.Stderr, quiet || asJSON)
-			if c, err := ing.dial(cmd.Context()); c != nil || err != nil {
-				if err != nil {
-					return err
-				}
-				if _, err := ingressTenant(cmd, c, tenant); err != nil {
-					return err
-				}
+			c, err := ing.dialAs(cmd, tenant)
+			if err != nil {
+				return err
+			}
+			if c != nil {
 				if _, err := client.Poll(cmd.Context(), 250*time.Millisecond, func(ctx context.Context) (*client.Progress, error) { return c.Progress(ctx, batchID) }, p.report); err != nil {
 					return err
 				}
@@ -335,13 +333,11 @@ func newResultsCmd() *cobra.Command {
 		Example: `  tribunal results --batch quickstart-20261130T080000-a1b2c3 --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if c, err := ing.dial(cmd.Context()); c != nil || err != nil {
-				if err != nil {
-					return err
-				}
-				if _, err := ingressTenant(cmd, c, tenant); err != nil {
-					return err
-				}
+			c, err := ing.dialAs(cmd, tenant)
+			if err != nil {
+				return err
+			}
+			if c != nil {
 				res, err := c.Results(cmd.Context(), batchID)
 				if err != nil {
 					return err

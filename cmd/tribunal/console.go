@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -51,12 +50,11 @@ func serveConsole(ctx context.Context, conn *connFlags, addr, tokensFile, health
 		}
 		return nil
 	}
-	hctx, hcancel := context.WithCancel(context.Background())
-	defer hcancel()
-	haddr, err := app.ServeHealth(hctx, health, ready, slog.Default())
+	haddr, stopHealth, err := serveHealth(health, ready)
 	if err != nil {
 		return err
 	}
+	defer stopHealth()
 	bound, wait, err := startConsoleHandler(ctx, addr, &page)
 	if err != nil {
 		return err

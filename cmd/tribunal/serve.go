@@ -238,12 +238,11 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 		}
 		return errors.New("starting")
 	}
-	hctx, hcancel := context.WithCancel(context.Background())
-	defer hcancel()
-	addr, err := app.ServeHealth(hctx, health, ready, slog.Default())
+	addr, stopHealth, err := serveHealth(health, ready)
 	if err != nil {
 		return err
 	}
+	defer stopHealth()
 	if err := gate.Wait(ctx); err != nil {
 		return nil // stopped before the provider could work
 	}
@@ -257,6 +256,19 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	slog.Info("shutting down: finishing in-flight messages", "services", services, "grace", shutdownGrace)
 	r.Close()
 	return nil
+}
+
+// serveHealth serves /healthz, /readyz and /metrics on addr (app.ServeHealth) until stop,
+// which the caller defers: the probes outlive the command's context and answer until the
+// command returns.
+func serveHealth(addr string, ready func() error) (bound string, stop func(), err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	bound, err = app.ServeHealth(ctx, addr, ready, slog.Default())
+	if err != nil {
+		cancel()
+		return "", nil, err
+	}
+	return bound, cancel, nil
 }
 
 func serveNATS(ctx context.Context, o bus.EmbeddedOptions) error {
