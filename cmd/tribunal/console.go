@@ -44,12 +44,7 @@ func serveConsole(ctx context.Context, conn *connFlags, addr, tokensFile, health
 	}
 	defer env.close()
 	var page console.Starting
-	ready := func() error {
-		if !page.Ready() {
-			return errors.New("waiting for the services' buckets")
-		}
-		return nil
-	}
+	ready := func() error { return bucketsReady(page.Ready()) }
 	haddr, stopHealth, err := serveHealth(health, ready)
 	if err != nil {
 		return err

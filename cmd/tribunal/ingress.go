@@ -111,10 +111,7 @@ func serveIngress(ctx context.Context, conn *connFlags, addr, tokensFile, health
 		if !nc.IsConnected() {
 			return fmt.Errorf("nats: %s", nc.Status())
 		}
-		if !serving.Load() {
-			return errors.New("waiting for the services' buckets")
-		}
-		return nil
+		return bucketsReady(serving.Load())
 	}
 	haddr, stopHealth, err := serveHealth(health, ready)
 	if err != nil {

@@ -271,6 +271,15 @@ func serveHealth(addr string, ready func() error) (bound string, stop func(), er
 	return bound, cancel, nil
 }
 
+// bucketsReady is the readiness of a command that serves once the services' buckets exist
+// (up).
+func bucketsReady(up bool) error {
+	if !up {
+		return errors.New("waiting for the services' buckets")
+	}
+	return nil
+}
+
 func serveNATS(ctx context.Context, o bus.EmbeddedOptions) error {
 	if err := os.MkdirAll(o.StoreDir, 0o750); err != nil {
 		return err
