@@ -354,11 +354,7 @@ func (l *Limiter) save(ctx context.Context, key string, st state, rev uint64) (b
 	if err != nil {
 		return false, err
 	}
-	if rev == 0 {
-		_, err = l.kv.Create(ctx, key, data)
-	} else {
-		_, err = l.kv.Update(ctx, key, data, rev)
-	}
+	err = bus.CompareAndSet(ctx, l.kv, key, data, rev)
 	switch {
 	case err == nil:
 		return true, nil
