@@ -39,9 +39,18 @@ type object struct {
 	path string
 }
 
-// decodeTop decodes the whole answer as one object with nothing after it.
-func decodeTop(body []byte) (object, error) {
-	return decodeObject(body, "", true)
+// decodeTop decodes a model's whole answer (in at most one code fence) as one object with
+// nothing after it and no key but allowed (only).
+func decodeTop(data []byte, allowed []string, hints map[string]string) (object, error) {
+	body, err := unfence(data)
+	if err != nil {
+		return object{}, err
+	}
+	o, err := decodeObject(body, "", true)
+	if err != nil {
+		return object{}, err
+	}
+	return o, o.only(allowed, hints)
 }
 
 // decodeObject decodes exactly one JSON object. A key that occurs twice is a *FieldError:
