@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
@@ -85,13 +86,18 @@ type View struct {
 // an unspecified size means.
 func (v View) Size() Viewport {
 	s := v.Viewport
-	if s.Width <= 0 {
-		s.Width = DefaultWidth
-	}
-	if s.Height <= 0 {
-		s.Height = DefaultHeight
-	}
+	s.Width = OrDefault(s.Width, DefaultWidth)
+	s.Height = OrDefault(s.Height, DefaultHeight)
 	return s
+}
+
+// OrDefault is v, or d when v is not positive: how a sensor's size and options fall back
+// to their defaults.
+func OrDefault[T int | int64 | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 // Capture is what a sensor produced for one view: the perceptual artifact and the
