@@ -211,4 +211,3 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 	}
 	return prep, nil
 }
-
