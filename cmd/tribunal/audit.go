@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -172,9 +171,7 @@ func checkAuditState(ctx context.Context, b bus.Buckets, openErr error, rep *aud
 // printAudit writes the summary and every mismatch, or the report as JSON.
 func printAudit(w io.Writer, rep *audit.Report, f audit.Filter, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(w, rep)
 	}
 	for _, b := range rep.Batches {
 		state := "incomplete"

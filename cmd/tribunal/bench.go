@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -118,9 +117,7 @@ calls in flight are --concurrency, and for openai at most --judge-concurrency.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
+				return writeJSON(os.Stdout, r)
 			}
 			fmt.Printf("ACs:            %d\nwhole process:  %.2f s (start-up %.2f s, clean-up %.2f s)\npipeline:       %.2f s (submit %.2f s)\nthroughput:     %.0f ACs/s\n",
 				r.ACs, r.ProcessSecs, r.StartupSecs, r.CleanupSecs, r.PipelineSecs, r.SubmitSecs, r.ACsPerSecond)

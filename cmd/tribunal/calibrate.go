@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -94,11 +94,11 @@ func calibrate(ctx context.Context, w io.Writer, f *calibrateFlags, dir string) 
 	if len(b.Rejected) > 0 {
 		return exitError{2, fmt.Errorf("calibration set %s: %w", b.Path, b.Rejected[0])}
 	}
-	e, err := calibration.LoadExpectations(firstNonEmpty(f.expectations, filepath.Join(b.Dir, "expectations.yaml")))
+	e, err := calibration.LoadExpectations(cmp.Or(f.expectations, filepath.Join(b.Dir, "expectations.yaml")))
 	if err != nil {
 		return exitError{2, err}
 	}
-	th, err := calibration.LoadThresholds(firstNonEmpty(f.thresholds, filepath.Join(b.Dir, "thresholds.yaml")))
+	th, err := calibration.LoadThresholds(cmp.Or(f.thresholds, filepath.Join(b.Dir, "thresholds.yaml")))
 	if err != nil {
 		return exitError{2, err}
 	}
@@ -107,7 +107,7 @@ func calibrate(ctx context.Context, w io.Writer, f *calibrateFlags, dir string) 
 		if ac.Problem != "" {
 			return exitError{2, fmt.Errorf("calibration set: %s", ac.Problem)}
 		}
-		acs = append(acs, calibration.BatchAC{ID: ac.ID, Swap: firstNonEmpty(ac.Positions, b.Positions) == events.PositionsSwap})
+		acs = append(acs, calibration.BatchAC{ID: ac.ID, Swap: cmp.Or(ac.Positions, b.Positions) == events.PositionsSwap})
 	}
 	if err := e.CheckBatch(acs); err != nil {
 		return exitError{2, err}
@@ -134,9 +134,7 @@ func calibrate(ctx context.Context, w io.Writer, f *calibrateFlags, dir string) 
 	}
 	res := calibration.Score(e, js, th, stats.Z95)
 	if f.asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := writeJSON(w, res); err != nil {
 			return err
 		}
 	} else {
@@ -162,7 +160,7 @@ func judgeOffline(ctx context.Context, b *batch.Batch, concurrency int, jf *judg
 	}
 	defer env.Close()
 	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store}
-	s, err := sub.Submit(ctx, b, firstNonEmpty(b.Tenant, "default"), client.NewBatchID(b))
+	s, err := sub.Submit(ctx, b, cmp.Or(b.Tenant, "default"), client.NewBatchID(b))
 	if err != nil {
 		return nil, err
 	}

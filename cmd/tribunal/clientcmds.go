@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,6 +83,17 @@ func connectState(ctx context.Context, conn *connFlags) (*clientEnv, bus.Buckets
 	return env, b, nil
 }
 
+// inState runs fn connected to the services' key-value state (connectState), and closes the
+// connection when it returns: the preamble of every command that reads or changes a batch.
+func inState(ctx context.Context, conn *connFlags, fn func(env *clientEnv, b bus.Buckets) error) error {
+	env, b, err := connectState(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	return fn(env, b)
+}
+
 // buckets binds to the services' key-value state (services credentials only).
 func (e *clientEnv) buckets(ctx context.Context) (bus.Buckets, error) {
 	b, err := bus.OpenBuckets(ctx, e.js)
@@ -139,7 +151,7 @@ interrupted batch instead, use tribunal cancel.`,
 				fmt.Fprintln(os.Stderr, "skipped:", r)
 			}
 			sub := &client.Submitter{AllowOutside: allowOutside}
-			tenant = firstNonEmpty(tenant, b.Tenant, "default")
+			tenant = cmp.Or(tenant, b.Tenant, "default")
 			// bk is the batch state a resume compares with; a team through the ingress has none.
 			var bk *bus.Buckets
 			if c, err := ing.dial(cmd.Context()); err != nil {
@@ -271,7 +283,7 @@ func defaultBy() string {
 	host, _ := os.Hostname()
 	switch {
 	case name == "":
-		return firstNonEmpty(host, "unknown")
+		return cmp.Or(host, "unknown")
 	case host == "":
 		return name
 	}
@@ -290,13 +302,11 @@ func newWatchCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p := newProgress(os.Stderr, quiet || asJSON)
-			if c, err := ing.dial(cmd.Context()); c != nil || err != nil {
-				if err != nil {
-					return err
-				}
-				if _, err := ingressTenant(cmd, c, tenant); err != nil {
-					return err
-				}
+			c, err := ing.dialAs(cmd, tenant)
+			if err != nil {
+				return err
+			}
+			if c != nil {
 				if _, err := client.Poll(cmd.Context(), 250*time.Millisecond, func(ctx context.Context) (*client.Progress, error) { return c.Progress(ctx, batchID) }, p.report); err != nil {
 					return err
 				}
@@ -306,15 +316,12 @@ func newWatchCmd() *cobra.Command {
 				}
 				return printLoaded(res, out, asJSON)
 			}
-			env, b, err := connectState(cmd.Context(), &conn)
-			if err != nil {
-				return err
-			}
-			defer env.close()
-			if _, err := client.Watch(cmd.Context(), b, tenant, batchID, 250*time.Millisecond, p.report); err != nil {
-				return err
-			}
-			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
+			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
+				if _, err := client.Watch(cmd.Context(), b, tenant, batchID, 250*time.Millisecond, p.report); err != nil {
+					return err
+				}
+				return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
+			})
 		},
 	}
 	addResultFlags(cmd, &conn, &ing, &tenant, &batchID, &out, &asJSON)
@@ -333,13 +340,11 @@ func newResultsCmd() *cobra.Command {
 		Example: `  tribunal results --batch quickstart-20261130T080000-a1b2c3 --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if c, err := ing.dial(cmd.Context()); c != nil || err != nil {
-				if err != nil {
-					return err
-				}
-				if _, err := ingressTenant(cmd, c, tenant); err != nil {
-					return err
-				}
+			c, err := ing.dialAs(cmd, tenant)
+			if err != nil {
+				return err
+			}
+			if c != nil {
 				res, err := c.Results(cmd.Context(), batchID)
 				if err != nil {
 					return err

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -44,18 +43,12 @@ func serveConsole(ctx context.Context, conn *connFlags, addr, tokensFile, health
 	}
 	defer env.close()
 	var page console.Starting
-	ready := func() error {
-		if !page.Ready() {
-			return errors.New("waiting for the services' buckets")
-		}
-		return nil
-	}
-	hctx, hcancel := context.WithCancel(context.Background())
-	defer hcancel()
-	haddr, err := app.ServeHealth(hctx, health, ready, slog.Default())
+	ready := func() error { return bucketsReady(page.Ready()) }
+	haddr, stopHealth, err := serveHealth(health, ready)
 	if err != nil {
 		return err
 	}
+	defer stopHealth()
 	bound, wait, err := startConsoleHandler(ctx, addr, &page)
 	if err != nil {
 		return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -41,9 +40,7 @@ or names a colour that does not exist.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
+				if err := writeJSON(out, rep); err != nil {
 					return exitError{2, fmt.Errorf("write report: %w", err)}
 				}
 			} else if err := writeContrastText(out, rep); err != nil {

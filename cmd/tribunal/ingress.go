@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/ingress"
@@ -58,6 +57,19 @@ func (f *ingressFlags) dial(ctx context.Context) (*ingress.Client, error) {
 	return c, err
 }
 
+// dialAs dials the ingress (nil without --ingress) for a command whose --tenant, when
+// given, must be the token's (ingressTenant).
+func (f *ingressFlags) dialAs(cmd *cobra.Command, tenant string) (*ingress.Client, error) {
+	c, err := f.dial(cmd.Context())
+	if c == nil || err != nil {
+		return nil, err
+	}
+	if _, err := ingressTenant(cmd, c, tenant); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // ingressTenant is the tenant of an ingress client: the token's. An explicit --tenant
 // naming another tenant is a mistake worth stopping for, not something to override.
 func ingressTenant(cmd *cobra.Command, c *ingress.Client, tenant string) (string, error) {
@@ -99,17 +111,13 @@ func serveIngress(ctx context.Context, conn *connFlags, addr, tokensFile, health
 		if !nc.IsConnected() {
 			return fmt.Errorf("nats: %s", nc.Status())
 		}
-		if !serving.Load() {
-			return errors.New("waiting for the services' buckets")
-		}
-		return nil
+		return bucketsReady(serving.Load())
 	}
-	hctx, hcancel := context.WithCancel(context.Background())
-	defer hcancel()
-	haddr, err := app.ServeHealth(hctx, health, ready, slog.Default())
+	haddr, stopHealth, err := serveHealth(health, ready)
 	if err != nil {
 		return err
 	}
+	defer stopHealth()
 	b, err := console.WaitForBuckets(ctx, env.js, time.Second, slog.Default())
 	if err != nil {
 		return nil // stopped before the services came up

@@ -61,9 +61,7 @@ func (p *progressReporter) report(pr client.Progress) {
 // printResults writes the results table and summary, or JSON.
 func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(w, res)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AC\tKIND\tSTATUS\tRESULT\tCONF\tTAG\tJUDGE\tNOTE")
@@ -156,4 +154,11 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
+}
+
+// writeJSON writes v as the indented JSON every --json flag of the CLI prints.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

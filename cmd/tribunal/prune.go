@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -76,9 +75,7 @@ steps aside for it.`,
 			}
 			env.Close()
 			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return writeJSON(os.Stdout, rep)
 			}
 			printPrune(os.Stdout, dataDir, rep, before, dirBytes(dataDir), fs == nil)
 			return nil

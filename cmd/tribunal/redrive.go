@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 )
 
@@ -24,27 +25,24 @@ ones, and the batch completes again with new manifests. Then it prints the resul
 		Example: `  tribunal redrive --batch nightly-20261130T080000-a1b2c3 --nats nats://127.0.0.1:4222`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, b, err := connectState(cmd.Context(), &conn)
-			if err != nil {
-				return err
-			}
-			defer env.close()
-			attempt, jobs, err := client.Redrive(cmd.Context(), b, env.pub, tenant, batchID)
-			if err != nil {
-				return err
-			}
-			if attempt == 0 {
-				fmt.Fprintln(os.Stderr, "no blocked jobs to redrive")
+			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
+				attempt, jobs, err := client.Redrive(cmd.Context(), b, env.pub, tenant, batchID)
+				if err != nil {
+					return err
+				}
+				if attempt == 0 {
+					fmt.Fprintln(os.Stderr, "no blocked jobs to redrive")
+					return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
+				}
+				fmt.Fprintf(os.Stderr, "redrive attempt %d: %d blocked jobs sent again\n", attempt, len(jobs))
+				if noWait {
+					return nil
+				}
+				if _, err := client.WatchAttempt(cmd.Context(), b, tenant, batchID, attempt, 250*time.Millisecond); err != nil {
+					return err
+				}
 				return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
-			}
-			fmt.Fprintf(os.Stderr, "redrive attempt %d: %d blocked jobs sent again\n", attempt, len(jobs))
-			if noWait {
-				return nil
-			}
-			if _, err := client.WatchAttempt(cmd.Context(), b, tenant, batchID, attempt, 250*time.Millisecond); err != nil {
-				return err
-			}
-			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
+			})
 		},
 	}
 	addResultFlags(cmd, &conn, nil, &tenant, &batchID, &out, &asJSON)

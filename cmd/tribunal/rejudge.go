@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 )
 
@@ -29,41 +29,36 @@ aggregator's rules and prints it next to the recorded outcome.`,
 		Example: `  tribunal rejudge --batch nightly-20261130T080000-a1b2c3 --model gpt-4o --nats nats://127.0.0.1:4222`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, b, err := connectState(cmd.Context(), &conn)
-			if err != nil {
-				return err
-			}
-			defer env.close()
-			n, err := client.Rejudge(cmd.Context(), env.js, env.pub, tenant, batchID, model)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(os.Stderr, "rejudging %d jobs with %s\n", n, model)
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			rows, err := client.RejudgeResults(ctx, env.js, b, tenant, batchID, model, n)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
-			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "AC\tKIND\tRECORDED\tREJUDGED\tJUDGE\tAGREE")
-			agree := 0
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", r.ACID, r.Kind, r.Original, r.Rejudged, r.Judge, r.Agree)
-				if r.Agree {
-					agree++
+			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
+				n, err := client.Rejudge(cmd.Context(), env.js, env.pub, tenant, batchID, model)
+				if err != nil {
+					return err
 				}
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			fmt.Printf("\n%d of %d jobs agree with the recorded outcome\n", agree, len(rows))
-			return nil
+				fmt.Fprintf(os.Stderr, "rejudging %d jobs with %s\n", n, model)
+				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+				defer cancel()
+				rows, err := client.RejudgeResults(ctx, env.js, b, tenant, batchID, model, n)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(os.Stdout, rows)
+				}
+				tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "AC\tKIND\tRECORDED\tREJUDGED\tJUDGE\tAGREE")
+				agree := 0
+				for _, r := range rows {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", r.ACID, r.Kind, r.Original, r.Rejudged, r.Judge, r.Agree)
+					if r.Agree {
+						agree++
+					}
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				fmt.Printf("\n%d of %d jobs agree with the recorded outcome\n", agree, len(rows))
+				return nil
+			})
 		},
 	}
 	conn.register(cmd.Flags())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -55,26 +54,17 @@ The same seed gives the same intervals on every machine.`,
 			if err := o.check(); err != nil {
 				return exitError{2, err}
 			}
-			env, err := connectClient(cmd.Context(), &conn)
-			if err != nil {
-				return err
-			}
-			defer env.close()
-			b, err := env.buckets(cmd.Context())
-			if err != nil {
-				return exitError{2, err}
-			}
-			rep, err := buildTrustReport(cmd.Context(), env.js, b, conn.stream, tenant, batchID, o)
-			if err != nil {
-				return exitError{2, err}
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			printTrustReport(cmd.OutOrStdout(), tenant, batchID, rep)
-			return nil
+			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
+				rep, err := buildTrustReport(cmd.Context(), env.js, b, conn.stream, tenant, batchID, o)
+				if err != nil {
+					return exitError{2, err}
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), rep)
+				}
+				printTrustReport(cmd.OutOrStdout(), tenant, batchID, rep)
+				return nil
+			})
 		},
 	}
 	conn.register(cmd.Flags())

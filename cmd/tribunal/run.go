@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -122,7 +123,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	for _, r := range b.Rejected {
 		fmt.Fprintln(os.Stderr, "skipped:", r)
 	}
-	tenant := firstNonEmpty(f.tenant, b.Tenant, "default")
+	tenant := cmp.Or(f.tenant, b.Tenant, "default")
 	// The seed's default mode is interactive: on a terminal a rubric AC that names no mode
 	// pauses for HE-2 at the first sign-off of the run; without a terminal nobody could
 	// answer, so it runs headless.
@@ -134,7 +135,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	interactive := false
 	for _, ac := range b.ACs {
 		_, looping := kinds.Looping(events.Kind(b.KindOf(ac)))
-		interactive = interactive || looping && firstNonEmpty(ac.Mode, defaultMode) == events.ModeInteractive
+		interactive = interactive || looping && cmp.Or(ac.Mode, defaultMode) == events.ModeInteractive
 	}
 	if interactive && f.console == "" && !terminal {
 		return exitError{2, fmt.Errorf("%s: interactive rubric mode asks a person on this terminal, but standard input is not one: use mode headless here, or the services with `tribunal spotcheck`", b.Path)}
@@ -154,7 +155,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		}
 		defer os.RemoveAll(dataDir)
 	default:
-		lock, err := lockState(ctx, firstNonEmpty(dataDir, localstate.DirName), "run", f.quiet)
+		lock, err := lockState(ctx, cmp.Or(dataDir, localstate.DirName), "run", f.quiet)
 		if err != nil {
 			return err
 		}
@@ -398,15 +399,6 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 		e.close = append(e.close, sensors.Close)
 	}
 	return e, nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // rubricState is a rubric view's loop state, nil when it has none yet.

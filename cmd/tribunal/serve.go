@@ -241,12 +241,11 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 		}
 		return errors.New("starting")
 	}
-	hctx, hcancel := context.WithCancel(context.Background())
-	defer hcancel()
-	addr, err := app.ServeHealth(hctx, health, ready, slog.Default())
+	addr, stopHealth, err := serveHealth(health, ready)
 	if err != nil {
 		return err
 	}
+	defer stopHealth()
 	if err := gate.Wait(ctx); err != nil {
 		return nil // stopped before the provider could work
 	}
@@ -259,6 +258,28 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	<-ctx.Done()
 	slog.Info("shutting down: finishing in-flight messages", "services", services, "grace", shutdownGrace)
 	r.Close()
+	return nil
+}
+
+// serveHealth serves /healthz, /readyz and /metrics on addr (app.ServeHealth) until stop,
+// which the caller defers: the probes outlive the command's context and answer until the
+// command returns.
+func serveHealth(addr string, ready func() error) (bound string, stop func(), err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	bound, err = app.ServeHealth(ctx, addr, ready, slog.Default())
+	if err != nil {
+		cancel()
+		return "", nil, err
+	}
+	return bound, cancel, nil
+}
+
+// bucketsReady is the readiness of a command that serves once the services' buckets exist
+// (up).
+func bucketsReady(up bool) error {
+	if !up {
+		return errors.New("waiting for the services' buckets")
+	}
 	return nil
 }
 

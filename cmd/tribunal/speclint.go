@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -47,9 +46,7 @@ Exit status: 0 valid, 1 invalid, 2 when the file cannot be read or is not JSON.`
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				err = enc.Encode(rep)
+				err = writeJSON(out, rep)
 			} else {
 				err = writeSpecLintText(out, args[0], rep)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 )
 
@@ -28,28 +29,25 @@ rubric can be tuned.`,
 			if !approved && args[0] != "reject" {
 				return exitError{2, fmt.Errorf("want approve or reject, got %q", args[0])}
 			}
-			env, b, err := connectState(cmd.Context(), &conn)
-			if err != nil {
-				return err
-			}
-			defer env.close()
-			rec, err := client.FindJob(cmd.Context(), b, tenant, batchID, job)
-			if err != nil {
-				return exitError{2, err}
-			}
-			rubric, err := client.ViewRubric(cmd.Context(), env.store, tenant, rec)
-			if err != nil {
-				return exitError{2, err}
-			}
-			if err := rubric.CheckSpotcheck(approved, dimension); err != nil {
-				return exitError{2, fmt.Errorf("--dimension: %w", err)}
-			}
-			host, _ := os.Hostname()
-			if err := client.Spotcheck(env.pub, tenant, batchID, job, approved, dimension, host); err != nil {
-				return exitError{2, err}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "spot-check recorded for %s\n", job)
-			return nil
+			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
+				rec, err := client.FindJob(cmd.Context(), b, tenant, batchID, job)
+				if err != nil {
+					return exitError{2, err}
+				}
+				rubric, err := client.ViewRubric(cmd.Context(), env.store, tenant, rec)
+				if err != nil {
+					return exitError{2, err}
+				}
+				if err := rubric.CheckSpotcheck(approved, dimension); err != nil {
+					return exitError{2, fmt.Errorf("--dimension: %w", err)}
+				}
+				host, _ := os.Hostname()
+				if err := client.Spotcheck(env.pub, tenant, batchID, job, approved, dimension, host); err != nil {
+					return exitError{2, err}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "spot-check recorded for %s\n", job)
+				return nil
+			})
 		},
 	}
 	conn.register(cmd.Flags())

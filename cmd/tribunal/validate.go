@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -52,14 +52,12 @@ be skipped and ACs that would be blocked.`,
 				// As `tribunal run` does, which serves a feature folder's pages itself.
 				sub.ServeFeature = func(string) (string, error) { return "http://127.0.0.1/", nil }
 			}
-			plan, err := sub.PlanBatch(cmd.Context(), b, firstNonEmpty(tenant, b.Tenant, "default"))
+			plan, err := sub.PlanBatch(cmd.Context(), b, cmp.Or(tenant, b.Tenant, "default"))
 			if err != nil {
 				return exitError{2, err}
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(plan); err != nil {
+				if err := writeJSON(cmd.OutOrStdout(), plan); err != nil {
 					return err
 				}
 			} else if err := printPlan(cmd.OutOrStdout(), plan); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 )
 
@@ -25,22 +26,15 @@ show it) and takes effect at the view's next run.`,
     --reason "typography froze on a rubric bug, fixed in rubric.json"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, err := connectClient(cmd.Context(), &conn)
-			if err != nil {
-				return err
-			}
-			defer env.close()
-			b, err := env.buckets(cmd.Context())
-			if err != nil {
-				return err
-			}
-			host, _ := os.Hostname()
-			loop, err := client.ResetView(cmd.Context(), b, env.pub, tenant, batchID, job, host, reason)
-			if err != nil {
-				return exitError{2, err}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "reset of loop %d of %s sent: the view's next run starts loop %d\n", loop, job, loop+1)
-			return nil
+			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
+				host, _ := os.Hostname()
+				loop, err := client.ResetView(cmd.Context(), b, env.pub, tenant, batchID, job, host, reason)
+				if err != nil {
+					return exitError{2, err}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "reset of loop %d of %s sent: the view's next run starts loop %d\n", loop, job, loop+1)
+				return nil
+			})
 		},
 	}
 	conn.register(cmd.Flags())

@@ -61,13 +61,8 @@ func (s *server) apiTenantIndex(w http.ResponseWriter, r *http.Request, c caller
 }
 
 func (s *server) apiBatch(w http.ResponseWriter, r *http.Request, c caller) {
-	tenant, batch, h, ok := s.scope(w, r, c)
+	d, ok := s.loadBatch(w, r, c)
 	if !ok {
-		return
-	}
-	d, err := s.batchData(r, c, tenant, batch, h)
-	if err != nil {
-		s.fail(w, r, err)
 		return
 	}
 	d.Rows = nonNil(d.Rows)

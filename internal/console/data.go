@@ -20,21 +20,37 @@ const maxBatches = 300
 
 // batchRow is one batch on the index page.
 type batchRow struct {
-	Tenant    string                 `json:"tenant"`
-	Batch     string                 `json:"batch"`
-	Source    string                 `json:"source,omitempty"`
-	CreatedAt time.Time              `json:"created_at"`
-	Done      int                    `json:"done"`
-	Total     int                    `json:"total"`
-	Complete  bool                   `json:"complete"`
-	Summary   *events.BatchCompleted `json:"summary,omitempty"`
+	batchHead
+	Summary *events.BatchCompleted `json:"summary,omitempty"`
+	Href    string                 `json:"href"`
+	// AwaitingHref links the view whose sign-off waits for a person (HE-2), if any.
+	AwaitingHref string `json:"awaiting_href,omitempty"`
+}
+
+// batchHead is what the index row and the batch page both say of a batch, read from its
+// header.
+type batchHead struct {
+	Tenant    string    `json:"tenant"`
+	Batch     string    `json:"batch"`
+	Source    string    `json:"source,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Done      int       `json:"done"`
+	Total     int       `json:"total"`
+	Complete  bool      `json:"complete"`
 	// KindMix is the jobs by kind ("4 ab, 1 critic"); Judges the judges that answered.
 	// Batches completed before completions kept them have neither.
 	KindMix string   `json:"kind_mix,omitempty"`
 	Judges  []string `json:"judges,omitempty"`
-	Href    string   `json:"href"`
-	// AwaitingHref links the view whose sign-off waits for a person (HE-2), if any.
-	AwaitingHref string `json:"awaiting_href,omitempty"`
+}
+
+// headOf reads the head of a batch from its header: a completed batch is done whole.
+func headOf(tenant, batch string, h *records.Batch) batchHead {
+	d := batchHead{Tenant: tenant, Batch: batch, Source: h.Source, CreatedAt: h.CreatedAt, Total: h.Size}
+	if h.Completion != nil {
+		d.Complete, d.Done = true, h.Size
+		d.KindMix, d.Judges = kindMix(h.Completion.Kinds), h.Completion.Judges
+	}
+	return d
 }
 
 func batchHref(tenant, batch string) string { return "/t/" + tenant + "/b/" + batch }
@@ -77,13 +93,11 @@ func (s *server) listBatches(ctx context.Context, c caller, only string) ([]batc
 		if h.Tenant == "" {
 			h.Tenant, h.Batch = tenant, batch
 		}
-		rows = append(rows, batchRow{Tenant: tenant, Batch: batch, Source: h.Source, CreatedAt: h.CreatedAt, Total: h.Size, Href: batchHref(tenant, batch)})
+		rows = append(rows, batchRow{batchHead: headOf(tenant, batch, &h), Href: batchHref(tenant, batch)})
 		if h.Completion != nil {
 			r := &rows[len(rows)-1]
-			r.Complete, r.Done = true, h.Size
 			sum := h.Completion.Summary
 			r.Summary = &sum
-			r.KindMix, r.Judges = kindMix(h.Completion.Kinds), h.Completion.Judges
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -96,17 +95,9 @@ type manifestLink struct {
 }
 
 type batchData struct {
-	Tenant      string              `json:"tenant"`
-	Batch       string              `json:"batch"`
-	Source      string              `json:"source,omitempty"`
-	CreatedAt   time.Time           `json:"created_at"`
-	Done        int                 `json:"done"`
-	Total       int                 `json:"total"`
-	Complete    bool                `json:"complete"`
+	batchHead
 	Completion  *records.Completion `json:"completion,omitempty"`
 	ExitMeaning string              `json:"exit_meaning,omitempty"`
-	Judges      []string            `json:"judges,omitempty"`
-	KindMix     string              `json:"kind_mix,omitempty"`
 	Manifests   []manifestLink      `json:"manifests,omitempty"`
 	Awaiting    []rowView           `json:"awaiting,omitempty"`
 	AuditHref   string              `json:"audit_href"`
@@ -144,27 +135,37 @@ func exitMeaning(code int) string {
 }
 
 func (s *server) batch(w http.ResponseWriter, r *http.Request, c caller) {
-	tenant, batch, h, ok := s.scope(w, r, c)
+	d, ok := s.loadBatch(w, r, c)
 	if !ok {
 		return
 	}
-	d, err := s.batchData(r, c, tenant, batch, h)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	v := view{Title: "Batch " + batch, Crumbs: batchCrumbs(tenant, batch), Page: d}
+	v := view{Title: "Batch " + d.Batch, Crumbs: batchCrumbs(d.Tenant, d.Batch), Page: d}
 	if !d.Complete && len(d.Awaiting) == 0 {
 		v.Refresh = s.refresh
 	}
 	s.render(w, r, http.StatusOK, "batch.html", v)
 }
 
+// loadBatch reads the batch page's data for the batch the request names (the page and the
+// API serve the same); on false the response is written.
+func (s *server) loadBatch(w http.ResponseWriter, r *http.Request, c caller) (batchData, bool) {
+	tenant, batch, h, ok := s.scope(w, r, c)
+	if !ok {
+		return batchData{}, false
+	}
+	d, err := s.batchData(r, c, tenant, batch, h)
+	if err != nil {
+		s.fail(w, r, err)
+		return batchData{}, false
+	}
+	return d, true
+}
+
 // batchData is the batch page: its summary, charts and one page of its AC table.
 func (s *server) batchData(r *http.Request, c caller, tenant, batch string, h *records.Batch) (batchData, error) {
 	ctx := r.Context()
 	base := batchHref(tenant, batch)
-	d := batchData{Tenant: tenant, Batch: batch, Source: h.Source, CreatedAt: h.CreatedAt, Total: h.Size,
+	d := batchData{batchHead: headOf(tenant, batch, h),
 		Completion: h.Completion, AuditHref: base + "/audit", CompareHref: base + "/compare"}
 	rows, err := s.rows(ctx, tenant, batch, h)
 	if err != nil {
@@ -172,9 +173,7 @@ func (s *server) batchData(r *http.Request, c caller, tenant, batch string, h *r
 	}
 	d.FromIndex = rows.FromIndex
 	if h.Completion != nil {
-		d.Complete, d.Done = true, h.Size
 		d.ExitMeaning = exitMeaning(h.Completion.Summary.ExitCode)
-		d.Judges, d.KindMix = h.Completion.Judges, kindMix(h.Completion.Kinds)
 		names := make([]string, 0, len(h.Completion.Manifests))
 		for k := range h.Completion.Manifests {
 			names = append(names, string(k))

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"iter"
 	"net/url"
 	"sort"
@@ -204,7 +205,7 @@ func (q tableQuery) apply(entries []index.Entry, hay []string) (page []*index.En
 // all filters and sorts every entry, unpaged (the CSV export).
 func (q tableQuery) all(entries []index.Entry) []*index.Entry {
 	q.Page, q.Per = 1, len(entries)+1
-	q.Sort = firstNonEmpty(q.Sort, "index")
+	q.Sort = cmp.Or(q.Sort, "index")
 	needle := strings.ToLower(q.Q)
 	var rows []*index.Entry
 	for i := range entries {
@@ -312,15 +313,6 @@ func cmpInt(a, b int) int {
 		return 1
 	}
 	return 0
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // facets are the values each filter can take in a batch, with how many jobs have each.

@@ -2,6 +2,7 @@ package argus
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -81,19 +82,9 @@ func (r A11yResult) Green() bool { return len(r.Missing) == 0 }
 // before the star ("row.item.*" by "row.item.42"); a star elsewhere is literal.
 func MatchesID(entry string, ids []string) bool {
 	if prefix, ok := strings.CutSuffix(entry, "*"); ok {
-		for _, id := range ids {
-			if strings.HasPrefix(id, prefix) {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(ids, func(id string) bool { return strings.HasPrefix(id, prefix) })
 	}
-	for _, id := range ids {
-		if id == entry {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(ids, entry)
 }
 
 // CheckA11yIDs compares a target's a11y contract with the ids harvested from its probe.

@@ -3,6 +3,7 @@ package argus
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -154,15 +155,7 @@ type Whitelist struct {
 
 // Covers reports whether the whitelist exempts an appearance.
 func (w Whitelist) Covers(appearance string) bool {
-	if w.All {
-		return true
-	}
-	for _, a := range w.Appearances {
-		if a == appearance {
-			return true
-		}
-	}
-	return false
+	return w.All || slices.Contains(w.Appearances, appearance)
 }
 
 // ContrastPair is one declared pair of contrast-pairs.json.

@@ -1,6 +1,9 @@
 package argus
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // LoopState is the convergence bookkeeping of one view, kept by the aggregator (in a
 // key-value store) between iterations. Its JSON form matches the seed's state.json so a
@@ -40,14 +43,7 @@ func (s LoopState) clone() LoopState {
 	return c
 }
 
-func (s LoopState) isFrozen(dim string) bool {
-	for _, f := range s.Frozen {
-		if f == dim {
-			return true
-		}
-	}
-	return false
-}
+func (s LoopState) isFrozen(dim string) bool { return slices.Contains(s.Frozen, dim) }
 
 // LoopParams are the loop's budgets.
 type LoopParams struct {

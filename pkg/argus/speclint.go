@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -147,7 +148,7 @@ func (l *linter) object(path string, v any, known, required []string) (map[strin
 	}
 	out := map[string]any{}
 	for _, m := range obj {
-		if !contains(known, m.Key) {
+		if !slices.Contains(known, m.Key) {
 			l.add(joinKey(path, m.Key), "unknown key (allowed: %s)", strings.Join(known, ", "))
 			continue
 		}
@@ -159,15 +160,6 @@ func (l *linter) object(path string, v any, known, required []string) (map[strin
 		}
 	}
 	return out, true
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
 
 // str checks an optional string member; it returns ok=false when absent or wrong.
@@ -230,7 +222,7 @@ func (l *linter) stringArray(path string, v any, nonEmpty bool) ([]string, bool)
 		case strings.TrimSpace(s) == "":
 			l.add(joinIndex(path, i), "must not be empty")
 			good = false
-		case contains(out, s):
+		case slices.Contains(out, s):
 			l.add(joinIndex(path, i), "%q is listed twice", s)
 			good = false
 		default:
@@ -311,12 +303,12 @@ func (l *linter) target(p string, v any) string {
 		appearances, appsOK = l.stringArray(p+".appearances", av, true)
 	}
 	inStates := func(path, s string) {
-		if statesOK && !contains(states, s) {
+		if statesOK && !slices.Contains(states, s) {
 			l.add(path, "%q is not one of the target's states %v", s, states)
 		}
 	}
 	inApps := func(path, a string) {
-		if appsOK && !contains(appearances, a) {
+		if appsOK && !slices.Contains(appearances, a) {
 			l.add(path, "%q is not one of the target's appearances %v", a, appearances)
 		}
 	}

@@ -26,3 +26,16 @@ type KV interface {
 }
 
 var _ KV = jetstream.KeyValue(nil)
+
+// CompareAndSet stores value under key only if the key is still at rev, 0 meaning that it
+// does not exist yet: the write that ends every read-modify-write of a record. Another
+// writer having come first is an error IsConflict recognises.
+func CompareAndSet(ctx context.Context, kv KV, key string, value []byte, rev uint64) error {
+	var err error
+	if rev == 0 {
+		_, err = kv.Create(ctx, key, value)
+	} else {
+		_, err = kv.Update(ctx, key, value, rev)
+	}
+	return err
+}

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -255,7 +256,7 @@ func (p *Publisher) checkSize(m *message.Message, nm *nats.Msg) error {
 	}
 	if size := int64(nm.Size() - len(nm.Subject)); size > limit {
 		return fmt.Errorf("publish %s %s to %s: %d bytes with headers, over the limit of %d: %w",
-			firstNonEmpty(m.Metadata.Get(MetaType), "message"), m.UUID, nm.Subject, size, limit, ErrPayloadTooLarge)
+			cmp.Or(m.Metadata.Get(MetaType), "message"), m.UUID, nm.Subject, size, limit, ErrPayloadTooLarge)
 	}
 	return nil
 }
@@ -266,15 +267,6 @@ func tooLarge(err error) bool {
 	var api *jetstream.APIError
 	return errors.Is(err, ErrPayloadTooLarge) || errors.Is(err, nats.ErrMaxPayload) ||
 		(errors.As(err, &api) && api.ErrorCode == jsErrMessageTooLarge)
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // PublishEvents encodes and publishes events, waiting for every ack.

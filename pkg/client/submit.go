@@ -211,12 +211,3 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 	}
 	return prep, nil
 }
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string
 		pa.MaxJudgeCalls += est.MaxJudgeCalls
 		pa.RunnerCalls += est.RunnerCalls
 		if pa.Blocked == "" {
-			pa.Blocked = firstNonEmpty(j.Spec.Problem, est.Blocked)
+			pa.Blocked = cmp.Or(j.Spec.Problem, est.Blocked)
 		}
 		return nil
 	})

@@ -105,11 +105,8 @@ func (*JobCancelRequested) EventType() Type { return TypeJobCancelRequested }
 
 // Validate implements Payload.
 func (p *JobCancelRequested) Validate() error {
-	if p.Kind == "" {
-		return missing("kind")
-	}
-	if _, ok := wireKinds[p.Kind]; !ok {
-		return invalid("kind", fmt.Sprintf("unsupported judge kind %q", p.Kind))
+	if _, err := wireOf(p.Kind); err != nil {
+		return err
 	}
 	if p.BatchSize <= 0 {
 		return invalid("batch_size", "must be positive")

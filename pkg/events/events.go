@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,14 +67,7 @@ var AllTypes = []Type{
 }
 
 // Known reports whether t is an event type this build understands.
-func (t Type) Known() bool {
-	for _, k := range AllTypes {
-		if k == t {
-			return true
-		}
-	}
-	return false
-}
+func (t Type) Known() bool { return slices.Contains(AllTypes, t) }
 
 // Envelope is the header every event carries.
 type Envelope struct {

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"slices"
 )
 
 // Taxonomy tags of an equivalence transfer set.
@@ -101,14 +102,7 @@ func (s *EquivalenceSpec) validate() error {
 	return nil
 }
 
-func knownTag(t string) bool {
-	for _, k := range TaxonomyTags {
-		if k == t {
-			return true
-		}
-	}
-	return false
-}
+func knownTag(t string) bool { return slices.Contains(TaxonomyTags, t) }
 
 // RunnerInfo records how the runner produced one transcript.
 type RunnerInfo struct {

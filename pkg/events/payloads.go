@@ -150,12 +150,9 @@ func (s JobSpec) validate() error {
 	if s.ACID == "" {
 		return missing("ac_id")
 	}
-	if s.Kind == "" {
-		return missing("kind")
-	}
-	w, ok := wireKinds[s.Kind]
-	if !ok {
-		return invalid("kind", fmt.Sprintf("unsupported judge kind %q", s.Kind))
+	w, err := wireOf(s.Kind)
+	if err != nil {
+		return err
 	}
 	return w.spec(s)
 }
@@ -296,12 +293,9 @@ func (*GatesDone) EventType() Type { return TypeGatesDone }
 
 // Validate implements Payload.
 func (p *GatesDone) Validate() error {
-	if p.Kind == "" {
-		return missing("kind")
-	}
-	w, ok := wireKinds[p.Kind]
-	if !ok {
-		return invalid("kind", fmt.Sprintf("unsupported judge kind %q", p.Kind))
+	w, err := wireOf(p.Kind)
+	if err != nil {
+		return err
 	}
 	if err := w.gates(p); err != nil {
 		return err
@@ -469,12 +463,9 @@ func (*VerdictEmitted) EventType() Type { return TypeVerdictEmitted }
 
 // Validate implements Payload.
 func (p *VerdictEmitted) Validate() error {
-	if p.Kind == "" {
-		return missing("kind")
-	}
-	w, ok := wireKinds[p.Kind]
-	if !ok {
-		return invalid("kind", fmt.Sprintf("unsupported judge kind %q", p.Kind))
+	w, err := wireOf(p.Kind)
+	if err != nil {
+		return err
 	}
 	return w.verdict(p)
 }

@@ -162,6 +162,19 @@ var wireKinds = map[Kind]wireKind{
 	},
 }
 
+// wireOf is the wire schema of the kind field of an event or spec: missing and unknown
+// kinds are field errors.
+func wireOf(k Kind) (wireKind, error) {
+	if k == "" {
+		return wireKind{}, missing("kind")
+	}
+	w, ok := wireKinds[k]
+	if !ok {
+		return wireKind{}, invalid("kind", fmt.Sprintf("unsupported judge kind %q", k))
+	}
+	return w, nil
+}
+
 // KnownKind reports whether the wire schema has kind k.
 func KnownKind(k Kind) bool {
 	_, ok := wireKinds[k]

@@ -64,13 +64,17 @@ func (e *encoder) bool(b bool) {
 	}
 }
 
+// present writes the presence byte of an optional value (1 when ok) and returns ok.
+func (e *encoder) present(ok bool) bool {
+	e.bool(ok)
+	return ok
+}
+
 // optFloat, optBool and optInt write a presence byte first.
 func (e *encoder) optFloat(f *float64) {
-	if f == nil {
-		e.body.WriteByte(0)
+	if !e.present(f != nil) {
 		return
 	}
-	e.body.WriteByte(1)
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], math.Float64bits(*f))
 	e.body.Write(b[:])
@@ -88,12 +92,9 @@ func (e *encoder) optBool(b *bool) {
 }
 
 func (e *encoder) optInt(i *int) {
-	if i == nil {
-		e.body.WriteByte(0)
-		return
+	if e.present(i != nil) {
+		e.int(int64(*i))
 	}
-	e.body.WriteByte(1)
-	e.int(int64(*i))
 }
 
 func (e *encoder) entry(x *Entry) {
@@ -133,11 +134,9 @@ func (e *encoder) entry(x *Entry) {
 		e.int(int64(c.CompletionTokens))
 		e.int(c.LatencyMillis)
 		e.bool(c.Cached)
-		if c.Record == nil {
-			e.body.WriteByte(0)
+		if !e.present(c.Record != nil) {
 			continue
 		}
-		e.body.WriteByte(1)
 		e.str(c.Record.SHA256)
 		e.str(c.Record.MediaType)
 		e.int(c.Record.Size)
@@ -197,19 +196,14 @@ func (d *decoder) fail(what string) {
 	}
 }
 
-func (d *decoder) uint() uint64 {
-	v, n := binary.Uvarint(d.data[min(d.pos, len(d.data)):])
-	if n <= 0 {
-		d.fail("bad varint")
-		d.pos = len(d.data)
-		return 0
-	}
-	d.pos += n
-	return v
-}
+func (d *decoder) uint() uint64 { return varint(d, binary.Uvarint) }
 
-func (d *decoder) int() int64 {
-	v, n := binary.Varint(d.data[min(d.pos, len(d.data)):])
+func (d *decoder) int() int64 { return varint(d, binary.Varint) }
+
+// varint reads one varint with read (binary.Uvarint or binary.Varint); a bad one fails the
+// decoder and ends it.
+func varint[T uint64 | int64](d *decoder, read func([]byte) (T, int)) T {
+	v, n := read(d.data[min(d.pos, len(d.data)):])
 	if n <= 0 {
 		d.fail("bad varint")
 		d.pos = len(d.data)

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -112,7 +113,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (Fetched, error) {
 	}
 	sniffed := http.DetectContentType(data)
 	if !strings.HasPrefix(ct, "text/html") && !strings.HasPrefix(ct, "application/xhtml") && !(ct == "" && strings.HasPrefix(sniffed, "text/html")) {
-		return Fetched{Result: Result{Blocked: fmt.Sprintf("%s (%s)", ReasonRemoteNonHT, firstNonEmpty(ct, sniffed))}}, nil
+		return Fetched{Result: Result{Blocked: fmt.Sprintf("%s (%s)", ReasonRemoteNonHT, cmp.Or(ct, sniffed))}}, nil
 	}
 	if LooksLikeDiff(data) {
 		return Fetched{Result: Result{Blocked: ReasonDiff}}, nil

@@ -6,6 +6,7 @@ package ingest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -105,7 +106,7 @@ func Classify(name string, data []byte, declared string) Result {
 		return Result{Blocked: fmt.Sprintf("%s (%s file)", ReasonDiff, ext)}
 	}
 	if videoExts[ext] || strings.HasPrefix(declared, "video/") {
-		return Result{Blocked: fmt.Sprintf("%s (%s)", ReasonVideo, firstNonEmpty(ext, declared))}
+		return Result{Blocked: fmt.Sprintf("%s (%s)", ReasonVideo, cmp.Or(ext, declared))}
 	}
 	if len(data) == 0 {
 		return Result{Blocked: ReasonEmpty}
@@ -646,13 +647,4 @@ func stripQuery(name string) string {
 		return name[:i]
 	}
 	return name
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }

@@ -59,6 +59,43 @@ type Outcome[T any] struct {
 	Raw string `json:"raw,omitempty"`
 }
 
+// Call is one judge call of a kind, as the kind's Judge function is asked to make it.
+type Call struct {
+	Kind events.Kind
+	// Key names the job (or case) for recorded answers and logs; it never reaches a model.
+	Key string
+	// Model is the model to ask; "" asks the provider's default.
+	Model    string
+	Instance string
+	// PromptHash identifies the kind's instructions (PromptHash of its template).
+	PromptHash string
+	Params     Params
+}
+
+// Usage is the call's usage before any answer: who is asked, under which prompt.
+func (c Call) Usage(p Provider) Usage {
+	model := c.Model
+	if model == "" {
+		model = p.DefaultModel()
+	}
+	return Usage{Provider: p.Name(), Model: model, Instance: c.Instance, PromptHash: c.PromptHash}
+}
+
+// Refused is the outcome of a call refused before anything was asked (an input the kind
+// will not judge): status "blocked" with the reason.
+func Refused[T any](p Provider, c Call, reason string) Outcome[T] {
+	return Outcome[T]{Usage: c.Usage(p), Status: events.VoteBlocked, Error: reason}
+}
+
+// AskCall makes the call c with these messages and answer schema (Ask: one repair
+// re-ask when parse rejects the answer) and returns its outcome.
+func AskCall[T any](ctx context.Context, p Provider, c Call, msgs []Message, schema *Schema, parse func([]byte) (T, error)) Outcome[T] {
+	usage := c.Usage(p)
+	req := Request{Kind: string(c.Kind), Key: c.Key, Model: usage.Model, Messages: msgs, Schema: schema, Params: c.Params}
+	out, _ := Ask(ctx, p, req, usage, parse)
+	return out
+}
+
 // Ask sends req and, when parse rejects the answer, re-asks once with the
 // problem named. It returns the outcome and the last error seen
 // (the provider's or parse's), for callers that report errors rather than statuses.

@@ -58,3 +58,35 @@ func TestAskCarriesSampling(t *testing.T) {
 		t.Errorf("unanswered call has sampling %v", out.Usage.Sampling)
 	}
 }
+
+// TestAskCall: a kind's call asks the provider's default model when it names none, with
+// the kind, key and parameters on the request and the prompt and instance on the usage;
+// a refused call asks nothing and is blocked with its reason.
+func TestAskCall(t *testing.T) {
+	t.Parallel()
+	p, seen := judgetest.AnswersInTurn(`"yes"`)
+	maxTokens := 77
+	c := judge.Call{Kind: events.KindCritic, Key: "AC-1", Instance: "i-1", PromptHash: "critic.v1:h", Params: judge.Params{MaxTokens: maxTokens}}
+	msgs := []judge.Message{{Role: "user", Parts: []judge.Part{{Text: "x"}}}}
+	parse := func(b []byte) (string, error) {
+		var s string
+		return s, json.Unmarshal(b, &s)
+	}
+	out := judge.AskCall(context.Background(), p, c, msgs, &judge.Schema{Name: "s"}, parse)
+	if out.Status != events.VoteOK || out.Answer != "yes" || len(*seen) != 1 {
+		t.Fatalf("outcome %+v after %d calls", out, len(*seen))
+	}
+	req := (*seen)[0]
+	if req.Kind != "critic" || req.Key != "AC-1" || req.Model != p.DefaultModel() || req.Params.MaxTokens != maxTokens || req.Schema.Name != "s" {
+		t.Errorf("request %+v", req)
+	}
+	if u := out.Usage; u.Provider != p.Name() || u.Model != p.DefaultModel() || u.Instance != "i-1" || u.PromptHash != "critic.v1:h" || u.Calls != 1 {
+		t.Errorf("usage %+v", u)
+	}
+
+	c.Model = "named"
+	refused := judge.Refused[string](p, c, "missing input")
+	if refused.Status != events.VoteBlocked || refused.Error != "missing input" || refused.Usage.Model != "named" || refused.Usage.Calls != 0 || len(*seen) != 1 {
+		t.Errorf("refused call %+v after %d calls", refused, len(*seen))
+	}
+}

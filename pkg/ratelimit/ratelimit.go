@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
 
 // DefaultBucket is the key-value bucket the limiter creates when Limits names none.
@@ -270,7 +271,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, requests, tokens int) er
 		if dl, has := ctx.Deadline(); has && time.Until(dl) < wait {
 			return fmt.Errorf("ratelimit %s: a wait of %s would pass the deadline: %w", key, wait.Round(time.Millisecond), context.DeadlineExceeded)
 		}
-		if err := sleep(ctx, min(wait, maxSleep)+jitter(wait)); err != nil {
+		if err := judge.Sleep(ctx, min(wait, maxSleep)+jitter(wait)); err != nil {
 			return fmt.Errorf("ratelimit %s: %w", key, err)
 		}
 	}
@@ -353,11 +354,7 @@ func (l *Limiter) save(ctx context.Context, key string, st state, rev uint64) (b
 	if err != nil {
 		return false, err
 	}
-	if rev == 0 {
-		_, err = l.kv.Create(ctx, key, data)
-	} else {
-		_, err = l.kv.Update(ctx, key, data, rev)
-	}
+	err = bus.CompareAndSet(ctx, l.kv, key, data, rev)
 	switch {
 	case err == nil:
 		return true, nil
@@ -399,15 +396,4 @@ func minutes(m float64) time.Duration { return time.Duration(m * float64(time.Mi
 // the same instant and fight over one revision.
 func jitter(wait time.Duration) time.Duration {
 	return rand.N(wait/10 + 5*time.Millisecond)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -214,11 +214,7 @@ func casBytes(ctx context.Context, kv bus.KV, key string, change func([]byte) ([
 		if !changed {
 			return next, nil
 		}
-		if rev == 0 {
-			_, err = kv.Create(ctx, key, next)
-		} else {
-			_, err = kv.Update(ctx, key, next, rev)
-		}
+		err = bus.CompareAndSet(ctx, kv, key, next, rev)
 		if err == nil {
 			return next, nil
 		}

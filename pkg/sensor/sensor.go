@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
@@ -85,13 +86,18 @@ type View struct {
 // an unspecified size means.
 func (v View) Size() Viewport {
 	s := v.Viewport
-	if s.Width <= 0 {
-		s.Width = DefaultWidth
-	}
-	if s.Height <= 0 {
-		s.Height = DefaultHeight
-	}
+	s.Width = OrDefault(s.Width, DefaultWidth)
+	s.Height = OrDefault(s.Height, DefaultHeight)
 	return s
+}
+
+// OrDefault is v, or d when v is not positive: how a sensor's size and options fall back
+// to their defaults.
+func OrDefault[T int | int64 | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 // Capture is what a sensor produced for one view: the perceptual artifact and the
@@ -232,18 +238,12 @@ func truncate(v any, limit int) any {
 	case string:
 		return truncateString(x, limit)
 	case map[string]any:
-		var long []string
-		for k, val := range x {
-			if id, ok := val.(string); ok && argus.IsIDKey(k) {
-				x[k] = truncateString(id, max(limit, MaxID))
-			} else {
-				x[k] = truncate(val, limit)
+		truncateMap(x, limit, func(k string, val any) any {
+			if s, ok := val.(string); ok {
+				return truncateString(s, valueLimit(k, limit))
 			}
-			if utf8.RuneCountInString(k) > limit {
-				long = append(long, k)
-			}
-		}
-		renameKeys(x, long, limit)
+			return truncate(val, limit)
+		})
 		return x
 	case []any:
 		for i := range x {
@@ -251,18 +251,7 @@ func truncate(v any, limit int) any {
 		}
 		return x
 	case map[string]string:
-		var long []string
-		for k, val := range x {
-			if argus.IsIDKey(k) {
-				x[k] = truncateString(val, max(limit, MaxID))
-			} else {
-				x[k] = truncateString(val, limit)
-			}
-			if utf8.RuneCountInString(k) > limit {
-				long = append(long, k)
-			}
-		}
-		renameKeys(x, long, limit)
+		truncateMap(x, limit, func(k, val string) string { return truncateString(val, valueLimit(k, limit)) })
 		return x
 	case []string:
 		for i := range x {
@@ -277,6 +266,28 @@ func truncate(v any, limit int) any {
 	default:
 		return v
 	}
+}
+
+// valueLimit is how long the string value of key k may be: an id keeps up to MaxID runes
+// (see MaxID), anything else limit.
+func valueLimit(k string, limit int) int {
+	if argus.IsIDKey(k) {
+		return max(limit, MaxID)
+	}
+	return limit
+}
+
+// truncateMap replaces every value of m by value(key, value) and cuts the keys longer than
+// limit.
+func truncateMap[V any](m map[string]V, limit int, value func(string, V) V) {
+	var long []string
+	for k, v := range m {
+		m[k] = value(k, v)
+		if utf8.RuneCountInString(k) > limit {
+			long = append(long, k)
+		}
+	}
+	renameKeys(m, long, limit)
 }
 
 // renameKeys replaces each long key by its cut form. Should two long keys cut to the same

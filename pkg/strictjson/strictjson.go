@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -38,6 +39,22 @@ func (e *DuplicateKeyError) Error() string {
 type Object struct {
 	Order  []string
 	Values map[string]json.RawMessage
+}
+
+// Unknown returns the first key, in document order, that is not in known, with the reason
+// to give for it: its entry in hints (a key that is a known mistake, so the error can say
+// how to fix it), else "unknown field". ok is false when every key is known.
+func (o Object) Unknown(known []string, hints map[string]string) (key, reason string, ok bool) {
+	for _, k := range o.Order {
+		if slices.Contains(known, k) {
+			continue
+		}
+		if reason, ok := hints[k]; ok {
+			return k, reason, true
+		}
+		return k, "unknown field", true
+	}
+	return "", "", false
 }
 
 func syntax(format string, args ...any) error {

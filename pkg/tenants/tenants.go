@@ -63,15 +63,8 @@ func InboxPrefix(user string) string { return "_INBOX_" + user }
 // Generated reports whether user is one this package generates (whose connection must
 // use InboxPrefix).
 func Generated(user string) bool {
-	if slices.Contains([]string{ServicesUser, IngressUser, ConsoleUser, OperatorUser}, user) {
-		return true
-	}
-	for _, svc := range bus.Services {
-		if user == ServiceUser(svc) {
-			return true
-		}
-	}
-	return false
+	return slices.Contains([]string{ServicesUser, IngressUser, ConsoleUser, OperatorUser}, user) ||
+		slices.ContainsFunc(bus.Services, func(svc string) bool { return user == ServiceUser(svc) })
 }
 
 // Credential is one user's name and password.

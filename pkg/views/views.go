@@ -198,11 +198,7 @@ func Update(ctx context.Context, kv bus.KV, key string, change func(*Record) err
 		if err != nil {
 			return Record{}, err
 		}
-		if rev == 0 {
-			_, err = kv.Create(ctx, key, data)
-		} else {
-			_, err = kv.Update(ctx, key, data, rev)
-		}
+		err = bus.CompareAndSet(ctx, kv, key, data, rev)
 		if err == nil {
 			return r, nil
 		}
@@ -293,11 +289,7 @@ func Put(ctx context.Context, kv bus.KV, key string, r Record, rev uint64) (bool
 	if err != nil {
 		return false, fmt.Errorf("encode view %s: %w", key, err)
 	}
-	if rev == 0 {
-		_, err = kv.Create(ctx, key, data)
-	} else {
-		_, err = kv.Update(ctx, key, data, rev)
-	}
+	err = bus.CompareAndSet(ctx, kv, key, data, rev)
 	if err == nil {
 		return true, nil
 	}

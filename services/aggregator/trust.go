@@ -58,11 +58,7 @@ func (s *Service) recordFlips(ctx context.Context, tenant, batch string, flips m
 			return merr
 		}
 		key := ab.FlipHistoryKey(tenant)
-		if rev == 0 {
-			_, err = s.cache.Create(ctx, key, data)
-		} else {
-			_, err = s.cache.Update(ctx, key, data, rev)
-		}
+		err = bus.CompareAndSet(ctx, s.cache, key, data, rev)
 		if err == nil {
 			return nil
 		}

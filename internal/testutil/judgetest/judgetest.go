@@ -6,11 +6,15 @@ package judgetest
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
 
@@ -101,3 +105,53 @@ var nonceRe = regexp.MustCompile(`nonce=[0-9a-f]+-----`)
 // WithoutNonces replaces every fence nonce in s with "N", so two prompts built from the
 // same inputs compare equal although each fence drew its own nonce.
 func WithoutNonces(s string) string { return nonceRe.ReplaceAllString(s, "nonce=N-----") }
+
+// CheckAnswer checks one answer text of a kind's parser: with field "" it must parse (to
+// want when want is not nil); otherwise it must be refused with a *fielderr.Error on field,
+// whose message names the field.
+func CheckAnswer[T any](t *testing.T, parse func([]byte) (T, error), in, field string, want *T) {
+	t.Helper()
+	got, err := parse([]byte(in))
+	if field == "" {
+		if err != nil {
+			t.Fatalf("parse = %v, want valid", err)
+		}
+		if want != nil && !reflect.DeepEqual(got, *want) {
+			t.Errorf("got %+v, want %+v", got, *want)
+		}
+		return
+	}
+	var fe *fielderr.Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("parse = %v, want a field error on %s", err, field)
+	}
+	if fe.Field != field {
+		t.Errorf("field = %q, want %q (%v)", fe.Field, field, err)
+	}
+	if !strings.Contains(err.Error(), field) {
+		t.Errorf("error %q does not name %s", err, field)
+	}
+}
+
+// AssertSchema checks an answer schema's top-level required keys, in order, and the enum
+// of its verdict property.
+func AssertSchema(t *testing.T, s *judge.Schema, required, verdicts []string) {
+	t.Helper()
+	var doc struct {
+		Required   []string `json:"required"`
+		Properties struct {
+			Verdict struct {
+				Enum []string `json:"enum"`
+			} `json:"verdict"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(s.JSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(doc.Properties.Verdict.Enum, verdicts) {
+		t.Errorf("enum %v, want %v", doc.Properties.Verdict.Enum, verdicts)
+	}
+	if !reflect.DeepEqual(doc.Required, required) {
+		t.Errorf("required %v, want %v", doc.Required, required)
+	}
+}

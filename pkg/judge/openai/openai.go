@@ -368,7 +368,7 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 			slog.Int("attempt", attempts), slog.Int("status", f.status),
 			slog.Duration("wait", wait), slog.Bool("retry_after", f.hasRetryAfter),
 			slog.String("error", f.msg))
-		if !sleep(ctx, wait) {
+		if judge.Sleep(ctx, wait) != nil {
 			return judge.Response{}, p.stopped(ctx, fmt.Sprintf("backing off after attempt %d", attempts))
 		}
 	}
@@ -649,18 +649,4 @@ func schemaName(name string) string {
 		return "answer"
 	}
 	return b.String()
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -75,12 +75,8 @@ func Messages(in Input) []judge.Message {
 // answer is not a valid verdict, and returns the vote. A provider that stays unreachable
 // yields status "unavailable"; an answer that stays invalid yields "schema_violation".
 func Judge(ctx context.Context, p judge.Provider, model string, instance string, in Input, params judge.Params) events.Vote {
-	if model == "" {
-		model = p.DefaultModel()
-	}
-	req := judge.Request{Kind: string(events.KindAB), Key: in.Key, Model: model, Messages: Messages(in), Schema: judge.CopySchema(schema), Params: params}
-	usage := judge.Usage{Provider: p.Name(), Model: model, Instance: instance, PromptHash: PromptHash()}
-	out, _ := judge.Ask(ctx, p, req, usage, ParseRawVerdict)
+	c := judge.Call{Kind: events.KindAB, Key: in.Key, Model: model, Instance: instance, PromptHash: PromptHash(), Params: params}
+	out := judge.AskCall(ctx, p, c, Messages(in), judge.CopySchema(schema), ParseRawVerdict)
 	vote := events.Vote{Order: "AB", Judge: out.Usage.JudgeInfo(), Status: out.Status, Error: out.Error, Raw: out.Raw}
 	if out.Status == events.VoteOK {
 		vote.RawWinner, vote.Confidence, vote.BiggestGap, vote.Reasoning = out.Answer.RawWinner, out.Answer.Confidence, out.Answer.BiggestGap, out.Answer.Reasoning

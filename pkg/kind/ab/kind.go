@@ -2,7 +2,6 @@ package ab
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -36,24 +35,10 @@ type Result struct {
 
 // ResultOf reads an ab job's result; nil when the job has none yet.
 func ResultOf(j *records.Job) (*Result, error) {
-	if len(j.Result) == 0 {
-		return nil, nil
-	}
-	var r Result
-	if err := json.Unmarshal(j.Result, &r); err != nil {
-		return nil, fmt.Errorf("job %s: ab result: %w", j.Key(), err)
-	}
-	return &r, nil
+	return kind.Unmarshal[Result](j, j.Result, "ab result")
 }
 
-func setResult(j *records.Job, r Result) error {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("job %s: encode ab result: %w", j.Key(), err)
-	}
-	j.Result = data
-	return nil
-}
+func setResult(j *records.Job, r Result) error { return kind.Marshal(j, &j.Result, "ab result", r) }
 
 // ResolveThreshold picks the `ab` threshold: the batch's own, else TRIBUNAL_AB_THRESHOLD,
 // else CFN_AB_CRITIC_THRESHOLD (the seed's variable), else 0.75.

@@ -82,7 +82,7 @@ func (v RawVerdict) Validate() error {
 }
 
 // verdictFields are the only keys a verdict object may have.
-var verdictFields = map[string]bool{"raw_winner": true, "confidence": true, "biggest_gap": true, "reasoning": true}
+var verdictFields = []string{"raw_winner", "confidence", "biggest_gap", "reasoning"}
 
 // foreignFieldHints explains keys that belong to a sibling schema, so the error tells the
 // operator which prompt or model drifted.
@@ -123,14 +123,7 @@ func ParseRawVerdict(data []byte) (RawVerdict, error) {
 		}
 		return RawVerdict{}, err
 	}
-	for _, k := range fields.Order {
-		if verdictFields[k] {
-			continue
-		}
-		reason, ok := foreignFieldHints[k]
-		if !ok {
-			reason = "unknown field"
-		}
+	if k, reason, ok := fields.Unknown(verdictFields, foreignFieldHints); ok {
 		return RawVerdict{}, &FieldError{Doc: fieldDoc, Field: k, Reason: reason}
 	}
 

@@ -109,7 +109,7 @@ func (a Answer) Validate() error {
 }
 
 var (
-	answerFields = map[string]bool{"correctness": true, "slop": true, "scope": true, "verdict": true, "quality": true, "rationale": true}
+	answerFields = []string{"correctness", "slop", "scope", "verdict", "quality", "rationale"}
 	answerHints  = map[string]string{
 		"error":     "unknown field (the judge reported an error instead of scores; tribunal checks for missing input before asking)",
 		"reason":    "unknown field (the contract calls it rationale)",
@@ -145,14 +145,7 @@ func ParseAnswer(data []byte) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	for _, k := range o.Order {
-		if answerFields[k] {
-			continue
-		}
-		reason, ok := answerHints[k]
-		if !ok {
-			reason = "unknown field"
-		}
+	if k, reason, ok := o.Unknown(answerFields, answerHints); ok {
 		return Answer{}, &FieldError{Doc: fieldDoc, Field: k, Reason: reason}
 	}
 	var a Answer

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/judgetest"
 )
 
 func TestDerive(t *testing.T) {
@@ -149,25 +151,7 @@ func TestParseAnswer(t *testing.T) {
 		{"capitalised key", `{"Correctness": 7, "slop": 1, "scope": 9, "rationale": "r"}`, "Correctness", nil},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseAnswer([]byte(tc.in))
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("ParseAnswer = %v", err)
-				}
-				if tc.want != nil && !reflect.DeepEqual(got, *tc.want) {
-					t.Errorf("got %+v, want %+v", got, *tc.want)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("ParseAnswer = %v, want *FieldError on %s", err, tc.field)
-			}
-			if fe.Field != tc.field || !strings.Contains(err.Error(), tc.field) {
-				t.Errorf("field = %q, want %q (%v)", fe.Field, tc.field, err)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { judgetest.CheckAnswer(t, ParseAnswer, tc.in, tc.field, tc.want) })
 	}
 	for _, in := range []string{"", "pass", "[]", validCritic + "\nThanks!", "Scores: " + validCritic, "```python\n" + validCritic + "\n```",
 		"```json\n" + validCritic + "\n```", "```\n" + validCritic + "\n```"} {

@@ -64,16 +64,11 @@ func Messages(in Input) []judge.Message {
 // An empty task or output is refused before any call: status "blocked", error exactly
 // "missing input".
 func Judge(ctx context.Context, p judge.Provider, model, instance string, in Input, params judge.Params) judge.Outcome[Answer] {
-	if model == "" {
-		model = p.DefaultModel()
-	}
-	usage := judge.Usage{Provider: p.Name(), Model: model, Instance: instance, PromptHash: PromptHash()}
+	c := judge.Call{Kind: events.KindCritic, Key: in.Key, Model: model, Instance: instance, PromptHash: PromptHash(), Params: params}
 	if err := CheckInputs(in.Task, in.Output); err != nil {
-		return judge.Outcome[Answer]{Usage: usage, Status: events.VoteBlocked, Error: err.Error()}
+		return judge.Refused[Answer](p, c, err.Error())
 	}
-	req := judge.Request{Kind: string(events.KindCritic), Key: in.Key, Model: model, Messages: Messages(in), Schema: Schema(), Params: params}
-	out, _ := judge.Ask(ctx, p, req, usage, ParseAnswer)
-	return out
+	return judge.AskCall(ctx, p, c, Messages(in), Schema(), ParseAnswer)
 }
 
 // CriticResult turns a judge outcome into the recorded result: ok answers are checked and

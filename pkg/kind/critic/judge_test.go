@@ -2,8 +2,6 @@ package critic
 
 import (
 	"context"
-	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -75,23 +73,7 @@ func TestJudgeCriticRepair(t *testing.T) {
 }
 
 func TestCriticSchemaEnum(t *testing.T) {
-	var s struct {
-		Required   []string `json:"required"`
-		Properties struct {
-			Verdict struct {
-				Enum []string `json:"enum"`
-			} `json:"verdict"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal(Schema().JSON, &s); err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{VerdictPass, VerdictRevise, VerdictReject}; !reflect.DeepEqual(s.Properties.Verdict.Enum, want) {
-		t.Errorf("enum %v, want %v", s.Properties.Verdict.Enum, want)
-	}
-	if want := []string{"correctness", "slop", "scope", "verdict", "quality", "rationale"}; !reflect.DeepEqual(s.Required, want) {
-		t.Errorf("required %v", s.Required)
-	}
+	judgetest.AssertSchema(t, Schema(), []string{"correctness", "slop", "scope", "verdict", "quality", "rationale"}, []string{VerdictPass, VerdictRevise, VerdictReject})
 }
 
 func TestPromptHash(t *testing.T) {

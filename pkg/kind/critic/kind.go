@@ -2,11 +2,8 @@ package critic
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -27,24 +24,10 @@ func (Kind) Name() events.Kind { return events.KindCritic }
 
 // ResultOf reads a critic job's result; nil when the job has none yet.
 func ResultOf(j *records.Job) (*Result, error) {
-	if len(j.Result) == 0 {
-		return nil, nil
-	}
-	var r Result
-	if err := json.Unmarshal(j.Result, &r); err != nil {
-		return nil, fmt.Errorf("job %s: critic result: %w", j.Key(), err)
-	}
-	return &r, nil
+	return kind.Unmarshal[Result](j, j.Result, "critic result")
 }
 
-func setResult(j *records.Job, r Result) error {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("job %s: encode critic result: %w", j.Key(), err)
-	}
-	j.Result = data
-	return nil
-}
+func setResult(j *records.Job, r Result) error { return kind.Marshal(j, &j.Result, "critic result", r) }
 
 // Plan implements kind.Kind: one job scoring the AC's output (a file, or inline text the
 // client stores) against its task.
@@ -121,16 +104,11 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 	}
 	model := env.Model(gd)
 	key := env.CacheKey(events.KindCritic, ev.Tenant, model, PromptHash(), gd.Criterion, out.SHA256)
-	var o judgeOutcome
-	cached := env.Cached(ctx, key, &o)
-	if !cached {
-		rec := env.Recorder()
-		o = Judge(ctx, rec, model, env.Instance, Input{Key: ev.JobID, Task: gd.Criterion, Output: string(data)}, env.Params)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		o.Usage.Call = env.KeepCall(ctx, ev.Tenant, rec)
-		env.Remember(ctx, key, o.Status, o)
+	o, cached, err := kind.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judgeOutcome {
+		return Judge(ctx, p, model, env.Instance, Input{Key: ev.JobID, Task: gd.Criterion, Output: string(data)}, env.Params)
+	})
+	if err != nil {
+		return nil, err
 	}
 	v := &events.CriticVote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
 	v.Judge.Instance, v.Judge.Cached = env.Instance, cached
@@ -190,55 +168,19 @@ func (Kind) Outcome(j *records.Job) kind.Outcome {
 
 // Manifest implements kind.Kind: one result per AC, in batch order.
 func (Kind) Manifest(_, batch string) kind.Manifest {
-	return &manifestFold{m: Manifest{Kind: events.KindCritic, Source: "tribunal", BatchID: batch}}
+	return kind.NewListFold(events.KindCritic, batch, func(j *records.Job) ManifestRow {
+		r, _ := ResultOf(j)
+		return ManifestRow{ManifestEntry: kind.EntryOf(j), Critic: r}
+	})
 }
 
 // Manifest is the critic kind's manifest: one result per AC, in batch order.
-type Manifest struct {
-	Kind        events.Kind   `json:"kind"`
-	Source      string        `json:"source"`
-	BatchID     string        `json:"batch_id"`
-	GeneratedAt time.Time     `json:"generated_at"`
-	Results     []ManifestRow `json:"results"`
-}
+type Manifest = kind.ListManifest[ManifestRow]
 
 // ManifestRow is one AC of the critic manifest.
 type ManifestRow struct {
-	ACID   string        `json:"ac_id"`
-	Status events.Status `json:"status"`
-	Reason string        `json:"reason,omitempty"`
-	Judges []string      `json:"judges,omitempty"`
-	Critic *Result       `json:"critic,omitempty"`
-}
-
-type manifestFold struct {
-	m     Manifest
-	index []int
-}
-
-func (f *manifestFold) Add(j *records.Job) {
-	r, _ := ResultOf(j)
-	f.index = append(f.index, j.Index)
-	f.m.Results = append(f.m.Results, ManifestRow{ACID: j.ACID, Status: j.Status, Reason: j.BlockReason, Judges: j.Judges, Critic: r})
-}
-
-func (f *manifestFold) Build(at time.Time) any {
-	if len(f.m.Results) == 0 {
-		return nil
-	}
-	f.m.GeneratedAt = at.UTC()
-	// Jobs are folded in any order; the manifest lists them in batch order.
-	sort.Sort(byIndex{f})
-	return &f.m
-}
-
-type byIndex struct{ f *manifestFold }
-
-func (b byIndex) Len() int           { return len(b.f.index) }
-func (b byIndex) Less(i, j int) bool { return b.f.index[i] < b.f.index[j] }
-func (b byIndex) Swap(i, j int) {
-	b.f.index[i], b.f.index[j] = b.f.index[j], b.f.index[i]
-	b.f.m.Results[i], b.f.m.Results[j] = b.f.m.Results[j], b.f.m.Results[i]
+	kind.ManifestEntry
+	Critic *Result `json:"critic,omitempty"`
 }
 
 // Row implements kind.Kind.

@@ -121,15 +121,8 @@ var (
 // error so the caller can record what the judge claimed; it must never be used as a
 // verdict.
 func ParseAnswer(data []byte) (Answer, error) {
-	body, err := unfence(data)
+	o, err := decodeTop(data, answerFields, answerHints)
 	if err != nil {
-		return Answer{}, err
-	}
-	o, err := decodeTop(body)
-	if err != nil {
-		return Answer{}, err
-	}
-	if err := o.only(answerFields, answerHints); err != nil {
 		return Answer{}, err
 	}
 	var a Answer

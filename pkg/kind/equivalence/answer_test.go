@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/judgetest"
 )
 
 const validAnswer = `{"verdict": "candidate-regressed", "behaviour_delta": "the candidate never asked for confirmation before deleting", "efficiency_signal": {"original_directness": 4, "candidate_directness": 5, "interpretation_notes": "original: one ambiguity about scope; candidate: none"}}`
@@ -55,28 +56,7 @@ func TestParseAnswer(t *testing.T) {
 		{"duplicate nested", `{"verdict": "equivalent", "behaviour_delta": "", "efficiency_signal": {"original_directness": 3, "original_directness": 5, "candidate_directness": 4, "interpretation_notes": "n"}}`, "efficiency_signal.original_directness", nil},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseAnswer([]byte(tc.in))
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("ParseAnswer = %v, want valid", err)
-				}
-				if tc.want != nil && !reflect.DeepEqual(got, *tc.want) {
-					t.Errorf("got %+v, want %+v", got, *tc.want)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) {
-				t.Fatalf("ParseAnswer = %v, want *FieldError on %s", err, tc.field)
-			}
-			if fe.Field != tc.field {
-				t.Errorf("field = %q, want %q (%v)", fe.Field, tc.field, err)
-			}
-			if !strings.Contains(err.Error(), tc.field) {
-				t.Errorf("error %q does not name %s", err, tc.field)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { judgetest.CheckAnswer(t, ParseAnswer, tc.in, tc.field, tc.want) })
 	}
 }
 

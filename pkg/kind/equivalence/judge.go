@@ -77,21 +77,16 @@ func Messages(in Input) []judge.Message {
 // does not validate (a blank run, say) is refused before any call with status "blocked":
 // a comparison against nothing would only invite the judge to guess.
 func Judge(ctx context.Context, p judge.Provider, model, instance string, in Input, params judge.Params) judge.Outcome[Answer] {
-	if model == "" {
-		model = p.DefaultModel()
-	}
-	usage := judge.Usage{Provider: p.Name(), Model: model, Instance: instance, PromptHash: PromptHash()}
+	c := judge.Call{Kind: events.KindEquivalence, Key: in.Key, Model: model, Instance: instance, PromptHash: PromptHash(), Params: params}
 	for _, t := range []struct {
 		name string
 		tr   Transcript
 	}{{"original", in.Original}, {"candidate", in.Candidate}} {
 		if err := t.tr.Validate(); err != nil {
-			return judge.Outcome[Answer]{Usage: usage, Status: events.VoteBlocked, Error: "missing input: " + t.name + " transcript: " + err.Error()}
+			return judge.Refused[Answer](p, c, "missing input: "+t.name+" transcript: "+err.Error())
 		}
 	}
-	req := judge.Request{Kind: string(events.KindEquivalence), Key: in.Key, Model: model, Messages: Messages(in), Schema: Schema(), Params: params}
-	out, _ := judge.Ask(ctx, p, req, usage, ParseAnswer)
-	return out
+	return judge.AskCall(ctx, p, c, Messages(in), Schema(), ParseAnswer)
 }
 
 // EquivalenceCase turns a judge outcome into the report row for caseID: ok becomes a

@@ -2,8 +2,6 @@ package equivalence
 
 import (
 	"context"
-	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -99,23 +97,7 @@ func TestJudgeEquivalenceRepair(t *testing.T) {
 }
 
 func TestEquivalenceSchemaEnum(t *testing.T) {
-	var s struct {
-		Required   []string `json:"required"`
-		Properties struct {
-			Verdict struct {
-				Enum []string `json:"enum"`
-			} `json:"verdict"`
-		} `json:"properties"`
-	}
-	if err := json.Unmarshal(Schema().JSON, &s); err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{VerdictEquivalent, VerdictRegressed, VerdictDiverged}; !reflect.DeepEqual(s.Properties.Verdict.Enum, want) {
-		t.Errorf("enum %v, want %v", s.Properties.Verdict.Enum, want)
-	}
-	if want := []string{"verdict", "behaviour_delta", "efficiency_signal"}; !reflect.DeepEqual(s.Required, want) {
-		t.Errorf("required %v", s.Required)
-	}
+	judgetest.AssertSchema(t, Schema(), []string{"verdict", "behaviour_delta", "efficiency_signal"}, []string{VerdictEquivalent, VerdictRegressed, VerdictDiverged})
 }
 
 func TestPromptHashes(t *testing.T) {

@@ -2,13 +2,12 @@ package equivalence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -39,23 +38,11 @@ type Result struct {
 
 // ResultOf reads an equivalence job's result; nil when the job has none yet.
 func ResultOf(j *records.Job) (*Result, error) {
-	if len(j.Result) == 0 {
-		return nil, nil
-	}
-	var r Result
-	if err := json.Unmarshal(j.Result, &r); err != nil {
-		return nil, fmt.Errorf("job %s: equivalence result: %w", j.Key(), err)
-	}
-	return &r, nil
+	return kind.Unmarshal[Result](j, j.Result, "equivalence result")
 }
 
 func setResult(j *records.Job, r Result) error {
-	data, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("job %s: encode equivalence result: %w", j.Key(), err)
-	}
-	j.Result = data
-	return nil
+	return kind.Marshal(j, &j.Result, "equivalence result", r)
 }
 
 // Plan implements kind.Kind: one job comparing two versions of a document over the AC's
@@ -63,8 +50,8 @@ func setResult(j *records.Job, r Result) error {
 func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan, error) {
 	b := env.Batch
 	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: ac.ID, Criterion: ac.Criterion}
-	es := &events.EquivalenceSpec{Variant: firstNonEmpty(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
-		MinCases: firstPositive(ac.MinCases, b.MinCases, DefaultMinCases), RunnerModel: firstNonEmpty(ac.RunnerModel, b.RunnerModel)}
+	es := &events.EquivalenceSpec{Variant: cmp.Or(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
+		MinCases: firstPositive(ac.MinCases, b.MinCases, DefaultMinCases), RunnerModel: cmp.Or(ac.RunnerModel, b.RunnerModel)}
 	problem := ac.Problem
 	cases, cerr := loadCases(ctx, b, ac)
 	if problem == "" && cerr != nil {
@@ -233,16 +220,11 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 			return nil, fmt.Errorf("case %s candidate transcript: %w", c.CaseID, err)
 		}
 		key := env.CacheKey(events.KindEquivalence, ev.Tenant, model, PromptHash(), c.Input, c.Original.Blob.SHA256, c.Candidate.Blob.SHA256)
-		var o judge.Outcome[Answer]
-		cached := env.Cached(ctx, key, &o)
-		if !cached {
-			rec := env.Recorder()
-			o = Judge(ctx, rec, model, env.Instance, Input{Key: ev.JobID + "/" + c.CaseID, CaseInput: c.Input, Original: orig, Candidate: cand}, env.Params)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			o.Usage.Call = env.KeepCall(ctx, ev.Tenant, rec)
-			env.Remember(ctx, key, o.Status, o)
+		o, cached, err := kind.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judge.Outcome[Answer] {
+			return Judge(ctx, p, model, env.Instance, Input{Key: ev.JobID + "/" + c.CaseID, CaseInput: c.Input, Original: orig, Candidate: cand}, env.Params)
+		})
+		if err != nil {
+			return nil, err
 		}
 		origBlob, candBlob := c.Original.Blob, c.Candidate.Blob
 		v := events.CaseVote{CaseID: c.CaseID, Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw, Original: &origBlob, Candidate: &candBlob}
@@ -302,58 +284,22 @@ func (Kind) Outcome(j *records.Job) kind.Outcome {
 
 // Manifest implements kind.Kind: one result per AC, in batch order.
 func (Kind) Manifest(_, batch string) kind.Manifest {
-	return &manifestFold{m: Manifest{Kind: events.KindEquivalence, Source: "tribunal", BatchID: batch}}
+	return kind.NewListFold(events.KindEquivalence, batch, func(j *records.Job) ManifestRow {
+		row := ManifestRow{ManifestEntry: kind.EntryOf(j)}
+		if r, _ := ResultOf(j); r != nil {
+			row.Equivalence = &r.Report
+		}
+		return row
+	})
 }
 
 // Manifest is the equivalence kind's manifest: one result per AC, in batch order.
-type Manifest struct {
-	Kind        events.Kind   `json:"kind"`
-	Source      string        `json:"source"`
-	BatchID     string        `json:"batch_id"`
-	GeneratedAt time.Time     `json:"generated_at"`
-	Results     []ManifestRow `json:"results"`
-}
+type Manifest = kind.ListManifest[ManifestRow]
 
 // ManifestRow is one AC of the equivalence manifest.
 type ManifestRow struct {
-	ACID        string        `json:"ac_id"`
-	Status      events.Status `json:"status"`
-	Reason      string        `json:"reason,omitempty"`
-	Judges      []string      `json:"judges,omitempty"`
-	Equivalence *Report       `json:"equivalence,omitempty"`
-}
-
-type manifestFold struct {
-	m     Manifest
-	index []int
-}
-
-func (f *manifestFold) Add(j *records.Job) {
-	row := ManifestRow{ACID: j.ACID, Status: j.Status, Reason: j.BlockReason, Judges: j.Judges}
-	if r, _ := ResultOf(j); r != nil {
-		row.Equivalence = &r.Report
-	}
-	f.index = append(f.index, j.Index)
-	f.m.Results = append(f.m.Results, row)
-}
-
-func (f *manifestFold) Build(at time.Time) any {
-	if len(f.m.Results) == 0 {
-		return nil
-	}
-	f.m.GeneratedAt = at.UTC()
-	// Jobs are folded in any order; the manifest lists them in batch order.
-	sort.Sort(byIndex{f})
-	return &f.m
-}
-
-type byIndex struct{ f *manifestFold }
-
-func (b byIndex) Len() int           { return len(b.f.index) }
-func (b byIndex) Less(i, j int) bool { return b.f.index[i] < b.f.index[j] }
-func (b byIndex) Swap(i, j int) {
-	b.f.index[i], b.f.index[j] = b.f.index[j], b.f.index[i]
-	b.f.m.Results[i], b.f.m.Results[j] = b.f.m.Results[j], b.f.m.Results[i]
+	kind.ManifestEntry
+	Equivalence *Report `json:"equivalence,omitempty"`
 }
 
 // Row implements kind.Kind.
@@ -376,15 +322,6 @@ func (Kind) Row(j *records.Job) kind.Row {
 		row.Detail += fmt.Sprintf("; thin coverage (%d cases, min %d, missing %v)", e.Coverage.Cases, e.Coverage.MinCases, e.Coverage.MissingTags)
 	}
 	return row
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func firstPositive(v ...int) int {

@@ -39,9 +39,18 @@ type object struct {
 	path string
 }
 
-// decodeTop decodes the whole answer as one object with nothing after it.
-func decodeTop(body []byte) (object, error) {
-	return decodeObject(body, "", true)
+// decodeTop decodes a model's whole answer (in at most one code fence) as one object with
+// nothing after it and no key but allowed (only).
+func decodeTop(data []byte, allowed []string, hints map[string]string) (object, error) {
+	body, err := unfence(data)
+	if err != nil {
+		return object{}, err
+	}
+	o, err := decodeObject(body, "", true)
+	if err != nil {
+		return object{}, err
+	}
+	return o, o.only(allowed, hints)
 }
 
 // decodeObject decodes exactly one JSON object. A key that occurs twice is a *FieldError:
@@ -66,21 +75,7 @@ func decodeObject(body []byte, path string, top bool) (object, error) {
 // only rejects, in document order, the first key that is not in allowed. hints explain
 // keys that are known mistakes, so the error says how to fix them.
 func (o object) only(allowed []string, hints map[string]string) error {
-	for _, k := range o.Order {
-		found := false
-		for _, a := range allowed {
-			if k == a {
-				found = true
-				break
-			}
-		}
-		if found {
-			continue
-		}
-		reason, ok := hints[k]
-		if !ok {
-			reason = "unknown field"
-		}
+	if k, reason, ok := o.Unknown(allowed, hints); ok {
 		return &FieldError{Doc: fieldDoc, Field: o.path + k, Reason: reason}
 	}
 	return nil

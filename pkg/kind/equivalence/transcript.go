@@ -139,15 +139,8 @@ func nonBlankItems(field string, items []string) error {
 // is cached and reused for every later round, so a malformed one would poison every
 // comparison made against it.
 func ParseRunnerOutput(data []byte) (Transcript, error) {
-	body, err := unfence(data)
+	o, err := decodeTop(data, runnerFields, runnerHints)
 	if err != nil {
-		return Transcript{}, err
-	}
-	o, err := decodeTop(body)
-	if err != nil {
-		return Transcript{}, err
-	}
-	if err := o.only(runnerFields, runnerHints); err != nil {
 		return Transcript{}, err
 	}
 	var t Transcript

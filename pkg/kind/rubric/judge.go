@@ -116,10 +116,6 @@ func schema(r *argus.Rubric) *judge.Schema {
 // judge service's to state, not the model's: it is filled in from the input before the
 // verdict is checked against the schema, so a model cannot misfile its verdict.
 func Judge(ctx context.Context, p judge.Provider, model, instance string, in Input, params judge.Params) judge.Outcome[argus.Verdict] {
-	if model == "" {
-		model = p.DefaultModel()
-	}
-	req := judge.Request{Kind: string(events.KindRubric), Key: in.Key, Model: model, Messages: Messages(in), Schema: schema(in.Rubric), Params: params}
 	parse := func(data []byte) (argus.Verdict, error) {
 		body, err := strictjson.Unfence(data)
 		if err != nil {
@@ -138,6 +134,6 @@ func Judge(ctx context.Context, p judge.Provider, model, instance string, in Inp
 		}
 		return *v, nil
 	}
-	out, _ := judge.Ask(ctx, p, req, judge.Usage{Provider: p.Name(), Model: model, Instance: instance, PromptHash: PromptHash()}, parse)
-	return out
+	c := judge.Call{Kind: events.KindRubric, Key: in.Key, Model: model, Instance: instance, PromptHash: PromptHash(), Params: params}
+	return judge.AskCall(ctx, p, c, Messages(in), schema(in.Rubric), parse)
 }

@@ -126,16 +126,11 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 	// iteration it would be), never the next iteration's judgment of an identical render.
 	key := env.CacheKey(events.KindRubric, ev.Tenant, model, PromptHash(), append(digests, rj.Feature, rj.Target, rj.State, rj.Appearance,
 		rj.ReferenceSource, "loop="+strconv.Itoa(rj.Loop), "iteration="+strconv.Itoa(rj.LoopIteration))...)
-	var o judge.Outcome[argus.Verdict]
-	cached := env.Cached(ctx, key, &o)
-	if !cached {
-		rec := env.Recorder()
-		o = Judge(ctx, rec, model, env.Instance, in, env.Params)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		o.Usage.Call = env.KeepCall(ctx, ev.Tenant, rec)
-		env.Remember(ctx, key, o.Status, o)
+	o, cached, err := kind.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judge.Outcome[argus.Verdict] {
+		return Judge(ctx, p, model, env.Instance, in, env.Params)
+	})
+	if err != nil {
+		return nil, err
 	}
 	v := &events.RubricVote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
 	for _, sl := range gd.Slots {
@@ -217,11 +212,8 @@ func (Kind) Manifest(_, batch string) kind.Manifest {
 // FeatureManifest is the manifest of the rubric kind: each feature's status and its views'
 // loop outcomes, sign-offs included.
 type FeatureManifest struct {
-	Kind        events.Kind     `json:"kind"`
-	Source      string          `json:"source"`
-	BatchID     string          `json:"batch_id"`
-	GeneratedAt time.Time       `json:"generated_at"`
-	Features    []FeatureResult `json:"features"`
+	kind.ManifestHeader
+	Features []FeatureResult `json:"features"`
 }
 
 // FeatureResult is one feature's folded status and its views.
@@ -312,7 +304,7 @@ func (m *manifestFold) Build(at time.Time) any {
 	}
 	// Jobs are folded in any order; features and views are listed in batch order.
 	sort.SliceStable(m.views, func(a, b int) bool { return m.views[a].index < m.views[b].index })
-	out := &FeatureManifest{Kind: events.KindRubric, Source: "tribunal", BatchID: m.batch, GeneratedAt: at.UTC()}
+	out := &FeatureManifest{ManifestHeader: kind.ManifestHeader{Kind: events.KindRubric, Source: "tribunal", BatchID: m.batch, GeneratedAt: at.UTC()}}
 	byFeature := map[string]int{}
 	var inputs []argus.FeatureInput
 	for _, v := range m.views {
@@ -331,15 +323,6 @@ func (m *manifestFold) Build(at time.Time) any {
 		out.Features[i].Status, out.Features[i].Reasons = rep.Status, rep.Reasons
 	}
 	return out
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // Estimate implements kind.Kind: a view is judged at least once, and at most once per

@@ -41,25 +41,9 @@ type GateResultFile struct {
 }
 
 // StateOf reads a rubric job's loop state; nil when the job has none yet.
-func StateOf(j *records.Job) (*State, error) {
-	if len(j.Loop) == 0 {
-		return nil, nil
-	}
-	var s State
-	if err := json.Unmarshal(j.Loop, &s); err != nil {
-		return nil, fmt.Errorf("job %s: rubric state: %w", j.Key(), err)
-	}
-	return &s, nil
-}
+func StateOf(j *records.Job) (*State, error) { return kind.Unmarshal[State](j, j.Loop, "rubric state") }
 
-func setState(j *records.Job, s *State) error {
-	data, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("job %s: encode rubric state: %w", j.Key(), err)
-	}
-	j.Loop = data
-	return nil
-}
+func setState(j *records.Job, s *State) error { return kind.Marshal(j, &j.Loop, "rubric state", s) }
 
 // loopStep is one loop event: a verdict, an unchanged confirmation, or red gates.
 type loopStep struct {

@@ -1,6 +1,7 @@
 package rubric
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -93,7 +94,7 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 			return blocked("invalid spec: rubric.json: " + err.Error()), nil
 		}
 	}
-	base := events.RubricSpec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: firstNonEmpty(ac.Mode, env.DefaultMode, events.ModeHeadless),
+	base := events.RubricSpec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: cmp.Or(ac.Mode, env.DefaultMode, events.ModeHeadless),
 		MaxIterations: ac.MaxIterations, Width: 1440, Height: 900}
 	if b.ArgusRunsOf(ac) {
 		// The seed's files go to the feature's .argus-runs/ too, written by the client

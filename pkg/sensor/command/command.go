@@ -85,15 +85,9 @@ type Registry struct {
 // New resolves every registered adapter, so that a typo in the operator's configuration
 // fails at startup rather than blocking every job that names the adapter.
 func New(opts Options) (*Registry, error) {
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.MaxOutput <= 0 {
-		opts.MaxOutput = DefaultMaxOutput
-	}
-	if opts.MaxPixels <= 0 {
-		opts.MaxPixels = DefaultMaxPixels
-	}
+	opts.Timeout = sensor.OrDefault(opts.Timeout, DefaultTimeout)
+	opts.MaxOutput = sensor.OrDefault(opts.MaxOutput, DefaultMaxOutput)
+	opts.MaxPixels = sensor.OrDefault(opts.MaxPixels, DefaultMaxPixels)
 	r := &Registry{adapters: make(map[string]*Adapter, len(opts.Adapters))}
 	for name, path := range opts.Adapters {
 		if strings.TrimSpace(name) == "" {

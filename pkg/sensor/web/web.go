@@ -122,18 +122,10 @@ func (o Options) withDefaults() Options {
 	if o.QueryConvention == "" {
 		o.QueryConvention = DefaultQueryConvention
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = DefaultStartTimeout
-	}
-	if o.MaxTabs <= 0 {
-		o.MaxTabs = DefaultMaxTabs
-	}
-	if o.MaxNodes <= 0 {
-		o.MaxNodes = DefaultMaxNodes
-	}
+	o.Timeout = sensor.OrDefault(o.Timeout, DefaultTimeout)
+	o.StartTimeout = sensor.OrDefault(o.StartTimeout, DefaultStartTimeout)
+	o.MaxTabs = sensor.OrDefault(o.MaxTabs, DefaultMaxTabs)
+	o.MaxNodes = sensor.OrDefault(o.MaxNodes, DefaultMaxNodes)
 	return o
 }
 
