@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -227,16 +228,26 @@ func (s *Subscriber) consume(ctx, work context.Context, topic, name string, iter
 }
 
 // nakBuffered hands back every message a draining iterator still holds, so another
-// instance gets them at once.
+// instance gets them at once. It waits for the drain to end (the iterator closes) rather
+// than for a quiet moment: a message still on its way from the server when the drain
+// began arrives late on a loaded machine, and one left unread waits out its ack deadline.
 func nakBuffered(iter jetstream.MessagesContext) {
-	for {
-		jm, err := iter.Next(jetstream.NextMaxWait(50 * time.Millisecond))
+	deadline := time.Now().Add(drainBound)
+	for time.Now().Before(deadline) {
+		jm, err := iter.Next(jetstream.NextMaxWait(100 * time.Millisecond))
+		if errors.Is(err, nats.ErrTimeout) {
+			continue
+		}
 		if err != nil {
 			return
 		}
 		_ = jm.Nak()
 	}
 }
+
+// drainBound is how long a closing subscriber waits for its iterators' drains: past it,
+// what is left is redelivered after its ack deadline instead.
+const drainBound = 5 * time.Second
 
 func (s *Subscriber) isClosed() bool {
 	select {
