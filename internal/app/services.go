@@ -185,8 +185,8 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 // storing and publishing the verdict) but a provider slot only during the call, so with
 // as many messages as the provider has slots, every call's bookkeeping left a slot idle:
 // 64 calls in flight averaged 57-61 on a loaded machine. When the provider bounds its own
-// calls at or under concurrency, the judge service gets a quarter more messages than
-// that, which keep its slots busy while their calls still queue at the provider's bound.
+// calls at or under concurrency, the judge service gets at least a quarter more messages
+// than that, which keep its slots busy while their calls queue at the provider's bound.
 // A provider without a bound, or with a wider one, leaves concurrency as it is, so the
 // calls in flight never exceed what either bound says.
 func judgeConcurrency(concurrency int, p judge.Provider) int {
