@@ -7,7 +7,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +27,7 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:18080", "address to listen on")
 	latency := flag.Duration("latency", 200*time.Millisecond, "time before each answer")
 	maxConcurrent := flag.Int("max-concurrent", 0, "the server's own capacity (0: unlimited)")
+	timeline := flag.String("timeline", "", "on exit, write each chat request's arrival and end (Unix nanoseconds) here as JSON lines, to see how many calls a client kept in flight over time")
 	slotA := flag.Float64("slot-a", -1, "answer slot A on this share of the calls and B on the rest, whatever the artifacts say: a judge with a fixed position bias, for trying tribunal report and calibrate (default: off)")
 	flag.Parse()
 	opts := fakellm.Options{Latency: *latency, MaxConcurrent: *maxConcurrent}
@@ -35,13 +38,13 @@ func main() {
 		}
 		opts.Respond = fakellm.SlotA(*slotA)
 	}
-	if err := serve(*listen, opts); err != nil {
+	if err := serve(*listen, opts, *timeline); err != nil {
 		fmt.Fprintln(os.Stderr, "fake-llm:", err)
 		os.Exit(1)
 	}
 }
 
-func serve(listen string, opts fakellm.Options) error {
+func serve(listen string, opts fakellm.Options, timeline string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := fakellm.NewUnstarted(opts)
@@ -58,5 +61,39 @@ func serve(listen string, opts fakellm.Options) error {
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return nil
+	if timeline == "" {
+		return nil
+	}
+	return writeTimeline(timeline, s.Records())
+}
+
+// timelineEntry is one chat request in the --timeline file.
+type timelineEntry struct {
+	N     int   `json:"n"`
+	Start int64 `json:"start_unix_ns"`
+	End   int64 `json:"end_unix_ns"`
+}
+
+func writeTimeline(path string, records []fakellm.Record) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("timeline: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, r := range records {
+		e := timelineEntry{N: r.N, Start: r.Start.UnixNano()}
+		if !r.End.IsZero() {
+			e.End = r.End.UnixNano()
+		}
+		if err := enc.Encode(e); err != nil {
+			f.Close()
+			return fmt.Errorf("timeline %s: %w", path, err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("timeline %s: %w", path, err)
+	}
+	return f.Close()
 }

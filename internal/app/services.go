@@ -135,7 +135,11 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	r.cancel = cancel
 	for _, svc := range o.Services {
 		h, deadLetters := o.handler(svc, buckets, provider)
-		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: o.Concurrency, AckWait: cfg.AckWait, Logger: o.Logger,
+		concurrency := o.Concurrency
+		if svc == bus.Judge {
+			concurrency = judgeConcurrency(o.Concurrency, o.Provider)
+		}
+		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: concurrency, AckWait: cfg.AckWait, Logger: o.Logger,
 			Tenants: cfg.Tenants, TenantQuota: o.TenantQuota, ShutdownGrace: grace})
 		router, err := bus.NewRouter(bus.RouterConfig{Service: svc, MaxDeliver: cfg.MaxDeliver, CloseTimeout: closeTimeout,
 			DeadLetters: deadLetters, Chain: svc != bus.Aggregator, Logger: o.Logger}, sub, r.Pub, h)
@@ -174,6 +178,27 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		r.unwatch = append(r.unwatch, telemetry.Default().WatchPending(svc, consumerPending(js, cfg.Stream, bus.ConsumerNames(svc, cfg.Tenants)...), lease.Held))
 	}
 	return r, nil
+}
+
+// judgeConcurrency is how many messages the judge service holds at once. A message holds
+// its subscriber slot through all of its handling (reading the artifacts, the cache,
+// storing and publishing the verdict) but a provider slot only during the call, so with
+// as many messages as the provider has slots, every call's bookkeeping left a slot idle:
+// 64 calls in flight averaged 57-61 on a loaded machine. When the provider bounds its own
+// calls at or under concurrency, the judge service gets at least a quarter more messages
+// than that, which keep its slots busy while their calls queue at the provider's bound.
+// A provider without a bound, or with a wider one, leaves concurrency as it is, so the
+// calls in flight never exceed what either bound says.
+func judgeConcurrency(concurrency int, p judge.Provider) int {
+	b, ok := p.(judge.Bounded)
+	if !ok {
+		return concurrency
+	}
+	calls := b.MaxInFlight()
+	if calls <= 0 || calls > concurrency {
+		return concurrency
+	}
+	return max(concurrency, calls+(calls+3)/4)
 }
 
 func (o Options) withDefaults() Options {

@@ -95,6 +95,13 @@ type Provider interface {
 	Complete(ctx context.Context, req Request) (Response, error)
 }
 
+// Bounded is a Provider that caps its own calls in flight (the openai provider's
+// Concurrency), so the service feeding it can keep that many calls busy.
+type Bounded interface {
+	// MaxInFlight is the most calls the provider makes at once.
+	MaxInFlight() int
+}
+
 var (
 	// ErrUnavailable marks a provider that could not be reached or kept failing after its
 	// retries. The AC is blocked with the reason, never passed.

@@ -93,8 +93,11 @@ type Record struct {
 	Body []byte
 	// Request is the decoded body; it is the zero value if decoding failed.
 	Request openai.ChatCompletionRequest
-	// Start is when the request arrived, before any waiting.
+	// Start is when the request arrived, before any waiting; End is when its handler
+	// returned (zero while it is in flight), so a load run's calls in flight over time
+	// can be read back (cmd/fake-llm --timeline).
 	Start time.Time
+	End   time.Time
 }
 
 // Server is a running (or, from NewUnstarted, runnable) fake chat-completions server.
@@ -286,10 +289,14 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	})
 	s.inFlight++
 	s.peak = max(s.peak, s.inFlight)
+	idx := len(s.records) - 1
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.inFlight--
+		if idx < len(s.records) && s.records[idx].N == n && s.records[idx].Start.Equal(start) {
+			s.records[idx].End = time.Now()
+		}
 		s.mu.Unlock()
 	}()
 

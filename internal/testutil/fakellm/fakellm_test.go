@@ -171,3 +171,36 @@ func TestSlotAAndSlots(t *testing.T) {
 		t.Errorf("slots %q %q", x, y)
 	}
 }
+
+// A record's End is zero while its request is in flight and is when its handler returned
+// afterwards, so a load run's calls in flight over time can be read back.
+func TestRecordEnd(t *testing.T) {
+	release := make(chan struct{})
+	s := New(Options{Respond: func(openai.ChatCompletionRequest, int) Reply {
+		<-release
+		return Reply{}
+	}})
+	defer s.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Post(s.BaseURL()+"/chat/completions", "application/json", strings.NewReader(chatBody))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); s.Calls() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the request never arrived")
+		}
+	}
+	if r := s.Records()[0]; !r.End.IsZero() {
+		t.Fatalf("End = %v while the request is held", r.End)
+	}
+	close(release)
+	<-done
+	r := s.Records()[0]
+	if r.End.IsZero() || r.End.Before(r.Start) {
+		t.Fatalf("Start %v, End %v: want an end after the start", r.Start, r.End)
+	}
+}

@@ -160,7 +160,10 @@ type Provider struct {
 	autoLevel atomic.Int32
 }
 
-var _ judge.Provider = (*Provider)(nil)
+var (
+	_ judge.Provider = (*Provider)(nil)
+	_ judge.Bounded  = (*Provider)(nil)
+)
 
 // New checks cfg, fills in defaults and builds a provider. It does not contact the
 // server, so a provider can be built before its server is up.
@@ -244,6 +247,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	return p, nil
 }
+
+// MaxInFlight is Config.Concurrency: calls beyond it wait for a slot (judge.Bounded).
+func (p *Provider) MaxInFlight() int { return p.cfg.Concurrency }
 
 // Name is "openai" for every OpenAI-compatible server (Azure, vLLM, ... included): the
 // verdict records the wire protocol; the model and instance say which server.
