@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,10 +60,22 @@ func (e *Env) Conn() *nats.Conn {
 // Start runs services on their own connection, stopped at cleanup (or earlier by Close).
 func (e *Env) Start(provider judge.Provider, instance string, services ...string) *app.Running {
 	e.T.Helper()
-	r, err := app.Start(context.Background(), e.Conn(), app.Options{
-		Services: services, Bus: e.Bus, Concurrency: 16, Store: e.Store, Provider: provider,
-		Instance: instance, CloseTimeout: 10 * time.Second,
-	})
+	return e.StartWith(app.Options{Services: services, Concurrency: 16, Provider: provider, Instance: instance, CloseTimeout: 10 * time.Second})
+}
+
+// StartWith runs services as o says, on the env's bus and blob store and a connection of
+// their own, stopped at cleanup (or earlier by Close).
+func (e *Env) StartWith(o app.Options) *app.Running {
+	e.T.Helper()
+	return e.StartOn(e.Conn(), o)
+}
+
+// StartOn is StartWith on a connection the caller owns (a test may cut it to simulate a
+// crash).
+func (e *Env) StartOn(nc *nats.Conn, o app.Options) *app.Running {
+	e.T.Helper()
+	o.Bus, o.Store = e.Bus, e.Store
+	r, err := app.Start(context.Background(), nc, o)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -87,6 +101,26 @@ func WriteBatch(t *testing.T, files map[string]string) *batch.Batch {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// ServeRubricFeature copies the example rubric feature (examples/rubric-feature of the
+// repository at root) into a fresh folder, its page.html replaced by page unless page is
+// "", and serves the folder on loopback, as a team's preview deployment would be. It
+// returns the folder and the server's URL.
+func ServeRubricFeature(t *testing.T, root, page string) (dir, url string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join(root, "examples", "rubric-feature"))); err != nil {
+		t.Fatal(err)
+	}
+	if page != "" {
+		if err := os.WriteFile(filepath.Join(dir, "page.html"), []byte(page), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(srv.Close)
+	return dir, srv.URL
 }
 
 // TextBatch builds a batch of n `ab` ACs over small distinct text files.
@@ -135,9 +169,5 @@ func (e *Env) Wait(sub client.Submission, timeout time.Duration) *client.Results
 // clientRunning returns a bus handle with no services, for submitting and reading.
 func (e *Env) clientRunning() *app.Running {
 	e.T.Helper()
-	r, err := app.Start(context.Background(), e.Conn(), app.Options{Services: []string{}, Bus: e.Bus, Store: e.Store})
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	return r
+	return e.StartWith(app.Options{Services: []string{}})
 }

@@ -33,15 +33,7 @@ func (e *Env) pipeline() *app.Running {
 // simulate a crash) with its own concurrency. The router is closed at cleanup.
 func (e *Env) startOn(nc *nats.Conn, provider judge.Provider, instance string, concurrency int, services ...string) *app.Running {
 	e.T.Helper()
-	r, err := app.Start(context.Background(), nc, app.Options{
-		Services: services, Bus: e.Bus, Concurrency: concurrency, Store: e.Store, Provider: provider,
-		Instance: instance, CloseTimeout: 10 * time.Second,
-	})
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	e.T.Cleanup(r.Close)
-	return r
+	return e.StartOn(nc, app.Options{Services: services, Concurrency: concurrency, Provider: provider, Instance: instance, CloseTimeout: 10 * time.Second})
 }
 
 // rawConn is a connection the test may close itself; it is also closed at cleanup.
