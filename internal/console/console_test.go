@@ -38,22 +38,22 @@ const (
 // real headless Chromium (what a reviewer sees), with screenshots.
 func TestConsole(t *testing.T) {
 	s := startStack(t)
-	subA := s.submit(batchA(t), tenantA)
-	subB := s.submit(batchB(t), tenantB)
+	subA := s.Submit(batchA(t), tenantA)
+	subB := s.Submit(batchB(t), tenantB)
 	var subR client.Submission
 	withChromium := chromiumPath() != ""
 	if withChromium {
-		subR = s.submit(s.rubricBatch(t), tenantA)
+		subR = s.Submit(s.rubricBatch(t), tenantA)
 	}
-	s.waitComplete(subA, 30*time.Second)
-	s.waitComplete(subB, 30*time.Second)
+	s.WaitComplete(subA, 30*time.Second)
+	s.WaitComplete(subB, 30*time.Second)
 	if withChromium {
 		s.waitJob(t, subR, viewJob, 45*time.Second, "a sign-off waiting for a person", func(r *records.Job) bool {
 			return r.Status == events.StatusAwaitingSpotcheck
 		})
 	}
 
-	h := console.New(console.Config{Buckets: s.run.Buckets, Store: s.store, Pub: s.run.Pub,
+	h := console.New(console.Config{Buckets: s.run.Buckets, Store: s.Store, Pub: s.run.Pub,
 		Tenants: map[string]string{tokA: tenantA, tokB: tenantB, tokAdmin: console.AllTenants}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -163,7 +163,7 @@ func TestConsole(t *testing.T) {
 
 	t.Run("audit hook", func(t *testing.T) {
 		var asked string
-		audited := console.New(console.Config{Buckets: s.run.Buckets, Store: s.store, Audit: func(_ context.Context, tenant, batch string) (any, error) {
+		audited := console.New(console.Config{Buckets: s.run.Buckets, Store: s.Store, Audit: func(_ context.Context, tenant, batch string) (any, error) {
 			asked = tenant + "/" + batch
 			if batch == subA.BatchID {
 				return &auditReport{Verified: true, Note: "<b>chain ok</b>"}, nil
@@ -374,7 +374,7 @@ func TestConsole(t *testing.T) {
 		if st, _ := rubric.StateOf(rec); st == nil || st.SignOff == nil || st.SignOff.HumanSpotcheck != "typography" {
 			t.Fatalf("sign-off %+v", st)
 		}
-		s.waitComplete(subR, 15*time.Second)
+		s.WaitComplete(subR, 15*time.Second)
 		if resp, _ := w.do(http.MethodPost, path+"/spotcheck", tokA, reject, map[string]string{"Origin": srv.URL}); resp.StatusCode != http.StatusConflict {
 			t.Fatalf("a second spot-check: %d, want 409", resp.StatusCode)
 		}

@@ -154,16 +154,27 @@ func (e *Env) Submit(b *batch.Batch, tenant string) client.Submission {
 func (e *Env) Wait(sub client.Submission, timeout time.Duration) *client.Results {
 	e.T.Helper()
 	r := e.clientRunning()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if _, err := client.Watch(ctx, r.Buckets, sub.Tenant, sub.BatchID, 50*time.Millisecond, func(client.Progress) {}); err != nil {
-		e.T.Fatalf("batch %s did not complete: %v", sub.BatchID, err)
-	}
+	e.watch(r, sub, timeout)
 	res, err := client.Load(context.Background(), r.Buckets, e.Store, sub.Tenant, sub.BatchID)
 	if err != nil {
 		e.T.Fatal(err)
 	}
 	return res
+}
+
+// WaitComplete waits for a batch's completion without loading its results.
+func (e *Env) WaitComplete(sub client.Submission, timeout time.Duration) {
+	e.T.Helper()
+	e.watch(e.clientRunning(), sub, timeout)
+}
+
+func (e *Env) watch(r *app.Running, sub client.Submission, timeout time.Duration) {
+	e.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := client.Watch(ctx, r.Buckets, sub.Tenant, sub.BatchID, 50*time.Millisecond, func(client.Progress) {}); err != nil {
+		e.T.Fatalf("batch %s did not complete: %v", sub.BatchID, err)
+	}
 }
 
 // clientRunning returns a bus handle with no services, for submitting and reading.
