@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/internal/testutil/tribunalbin"
 )
 
@@ -22,14 +22,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	bin, remove, err := tribunalbin.Build(".")
-	if err != nil {
-		panic(err)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
+	tribunalbin.Main(m, ".", &binary)
 }
 
 // run runs the binary in dir. `tribunal run` keeps its state in the folder it runs in
@@ -136,16 +129,6 @@ func TestBadWebAllowHostIsAUsageError(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func start(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	return startWithEnv(t, nil, args...)
@@ -206,7 +189,7 @@ func waitHTTP(t *testing.T, url string) {
 // TestDistributed runs NATS and the services as separate processes, submits the
 // quickstart with `submit`, follows it with `watch` and reads it again with `results`.
 func TestDistributed(t *testing.T) {
-	natsAddr, health := freePort(t), freePort(t)
+	natsAddr, health := freeport.Addr(t), freeport.Addr(t)
 	natsURL := "nats://" + natsAddr
 	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
 	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())

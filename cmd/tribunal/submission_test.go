@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 )
 
 // writeTextBatch writes a batch of n ab ACs over small distinct text files into dir.
@@ -117,7 +118,7 @@ type resultRow struct {
 // complete once, a clean audit.
 func TestSubmitKilledThenResumedOrCancelled(t *testing.T) {
 	const n = 2000
-	natsAddr, health := freePort(t), freePort(t)
+	natsAddr, health := freeport.Addr(t), freeport.Addr(t)
 	natsURL := "nats://" + natsAddr
 	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
 	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())

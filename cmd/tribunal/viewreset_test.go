@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 )
@@ -81,7 +82,7 @@ func TestViewResetCmd(t *testing.T) {
 	if err := os.WriteFile(answersFile, answers, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr, health := freePort(t), freePort(t)
+	natsAddr, health := freeport.Addr(t), freeport.Addr(t)
 	natsURL := "nats://" + natsAddr
 	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
 	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())

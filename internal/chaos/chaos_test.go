@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/internal/testutil/s3server"
 	"github.com/tribunal-dev/tribunal/internal/testutil/tribunalbin"
 )
@@ -30,24 +31,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	bin, remove, err := tribunalbin.Build("../../cmd/tribunal")
-	if err != nil {
-		panic(err)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	tribunalbin.Main(m, "../../cmd/tribunal", &binary)
 }
 
 // proc is one tribunal process the test can kill and start again with the same flags.
@@ -158,7 +142,7 @@ func TestChaos(t *testing.T) {
 	const n = 2000
 	s3 := s3server.Start(t)
 	blobURL := s3.URL(s3server.Bucket(t)) + "&create_bucket=true"
-	natsAddr := freePort(t)
+	natsAddr := freeport.Addr(t)
 	natsURL := "nats://" + natsAddr
 	natsProc := &proc{name: "nats", args: []string{"serve", "nats", "--listen", natsAddr, "--store", t.TempDir()}}
 	natsProc.start(t)
@@ -178,7 +162,7 @@ func TestChaos(t *testing.T) {
 	var services []*proc
 	var health []string
 	for _, svc := range []string{"renderer", "gater", "judge", "judge", "aggregator"} {
-		h := freePort(t)
+		h := freeport.Addr(t)
 		args := []string{"serve", svc, "--nats", natsURL, "--blob", blobURL, "--health", h, "--ack-wait", "5s",
 			"--instance", fmt.Sprintf("%s-%d", svc, len(services)), "--log-level", "error"}
 		if svc == "judge" {

@@ -5,7 +5,6 @@ package natstest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 )
 
@@ -119,10 +119,10 @@ func startCluster(t testing.TB, n int) (*Cluster, error) {
 	var routes, clients []string
 	var clusterAddrs []string
 	for range n {
-		ca := freeAddr(t)
+		ca := freeport.Addr(t)
 		clusterAddrs = append(clusterAddrs, ca)
 		routes = append(routes, "nats://"+ca)
-		clients = append(clients, freeAddr(t))
+		clients = append(clients, freeport.Addr(t))
 	}
 	c := &Cluster{Servers: make([]*server.Server, n)}
 	errs := make(chan error, n)
@@ -221,17 +221,6 @@ func (c *Cluster) ready() bool {
 func (c *Cluster) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	return connect(t, c.URLs)
-}
-
-// freeAddr is a loopback address with a port free at the time of the call.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // StartConfig runs a server with the nats-server configuration conf (for example the
