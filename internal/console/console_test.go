@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tribunal-dev/tribunal/internal/console"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
@@ -429,19 +431,14 @@ func TestConsole(t *testing.T) {
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != path+"?sent=reset" {
 			t.Fatalf("reset POST: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 		}
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			v, _, err := views.Load(t.Context(), s.run.Buckets.Views, key)
-			if err == nil && v.Generation == 1 {
-				if v.Reset == nil || v.Reset.Reason != "typography is tuned in rubric.json now" || !strings.HasPrefix(v.Reset.By, "console:") || v.SignOff != nil {
-					t.Fatalf("view after the reset %+v", v)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the view's loop was not reset: %+v %v", v, err)
-			}
-			time.Sleep(50 * time.Millisecond)
+		var v views.Record
+		poll.Until(t, 15*time.Second, "the view's loop to be reset", func() (bool, string) {
+			var err error
+			v, _, err = views.Load(t.Context(), s.run.Buckets.Views, key)
+			return err == nil && v.Generation == 1, fmt.Sprintf("%+v %v", v, err)
+		})
+		if v.Reset == nil || v.Reset.Reason != "typography is tuned in rubric.json now" || !strings.HasPrefix(v.Reset.By, "console:") || v.SignOff != nil {
+			t.Fatalf("view after the reset %+v", v)
 		}
 		_, body = w.get(path, tokA)
 		if !strings.Contains(body, "loop 1, 0 iterations spent") || !strings.Contains(body, "typography is tuned in rubric.json now") {

@@ -20,6 +20,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
@@ -171,30 +172,24 @@ func (s *stack) rubricBatch(t *testing.T) *batch.Batch {
 // waitJob polls a job record until cond holds.
 func (s *stack) waitJob(t *testing.T, sub client.Submission, job string, timeout time.Duration, what string, cond func(*records.Job) bool) *records.Job {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var last *records.Job
+	poll.Until(t, timeout, what, func() (bool, string) {
 		recs, err := records.New(s.run.Buckets).LoadJobs(context.Background(), sub.Tenant, sub.BatchID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var last *records.Job
+		last = nil
 		for _, r := range recs {
 			if r.ACID == job {
 				last = r
 			}
 		}
-		if last != nil && cond(last) {
-			return last
+		if last == nil {
+			return false, job + " has no record"
 		}
-		if time.Now().After(deadline) {
-			state := "no record"
-			if last != nil {
-				state = string(last.Status)
-			}
-			t.Fatalf("timed out after %s waiting for %s: %s is %s", timeout, what, job, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return cond(last), job + " is " + string(last.Status)
+	})
+	return last
 }
 
 func (s *stack) job(t *testing.T, sub client.Submission, job string) *records.Job {

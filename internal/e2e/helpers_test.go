@@ -128,22 +128,6 @@ func (e *Env) progress(r *app.Running, batchID string, size int) int {
 	return n
 }
 
-// waitFor polls cond every 5ms until it holds or timeout passes.
-func waitCond(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, state)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // recording wraps a provider and records every request it receives, with when each
 // call started and ended, and how many are in flight.
 type recording struct {

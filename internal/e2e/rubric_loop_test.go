@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -137,7 +138,7 @@ func TestRubricResetAndNewLoops(t *testing.T) {
 	if _, err := client.ResetView(t.Context(), r.Buckets, r.Pub, e2eTenant, first.BatchID, viewJob, "ops", "typography was a rubric bug"); err != nil {
 		t.Fatal(err)
 	}
-	waitCond(t, 15*time.Second, "the view's loop to be reset", func() (bool, string) {
+	poll.Until(t, 15*time.Second, "the view's loop to be reset", func() (bool, string) {
 		v := env.view(t)
 		return v.Generation == 1, fmt.Sprint(v.Generation)
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	batchpkg "github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -79,7 +80,7 @@ func TestRubricSignoffInRealChromium(t *testing.T) {
 		t.Fatalf("judge calls %d, want 1: the unchanged confirmation must not call the judge", n)
 	}
 	// The view's outcome is recorded before its events are published: wait for them.
-	waitCond(t, 10*time.Second, "the signoff.recorded event", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "the signoff.recorded event", func() (bool, string) {
 		got := env.subjectCount("tribunal.team-a.signoff.recorded")
 		return got == 1, fmt.Sprint(got)
 	})
@@ -322,7 +323,7 @@ func TestRubricModesAndEnds(t *testing.T) {
 		dir := feature(t, env)
 		sub := env.Submit(rubricBatch(t, dir, ", mode: interactive"), "team-a")
 		r := env.clientRunning()
-		waitCond(t, 60*time.Second, "a sign-off waiting for a person", func() (bool, string) {
+		poll.Until(t, 60*time.Second, "a sign-off waiting for a person", func() (bool, string) {
 			w, err := client.AwaitingSpotcheck(t.Context(), r.Buckets, sub.Tenant, sub.BatchID)
 			return err == nil && len(w) == 1, fmt.Sprint(len(w), err)
 		})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -115,11 +116,11 @@ func TestPublishFailuresCountTowardMaxDeliver(t *testing.T) {
 // returns the one dead letter.
 func oneDeadLetter(t *testing.T, e *routerEnv, timeout time.Duration, calls *atomic.Int32) *jetstream.RawStreamMsg {
 	t.Helper()
-	waitFor(t, timeout, "a dead letter", func() (bool, string) {
+	poll.Until(t, timeout, "a dead letter", func() (bool, string) {
 		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Renderer))
 		return n > 0, fmt.Sprintf("%d dead letters after %d handler calls", n, calls.Load())
 	})
-	waitFor(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Renderer))
+	poll.Until(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Renderer))
 	dls := deadLetters(t, e.js, bus.Renderer)
 	if len(dls) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(dls))

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -34,23 +35,6 @@ func renderEvent(job string) events.Event {
 		Threshold: 0.75,
 	}}
 	return events.New(&events.RenderRequested{Spec: spec}, testTenant, "batch-1", job, 0, "", nil)
-}
-
-// waitFor polls cond every 10ms until it holds or timeout passes; cond describes the
-// state it saw, for the failure message.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -374,7 +358,7 @@ func TestLongHandlerNotRedelivered(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("handler did not finish")
 	}
-	waitFor(t, 10*time.Second, "the message to be acked", e.settled(t, bus.Renderer))
+	poll.Until(t, 10*time.Second, "the message to be acked", e.settled(t, bus.Renderer))
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("handler invoked %d times, want 1", n)
 	}
@@ -454,11 +438,11 @@ func TestRetriesExhaustedDeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	dlq := events.DeadLetterSubject(bus.Gater)
-	waitFor(t, 20*time.Second, "a dead letter", func() (bool, string) {
+	poll.Until(t, 20*time.Second, "a dead letter", func() (bool, string) {
 		n := subjectCount(t, e.js, dlq)
 		return n > 0, fmt.Sprintf("%d dead letters", n)
 	})
-	waitFor(t, 10*time.Second, "the message to be settled", e.settled(t, bus.Gater))
+	poll.Until(t, 10*time.Second, "the message to be settled", e.settled(t, bus.Gater))
 	dls := deadLetters(t, e.js, bus.Gater)
 	if len(dls) != 1 {
 		t.Fatalf("%d dead letters, want exactly 1", len(dls))
@@ -488,11 +472,11 @@ func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {
 	if err := e.pub.PublishEvents(rd); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a dead letter", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "a dead letter", func() (bool, string) {
 		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
 		return n > 0, fmt.Sprintf("%d dead letters", n)
 	})
-	waitFor(t, 10*time.Second, "the message to be settled", e.settled(t, bus.Gater))
+	poll.Until(t, 10*time.Second, "the message to be settled", e.settled(t, bus.Gater))
 	dls := deadLetters(t, e.js, bus.Gater)
 	if len(dls) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(dls))
@@ -554,7 +538,7 @@ func TestGracefulCloseReturnsMessages(t *testing.T) {
 	}
 	// Every handler slot busy, and the consumer has handed this instance more messages
 	// than its handlers hold: pulled, buffered, not started.
-	waitFor(t, 10*time.Second, "the instance to hold pulled messages beyond its busy handlers", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "the instance to hold pulled messages beyond its busy handlers", func() (bool, string) {
 		info := e.consumer(t, bus.Gater)
 		b := blocked.Load()
 		return b == 4 && info.NumAckPending > int(b), fmt.Sprintf("%d handlers busy, ack pending %d", b, info.NumAckPending)
@@ -572,7 +556,7 @@ func TestGracefulCloseReturnsMessages(t *testing.T) {
 		return nil, nil
 	})
 	// Nothing stays checked out to the closed instance until AckWait runs out.
-	waitFor(t, 9*time.Second, fmt.Sprintf("a new instance to handle every message (the closed one held %d)", held), func() (bool, string) {
+	poll.Until(t, 9*time.Second, fmt.Sprintf("a new instance to handle every message (the closed one held %d)", held), func() (bool, string) {
 		c := 0
 		handled.Range(func(any, any) bool { c++; return true })
 		return c == n-quick, fmt.Sprintf("%d/%d handled %s after close", c, n-quick, time.Since(closed).Round(time.Millisecond))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -120,5 +121,5 @@ func TestShutdownGraceThenHandBack(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the cancelled message was not handed back (a new instance got nothing)")
 	}
-	waitFor(t, 10*time.Second, "the message to be acked", e.settled(t, bus.Renderer))
+	poll.Until(t, 10*time.Second, "the message to be acked", e.settled(t, bus.Renderer))
 }

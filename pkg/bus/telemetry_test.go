@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
@@ -40,7 +41,7 @@ func recordSpans(t *testing.T) *tracetest.InMemoryExporter {
 func onlySpan(t *testing.T, exp *tracetest.InMemoryExporter, name string) tracetest.SpanStub {
 	t.Helper()
 	var found []tracetest.SpanStub
-	waitFor(t, 5*time.Second, "span "+name, func() (bool, string) {
+	poll.Until(t, 5*time.Second, "span "+name, func() (bool, string) {
 		found = found[:0]
 		for _, s := range exp.GetSpans() {
 			if s.Name == name {
@@ -80,7 +81,7 @@ func gateOne(t *testing.T, job string) (*routerEnv, events.Event, nats.Header) {
 		t.Fatal(err)
 	}
 	out, _ := events.Subject(testTenant, events.TypeGatesFailed)
-	waitFor(t, 10*time.Second, "the produced event", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "the produced event", func() (bool, string) {
 		n := subjectCount(t, e.js, out)
 		return n == 1, fmt.Sprintf("%d on %s", n, out)
 	})
@@ -102,7 +103,7 @@ func TestRouterTracesAndCountsHandledEvents(t *testing.T) {
 	m := telemetry.Reset()
 	exp := recordSpans(t)
 	e, rd, produced := gateOne(t, "AC-1")
-	waitFor(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
+	poll.Until(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
 
 	span := onlySpan(t, exp, "gater render.done")
 	root := telemetry.JobRoot(rd.CorrelationID)
@@ -150,11 +151,11 @@ func TestDeadLetterCountedAndTraced(t *testing.T) {
 	if err := e.pub.PublishEvents(rd); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a dead letter", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "a dead letter", func() (bool, string) {
 		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
 		return n == 1, fmt.Sprintf("%d dead letters", n)
 	})
-	waitFor(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
+	poll.Until(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
 
 	span := onlySpan(t, exp, "gater render.done")
 	if span.Status.Code != codes.Error {
@@ -195,7 +196,7 @@ func TestSpanIDsAdvanceWithoutSDK(t *testing.T) {
 	if sid == root.SpanID().String() {
 		t.Errorf("produced event carries the span id it received (%s): the handler had no span of its own", sid)
 	}
-	waitFor(t, 10*time.Second, "the input to be counted", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "the input to be counted", func() (bool, string) {
 		got := m.Value("tribunal_events_handled_total", "service=gater", "type=render.done", "tenant="+testTenant)
 		return got == 1, fmt.Sprintf("handled %v", got)
 	})
@@ -228,11 +229,11 @@ func TestRouterRefusesEnvelopeItsSubjectContradicts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "both refused into dead letters", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "both refused into dead letters", func() (bool, string) {
 		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
 		return n == 2, fmt.Sprintf("%d dead letters", n)
 	})
-	waitFor(t, 10*time.Second, "the inputs to be settled", e.settled(t, bus.Gater))
+	poll.Until(t, 10*time.Second, "the inputs to be settled", e.settled(t, bus.Gater))
 	if n := handled.Load(); n != 0 {
 		t.Errorf("the handler ran %d times on events their subject contradicts", n)
 	}
