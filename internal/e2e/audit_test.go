@@ -34,7 +34,7 @@ func auditMixedBatch() map[string]string {
 // state as the CLI does.
 func auditBatch(t *testing.T, env *Env, batchID string) *audit.Report {
 	t.Helper()
-	waitBatchCompletedEvent(t, env.JS(), e2eTenant, batchID)
+	WaitBatchCompleted(t, env.JS(), e2eTenant, batchID)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	recs, err := audit.Replay(ctx, env.JS(), audit.Filter{Tenant: e2eTenant, BatchID: batchID})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
@@ -22,6 +23,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
 
@@ -31,7 +33,9 @@ type Env struct {
 	T     *testing.T
 	NATS  *natstest.Server
 	Store blob.Store
-	Bus   bus.Config
+	// BlobDir is the file blob store's folder (file://BlobDir for the CLI's --blob).
+	BlobDir string
+	Bus     bus.Config
 	// ServeFeature serves rubric feature folders for submissions (set by rubric tests).
 	ServeFeature func(dir string) (string, error)
 }
@@ -40,11 +44,12 @@ type Env struct {
 func NewEnv(t *testing.T) *Env {
 	t.Helper()
 	s := natstest.Start(t)
-	st, err := fileblob.New(t.TempDir(), fileblob.Options{})
+	dir := t.TempDir()
+	st, err := fileblob.New(dir, fileblob.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Env{T: t, NATS: s, Store: st, Bus: bus.Config{AckWait: 5 * time.Second, MaxDeliver: 5}}
+	return &Env{T: t, NATS: s, Store: st, BlobDir: dir, Bus: bus.Config{AckWait: 5 * time.Second, MaxDeliver: 5}}
 }
 
 // Conn opens a client connection closed at cleanup.
@@ -181,4 +186,29 @@ func (e *Env) watch(r *app.Running, sub client.Submission, timeout time.Duration
 func (e *Env) clientRunning() *app.Running {
 	e.T.Helper()
 	return e.StartWith(app.Options{Services: []string{}})
+}
+
+// WaitBatchCompleted waits until the stream holds the batch.completed event of a
+// batch: the aggregator records the completion in KV before it publishes the event, so a
+// reader of the stream (an audit) can otherwise arrive between the two.
+func WaitBatchCompleted(t testing.TB, js jetstream.JetStream, tenant, batchID string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	subject := "tribunal." + tenant + ".batch.completed"
+	for {
+		st, err := js.Stream(ctx, "TRIBUNAL")
+		if err == nil {
+			if m, err := st.GetLastMsgForSubject(ctx, subject); err == nil {
+				if ev, err := events.Decode(m.Data); err == nil && ev.BatchID == batchID {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no batch.completed event for %s in the stream", batchID)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

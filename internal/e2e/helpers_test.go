@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -71,17 +71,7 @@ func (e *Env) stream() jetstream.Stream {
 // subjectCount is how many messages the stream holds on subjects matching filter.
 func (e *Env) subjectCount(filter string) uint64 {
 	e.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	info, err := e.stream().Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n
+	return natstest.SubjectCount(e.T, e.JS(), filter)
 }
 
 // subjectMsgs reads every message the stream holds on subject (no wildcards).
@@ -261,29 +251,4 @@ func rowsByID(rows []client.Row) map[string]client.Row {
 		out[r.ACID] = r
 	}
 	return out
-}
-
-// waitBatchCompletedEvent waits until the stream holds the batch.completed event of a
-// batch: the aggregator records the completion in KV before it publishes the event, so a
-// reader of the stream (an audit) can otherwise arrive between the two.
-func waitBatchCompletedEvent(t *testing.T, js jetstream.JetStream, tenant, batchID string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	subject := "tribunal." + tenant + ".batch.completed"
-	for {
-		st, err := js.Stream(ctx, "TRIBUNAL")
-		if err == nil {
-			if m, err := st.GetLastMsgForSubject(ctx, subject); err == nil {
-				if ev, err := events.Decode(m.Data); err == nil && ev.BatchID == batchID {
-					return
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no batch.completed event for %s in the stream", batchID)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -43,7 +43,7 @@ func checkEachDecidedOnce(t *testing.T, env *Env, sub client.Submission, res *cl
 	}
 	// The last job's decision and the completion are published just after the batch is
 	// recorded complete: wait for them, then require exact counts.
-	waitBatchCompletedEvent(t, env.JS(), e2eTenant, sub.BatchID)
+	WaitBatchCompleted(t, env.JS(), e2eTenant, sub.BatchID)
 	poll.Until(t, 10*time.Second, "every decision in the stream", func() (bool, string) {
 		c := env.subjectCount(events.AnyTenant(events.TypeIterationDecided))
 		return c >= uint64(n), fmt.Sprint(c)

@@ -301,7 +301,7 @@ func TestCancelHalfSubmittedBatch(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d ACs cancelled (%d never submitted)", cancelled, n, n-cut)
-	waitBatchCompletedEvent(t, env.JS(), e2eTenant, id)
+	WaitBatchCompleted(t, env.JS(), e2eTenant, id)
 	env.waitIdle()
 	if c := env.subjectCount(events.AnyTenant(events.TypeBatchCompleted)); c != 1 {
 		t.Errorf("%d batch.completed, want 1", c)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -49,7 +50,7 @@ func TestOversizedOutputDeadLettersAtOnce(t *testing.T) {
 	if info := e.consumer(t, bus.Renderer); info.Delivered.Consumer != 1 {
 		t.Fatalf("input delivered %d times, want 1", info.Delivered.Consumer)
 	}
-	if n := subjectCount(t, e.js, "tribunal.*.render.done"); n != 0 {
+	if n := natstest.SubjectCount(t, e.js, "tribunal.*.render.done"); n != 0 {
 		t.Fatalf("%d render.done stored", n)
 	}
 }
@@ -117,7 +118,7 @@ func TestPublishFailuresCountTowardMaxDeliver(t *testing.T) {
 func oneDeadLetter(t *testing.T, e *routerEnv, timeout time.Duration, calls *atomic.Int32) *jetstream.RawStreamMsg {
 	t.Helper()
 	poll.Until(t, timeout, "a dead letter", func() (bool, string) {
-		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Renderer))
+		n := natstest.SubjectCount(t, e.js, events.DeadLetterSubject(bus.Renderer))
 		return n > 0, fmt.Sprintf("%d dead letters after %d handler calls", n, calls.Load())
 	})
 	poll.Until(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Renderer))

@@ -311,24 +311,6 @@ func (e *routerEnv) settled(t *testing.T, service string) func() (bool, string) 
 	}
 }
 
-// subjectCount is how many messages the stream holds on subject.
-func subjectCount(t *testing.T, js jetstream.JetStream, subject string) uint64 {
-	t.Helper()
-	st, err := js.Stream(ctxT(t), "TRIBUNAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n
-}
-
 // TestLongHandlerNotRedelivered: a handler working past AckWait keeps its message
 // (the subscriber sends InProgress), so it runs exactly once.
 func TestLongHandlerNotRedelivered(t *testing.T) {
@@ -372,7 +354,7 @@ func deadLetters(t *testing.T, js jetstream.JetStream, service string) []*jetstr
 	t.Helper()
 	ctx := ctxT(t)
 	subject := events.DeadLetterSubject(service)
-	n := subjectCount(t, js, subject)
+	n := natstest.SubjectCount(t, js, subject)
 	st, err := js.Stream(ctx, "TRIBUNAL")
 	if err != nil {
 		t.Fatal(err)
@@ -439,7 +421,7 @@ func TestRetriesExhaustedDeadLetter(t *testing.T) {
 	}
 	dlq := events.DeadLetterSubject(bus.Gater)
 	poll.Until(t, 20*time.Second, "a dead letter", func() (bool, string) {
-		n := subjectCount(t, e.js, dlq)
+		n := natstest.SubjectCount(t, e.js, dlq)
 		return n > 0, fmt.Sprintf("%d dead letters", n)
 	})
 	poll.Until(t, 10*time.Second, "the message to be settled", e.settled(t, bus.Gater))
@@ -473,7 +455,7 @@ func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, "a dead letter", func() (bool, string) {
-		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
+		n := natstest.SubjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
 		return n > 0, fmt.Sprintf("%d dead letters", n)
 	})
 	poll.Until(t, 10*time.Second, "the message to be settled", e.settled(t, bus.Gater))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -68,7 +69,7 @@ func TestShutdownFinishesCallsInFlight(t *testing.T) {
 	if n := cancelled.Load(); n != 0 {
 		t.Fatalf("the call in flight was cancelled by the shutdown (%d)", n)
 	}
-	if n := subjectCount(t, e.js, "tribunal.*.render.done"); n != 1 {
+	if n := natstest.SubjectCount(t, e.js, "tribunal.*.render.done"); n != 1 {
 		t.Fatalf("%d render.done stored after the shutdown, want the call's 1", n)
 	}
 	if info := e.consumer(t, bus.Renderer); info.NumAckPending != 0 || info.NumPending != 0 || info.Delivered.Consumer != 1 {

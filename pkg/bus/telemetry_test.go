@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -82,7 +83,7 @@ func gateOne(t *testing.T, job string) (*routerEnv, events.Event, nats.Header) {
 	}
 	out, _ := events.Subject(testTenant, events.TypeGatesFailed)
 	poll.Until(t, 10*time.Second, "the produced event", func() (bool, string) {
-		n := subjectCount(t, e.js, out)
+		n := natstest.SubjectCount(t, e.js, out)
 		return n == 1, fmt.Sprintf("%d on %s", n, out)
 	})
 	st, err := e.js.Stream(ctxT(t), "TRIBUNAL")
@@ -152,7 +153,7 @@ func TestDeadLetterCountedAndTraced(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, 10*time.Second, "a dead letter", func() (bool, string) {
-		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
+		n := natstest.SubjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
 		return n == 1, fmt.Sprintf("%d dead letters", n)
 	})
 	poll.Until(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
@@ -230,7 +231,7 @@ func TestRouterRefusesEnvelopeItsSubjectContradicts(t *testing.T) {
 		}
 	}
 	poll.Until(t, 10*time.Second, "both refused into dead letters", func() (bool, string) {
-		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
+		n := natstest.SubjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
 		return n == 2, fmt.Sprintf("%d dead letters", n)
 	})
 	poll.Until(t, 10*time.Second, "the inputs to be settled", e.settled(t, bus.Gater))

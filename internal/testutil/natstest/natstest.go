@@ -51,10 +51,12 @@ func Start(t testing.TB) *Server {
 // Connect returns a client connection and a JetStream handle, closed at cleanup.
 func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	return connect(t, s.URL)
+	return Connect(t, s.URL)
 }
 
-func connect(t testing.TB, urls string) (*nats.Conn, jetstream.JetStream) {
+// Connect connects to the servers at urls (comma-separated), reconnecting for ever, and
+// returns the connection and a JetStream handle, closed at cleanup.
+func Connect(t testing.TB, urls string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(urls, nats.MaxReconnects(-1))
 	if err != nil {
@@ -220,7 +222,7 @@ func (c *Cluster) ready() bool {
 // closed at cleanup.
 func (c *Cluster) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	return connect(t, c.URLs)
+	return Connect(t, c.URLs)
 }
 
 // StartConfig runs a server with the nats-server configuration conf (for example the
@@ -240,4 +242,25 @@ func StartConfig(t testing.TB, conf string) *server.Server {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns
+}
+
+// SubjectCount is how many messages tribunal's event stream holds on the subjects
+// matching filter.
+func SubjectCount(t testing.TB, js jetstream.JetStream, filter string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "TRIBUNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
 }
