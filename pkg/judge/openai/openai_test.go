@@ -73,6 +73,7 @@ func simpleRequest() judge.Request {
 func ptr[T any](v T) *T { return &v }
 
 func TestRequestOnTheWire(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{})
 	p := newProvider(t, s, nil)
 
@@ -162,6 +163,7 @@ func TestRequestOnTheWire(t *testing.T) {
 }
 
 func TestZeroTemperatureIsSent(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{})
 	p := newProvider(t, s, nil)
 
@@ -191,6 +193,7 @@ func TestZeroTemperatureIsSent(t *testing.T) {
 }
 
 func TestReasoningModelGetsMaxCompletionTokens(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{})
 	p := newProvider(t, s, func(c *Config) { c.Model = "o3-mini" })
 	req := simpleRequest()
@@ -233,6 +236,7 @@ func TestRetryAfter429(t *testing.T) {
 }
 
 func TestRetryAfterIsCapped(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
 		if n == 1 {
 			return fakellm.Reply{Status: 429, Header: http.Header{"Retry-After": {"3600"}}}
@@ -269,6 +273,7 @@ func TestRetryAfterBeyondDeadlineGivesUpAtOnce(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		header http.Header
@@ -292,6 +297,7 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func Test500ThenSuccess(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
 		if n == 1 {
 			return fakellm.Reply{Status: 500, Content: "boom"}
@@ -315,6 +321,7 @@ func Test500ThenSuccess(t *testing.T) {
 }
 
 func TestAlways500IsUnavailable(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(goopenai.ChatCompletionRequest, int) fakellm.Reply {
 		return fakellm.Reply{Status: 500, Content: "overloaded"}
 	}})
@@ -338,6 +345,7 @@ func TestAlways500IsUnavailable(t *testing.T) {
 }
 
 func TestNonJSONErrorBody(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(goopenai.ChatCompletionRequest, int) fakellm.Reply {
 		return fakellm.Reply{Status: 502, RawBody: "<html>Bad Gateway</html>"}
 	}})
@@ -374,6 +382,7 @@ func TestPerAttemptTimeout(t *testing.T) {
 }
 
 func TestTimeoutThenSuccess(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
 		if n == 1 {
 			return fakellm.Reply{Delay: 2 * time.Second}
@@ -388,6 +397,7 @@ func TestTimeoutThenSuccess(t *testing.T) {
 }
 
 func TestNetworkErrorIsRetried(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
 		return fakellm.Reply{Hangup: n == 1}
 	}})
@@ -399,6 +409,7 @@ func TestNetworkErrorIsRetried(t *testing.T) {
 }
 
 func TestConnectionRefusedIsUnavailable(t *testing.T) {
+	t.Parallel()
 	s := fakellm.New(fakellm.Options{})
 	s.Close() // nothing listens on its port any more
 	p := newProvider(t, s, func(c *Config) { c.MaxAttempts = 2 })
@@ -429,6 +440,7 @@ func formats(s *fakellm.Server) []string {
 }
 
 func TestAutoFallsBackToJSONMode(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: rejectSchema})
 	p := newProvider(t, s, func(c *Config) { c.MaxAttempts = 1 })
 
@@ -463,6 +475,7 @@ func TestAutoFallsBackToJSONMode(t *testing.T) {
 }
 
 func TestAutoFallsBackToNoFormat(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(req goopenai.ChatCompletionRequest, _ int) fakellm.Reply {
 		if req.ResponseFormat != nil {
 			return fakellm.Reply{Status: 400, Content: "Unsupported response_format type"}
@@ -514,6 +527,7 @@ func TestExplicitFormatsDoNotFallBack(t *testing.T) {
 }
 
 func Test401IsNotRetried(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(goopenai.ChatCompletionRequest, int) fakellm.Reply {
 		return fakellm.Reply{Status: 401, Content: "Incorrect API key provided"}
 	}})
@@ -533,6 +547,7 @@ func Test401IsNotRetried(t *testing.T) {
 }
 
 func TestConcurrencyLimit(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Latency: 100 * time.Millisecond})
 	p := newProvider(t, s, func(c *Config) { c.Concurrency = 3 })
 	var wg sync.WaitGroup
@@ -680,6 +695,7 @@ func TestRequestModelOverridesDefault(t *testing.T) {
 }
 
 func TestInvalidRequests(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{})
 	p := newProvider(t, s, nil)
 	for name, req := range map[string]judge.Request{
@@ -699,6 +715,7 @@ func TestInvalidRequests(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	for name, cfg := range map[string]Config{
 		"no model":       {BaseURL: "http://localhost:1/v1"},
 		"bad format":     {Model: "m", ResponseFormat: "yaml"},
@@ -722,6 +739,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestSchemaName(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"ab_verdict":            "ab_verdict",
 		"ab verdict/v2":         "ab_verdict_v2",
@@ -735,6 +753,7 @@ func TestSchemaName(t *testing.T) {
 }
 
 func TestBackoffGrowsWithinBounds(t *testing.T) {
+	t.Parallel()
 	p := &Provider{cfg: Config{BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}}
 	for n, hi := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second, 100: time.Second} {
 		for range 50 {
