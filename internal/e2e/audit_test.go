@@ -80,16 +80,6 @@ func auditFind(t *testing.T, env *Env, typ events.Type, job string) (*jetstream.
 	return nil, events.Event{}
 }
 
-// auditStoreDir is the root of the file blob store behind env.Store.
-func auditStoreDir(t *testing.T, env *Env) string {
-	t.Helper()
-	d, ok := env.Store.(interface{ Dir() string })
-	if !ok {
-		t.Fatalf("blob store %T has no Dir", env.Store)
-	}
-	return d.Dir()
-}
-
 // TestAuditMixedBatchThenTampering: an honest mixed batch audits clean; then an altered
 // verdict (deleted from the stream and republished with another raw winner) and an altered
 // manifest blob are each reported, naming the job and the event.
@@ -153,7 +143,7 @@ func TestAuditMixedBatchThenTampering(t *testing.T) {
 	// (b) An altered ab manifest: the blob behind the announcement is overwritten.
 	_, mev := auditFind(t, env, events.TypeManifestEmitted, "")
 	ref := mev.Payload.(*events.ManifestEmitted).Manifest
-	path := filepath.Join(auditStoreDir(t, env), e2eTenant, "sha256", ref.SHA256[:2], ref.SHA256)
+	path := filepath.Join(env.BlobDir, e2eTenant, "sha256", ref.SHA256[:2], ref.SHA256)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
@@ -193,22 +194,30 @@ func (e *Env) clientRunning() *app.Running {
 // reader of the stream (an audit) can otherwise arrive between the two.
 func WaitBatchCompleted(t testing.TB, js jetstream.JetStream, tenant, batchID string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
+	WaitAttemptCompleted(t, js, tenant, batchID, 0)
+}
+
+// WaitAttemptCompleted is WaitBatchCompleted for a redriven batch: it waits for the
+// batch.completed event of attempt (the nth redrive) or a later one, since the earlier
+// attempts' events are in the stream already.
+func WaitAttemptCompleted(t testing.TB, js jetstream.JetStream, tenant, batchID string, attempt int) {
+	t.Helper()
 	subject := "tribunal." + tenant + ".batch.completed"
-	for {
+	poll.Until(t, 15*time.Second, fmt.Sprintf("the batch.completed event of %s, attempt %d, in the stream", batchID, attempt), func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		st, err := js.Stream(ctx, "TRIBUNAL")
-		if err == nil {
-			if m, err := st.GetLastMsgForSubject(ctx, subject); err == nil {
-				if ev, err := events.Decode(m.Data); err == nil && ev.BatchID == batchID {
-					return
-				}
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no batch.completed event for %s in the stream", batchID)
-		case <-time.After(20 * time.Millisecond):
+		m, err := st.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			return false, err.Error()
 		}
-	}
+		ev, err := events.Decode(m.Data)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ev.BatchID == batchID && ev.Attempt >= attempt, fmt.Sprintf("the last is %s, attempt %d", ev.BatchID, ev.Attempt)
+	})
 }
