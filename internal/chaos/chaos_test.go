@@ -4,7 +4,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/internal/testutil/s3server"
+	"github.com/tribunal-dev/tribunal/internal/testutil/syncbuf"
 	"github.com/tribunal-dev/tribunal/internal/testutil/tribunalbin"
 )
 
@@ -40,27 +40,9 @@ type proc struct {
 	args []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	log  *lockedBuffer
+	log  *syncbuf.Buffer
 	// exited is closed when the current run of the process ends.
 	exited chan struct{}
-}
-
-// lockedBuffer is a process's output, read while the process still writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // logString is everything the process (every run of it) wrote so far.
@@ -79,7 +61,7 @@ func (p *proc) start(t testing.TB) {
 	defer p.mu.Unlock()
 	cmd := exec.Command(binary, p.args...)
 	if p.log == nil {
-		p.log = &lockedBuffer{}
+		p.log = &syncbuf.Buffer{}
 	}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {

@@ -13,30 +13,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/otlpsink"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
-
-// recordSpans installs an in-memory tracer provider for the test.
-func recordSpans(t *testing.T) *tracetest.InMemoryExporter {
-	t.Helper()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
-	return exp
-}
 
 // onlySpan waits for the single span named name.
 func onlySpan(t *testing.T, exp *tracetest.InMemoryExporter, name string) tracetest.SpanStub {
@@ -102,7 +88,7 @@ func gateOne(t *testing.T, job string) (*routerEnv, events.Event, nats.Header) {
 // traceparent header, and the delivery is counted as handled once.
 func TestRouterTracesAndCountsHandledEvents(t *testing.T) {
 	m := telemetry.Reset()
-	exp := recordSpans(t)
+	exp := otlpsink.RecordGlobal(t)
 	e, rd, produced := gateOne(t, "AC-1")
 	poll.Until(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
 
@@ -143,7 +129,7 @@ func TestRouterTracesAndCountsHandledEvents(t *testing.T) {
 // up on it, so the aggregator's handling of it joins the job's trace.
 func TestDeadLetterCountedAndTraced(t *testing.T) {
 	m := telemetry.Reset()
-	exp := recordSpans(t)
+	exp := otlpsink.RecordGlobal(t)
 	e := newRouterEnv(t, bus.Config{AckWait: 5 * time.Second, MaxDeliver: 3})
 	e.run(t, bus.Gater, bus.RouterConfig{}, func(ctx context.Context, ev events.Event) ([]events.Event, error) {
 		return nil, bus.Permanent(errors.New("this input can never work"))

@@ -16,6 +16,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
+	"github.com/tribunal-dev/tribunal/internal/testutil/syncbuf"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -304,7 +305,7 @@ func Test500ThenSuccess(t *testing.T) {
 		}
 		return fakellm.Reply{}
 	}})
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	p := newProvider(t, s, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	resp, err := p.Complete(context.Background(), simpleRequest())
 	if err != nil {
@@ -802,24 +803,6 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	ja, _ := json.Marshal(va)
 	jb, _ := json.Marshal(vb)
 	return bytes.Equal(ja, jb)
-}
-
-// syncBuffer is a log sink safe to read while the provider may still write.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestRetryLogNamesTheJob: an operator reading a retry line must see whose call it was.
