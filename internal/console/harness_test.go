@@ -3,7 +3,6 @@ package console_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
@@ -69,16 +68,8 @@ func startStack(t *testing.T) *stack {
 		"AC-img":       map[string]any{"raw_winner": ab.Assign("AC-img", 0).Label(ab.WinnerReference), "confidence": 0.92, "biggest_gap": gapText},
 		"AC-eq/c-comp": map[string]any{"verdict": "candidate-regressed", "behaviour_delta": deltaText, "efficiency_signal": eff},
 	}
-	path := filepath.Join(t.TempDir(), "answers.json")
-	data, _ := json.Marshal(answers)
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	provider, err := scripted.New(scripted.Options{Winner: "A", AnswersFile: path, RubricPass: true,
-		CriticScores: &[3]int{8, 2, 8}, EquivalenceVerdict: "equivalent", Runner: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	provider := e2e.Scripted(t, scripted.Options{Winner: "A", RubricPass: true,
+		CriticScores: &[3]int{8, 2, 8}, EquivalenceVerdict: "equivalent", Runner: true}, answers)
 	sensors := &renderer.Sensors{}
 	t.Cleanup(sensors.Close)
 	s := &stack{Env: env}

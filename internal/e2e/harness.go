@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +27,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 )
 
 // Env is a running tribunal for one test: a NATS server, a blob store and whatever
@@ -127,6 +129,28 @@ func ServeRubricFeature(t *testing.T, root, page string) (dir, url string) {
 	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	t.Cleanup(srv.Close)
 	return dir, srv.URL
+}
+
+// Scripted is the scripted judge with o; when answers is not nil, it gives the request
+// keys of answers their values (through an answers file) and o's defaults to the rest.
+func Scripted(t testing.TB, o scripted.Options, answers map[string]any) *scripted.Provider {
+	t.Helper()
+	if answers != nil {
+		path := filepath.Join(t.TempDir(), "answers.json")
+		data, err := json.Marshal(answers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o.AnswersFile = path
+	}
+	p, err := scripted.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // TextBatch builds a batch of n `ab` ACs over small distinct text files.

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,20 +21,7 @@ const equivCases = `    cases:
 
 func scriptedAll(t *testing.T, answers map[string]any) *scripted.Provider {
 	t.Helper()
-	o := scripted.Options{Winner: "A", EquivalenceVerdict: "equivalent", CriticScores: &[3]int{8, 2, 8}, Runner: true}
-	if answers != nil {
-		path := filepath.Join(t.TempDir(), "answers.json")
-		data, _ := json.Marshal(answers)
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		o.AnswersFile = path
-	}
-	p, err := scripted.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return Scripted(t, scripted.Options{Winner: "A", EquivalenceVerdict: "equivalent", CriticScores: &[3]int{8, 2, 8}, Runner: true}, answers)
 }
 
 // TestBaselineCachedAcrossRoundsAndInstances pins the hard rule of the equivalence kind:

@@ -64,11 +64,7 @@ const viewJob = "tasks--list--populated--light"
 func TestRubricSignoffInRealChromium(t *testing.T) {
 	needChromium(t)
 	env := NewEnv(t)
-	p, err := scripted.New(scripted.Options{RubricPass: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := recordCalls(p)
+	rec := recordCalls(scriptedRubric(t, nil))
 	env.Start(rec, "all", bus.Services...)
 	dir := rubricFeature(t, env, "")
 	res := env.Wait(env.Submit(loadBatchDir(t, dir), "team-a"), 60*time.Second)
@@ -130,14 +126,7 @@ func TestRubricFixThenSignoffAcrossRuns(t *testing.T) {
 		// all_pass claims true even when failing: the aggregator must correct it.
 		return map[string]any{"dimensions": dims, "closer_to_reference_than_prev": nil, "all_pass": true, "failed_dimensions": []string{}, "notes": "n"}
 	}
-	path := filepath.Join(t.TempDir(), "answers.json")
-	data, _ := json.Marshal(map[string]any{viewJob: []any{verdict("layout_spacing"), verdict()}})
-	os.WriteFile(path, data, 0o644)
-	p, err := scripted.New(scripted.Options{AnswersFile: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.Start(p, "all", bus.Services...)
+	env.Start(Scripted(t, scripted.Options{}, map[string]any{viewJob: []any{verdict("layout_spacing"), verdict()}}), "all", bus.Services...)
 	dir := rubricFeature(t, env, "")
 
 	res := env.Wait(env.Submit(loadBatchDir(t, dir), "team-a"), 60*time.Second)
@@ -167,8 +156,7 @@ func TestRubricFixThenSignoffAcrossRuns(t *testing.T) {
 func TestRubricProbeAndPrompt(t *testing.T) {
 	needChromium(t)
 	env := NewEnv(t)
-	p, _ := scripted.New(scripted.Options{RubricPass: true})
-	rec := recordCalls(p)
+	rec := recordCalls(scriptedRubric(t, nil))
 	env.Start(rec, "all", bus.Services...)
 	long := strings.Repeat("L", 10000)
 	page := `<!doctype html><html><body><main id="screen.list" data-testid="screen.list">
@@ -240,18 +228,7 @@ func failingVerdict(dim string) map[string]any {
 
 func scriptedRubric(t *testing.T, answers map[string]any) judge.Provider {
 	t.Helper()
-	o := scripted.Options{RubricPass: true}
-	if answers != nil {
-		path := filepath.Join(t.TempDir(), "answers.json")
-		data, _ := json.Marshal(answers)
-		os.WriteFile(path, data, 0o644)
-		o.AnswersFile = path
-	}
-	p, err := scripted.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return Scripted(t, scripted.Options{RubricPass: true}, answers)
 }
 
 // TestRubricModesAndEnds pins the other ways a view's run ends: HE-1 (no reference:
@@ -417,11 +394,7 @@ func TestRubricPromptOnTheWire(t *testing.T) {
 func TestRubricRouteOutsideAllowedHostsBlocks(t *testing.T) {
 	needChromium(t)
 	env := NewEnv(t)
-	p, err := scripted.New(scripted.Options{RubricPass: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := recordCalls(p)
+	rec := recordCalls(scriptedRubric(t, nil))
 	sensors := &renderer.Sensors{Web: web.Options{AllowHosts: []string{"*.preview.example.com"}}}
 	t.Cleanup(sensors.Close)
 	env.StartWith(app.Options{Concurrency: 16, Provider: rec, Instance: "all", Sensors: sensors, CloseTimeout: 10 * time.Second})
