@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
@@ -70,14 +71,7 @@ func TestViewResetCmd(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "spec.json"), []byte(strings.Replace(string(spec), `"route": "page.html"`, `"route": "`+srv.URL+`/page.html"`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := argus.DefaultRubric()
-	dims := map[string]any{}
-	for _, d := range r.DimensionNames() {
-		dims[d] = map[string]any{"score": 1, "anchor": r.Dimensions[d].Anchor, "evidence": "e"}
-	}
-	dims["typography"] = map[string]any{"score": 0, "anchor": "design-system", "evidence": "off-scale"}
-	answers, _ := json.Marshal(map[string]any{"tasks--list--populated--light": map[string]any{"dimensions": dims,
-		"closer_to_reference_than_prev": nil, "all_pass": false, "failed_dimensions": []string{"typography"}, "notes": "n"}})
+	answers, _ := json.Marshal(map[string]any{"tasks--list--populated--light": e2e.RubricVerdict(map[string]float64{"typography": 0}, false, []string{"typography"})})
 	answersFile := filepath.Join(t.TempDir(), "answers.json")
 	if err := os.WriteFile(answersFile, answers, 0o644); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
+	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
@@ -151,6 +152,22 @@ func Scripted(t testing.TB, o scripted.Options, answers map[string]any) *scripte
 		t.Fatal(err)
 	}
 	return p
+}
+
+// RubricVerdict is a rubric judge's answer over argus's default rubric: every dimension
+// scored 1 but those in low, each against its rubric anchor, with the claims allPass and
+// failed as given (a test may make them contradict the scores).
+func RubricVerdict(low map[string]float64, allPass bool, failed []string) map[string]any {
+	r := argus.DefaultRubric()
+	dims := map[string]any{}
+	for _, d := range r.DimensionNames() {
+		score, ok := low[d]
+		if !ok {
+			score = 1
+		}
+		dims[d] = map[string]any{"score": score, "anchor": r.Dimensions[d].Anchor, "evidence": "e"}
+	}
+	return map[string]any{"dimensions": dims, "closer_to_reference_than_prev": nil, "all_pass": allPass, "failed_dimensions": failed, "notes": "n"}
 }
 
 // TextBatch builds a batch of n `ab` ACs over small distinct text files.

@@ -111,20 +111,13 @@ func TestRubricSignoffInRealChromium(t *testing.T) {
 func TestRubricFixThenSignoffAcrossRuns(t *testing.T) {
 	needChromium(t)
 	env := NewEnv(t)
-	r := argus.DefaultRubric()
+	// all_pass claims true even when failing: the aggregator must correct it.
 	verdict := func(failing ...string) map[string]any {
-		dims := map[string]any{}
-		for _, d := range r.DimensionNames() {
-			score := 1.0
-			for _, f := range failing {
-				if f == d {
-					score = 0.5
-				}
-			}
-			dims[d] = map[string]any{"score": score, "anchor": r.Dimensions[d].Anchor, "evidence": "e"}
+		low := map[string]float64{}
+		for _, f := range failing {
+			low[f] = 0.5
 		}
-		// all_pass claims true even when failing: the aggregator must correct it.
-		return map[string]any{"dimensions": dims, "closer_to_reference_than_prev": nil, "all_pass": true, "failed_dimensions": []string{}, "notes": "n"}
+		return RubricVerdict(low, true, []string{})
 	}
 	env.Start(Scripted(t, scripted.Options{}, map[string]any{viewJob: []any{verdict("layout_spacing"), verdict()}}), "all", bus.Services...)
 	dir := rubricFeature(t, env, "")
@@ -214,16 +207,7 @@ func rubricBatch(t *testing.T, dir, extra string) *batchT {
 }
 
 func failingVerdict(dim string) map[string]any {
-	r := argus.DefaultRubric()
-	dims := map[string]any{}
-	for _, d := range r.DimensionNames() {
-		score := 1.0
-		if d == dim {
-			score = 0
-		}
-		dims[d] = map[string]any{"score": score, "anchor": r.Dimensions[d].Anchor, "evidence": "e"}
-	}
-	return map[string]any{"dimensions": dims, "closer_to_reference_than_prev": nil, "all_pass": false, "failed_dimensions": []string{dim}, "notes": "n"}
+	return RubricVerdict(map[string]float64{dim: 0}, false, []string{dim})
 }
 
 func scriptedRubric(t *testing.T, answers map[string]any) judge.Provider {
