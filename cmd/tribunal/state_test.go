@@ -15,8 +15,8 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
-	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 )
 
 // projectDir is a fresh project folder holding a copy of the examples, so `tribunal run`
@@ -260,9 +260,7 @@ func rubricAnswer(failing string) string {
 // same loop (loop iteration 3, not 1) and signs the view off. A view whose reference is
 // still needed leaves its HE-1 candidate as a PNG next to the run's results.
 func TestRubricSignsOffAcrossRuns(t *testing.T) {
-	if _, err := web.FindBrowser(); err != nil {
-		t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-	}
+	browsertest.Need(t)
 	var mu sync.Mutex
 	rubricCalls := 0
 	llm := fakellm.New(fakellm.Options{Respond: func(req openai.ChatCompletionRequest, n int) fakellm.Reply {

@@ -10,17 +10,10 @@ import (
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
-	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 )
-
-func needChromium(t *testing.T) {
-	t.Helper()
-	if _, err := web.FindBrowser(); err != nil {
-		t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-	}
-}
 
 // copyFeature copies the rubric example into a fresh folder and writes its batch.
 func copyFeature(t *testing.T, batch string) string {
@@ -40,7 +33,7 @@ func copyFeature(t *testing.T, batch string) string {
 // signoff.json"): `tribunal run` writes the sign-off and each iteration's gate-result.json
 // there, and a second run replaces the view's sign-off instead of listing it twice.
 func TestRunWritesArgusRuns(t *testing.T) {
-	needChromium(t)
+	browsertest.Need(t)
 	dir := copyFeature(t, "version: 1\nname: rubric\nargus_runs: true\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json, mode: headless}\n")
 	for n := 1; n <= 2; n++ {
 		stdout, stderr, code := run(t, dir, "run", ".", "--out", t.TempDir())
@@ -63,7 +56,7 @@ func TestRunWritesArgusRuns(t *testing.T) {
 // TestViewResetCmd: `tribunal view-reset` against running services starts a new loop of a
 // view that spent its budget; the next run of the view is iteration 1 of that loop.
 func TestViewResetCmd(t *testing.T) {
-	needChromium(t)
+	browsertest.Need(t)
 	dir := copyFeature(t, "version: 1\nname: rubric\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json, mode: headless, max_iterations: 1}\n")
 	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	t.Cleanup(srv.Close)

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tribunal-dev/tribunal/internal/console"
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -43,7 +44,7 @@ func TestConsole(t *testing.T) {
 	subA := s.Submit(batchA(t), tenantA)
 	subB := s.Submit(batchB(t), tenantB)
 	var subR client.Submission
-	withChromium := chromiumPath() != ""
+	withChromium := browsertest.Available()
 	if withChromium {
 		subR = s.Submit(s.rubricBatch(t), tenantA)
 	}
@@ -238,9 +239,7 @@ func TestConsole(t *testing.T) {
 	}
 
 	t.Run("chromium", func(t *testing.T) {
-		if bctx == nil {
-			t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-		}
+		browsertest.Need(t)
 		// Sign in through the login form, as a reviewer would.
 		ctx, cancel := context.WithTimeout(bctx, 20*time.Second)
 		defer cancel()
@@ -334,9 +333,7 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("spot-check", func(t *testing.T) {
-		if !withChromium {
-			t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-		}
+		browsertest.Need(t)
 		path := jobPath(subR, viewJob)
 		_, body := w.get(path, tokA)
 		m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(body)
@@ -397,9 +394,7 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("reset", func(t *testing.T) {
-		if !withChromium {
-			t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-		}
+		browsertest.Need(t)
 		path := jobPath(subR, viewJob)
 		_, body := w.get(path, tokA)
 		m := regexp.MustCompile(`action="[^"]*/reset"[^>]*>\s*<input type="hidden" name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(body)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,14 +49,6 @@ const (
 	deltaText   = `drops the compatibility warning <b>loudly</b>`
 	notesInject = "# Release notes\n<script>alert('notes')</script> Exports are faster.\n"
 )
-
-func chromiumPath() string {
-	p, err := exec.LookPath("chromium")
-	if err != nil {
-		return ""
-	}
-	return p
-}
 
 func startStack(t *testing.T) *stack {
 	t.Helper()

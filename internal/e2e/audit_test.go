@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -169,7 +170,7 @@ func TestAuditMixedBatchThenTampering(t *testing.T) {
 // be re-derived by folding the first batch's steps too (the view's loop carries over),
 // which Replay returns as history.
 func TestAuditRubricViewAcrossRuns(t *testing.T) {
-	needChromium(t)
+	browsertest.Need(t)
 	env := NewEnv(t)
 	env.Start(scriptedRubric(t, map[string]any{viewJob: []any{failingVerdict("layout_spacing"), failingVerdict("none")}}), "all", bus.Services...)
 	dir := rubricFeature(t, env, "")
