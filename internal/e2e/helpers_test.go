@@ -77,21 +77,7 @@ func (e *Env) subjectCount(filter string) uint64 {
 // subjectMsgs reads every message the stream holds on subject (no wildcards).
 func (e *Env) subjectMsgs(subject string) []*jetstream.RawStreamMsg {
 	e.T.Helper()
-	n := e.subjectCount(subject)
-	st := e.stream()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var out []*jetstream.RawStreamMsg
-	var seq uint64 = 1
-	for uint64(len(out)) < n {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if err != nil {
-			e.T.Fatalf("read %s from seq %d: %v", subject, seq, err)
-		}
-		out = append(out, m)
-		seq = m.Sequence + 1
-	}
-	return out
+	return natstest.SubjectMsgs(e.T, e.JS(), subject)
 }
 
 // jobs reads a batch's job records from the aggregator's bucket.

@@ -352,24 +352,7 @@ func TestLongHandlerNotRedelivered(t *testing.T) {
 // deadLetters reads every message stored on the service's dead-letter subject.
 func deadLetters(t *testing.T, js jetstream.JetStream, service string) []*jetstream.RawStreamMsg {
 	t.Helper()
-	ctx := ctxT(t)
-	subject := events.DeadLetterSubject(service)
-	n := natstest.SubjectCount(t, js, subject)
-	st, err := js.Stream(ctx, "TRIBUNAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*jetstream.RawStreamMsg
-	var seq uint64 = 1
-	for uint64(len(out)) < n {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if err != nil {
-			t.Fatalf("read dead letter after seq %d: %v", seq, err)
-		}
-		out = append(out, m)
-		seq = m.Sequence + 1
-	}
-	return out
+	return natstest.SubjectMsgs(t, js, events.DeadLetterSubject(service))
 }
 
 // checkDeadLetter checks one dead letter against the original event.

@@ -264,3 +264,27 @@ func SubjectCount(t testing.TB, js jetstream.JetStream, filter string) uint64 {
 	}
 	return n
 }
+
+// SubjectMsgs reads every message tribunal's event stream holds on subject (no
+// wildcards), oldest first.
+func SubjectMsgs(t testing.TB, js jetstream.JetStream, subject string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	n := SubjectCount(t, js, subject)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "TRIBUNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	var seq uint64 = 1
+	for uint64(len(out)) < n {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			t.Fatalf("read %s from seq %d: %v", subject, seq, err)
+		}
+		out = append(out, m)
+		seq = m.Sequence + 1
+	}
+	return out
+}
