@@ -402,17 +402,7 @@ func TestRetriesExhaustedDeadLetter(t *testing.T) {
 	if err := e.pub.PublishEvents(rd); err != nil {
 		t.Fatal(err)
 	}
-	dlq := events.DeadLetterSubject(bus.Gater)
-	poll.Until(t, 20*time.Second, "a dead letter", func() (bool, string) {
-		n := natstest.SubjectCount(t, e.js, dlq)
-		return n > 0, fmt.Sprintf("%d dead letters", n)
-	})
-	poll.Until(t, 10*time.Second, "the message to be settled", e.settled(t, bus.Gater))
-	dls := deadLetters(t, e.js, bus.Gater)
-	if len(dls) != 1 {
-		t.Fatalf("%d dead letters, want exactly 1", len(dls))
-	}
-	checkDeadLetter(t, dls[0], rd, "storage is down", fmt.Sprintf("after %d deliveries", maxDeliver))
+	checkDeadLetter(t, oneDeadLetter(t, e, bus.Gater, 20*time.Second), rd, "storage is down", fmt.Sprintf("after %d deliveries", maxDeliver))
 	// JetStream delivered it MaxDeliver times; each delivery ran the handler
 	// 1 + MaxRetries times in process.
 	if info := e.consumer(t, bus.Gater); info.Delivered.Consumer != maxDeliver {
@@ -437,16 +427,7 @@ func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {
 	if err := e.pub.PublishEvents(rd); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, 10*time.Second, "a dead letter", func() (bool, string) {
-		n := natstest.SubjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
-		return n > 0, fmt.Sprintf("%d dead letters", n)
-	})
-	poll.Until(t, 10*time.Second, "the message to be settled", e.settled(t, bus.Gater))
-	dls := deadLetters(t, e.js, bus.Gater)
-	if len(dls) != 1 {
-		t.Fatalf("%d dead letters, want 1", len(dls))
-	}
-	checkDeadLetter(t, dls[0], rd, "this input can never work")
+	checkDeadLetter(t, oneDeadLetter(t, e, bus.Gater, 10*time.Second), rd, "this input can never work")
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("handler invoked %d times, want 1 (no retries for a permanent error)", n)
 	}
