@@ -186,15 +186,25 @@ func waitHTTP(t *testing.T, url string) {
 	t.Fatalf("%s never became ready", url)
 }
 
+// serveStack runs `tribunal serve nats` and `tribunal serve all` (with extra flags) as
+// processes, as an operator would, waits until the services are ready, and returns the
+// --nats and --blob values that reach them and the services' health address.
+func serveStack(t *testing.T, extra ...string) (natsURL, blobURL, health string) {
+	t.Helper()
+	natsAddr := freeport.Addr(t)
+	health = freeport.Addr(t)
+	natsURL = "nats://" + natsAddr
+	blobURL = "file://" + filepath.Join(t.TempDir(), "blobs")
+	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())
+	start(t, append([]string{"serve", "all", "--nats", natsURL, "--blob", blobURL, "--health", health}, extra...)...)
+	waitHTTP(t, "http://"+health+"/readyz")
+	return natsURL, blobURL, health
+}
+
 // TestDistributed runs NATS and the services as separate processes, submits the
 // quickstart with `submit`, follows it with `watch` and reads it again with `results`.
 func TestDistributed(t *testing.T) {
-	natsAddr, health := freeport.Addr(t), freeport.Addr(t)
-	natsURL := "nats://" + natsAddr
-	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
-	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())
-	start(t, "serve", "all", "--nats", natsURL, "--blob", blobURL, "--health", health)
-	waitHTTP(t, "http://"+health+"/readyz")
+	natsURL, blobURL, health := serveStack(t)
 	waitHTTP(t, "http://"+health+"/healthz")
 
 	stdout, stderr, code := run(t, repoRoot(t), "submit", "examples/quickstart", "--nats", natsURL, "--blob", blobURL)

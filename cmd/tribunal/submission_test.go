@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 )
 
@@ -116,12 +115,7 @@ type resultRow struct {
 // complete once, a clean audit.
 func TestSubmitKilledThenResumedOrCancelled(t *testing.T) {
 	const n = 2000
-	natsAddr, health := freeport.Addr(t), freeport.Addr(t)
-	natsURL := "nats://" + natsAddr
-	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
-	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())
-	start(t, "serve", "all", "--nats", natsURL, "--blob", blobURL, "--health", health)
-	waitHTTP(t, "http://"+health+"/readyz")
+	natsURL, blobURL, _ := serveStack(t)
 	conn := []string{"--nats", natsURL, "--blob", blobURL, "--tenant", "team-a"}
 
 	_, js := natstest.Connect(t, natsURL)

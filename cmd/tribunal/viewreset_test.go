@@ -11,7 +11,6 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
-	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 )
 
@@ -69,12 +68,7 @@ func TestViewResetCmd(t *testing.T) {
 	if err := os.WriteFile(answersFile, answers, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr, health := freeport.Addr(t), freeport.Addr(t)
-	natsURL := "nats://" + natsAddr
-	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
-	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())
-	start(t, "serve", "all", "--nats", natsURL, "--blob", blobURL, "--health", health, "--scripted-answers", answersFile, "--allow-private-urls")
-	waitHTTP(t, "http://"+health+"/readyz")
+	natsURL, blobURL, _ := serveStack(t, "--scripted-answers", answersFile, "--allow-private-urls")
 	conn := []string{"--nats", natsURL, "--blob", blobURL}
 
 	runOnce := func() (string, string) {
