@@ -22,7 +22,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 	"github.com/tribunal-dev/tribunal/pkg/trust/collect"
@@ -42,13 +41,7 @@ func startFakeStack(t *testing.T, respond func(goopenai.ChatCompletionRequest, i
 	t.Helper()
 	env := e2e.NewEnv(t)
 	env.Bus = bus.Config{}
-	fake := fakellm.New(fakellm.Options{Respond: respond})
-	t.Cleanup(fake.Close)
-	p, err := openai.New(openai.Config{BaseURL: fake.BaseURL(), Model: "fake-biased", Concurrency: 16, MaxAttempts: 2,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, fake := e2e.OpenAIJudge(t, "fake-biased", fakellm.Options{Respond: respond})
 	r := env.StartWith(app.Options{Provider: p, Instance: "test", Concurrency: 16, CloseTimeout: 5 * time.Second})
 	_, js := natstest.Connect(t, env.NATS.URL)
 	return &fakeStack{run: r, store: env.Store, js: js, fake: fake, conn: []string{"--nats", env.NATS.URL, "--blob", "file://" + env.BlobDir}}

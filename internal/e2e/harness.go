@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
@@ -28,6 +29,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 )
 
@@ -152,6 +154,20 @@ func Scripted(t testing.TB, o scripted.Options, answers map[string]any) *scripte
 		t.Fatal(err)
 	}
 	return p
+}
+
+// OpenAIJudge is the openai provider, as model, against a local OpenAI-compatible server
+// answering as opts say, with quick retries; the server is closed at cleanup.
+func OpenAIJudge(t testing.TB, model string, opts fakellm.Options) (*openai.Provider, *fakellm.Server) {
+	t.Helper()
+	fake := fakellm.New(opts)
+	t.Cleanup(fake.Close)
+	p, err := openai.New(openai.Config{BaseURL: fake.BaseURL(), Model: model, Concurrency: 16,
+		MaxAttempts: 2, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, fake
 }
 
 // RubricVerdict is a rubric judge's answer over argus's default rubric: every dimension
