@@ -12,16 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
-	"github.com/tribunal-dev/tribunal/pkg/batch"
-	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 )
 
@@ -55,66 +51,33 @@ func runAudit(t *testing.T, args ...string) (string, int) {
 // then with its ab manifest overwritten (exit 1, the manifest named), and usage errors
 // (exit 2).
 func TestAuditCmd(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, err := nats.Connect(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	blobDir := t.TempDir()
-	store, err := fileblob.New(blobDir, fileblob.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := e2e.NewEnv(t)
+	env.Bus = bus.Config{}
 	p, err := scripted.New(scripted.Options{Winner: "A"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := app.Start(ctx, nc, app.Options{Store: store, Provider: p, Instance: "test", CloseTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
+	r := env.StartWith(app.Options{Provider: p, Instance: "test", CloseTimeout: 5 * time.Second})
 
-	dir := t.TempDir()
+	files := map[string]string{}
 	yaml := "version: 1\nname: audit\nacs:\n"
 	for i := 1; i <= 3; i++ {
-		os.WriteFile(filepath.Join(dir, fmt.Sprintf("o%d.md", i)), []byte(fmt.Sprintf("ours %d\n", i)), 0o644)
-		os.WriteFile(filepath.Join(dir, fmt.Sprintf("r%d.md", i)), []byte(fmt.Sprintf("reference %d\n", i)), 0o644)
+		files[fmt.Sprintf("o%d.md", i)] = fmt.Sprintf("ours %d\n", i)
+		files[fmt.Sprintf("r%d.md", i)] = fmt.Sprintf("reference %d\n", i)
 		yaml += fmt.Sprintf("  - {id: AC-%d, criterion: clear, ours: o%d.md, reference: r%d.md}\n", i, i, i)
 	}
-	os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte(yaml), 0o644)
-	b, err := batch.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := (&client.Submitter{Pub: r.Pub, Store: store}).Submit(ctx, b, "team-a", client.NewBatchID(b))
-	if err != nil {
-		t.Fatal(err)
-	}
+	files["batch.yaml"] = yaml
+	sub := env.Submit(e2e.WriteBatch(t, files), "team-a")
 	c, err := client.Watch(ctx, r.Buckets, sub.Tenant, sub.BatchID, 20*time.Millisecond, func(client.Progress) {})
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// The completion is recorded before its events are published: wait for the last one.
-	js, _ := jetstream.New(nc)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		st, err := js.Stream(ctx, "TRIBUNAL")
-		if err == nil {
-			if m, err := st.GetLastMsgForSubject(ctx, "tribunal.team-a.batch.completed"); err == nil {
-				if ev, err := events.Decode(m.Data); err == nil && ev.BatchID == sub.BatchID {
-					break
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("batch.completed never reached the stream")
-		}
-	}
-	conn := []string{"--nats", srv.URL, "--blob", "file://" + blobDir}
+	_, js := natstest.Connect(t, env.NATS.URL)
+	e2e.WaitBatchCompleted(t, js, sub.Tenant, sub.BatchID)
+	blobDir := env.BlobDir
+	conn := []string{"--nats", env.NATS.URL, "--blob", "file://" + blobDir}
 	out, code := runAudit(t, append(conn, "--batch", sub.BatchID, "--tenant", "team-a")...)
 	if code != 0 || !strings.Contains(out, "jobs: 3") || !strings.Contains(out, "mismatches: 0") || !strings.Contains(out, "ok: every decision") {
 		t.Fatalf("clean batch: exit %d\n%s", code, out)

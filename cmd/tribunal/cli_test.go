@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/internal/testutil/tribunalbin"
 )
 
@@ -22,14 +22,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	bin, remove, err := tribunalbin.Build(".")
-	if err != nil {
-		panic(err)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
+	tribunalbin.Main(m, ".", &binary)
 }
 
 // run runs the binary in dir. `tribunal run` keeps its state in the folder it runs in
@@ -136,16 +129,6 @@ func TestBadWebAllowHostIsAUsageError(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func start(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	return startWithEnv(t, nil, args...)
@@ -203,15 +186,25 @@ func waitHTTP(t *testing.T, url string) {
 	t.Fatalf("%s never became ready", url)
 }
 
+// serveStack runs `tribunal serve nats` and `tribunal serve all` (with extra flags) as
+// processes, as an operator would, waits until the services are ready, and returns the
+// --nats and --blob values that reach them and the services' health address.
+func serveStack(t *testing.T, extra ...string) (natsURL, blobURL, health string) {
+	t.Helper()
+	natsAddr := freeport.Addr(t)
+	health = freeport.Addr(t)
+	natsURL = "nats://" + natsAddr
+	blobURL = "file://" + filepath.Join(t.TempDir(), "blobs")
+	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())
+	start(t, append([]string{"serve", "all", "--nats", natsURL, "--blob", blobURL, "--health", health}, extra...)...)
+	waitHTTP(t, "http://"+health+"/readyz")
+	return natsURL, blobURL, health
+}
+
 // TestDistributed runs NATS and the services as separate processes, submits the
 // quickstart with `submit`, follows it with `watch` and reads it again with `results`.
 func TestDistributed(t *testing.T) {
-	natsAddr, health := freePort(t), freePort(t)
-	natsURL := "nats://" + natsAddr
-	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
-	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())
-	start(t, "serve", "all", "--nats", natsURL, "--blob", blobURL, "--health", health)
-	waitHTTP(t, "http://"+health+"/readyz")
+	natsURL, blobURL, health := serveStack(t)
 	waitHTTP(t, "http://"+health+"/healthz")
 
 	stdout, stderr, code := run(t, repoRoot(t), "submit", "examples/quickstart", "--nats", natsURL, "--blob", blobURL)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 )
@@ -29,7 +30,7 @@ func status(url string) (int, string) {
 // buckets exist it becomes ready and serves its pages.
 func TestConsoleWaitsForBuckets(t *testing.T) {
 	ns := natstest.Start(t)
-	consoleAddr, health := freePort(t), freePort(t)
+	consoleAddr, health := freeport.Addr(t), freeport.Addr(t)
 	start(t, "serve", "console", "--nats", ns.URL, "--blob", "file://"+filepath.Join(t.TempDir(), "blobs"),
 		"--console-addr", consoleAddr, "--health", health)
 	waitHTTP(t, "http://"+health+"/healthz")

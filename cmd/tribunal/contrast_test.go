@@ -39,6 +39,37 @@ func execArgusCmd(t *testing.T, cmd *cobra.Command, args ...string) (string, str
 	return out.String(), errb.String(), code
 }
 
+// cmdCase is one run of a command: its arguments, the exit code it must give and what
+// its output must contain.
+type cmdCase struct {
+	name string
+	args []string
+	code int
+	want []string
+}
+
+// runCmdCases runs each case on a fresh command from newCmd, as a subtest; an exit 2
+// must come with a message.
+func runCmdCases(t *testing.T, newCmd func() *cobra.Command, cases []cmdCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := execArgusCmd(t, newCmd(), c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, c.code, out, errOut)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if c.code == 2 && errOut == "" {
+				t.Error("exit 2 without a message")
+			}
+		})
+	}
+}
+
 func writeArgusFile(t *testing.T, dir, name, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -76,12 +107,7 @@ func TestContrastCmd(t *testing.T) {
 	unknown := writeArgusFile(t, dir, "unknown.json", `{"pairs":[{"fg":"nope","bg":"surface"}]}`)
 	broken := writeArgusFile(t, dir, "broken.json", `{"pairs":[`)
 
-	cases := []struct {
-		name string
-		args []string
-		code int
-		want []string
-	}{
+	runCmdCases(t, newContrastCmd, []cmdCase{
 		{"all pass", []string{"--tokens", tokens, "--pairs", passing}, 0,
 			[]string{"pass         grey76      surface     light       4.54   4.5", "whitelisted  ink         surface     dark        1.00   4.5", "contrast: PASS (4 measured, 0 failing)"}},
 		{"#777777 fails 4.5", []string{"--tokens", tokens, "--pairs", failing}, 1, []string{"fail    grey77      surface     light       4.48   4.5", "pass    grey77      surface     dark        4.69   4.5", "contrast: FAIL (2 measured, 1 failing)"}},
@@ -92,23 +118,7 @@ func TestContrastCmd(t *testing.T) {
 		{"broken pairs", []string{"--tokens", tokens, "--pairs", broken}, 2, nil},
 		{"missing file", []string{"--tokens", filepath.Join(dir, "absent.json"), "--pairs", passing}, 2, nil},
 		{"missing flag", []string{"--tokens", tokens}, 2, nil},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			out, errOut, code := execArgusCmd(t, newContrastCmd(), c.args...)
-			if code != c.code {
-				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, c.code, out, errOut)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
-				}
-			}
-			if c.code == 2 && errOut == "" {
-				t.Error("exit 2 without a message")
-			}
-		})
-	}
+	})
 }
 
 func TestContrastCmdJSON(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 )
 
 // TestRunStopsOnAProviderThatCannotWork: `run` with a provider that cannot work stops
@@ -105,7 +106,7 @@ func readyz(t *testing.T, url string, status int, want string) {
 // the provider cannot work, and become ready once it can: the judge's server comes up
 // later and the probe, repeated with backoff, passes; the renderer's key stays refused.
 func TestServeNotReadyUntilProviderWorks(t *testing.T) {
-	natsAddr, llmAddr, judgeHealth, rendererHealth := freePort(t), freePort(t), freePort(t), freePort(t)
+	natsAddr, llmAddr, judgeHealth, rendererHealth := freeport.Addr(t), freeport.Addr(t), freeport.Addr(t), freeport.Addr(t)
 	natsURL := "nats://" + natsAddr
 	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
 	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())

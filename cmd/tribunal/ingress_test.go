@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
@@ -47,7 +48,7 @@ func TestTeamThroughIngress(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	natsAddr, svcHealth, ingHealth, ingAddr := freePort(t), freePort(t), freePort(t), freePort(t)
+	natsAddr, svcHealth, ingHealth, ingAddr := freeport.Addr(t), freeport.Addr(t), freeport.Addr(t), freeport.Addr(t)
 	natsURL := "nats://" + natsAddr
 	blobURL := "file://" + filepath.Join(dir, "blobs")
 	start(t, "serve", "nats", "--listen", natsAddr, "--store", filepath.Join(dir, "nats"), "--config", conf)

@@ -12,19 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
-	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 	"github.com/tribunal-dev/tribunal/pkg/trust/collect"
@@ -42,50 +39,19 @@ type fakeStack struct {
 
 func startFakeStack(t *testing.T, respond func(goopenai.ChatCompletionRequest, int) fakellm.Reply) *fakeStack {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, err := nats.Connect(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	blobDir := t.TempDir()
-	store, err := fileblob.New(blobDir, fileblob.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake := fakellm.New(fakellm.Options{Respond: respond})
-	t.Cleanup(fake.Close)
-	p, err := openai.New(openai.Config{BaseURL: fake.BaseURL(), Model: "fake-biased", Concurrency: 16, MaxAttempts: 2,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := app.Start(context.Background(), nc, app.Options{Store: store, Provider: p, Instance: "test", Concurrency: 16, CloseTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fakeStack{run: r, store: store, js: js, fake: fake, conn: []string{"--nats", srv.URL, "--blob", "file://" + blobDir}}
+	env := e2e.NewEnv(t)
+	env.Bus = bus.Config{}
+	p, fake := e2e.OpenAIJudge(t, "fake-biased", fakellm.Options{Respond: respond})
+	r := env.StartWith(app.Options{Provider: p, Instance: "test", Concurrency: 16, CloseTimeout: 5 * time.Second})
+	_, js := natstest.Connect(t, env.NATS.URL)
+	return &fakeStack{run: r, store: env.Store, js: js, fake: fake, conn: []string{"--nats", env.NATS.URL, "--blob", "file://" + env.BlobDir}}
 }
 
 // judge submits a batch made of files under tenant and waits until its batch.completed
 // is in the stream.
 func (s *fakeStack) judge(t *testing.T, tenant string, files map[string]string) client.Submission {
 	t.Helper()
-	dir := t.TempDir()
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := batch.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := e2e.WriteBatch(t, files)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	sub, err := (&client.Submitter{Pub: s.run.Pub, Store: s.store}).Submit(ctx, b, tenant, client.NewBatchID(b))
@@ -95,21 +61,8 @@ func (s *fakeStack) judge(t *testing.T, tenant string, files map[string]string) 
 	if _, err := client.Watch(ctx, s.run.Buckets, sub.Tenant, sub.BatchID, 20*time.Millisecond, func(client.Progress) {}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		st, err := s.js.Stream(ctx, "TRIBUNAL")
-		if err == nil {
-			if m, err := st.GetLastMsgForSubject(ctx, "tribunal."+tenant+".batch.completed"); err == nil {
-				if ev, err := events.Decode(m.Data); err == nil && ev.BatchID == sub.BatchID {
-					return sub
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("batch.completed never reached the stream")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	e2e.WaitBatchCompleted(t, s.js, sub.Tenant, sub.BatchID)
+	return sub
 }
 
 // report runs `tribunal report` on a batch, as text and as JSON.

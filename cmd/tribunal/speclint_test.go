@@ -39,12 +39,7 @@ func TestSpecLintCmd(t *testing.T) {
 	notArray := writeArgusFile(t, dir, "arr/spec.json", `{"feature":"x","adapter":"web","design_system":{"tokens":"t"},"targets":{}}`)
 	notJSON := writeArgusFile(t, dir, "json/spec.json", `{"feature":`)
 
-	cases := []struct {
-		name string
-		args []string
-		code int
-		want []string
-	}{
+	runCmdCases(t, newSpecCmd, []cmdCase{
 		{"valid with a worklist", []string{"lint", valid}, 0, []string{"reference  list/empty/light  needed: references/list-empty-light.png", "valid (0 error(s), 1 reference(s) waiting for a human)"}},
 		{"present reference whose file is missing", []string{"lint", missingRef}, 1,
 			[]string{"error      targets[0].references[0].file  status is present but references/list-populated-light.png does not exist", "INVALID"}},
@@ -53,20 +48,7 @@ func TestSpecLintCmd(t *testing.T) {
 		{"not JSON", []string{"lint", notJSON}, 2, nil},
 		{"unreadable", []string{"lint", filepath.Join(dir, "absent.json")}, 2, nil},
 		{"no argument", []string{"lint"}, 2, nil},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			out, errOut, code := execArgusCmd(t, newSpecCmd(), c.args...)
-			if code != c.code {
-				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, c.code, out, errOut)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
-				}
-			}
-		})
-	}
+	})
 }
 
 func TestSpecLintCmdJSON(t *testing.T) {

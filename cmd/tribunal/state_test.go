@@ -14,9 +14,9 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
-	"github.com/tribunal-dev/tribunal/pkg/argus"
-	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 )
 
 // projectDir is a fresh project folder holding a copy of the examples, so `tribunal run`
@@ -246,21 +246,11 @@ func TestRerunMakesNoProviderCalls(t *testing.T) {
 // rubricAnswer is a rubric verdict scoring every dimension of the default rubric 1,
 // except failing, scored 0.
 func rubricAnswer(failing string) string {
-	r := argus.DefaultRubric()
-	dims := map[string]any{}
-	for _, d := range r.DimensionNames() {
-		score := 1.0
-		if d == failing {
-			score = 0
-		}
-		dims[d] = map[string]any{"score": score, "anchor": r.Dimensions[d].Anchor, "evidence": "seen in the render"}
-	}
-	failed := []string{}
+	v := e2e.RubricVerdict(nil, true, []string{})
 	if failing != "" {
-		failed = []string{failing}
+		v = e2e.RubricVerdict(map[string]float64{failing: 0}, false, []string{failing})
 	}
-	data, _ := json.Marshal(map[string]any{"dimensions": dims, "closer_to_reference_than_prev": nil, "all_pass": failing == "",
-		"failed_dimensions": failed, "notes": "n"})
+	data, _ := json.Marshal(v)
 	return string(data)
 }
 
@@ -270,9 +260,7 @@ func rubricAnswer(failing string) string {
 // same loop (loop iteration 3, not 1) and signs the view off. A view whose reference is
 // still needed leaves its HE-1 candidate as a PNG next to the run's results.
 func TestRubricSignsOffAcrossRuns(t *testing.T) {
-	if _, err := web.FindBrowser(); err != nil {
-		t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-	}
+	browsertest.Need(t)
 	var mu sync.Mutex
 	rubricCalls := 0
 	llm := fakellm.New(fakellm.Options{Respond: func(req openai.ChatCompletionRequest, n int) fakellm.Reply {

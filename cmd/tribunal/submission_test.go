@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 )
 
 // writeTextBatch writes a batch of n ab ACs over small distinct text files into dir.
@@ -117,40 +115,11 @@ type resultRow struct {
 // complete once, a clean audit.
 func TestSubmitKilledThenResumedOrCancelled(t *testing.T) {
 	const n = 2000
-	natsAddr, health := freePort(t), freePort(t)
-	natsURL := "nats://" + natsAddr
-	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
-	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())
-	start(t, "serve", "all", "--nats", natsURL, "--blob", blobURL, "--health", health)
-	waitHTTP(t, "http://"+health+"/readyz")
+	natsURL, blobURL, _ := serveStack(t)
 	conn := []string{"--nats", natsURL, "--blob", blobURL, "--tenant", "team-a"}
 
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	submitted := func() uint64 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		st, err := js.Stream(ctx, "TRIBUNAL")
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter("tribunal.team-a.job.submitted"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for _, c := range info.State.Subjects {
-			n += c
-		}
-		return n
-	}
+	_, js := natstest.Connect(t, natsURL)
+	submitted := func() uint64 { return natstest.SubjectCount(t, js, "tribunal.team-a.job.submitted") }
 
 	dir := t.TempDir()
 	writeTextBatch(t, dir, n)

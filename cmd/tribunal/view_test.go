@@ -17,6 +17,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 )
 
 // screenshots, when set, is where TestViewAfterRuns writes the console's screenshots
@@ -27,7 +28,7 @@ var screenshots = flag.String("screenshots", "", "write the console screenshots 
 // once it serves pages.
 func startView(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	addr := freePort(t)
+	addr := freeport.Addr(t)
 	startIn(t, dir, append([]string{"view", "--listen", addr}, args...)...)
 	waitHTTP(t, "http://"+addr+"/")
 	return "http://" + addr
@@ -62,7 +63,7 @@ func TestViewAfterRuns(t *testing.T) {
 
 	base := startView(t, dir)
 	// A second view on the folder names the first instead of fighting over it.
-	if stdout, _, code := runState(t, dir, "view", "--listen", freePort(t)); code != 0 || !strings.Contains(stdout, "already shows .tribunal at "+base) {
+	if stdout, _, code := runState(t, dir, "view", "--listen", freeport.Addr(t)); code != 0 || !strings.Contains(stdout, "already shows .tribunal at "+base) {
 		t.Fatalf("second view: exit %d %s", code, stdout)
 	}
 

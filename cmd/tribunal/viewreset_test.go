@@ -9,16 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/pkg/argus"
-	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 )
-
-func needChromium(t *testing.T) {
-	t.Helper()
-	if _, err := web.FindBrowser(); err != nil {
-		t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-	}
-}
 
 // copyFeature copies the rubric example into a fresh folder and writes its batch.
 func copyFeature(t *testing.T, batch string) string {
@@ -38,7 +32,7 @@ func copyFeature(t *testing.T, batch string) string {
 // signoff.json"): `tribunal run` writes the sign-off and each iteration's gate-result.json
 // there, and a second run replaces the view's sign-off instead of listing it twice.
 func TestRunWritesArgusRuns(t *testing.T) {
-	needChromium(t)
+	browsertest.Need(t)
 	dir := copyFeature(t, "version: 1\nname: rubric\nargus_runs: true\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json, mode: headless}\n")
 	for n := 1; n <= 2; n++ {
 		stdout, stderr, code := run(t, dir, "run", ".", "--out", t.TempDir())
@@ -61,7 +55,7 @@ func TestRunWritesArgusRuns(t *testing.T) {
 // TestViewResetCmd: `tribunal view-reset` against running services starts a new loop of a
 // view that spent its budget; the next run of the view is iteration 1 of that loop.
 func TestViewResetCmd(t *testing.T) {
-	needChromium(t)
+	browsertest.Need(t)
 	dir := copyFeature(t, "version: 1\nname: rubric\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json, mode: headless, max_iterations: 1}\n")
 	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
 	t.Cleanup(srv.Close)
@@ -69,24 +63,12 @@ func TestViewResetCmd(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "spec.json"), []byte(strings.Replace(string(spec), `"route": "page.html"`, `"route": "`+srv.URL+`/page.html"`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := argus.DefaultRubric()
-	dims := map[string]any{}
-	for _, d := range r.DimensionNames() {
-		dims[d] = map[string]any{"score": 1, "anchor": r.Dimensions[d].Anchor, "evidence": "e"}
-	}
-	dims["typography"] = map[string]any{"score": 0, "anchor": "design-system", "evidence": "off-scale"}
-	answers, _ := json.Marshal(map[string]any{"tasks--list--populated--light": map[string]any{"dimensions": dims,
-		"closer_to_reference_than_prev": nil, "all_pass": false, "failed_dimensions": []string{"typography"}, "notes": "n"}})
+	answers, _ := json.Marshal(map[string]any{"tasks--list--populated--light": e2e.RubricVerdict(map[string]float64{"typography": 0}, false, []string{"typography"})})
 	answersFile := filepath.Join(t.TempDir(), "answers.json")
 	if err := os.WriteFile(answersFile, answers, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr, health := freePort(t), freePort(t)
-	natsURL := "nats://" + natsAddr
-	blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
-	start(t, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())
-	start(t, "serve", "all", "--nats", natsURL, "--blob", blobURL, "--health", health, "--scripted-answers", answersFile, "--allow-private-urls")
-	waitHTTP(t, "http://"+health+"/readyz")
+	natsURL, blobURL, _ := serveStack(t, "--scripted-answers", answersFile, "--allow-private-urls")
 	conn := []string{"--nats", natsURL, "--blob", blobURL}
 
 	runOnce := func() (string, string) {

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,16 +10,15 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/internal/testutil/otlpsink"
+	"github.com/tribunal-dev/tribunal/internal/testutil/syncbuf"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
@@ -233,14 +231,7 @@ func TestMetricsCountABatch(t *testing.T) {
 // and each service's span is the child of the one that produced its input, so the trace
 // is carried through the events' metadata and not merely recomputed.
 func TestOneTracePerAC(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
+	exp := otlpsink.RecordGlobal(t)
 
 	env := e2e.NewEnv(t)
 	p, err := scripted.New(scripted.Options{Winner: "A"})
@@ -332,28 +323,10 @@ func names(byJob map[string]map[string][]tracetest.SpanStub) map[string][]string
 	return out
 }
 
-// syncBuffer is a log sink the services' goroutines write to concurrently.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
-}
-
 // TestJSONLogsCarryJob: with a JSON logger (what --log-format json installs), the lines
 // the services log while handling an event carry its tenant, batch and job, and the trace.
 func TestJSONLogsCarryJob(t *testing.T) {
-	var sink syncBuffer
+	var sink syncbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(io.Writer(&sink), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	env := e2e.NewEnv(t)
 	p, err := scripted.New(scripted.Options{Winner: "A"})
@@ -371,7 +344,7 @@ func TestJSONLogsCarryJob(t *testing.T) {
 	r.Close()
 
 	handled := map[string]bool{}
-	for _, line := range sink.lines() {
+	for _, line := range strings.Split(strings.TrimSpace(sink.String()), "\n") {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("not a JSON log line: %q", line)

@@ -4,7 +4,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,31 +22,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/internal/testutil/s3server"
+	"github.com/tribunal-dev/tribunal/internal/testutil/syncbuf"
 	"github.com/tribunal-dev/tribunal/internal/testutil/tribunalbin"
 )
 
 var binary string
 
 func TestMain(m *testing.M) {
-	bin, remove, err := tribunalbin.Build("../../cmd/tribunal")
-	if err != nil {
-		panic(err)
-	}
-	binary = bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
-}
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	tribunalbin.Main(m, "../../cmd/tribunal", &binary)
 }
 
 // proc is one tribunal process the test can kill and start again with the same flags.
@@ -56,27 +40,9 @@ type proc struct {
 	args []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
-	log  *lockedBuffer
+	log  *syncbuf.Buffer
 	// exited is closed when the current run of the process ends.
 	exited chan struct{}
-}
-
-// lockedBuffer is a process's output, read while the process still writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // logString is everything the process (every run of it) wrote so far.
@@ -95,7 +61,7 @@ func (p *proc) start(t testing.TB) {
 	defer p.mu.Unlock()
 	cmd := exec.Command(binary, p.args...)
 	if p.log == nil {
-		p.log = &lockedBuffer{}
+		p.log = &syncbuf.Buffer{}
 	}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
@@ -158,7 +124,7 @@ func TestChaos(t *testing.T) {
 	const n = 2000
 	s3 := s3server.Start(t)
 	blobURL := s3.URL(s3server.Bucket(t)) + "&create_bucket=true"
-	natsAddr := freePort(t)
+	natsAddr := freeport.Addr(t)
 	natsURL := "nats://" + natsAddr
 	natsProc := &proc{name: "nats", args: []string{"serve", "nats", "--listen", natsAddr, "--store", t.TempDir()}}
 	natsProc.start(t)
@@ -178,7 +144,7 @@ func TestChaos(t *testing.T) {
 	var services []*proc
 	var health []string
 	for _, svc := range []string{"renderer", "gater", "judge", "judge", "aggregator"} {
-		h := freePort(t)
+		h := freeport.Addr(t)
 		args := []string{"serve", svc, "--nats", natsURL, "--blob", blobURL, "--health", h, "--ack-wait", "5s",
 			"--instance", fmt.Sprintf("%s-%d", svc, len(services)), "--log-level", "error"}
 		if svc == "judge" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 )
 
 // natsCluster is three `tribunal serve nats` processes forming one JetStream cluster on
@@ -48,8 +49,8 @@ func tryNATSCluster(tb testing.TB, n int) (*natsCluster, *proc) {
 	c := &natsCluster{}
 	var clients, clusterAddrs, routes []string
 	for range n {
-		clients = append(clients, freePort(tb))
-		ca := freePort(tb)
+		clients = append(clients, freeport.Addr(tb))
+		ca := freeport.Addr(tb)
 		clusterAddrs = append(clusterAddrs, ca)
 		routes = append(routes, "nats://"+ca)
 	}
@@ -123,7 +124,7 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	var services []*proc
 	var health []string
 	for _, svc := range []string{"renderer", "gater", "judge", "aggregator"} {
-		h := freePort(tb)
+		h := freeport.Addr(tb)
 		p := &proc{name: svc, args: []string{"serve", svc, "--nats", c.urls, "--replicas", "3", "--blob", blobURL, "--health", h,
 			"--ack-wait", "5s", "--instance", svc, "--log-level", "warn"}}
 		p.start(tb)

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -17,6 +18,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tribunal-dev/tribunal/internal/console"
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
@@ -38,22 +41,22 @@ const (
 // real headless Chromium (what a reviewer sees), with screenshots.
 func TestConsole(t *testing.T) {
 	s := startStack(t)
-	subA := s.submit(batchA(t), tenantA)
-	subB := s.submit(batchB(t), tenantB)
+	subA := s.Submit(batchA(t), tenantA)
+	subB := s.Submit(batchB(t), tenantB)
 	var subR client.Submission
-	withChromium := chromiumPath() != ""
+	withChromium := browsertest.Available()
 	if withChromium {
-		subR = s.submit(s.rubricBatch(t), tenantA)
+		subR = s.Submit(s.rubricBatch(t), tenantA)
 	}
-	s.waitComplete(subA, 30*time.Second)
-	s.waitComplete(subB, 30*time.Second)
+	s.WaitComplete(subA, 30*time.Second)
+	s.WaitComplete(subB, 30*time.Second)
 	if withChromium {
 		s.waitJob(t, subR, viewJob, 45*time.Second, "a sign-off waiting for a person", func(r *records.Job) bool {
 			return r.Status == events.StatusAwaitingSpotcheck
 		})
 	}
 
-	h := console.New(console.Config{Buckets: s.run.Buckets, Store: s.store, Pub: s.run.Pub,
+	h := console.New(console.Config{Buckets: s.run.Buckets, Store: s.Store, Pub: s.run.Pub,
 		Tenants: map[string]string{tokA: tenantA, tokB: tenantB, tokAdmin: console.AllTenants}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -163,7 +166,7 @@ func TestConsole(t *testing.T) {
 
 	t.Run("audit hook", func(t *testing.T) {
 		var asked string
-		audited := console.New(console.Config{Buckets: s.run.Buckets, Store: s.store, Audit: func(_ context.Context, tenant, batch string) (any, error) {
+		audited := console.New(console.Config{Buckets: s.run.Buckets, Store: s.Store, Audit: func(_ context.Context, tenant, batch string) (any, error) {
 			asked = tenant + "/" + batch
 			if batch == subA.BatchID {
 				return &auditReport{Verified: true, Note: "<b>chain ok</b>"}, nil
@@ -236,9 +239,7 @@ func TestConsole(t *testing.T) {
 	}
 
 	t.Run("chromium", func(t *testing.T) {
-		if bctx == nil {
-			t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-		}
+		browsertest.Need(t)
 		// Sign in through the login form, as a reviewer would.
 		ctx, cancel := context.WithTimeout(bctx, 20*time.Second)
 		defer cancel()
@@ -332,9 +333,7 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("spot-check", func(t *testing.T) {
-		if !withChromium {
-			t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-		}
+		browsertest.Need(t)
 		path := jobPath(subR, viewJob)
 		_, body := w.get(path, tokA)
 		m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(body)
@@ -374,7 +373,7 @@ func TestConsole(t *testing.T) {
 		if st, _ := rubric.StateOf(rec); st == nil || st.SignOff == nil || st.SignOff.HumanSpotcheck != "typography" {
 			t.Fatalf("sign-off %+v", st)
 		}
-		s.waitComplete(subR, 15*time.Second)
+		s.WaitComplete(subR, 15*time.Second)
 		if resp, _ := w.do(http.MethodPost, path+"/spotcheck", tokA, reject, map[string]string{"Origin": srv.URL}); resp.StatusCode != http.StatusConflict {
 			t.Fatalf("a second spot-check: %d, want 409", resp.StatusCode)
 		}
@@ -395,9 +394,7 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("reset", func(t *testing.T) {
-		if !withChromium {
-			t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
-		}
+		browsertest.Need(t)
 		path := jobPath(subR, viewJob)
 		_, body := w.get(path, tokA)
 		m := regexp.MustCompile(`action="[^"]*/reset"[^>]*>\s*<input type="hidden" name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(body)
@@ -429,19 +426,14 @@ func TestConsole(t *testing.T) {
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != path+"?sent=reset" {
 			t.Fatalf("reset POST: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 		}
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			v, _, err := views.Load(t.Context(), s.run.Buckets.Views, key)
-			if err == nil && v.Generation == 1 {
-				if v.Reset == nil || v.Reset.Reason != "typography is tuned in rubric.json now" || !strings.HasPrefix(v.Reset.By, "console:") || v.SignOff != nil {
-					t.Fatalf("view after the reset %+v", v)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the view's loop was not reset: %+v %v", v, err)
-			}
-			time.Sleep(50 * time.Millisecond)
+		var v views.Record
+		poll.Until(t, 15*time.Second, "the view's loop to be reset", func() (bool, string) {
+			var err error
+			v, _, err = views.Load(t.Context(), s.run.Buckets.Views, key)
+			return err == nil && v.Generation == 1, fmt.Sprintf("%+v %v", v, err)
+		})
+		if v.Reset == nil || v.Reset.Reason != "typography is tuned in rubric.json now" || !strings.HasPrefix(v.Reset.By, "console:") || v.SignOff != nil {
+			t.Fatalf("view after the reset %+v", v)
 		}
 		_, body = w.get(path, tokA)
 		if !strings.Contains(body, "loop 1, 0 iterations spent") || !strings.Contains(body, "typography is tuned in rubric.json now") {

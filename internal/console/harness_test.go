@@ -3,30 +3,23 @@ package console_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
-	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
-	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
@@ -34,13 +27,12 @@ import (
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
-// stack is a real tribunal for the console's tests: a nats-server with JetStream on a
-// loopback port, a file blob store and the four services with a scripted judge. It is
-// the minimal cousin of internal/e2e's harness, whose helpers live in test files.
+// stack is a real tribunal for the console's tests: internal/e2e's Env (a nats-server
+// with JetStream on a loopback port and a file blob store) running the four services with
+// a scripted judge.
 type stack struct {
-	t     *testing.T
-	store blob.Store
-	run   *app.Running
+	*e2e.Env
+	run *app.Running
 	// featureURL serves the rubric example feature, "" without Chromium.
 	featureURL string
 }
@@ -58,50 +50,23 @@ const (
 	notesInject = "# Release notes\n<script>alert('notes')</script> Exports are faster.\n"
 )
 
-func chromiumPath() string {
-	p, err := exec.LookPath("chromium")
-	if err != nil {
-		return ""
-	}
-	return p
-}
-
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	ns := natstest.Start(t)
-	store, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(ns.URL, nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	env := e2e.NewEnv(t)
+	env.Bus.Memory = true
 	eff := map[string]any{"original_directness": 3, "candidate_directness": 4, "interpretation_notes": "reads the same"}
 	answers := map[string]any{
 		"AC-img":       map[string]any{"raw_winner": ab.Assign("AC-img", 0).Label(ab.WinnerReference), "confidence": 0.92, "biggest_gap": gapText},
 		"AC-eq/c-comp": map[string]any{"verdict": "candidate-regressed", "behaviour_delta": deltaText, "efficiency_signal": eff},
 	}
-	path := filepath.Join(t.TempDir(), "answers.json")
-	data, _ := json.Marshal(answers)
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	provider, err := scripted.New(scripted.Options{Winner: "A", AnswersFile: path, RubricPass: true,
-		CriticScores: &[3]int{8, 2, 8}, EquivalenceVerdict: "equivalent", Runner: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	provider := e2e.Scripted(t, scripted.Options{Winner: "A", RubricPass: true,
+		CriticScores: &[3]int{8, 2, 8}, EquivalenceVerdict: "equivalent", Runner: true}, answers)
 	sensors := &renderer.Sensors{}
 	t.Cleanup(sensors.Close)
-	r, err := app.Start(context.Background(), nc, app.Options{Bus: bus.Config{AckWait: 5 * time.Second, MaxDeliver: 5, Memory: true},
-		Concurrency: 16, Store: store, Provider: provider, Instance: "console-test", Sensors: sensors, CloseTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
-	return &stack{t: t, store: store, run: r}
+	s := &stack{Env: env}
+	env.ServeFeature = func(string) (string, error) { return s.featureURL, nil }
+	s.run = env.StartWith(app.Options{Concurrency: 16, Provider: provider, Instance: "console-test", Sensors: sensors, CloseTimeout: 5 * time.Second})
+	return s
 }
 
 func pngBytes(t *testing.T, w, h int, c color.Color) string {
@@ -119,30 +84,10 @@ func pngBytes(t *testing.T, w, h int, c color.Color) string {
 	return buf.String()
 }
 
-// writeBatch writes files into a fresh folder and loads its batch.yaml.
-func writeBatch(t *testing.T, files map[string]string) *batch.Batch {
-	t.Helper()
-	dir := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := batch.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // batchA holds every kind but rubric: an image and a text ab AC, a blocked one, a
 // critic and an equivalence AC.
 func batchA(t *testing.T) *batch.Batch {
-	return writeBatch(t, map[string]string{
+	return e2e.WriteBatch(t, map[string]string{
 		"ours/badge.png":      pngBytes(t, 160, 60, color.RGBA{200, 30, 30, 255}),
 		"reference/badge.png": pngBytes(t, 200, 80, color.RGBA{30, 60, 200, 255}),
 		"ours/notes.md":       notesInject,
@@ -183,7 +128,7 @@ acs:
 }
 
 func batchB(t *testing.T) *batch.Batch {
-	return writeBatch(t, map[string]string{
+	return e2e.WriteBatch(t, map[string]string{
 		"ours.md":    "team b's private release notes\n",
 		"ref.md":     "team b's reference notes\n",
 		"batch.yaml": "version: 1\nname: console-b\nacs:\n  - {id: AC-1, criterion: the notes are clear, ours: ours.md, reference: ref.md}\n",
@@ -194,23 +139,8 @@ func batchB(t *testing.T) *batch.Batch {
 // interactive mode, so its first sign-off waits for a spot-check.
 func (s *stack) rubricBatch(t *testing.T) *batch.Batch {
 	t.Helper()
-	src := filepath.Join("..", "..", "examples", "rubric-feature")
-	dir := t.TempDir()
-	for _, f := range []string{"spec.json", "spec.md", "tokens.json", "contrast-pairs.json", "page.html", "references/list-populated-light.png"} {
-		data, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
-	t.Cleanup(srv.Close)
-	s.featureURL = srv.URL
+	dir, url := e2e.ServeRubricFeature(t, filepath.Join("..", ".."), "")
+	s.featureURL = url
 	if err := os.WriteFile(filepath.Join(dir, "batch.yaml"), []byte("version: 1\nname: rubric\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json, mode: interactive}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -221,52 +151,27 @@ func (s *stack) rubricBatch(t *testing.T) *batch.Batch {
 	return b
 }
 
-func (s *stack) submit(b *batch.Batch, tenant string) client.Submission {
-	s.t.Helper()
-	sub := &client.Submitter{Pub: s.run.Pub, Store: s.store, ServeFeature: func(string) (string, error) { return s.featureURL, nil }}
-	res, err := sub.Submit(context.Background(), b, tenant, client.NewBatchID(b))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return res
-}
-
-func (s *stack) waitComplete(sub client.Submission, timeout time.Duration) {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if _, err := client.Watch(ctx, s.run.Buckets, sub.Tenant, sub.BatchID, 50*time.Millisecond, func(client.Progress) {}); err != nil {
-		s.t.Fatalf("batch %s did not complete: %v", sub.BatchID, err)
-	}
-}
-
 // waitJob polls a job record until cond holds.
 func (s *stack) waitJob(t *testing.T, sub client.Submission, job string, timeout time.Duration, what string, cond func(*records.Job) bool) *records.Job {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var last *records.Job
+	poll.Until(t, timeout, what, func() (bool, string) {
 		recs, err := records.New(s.run.Buckets).LoadJobs(context.Background(), sub.Tenant, sub.BatchID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var last *records.Job
+		last = nil
 		for _, r := range recs {
 			if r.ACID == job {
 				last = r
 			}
 		}
-		if last != nil && cond(last) {
-			return last
+		if last == nil {
+			return false, job + " has no record"
 		}
-		if time.Now().After(deadline) {
-			state := "no record"
-			if last != nil {
-				state = string(last.Status)
-			}
-			t.Fatalf("timed out after %s waiting for %s: %s is %s", timeout, what, job, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return cond(last), job + " is " + string(last.Status)
+	})
+	return last
 }
 
 func (s *stack) job(t *testing.T, sub client.Submission, job string) *records.Job {

@@ -55,11 +55,11 @@ func handMadeReport(t *testing.T) *trust.Report {
 // The job page shows how each call was sampled.
 func TestReportPage(t *testing.T) {
 	s := startStack(t)
-	subA := s.submit(batchA(t), tenantA)
-	s.waitComplete(subA, 30*time.Second)
+	subA := s.Submit(batchA(t), tenantA)
+	s.WaitComplete(subA, 30*time.Second)
 	rep := handMadeReport(t)
 	var asked []string
-	h := console.New(console.Config{Buckets: s.run.Buckets, Store: s.store, Pub: s.run.Pub,
+	h := console.New(console.Config{Buckets: s.run.Buckets, Store: s.Store, Pub: s.run.Pub,
 		Tenants: map[string]string{tokA: tenantA, tokB: tenantB},
 		Report: func(_ context.Context, tenant, batch string) (*trust.Report, error) {
 			asked = append(asked, tenant+"/"+batch)
@@ -106,8 +106,8 @@ func TestReportPage(t *testing.T) {
 	}
 
 	// A report that cannot be computed says why, with a 502.
-	subOther := s.submit(batchB(t), tenantA)
-	s.waitComplete(subOther, 30*time.Second)
+	subOther := s.Submit(batchB(t), tenantA)
+	s.WaitComplete(subOther, 30*time.Second)
 	resp, body = w.get("/t/"+tenantA+"/b/"+subOther.BatchID+"/report", tokA)
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "The trust report failed: no such batch in the stream") {
 		t.Errorf("failing report: %d\n%s", resp.StatusCode, body)
@@ -121,7 +121,7 @@ func TestReportPage(t *testing.T) {
 	}
 
 	// A console without a report hook says the report is not available.
-	h2 := httptest.NewServer(console.New(console.Config{Buckets: s.run.Buckets, Store: s.store, Tenants: map[string]string{tokA: tenantA}}))
+	h2 := httptest.NewServer(console.New(console.Config{Buckets: s.run.Buckets, Store: s.Store, Tenants: map[string]string{tokA: tenantA}}))
 	t.Cleanup(h2.Close)
 	if _, body := newWeb(t, h2.URL).get(batchPath+"/report", tokA); !strings.Contains(body, "not available in this console") {
 		t.Errorf("no hook:\n%s", body)

@@ -24,15 +24,15 @@ import (
 // snake_case behind /api, with the same tenant isolation.
 func TestReviewPages(t *testing.T) {
 	s := startStack(t)
-	first := s.submit(batchA(t), tenantA)
-	s.waitComplete(first, 30*time.Second)
-	second := s.submit(batchA(t), tenantA)
-	s.waitComplete(second, 30*time.Second)
-	subB := s.submit(batchB(t), tenantB)
-	s.waitComplete(subB, 30*time.Second)
+	first := s.Submit(batchA(t), tenantA)
+	s.WaitComplete(first, 30*time.Second)
+	second := s.Submit(batchA(t), tenantA)
+	s.WaitComplete(second, 30*time.Second)
+	subB := s.Submit(batchB(t), tenantB)
+	s.WaitComplete(subB, 30*time.Second)
 
 	auditHook := func(ctx context.Context, tenant, batch string) (any, error) {
-		rep, err := audit.Run(ctx, s.run.JS, audit.Filter{Tenant: tenant, BatchID: batch}, s.store)
+		rep, err := audit.Run(ctx, s.run.JS, audit.Filter{Tenant: tenant, BatchID: batch}, s.Store)
 		if err != nil {
 			return nil, err
 		}
@@ -41,7 +41,7 @@ func TestReviewPages(t *testing.T) {
 		}
 		return &rep, nil
 	}
-	srv := httptest.NewServer(console.New(console.Config{Buckets: s.run.Buckets, Store: s.store, Audit: auditHook,
+	srv := httptest.NewServer(console.New(console.Config{Buckets: s.run.Buckets, Store: s.Store, Audit: auditHook,
 		Tenants: map[string]string{tokA: tenantA, tokB: tenantB}}))
 	t.Cleanup(srv.Close)
 	w := newWeb(t, srv.URL)

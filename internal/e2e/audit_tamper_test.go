@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/internal/testutil/tribunalbin"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
@@ -45,7 +46,7 @@ func auditCLI(t *testing.T, env *Env, args ...string) (string, int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	full := append([]string{"audit", "--nats", env.NATS.URL, "--blob", "file://" + auditStoreDir(t, env), "--tenant", e2eTenant}, args...)
+	full := append([]string{"audit", "--nats", env.NATS.URL, "--blob", "file://" + env.BlobDir, "--tenant", e2eTenant}, args...)
 	cmd := exec.CommandContext(ctx, bin, full...)
 	cmd.Env = append(os.Environ(), "TRIBUNAL_LOG_LEVEL=error")
 	var out bytes.Buffer
@@ -66,7 +67,7 @@ func tamperEnv(t *testing.T) (*Env, client.Submission) {
 	env.Start(scriptedAll(t, nil), "all", bus.Services...)
 	sub := env.Submit(WriteBatch(t, auditMixedBatch()), e2eTenant)
 	env.Wait(sub, 30*time.Second)
-	waitBatchCompletedEvent(t, env.JS(), e2eTenant, sub.BatchID)
+	WaitBatchCompleted(t, env.JS(), e2eTenant, sub.BatchID)
 	out, code := auditCLI(t, env, "--batch", sub.BatchID)
 	if code != 0 || !strings.Contains(out, "key-value state: compared") {
 		t.Fatalf("honest batch: exit %d\n%s", code, out)
@@ -132,7 +133,7 @@ func TestAuditCLITamperCases(t *testing.T) {
 		env, sub := tamperEnv(t)
 		_, ev := auditFind(t, env, events.TypeRenderDone, "AC-2")
 		arts := ev.Payload.(*events.RenderDone).Artifacts
-		dir := filepath.Join(auditStoreDir(t, env), e2eTenant, "sha256")
+		dir := filepath.Join(env.BlobDir, e2eTenant, "sha256")
 		ours, ref := arts["ours"].Blob.SHA256, arts["reference"].Blob.SHA256
 		if err := os.WriteFile(filepath.Join(dir, ours[:2], ours), []byte("# Notes 1\nSomething else.\n"), 0o640); err != nil {
 			t.Fatal(err)
@@ -147,7 +148,7 @@ func TestAuditCLITamperCases(t *testing.T) {
 		env, sub := tamperEnv(t)
 		_, ev := auditFind(t, env, events.TypeRenderDone, "AC-eq")
 		tr := ev.Payload.(*events.RenderDone).Transcripts[0].Blob
-		meta := filepath.Join(auditStoreDir(t, env), e2eTenant, "sha256", tr.SHA256[:2], tr.SHA256+".meta")
+		meta := filepath.Join(env.BlobDir, e2eTenant, "sha256", tr.SHA256[:2], tr.SHA256+".meta")
 		data, err := os.ReadFile(meta)
 		if err != nil {
 			t.Fatal(err)
@@ -198,7 +199,7 @@ func TestAuditCLITamperCases(t *testing.T) {
 		}
 		// The aggregator's router refuses both (their subject contradicts their envelope)
 		// and dead-letters them; its dead-letter handling refuses them again.
-		waitCond(t, 20*time.Second, "two dead letters", func() (bool, string) {
+		poll.Until(t, 20*time.Second, "two dead letters", func() (bool, string) {
 			n := env.subjectCount(events.DeadLetterSubject(bus.Aggregator))
 			return n >= 2, fmt.Sprintf("%d dead letters", n)
 		})

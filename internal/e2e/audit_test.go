@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -34,7 +35,7 @@ func auditMixedBatch() map[string]string {
 // state as the CLI does.
 func auditBatch(t *testing.T, env *Env, batchID string) *audit.Report {
 	t.Helper()
-	waitBatchCompletedEvent(t, env.JS(), e2eTenant, batchID)
+	WaitBatchCompleted(t, env.JS(), e2eTenant, batchID)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	rep, err := audit.Run(ctx, env.JS(), audit.Filter{Tenant: e2eTenant, BatchID: batchID}, env.Store)
@@ -70,16 +71,6 @@ func auditFind(t *testing.T, env *Env, typ events.Type, job string) (*jetstream.
 	}
 	t.Fatalf("no %s for %q on the stream", typ, job)
 	return nil, events.Event{}
-}
-
-// auditStoreDir is the root of the file blob store behind env.Store.
-func auditStoreDir(t *testing.T, env *Env) string {
-	t.Helper()
-	d, ok := env.Store.(interface{ Dir() string })
-	if !ok {
-		t.Fatalf("blob store %T has no Dir", env.Store)
-	}
-	return d.Dir()
 }
 
 // TestAuditMixedBatchThenTampering: an honest mixed batch audits clean; then an altered
@@ -145,7 +136,7 @@ func TestAuditMixedBatchThenTampering(t *testing.T) {
 	// (b) An altered ab manifest: the blob behind the announcement is overwritten.
 	_, mev := auditFind(t, env, events.TypeManifestEmitted, "")
 	ref := mev.Payload.(*events.ManifestEmitted).Manifest
-	path := filepath.Join(auditStoreDir(t, env), e2eTenant, "sha256", ref.SHA256[:2], ref.SHA256)
+	path := filepath.Join(env.BlobDir, e2eTenant, "sha256", ref.SHA256[:2], ref.SHA256)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +162,7 @@ func TestAuditMixedBatchThenTampering(t *testing.T) {
 // be re-derived by folding the first batch's steps too (the view's loop carries over),
 // which Replay returns as history.
 func TestAuditRubricViewAcrossRuns(t *testing.T) {
-	needChromium(t)
+	browsertest.Need(t)
 	env := NewEnv(t)
 	env.Start(scriptedRubric(t, map[string]any{viewJob: []any{failingVerdict("layout_spacing"), failingVerdict("none")}}), "all", bus.Services...)
 	dir := rubricFeature(t, env, "")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -153,7 +154,7 @@ func TestJudgeIsBlind(t *testing.T) {
 	if want != 4 {
 		t.Errorf("%d gates.done events, want 4", want)
 	}
-	waitCond(t, 5*time.Second, "the subscription to see every gates.done", func() (bool, string) {
+	poll.Until(t, 5*time.Second, "the subscription to see every gates.done", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) >= want, fmt.Sprintf("%d/%d", len(seen), want)

@@ -16,12 +16,7 @@ func TestTenantFairness(t *testing.T) {
 	env := NewEnv(t)
 	env.Bus.Tenants = []string{"team-a", "team-b"}
 	judgeP := scriptedLatency(t, 10*time.Millisecond)
-	r, err := app.Start(context.Background(), env.Conn(), app.Options{Bus: env.Bus, Concurrency: 16, TenantQuota: 8,
-		Store: env.Store, Provider: judgeP, Instance: "all", CloseTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
+	r := env.StartWith(app.Options{Concurrency: 16, TenantQuota: 8, Provider: judgeP, Instance: "all", CloseTimeout: 10 * time.Second})
 
 	big := WriteBatch(t, TextBatch(5000, ""))
 	small := WriteBatch(t, TextBatch(20, ""))

@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -33,15 +33,7 @@ func (e *Env) pipeline() *app.Running {
 // simulate a crash) with its own concurrency. The router is closed at cleanup.
 func (e *Env) startOn(nc *nats.Conn, provider judge.Provider, instance string, concurrency int, services ...string) *app.Running {
 	e.T.Helper()
-	r, err := app.Start(context.Background(), nc, app.Options{
-		Services: services, Bus: e.Bus, Concurrency: concurrency, Store: e.Store, Provider: provider,
-		Instance: instance, CloseTimeout: 10 * time.Second,
-	})
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	e.T.Cleanup(r.Close)
-	return r
+	return e.StartOn(nc, app.Options{Services: services, Concurrency: concurrency, Provider: provider, Instance: instance, CloseTimeout: 10 * time.Second})
 }
 
 // rawConn is a connection the test may close itself; it is also closed at cleanup.
@@ -79,37 +71,13 @@ func (e *Env) stream() jetstream.Stream {
 // subjectCount is how many messages the stream holds on subjects matching filter.
 func (e *Env) subjectCount(filter string) uint64 {
 	e.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	info, err := e.stream().Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n
+	return natstest.SubjectCount(e.T, e.JS(), filter)
 }
 
 // subjectMsgs reads every message the stream holds on subject (no wildcards).
 func (e *Env) subjectMsgs(subject string) []*jetstream.RawStreamMsg {
 	e.T.Helper()
-	n := e.subjectCount(subject)
-	st := e.stream()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var out []*jetstream.RawStreamMsg
-	var seq uint64 = 1
-	for uint64(len(out)) < n {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if err != nil {
-			e.T.Fatalf("read %s from seq %d: %v", subject, seq, err)
-		}
-		out = append(out, m)
-		seq = m.Sequence + 1
-	}
-	return out
+	return natstest.SubjectMsgs(e.T, e.JS(), subject)
 }
 
 // jobs reads a batch's job records from the aggregator's bucket.
@@ -134,22 +102,6 @@ func (e *Env) progress(r *app.Running, batchID string, size int) int {
 		e.T.Fatal(err)
 	}
 	return n
-}
-
-// waitFor polls cond every 5ms until it holds or timeout passes.
-func waitCond(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, state)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // recording wraps a provider and records every request it receives, with when each
@@ -285,29 +237,4 @@ func rowsByID(rows []client.Row) map[string]client.Row {
 		out[r.ACID] = r
 	}
 	return out
-}
-
-// waitBatchCompletedEvent waits until the stream holds the batch.completed event of a
-// batch: the aggregator records the completion in KV before it publishes the event, so a
-// reader of the stream (an audit) can otherwise arrive between the two.
-func waitBatchCompletedEvent(t *testing.T, js jetstream.JetStream, tenant, batchID string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	subject := "tribunal." + tenant + ".batch.completed"
-	for {
-		st, err := js.Stream(ctx, "TRIBUNAL")
-		if err == nil {
-			if m, err := st.GetLastMsgForSubject(ctx, subject); err == nil {
-				if ev, err := events.Decode(m.Data); err == nil && ev.BatchID == batchID {
-					return
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no batch.completed event for %s in the stream", batchID)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -2,13 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
@@ -23,20 +22,7 @@ const equivCases = `    cases:
 
 func scriptedAll(t *testing.T, answers map[string]any) *scripted.Provider {
 	t.Helper()
-	o := scripted.Options{Winner: "A", EquivalenceVerdict: "equivalent", CriticScores: &[3]int{8, 2, 8}, Runner: true}
-	if answers != nil {
-		path := filepath.Join(t.TempDir(), "answers.json")
-		data, _ := json.Marshal(answers)
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		o.AnswersFile = path
-	}
-	p, err := scripted.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return Scripted(t, scripted.Options{Winner: "A", EquivalenceVerdict: "equivalent", CriticScores: &[3]int{8, 2, 8}, Runner: true}, answers)
 }
 
 // TestBaselineCachedAcrossRoundsAndInstances pins the hard rule of the equivalence kind:
@@ -64,49 +50,39 @@ func TestBaselineCachedAcrossRoundsAndInstances(t *testing.T) {
 		return n
 	}
 
+	// round runs the batch on a fresh renderer instance and checks how many teacher and
+	// candidate documents it ran; the instance is closed at the end.
+	round := func(name, instance string, wantTeacher, wantCandidate int, why string) client.Row {
+		t.Helper()
+		p := scriptedAll(t, nil)
+		r := env.Start(p, instance, bus.Renderer)
+		defer r.Close()
+		res := env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
+		if res.Rows[0].Status != "compared" {
+			t.Fatalf("%s: %+v", name, res.Rows[0])
+		}
+		if got := teacher(p); got != wantTeacher {
+			t.Fatalf("%s teacher runs %d, want %d%s", name, got, wantTeacher, why)
+		}
+		if got := candidate(p); got != wantCandidate {
+			t.Fatalf("%s candidate runs %d, want %d%s", name, got, wantCandidate, why)
+		}
+		return res.Rows[0]
+	}
+
 	// Round 1 on renderer instance 1.
-	r1p := scriptedAll(t, nil)
-	r1 := env.Start(r1p, "renderer-1", bus.Renderer)
-	res := env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
-	if res.Rows[0].Status != "compared" || res.Rows[0].Verdict != "pass" {
-		t.Fatalf("round 1: %+v", res.Rows[0])
+	if row := round("round 1", "renderer-1", 4, 4, " (one per case)"); row.Verdict != "pass" {
+		t.Fatalf("round 1: %+v", row)
 	}
-	if got := teacher(r1p); got != 4 {
-		t.Fatalf("round 1 teacher runs %d, want 4 (one per case)", got)
-	}
-	if got := candidate(r1p); got != 4 {
-		t.Fatalf("round 1 candidate runs %d, want 4", got)
-	}
-	r1.Close()
 
 	// Round 2, a new candidate, on another renderer instance.
-	r2p := scriptedAll(t, nil)
-	r2 := env.Start(r2p, "renderer-2", bus.Renderer)
 	files["candidate.md"] = "# Skill\nAsk which component changed.\n"
 	files["batch.yaml"] = strings.Replace(files["batch.yaml"], "round: 1", "round: 2", 1)
-	res = env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
-	if res.Rows[0].Status != "compared" {
-		t.Fatalf("round 2: %+v", res.Rows[0])
-	}
-	if got := teacher(r2p); got != 0 {
-		t.Fatalf("round 2 teacher runs %d, want 0: the baseline must be reused", got)
-	}
-	if got := candidate(r2p); got != 4 {
-		t.Fatalf("round 2 candidate runs %d, want 4", got)
-	}
-	r2.Close()
+	round("round 2", "renderer-2", 0, 4, ": the baseline must be reused")
 
 	// The same round again, unchanged (a rerun): the candidate's transcripts are kept
 	// like the teacher's, so no document runs at all.
-	r3p := scriptedAll(t, nil)
-	env.Start(r3p, "renderer-3", bus.Renderer)
-	res = env.Wait(env.Submit(WriteBatch(t, files), "team-a"), 30*time.Second)
-	if res.Rows[0].Status != "compared" {
-		t.Fatalf("rerun: %+v", res.Rows[0])
-	}
-	if got := teacher(r3p) + candidate(r3p); got != 0 {
-		t.Fatalf("rerun of an unchanged round: %d runner calls, want 0", got)
-	}
+	round("rerun of an unchanged round", "renderer-3", 0, 0, "")
 }
 
 // TestBaselineImport: teacher transcripts captured elsewhere are handed in with the batch

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -84,7 +85,7 @@ func TestMalformedEventsDeadLettered(t *testing.T) {
 	}
 
 	dlq := events.DeadLetterSubject(bus.Renderer)
-	waitCond(t, 10*time.Second, "three dead letters", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "three dead letters", func() (bool, string) {
 		n := env.subjectCount(dlq)
 		return n >= 3, fmt.Sprintf("%d on %s", n, dlq)
 	})
@@ -135,7 +136,7 @@ func TestMalformedEventsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitCond(t, 10*time.Second, "the renderer's consumer to settle", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "the renderer's consumer to settle", func() (bool, string) {
 		info, err := cons.Info(ctx)
 		if err != nil {
 			return false, err.Error()

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
@@ -18,13 +17,7 @@ import (
 // the real openai provider against it.
 func fakeJudge(t *testing.T, opts fakellm.Options) (*Env, *fakellm.Server) {
 	t.Helper()
-	fake := fakellm.New(opts)
-	t.Cleanup(fake.Close)
-	p, err := openai.New(openai.Config{BaseURL: fake.BaseURL(), Model: "fake-model", Concurrency: 16,
-		MaxAttempts: 2, BackoffBase: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, fake := OpenAIJudge(t, "fake-model", opts)
 	env := NewEnv(t)
 	env.Start(p, "judge-openai", bus.Services...)
 	return env, fake

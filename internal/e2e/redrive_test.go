@@ -74,6 +74,7 @@ func TestProviderDownThenRedrive(t *testing.T) {
 	}
 	// The audit replays both redrives: each attempt's events under ids of their own, the
 	// redriven outcomes replacing the blocked ones and all three completions re-derived.
+	WaitAttemptCompleted(t, env.JS(), sub.Tenant, sub.BatchID, attempt)
 	rep := auditBatch(t, env, sub.BatchID)
 	if !rep.OK() {
 		t.Fatalf("audit of the redriven batch: %d mismatches:%s", len(rep.Mismatches), auditDump(t, rep))

@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,26 +26,16 @@ type answer struct {
 func runScripted(t *testing.T, ids []string, answers map[string]answer, missing map[string]bool) (*Env, resultsT) {
 	t.Helper()
 	env := NewEnv(t)
-	rec := map[string]json.RawMessage{}
+	rec := map[string]any{}
 	for id, a := range answers {
 		if a.raw != "" {
 			rec[id] = json.RawMessage(a.raw)
 			continue
 		}
 		slot := ab.Assign(id, 0).Label(a.winner)
-		rec[id], _ = json.Marshal(map[string]any{"raw_winner": slot, "confidence": a.confidence, "biggest_gap": "gap for " + id})
+		rec[id] = map[string]any{"raw_winner": slot, "confidence": a.confidence, "biggest_gap": "gap for " + id}
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "answers.json")
-	data, _ := json.Marshal(rec)
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p, err := scripted.New(scripted.Options{AnswersFile: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.Start(p, "judge-1", bus.Services...)
+	env.Start(Scripted(t, scripted.Options{}, rec), "judge-1", bus.Services...)
 	files := map[string]string{}
 	var sb strings.Builder
 	sb.WriteString("version: 1\nname: routing\nthreshold: 0.75\nacs:\n")

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -51,7 +53,7 @@ func decisionOf(t *testing.T, e *Env, batchID string) *events.RubricDecision {
 // rendered and judged again, by a fresh judgment each iteration ("dispatched fresh every
 // iteration"), although the render does not change.
 func TestRubricFrozenDimensionEndsBlocked(t *testing.T) {
-	needChromium(t)
+	browsertest.Need(t)
 	env := NewEnv(t)
 	rec := recordCalls(scriptedRubric(t, map[string]any{viewJob: failingVerdict("typography")}))
 	env.Start(rec, "all", bus.Services...)
@@ -124,7 +126,7 @@ func TestRubricFrozenDimensionEndsBlocked(t *testing.T) {
 // loop by itself, because the seed's loop converges on one fixed target. Both are
 // re-derived by the audit from the stream.
 func TestRubricResetAndNewLoops(t *testing.T) {
-	needChromium(t)
+	browsertest.Need(t)
 	env := NewEnv(t)
 	env.Start(scriptedRubric(t, map[string]any{viewJob: []any{failingVerdict("typography"), failingVerdict("none")}}), "all", bus.Services...)
 	dir := rubricFeature(t, env, "")
@@ -137,7 +139,7 @@ func TestRubricResetAndNewLoops(t *testing.T) {
 	if _, err := client.ResetView(t.Context(), r.Buckets, r.Pub, e2eTenant, first.BatchID, viewJob, "ops", "typography was a rubric bug"); err != nil {
 		t.Fatal(err)
 	}
-	waitCond(t, 15*time.Second, "the view's loop to be reset", func() (bool, string) {
+	poll.Until(t, 15*time.Second, "the view's loop to be reset", func() (bool, string) {
 		v := env.view(t)
 		return v.Generation == 1, fmt.Sprint(v.Generation)
 	})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -42,8 +43,8 @@ func checkEachDecidedOnce(t *testing.T, env *Env, sub client.Submission, res *cl
 	}
 	// The last job's decision and the completion are published just after the batch is
 	// recorded complete: wait for them, then require exact counts.
-	waitBatchCompletedEvent(t, env.JS(), e2eTenant, sub.BatchID)
-	waitCond(t, 10*time.Second, "every decision in the stream", func() (bool, string) {
+	WaitBatchCompleted(t, env.JS(), e2eTenant, sub.BatchID)
+	poll.Until(t, 10*time.Second, "every decision in the stream", func() (bool, string) {
 		c := env.subjectCount(events.AnyTenant(events.TypeIterationDecided))
 		return c >= uint64(n), fmt.Sprint(c)
 	})
@@ -93,7 +94,7 @@ func TestJudgesStopMidBatch(t *testing.T) {
 	env.startOn(crashConn, crashing, "judge-crash", 4, bus.Judge)
 
 	sub := env.Submit(WriteBatch(t, TextBatch(n, "")), e2eTenant)
-	waitCond(t, 30*time.Second, "some verdicts, and a fresh call in flight on the crashing instance", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "some verdicts, and a fresh call in flight on the crashing instance", func() (bool, string) {
 		done := env.progress(pipe, sub.BatchID, n)
 		age, busy := crashing.newestInFlight()
 		return done >= 20 && busy && age < 100*time.Millisecond, fmt.Sprintf("%d/%d done, crash instance busy %v (newest %s)", done, n, busy, age)

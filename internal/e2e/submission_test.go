@@ -11,6 +11,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
@@ -83,7 +84,7 @@ func (e *Env) header(id string) *records.Batch {
 func (e *Env) waitRecorded(id string, n int) {
 	e.T.Helper()
 	store := records.New(e.clientRunning().Buckets)
-	waitCond(e.T, 60*time.Second, fmt.Sprintf("%d jobs of %s recorded", n, id), func() (bool, string) {
+	poll.Until(e.T, 60*time.Second, fmt.Sprintf("%d jobs of %s recorded", n, id), func() (bool, string) {
 		got, err := store.JobIDs(context.Background(), e2eTenant, id)
 		if err != nil {
 			return false, err.Error()
@@ -96,7 +97,7 @@ func (e *Env) waitRecorded(id string, n int) {
 func (e *Env) waitIdle() {
 	e.T.Helper()
 	js := e.JS()
-	waitCond(e.T, 60*time.Second, "the aggregator idle", func() (bool, string) {
+	poll.Until(e.T, 60*time.Second, "the aggregator idle", func() (bool, string) {
 		c, err := js.Consumer(context.Background(), "TRIBUNAL", bus.ConsumerName(bus.Aggregator))
 		if err != nil {
 			return false, err.Error()
@@ -183,7 +184,7 @@ func TestResumeFinishesAnInterruptedSubmission(t *testing.T) {
 	b := WriteBatch(t, batchFiles{N: n}.build())
 	id := client.NewBatchID(b)
 	env.submitCut(b, id, cut)
-	waitCond(t, 30*time.Second, "the batch's plan recorded", func() (bool, string) { h := env.header(id); return h != nil && h.Plan != nil, "" })
+	poll.Until(t, 30*time.Second, "the batch's plan recorded", func() (bool, string) { h := env.header(id); return h != nil && h.Plan != nil, "" })
 	if h := env.header(id); h.Size != n || h.Completion != nil {
 		t.Fatalf("header %+v", h)
 	}
@@ -265,7 +266,7 @@ func TestCancelHalfSubmittedBatch(t *testing.T) {
 	b := WriteBatch(t, batchFiles{N: n}.build())
 	id := client.NewBatchID(b)
 	env.submitCut(b, id, cut)
-	waitCond(t, 30*time.Second, "the batch's plan recorded", func() (bool, string) { h := env.header(id); return h != nil && h.Plan != nil, "" })
+	poll.Until(t, 30*time.Second, "the batch's plan recorded", func() (bool, string) { h := env.header(id); return h != nil && h.Plan != nil, "" })
 
 	r := env.clientRunning()
 	h, err := client.Cancel(context.Background(), r.Buckets, r.Pub, e2eTenant, id, "tester")
@@ -300,7 +301,7 @@ func TestCancelHalfSubmittedBatch(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d ACs cancelled (%d never submitted)", cancelled, n, n-cut)
-	waitBatchCompletedEvent(t, env.JS(), e2eTenant, id)
+	WaitBatchCompleted(t, env.JS(), e2eTenant, id)
 	env.waitIdle()
 	if c := env.subjectCount(events.AnyTenant(events.TypeBatchCompleted)); c != 1 {
 		t.Errorf("%d batch.completed, want 1", c)

@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,17 +18,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
+)
 
 func start(t testing.TB, bin string, args ...string) {
 	t.Helper()
@@ -80,18 +71,18 @@ func BenchmarkJudgeScaling(t *testing.B) {
 			t.Fatalf("build %s: %v\n%s", pkg, err, msg)
 		}
 	}
-	llm := freePort(t)
+	llm := freeport.Addr(t)
 	start(t, fake, "--listen", llm, "--latency", latency.String())
 	waitHTTP(t, "http://"+llm+"/v1/models")
 	t.Logf("%-3s %-6s %-10s %-10s %-10s", "K", "ACs", "ACs/s", "ideal", "efficiency")
 	for _, k := range []int{1, 2, 4} {
-		natsAddr := freePort(t)
+		natsAddr := freeport.Addr(t)
 		natsURL := "nats://" + natsAddr
 		blobURL := "file://" + filepath.Join(t.TempDir(), "blobs")
 		start(t, bin, "serve", "nats", "--listen", natsAddr, "--store", t.TempDir())
 		var ready []string
 		svc := func(name string, extra ...string) {
-			h := freePort(t)
+			h := freeport.Addr(t)
 			start(t, bin, append([]string{"serve", name, "--nats", natsURL, "--blob", blobURL, "--health", h, "--log-level", "error"}, extra...)...)
 			ready = append(ready, "http://"+h+"/readyz")
 		}

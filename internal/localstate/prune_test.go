@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/tribunal-dev/tribunal/internal/app"
-	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -105,36 +104,13 @@ func writeBatch(t *testing.T, dir, name, text string) *batch.Batch {
 // one stays.
 func TestPruneKeepsWhatStays(t *testing.T) {
 	ctx := context.Background()
-	ns := natstest.Start(t)
-	nc, err := nats.Connect(ns.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	store, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	provider, err := scripted.New(scripted.Options{Winner: "A"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := app.Start(ctx, nc, app.Options{Store: store, Provider: provider, Instance: "prune-test", CloseTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Close)
-	sub := &client.Submitter{Pub: r.Pub, Store: store}
+	env := e2e.NewEnv(t)
+	env.Bus = bus.Config{}
+	r := env.StartWith(app.Options{Provider: e2e.Scripted(t, scripted.Options{Winner: "A"}, nil), Instance: "prune-test", CloseTimeout: 5 * time.Second})
+	store := env.Store.(*fileblob.Store)
 	judge := func(b *batch.Batch) string {
-		s, err := sub.Submit(ctx, b, "default", client.NewBatchID(b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		if _, err := client.Watch(wctx, r.Buckets, s.Tenant, s.BatchID, 50*time.Millisecond, func(client.Progress) {}); err != nil {
-			t.Fatal(err)
-		}
+		s := env.Submit(b, "default")
+		env.WaitComplete(s, 60*time.Second)
 		return s.BatchID
 	}
 	old := judge(writeBatch(t, filepath.Join(t.TempDir(), "old"), "old", "# Notes\nOnly the old batch has these bytes.\n"))

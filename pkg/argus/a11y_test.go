@@ -10,6 +10,7 @@ import (
 )
 
 func TestHarvestIDs(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, probe string
 		want        []string
@@ -52,6 +53,7 @@ func TestHarvestIDs(t *testing.T) {
 }
 
 func TestCheckA11yIDs(t *testing.T) {
+	t.Parallel()
 	present := []string{"screen.list", "row.item.1", "row.item.2", "button.createItem", "row.itemless"}
 	cases := []struct {
 		name     string

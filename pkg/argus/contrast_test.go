@@ -18,6 +18,7 @@ func mustColor(t *testing.T, raw string) Color {
 
 // TestContrastRatioKnownValues pins the WCAG arithmetic against published numbers.
 func TestContrastRatioKnownValues(t *testing.T) {
+	t.Parallel()
 	white := `"#FFFFFF"`
 	cases := []struct {
 		name    string
@@ -55,6 +56,7 @@ func TestContrastRatioKnownValues(t *testing.T) {
 }
 
 func TestRelativeLuminance(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		hex  string
 		want float64
@@ -71,6 +73,7 @@ func TestRelativeLuminance(t *testing.T) {
 }
 
 func TestParseColorErrors(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		`"#12"`, `"#1234"`, `"#GGGGGG"`, `"#12345"`, `"red"`,
 		`{"r":256,"g":0,"b":0}`, `{"r":0,"g":0}`, `{"r":0,"g":0,"b":0,"a":1.5}`, `{"r":"0","g":0,"b":0}`,
@@ -114,6 +117,7 @@ func check(t *testing.T, tokens, pairs string, appearances ...string) *ContrastR
 }
 
 func TestTokensAppearancesInDocumentOrder(t *testing.T) {
+	t.Parallel()
 	tk, err := ParseTokens([]byte(testTokens))
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +140,7 @@ func TestTokensAppearancesInDocumentOrder(t *testing.T) {
 }
 
 func TestCheckContrast(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name        string
 		pairs       string
@@ -182,6 +187,7 @@ func TestCheckContrast(t *testing.T) {
 // TestContrastNoRoundingBeforeComparing: #777777 on white is 4.4781, which prints as
 // 4.48 and must still fail a minimum of 4.48.
 func TestContrastNoRoundingBeforeComparing(t *testing.T) {
+	t.Parallel()
 	rep := check(t, testTokens, `{"pairs":[{"fg":"muted","bg":"surface","min":4.48}]}`, "light")
 	p := rep.Pairs[0]
 	if p.Ratio != 4.48 || p.Status != ContrastFail || p.Exact >= 4.48 {
@@ -194,6 +200,7 @@ func TestContrastNoRoundingBeforeComparing(t *testing.T) {
 }
 
 func TestContrastBadInput(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, tokens, pairs, want string }{
 		{"unknown token", testTokens, `{"pairs":[{"fg":"nope","bg":"surface"}]}`, `"nope" is not in tokens.json`},
 		{"translucent background", testTokens, `{"pairs":[{"fg":"text","bg":"overlayText"}]}`, "opaque background"},
@@ -230,6 +237,7 @@ func TestContrastBadInput(t *testing.T) {
 // gate from the seed's check_contrast.py (docs/kinds.md lists each with its reason). Each
 // row quotes the seed's line and states what tribunal does instead.
 func TestContrastDeparturesFromTheSeed(t *testing.T) {
+	t.Parallel()
 	pairs := func(doc string) []ContrastPair {
 		p, err := ParseContrastPairs([]byte(doc))
 		if err != nil {

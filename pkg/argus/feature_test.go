@@ -13,6 +13,7 @@ const exampleDir = "../../examples/rubric-feature"
 // TestExampleFeature loads the repository's example feature the way the renderer and
 // gater will, and runs its platform-agnostic gates.
 func TestExampleFeature(t *testing.T) {
+	t.Parallel()
 	f, err := LoadFeature(exampleDir)
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +58,7 @@ func TestExampleFeature(t *testing.T) {
 }
 
 func TestLoadFeatureErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, body string) {
 		t.Helper()
@@ -135,6 +137,7 @@ func seedRepo(t *testing.T) (root, feature string) {
 // are the batch folder and the repository root, then the feature folder; never a folder
 // above them.
 func TestSeedTemplateLoads(t *testing.T) {
+	t.Parallel()
 	root, feature := seedRepo(t)
 	if got := RepoRoot(feature); got != root {
 		t.Fatalf("RepoRoot = %q, want %q", got, root)
@@ -187,6 +190,7 @@ func TestSeedTemplateLoads(t *testing.T) {
 // TestExampleAppFeature: examples/rubric-app, the command-adapter example, loads and keeps
 // its app:// route as written.
 func TestExampleAppFeature(t *testing.T) {
+	t.Parallel()
 	f, err := LoadFeature("../../examples/rubric-app")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseAdapterGates(t *testing.T) {
+	t.Parallel()
 	g, err := ParseAdapterGates([]byte(`{"build":"pass","lint":"fail","type_check":"skip","token_compliance":"pass","snapshot":"diff","flows":"pass"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +44,7 @@ func TestParseAdapterGates(t *testing.T) {
 
 // TestAllGreenDerived: all_green comes from the gate map alone.
 func TestAllGreenDerived(t *testing.T) {
+	t.Parallel()
 	missing := &A11yResult{Expected: 2, Present: 1, Missing: []string{"row.item.*"}}
 	ok := &A11yResult{Expected: 2, Present: 2, Missing: []string{}}
 	cases := []struct {
@@ -70,6 +72,7 @@ func TestAllGreenDerived(t *testing.T) {
 }
 
 func TestGateResultNormalize(t *testing.T) {
+	t.Parallel()
 	doc := `{"feature":"habits","target":"list","state":"populated","appearance":"dark",
 	  "gates":{"build":"pass","lint":"pass","type_check":"pass","token_contrast":"pass","token_compliance":"pass",
 	           "snapshot":"diff","flows":"pass","a11y_ids":{"expected":3,"present":3,"missing":[]}},
@@ -111,6 +114,7 @@ func TestGateResultNormalize(t *testing.T) {
 }
 
 func TestAssembleGateResult(t *testing.T) {
+	t.Parallel()
 	v := View{Target: "list", State: "populated", Appearance: "light"}
 	r := AssembleGateResult(v, "habits", AdapterGates{Build: GatePass}, GatePass, &A11yResult{Expected: 1, Present: 1})
 	if !r.AllGreen {
@@ -146,6 +150,7 @@ func TestAssembleGateResult(t *testing.T) {
 // gates is reported when it passes and turns the floor red when it fails; it never
 // breaks the adapter's result (a failed build gate) as an unknown key.
 func TestExtraAdapterGates(t *testing.T) {
+	t.Parallel()
 	v := View{Target: "list", State: "populated", Appearance: "light"}
 	for _, tc := range []struct {
 		name, adapter string

@@ -32,6 +32,7 @@ func render(t *testing.T, w, h int, shift uint8, changed int) []byte {
 }
 
 func TestCompareImages(t *testing.T) {
+	t.Parallel()
 	base := render(t, 100, 100, 0, 0)
 	cases := []struct {
 		name      string
@@ -74,6 +75,7 @@ func TestCompareImages(t *testing.T) {
 }
 
 func TestSnapshotStatus(t *testing.T) {
+	t.Parallel()
 	base := render(t, 50, 50, 0, 0)
 	if s, _ := SnapshotStatus(nil, base); s != GateSkip {
 		t.Errorf("no baseline: %s", s)
@@ -87,6 +89,7 @@ func TestSnapshotStatus(t *testing.T) {
 }
 
 func TestCompareImagesRefusesHugeHeaders(t *testing.T) {
+	t.Parallel()
 	// A valid PNG header claiming 100000x100000 pixels must not be decoded.
 	img := image.NewGray(image.Rect(0, 0, 1, 1))
 	var buf bytes.Buffer

@@ -14,6 +14,7 @@ import (
 // tokens and contrast-pairs paths, its route and its reference file are left out, every
 // contract it scores against stays.
 func TestJudgeSpec(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join("testdata", "seed-template", "spec.json"))
 	if err != nil {
 		t.Fatal(err)

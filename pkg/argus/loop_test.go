@@ -25,6 +25,7 @@ func apply(s LoopState, st step, p LoopParams) (LoopState, Decision) {
 }
 
 func TestLoopSequences(t *testing.T) {
+	t.Parallel()
 	p := DefaultRubric().LoopParams()
 	cases := []struct {
 		name  string
@@ -104,6 +105,7 @@ func TestLoopSequences(t *testing.T) {
 // TestLoopStateIsAValue: operations never modify the state they were called on, so a
 // state read from the key-value store can be retried against a fresh copy.
 func TestLoopStateIsAValue(t *testing.T) {
+	t.Parallel()
 	p := DefaultLoopParams()
 	s0 := NewLoopState("f", "t", "")
 	s1, _ := s0.Record(Verdict{FailedDimensions: []string{"a"}}, p)
@@ -149,6 +151,7 @@ func TestLoopStateIsAValue(t *testing.T) {
 // claims a pass its scores do not support; normalization corrects it, so the loop
 // does not sign off on the judge's word.
 func TestLoopWithNormalizedVerdicts(t *testing.T) {
+	t.Parallel()
 	r := DefaultRubric()
 	raw, err := ParseVerdict(editVerdict(t, func(m map[string]any) { m["all_pass"] = true; m["failed_dimensions"] = []any{} }))
 	if err != nil {
@@ -180,6 +183,7 @@ func TestLoopWithNormalizedVerdicts(t *testing.T) {
 // the fix list". A view whose frozen dimension keeps failing runs out its budget
 // (BLOCKED); one that signs off after a dimension froze is DONE_WITH_CONCERNS.
 func TestLoopFrozenDimensionKeepsFailing(t *testing.T) {
+	t.Parallel()
 	p := DefaultLoopParams()
 	cases := []struct {
 		name    string

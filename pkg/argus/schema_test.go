@@ -14,6 +14,7 @@ import (
 // row is a document tribunal's own parser would take and the seed's schema refuses, or a
 // document both accept.
 func TestSeedSchemas(t *testing.T) {
+	t.Parallel()
 	template, err := os.ReadFile(filepath.Join("testdata", "seed-template", "spec.json"))
 	if err != nil {
 		t.Fatal(err)

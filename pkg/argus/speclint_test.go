@@ -64,6 +64,7 @@ func existing(files ...string) func(string) bool {
 }
 
 func TestLintSpecErrors(t *testing.T) {
+	t.Parallel()
 	refs := existing("references/list-populated-light.png")
 	cases := []struct {
 		name    string
@@ -135,6 +136,7 @@ func TestLintSpecErrors(t *testing.T) {
 }
 
 func TestLintSpecWorklist(t *testing.T) {
+	t.Parallel()
 	rep, err := LintSpec([]byte(baseSpec), existing("references/list-populated-light.png"))
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +178,7 @@ func TestLintSpecWorklist(t *testing.T) {
 }
 
 func TestLintSpecUnreadable(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []string{``, `{`, `{"feature":"a"} {}`, `nope`} {
 		if _, err := LintSpec([]byte(bad), nil); err == nil {
 			t.Errorf("%q: no error", bad)
@@ -189,6 +192,7 @@ func TestLintSpecUnreadable(t *testing.T) {
 }
 
 func TestLintSpecFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "spec.json"), []byte(baseSpec), 0o644); err != nil {
 		t.Fatal(err)
@@ -211,6 +215,7 @@ func TestLintSpecFile(t *testing.T) {
 }
 
 func TestSpecViews(t *testing.T) {
+	t.Parallel()
 	s, err := ParseSpec([]byte(baseSpec))
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestFoldFeatureStatus(t *testing.T) {
+	t.Parallel()
 	signed := func(k string) ViewOutcome {
 		return ViewOutcome{View: k, Result: ViewSignedOff, HumanSpotcheck: SpotcheckPending}
 	}
@@ -68,6 +69,7 @@ func TestNewSignOff(t *testing.T) {
 }
 
 func TestRubric(t *testing.T) {
+	t.Parallel()
 	r := DefaultRubric()
 	want := "visual_fidelity,token_compliance,layout_spacing,typography,hierarchy,functional_correctness,accessibility"
 	if got := strings.Join(r.DimensionNames(), ","); got != want {
@@ -106,6 +108,7 @@ func TestRubric(t *testing.T) {
 // or names the dimension the judge got wrong so you can tune rubric.json". A rejection
 // must name a dimension of the view's rubric; "reject" or a typo is not one.
 func TestCheckSpotcheck(t *testing.T) {
+	t.Parallel()
 	r := DefaultRubric()
 	custom, err := ParseRubric([]byte(`{"dimensions":{"fit":{"anchor":"reference"},"reject":{"anchor":"spec-text"}}}`))
 	if err != nil {

@@ -46,6 +46,7 @@ func dim(m map[string]any, name string) map[string]any {
 }
 
 func TestParseVerdict(t *testing.T) {
+	t.Parallel()
 	v, err := ParseVerdict([]byte(goodVerdict))
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +65,7 @@ func TestParseVerdict(t *testing.T) {
 }
 
 func TestParseVerdictViolations(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		data  []byte

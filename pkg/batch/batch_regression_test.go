@@ -15,6 +15,7 @@ import (
 // Bug A: an AC-level type error (judges not a list, criterion not a string, an entry
 // that is not a mapping) stopped the whole file instead of costing only that AC.
 func TestBugACTypeErrorKeepsTheRest(t *testing.T) {
+	t.Parallel()
 	const file = "b/batch.yaml"
 	tests := []struct {
 		name, bad, field string
@@ -60,6 +61,7 @@ func TestBugACTypeErrorKeepsTheRest(t *testing.T) {
 // Bug B: file-level errors that are about a missing key, or several unknown keys, or an
 // unknown key containing '.', name neither a line nor the field ("(document)").
 func TestBugFileErrorsNameLineAndField(t *testing.T) {
+	t.Parallel()
 	const file = "teams/a/batch.yaml"
 	tests := []struct {
 		name, doc string
@@ -82,6 +84,7 @@ func TestBugFileErrorsNameLineAndField(t *testing.T) {
 // Bug C: an unknown key that looks like a path index made Parse panic (a path was built
 // from user text).
 func TestBugUnknownKeyWithPathSyntaxDoesNotPanic(t *testing.T) {
+	t.Parallel()
 	defer func() {
 		if r := recover(); r != nil {
 			t.Fatalf("Parse panicked: %v", r)
@@ -107,6 +110,7 @@ func aliasBomb(levels int) []byte {
 }
 
 func TestBugAliasExpansionIsBounded(t *testing.T) {
+	t.Parallel()
 	data := aliasBomb(6)
 	done := make(chan error, 1)
 	go func() {
@@ -127,6 +131,7 @@ func TestBugAliasExpansionIsBounded(t *testing.T) {
 // (gigabytes for 8,000), and the schema library names every unknown key in each key's
 // error. Both are caught before that, and the report stays readable.
 func TestManyBadKeysStayBounded(t *testing.T) {
+	t.Parallel()
 	for name, line := range map[string]func(i int) string{
 		"repeated": func(int) string { return "name: x\n" },
 		"unknown":  func(i int) string { return fmt.Sprintf("bogus%d: x\n", i) },

@@ -40,6 +40,7 @@ acs:
 `
 
 func TestParseValidBatch(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join("some", "dir", "batch.yaml")
 	b, err := Parse(path, []byte(validBatch))
 	if err != nil {
@@ -98,6 +99,7 @@ func TestParseValidBatch(t *testing.T) {
 func intp(i int) *int { return &i }
 
 func TestLoadFolderAndFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, DefaultFile), []byte(validBatch), 0o644); err != nil {
 		t.Fatal(err)
@@ -124,6 +126,7 @@ func TestLoadFolderAndFile(t *testing.T) {
 
 // TestParseAutoSwap: positions auto with its auto_swap rule, at the top and per AC.
 func TestParseAutoSwap(t *testing.T) {
+	t.Parallel()
 	b, err := Parse("b.yaml", []byte("version: 1\npositions: auto\nauto_swap: {confidence: 0.85, flip_rate: 0.05}\nacs:\n  - {id: AC-1, positions: auto}\n  - {id: AC-2}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +143,7 @@ func TestParseAutoSwap(t *testing.T) {
 // TestParseFileErrors: problems with the file as a whole stop it, and every error names
 // the file, a line and the field.
 func TestParseFileErrors(t *testing.T) {
+	t.Parallel()
 	const file = "teams/a/batch.yaml"
 	tests := []struct {
 		name  string
@@ -252,6 +256,7 @@ func assertFileError(t *testing.T, file, doc string, line int, field, msg string
 // TestParseACProblems: a bad field inside one AC costs only that AC. It is kept, with a
 // Problem naming file, line and field; the other ACs load clean.
 func TestParseACProblems(t *testing.T) {
+	t.Parallel()
 	const file = "b/batch.yaml"
 	tests := []struct {
 		name string
@@ -321,6 +326,7 @@ func TestParseACProblems(t *testing.T) {
 // TestParseRejected: entries that cannot be named go to Rejected with their line; the
 // rest loads.
 func TestParseRejected(t *testing.T) {
+	t.Parallel()
 	doc := `version: 1
 acs:
   - id: AC-1
@@ -373,6 +379,7 @@ acs:
 
 // TestParseDuplicateID: a schema-clean file whose ids repeat keeps the first.
 func TestParseDuplicateID(t *testing.T) {
+	t.Parallel()
 	doc := "version: 1\nacs:\n  - id: AC-1\n    ours: first.md\n  - id: AC-2\n  - id: AC-1\n    ours: second.md\n"
 	b, err := Parse("batch.yaml", []byte(doc))
 	if err != nil {
@@ -394,6 +401,7 @@ func TestParseDuplicateID(t *testing.T) {
 }
 
 func TestParseNoUsableACs(t *testing.T) {
+	t.Parallel()
 	doc := "version: 1\nacs:\n  - id: \"no good\"\n  - criterion: nothing\n"
 	_, err := Parse("batch.yaml", []byte(doc))
 	var es Errors
@@ -409,6 +417,7 @@ func TestParseNoUsableACs(t *testing.T) {
 }
 
 func TestErrorFormat(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		e    Error
 		want string
@@ -429,6 +438,7 @@ func TestErrorFormat(t *testing.T) {
 }
 
 func TestLocalPath(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	dir := filepath.Join(root, "batch")
 	outside := filepath.Join(root, "outside")
@@ -539,6 +549,7 @@ func TestLocalPathRelativeDir(t *testing.T) {
 }
 
 func TestIsURL(t *testing.T) {
+	t.Parallel()
 	tests := map[string]bool{
 		"https://example.com/a.html": true,
 		"http://example.com":         true,
@@ -589,6 +600,7 @@ func BenchmarkParse(b *testing.B) {
 // judges only the named ACs of the batch, and naming one the batch lacks is a usage
 // error rather than a smaller run.
 func TestSelectACs(t *testing.T) {
+	t.Parallel()
 	mk := func() *Batch {
 		return &Batch{Path: "batch.yaml", File: File{ACs: []AC{{ID: "AC-7"}, {ID: "AC-8"}, {ID: "AC-12"}}},
 			Rejected: []*Error{{File: "batch.yaml", Line: 9, Msg: "no id"}}}

@@ -14,6 +14,7 @@ import (
 // TestLoadRefusesFIFO: a batch file that is a named pipe is refused with its path at
 // once; opening it for reading would block until something wrote to it.
 func TestLoadRefusesFIFO(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pipe := filepath.Join(dir, DefaultFile)
 	fifotest.Make(t, pipe)

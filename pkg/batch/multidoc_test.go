@@ -10,6 +10,7 @@ import (
 // TestParseRefusesSecondDocument: a second YAML document after --- used to be dropped
 // without a word, its ACs with it; it is a file error naming the marker's line.
 func TestParseRefusesSecondDocument(t *testing.T) {
+	t.Parallel()
 	const first = "version: 1\nacs:\n  - id: AC-1\n    criterion: c\n    ours: a.md\n    reference: b.md\n"
 	const second = "acs:\n  - id: AC-2\n    criterion: c\n    ours: a.md\n    reference: b.md\n"
 	tests := []struct {

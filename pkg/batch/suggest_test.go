@@ -9,6 +9,7 @@ import (
 // TestEntryProblemsSayWhereAndWhat: a problem inside an AC entry names the AC, the line
 // and what is wrong, with the key the author probably meant; issue 17's example.
 func TestEntryProblemsSayWhereAndWhat(t *testing.T) {
+	t.Parallel()
 	doc := `version: 1
 name: typos
 acs:
@@ -60,6 +61,7 @@ acs:
 // TestHeaderTypoSuggestsTheKey: an unknown top-level key also names the key it is
 // probably a typo of.
 func TestHeaderTypoSuggestsTheKey(t *testing.T) {
+	t.Parallel()
 	_, err := Parse("b.yaml", []byte("version: 1\ntreshold: 0.5\nacs:\n  - id: AC-1\n"))
 	var es Errors
 	if !errors.As(err, &es) || len(es) != 1 || es[0].Error() != "b.yaml:2: treshold: unknown key (did you mean threshold?)" {

@@ -40,6 +40,7 @@ func init() {
 }
 
 func TestOpenURL(t *testing.T) {
+	t.Parallel()
 	s, err := blob.OpenURL(t.Context(), "fake://bucket/x?a=1")
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +54,7 @@ func TestOpenURL(t *testing.T) {
 }
 
 func TestOpenURLErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		url     string
 		want    []string
@@ -84,6 +86,7 @@ func TestOpenURLErrors(t *testing.T) {
 }
 
 func TestRegisterPanics(t *testing.T) {
+	t.Parallel()
 	opener := func(context.Context, *url.URL) (blob.Store, error) { return nil, nil }
 	for name, f := range map[string]func(){
 		"duplicate":  func() { blob.Register("fake", opener) },
@@ -103,6 +106,7 @@ func TestRegisterPanics(t *testing.T) {
 }
 
 func TestRefAndTenantValidation(t *testing.T) {
+	t.Parallel()
 	if err := blob.ValidateTenant("acme-1_x"); err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +119,7 @@ func TestRefAndTenantValidation(t *testing.T) {
 }
 
 func TestDigestCopy(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	n, sum, err := blob.DigestCopy(t.Context(), &buf, strings.NewReader("abc"), 3)
 	if err != nil || n != 3 || sum != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {

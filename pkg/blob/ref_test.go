@@ -8,6 +8,7 @@ import (
 
 // The byte loops say what the patterns they replaced say.
 func TestRefPatterns(t *testing.T) {
+	t.Parallel()
 	tenant := regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	hex := regexp.MustCompile(`^[0-9a-f]{64}$`)
 	long := strings.Repeat("a", 63)

@@ -18,6 +18,7 @@ func attrsOf(data []byte) blob.Attrs {
 }
 
 func TestVerifyingReader(t *testing.T) {
+	t.Parallel()
 	good := []byte("the bytes that were judged")
 	a := attrsOf(good)
 	flipped := bytes.Clone(good)
@@ -80,6 +81,7 @@ func TestVerifyingReader(t *testing.T) {
 }
 
 func TestVerifyingReaderPassesTransportErrors(t *testing.T) {
+	t.Parallel()
 	good := []byte("abcdefgh")
 	boom := errors.New("connection reset")
 	r := io.MultiReader(bytes.NewReader(good[:4]), iotest.ErrReader(boom))
@@ -90,6 +92,7 @@ func TestVerifyingReaderPassesTransportErrors(t *testing.T) {
 }
 
 func TestReadAllVerifies(t *testing.T) {
+	t.Parallel()
 	// blob.ReadAll must not return bytes that failed verification.
 	good := []byte("payload")
 	s := fakeStore{data: []byte("PAYLOAD"), attrs: attrsOf(good)}

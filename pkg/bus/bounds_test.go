@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -41,14 +43,14 @@ func TestOversizedOutputDeadLettersAtOnce(t *testing.T) {
 	if err := e.pub.PublishEvents(in); err != nil {
 		t.Fatal(err)
 	}
-	checkDeadLetter(t, oneDeadLetter(t, e, 20*time.Second, &calls), in, "render.done", "max payload", fmt.Sprintf("over the limit of %d", limit))
+	checkDeadLetter(t, oneDeadLetter(t, e, bus.Renderer, 20*time.Second), in, "render.done", "max payload", fmt.Sprintf("over the limit of %d", limit))
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("handler called %d times, want 1: an output too large to publish never fits", n)
 	}
 	if info := e.consumer(t, bus.Renderer); info.Delivered.Consumer != 1 {
 		t.Fatalf("input delivered %d times, want 1", info.Delivered.Consumer)
 	}
-	if n := subjectCount(t, e.js, "tribunal.*.render.done"); n != 0 {
+	if n := natstest.SubjectCount(t, e.js, "tribunal.*.render.done"); n != 0 {
 		t.Fatalf("%d render.done stored", n)
 	}
 }
@@ -101,7 +103,7 @@ func TestPublishFailuresCountTowardMaxDeliver(t *testing.T) {
 	if err := e.pub.PublishEvents(in); err != nil {
 		t.Fatal(err)
 	}
-	checkDeadLetter(t, oneDeadLetter(t, e, 30*time.Second, &calls), in, fmt.Sprintf("after %d deliveries", maxDeliver), "outputs of "+in.ID)
+	checkDeadLetter(t, oneDeadLetter(t, e, bus.Renderer, 30*time.Second), in, fmt.Sprintf("after %d deliveries", maxDeliver), "outputs of "+in.ID)
 	if info := e.consumer(t, bus.Renderer); info.Delivered.Consumer != maxDeliver {
 		t.Fatalf("input delivered %d times, want MaxDeliver=%d", info.Delivered.Consumer, maxDeliver)
 	}
@@ -111,16 +113,16 @@ func TestPublishFailuresCountTowardMaxDeliver(t *testing.T) {
 	}
 }
 
-// oneDeadLetter waits for the renderer's input to be dead-lettered and settled, and
-// returns the one dead letter.
-func oneDeadLetter(t *testing.T, e *routerEnv, timeout time.Duration, calls *atomic.Int32) *jetstream.RawStreamMsg {
+// oneDeadLetter waits for service's input to be dead-lettered and settled, and returns
+// the one dead letter it must make.
+func oneDeadLetter(t *testing.T, e *routerEnv, service string, timeout time.Duration) *jetstream.RawStreamMsg {
 	t.Helper()
-	waitFor(t, timeout, "a dead letter", func() (bool, string) {
-		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Renderer))
-		return n > 0, fmt.Sprintf("%d dead letters after %d handler calls", n, calls.Load())
+	poll.Until(t, timeout, "a dead letter", func() (bool, string) {
+		n := natstest.SubjectCount(t, e.js, events.DeadLetterSubject(service))
+		return n > 0, fmt.Sprintf("%d dead letters", n)
 	})
-	waitFor(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Renderer))
-	dls := deadLetters(t, e.js, bus.Renderer)
+	poll.Until(t, 10*time.Second, "the input to be settled", e.settled(t, service))
+	dls := deadLetters(t, e.js, service)
 	if len(dls) != 1 {
 		t.Fatalf("%d dead letters, want 1", len(dls))
 	}

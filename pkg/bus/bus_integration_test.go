@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -34,23 +35,6 @@ func renderEvent(job string) events.Event {
 		Threshold: 0.75,
 	}}
 	return events.New(&events.RenderRequested{Spec: spec}, testTenant, "batch-1", job, 0, "", nil)
-}
-
-// waitFor polls cond every 10ms until it holds or timeout passes; cond describes the
-// state it saw, for the failure message.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -327,24 +311,6 @@ func (e *routerEnv) settled(t *testing.T, service string) func() (bool, string) 
 	}
 }
 
-// subjectCount is how many messages the stream holds on subject.
-func subjectCount(t *testing.T, js jetstream.JetStream, subject string) uint64 {
-	t.Helper()
-	st, err := js.Stream(ctxT(t), "TRIBUNAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctxT(t), jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n
-}
-
 // TestLongHandlerNotRedelivered: a handler working past AckWait keeps its message
 // (the subscriber sends InProgress), so it runs exactly once.
 func TestLongHandlerNotRedelivered(t *testing.T) {
@@ -374,7 +340,7 @@ func TestLongHandlerNotRedelivered(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("handler did not finish")
 	}
-	waitFor(t, 10*time.Second, "the message to be acked", e.settled(t, bus.Renderer))
+	poll.Until(t, 10*time.Second, "the message to be acked", e.settled(t, bus.Renderer))
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("handler invoked %d times, want 1", n)
 	}
@@ -386,24 +352,7 @@ func TestLongHandlerNotRedelivered(t *testing.T) {
 // deadLetters reads every message stored on the service's dead-letter subject.
 func deadLetters(t *testing.T, js jetstream.JetStream, service string) []*jetstream.RawStreamMsg {
 	t.Helper()
-	ctx := ctxT(t)
-	subject := events.DeadLetterSubject(service)
-	n := subjectCount(t, js, subject)
-	st, err := js.Stream(ctx, "TRIBUNAL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*jetstream.RawStreamMsg
-	var seq uint64 = 1
-	for uint64(len(out)) < n {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if err != nil {
-			t.Fatalf("read dead letter after seq %d: %v", seq, err)
-		}
-		out = append(out, m)
-		seq = m.Sequence + 1
-	}
-	return out
+	return natstest.SubjectMsgs(t, js, events.DeadLetterSubject(service))
 }
 
 // checkDeadLetter checks one dead letter against the original event.
@@ -453,17 +402,7 @@ func TestRetriesExhaustedDeadLetter(t *testing.T) {
 	if err := e.pub.PublishEvents(rd); err != nil {
 		t.Fatal(err)
 	}
-	dlq := events.DeadLetterSubject(bus.Gater)
-	waitFor(t, 20*time.Second, "a dead letter", func() (bool, string) {
-		n := subjectCount(t, e.js, dlq)
-		return n > 0, fmt.Sprintf("%d dead letters", n)
-	})
-	waitFor(t, 10*time.Second, "the message to be settled", e.settled(t, bus.Gater))
-	dls := deadLetters(t, e.js, bus.Gater)
-	if len(dls) != 1 {
-		t.Fatalf("%d dead letters, want exactly 1", len(dls))
-	}
-	checkDeadLetter(t, dls[0], rd, "storage is down", fmt.Sprintf("after %d deliveries", maxDeliver))
+	checkDeadLetter(t, oneDeadLetter(t, e, bus.Gater, 20*time.Second), rd, "storage is down", fmt.Sprintf("after %d deliveries", maxDeliver))
 	// JetStream delivered it MaxDeliver times; each delivery ran the handler
 	// 1 + MaxRetries times in process.
 	if info := e.consumer(t, bus.Gater); info.Delivered.Consumer != maxDeliver {
@@ -488,16 +427,7 @@ func TestPermanentErrorDeadLettersAtOnce(t *testing.T) {
 	if err := e.pub.PublishEvents(rd); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a dead letter", func() (bool, string) {
-		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
-		return n > 0, fmt.Sprintf("%d dead letters", n)
-	})
-	waitFor(t, 10*time.Second, "the message to be settled", e.settled(t, bus.Gater))
-	dls := deadLetters(t, e.js, bus.Gater)
-	if len(dls) != 1 {
-		t.Fatalf("%d dead letters, want 1", len(dls))
-	}
-	checkDeadLetter(t, dls[0], rd, "this input can never work")
+	checkDeadLetter(t, oneDeadLetter(t, e, bus.Gater, 10*time.Second), rd, "this input can never work")
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("handler invoked %d times, want 1 (no retries for a permanent error)", n)
 	}
@@ -554,7 +484,7 @@ func TestGracefulCloseReturnsMessages(t *testing.T) {
 	}
 	// Every handler slot busy, and the consumer has handed this instance more messages
 	// than its handlers hold: pulled, buffered, not started.
-	waitFor(t, 10*time.Second, "the instance to hold pulled messages beyond its busy handlers", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "the instance to hold pulled messages beyond its busy handlers", func() (bool, string) {
 		info := e.consumer(t, bus.Gater)
 		b := blocked.Load()
 		return b == 4 && info.NumAckPending > int(b), fmt.Sprintf("%d handlers busy, ack pending %d", b, info.NumAckPending)
@@ -572,7 +502,7 @@ func TestGracefulCloseReturnsMessages(t *testing.T) {
 		return nil, nil
 	})
 	// Nothing stays checked out to the closed instance until AckWait runs out.
-	waitFor(t, 9*time.Second, fmt.Sprintf("a new instance to handle every message (the closed one held %d)", held), func() (bool, string) {
+	poll.Until(t, 9*time.Second, fmt.Sprintf("a new instance to handle every message (the closed one held %d)", held), func() (bool, string) {
 		c := 0
 		handled.Range(func(any, any) bool { c++; return true })
 		return c == n-quick, fmt.Sprintf("%d/%d handled %s after close", c, n-quick, time.Since(closed).Round(time.Millisecond))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -53,7 +54,7 @@ func TestOutputsCarryTheInputChain(t *testing.T) {
 	}
 	subject := func(typ events.Type) string { s, _ := events.Subject(testTenant, typ); return s }
 	var blocked events.Event
-	waitFor(t, 20*time.Second, "job.blocked", func() (bool, string) {
+	poll.Until(t, 20*time.Second, "job.blocked", func() (bool, string) {
 		var ok bool
 		blocked, _, ok = stored(t, e, subject(events.TypeJobBlocked))
 		return ok, "none yet"

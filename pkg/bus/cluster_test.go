@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 )
 
@@ -44,7 +45,7 @@ func TestProvisionScalesToReplicas(t *testing.T) {
 			t.Fatalf("provision R3 (round %d): %v", round, err)
 		}
 		// Scaling is carried out by the cluster after the update is accepted: poll.
-		waitFor(t, 30*time.Second, "every stream, bucket and durable on three replicas", func() (bool, string) {
+		poll.Until(t, 30*time.Second, "every stream, bucket and durable on three replicas", func() (bool, string) {
 			return replicated(ctx, js)
 		})
 	}

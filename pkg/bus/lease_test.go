@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 )
 
@@ -47,7 +48,7 @@ func TestLeaseOneHolder(t *testing.T) {
 	// A graceful stop hands it over.
 	leases[0].Close()
 	var next int
-	waitFor(t, 10*time.Second, "a new holder after a close", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "a new holder after a close", func() (bool, string) {
 		n, who, state := holders()
 		next = who
 		return n == 1 && who != 0, state
@@ -91,7 +92,7 @@ func TestLeaseExpiresWithoutRenewal(t *testing.T) {
 	if l.Held() {
 		t.Fatal("took a lease another holder still has")
 	}
-	waitFor(t, 10*time.Second, "the dead holder's lease to expire", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "the dead holder's lease to expire", func() (bool, string) {
 		return l.Held(), "not held"
 	})
 }

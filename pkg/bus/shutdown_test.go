@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -67,7 +69,7 @@ func TestShutdownFinishesCallsInFlight(t *testing.T) {
 	if n := cancelled.Load(); n != 0 {
 		t.Fatalf("the call in flight was cancelled by the shutdown (%d)", n)
 	}
-	if n := subjectCount(t, e.js, "tribunal.*.render.done"); n != 1 {
+	if n := natstest.SubjectCount(t, e.js, "tribunal.*.render.done"); n != 1 {
 		t.Fatalf("%d render.done stored after the shutdown, want the call's 1", n)
 	}
 	if info := e.consumer(t, bus.Renderer); info.NumAckPending != 0 || info.NumPending != 0 || info.Delivered.Consumer != 1 {
@@ -120,5 +122,5 @@ func TestShutdownGraceThenHandBack(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the cancelled message was not handed back (a new instance got nothing)")
 	}
-	waitFor(t, 10*time.Second, "the message to be acked", e.settled(t, bus.Renderer))
+	poll.Until(t, 10*time.Second, "the message to be acked", e.settled(t, bus.Renderer))
 }

@@ -13,34 +13,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/otlpsink"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
-// recordSpans installs an in-memory tracer provider for the test.
-func recordSpans(t *testing.T) *tracetest.InMemoryExporter {
-	t.Helper()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
-	return exp
-}
-
 // onlySpan waits for the single span named name.
 func onlySpan(t *testing.T, exp *tracetest.InMemoryExporter, name string) tracetest.SpanStub {
 	t.Helper()
 	var found []tracetest.SpanStub
-	waitFor(t, 5*time.Second, "span "+name, func() (bool, string) {
+	poll.Until(t, 5*time.Second, "span "+name, func() (bool, string) {
 		found = found[:0]
 		for _, s := range exp.GetSpans() {
 			if s.Name == name {
@@ -80,8 +68,8 @@ func gateOne(t *testing.T, job string) (*routerEnv, events.Event, nats.Header) {
 		t.Fatal(err)
 	}
 	out, _ := events.Subject(testTenant, events.TypeGatesFailed)
-	waitFor(t, 10*time.Second, "the produced event", func() (bool, string) {
-		n := subjectCount(t, e.js, out)
+	poll.Until(t, 10*time.Second, "the produced event", func() (bool, string) {
+		n := natstest.SubjectCount(t, e.js, out)
 		return n == 1, fmt.Sprintf("%d on %s", n, out)
 	})
 	st, err := e.js.Stream(ctxT(t), "TRIBUNAL")
@@ -100,9 +88,9 @@ func gateOne(t *testing.T, job string) (*routerEnv, events.Event, nats.Header) {
 // traceparent header, and the delivery is counted as handled once.
 func TestRouterTracesAndCountsHandledEvents(t *testing.T) {
 	m := telemetry.Reset()
-	exp := recordSpans(t)
+	exp := otlpsink.RecordGlobal(t)
 	e, rd, produced := gateOne(t, "AC-1")
-	waitFor(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
+	poll.Until(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
 
 	span := onlySpan(t, exp, "gater render.done")
 	root := telemetry.JobRoot(rd.CorrelationID)
@@ -141,7 +129,7 @@ func TestRouterTracesAndCountsHandledEvents(t *testing.T) {
 // up on it, so the aggregator's handling of it joins the job's trace.
 func TestDeadLetterCountedAndTraced(t *testing.T) {
 	m := telemetry.Reset()
-	exp := recordSpans(t)
+	exp := otlpsink.RecordGlobal(t)
 	e := newRouterEnv(t, bus.Config{AckWait: 5 * time.Second, MaxDeliver: 3})
 	e.run(t, bus.Gater, bus.RouterConfig{}, func(ctx context.Context, ev events.Event) ([]events.Event, error) {
 		return nil, bus.Permanent(errors.New("this input can never work"))
@@ -150,11 +138,11 @@ func TestDeadLetterCountedAndTraced(t *testing.T) {
 	if err := e.pub.PublishEvents(rd); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a dead letter", func() (bool, string) {
-		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
+	poll.Until(t, 10*time.Second, "a dead letter", func() (bool, string) {
+		n := natstest.SubjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
 		return n == 1, fmt.Sprintf("%d dead letters", n)
 	})
-	waitFor(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
+	poll.Until(t, 10*time.Second, "the input to be settled", e.settled(t, bus.Gater))
 
 	span := onlySpan(t, exp, "gater render.done")
 	if span.Status.Code != codes.Error {
@@ -195,7 +183,7 @@ func TestSpanIDsAdvanceWithoutSDK(t *testing.T) {
 	if sid == root.SpanID().String() {
 		t.Errorf("produced event carries the span id it received (%s): the handler had no span of its own", sid)
 	}
-	waitFor(t, 10*time.Second, "the input to be counted", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "the input to be counted", func() (bool, string) {
 		got := m.Value("tribunal_events_handled_total", "service=gater", "type=render.done", "tenant="+testTenant)
 		return got == 1, fmt.Sprintf("handled %v", got)
 	})
@@ -228,11 +216,11 @@ func TestRouterRefusesEnvelopeItsSubjectContradicts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "both refused into dead letters", func() (bool, string) {
-		n := subjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
+	poll.Until(t, 10*time.Second, "both refused into dead letters", func() (bool, string) {
+		n := natstest.SubjectCount(t, e.js, events.DeadLetterSubject(bus.Gater))
 		return n == 2, fmt.Sprintf("%d dead letters", n)
 	})
-	waitFor(t, 10*time.Second, "the inputs to be settled", e.settled(t, bus.Gater))
+	poll.Until(t, 10*time.Second, "the inputs to be settled", e.settled(t, bus.Gater))
 	if n := handled.Load(); n != 0 {
 		t.Errorf("the handler ran %d times on events their subject contradicts", n)
 	}

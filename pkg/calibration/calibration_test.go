@@ -64,6 +64,7 @@ func runes(t *testing.T, b *batch.Batch, p string) int {
 // batch and the expectations name the same pairs, identical pairs are byte-identical,
 // and the side a length pair must lose is at least twice as long.
 func TestShippedSet(t *testing.T) {
+	t.Parallel()
 	b, e, th := shipped(t)
 	var acs []BatchAC
 	count := map[string]int{}
@@ -169,6 +170,7 @@ func recorded(t *testing.T, b *batch.Batch, path, judge string) []trust.Judgment
 // The scripted judge's recorded answers pass the shipped thresholds, and every stricter
 // one: `tribunal calibrate` can be tested offline against them.
 func TestRecordedAnswersPass(t *testing.T) {
+	t.Parallel()
 	b, e, th := shipped(t)
 	js := recorded(t, b, filepath.Join(setDir, "answers.json"), "scripted/recorded")
 	if len(js) != len(e.Pairs)+4 {
@@ -235,6 +237,7 @@ func reasons(r Result) string {
 
 // Each fault fails the shipped thresholds, and the reasons name what failed.
 func TestFaultyJudgesFail(t *testing.T) {
+	t.Parallel()
 	_, e, th := shipped(t)
 	tests := []struct {
 		name   string
@@ -295,6 +298,7 @@ func TestFaultyJudgesFail(t *testing.T) {
 }
 
 func TestScoreByHand(t *testing.T) {
+	t.Parallel()
 	e, err := ParseExpectations("e.yaml", []byte(`version: 1
 pairs:
   w1: {answer: ours, tests: clear-win}
@@ -379,6 +383,7 @@ pairs:
 }
 
 func TestParseExpectations(t *testing.T) {
+	t.Parallel()
 	good := "version: 1\npairs:\n  a: {answer: ours, tests: clear-win, why: because}\n  b:\n    answer: tie\n    tests: identical\n"
 	e, err := ParseExpectations("e.yaml", []byte(good))
 	if err != nil {
@@ -415,6 +420,7 @@ func TestParseExpectations(t *testing.T) {
 }
 
 func TestParseThresholds(t *testing.T) {
+	t.Parallel()
 	th, err := ParseThresholds("t.yaml", []byte("version: 1\nmin_accuracy: 0.9\nmax_length_bias: 0\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -451,6 +457,7 @@ func TestParseThresholds(t *testing.T) {
 }
 
 func TestCheckBatch(t *testing.T) {
+	t.Parallel()
 	e, err := ParseExpectations("e.yaml", []byte("version: 1\npairs:\n  a: {answer: ours, tests: clear-win}\n  o: {answer: tie, tests: order}\n  gone: {answer: ours, tests: clear-win}\n"))
 	if err != nil {
 		t.Fatal(err)

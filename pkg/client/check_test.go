@@ -27,6 +27,7 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 // whose event is too large for the bus is planned again as blocked, its problem naming the
 // AC, its line and the part of it that is too large, and `tribunal validate` shows it.
 func TestPrepareChecksEveryEvent(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"o.md": "# ours\n", "r.md": "# reference\n", "orig.md": "do a\n", "cand.md": "do a, briefly\n"})
 	big := strings.Repeat("x", 50_000)
@@ -89,6 +90,7 @@ acs:
 // TestPlanDigestAndPages: the plan lists every job in pages stored in blob storage, and its
 // digest is the same for the same batch and artifacts and differs when an artifact changed.
 func TestPlanDigestAndPages(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"o.md": "# ours\n", "r.md": "# reference\n"})
 	var doc strings.Builder

@@ -117,25 +117,16 @@ acs:
 // submittedSpecs reads the n job.submitted events of the stream, by job.
 func submittedSpecs(t *testing.T, js jetstream.JetStream, n int) map[string]events.JobSpec {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := js.Stream(ctx, "TRIBUNAL")
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]events.JobSpec{}
-	var seq uint64 = 1
-	for len(out) < n {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject("tribunal.default.job.submitted"))
-		if err != nil {
-			t.Fatalf("job.submitted after seq %d (%d read): %v", seq, len(out), err)
-		}
+	for _, m := range natstest.SubjectMsgs(t, js, "tribunal.default.job.submitted") {
 		ev, err := events.Decode(m.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out[ev.JobID] = ev.Payload.(*events.JobSubmitted).Spec
-		seq = m.Sequence + 1
+	}
+	if len(out) != n {
+		t.Fatalf("%d jobs submitted, want %d", len(out), n)
 	}
 	return out
 }

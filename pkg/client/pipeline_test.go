@@ -87,6 +87,7 @@ func pipelineBatch(t *testing.T, n int) *batch.Batch {
 // their own artifacts are stored, while the later ones are still to be uploaded, and no
 // job is published before its artifacts are.
 func TestSubmissionIsPipelined(t *testing.T) {
+	t.Parallel()
 	const n = 200
 	b := pipelineBatch(t, n)
 	fs, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
@@ -119,6 +120,7 @@ func TestSubmissionIsPipelined(t *testing.T) {
 // from what the job's event names: the submission stops, naming the file, and nothing of
 // it is stored.
 func TestArtifactChangedDuringSubmission(t *testing.T) {
+	t.Parallel()
 	b := pipelineBatch(t, 40)
 	fs, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
 	if err != nil {

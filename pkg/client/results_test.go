@@ -23,6 +23,7 @@ import (
 // "review_id": "ab-critic-<ns>" and "source": "cfn-ab-critic", found by the vote step's
 // "discovery glob ... cfn-ab-critic-*.json".
 func TestWriteCFNManifest(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	comps := []ab.Comparison{ab.Compared("AC-7", ab.Pair{Ours: "o.md", Reference: "r.md"}, ab.Assign("AC-7", 0), ab.RawVerdict{RawWinner: "B", Confidence: 0.8, BiggestGap: "g"})}
 	m := ab.BuildManifest("ab-team-b1", "tribunal", time.Unix(0, 0), 0.75, comps)
@@ -132,6 +133,7 @@ func TestWriteRubricFiles(t *testing.T) {
 // entry). A file there that is not a JSON list is left alone; a path leaving the batch
 // folder is refused.
 func TestWriteBesideTheFeature(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store, err := fileblob.New(t.TempDir(), fileblob.Options{})
 	if err != nil {

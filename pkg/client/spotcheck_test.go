@@ -11,6 +11,7 @@ import (
 // rubric (the seed's human "names the dimension the judge got wrong"); "reject", a typo
 // or a blank line is asked again, never recorded as a dimension.
 func TestSpotcheckAnswer(t *testing.T) {
+	t.Parallel()
 	r := argus.DefaultRubric()
 	for _, tc := range []struct {
 		in       string

@@ -18,6 +18,7 @@ import (
 // rules, counts each AC's model calls by kind, and lists every AC that would be blocked
 // with why: an entry typo, a video, a missing file.
 func TestPlanBatch(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var pngBuf bytes.Buffer
 	if err := png.Encode(&pngBuf, image.NewRGBA(image.Rect(0, 0, 4, 3))); err != nil {

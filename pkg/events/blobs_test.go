@@ -6,6 +6,7 @@ import (
 )
 
 func TestBlobs(t *testing.T) {
+	t.Parallel()
 	b := func(c string) Blob { return Blob{SHA256: strings.Repeat(c, 64), MediaType: "text/plain", Size: 1} }
 	ob, rb := b("a"), b("b")
 	p := &JobSubmitted{BatchSize: 1, Spec: JobSpec{Kind: KindAB, ACID: "AC-1", AB: &ABSpec{

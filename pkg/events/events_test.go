@@ -48,6 +48,7 @@ func samples() []Payload {
 }
 
 func TestRoundTripEveryType(t *testing.T) {
+	t.Parallel()
 	seen := map[Type]bool{}
 	for _, p := range samples() {
 		e := New(p, "team-a", "b1", "AC-7", 0, "", nil)
@@ -122,6 +123,7 @@ func TestChainOnTheWire(t *testing.T) {
 }
 
 func TestDeterministicIDs(t *testing.T) {
+	t.Parallel()
 	a := NewID(TypeVerdictEmitted, "t", "b", "AC-1", 0, "")
 	if a != NewID(TypeVerdictEmitted, "t", "b", "AC-1", 0, "") {
 		t.Fatal("same step, different id")
@@ -206,6 +208,7 @@ func TestDecodeErrorsNameTheField(t *testing.T) {
 }
 
 func TestPayloadValidation(t *testing.T) {
+	t.Parallel()
 	bad := abSpec()
 	bad.AB.Threshold = 1.5
 	spec2 := abSpec()
@@ -245,6 +248,7 @@ func TestPayloadValidation(t *testing.T) {
 }
 
 func TestSubjects(t *testing.T) {
+	t.Parallel()
 	s, err := Subject("team-a", TypeRenderRequested)
 	if err != nil || s != "tribunal.team-a.render.requested" {
 		t.Fatalf("got %q %v", s, err)
@@ -310,6 +314,7 @@ func FuzzDecode(f *testing.F) {
 // the HE-2 answer ("reject", "y") and the human_spotcheck states ("pending", "approved")
 // never pass for one (a rejection once recorded "reject" as the dimension).
 func TestSpotcheckDimension(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		p  SpotcheckRecorded
 		ok bool
@@ -336,6 +341,7 @@ func TestSpotcheckDimension(t *testing.T) {
 // TestBatchEventsNameTheBadField: the batch-wide events refuse what the aggregator could
 // not act on, naming the field.
 func TestBatchEventsNameTheBadField(t *testing.T) {
+	t.Parallel()
 	page := Blob{SHA256: digest, MediaType: "application/json", Size: 40}
 	cases := []struct {
 		name  string
@@ -374,6 +380,7 @@ func TestBatchEventsNameTheBadField(t *testing.T) {
 // the batch record uses the msgpack names, and a record stored before the JSON names
 // existed (Go field names) still reads back whole, exit code included.
 func TestBatchCompletedJSONIsSnakeCase(t *testing.T) {
+	t.Parallel()
 	s := BatchCompleted{Total: 3, Compared: 2, Blocked: 1, Violations: 0, Suggestions: 1, ExitCode: 1,
 		Manifests: []Blob{{SHA256: strings.Repeat("a", 64), MediaType: "application/json", Size: 2}}}
 	data, err := json.Marshal(s)

@@ -17,6 +17,7 @@ import (
 // TestRoundTrip: entries come back whole and in batch order, whatever order they were
 // added in, and the stored form is compressed.
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	conf, yes := 0.8, true
 	b := NewBuilder()
 	for i := 2; i >= 0; i-- {
@@ -49,6 +50,7 @@ func TestRoundTrip(t *testing.T) {
 
 // TestOf: a job's entry is its kind's row, its criterion and its calls.
 func TestOf(t *testing.T) {
+	t.Parallel()
 	j := &records.Job{ACID: "AC-1", Index: 4, Status: events.StatusBlocked, BlockReason: "gone",
 		Spec: events.JobSpec{Kind: events.KindCritic, ACID: "AC-1", Criterion: "task"}, Calls: []records.Call{{Judge: "p/m"}}}
 	e := Of(j)
@@ -61,6 +63,7 @@ func TestOf(t *testing.T) {
 // its own and reads it back: a field added to Entry, kind.Row or records.Call that the
 // codec does not carry fails here.
 func TestEveryFieldRoundTrips(t *testing.T) {
+	t.Parallel()
 	var e Entry
 	n := 0
 	var fill func(v reflect.Value)
@@ -115,6 +118,7 @@ func TestEveryFieldRoundTrips(t *testing.T) {
 
 // TestCorruptIndex: damaged bytes are an error, never a panic or made-up entries.
 func TestCorruptIndex(t *testing.T) {
+	t.Parallel()
 	b := NewBuilder()
 	b.Add(Entry{Row: kind.Row{ACID: "AC-1", Kind: "ab"}, Calls: []records.Call{{Judge: "j"}}})
 	good, _ := b.Bytes()

@@ -14,6 +14,7 @@ import (
 // block reason says "more than N redirects" after exactly N. With MaxRedirects: 1 no
 // redirect at all is followed.
 func TestBugFetchFollowsExactlyMaxRedirects(t *testing.T) {
+	t.Parallel()
 	srv, _ := fetchServer(t, nil)
 	for _, max := range []int{1, 2, 5} {
 		f := NewFetcher(FetchOptions{AllowPrivate: true, Timeout: 5 * time.Second, MaxRedirects: max})

@@ -103,6 +103,7 @@ func fetchServer(t *testing.T, png []byte) (*httptest.Server, *atomic.Int64) {
 }
 
 func TestFetchRefusesLoopbackByDefault(t *testing.T) {
+	t.Parallel()
 	srv, hits := fetchServer(t, pngBytes(t))
 	u, _ := url.Parse(srv.URL)
 	host := u.Hostname() // 127.0.0.1
@@ -153,6 +154,7 @@ func TestFetchRefusesLoopbackByDefault(t *testing.T) {
 // broadcast, "this network"), are refused by the dialer before it connects, with or
 // without AllowPrivate (which is for internal addresses, not these).
 func TestFetchRefusesSpecialPurposeRanges(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, url, addr string
 		internal        bool // allowed with AllowPrivate (not dialled here)
@@ -317,6 +319,7 @@ func TestFetchCancelledContextIsAnError(t *testing.T) {
 }
 
 func TestFetchBadURL(t *testing.T) {
+	t.Parallel()
 	f := NewFetcher(FetchOptions{})
 	for _, u := range []string{"ftp://example.com/x.html", "file:///etc/passwd", "not a url", "http://", "//example.com/x", "javascript:alert(1)"} {
 		got, err := f.Fetch(context.Background(), u)
@@ -331,6 +334,7 @@ func TestFetchBadURL(t *testing.T) {
 }
 
 func TestFetchOptionDefaults(t *testing.T) {
+	t.Parallel()
 	o := FetchOptions{}.withDefaults()
 	if o.Timeout <= 0 || o.MaxBytes <= 0 || o.MaxRedirects <= 0 {
 		t.Fatalf("withDefaults left a bound unset: %+v", o)

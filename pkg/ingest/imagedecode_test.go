@@ -45,6 +45,7 @@ func iconDIB(w, h int) []byte {
 // TestClassifyTruncatedOrCorruptImage: an image whose header is intact but whose data is
 // cut off or damaged is refused with the decoder's reason, never sent to a judge.
 func TestClassifyTruncatedOrCorruptImage(t *testing.T) {
+	t.Parallel()
 	png := realPNG(t, 300, 200)
 	jpg := jpegBytes(t)
 	gif := gifBytes(t)
@@ -88,6 +89,7 @@ func TestClassifyTruncatedOrCorruptImage(t *testing.T) {
 
 // TestClassifyCompleteImagesDecode: whole images of every accepted format pass.
 func TestClassifyCompleteImagesDecode(t *testing.T) {
+	t.Parallel()
 	for name, data := range map[string][]byte{
 		"a.png": realPNG(t, 300, 200), "a.jpg": jpegBytes(t), "a.gif": gifBytes(t),
 		"a.webp": webpBytes(), "b.webp": webpLossyBytes(), "favicon": iconDIB(16, 16),
@@ -102,6 +104,7 @@ func TestClassifyCompleteImagesDecode(t *testing.T) {
 // not pass the pixel limit either; they are counted from their descriptors before
 // anything is decoded.
 func TestClassifyGIFFramesBounded(t *testing.T) {
+	t.Parallel()
 	got := Classify("anim.gif", gifFrames(4000, 4000, 3), "") // 3 x 16 MP
 	if !strings.Contains(got.Blocked, "3 frames of 48000000 pixels") || !strings.Contains(got.Blocked, "40 megapixel") {
 		t.Fatalf("Classify(3 frames of 16 MP) = %+v; want refused for 48 MP in all", got)

@@ -138,6 +138,7 @@ func realPNG(t *testing.T, w, h int) []byte {
 }
 
 func TestClassifyImageDimensions(t *testing.T) {
+	t.Parallel()
 	const tooMany = "more than the 40 megapixel limit"
 	const tooLong = "a side longer than the 20000 pixel limit"
 	tests := []struct {
@@ -197,6 +198,7 @@ func TestClassifyImageDimensions(t *testing.T) {
 // passes the size check, and the full decode that follows refuses it for the pixels it
 // lacks; a judge never gets an image whose header alone is intact.
 func TestClassifyHeaderWithinLimitsIsDecoded(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, file string
 		data       []byte
@@ -227,6 +229,7 @@ func TestClassifyHeaderWithinLimitsIsDecoded(t *testing.T) {
 // TestClassifyUnreadableImageHeader: an image whose header does not parse is refused,
 // since its size, and whether anything can decode it, is unknown.
 func TestClassifyUnreadableImageHeader(t *testing.T) {
+	t.Parallel()
 	full := pngHeader(100, 100)
 	badCRC := bytes.Clone(full)
 	badCRC[29] ^= 0xff

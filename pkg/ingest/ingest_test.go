@@ -66,6 +66,7 @@ const gitDiff = "Some release notes.\n\ndiff --git a/x.go b/x.go\nindex 123..456
 const notADiff = "# Title\n\n--- separator text\n+++ not a file header\nplain paragraph\n--- \nend\n"
 
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	type want struct {
 		class, mediaType string
 		// blocked, when set, must be a substring of Result.Blocked; blockedPrefix must
@@ -175,6 +176,7 @@ func TestClassify(t *testing.T) {
 // TestClassifyVideoReasonNamesVideo pins that every video block says "video", which is
 // what manifests and users search for.
 func TestClassifyVideoReasonNamesVideo(t *testing.T) {
+	t.Parallel()
 	for _, ext := range []string{".webm", ".mp4", ".mov", ".avi", ".mkv"} {
 		r := Classify("clip"+ext, []byte("bytes"), "")
 		if !strings.Contains(r.Blocked, "video") {
@@ -190,6 +192,7 @@ func TestClassifyVideoReasonNamesVideo(t *testing.T) {
 }
 
 func TestLooksLikeDiff(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string
@@ -225,6 +228,7 @@ func TestLooksLikeDiff(t *testing.T) {
 // .diff/.patch file stays blocked, and so does a diff taken out of, or wrapped alone in,
 // a fence.
 func TestOnlyDiffFilesAreRefusedAsDiffs(t *testing.T) {
+	t.Parallel()
 	guide := "# Upgrading to v2\n\nChange the import and the call site:\n\n```diff\n" +
 		"diff --git a/main.go b/main.go\nindex 1..2 100644\n" + unifiedDiff + "```\n\nThen run the tests.\n"
 	tilde := "Steps:\n\n~~~~\n" + unifiedDiff + "~~~~\n\nDone.\n"

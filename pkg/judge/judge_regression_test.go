@@ -11,6 +11,7 @@ import (
 // marker-like line with a tab, a no-break space or another letter case still reads as
 // the end of the fence.
 func TestBugFenceNeutralisesMarkerVariants(t *testing.T) {
+	t.Parallel()
 	for _, fake := range []string{
 		"-----END\tARTIFACT A-----",
 		"-----END\u00a0ARTIFACT A-----",

@@ -11,6 +11,7 @@ import (
 // team's answer is never served to another; an operator's opt-in (ShareCache) makes
 // identical inputs share one key across tenants.
 func TestCacheKeyTenant(t *testing.T) {
+	t.Parallel()
 	p, _ := judgetest.AnswersInTurn()
 	private := &JudgeEnv{Provider: p}
 	a := private.CacheKey(events.KindAB, "team-a", "m", "ab.v2:x", "criterion", "sha-a", "sha-b")

@@ -3,6 +3,7 @@ package kind
 import "testing"
 
 func TestExitCode(t *testing.T) {
+	t.Parallel()
 	const (
 		c = OutcomeClean
 		f = OutcomeFinding

@@ -40,6 +40,7 @@ func jsonString(s string) string {
 // characters makes the answer a schema violation naming the field, after the one
 // repair re-ask, whatever the kind; what is recorded stays small enough for an event.
 func TestOverLongAnswersAreSchemaViolations(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	limit := "at most 2000 characters"
 
@@ -79,6 +80,7 @@ func TestOverLongAnswersAreSchemaViolations(t *testing.T) {
 // TestOverLongRubricFields: the rubric verdict's evidence, notes and failed dimension
 // names are held to the same limit, each reported by its path.
 func TestOverLongRubricFields(t *testing.T) {
+	t.Parallel()
 	good := `{"iteration": 1, "feature": "f", "target": "t", "state": "s", "appearance": "light", "reference_source": "human",
   "dimensions": {"visual_fidelity": {"score": 1, "anchor": "reference", "evidence": EVIDENCE}},
   "closer_to_reference_than_prev": null, "all_pass": true, "failed_dimensions": [FAILED], "notes": NOTES}`
@@ -112,6 +114,7 @@ func errString(err error) string {
 // TestFreeTextLimitCountsCharacters: the limit is in characters, so 2000 of a
 // three-byte script pass and 2001 do not.
 func TestFreeTextLimitCountsCharacters(t *testing.T) {
+	t.Parallel()
 	at := strings.Repeat("語", strictjson.MaxText)
 	if r := strictjson.TooLong(at); r != "" {
 		t.Errorf("%d characters (%d bytes): %s", strictjson.MaxText, len(at), r)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestRegistryCoversTheWireSchema(t *testing.T) {
+	t.Parallel()
 	for k, impl := range registry() {
 		if impl.Name() != k {
 			t.Errorf("registry line %q holds kind %q", k, impl.Name())

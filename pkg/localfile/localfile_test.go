@@ -31,6 +31,7 @@ func within[T any](t *testing.T, d time.Duration, f func() T) T {
 }
 
 func TestOpenRefusesWhatIsNotARegularFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	regular := filepath.Join(dir, "a.txt")
 	if err := os.WriteFile(regular, []byte("hello"), 0o644); err != nil {
@@ -73,6 +74,7 @@ func TestOpenRefusesWhatIsNotARegularFile(t *testing.T) {
 // TestReadingStopsWithItsContext: a file is not read once its context has ended (a
 // SIGTERM cancels the command's context).
 func TestReadingStopsWithItsContext(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	p := filepath.Join(t.TempDir(), "a")

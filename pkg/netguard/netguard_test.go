@@ -98,6 +98,7 @@ var public = []string{
 // except loopback, private-use, shared and link-local, with every range permitted the way
 // --allow-private-urls permits them; public addresses pass both.
 func TestGuardRefusesSpecialPurpose(t *testing.T) {
+	t.Parallel()
 	strict := New()
 	internal := New(Loopback, PrivateUse, SharedAddress, LinkLocal)
 	for _, tt := range specialPurpose {
@@ -138,6 +139,7 @@ func TestGuardRefusesSpecialPurpose(t *testing.T) {
 // TestGuardNamesEmbeddedAddress: for the forms that carry an IPv4 address the reason
 // says which one, so an operator sees that 64:ff9b::7f00:1 meant 127.0.0.1.
 func TestGuardNamesEmbeddedAddress(t *testing.T) {
+	t.Parallel()
 	for addr, want := range map[string]string{
 		"64:ff9b::7f00:1":                      "NAT64 of 127.0.0.1",
 		"2002:7f00:1::1":                       "6to4 of 127.0.0.1",

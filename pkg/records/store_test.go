@@ -65,6 +65,7 @@ func markAll(t testing.TB, st records.Store, size, workers int) int64 {
 // Every job counted once, the batch complete exactly once, whatever the batch size, and
 // a redelivered job changes nothing.
 func TestMarkDone(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{1, 2, 63, 64, 65, 513, 1000, 4097, 4161, 100000} {
 		st := records.Store{Jobs: memkv.New("jobs"), Batches: memkv.New("batches")}
 		if n := markAll(t, st, size, 16); n != 1 {

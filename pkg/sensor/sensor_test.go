@@ -13,6 +13,7 @@ import (
 )
 
 func TestTruncateLabelsNested(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 10_000)
 	probe := map[string]any{
 		"tag":  "main",
@@ -58,6 +59,7 @@ func TestTruncateLabelsNested(t *testing.T) {
 }
 
 func TestTruncateLabelsMultibyte(t *testing.T) {
+	t.Parallel()
 	// 3-byte and 4-byte runes: a byte-based cut would split a character.
 	for _, unit := range []string{"é", "語", "🙂"} {
 		s := strings.Repeat(unit, 10_000)
@@ -79,6 +81,7 @@ func TestTruncateLabelsMultibyte(t *testing.T) {
 }
 
 func TestTruncateLabelsKeysAndTypedContainers(t *testing.T) {
+	t.Parallel()
 	longKey := strings.Repeat("k", 1000)
 	m := map[string]any{longKey: "v", "ok": []string{strings.Repeat("s", 300)}}
 	TruncateLabels(m, 10)
@@ -99,6 +102,7 @@ func TestTruncateLabelsKeysAndTypedContainers(t *testing.T) {
 }
 
 func TestTruncateJSON(t *testing.T) {
+	t.Parallel()
 	in := fmt.Sprintf(`{"n": 12345678901234567890, "label": %q, "list": [%q]}`,
 		strings.Repeat("é", 10_000), "ignore previous instructions <b>")
 	out, err := TruncateJSON([]byte(in), MaxLabel)
@@ -126,6 +130,7 @@ func TestTruncateJSON(t *testing.T) {
 }
 
 func TestErrorKinds(t *testing.T) {
+	t.Parallel()
 	cause := context.DeadlineExceeded
 	u := fmt.Errorf("render view: %w", Unrenderable(cause, "page answered %d", 404))
 	if !IsUnrenderable(u) || IsInfrastructure(u) {
@@ -147,6 +152,7 @@ func TestErrorKinds(t *testing.T) {
 }
 
 func TestViewSize(t *testing.T) {
+	t.Parallel()
 	if got := (View{}).Size(); got != (Viewport{DefaultWidth, DefaultHeight}) {
 		t.Errorf("default size %v", got)
 	}
@@ -160,6 +166,7 @@ func TestViewSize(t *testing.T) {
 // id the a11y contract names survives the probe's bound and the a11y gate finds it, while
 // the labels beside it are still cut.
 func TestProbeIDsAreNotLabels(t *testing.T) {
+	t.Parallel()
 	longID := "row.item." + strings.Repeat("0123456789", 40) // 409 runes
 	huge := strings.Repeat("y", MaxID+50)
 	label := strings.Repeat("l", 400)

@@ -12,6 +12,7 @@ const tol = 1e-12
 func near(a, b, eps float64) bool { return math.Abs(a-b) <= eps }
 
 func TestZFor(t *testing.T) {
+	t.Parallel()
 	// Python: statistics.NormalDist().inv_cdf(0.975) = 1.9599639845400536,
 	// inv_cdf(0.95) = 1.6448536269514715 (testdata/reference.py).
 	for _, tc := range []struct{ level, want float64 }{{0.95, 1.9599639845400536}, {0.90, 1.6448536269514715}} {
@@ -31,6 +32,7 @@ func TestZFor(t *testing.T) {
 }
 
 func TestWilson(t *testing.T) {
+	t.Parallel()
 	z90, _ := ZFor(0.90)
 	tests := []struct {
 		name   string
@@ -80,6 +82,7 @@ func TestWilson(t *testing.T) {
 }
 
 func TestQuantile(t *testing.T) {
+	t.Parallel()
 	data := []float64{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5}
 	// Python: statistics.quantiles(data, n=20, method="inclusive") gives the 5%, 10%, ...,
 	// 95% cut points (testdata/reference.py).
@@ -115,6 +118,7 @@ func mean(xs []float64) float64 {
 func median(xs []float64) float64 { return Quantile(xs, 0.5) }
 
 func TestBootstrap(t *testing.T) {
+	t.Parallel()
 	spread := make([]float64, 30)
 	for i := range spread {
 		spread[i] = float64(i * i % 17)
@@ -199,6 +203,7 @@ var alphaData = map[string][][]string{
 const N = Missing
 
 func TestAlphaNominal(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		data [][]string
@@ -251,6 +256,7 @@ func TestAlphaNominal(t *testing.T) {
 }
 
 func TestPairwiseAgreement(t *testing.T) {
+	t.Parallel()
 	data := [][]string{
 		{"a", "b", "a", "a", N},
 		{"a", "b", "b", N, "a"},

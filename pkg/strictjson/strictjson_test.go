@@ -7,6 +7,7 @@ import (
 )
 
 func TestUnfenceAndDecode(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, in string
 		order    []string
@@ -55,6 +56,7 @@ func TestUnfenceAndDecode(t *testing.T) {
 }
 
 func TestClip(t *testing.T) {
+	t.Parallel()
 	long := string(make([]byte, 100))
 	if got := Clip(long); len(got) != 80+len("…") {
 		t.Fatalf("Clip kept %d bytes", len(got))

@@ -12,11 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/otlpsink"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -192,11 +192,7 @@ func TestStartSpanOwnIDWithoutSDK(t *testing.T) {
 func TestProviderCallSpan(t *testing.T) {
 	m := telemetry.Reset()
 	m.SetTenants([]string{"team-a"})
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev); _ = tp.Shutdown(context.Background()) })
+	exp := otlpsink.RecordGlobal(t)
 
 	ctx := telemetry.WithEvent(context.Background(), telemetry.Event{Tenant: "team-a"})
 	temp, seed := 0.0, 7

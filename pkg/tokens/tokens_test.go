@@ -8,6 +8,7 @@ import (
 )
 
 func TestLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(s string) string {
 		p := filepath.Join(dir, "tokens.json")
@@ -37,6 +38,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestSetAndBearer(t *testing.T) {
+	t.Parallel()
 	tok, err := Generate()
 	if err != nil {
 		t.Fatal(err)

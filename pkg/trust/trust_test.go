@@ -57,6 +57,7 @@ func (f biasedFake) pick() string {
 }
 
 func TestJudgeOutcomes(t *testing.T) {
+	t.Parallel()
 	js := []Judgment{
 		call("m", "AC-2", OrderAB, ab.LabelA, true),                                               // ours
 		call("m", "AC-1", OrderAB, ab.LabelA, true), call("m", "AC-1", OrderBA, ab.LabelB, false), // consistent: ours
@@ -76,6 +77,7 @@ func TestJudgeOutcomes(t *testing.T) {
 }
 
 func TestRates(t *testing.T) {
+	t.Parallel()
 	var outs []Outcome
 	// By hand: 10 ACs, 5 ours, 2 reference, 2 tie, 1 blocked; score (5 + 1) / 9 = 2/3.
 	for i, w := range []ab.Winner{ab.WinnerOurs, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerReference, ab.WinnerReference, ab.WinnerTie, ab.WinnerTie, ""} {
@@ -106,6 +108,7 @@ func TestRates(t *testing.T) {
 }
 
 func TestPositionBias(t *testing.T) {
+	t.Parallel()
 	// By hand: 70 slot-A picks, 30 slot-B, 5 ties, 2 failures: 70/100 = [0.604, 0.781].
 	var js []Judgment
 	for i := range 107 {
@@ -162,6 +165,7 @@ func TestPositionBias(t *testing.T) {
 }
 
 func TestFlips(t *testing.T) {
+	t.Parallel()
 	// Each row: the first call's raw answer, the swapped call's raw answer, the pattern in
 	// the first call's letters, whether it is a flip.
 	rows := []struct {
@@ -236,6 +240,7 @@ func lengthCall(i int, winner ab.Winner, lenOurs, lenRef int) Judgment {
 }
 
 func TestLength(t *testing.T) {
+	t.Parallel()
 	// counts builds n judgments where ours is longer (or the reference is) by ratio and the
 	// longer side wins k of them.
 	counts := func(start, k, n int, oursLonger bool, ratio float64) []Judgment {
@@ -312,6 +317,7 @@ func TestLength(t *testing.T) {
 }
 
 func TestPanel(t *testing.T) {
+	t.Parallel()
 	// Two judges who agree on everything and a third that answers at random, over 60 ACs
 	// with a mix of true outcomes. The third one lowers alpha below the two alone, and
 	// every AC it disagrees on is listed as split.
@@ -396,6 +402,7 @@ func TestPanel(t *testing.T) {
 }
 
 func TestSpotCheckAgreement(t *testing.T) {
+	t.Parallel()
 	checks := []SpotCheck{
 		{AC: "f--a", Judge: "m", Approved: true},
 		{AC: "f--b", Judge: "m", Approved: true},

@@ -52,6 +52,7 @@ func advanced(t *testing.T) Record {
 // spends no iteration, attempt or budget of the view's loop and keeps its previous render
 // and sign-off, however often it runs.
 func TestReportOnlyChangesNothingDurable(t *testing.T) {
+	t.Parallel()
 	p := argus.DefaultLoopParams()
 	for name, c := range map[string]struct {
 		verdict   *argus.Verdict
@@ -151,6 +152,7 @@ func TestChangedOriginStartsNewLoop(t *testing.T) {
 // new one with a fresh budget; a reset of a loop already replaced, or of a view with no
 // loop, changes nothing.
 func TestResetLoop(t *testing.T) {
+	t.Parallel()
 	p := argus.LoopParams{RequiredPasses: 2, MaxAttempts: 3, MaxIterations: 3}
 	render := digest("9")
 	v := advanced(t)

@@ -15,9 +15,10 @@ import (
 // chromedp context on its first tab; both end at the test's cleanup.
 func Start(t testing.TB, width, height int) context.Context {
 	t.Helper()
+	Need(t)
 	path, err := web.FindBrowser()
 	if err != nil {
-		t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
+		t.Fatal(err)
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("headless", true),
@@ -30,4 +31,18 @@ func Start(t testing.TB, width, height int) context.Context {
 		t.Fatalf("start %s: %v", path, err)
 	}
 	return ctx
+}
+
+// Available reports whether the system has a Chromium the web sensor would start.
+func Available() bool {
+	_, err := web.FindBrowser()
+	return err == nil
+}
+
+// Need skips the test when the system has no Chromium.
+func Need(t testing.TB) {
+	t.Helper()
+	if !Available() {
+		t.Skip("chromium not installed: .ci/run installs Debian's chromium package")
+	}
 }

@@ -58,6 +58,7 @@ func TestAPIKey(t *testing.T) {
 }
 
 func TestNoModels(t *testing.T) {
+	t.Parallel()
 	s := New(Options{NoModels: true})
 	defer s.Close()
 	if status, body := get(t, s.BaseURL()+"/models", http.Header{}); status != 404 {

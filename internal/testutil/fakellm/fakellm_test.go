@@ -30,6 +30,7 @@ func post(t *testing.T, url, body string) (*http.Response, []byte) {
 }
 
 func TestDefaultReply(t *testing.T) {
+	t.Parallel()
 	s := New(Options{})
 	defer s.Close()
 	resp, body := post(t, s.BaseURL()+"/chat/completions", chatBody)
@@ -65,6 +66,7 @@ func TestDefaultReply(t *testing.T) {
 }
 
 func TestErrorReply(t *testing.T) {
+	t.Parallel()
 	s := New(Options{Respond: func(_ openai.ChatCompletionRequest, n int) Reply {
 		return Reply{Status: 429, Content: "slow down", Header: http.Header{"Retry-After": {"2"}}}
 	}})
@@ -83,6 +85,7 @@ func TestErrorReply(t *testing.T) {
 }
 
 func TestAzurePath(t *testing.T) {
+	t.Parallel()
 	s := New(Options{})
 	defer s.Close()
 	resp, body := post(t, s.URL()+"/openai/deployments/dep1/chat/completions", chatBody)
@@ -99,6 +102,7 @@ func TestAzurePath(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	s := New(Options{})
 	defer s.Close()
 	if resp, body := post(t, s.BaseURL()+"/chat/completions", "{"); resp.StatusCode != 400 || !strings.Contains(string(body), `"error"`) {
@@ -131,6 +135,7 @@ func TestMaxConcurrentQueues(t *testing.T) {
 }
 
 func TestUnstartedHandler(t *testing.T) {
+	t.Parallel()
 	s := NewUnstarted(Options{})
 	if s.URL() != "" {
 		t.Errorf("unstarted server has URL %q", s.URL())
@@ -145,6 +150,7 @@ func TestUnstartedHandler(t *testing.T) {
 // TestSlotAAndSlots: the biased hook answers A on exactly its share of every 100 calls,
 // and Slots reads back the two fenced artifacts of an ab prompt.
 func TestSlotAAndSlots(t *testing.T) {
+	t.Parallel()
 	hook := SlotA(0.7)
 	a := 0
 	for n := 1; n <= 200; n++ {

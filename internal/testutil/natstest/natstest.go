@@ -5,7 +5,6 @@ package natstest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 )
 
@@ -51,10 +51,12 @@ func Start(t testing.TB) *Server {
 // Connect returns a client connection and a JetStream handle, closed at cleanup.
 func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	return connect(t, s.URL)
+	return Connect(t, s.URL)
 }
 
-func connect(t testing.TB, urls string) (*nats.Conn, jetstream.JetStream) {
+// Connect connects to the servers at urls (comma-separated), reconnecting for ever, and
+// returns the connection and a JetStream handle, closed at cleanup.
+func Connect(t testing.TB, urls string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(urls, nats.MaxReconnects(-1))
 	if err != nil {
@@ -119,10 +121,10 @@ func startCluster(t testing.TB, n int) (*Cluster, error) {
 	var routes, clients []string
 	var clusterAddrs []string
 	for range n {
-		ca := freeAddr(t)
+		ca := freeport.Addr(t)
 		clusterAddrs = append(clusterAddrs, ca)
 		routes = append(routes, "nats://"+ca)
-		clients = append(clients, freeAddr(t))
+		clients = append(clients, freeport.Addr(t))
 	}
 	c := &Cluster{Servers: make([]*server.Server, n)}
 	errs := make(chan error, n)
@@ -220,18 +222,7 @@ func (c *Cluster) ready() bool {
 // closed at cleanup.
 func (c *Cluster) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	return connect(t, c.URLs)
-}
-
-// freeAddr is a loopback address with a port free at the time of the call.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return Connect(t, c.URLs)
 }
 
 // StartConfig runs a server with the nats-server configuration conf (for example the
@@ -251,4 +242,49 @@ func StartConfig(t testing.TB, conf string) *server.Server {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns
+}
+
+// SubjectCount is how many messages tribunal's event stream holds on the subjects
+// matching filter.
+func SubjectCount(t testing.TB, js jetstream.JetStream, filter string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "TRIBUNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+// SubjectMsgs reads every message tribunal's event stream holds on subject (no
+// wildcards), oldest first.
+func SubjectMsgs(t testing.TB, js jetstream.JetStream, subject string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	n := SubjectCount(t, js, subject)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "TRIBUNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	var seq uint64 = 1
+	for uint64(len(out)) < n {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if err != nil {
+			t.Fatalf("read %s from seq %d: %v", subject, seq, err)
+		}
+		out = append(out, m)
+		seq = m.Sequence + 1
+	}
+	return out
 }

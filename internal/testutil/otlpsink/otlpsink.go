@@ -14,6 +14,9 @@ import (
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/grpc"
@@ -148,4 +151,20 @@ type grpcService struct {
 func (g grpcService) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
 	g.sink.add(req)
 	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+// RecordGlobal installs a tracer provider that keeps every span in memory as otel's
+// global one for the test, restoring the previous provider at cleanup, and returns its
+// exporter. Tests that use it change process-wide state and must not run in parallel.
+func RecordGlobal(t testing.TB) *tracetest.InMemoryExporter {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prev)
+		_ = tp.Shutdown(context.Background())
+	})
+	return exp
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 )
 
 // Build compiles the package at pkgDir (the cmd/tribunal folder, relative to the calling
@@ -22,4 +23,18 @@ func Build(pkgDir string) (path string, remove func(), err error) {
 		return "", nil, fmt.Errorf("build tribunal from %s: %v\n%s", pkgDir, err, out)
 	}
 	return path, func() { os.RemoveAll(dir) }, nil
+}
+
+// Main is the TestMain of a package whose tests run the tribunal command: it builds the
+// package at pkgDir once, sets *path to the binary, runs the tests and exits with their
+// code after removing the build.
+func Main(m *testing.M, pkgDir string, path *string) {
+	bin, remove, err := Build(pkgDir)
+	if err != nil {
+		panic(err)
+	}
+	*path = bin
+	code := m.Run()
+	remove()
+	os.Exit(code)
 }

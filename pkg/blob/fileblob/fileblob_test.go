@@ -19,6 +19,7 @@ import (
 const testMaxSize = 6 << 20
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	blobtest.Run(t, blobtest.Harness{
 		MaxSize: testMaxSize,
 		New: func(t *testing.T) blob.Store {
@@ -47,6 +48,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestLayout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := New(dir, Options{})
 	if err != nil {
@@ -79,6 +81,7 @@ func (endlessZeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 // A crash between writing the metadata and renaming the data leaves an orphan meta
 // (and maybe a temp file): the object must not exist, and a later Put must work.
 func TestCrashLeftovers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := New(dir, Options{})
 	if err != nil {
@@ -117,6 +120,7 @@ func TestCrashLeftovers(t *testing.T) {
 
 // A damaged object (wrong length) is repaired by putting the right bytes again.
 func TestPutRepairsTruncatedObject(t *testing.T) {
+	t.Parallel()
 	s, err := New(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +145,7 @@ func TestPutRepairsTruncatedObject(t *testing.T) {
 }
 
 func TestMustExist(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "not-mounted")
 	if _, err := New(missing, Options{MustExist: true}); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("New(MustExist) on a missing dir: %v", err)
@@ -156,6 +161,7 @@ func TestMustExist(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
+	t.Parallel()
 	s, err := New(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -213,6 +219,7 @@ func TestOpenURL(t *testing.T) {
 // TestWalkAndDelete: Walk lists every object of every tenant (never a temporary or
 // metadata file), and Delete removes an object with its metadata, leaving the others.
 func TestWalkAndDelete(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := New(t.TempDir(), Options{NoSync: true})
 	if err != nil {

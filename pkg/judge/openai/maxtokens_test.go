@@ -10,6 +10,7 @@ import (
 // TestAnswersCappedByDefault: with no limit configured, every request still carries one,
 // so a model talked into a long answer cannot run up the bill or outgrow an event.
 func TestAnswersCappedByDefault(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name                 string
 		model                string

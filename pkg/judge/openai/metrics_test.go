@@ -16,6 +16,7 @@ import (
 // 429 answer counts, retried or final; through judge.Instrumented the call counts once
 // with its outcome and the endpoint it went to.
 func TestRetriesAnd429sCounted(t *testing.T) {
+	t.Parallel()
 	m := telemetry.Reset()
 	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
 		switch n {
@@ -56,6 +57,7 @@ func TestRetriesAnd429sCounted(t *testing.T) {
 }
 
 func TestServerAddress(t *testing.T) {
+	t.Parallel()
 	for base, want := range map[string]struct {
 		host string
 		port int

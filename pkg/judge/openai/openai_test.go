@@ -16,6 +16,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
+	"github.com/tribunal-dev/tribunal/internal/testutil/syncbuf"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -73,6 +74,7 @@ func simpleRequest() judge.Request {
 func ptr[T any](v T) *T { return &v }
 
 func TestRequestOnTheWire(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{})
 	p := newProvider(t, s, nil)
 
@@ -162,6 +164,7 @@ func TestRequestOnTheWire(t *testing.T) {
 }
 
 func TestZeroTemperatureIsSent(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{})
 	p := newProvider(t, s, nil)
 
@@ -191,6 +194,7 @@ func TestZeroTemperatureIsSent(t *testing.T) {
 }
 
 func TestReasoningModelGetsMaxCompletionTokens(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{})
 	p := newProvider(t, s, func(c *Config) { c.Model = "o3-mini" })
 	req := simpleRequest()
@@ -233,6 +237,7 @@ func TestRetryAfter429(t *testing.T) {
 }
 
 func TestRetryAfterIsCapped(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
 		if n == 1 {
 			return fakellm.Reply{Status: 429, Header: http.Header{"Retry-After": {"3600"}}}
@@ -269,6 +274,7 @@ func TestRetryAfterBeyondDeadlineGivesUpAtOnce(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		header http.Header
@@ -292,13 +298,14 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func Test500ThenSuccess(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
 		if n == 1 {
 			return fakellm.Reply{Status: 500, Content: "boom"}
 		}
 		return fakellm.Reply{}
 	}})
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	p := newProvider(t, s, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	resp, err := p.Complete(context.Background(), simpleRequest())
 	if err != nil {
@@ -315,6 +322,7 @@ func Test500ThenSuccess(t *testing.T) {
 }
 
 func TestAlways500IsUnavailable(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(goopenai.ChatCompletionRequest, int) fakellm.Reply {
 		return fakellm.Reply{Status: 500, Content: "overloaded"}
 	}})
@@ -338,6 +346,7 @@ func TestAlways500IsUnavailable(t *testing.T) {
 }
 
 func TestNonJSONErrorBody(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(goopenai.ChatCompletionRequest, int) fakellm.Reply {
 		return fakellm.Reply{Status: 502, RawBody: "<html>Bad Gateway</html>"}
 	}})
@@ -374,6 +383,7 @@ func TestPerAttemptTimeout(t *testing.T) {
 }
 
 func TestTimeoutThenSuccess(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
 		if n == 1 {
 			return fakellm.Reply{Delay: 2 * time.Second}
@@ -388,6 +398,7 @@ func TestTimeoutThenSuccess(t *testing.T) {
 }
 
 func TestNetworkErrorIsRetried(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
 		return fakellm.Reply{Hangup: n == 1}
 	}})
@@ -399,6 +410,7 @@ func TestNetworkErrorIsRetried(t *testing.T) {
 }
 
 func TestConnectionRefusedIsUnavailable(t *testing.T) {
+	t.Parallel()
 	s := fakellm.New(fakellm.Options{})
 	s.Close() // nothing listens on its port any more
 	p := newProvider(t, s, func(c *Config) { c.MaxAttempts = 2 })
@@ -429,6 +441,7 @@ func formats(s *fakellm.Server) []string {
 }
 
 func TestAutoFallsBackToJSONMode(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: rejectSchema})
 	p := newProvider(t, s, func(c *Config) { c.MaxAttempts = 1 })
 
@@ -463,6 +476,7 @@ func TestAutoFallsBackToJSONMode(t *testing.T) {
 }
 
 func TestAutoFallsBackToNoFormat(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(req goopenai.ChatCompletionRequest, _ int) fakellm.Reply {
 		if req.ResponseFormat != nil {
 			return fakellm.Reply{Status: 400, Content: "Unsupported response_format type"}
@@ -514,6 +528,7 @@ func TestExplicitFormatsDoNotFallBack(t *testing.T) {
 }
 
 func Test401IsNotRetried(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Respond: func(goopenai.ChatCompletionRequest, int) fakellm.Reply {
 		return fakellm.Reply{Status: 401, Content: "Incorrect API key provided"}
 	}})
@@ -533,6 +548,7 @@ func Test401IsNotRetried(t *testing.T) {
 }
 
 func TestConcurrencyLimit(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{Latency: 100 * time.Millisecond})
 	p := newProvider(t, s, func(c *Config) { c.Concurrency = 3 })
 	var wg sync.WaitGroup
@@ -558,9 +574,10 @@ func TestConcurrencyLimit(t *testing.T) {
 	}
 }
 
-func TestCancelDuringRequest(t *testing.T) {
-	s := newServer(t, fakellm.Options{Latency: 5 * time.Second})
-	p := newProvider(t, s, func(c *Config) { c.Timeout = 10 * time.Second })
+// completeCancelled makes one call whose context is cancelled after 100ms, and checks
+// that it stopped promptly with context.Canceled after one request to the server.
+func completeCancelled(t *testing.T, s *fakellm.Server, p *Provider) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
@@ -571,19 +588,18 @@ func TestCancelDuringRequest(t *testing.T) {
 	}
 }
 
+func TestCancelDuringRequest(t *testing.T) {
+	s := newServer(t, fakellm.Options{Latency: 5 * time.Second})
+	p := newProvider(t, s, func(c *Config) { c.Timeout = 10 * time.Second })
+	completeCancelled(t, s, p)
+}
+
 func TestCancelDuringBackoff(t *testing.T) {
 	s := newServer(t, fakellm.Options{Respond: func(goopenai.ChatCompletionRequest, int) fakellm.Reply {
 		return fakellm.Reply{Status: 500}
 	}})
 	p := newProvider(t, s, func(c *Config) { c.BackoffBase, c.BackoffMax = 5*time.Second, 5*time.Second })
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(100*time.Millisecond, cancel)
-	start := time.Now()
-	_, err := p.Complete(ctx, simpleRequest())
-	assertStopped(t, err, context.Canceled, start)
-	if s.Calls() != 1 {
-		t.Errorf("calls = %d", s.Calls())
-	}
+	completeCancelled(t, s, p)
 }
 
 func TestCancelWhileWaitingForSlot(t *testing.T) {
@@ -680,6 +696,7 @@ func TestRequestModelOverridesDefault(t *testing.T) {
 }
 
 func TestInvalidRequests(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{})
 	p := newProvider(t, s, nil)
 	for name, req := range map[string]judge.Request{
@@ -699,6 +716,7 @@ func TestInvalidRequests(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	for name, cfg := range map[string]Config{
 		"no model":       {BaseURL: "http://localhost:1/v1"},
 		"bad format":     {Model: "m", ResponseFormat: "yaml"},
@@ -722,6 +740,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestSchemaName(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"ab_verdict":            "ab_verdict",
 		"ab verdict/v2":         "ab_verdict_v2",
@@ -735,6 +754,7 @@ func TestSchemaName(t *testing.T) {
 }
 
 func TestBackoffGrowsWithinBounds(t *testing.T) {
+	t.Parallel()
 	p := &Provider{cfg: Config{BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}}
 	for n, hi := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second, 100: time.Second} {
 		for range 50 {
@@ -783,24 +803,6 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	ja, _ := json.Marshal(va)
 	jb, _ := json.Marshal(vb)
 	return bytes.Equal(ja, jb)
-}
-
-// syncBuffer is a log sink safe to read while the provider may still write.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestRetryLogNamesTheJob: an operator reading a retry line must see whose call it was.

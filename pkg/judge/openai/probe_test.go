@@ -33,6 +33,7 @@ func probe(t *testing.T, p *Provider) *ProbeError {
 // refuses the key (none given, or the wrong one) is a failure that says so in full and
 // that no retry fixes.
 func TestProbeKey(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{APIKey: "sk-right-key-1234"})
 	if pe := probe(t, newProvider(t, s, func(c *Config) { c.APIKey = "sk-right-key-1234" })); pe != nil {
 		t.Fatalf("right key: %v", pe)
@@ -54,6 +55,7 @@ func TestProbeKey(t *testing.T) {
 // TestProbeNeedsKey: OpenAI's and Azure's endpoints need a key; without one the probe
 // fails before any request. A local server with no key set needs none.
 func TestProbeNeedsKey(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []Config{
 		{BaseURL: DefaultBaseURL, Model: "m"},
 		{Model: "m"},
@@ -76,6 +78,7 @@ func TestProbeNeedsKey(t *testing.T) {
 
 // TestProbeAzure: Azure's model list lives under /openai/models with an api-version.
 func TestProbeAzure(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, fakellm.Options{APIKey: "azure-key"})
 	p := newProvider(t, s, func(c *Config) { c.BaseURL, c.Azure, c.APIKey = s.URL(), true, "azure-key" })
 	if pe := probe(t, p); pe != nil || s.ModelListings() != 1 {
@@ -90,6 +93,7 @@ func TestProbeAzure(t *testing.T) {
 // TestProbeUnreachable: nothing listening is a failure naming the address; a later probe
 // may pass.
 func TestProbeUnreachable(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +113,7 @@ func TestProbeUnreachable(t *testing.T) {
 // TestProbeWithoutModelList: a server that serves no model list gets a one-token
 // completion of the configured model, with the key.
 func TestProbeWithoutModelList(t *testing.T) {
+	t.Parallel()
 	var reply fakellm.Reply
 	s := newServer(t, fakellm.Options{APIKey: "k", NoModels: true, Respond: func(goopenai.ChatCompletionRequest, int) fakellm.Reply { return reply }})
 	if pe := probe(t, newProvider(t, s, func(c *Config) { c.APIKey = "k" })); pe != nil {

@@ -31,6 +31,7 @@ const recorded = `{
 }`
 
 func TestNewOptions(t *testing.T) {
+	t.Parallel()
 	answers := writeAnswers(t, recorded)
 	tests := []struct {
 		name      string
@@ -74,6 +75,7 @@ func TestNewOptions(t *testing.T) {
 }
 
 func TestScriptedFixedWinner(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		winner   string
 		conf     float64
@@ -105,6 +107,7 @@ func TestScriptedFixedWinner(t *testing.T) {
 }
 
 func TestScriptedAnswersFile(t *testing.T) {
+	t.Parallel()
 	answers := writeAnswers(t, recorded)
 	only, err := New(Options{AnswersFile: answers})
 	if err != nil {
@@ -148,6 +151,7 @@ func TestScriptedAnswersFile(t *testing.T) {
 }
 
 func TestScriptedComplete(t *testing.T) {
+	t.Parallel()
 	s, err := New(Options{AnswersFile: writeAnswers(t, recorded)})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ var (
 // The vectors were computed independently with `printf 'AC-7|0\n' | sha256sum`, i.e. the
 // exact bytes the reference helper hashes (its echo appends a newline).
 func TestAssignVectors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		ac     string
 		iter   int
@@ -59,6 +60,7 @@ func TestAssignVectors(t *testing.T) {
 // Without the trailing newline the documented example would not hold for every AC; this
 // pins that the newline is part of the hashed bytes by finding a case where it matters.
 func TestAssignHashesTrailingNewline(t *testing.T) {
+	t.Parallel()
 	for i := 0; i < 64; i++ {
 		noNL := sha256.Sum256([]byte("AC-7|" + strconv.Itoa(i)))
 		withNL := sha256.Sum256([]byte("AC-7|" + strconv.Itoa(i) + "\n"))
@@ -77,6 +79,7 @@ func TestAssignHashesTrailingNewline(t *testing.T) {
 }
 
 func TestAssignDeterministicAndBalanced(t *testing.T) {
+	t.Parallel()
 	n, oursA := 2000, 0
 	for i := 0; i < n; i++ {
 		a := Assign("AC-9", i)
@@ -94,6 +97,7 @@ func TestAssignDeterministicAndBalanced(t *testing.T) {
 }
 
 func TestParseAssignment(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		want    Assignment
@@ -119,6 +123,7 @@ func TestParseAssignment(t *testing.T) {
 }
 
 func TestAssignmentHelpers(t *testing.T) {
+	t.Parallel()
 	if got := oursFirst.Swapped(); got != refFirst {
 		t.Errorf("Swapped = %v", got)
 	}
@@ -151,6 +156,7 @@ func TestAssignmentHelpers(t *testing.T) {
 }
 
 func TestUnshuffle(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		raw  string
 		a    Assignment

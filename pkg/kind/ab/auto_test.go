@@ -12,6 +12,7 @@ import (
 // z²/(n+z²), 3.8415/38.8415 = 0.0989 for 35 pairs (at most 0.1: trusted) and
 // 3.8415/37.8415 = 0.1015 for 34 (not shown: swap).
 func TestAutoSwapRule(t *testing.T) {
+	t.Parallel()
 	rule := events.AutoSwap{Confidence: 0.8, FlipRate: 0.1}
 	ok := func(conf float64) events.Vote {
 		return events.Vote{Status: events.VoteOK, RawWinner: "A", Confidence: conf}
@@ -44,6 +45,7 @@ func TestAutoSwapRule(t *testing.T) {
 // TestFlipHistory: a batch recorded twice counts once, an empty batch is not kept, and
 // only the most recent batches count.
 func TestFlipHistory(t *testing.T) {
+	t.Parallel()
 	var h FlipHistory
 	if !h.Record("b1", map[string]FlipCount{"openai/m": {Pairs: 10, Flips: 1}, "openai/n": {}}) {
 		t.Fatal("first record changed nothing")
@@ -76,6 +78,7 @@ func TestFlipHistory(t *testing.T) {
 
 // TestEstimateAuto: auto costs one call per model at least and two at most.
 func TestEstimateAuto(t *testing.T) {
+	t.Parallel()
 	sp := spec("AC-1", 0.75)
 	sp.AB.Positions, sp.AB.Judges = events.PositionsAuto, []string{"a", "b"}
 	e := Kind{}.Estimate(sp)

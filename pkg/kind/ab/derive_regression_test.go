@@ -15,6 +15,7 @@ import (
 // (the aggregator's JSON job record cannot even be written then). Invariant 2: the
 // aggregator re-derives, it never trusts the judge's own claim.
 func TestBugDeriveABRevalidatesOkVotes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		v    events.Vote
@@ -46,6 +47,7 @@ func TestBugDeriveABRevalidatesOkVotes(t *testing.T) {
 // reporting it; VerdictEmitted.Validate keeps it off the bus, but DeriveAB is documented
 // as the auditor's replay function.
 func TestBugDeriveABNoVotesDoesNotPanic(t *testing.T) {
+	t.Parallel()
 	defer func() {
 		if r := recover(); r != nil {
 			t.Fatalf("Derive(no votes) panicked: %v", r)

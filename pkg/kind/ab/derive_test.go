@@ -15,6 +15,7 @@ const (
 )
 
 func TestAssignmentsUsed(t *testing.T) {
+	t.Parallel()
 	if a := Assign(acOursA, 0); a != (Assignment{A: Ours, B: Reference}) {
 		t.Fatalf("Assign(%s, 0) = %s; the tests below assume A=ours", acOursA, a)
 	}
@@ -71,6 +72,7 @@ func checkRederives(t *testing.T, d Decision) {
 // TestDeriveABSingleOrder: the raw A/B/tie answer is un-shuffled under the AC's
 // assignment and routed by the seed's table, for both assignments.
 func TestDeriveABSingleOrder(t *testing.T) {
+	t.Parallel()
 	type route struct {
 		suggest     bool
 		tag, impact string
@@ -146,6 +148,7 @@ func TestDeriveABSingleOrder(t *testing.T) {
 // TestDeriveABRawLabels pins the un-shuffle itself: the same raw letter means opposite
 // roles for the two ACs.
 func TestDeriveABRawLabels(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		acID, raw string
 		want      Winner
@@ -171,6 +174,7 @@ func TestDeriveABRawLabels(t *testing.T) {
 // TestDeriveABIterationChangesAssignment: the assignment comes from (AC, iteration), so
 // the iteration passed in is the one used.
 func TestDeriveABIterationChangesAssignment(t *testing.T) {
+	t.Parallel()
 	for it := 0; it < 6; it++ {
 		a := Assign(acOursA, it)
 		d := Derive(spec(acOursA, 0.75), it, []events.Vote{vote("m", "AB", "A", 0.8)})
@@ -184,6 +188,7 @@ func TestDeriveABIterationChangesAssignment(t *testing.T) {
 // TestDeriveABSwap: a position-swap pair keeps its winner at the lower confidence when
 // both orders agree once un-shuffled, and is a tie when they do not.
 func TestDeriveABSwap(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name           string
 		acID           string
@@ -250,6 +255,7 @@ func TestDeriveABSwap(t *testing.T) {
 
 // TestDeriveABBAOnly: a lone BA vote is judged under the swapped assignment.
 func TestDeriveABBAOnly(t *testing.T) {
+	t.Parallel()
 	// AC-7: BA puts the reference in slot A, so "A" means reference.
 	d := Derive(spec(acOursA, 0.75), 0, []events.Vote{vote("m", "BA", "A", 0.95)})
 	if d.Comparison.Winner != WinnerReference || d.Decided.AB.Tag != "block" {
@@ -260,6 +266,7 @@ func TestDeriveABBAOnly(t *testing.T) {
 
 // TestDeriveABPanel: each model is one vote; a strict majority wins, otherwise a tie.
 func TestDeriveABPanel(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name           string
 		acID           string
@@ -321,6 +328,7 @@ func TestDeriveABPanel(t *testing.T) {
 // TestDeriveABPanelWithSwap: each model's swap pair is combined first, then the
 // models vote; an inconsistent pair is that model's tie vote.
 func TestDeriveABPanelWithSwap(t *testing.T) {
+	t.Parallel()
 	// AC-7: AB: A=ours; BA: A=reference.
 	votes := []events.Vote{
 		vote("x", "AB", "A", 0.9), vote("x", "BA", "B", 0.8), // ours, consistent, 0.8
@@ -347,6 +355,7 @@ func TestDeriveABPanelWithSwap(t *testing.T) {
 // TestDeriveABUnavailable: a judge that could not answer blocks the AC, naming the
 // provider and model, whatever the other votes say.
 func TestDeriveABUnavailable(t *testing.T) {
+	t.Parallel()
 	down := events.Vote{Judge: events.JudgeInfo{Provider: "openai", Model: "gpt-down"}, Order: "AB", Status: "unavailable", Error: "judge provider unavailable: 503 after 3 attempts"}
 	for _, votes := range [][]events.Vote{
 		{down},
@@ -382,6 +391,7 @@ func TestDeriveABUnavailable(t *testing.T) {
 // TestDeriveABSchemaViolation: an answer that stayed invalid makes the decision a
 // schema violation, with the raw answer and the judge kept for the audit.
 func TestDeriveABSchemaViolation(t *testing.T) {
+	t.Parallel()
 	bad := events.Vote{
 		Judge: events.JudgeInfo{Provider: "openai", Model: "gpt-x", PromptHash: "h"}, Order: "AB", Status: "schema_violation",
 		Error: `ab: raw_winner "C": must be "A", "B" or "tie"`, Raw: `{"raw_winner":"C","confidence":0.9,"biggest_gap":"g"}`,
@@ -425,6 +435,7 @@ func TestDeriveABSchemaViolation(t *testing.T) {
 // TestDeriveABUnavailableBeatsSchemaViolation: an outage is reported as such even when
 // another vote was malformed.
 func TestDeriveABUnavailableBeatsSchemaViolation(t *testing.T) {
+	t.Parallel()
 	votes := []events.Vote{
 		{Judge: events.JudgeInfo{Provider: "p", Model: "bad"}, Order: "AB", Status: "schema_violation", Error: "e", Raw: "x"},
 		{Judge: events.JudgeInfo{Provider: "p", Model: "down"}, Order: "AB", Status: "unavailable", Error: "timeout"},
@@ -437,6 +448,7 @@ func TestDeriveABUnavailableBeatsSchemaViolation(t *testing.T) {
 
 // TestDeriveABDeterministic: replaying the same votes re-derives the same decision.
 func TestDeriveABDeterministic(t *testing.T) {
+	t.Parallel()
 	votes := []events.Vote{vote("a", "AB", "A", 0.9), vote("b", "AB", "B", 0.8), vote("c", "AB", "A", 0.7)}
 	d1 := Derive(spec(acRefA, 0.75), 0, votes)
 	d2 := Derive(spec(acRefA, 0.75), 0, append([]events.Vote(nil), votes...))
@@ -446,6 +458,7 @@ func TestDeriveABDeterministic(t *testing.T) {
 }
 
 func TestPair(t *testing.T) {
+	t.Parallel()
 	if p := PairOf(events.JobSpec{}); p != (Pair{}) {
 		t.Errorf("Pair of a spec without ab = %+v", p)
 	}

@@ -20,6 +20,7 @@ func verdict(raw string, c float64, gap string) RawVerdict {
 }
 
 func TestBuildManifestGolden(t *testing.T) {
+	t.Parallel()
 	p7 := Pair{Ours: "out/hero.png", Reference: "ref/hero.png"}
 	comps := []Comparison{
 		// Given out of order on purpose: the manifest orders by AC id.
@@ -156,6 +157,7 @@ func TestBuildManifestGolden(t *testing.T) {
 }
 
 func TestBuildManifestEmptyListsAreArrays(t *testing.T) {
+	t.Parallel()
 	m := BuildManifest("r", "s", time.Unix(0, 0), 0.75, nil)
 	out, err := json.Marshal(m)
 	if err != nil {
@@ -172,6 +174,7 @@ func TestBuildManifestEmptyListsAreArrays(t *testing.T) {
 }
 
 func TestBuildManifestRouting(t *testing.T) {
+	t.Parallel()
 	a := oursFirst // A is ours, B is the reference
 	tests := []struct {
 		name    string
@@ -216,6 +219,7 @@ func TestBuildManifestRouting(t *testing.T) {
 
 // The suggestion carries exactly the shared field set, no more, no less.
 func TestSuggestionFieldSet(t *testing.T) {
+	t.Parallel()
 	out, err := json.Marshal(Suggestion{})
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +240,7 @@ func TestSuggestionFieldSet(t *testing.T) {
 }
 
 func TestBuildManifestNumbersInNaturalOrder(t *testing.T) {
+	t.Parallel()
 	var comps []Comparison
 	for _, id := range []string{"AC-12", "AC-2", "AC-100", "AC-1", "AC-20"} {
 		comps = append(comps, Compared(id, Pair{Ours: "o", Reference: "r"}, oursFirst, verdict("B", 0.5, "g")))
@@ -308,6 +313,7 @@ func TestBuildManifestRejectsUnderivableRecords(t *testing.T) {
 }
 
 func TestComparisonConstructors(t *testing.T) {
+	t.Parallel()
 	p := Pair{Ours: "o", Reference: "r"}
 	c := Compared("AC-3", p, refFirst, verdict("tie", 0.5, "g"))
 	if c.RawWinner != "tie" || c.Winner != WinnerTie || c.Status != StatusCompared || *c.Confidence != 0.5 {
@@ -366,6 +372,7 @@ func TestManifestRoundTrip(t *testing.T) {
 }
 
 func TestNaturalLess(t *testing.T) {
+	t.Parallel()
 	ids := []string{"AC-10", "AC-9", "AC-1a", "AC-1", "AC-01", "AC-100", "AC-2", "B-1", "AC-", "AC-x"}
 	sort.SliceStable(ids, func(i, j int) bool { return naturalLess(ids[i], ids[j]) })
 	want := []string{"AC-", "AC-01", "AC-1", "AC-1a", "AC-2", "AC-9", "AC-10", "AC-100", "AC-x", "B-1"}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseVerifyMapJSON(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		in      string
@@ -53,6 +54,7 @@ func TestParseVerifyMapJSON(t *testing.T) {
 }
 
 func TestParseVerifyMapMarkdown(t *testing.T) {
+	t.Parallel()
 	doc := strings.Join([]string{
 		"# VERIFY: checkout page", // 1
 		"",                        // 2
@@ -83,6 +85,7 @@ func TestParseVerifyMapMarkdown(t *testing.T) {
 }
 
 func TestParseVerifyMapMarkdownErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		line string
@@ -122,6 +125,7 @@ func TestParseVerifyMapMarkdownErrors(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
+	t.Parallel()
 	verify := map[string]Pair{
 		"AC-7": {Reference: "vr7", Ours: "vo7"},
 		"AC-8": {Reference: "vr8"},

@@ -7,6 +7,7 @@ import (
 )
 
 func TestRoute(t *testing.T) {
+	t.Parallel()
 	const below = 1e-9
 	tests := []struct {
 		winner     Winner
@@ -67,6 +68,7 @@ func TestRoute(t *testing.T) {
 // The seed's rule, independently of the table: a suggestion exactly when the winner is
 // not ours or the confidence is below the threshold.
 func TestRouteSuggestRule(t *testing.T) {
+	t.Parallel()
 	for _, w := range []Winner{WinnerOurs, WinnerReference, WinnerTie} {
 		for c := 0.0; c <= 1.0; c += 0.05 {
 			for _, thr := range []float64{0, 0.5, 0.75, 0.9, 0.95, 1} {
@@ -83,6 +85,7 @@ func TestRouteSuggestRule(t *testing.T) {
 }
 
 func TestCheckThreshold(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []float64{0, 0.5, DefaultThreshold, 1} {
 		if err := CheckThreshold(ok); err != nil {
 			t.Errorf("CheckThreshold(%v) = %v", ok, err)

@@ -11,6 +11,7 @@ import (
 // ((0.8+0.9)/2 is 0.8500000000000001); the row people read shows it rounded, and says
 // whether a swapped pair agreed. The decision keeps the exact value.
 func TestRowRoundsAPanelsConfidence(t *testing.T) {
+	t.Parallel()
 	votes := []float64{0.8, 0.9}
 	mean := (votes[0] + votes[1]) / 2
 	if mean == 0.85 {
@@ -36,6 +37,7 @@ func TestRowRoundsAPanelsConfidence(t *testing.T) {
 // each slot was: the row's legend follows the recorded assignment, a swapped call's
 // legend the exchanged slots.
 func TestLegends(t *testing.T) {
+	t.Parallel()
 	if got := (Assignment{A: Ours, B: Reference}).Legend(); got != "slot A was ours, slot B the reference" {
 		t.Fatalf("legend %q", got)
 	}

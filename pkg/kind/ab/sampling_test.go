@@ -19,6 +19,7 @@ func sampled(v events.Vote, temp *float32, format, reported string) events.Vote 
 // how each call was sampled, and a verdict with a call that pinned no temperature is
 // marked so in both.
 func TestSamplingInManifestAndRow(t *testing.T) {
+	t.Parallel()
 	zero := float32(0)
 	pinned := []events.Vote{
 		sampled(vote("gpt-4o", "AB", slotOf(acOursA, WinnerOurs), 0.9), &zero, events.FormatJSONSchema, "gpt-4o-2024-08-06"),

@@ -6,6 +6,7 @@ import (
 )
 
 func TestCombineSwap(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name           string
 		first, second  RawVerdict
@@ -39,6 +40,7 @@ func TestCombineSwap(t *testing.T) {
 
 // A consistent pair's result is the same whichever call came first.
 func TestCombineSwapSymmetric(t *testing.T) {
+	t.Parallel()
 	raws := []string{"A", "B", "tie"}
 	for _, a := range []Assignment{oursFirst, refFirst} {
 		for _, r1 := range raws {
@@ -55,6 +57,7 @@ func TestCombineSwapSymmetric(t *testing.T) {
 }
 
 func TestPanel(t *testing.T) {
+	t.Parallel()
 	v := func(w Winner, c float64) Vote { return Vote{Judge: "j", Winner: w, Confidence: c} }
 	tests := []struct {
 		name      string
@@ -90,6 +93,7 @@ func TestPanel(t *testing.T) {
 
 // The mean must not depend on the order votes arrived in.
 func TestPanelOrderIndependent(t *testing.T) {
+	t.Parallel()
 	cs := []float64{0.1, 0.7, 0.2, 0.3, 0.9, 0.33, 0.61}
 	var votes []Vote
 	for _, c := range cs {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		v     RawVerdict
@@ -69,6 +70,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestParseRawVerdict(t *testing.T) {
+	t.Parallel()
 	valid := RawVerdict{RawWinner: "B", Confidence: 0.72, BiggestGap: "B aligns the header grid."}
 	tests := []struct {
 		name   string
@@ -198,6 +200,7 @@ func FuzzParseRawVerdict(f *testing.F) {
 // `raw_winner` not `A`/`B`/`tie`". Only those three spellings pass; every other one,
 // case variants included, makes the comparison a schema violation and the run exit 3.
 func TestRawWinnerExactlyAsSeed(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		raw  string
 		exit int

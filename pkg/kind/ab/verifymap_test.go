@@ -105,6 +105,7 @@ func TestVerifyMapFromLoadedBatch(t *testing.T) {
 // TestVerifyMapRefusesFIFO: a verify map that is a named pipe is refused with its path at
 // once; opening it for reading would block until something wrote to it.
 func TestVerifyMapRefusesFIFO(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifotest.Make(t, filepath.Join(dir, "verify.json"))
 	errs := make(chan error, 1)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestDerive(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name                     string
 		correctness, slop, scope int
@@ -46,6 +47,7 @@ func TestDerive(t *testing.T) {
 func ptr(n int) *int { return &n }
 
 func TestCheckDisagreements(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		a      Answer
@@ -83,6 +85,7 @@ func TestCheckDisagreements(t *testing.T) {
 }
 
 func TestResultJSON(t *testing.T) {
+	t.Parallel()
 	r, _ := Check(Answer{Correctness: 6, Slop: 2, Scope: 8, Rationale: "r", Verdict: VerdictPass, Quality: ptr(8)})
 	out, _ := json.Marshal(r)
 	want := `{"status":"ok","correctness":6,"slop":2,"scope":8,"rationale":"r","quality":6,"verdict":"revise","claimed_verdict":"pass","claimed_quality":8,"disagreements":2,"disagreement_fields":["verdict","quality"]}`
@@ -96,6 +99,7 @@ func TestResultJSON(t *testing.T) {
 }
 
 func TestCheckInputs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		task, output string
 		missing      bool
@@ -120,6 +124,7 @@ func TestCheckInputs(t *testing.T) {
 const validCritic = `{"correctness": 8, "slop": 2, "scope": 9, "verdict": "pass", "quality": 8, "rationale": "Covers every requested case with concrete examples."}`
 
 func TestParseAnswer(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		in    string
@@ -206,6 +211,7 @@ func FuzzParseCriticAnswer(f *testing.F) {
 // ...}". An answer without verdict or quality, or inside a code fence, is a schema
 // violation; tribunal still derives both from the scores and counts disagreements.
 func TestAnswerCarriesTheSeedsOutputObject(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		in     string

@@ -10,6 +10,7 @@ import (
 )
 
 func TestCriticMessagesFence(t *testing.T) {
+	t.Parallel()
 	msgs := Messages(Input{Key: "AC-9", Task: judgetest.Injection, Output: "fine output"})
 	judgetest.AssertFenced(t, msgs, "TASK")
 	msgs = Messages(Input{Key: "AC-9", Task: "write a haiku", Output: judgetest.Injection})
@@ -26,6 +27,7 @@ func TestCriticMessagesFence(t *testing.T) {
 }
 
 func TestJudgeCriticRepair(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	in := Input{Key: "AC-9", Task: "write a haiku", Output: "an old pond"}
 	valid := `{"correctness": 6, "slop": 2, "scope": 8, "verdict": "pass", "quality": 6, "rationale": "Right form, weak image."}`
@@ -73,10 +75,12 @@ func TestJudgeCriticRepair(t *testing.T) {
 }
 
 func TestCriticSchemaEnum(t *testing.T) {
+	t.Parallel()
 	judgetest.AssertSchema(t, Schema(), []string{"correctness", "slop", "scope", "verdict", "quality", "rationale"}, []string{VerdictPass, VerdictRevise, VerdictReject})
 }
 
 func TestPromptHash(t *testing.T) {
+	t.Parallel()
 	if h := PromptHash(); !strings.HasPrefix(h, "critic.v1:") || !strings.Contains(h, "+repair.v1:") {
 		t.Errorf("hash %q, want prefix critic.v1: and the repair template", h)
 	}
@@ -86,6 +90,7 @@ func TestPromptHash(t *testing.T) {
 // no prose, no code fence" with verdict and quality in it. A fenced answer, or one that
 // leaves out the claims, is re-asked once and then recorded as a schema violation.
 func TestJudgeCriticNeedsTheWholeOutputObject(t *testing.T) {
+	t.Parallel()
 	in := Input{Key: "AC-9", Task: "write a haiku", Output: "an old pond"}
 	valid := `{"correctness": 8, "slop": 1, "scope": 8, "verdict": "pass", "quality": 8, "rationale": "r"}`
 	for _, tc := range []struct{ name, bad, field string }{

@@ -12,6 +12,7 @@ import (
 const validAnswer = `{"verdict": "candidate-regressed", "behaviour_delta": "the candidate never asked for confirmation before deleting", "efficiency_signal": {"original_directness": 4, "candidate_directness": 5, "interpretation_notes": "original: one ambiguity about scope; candidate: none"}}`
 
 func TestParseAnswer(t *testing.T) {
+	t.Parallel()
 	sig := `"efficiency_signal": {"original_directness": 3, "candidate_directness": 4, "interpretation_notes": "n"}`
 	tests := []struct {
 		name  string
@@ -61,6 +62,7 @@ func TestParseAnswer(t *testing.T) {
 }
 
 func TestParseAnswerSyntax(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		"", "   ", "equivalent", "null", "[]", `"x"`,
 		validAnswer + " trailing prose", "Here it is: " + validAnswer, validAnswer + validAnswer,

@@ -13,6 +13,7 @@ import (
 // TestLoadCasesFile: a cases file is read strictly; every problem names the file or the
 // case and the field.
 func TestLoadCasesFile(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, body string
 		// wantErr is a substring of the error; "" wants the cases loaded.

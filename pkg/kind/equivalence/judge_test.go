@@ -17,6 +17,7 @@ func kindsTranscript(text string) Transcript {
 }
 
 func TestEquivalenceMessagesFence(t *testing.T) {
+	t.Parallel()
 	in := Input{Key: "AC-1/c1", CaseInput: judgetest.Injection, Original: kindsTranscript("orig run"), Candidate: kindsTranscript(judgetest.Injection)}
 	msgs := Messages(in)
 	judgetest.AssertFenced(t, msgs, "CASE INPUT")
@@ -97,10 +98,12 @@ func TestJudgeEquivalenceRepair(t *testing.T) {
 }
 
 func TestEquivalenceSchemaEnum(t *testing.T) {
+	t.Parallel()
 	judgetest.AssertSchema(t, Schema(), []string{"verdict", "behaviour_delta", "efficiency_signal"}, []string{VerdictEquivalent, VerdictRegressed, VerdictDiverged})
 }
 
 func TestPromptHashes(t *testing.T) {
+	t.Parallel()
 	skill, _ := RunnerPromptHash("skill")
 	file, _ := RunnerPromptHash("instruction-file")
 	for _, h := range []struct{ got, prefix string }{

@@ -16,6 +16,7 @@ func answer(verdict string, o, c int) Answer {
 }
 
 func TestSummarize(t *testing.T) {
+	t.Parallel()
 	eq := OK("e", answer(VerdictEquivalent, 3, 3))
 	div := OK("d", answer(VerdictDiverged, 3, 4))
 	reg := OK("r", answer(VerdictRegressed, 4, 2))
@@ -47,6 +48,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestCoverage(t *testing.T) {
+	t.Parallel()
 	all := []TransferCase{{"1", "a", TagHappy}, {"2", "b", TagEdge}, {"3", "c", TagAdversarial}, {"4", "d", TagComposition}}
 	tests := []struct {
 		name string
@@ -73,6 +75,7 @@ func TestCoverage(t *testing.T) {
 }
 
 func TestEfficiency(t *testing.T) {
+	t.Parallel()
 	got := Efficiency([]CaseResult{
 		OK("a", answer(VerdictEquivalent, 3, 5)),
 		OK("b", answer(VerdictRegressed, 4, 2)),
@@ -94,6 +97,7 @@ func TestEfficiency(t *testing.T) {
 }
 
 func TestNewReport(t *testing.T) {
+	t.Parallel()
 	set := []TransferCase{{"c1", "a", TagHappy}, {"c2", "b", TagEdge}, {"c3", "c", TagAdversarial}, {"c1", "a", TagHappy}}
 	results := []CaseResult{
 		OK("c2", answer(VerdictDiverged, 3, 4)),
@@ -131,6 +135,7 @@ func TestNewReport(t *testing.T) {
 }
 
 func TestReportJSON(t *testing.T) {
+	t.Parallel()
 	set := []TransferCase{{"c1", "a", TagHappy}, {"c2", "b", TagEdge}}
 	r := NewReport(set, []CaseResult{OK("c1", answer(VerdictRegressed, 4, 3))}, 0)
 	out, err := json.Marshal(r)

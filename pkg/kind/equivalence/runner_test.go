@@ -12,6 +12,7 @@ import (
 )
 
 func TestRunnerMessagesFence(t *testing.T) {
+	t.Parallel()
 	for _, variant := range []string{VariantSkill, VariantInstructionFile} {
 		t.Run(variant, func(t *testing.T) {
 			msgs, err := RunnerMessages(variant, "Step 1: greet.\nStep 2: summarise.", judgetest.Injection)
@@ -46,6 +47,7 @@ func TestRunnerMessagesFence(t *testing.T) {
 }
 
 func TestRunnerPromptsDefineSelfReport(t *testing.T) {
+	t.Parallel()
 	for _, variant := range []string{VariantSkill, VariantInstructionFile} {
 		tpl, _ := runnerTemplate(variant)
 		for _, f := range []string{"steps_followed", "steps_skipped", "ambiguities", "improvisation", "deviation_urges", "final_output", `"question"`, `"resolution"`, `"transcript"`, `"self_report"`} {
@@ -62,6 +64,7 @@ func TestRunnerPromptsDefineSelfReport(t *testing.T) {
 const kindsGoodRun = `{"transcript": "did the thing", "self_report": {"steps_followed": ["a"], "steps_skipped": [], "ambiguities": [], "improvisation": [], "deviation_urges": [], "final_output": "done"}}`
 
 func TestRunDocumentRepair(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	in := RunnerInput{Key: "AC-1/c1/original", Variant: VariantSkill, Document: "doc", CaseInput: "input"}
 
@@ -115,6 +118,7 @@ func TestRunDocumentRepair(t *testing.T) {
 }
 
 func TestRunnerKey(t *testing.T) {
+	t.Parallel()
 	f := func(v float32) *float32 { return &v }
 	i := func(v int) *int { return &v }
 	type args struct {
@@ -159,6 +163,7 @@ func TestRunnerKey(t *testing.T) {
 }
 
 func TestSchemasMatchParsers(t *testing.T) {
+	t.Parallel()
 	for _, s := range []*judge.Schema{RunnerSchema(), Schema(), Schema()} {
 		var v map[string]any
 		if err := json.Unmarshal(s.JSON, &v); err != nil {

@@ -18,6 +18,7 @@ const validRun = `{"transcript": "Read the request. Asked which branch to use. L
   "final_output": "Proposed a two-file change and asked for confirmation."}}`
 
 func TestParseRunnerOutput(t *testing.T) {
+	t.Parallel()
 	got, err := ParseRunnerOutput([]byte(validRun))
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestParseRunnerOutput(t *testing.T) {
 }
 
 func TestParseRunnerOutputViolations(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, old, new, field string
 	}{
@@ -89,6 +91,7 @@ func TestParseRunnerOutputViolations(t *testing.T) {
 }
 
 func TestRender(t *testing.T) {
+	t.Parallel()
 	tr, err := ParseRunnerOutput([]byte(validRun))
 	if err != nil {
 		t.Fatal(err)

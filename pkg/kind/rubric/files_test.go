@@ -79,6 +79,7 @@ func TestArgusRunsOption(t *testing.T) {
 // its HE-1 candidate under candidates/; with argus_runs each is kept under the feature's
 // .argus-runs/ too.
 func TestFilesAreTheSeeds(t *testing.T) {
+	t.Parallel()
 	b := func(c string) events.Blob {
 		return events.Blob{SHA256: strings.Repeat(c, 64), MediaType: "application/json", Size: 1}
 	}

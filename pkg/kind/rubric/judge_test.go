@@ -23,6 +23,7 @@ import (
 // gate-result.json, rubric.json, prev_render (optional), reference_source"), each fenced
 // as data, spec.json's contract and the gate result included.
 func TestJudgeSeesWhatTheSeedLists(t *testing.T) {
+	t.Parallel()
 	img := judge.Image{MediaType: "image/png", Data: []byte("png")}
 	in := Input{Feature: "f", Target: "t", State: "s", Appearance: "a", ReferenceSource: "candidate", Iteration: 3,
 		Rubric: argus.DefaultRubric(), RubricJSON: `{"dimensions": "r"}`, Tokens: `{"colors": "tk"}`, SpecText: "# spec text",

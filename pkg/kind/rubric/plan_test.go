@@ -84,6 +84,7 @@ func TestRoutesAreOpaque(t *testing.T) {
 // (interactive when `tribunal run` has a terminal, the seed's default), else headless;
 // a mode the batch names wins.
 func TestDefaultMode(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ def, acMode, want string }{
 		{"", "", events.ModeHeadless}, {events.ModeInteractive, "", events.ModeInteractive},
 		{events.ModeInteractive, events.ModeHeadless, events.ModeHeadless}, {"", events.ModeReportOnly, events.ModeReportOnly},

@@ -150,6 +150,7 @@ func TestInput(t *testing.T) {
 // TestFiguresOf: per-model counts by hand. "a" and "b" judge AC-1..AC-4 and agree on
 // three; "a" swapped AC-1 and flipped it; "b" picked slot A three times of four.
 func TestFiguresOf(t *testing.T) {
+	t.Parallel()
 	j := func(judge, ac, order, raw string, w ab.Winner) trust.Judgment {
 		return trust.Judgment{AC: ac, Judge: judge, Order: order, Status: trust.StatusOK, RawWinner: raw, Winner: w}
 	}
