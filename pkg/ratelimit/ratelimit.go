@@ -204,11 +204,17 @@ func New(ctx context.Context, js jetstream.JetStream, limits Limits) (*Limiter, 
 		return nil, fmt.Errorf("ratelimit bucket %s: %w", limits.Bucket, err)
 	}
 	l := &Limiter{kv: kv, limits: limits}
-	// A write and a read give one server timestamp to start the clock from.
-	if _, err := kv.Put(ctx, "clock", nil); err != nil {
-		return nil, fmt.Errorf("ratelimit clock: %w", err)
-	}
-	e, err := kv.Get(ctx, "clock")
+	// A write and a read give one server timestamp to start the clock from. A bucket just
+	// created on a cluster may have no leader yet: both are asked again, like the creation.
+	var e jetstream.KeyValueEntry
+	err = bus.RetryTransient(ctx, func(ctx context.Context) error {
+		if _, err := kv.Put(ctx, "clock", nil); err != nil {
+			return err
+		}
+		var err error
+		e, err = kv.Get(ctx, "clock")
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit clock: %w", err)
 	}
