@@ -73,6 +73,12 @@ A rubric AC that names no mode runs interactive when standard input is a termina
 seed's default: the first sign-off of the run pauses for the HE-2 spot-check, answered at
 the prompt with y or the rubric dimension the judge got wrong) and headless otherwise.
 
+A batch whose every decision-relevant input (the batch file, every artifact's bytes, the
+judge and its settings, the options, tribunal's build) is unchanged since a batch that
+completed in the same state folder is not judged again: the run says which batch's results
+stand and prints and writes them again, with that batch's exit code, asking the provider
+nothing. --rerun judges it anew.
+
 The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every AC blocked
 (2 is a usage or configuration error: with --judge openai, the provider is probed first,
 and one that cannot work, with no key, no server or a refused key, stops the run here).`,
