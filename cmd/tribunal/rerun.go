@@ -232,14 +232,14 @@ func (a *allInOne) submit(ctx context.Context, batchID string) (client.Submissio
 	return a.sub.SubmitPrepared(ctx, a.prep, a.tenant, batchID)
 }
 
-// remember makes res, a batch that completed here just now, the one whose results stand
+// remember makes batchID, which completed here just now, the batch whose results stand
 // for its key.
-func (a *allInOne) remember(res *client.Results) {
+func (a *allInOne) remember(batchID string, comp *records.Completion) {
 	if a.key == "" {
 		return
 	}
-	e := rerun.Entry{Key: a.key, Tenant: res.Tenant, Batch: res.BatchID, Plan: a.plan, Jobs: a.prep.Len(), Judges: res.Judges,
-		CompletedAt: time.Now().UTC().Truncate(time.Second), ExitCode: res.Summary.ExitCode}
+	e := rerun.Entry{Key: a.key, Tenant: a.tenant, Batch: batchID, Plan: a.plan, Jobs: a.prep.Len(), Judges: comp.Judges,
+		CompletedAt: comp.At.UTC().Truncate(time.Second), ExitCode: comp.Summary.ExitCode}
 	if err := rerun.OpenIndex(a.dataDir).Record(e); err != nil {
 		slog.Warn("rerun index: the batch is not remembered; an unchanged rerun will judge it again", "err", err)
 	}

@@ -270,14 +270,15 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 			}
 		}
 	}
-	if _, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, report); err != nil {
+	comp, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, report)
+	if err != nil {
 		return fmt.Errorf("batch %s: %w", s.BatchID, err)
 	}
 	res, err := client.Load(ctx, env.Running.Buckets, env.Store, s.Tenant, s.BatchID)
 	if err != nil {
 		return err
 	}
-	a.remember(res)
+	a.remember(s.BatchID, comp)
 	return finishRun(f, b, res)
 }
 
