@@ -17,6 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/services/renderer"
@@ -179,7 +180,7 @@ func judgeIdentity(jf *judgeFlags, p judge.Provider, params judge.Params) (map[s
 	id := map[string]string{
 		"provider": p.Name(), "model": p.DefaultModel(), "flag_model": jf.model,
 		"max_tokens": strconv.Itoa(jf.maxTokens), "temperature": strconv.FormatFloat(jf.temperature, 'g', -1, 64), "seed": strconv.Itoa(jf.seed),
-		"params": paramsString(params),
+		"params": kind.ParamsKey(params),
 	}
 	switch jf.provider {
 	case "scripted":
@@ -200,17 +201,6 @@ func judgeIdentity(jf *judgeFlags, p judge.Provider, params judge.Params) (map[s
 		id["base_url"], id["azure"], id["api_version"], id["response_format"] = jf.baseURL, strconv.FormatBool(jf.azure), jf.apiVersion, jf.responseFormat
 	}
 	return id, nil
-}
-
-func paramsString(p judge.Params) string {
-	s := "m" + strconv.Itoa(p.MaxTokens)
-	if p.Temperature != nil {
-		s += ",t" + strconv.FormatFloat(float64(*p.Temperature), 'g', -1, 32)
-	}
-	if p.Seed != nil {
-		s += ",s" + strconv.Itoa(*p.Seed)
-	}
-	return s
 }
 
 // start probes the provider (one that cannot work stops the run here, with the cause)
