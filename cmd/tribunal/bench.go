@@ -139,7 +139,7 @@ calls in flight are --concurrency, and for openai at most --judge-concurrency.`,
 	fs.IntVar(&n, "acs", 10000, "number of ACs")
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	fs.StringVar(&dataDir, "data-dir", "", "work folder (default: a temporary folder, removed afterwards); a kept one is a state folder, as for run")
+	fs.StringVar(&dataDir, "data-dir", "", "work folder (default: a temporary folder, removed afterwards)")
 	fs.BoolVar(&force, "rerun", false, rerunFlagHelp)
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
 	fs.StringVar(&peakHeapProfile, "peak-heapprofile", "", "write a heap profile here each time the in-use heap reaches a new high (go tool pprof)")

@@ -238,7 +238,7 @@ func (a *allInOne) remember(batchID string, comp *records.Completion) {
 // standsNote says that an earlier batch's results stand, and why.
 func (a *allInOne) standsNote(e *rerun.Entry) {
 	a.note("unchanged since %s: every input (the batch file, its artifacts, the judge and its settings, tribunal's build) is the same, "+
-		"so its results stand and nothing was judged again (--rerun judges the batch anew; `tribunal view` shows and audits batch %s)\n", rerun.Describe(e), e.Batch)
+		"so its results stand and nothing was judged again (--rerun judges the batch anew; `tribunal audit --batch %s` audits it)\n", rerun.Describe(e), e.Batch)
 }
 
 func (a *allInOne) note(format string, args ...any) {
