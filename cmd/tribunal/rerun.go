@@ -59,6 +59,7 @@ type allInOne struct {
 	params   judge.Params
 	key      string
 	plan     string
+	jobs     int
 }
 
 // open builds the judge provider (not probed yet: an unchanged rerun asks it nothing),
@@ -89,7 +90,7 @@ func (a *allInOne) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.plan = a.prep.Digest()
+	a.plan, a.jobs = a.prep.Digest(), a.prep.Len()
 	return nil
 }
 
@@ -169,7 +170,7 @@ func (a *allInOne) computeKey() (string, error) {
 		return "", err
 	}
 	return rerun.Inputs{Tribunal: build, Tenant: a.tenant, Source: a.batch.Path, BatchFile: file, Plan: a.plan,
-		Jobs: a.prep.Len(), Judge: jid, Options: a.options}.Key()
+		Jobs: a.jobs, Judge: jid, Options: a.options}.Key()
 }
 
 // judgeIdentity is what the key holds of the judge: who answers, and every setting of
@@ -216,10 +217,15 @@ func (a *allInOne) start(ctx context.Context) error {
 	return nil
 }
 
-// submit publishes the prepared batch as batchID.
+// submit publishes the prepared batch as batchID, then lets it and the loaded batch go:
+// they hold every job's plan and entry and the small artifacts' bytes, which a
+// 100,000-AC batch would otherwise keep live (and the collector busy) until it completes
+// (measured: 2.89 ms of CPU per AC and an 1,107 MiB peak, against main's 2.30 and 822).
 func (a *allInOne) submit(ctx context.Context, batchID string) (client.Submission, error) {
 	a.sub.Pub = a.env.Running.Pub
-	return a.sub.SubmitPrepared(ctx, a.prep, a.tenant, batchID)
+	s, err := a.sub.SubmitPrepared(ctx, a.prep, a.tenant, batchID)
+	a.prep, a.batch = nil, nil
+	return s, err
 }
 
 // remember makes batchID, which completed here just now, the batch whose results stand
@@ -228,7 +234,7 @@ func (a *allInOne) remember(batchID string, comp *records.Completion) {
 	if a.key == "" {
 		return
 	}
-	e := rerun.Entry{Key: a.key, Tenant: a.tenant, Batch: batchID, Plan: a.plan, Jobs: a.prep.Len(), Judges: comp.Judges,
+	e := rerun.Entry{Key: a.key, Tenant: a.tenant, Batch: batchID, Plan: a.plan, Jobs: a.jobs, Judges: comp.Judges,
 		CompletedAt: comp.At.UTC().Truncate(time.Second), ExitCode: comp.Summary.ExitCode}
 	if err := rerun.OpenIndex(a.dataDir).Record(e); err != nil {
 		slog.Warn("rerun index: the batch is not remembered; an unchanged rerun will judge it again", "err", err)
