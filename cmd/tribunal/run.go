@@ -400,6 +400,31 @@ func (e *embedded) open(ctx context.Context, dataDir string, ephemeral bool, blo
 	return nc, nil
 }
 
+// services are the settings of the four services the all-in-one mode runs.
+type services struct {
+	provider    judge.Provider
+	params      judge.Params
+	concurrency int
+	jf          *judgeFlags
+	fetch       ingest.FetchOptions
+	sensors     *renderer.Sensors
+	gates       *command.Gates
+}
+
+// start runs the four services on the server and store open opened.
+func (e *embedded) start(ctx context.Context, s services) error {
+	var err error
+	e.Running, err = app.Start(ctx, e.nc, app.Options{
+		Store: e.Store, Provider: s.provider, Params: s.params, Instance: "all-in-one", Concurrency: s.concurrency,
+		Fetch: s.fetch, Sensors: s.sensors, Gates: s.gates, RateLimits: s.jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+	})
+	if err != nil {
+		return err
+	}
+	e.close = append(e.close, e.Running.Close)
+	return nil
+}
+
 // startEmbedded starts the all-in-one mode in dataDir. ephemeral says dataDir is a
 // temporary folder deleted at exit: its blobs skip fsync, as nothing in it can outlive
 // the process anyway (JetStream's own file store syncs on an interval, not per write).
@@ -437,31 +462,6 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 		return nil, err
 	}
 	return e, nil
-}
-
-// services are the settings of the four services the all-in-one mode runs.
-type services struct {
-	provider    judge.Provider
-	params      judge.Params
-	concurrency int
-	jf          *judgeFlags
-	fetch       ingest.FetchOptions
-	sensors     *renderer.Sensors
-	gates       *command.Gates
-}
-
-// start runs the four services on the server and store open opened.
-func (e *embedded) start(ctx context.Context, s services) error {
-	var err error
-	e.Running, err = app.Start(ctx, e.nc, app.Options{
-		Store: e.Store, Provider: s.provider, Params: s.params, Instance: "all-in-one", Concurrency: s.concurrency,
-		Fetch: s.fetch, Sensors: s.sensors, Gates: s.gates, RateLimits: s.jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),
-	})
-	if err != nil {
-		return err
-	}
-	e.close = append(e.close, e.Running.Close)
-	return nil
 }
 
 func firstNonEmpty(s ...string) string {
