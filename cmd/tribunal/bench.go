@@ -18,7 +18,6 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -63,11 +62,14 @@ type benchReport struct {
 	CPUs        int    `json:"cpus"`
 	GoVersion   string `json:"go"`
 	ExitCode    int    `json:"exit_code"`
+	// StandingBatch names the earlier batch whose results stand for an unchanged rerun
+	// on a kept --data-dir: nothing was judged, and p50/p99 are 0.
+	StandingBatch string `json:"standing_batch,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
 	var n, concurrency int
-	var asJSON bool
+	var asJSON, force bool
 	var dataDir, cpuProfile, peakHeapProfile string
 	var modelLatency time.Duration
 	var jf judgeFlags
@@ -112,7 +114,7 @@ calls in flight are --concurrency, and for openai at most --judge-concurrency.`,
 			if modelLatency < 0 {
 				return exitError{2, fmt.Errorf("--model-latency must not be negative")}
 			}
-			r, err := runBench(cmd.Context(), n, concurrency, dataDir, modelLatency, &jf)
+			r, err := runBench(cmd.Context(), n, concurrency, dataDir, modelLatency, &jf, force)
 			if err != nil {
 				return err
 			}
@@ -135,6 +137,7 @@ calls in flight are --concurrency, and for openai at most --judge-concurrency.`,
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&dataDir, "data-dir", "", "work folder (default: a temporary folder, removed afterwards)")
+	fs.BoolVar(&force, "rerun", false, rerunFlagHelp)
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
 	fs.StringVar(&peakHeapProfile, "peak-heapprofile", "", "write a heap profile here each time the in-use heap reaches a new high (go tool pprof)")
 	fs.DurationVar(&modelLatency, "model-latency", 0, "openai: the model server's response time, for the judge-bound ideal (the scripted judge uses --scripted-latency)")
@@ -142,7 +145,7 @@ calls in flight are --concurrency, and for openai at most --judge-concurrency.`,
 	return cmd
 }
 
-func runBench(ctx context.Context, n, concurrency int, dataDir string, modelLatency time.Duration, jf *judgeFlags) (*benchReport, error) {
+func runBench(ctx context.Context, n, concurrency int, dataDir string, modelLatency time.Duration, jf *judgeFlags, force bool) (*benchReport, error) {
 	if n <= 0 {
 		return nil, exitError{2, fmt.Errorf("--acs must be positive")}
 	}
@@ -177,47 +180,66 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, modelLate
 		}
 		defer os.RemoveAll(work)
 	}
-	env, err := startEmbedded(ctx, work, ephemeral, "", concurrency, jf, ingest.FetchOptions{}, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	applyMemoryLimit(memoryLimitFor(n))
+	// The path `tribunal run` takes: an unchanged rerun on a kept folder is answered by
+	// the batch whose results stand, judged anew only with --rerun.
+	a := &allInOne{batch: b, tenant: "bench", dataDir: work, ephemeral: ephemeral, concurrency: concurrency, jf: jf, force: force,
+		notes: os.Stderr, options: map[string]string{"command": "bench"}}
 	closed := false
 	defer func() {
 		if !closed {
-			env.Close()
+			a.Close()
 		}
 	}()
 	pipelineStart := time.Now()
-	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store}
-	s, err := sub.Submit(ctx, b, "bench", client.NewBatchID(b))
-	if err != nil {
+	if err := a.open(ctx); err != nil {
 		return nil, err
 	}
-	submitted := time.Since(pipelineStart)
-	comp, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 20*time.Millisecond, func(client.Progress) {})
-	if err != nil {
-		return nil, err
+	applyMemoryLimit(memoryLimitFor(n))
+	res, standing := a.standing(ctx)
+	var submitted time.Duration
+	if standing != nil {
+		a.standsNote(standing)
+		submitted = time.Since(pipelineStart)
+	} else {
+		if err := a.start(ctx); err != nil {
+			return nil, err
+		}
+		s, err := a.submit(ctx, client.NewBatchID(b))
+		if err != nil {
+			return nil, err
+		}
+		submitted = time.Since(pipelineStart)
+		comp, err := client.Watch(ctx, a.env.Running.Buckets, s.Tenant, s.BatchID, 20*time.Millisecond, func(client.Progress) {})
+		if err != nil {
+			return nil, err
+		}
+		a.remember(s.BatchID, comp)
+		// The bench reads no results back (run does, to print them): what it measures
+		// is the pipeline and the process around it, as before.
+		res = &client.Results{Tenant: s.Tenant, BatchID: s.BatchID, Summary: comp.Summary, Judges: comp.Judges}
 	}
 	pipelineEnd := time.Now()
 	// Stream the records: holding 100,000 full job records here would make the bench
-	// measure its own bookkeeping instead of tribunal's peak memory.
+	// measure its own bookkeeping instead of tribunal's peak memory. A batch whose
+	// results stand was decided by an earlier process: its latencies are not this one's.
 	lat := make([]float64, 0, n)
 	judgeName := ""
-	err = records.New(env.Running.Buckets).EachJob(ctx, s.Tenant, s.BatchID, func(r *records.Job) error {
-		lat = append(lat, float64(r.DecidedAt.Sub(r.SubmittedAt).Microseconds())/1000)
-		if judgeName == "" && len(r.Judges) > 0 {
-			judgeName = r.Judges[0]
+	if len(res.Judges) > 0 {
+		judgeName = res.Judges[0]
+	}
+	if standing == nil {
+		err = records.New(a.env.Running.Buckets).EachJob(ctx, res.Tenant, res.BatchID, func(r *records.Job) error {
+			lat = append(lat, float64(r.DecidedAt.Sub(r.SubmittedAt).Microseconds())/1000)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bench latencies: %w", err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("bench latencies: %w", err)
 	}
 	readBack := time.Since(pipelineEnd)
 	cleanupStart := time.Now()
 	closed = true
-	env.Close()
+	a.Close()
 	if ephemeral {
 		if err := os.RemoveAll(work); err != nil {
 			return nil, err
@@ -242,7 +264,10 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, modelLate
 		CleanupSecs: end.Sub(cleanupStart).Seconds(), CPUSecs: cpu.Seconds(), CPUMillisPerAC: float64(cpu.Microseconds()) / 1000 / float64(n),
 		P50Millis: pct(0.50), P99Millis: pct(0.99), PeakRSSMiB: peakRSSMiB(), Judge: judgeName,
 		JudgeCalls: int(m.Value("tribunal_judge_calls_total")), CacheHits: int(m.Value("tribunal_judge_cache_hits_total")),
-		Concurrency: concurrency, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), ExitCode: comp.Summary.ExitCode,
+		Concurrency: concurrency, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), ExitCode: res.Summary.ExitCode,
+	}
+	if standing != nil {
+		r.StandingBatch = standing.Batch
 	}
 	latency, inFlight := judgeBound(jf, concurrency, modelLatency)
 	if latency > 0 {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -53,6 +55,7 @@ type runFlags struct {
 	console      string
 	metrics      string
 	cfn          bool
+	rerun        bool
 	acs          []string
 	judge        judgeFlags
 }
@@ -70,6 +73,12 @@ output folder. Nothing needs to be installed and, with the default scripted judg
 A rubric AC that names no mode runs interactive when standard input is a terminal (the
 seed's default: the first sign-off of the run pauses for the HE-2 spot-check, answered at
 the prompt with y or the rubric dimension the judge got wrong) and headless otherwise.
+
+A batch whose every decision-relevant input (the batch file, every artifact's bytes, the
+judge and its settings, the options, tribunal's build) is unchanged since a batch that
+completed in the same state folder is not judged again: the run says which batch's results
+stand and prints and writes them again, with that batch's exit code, asking the provider
+nothing. --rerun judges it anew.
 
 The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every AC blocked
 (2 is a usage or configuration error: with --judge openai, the provider is probed first,
@@ -105,6 +114,7 @@ and one that cannot work, with no key, no server or a refused key, stops the run
 	fs.StringArrayVar(&f.gates, "gates-adapter", nil, "rubric: an operator gates command, name=/path/to/gates.sh, printing build/lint/type_check/token_compliance/snapshot/flows as JSON (repeatable)")
 	fs.StringArrayVar(&f.adapters, "adapter", nil, "rubric: a command sensor adapter, name=/path/to/sense.sh (repeatable; web is built in)")
 	fs.BoolVar(&f.cfn, "cfn", false, "also write the ab manifest where the cfn-ab-critic vote step looks for it: ./.cfn-cache/manifests/cfn-ab-critic-<ns>.json")
+	fs.BoolVar(&f.rerun, "rerun", false, rerunFlagHelp)
 	fs.StringSliceVar(&f.acs, "ac", nil, "judge only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
 	f.judge.register(fs)
 	return cmd
@@ -172,14 +182,29 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if err != nil {
 		return exitError{2, err}
 	}
-	env, err := startEmbedded(ctx, dataDir, ephemeral, f.blobURL, f.concurrency, &f.judge, ingest.FetchOptions{AllowPrivate: f.allowPrivate}, sensors, gates)
-	if err != nil {
-		return exitError{2, err}
-	}
-	defer env.Close()
-	applyMemoryLimit(memoryLimitFor(len(b.ACs)))
 	features := &featureServer{}
 	defer features.Close()
+	notes := io.Writer(os.Stderr)
+	if f.quiet {
+		notes = nil
+	}
+	a := &allInOne{batch: b, tenant: tenant, dataDir: dataDir, ephemeral: ephemeral, blobURL: f.blobURL, concurrency: f.concurrency,
+		jf: &f.judge, fetch: ingest.FetchOptions{AllowPrivate: f.allowPrivate}, sensors: sensors, gates: gates,
+		submitter: client.Submitter{AllowOutside: f.allowOutside, ServeFeature: features.serve, DefaultMode: defaultMode},
+		force:     f.rerun, notes: notes, options: runOptions(f, defaultMode)}
+	defer a.Close()
+	if err := a.open(ctx); err != nil {
+		return err
+	}
+	applyMemoryLimit(memoryLimitFor(len(b.ACs)))
+	if res, e := a.standing(ctx); res != nil {
+		a.standsNote(e)
+		return finishRun(f, b, res)
+	}
+	if err := a.start(ctx); err != nil {
+		return err
+	}
+	env := a.env
 	if f.console != "" {
 		cctx, ccancel := context.WithCancel(ctx)
 		addr, wait, err := startConsole(cctx, f.console, console.Config{Buckets: env.Running.Buckets, Store: env.Store, Pub: env.Running.Pub,
@@ -202,8 +227,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		fmt.Fprintf(os.Stderr, "metrics: http://%s/metrics\n", addr)
 	}
 
-	sub := &client.Submitter{Pub: env.Running.Pub, Store: env.Store, AllowOutside: f.allowOutside, ServeFeature: features.serve, DefaultMode: defaultMode}
-	s, err := sub.Submit(ctx, b, tenant, client.NewBatchID(b))
+	s, err := a.submit(ctx, client.NewBatchID(b))
 	if err != nil {
 		return err
 	}
@@ -247,13 +271,22 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 			}
 		}
 	}
-	if _, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, report); err != nil {
+	comp, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, report)
+	if err != nil {
 		return fmt.Errorf("batch %s: %w", s.BatchID, err)
 	}
 	res, err := client.Load(ctx, env.Running.Buckets, env.Store, s.Tenant, s.BatchID)
 	if err != nil {
 		return err
 	}
+	a.remember(s.BatchID, comp)
+	return finishRun(f, b, res)
+}
+
+// finishRun writes a completed batch's results where the run's flags ask and prints
+// them, ending with the batch's exit code: the same for a batch judged now and for one
+// whose results stand for an unchanged rerun.
+func finishRun(f *runFlags, b *batch.Batch, res *client.Results) error {
 	outDir, err := res.Write(f.out)
 	if err != nil {
 		return err
@@ -278,6 +311,16 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		return exitError{code: res.Summary.ExitCode}
 	}
 	return nil
+}
+
+// runOptions are the run's settings, beyond the batch and the judge, that can reach a
+// decision: they are part of an unchanged rerun's key.
+func runOptions(f *runFlags, defaultMode string) map[string]string {
+	return map[string]string{
+		"allow_outside": strconv.FormatBool(f.allowOutside), "allow_private_urls": strconv.FormatBool(f.allowPrivate),
+		"default_mode": defaultMode, "adapters": strings.Join(f.adapters, "\x00"), "gates_adapters": strings.Join(f.gates, "\x00"),
+		"blob": f.blobURL,
+	}
 }
 
 // askSpotcheck reads HE-2 answers until one is y or a dimension of the rubric, asking
@@ -318,6 +361,7 @@ func writeCFN(res *client.Results) error {
 type embedded struct {
 	Running *app.Running
 	Store   blob.Store
+	nc      *nats.Conn
 	close   []func()
 }
 
@@ -353,7 +397,33 @@ func (e *embedded) open(ctx context.Context, dataDir string, ephemeral bool, blo
 		return nil, err
 	}
 	e.close = append(e.close, func() { _ = e.Store.Close() })
+	e.nc = nc
 	return nc, nil
+}
+
+// services are the settings of the four services the all-in-one mode runs.
+type services struct {
+	provider    judge.Provider
+	params      judge.Params
+	concurrency int
+	jf          *judgeFlags
+	fetch       ingest.FetchOptions
+	sensors     *renderer.Sensors
+	gates       *command.Gates
+}
+
+// start runs the four services on the server and store open opened.
+func (e *embedded) start(ctx context.Context, s services) error {
+	var err error
+	e.Running, err = app.Start(ctx, e.nc, app.Options{
+		Store: e.Store, Provider: s.provider, Params: s.params, Instance: "all-in-one", Concurrency: s.concurrency,
+		Fetch: s.fetch, Sensors: s.sensors, Gates: s.gates, RateLimits: s.jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+	})
+	if err != nil {
+		return err
+	}
+	e.close = append(e.close, e.Running.Close)
+	return nil
 }
 
 // startEmbedded starts the all-in-one mode in dataDir. ephemeral says dataDir is a
@@ -382,21 +452,15 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 		return nil, err
 	}
 	e := &embedded{}
-	nc, err := e.open(ctx, dataDir, ephemeral, blobURL)
-	if err != nil {
+	if _, err := e.open(ctx, dataDir, ephemeral, blobURL); err != nil {
 		return nil, err
 	}
-	e.Running, err = app.Start(ctx, nc, app.Options{
-		Store: e.Store, Provider: provider, Params: params, Instance: "all-in-one", Concurrency: concurrency,
-		Fetch: fetch, Sensors: sensors, Gates: gates, RateLimits: jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),
-	})
-	if err != nil {
-		e.Close()
-		return nil, err
-	}
-	e.close = append(e.close, e.Running.Close)
 	if sensors != nil {
 		e.close = append(e.close, sensors.Close)
+	}
+	if err := e.start(ctx, services{provider: provider, params: params, concurrency: concurrency, jf: jf, fetch: fetch, sensors: sensors, gates: gates}); err != nil {
+		e.Close()
+		return nil, err
 	}
 	return e, nil
 }

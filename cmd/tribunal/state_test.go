@@ -61,7 +61,9 @@ func TestRunKeepsStateByDefault(t *testing.T) {
 			t.Fatalf(".tribunal/%s: %v", sub, err)
 		}
 	}
-	stdout, stderr, code := runState(t, dir, "run", "examples/quickstart")
+	// --rerun: this run is about the cache the first filled, not about the first's
+	// results standing (TestUnchangedRerunStands).
+	stdout, stderr, code := runState(t, dir, "run", "examples/quickstart", "--rerun")
 	if code != 1 || strings.Contains(stderr, "state: created") {
 		t.Fatalf("second run exit %d\n%s", code, stderr)
 	}
@@ -103,7 +105,9 @@ func dirSize(t *testing.T, dir string) int64 {
 func TestConcurrentRunsOnOneFolder(t *testing.T) {
 	dir := projectDir(t)
 	start := func(name string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer, chan time.Time) {
-		cmd := exec.Command(binary, "run", "examples/quickstart", "--scripted-latency", "1500ms", "--out", filepath.Join(dir, "out-"+name))
+		// --rerun: the second run is to judge on the store the first leaves, not to find
+		// the first's results standing.
+		cmd := exec.Command(binary, "run", "examples/quickstart", "--scripted-latency", "1500ms", "--rerun", "--out", filepath.Join(dir, "out-"+name))
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "TRIBUNAL_EPHEMERAL=")
 		var out, errb bytes.Buffer
@@ -221,7 +225,9 @@ func TestRerunMakesNoProviderCalls(t *testing.T) {
 	if want := plan.JudgeCalls + plan.RunnerCalls; first != want {
 		t.Fatalf("first run: %d calls, want the %d judge and runner calls validate planned\n%s", first, want, stdout)
 	}
-	stdout, stderr, code = runState(t, dir, args...)
+	// --rerun: a new batch of the unchanged file, judged from the cache (without it the
+	// first batch's results would stand, TestUnchangedRerunStands).
+	stdout, stderr, code = runState(t, dir, append(args, "--rerun")...)
 	if code != 1 {
 		t.Fatalf("second run exit %d\n%s\n%s", code, stdout, stderr)
 	}

@@ -156,6 +156,13 @@ var (
 
 // Load reads a batch's results: its completion, every job record and its manifest.
 func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID string) (*Results, error) {
+	return LoadChecked(ctx, b, store, tenant, batchID, nil)
+}
+
+// LoadChecked is Load with check called on the batch's header and every job record as
+// read, before the results are built from them; its error is Load's. A rerun whose
+// results stand for an earlier batch's checks that batch so (internal/rerun.Stands).
+func LoadChecked(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID string, check func(*records.Batch, []*records.Job) error) (*Results, error) {
 	recStore := records.New(b)
 	h, _, err := recStore.Header(ctx, tenant, batchID)
 	if err != nil {
@@ -170,6 +177,11 @@ func Load(ctx context.Context, b bus.Buckets, store blob.Store, tenant, batchID 
 	recs, err := recStore.LoadJobs(ctx, tenant, batchID)
 	if err != nil {
 		return nil, err
+	}
+	if check != nil {
+		if err := check(h, recs); err != nil {
+			return nil, fmt.Errorf("batch %s/%s: %w", tenant, batchID, err)
+		}
 	}
 	res := &Results{Tenant: tenant, BatchID: batchID, Source: h.Source, Summary: h.Completion.Summary}
 	judges := map[string]bool{}

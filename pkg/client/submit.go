@@ -104,7 +104,17 @@ func (s *Submitter) Submit(ctx context.Context, b *batch.Batch, tenant, batchID 
 	if err != nil {
 		return sub, err
 	}
-	err = s.publish(ctx, prep, tenant, batchID, nil, false, &sub)
+	return s.SubmitPrepared(ctx, prep, tenant, batchID)
+}
+
+// SubmitPrepared publishes a batch Prepare resolved, as Submit does: the caller looked
+// at it first (the all-in-one mode keys an unchanged rerun by its digest).
+func (s *Submitter) SubmitPrepared(ctx context.Context, prep *Prepared, tenant, batchID string) (Submission, error) {
+	if err := events.ValidateName(batchID); err != nil {
+		return Submission{}, fmt.Errorf("batch id: %w", err)
+	}
+	sub := Submission{Tenant: tenant, BatchID: batchID, Rejected: prep.Rejected, Jobs: prep.Len(), Blocked: prep.Blocked}
+	err := s.publish(ctx, prep, tenant, batchID, nil, false, &sub)
 	return sub, err
 }
 
