@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -363,6 +364,9 @@ type embedded struct {
 	Store   blob.Store
 	nc      *nats.Conn
 	close   []func()
+	// removing is a temporary folder's blob store being removed while the server shuts
+	// down (the two take about as long), waited for before Close returns.
+	removing sync.WaitGroup
 }
 
 func (e *embedded) Close() {
@@ -380,7 +384,7 @@ func (e *embedded) open(ctx context.Context, dataDir string, ephemeral bool, blo
 	if err != nil {
 		return nil, err
 	}
-	e.close = append(e.close, func() { ns.Shutdown(); ns.WaitForShutdown() })
+	e.close = append(e.close, func() { ns.Shutdown(); ns.WaitForShutdown(); e.removing.Wait() })
 	nc, err := bus.InProcessConn(ns)
 	if err != nil {
 		e.Close()
@@ -396,7 +400,17 @@ func (e *embedded) open(ctx context.Context, dataDir string, ephemeral bool, blo
 		e.Close()
 		return nil, err
 	}
-	e.close = append(e.close, func() { _ = e.Store.Close() })
+	closeStore := func() { _ = e.Store.Close() }
+	if ephemeral && blobURL == "" {
+		// Nothing in a temporary folder outlives the process: its blobs go while the
+		// server shuts down, and the caller removes what is left.
+		dir := filepath.Join(dataDir, "blobs")
+		closeStore = func() {
+			_ = e.Store.Close()
+			e.removing.Go(func() { _ = os.RemoveAll(dir) })
+		}
+	}
+	e.close = append(e.close, closeStore)
 	e.nc = nc
 	return nc, nil
 }
