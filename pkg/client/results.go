@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -31,7 +32,34 @@ type Progress struct {
 // that fails while NATS is briefly unreachable (a server restarting, a cluster electing a
 // leader after losing a node) is tried again at the next interval.
 func Watch(ctx context.Context, b bus.Buckets, tenant, batchID string, interval time.Duration, report func(Progress)) (*records.Completion, error) {
-	return Poll(ctx, interval, func(ctx context.Context) (*Progress, error) { return ReadProgress(ctx, b, tenant, batchID) }, report)
+	read := func(ctx context.Context) (*Progress, error) { return ReadProgress(ctx, b, tenant, batchID) }
+	// The header changes when the batch is opened and when it completes, and progress in
+	// between is in other keys: a watch on the header wakes the wait the moment the batch
+	// completes instead of at the next tick. Without it (the watch refused) the ticks
+	// still find the completion.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wake := make(chan struct{}, 1)
+	if w, err := b.Batches.Watch(wctx, records.BatchKey(tenant, batchID), jetstream.IgnoreDeletes(), jetstream.UpdatesOnly()); err == nil {
+		defer func() { _ = w.Stop() }()
+		go func() {
+			for {
+				select {
+				case <-wctx.Done():
+					return
+				case _, ok := <-w.Updates():
+					if !ok {
+						return
+					}
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	return poll(ctx, interval, read, report, wake)
 }
 
 // ReadProgress is a batch's progress, nil while the batch is not recorded yet.
@@ -55,6 +83,11 @@ func ReadProgress(ctx context.Context, b bus.Buckets, tenant, batchID string) (*
 // returns nil while the batch is not recorded yet; a read that fails for the moment
 // (bus.IsTransient) is tried again at the next interval.
 func Poll(ctx context.Context, interval time.Duration, read func(context.Context) (*Progress, error), report func(Progress)) (*records.Completion, error) {
+	return poll(ctx, interval, read, report, nil)
+}
+
+// poll is Poll that also reads whenever wake fires.
+func poll(ctx context.Context, interval time.Duration, read func(context.Context) (*Progress, error), report func(Progress), wake <-chan struct{}) (*records.Completion, error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -72,6 +105,7 @@ func Poll(ctx context.Context, interval time.Duration, read func(context.Context
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-t.C:
+		case <-wake:
 		}
 	}
 }
