@@ -73,6 +73,11 @@ func (a *allInOne) open(ctx context.Context) error {
 	if a.provider, a.params, err = a.jf.build("all-in-one"); err != nil {
 		return exitError{2, err}
 	}
+	if !a.ephemeral {
+		// The rerun key needs the build's identity, which may mean hashing the whole
+		// executable: begun now, it overlaps the server's start and the batch's hashing.
+		go func() { _, _ = rerun.Build() }()
+	}
 	a.env = &embedded{}
 	nc, err := a.env.open(ctx, a.dataDir, a.ephemeral, a.blobURL)
 	if err != nil {

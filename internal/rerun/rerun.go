@@ -32,6 +32,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -103,8 +104,14 @@ func FileDigest(path string) (string, error) {
 // build settings, the commit). Build information without a commit, or from a tree with
 // changes not committed, does not say what the code is, so the executable's own SHA-256
 // is added: any rebuild that changes a byte of the binary is another build, and an
-// unchanged one (Go builds are reproducible) the same.
-func Build() (string, error) {
+// unchanged one (Go builds are reproducible) the same. Reading a 60 MB executable takes
+// about 0.15 s, so it is done once per process, and a caller may start it early (in a
+// goroutine) to overlap other start-up work.
+func Build() (string, error) { return buildOnce() }
+
+var buildOnce = sync.OnceValues(build)
+
+func build() (string, error) {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return executableBuild("")
