@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/tribunal-dev/tribunal/pkg/ident"
 )
 
 // DefaultMaxSize is the largest object a Store accepts unless configured otherwise. It
@@ -38,34 +40,6 @@ var (
 	ErrInvalidRef = errors.New("blob: invalid reference")
 )
 
-// validTenant matches ^[a-z0-9][a-z0-9_-]{0,62}$ and validHex ^[0-9a-f]{64}$. They are
-// checked on every Open and Stat, a regular expression's cost showed in the all-in-one
-// mode's CPU profile, and a byte loop says the same.
-func validTenant(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '_' || s[0] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func validHex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // Ref names one object: the tenant that owns it and the hex SHA-256 of its bytes.
 type Ref struct {
 	Tenant string `json:"tenant" msgpack:"tenant"`
@@ -80,10 +54,10 @@ func (r Ref) String() string { return r.Tenant + "/sha256:" + r.SHA256 }
 
 // Validate reports whether the ref's tenant and digest are well formed.
 func (r Ref) Validate() error {
-	if !validTenant(r.Tenant) {
+	if !ident.Tenant(r.Tenant) {
 		return fmt.Errorf("%w: tenant %q", ErrInvalidRef, r.Tenant)
 	}
-	if !validHex(r.SHA256) {
+	if !ident.HexDigest(r.SHA256) {
 		return fmt.Errorf("%w: sha256 %q", ErrInvalidRef, r.SHA256)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"sync"
+
+	"github.com/tribunal-dev/tribunal/pkg/ident"
 )
 
 // Helpers for driver packages. They live here so that every driver enforces tenants,
@@ -20,7 +22,7 @@ const DefaultMediaType = "application/octet-stream"
 // ValidateTenant reports whether tenant is well formed, wrapping ErrInvalidRef. Drivers
 // check it before touching storage because the tenant becomes a path or key component.
 func ValidateTenant(tenant string) error {
-	if !validTenant(tenant) {
+	if !ident.Tenant(tenant) {
 		return fmt.Errorf("%w: tenant %q", ErrInvalidRef, tenant)
 	}
 	return nil
@@ -39,7 +41,7 @@ func NormalizePut(tenant string, opts PutOptions) (mediaType, expected string, e
 	}
 	if opts.ExpectedSHA256 != "" {
 		expected = strings.ToLower(opts.ExpectedSHA256)
-		if !validHex(expected) {
+		if !ident.HexDigest(expected) {
 			return "", "", fmt.Errorf("%w: expected sha256 %q", ErrInvalidRef, opts.ExpectedSHA256)
 		}
 	}

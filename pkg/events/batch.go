@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/tribunal-dev/tribunal/pkg/ident"
 )
 
 // PlanPageSize is how many jobs one page of a batch's plan lists: page k holds the jobs
@@ -42,7 +44,7 @@ func (p *BatchOpened) Validate() error {
 	if p.Size <= 0 {
 		return invalid("size", "must be positive")
 	}
-	if !hexDigestRe.MatchString(p.Digest) {
+	if !ident.HexDigest(p.Digest) {
 		return invalid("digest", fmt.Sprintf("want 64 lowercase hex characters, got %q", p.Digest))
 	}
 	if want := PlanPages(p.Size); len(p.Pages) != want {

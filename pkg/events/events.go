@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/ident"
 )
 
 // SchemaVersion is the wire schema this build writes and the only one it reads.
@@ -121,7 +123,7 @@ func ParseLink(l string) (id, sha256Hex string, ok bool) {
 		return "", "", false
 	}
 	id, sha256Hex = l[:i], l[i+1:]
-	return id, sha256Hex, nameRe.MatchString(id) && hexDigestRe.MatchString(sha256Hex)
+	return id, sha256Hex, ident.Name(id) && ident.HexDigest(sha256Hex)
 }
 
 // ChainOf is the chain of an event derived from cause, whose wire bytes hash to

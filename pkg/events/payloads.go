@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
-)
 
-var hexDigestRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	"github.com/tribunal-dev/tribunal/pkg/ident"
+)
 
 // Blob points at an artifact in blob storage under the envelope's tenant.
 type Blob struct {
@@ -19,7 +18,7 @@ type Blob struct {
 }
 
 func (b Blob) validate(field string) error {
-	if !hexDigestRe.MatchString(b.SHA256) {
+	if !ident.HexDigest(b.SHA256) {
 		return invalid(field+".sha256", fmt.Sprintf("want 64 lowercase hex characters, got %q", b.SHA256))
 	}
 	if b.MediaType == "" {

@@ -2,8 +2,9 @@ package events
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/ident"
 )
 
 // SubjectRoot is the first token of every tribunal subject; the stream captures
@@ -14,16 +15,11 @@ const SubjectRoot = "tribunal"
 // underscore cannot start a tenant name, so no team can publish or read there.
 const DeadLetterPrefix = SubjectRoot + "._dlq"
 
-var (
-	tenantRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	nameRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
-)
-
 // ValidateTenant accepts lowercase names of letters, digits, '-' and '_' (at most 63),
 // starting with a letter or digit: no dots, wildcards, spaces or upper case, because a
 // tenant is a subject token, a blob key prefix and a NATS user name.
 func ValidateTenant(t string) error {
-	if !tenantRe.MatchString(t) {
+	if !ident.Tenant(t) {
 		return fmt.Errorf("tenant %q: want 1-63 of [a-z0-9_-] starting with a letter or digit (no dots, wildcards or spaces)", t)
 	}
 	return nil
@@ -32,7 +28,7 @@ func ValidateTenant(t string) error {
 // ValidateName accepts batch and AC ids: letters, digits, '-' and '_', at most 128,
 // because they become key-value keys.
 func ValidateName(n string) error {
-	if !nameRe.MatchString(n) {
+	if !ident.Name(n) {
 		return fmt.Errorf("%q: want 1-128 of [A-Za-z0-9_-] starting with a letter or digit", n)
 	}
 	return nil
