@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // SharedCacheTenant stands for the tenant in the judge-call cache keys of a judge that
@@ -63,7 +64,7 @@ func (e *JudgeEnv) Cached(ctx context.Context, key string, into any) bool {
 		}
 		return false
 	}
-	return json.Unmarshal(ent.Value(), into) == nil
+	return records.Unmarshal(ent.Value(), into) == nil
 }
 
 // Remember caches a valid answer. An outage or a schema violation is worth asking again

@@ -19,7 +19,7 @@ func Unmarshal[T any](j *records.Job, data json.RawMessage, what string) (*T, er
 		return nil, nil
 	}
 	var v T
-	if err := json.Unmarshal(data, &v); err != nil {
+	if err := records.Unmarshal(data, &v); err != nil {
 		return nil, fmt.Errorf("job %s: %s: %w", j.Key(), what, err)
 	}
 	return &v, nil

@@ -75,7 +75,7 @@ func (j *Job) Clone() *Job {
 		panic("records: a job record that does not encode: " + err.Error())
 	}
 	var c Job
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := Unmarshal(data, &c); err != nil {
 		panic("records: a job record that does not decode: " + err.Error())
 	}
 	return &c

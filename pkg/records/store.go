@@ -57,7 +57,7 @@ func (s Store) jobAt(ctx context.Context, key string) (*Job, uint64, error) {
 // DecodeJob decodes a job record's stored bytes.
 func DecodeJob(data []byte) (*Job, error) {
 	var j Job
-	if err := json.Unmarshal(data, &j); err != nil {
+	if err := Unmarshal(data, &j); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return &j, nil
@@ -150,7 +150,7 @@ func (s Store) Header(ctx context.Context, tenant, batch string) (*Batch, uint64
 		return nil, 0, fmt.Errorf("load batch %s: %w", BatchKey(tenant, batch), err)
 	}
 	var h Batch
-	if err := json.Unmarshal(e.Value(), &h); err != nil {
+	if err := Unmarshal(e.Value(), &h); err != nil {
 		return nil, 0, fmt.Errorf("batch %s: %w: %v", BatchKey(tenant, batch), ErrCorrupt, err)
 	}
 	return &h, e.Revision(), nil
@@ -177,7 +177,7 @@ func (s Store) UpdateHeader(ctx context.Context, tenant, batch string, change fu
 		var cur *Batch
 		if len(b) > 0 {
 			cur = &Batch{}
-			if err := json.Unmarshal(b, cur); err != nil {
+			if err := Unmarshal(b, cur); err != nil {
 				return nil, false, fmt.Errorf("batch %s: %w: %v", BatchKey(tenant, batch), ErrCorrupt, err)
 			}
 		}
