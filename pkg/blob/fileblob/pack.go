@@ -120,7 +120,10 @@ type tenantIndex struct {
 	packs   []*pack
 	byName  map[string]uint32
 	pending map[[32]byte]*pending
-	cur     *pack // the own pack Puts append to (Store.amu)
+	// dups names the other packs holding a copy of a key (two writers that packed the
+	// same bytes, or a damaged copy put again), so that Delete compacts those too.
+	dups map[[32]byte][]uint32
+	cur  *pack // the own pack Puts append to (Store.amu)
 	loaded  atomic.Bool
 }
 
@@ -257,6 +260,18 @@ func (s *Store) addPack(t *tenantIndex, p *pack) {
 	t.byName[filepath.Base(p.path)] = p.idx
 }
 
+// index points key at l, remembering the pack of a copy it replaces; the caller holds
+// imu for writing.
+func (s *Store) index(t *tenantIndex, key [32]byte, l loc) {
+	if old, ok := t.objs[key]; ok && old.pack != l.pack {
+		if t.dups == nil {
+			t.dups = map[[32]byte][]uint32{}
+		}
+		t.dups[key] = append(t.dups[key], old.pack)
+	}
+	t.objs[key] = l
+}
+
 // record is one parsed record header.
 type record struct {
 	off, size int64
@@ -350,7 +365,7 @@ func (s *Store) scanPack(t *tenantIndex, p *pack, size int64) {
 	s.imu.Lock()
 	for _, f := range recs {
 		f.l.mt = s.intern([]byte(f.mt))
-		t.objs[f.key] = f.l
+		s.index(t, f.key, f.l)
 	}
 	s.imu.Unlock()
 	p.scannedTo, p.seenSize = off, size
@@ -474,7 +489,7 @@ func (s *Store) appendPublished(ctx context.Context, t *tenantIndex, key [32]byt
 		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: sync %s: %w", a.Ref, p.path, err)
 	}
 	s.imu.Lock()
-	t.objs[key] = loc{off: off, size: uint32(a.Size), pack: p.idx, mt: s.intern([]byte(mt))}
+	s.index(t, key, loc{off: off, size: uint32(a.Size), pack: p.idx, mt: s.intern([]byte(mt))})
 	s.imu.Unlock()
 	return a, nil
 }
@@ -637,6 +652,10 @@ func (s *Store) deletePacked(ref blob.Ref) {
 			s.dirty = map[*pack]*tenantIndex{}
 		}
 		s.dirty[t.packs[l.pack]] = t
+		for _, i := range t.dups[key] {
+			s.dirty[t.packs[i]] = t
+		}
+		delete(t.dups, key)
 	}
 }
 

@@ -382,3 +382,34 @@ func TestPackRoll(t *testing.T) {
 	s.Close()
 	mustReadAll(t, newPackStore(t, dir, Options{}), as)
 }
+
+// TestPackDeleteEveryCopy: two writers that packed the same bytes (each before it saw
+// the other's pack) leave two records; a Delete removes both, so the object does not
+// come back from the other pack.
+func TestPackDeleteEveryCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	a := newPackStore(t, dir, Options{})
+	b := newPackStore(t, dir, Options{})
+	putN(t, a, "acme", 1, "warm") // both load their (empty) view of the packs first
+	putN(t, b, "acme", 1, "warm-b")
+	both := putN(t, a, "acme", 1, "twice")[0]
+	if again := putN(t, b, "acme", 1, "twice")[0]; again != both {
+		t.Fatalf("%+v != %+v", again, both)
+	}
+	a.Close()
+	b.Close()
+	p, err := New(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(ctx, both.Ref); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	fresh := newPackStore(t, dir, Options{})
+	if _, err := fresh.Stat(ctx, both.Ref); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("deleted object: %v, want ErrNotFound", err)
+	}
+}
