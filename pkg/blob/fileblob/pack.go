@@ -122,9 +122,9 @@ type tenantIndex struct {
 	pending map[[32]byte]*pending
 	// dups names the other packs holding a copy of a key (two writers that packed the
 	// same bytes, or a damaged copy put again), so that Delete compacts those too.
-	dups map[[32]byte][]uint32
-	cur  *pack // the own pack Puts append to (Store.amu)
-	loaded  atomic.Bool
+	dups   map[[32]byte][]uint32
+	cur    *pack // the own pack Puts append to (Store.amu)
+	loaded atomic.Bool
 }
 
 // packState is the pack part of a Store.
