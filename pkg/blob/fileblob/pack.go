@@ -528,7 +528,7 @@ func (s *Store) appendRecord(t *tenantIndex, rec []byte) (*pack, int64, error) {
 	return p, off, nil
 }
 
-// newPack creates an own pack; the caller holds amu.
+// newPack creates an own pack; the caller holds amu (taken before scanMu, as in Close).
 func (s *Store) newPack(t *tenantIndex) (*pack, error) {
 	dir := s.packsDir(t.name)
 	if err := s.mkdirSynced(filepath.Join(s.root, t.name), s.root); err != nil {
@@ -537,6 +537,9 @@ func (s *Store) newPack(t *tenantIndex) (*pack, error) {
 	if err := s.mkdirSynced(dir, filepath.Join(s.root, t.name)); err != nil {
 		return nil, err
 	}
+	// A scan must not meet the new pack before it is registered as this store's own.
+	s.scanMu.Lock()
+	defer s.scanMu.Unlock()
 	// CreateTemp's exclusive create gives every writer a name of its own.
 	f, err := os.CreateTemp(dir, "*"+packExt)
 	if err != nil {
