@@ -312,7 +312,8 @@ func (sc *scanner) next(off int64) (r record, ok, bad bool) {
 	}
 	h := sc.at(off, packHeader)
 	if len(h) < packHeader {
-		return r, false, !bytes.HasPrefix([]byte(packMagic), h)
+		m := min(len(h), len(packMagic))
+		return r, false, string(h[:m]) != packMagic[:m]
 	}
 	if string(h[:4]) != packMagic {
 		return r, false, true

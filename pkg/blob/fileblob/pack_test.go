@@ -144,14 +144,28 @@ func TestPackLayout(t *testing.T) {
 // records readable; the torn one is gone, and Puts after it work.
 func TestPackTornTail(t *testing.T) {
 	t.Parallel()
+	// Cut in the last record's data, and in its header.
+	for _, cut := range []int64{-3, 20} {
+		t.Run(fmt.Sprint(cut), func(t *testing.T) { t.Parallel(); testTornTail(t, cut) })
+	}
+}
+
+func testTornTail(t *testing.T, cut int64) {
 	dir := t.TempDir()
 	s := newPackStore(t, dir, Options{})
 	as := putN(t, s, "acme", 10, "torn")
+	last := as[len(as)-1]
+	_, off, size, err := s.Locate(last.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
 	pk := packFiles(t, dir, "acme")[0]
-	last := as[len(as)-1]
-	st, _ := os.Stat(pk)
-	if err := os.Truncate(pk, st.Size()-3); err != nil {
+	end := off + size + cut // cut < 0: from the end
+	if cut > 0 {
+		end = off - packHeader - int64(len(last.MediaType)) + cut
+	}
+	if err := os.Truncate(pk, end); err != nil {
 		t.Fatal(err)
 	}
 	r := newPackStore(t, dir, Options{})
