@@ -394,7 +394,8 @@ func (e *embedded) open(ctx context.Context, dataDir string, ephemeral bool, blo
 	if blobURL != "" {
 		e.Store, err = blob.OpenURL(ctx, blobURL)
 	} else {
-		e.Store, err = fileblob.New(filepath.Join(dataDir, "blobs"), fileblob.Options{NoSync: ephemeral})
+		// Packed: a run's many small artifacts and call records cost a file each otherwise.
+		e.Store, err = fileblob.New(filepath.Join(dataDir, "blobs"), fileblob.Options{NoSync: ephemeral, Pack: true})
 	}
 	if err != nil {
 		e.Close()
