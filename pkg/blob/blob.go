@@ -77,6 +77,29 @@ type PutOptions struct {
 	// ExpectedSHA256, when set, must match the written bytes or Put fails with
 	// ErrDigestMismatch and stores nothing.
 	ExpectedSHA256 string
+	// Deferred lets Put return before the bytes are durable; the caller makes them
+	// durable with Sync before it publishes anything that names them. A client storing a
+	// batch's artifacts then pays one flush per chunk instead of one per object (on the
+	// development machine's disk, 5 of the 6 seconds a 10,000-AC submission took). A
+	// store whose Put is durable on return (s3, or any store without Sync) ignores it.
+	Deferred bool
+}
+
+// Syncer is a Store that can defer durability (PutOptions.Deferred). A Store that wraps
+// another and forwards Put must forward Sync too, or deferred objects stay unsynced until
+// the inner store closes.
+type Syncer interface {
+	// Sync makes every object stored so far durable.
+	Sync(ctx context.Context) error
+}
+
+// Sync makes the deferred Puts to s durable. For a store that defers nothing it does
+// nothing: such a store's Put was durable already.
+func Sync(ctx context.Context, s Store) error {
+	if sy, ok := s.(Syncer); ok {
+		return sy.Sync(ctx)
+	}
+	return nil
 }
 
 // Store is the artifact storage every service uses. Implementations must be safe for

@@ -154,7 +154,8 @@ func (s *Submitter) artifactLimit() int64 {
 var errArtifactChanged = errors.New("artifact changed while the batch was being submitted")
 
 // upload stores the named artifacts not stored yet, in parallel, each checked against
-// the digest its jobs' events name.
+// the digest its jobs' events name, and makes them durable together before it returns:
+// the events naming them are published after it.
 func (s *Submitter) upload(ctx context.Context, tenant string, arts *artifacts, names []string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
@@ -169,7 +170,13 @@ func (s *Submitter) upload(ctx context.Context, tenant string, arts *artifacts, 
 		arts.mu.Unlock()
 		g.Go(func() error { return s.uploadOne(gctx, tenant, n, a) })
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if err := blob.Sync(ctx, s.Store); err != nil {
+		return fmt.Errorf("upload: %w", err)
+	}
+	return nil
 }
 
 func (s *Submitter) uploadOne(ctx context.Context, tenant, name string, a *artifact) error {
@@ -184,7 +191,7 @@ func (s *Submitter) uploadOne(ctx context.Context, tenant, name string, a *artif
 	}
 	// Put stops reading when ctx ends (blob.DigestCopy) and refuses bytes other than the
 	// ones hashed.
-	_, err := s.Store.Put(ctx, tenant, &limitedReader{r: r, left: a.size}, blob.PutOptions{ExpectedSHA256: a.sha})
+	_, err := s.Store.Put(ctx, tenant, &limitedReader{r: r, left: a.size}, blob.PutOptions{ExpectedSHA256: a.sha, Deferred: true})
 	switch {
 	case errors.Is(err, blob.ErrDigestMismatch) || errors.Is(err, errArtifactTooLarge) || errors.Is(err, blob.ErrTooLarge):
 		return fmt.Errorf("upload %s: %w (cancel the batch and submit it again)", name, errArtifactChanged)

@@ -19,12 +19,32 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
-// countingStore is a file store that counts the objects stored, so a test can tell
-// what had been uploaded when each event was published.
+// countingStore is a file store that counts the objects stored, and how many of them a
+// Sync had made durable, so a test can tell what had been uploaded when each event was
+// published.
 type countingStore struct {
 	blob.Store
-	mu   sync.Mutex
-	puts int
+	mu     sync.Mutex
+	puts   int
+	synced int
+}
+
+// Sync forwards to the file store, as every wrapper of a blob.Syncer must.
+func (c *countingStore) Sync(ctx context.Context) error {
+	n := c.count()
+	if err := blob.Sync(ctx, c.Store); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.synced = max(c.synced, n)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *countingStore) durable() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.synced
 }
 
 func (c *countingStore) Put(ctx context.Context, tenant string, r io.Reader, o blob.PutOptions) (blob.Attrs, error) {
@@ -44,9 +64,10 @@ func (c *countingStore) count() int {
 // orderPub records, for every job.submitted it is handed, how many objects were stored
 // by then.
 type orderPub struct {
-	store  *countingStore
-	jobs   int
-	atPuts []int
+	store     *countingStore
+	jobs      int
+	atPuts    []int
+	atDurable []int
 }
 
 func (p *orderPub) Publish(_ string, msgs ...*message.Message) error {
@@ -58,6 +79,7 @@ func (p *orderPub) Publish(_ string, msgs ...*message.Message) error {
 		if ev.Type == events.TypeJobSubmitted {
 			p.jobs++
 			p.atPuts = append(p.atPuts, p.store.count())
+			p.atDurable = append(p.atDurable, p.store.durable())
 		}
 	}
 	return nil
@@ -85,12 +107,13 @@ func pipelineBatch(t *testing.T, n int) *batch.Batch {
 
 // Judging starts before the whole batch is uploaded: the first jobs are published once
 // their own artifacts are stored, while the later ones are still to be uploaded, and no
-// job is published before its artifacts are.
+// job is published before its artifacts are stored and synced (the uploads are deferred
+// Puts, made durable together).
 func TestSubmissionIsPipelined(t *testing.T) {
 	t.Parallel()
 	const n = 200
 	b := pipelineBatch(t, n)
-	fs, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
+	fs, err := fileblob.New(t.TempDir(), fileblob.Options{Pack: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +135,9 @@ func TestSubmissionIsPipelined(t *testing.T) {
 		// batch's plan page, stored first).
 		if puts < 2*(i+1) {
 			t.Fatalf("job %d published after only %d uploads", i, puts)
+		}
+		if d := pub.atDurable[i]; d < 2*(i+1) {
+			t.Fatalf("job %d published when only %d uploads were synced", i, d)
 		}
 	}
 }

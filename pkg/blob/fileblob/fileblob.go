@@ -86,7 +86,10 @@ type Store struct {
 	packState
 }
 
-var _ blob.Store = (*Store)(nil)
+var (
+	_ blob.Store  = (*Store)(nil)
+	_ blob.Syncer = (*Store)(nil)
+)
 
 // New opens (and unless opts.MustExist, creates) a store rooted at dir.
 func New(dir string, opts Options) (*Store, error) {
@@ -210,7 +213,7 @@ func (s *Store) Put(ctx context.Context, tenant string, r io.Reader, opts blob.P
 		return blob.Attrs{}, fmt.Errorf("fileblob: put: %w", err)
 	}
 	if s.pack && len(mediaType) <= maxPackedMediaType {
-		a, large, release, err := s.putPacked(ctx, tenant, r, mediaType, expected)
+		a, large, release, err := s.putPacked(ctx, tenant, r, mediaType, expected, opts.Deferred)
 		if large == nil {
 			return a, err
 		}
@@ -365,11 +368,13 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	// Deferred Puts whose caller never synced are made durable before the files close.
+	syncErr := s.syncOwnPacks()
 	s.amu.Lock()
 	defer s.amu.Unlock()
 	s.scanMu.Lock()
 	defer s.scanMu.Unlock()
-	return s.closePacks()
+	return errors.Join(syncErr, s.closePacks())
 }
 
 func (s *Store) statErr(op string, ref blob.Ref, err error) error {

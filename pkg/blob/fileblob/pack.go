@@ -375,7 +375,7 @@ func (s *Store) scanPack(t *tenantIndex, p *pack, size int64) {
 // putPacked is Put for a pack-mode store. When the body turns out larger than a pack
 // takes, it returns a reader over the whole body for the file path instead (and release,
 // to call once that is done).
-func (s *Store) putPacked(ctx context.Context, tenant string, r io.Reader, mediaType, expected string) (a blob.Attrs, large io.Reader, release func(), err error) {
+func (s *Store) putPacked(ctx context.Context, tenant string, r io.Reader, mediaType, expected string, deferred bool) (a blob.Attrs, large io.Reader, release func(), err error) {
 	bp := packBufs.Get().(*[]byte)
 	release = func() { packBufs.Put(bp) }
 	buf := *bp
@@ -421,8 +421,9 @@ func (s *Store) putPacked(ctx context.Context, tenant string, r io.Reader, media
 		if ok {
 			if s.sameBytes(p, dataOff(l, mt), data) {
 				// Same bytes already stored: keep the first writer's media type so that
-				// every caller sees the same Attrs for the same ref.
-				return packedAttrs(ref, l, mt), nil, nil, nil
+				// every caller sees the same Attrs for the same ref. A deferred Put may
+				// have stored them: a caller that wants them durable waits for that.
+				return packedAttrs(ref, l, mt), nil, nil, s.syncUnlessDeferred(p, l, mt, deferred)
 			}
 			slog.Warn("fileblob: replacing damaged packed object", "ref", ref.String(), "pack", p.path)
 		}
@@ -430,6 +431,9 @@ func (s *Store) putPacked(ctx context.Context, tenant string, r io.Reader, media
 		if other := t.pending[key]; other != nil {
 			s.imu.Unlock()
 			<-other.done
+			if other.err == nil && !deferred {
+				continue // synced by the lookup above on the next pass
+			}
 			if other.err == nil {
 				return other.attrs, nil, nil, nil
 			}
@@ -443,7 +447,7 @@ func (s *Store) putPacked(ctx context.Context, tenant string, r io.Reader, media
 		t.pending[key] = pend
 		s.imu.Unlock()
 	}
-	a, err = s.appendPublished(ctx, t, key, a, buf[:h+n], s.fileAttrs(ref, int64(n)))
+	a, err = s.appendPublished(ctx, t, key, a, buf[:h+n], s.fileAttrs(ref, int64(n)), deferred)
 	s.imu.Lock()
 	delete(t.pending, key)
 	s.imu.Unlock()
@@ -464,8 +468,8 @@ func (s *Store) fileAttrs(ref blob.Ref, n int64) *blob.Attrs {
 }
 
 // appendPublished appends the record in rec (header space first, data after it) unless
-// existing is set, syncs it and makes it visible in the index.
-func (s *Store) appendPublished(ctx context.Context, t *tenantIndex, key [32]byte, a blob.Attrs, rec []byte, existing *blob.Attrs) (blob.Attrs, error) {
+// existing is set, syncs it unless deferred and makes it visible in the index.
+func (s *Store) appendPublished(ctx context.Context, t *tenantIndex, key [32]byte, a blob.Attrs, rec []byte, existing *blob.Attrs, deferred bool) (blob.Attrs, error) {
 	if existing != nil {
 		return *existing, nil
 	}
@@ -486,8 +490,10 @@ func (s *Store) appendPublished(ctx context.Context, t *tenantIndex, key [32]byt
 	if err != nil {
 		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", a.Ref, err)
 	}
-	if err := s.syncPack(p, off+int64(len(rec))); err != nil {
-		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: sync %s: %w", a.Ref, p.path, err)
+	if !deferred {
+		if err := s.syncPack(p, off+int64(len(rec))); err != nil {
+			return blob.Attrs{}, fmt.Errorf("fileblob: put %s: sync %s: %w", a.Ref, p.path, err)
+		}
 	}
 	s.imu.Lock()
 	s.index(t, key, loc{off: off, size: uint32(a.Size), pack: p.idx, mt: s.intern([]byte(mt))})
@@ -582,6 +588,52 @@ func (s *Store) syncPack(p *pack, end int64) error {
 	}
 	p.synced = target
 	return nil
+}
+
+// syncUnlessDeferred makes the packed record at l durable for a Put that is not
+// deferred. Only this Store's own packs can hold records it has not synced; another
+// process's records are as durable as that process made them.
+func (s *Store) syncUnlessDeferred(p *pack, l loc, mt string, deferred bool) error {
+	if deferred || !p.own {
+		return nil
+	}
+	if err := s.syncPack(p, dataOff(l, mt)+int64(l.size)); err != nil {
+		return fmt.Errorf("fileblob: sync %s: %w", p.path, err)
+	}
+	return nil
+}
+
+// Sync implements blob.Syncer: every record appended so far, deferred ones included,
+// becomes durable. Objects stored as files were synced by their Put.
+func (s *Store) Sync(ctx context.Context) error {
+	if err := s.check(ctx); err != nil {
+		return fmt.Errorf("fileblob: sync: %w", err)
+	}
+	return s.syncOwnPacks()
+}
+
+// syncOwnPacks fsyncs every pack this Store appends to, up to its end.
+func (s *Store) syncOwnPacks() error {
+	if s.noSync {
+		return nil
+	}
+	s.imu.RLock()
+	var own []*pack
+	for _, t := range s.tenants {
+		for _, p := range t.packs {
+			if p.own {
+				own = append(own, p)
+			}
+		}
+	}
+	s.imu.RUnlock()
+	var errs []error
+	for _, p := range own {
+		if err := s.syncPack(p, p.end.Load()); err != nil {
+			errs = append(errs, fmt.Errorf("fileblob: sync %s: %w", p.path, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // openPacked opens a packed object for reading, verified like a file.

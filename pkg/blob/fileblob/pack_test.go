@@ -427,3 +427,60 @@ func TestPackDeleteEveryCopy(t *testing.T) {
 		t.Fatalf("deleted object: %v, want ErrNotFound", err)
 	}
 }
+
+// TestPackDeferredPut: a deferred Put returns before its record is synced; Sync (or
+// Close) covers it, and a Put of the same bytes that is not deferred syncs it before it
+// returns, since its caller will name the object in an event.
+func TestPackDeferredPut(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newPackStore(t, dir, Options{})
+	put := func(data string, deferred bool) blob.Attrs {
+		t.Helper()
+		a, err := s.Put(t.Context(), "acme", strings.NewReader(data), blob.PutOptions{Deferred: deferred})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	p := func() *pack { return s.tenants["acme"].cur }
+	a := put("deferred one", true)
+	b := put("deferred two", true)
+	if p().synced != 0 {
+		t.Fatalf("deferred Puts synced the pack to %d", p().synced)
+	}
+	mustReadAll(t, s, []blob.Attrs{a, b}) // visible at once in this process
+	// The same bytes again, not deferred: synced through the first record's end.
+	put("deferred one", false)
+	if p().synced < dataOffOf(t, s, a)+a.Size {
+		t.Fatalf("a durable Put of deferred bytes returned with the pack synced to %d", p().synced)
+	}
+	put("deferred three", true)
+	if err := blob.Sync(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	if p().synced != p().end.Load() {
+		t.Fatalf("Sync covered %d of %d bytes", p().synced, p().end.Load())
+	}
+	c := put("deferred four", true)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p().synced != p().end.Load() {
+		t.Fatalf("Close left %d of %d bytes unsynced", p().end.Load()-p().synced, p().end.Load())
+	}
+	mustReadAll(t, newPackStore(t, dir, Options{}), []blob.Attrs{a, b, c})
+	if err := s.Sync(t.Context()); err == nil {
+		t.Fatal("Sync of a closed store succeeded")
+	}
+}
+
+// dataOffOf is where a packed object's data starts.
+func dataOffOf(t *testing.T, s *Store, a blob.Attrs) int64 {
+	t.Helper()
+	l, _, mt, ok := s.findPacked(a.Ref, false)
+	if !ok {
+		t.Fatalf("%s is not packed", a.Ref)
+	}
+	return dataOff(l, mt)
+}
