@@ -1,7 +1,8 @@
 // Package judgetest holds test doubles for the judge kinds' prompt and repair tests: a
 // provider made of a function, answers in turn, checks that untrusted text stays fenced,
-// and the fuzz property every kind's answer parser must hold. They stand in for a model inside unit tests of one package only; everything that
-// crosses a process uses a real OpenAI-compatible server (internal/testutil/fakellm).
+// and the fuzz property every kind's answer parser must hold. They stand in for a model
+// inside unit tests of one package only; everything that crosses a process uses a real
+// OpenAI-compatible server (internal/testutil/fakellm).
 package judgetest
 
 import (
