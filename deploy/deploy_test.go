@@ -398,13 +398,20 @@ func TestUnknownFieldFails(t *testing.T) {
 	}
 }
 
-func TestMissingProbesAndLimitsFail(t *testing.T) {
-	const file = "deploy/testdata/k8s-missing-probes-limits.yaml"
+// workloadProblems decodes the manifest fixture file, which must decode cleanly, and
+// returns what CheckWorkloads finds in it.
+func workloadProblems(t *testing.T, file string) []Problem {
+	t.Helper()
 	objs, ps := DecodeManifests(file, read(t, file))
 	if len(ps) > 0 {
 		t.Fatalf("the fixture should decode:\n%s", Report(ps))
 	}
-	ps = CheckWorkloads(objs)
+	return CheckWorkloads(objs)
+}
+
+func TestMissingProbesAndLimitsFail(t *testing.T) {
+	const file = "deploy/testdata/k8s-missing-probes-limits.yaml"
+	ps := workloadProblems(t, file)
 	base := "spec.template.spec.containers[0]."
 	for _, field := range []string{"readinessProbe", "livenessProbe", "resources.limits.cpu", "resources.limits.memory"} {
 		wantProblem(t, ps, file, "Deployment/no-probes", base+field, `container "judge"`)
@@ -416,11 +423,7 @@ func TestMissingProbesAndLimitsFail(t *testing.T) {
 
 func TestRootContainerFails(t *testing.T) {
 	const file = "deploy/testdata/k8s-runs-as-root.yaml"
-	objs, ps := DecodeManifests(file, read(t, file))
-	if len(ps) > 0 {
-		t.Fatalf("the fixture should decode:\n%s", Report(ps))
-	}
-	ps = CheckWorkloads(objs)
+	ps := workloadProblems(t, file)
 	base := "spec.template.spec.containers[0].securityContext."
 	for _, field := range []string{"runAsNonRoot", "runAsUser", "allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities.drop", "seccompProfile"} {
 		wantProblem(t, ps, file, "StatefulSet/rooted", base+field, `container "nats"`)

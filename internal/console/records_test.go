@@ -27,11 +27,7 @@ import (
 // as soon as they are there.
 func TestRecordsWithoutServices(t *testing.T) {
 	ctx := context.Background()
-	_, _, js := natstest.Provisioned(t, bus.Config{Memory: true})
-	b, err := bus.OpenBuckets(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := natstest.Buckets(t, bus.Config{Memory: true})
 	store, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)

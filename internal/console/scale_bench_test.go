@@ -40,15 +40,7 @@ type scaleBatch struct {
 func buildScaleBatch(b *testing.B) scaleBatch {
 	b.Helper()
 	ctx := context.Background()
-	ns := natstest.Start(b)
-	_, js := ns.Connect(b)
-	if err := bus.Provision(ctx, js, bus.Config{}); err != nil {
-		b.Fatal(err)
-	}
-	buckets, err := bus.OpenBuckets(ctx, js)
-	if err != nil {
-		b.Fatal(err)
-	}
+	buckets := natstest.Buckets(b, bus.Config{})
 	store, err := fileblob.New(b.TempDir(), fileblob.Options{NoSync: true})
 	if err != nil {
 		b.Fatal(err)

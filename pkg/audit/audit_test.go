@@ -230,6 +230,19 @@ func (f *fixture) rewrite(i int, change func(*events.Event)) {
 	f.recs[i] = audit.NewRecorded(r.Seq, r.Subject, r.Stored, data, r.MsgID, r.Reason)
 }
 
+// forgeWinner rewrites recorded iteration.decided i of an ab job to say ours won,
+// leaving everything else as the aggregator wrote it.
+func (f *fixture) forgeWinner(i int) {
+	f.t.Helper()
+	f.rewrite(i, func(ev *events.Event) {
+		d := *ev.Payload.(*events.IterationDecided)
+		r := *d.AB
+		r.Winner = "ours"
+		d.AB = &r
+		ev.Payload = &d
+	})
+}
+
 func dump(rep audit.Report) string {
 	var b strings.Builder
 	for _, m := range rep.Mismatches {
@@ -499,13 +512,7 @@ func TestAuditRedriveAlterations(t *testing.T) {
 				i = k
 			}
 		}
-		f.rewrite(i, func(ev *events.Event) {
-			d := *ev.Payload.(*events.IterationDecided)
-			r := *d.AB
-			r.Winner = "ours"
-			d.AB = &r
-			ev.Payload = &d
-		})
+		f.forgeWinner(i)
 		rep := f.audit()
 		if !has(rep, func(m audit.Mismatch) bool {
 			return m.Job == "AC-3" && m.Field == "ab.winner" && m.Derived == `"reference"` && m.FromType == events.TypeVerdictEmitted
@@ -570,13 +577,7 @@ func TestJobDecisions(t *testing.T) {
 		}
 	}
 	i := f.find(events.TypeIterationDecided, "AC-1")
-	f.rewrite(i, func(ev *events.Event) {
-		d := *ev.Payload.(*events.IterationDecided)
-		r := *d.AB
-		r.Winner = "ours"
-		d.AB = &r
-		ev.Payload = &d
-	})
+	f.forgeWinner(i)
 	rep = f.audit()
 	for _, d := range rep.JobDecisions() {
 		if (len(d.Mismatches) > 0) != (d.Job == "AC-1") {

@@ -1,12 +1,7 @@
 package audit_test
 
 import (
-	"bytes"
-	"io"
 	"testing"
-
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/s3server"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
@@ -34,33 +29,10 @@ func TestAuditEditedMediaTypeOnS3(t *testing.T) {
 	}
 
 	ours := f.recs[f.find(events.TypeRenderDone, "AC-1")].Event.Payload.(*events.RenderDone).Spec.AB.Ours.Blob
-	client, err := minio.New(srv.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(srv.AccessKey, srv.SecretKey, ""),
-		Secure: srv.Secure, Region: srv.Region, BucketLookup: minio.BucketLookupPath})
-	if err != nil {
-		t.Fatal(err)
-	}
 	key := st.Key(blob.Ref{Tenant: f.tenant, SHA256: ours.SHA256})
-	info, err := client.StatObject(t.Context(), cfg.Bucket, key, minio.StatObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := client.GetObject(t.Context(), cfg.Bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(obj)
-	obj.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := map[string]string{}
-	for k, v := range info.UserMetadata {
-		meta[k] = v
-	}
-	if _, err := client.PutObject(t.Context(), cfg.Bucket, key, bytes.NewReader(data), int64(len(data)),
-		minio.PutObjectOptions{ContentType: "text/html", UserMetadata: meta}); err != nil {
-		t.Fatal(err)
-	}
+	s3server.Rewrite(t, srv.Client(t), cfg.Bucket, key, func(data []byte, _ string) ([]byte, string) {
+		return data, "text/html"
+	})
 	rep := f.audit()
 	if !has(rep, func(m audit.Mismatch) bool {
 		return m.Kind == audit.KindMismatch && m.Job == "AC-1" && m.Field == "spec.ab.ours.blob.media_type" && m.Recorded == "text/html" && m.Derived == "text/markdown"

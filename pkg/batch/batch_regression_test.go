@@ -29,12 +29,7 @@ func TestBugACTypeErrorKeepsTheRest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc := "version: 1\nacs:\n  - id: AC-1\n    ours: o/1.md\n    reference: r/1.md\n" + tt.bad +
-				"  - id: AC-3\n    ours: o/3.md\n    reference: r/3.md\n"
-			b, err := Parse(file, []byte(doc))
-			if err != nil {
-				t.Fatalf("Parse: %v; a bad AC must not stop the batch", err)
-			}
+			b := parseAround(t, file, tt.bad)
 			if len(b.ACs) != 3 || b.ACs[0].Problem != "" || b.ACs[2].Problem != "" || b.ACs[1].ID != "AC-2" {
 				t.Fatalf("ACs = %+v", b.ACs)
 			}

@@ -253,6 +253,20 @@ func assertFileError(t *testing.T, file, doc string, line int, field, msg string
 	}
 }
 
+// parseAround parses a batch of three ACs whose middle entry is bad (YAML indented as a
+// list item's fields, starting on line 6) and fails the test when the bad AC stops the
+// whole batch.
+func parseAround(t *testing.T, file, bad string) *Batch {
+	t.Helper()
+	doc := "version: 1\nacs:\n  - id: AC-1\n    ours: o/1.md\n    reference: r/1.md\n" + bad +
+		"  - id: AC-3\n    ours: o/3.md\n    reference: r/3.md\n"
+	b, err := Parse(file, []byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v; a bad AC must not stop the batch", err)
+	}
+	return b
+}
+
 // TestParseACProblems: a bad field inside one AC costs only that AC. It is kept, with a
 // Problem naming file, line and field; the other ACs load clean.
 func TestParseACProblems(t *testing.T) {
@@ -283,12 +297,7 @@ func TestParseACProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			doc := "version: 1\nacs:\n  - id: AC-1\n    ours: o/1.md\n    reference: r/1.md\n" + tt.bad +
-				"  - id: AC-3\n    ours: o/3.md\n    reference: r/3.md\n"
-			b, err := Parse(file, []byte(doc))
-			if err != nil {
-				t.Fatalf("Parse: %v; a bad AC must not stop the batch", err)
-			}
+			b := parseAround(t, file, tt.bad)
 			if len(b.ACs) != 3 {
 				t.Fatalf("%d ACs; want 3 (the bad one kept): %+v", len(b.ACs), b.ACs)
 			}

@@ -4,9 +4,7 @@ package batch
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fifotest"
 )
@@ -18,19 +16,8 @@ func TestLoadRefusesFIFO(t *testing.T) {
 	dir := t.TempDir()
 	pipe := filepath.Join(dir, DefaultFile)
 	fifotest.Make(t, pipe)
-	errs := make(chan error, 1)
-	go func() {
+	fifotest.Refused(t, dir, func() error {
 		_, err := Load(dir)
-		errs <- err
-	}()
-	for range 1 {
-		select {
-		case err := <-errs:
-			if err == nil || !strings.Contains(err.Error(), "is a named pipe (FIFO), not a regular file") || !strings.Contains(err.Error(), dir) {
-				t.Errorf("error %v; want the FIFO refused with its path", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("still blocked after 10 s opening a FIFO")
-		}
-	}
+		return err
+	})
 }

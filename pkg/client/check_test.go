@@ -23,6 +23,27 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
+// parseBatch parses doc as the batch file of dir.
+func parseBatch(t *testing.T, dir, doc string) *batch.Batch {
+	t.Helper()
+	b, err := batch.Parse(filepath.Join(dir, "batch.yaml"), []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// tempStore is a file blob store in a temporary folder, closed at cleanup.
+func tempStore(t *testing.T) *fileblob.Store {
+	t.Helper()
+	s, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestPrepareChecksEveryEvent: preparing builds and measures every job's event; an AC
 // whose event is too large for the bus is planned again as blocked, its problem naming the
 // AC, its line and the part of it that is too large, and `tribunal validate` shows it.
@@ -42,14 +63,8 @@ acs:
   - {id: AC-3, kind: critic, task: ` + big + `, output: inline text}
   - {id: AC-4, kind: equivalence, original: orig.md, candidate: cand.md, cases: [` + cases.String() + `]}
 `
-	b, err := batch.Parse(filepath.Join(dir, "batch.yaml"), []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := parseBatch(t, dir, doc)
+	store := tempStore(t)
 	// A bus taking 100 KiB: 36 KiB per job.submitted once the headroom is kept.
 	s := &Submitter{Store: store, MaxPayload: 100 << 10}
 	prep, err := s.Prepare(context.Background(), b, "team-a")
@@ -99,14 +114,8 @@ func TestPlanDigestAndPages(t *testing.T) {
 	for i := range n {
 		fmt.Fprintf(&doc, "  - {id: AC-%d, criterion: c, ours: o.md, reference: r.md}\n", i)
 	}
-	b, err := batch.Parse(filepath.Join(dir, "batch.yaml"), []byte(doc.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := parseBatch(t, dir, doc.String())
+	store := tempStore(t)
 	s := &Submitter{Store: store}
 	prep, err := s.Prepare(context.Background(), b, "team-a")
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/testutil/fifotest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
-	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
@@ -69,10 +68,7 @@ acs:
 		t.Fatal(err)
 	}
 	_, _, js := natstest.Provisioned(t, bus.Config{Memory: true})
-	store, err := fileblob.New(t.TempDir(), fileblob.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := tempStore(t)
 	s := &Submitter{Pub: bus.NewPublisher(js), Store: store}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

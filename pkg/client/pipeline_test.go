@@ -98,10 +98,7 @@ func pipelineBatch(t *testing.T, n int) *batch.Batch {
 		}
 		fmt.Fprintf(&doc, "  - {id: AC-%d, criterion: c, ours: o%d.md, reference: r%d.md}\n", i, i, i)
 	}
-	b, err := batch.Parse(filepath.Join(dir, "batch.yaml"), []byte(doc.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := parseBatch(t, dir, doc.String())
 	return b
 }
 
@@ -113,10 +110,11 @@ func TestSubmissionIsPipelined(t *testing.T) {
 	t.Parallel()
 	const n = 200
 	b := pipelineBatch(t, n)
-	fs, err := fileblob.New(t.TempDir(), fileblob.Options{Pack: true})
+	fs, err := fileblob.New(t.TempDir(), fileblob.Options{Pack: true}) // synced, so deferral shows
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { fs.Close() })
 	store := &countingStore{Store: fs}
 	pub := &orderPub{store: store}
 	s := &Submitter{Pub: pub, Store: store}
@@ -148,10 +146,7 @@ func TestSubmissionIsPipelined(t *testing.T) {
 func TestArtifactChangedDuringSubmission(t *testing.T) {
 	t.Parallel()
 	b := pipelineBatch(t, 40)
-	fs, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs := tempStore(t)
 	s := &Submitter{Pub: &orderPub{store: &countingStore{Store: fs}}, Store: fs}
 	prep, err := s.Prepare(context.Background(), b, "team-a")
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
@@ -70,10 +69,7 @@ func TestWriteCFNManifest(t *testing.T) {
 // "render a candidate to RUNS/candidates/{target}-{state}-{appearance}.png". The run's
 // output folder gets both, per feature.
 func TestWriteRubricFiles(t *testing.T) {
-	store, err := fileblob.New(t.TempDir(), fileblob.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := tempStore(t)
 	png := []byte("\x89PNG\r\n\x1a\ncandidate")
 	a, err := blob.PutBytes(context.Background(), store, "team-a", png, "image/png")
 	if err != nil {
@@ -135,10 +131,7 @@ func TestWriteRubricFiles(t *testing.T) {
 func TestWriteBesideTheFeature(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store, err := fileblob.New(t.TempDir(), fileblob.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := tempStore(t)
 	gate, err := blob.PutBytes(ctx, store, "team-a", []byte(`{"feature":"tasks","all_green":false}`+"\n"), "application/json")
 	if err != nil {
 		t.Fatal(err)

@@ -9,9 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-
-	"github.com/tribunal-dev/tribunal/pkg/batch"
-	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 )
 
 // TestPlanBatch: the plan resolves and classifies every artifact with the renderer's
@@ -51,15 +48,8 @@ acs:
     cases: [{id: c1, input: x, tag: happy}, {id: c2, input: y, tag: edge}, {id: c3, input: z, tag: adversarial}]
   - {id: AC-8, criterion: c, ours: "https://example.com/page", reference: r.md}
 `
-	b, err := batch.Parse(filepath.Join(dir, "batch.yaml"), []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	b := parseBatch(t, dir, doc)
+	store := tempStore(t)
 	plan, err := (&Submitter{Store: store}).PlanBatch(context.Background(), b, "default")
 	if err != nil {
 		t.Fatal(err)

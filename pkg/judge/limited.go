@@ -22,7 +22,8 @@ type Limiter interface {
 const StatusRateLimited = "rate_limited"
 
 // Sleep waits d, or less when ctx ends first, which it returns as ctx.Err(): the waits of
-// a provider's backoff and of a limiter, which a cancelled call must not sit out.
+// a provider's backoff, of a limiter and of a record writer backing off a conflict, which
+// a cancelled call must not sit out.
 func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

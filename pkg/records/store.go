@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
 
 // ErrNotRecorded marks a job the jobs bucket does not hold (yet).
@@ -234,15 +235,7 @@ func backoff(ctx context.Context, attempt int) error {
 	if attempt < 2 {
 		return nil
 	}
-	d := time.Duration(rand.Int64N(int64(min(attempt, 20)) * int64(100*time.Microsecond)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return judge.Sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt, 20))*int64(100*time.Microsecond))))
 }
 
 // A batch's completion state is a small tree of bitmaps, so that many aggregator handlers

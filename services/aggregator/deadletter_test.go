@@ -21,13 +21,9 @@ import (
 // envelope on its own subject, blocked team-b's jobs and created a fake team-b batch.)
 func TestDeadLettersActOnlyForTheirSubject(t *testing.T) {
 	m := telemetry.Reset()
-	_, _, js := natstest.Provisioned(t, bus.Config{Memory: true})
+	b := natstest.Buckets(t, bus.Config{Memory: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := bus.OpenBuckets(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
 	store, err := fileblob.New(t.TempDir(), fileblob.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
 // Package judgetest holds test doubles for the judge kinds' prompt and repair tests: a
-// provider made of a function, answers in turn, and checks that untrusted text stays
-// fenced. They stand in for a model inside unit tests of one package only; everything that
-// crosses a process uses a real OpenAI-compatible server (internal/testutil/fakellm).
+// provider made of a function, answers in turn, checks that untrusted text stays fenced,
+// and the fuzz property every kind's answer parser must hold. They stand in for a model
+// inside unit tests of one package only; everything that crosses a process uses a real
+// OpenAI-compatible server (internal/testutil/fakellm).
 package judgetest
 
 import (
@@ -154,4 +155,32 @@ func AssertSchema(t *testing.T, s *judge.Schema, required, verdicts []string) {
 	if !reflect.DeepEqual(doc.Required, required) {
 		t.Errorf("required %v, want %v", doc.Required, required)
 	}
+}
+
+// FuzzAnswer fuzzes a kind's answer parser from seeds. Whatever a model sends, parse either
+// refuses it with a field error or errSyntax (a schema violation, never another error) or
+// accepts an answer that check finds valid and that survives a JSON round trip unchanged.
+func FuzzAnswer[A any](f *testing.F, seeds []string, parse func([]byte) (A, error), errSyntax error, check func(t *testing.T, a A)) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, err := parse(data)
+		if err != nil {
+			var fe *fielderr.Error
+			if !errors.As(err, &fe) && !errors.Is(err, errSyntax) {
+				t.Fatalf("error of unexpected type: %v", err)
+			}
+			return
+		}
+		check(t, a)
+		out, err := json.Marshal(a)
+		if err != nil {
+			t.Fatalf("marshal %#v: %v", a, err)
+		}
+		b, err := parse(out)
+		if err != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("round trip of %s = %#v, %v; want %#v", out, b, err, a)
+		}
+	})
 }

@@ -84,6 +84,20 @@ func Provisioned(t testing.TB, cfg bus.Config) (*Server, *nats.Conn, jetstream.J
 	return s, nc, js
 }
 
+// Buckets starts a server provisioned with cfg and opens tribunal's buckets on it, for
+// tests that read and write the services' state without running them.
+func Buckets(t testing.TB, cfg bus.Config) bus.Buckets {
+	t.Helper()
+	_, _, js := Provisioned(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := bus.OpenBuckets(ctx, js)
+	if err != nil {
+		t.Fatalf("open buckets: %v", err)
+	}
+	return b
+}
+
 // Cluster is a JetStream cluster of real nats-servers in this process, each listening on
 // loopback for clients and routes, formed through bus.StartEmbedded (the code behind
 // `tribunal serve nats --cluster-listen`).

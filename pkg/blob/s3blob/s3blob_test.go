@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/url"
 	"strings"
 	"testing"
@@ -62,36 +61,13 @@ func newStore(t *testing.T, cfg Config) *Store {
 func corrupt(t *testing.T, bs blob.Store, ref blob.Ref) {
 	t.Helper()
 	s := bs.(*Store)
-	ctx := t.Context()
-	key := s.Key(ref)
-	info, err := s.client.StatObject(ctx, s.bucket, key, minio.StatObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := s.client.GetObject(ctx, s.bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(obj)
-	obj.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(data) == 0 {
-		t.Fatal("cannot corrupt an empty object in place")
-	}
-	data[len(data)/2] ^= 0xff
-	meta := map[string]string{}
-	for k, v := range info.UserMetadata {
-		meta[k] = v
-	}
-	_, err = s.client.PutObject(ctx, s.bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{
-		ContentType:  info.ContentType,
-		UserMetadata: meta,
+	s3server.Rewrite(t, s.client, s.bucket, s.Key(ref), func(data []byte, contentType string) ([]byte, string) {
+		if len(data) == 0 {
+			t.Fatal("cannot corrupt an empty object in place")
+		}
+		data[len(data)/2] ^= 0xff
+		return data, contentType
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestConformance(t *testing.T) {

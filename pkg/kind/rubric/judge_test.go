@@ -63,11 +63,7 @@ func TestJudgeSeesWhatTheSeedLists(t *testing.T) {
 // from the judge-call cache.
 func TestJudgeFreshPerIteration(t *testing.T) {
 	ctx := context.Background()
-	_, _, js := natstest.Provisioned(t, bus.Config{Memory: true})
-	b, err := bus.OpenBuckets(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := natstest.Buckets(t, bus.Config{Memory: true})
 	store, err := fileblob.New(t.TempDir(), fileblob.Options{})
 	if err != nil {
 		t.Fatal(err)
