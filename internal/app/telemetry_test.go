@@ -124,6 +124,29 @@ next:
 	return total, found
 }
 
+// settled scrapes until every counter in want (name, labels... -> value) has its value,
+// for at most 10 s, and returns the last scrape. A service counts a delivery once its
+// handler returns, which can be just after the batch it completed is reported complete
+// (and a judge's verdict can complete a batch before the judge's own handler returns).
+func settled(t *testing.T, addr string, want map[string]float64) samples {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := scrape(t, addr)
+		ok := true
+		for key, v := range want {
+			parts := strings.Split(key, " ")
+			if got, _ := m.sum(parts[0], parts[1:]...); got != v {
+				ok = false
+			}
+		}
+		if ok || time.Now().After(deadline) {
+			return m // expect names what is still missing
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (ss samples) expect(t *testing.T, want float64, name string, labels ...string) {
 	t.Helper()
 	if got, _ := ss.sum(name, labels...); got != want {
@@ -170,7 +193,15 @@ func TestMetricsCountABatch(t *testing.T) {
 		t.Fatalf("summary %+v", res.Summary)
 	}
 
-	m := scrape(t, addr)
+	m := settled(t, addr, map[string]float64{
+		"tribunal_events_handled_total service=renderer type=render.requested":  n + 1,
+		"tribunal_events_handled_total service=gater type=render.done":          n + 1,
+		"tribunal_events_handled_total service=judge type=gates.done":           n,
+		"tribunal_events_handled_total service=aggregator type=job.submitted":   n + 1,
+		"tribunal_events_handled_total service=aggregator type=verdict.emitted": n,
+		"tribunal_events_handled_total service=aggregator type=gates.failed":    1,
+		"tribunal_handler_seconds_count service=judge":                          n,
+	})
 	m.expect(t, n+1, "tribunal_events_handled_total", "service=renderer", "type=render.requested")
 	m.expect(t, n+1, "tribunal_events_handled_total", "service=gater", "type=render.done")
 	m.expect(t, n, "tribunal_events_handled_total", "service=judge", "type=gates.done")
@@ -197,7 +228,10 @@ func TestMetricsCountABatch(t *testing.T) {
 	if res.Summary.Compared != n {
 		t.Fatalf("second run summary %+v", res.Summary)
 	}
-	m = scrape(t, addr)
+	m = settled(t, addr, map[string]float64{
+		"tribunal_events_handled_total service=renderer type=render.requested": 2 * (n + 1),
+		"tribunal_events_handled_total service=judge type=gates.done":          2 * n,
+	})
 	m.expect(t, n, "tribunal_judge_cache_hits_total", "kind=ab")
 	m.expect(t, n, "tribunal_judge_calls_total")
 	m.expect(t, 2*(n+1), "tribunal_events_handled_total", "service=renderer", "type=render.requested")
