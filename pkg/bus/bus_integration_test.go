@@ -489,6 +489,11 @@ func TestGracefulCloseReturnsMessages(t *testing.T) {
 		b := blocked.Load()
 		return b == 4 && info.NumAckPending > int(b), fmt.Sprintf("%d handlers busy, ack pending %d", b, info.NumAckPending)
 	})
+	// The server counts a message as delivered when it queues it for this instance; give
+	// the queue time to reach the client. One the server still held as the subscription
+	// ended would be sent to no one and wait out AckWait: a window of the server's, not
+	// something a closing client can hand back.
+	time.Sleep(500 * time.Millisecond)
 	held := e.consumer(t, bus.Gater).NumAckPending // 4 in handlers, the rest buffered
 	closed := time.Now()
 	if err := r.Close(); err != nil {

@@ -120,12 +120,17 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	out := make(chan *message.Message)
 	global := make(chan struct{}, s.cfg.Concurrency)
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	var loops sync.WaitGroup
+	var loops, pulling sync.WaitGroup
+	// drained closes once every loop has stopped pulling (after a Close, once its
+	// iterator's drain ended): see nakWhenDrained.
+	drained := make(chan struct{})
+	pulling.Add(len(iters))
+	go func() { pulling.Wait(); close(drained) }()
 	for i, iter := range iters {
 		loops.Add(1)
 		go func() {
 			defer loops.Done()
-			s.consume(ctx, work, topic, names[i], iter, make(chan struct{}, quota), global, out)
+			s.consume(ctx, work, topic, names[i], iter, make(chan struct{}, quota), global, out, pulling.Done, drained)
 		}()
 	}
 	done := make(chan struct{})
@@ -169,9 +174,10 @@ func (s *Subscriber) graceAfterShutdown(ctx context.Context, done <-chan struct{
 // consume pulls from one durable while it has a slot of its own (its tenant's quota)
 // and one of the instance's. It stops pulling when ctx ends; handlers run under work,
 // which outlives ctx by the shutdown grace.
-func (s *Subscriber) consume(ctx, work context.Context, topic, name string, iter jetstream.MessagesContext, slots, global chan struct{}, out chan<- *message.Message) {
+func (s *Subscriber) consume(ctx, work context.Context, topic, name string, iter jetstream.MessagesContext, slots, global chan struct{}, out chan<- *message.Message, stopped func(), drained <-chan struct{}) {
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
+	defer stopped() // before waiting for the deliveries, which may wait for drained
 	release := func() { <-global; <-slots }
 	for {
 		select {
@@ -212,17 +218,17 @@ func (s *Subscriber) consume(ctx, work context.Context, topic, name string, iter
 			continue
 		}
 		if s.isClosed() {
-			// Shutting down: hand the message back at once instead of letting it wait
-			// out its ack deadline.
-			_ = jm.Nak()
+			// Shutting down: hand the message back, with the rest the iterator holds,
+			// instead of letting it wait out its ack deadline.
 			release()
-			continue
+			nakBuffered(iter, jm)
+			return
 		}
 		inflight.Add(1)
 		go func() {
 			defer inflight.Done()
 			defer release()
-			s.deliver(ctx, work, topic, name, jm, out)
+			s.deliver(ctx, work, topic, name, jm, out, drained)
 		}()
 	}
 }
@@ -231,7 +237,15 @@ func (s *Subscriber) consume(ctx, work context.Context, topic, name string, iter
 // instance gets them at once. It waits for the drain to end (the iterator closes) rather
 // than for a quiet moment: a message still on its way from the server when the drain
 // began arrives late on a loaded machine, and one left unread waits out its ack deadline.
-func nakBuffered(iter jetstream.MessagesContext) {
+// The naks go once the drain has ended, not as the messages come: a message handed back
+// while this instance's pull requests are still open comes straight back to it, and one
+// the server sends just as the subscription ends is lost until its ack deadline.
+func nakBuffered(iter jetstream.MessagesContext, held ...jetstream.Msg) {
+	defer func() {
+		for _, jm := range held {
+			_ = jm.Nak()
+		}
+	}()
 	deadline := time.Now().Add(drainBound)
 	for time.Now().Before(deadline) {
 		jm, err := iter.Next(jetstream.NextMaxWait(100 * time.Millisecond))
@@ -241,8 +255,21 @@ func nakBuffered(iter jetstream.MessagesContext) {
 		if err != nil {
 			return
 		}
-		_ = jm.Nak()
+		held = append(held, jm)
 	}
+}
+
+// nakWhenDrained hands back a message a shutdown cut short once this subscriber's
+// iterators have stopped pulling (drained, bounded by drainBound), for the reason
+// nakBuffered gives.
+func nakWhenDrained(jm jetstream.Msg, drained <-chan struct{}) {
+	t := time.NewTimer(drainBound)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+	}
+	_ = jm.Nak()
 }
 
 // drainBound is how long a closing subscriber waits for its iterators' drains: past it,
@@ -261,7 +288,7 @@ func (s *Subscriber) isClosed() bool {
 // deliver hands one JetStream message to the router and settles it with the server once
 // the handler acks or nacks. The handler's context derives from work, not ctx, so a
 // shutdown does not cut short a call already under way (see ShutdownGrace).
-func (s *Subscriber) deliver(ctx, work context.Context, topic, consumer string, jm jetstream.Msg, out chan<- *message.Message) {
+func (s *Subscriber) deliver(ctx, work context.Context, topic, consumer string, jm jetstream.Msg, out chan<- *message.Message, drained <-chan struct{}) {
 	md, err := jm.Metadata()
 	if err != nil {
 		s.cfg.Logger.Error("message without metadata, terminating it", "consumer", ConsumerName(topic), "err", err)
@@ -290,10 +317,10 @@ func (s *Subscriber) deliver(ctx, work context.Context, topic, consumer string, 
 	select {
 	case out <- msg:
 	case <-s.closed:
-		_ = jm.Nak()
+		nakWhenDrained(jm, drained)
 		return
 	case <-ctx.Done():
-		_ = jm.Nak()
+		nakWhenDrained(jm, drained)
 		return
 	}
 
@@ -313,7 +340,7 @@ func (s *Subscriber) deliver(ctx, work context.Context, topic, consumer string, 
 		case <-msg.Nacked():
 			if hctx.Err() != nil {
 				// Cut short by a shutdown: another instance may take it at once.
-				_ = jm.Nak()
+				nakWhenDrained(jm, drained)
 				return
 			}
 			_ = jm.NakWithDelay(s.nakDelay(md.NumDelivered))
