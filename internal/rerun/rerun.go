@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -262,13 +263,6 @@ func (x *Index) Forget(key string) error {
 	return nil
 }
 
-// stableCauses are the blocked causes that depend on nothing but the job's inputs (its
-// spec and its artifacts' bytes, both in the key), so a new run would block the job the
-// same way: an artifact missing, refused, unreadable or of a kind that cannot be judged,
-// and failed gates. Any other cause (a service that gave up, a provider or runner that
-// failed, a cancel) may not recur, and the batch is judged again.
-var stableCauses = []string{"missing artifact", "refused artifact", "unreadable artifact", "unsupported artifact"}
-
 // Stands reports why the batch e names cannot stand for a rerun, nil when it can: its
 // header h and its job records jobs, as read back from the state folder, must be the
 // batch e recorded, completed and intact.
@@ -309,7 +303,10 @@ func Stands(e Entry, h *records.Batch, jobs []*records.Job) error {
 }
 
 // stableBlock reports whether a blocked job's cause would block it again: failed gates,
-// or a render blocked only for causes in stableCauses.
+// the batch entry's own problem, or a render blocked only for causes in the artifacts
+// themselves (ingest.Recurs). Any other cause (a service that gave up, a provider or
+// runner that failed, storage that lost the bytes, a cancel) may not recur, and the batch
+// is judged again.
 func stableBlock(j *records.Job) bool {
 	switch j.BlockStage {
 	case "gate":
@@ -321,20 +318,7 @@ func stableBlock(j *records.Job) bool {
 	if j.Spec.Problem != "" && j.BlockReason == j.Spec.Problem {
 		return true
 	}
-	if strings.Contains(j.BlockReason, "not in blob storage") {
-		// The artifact was stored again by this run's client: not a cause that recurs.
-		return false
-	}
-	for _, part := range strings.Split(j.BlockReason, "; ") {
-		stable := false
-		for _, c := range stableCauses {
-			stable = stable || strings.Contains(part, c)
-		}
-		if !stable {
-			return false
-		}
-	}
-	return true
+	return ingest.Recurs(j.BlockReason)
 }
 
 // Describe is one line naming an entry for people: the batch, when it completed and who

@@ -225,6 +225,7 @@ func TestStands(t *testing.T) {
 		{"render", `ours artifact "ours/onboarding.mp4": unsupported artifact: video`, ""},
 		{"render", `ours artifact "ours/a.html": missing artifact: ours/a.html; reference artifact "r.md": unreadable artifact: empty`, ""},
 		{"render", "AC-1: line 10: unknown key criterian", "AC-1: line 10: unknown key criterian"},
+		{"render", `ours artifact "change.diff": diffs are never judged (.diff file)`, ""},
 	} {
 		e, h, jobs := completed(2)
 		jobs[1].Status, jobs[1].BlockStage, jobs[1].BlockReason, jobs[1].Spec.Problem, jobs[1].Calls = events.StatusBlocked, b.stage, b.reason, b.problem, nil
@@ -287,6 +288,11 @@ func TestStands(t *testing.T) {
 		}, "blocked at render"},
 		"an artifact lost from the store": {func(e *Entry, h *records.Batch, j []*records.Job) ([]*records.Job, *records.Batch) {
 			j[3].Status, j[3].BlockStage, j[3].BlockReason = events.StatusBlocked, "render", `ours artifact "a.md": missing artifact: not in blob storage`
+			return j, h
+		}, "blocked at render"},
+		"an artifact damaged in the store": {func(e *Entry, h *records.Batch, j []*records.Job) ([]*records.Job, *records.Batch) {
+			// A new run's client stores the bytes again, which repairs the object.
+			j[3].Status, j[3].BlockStage, j[3].BlockReason = events.StatusBlocked, "render", `reference artifact "r.md": unreadable artifact: stored bytes do not match their digest`
 			return j, h
 		}, "blocked at render"},
 	} {

@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
@@ -84,7 +85,7 @@ func (s *Submitter) resolveAll(ctx context.Context, b *batch.Batch, names []stri
 // on.
 func (s *Submitter) resolve(ctx context.Context, b *batch.Batch, name string, arts *artifacts) (events.Source, error) {
 	if name == "" {
-		return events.Source{Name: "(none)", Error: "missing artifact: no path given"}, nil
+		return events.Source{Name: "(none)", Error: ingest.CauseMissing + ": no path given"}, nil
 	}
 	if batch.IsURL(name) {
 		return events.Source{Name: name, URL: name}, nil
@@ -92,7 +93,7 @@ func (s *Submitter) resolve(ctx context.Context, b *batch.Batch, name string, ar
 	src := events.Source{Name: name}
 	path, err := b.LocalPath(name, s.AllowOutside)
 	if err != nil {
-		src.Error = "refused artifact: " + err.Error()
+		src.Error = ingest.CauseRefused + ": " + err.Error()
 		return src, nil
 	}
 	limit := s.artifactLimit()
@@ -102,17 +103,17 @@ func (s *Submitter) resolve(ctx context.Context, b *batch.Batch, name string, ar
 		var nr *localfile.NotRegularError
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			src.Error = "missing artifact: " + name
+			src.Error = ingest.CauseMissing + ": " + name
 		case errors.As(err, &nr):
-			src.Error = fmt.Sprintf("unreadable artifact: %s is %s, not a regular file", name, nr.Kind)
+			src.Error = fmt.Sprintf("%s: %s is %s, not a regular file", ingest.CauseUnreadable, name, nr.Kind)
 		default:
-			src.Error = "unreadable artifact: " + err.Error()
+			src.Error = ingest.CauseUnreadable + ": " + err.Error()
 		}
 		return src, nil
 	}
 	defer f.Close()
 	if st.Size() > limit {
-		src.Error = fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", name, limit)
+		src.Error = fmt.Sprintf("%s: %s is larger than %d bytes", ingest.CauseUnreadable, name, limit)
 		return src, nil
 	}
 	var buf bytes.Buffer
@@ -123,12 +124,12 @@ func (s *Submitter) resolve(ctx context.Context, b *batch.Batch, name string, ar
 	n, sha, err := blob.DigestCopy(ctx, w, f, limit)
 	switch {
 	case errors.Is(err, blob.ErrTooLarge):
-		src.Error = fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", name, limit)
+		src.Error = fmt.Sprintf("%s: %s is larger than %d bytes", ingest.CauseUnreadable, name, limit)
 		return src, nil
 	case ctx.Err() != nil:
 		return src, ctx.Err()
 	case err != nil:
-		src.Error = "unreadable artifact: " + err.Error()
+		src.Error = ingest.CauseUnreadable + ": " + err.Error()
 		return src, nil
 	}
 	a := &artifact{path: path, sha: sha, size: n}

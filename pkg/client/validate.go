@@ -162,7 +162,7 @@ func (s *Submitter) classify(ctx context.Context, tenant, role string, src event
 	case src.Blob != nil:
 		data, attrs, err := blob.ReadAll(ctx, s.Store, blob.Ref{Tenant: tenant, SHA256: src.Blob.SHA256})
 		if errors.Is(err, blob.ErrNotFound) {
-			a.Blocked = "missing artifact: not in blob storage"
+			a.Blocked = ingest.ReasonNotStored
 			break
 		}
 		if err != nil {
@@ -176,11 +176,11 @@ func (s *Submitter) classify(ctx context.Context, tenant, role string, src event
 			// static sensor's other rules.
 			a.Blocked = ""
 			if !utf8.Valid(data) {
-				a.Blocked = "unsupported artifact: a document must be text"
+				a.Blocked = ingest.CauseUnsupported + ": a document must be text"
 			}
 		}
 	default:
-		a.Blocked = "missing artifact"
+		a.Blocked = ingest.CauseMissing
 	}
 	return a, nil
 }

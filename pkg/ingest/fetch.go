@@ -84,11 +84,11 @@ type Fetched struct {
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (Fetched, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return Fetched{Result: Result{Blocked: fmt.Sprintf("unreadable artifact: bad URL %q", rawURL)}}, nil
+		return Fetched{Result: Result{Blocked: fmt.Sprintf("%s: bad URL %q", CauseUnreadable, rawURL)}}, nil
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return Fetched{Result: Result{Blocked: fmt.Sprintf("unreadable artifact: %v", err)}}, nil
+		return Fetched{Result: Result{Blocked: fmt.Sprintf("%s: %v", CauseUnreadable, err)}}, nil
 	}
 	req.Header.Set("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1")
 	req.Header.Set("User-Agent", "tribunal-renderer")
@@ -97,19 +97,19 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string) (Fetched, error) {
 		if ctx.Err() != nil {
 			return Fetched{}, ctx.Err()
 		}
-		return Fetched{Result: Result{Blocked: fmt.Sprintf("unreadable artifact: fetch %s: %s", u.Redacted(), conciseNetErr(err))}}, nil
+		return Fetched{Result: Result{Blocked: fmt.Sprintf("%s: fetch %s: %s", CauseUnreadable, u.Redacted(), conciseNetErr(err))}}, nil
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return Fetched{Result: Result{Blocked: fmt.Sprintf("unreadable artifact: fetch %s: HTTP %d", u.Redacted(), resp.StatusCode)}}, nil
+		return Fetched{Result: Result{Blocked: fmt.Sprintf("%s: fetch %s: HTTP %d", CauseUnreadable, u.Redacted(), resp.StatusCode)}}, nil
 	}
 	ct := resp.Header.Get("Content-Type")
 	data, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxBytes+1))
 	if err != nil {
-		return Fetched{Result: Result{Blocked: fmt.Sprintf("unreadable artifact: read %s: %v", u.Redacted(), err)}}, nil
+		return Fetched{Result: Result{Blocked: fmt.Sprintf("%s: read %s: %v", CauseUnreadable, u.Redacted(), err)}}, nil
 	}
 	if int64(len(data)) > f.opts.MaxBytes {
-		return Fetched{Result: Result{Blocked: fmt.Sprintf("unreadable artifact: %s is larger than %d bytes", u.Redacted(), f.opts.MaxBytes)}}, nil
+		return Fetched{Result: Result{Blocked: fmt.Sprintf("%s: %s is larger than %d bytes", CauseUnreadable, u.Redacted(), f.opts.MaxBytes)}}, nil
 	}
 	sniffed := http.DetectContentType(data)
 	if !strings.HasPrefix(ct, "text/html") && !strings.HasPrefix(ct, "application/xhtml") && !(ct == "" && strings.HasPrefix(sniffed, "text/html")) {

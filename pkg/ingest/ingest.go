@@ -36,22 +36,62 @@ const (
 	ClassHTML  = "html"
 )
 
+// The causes an artifact blocks its AC for. Every blocked reason about an artifact starts
+// with one of them, then ": " and the detail; manifests show them, and Recurs reads them.
+const (
+	CauseMissing     = "missing artifact"
+	CauseRefused     = "refused artifact"
+	CauseUnreadable  = "unreadable artifact"
+	CauseUnsupported = "unsupported artifact"
+)
+
 // Blocked reasons, stable strings that appear in manifests.
 const (
 	ReasonDiff        = "diffs are never judged"
-	ReasonVideo       = "unsupported artifact: video"
-	ReasonBinary      = "unsupported artifact: binary content"
-	ReasonRemoteNonHT = "unsupported artifact: remote non-HTML"
-	ReasonEmpty       = "unreadable artifact: empty"
+	ReasonVideo       = CauseUnsupported + ": video"
+	ReasonBinary      = CauseUnsupported + ": binary content"
+	ReasonRemoteNonHT = CauseUnsupported + ": remote non-HTML"
+	ReasonEmpty       = CauseUnreadable + ": empty"
+	// ReasonNotStored and ReasonStoredBad are the blob store's, not the artifact's: the
+	// bytes the AC's event names are not in storage, or no longer hash to their name.
+	ReasonNotStored = CauseMissing + ": not in blob storage"
+	ReasonStoredBad = CauseUnreadable + ": stored bytes do not match their digest"
 	// ReasonImageHeader prefixes the reason for an image whose header does not say how
 	// big it is (truncated, malformed, or a format with no dimension reader here); the
 	// parser's error follows after ": ".
-	ReasonImageHeader = "unreadable artifact: image header"
+	ReasonImageHeader = CauseUnreadable + ": image header"
 	// ReasonImageData prefixes the reason for an image whose header is sound but whose
 	// pixels do not decode (cut off, corrupt, or an encoding no decoder here reads);
 	// the decoder's error follows after ": ".
-	ReasonImageData = "unreadable artifact: image data"
+	ReasonImageData = CauseUnreadable + ": image data"
 )
+
+// Recurs reports whether an AC blocked at render for reason would be blocked the same way
+// by a run with the same artifacts (their bytes and paths): every part of reason (parts
+// joined by "; ", each perhaps naming its artifact first) names a cause in an artifact
+// itself or a diff. A cause in the blob store (ReasonNotStored, ReasonStoredBad: a new
+// run stores the bytes again) or any other cause (a renderer that fetches no URLs, a
+// missing input) may not recur. internal/rerun lets an earlier batch's blocked results
+// stand only for reasons that recur. A URL's fetch failures also read CauseUnreadable,
+// but a batch with URL artifacts is never reused.
+func Recurs(reason string) bool {
+	if reason == "" {
+		return false
+	}
+	for _, part := range strings.Split(reason, "; ") {
+		if strings.Contains(part, ReasonNotStored) || strings.Contains(part, ReasonStoredBad) {
+			return false
+		}
+		recurs := strings.Contains(part, ReasonDiff)
+		for _, c := range []string{CauseMissing, CauseRefused, CauseUnreadable, CauseUnsupported} {
+			recurs = recurs || strings.Contains(part, c)
+		}
+		if !recurs {
+			return false
+		}
+	}
+	return true
+}
 
 // Image size limits. An image's header declares its width and height in a few bytes,
 // and a decoder allocates for that declared size before it reads a single pixel: a
@@ -114,7 +154,7 @@ func Classify(name string, data []byte, declared string) Result {
 	sniffed := http.DetectContentType(data)
 	if mt, ok := imageTypes[ext]; ok {
 		if !strings.HasPrefix(sniffed, "image/") {
-			return Result{Blocked: fmt.Sprintf("unreadable artifact: %s named as an image but its bytes are %s", ext, sniffed)}
+			return Result{Blocked: fmt.Sprintf("%s: %s named as an image but its bytes are %s", CauseUnreadable, ext, sniffed)}
 		}
 		if reason := checkImage(data, sniffed); reason != "" {
 			return Result{Blocked: reason}
@@ -403,10 +443,10 @@ func checkImageSize(data []byte, sniffed string) string {
 	}
 	// int64: on a 32-bit platform w*h of two 65535s would overflow int.
 	if px := int64(w) * int64(h); px > MaxImagePixels {
-		return fmt.Sprintf("unreadable artifact: image is %dx%d pixels, more than the %s limit", w, h, pixelLimit())
+		return fmt.Sprintf("%s: image is %dx%d pixels, more than the %s limit", CauseUnreadable, w, h, pixelLimit())
 	}
 	if w > MaxImageSide || h > MaxImageSide {
-		return fmt.Sprintf("unreadable artifact: image is %dx%d pixels, a side longer than the %d pixel limit", w, h, MaxImageSide)
+		return fmt.Sprintf("%s: image is %dx%d pixels, a side longer than the %d pixel limit", CauseUnreadable, w, h, MaxImageSide)
 	}
 	return ""
 }

@@ -262,3 +262,28 @@ func TestOnlyDiffFilesAreRefusedAsDiffs(t *testing.T) {
 		})
 	}
 }
+
+// Recurs tells causes in the artifacts (which the same bytes and paths meet again) from
+// causes elsewhere, for every reason this package and the client write.
+func TestRecurs(t *testing.T) {
+	t.Parallel()
+	for reason, want := range map[string]bool{
+		ReasonVideo:                     true,
+		ReasonEmpty:                     true,
+		ReasonDiff + " (.patch file)":   true,
+		ReasonImageData + ": truncated": true,
+		CauseRefused + ": ../x is outside the batch folder":                                  true,
+		`ours artifact "a.md": ` + CauseMissing + ": a.md":                                   true,
+		`ours artifact "a.md": ` + ReasonEmpty + `; reference artifact "r": ` + ReasonBinary: true,
+		ReasonNotStored: false,
+		ReasonStoredBad: false,
+		`ours artifact "a.md": ` + ReasonEmpty + `; reference artifact "r": ` + ReasonNotStored: false,
+		"remote artifact: this renderer fetches no URLs":                                        false,
+		"missing input": false,
+		"":              false,
+	} {
+		if got := Recurs(reason); got != want {
+			t.Errorf("Recurs(%q) = %v, want %v", reason, got, want)
+		}
+	}
+}

@@ -22,10 +22,10 @@ func Ingest(ctx context.Context, env *RenderEnv, tenant string, src events.Sourc
 		ref := blob.Ref{Tenant: tenant, SHA256: src.Blob.SHA256}
 		data, attrs, err := blob.ReadAll(ctx, env.Store, ref)
 		if errors.Is(err, blob.ErrNotFound) {
-			return events.Artifact{}, "missing artifact: not in blob storage", nil
+			return events.Artifact{}, ingest.ReasonNotStored, nil
 		}
 		if errors.Is(err, blob.ErrDigestMismatch) {
-			return events.Artifact{}, "unreadable artifact: stored bytes do not match their digest", nil
+			return events.Artifact{}, ingest.ReasonStoredBad, nil
 		}
 		if err != nil {
 			return events.Artifact{}, "", err
@@ -52,5 +52,5 @@ func Ingest(ctx context.Context, env *RenderEnv, tenant string, src events.Sourc
 		}
 		return events.Artifact{Blob: events.Blob{SHA256: attrs.Ref.SHA256, MediaType: f.MediaType, Size: attrs.Size}, Class: f.Class}, "", nil
 	}
-	return events.Artifact{}, "missing artifact", nil
+	return events.Artifact{}, ingest.CauseMissing, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
@@ -196,14 +197,14 @@ func (r *DocumentRunner) document(ctx context.Context, tenant string, src events
 	data, _, err := blob.ReadAll(ctx, r.Store, blob.Ref{Tenant: tenant, SHA256: src.Blob.SHA256})
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
-		return "", "", "missing artifact: not in blob storage", nil
+		return "", "", ingest.ReasonNotStored, nil
 	case errors.Is(err, blob.ErrDigestMismatch):
-		return "", "", "unreadable artifact: stored bytes do not match their digest", nil
+		return "", "", ingest.ReasonStoredBad, nil
 	case err != nil:
 		return "", "", "", err
 	}
 	if !utf8.Valid(data) {
-		return "", "", "unsupported artifact: a document must be text", nil
+		return "", "", ingest.CauseUnsupported + ": a document must be text", nil
 	}
 	return string(data), src.Blob.SHA256, "", nil
 }
