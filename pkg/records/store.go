@@ -107,6 +107,7 @@ func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) 
 	type decoded struct {
 		j   *Job
 		err error
+		end bool // every record was read
 	}
 	jobs := make(chan decoded, 256)
 	stop := make(chan struct{})
@@ -115,6 +116,10 @@ func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) 
 		defer close(jobs)
 		for e := range w.Updates() {
 			if e == nil {
+				select {
+				case jobs <- decoded{end: true}:
+				case <-stop:
+				}
 				return
 			}
 			j, err := DecodeJob(e.Value())
@@ -122,7 +127,7 @@ func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) 
 				err = fmt.Errorf("job %s: %w", e.Key(), err)
 			}
 			select {
-			case jobs <- decoded{j, err}:
+			case jobs <- decoded{j: j, err: err}:
 			case <-stop:
 				return
 			}
@@ -132,6 +137,9 @@ func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) 
 		}
 	}()
 	for d := range jobs {
+		if d.end {
+			return nil
+		}
 		if d.err != nil {
 			return d.err
 		}

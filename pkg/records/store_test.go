@@ -2,6 +2,8 @@ package records_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,5 +113,55 @@ func BenchmarkMarkDone(b *testing.B) {
 	for b.Loop() {
 		st := records.Store{Jobs: memkv.New("jobs"), Batches: memkv.New("batches")}
 		markAll(b, st, 10000, 64)
+	}
+}
+
+// EachJob hands every record of one batch to fn, in the bucket's order, on a real
+// bucket; it stops at fn's first error, and a record that does not decode is an error
+// naming its key. The records are decoded ahead of fn, on another goroutine.
+func TestEachJob(t *testing.T) {
+	t.Parallel()
+	b := natstest.Buckets(t, bus.Config{})
+	st := records.New(b)
+	ctx := t.Context()
+	const n = 600 // more than the decoder runs ahead
+	for i := range n {
+		j := &records.Job{Tenant: "t", Batch: "b", ACID: "AC-" + strconv.Itoa(i), Index: i, BatchSize: n}
+		if _, err := st.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.CreateJob(ctx, &records.Job{Tenant: "t", Batch: "other", ACID: "AC-0"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	if err := st.EachJob(ctx, "t", "b", func(j *records.Job) error { got = append(got, j.Index); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d records, want %d", len(got), n)
+	}
+	for i, idx := range got {
+		if idx != i {
+			t.Fatalf("record %d has index %d: not in the bucket's order", i, idx)
+		}
+	}
+	stop := errors.New("enough")
+	seen := 0
+	err := st.EachJob(ctx, "t", "b", func(*records.Job) error {
+		if seen++; seen == 3 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || seen != 3 {
+		t.Fatalf("after fn's error: %v, %d records seen", err, seen)
+	}
+	if _, err := b.Jobs.Put(ctx, records.JobKey("t", "b", "AC-5"), []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	err = st.EachJob(ctx, "t", "b", func(*records.Job) error { return nil })
+	if !errors.Is(err, records.ErrCorrupt) || !strings.Contains(err.Error(), records.JobKey("t", "b", "AC-5")) {
+		t.Fatalf("a corrupt record: %v", err)
 	}
 }
