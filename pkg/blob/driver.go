@@ -67,7 +67,7 @@ func DigestCopy(ctx context.Context, w io.Writer, r io.Reader, max int64) (int64
 		max = 0
 	}
 	h := sha256.New()
-	src := io.LimitReader(&ctxReader{ctx: ctx, r: r}, max+1)
+	src := io.LimitReader(ContextReader(ctx, r), max+1)
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
 	n, err := io.CopyBuffer(io.MultiWriter(w, h), src, *buf)
@@ -84,7 +84,11 @@ func DigestCopy(ctx context.Context, w io.Writer, r io.Reader, max int64) (int64
 // showed in the all-in-one mode's garbage collection.
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// ctxReader fails reads once ctx is done.
+// ContextReader fails reads from r once ctx is done, so an abandoned request does not
+// keep streaming a large object. Drivers wrap their readers in it.
+func ContextReader(ctx context.Context, r io.Reader) io.Reader { return &ctxReader{ctx: ctx, r: r} }
+
+// ctxReader is ContextReader's reader.
 type ctxReader struct {
 	ctx context.Context
 	r   io.Reader

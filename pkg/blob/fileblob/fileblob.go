@@ -336,7 +336,7 @@ func (s *Store) Open(ctx context.Context, ref blob.Ref) (io.ReadCloser, blob.Att
 		return nil, blob.Attrs{}, fmt.Errorf("fileblob: open %s: %w", ref, err)
 	}
 	attrs := s.attrs(ref, st.Size())
-	return blob.NewVerifyingReader(&ctxFile{ctx: ctx, f: f}, attrs), attrs, nil
+	return blob.NewVerifyingReader(readCloser{blob.ContextReader(ctx, f), f}, attrs), attrs, nil
 }
 
 // Stat implements blob.Store.
@@ -516,21 +516,11 @@ func (s *Store) syncDir(dir string) error {
 	return nil
 }
 
-// ctxFile stops reads once the caller's context is done, so an abandoned request
-// does not keep streaming a large object.
-type ctxFile struct {
-	ctx context.Context
-	f   *os.File
+// readCloser reads through one reader and closes another: a file read under a context.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
-
-func (c *ctxFile) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.f.Read(p)
-}
-
-func (c *ctxFile) Close() error { return c.f.Close() }
 
 // Walk calls fn with every stored object's ref and size on disk, tenant by tenant, in no
 // particular order. `tribunal prune` walks a state folder's blobs to find the ones no

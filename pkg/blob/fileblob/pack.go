@@ -640,23 +640,9 @@ func (s *Store) syncOwnPacks() error {
 func openPacked(ctx context.Context, ref blob.Ref, l loc, p *pack, mt string) (io.ReadCloser, blob.Attrs) {
 	a := packedAttrs(ref, l, mt)
 	sr := io.NewSectionReader(p.f, dataOff(l, mt), int64(l.size))
-	return blob.NewVerifyingReader(&ctxSection{ctx: ctx, r: sr}, a), a
+	// Closing it leaves the pack open.
+	return blob.NewVerifyingReader(io.NopCloser(blob.ContextReader(ctx, sr)), a), a
 }
-
-// ctxSection is ctxFile for a packed object; closing it leaves the pack open.
-type ctxSection struct {
-	ctx context.Context
-	r   *io.SectionReader
-}
-
-func (c *ctxSection) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
-func (c *ctxSection) Close() error { return nil }
 
 // findPacked finds a packed object, rescanning the packs on a miss (another process may
 // have written it since the last scan).
