@@ -245,13 +245,17 @@ func TestProvisionConcurrentCluster(t *testing.T) {
 func TestIsTransient(t *testing.T) {
 	for _, err := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders, nats.ErrDisconnected,
 		fmt.Errorf("load job k: %w", nats.ErrNoResponders),
-		&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}} {
+		&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"},
+		// A fresh cluster's meta leader that has not yet heard from a member.
+		fmt.Errorf("provision bucket: %w", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"})} {
 		if !bus.IsTransient(err) {
 			t.Errorf("%v: not transient", err)
 		}
 	}
 	for _, err := range []error{errors.New("boom"), jetstream.ErrKeyNotFound, context.Canceled,
-		&jetstream.APIError{Code: 400, ErrorCode: 10071, Description: "wrong last sequence"}} {
+		&jetstream.APIError{Code: 400, ErrorCode: 10071, Description: "wrong last sequence"},
+		// Too few members for the replicas: no wait changes that.
+		&jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement"}} {
 		if bus.IsTransient(err) {
 			t.Errorf("%v: transient", err)
 		}

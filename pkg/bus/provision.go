@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -237,12 +238,14 @@ const (
 // leader or a server restarts: a request or a publish timed out or found no responder
 // (no stream leader), the connection was lost, the cluster said it is temporarily
 // unavailable, or a message published again is still being stored under its first
-// publish (the retry then finds it stored). The same request can succeed a moment later,
-// so callers retry it rather than give up on the work.
+// publish (the retry then finds it stored), or a replicated asset found a member "offline"
+// (placementPending). The same request can succeed a moment later, so callers retry it
+// rather than give up on the work.
 func IsTransient(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.ErrorCode == errCodeClusterNotAvail || apiErr.ErrorCode == errCodeClusterNotLeader || apiErr.ErrorCode == errCodeDuplicateInFlight
+		return apiErr.ErrorCode == errCodeClusterNotAvail || apiErr.ErrorCode == errCodeClusterNotLeader ||
+			apiErr.ErrorCode == errCodeDuplicateInFlight || placementPending(apiErr)
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
@@ -258,6 +261,15 @@ const (
 	errCodeNoSuitablePeers      = 10005 // no suitable peers for placement
 	errCodeInsufficientRes      = 10023 // insufficient resources
 )
+
+// placementPending reports a refusal to place a replicated asset because a member is
+// "offline", which the meta leader says of a member it has not yet had statistics from
+// (a cluster formed seconds ago: services and servers starting together) and when too
+// few members are up for a quorum (a restart). Both pass; a cluster with too few members
+// is refused without "peer offline" and stays an error at once.
+func placementPending(apiErr *jetstream.APIError) bool {
+	return apiErr.ErrorCode == errCodeNoSuitablePeers && strings.Contains(apiErr.Description, "peer offline")
+}
 
 // replicasHint says what a replicated stream or bucket needs when the servers refused
 // it for that reason.

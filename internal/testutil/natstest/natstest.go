@@ -211,9 +211,10 @@ func (c *Cluster) ready() bool {
 	leader := false
 	for _, ns := range c.Servers {
 		if ns.JetStreamIsLeader() {
-			// The meta leader must also see every other member online and caught up:
-			// until then it places no replicated asset ("no suitable peers for
-			// placement, peer offline").
+			// The meta leader must also see every other member online and caught up.
+			// It may still refuse to place a replicated asset until it has had a
+			// member's statistics ("no suitable peers for placement, peer offline");
+			// bus.Provision asks again then, as services starting with a cluster must.
 			jsz, err := ns.Jsz(&server.JSzOptions{})
 			if err != nil || jsz.Meta == nil || len(jsz.Meta.Replicas) < len(c.Servers)-1 {
 				return false
