@@ -3,7 +3,6 @@ package judge
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // Limiter is a rate limit shared by every process that calls a provider (judges, and
@@ -20,23 +19,6 @@ type Limiter interface {
 // limiter can slow every instance down. Providers retry 429s themselves and then return
 // an error wrapping ErrUnavailable and a *StatusError (RateLimited).
 const StatusRateLimited = "rate_limited"
-
-// Sleep waits d, or less when ctx ends first, which it returns as ctx.Err(): the waits of
-// a provider's backoff, of a limiter and of a record writer backing off a conflict, which
-// a cancelled call must not sit out.
-func Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // tenantKey carries the tenant whose work a call is for down to the limited provider,
 // which sees only requests.

@@ -28,10 +28,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/ctxtime"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
 
 // DefaultBucket is the key-value bucket the limiter creates when Limits names none.
@@ -277,7 +278,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, requests, tokens int) er
 		if dl, has := ctx.Deadline(); has && time.Until(dl) < wait {
 			return fmt.Errorf("ratelimit %s: a wait of %s would pass the deadline: %w", key, wait.Round(time.Millisecond), context.DeadlineExceeded)
 		}
-		if err := judge.Sleep(ctx, min(wait, maxSleep)+jitter(wait)); err != nil {
+		if err := ctxtime.Sleep(ctx, min(wait, maxSleep)+jitter(wait)); err != nil {
 			return fmt.Errorf("ratelimit %s: %w", key, err)
 		}
 	}

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/ctxtime"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
 
 // ErrNotRecorded marks a job the jobs bucket does not hold (yet).
@@ -269,7 +270,7 @@ func backoff(ctx context.Context, attempt int) error {
 	if attempt < 2 {
 		return nil
 	}
-	return judge.Sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt, 20))*int64(100*time.Microsecond))))
+	return ctxtime.Sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt, 20))*int64(100*time.Microsecond))))
 }
 
 // A batch's completion state is a small tree of bitmaps, so that many aggregator handlers

@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/ctxtime"
+
 	goopenai "github.com/sashabaranov/go-openai"
 	"golang.org/x/time/rate"
 
@@ -374,7 +376,7 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 			slog.Int("attempt", attempts), slog.Int("status", f.status),
 			slog.Duration("wait", wait), slog.Bool("retry_after", f.hasRetryAfter),
 			slog.String("error", f.msg))
-		if judge.Sleep(ctx, wait) != nil {
+		if ctxtime.Sleep(ctx, wait) != nil {
 			return judge.Response{}, p.stopped(ctx, fmt.Sprintf("backing off after attempt %d", attempts))
 		}
 	}

@@ -1,4 +1,4 @@
-package judge
+package ctxtime
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 )
 
+// TestSleepEndsWithItsContext: a wait ends with nil when its time is over, and with the
+// context's error at once when the context has ended, however long it was to be.
 func TestSleepEndsWithItsContext(t *testing.T) {
 	if err := Sleep(context.Background(), time.Millisecond); err != nil {
 		t.Fatalf("Sleep(1ms) = %v, want nil", err)
