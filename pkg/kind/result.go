@@ -13,15 +13,20 @@ import (
 )
 
 // Unmarshal reads a kind's part of a job record (its Result, or a looping kind's Loop),
-// named what in errors ("critic result"); nil when the record has none yet.
+// named what in errors ("critic result"); nil when the record has none yet. Between the
+// record's Memoize and Forget it is decoded once and the value shared (records.Job.Memo).
 func Unmarshal[T any](j *records.Job, data json.RawMessage, what string) (*T, error) {
 	if len(data) == 0 {
 		return nil, nil
+	}
+	if v, ok := j.Memo(data).(*T); ok {
+		return v, nil
 	}
 	var v T
 	if err := records.Unmarshal(data, &v); err != nil {
 		return nil, fmt.Errorf("job %s: %s: %w", j.Key(), what, err)
 	}
+	j.Remember(data, &v)
 	return &v, nil
 }
 

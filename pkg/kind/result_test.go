@@ -2,6 +2,7 @@ package kind
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,49 @@ func TestUnmarshalNamesTheJob(t *testing.T) {
 	}
 	if err := Marshal(j, &j.Result, "critic result", func() {}); err == nil || string(j.Result) != `{"N":7}` {
 		t.Fatalf("a part that does not encode: %v, and the record's part became %s", err, j.Result)
+	}
+}
+
+// TestUnmarshalMemoized: between a record's Memoize and Forget, its Result and Loop are
+// decoded once and every reader gets that value; new bytes in the field are decoded
+// anew; outside Memoize, and for bytes that only equal the field's, each read decodes
+// its own value, so a rule changing what it read changes nothing another reader sees.
+func TestUnmarshalMemoized(t *testing.T) {
+	t.Parallel()
+	type res struct{ N int }
+	j := &records.Job{Tenant: "team-a", Batch: "b1", ACID: "AC-1", Result: json.RawMessage(`{"N":1}`), Loop: json.RawMessage(`{"N":7}`)}
+	read := func(data json.RawMessage) *res {
+		t.Helper()
+		v, err := Unmarshal[res](j, data, "result")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if a, b := read(j.Result), read(j.Result); a == b {
+		t.Fatal("outside Memoize two reads share one value")
+	}
+	if !j.Memoize() || j.Memoize() {
+		t.Fatal("Memoize: want true when it begins, false inside an outer one")
+	}
+	a := read(j.Result)
+	if b := read(j.Result); a != b || a.N != 1 {
+		t.Fatalf("inside Memoize: %p %+v and %p %+v, want one value N=1", a, a, b, b)
+	}
+	if l := read(j.Loop); l == a || l.N != 7 || read(j.Loop) != l {
+		t.Fatalf("Loop: %+v, want its own value N=7, kept", l)
+	}
+	if c := read(append(json.RawMessage(nil), j.Result...)); c == a {
+		t.Fatal("a copy of the bytes was answered from the memo")
+	}
+	if err := Marshal(j, &j.Result, "result", res{N: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if b := read(j.Result); b == a || b.N != 2 {
+		t.Fatalf("after the result changed: %+v, want N=2 decoded anew", b)
+	}
+	j.Forget()
+	if a, b := read(j.Result), read(j.Result); a == b || !reflect.DeepEqual(j, &records.Job{Tenant: "team-a", Batch: "b1", ACID: "AC-1", Result: j.Result, Loop: j.Loop}) {
+		t.Fatal("after Forget the record still remembers")
 	}
 }

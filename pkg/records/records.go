@@ -60,6 +60,72 @@ type Job struct {
 	// DecidedBy is the id of the event the final status was derived from.
 	DecidedBy string    `json:"decided_by,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitempty"`
+
+	// memo is set only between Memoize and Forget.
+	memo *memo
+}
+
+// memo holds what a kind decoded from a record's Result and Loop, each with the bytes it
+// was decoded from.
+type memo struct {
+	result, loop memoEntry
+}
+
+type memoEntry struct {
+	data []byte
+	v    any
+}
+
+// Memoize makes what a kind decodes from j's Result or Loop (Memo, Remember) decoded once
+// until Forget: a batch's completion asks a job's kind for its outcome, its manifest
+// entry, its index row and its judgments, and each decoded the result again. Decoded
+// values are then shared, so only readers run in between, never a rule that changes them.
+// It reports whether it began now (false: an outer Memoize lasts, and its Forget ends it).
+func (j *Job) Memoize() bool {
+	if j.memo != nil {
+		return false
+	}
+	j.memo = &memo{}
+	return true
+}
+
+// Forget ends Memoize, so a record held after its fold is as it was decoded.
+func (j *Job) Forget() { j.memo = nil }
+
+// entry is the memo's place for data, which must be the record's Result or Loop itself
+// (the same bytes, not a copy); nil outside Memoize and for any other bytes.
+func (j *Job) entry(data []byte) *memoEntry {
+	switch {
+	case j.memo == nil || len(data) == 0:
+		return nil
+	case sameBytes(data, j.Result):
+		return &j.memo.result
+	case sameBytes(data, j.Loop):
+		return &j.memo.loop
+	}
+	return nil
+}
+
+// Memo returns the value Remember kept for data, nil when none was: outside Memoize, for
+// bytes that are not the record's Result or Loop, and once the field holds other bytes.
+func (j *Job) Memo(data []byte) any {
+	if e := j.entry(data); e != nil && sameBytes(e.data, data) {
+		return e.v
+	}
+	return nil
+}
+
+// Remember keeps v, decoded from data (the record's Result or Loop), for Memo while
+// Memoize lasts.
+func (j *Job) Remember(data []byte, v any) {
+	if e := j.entry(data); e != nil {
+		e.data, e.v = data, v
+	}
+}
+
+// sameBytes reports whether a and b are the same slice of memory, not merely equal.
+func sameBytes(a, b []byte) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }
 
 // Final reports whether the job has its outcome.

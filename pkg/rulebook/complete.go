@@ -64,6 +64,10 @@ func (f *Fold) KeepIndex() { f.index = index.NewBuilder() }
 
 // Add folds one final job in. The record may be reused by the caller afterwards.
 func (f *Fold) Add(j *records.Job) {
+	// Each part of the fold below asks the job's kind for its result: decoded once.
+	if j.Memoize() {
+		defer j.Forget()
+	}
 	if j.DecidedAt.After(f.at) {
 		f.at = j.DecidedAt.UTC()
 	}

@@ -313,6 +313,13 @@ func TestCompletion(t *testing.T) {
 		forward.Add(jobs[i])
 		backward.Add(jobs[len(jobs)-1-i])
 	}
+	// The fold decodes each job's result once (records.Job.Memoize) and leaves no trace of
+	// it on the record.
+	for _, j := range jobs {
+		if !reflect.DeepEqual(j, j.Clone()) {
+			t.Fatalf("job %s after the fold differs from its copy: a memo was left on it", j.ACID)
+		}
+	}
 	a, err := forward.Complete("AC-3", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -61,8 +61,10 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	fold.KeepIndex()
 	var judgments []trust.Judgment
 	if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error {
+		j.Memoize() // the fold and the judgments read the same decoded result
 		fold.Add(j)
 		judgments = append(judgments, collect.Judgments(j, collect.Lengths{})...)
+		j.Forget()
 		return nil
 	}); err != nil {
 		return nil, err
