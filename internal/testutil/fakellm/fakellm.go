@@ -9,7 +9,6 @@
 package fakellm
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/ctxtime"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -321,7 +322,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !sleep(ctx, s.opts.Latency) {
+	if ctxtime.Sleep(ctx, s.opts.Latency) != nil {
 		return
 	}
 
@@ -329,7 +330,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Respond != nil {
 		reply = s.opts.Respond(req, n)
 	}
-	if !sleep(ctx, reply.Delay) {
+	if ctxtime.Sleep(ctx, reply.Delay) != nil {
 		return
 	}
 	if reply.Hangup {
@@ -461,22 +462,6 @@ func firstNonEmpty(vals ...string) string {
 		}
 	}
 	return ""
-}
-
-// sleep waits d or until the client goes away; false means the client is gone and the
-// handler should return without writing.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func hangup(w http.ResponseWriter) {
