@@ -44,7 +44,10 @@ func startNATSCluster(tb testing.TB, n int) *natsCluster {
 	}
 }
 
-// tryNATSCluster starts n members and returns the first that did not come up.
+// tryNATSCluster starts n members and returns the first that did not come up, or one
+// that exited: a member that exits while starting (its client port taken after it
+// routed to the others) leaves the rest without a meta leader, so waiting on any other
+// member must notice it.
 func tryNATSCluster(tb testing.TB, n int) (*natsCluster, *proc) {
 	c := &natsCluster{}
 	var clients, clusterAddrs, routes []string
@@ -67,13 +70,26 @@ func tryNATSCluster(tb testing.TB, n int) (*natsCluster, *proc) {
 	for i, addr := range clients {
 		deadline := time.Now().Add(60 * time.Second)
 		for !jetStreamAnswers("nats://" + addr) {
-			if time.Now().After(deadline) || c.procs[i].hasExited() {
+			if p := c.exited(); p != nil {
+				return c, p
+			}
+			if time.Now().After(deadline) {
 				return c, c.procs[i]
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	return c, nil
+}
+
+// exited is a member whose process has ended, or nil.
+func (c *natsCluster) exited() *proc {
+	for _, p := range c.procs {
+		if p.hasExited() {
+			return p
+		}
+	}
+	return nil
 }
 
 func jetStreamAnswers(url string) bool {
