@@ -478,6 +478,18 @@ func (s *Store) writeFileAtomic(tmpDir, dir, path string, data []byte) error {
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
+	if err := s.install(f, dir, path); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}
+
+// install makes f, a temporary file written in full, the file at path in dir: its mode,
+// an fsync, a rename over path and an fsync of dir, so path holds either its old content
+// or all of f's. A caller removes f when install fails (after the rename there is nothing
+// left to remove).
+func (s *Store) install(f *os.File, dir, path string) error {
 	if err := f.Chmod(filePerm); err != nil {
 		return err
 	}
@@ -490,7 +502,6 @@ func (s *Store) writeFileAtomic(tmpDir, dir, path string, data []byte) error {
 	if err := os.Rename(f.Name(), path); err != nil {
 		return err
 	}
-	ok = true
 	return s.syncDir(dir)
 }
 

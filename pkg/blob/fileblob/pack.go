@@ -782,18 +782,9 @@ func (s *Store) compact(t *tenantIndex, p *pack) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if err := tmp.Chmod(filePerm); err != nil {
-		return err
-	}
-	if err := s.fsync(tmp); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), p.path); err != nil {
+	if err := s.install(tmp, dir, p.path); err != nil {
 		return err
 	}
 	done = true
-	return s.syncDir(dir)
+	return nil
 }
