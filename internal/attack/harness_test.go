@@ -60,6 +60,10 @@ type worldOptions struct {
 	shareJudgeCache bool
 	// judgeLatency keeps jobs pending for a while, for attacks on pending jobs.
 	judgeLatency time.Duration
+	// service and ingress adjust one service's options and the ingress's config before
+	// they start (a deployment's flags: an allowlist, quotas, hosts).
+	service func(svc string, o *app.Options)
+	ingress func(c *ingress.Config)
 }
 
 // newWorld starts a world. The services' and the ingress's connections report every
@@ -98,6 +102,9 @@ func newWorld(t *testing.T, o worldOptions) *world {
 		if svc == bus.Judge {
 			opts.Provider = w.provider
 		}
+		if o.service != nil {
+			o.service(svc, &opts)
+		}
 		r, err := app.Start(context.Background(), nc, opts)
 		if err != nil {
 			t.Fatalf("start %s as %s: %v", svc, tenants.ServiceUser(svc), err)
@@ -116,7 +123,11 @@ func newWorld(t *testing.T, o worldOptions) *world {
 	if err != nil {
 		t.Fatalf("the ingress opens the buckets: %v", err)
 	}
-	srv := httptest.NewServer(ingress.New(ingress.Config{Tokens: g.Tokens, Pub: bus.NewPublisher(ijs), Store: store, Buckets: b}))
+	icfg := ingress.Config{Tokens: g.Tokens, Pub: bus.NewPublisher(ijs), Store: store, Buckets: b}
+	if o.ingress != nil {
+		o.ingress(&icfg)
+	}
+	srv := httptest.NewServer(ingress.New(icfg))
 	t.Cleanup(srv.Close)
 	w.ingressURL = srv.URL
 	t.Cleanup(func() {

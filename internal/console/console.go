@@ -107,10 +107,17 @@ func New(cfg Config) http.Handler {
 	return securityHeaders(mux)
 }
 
+// maxFormBytes bounds a request body: the console takes only small forms (a token, a
+// spot-check, a reset, a review's answer), and net/http would otherwise read up to 10 MB
+// of a form into memory.
+const maxFormBytes = 64 << 10
+
 // securityHeaders applies to every response: pages carry no script at all and may be
-// framed by nobody; artifacts set their own, stricter policy in the blob handler.
+// framed by nobody; artifacts set their own, stricter policy in the blob handler. Every
+// request body is bounded by maxFormBytes before a handler parses it.
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'none'; img-src 'self'; style-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")

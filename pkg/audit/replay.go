@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/tribunal-dev/tribunal/pkg/bounds"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
@@ -515,7 +516,7 @@ func peekEnvelope(raw []byte) (tenant, batch string) {
 		Tenant  any `msgpack:"tenant"`
 		BatchID any `msgpack:"batch"`
 	}
-	if msgpack.Unmarshal(raw, &w) != nil {
+	if bounds.Msgpack(raw, bounds.Event) != nil || msgpack.Unmarshal(raw, &w) != nil {
 		return "", ""
 	}
 	t, _ := w.Tenant.(string)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/tribunal-dev/tribunal/pkg/bounds"
 )
 
 // wire is the msgpack form of an event. Field names are short and stable; the payload
@@ -95,7 +97,19 @@ func marshalInto(buf *bytes.Buffer, v any) error {
 // Decode parses and validates wire bytes. Every failure is a *FieldError wrapping
 // ErrMalformed, ErrUnknownVersion, ErrUnknownType, ErrMissingField or ErrInvalidField
 // and naming the field.
+//
+// The bytes are walked first (bounds.Msgpack with bounds.Event): a header claiming more
+// elements than follow, or nesting or counts beyond any event's, is refused as malformed
+// before the msgpack decoder allocates for it.
 func Decode(data []byte) (Event, error) {
+	if err := bounds.Msgpack(data, bounds.Event); err != nil {
+		field := "envelope"
+		var be *bounds.Error
+		if errors.As(err, &be) && be.Path != "" {
+			field = be.Path // the wire's names: "data.cases[2]", "chain"
+		}
+		return Event{}, &FieldError{Doc: docEvent, Field: field, Reason: err.Error(), Err: ErrMalformed}
+	}
 	var w wire
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)

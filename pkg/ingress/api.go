@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/ingress/body"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -29,11 +30,11 @@ const (
 
 	// MediaMsgpack is a POST /v1/events body: a msgpack array of events, each the wire
 	// bytes events.Encode writes (a msgpack bin).
-	MediaMsgpack = "application/msgpack"
+	MediaMsgpack = body.MediaMsgpack
 	// MediaJSON is a POST /v1/events body {"events": [...]}: each event a JSON object
 	// with the wire form's field names ({"v": 1, "id", "type", "tenant", "batch", "job",
 	// "iter", "data": {payload}}). The ingress stamps the time itself.
-	MediaJSON = "application/json"
+	MediaJSON = body.MediaJSON
 
 	// HeaderExpectedSHA256 on PUT /v1/blobs makes the write fail unless the body hashes
 	// to it (blob.PutOptions.ExpectedSHA256).

@@ -82,6 +82,10 @@ func (e *Error) Error() string {
 }
 
 // do sends one request and decodes a JSON answer into out (when not nil).
+// maxAnswerBytes bounds an answer the client reads; a large batch's results are the
+// largest answer there is.
+const maxAnswerBytes = 1 << 30
+
 func (c *Client) do(ctx context.Context, method, path string, body io.Reader, contentType string, header http.Header, out any) error {
 	resp, err := c.send(ctx, method, path, body, contentType, header)
 	if err != nil {
@@ -92,7 +96,7 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswerBytes)).Decode(out); err != nil {
 		return fmt.Errorf("ingress %s %s: answer: %w", method, path, err)
 	}
 	return nil

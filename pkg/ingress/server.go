@@ -12,12 +12,11 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/ingress/body"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
@@ -32,7 +31,7 @@ const (
 	// MaxRequestEvents events and about a quarter of this per request.
 	DefaultMaxRequestBytes = 32 << 20
 	// MaxRequestEvents bounds the events of one request.
-	MaxRequestEvents = 5000
+	MaxRequestEvents = body.MaxEvents
 )
 
 // Config is what the ingress serves and who may use it.
@@ -211,14 +210,18 @@ func (s *server) getBlob(w http.ResponseWriter, r *http.Request, tenant string) 
 // postEvents admits every event of a request or none: each is decoded, checked and
 // rebuilt (admission.admit); only if none is refused are they all published.
 func (s *server) postEvents(w http.ResponseWriter, r *http.Request, tenant string) {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes)
-	raw, err := readEvents(r.Header.Get("Content-Type"), body)
+	limited := http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes)
+	raw, err := body.Read(r.Header.Get("Content-Type"), limited)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		s.problem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("a request is at most %d bytes: send the events in several", s.cfg.MaxRequestBytes), nil)
 		return
-	case errors.Is(err, errMediaType):
+	case errors.Is(err, body.ErrTooManyEvents):
+		telemetry.Refused(Service, RefusedTooLarge)
+		s.problem(w, r, http.StatusRequestEntityTooLarge, err.Error(), nil)
+		return
+	case errors.Is(err, body.ErrMediaType):
 		s.problem(w, r, http.StatusUnsupportedMediaType, err.Error(), nil)
 		return
 	case err != nil:
@@ -287,73 +290,6 @@ func refusalStatus(reason string) int {
 		return http.StatusUnprocessableEntity
 	}
 	return http.StatusBadRequest
-}
-
-var errMediaType = errors.New("unsupported media type")
-
-// readEvents splits a POST /v1/events body into each event's wire bytes.
-func readEvents(contentType string, body io.Reader) ([][]byte, error) {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		mt = ""
-	}
-	switch mt {
-	case MediaMsgpack, "application/x-msgpack":
-		var raw [][]byte
-		if err := msgpack.NewDecoder(body).Decode(&raw); err != nil {
-			return nil, fmt.Errorf("body: want a msgpack array of encoded events: %w", err)
-		}
-		return raw, nil
-	case MediaJSON:
-		return jsonEvents(body)
-	}
-	return nil, fmt.Errorf("%w %q: send %s or %s", errMediaType, contentType, MediaMsgpack, MediaJSON)
-}
-
-// jsonEvents reads {"events": [...]}, each event a JSON object with the wire form's
-// field names, and returns each one's wire bytes: the JSON is re-encoded as msgpack and
-// read by the same decoder as any event.
-func jsonEvents(body io.Reader) ([][]byte, error) {
-	dec := json.NewDecoder(body)
-	dec.UseNumber()
-	var req struct {
-		Events []map[string]any `json:"events"`
-	}
-	if err := dec.Decode(&req); err != nil {
-		return nil, fmt.Errorf("body: want {\"events\": [...]}: %w", err)
-	}
-	out := make([][]byte, len(req.Events))
-	for i, ev := range req.Events {
-		delete(ev, "time") // the ingress stamps the time
-		data, err := msgpack.Marshal(numbers(ev))
-		if err != nil {
-			return nil, fmt.Errorf("event %d: %w", i, err)
-		}
-		out[i] = data
-	}
-	return out, nil
-}
-
-// numbers turns JSON numbers into integers where they are, so the msgpack decoder reads
-// them into the wire form's integer fields.
-func numbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if n, err := x.Int64(); err == nil {
-			return n
-		}
-		f, _ := x.Float64()
-		return f
-	case map[string]any:
-		for k, e := range x {
-			x[k] = numbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = numbers(e)
-		}
-	}
-	return v
 }
 
 // batch answers a batch's header and progress. The tenant is the token's: another

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bounds"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
@@ -36,8 +37,16 @@ func EncodePlanPage(p PlanPage) ([]byte, error) {
 	return data, nil
 }
 
+// planPageLimits bound a stored page before it is decoded: a team stores its plan pages
+// itself (through the ingress), and a page lists at most events.PlanPageSize jobs of three
+// fields each.
+var planPageLimits = bounds.Limits{Depth: 3, Items: events.PlanPageSize, Total: 4 * (events.PlanPageSize + 1)}
+
 // DecodePlanPage reads a stored page and checks every job in it.
 func DecodePlanPage(data []byte) (*PlanPage, error) {
+	if err := bounds.JSON(data, planPageLimits); err != nil {
+		return nil, fmt.Errorf("plan page: %w: %v", ErrCorrupt, err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var p PlanPage
