@@ -38,3 +38,17 @@ func TestTenantsWritesKEDAPatch(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantsRefusesReservedNames: `tribunal tenants dlq` was accepted on de157a3 and
+// the team was never served (its durable was the aggregator's dead-letter durable).
+func TestTenantsRefusesReservedNames(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := run(t, dir, "tenants", "team-a", "dlq", "--out", filepath.Join(dir, "auth.conf"),
+		"--credentials", filepath.Join(dir, "credentials.json"), "--tokens", filepath.Join(dir, "tokens.json"))
+	if code != 2 || !strings.Contains(stderr, `tenant "dlq": reserved`) {
+		t.Fatalf("exit %d: %s %s; want 2 naming the reserved tenant", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tokens.json")); !os.IsNotExist(err) {
+		t.Errorf("tokens.json written for a refused team list: %v", err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
 	"github.com/tribunal-dev/tribunal/schemas"
 )
@@ -30,7 +31,7 @@ import (
 const DefaultFile = "batch.yaml"
 
 // MaxACs bounds one batch; larger work is split into several batches.
-const MaxACs = 1_000_000
+const MaxACs = events.MaxBatchSize
 
 // File is a batch file as written.
 type File struct {

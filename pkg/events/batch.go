@@ -14,6 +14,24 @@ import (
 // cancel reads and publishes, however large the batch.
 const PlanPageSize = 4096
 
+// MaxBatchSize bounds a batch's size wherever an event states one (batch.opened's size,
+// a job's batch_size and index): the aggregator sizes a batch's completion tree from it,
+// and a claimed size of 2^31 once made it panic and left a dead letter too large to
+// record. It is the most ACs one batch file may hold (batch.MaxACs); larger work is
+// several batches.
+const MaxBatchSize = 1_000_000
+
+// checkSize refuses a batch size outside 1..MaxBatchSize, naming field.
+func checkSize(field string, size int) error {
+	switch {
+	case size <= 0:
+		return invalid(field, "must be positive")
+	case size > MaxBatchSize:
+		return invalid(field, fmt.Sprintf("%d jobs; a batch holds at most %d", size, MaxBatchSize))
+	}
+	return nil
+}
+
 // PlanPages is the number of plan pages of a batch of size jobs.
 func PlanPages(size int) int { return (size + PlanPageSize - 1) / PlanPageSize }
 
@@ -41,8 +59,8 @@ func (*BatchOpened) EventType() Type { return TypeBatchOpened }
 
 // Validate implements Payload.
 func (p *BatchOpened) Validate() error {
-	if p.Size <= 0 {
-		return invalid("size", "must be positive")
+	if err := checkSize("size", p.Size); err != nil {
+		return err
 	}
 	if !ident.HexDigest(p.Digest) {
 		return invalid("digest", fmt.Sprintf("want 64 lowercase hex characters, got %q", p.Digest))
@@ -110,8 +128,8 @@ func (p *JobCancelRequested) Validate() error {
 	if _, err := wireOf(p.Kind); err != nil {
 		return err
 	}
-	if p.BatchSize <= 0 {
-		return invalid("batch_size", "must be positive")
+	if err := checkSize("batch_size", p.BatchSize); err != nil {
+		return err
 	}
 	if p.Index < 0 || p.Index >= p.BatchSize {
 		return invalid("index", fmt.Sprintf("want 0 <= index < %d, got %d", p.BatchSize, p.Index))

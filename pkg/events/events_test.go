@@ -232,6 +232,9 @@ func TestPayloadValidation(t *testing.T) {
 		{&JobSubmitted{Spec: badAuto, BatchSize: 1}, "ab.auto_swap.flip_rate"},
 		{&GatesDone{Kind: KindAB, Positions: PositionsAuto, AutoSwap: &AutoSwap{Confidence: -1}, Slots: []Slot{{Name: "A", Artifact: art()}, {Name: "B", Artifact: art()}}}, "auto_swap.confidence"},
 		{&JobSubmitted{Spec: abSpec(), BatchSize: 1, Index: 1}, "index"},
+		// de157a3 took these and the aggregator panicked sizing the completion tree.
+		{&JobSubmitted{Spec: abSpec(), BatchSize: 1 << 31}, "batch_size"},
+		{&JobSubmitted{Spec: abSpec(), BatchSize: 1 << 62, Index: 1 << 61}, "batch_size"},
 		{&JobSubmitted{Spec: JobSpec{Kind: "poetry", ACID: "x"}, BatchSize: 1}, "kind"},
 		{&GatesDone{Kind: KindAB, Slots: []Slot{{Name: "B", Artifact: art()}, {Name: "A", Artifact: art()}}}, "slots"},
 		{&GatesDone{Kind: KindAB, Gates: []Gate{{Name: "g", Status: "fail"}}, Slots: []Slot{{Name: "A", Artifact: art()}, {Name: "B", Artifact: art()}}}, "gates[0]"},
@@ -358,6 +361,8 @@ func TestBatchEventsNameTheBadField(t *testing.T) {
 		{"unknown kind", &JobCancelRequested{Kind: "poetry", Index: 0, BatchSize: 1, By: "alice"}, "kind"},
 		{"index past the batch", &JobCancelRequested{Kind: KindAB, Index: 1, BatchSize: 1, By: "alice"}, "index"},
 		{"by too long", &JobCancelRequested{Kind: KindAB, Index: 0, BatchSize: 1, By: strings.Repeat("a", 201)}, "by"},
+		{"a batch past the maximum", &JobCancelRequested{Kind: KindAB, Index: 0, BatchSize: MaxBatchSize + 1, By: "alice"}, "batch_size"},
+		{"a plan past the maximum", &BatchOpened{Size: 1 << 31, Digest: digest, Pages: []Blob{page}}, "size"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

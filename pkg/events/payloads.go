@@ -175,8 +175,8 @@ func (p *JobSubmitted) Validate() error {
 	if err := p.Spec.validate(); err != nil {
 		return err
 	}
-	if p.BatchSize <= 0 {
-		return invalid("batch_size", "must be positive")
+	if err := checkSize("batch_size", p.BatchSize); err != nil {
+		return err
 	}
 	if p.Index < 0 || p.Index >= p.BatchSize {
 		return invalid("index", fmt.Sprintf("want 0 <= index < %d, got %d", p.BatchSize, p.Index))

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/ident"
@@ -22,8 +23,19 @@ func ValidateTenant(t string) error {
 	if !ident.Tenant(t) {
 		return fmt.Errorf("tenant %q: want 1-63 of [a-z0-9_-] starting with a letter or digit (no dots, wildcards or spaces)", t)
 	}
+	if slices.Contains(ReservedTenants, t) {
+		return fmt.Errorf("tenant %q: reserved, it names part of the service itself (reserved: %s)", t, strings.Join(ReservedTenants, ", "))
+	}
 	return nil
 }
+
+// ReservedTenants are names no team may take. A tenant's name becomes part of the
+// services' durable names ("tribunal-<service>-<tenant>" with --tenants), and "dlq" made
+// one of them the aggregator's dead-letter durable ("tribunal-aggregator-dlq"): a team
+// of that name was accepted and never served. pkg/bus's tests hold this list to every
+// durable name the services use. Subjects, keys and blob paths cannot collide (a tenant
+// starts with a letter or digit, the dead-letter subjects with "_").
+var ReservedTenants = []string{"dlq"}
 
 // ValidateName accepts batch and AC ids: letters, digits, '-' and '_', at most 128,
 // because they become key-value keys.

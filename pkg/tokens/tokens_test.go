@@ -4,7 +4,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
 func TestLoad(t *testing.T) {
@@ -70,5 +73,16 @@ func TestSetAndBearer(t *testing.T) {
 	r.Header.Set("Authorization", "Basic "+tok)
 	if _, present, ok := Bearer(r); !present || ok {
 		t.Error("a Basic header reads as a bearer token")
+	}
+}
+
+// TestCheckRefusesReservedTenants: a team "dlq" once shared the aggregator's dead-letter
+// durable's name and was never served; its token is refused at start.
+func TestCheckRefusesReservedTenants(t *testing.T) {
+	for _, r := range events.ReservedTenants {
+		err := Check(map[string]string{"a-long-enough-token-0123456789abcdef": r})
+		if err == nil || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("tenant %q: %v, want reserved", r, err)
+		}
 	}
 }
