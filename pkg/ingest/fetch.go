@@ -54,11 +54,7 @@ type Fetcher struct {
 // a refused network either.
 func NewFetcher(o FetchOptions) *Fetcher {
 	o = o.withDefaults()
-	guard := netguard.New()
-	if o.AllowPrivate {
-		guard = netguard.New(netguard.Loopback, netguard.PrivateUse, netguard.SharedAddress, netguard.LinkLocal)
-	}
-	dialer := &net.Dialer{Timeout: o.Timeout, Control: guard.Control}
+	dialer := &net.Dialer{Timeout: o.Timeout, Control: netguard.ForURLs(o.AllowPrivate).Control}
 	transport := &http.Transport{DialContext: dialer.DialContext, Proxy: nil, TLSHandshakeTimeout: o.Timeout, ResponseHeaderTimeout: o.Timeout}
 	client := &http.Client{Timeout: o.Timeout, Transport: transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) > o.MaxRedirects {

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -85,6 +86,34 @@ func (g *Guard) Check(addr netip.Addr) error {
 		detail += fmt.Sprintf(" (%s of %s)", form, inner)
 	}
 	return fmt.Errorf("%w: %s", ErrForbidden, detail)
+}
+
+// ForURLs returns the Guard for every connection a team's input leads a renderer to make
+// (artifact URLs, rubric routes and what their pages load): every special-purpose
+// address refused, or, with allowPrivate, every one but loopback, private use, shared
+// address space and link local (see IsPrivate). It is the one rule both follow, so an
+// operator's --allow-private-urls means the same thing wherever it applies. permit adds
+// ranges an operator named explicitly (an allowed host given as an IP address).
+func ForURLs(allowPrivate bool, permit ...[]netip.Prefix) *Guard {
+	if allowPrivate {
+		permit = slices.Concat(permit, private)
+	}
+	return New(permit...)
+}
+
+// private are the ranges ForURLs(true) opens.
+var private = [][]netip.Prefix{Loopback, PrivateUse, SharedAddress, LinkLocal}
+
+var (
+	strictGuard  = New()
+	privateGuard = New(private...)
+)
+
+// IsPrivate reports whether addr is refused by ForURLs(false) but reached with
+// ForURLs(true), so a refusal can name the setting that would allow it (and say so
+// when none would).
+func IsPrivate(addr netip.Addr) bool {
+	return strictGuard.Check(addr) != nil && privateGuard.Check(addr) == nil
 }
 
 // Control is a net.Dialer Control function: it runs on every address the dialer is

@@ -96,11 +96,12 @@ var public = []string{
 
 // TestGuardRefusesSpecialPurpose: one case per registry range, refused by default and,
 // except loopback, private-use, shared and link-local, with every range permitted the way
-// --allow-private-urls permits them; public addresses pass both.
+// --allow-private-urls permits them (ForURLs, the rule of artifact URLs and rubric
+// routes alike); public addresses pass both.
 func TestGuardRefusesSpecialPurpose(t *testing.T) {
 	t.Parallel()
-	strict := New()
-	internal := New(Loopback, PrivateUse, SharedAddress, LinkLocal)
+	strict := ForURLs(false)
+	internal := ForURLs(true)
 	for _, tt := range specialPurpose {
 		t.Run(tt.rng, func(t *testing.T) {
 			addr := netip.MustParseAddr(tt.addr)
@@ -118,6 +119,9 @@ func TestGuardRefusesSpecialPurpose(t *testing.T) {
 			if !tt.internal && !errors.Is(err, ErrForbidden) {
 				t.Errorf("with internal ranges permitted: Check(%s) = %v; want still refused", tt.addr, err)
 			}
+			if IsPrivate(addr) != tt.internal {
+				t.Errorf("IsPrivate(%s) = %v; want %v", tt.addr, !tt.internal, tt.internal)
+			}
 			// The dialer's view: an address and a port, after resolution.
 			if err := strict.Control("tcp", netip.AddrPortFrom(addr, 443).String(), nil); !errors.Is(err, ErrForbidden) {
 				t.Errorf("Control(%s) = %v; want refused", tt.addr, err)
@@ -132,6 +136,22 @@ func TestGuardRefusesSpecialPurpose(t *testing.T) {
 			if err := g.Control("tcp", netip.AddrPortFrom(netip.MustParseAddr(a), 8080).String(), nil); err != nil {
 				t.Errorf("Control(%s) on any port: %v", a, err)
 			}
+		}
+		if IsPrivate(netip.MustParseAddr(a)) {
+			t.Errorf("IsPrivate(%s) = true", a)
+		}
+	}
+}
+
+// TestForURLsPermitsNamedAddresses: an operator's exact address passes, its neighbours
+// do not, and naming one does not open the private ranges.
+func TestForURLsPermitsNamedAddresses(t *testing.T) {
+	t.Parallel()
+	g := ForURLs(false, []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("100.100.100.200/32")})
+	for addr, want := range map[string]bool{"127.0.0.1": true, "100.100.100.200": true, "::ffff:127.0.0.1": true,
+		"127.0.0.2": false, "10.0.0.1": false, "169.254.169.254": false, "::1": false} {
+		if err := g.Check(netip.MustParseAddr(addr)); (err == nil) != want {
+			t.Errorf("Check(%s) = %v; want allowed %v", addr, err, want)
 		}
 	}
 }
