@@ -11,6 +11,11 @@ import (
 // MaxRawBytes bounds the invalid answer kept for audit.
 const MaxRawBytes = 2000
 
+// RepairReAsks is how many times Ask asks again after an answer parse rejects. Every
+// bound on what a judging may cost (pkg/spend) counts these calls too, so the number
+// lives here, beside the loop that makes them.
+const RepairReAsks = 1
+
 // Usage says which provider and model answered a call, under which prompt, and at what
 // cost. It is recorded with every runner transcript and judge answer so a reviewer can
 // tell what produced it.
@@ -103,7 +108,7 @@ func Ask[T any](ctx context.Context, p Provider, req Request, usage Usage, parse
 	out.Usage = usage
 	start := time.Now()
 	defer func() { out.Usage.LatencyMillis = time.Since(start).Milliseconds() }()
-	for attempt := 0; attempt < 2; attempt++ {
+	for attempt := 0; attempt <= RepairReAsks; attempt++ {
 		resp, err := p.Complete(ctx, req)
 		out.Usage.Calls++
 		if err != nil {
