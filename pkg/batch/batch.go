@@ -86,8 +86,10 @@ type AC struct {
 	// ArgusRuns asks for the seed's files in the feature's .argus-runs/ folder too; nil
 	// takes the batch's.
 	ArgusRuns *bool `yaml:"argus_runs"`
-	// Line is where the entry starts in the file.
-	Line int `yaml:"-"`
+	// Line is where the entry starts in the file, and Index its place in the file's acs
+	// list, counting entries that were skipped: what acs[i] names in a message.
+	Line  int `yaml:"-"`
+	Index int `yaml:"-"`
 	// Problem, when set, is why this entry cannot be judged, saying where and what:
 	// "AC-1: line 10: unknown key criterian (did you mean criterion?)". The AC is still
 	// reported, as blocked.
@@ -299,6 +301,7 @@ func Parse(path string, data []byte) (*Batch, error) {
 		acsSeq.Content[i] = nil // let the tree go as the entries are built
 		field := fmt.Sprintf("acs[%d]", i)
 		ac := decodeAC(i, node, acTree[i])
+		ac.Index = i
 		if ac.ID == "" || validID(ac.ID) != nil {
 			b.Rejected = append(b.Rejected, &Error{File: path, Line: ac.Line, Field: field + ".id", Msg: "missing or invalid id; entry skipped: " + ac.Problem})
 			continue

@@ -644,3 +644,15 @@ func TestSelectACs(t *testing.T) {
 		})
 	}
 }
+
+// An AC's Index is its place in the file's acs list, skipped entries counted, so that a
+// message naming acs[i] points at the entry a person finds there.
+func TestACIndexCountsSkippedEntries(t *testing.T) {
+	b, err := Parse("batch.yaml", []byte("version: 1\nacs:\n  - id: AC-1\n  - criterion: no id\n  - id: AC-1\n  - id: AC-4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.ACs) != 2 || b.ACs[0].Index != 0 || b.ACs[1].ID != "AC-4" || b.ACs[1].Index != 3 {
+		t.Fatalf("ACs %+v", b.ACs)
+	}
+}
