@@ -53,10 +53,13 @@ func Run(ctx context.Context, js jetstream.JetStream, f Filter, store blob.Store
 // every kind's derivation, blocked jobs, loop steps and sign-offs (folding each view's
 // loop across the replayed batches), batch completion, the digest chains, and every
 // manifest, rebuilt and compared with the stored blob. Every artifact a render or its
-// gates recorded is read back too.
+// gates recorded is read back too, and so is every judge call's record and every page
+// of a batch's plan; a verdict that names no call record (recorded before they were
+// kept) is listed as not covered.
 //
 // store is read for the rubric a view is judged against (its verdicts cannot be
-// normalized without it), the artifacts and the stored manifests; every blob is verified
+// normalized without it), the artifacts, call records, plan pages and the stored
+// manifests; every blob is verified
 // against its content address on read, so an altered one is reported as unreadable.
 //
 // Audit takes the messages as a slice (a stream backup, tests); Run audits the stream as
@@ -230,6 +233,8 @@ func (a *auditor) visit(r *Recorded) {
 			a.structure(r)
 			a.chain(r)
 			a.artifacts(r)
+			a.planPages(r)
+			a.callRecords(r)
 			a.gates(r)
 			a.output(r)
 		}

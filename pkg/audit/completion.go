@@ -51,10 +51,12 @@ func (a *auditor) complete(bk batchKey, b *simBatch, c *rulebook.Completion, by 
 }
 
 // checkManifest reads the stored manifest a recorded announcement names back and
-// compares it with the rebuilt one (rebuilt: its address; compressed: its compact JSON,
-// zstd). When the announcement names the rebuilt manifest's address the blob is only
-// streamed through its digest check; only a different one is read whole, to name the
-// fields that differ.
+// compares it with the rebuilt one (rebuilt: its address, size and media type;
+// compressed: its compact JSON, zstd). When the announcement names the rebuilt
+// manifest's address the blob is only streamed through its digest check; only a
+// different one is read whole, to name the fields that differ. Either way the store
+// must keep it with the media type the aggregator wrote it with: readers (`tribunal
+// results`, the ingress, the console) serve it under the store's.
 func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt events.Blob, compressed []byte) {
 	p := rec.Event.Payload.(*events.ManifestEmitted)
 	k, stored := p.Kind, p.Manifest
@@ -69,20 +71,34 @@ func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt
 	ctx, cancel := a.blobContext()
 	defer cancel()
 	ref := blob.Ref{Tenant: bk.tenant, SHA256: stored.SHA256}
+	kept := func(attrs blob.Attrs, sized bool) {
+		a.rep.Decisions++
+		if sized && attrs.Size != rebuilt.Size {
+			a.add(a.at(rec, with(Mismatch{}, KindMismatch, "manifest.size", fmt.Sprint(attrs.Size), fmt.Sprint(rebuilt.Size)).
+				withDetail(fmt.Sprintf("the blob store holds the %s manifest with another size than the aggregator wrote", k))))
+		}
+		if attrs.MediaType != rebuilt.MediaType {
+			a.add(a.at(rec, with(Mismatch{}, KindMismatch, "manifest.media_type", attrs.MediaType, rebuilt.MediaType).
+				withDetail(fmt.Sprintf("the blob store keeps the %s manifest under another media type than the aggregator wrote", k))))
+		}
+	}
 	if stored.SHA256 == rebuilt.SHA256 {
-		if _, err := readThrough(ctx, a.store, ref); err != nil {
+		attrs, err := readThrough(ctx, a.store, ref)
+		if err != nil {
 			unreadable(err)
 			return
 		}
-		a.rep.Decisions++
+		kept(attrs, true)
 		return
 	}
-	data, _, err := blob.ReadAll(ctx, a.store, ref)
+	data, attrs, err := blob.ReadAll(ctx, a.store, ref)
 	if err != nil {
 		unreadable(err)
 		return
 	}
-	a.rep.Decisions++
+	// Other bytes than the rebuilt manifest's have another size: only the media type
+	// says something beyond the field diff below.
+	kept(attrs, false)
 	compact, err := a.zstdDecoder().DecodeAll(compressed, nil)
 	if err == nil {
 		var diffs []fieldDiff

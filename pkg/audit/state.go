@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -54,18 +58,118 @@ const maxStateFindings = 20
 // or record that disagrees with the events is reported, a missing one too; a job record
 // keeps the links of the events its outcome was derived from, so an event whose bytes
 // changed after the decision is named exactly.
+//
+// A batch the replay holds no event of is not compared field by field: its header is one
+// finding (the stream no longer proves anything the header says), its job records are
+// counted in it.
 func CheckBatchState(ctx context.Context, rep *Report, st records.Store, tenant, batch string) error {
 	h, _, err := st.Header(ctx, tenant, batch)
 	if err != nil {
 		return err
 	}
+	return checkBatchState(ctx, rep, st, h, tenant, batch, "")
+}
+
+// checkBatchState is CheckBatchState over the header h read already; hint explains, for
+// a batch the replay holds no event of, where its events may have gone.
+func checkBatchState(ctx context.Context, rep *Report, st records.Store, h *records.Batch, tenant, batch, hint string) error {
 	c := newStateCheck(ctx, rep, tenant, batch)
+	c.hint = hint
 	c.header(h)
 	if err := st.EachJob(ctx, tenant, batch, func(j *records.Job) error { c.job(j); return nil }); err != nil {
 		return err
 	}
 	c.finish()
 	return nil
+}
+
+// CheckUnreplayed finds what a replay cannot see by itself: the header of a batch the
+// stream holds no event of (every event deleted, or aged out of the stream's retention)
+// while the key-value state still says what was decided. f.BatchID names the batch and
+// f.Tenant its tenant (every tenant's header of that batch when ""); each such header is
+// reported by CheckBatchState, as a batch the replay did not reach. Batches the replay
+// audited are left to CheckBatchState. It returns how many headers it reported.
+func CheckUnreplayed(ctx context.Context, rep *Report, js jetstream.JetStream, f Filter, st records.Store) (int, error) {
+	if f.BatchID == "" {
+		return 0, errors.New("audit: the headers of a batch without events are looked up by batch id")
+	}
+	tenants := []string{f.Tenant}
+	if f.Tenant == "" {
+		var err error
+		if tenants, err = headerTenants(ctx, st, f.BatchID); err != nil {
+			return 0, err
+		}
+	}
+	audited := map[batchKey]bool{}
+	if rep.state != nil {
+		audited = rep.state.audited
+	}
+	n := 0
+	for _, tenant := range tenants {
+		if audited[batchKey{tenant, f.BatchID}] {
+			continue
+		}
+		h, _, err := st.Header(ctx, tenant, f.BatchID)
+		if err != nil {
+			return n, err
+		}
+		if h == nil {
+			continue
+		}
+		hint, err := whereEventsWent(ctx, js, f.Stream, h)
+		if err != nil {
+			return n, err
+		}
+		if err := checkBatchState(ctx, rep, st, h, tenant, f.BatchID, hint); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// headerTenants lists the tenants whose batches bucket holds a header of batch.
+func headerTenants(ctx context.Context, st records.Store, batch string) ([]string, error) {
+	l, err := st.Batches.ListKeysFiltered(ctx, records.BatchKey("*", batch))
+	if err != nil {
+		return nil, fmt.Errorf("audit: list the headers of batch %s: %w", batch, err)
+	}
+	defer func() { _ = l.Stop() }()
+	var out []string
+	for k := range l.Keys() {
+		if tenant, ok := strings.CutSuffix(k, "."+batch); ok {
+			out = append(out, tenant)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("audit: list the headers of batch %s: %w", batch, err)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// whereEventsWent says, for a finding about a header without events, whether the stream
+// could have let them age out: it holds nothing, or nothing as old as the batch.
+func whereEventsWent(ctx context.Context, js jetstream.JetStream, stream string, h *records.Batch) (string, error) {
+	if stream == "" {
+		stream = DefaultStream
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return "", fmt.Errorf("audit: open stream %s: %w", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return "", fmt.Errorf("audit: stream %s info: %w", stream, err)
+	}
+	switch {
+	case info.State.Msgs == 0:
+		return " (the stream holds no event at all)", nil
+	case !h.CreatedAt.IsZero() && info.State.FirstTime.After(h.CreatedAt):
+		return fmt.Sprintf(" (the stream's oldest event was stored at %s, after the batch was created at %s: the batch's events were deleted, or aged out of the stream's retention)",
+			info.State.FirstTime.UTC().Format(time.RFC3339), h.CreatedAt.UTC().Format(time.RFC3339)), nil
+	}
+	return "", nil
 }
 
 // CheckState is CheckBatchState over a header and job records read already (h nil: the
@@ -94,6 +198,12 @@ type stateCheck struct {
 	st   *auditState
 	bk   batchKey
 	seen map[string]bool
+	// unreplayed is the index in rep.Mismatches of the finding of a header the replay
+	// holds no event of (-1: none), orphans the job records counted in it, hint what it
+	// says last, of where the events went.
+	unreplayed int
+	orphans    int
+	hint       string
 }
 
 func newStateCheck(ctx context.Context, rep *Report, tenant, batch string) *stateCheck {
@@ -101,7 +211,7 @@ func newStateCheck(ctx context.Context, rep *Report, tenant, batch string) *stat
 	if st == nil {
 		st = &auditState{mem: &rulebook.Memory{}, audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}}
 	}
-	return &stateCheck{ctx: ctx, rep: rep, st: st, bk: batchKey{tenant, batch}, seen: map[string]bool{}}
+	return &stateCheck{ctx: ctx, rep: rep, st: st, bk: batchKey{tenant, batch}, seen: map[string]bool{}, unreplayed: -1}
 }
 
 func (c *stateCheck) add(m Mismatch) { c.rep.Mismatches = append(c.rep.Mismatches, m) }
@@ -122,6 +232,14 @@ func (c *stateCheck) header(h *records.Batch) {
 			c.add(with(base, KindMissing, "header", "", "").
 				withDetail("the key-value state holds no header of a batch the events submit"))
 		}
+		return
+	}
+	if !c.st.audited[c.bk] {
+		// Readers believe the header (`tribunal results` reads its completion), and not
+		// one event is left to prove it: every one was deleted, or aged out.
+		c.unreplayed = len(c.rep.Mismatches)
+		c.add(with(base, KindMissing, "", "", "").
+			withDetail(fmt.Sprintf("batch %s: the header says %s but the stream holds no event of it", c.bk.batch, headerSays(h))))
 		return
 	}
 	c.rep.Decisions++
@@ -199,6 +317,9 @@ func (c *stateCheck) index(base Mismatch, ref *events.Blob) {
 		c.add(with(base, KindMismatch, "completion.index.size", fmt.Sprint(attrs.Size), fmt.Sprint(ref.Size)))
 	case ref.MediaType != index.MediaType:
 		c.add(with(base, KindMismatch, "completion.index.media_type", ref.MediaType, index.MediaType))
+	case attrs.MediaType != index.MediaType:
+		c.add(with(base, KindMismatch, "completion.index.media_type", attrs.MediaType, index.MediaType).
+			withDetail("the blob store keeps the batch's index under another media type than the aggregator wrote"))
 	default:
 		c.rep.Decisions++
 	}
@@ -233,8 +354,23 @@ func (c *stateCheck) redrive(base Mismatch, recorded, derived *records.Redrive) 
 	}
 }
 
+// headerSays is what a header claims of its batch, in a finding's words.
+func headerSays(h *records.Batch) string {
+	switch {
+	case h.Completion != nil:
+		return "complete"
+	case h.Cancel != nil:
+		return "cancelled"
+	}
+	return fmt.Sprintf("running (%d jobs)", h.Size)
+}
+
 // job compares one job record, field by field, with the replay's.
 func (c *stateCheck) job(r *records.Job) {
+	if c.unreplayed >= 0 {
+		c.orphans++
+		return
+	}
 	c.seen[r.ACID] = true
 	m := Mismatch{Tenant: r.Tenant, Batch: r.Batch, Job: r.ACID, EventType: "job record"}
 	var derived []byte
@@ -268,6 +404,13 @@ func (c *stateCheck) job(r *records.Job) {
 
 // finish reports the jobs the events submit that the state holds no record of.
 func (c *stateCheck) finish() {
+	if c.unreplayed >= 0 {
+		m := &c.rep.Mismatches[c.unreplayed]
+		if c.orphans > 0 {
+			m.Detail += fmt.Sprintf("; the state holds %d job records of it, which no event proves either", c.orphans)
+		}
+		m.Detail += c.hint
+	}
 	if !c.st.audited[c.bk] {
 		return
 	}

@@ -69,7 +69,8 @@ func (f *fixture) stagedJob(id string, index, size int, raw string, confidence f
 		f.t.Fatal(err)
 	}
 	gd := f.stage(rd, gated)
-	votes := []events.Vote{{Judge: events.JudgeInfo{Provider: "scripted", Model: "m"}, Order: "AB", Status: "ok", RawWinner: raw, Confidence: confidence, BiggestGap: "the headings"}}
+	votes := []events.Vote{{Judge: events.JudgeInfo{Provider: "scripted", Model: "m", Call: f.keepCall(id, raw)}, Order: "AB", Status: "ok",
+		RawWinner: raw, Confidence: confidence, BiggestGap: "the headings"}}
 	v := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, f.tenant, f.batch, id, 0, "", &gd.Event.Envelope)
 	v.Chain = events.ChainOf(gd.Event.Envelope, gd.SHA256)
 	f.in(v)
