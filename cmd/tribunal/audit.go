@@ -32,21 +32,29 @@ it concerns and the event it was derived from.
 --since and --until select the batches that have an event in that range (each is audited
 whole). A time is RFC 3339 or a duration before now ("24h").
 
-Every artifact a render or its gates recorded is read back and checked against its address,
-size and media type, and every event's digest chain against the events it names, so a
-deleted render.done or gates.done, or an edited artifact, is reported.
+Every blob an event records is read back and checked against its address, size and media
+type: the artifacts a render or its gates recorded, every judge call's record (the exact
+prompt and raw answer reviewers are shown; a verdict written before records were kept is
+listed as not covered), every page of the batch's plan, and each manifest, whose media
+type must be the one the aggregator wrote. Every event's digest chain is checked against
+the events it names, so a deleted render.done or gates.done, or an edited artifact, call
+record or plan page, is reported.
 
 With the services' NATS user (it needs the JetStream API) each batch's key-value state is
 compared too: the batch header (size, source, completion, redrive) and every job record,
 field by field, which names an event whose bytes changed after the decision was taken and
-a header that no longer says what the events decided. When the state cannot be read the
-report says so ("key-value state: not compared") and the audit rests on the stream alone.
+a header that no longer says what the events decided. A batch named by --batch whose header
+the state holds while the stream holds none of its events (every one deleted, or aged out
+of the stream's retention) is a mismatch too: nothing is left to prove what its header
+says. When the state cannot be read the report says so ("key-value state: not compared")
+and the audit rests on the stream alone.
 
 Inputs the aggregator's rules refuse (a dead letter of an event one team published in
 another's name) decide nothing: they are listed with the subject they came from, and are
 no mismatch of the batch they name; whatever was derived from one is.
 
-Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not run.`,
+Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not run (a batch
+neither the stream nor the state knows included).`,
 		Example: `  tribunal audit --batch quickstart-20261130T080000-a1b2c3 --tenant default
   tribunal audit --since 24h --json > audit.json
   tribunal audit --since 2026-11-30T08:00:00Z --until 2026-11-30T09:00:00Z --tenant team-a`,
@@ -74,7 +82,11 @@ Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not ru
 			if err != nil {
 				return exitError{2, fmt.Errorf("replay the stream (needs the services' NATS user): %w", err)}
 			}
-			if rep.Events+rep.Rejudges == 0 {
+			// A named batch whose every event is gone is still known by its header, a
+			// finding: looking for it needs the state, and a time range cannot tell (it
+			// selects batches by when their events were stored).
+			headers := f.BatchID != "" && f.Since.IsZero() && f.Until.IsZero() && !noState
+			if rep.Events+rep.Rejudges == 0 && !headers {
 				return exitError{2, fmt.Errorf("no events %s on stream %s", describeFilter(f), f.Stream)}
 			}
 			if noState {
@@ -82,6 +94,16 @@ Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not ru
 			} else {
 				b, err := env.buckets(cmd.Context())
 				checkAuditState(cmd.Context(), b, err, &rep)
+				if err == nil && headers {
+					checkUnreplayed(cmd.Context(), env, b, f, &rep)
+				}
+			}
+			if rep.Events+rep.Rejudges == 0 && rep.OK() {
+				why := ", and the key-value state holds no header of it"
+				if rep.State != "compared" {
+					why = " (key-value state " + rep.State + ")"
+				}
+				return exitError{2, fmt.Errorf("no events %s on stream %s%s", describeFilter(f), f.Stream, why)}
 			}
 			if err := printAudit(cmd.OutOrStdout(), &rep, f, asJSON); err != nil {
 				return err
@@ -165,6 +187,18 @@ func checkAuditState(ctx context.Context, b bus.Buckets, openErr error, rep *aud
 		rep.State = "not compared: it could not be read (see below); the audit rests on the stream alone"
 	default:
 		rep.State = fmt.Sprintf("compared, except for %s, whose state could not be read (see below)", strings.Join(failed, ", "))
+	}
+}
+
+// checkUnreplayed reports the headers of f's batch the stream holds no event of
+// (audit.CheckUnreplayed); when they cannot be looked up the report says so.
+func checkUnreplayed(ctx context.Context, env *clientEnv, b bus.Buckets, f audit.Filter, rep *audit.Report) {
+	if _, err := audit.CheckUnreplayed(ctx, rep, env.js, f, records.New(b)); err != nil {
+		rep.Unverified = append(rep.Unverified, audit.Unverified{Tenant: f.Tenant, Batch: f.BatchID,
+			What: "whether the key-value state holds a header of the batch the stream holds no event of", Why: err.Error()})
+		if rep.Events+rep.Rejudges == 0 {
+			rep.State = "not compared: " + err.Error()
+		}
 	}
 }
 
