@@ -29,6 +29,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
 	"github.com/tribunal-dev/tribunal/services/gater"
@@ -61,6 +62,12 @@ type Options struct {
 	// ShareJudgeCache serves judge-cache answers across tenants (kind.JudgeEnv.ShareCache):
 	// an operator's opt-in with a privacy cost, see docs/security.md.
 	ShareJudgeCache bool
+	// Spend, when set, is what each tenant may spend on the provider (pkg/spend): the
+	// renderer blocks and the judge refuses a job naming a model the tenant may not name
+	// or making more calls per AC than the cap, before asking the provider. Nil checks
+	// nothing: the all-in-one run and tests, where the submitter is the one user. A
+	// policy naming no Default takes the provider's default model.
+	Spend *spend.Policy
 	// RateLimits, when set, holds every provider call (judge verdicts and equivalence
 	// runner calls in the renderer) to requests and tokens per minute shared by every
 	// instance on the bus (pkg/ratelimit).
@@ -243,6 +250,11 @@ func (o Options) validate() error {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %d", name, v))
 		}
 	}
+	if o.Spend != nil {
+		if err := o.Spend.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("Spend: %w", err))
+		}
+	}
 	if o.Concurrency > 0 && o.TenantQuota > o.Concurrency {
 		errs = append(errs, fmt.Errorf("TenantQuota %d exceeds Concurrency %d", o.TenantQuota, o.Concurrency))
 	}
@@ -289,11 +301,19 @@ func (o Options) handler(svc string, buckets bus.Buckets, provider judge.Provide
 		if provider != nil {
 			env.Provider = provider
 		}
-		return renderer.New(o.Store, o.Fetch, env).Handle, nil
+		var opts []renderer.Option
+		if o.Spend != nil {
+			opts = append(opts, renderer.WithSpend(*o.Spend))
+		}
+		return renderer.New(o.Store, o.Fetch, env, opts...).Handle, nil
 	case bus.Gater:
 		return gater.New(kind.GateEnv{Store: o.Store, Views: buckets.Views, Gates: o.Gates, Log: o.Logger}).Handle, nil
 	case bus.Judge:
-		return judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, ShareCache: o.ShareJudgeCache, Instance: o.Instance, Params: o.Params, Log: o.Logger}).Handle, nil
+		var opts []judgesvc.Option
+		if o.Spend != nil {
+			opts = append(opts, judgesvc.WithSpend(*o.Spend))
+		}
+		return judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, ShareCache: o.ShareJudgeCache, Instance: o.Instance, Params: o.Params, Log: o.Logger}, opts...).Handle, nil
 	default:
 		agg := aggregator.New(buckets, o.Store, o.Logger)
 		return agg.Handle, agg.DeadLetter

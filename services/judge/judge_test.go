@@ -14,6 +14,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	pj "github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/services/gater"
 	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
 	"github.com/tribunal-dev/tribunal/services/renderer"
@@ -134,5 +136,59 @@ func TestWrongEventIsPermanent(t *testing.T) {
 	sub := handlertest.Of(env.Submitted(t, handlertest.Quickstart(), "team-a", "b1"), events.TypeJobSubmitted)[0]
 	if _, err := handlertest.Deliver(context.Background(), judgeWith(env, handlertest.QuickstartProvider(t)), sub); !bus.IsPermanent(err) {
 		t.Fatalf("want a permanent error, got %v", err)
+	}
+}
+
+// TestSpendRefusedBeforeTheProvider: a gated job naming a model its tenant may not name,
+// or a panel beyond the cap, reaches the judge past every entry (an operator's direct
+// submission, an event from before the rules, a rejudge): the judge asks the provider
+// nothing, counts the refusal and gives the job up with the reason (a permanent error:
+// its dead letter blocks the job), whatever the kind.
+func TestSpendRefusedBeforeTheProvider(t *testing.T) {
+	m := telemetry.Reset()
+	env := handlertest.New(t)
+	p := handlertest.QuickstartProvider(t)
+	policy := spend.Policy{Models: []string{"gpt-4o"}, Tenants: map[string][]string{"team-b": {"o1-pro"}}}
+	h := judgesvc.New(kind.JudgeEnv{Store: env.Store, Provider: p, Cache: env.Buckets.Cache, Instance: "j1", Log: quiet}, judgesvc.WithSpend(policy)).Handle
+	panel := func(ev events.Event, positions string, judges ...string) events.Event {
+		gd := *ev.Payload.(*events.GatesDone)
+		gd.Judges, gd.Positions = judges, positions
+		ev.Payload = &gd
+		return ev
+	}
+	ab, critic := gated(t, env, "AC-1"), gated(t, env, "AC-11")
+	cases := []struct {
+		name   string
+		ev     events.Event
+		reason string
+		says   string
+	}{
+		{"an unlisted model in a panel", panel(ab, "single", "gpt-4o", "o1-pro"), spend.ReasonModel, `judges[1]: model "o1-pro" is not allowed on this deployment (allowed: fixed-A+recorded-answers.json (the default), gpt-4o)`},
+		{"another team's model", panel(critic, "", "o1-pro"), spend.ReasonModel, `judges[0]: model "o1-pro" is not allowed`},
+		{"an allowed panel beyond the cap", panel(ab, "swap", "gpt-4o", "gpt-4o", "gpt-4o", "gpt-4o", "gpt-4o"), spend.ReasonCalls, "AC-1 would make up to 20 judge calls (5 models × 2 orders × 2 with the repair re-ask); this deployment allows 16 per AC (--max-calls-per-ac)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := m.Value("tribunal_refusals_total", "service=judge", "reason="+c.reason)
+			out, err := handlertest.Deliver(context.Background(), h, c.ev)
+			if !bus.IsPermanent(err) || !strings.Contains(err.Error(), c.says) || len(out) != 0 {
+				t.Fatalf("published %d, err %v; want a permanent error saying %s", len(out), err, c.says)
+			}
+			if got := m.Value("tribunal_refusals_total", "service=judge", "reason="+c.reason); got != before+1 {
+				t.Errorf("refusals counted %v, want %v", got, before+1)
+			}
+		})
+	}
+	if p.Calls() != 0 {
+		t.Fatalf("the provider was asked %d times", p.Calls())
+	}
+	// The default model, by omission, and a listed one are judged.
+	for _, ev := range []events.Event{ab, panel(ab, "swap", "gpt-4o")} {
+		if _, err := handlertest.Deliver(context.Background(), h, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.Calls() != 3 {
+		t.Fatalf("the allowed jobs made %d calls, want 1 + 2", p.Calls())
 	}
 }

@@ -14,16 +14,35 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Service renders jobs.
 type Service struct {
-	env kind.RenderEnv
-	log *slog.Logger
+	env   kind.RenderEnv
+	log   *slog.Logger
+	spend *spend.Policy
+}
+
+// Option configures the renderer.
+type Option func(*Service)
+
+// WithSpend blocks, before any work, a job its tenant may not spend on (spend.Policy):
+// an equivalence runner model, which the renderer itself would ask, or a judge panel the
+// judge service would refuse, so nothing is rendered for a job that cannot be judged. A
+// policy naming no Default takes the provider's default model.
+func WithSpend(p spend.Policy) Option {
+	return func(s *Service) {
+		if p.Default == "" && s.env.Provider != nil {
+			p.Default = s.env.Provider.DefaultModel()
+		}
+		s.spend = &p
+	}
 }
 
 // New builds the renderer. env.Fetcher defaults to one with fetch's limits.
-func New(store blob.Store, fetch ingest.FetchOptions, env kind.RenderEnv) *Service {
+func New(store blob.Store, fetch ingest.FetchOptions, env kind.RenderEnv, opts ...Option) *Service {
 	if env.Log == nil {
 		env.Log = slog.Default()
 	}
@@ -32,7 +51,11 @@ func New(store blob.Store, fetch ingest.FetchOptions, env kind.RenderEnv) *Servi
 	if env.Fetcher == nil {
 		env.Fetcher = ingest.NewFetcher(fetch)
 	}
-	return &Service{env: env, log: env.Log}
+	s := &Service{env: env, log: env.Log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Handle implements bus.Handler.
@@ -42,9 +65,18 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 		return nil, bus.Permanent(fmt.Errorf("renderer got %s", ev.Type))
 	}
 	done := &events.RenderDone{Spec: req.Spec, Blocked: fmt.Sprintf("no sensor for judge kind %q", req.Spec.Kind)}
+	var refused *spend.Refusal
+	if s.spend != nil {
+		if rs := s.spend.For(ev.Tenant).Check(req.Spec); len(rs) > 0 {
+			refused = rs[0]
+		}
+	}
 	if req.Spec.Problem != "" {
 		// The AC's entry is at fault, not one of its artifacts: its reason as it is.
 		done.Blocked = req.Spec.Problem
+	} else if refused != nil {
+		telemetry.Refused(bus.Renderer, refused.Reason)
+		done.Blocked = "not judged: " + refused.Error()
 	} else if k, err := kinds.Lookup(req.Spec.Kind); err == nil {
 		if done, err = k.Render(ctx, &s.env, ev, req.Spec); err != nil {
 			return nil, err

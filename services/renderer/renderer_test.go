@@ -12,6 +12,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -88,5 +90,48 @@ func TestWrongEventIsPermanent(t *testing.T) {
 	_, err := handlertest.Deliver(context.Background(), renderer.New(env.Store, ingest.FetchOptions{}, kind.RenderEnv{Log: quiet}).Handle, sub)
 	if !bus.IsPermanent(err) || !strings.Contains(err.Error(), "job.submitted") {
 		t.Fatalf("want a permanent error naming the event, got %v", err)
+	}
+}
+
+// TestSpendBlocksBeforeAnyWork: an equivalence job naming a runner model its tenant may
+// not name, which the renderer itself would ask, is blocked with the model and the field
+// before a document is run; so is a judge panel the judge service would refuse. The
+// refusals are counted; the default model runs.
+func TestSpendBlocksBeforeAnyWork(t *testing.T) {
+	m := telemetry.Reset()
+	env := handlertest.New(t)
+	p := handlertest.QuickstartProvider(t)
+	h := renderer.New(env.Store, ingest.FetchOptions{}, kind.RenderEnv{Provider: p, Cache: env.Buckets.Cache, Log: quiet},
+		renderer.WithSpend(spend.Policy{Models: []string{"gpt-4o"}})).Handle
+	with := func(ac string, change func(*events.JobSpec)) events.Event {
+		ev := requested(t, env, ac)
+		req := *ev.Payload.(*events.RenderRequested)
+		change(&req.Spec)
+		ev.Payload = &req
+		return ev
+	}
+	runner := with("AC-12", func(s *events.JobSpec) { eq := *s.Equivalence; eq.RunnerModel = "o1-pro"; s.Equivalence = &eq })
+	panel := with("AC-1", func(s *events.JobSpec) { ab := *s.AB; ab.Judges = []string{"gpt-4o", "ft:gpt-4o:acme::x"}; s.AB = &ab })
+	for ev, want := range map[*events.Event]string{
+		&runner: `not judged: equivalence.runner_model: model "o1-pro" is not allowed on this deployment (allowed: fixed-A+recorded-answers.json (the default), gpt-4o)`,
+		&panel:  `not judged: ab.judges[1]: model "ft:gpt-4o:acme::x" is not allowed`,
+	} {
+		out, err := handlertest.Deliver(context.Background(), h, *ev)
+		if err != nil || len(out) != 1 {
+			t.Fatalf("%s: %v, %d events", ev.JobID, err, len(out))
+		}
+		if rd := out[0].Payload.(*events.RenderDone); !strings.HasPrefix(rd.Blocked, want) {
+			t.Errorf("%s blocked %q, want %q", ev.JobID, rd.Blocked, want)
+		}
+	}
+	if p.Calls() != 0 {
+		t.Fatalf("the runner asked the provider %d times", p.Calls())
+	}
+	if got := m.Value("tribunal_refusals_total", "service=renderer", "reason="+spend.ReasonModel); got != 2 {
+		t.Errorf("refusals counted %v, want 2", got)
+	}
+	out, err := handlertest.Deliver(context.Background(), h, requested(t, env, "AC-12"))
+	if err != nil || out[0].Payload.(*events.RenderDone).Blocked != "" || p.Calls() == 0 {
+		t.Fatalf("the default runner model: %v, %+v, %d calls", err, out, p.Calls())
 	}
 }
