@@ -116,6 +116,7 @@ func (s *Submitter) check(ctx context.Context, prep *Prepared, env *kind.PlanEnv
 			}
 		}
 	}
+	refused = append(refused, s.spendProblems(prep)...)
 	if len(refused) > 0 {
 		return &RefusedError{Batch: b.Path, Problems: refused}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
 // Publisher is what submitting needs from the bus.
@@ -48,7 +49,11 @@ type Submitter struct {
 	// DefaultMode is the mode of a rubric AC that names none; empty means headless.
 	// `tribunal run` on a terminal sets interactive, the seed's default.
 	DefaultMode string
-	Log         *slog.Logger
+	// Spend is what the batch may spend (models, judge calls per AC), checked with every
+	// job before anything is published: a batch that asks for more is refused whole. Nil
+	// asks Pub (the ingress client knows its team's allowance), else checks nothing.
+	Spend *spend.Allowance
+	Log   *slog.Logger
 }
 
 // Submission describes a submitted batch.
