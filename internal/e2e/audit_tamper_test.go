@@ -112,12 +112,46 @@ func deleteEvent(t *testing.T, env *Env, typ events.Type, job string) events.Eve
 	return ev
 }
 
+// blobFile is where env's file store keeps an object of the e2e tenant.
+func blobFile(env *Env, sha string) string {
+	return filepath.Join(env.BlobDir, e2eTenant, "sha256", sha[:2], sha)
+}
+
+// flipByte changes one byte of an object in env's file store.
+func flipByte(t *testing.T, env *Env, sha string) {
+	t.Helper()
+	data, err := os.ReadFile(blobFile(env, sha))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x01
+	if err := os.WriteFile(blobFile(env, sha), data, 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// editMediaType rewrites the media type env's file store keeps for an object.
+func editMediaType(t *testing.T, env *Env, b *events.Blob, to string) {
+	t.Helper()
+	meta := blobFile(env, b.SHA256) + ".meta"
+	data, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(meta, bytes.Replace(data, []byte(b.MediaType), []byte(to), 1), 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestAuditCLITamperCases: on a real batch, each tamper of issue 12 that the audit used to
 // pass makes `tribunal audit` exit 1 and name what changed: the record of what the judge
 // saw deleted from the stream, an artifact edited or deleted, a blob's media type edited,
 // the batch header replaced in the key-value state, and what an aggregator derived from a
 // team's event dead-lettered into another team's batch (a forged batch, a forged block);
-// the dead letters alone, refused, are named without failing the audit.
+// the dead letters alone, refused, are named without failing the audit. So does each of
+// issue 23's (item 7), which passed on de157a3: a manifest's and the index's media type
+// edited, one byte flipped in a judge call's record or in a plan page, every event of the
+// batch deleted (exit 2 then, "no events").
 func TestAuditCLITamperCases(t *testing.T) {
 	t.Run("render.done deleted", func(t *testing.T) {
 		env, sub := tamperEnv(t)
@@ -157,6 +191,55 @@ func TestAuditCLITamperCases(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantAudit(t, env, sub.BatchID, "MISMATCH", "job AC-eq render.done", "transcripts[0].blob.media_type: recorded text/html, re-derived "+tr.MediaType)
+	})
+	t.Run("manifest and index media types edited", func(t *testing.T) {
+		env, sub := tamperEnv(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h, _, err := records.New(env.clientRunning().Buckets).Header(ctx, e2eTenant, sub.BatchID)
+		if err != nil || h == nil || h.Completion == nil || h.Completion.Index == nil {
+			t.Fatalf("header %+v, %v", h, err)
+		}
+		m := h.Completion.Manifests[events.KindAB]
+		editMediaType(t, env, &m, "text/html")
+		editMediaType(t, env, h.Completion.Index, "text/html")
+		wantAudit(t, env, sub.BatchID, "MISMATCH", "manifest.emitted", "manifest.media_type: recorded text/html, re-derived application/json",
+			"the blob store keeps the ab manifest under another media type than the aggregator wrote",
+			"batch header: completion.index.media_type: recorded text/html, re-derived "+h.Completion.Index.MediaType)
+	})
+	t.Run("call record byte flipped", func(t *testing.T) {
+		env, sub := tamperEnv(t)
+		_, ev := auditFind(t, env, events.TypeVerdictEmitted, "AC-critic")
+		rec := ev.Payload.(*events.VerdictEmitted).Critic.Judge.Call
+		if rec == nil {
+			t.Fatal("the critic's verdict names no call record")
+		}
+		flipByte(t, env, rec.SHA256)
+		wantAudit(t, env, sub.BatchID, "UNREADABLE", "job AC-critic verdict.emitted", "calls[0].record "+rec.SHA256,
+			"the record of judge call 1 of 1 of job AC-critic cannot be read back intact", "digest mismatch")
+	})
+	t.Run("plan page byte flipped", func(t *testing.T) {
+		env, sub := tamperEnv(t)
+		_, ev := auditFind(t, env, events.TypeBatchOpened, "")
+		page := ev.Payload.(*events.BatchOpened).Pages[0]
+		flipByte(t, env, page.SHA256)
+		wantAudit(t, env, sub.BatchID, "UNREADABLE", "batch.opened", "pages[0] "+page.SHA256,
+			"plan page 1 of 1 (jobs 0 to 4 of 5) cannot be read back intact", "digest mismatch")
+	})
+	t.Run("every event deleted", func(t *testing.T) {
+		env, sub := tamperEnv(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := env.stream().Purge(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantAudit(t, env, sub.BatchID, "MISSING", "batch header",
+			"batch "+sub.BatchID+": the header says complete but the stream holds no event of it",
+			"the state holds 5 job records of it", "the stream holds no event at all")
+		// A batch neither the stream nor the state knows cannot be audited.
+		if out, code := auditCLI(t, env, "--batch", "no-such-batch"); code != 2 || !strings.Contains(out, "the key-value state holds no header of it") {
+			t.Fatalf("unknown batch: exit %d\n%s", code, out)
+		}
 	})
 	t.Run("batch header replaced", func(t *testing.T) {
 		env, sub := tamperEnv(t)
