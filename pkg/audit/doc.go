@@ -7,7 +7,7 @@
 // dead letters), each of those carries the digest chain of the stages it passed through
 // (render.requested, render.done, gates.done), and each manifest and sign-off carries a
 // digest chained over the wire bytes of exactly those events. Replay reads the stream
-// with ordered consumers and hands each message over as it is read; Run audits as it
+// with bus.ReadStream and hands each message over as it is read; Run audits as it
 // reads (Audit does the same over a slice), running the aggregator's rules again, with
 // the same packages (pkg/rulebook, each kind's rules), in stream order, and compares
 // every value it derives with the event (or blob) that records it. Every link of every

@@ -5,13 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -71,10 +69,10 @@ func (r *Recorded) OK() bool { return r.Err == nil }
 // link is the message's link of a digest chain, as the aggregator writes it.
 func (r *Recorded) link() string { return r.Event.ID + ":" + r.SHA256 }
 
-// Replay reads the stream with ordered consumers (no durable state, nothing acked, so an
-// audit never disturbs the services) and hands the selected messages to visit in stream
-// order, one at a time: nothing is held, so a 100,000-job batch replays in bounded
-// memory. A visitor may keep a message; Replay never reuses one. Undecodable messages
+// Replay reads the stream through the bus's stream readers (bus.ReadStream: no durable
+// state, nothing acked, no service's consumer touched, so an audit never disturbs the
+// services) and hands the selected messages to visit in stream order, one at a time:
+// nothing is held, so a 100,000-job batch replays in bounded memory. A visitor may keep a message; Replay never reuses one. Undecodable messages
 // are handed over with Err set (they are findings) unless what can still be read of
 // their envelope names another tenant or batch. An error from visit stops the replay
 // and is returned.
@@ -426,60 +424,23 @@ func (h *ahead) of(bk batchKey) *aheadBatch {
 	return &aheadBatch{redrives: map[int][]string{}}
 }
 
-// readStream delivers the messages of one ordered consumer to visit until the stream's
-// sequence last, the end of what matches, or visit returning false.
+// readStream delivers the selected messages (cfg's filters and start) to visit until the
+// stream's sequence last, the end of what matches, or visit returning false. It reads
+// through one of the bus's reader slots (bus.ReadStream), not a consumer of its own
+// naming, so the audit needs no right on any consumer but the readers' (the console's
+// NATS user has no other, pkg/tenants).
 func readStream(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.OrderedConsumerConfig, last uint64, visit func(Recorded) bool) error {
-	cons, err := js.OrderedConsumer(ctx, stream, cfg)
+	o := bus.ReadOptions{FilterSubjects: cfg.FilterSubjects, Last: last}
+	if cfg.OptStartTime != nil {
+		o.Since = *cfg.OptStartTime
+	}
+	err := bus.ReadStream(ctx, js, stream, o, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+		return visit(record(m, md))
+	})
 	if err != nil {
-		return fmt.Errorf("audit: ordered consumer on %s: %w", stream, err)
+		return fmt.Errorf("audit: replay of %s: %w", stream, err)
 	}
-	// On a cluster every fetch of an ordered consumer recreates it, possibly on another
-	// server, and the first pull can overtake the news of it: "no responders". The next
-	// fetch resumes where the last message left off, so such a pull is simply repeated.
-	unanswered := 0
-	again := func(err error) bool {
-		if !errors.Is(err, nats.ErrNoResponders) || unanswered >= 50 {
-			return false
-		}
-		unanswered++
-		time.Sleep(100 * time.Millisecond)
-		return true
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("audit: replay of %s: %w", stream, err)
-		}
-		batch, err := cons.Fetch(512, jetstream.FetchMaxWait(time.Second))
-		if again(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("audit: replay of %s: %w", stream, err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			md, err := m.Metadata()
-			if err != nil {
-				return fmt.Errorf("audit: replay of %s: message metadata: %w", stream, err)
-			}
-			if !visit(record(m, md)) || md.Sequence.Stream >= last || md.NumPending == 0 {
-				// Caught up: leave the rest of the pull (it would only wait out its timeout).
-				return nil
-			}
-		}
-		err = batch.Error()
-		if n == 0 && again(err) {
-			continue
-		}
-		unanswered = 0
-		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("audit: replay of %s: %w", stream, err)
-		}
-		if n == 0 {
-			return nil
-		}
-	}
+	return nil
 }
 
 // record decodes one message. The bytes are copied: the client may reuse its buffers.
