@@ -10,6 +10,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
 // Refusal reasons: fixed words, the label of tribunal_refusals_total{service="ingress"}.
@@ -24,6 +25,10 @@ const (
 	RefusedTooLarge  = "too_large"       // more events than one request may carry
 	RefusedUnauth    = "unauthenticated" // no token, or an unknown one
 	RefusedOperator  = "operator_token"  // an operator's token ("*"), which the ingress refuses
+	// A job naming a model the team may not name, or a panel making more calls than the
+	// cap, is refused with pkg/spend's reasons, the words the judge service counts too.
+	RefusedModel = spend.ReasonModel
+	RefusedCalls = spend.ReasonCalls
 )
 
 // teamEvent says how the ingress rebuilds one type a team may publish: from the decoded
@@ -38,6 +43,10 @@ var teamEvents = map[events.Type]teamEvent{
 		p := ev.Payload.(*events.JobSubmitted)
 		if p.Spec.ACID != ev.JobID {
 			return events.Event{}, a.field(RefusedMalformed, "spec.ac_id", p.Spec.ACID, fmt.Sprintf("differs from the envelope's job %q", ev.JobID))
+		}
+		// What the team may spend comes before any look at the store: it needs none.
+		if rs := a.spend.Check(p.Spec); len(rs) > 0 {
+			return events.Event{}, a.field(rs[0].Reason, "spec."+rs[0].Field, rs[0].Value(), rs[0].What())
 		}
 		if err := a.checkBlobs(ctx, p); err != nil {
 			return events.Event{}, err
@@ -115,6 +124,8 @@ type admission struct {
 	tenant string
 	store  blob.Store
 	jobs   *records.Store
+	// spend is what the tenant may spend on the provider.
+	spend spend.Allowance
 	// refusal is filled by field for the event under check.
 	refusal *Refusal
 }

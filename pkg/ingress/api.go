@@ -19,6 +19,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/ingress/body"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
 // The API's paths and media types.
@@ -41,9 +42,12 @@ const (
 	HeaderExpectedSHA256 = "X-Tribunal-Expected-Sha256"
 )
 
-// Whoami is GET /v1/whoami: the tenant a token stands for.
+// Whoami is GET /v1/whoami: the tenant a token stands for, and what it may spend on the
+// provider, so the team's client refuses a batch the ingress would refuse before it
+// publishes any of it (an older ingress says nothing: nil).
 type Whoami struct {
-	Tenant string `json:"tenant"`
+	Tenant string           `json:"tenant"`
+	Spend  *spend.Allowance `json:"spend,omitempty"`
 }
 
 // BlobAttrs is a stored blob, the answer of PUT /v1/blobs.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
 // Client is a team's side of the ingress. It implements client.Publisher and blob.Store
@@ -28,6 +29,7 @@ type Client struct {
 	token  string
 	http   *http.Client
 	tenant string
+	spend  *spend.Allowance
 	// PublishTimeout bounds one Publish (client.Publisher has no context).
 	PublishTimeout time.Duration
 }
@@ -56,12 +58,17 @@ func Dial(ctx context.Context, baseURL, token string, hc *http.Client) (*Client,
 	if err := c.do(ctx, http.MethodGet, PathWhoami, nil, "", nil, &who); err != nil {
 		return nil, err
 	}
-	c.tenant = who.Tenant
+	c.tenant, c.spend = who.Tenant, who.Spend
 	return c, nil
 }
 
 // Tenant is the tenant the token stands for: every blob and event of this client is its.
 func (c *Client) Tenant() string { return c.tenant }
+
+// SpendAllowance is what the ingress lets the token's team spend, nil when it did not say
+// (an older ingress). A Submitter publishing through the client checks every job with it
+// before anything is published.
+func (c *Client) SpendAllowance() *spend.Allowance { return c.spend }
 
 // Error is an answer of the ingress other than success.
 type Error struct {

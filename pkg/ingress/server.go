@@ -18,6 +18,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingress/body"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
@@ -52,7 +53,12 @@ type Config struct {
 	MaxArtifactBytes int64
 	// MaxRequestBytes bounds one POST /v1/events body (default DefaultMaxRequestBytes).
 	MaxRequestBytes int64
-	Logger          *slog.Logger
+	// Spend is what each team may spend on the provider (pkg/spend): a job.submitted
+	// naming a model the team may not name, or a panel beyond the cap, is refused. The
+	// zero policy is the safe one: only the judge's default model (Spend.Default, the
+	// deployment's --judge-model), DefaultMaxCallsPerAC calls per AC.
+	Spend  spend.Policy
+	Logger *slog.Logger
 }
 
 type server struct {
@@ -131,7 +137,8 @@ func (s *server) authed(h func(http.ResponseWriter, *http.Request, string)) http
 }
 
 func (s *server) whoami(w http.ResponseWriter, r *http.Request, tenant string) {
-	s.json(w, http.StatusOK, Whoami{Tenant: tenant})
+	allowance := s.cfg.Spend.For(tenant)
+	s.json(w, http.StatusOK, Whoami{Tenant: tenant, Spend: &allowance})
 }
 
 // putBlob stores the body under the token's tenant, content-addressed.
@@ -233,7 +240,7 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request, tenant strin
 		s.problem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("%d events: a request carries at most %d", len(raw), MaxRequestEvents), nil)
 		return
 	}
-	a := &admission{tenant: tenant, store: s.cfg.Store}
+	a := &admission{tenant: tenant, store: s.cfg.Store, spend: s.cfg.Spend.For(tenant)}
 	if s.cfg.Buckets.Jobs != nil {
 		st := records.New(s.cfg.Buckets)
 		a.jobs = &st
@@ -284,7 +291,7 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request, tenant strin
 
 func refusalStatus(reason string) int {
 	switch reason {
-	case RefusedType, RefusedTenant, RefusedEnvelope:
+	case RefusedType, RefusedTenant, RefusedEnvelope, RefusedModel, RefusedCalls:
 		return http.StatusForbidden
 	case RefusedBlob, RefusedJob:
 		return http.StatusUnprocessableEntity
