@@ -10,12 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/netguard"
 	"github.com/tribunal-dev/tribunal/pkg/sensor"
 )
 
@@ -49,7 +51,13 @@ func TestAllowHosts(t *testing.T) {
 			t.Errorf("allows(%q) = %v; want %v", hostport, got, want)
 		}
 	}
-	for _, bad := range [][]string{{"*"}, {"*.com"}, {"*.0.1"}, {"*.com:80"}, {"a/b"}, {"http://a"}, {""}, {":80"},
+	if a, err := parseAllowHosts([]string{"*"}); err != nil || !a.allows("anything.example:8443", "443") || a.empty() {
+		t.Errorf(`"*" = %+v, %v; want every host`, a, err)
+	}
+	if !(&hostAllowlist{}).empty() || (&hostAllowlist{}).allows("127.0.0.1:80", "80") {
+		t.Error("the empty list allows a host")
+	}
+	for _, bad := range [][]string{{"**"}, {"*:80"}, {"0.0.0.0"}, {"[::]:80"}, {"*.com"}, {"*.0.1"}, {"*.com:80"}, {"a/b"}, {"http://a"}, {""}, {":80"},
 		{"127.1"}, {"localhost:abc"}, {"localhost:0"}, {"localhost:70000"}} {
 		if _, err := parseAllowHosts(bad); err == nil {
 			t.Errorf("parseAllowHosts(%q) accepted", bad)
@@ -71,7 +79,7 @@ func TestEgressProxy(t *testing.T) {
 	// Tunnels must go direct even where the environment names a proxy.
 	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:1")
 	t.Setenv("HTTP_PROXY", "http://127.0.0.1:1")
-	p, err := startEgressProxy(allow, nil)
+	p, err := startEgressProxy(newEgressPolicy(allow, false), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,48 +123,80 @@ func TestEgressProxy(t *testing.T) {
 		t.Fatalf("CONNECT without a port: %q; want 403", line)
 	}
 
-	// Link-local addresses (cloud metadata) are refused after resolution unless listed.
-	if err := allow.dialControl("tcp4", "169.254.169.254:80", nil); err == nil {
-		t.Error("dialling 169.254.169.254 was allowed")
+	// The host is the app's address, named in the list: dialled. Link-local addresses
+	// (cloud metadata) are refused after resolution unless listed and named.
+	policy := newEgressPolicy(allow, false)
+	if err := dial(policy, appHost, appHost); err != nil {
+		t.Errorf("dialling the listed address: %v", err)
 	}
-	if err := allow.dialControl("tcp6", "[fe80::1]:80", nil); err == nil {
-		t.Error("dialling fe80::1 was allowed")
-	}
-	if err := allow.dialControl("tcp4", "127.0.0.1:80", nil); err != nil {
-		t.Errorf("dialling loopback: %v", err)
+	for _, addr := range []string{"169.254.169.254:80", "[fe80::1]:80"} {
+		if err := dial(policy, "metadata.example:80", addr); err == nil {
+			t.Errorf("dialling %s was allowed", addr)
+		}
 	}
 	listed, _ := parseAllowHosts([]string{"169.254.169.254"})
-	if err := listed.dialControl("tcp4", "169.254.169.254:80", nil); err != nil {
+	if err := dial(newEgressPolicy(listed, false), "169.254.169.254:80", "169.254.169.254:80"); err != nil {
 		t.Errorf("a listed link-local address was refused: %v", err)
 	}
 }
 
-// TestEgressDialRefusesSpecialPurpose: past link-local, every special-purpose range
-// other than loopback and private use is refused after resolution unless the list names
-// the address itself; private addresses behind an allowed name still work.
-func TestEgressDialRefusesSpecialPurpose(t *testing.T) {
-	allow, err := parseAllowHosts([]string{"app.example.com"})
+// dial is p's check of a request for host dialled at addr, after resolution.
+func dial(p *egressPolicy, host, addr string) error {
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	return p.checkDial(h, netip.MustParseAddrPort(addr).Addr())
+}
+
+// TestEgressDialFollowsArtifactRule: an allowed name's addresses are held to the rule of
+// artifact URLs (netguard.ForURLs): every special-purpose range refused after
+// resolution, the private ones reached only with AllowPrivate, an address the list names
+// only by a request that names it too. Each refusal names the setting that would allow
+// it.
+func TestEgressDialFollowsArtifactRule(t *testing.T) {
+	allow, err := parseAllowHosts([]string{"app.example.com", "*", "127.0.0.1:3000", "100.100.100.200", "[64:ff9b::7f00:1]"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	strict, private := newEgressPolicy(allow, false), newEgressPolicy(allow, true)
 	for _, addr := range []string{
-		"100.100.100.200:80", "100.64.0.1:443", "198.18.0.1:80", "240.0.0.1:80", "255.255.255.255:80", "0.1.2.3:80",
-		"[64:ff9b::7f00:1]:80", "[2002:7f00:1::1]:80", "[::127.0.0.1]:80", "[2001:db8::1]:443", "[ff02::1]:80",
+		"198.18.0.1:80", "240.0.0.1:80", "255.255.255.255:80", "0.1.2.3:80", "0.0.0.0:80",
+		"[64:ff9b::7f00:1]:80", "[2002:7f00:1::1]:80", "[::127.0.0.1]:80", "[2001:db8::1]:443", "[ff02::1]:80", "[::]:80",
 	} {
-		if err := allow.dialControl("tcp", addr, nil); err == nil || !strings.Contains(err.Error(), "not allowed") {
-			t.Errorf("dialling %s: %v; want refused", addr, err)
+		for _, p := range []*egressPolicy{strict, private} {
+			if err := dial(p, "app.example.com", addr); !errors.Is(err, netguard.ErrForbidden) {
+				t.Errorf("dialling %s (private allowed: %v): %v; want refused", addr, p.allowPrivate, err)
+			}
 		}
 	}
-	for _, addr := range []string{"10.1.2.3:8080", "192.168.1.10:443", "[fd00::1]:80", "[::1]:3000", "[::ffff:127.0.0.1]:80", "93.184.215.14:443"} {
-		if err := allow.dialControl("tcp", addr, nil); err != nil {
-			t.Errorf("dialling %s: %v; want allowed", addr, err)
+	for _, addr := range []string{"10.1.2.3:8080", "192.168.1.10:443", "[fd00::1]:80", "[::1]:3000", "[::ffff:127.0.0.1]:80",
+		"127.0.0.1:3000", "169.254.169.254:80", "[fe80::1]:80", "100.64.0.1:443", "100.100.100.200:80"} {
+		err := dial(strict, "app.example.com", addr)
+		if !errors.Is(err, netguard.ErrForbidden) || !strings.Contains(err.Error(), AllowPrivateFlag) {
+			t.Errorf("dialling %s: %v; want refused, naming %s", addr, err, AllowPrivateFlag)
+		}
+		if err := dial(private, "app.example.com", addr); err != nil {
+			t.Errorf("dialling %s with private addresses allowed: %v", addr, err)
 		}
 	}
-	listed, _ := parseAllowHosts([]string{"100.100.100.200", "[64:ff9b::7f00:1]"})
-	for _, addr := range []string{"100.100.100.200:80", "[64:ff9b::7f00:1]:80"} {
-		if err := listed.dialControl("tcp", addr, nil); err != nil {
-			t.Errorf("a listed address %s was refused: %v", addr, err)
+	if err := dial(strict, "app.example.com", "93.184.215.14:443"); err != nil {
+		t.Errorf("dialling a public address: %v", err)
+	}
+	for host, addr := range map[string]string{"100.100.100.200": "100.100.100.200:80", "[64:ff9b::7f00:1]": "[64:ff9b::7f00:1]:80",
+		"127.0.0.1:3000": "127.0.0.1:3000", "[::ffff:127.0.0.1]:3000": "[::ffff:127.0.0.1]:3000"} {
+		if err := dial(strict, host, addr); err != nil {
+			t.Errorf("a listed address %s, named by the request, was refused: %v", addr, err)
 		}
+	}
+	// A listed address reached through a name (a rebound wildcard subdomain) is not.
+	for _, addr := range []string{"127.0.0.1:3000", "127.0.0.1:8080", "100.100.100.200:80"} {
+		if err := dial(strict, "evil.preview.example.com", addr); !errors.Is(err, netguard.ErrForbidden) {
+			t.Errorf("a name resolving to the listed address %s: %v; want refused", addr, err)
+		}
+	}
+	if err := dial(strict, "127.0.0.2", "127.0.0.2:3000"); err == nil {
+		t.Error("a neighbour of a listed address was dialled")
 	}
 }
 

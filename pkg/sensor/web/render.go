@@ -40,9 +40,10 @@ const freezeScript = `new Promise((resolve) => {
 // fontsReadyScript waits for web fonts, so that text is not captured in a fallback face.
 const fontsReadyScript = `document.fonts.ready.then(() => true)`
 
-// render runs one view in the tab of ctx. Errors it classifies itself are the app's fault;
-// the caller classifies the rest.
-func (s *Sensor) render(ctx context.Context, target string, size sensor.Viewport, scheme string) (sensor.Capture, error) {
+// render runs one view in the tab of ctx, whose requests go through px when hosts are
+// restricted (nil otherwise). Errors it classifies itself are the app's fault or the
+// renderer's policy; the caller classifies the rest.
+func (s *Sensor) render(ctx context.Context, target string, size sensor.Viewport, scheme string, px *egressProxy) (sensor.Capture, error) {
 	setup := chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		if _, err := cdp.Call(ctx, t, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
 			Width:             int64(size.Width),
@@ -72,9 +73,10 @@ func (s *Sensor) render(ctx context.Context, target string, size sensor.Viewport
 	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(target))
 	if err != nil {
 		var le *chromedp.LoadError
-		if errors.As(err, &le) && s.allow != nil && strings.Contains(le.Error(), "ERR_TUNNEL_CONNECTION_FAILED") {
-			// The egress proxy refused the tunnel: an https redirect to another host.
-			return sensor.Capture{}, fmt.Errorf("%w: navigation to %s was redirected to a host not among the web sensor's allowed hosts (%v)", sensor.ErrRefused, target, err)
+		if errors.As(err, &le) && px != nil && strings.Contains(le.Error(), "ERR_TUNNEL_CONNECTION_FAILED") {
+			// The egress proxy refused the tunnel: an https redirect to another host, or
+			// an allowed host at a refused address.
+			return sensor.Capture{}, refused(target, "was stopped on its way", px, err)
 		}
 		if errors.As(err, &le) {
 			return sensor.Capture{}, sensor.Unrenderable(err, "navigation to %s failed", target)
@@ -85,9 +87,14 @@ func (s *Sensor) render(ctx context.Context, target string, size sensor.Viewport
 		return sensor.Capture{}, sensor.Unrenderable(nil, "navigation to %s got no HTTP response", target)
 	}
 	for k, v := range resp.Headers {
-		if strings.EqualFold(k, RefusedHeader) {
-			return sensor.Capture{}, fmt.Errorf("%w: navigation to %s was redirected to %v, not among the web sensor's allowed hosts", sensor.ErrRefused, target, v)
+		if !strings.EqualFold(k, RefusedHeader) {
+			continue
 		}
+		what := fmt.Sprintf("was redirected or led to %v", v)
+		if u, err := url.Parse(target); err == nil && fmt.Sprint(v) == u.Host {
+			what = "was refused" // the route's own host, at an address the renderer refuses
+		}
+		return sensor.Capture{}, refused(target, what, px, nil)
 	}
 	if resp.Status >= 400 {
 		return sensor.Capture{}, sensor.Unrenderable(nil, "%s answered HTTP %d %s", target, resp.Status, resp.StatusText)
@@ -120,7 +127,7 @@ func (s *Sensor) render(ctx context.Context, target string, size sensor.Viewport
 	if err != nil {
 		return sensor.Capture{}, err
 	}
-	if s.allow != nil {
+	if px != nil {
 		// Checked after the capture: a page that navigated itself elsewhere at any point
 		// before it shows the refusal (or Chromium's error page) and is refused, while a
 		// later navigation cannot have changed what was captured.
@@ -128,11 +135,25 @@ func (s *Sensor) render(ctx context.Context, target string, size sensor.Viewport
 		if err != nil {
 			return sensor.Capture{}, fmt.Errorf("read the page's location: %w", err)
 		}
-		if u, perr := url.Parse(href); perr != nil || !s.allow.allows(u.Host, defaultPort(u.Scheme)) {
-			return sensor.Capture{}, fmt.Errorf("%w: %s navigated to %s, not among the web sensor's allowed hosts", sensor.ErrRefused, target, href)
+		if u, perr := url.Parse(href); perr != nil || !s.policy.allow.allows(u.Host, defaultPort(u.Scheme)) {
+			return sensor.Capture{}, refused(target, "navigated to "+href, px, nil)
 		}
 	}
 	return sensor.Capture{PNG: shot, Probe: probe}, nil
+}
+
+// refused is the error of a view whose navigation the renderer's policy stopped: what
+// happened to target, and the reasons the view's proxy recorded, which name the hosts
+// and the settings that would allow them. cause is the browser's error, if any.
+func refused(target, what string, px *egressProxy, cause error) error {
+	reasons := px.refusals()
+	if len(reasons) == 0 {
+		reasons = []string{"a host not among the web sensor's allowed hosts, or an address the renderer refuses"}
+	}
+	if cause != nil {
+		return fmt.Errorf("%w: route %s %s: %s (%v)", sensor.ErrRefused, target, what, strings.Join(reasons, "; "), cause)
+	}
+	return fmt.Errorf("%w: route %s %s: %s", sensor.ErrRefused, target, what, strings.Join(reasons, "; "))
 }
 
 // screenshot captures the viewport, one capture at a time per Sensor.

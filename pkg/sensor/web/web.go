@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -28,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	cdptarget "github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"github.com/tribunal-dev/tribunal/pkg/sensor"
@@ -106,16 +109,34 @@ type Options struct {
 	// containers without user namespaces. As root it is always off (Chromium refuses to
 	// start otherwise).
 	NoSandbox bool
+	// Shared says the renderer serves teams (every `tribunal serve` of the renderer):
+	// then the browser reaches only AllowHosts, and with none every route is refused,
+	// since otherwise a spec's route could point it at internal services (a cloud
+	// metadata endpoint, another service's /metrics) whose screenshot the judge and the
+	// team then see. Unshared and without AllowHosts, the browser reaches every host the
+	// renderer can, for the all-in-one mode that renders only its own user's apps.
+	Shared bool
 	// AllowHosts, when set, are the only hosts the browser may reach: the view's page,
 	// its redirects and everything the page loads or connects to. Entries are a host
-	// ("app.internal"), a host and port ("localhost:3000") or a wildcard for subdomains
-	// ("*.preview.example.com"). Empty allows every host the renderer can reach, which
-	// suits a renderer that renders only its operators' own apps; a renderer shared by
-	// teams should set it, or a spec's route can point the browser at internal services
-	// (a cloud metadata endpoint, say) whose screenshot the judge and the team then see.
+	// ("app.internal"), a host and port ("localhost:3000"), a wildcard for subdomains
+	// ("*.preview.example.com") or "*" for every host. Whatever the entry, the addresses
+	// the browser is let through to follow the rule of artifact URLs
+	// (netguard.ForURLs): no special-purpose address (loopback, private use, link
+	// local, unspecified, ...) unless AllowPrivate opens the private ones or an entry
+	// names the address itself ("127.0.0.1:3000"). The check runs on the address dialled
+	// after name resolution, so neither a DNS answer nor a redirect gets around it.
 	AllowHosts []string
+	// AllowPrivate lets allowed hosts resolve to loopback, private-use, shared and
+	// link-local addresses (an internal staging app), as ingest.FetchOptions.AllowPrivate
+	// lets artifact URLs. It trusts the DNS of every allowed name: a wildcard's
+	// subdomains included.
+	AllowPrivate bool
 	// Logger receives chromedp's diagnostics and refused requests; nil discards them.
 	Logger *slog.Logger
+
+	// resolver stands in for the system's resolver behind the egress proxy, so that a
+	// test can rebind a name with a DNS server of its own.
+	resolver *net.Resolver
 }
 
 func (o Options) withDefaults() Options {
@@ -135,9 +156,9 @@ type Sensor struct {
 	opts     Options
 	execPath string
 	base     *url.URL
-	conv     url.Values     // parsed QueryConvention; nil when disabled
-	allow    *hostAllowlist // nil when every host is allowed
-	egress   *egressProxy   // the browser's only way out when allow is set
+	conv     url.Values    // parsed QueryConvention; nil when disabled
+	policy   *egressPolicy // nil when every host is allowed
+	egress   *egressProxy  // the browser's default proxy when policy is set: refuses everything
 
 	allocCtx    context.Context
 	allocCancel context.CancelFunc
@@ -183,12 +204,18 @@ func New(ctx context.Context, opts Options) (*Sensor, error) {
 		}
 		s.conv = conv
 	}
-	if len(opts.AllowHosts) > 0 {
+	switch {
+	case len(opts.AllowHosts) > 0:
 		allow, err := parseAllowHosts(opts.AllowHosts)
 		if err != nil {
 			return nil, fmt.Errorf("web sensor: %w", err)
 		}
-		s.allow = allow
+		s.policy = newEgressPolicy(allow, opts.AllowPrivate)
+	case opts.Shared:
+		s.policy = newEgressPolicy(&hostAllowlist{}, opts.AllowPrivate)
+	}
+	if s.policy != nil {
+		s.policy.resolver = opts.resolver
 	}
 	s.execPath = opts.ExecPath
 	if s.execPath == "" {
@@ -198,8 +225,10 @@ func New(ctx context.Context, opts Options) (*Sensor, error) {
 		}
 		s.execPath = p
 	}
-	if s.allow != nil {
-		egress, err := startEgressProxy(s.allow, opts.Logger)
+	if s.policy != nil {
+		// Views run behind proxies of their own; this one is for whatever runs outside
+		// them (the first tab, the browser's own requests), and lets nothing through.
+		egress, err := startEgressProxy(newEgressPolicy(&hostAllowlist{}, false), opts.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -274,13 +303,17 @@ func (s *Sensor) flags() []flag {
 		fs = append(fs,
 			flag{"proxy-server", s.egress.URL()},
 			// Without this Chromium sends loopback requests direct, around the proxy.
-			flag{"proxy-bypass-list", "<-loopback>"},
+			flag{"proxy-bypass-list", proxyBypassList},
 			// WebRTC's UDP would leave around the proxy too.
 			flag{"webrtc-ip-handling-policy", "disable_non_proxied_udp"},
 		)
 	}
 	return fs
 }
+
+// proxyBypassList takes loopback off Chromium's implicit bypass list, so that loopback
+// requests go through the proxy too.
+const proxyBypassList = "<-loopback>"
 
 func (s *Sensor) allocatorOptions() []chromedp.ExecAllocatorOption {
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(s.execPath)}
@@ -407,8 +440,8 @@ func (s *Sensor) Sense(ctx context.Context, v sensor.View) (sensor.Capture, erro
 	if err != nil {
 		return sensor.Capture{}, err
 	}
-	if u, _ := url.Parse(target); s.allow != nil && !s.allow.allows(u.Host, defaultPort(u.Scheme)) {
-		return sensor.Capture{}, fmt.Errorf("%w: route %s: host %s is not among the web sensor's allowed hosts", sensor.ErrRefused, target, u.Host)
+	if err := s.checkRoute(target); err != nil {
+		return sensor.Capture{}, err
 	}
 	scheme, err := colorScheme(v.Appearance)
 	if err != nil {
@@ -427,7 +460,24 @@ func (s *Sensor) Sense(ctx context.Context, v sensor.View) (sensor.Capture, erro
 		return sensor.Capture{}, err
 	}
 
-	tabCtx, closeTab := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
+	var px *egressProxy // the view's own way out, when hosts are restricted
+	var contextOpts []chromedp.CreateBrowserContextOption
+	if s.policy != nil {
+		if px, err = startEgressProxy(s.policy, s.opts.Logger); err != nil {
+			return sensor.Capture{}, sensor.Infrastructure(err, "render %s", target)
+		}
+		contextOpts = append(contextOpts, func(p *cdptarget.CreateBrowserContextParams) {
+			p.ProxyServer, p.ProxyBypassList = px.URL(), proxyBypassList
+		})
+	}
+	tabCtx, closeTab := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext(contextOpts...))
+	closeView := func() {
+		closeTab()
+		if px != nil {
+			// After the tab: its requests in flight end at the proxy, not at the host.
+			px.Close()
+		}
+	}
 	runCtx, cancelRun := context.WithTimeout(tabCtx, s.opts.Timeout)
 	stop := context.AfterFunc(ctx, cancelRun)
 	defer func() {
@@ -438,15 +488,19 @@ func (s *Sensor) Sense(ctx context.Context, v sensor.View) (sensor.Capture, erro
 			// it in the background rather than delay the return.
 			go func() {
 				defer s.closing.Done()
-				closeTab()
+				closeView()
 			}()
 			return
 		}
-		closeTab()
+		closeView()
 	}()
 
-	c, err := s.render(runCtx, target, v.Size(), scheme)
+	c, err := s.render(runCtx, target, v.Size(), scheme, px)
 	if err == nil {
+		if refused := px.refusals(); len(refused) > 0 && s.opts.Logger != nil {
+			// What a page may not load is left out of its render, not hidden.
+			s.opts.Logger.Info("web sensor: rendered without what the renderer refused", "route", target, "refused", refused)
+		}
 		return c, nil
 	}
 	switch {
@@ -461,6 +515,27 @@ func (s *Sensor) Sense(ctx context.Context, v sensor.View) (sensor.Capture, erro
 	default:
 		return sensor.Capture{}, sensor.Infrastructure(err, "render %s", target)
 	}
+}
+
+// checkRoute refuses a route before any tab opens when its host is outside the allowed
+// hosts or is an address the renderer refuses, naming the setting that would allow it.
+func (s *Sensor) checkRoute(target string) error {
+	if s.policy == nil {
+		return nil
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return sensor.Unrenderable(err, "route %q is not a URL", target)
+	}
+	if !s.policy.allow.allows(u.Host, defaultPort(u.Scheme)) {
+		return fmt.Errorf("%w: route %s: %s", sensor.ErrRefused, target, s.policy.hostRefusal(u.Host))
+	}
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+		if err := s.policy.checkDial(u.Hostname(), ip); err != nil {
+			return fmt.Errorf("%w: route %s: host %s: %v", sensor.ErrRefused, target, u.Host, err)
+		}
+	}
+	return nil
 }
 
 // ViewURL is the URL the sensor navigates to for v: the route (resolved against BaseURL
