@@ -106,6 +106,7 @@ func (e *clientEnv) buckets(ctx context.Context) (bus.Buckets, error) {
 func newSubmitCmd() *cobra.Command {
 	var conn connFlags
 	var ing ingressFlags
+	var sf spendFlags
 	var tenant, resume string
 	var allowOutside bool
 	var acs []string
@@ -120,7 +121,10 @@ Every job's event is built and checked (its schema, its size against the bus's m
 payload) before the first is published. An AC whose event cannot be published as it is
 (a criterion too large, an invalid field) is submitted blocked with the reason, naming the
 AC and the field, like any broken entry; a batch with a job that cannot be submitted even
-blocked (an invalid or duplicate job id) is refused with nothing published (exit 2).
+blocked (an invalid or duplicate job id) is refused with nothing published (exit 2), as is
+a batch naming a model it may not (--allowed-models; without it only the judge service's
+own model, by leaving judges: empty) or an AC making more judge calls than
+--max-calls-per-ac. Through --ingress the ingress's rules for the team apply instead.
 
 --resume <id> finishes an interrupted submission of the same batch file under the same
 id: it publishes what the services have not recorded. It refuses a batch file that
@@ -169,6 +173,11 @@ interrupted batch instead, use tribunal cancel.`,
 				}
 				defer env.close()
 				sub.Pub, sub.Store = env.pub, env.store
+				// A direct submission is checked here, before anything is published, with
+				// the rules the judge service applies anyway.
+				if sub.Spend, err = sf.allowance(tenant, ""); err != nil {
+					return exitError{2, err}
+				}
 				if resume != "" {
 					b, err := env.buckets(cmd.Context())
 					if err != nil {
@@ -212,6 +221,7 @@ interrupted batch instead, use tribunal cancel.`,
 	}
 	conn.register(cmd.Flags())
 	ing.register(cmd.Flags())
+	sf.register(cmd.Flags(), true)
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (team); default the batch's, else \"default\" (through --ingress: the token's)")
 	cmd.Flags().BoolVar(&allowOutside, "allow-outside", false, "allow artifact paths outside the batch folder")
 	cmd.Flags().StringSliceVar(&acs, "ac", nil, "submit only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")

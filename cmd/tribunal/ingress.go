@@ -80,11 +80,16 @@ func ingressTenant(cmd *cobra.Command, c *ingress.Client, tenant string) (string
 }
 
 // serveIngress runs the ingress until ctx ends: teams' only door, holding the services'
-// NATS user and blob credentials (conn) and the teams' tokens (tokensFile). Like the
+// NATS user and blob credentials (conn) and the teams' tokens (tokensFile), refusing what
+// a team may not spend (jf.spend; the judge's --judge-model is always allowed). Like the
 // services it serves /healthz, /readyz and /metrics on health; it takes requests once the
 // services' buckets exist.
-func serveIngress(ctx context.Context, conn *connFlags, addr, tokensFile, health string) error {
+func serveIngress(ctx context.Context, conn *connFlags, jf *judgeFlags, addr, tokensFile, health string) error {
 	teamTokens, err := tokens.Load(tokensFile)
+	if err != nil {
+		return exitError{2, err}
+	}
+	policy, err := jf.spend.policy(jf.model)
 	if err != nil {
 		return exitError{2, err}
 	}
@@ -122,14 +127,14 @@ func serveIngress(ctx context.Context, conn *connFlags, addr, tokensFile, health
 	if err != nil {
 		return nil // stopped before the services came up
 	}
-	h := ingress.New(ingress.Config{Tokens: teamTokens, Pub: env.pub, Store: store, Buckets: b, MaxArtifactBytes: blob.ArtifactMaxSize})
+	h := ingress.New(ingress.Config{Tokens: teamTokens, Pub: env.pub, Store: store, Buckets: b, MaxArtifactBytes: blob.ArtifactMaxSize, Spend: *policy})
 	// A 20 MiB artifact over a slow link needs longer than the console's read timeout.
 	bound, wait, err := startHTTP(ctx, "ingress", addr, h, 5*time.Minute)
 	if err != nil {
 		return err
 	}
 	serving.Store(true)
-	slog.Info("ingress serving", "url", "http://"+bound, "health", haddr, "teams", teams)
+	slog.Info("ingress serving", "url", "http://"+bound, "health", haddr, "teams", teams, "allowed_models", policy.Models, "judge_model", policy.Default, "tenant_models", len(policy.Tenants), "max_calls_per_ac", policy.MaxCallsPerAC)
 	<-ctx.Done()
 	wait()
 	return nil

@@ -43,6 +43,9 @@ type judgeFlags struct {
 	sharedTPM       int
 	tenantRPM       int
 	pause429        time.Duration
+	// spend is what the judge may be asked to spend; registered apart (spendFlags.register)
+	// by the commands that check it, with their own defaults.
+	spend spendFlags
 }
 
 func (j *judgeFlags) register(fs *pflag.FlagSet) {

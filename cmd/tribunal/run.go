@@ -118,6 +118,8 @@ and one that cannot work, with no key, no server or a refused key, stops the run
 	fs.BoolVar(&f.rerun, "rerun", false, rerunFlagHelp)
 	fs.StringSliceVar(&f.acs, "ac", nil, "judge only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
 	f.judge.register(fs)
+	// What the batch may spend: anything by default, its one user spends its own key.
+	f.judge.spend.register(fs, false)
 	return cmd
 }
 
@@ -183,6 +185,11 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if err != nil {
 		return exitError{2, err}
 	}
+	// Checked before anything is published, as submit checks a direct submission.
+	allowance, err := f.judge.spend.allowance(tenant, "")
+	if err != nil {
+		return exitError{2, err}
+	}
 	features := &featureServer{}
 	defer features.Close()
 	notes := io.Writer(os.Stderr)
@@ -191,7 +198,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	}
 	a := &allInOne{batch: b, tenant: tenant, dataDir: dataDir, ephemeral: ephemeral, blobURL: f.blobURL, concurrency: f.concurrency,
 		jf: &f.judge, fetch: ingest.FetchOptions{AllowPrivate: f.allowPrivate}, sensors: sensors, gates: gates,
-		submitter: client.Submitter{AllowOutside: f.allowOutside, ServeFeature: features.serve, DefaultMode: defaultMode},
+		submitter: client.Submitter{AllowOutside: f.allowOutside, ServeFeature: features.serve, DefaultMode: defaultMode, Spend: allowance},
 		force:     f.rerun, notes: notes, options: runOptions(f, defaultMode)}
 	defer a.Close()
 	if err := a.open(ctx); err != nil {
@@ -429,10 +436,13 @@ type services struct {
 
 // start runs the four services on the server and store open opened.
 func (e *embedded) start(ctx context.Context, s services) error {
-	var err error
+	policy, err := s.jf.spend.policy("")
+	if err != nil {
+		return err
+	}
 	e.Running, err = app.Start(ctx, e.nc, app.Options{
 		Store: e.Store, Provider: s.provider, Params: s.params, Instance: "all-in-one", Concurrency: s.concurrency,
-		Fetch: s.fetch, Sensors: s.sensors, Gates: s.gates, RateLimits: s.jf.rateLimits(), CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+		Fetch: s.fetch, Sensors: s.sensors, Gates: s.gates, RateLimits: s.jf.rateLimits(), Spend: policy, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
 	})
 	if err != nil {
 		return err

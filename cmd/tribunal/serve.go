@@ -148,7 +148,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 				return serveConsole(ctx, &conn, consoleAddr, tokensFile, health)
 			}
 			if args[0] == "ingress" {
-				return serveIngress(ctx, &conn, ingressAddr, tokensFile, health)
+				return serveIngress(ctx, &conn, &jf, ingressAddr, tokensFile, health)
 			}
 			var services []string
 			switch args[0] {
@@ -173,6 +173,8 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs := cmd.Flags()
 	conn.register(fs)
 	jf.register(fs)
+	// judge, renderer and ingress each enforce what a team may spend.
+	jf.spend.register(fs, true)
 	fs.StringVar(&health, "health", ":8080", "address of the /healthz, /readyz and /metrics endpoints")
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service in this process (backpressure)")
 	fs.DurationVar(&shutdownGrace, "shutdown-grace", bus.DefaultShutdownGrace, "on SIGTERM, how long calls in flight may finish (their results are published) before they are cancelled and handed back; the default fits Kubernetes' 30 s termination grace period")
@@ -219,6 +221,10 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	if opts.RateLimits != nil {
 		// The shared rate-limit bucket is state like the others: replicated alike.
 		opts.RateLimits.Replicas = conn.replicas
+	}
+	// The services know the judge's model from its provider.
+	if opts.Spend, err = jf.spend.policy(""); err != nil {
+		return exitError{2, err}
 	}
 	defer sensors.Close()
 	for _, s := range services {
