@@ -372,10 +372,12 @@ func (l proxyLog) Printf(format string, args ...any) {
 	}
 }
 
-// refuse records and logs one refusal.
+// refuse records and logs one refusal. The log is for debugging: a view's refusals
+// reach its blocked AC, or the log once it has rendered (Sense), and the browser's own
+// requests (component updates Chromium sends despite its flags) concern nobody.
 func (p *egressProxy) refuse(reason string) {
 	if p.log != nil {
-		p.log.Info("web sensor: refused a request", "reason", reason)
+		p.log.Debug("web sensor: refused a request", "reason", reason)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
