@@ -66,8 +66,23 @@ func (f *featureServer) Close() {
 	}
 }
 
+// servedSensorsFromFlags builds the rubric sensors of `tribunal serve`'s renderer, which
+// teams share: its web sensor reaches only allowHosts, none until the operator lists
+// them, at the addresses artifact URLs may have (private ones only with allowPrivate).
+// Unlike `tribunal run`, nobody here renders only their own apps.
+func servedSensorsFromFlags(adapters, allowHosts []string, allowPrivate bool) (*renderer.Sensors, error) {
+	s, err := sensorsFromFlags(adapters, allowHosts)
+	if err != nil {
+		return nil, err
+	}
+	s.Web.Shared, s.Web.AllowPrivate = true, allowPrivate
+	return s, nil
+}
+
 // sensorsFromFlags builds the renderer's rubric sensors: the built-in web sensor (held
-// to allowHosts when given) and the operator's command adapters ("name=/path/to/sense.sh").
+// to allowHosts when given; reaching any host without, as the all-in-one run's, which
+// renders its own user's apps) and the operator's command adapters
+// ("name=/path/to/sense.sh").
 func sensorsFromFlags(adapters, allowHosts []string) (*renderer.Sensors, error) {
 	if len(allowHosts) > 0 {
 		if err := web.CheckAllowHosts(allowHosts); err != nil {

@@ -111,6 +111,7 @@ func newServeCmd() *cobra.Command {
 	var natsListen, natsStore, natsConfig string
 	var cluster bus.EmbeddedOptions
 	var adapters, gatesAdapters, webAllow []string
+	var webAllowPrivate bool
 	var consoleAddr, ingressAddr, tokensFile string
 	cmd := &cobra.Command{
 		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console|ingress>",
@@ -159,7 +160,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			default:
 				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all, nats, console or ingress", args[0])}
 			}
-			sensors, err := sensorsFromFlags(adapters, webAllow)
+			sensors, err := servedSensorsFromFlags(adapters, webAllow, webAllowPrivate)
 			if err != nil {
 				return exitError{2, err}
 			}
@@ -185,7 +186,8 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.StringVar(&tokensFile, "tokens", "", "console, ingress: JSON file {\"<token>\": \"<tenant>\"} for per-team access (tribunal tenants writes one; \"*\" sees every team in the console, the ingress refuses it); without it the console only listens on loopback and the ingress does not start")
 	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
 	fs.StringArrayVar(&adapters, "adapter", nil, "renderer: a rubric command sensor, name=/path/to/sense.sh (repeatable; web is built in)")
-	fs.StringSliceVar(&webAllow, "web-allow-host", nil, "renderer: the only hosts the web sensor's browser may reach (host, host:port or *.domain; repeatable or comma-separated; default any). Set it when teams share the renderer")
+	fs.StringSliceVar(&webAllow, "web-allow-host", nil, "renderer: the only hosts the web sensor's browser may reach (host, host:port, *.domain or * for any; repeatable or comma-separated). Teams share a served renderer: without it every rubric route is refused")
+	fs.BoolVar(&webAllowPrivate, "web-allow-private", false, "renderer: let the hosts of --web-allow-host resolve to loopback, private and link-local addresses (an internal staging app); without it they are reached on public addresses only, like artifact URLs without --allow-private-urls")
 	fs.StringVar(&natsListen, "listen", "127.0.0.1:4222", "nats: client address to listen on")
 	fs.StringVar(&natsStore, "store", "./tribunal-data/nats", "nats: JetStream store folder")
 	fs.StringVar(&natsConfig, "config", "", "nats: nats-server configuration file (e.g. the authorization written by tribunal tenants)")
