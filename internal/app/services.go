@@ -126,7 +126,16 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	if cfg.Stream == "" {
 		cfg.Stream = "TRIBUNAL"
 	}
-	r := &Running{JS: js, Buckets: buckets, Pub: bus.NewPublisher(js), routers: map[string]*message.Router{}, nc: nc, services: o.Services}
+	// The services whose NATS user reads no stream message (the judge above all, which
+	// must stay blind) take a Duplicate on their own subjects on trust instead of reading
+	// the stored message back (bus.TrustDuplicatesOf).
+	var blind []string
+	for _, svc := range o.Services {
+		if !bus.ReadsStream(svc) {
+			blind = append(blind, svc)
+		}
+	}
+	r := &Running{JS: js, Buckets: buckets, Pub: bus.NewPublisher(js, bus.TrustDuplicatesOf(blind...)), routers: map[string]*message.Router{}, nc: nc, services: o.Services}
 	provider, err := o.provider(pctx, js)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,17 +42,66 @@ const (
 //
 // An acknowledgement that says Duplicate is not taken for success on its word: the
 // stored message is read back and must be the same event (see checkDuplicate), so a
-// message id pre-empted by someone else's message is an error, not a silent loss.
+// message id pre-empted by someone else's message is an error, not a silent loss. The
+// one exception is a subject TrustDuplicatesOf names.
 type Publisher struct {
 	js jetstream.JetStream
 	// timeout bounds a whole Publish; attempt bounds the wait for one round of acks.
 	timeout, attempt time.Duration
 	streams          sync.Map // stream name -> jetstream.Stream, for reading duplicates back
+	// trusted are the services whose subjects' duplicates are taken on trust.
+	trusted []string
 }
 
+// PublisherOption tunes NewPublisher.
+type PublisherOption func(*Publisher)
+
+// TrustDuplicatesOf makes the publisher take a Duplicate acknowledgement for success,
+// without reading the stored message back, when the message is on a subject only the
+// named services publish: their output event types (ServiceOutputs) on any tenant and
+// their dead letters.
+//
+// It is for the services whose NATS user may read no stream message (ReadsStream), above
+// all the judge, which must stay blind to which artifact is "ours" and would read that
+// in any job.submitted it could fetch. Trust there is sound as far as the authorization
+// holds: only the service itself may publish on those subjects, every id it publishes is
+// derived from the event's type, tenant, batch, job, iteration and step, and every other
+// publisher derives its ids with its own types, or is the ingress, which derives a
+// team's ids itself and refuses any other, so a Duplicate on such a subject is the
+// service's own earlier publish of the same event (a redelivered handler's). What trust
+// gives up: a compromised publisher on the account pre-empting one of these ids, or two
+// steps of the service deriving one id (a bug), loses an event silently instead of
+// failing the publish (docs/security.md, "What is not covered").
+func TrustDuplicatesOf(services ...string) PublisherOption {
+	return func(p *Publisher) { p.trusted = append(p.trusted, services...) }
+}
+
+// ReadsStream reports whether a service's NATS user may read the stream's messages
+// (pkg/tenants grants it $JS.API.STREAM.MSG.GET): the aggregator, which is trusted with
+// every event. The renderer, the gater and the judge read none and publish with
+// TrustDuplicatesOf.
+func ReadsStream(service string) bool { return service == Aggregator }
+
 // NewPublisher returns a publisher over js.
-func NewPublisher(js jetstream.JetStream) *Publisher {
-	return &Publisher{js: js, timeout: 30 * time.Second, attempt: 5 * time.Second}
+func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
+	p := &Publisher{js: js, timeout: 30 * time.Second, attempt: 5 * time.Second}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// trusts reports whether a Duplicate on subject is taken on trust (TrustDuplicatesOf).
+func (p *Publisher) trusts(subject string) bool {
+	for _, svc := range p.trusted {
+		if subject == events.DeadLetterSubject(svc) {
+			return true
+		}
+		if _, t, err := events.ParseSubject(subject); err == nil && slices.Contains(ServiceOutputs[svc], t) {
+			return true
+		}
+	}
+	return false
 }
 
 // Publish implements message.Publisher. topic is used as the subject only when a message
@@ -129,7 +179,7 @@ func (p *Publisher) publishOnce(msgs []*message.Message, nms []*nats.Msg, pendin
 		var err error
 		select {
 		case ack := <-f.Ok():
-			if ack == nil || !ack.Duplicate {
+			if ack == nil || !ack.Duplicate || p.trusts(nms[i].Subject) {
 				continue
 			}
 			if err = p.checkDuplicate(ctx, f.Msg(), ack); err == nil {

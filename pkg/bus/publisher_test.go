@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
@@ -101,5 +102,71 @@ func TestPublishRefusesPreemptedID(t *testing.T) {
 	other.Metadata.Set(bus.MetaSubject, "tribunal._dlq.judge")
 	if err := pub.Publish("", other); !errors.Is(err, bus.ErrDuplicateMismatch) {
 		t.Fatalf("other bytes under a used id: %v, want ErrDuplicateMismatch", err)
+	}
+}
+
+// TestPublishTrustsOwnDuplicates: a publisher told to trust its service's subjects
+// (TrustDuplicatesOf, the judge's in a deployment) takes a Duplicate there for success
+// without reading the stream, which its NATS user may not: a redelivered judge
+// republishing its verdict meets no permission violation. On any other subject it still
+// reads back and refuses a pre-empted id.
+func TestPublishTrustsOwnDuplicates(t *testing.T) {
+	ns := natstest.StartConfig(t, `accounts { TRIBUNAL { jetstream: enabled
+users: [
+  {user: op, password: op}
+  {user: judge, password: judge, permissions: {publish: {allow: ["tribunal.*.verdict.emitted", "tribunal._dlq.judge"]}, subscribe: {allow: ["_INBOX_judge.>"]}}}
+] } }
+`)
+	op, err := nats.Connect(ns.ClientURL(), nats.UserInfo("op", "op"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	opJS, _ := jetstream.New(op)
+	ctx := ctxT(t)
+	if err := bus.Provision(ctx, opJS, bus.Config{Memory: true}); err != nil {
+		t.Fatal(err)
+	}
+	violations := make(chan error, 16)
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("judge", "judge"), nats.CustomInboxPrefix("_INBOX_judge"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	pub := bus.NewPublisher(js, bus.TrustDuplicatesOf(bus.Judge))
+
+	verdict := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{{Judge: events.JudgeInfo{Provider: "p"}, Order: "AB", Status: "ok", RawWinner: "A", Confidence: 1, BiggestGap: "g"}}}, testTenant, "batch-1", "AC-1", 0, "", nil)
+	for range 2 {
+		if err := pub.PublishEvents(verdict); err != nil {
+			t.Fatalf("the judge republishing its verdict: %v", err)
+		}
+	}
+	if n := natstest.SubjectCount(t, opJS, "tribunal.*.verdict.emitted"); n != 1 {
+		t.Errorf("%d verdicts stored, want 1", n)
+	}
+	// Its dead letters likewise: a message dead-lettered again after a lost ack.
+	dead := message.NewMessage("dlq-judge-1", []byte("the original payload"))
+	dead.Metadata.Set(bus.MetaSubject, events.DeadLetterSubject(bus.Judge))
+	for range 2 {
+		if err := pub.Publish("", dead); err != nil {
+			t.Fatalf("the judge dead-lettering again: %v", err)
+		}
+	}
+	nc.Flush()
+	select {
+	case err := <-violations:
+		t.Errorf("the judge's publisher: %v", err)
+	default:
+	}
+	// Another service's subject is read back as ever: a pre-empted id there fails.
+	trusting := bus.NewPublisher(opJS, bus.TrustDuplicatesOf(bus.Judge))
+	req := renderEvent("AC-1")
+	if _, err := opJS.Publish(ctx, "tribunal.team-a.render.requested", []byte("junk"), jetstream.WithMsgID(req.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := trusting.PublishEvents(req); !errors.Is(err, bus.ErrDuplicateMismatch) {
+		t.Errorf("a pre-empted id on the aggregator's subject: %v, want ErrDuplicateMismatch", err)
 	}
 }
