@@ -22,13 +22,20 @@ type recordedBlob struct {
 	blob events.Blob
 }
 
-// verifyBlob reads b back through the store's digest check (readBack: streamed, never
-// held) and reports what keeps it from being the blob the event recorded: missing, its
-// bytes no longer hashing to its address, another size or media type. A store that
-// cannot be asked leaves it unverified.
-func (a *auditor) verifyBlob(r *Recorded, b recordedBlob) {
-	ev := r.Event
-	res := a.readBack(ev.Tenant, b.blob.SHA256)
+// readOnce streams a blob of tenant through the store's digest check, keeping nothing.
+// Unlike readBack it leaves the blob cache alone: a call record or a plan page is read
+// once, and caching it would only push out the artifacts a render and its gates share.
+func (a *auditor) readOnce(tenant, sha string) blobResult {
+	ctx, cancel := a.blobContext()
+	defer cancel()
+	attrs, err := readThrough(ctx, a.store, blob.Ref{Tenant: tenant, SHA256: sha})
+	return blobResult{attrs: attrs, err: err}
+}
+
+// verifyBlob reports what reading b back (res) shows keeps it from being the blob the
+// event recorded: missing, its bytes no longer hashing to its address, another size or
+// media type. A store that could not be asked leaves it unverified.
+func (a *auditor) verifyBlob(r *Recorded, b recordedBlob, res blobResult) {
 	if res.err != nil {
 		switch {
 		case errors.Is(res.err, blob.ErrNotFound), errors.Is(res.err, blob.ErrDigestMismatch), errors.Is(res.err, blob.ErrInvalidRef):
@@ -66,7 +73,8 @@ func (a *auditor) planPages(r *Recorded) {
 		first := i * events.PlanPageSize
 		last := min(first+events.PlanPageSize, p.Size) - 1
 		a.verifyBlob(r, recordedBlob{field: fmt.Sprintf("pages[%d]", i), blob: page,
-			what: fmt.Sprintf("plan page %d of %d (jobs %d to %d of %d)", i+1, len(p.Pages), first, last, p.Size)})
+			what: fmt.Sprintf("plan page %d of %d (jobs %d to %d of %d)", i+1, len(p.Pages), first, last, p.Size)},
+			a.readOnce(r.Event.Tenant, page.SHA256))
 	}
 }
 
@@ -98,13 +106,11 @@ func (a *auditor) callRecords(r *Recorded) {
 			a.note(bk, "judge call records", "the audit was given no blob store")
 			return
 		}
-		b := recordedBlob{field: fmt.Sprintf("calls[%d].record", i), what: what, blob: *c.Record}
-		if c.Cached {
-			if res := a.readBack(r.Event.Tenant, b.blob.SHA256); errors.Is(res.err, blob.ErrNotFound) {
-				a.unverified(r, "the records of cached judge calls", "not covered: each is the record of the call that paid for the answer, and this tenant's store no longer holds it (pruned with that call's batch, or kept under another tenant by a shared judge cache)")
-				continue
-			}
+		res := a.readOnce(r.Event.Tenant, c.Record.SHA256)
+		if c.Cached && errors.Is(res.err, blob.ErrNotFound) {
+			a.unverified(r, "the records of cached judge calls", "not covered: each is the record of the call that paid for the answer, and this tenant's store no longer holds it (pruned with that call's batch, or kept under another tenant by a shared judge cache)")
+			continue
 		}
-		a.verifyBlob(r, b)
+		a.verifyBlob(r, recordedBlob{field: fmt.Sprintf("calls[%d].record", i), what: what, blob: *c.Record}, res)
 	}
 }
