@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/diskspace"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
@@ -58,6 +60,7 @@ type runFlags struct {
 	cfn          bool
 	rerun        bool
 	acs          []string
+	minFree      byteSize
 	judge        judgeFlags
 }
 
@@ -83,7 +86,12 @@ nothing. --rerun judges it anew.
 
 The exit code is the batch's: 0 clean, 1 findings, 3 schema violation, 4 every AC blocked
 (2 is a usage or configuration error: with --judge openai, the provider is probed first,
-and one that cannot work, with no key, no server or a refused key, stops the run here).`,
+and one that cannot work, with no key, no server or a refused key, stops the run here).
+
+A run keeps --min-free of its state folder's disk free: when less is left it stops taking
+work, stores what is in flight and exits 2 saying "no space left" and where. The same
+command, run again once there is space, continues that batch and pays only for ACs never
+judged; so does a run after Ctrl-C or --timeout.`,
 		Example: `  # the offline quickstart (scripted judge: recorded answers, no model)
   tribunal run examples/quickstart
 
@@ -117,6 +125,8 @@ and one that cannot work, with no key, no server or a refused key, stops the run
 	fs.BoolVar(&f.cfn, "cfn", false, "also write the ab manifest where the cfn-ab-critic vote step looks for it: ./.cfn-cache/manifests/cfn-ab-critic-<ns>.json")
 	fs.BoolVar(&f.rerun, "rerun", false, rerunFlagHelp)
 	fs.StringSliceVar(&f.acs, "ac", nil, "judge only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
+	f.minFree = defaultMinFree
+	fs.Var(&f.minFree, "min-free", "stop the run, storing what is in flight, when less than this is free on the state folder's disk (exit 2, \"no space left\")")
 	f.judge.register(fs)
 	// What the batch may spend: anything by default, its one user spends its own key.
 	f.judge.spend.register(fs, false)
@@ -175,6 +185,22 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		defer lock.Release()
 		dataDir = lock.Dir()
 	}
+	// The state folder's disk: a run that would fill it stops first, storing what is in
+	// flight (see defaultMinFree); one that starts on a full disk stops at once.
+	guard := diskspace.NewGuard(int64(f.minFree), dataDir)
+	if err := guard.Check(); err != nil {
+		return noSpaceError(err, "", 0, 0)
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go guard.Watch(ctx, spaceCheckInterval)
+	go func() {
+		select {
+		case <-guard.Done():
+			stop(guard.Err())
+		case <-ctx.Done():
+		}
+	}()
 	// The run serves feature folders on loopback ports of its own choosing, and renders
 	// only its own user's apps: no host list here.
 	sensors, err := sensorsFromFlags(f.adapters, nil)
@@ -199,7 +225,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	a := &allInOne{batch: b, tenant: tenant, dataDir: dataDir, ephemeral: ephemeral, blobURL: f.blobURL, concurrency: f.concurrency,
 		jf: &f.judge, fetch: ingest.FetchOptions{AllowPrivate: f.allowPrivate}, sensors: sensors, gates: gates,
 		submitter: client.Submitter{AllowOutside: f.allowOutside, ServeFeature: features.serve, DefaultMode: defaultMode, Spend: allowance},
-		force:     f.rerun, notes: notes, options: runOptions(f, defaultMode)}
+		force:     f.rerun, notes: notes, options: runOptions(f, defaultMode), guard: guard}
 	defer a.Close()
 	if err := a.open(ctx); err != nil {
 		return err
@@ -237,14 +263,19 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 
 	s, err := a.submit(ctx, client.NewBatchID(b))
 	if err != nil {
-		return err
+		return a.stopped(ctx, s, client.Progress{Total: s.Jobs}, err)
 	}
 	progress := newProgress(os.Stderr, f.quiet || f.asJSON)
-	report := progress.report
+	var last client.Progress
+	report := func(p client.Progress) {
+		last = p
+		progress.report(p)
+	}
 	if interactive && f.console == "" {
 		asked := map[string]bool{}
 		in := bufio.NewReader(os.Stdin)
 		report = func(p client.Progress) {
+			last = p
 			progress.report(p)
 			waiting, err := client.AwaitingSpotcheck(ctx, env.Running.Buckets, s.Tenant, s.BatchID)
 			if err != nil {
@@ -281,7 +312,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	}
 	comp, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, report)
 	if err != nil {
-		return fmt.Errorf("batch %s: %w", s.BatchID, err)
+		return a.stopped(ctx, s, last, fmt.Errorf("batch %s: %w", s.BatchID, err))
 	}
 	res, err := client.Load(ctx, env.Running.Buckets, env.Store, s.Tenant, s.BatchID)
 	if err != nil {
@@ -369,14 +400,28 @@ func writeCFN(res *client.Results) error {
 type embedded struct {
 	Running *app.Running
 	Store   blob.Store
-	nc      *nats.Conn
-	close   []func()
+	// guard, when set before open, watches the state folder's space: the server and the
+	// store trip it when a write finds the disk full (run).
+	guard *diskspace.Guard
+	ns    *server.Server
+	nc    *nats.Conn
+	close []func()
 	// removing is a temporary folder's blob store being removed while the server shuts
 	// down (the two take about as long), waited for before Close returns.
 	removing sync.WaitGroup
 }
 
 func (e *embedded) Close() {
+	if e.guard != nil && e.ns != nil && failedWrite(e.guard.Err()) {
+		// A write found the disk full: JetStream has disabled itself and nothing more can
+		// be stored, so the handlers in flight are not waited for (they would retry their
+		// publishes for the whole shutdown grace). Closing the connection first fails
+		// them at once.
+		if e.nc != nil {
+			e.nc.Close()
+		}
+		e.ns.Shutdown()
+	}
 	for i := len(e.close) - 1; i >= 0; i-- {
 		e.close[i]()
 	}
@@ -387,17 +432,28 @@ func (e *embedded) Close() {
 // opens the blob store (blobURL, else dataDir/blobs, unsynced when ephemeral); Close
 // undoes all of it, also when open fails half-way.
 func (e *embedded) open(ctx context.Context, dataDir string, ephemeral bool, blobURL string) (*nats.Conn, error) {
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")})
+	eo := bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")}
+	if e.guard != nil {
+		eo.OnNoSpace = e.guard.Trip
+	}
+	ns, err := bus.StartEmbedded(eo)
 	if err != nil {
 		return nil, err
 	}
+	e.ns = ns
 	e.close = append(e.close, func() { ns.Shutdown(); ns.WaitForShutdown(); e.removing.Wait() })
 	nc, err := bus.InProcessConn(ns)
 	if err != nil {
 		e.Close()
 		return nil, err
 	}
-	e.close = append(e.close, nc.Close)
+	e.close = append(e.close, func() {
+		// The services' last acks and hand-backs are asynchronous: a round trip makes the
+		// server take them before it shuts down, or their messages would wait out AckWait
+		// (30 s) when the next run continues their batch.
+		_ = nc.FlushTimeout(5 * time.Second)
+		nc.Close()
+	})
 	if blobURL != "" {
 		e.Store, err = blob.OpenURL(ctx, blobURL)
 	} else {
@@ -419,6 +475,9 @@ func (e *embedded) open(ctx context.Context, dataDir string, ephemeral bool, blo
 		}
 	}
 	e.close = append(e.close, closeStore)
+	if e.guard != nil && blobURL == "" {
+		e.Store = guardedStore{Store: e.Store, guard: e.guard, path: filepath.Join(dataDir, "blobs")}
+	}
 	e.nc = nc
 	return nc, nil
 }

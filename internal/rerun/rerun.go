@@ -174,7 +174,8 @@ func Unkeyable(spec events.JobSpec) string {
 	return ""
 }
 
-// Entry is a completed batch whose results stand for its inputs' key.
+// Entry is a completed batch whose results stand for its inputs' key, or (Stopped) the
+// batch a run of those inputs stopped before it completed, which the next run continues.
 type Entry struct {
 	Key    string `json:"key"`
 	Tenant string `json:"tenant"`
@@ -185,6 +186,15 @@ type Entry struct {
 	Judges      []string  `json:"judges,omitempty"`
 	CompletedAt time.Time `json:"completed_at"`
 	ExitCode    int       `json:"exit_code"`
+	// Stopped is set on a batch whose run stopped before it completed.
+	Stopped *Stop `json:"stopped,omitempty"`
+}
+
+// Stop is when and why a run stopped before its batch completed: "no space left",
+// "interrupted" (Ctrl-C) or "timed out".
+type Stop struct {
+	At  time.Time `json:"at"`
+	Why string    `json:"why"`
 }
 
 // IndexDir is the index's folder under a state folder.

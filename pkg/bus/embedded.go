@@ -3,14 +3,18 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/tribunal-dev/tribunal/pkg/diskspace"
 )
 
 // EmbeddedOptions configure an in-process NATS server with JetStream.
@@ -41,6 +45,10 @@ type EmbeddedOptions struct {
 	// ReadyTimeout bounds the wait for the server to accept connections (30s if 0).
 	// Tests on a loaded machine give it longer: JetStream's start waits on the disk.
 	ReadyTimeout time.Duration
+	// OnNoSpace is told when the server reports its store out of space (it then disables
+	// JetStream until it restarts): the all-in-one mode stops its run on it. The server
+	// logs it through slog with the store's path either way.
+	OnNoSpace func(*diskspace.Error)
 }
 
 // DefaultClusterName names a cluster formed without --cluster-name.
@@ -128,7 +136,8 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		log = ns.Logger()
 	}
 	fatal := make(chan string, 1)
-	ns.SetLoggerV2(fatalCatcher{Logger: log, fatal: fatal}, o.Log && opts.Debug, o.Log && opts.Trace, o.Log && opts.TraceVerbose)
+	ns.SetLoggerV2(fatalCatcher{Logger: spaceWatcher{Logger: log, store: o.StoreDir, onNoSpace: o.OnNoSpace, once: &sync.Once{}}, fatal: fatal},
+		o.Log && opts.Debug, o.Log && opts.Trace, o.Log && opts.TraceVerbose)
 	go ns.Start()
 	wait := o.ReadyTimeout
 	if wait <= 0 {
@@ -164,6 +173,46 @@ func (f fatalCatcher) Fatalf(format string, v ...any) {
 	select {
 	case f.fatal <- msg:
 	default:
+	}
+}
+
+// spaceWatcher passes the server's log on and turns its out-of-space lines ("JetStream out
+// of file resources, will be DISABLED", a write's "no space left on device") into one
+// error naming the store, which the quiet in-process server would otherwise drop.
+type spaceWatcher struct {
+	server.Logger
+	store     string
+	onNoSpace func(*diskspace.Error)
+	// once: the server logs every failed write; the error is said once.
+	once *sync.Once
+}
+
+func (w spaceWatcher) Errorf(format string, v ...any) {
+	w.Logger.Errorf(format, v...)
+	w.check(format, v)
+}
+
+func (w spaceWatcher) Warnf(format string, v ...any) {
+	w.Logger.Warnf(format, v...)
+	w.check(format, v)
+}
+
+func (w spaceWatcher) check(format string, v []any) {
+	msg := fmt.Sprintf(format, v...)
+	if !diskspace.IsMessage(msg) {
+		return
+	}
+	w.once.Do(func() { w.report(msg) })
+}
+
+func (w spaceWatcher) report(msg string) {
+	e := &diskspace.Error{Path: w.store, Free: -1, Cause: errors.New(msg)}
+	if free, err := diskspace.Free(w.store); err == nil {
+		e.Free = free
+	}
+	slog.Error("nats: the JetStream store is out of space; JetStream stays disabled until the server restarts with space", "store", w.store, "err", e)
+	if w.onNoSpace != nil {
+		w.onNoSpace(e)
 	}
 }
 

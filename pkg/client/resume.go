@@ -28,7 +28,24 @@ func (s *Submitter) Resume(ctx context.Context, bk bus.Buckets, b *batch.Batch, 
 	if err := events.ValidateName(batchID); err != nil {
 		return Submission{}, fmt.Errorf("batch id: %w", err)
 	}
-	sub := Submission{Tenant: tenant, BatchID: batchID}
+	prep, err := s.Prepare(ctx, b, tenant)
+	if err != nil {
+		sub := Submission{Tenant: tenant, BatchID: batchID}
+		if prep != nil {
+			sub.Rejected, sub.Jobs, sub.Blocked = prep.Rejected, prep.Len(), prep.Blocked
+		}
+		return sub, err
+	}
+	return s.ResumePrepared(ctx, bk, prep, tenant, batchID)
+}
+
+// ResumePrepared is Resume of a batch Prepare has already read and hashed (the
+// all-in-one mode prepares a batch once, before it knows whether it continues one).
+func (s *Submitter) ResumePrepared(ctx context.Context, bk bus.Buckets, prep *Prepared, tenant, batchID string) (Submission, error) {
+	if err := events.ValidateName(batchID); err != nil {
+		return Submission{}, fmt.Errorf("batch id: %w", err)
+	}
+	sub := Submission{Tenant: tenant, BatchID: batchID, Rejected: prep.Rejected, Jobs: prep.Len(), Blocked: prep.Blocked}
 	store := records.New(bk)
 	h, _, err := store.Header(ctx, tenant, batchID)
 	if err != nil {
@@ -38,21 +55,14 @@ func (s *Submitter) Resume(ctx context.Context, bk bus.Buckets, b *batch.Batch, 
 		return sub, &RefusedError{Batch: batchID, Problems: []string{fmt.Sprintf("batch %s was cancelled by %s at %s: submit the batch again as a new batch",
 			batchID, h.Cancel.By, h.Cancel.At.Format("2006-01-02 15:04:05Z07:00"))}}
 	}
-	prep, err := s.Prepare(ctx, b, tenant)
-	if prep != nil {
-		sub.Rejected, sub.Jobs, sub.Blocked = prep.Rejected, prep.Len(), prep.Blocked
-	}
-	if err != nil {
-		return sub, err
-	}
 	if h != nil {
 		if h.Size != prep.Len() {
 			return sub, &RefusedError{Batch: batchID, Problems: []string{fmt.Sprintf("batch %s was submitted with %d jobs and %s now plans %d: the batch file changed since; submit it as a new batch, or restore the file to resume",
-				batchID, h.Size, b.Path, prep.Len())}}
+				batchID, h.Size, prep.batch.Path, prep.Len())}}
 		}
 		if h.Plan != nil && h.Plan.Digest != prep.Digest() {
 			return sub, &RefusedError{Batch: batchID, Problems: []string{fmt.Sprintf("%s or its artifacts changed since batch %s was submitted (plan digest %s, now %s): submit it as a new batch, or restore the files to resume",
-				b.Path, batchID, h.Plan.Digest, prep.Digest())}}
+				prep.batch.Path, batchID, h.Plan.Digest, prep.Digest())}}
 		}
 		if h.Completion != nil {
 			sub.Recorded = prep.Len()

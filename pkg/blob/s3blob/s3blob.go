@@ -28,6 +28,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/diskspace"
 )
 
 // Scheme is the URL scheme this driver registers.
@@ -480,11 +481,25 @@ func isNotFound(err error) bool {
 	return er.Code == minio.NoSuchKey || er.StatusCode == http.StatusNotFound
 }
 
-// wrap adds the operation, bucket and key to err, and turns a missing object into
-// blob.ErrNotFound.
+// isFull reports a server out of space: MinIO's XMinioStorageFull, 507 Insufficient
+// Storage, or a server that says so in its message (versitygw answers a full disk
+// with the system's "no space left on device").
+func isFull(err error) bool {
+	var er minio.ErrorResponse
+	if !errors.As(err, &er) {
+		return false
+	}
+	return er.Code == "XMinioStorageFull" || er.StatusCode == http.StatusInsufficientStorage || diskspace.IsMessage(er.Message) || diskspace.IsMessage(er.Code)
+}
+
+// wrap adds the operation, bucket and key to err, turns a missing object into
+// blob.ErrNotFound and a full server into a *diskspace.Error naming the bucket.
 func (s *Store) wrap(op, key string, err error) error {
 	if isNotFound(err) {
 		return fmt.Errorf("s3blob: %s s3://%s/%s: %w", op, s.bucket, key, blob.ErrNotFound)
+	}
+	if isFull(err) {
+		return fmt.Errorf("s3blob: %s s3://%s/%s: %w", op, s.bucket, key, &diskspace.Error{Path: "s3://" + s.bucket, Free: -1, Cause: err})
 	}
 	return fmt.Errorf("s3blob: %s s3://%s/%s: %w", op, s.bucket, key, err)
 }
