@@ -68,7 +68,8 @@ func TestViewResetCmd(t *testing.T) {
 	if err := os.WriteFile(answersFile, answers, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	natsURL, blobURL, _ := serveStack(t, "--scripted-answers", answersFile, "--allow-private-urls")
+	// The served renderer reaches only hosts its operator lists: here the team's app.
+	natsURL, blobURL, _ := serveStack(t, "--scripted-answers", answersFile, "--allow-private-urls", "--web-allow-host", strings.TrimPrefix(srv.URL, "http://"))
 	conn := []string{"--nats", natsURL, "--blob", blobURL}
 
 	runOnce := func() (string, string) {
