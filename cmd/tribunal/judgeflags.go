@@ -42,6 +42,7 @@ type judgeFlags struct {
 	sharedRPM       int
 	sharedTPM       int
 	tenantRPM       int
+	tenantTPM       int
 	pause429        time.Duration
 	// spend is what the judge may be asked to spend; registered apart (spendFlags.register)
 	// by the commands that check it, with their own defaults.
@@ -71,15 +72,17 @@ func (j *judgeFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&j.sharedRPM, "judge-shared-rpm", 0, "requests per minute per provider and model, shared by every judge instance through JetStream KV (0: unlimited)")
 	fs.IntVar(&j.sharedTPM, "judge-shared-tpm", 0, "tokens per minute per provider and model, shared by every judge instance (0: unlimited)")
 	fs.IntVar(&j.tenantRPM, "tenant-rpm", 0, "judge requests per minute per tenant, shared by every judge instance (0: unlimited)")
+	fs.IntVar(&j.tenantTPM, "tenant-tpm", 0, "tokens per minute per tenant (prompt plus completion, any model), shared by every judge instance (0: unlimited)")
 	fs.DurationVar(&j.pause429, "judge-429-pause", 0, "how long every judge instance pauses a provider after a 429 (default 10s)")
 }
 
 // rateLimits are the limits shared by every judge instance, nil when none is set.
 func (j *judgeFlags) rateLimits() *ratelimit.Limits {
-	if j.sharedRPM <= 0 && j.sharedTPM <= 0 && j.tenantRPM <= 0 {
+	if j.sharedRPM <= 0 && j.sharedTPM <= 0 && j.tenantRPM <= 0 && j.tenantTPM <= 0 {
 		return nil
 	}
-	return &ratelimit.Limits{RequestsPerMinute: j.sharedRPM, TokensPerMinute: j.sharedTPM, TenantRequestsPerMinute: j.tenantRPM, Pause: j.pause429}
+	return &ratelimit.Limits{RequestsPerMinute: j.sharedRPM, TokensPerMinute: j.sharedTPM, TenantRequestsPerMinute: j.tenantRPM,
+		TenantTokensPerMinute: j.tenantTPM, Pause: j.pause429}
 }
 
 func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error) {

@@ -47,45 +47,72 @@ func (l *Limiter) ForJudge() *JudgeLimiter {
 	return &JudgeLimiter{l: l, avg: map[string]float64{}, reserved: map[string][]int{}}
 }
 
-// Wait blocks until the tenant and the provider model may make one more call.
+// Wait blocks until the tenant and the provider model may make one more call. A token
+// limit reserves the call's estimated tokens from the tenant's bucket as from the
+// provider's; Done settles both.
 func (j *JudgeLimiter) Wait(ctx context.Context, tenant, provider, model string) error {
-	if j.l.limits.TenantRequestsPerMinute > 0 {
-		if err := j.l.Wait(ctx, TenantKey(tenant), 1, 0); err != nil {
+	limits := j.l.limits
+	key, tkey := ProviderKey(provider, model), TenantKey(tenant)
+	j.mu.Lock()
+	avg := int(j.avg[key])
+	j.mu.Unlock()
+	tenantEst := 0
+	if limits.TenantTokensPerMinute > 0 {
+		tenantEst = avg
+	}
+	tenantLimited := limits.TenantRequestsPerMinute > 0 || limits.TenantTokensPerMinute > 0
+	if tenantLimited {
+		if err := j.l.Wait(ctx, tkey, 1, tenantEst); err != nil {
 			return err
 		}
 	}
-	key := ProviderKey(provider, model)
 	est := 0
-	if j.l.limits.TokensPerMinute > 0 {
-		j.mu.Lock()
-		est = int(j.avg[key])
-		j.mu.Unlock()
+	if limits.TokensPerMinute > 0 {
+		est = avg
 	}
 	if err := j.l.Wait(ctx, key, 1, est); err != nil {
+		if tenantEst > 0 {
+			// The call will not happen: its tokens go back to the tenant.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if cerr := j.l.Charge(sctx, tkey, -tenantEst); cerr != nil {
+				j.log().Warn("rate limit: refunding a tenant's tokens failed", "key", tkey, "tokens", tenantEst, "err", cerr)
+			}
+		}
 		return err
 	}
 	j.mu.Lock()
 	j.reserved[key] = append(j.reserved[key], est)
+	if tenantLimited {
+		j.reserved[tkey] = append(j.reserved[tkey], tenantEst)
+	}
 	j.mu.Unlock()
 	return nil
+}
+
+// takeReservation removes one of key's outstanding reservations and returns it (0 when
+// none is left). Any reservation will do: only their sum has to match. j.mu is held.
+func (j *JudgeLimiter) takeReservation(key string) int {
+	q := j.reserved[key]
+	if len(q) == 0 {
+		return 0
+	}
+	res := q[len(q)-1]
+	if len(q) == 1 {
+		delete(j.reserved, key)
+	} else {
+		j.reserved[key] = q[:len(q)-1]
+	}
+	return res
 }
 
 // Done settles a call Wait let through. It must be called once for every Wait that
 // returned nil, even for a call that failed or was cancelled, so reservations add up.
 func (j *JudgeLimiter) Done(ctx context.Context, tenant, provider, model string, promptTokens, completionTokens int, status string) {
-	key := ProviderKey(provider, model)
+	key, tkey := ProviderKey(provider, model), TenantKey(tenant)
 	used := promptTokens + completionTokens
 	j.mu.Lock()
-	res := 0
-	if q := j.reserved[key]; len(q) > 0 {
-		// Any reservation will do: only their sum has to match.
-		res = q[len(q)-1]
-		if len(q) == 1 {
-			delete(j.reserved, key)
-		} else {
-			j.reserved[key] = q[:len(q)-1]
-		}
-	}
+	res, tres := j.takeReservation(key), j.takeReservation(tkey)
 	if used > 0 {
 		if a, ok := j.avg[key]; ok {
 			j.avg[key] = 0.8*a + 0.2*float64(used)
@@ -100,6 +127,11 @@ func (j *JudgeLimiter) Done(ctx context.Context, tenant, provider, model string,
 	if d := used - res; d != 0 {
 		if err := j.l.Charge(sctx, key, d); err != nil {
 			j.log().Warn("rate limit: charging tokens failed", "key", key, "tokens", d, "err", err)
+		}
+	}
+	if d := used - tres; d != 0 && j.l.limits.TenantTokensPerMinute > 0 {
+		if err := j.l.Charge(sctx, tkey, d); err != nil {
+			j.log().Warn("rate limit: charging a tenant's tokens failed", "key", tkey, "tokens", d, "err", err)
 		}
 	}
 	if status == StatusRateLimited {

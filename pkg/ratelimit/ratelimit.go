@@ -65,6 +65,11 @@ type Limits struct {
 	// TenantRequestsPerMinute limits each tenant ("tenant.<tenant>") across every
 	// provider, so one tenant's big batch cannot take the whole quota.
 	TenantRequestsPerMinute int
+	// TenantTokensPerMinute limits each tenant's prompt plus completion tokens across
+	// every provider and model: what a team spends, which its request rate alone does not
+	// bound (one long prompt to a dear model costs a hundred short ones). Debited after
+	// each call like TokensPerMinute; its burst is one minute's worth.
+	TenantTokensPerMinute int
 	// Burst is how many requests a key may save up while idle and then send at once.
 	// 0 means 1: requests go out evenly spaced, which is what keeps a herd of instances
 	// from tripping a provider that enforces its per-minute quota over shorter windows.
@@ -97,7 +102,8 @@ func (l Limits) rule(key string) (rule, error) {
 		}
 		return r, nil
 	case strings.HasPrefix(key, "tenant."):
-		return rule{rpm: float64(l.TenantRequestsPerMinute), burst: burst}, nil
+		tpm := float64(l.TenantTokensPerMinute)
+		return rule{rpm: float64(l.TenantRequestsPerMinute), burst: burst, tpm: tpm, tokenBurst: tpm}, nil
 	default:
 		return rule{}, fmt.Errorf("ratelimit: key %q is neither provider.* nor tenant.*", key)
 	}

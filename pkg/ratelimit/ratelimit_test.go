@@ -301,3 +301,34 @@ func TestRefillIsCappedAndStopsWhilePaused(t *testing.T) {
 		t.Fatalf("after an hour: %+v, want the bursts", st)
 	}
 }
+
+// TestTenantTokensPerMinute: a tenant that spent its minute's tokens, on one instance and
+// one model, is held back on every instance and for every model until the debt is
+// repaid, while another tenant is not.
+func TestTenantTokensPerMinute(t *testing.T) {
+	a, b := pair(t, Limits{TenantTokensPerMinute: 600})
+	ja, jb := a.ForJudge(), b.ForJudge()
+	ctx := context.Background()
+	if err := ja.Wait(ctx, "team-a", "openai", "o1-pro"); err != nil {
+		t.Fatal(err)
+	}
+	ja.Done(ctx, "team-a", "openai", "o1-pro", 1000, 200, "ok")
+	st, _ := peek(t, a, TenantKey("team-a"))
+	if st.Tokens > -590 {
+		t.Fatalf("team-a's bucket holds %v tokens after spending 1200 of 600 a minute", st.Tokens)
+	}
+	// A debt of 600 tokens takes a minute to repay: far past a short deadline, so Wait
+	// gives up at once.
+	for i, j := range []*JudgeLimiter{ja, jb} {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := j.Wait(dctx, "team-a", "openai", "gpt-4o-mini")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("instance %d let team-a call again: err = %v", i, err)
+		}
+	}
+	if err := jb.Wait(ctx, "team-b", "openai", "o1-pro"); err != nil {
+		t.Fatalf("team-b held back by team-a's spending: %v", err)
+	}
+	jb.Done(ctx, "team-b", "openai", "o1-pro", 10, 10, "ok")
+}
