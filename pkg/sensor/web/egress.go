@@ -351,12 +351,12 @@ func startEgressProxy(policy *egressPolicy, log *slog.Logger) (*egressProxy, err
 	})
 	gp.ConnectionErrHandler = func(w io.Writer, ctx *goproxy.ProxyCtx, err error) {
 		host := ctx.Req.URL.Host
-		code := "502 Bad Gateway"
+		status := "502 Bad Gateway\r\n"
 		if errors.Is(err, netguard.ErrForbidden) {
 			p.refuse(fmt.Sprintf("host %s: %v", host, err))
-			code = "403 Forbidden"
+			status = "403 Forbidden\r\n" + RefusedHeader + ": " + host + "\r\n"
 		}
-		_, _ = fmt.Fprintf(w, "HTTP/1.1 %s\r\n%s: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", code, RefusedHeader, host)
+		_, _ = fmt.Fprintf(w, "HTTP/1.1 %sContent-Length: 0\r\nConnection: close\r\n\r\n", status)
 	}
 	p.srv = &http.Server{Handler: gp, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()

@@ -83,7 +83,8 @@ func FindBrowser() (string, error) {
 }
 
 // Options configures a Sensor. The zero value is usable: it finds the browser, takes
-// absolute routes only and applies DefaultQueryConvention.
+// absolute routes only, applies DefaultQueryConvention and reaches any host, as suits
+// the all-in-one run of one trusted user; a renderer that serves teams sets Shared.
 type Options struct {
 	// ExecPath is the browser binary; empty means FindBrowser.
 	ExecPath string
