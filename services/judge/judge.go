@@ -71,7 +71,8 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 	if s.spend != nil {
 		if err := s.spend.For(ev.Tenant).CheckGates(ev.JobID, gd); err != nil {
 			reason := spend.ReasonModel
-			if r := (*spend.Refusal)(nil); errors.As(err, &r) {
+			var r *spend.Refusal
+			if errors.As(err, &r) {
 				reason = r.Reason
 			}
 			telemetry.Refused(bus.Judge, reason)
