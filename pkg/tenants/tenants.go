@@ -7,13 +7,16 @@
 // tribunal through the ingress (pkg/ingress) with a bearer token each, from the tokens
 // file this package writes; the ingress holds a NATS user of its own.
 //
-// The NATS users are the services', each with the least it needs: a service may publish
-// only the event types it produces (bus.ServiceOutputs) and its own dead letters, consume
-// and acknowledge only its own durables, and touch only the key-value buckets it reads or
-// writes. The ingress may publish only the event types a team originates
-// (ingress.TeamTypes) and read batch state. Every user reads only its own reply inbox
-// (InboxPrefix). Operators' commands (direct submission, audit, redrive, rejudge) use the
-// operator user, which may do anything.
+// The NATS users are the services', each with the least it needs (Grants, the one source
+// of the config Generate writes and of the users table of docs/security.md): a service
+// may publish only the event types it produces (bus.ServiceOutputs) and its own dead
+// letters, consume and acknowledge only its own durables, and touch only the key-value
+// buckets it reads or writes; only the aggregator reads stream messages. The ingress may
+// publish only the event types a team originates (ingress.TeamTypes) and read batch
+// state; the console publishes spot-checks and loop resets and reads the stream only
+// through the stream readers' consumers (bus.ReadStream), never a service's. Every user
+// reads only its own reply inbox (InboxPrefix). Operators' commands (direct submission,
+// audit, redrive, rejudge) use the operator user, which may do anything.
 package tenants
 
 import (
@@ -28,8 +31,6 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingress"
-	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
@@ -41,8 +42,8 @@ const (
 	ServicesUser = "tribunal-services"
 	// IngressUser is the ingress's.
 	IngressUser = "tribunal-ingress"
-	// ConsoleUser is the web console's: it reads batch state and the stream (audits) and
-	// publishes spot-checks.
+	// ConsoleUser is the web console's: it reads batch state and the stream (audits,
+	// through the stream readers) and publishes spot-checks and loop resets.
 	ConsoleUser = "tribunal-console"
 	// OperatorUser is the operators' own: direct submission, audit, redrive, rejudge.
 	// It may do anything; keep its password with the people who run tribunal.
@@ -181,129 +182,9 @@ func users() []string {
 	return append(out, IngressUser, ConsoleUser)
 }
 
-// serviceBuckets are the key-value buckets each service reads and writes, and those it
-// only reads.
-var (
-	serviceWrites = map[string][]string{
-		bus.Renderer: {bus.BucketCache, ratelimit.DefaultBucket},
-		bus.Judge:    {bus.BucketCache, ratelimit.DefaultBucket},
-		// The aggregator keeps each tenant's judge flip history in the cache bucket
-		// (ab.flips.<tenant>), which positions: auto reads.
-		bus.Aggregator: {bus.BucketJobs, bus.BucketBatches, bus.BucketViews, bus.BucketCache},
-	}
-	serviceReads = map[string][]string{
-		bus.Gater: {bus.BucketViews},
-	}
-	// provisioned are the buckets every service creates or updates at start (bus.Provision,
-	// bus.Elect; ratelimit.New in the processes that call a model).
-	provisioned = []string{bus.BucketJobs, bus.BucketBatches, bus.BucketCache, bus.BucketViews, bus.BucketLeases, ratelimit.DefaultBucket}
-)
-
-// permissions are every generated user's.
+// permissions are every generated user's, by Grants.
 func permissions(teams []string, stream string) map[string]Permissions {
-	out := map[string]Permissions{
-		OperatorUser: {Publish: []string{">"}, Subscribe: []string{">"}},
-	}
-	var all Permissions
-	for _, svc := range bus.Services {
-		p := servicePermissions(svc, teams, stream)
-		p.Subscribe = []string{InboxPrefix(ServiceUser(svc)) + ".>"}
-		out[ServiceUser(svc)] = p
-		all.Publish = append(all.Publish, p.Publish...)
-	}
-	all.Publish = dedup(all.Publish)
-	all.Subscribe = []string{InboxPrefix(ServicesUser) + ".>"}
-	out[ServicesUser] = all
-
-	// The ingress publishes the events a team originates, and reads batch state and the
-	// stream's message it must compare with a duplicate acknowledgement.
-	ing := []string{api("STREAM.INFO", stream), api("STREAM.MSG.GET", stream)}
-	for _, t := range ingress.TeamTypes() {
-		ing = append(ing, events.AnyTenant(t))
-	}
-	ing = append(ing, bucketInfo(bus.BucketJobs, bus.BucketBatches, bus.BucketCache, bus.BucketViews)...)
-	ing = append(ing, bucketRead(bus.BucketJobs, bus.BucketBatches)...)
-	out[IngressUser] = Permissions{Publish: ing, Subscribe: []string{InboxPrefix(IngressUser) + ".>"}}
-
-	// The console reads batch state and replays the stream for audits, and publishes
-	// spot-checks.
-	con := []string{events.AnyTenant(events.TypeSpotcheckRecorded), api("STREAM.INFO", stream), api("STREAM.MSG.GET", stream),
-		api("CONSUMER.CREATE", stream) + ".>", api("CONSUMER.DELETE", stream) + ".>", api("CONSUMER.INFO", stream) + ".>",
-		api("CONSUMER.MSG.NEXT", stream) + ".>", "$JS.ACK." + stream + ".>", "$JS.FC." + stream + ".>"}
-	con = append(con, bucketInfo(bus.BucketJobs, bus.BucketBatches, bus.BucketCache, bus.BucketViews)...)
-	con = append(con, bucketRead(bus.BucketJobs, bus.BucketBatches, bus.BucketViews)...)
-	out[ConsoleUser] = Permissions{Publish: con, Subscribe: []string{InboxPrefix(ConsoleUser) + ".>"}}
-	return out
-}
-
-// servicePermissions are what one service publishes: its events, its dead letters, the
-// JetStream API calls of provisioning, its own consumers and acknowledgements, its lease
-// and the buckets it uses.
-func servicePermissions(svc string, teams []string, stream string) Permissions {
-	var pub []string
-	for _, t := range bus.ServiceOutputs[svc] {
-		pub = append(pub, events.AnyTenant(t))
-	}
-	pub = append(pub, events.DeadLetterSubject(svc))
-	// Provisioning (bus.Provision) creates or updates the stream and the buckets; creating
-	// a bucket reads the account's JetStream limits first.
-	pub = append(pub, "$JS.API.INFO", api("STREAM.INFO", stream), api("STREAM.CREATE", stream), api("STREAM.UPDATE", stream), api("STREAM.MSG.GET", stream))
-	for _, b := range provisioned {
-		pub = append(pub, api("STREAM.CREATE", kvStream(b)), api("STREAM.UPDATE", kvStream(b)))
-	}
-	pub = append(pub, bucketInfo(provisioned...)...)
-	// Its own durables, with or without --tenants.
-	for _, d := range dedup(append(bus.ConsumerNames(svc, nil), bus.ConsumerNames(svc, teams)...)) {
-		c := stream + "." + d
-		pub = append(pub, "$JS.API.CONSUMER.CREATE."+c, "$JS.API.CONSUMER.CREATE."+c+".>", "$JS.API.CONSUMER.INFO."+c,
-			"$JS.API.CONSUMER.MSG.NEXT."+c, "$JS.ACK."+c+".>")
-	}
-	// Its lease (bus.Elect) of the backlog metric.
-	pub = append(pub, "$KV."+bus.BucketLeases+".pending."+svc)
-	pub = append(pub, bucketRead(bus.BucketLeases)...)
-	pub = append(pub, bucketRead(serviceReads[svc]...)...)
-	for _, b := range serviceWrites[svc] {
-		pub = append(pub, "$KV."+b+".>")
-		pub = append(pub, bucketRead(b)...)
-	}
-	return Permissions{Publish: dedup(pub)}
-}
-
-func api(op, stream string) string { return "$JS.API." + op + "." + stream }
-
-func kvStream(bucket string) string { return "KV_" + bucket }
-
-// bucketInfo lets a user open buckets (their stream's info) without reading them.
-func bucketInfo(buckets ...string) []string {
-	var out []string
-	for _, b := range buckets {
-		out = append(out, api("STREAM.INFO", kvStream(b)))
-	}
-	return out
-}
-
-// bucketRead lets a user get keys and watch them (an ordered consumer on the bucket's
-// stream, its flow control replies, its removal).
-func bucketRead(buckets ...string) []string {
-	var out []string
-	for _, b := range buckets {
-		s := kvStream(b)
-		out = append(out, api("STREAM.INFO", s), api("DIRECT.GET", s)+".>", api("STREAM.MSG.GET", s),
-			api("CONSUMER.CREATE", s)+".>", api("CONSUMER.DELETE", s)+".>", "$JS.FC."+s+".>")
-	}
-	return out
-}
-
-func dedup(in []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
+	return expand(Grants(stream), teams)
 }
 
 func list(subjects []string) string {

@@ -231,3 +231,46 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Error("the ingress subscribed tribunal.>")
 	}
 }
+
+// TestNoUserReachesAnothersConsumers: beside the operator, no user holds a consumer or
+// acknowledgement right on the stream with a wildcard for the consumer's name, nor the
+// create subject without a name (whose body names the consumer), so none can pull, ack,
+// delete or rewrite a durable that is not its own; and only the aggregator (with the
+// services user), the ingress and the console read stream messages, never the judge.
+func TestNoUserReachesAnothersConsumers(t *testing.T) {
+	g, err := tenants.Generate([]string{"team-a", "team-b"}, tenants.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := []string{tenants.ServiceUser(bus.Aggregator), tenants.ServicesUser, tenants.IngressUser, tenants.ConsoleUser}
+	for user, p := range g.Permissions {
+		if user == tenants.OperatorUser {
+			continue
+		}
+		for _, s := range p.Publish {
+			tok := strings.Split(s, ".")
+			name := ""
+			switch {
+			case strings.HasPrefix(s, "$JS.API.CONSUMER.MSG.NEXT.TRIBUNAL"):
+				name = strings.Join(tok[6:], ".")
+			case strings.HasPrefix(s, "$JS.API.CONSUMER.") && len(tok) > 4 && tok[4] == "TRIBUNAL", strings.HasPrefix(s, "$JS.API.CONSUMER.DURABLE."):
+				name = strings.Join(tok[5:], ".")
+			case strings.HasPrefix(s, "$JS.ACK.TRIBUNAL"):
+				name = strings.Join(tok[3:min(4, len(tok))], ".")
+			default:
+				if (s == "$JS.API.STREAM.MSG.GET.TRIBUNAL" || strings.HasPrefix(s, "$JS.API.DIRECT.GET.TRIBUNAL")) && !slices.Contains(readers, user) {
+					t.Errorf("%s may read stream messages: %s", user, s)
+				}
+				continue
+			}
+			if name == "" || strings.ContainsAny(name, "*>") {
+				t.Errorf("%s may address any consumer of the stream: %s", user, s)
+			}
+		}
+	}
+	for _, s := range g.Permissions["tribunal-judge"].Publish {
+		if strings.Contains(s, "MSG.GET.TRIBUNAL") || strings.Contains(s, "DIRECT.GET.TRIBUNAL") || strings.Contains(s, "STREAM.INFO.TRIBUNAL") || strings.Contains(s, "GET.KV_"+bus.BucketJobs) {
+			t.Errorf("the judge may read %s", s)
+		}
+	}
+}
