@@ -375,35 +375,53 @@ func TestConsoleAuditsWithItsOwnUser(t *testing.T) {
 
 // TestConsoleReaderWritesNothing: a reader's consumer is the console's to configure,
 // push delivery included, and where JetStream delivers is checked against no one's
-// permissions (reply-subject reflection's cousin). So the console points two readers at
+// permissions (reply-subject reflection's cousin). So the console points readers at
 // team-b's events, one delivering into team-b's job record key, one into an ack subject
-// of the judge's durable. Neither delivers a message: the bucket's stream and the
-// durable's acknowledgements listen inside the server, which JetStream does not count as
-// interest in a push consumer's subject, so team-b's record and batch are as they were.
-// (On de157a3 the console could create such a consumer under any name; it did not
-// deliver either.)
+// of the judge's durable, and at a message of its own making ({} published as a
+// spot-check), delivered to the API subject that purges the jobs bucket. None delivers
+// a message: the buckets' streams, the durables' acknowledgements and the JetStream API
+// listen inside the server, which JetStream does not count as interest in a push
+// consumer's subject, so team-b's record and batch are as they were. (On de157a3 the
+// console could create such a consumer under any name; it delivered nothing either.)
 func TestConsoleReaderWritesNothing(t *testing.T) {
 	w := newWorld(t, worldOptions{judgeLatency: 300 * time.Millisecond})
+	con := w.rightsUser(tenants.ConsoleUser)
+	own, _ := events.Subject("team-a", events.TypeSpotcheckRecorded)
+	if _, err := con.js.Publish(ctxT(t), own, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	// The aggregator dead-letters it; team-b's batch comes after, so its audit does not
+	// count that undecodable message among its own.
+	deadline := time.Now().Add(30 * time.Second)
+	for natstest.SubjectCount(t, w.opJS, events.DeadLetterSubject(bus.Aggregator)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the aggregator did not dead-letter the console's {}")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	c, sub := w.victim(2)
 	jobs := w.waitRecorded(sub)
 	key := jobs[0].Key()
-	con := w.rightsUser(tenants.ConsoleUser)
 	judge := bus.TenantConsumerName(bus.Judge, "team-b")
-	targets := []string{"$KV." + bus.BucketJobs + "." + key, "$JS.ACK.TRIBUNAL." + judge + ".1.1.1.1764633600000000000.0"}
-	for i, deliver := range targets {
+	targets := []struct{ deliver, filter string }{
+		{"$KV." + bus.BucketJobs + "." + key, events.TenantAll("team-b")},
+		{"$JS.ACK.TRIBUNAL." + judge + ".1.1.1.1764633600000000000.0", events.TenantAll("team-b")},
+		{"$JS.API.STREAM.PURGE.KV_" + bus.BucketJobs, own},
+	}
+	for i, tg := range targets {
 		req, _ := json.Marshal(map[string]any{"stream_name": "TRIBUNAL", "config": map[string]any{"name": bus.ReaderName(i),
-			"deliver_subject": deliver, "deliver_policy": "all", "ack_policy": "none", "filter_subjects": []string{events.TenantAll("team-b")},
+			"deliver_subject": tg.deliver, "deliver_policy": "all", "ack_policy": "none", "filter_subjects": []string{tg.filter},
 			"inactive_threshold": int64(time.Minute)}})
 		resp, err := con.nc.Request("$JS.API.CONSUMER.CREATE.TRIBUNAL."+bus.ReaderName(i), req, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if strings.Contains(string(resp.Data), `"error"`) {
-			t.Fatalf("a push reader delivering to %s: %s", deliver, resp.Data)
+			t.Fatalf("a push reader delivering to %s: %s", tg.deliver, resp.Data)
 		}
 	}
 	w.victimIntact(c, sub)
-	for i, deliver := range targets {
+	for i, tg := range targets {
 		m, err := w.op.Request("$JS.API.CONSUMER.INFO.TRIBUNAL."+bus.ReaderName(i), nil, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -418,7 +436,7 @@ func TestConsoleReaderWritesNothing(t *testing.T) {
 			t.Fatalf("reader %d: %v %s", i, err, m.Data)
 		}
 		if info.Delivered.Consumer > 0 {
-			t.Errorf("JetStream delivered %d of team-b's events to %s", info.Delivered.Consumer, deliver)
+			t.Errorf("JetStream delivered %d messages to %s", info.Delivered.Consumer, tg.deliver)
 		}
 		if _, err := con.nc.Request("$JS.API.CONSUMER.DELETE.TRIBUNAL."+bus.ReaderName(i), nil, 10*time.Second); err != nil {
 			t.Fatal(err)

@@ -116,7 +116,7 @@ func TestGenerateRejectsBadTeams(t *testing.T) {
 // TestLeastPrivilege starts a real nats-server with the generated authorization and
 // checks that each user is held to its own part: a service cannot publish another
 // service's events or write state it does not own, the ingress cannot publish a
-// service's event, write state or read the stream. (The whole flow running under these
+// service's event, write state or consume the stream. (The whole flow running under these
 // users, and every attack on them, is internal/attack's.)
 func TestLeastPrivilege(t *testing.T) {
 	g, err := tenants.Generate([]string{"team-a", "team-b"}, tenants.Options{})
@@ -211,7 +211,7 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Errorf("the stream stored %s's publish on %s", r.user, r.subject)
 		}
 	}
-	// The ingress cannot read the stream: no consumer of its own on it, no subscription.
+	// The ingress cannot consume the stream: no consumer of its own on it, no subscription.
 	ing := connect(tenants.IngressUser)
 	octx, ocancel := context.WithTimeout(ctx, 2*time.Second)
 	defer ocancel()
