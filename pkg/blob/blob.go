@@ -102,6 +102,26 @@ func Sync(ctx context.Context, s Store) error {
 	return nil
 }
 
+// Usager is a Store that can say how many bytes a tenant stores: the ingress holds each
+// team to a quota of them.
+type Usager interface {
+	// Usage is what tenant's objects take in the store, in bytes (on disk, for a store
+	// on one).
+	Usage(ctx context.Context, tenant string) (int64, error)
+}
+
+// ErrUsageUnknown is Usage of a store that cannot count a tenant's bytes.
+var ErrUsageUnknown = errors.New("the blob store cannot count a tenant's bytes")
+
+// Usage is what tenant's objects take in s (Usager), or ErrUsageUnknown.
+func Usage(ctx context.Context, s Store, tenant string) (int64, error) {
+	u, ok := s.(Usager)
+	if !ok {
+		return 0, ErrUsageUnknown
+	}
+	return u.Usage(ctx, tenant)
+}
+
 // Store is the artifact storage every service uses. Implementations must be safe for
 // concurrent use.
 type Store interface {

@@ -63,12 +63,41 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentSameContent", testConcurrentSame},
 		{"ConcurrentDifferentContent", testConcurrentDifferent},
 		{"CancelledContext", testCancelled},
+		{"Usage", testUsage},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.fn(t, h)
 		})
+	}
+}
+
+// testUsage holds a blob.Usager to counting a tenant's bytes and only its own: at least
+// what was stored (a driver may add metadata), nothing for a tenant with no objects, and
+// the same again for a repeated Put of the same content.
+func testUsage(t *testing.T, h Harness) {
+	s := h.New(t)
+	if _, ok := s.(blob.Usager); !ok {
+		t.Skip("the driver does not count a tenant's bytes (blob.Usager)")
+	}
+	ctx := context.Background()
+	if n, err := blob.Usage(ctx, s, "usage-empty"); err != nil || n != 0 {
+		t.Fatalf("usage of a tenant with nothing stored: %d, %v", n, err)
+	}
+	data := randomBytes(t, 300<<10)
+	put(t, s, "usage-a", data, "text/plain")
+	put(t, s, "usage-a", randomBytes(t, 1000), "text/plain")
+	n, err := blob.Usage(ctx, s, "usage-a")
+	if err != nil || n < int64(len(data))+1000 {
+		t.Fatalf("usage after storing %d bytes: %d, %v", len(data)+1000, n, err)
+	}
+	put(t, s, "usage-a", data, "text/plain")
+	if again, err := blob.Usage(ctx, s, "usage-a"); err != nil || again != n {
+		t.Errorf("usage after storing the same bytes again: %d, was %d (%v)", again, n, err)
+	}
+	if other, err := blob.Usage(ctx, s, "usage-b"); err != nil || other != 0 {
+		t.Errorf("another tenant's usage: %d, %v", other, err)
 	}
 }
 

@@ -533,6 +533,42 @@ type readCloser struct {
 	io.Closer
 }
 
+// Usage implements blob.Usager: the bytes of every file under the tenant's folder (loose
+// objects, their metadata and the packs, records of deleted objects included until a
+// prune compacts them), which is what the tenant takes of the disk. Temporary files of
+// writes under way are left out.
+func (s *Store) Usage(ctx context.Context, tenant string) (int64, error) {
+	if err := blob.ValidateTenant(tenant); err != nil {
+		return 0, fmt.Errorf("fileblob: usage: %w", err)
+	}
+	var total int64
+	err := filepath.WalkDir(filepath.Join(s.root, tenant), func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return err
+		case d.IsDir() && path == s.tmpDir(tenant):
+			return filepath.SkipDir
+		case d.IsDir():
+			return ctx.Err()
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed while walked (a prune)
+		}
+		if err != nil {
+			return err
+		}
+		total += info.Size()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fileblob: usage of %s: %w", tenant, err)
+	}
+	return total, nil
+}
+
 // Walk calls fn with every stored object's ref and size on disk, tenant by tenant, in no
 // particular order. `tribunal prune` walks a state folder's blobs to find the ones no
 // record refers to any more.

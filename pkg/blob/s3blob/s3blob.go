@@ -303,6 +303,22 @@ func (s *Store) Bucket() string { return s.bucket }
 // MaxSize returns the per-object size limit in bytes.
 func (s *Store) MaxSize() int64 { return s.maxSize }
 
+// Usage implements blob.Usager: the sizes of the tenant's objects, listed from the
+// bucket (one request per 1,000 objects; the ingress caches the figure).
+func (s *Store) Usage(ctx context.Context, tenant string) (int64, error) {
+	if err := blob.ValidateTenant(tenant); err != nil {
+		return 0, fmt.Errorf("s3blob: usage: %w", err)
+	}
+	var total int64
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + tenant + "/", Recursive: true}) {
+		if obj.Err != nil {
+			return 0, s.wrap("usage", s.prefix+tenant+"/", obj.Err)
+		}
+		total += obj.Size
+	}
+	return total, nil
+}
+
 // Key returns the object key of ref in the bucket, prefix included, for operators
 // and tests that inspect the bucket directly.
 func (s *Store) Key(ref blob.Ref) string { return s.prefix + ref.Key() }
