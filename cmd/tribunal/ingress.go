@@ -16,6 +16,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/ingress"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
@@ -84,8 +85,12 @@ func ingressTenant(cmd *cobra.Command, c *ingress.Client, tenant string) (string
 // a team may not spend (jf.spend; the judge's --judge-model is always allowed). Like the
 // services it serves /healthz, /readyz and /metrics on health; it takes requests once the
 // services' buckets exist.
-func serveIngress(ctx context.Context, conn *connFlags, jf *judgeFlags, addr, tokensFile, health string) error {
+func serveIngress(ctx context.Context, conn *connFlags, jf *judgeFlags, qf *quotaFlags, addr, tokensFile, health string) error {
 	teamTokens, err := tokens.Load(tokensFile)
+	if err != nil {
+		return exitError{2, err}
+	}
+	quotas, err := qf.quotas()
 	if err != nil {
 		return exitError{2, err}
 	}
@@ -107,6 +112,9 @@ func serveIngress(ctx context.Context, conn *connFlags, jf *judgeFlags, addr, to
 		return err
 	}
 	defer done()
+	if err := checkQuotaStore(quotas, store); err != nil {
+		return exitError{2, err}
+	}
 	env, err := newClientEnv(nc, store)
 	if err != nil {
 		return err
@@ -127,14 +135,15 @@ func serveIngress(ctx context.Context, conn *connFlags, jf *judgeFlags, addr, to
 	if err != nil {
 		return nil // stopped before the services came up
 	}
-	h := ingress.New(ingress.Config{Tokens: teamTokens, Pub: env.pub, Store: store, Buckets: b, MaxArtifactBytes: blob.ArtifactMaxSize, Spend: *policy})
+	h := ingress.New(ingress.Config{Tokens: teamTokens, Pub: bus.NewPublisher(env.js, bus.ComparePayloads()), Store: store, Buckets: b, MaxArtifactBytes: blob.ArtifactMaxSize, Spend: *policy, Quotas: quotas})
 	// A 20 MiB artifact over a slow link needs longer than the console's read timeout.
 	bound, wait, err := startHTTP(ctx, "ingress", addr, h, 5*time.Minute)
 	if err != nil {
 		return err
 	}
 	serving.Store(true)
-	slog.Info("ingress serving", "url", "http://"+bound, "health", haddr, "teams", teams, "allowed_models", policy.Models, "judge_model", policy.Default, "tenant_models", len(policy.Tenants), "max_calls_per_ac", policy.MaxCallsPerAC)
+	slog.Info("ingress serving", "url", "http://"+bound, "health", haddr, "teams", teams, "allowed_models", policy.Models, "judge_model", policy.Default, "tenant_models", len(policy.Tenants), "max_calls_per_ac", policy.MaxCallsPerAC,
+		"tenant_max_stored", quotas.Default.Stored, "tenant_max_batches", quotas.Default.Batches, "tenant_max_acs", quotas.Default.ACs, "tenant_quotas", len(quotas.Tenants))
 	<-ctx.Done()
 	wait()
 	return nil

@@ -113,6 +113,7 @@ func newServeCmd() *cobra.Command {
 	var adapters, gatesAdapters, webAllow []string
 	var webAllowPrivate bool
 	var consoleAddr, ingressAddr, tokensFile string
+	var quotas quotaFlags
 	cmd := &cobra.Command{
 		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console|ingress>",
 		Short: "Run a service as a long-lived process",
@@ -149,7 +150,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 				return serveConsole(ctx, &conn, consoleAddr, tokensFile, health)
 			}
 			if args[0] == "ingress" {
-				return serveIngress(ctx, &conn, &jf, ingressAddr, tokensFile, health)
+				return serveIngress(ctx, &conn, &jf, &quotas, ingressAddr, tokensFile, health)
 			}
 			var services []string
 			switch args[0] {
@@ -183,6 +184,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.BoolVar(&shareJudgeCache, "share-judge-cache", false, "judge: answer identical inputs of any tenant from one cache entry (fewer provider calls; a cached result then tells a team that another team judged the same content: docs/security.md)")
 	fs.StringVar(&consoleAddr, "console-addr", "127.0.0.1:8090", "console: address of the web console")
 	fs.StringVar(&ingressAddr, "ingress-addr", "127.0.0.1:8095", "ingress: address of the teams' HTTP API")
+	quotas.register(fs)
 	fs.StringVar(&tokensFile, "tokens", "", "console, ingress: JSON file {\"<token>\": \"<tenant>\"} for per-team access (tribunal tenants writes one; \"*\" sees every team in the console, the ingress refuses it); without it the console only listens on loopback and the ingress does not start")
 	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
 	fs.StringArrayVar(&adapters, "adapter", nil, "renderer: a rubric command sensor, name=/path/to/sense.sh (repeatable; web is built in)")

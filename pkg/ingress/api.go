@@ -69,6 +69,10 @@ type Accepted struct {
 type Problem struct {
 	Error    string    `json:"error"`
 	Refusals []Refusal `json:"refusals,omitempty"`
+	// Quota names the team's quota a request would pass (quota_stored, quota_batches,
+	// quota_acs): the request is refused whole, and the client says so rather than
+	// taking it for a problem of one artifact.
+	Quota string `json:"quota,omitempty"`
 }
 
 // Refusal is one event the ingress refused, and why.

@@ -89,6 +89,10 @@ func (e *Error) Error() string {
 }
 
 // do sends one request and decodes a JSON answer into out (when not nil).
+// ErrQuota is a request the ingress refused because the team is at one of its quotas
+// (Problem.Quota): a submission stops on it, naming the quota.
+var ErrQuota = errors.New("the team's quota is reached")
+
 // maxAnswerBytes bounds an answer the client reads; a large batch's results are the
 // largest answer there is.
 const maxAnswerBytes = 1 << 30
@@ -187,10 +191,12 @@ func (c *Client) Put(ctx context.Context, tenant string, r io.Reader, opts blob.
 	err := c.do(ctx, http.MethodPut, PathBlobs, r, opts.MediaType, h, &got)
 	var e *Error
 	if errors.As(err, &e) {
-		switch e.Status {
-		case http.StatusRequestEntityTooLarge:
+		switch {
+		case e.Problem.Quota != "":
+			return blob.Attrs{}, fmt.Errorf("%w: %v", ErrQuota, err)
+		case e.Status == http.StatusRequestEntityTooLarge:
 			return blob.Attrs{}, fmt.Errorf("%w: %v", blob.ErrTooLarge, err)
-		case http.StatusUnprocessableEntity:
+		case e.Status == http.StatusUnprocessableEntity:
 			return blob.Attrs{}, fmt.Errorf("%w: %v", blob.ErrDigestMismatch, err)
 		}
 	}

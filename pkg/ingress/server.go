@@ -15,6 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/diskspace"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingress/body"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -41,8 +42,9 @@ type Config struct {
 	// tokens.AllTenants (an operator's console token) is refused: operators reach NATS
 	// directly, and an ingress token must stand for exactly one tenant.
 	Tokens map[string]string
-	// Pub publishes on the ingress's own NATS connection (a *bus.Publisher, which
-	// checks every duplicate acknowledgement).
+	// Pub publishes on the ingress's own NATS connection: a *bus.Publisher made with
+	// bus.ComparePayloads, so an event sent again under its id with other content is a
+	// 409 naming the field that differs, not an acceptance with nothing published.
 	Pub client.Publisher
 	// Store is the services' blob store; the ingress writes and reads it only under a
 	// token's tenant.
@@ -57,7 +59,10 @@ type Config struct {
 	// naming a model the team may not name, or a panel beyond the cap, is refused. The
 	// zero policy is the safe one: only the judge's default model (Spend.Default, the
 	// deployment's --judge-model), DefaultMaxCallsPerAC calls per AC.
-	Spend  spend.Policy
+	Spend spend.Policy
+	// Quotas bound what each team holds: bytes stored, batches and ACs in flight. The
+	// zero value is DefaultQuota for every team.
+	Quotas Quotas
 	Logger *slog.Logger
 }
 
@@ -65,6 +70,7 @@ type server struct {
 	cfg    Config
 	tokens *tokens.Set
 	log    *slog.Logger
+	usage  *usage
 }
 
 // New builds the ingress's handler.
@@ -79,6 +85,12 @@ func New(cfg Config) http.Handler {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	s := &server{cfg: cfg, tokens: tokens.NewSet(cfg.Tokens), log: cfg.Logger.With("component", Service)}
+	var bk *records.Store
+	if cfg.Buckets.Batches != nil {
+		st := records.New(cfg.Buckets)
+		bk = &st
+	}
+	s.usage = newUsage(cfg.Store, bk, s.log)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathWhoami, s.authed(s.whoami))
 	mux.HandleFunc("PUT "+PathBlobs, s.authed(s.putBlob))
@@ -155,8 +167,43 @@ func (s *server) putBlob(w http.ResponseWriter, r *http.Request, tenant string) 
 			return
 		}
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
-	attrs, err := s.cfg.Store.Put(r.Context(), tenant, body, blob.PutOptions{MediaType: mediaType, ExpectedSHA256: r.Header.Get(HeaderExpectedSHA256)})
+	quota := s.cfg.Quotas.For(tenant)
+	expected := r.Header.Get(HeaderExpectedSHA256)
+	exists := func() bool {
+		if expected == "" {
+			return false
+		}
+		_, err := s.cfg.Store.Stat(r.Context(), blob.Ref{Tenant: tenant, SHA256: expected})
+		return err == nil
+	}
+	var body io.Reader = http.MaxBytesReader(w, r.Body, limit)
+	size := r.ContentLength
+	if size < 0 {
+		// A body of unknown length (chunked) is read first, within the blob limit, so the
+		// quota is held to its real size.
+		data, err := io.ReadAll(body)
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			s.problem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("a blob is at most %d bytes", limit), nil)
+			return
+		}
+		if err != nil {
+			s.problem(w, r, http.StatusBadRequest, "reading the body: "+err.Error(), nil)
+			return
+		}
+		body, size = bytes.NewReader(data), int64(len(data))
+	}
+	if err := s.usage.checkPut(r.Context(), tenant, quota, size, exists); err != nil {
+		var qe *quotaError
+		if errors.As(err, &qe) {
+			telemetry.Refused(Service, qe.reason)
+			s.quotaProblem(w, r, http.StatusRequestEntityTooLarge, qe)
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	attrs, err := s.cfg.Store.Put(r.Context(), tenant, body, blob.PutOptions{MediaType: mediaType, ExpectedSHA256: expected})
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge) || errors.Is(err, blob.ErrTooLarge):
@@ -165,9 +212,15 @@ func (s *server) putBlob(w http.ResponseWriter, r *http.Request, tenant string) 
 		s.problem(w, r, http.StatusUnprocessableEntity, "the body does not hash to "+HeaderExpectedSHA256, nil)
 	case errors.Is(err, blob.ErrInvalidRef):
 		s.problem(w, r, http.StatusBadRequest, err.Error(), nil)
+	case diskspace.Is(err):
+		// The store itself is full: the operator's to fix, and never a bare 500.
+		telemetry.Refused(Service, RefusedStoreFull)
+		s.log.Error("the blob store is full", "tenant", tenant, "err", err)
+		s.problem(w, r, http.StatusInsufficientStorage, "the deployment's blob store is out of space; nothing was stored. Its operator has been told (the ingress's log); try again later", nil)
 	case err != nil:
 		s.fail(w, r, fmt.Errorf("store blob of %s: %w", tenant, err))
 	default:
+		s.usage.addStored(tenant, attrs.Size)
 		s.json(w, http.StatusCreated, BlobAttrs{SHA256: attrs.Ref.SHA256, Size: attrs.Size, MediaType: attrs.MediaType})
 	}
 }
@@ -268,6 +321,23 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request, tenant strin
 		s.problem(w, r, refusalStatus(refusals[0].Reason), fmt.Sprintf("%d of %d events refused, none published: %s", len(refusals), len(raw), refusals[0].Message), refusals)
 		return
 	}
+	var opens []opening
+	for _, ev := range out {
+		if p, ok := ev.Payload.(*events.BatchOpened); ok {
+			opens = append(opens, opening{batch: ev.BatchID, size: p.Size})
+		}
+	}
+	if err := s.usage.checkOpen(r.Context(), tenant, s.cfg.Quotas.For(tenant), opens); err != nil {
+		var qe *quotaError
+		if errors.As(err, &qe) {
+			telemetry.Refused(Service, qe.reason)
+			qe.msg += "; nothing of this request was published"
+			s.quotaProblem(w, r, http.StatusTooManyRequests, qe)
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
 	msgs, err := bus.Messages(out...)
 	if err != nil {
 		s.fail(w, r, err)
@@ -282,6 +352,7 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request, tenant strin
 		s.problem(w, r, http.StatusServiceUnavailable, "the events could not be published; send them again (the same events are published once)", nil)
 		return
 	}
+	s.usage.addOpen(tenant, opens)
 	acc := Accepted{Accepted: len(out), IDs: make([]string, len(out))}
 	for i, ev := range out {
 		acc.IDs[i] = ev.ID
@@ -353,6 +424,11 @@ func (s *server) json(w http.ResponseWriter, code int, v any) {
 
 func (s *server) problem(w http.ResponseWriter, _ *http.Request, code int, msg string, refusals []Refusal) {
 	s.json(w, code, Problem{Error: msg, Refusals: refusals})
+}
+
+// quotaProblem answers a request refused for a team's quota, naming it.
+func (s *server) quotaProblem(w http.ResponseWriter, _ *http.Request, code int, qe *quotaError) {
+	s.json(w, code, Problem{Error: qe.msg, Quota: qe.reason})
 }
 
 // fail logs the ingress's own failure and answers without its details.

@@ -192,6 +192,37 @@ func (s Store) Header(ctx context.Context, tenant, batch string) (*Batch, uint64
 	return &h, e.Revision(), nil
 }
 
+// Headers calls fn with every batch header of tenant, in no particular order: the keys
+// "<tenant>.<batch>" of the batches bucket (a header's completion tree and spot-check
+// keys have a third token, and are left out).
+func (s Store) Headers(ctx context.Context, tenant string, fn func(*Batch) error) error {
+	w, err := s.Batches.Watch(ctx, BatchKey(tenant, "*"), jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("batch headers of %s: %w", tenant, err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("batch headers of %s: %w", tenant, ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("batch headers of %s: the watch ended early", tenant)
+			}
+			if e == nil {
+				return nil // every current header was delivered
+			}
+			var h Batch
+			if err := Unmarshal(e.Value(), &h); err != nil {
+				return fmt.Errorf("batch %s: %w: %v", e.Key(), ErrCorrupt, err)
+			}
+			if err := fn(&h); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // EnsureHeader creates the batch header unless it exists.
 func (s Store) EnsureHeader(ctx context.Context, h Batch) error {
 	data, err := json.Marshal(h)
