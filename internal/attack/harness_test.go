@@ -123,7 +123,7 @@ func newWorld(t *testing.T, o worldOptions) *world {
 	if err != nil {
 		t.Fatalf("the ingress opens the buckets: %v", err)
 	}
-	icfg := ingress.Config{Tokens: g.Tokens, Pub: bus.NewPublisher(ijs), Store: store, Buckets: b}
+	icfg := ingress.Config{Tokens: g.Tokens, Pub: bus.NewPublisher(ijs, bus.ComparePayloads()), Store: store, Buckets: b}
 	if o.ingress != nil {
 		o.ingress(&icfg)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
@@ -51,6 +52,8 @@ type Publisher struct {
 	streams          sync.Map // stream name -> jetstream.Stream, for reading duplicates back
 	// trusted are the services whose subjects' duplicates are taken on trust.
 	trusted []string
+	// payloads makes a duplicate's payload part of its identity (ComparePayloads).
+	payloads bool
 }
 
 // PublisherOption tunes NewPublisher.
@@ -74,6 +77,16 @@ type PublisherOption func(*Publisher)
 // failing the publish (docs/security.md, "What is not covered").
 func TrustDuplicatesOf(services ...string) PublisherOption {
 	return func(p *Publisher) { p.trusted = append(p.trusted, services...) }
+}
+
+// ComparePayloads makes a Duplicate acknowledgement a success only when the stored event
+// also carries the same payload as the one sent, not just the same identity. It is the
+// ingress's: a team's events are rebuilt from its request deterministically, so the
+// same id with another payload is a team sending changed content under an id already
+// used (a spec edited and sent again, a spot-check answered twice), which was accepted
+// with nothing published. The error names the first payload field that differs.
+func ComparePayloads() PublisherOption {
+	return func(p *Publisher) { p.payloads = true }
 }
 
 // ReadsStream reports whether a service's NATS user may read the stream's messages
@@ -221,7 +234,7 @@ func (p *Publisher) checkDuplicate(ctx context.Context, sent *nats.Msg, ack *jet
 	if err != nil {
 		return fmt.Errorf("duplicate of seq %d: read it back: %w", ack.Sequence, err)
 	}
-	if what := sameMessage(sent.Subject, sent.Data, stored.Subject, stored.Data); what != "" {
+	if what := sameMessage(sent.Subject, sent.Data, stored.Subject, stored.Data, p.payloads); what != "" {
 		return fmt.Errorf("%w: the stream holds %s as seq %d on %s (%s); this is %s on %s: %s differs",
 			ErrDuplicateMismatch, sent.Header.Get(jetstream.MsgIDHeader), ack.Sequence, stored.Subject, describe(stored.Data), describe(sent.Data), sent.Subject, what)
 	}
@@ -242,8 +255,8 @@ func (p *Publisher) stream(ctx context.Context, name string) (jetstream.Stream, 
 }
 
 // sameMessage names what differs between a sent message and a stored one ("" when they
-// are the same message).
-func sameMessage(subject string, data []byte, storedSubject string, stored []byte) string {
+// are the same message); with payloads, an event's payload fields count too.
+func sameMessage(subject string, data []byte, storedSubject string, stored []byte, payloads bool) string {
 	if subject != storedSubject {
 		return "the subject"
 	}
@@ -265,6 +278,75 @@ func sameMessage(subject string, data []byte, storedSubject string, stored []byt
 		if f.a != f.b {
 			return f.name
 		}
+	}
+	if payloads {
+		if field := payloadDiff(a.Payload, b.Payload); field != "" {
+			return "the payload's " + field
+		}
+	}
+	return ""
+}
+
+// payloadDiff names the first field, as the wire names it ("spec.criterion"), in which
+// two payloads differ; "" when they are equal.
+func payloadDiff(a, b events.Payload) string {
+	tree := func(p events.Payload) any {
+		data, err := msgpack.Marshal(p)
+		if err != nil {
+			return nil
+		}
+		var v any
+		if msgpack.Unmarshal(data, &v) != nil {
+			return nil
+		}
+		return v
+	}
+	return firstDiff("", tree(a), tree(b))
+}
+
+func firstDiff(path string, a, b any) string {
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok {
+			return cmp.Or(path, "the value")
+		}
+		keys := make([]string, 0, len(x)+len(y))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		for k := range y {
+			if _, dup := x[k]; !dup {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if d := firstDiff(join(k), x[k], y[k]); d != "" {
+				return d
+			}
+		}
+		return ""
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return cmp.Or(path, "the value")
+		}
+		for i := range x {
+			if d := firstDiff(fmt.Sprintf("%s[%d]", path, i), x[i], y[i]); d != "" {
+				return d
+			}
+		}
+		return ""
+	}
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		return cmp.Or(path, "the value")
 	}
 	return ""
 }

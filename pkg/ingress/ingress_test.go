@@ -60,7 +60,7 @@ func start(t *testing.T, services bool, cfg ingress.Config) *fixture {
 		t.Fatal(err)
 	}
 	cfg.Tokens = map[string]string{tokA: "team-a", tokB: "team-b", tokOp: "*"}
-	cfg.Pub, cfg.Store, cfg.Buckets = bus.NewPublisher(js), env.Store, r.Buckets
+	cfg.Pub, cfg.Store, cfg.Buckets = bus.NewPublisher(js, bus.ComparePayloads()), env.Store, r.Buckets
 	srv := httptest.NewServer(ingress.New(cfg))
 	t.Cleanup(srv.Close)
 	return &fixture{env: env, running: r, js: js, url: srv.URL}
