@@ -128,6 +128,9 @@ func TestComposeStackEndToEnd(t *testing.T) {
 	env["TRIBUNAL_OPENAI_BASE_URL"] = model.BaseURL()
 	env["OPENAI_API_KEY"] = "sk-compose-test"
 	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp
+	// The team's preview app (rubricBatch) is served on the host's loopback, on a port
+	// chosen later: the renderer's operator lists the address.
+	env["TRIBUNAL_WEB_ALLOW_HOSTS"] = "127.0.0.1"
 	project, err := LoadCompose("docker-compose.yml", read(t, "docker-compose.yml"), env, repoRoot(t))
 	if err != nil {
 		t.Fatal(err)

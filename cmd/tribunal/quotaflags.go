@@ -28,7 +28,7 @@ func (q *quotaFlags) register(fs *pflag.FlagSet) {
 	fs.Var(&q.stored, "tenant-max-stored", "ingress: the bytes one team's objects may take in the blob store (its artifacts and what the services store for it); 0: no bound")
 	fs.IntVar(&q.batches, "tenant-max-batches", ingress.DefaultQuota.Batches, "ingress: the batches one team may have in flight (opened, not complete or cancelled); 0: no bound")
 	fs.IntVar(&q.acs, "tenant-max-acs", ingress.DefaultQuota.ACs, "ingress: the ACs of one team's batches in flight; 0: no bound")
-	fs.StringArrayVar(&q.tenants, "tenant-quota", nil, "ingress: one team's own quotas in place of the above, team:stored=SIZE,batches=N,acs=N (any of the three; repeatable)")
+	fs.StringArrayVar(&q.tenants, "tenant-limits", nil, "ingress: one team's own quotas in place of the above, team:stored=SIZE,batches=N,acs=N (any of the three; repeatable)")
 }
 
 // bound is a flag's figure as a quota field: 0 on the command line sets no bound.
@@ -48,10 +48,10 @@ func (q *quotaFlags) quotas() (ingress.Quotas, error) {
 	for _, spec := range q.tenants {
 		team, fields, ok := strings.Cut(spec, ":")
 		if !ok || fields == "" {
-			return out, fmt.Errorf("--tenant-quota %q: want team:stored=SIZE,batches=N,acs=N", spec)
+			return out, fmt.Errorf("--tenant-limits %q: want team:stored=SIZE,batches=N,acs=N", spec)
 		}
 		if err := events.ValidateTenant(team); err != nil {
-			return out, fmt.Errorf("--tenant-quota %q: %w", spec, err)
+			return out, fmt.Errorf("--tenant-limits %q: %w", spec, err)
 		}
 		tq := out.Default
 		for _, f := range strings.Split(fields, ",") {
@@ -77,7 +77,7 @@ func (q *quotaFlags) quotas() (ingress.Quotas, error) {
 				err = fmt.Errorf("unknown quota %q (want stored, batches or acs)", k)
 			}
 			if err != nil {
-				return out, fmt.Errorf("--tenant-quota %q: %s: %w", spec, f, err)
+				return out, fmt.Errorf("--tenant-limits %q: %s: %w", spec, f, err)
 			}
 		}
 		if out.Tenants == nil {

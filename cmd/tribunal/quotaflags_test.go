@@ -21,8 +21,8 @@ func TestQuotaFlags(t *testing.T) {
 	}
 	for _, bad := range []string{"team-a", "team-a:", "team-a:size=1", "team-a:acs=-1", "dlq:acs=1", "Team:acs=1", "team-a:stored=lots"} {
 		q := quotaFlags{tenants: []string{bad}}
-		if _, err := q.quotas(); err == nil || !strings.Contains(err.Error(), "--tenant-quota") {
-			t.Errorf("--tenant-quota %q: %v", bad, err)
+		if _, err := q.quotas(); err == nil || !strings.Contains(err.Error(), "--tenant-limits") {
+			t.Errorf("--tenant-limits %q: %v", bad, err)
 		}
 	}
 }
