@@ -45,7 +45,7 @@ func TestComposeClusterEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(remove)
-	env := envExample(t)
+	env := stackEnv(t)
 	project, err := LoadComposeFiles(clusterComposeFiles(t), env, repoRoot(t))
 	if err != nil {
 		t.Fatal(err)

@@ -122,7 +122,7 @@ func TestComposeStackEndToEnd(t *testing.T) {
 	t.Cleanup(model.Close)
 	sink, otlp := otlpsink.StartHTTP(t)
 
-	env := envExample(t)
+	env := stackEnv(t)
 	env["TRIBUNAL_JUDGE"] = "openai"
 	env["TRIBUNAL_JUDGE_MODEL"] = "fake-model"
 	env["TRIBUNAL_OPENAI_BASE_URL"] = model.BaseURL()

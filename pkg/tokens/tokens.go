@@ -44,8 +44,8 @@ func Load(path string) (map[string]string, error) {
 	return m, nil
 }
 
-// Check validates a token map: long enough tokens without surrounding spaces, each
-// mapping to a valid tenant name or AllTenants.
+// Check validates a token map: long enough tokens without surrounding spaces, none of
+// them a placeholder (Placeholder), each mapping to a valid tenant name or AllTenants.
 func Check(m map[string]string) error {
 	for tok, tenant := range m {
 		if len(tok) < MinLength {
@@ -54,6 +54,12 @@ func Check(m map[string]string) error {
 		if strings.TrimSpace(tok) != tok {
 			return fmt.Errorf("a token of tenant %q has surrounding spaces", tenant)
 		}
+		if marker, ok := Placeholder(tok); ok {
+			return fmt.Errorf("the token of tenant %q is a placeholder (it reads %q), not a secret: anyone who read the example knows it. "+
+				"Put a long random token in its place: `tribunal tenants <team> --tokens tokens.json` writes them "+
+				"(docker compose: TRIBUNAL_CONSOLE_TOKEN and TRIBUNAL_TEAM_TOKEN in .env; Kubernetes: the tribunal-console and tribunal-ingress Secrets)",
+				tenant, marker)
+		}
 		if tenant != AllTenants {
 			if err := events.ValidateTenant(tenant); err != nil {
 				return err
@@ -61,6 +67,26 @@ func Check(m map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// placeholderMarkers are the words of the placeholders tribunal ships (deploy/k8s's
+// "REPLACE-WITH-A-LONG-RANDOM-TOKEN", .env.example's "change-me-to-a-long-random-token")
+// and the usual ones of other examples. A random token of Generate's 43 characters holds
+// none of them by chance (the shortest, 7 letters, once in about 10^11 tokens).
+var placeholderMarkers = []string{"replace-with", "replace-me", "change-me", "changeme", "placeholder", "your-token", "example-token"}
+
+// Placeholder reports whether tok reads like a placeholder copied from an example
+// instead of a secret, and the marker it holds. Case, '_' and spaces do not matter.
+// The console and the ingress accepted the shipped placeholders as real tokens, so a
+// deployment started unedited was open to anyone who had read the example.
+func Placeholder(tok string) (marker string, ok bool) {
+	norm := strings.NewReplacer("_", "-", " ", "-").Replace(strings.ToLower(tok))
+	for _, m := range placeholderMarkers {
+		if strings.Contains(norm, m) {
+			return m, true
+		}
+	}
+	return "", false
 }
 
 // Generate returns a new random token: 32 bytes from crypto/rand, base64url.

@@ -86,3 +86,43 @@ func TestCheckRefusesReservedTenants(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRefusesPlaceholders: the placeholders tribunal ships in deploy/k8s/secrets.yaml
+// and .env.example, and others like them, are refused with what to do; generated tokens
+// never read like one.
+func TestCheckRefusesPlaceholders(t *testing.T) {
+	t.Parallel()
+	for _, tok := range []string{"REPLACE-WITH-A-LONG-RANDOM-TOKEN", "REPLACE-WITH-TEAM-A-TOKEN-FROM-TRIBUNAL-TENANTS",
+		"change-me-to-a-long-random-token", "change-me-to-a-long-random-team-token", "CHANGE_ME_PLEASE_0123456789",
+		"changeme-changeme-changeme", "<placeholder-for-the-token>", "your-token-goes-here-0123"} {
+		err := Check(map[string]string{tok: "team-a"})
+		if err == nil {
+			t.Errorf("%q accepted", tok)
+			continue
+		}
+		for _, want := range []string{"placeholder", `"team-a"`, "tribunal tenants", ".env", "Secret"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: %v, want it to say %q", tok, err, want)
+			}
+		}
+		if strings.Contains(err.Error(), tok) {
+			t.Errorf("%q: the error repeats the token: %v", tok, err)
+		}
+	}
+	for range 1000 {
+		tok, err := Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, ok := Placeholder(tok); ok {
+			t.Fatalf("generated token %q reads like a placeholder (%q)", tok, m)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(p, []byte(`{"change-me-to-a-long-random-token": "*"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "placeholder") {
+		t.Errorf("Load: %v, want the file named and the placeholder refused", err)
+	}
+}
