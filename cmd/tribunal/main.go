@@ -38,7 +38,7 @@ func (e exitError) Error() string {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	telemetry.SetVersion(version)
+	telemetry.SetVersion(telemetry.ReadBuildVersion(version))
 	root := newRoot()
 	err := root.ExecuteContext(ctx)
 	flushTraces()
@@ -182,8 +182,9 @@ func envList(name string) []string {
 	return out
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..." (the images' release);
+// unset, the binary's build information says (telemetry.BuildVersion).
+var version = ""
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
@@ -192,7 +193,7 @@ func newVersionCmd() *cobra.Command {
 		Example: "  tribunal version",
 		Args:    cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "tribunal", version)
+			fmt.Fprintln(cmd.OutOrStdout(), "tribunal", telemetry.Version())
 		},
 	}
 }
