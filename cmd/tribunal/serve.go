@@ -73,7 +73,14 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name("tribunal " + c.instance), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { slog.Warn("nats disconnected", "err", err) }),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			// Close calls it too, with no error: every client command's clean exit is
+			// no disconnection to warn about.
+			if err == nil && nc.IsClosed() {
+				return
+			}
+			slog.Warn("nats disconnected", "err", err)
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { slog.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
 	}
 	if c.creds != "" {
@@ -101,6 +108,10 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 	return nc, nil
 }
 
+// defaultHealthAddr is where `serve` answers /healthz, /readyz and /metrics unless
+// --health says otherwise: this machine only.
+const defaultHealthAddr = "127.0.0.1:8080"
+
 func newServeCmd() *cobra.Command {
 	var conn connFlags
 	var jf judgeFlags
@@ -110,7 +121,7 @@ func newServeCmd() *cobra.Command {
 	var allowPrivate, shareJudgeCache bool
 	var natsListen, natsStore, natsConfig string
 	var cluster bus.EmbeddedOptions
-	var adapters, gatesAdapters, webAllow []string
+	var adapters, gatesAdapters, adapterEnv, webAllow []string
 	var webAllowPrivate bool
 	var consoleAddr, ingressAddr, tokensFile string
 	var quotas quotaFlags
@@ -161,11 +172,14 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			default:
 				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all, nats, console or ingress", args[0])}
 			}
-			sensors, err := servedSensorsFromFlags(adapters, webAllow, webAllowPrivate)
+			// Teams share these services: only the operator's adapters run, never a
+			// script a team's project ships.
+			af := adapterFlags{sensors: adapters, gates: gatesAdapters, env: adapterEnv}
+			sensors, err := servedSensorsFromFlags(af, webAllow, webAllowPrivate)
 			if err != nil {
 				return exitError{2, err}
 			}
-			gates, err := gatesFromFlags(gatesAdapters)
+			gates, err := gatesFromFlags(af, false)
 			if err != nil {
 				return exitError{2, err}
 			}
@@ -177,7 +191,10 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	jf.register(fs)
 	// judge, renderer and ingress each enforce what a team may spend.
 	jf.spend.register(fs, true)
-	fs.StringVar(&health, "health", ":8080", "address of the /healthz, /readyz and /metrics endpoints")
+	// Loopback unless told: /metrics names teams and models, and a process on a shared
+	// host must not show them to the network. A pod's probes and Prometheus reach it on
+	// the pod's address, so the deployments set ":8080" (docs/operations.md, "Observe").
+	fs.StringVar(&health, "health", defaultHealthAddr, "address of the /healthz, /readyz and /metrics endpoints (a container's probes and Prometheus need \":8080\", every interface: deploy/ sets it)")
 	fs.IntVar(&concurrency, "concurrency", 64, "messages in flight per service in this process (backpressure)")
 	fs.DurationVar(&shutdownGrace, "shutdown-grace", bus.DefaultShutdownGrace, "on SIGTERM, how long calls in flight may finish (their results are published) before they are cancelled and handed back; the default fits Kubernetes' 30 s termination grace period")
 	fs.BoolVar(&allowPrivate, "allow-private-urls", false, "renderer: allow artifact URLs on loopback, private and link-local addresses")
@@ -188,6 +205,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.StringVar(&tokensFile, "tokens", "", "console, ingress: JSON file {\"<token>\": \"<tenant>\"} for per-team access (tribunal tenants writes one; \"*\" sees every team in the console, the ingress refuses it); without it the console only listens on loopback and the ingress does not start")
 	fs.StringArrayVar(&gatesAdapters, "gates-adapter", nil, "gater: a rubric gates command, name=/path/to/gates.sh (repeatable)")
 	fs.StringArrayVar(&adapters, "adapter", nil, "renderer: a rubric command sensor, name=/path/to/sense.sh (repeatable; web is built in)")
+	fs.StringSliceVar(&adapterEnv, "adapter-env", nil, "renderer, gater: "+strings.TrimPrefix(adapterEnvHelp, "rubric: "))
 	fs.StringSliceVar(&webAllow, "web-allow-host", nil, "renderer: the only hosts the web sensor's browser may reach (host, host:port, *.domain or * for any; repeatable or comma-separated). Teams share a served renderer: without it every rubric route is refused")
 	fs.BoolVar(&webAllowPrivate, "web-allow-private", false, "renderer: let the hosts of --web-allow-host resolve to loopback, private and link-local addresses (an internal staging app); without it they are reached on public addresses only, like artifact URLs without --allow-private-urls")
 	fs.StringVar(&natsListen, "listen", "127.0.0.1:4222", "nats: client address to listen on")
@@ -303,9 +321,10 @@ func serveNATS(ctx context.Context, o bus.EmbeddedOptions) error {
 	if err != nil {
 		return exitError{2, err}
 	}
-	fmt.Fprintf(os.Stderr, "nats listening on %s (JetStream store %s)\n", ns.ClientURL(), abs)
+	// Through slog like the server's own lines: --log-format json keeps stderr JSON.
+	slog.Info("nats listening", "url", ns.ClientURL(), "store", abs)
 	if o.ClusterListen != "" {
-		fmt.Fprintf(os.Stderr, "nats %s: cluster %s, routes on %s to %s\n", ns.Name(), ns.ClusterName(), o.ClusterListen, strings.Join(o.Routes, ","))
+		slog.Info("nats cluster member", "server_name", ns.Name(), "cluster", ns.ClusterName(), "routes_listen", o.ClusterListen, "routes", strings.Join(o.Routes, ","))
 	}
 	<-ctx.Done()
 	ns.Shutdown()

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -131,13 +132,23 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		return nil, fmt.Errorf("nats server: %w", err)
 	}
 	var log server.Logger = quietLogger{}
+	debug := false
 	if o.Log {
-		ns.ConfigureLogger()
-		log = ns.Logger()
+		if opts.LogFile != "" || opts.Syslog || opts.RemoteSyslog != "" {
+			// The configuration file sends the server's log elsewhere: its own loggers.
+			ns.ConfigureLogger()
+			log = ns.Logger()
+		} else {
+			// Through the process's slog handler, so `--log-format json` makes every
+			// line JSON, the server's own included, at the process's level.
+			l := slog.Default().With("component", "nats-server", "server_name", opts.ServerName)
+			log = slogLogger{l: l}
+			debug = l.Enabled(context.Background(), slog.LevelDebug)
+		}
 	}
 	fatal := make(chan string, 1)
 	ns.SetLoggerV2(fatalCatcher{Logger: spaceWatcher{Logger: log, store: o.StoreDir, onNoSpace: o.OnNoSpace, once: &sync.Once{}}, fatal: fatal},
-		o.Log && opts.Debug, o.Log && opts.Trace, o.Log && opts.TraceVerbose)
+		o.Log && (opts.Debug || debug), o.Log && opts.Trace, o.Log && opts.TraceVerbose)
 	go ns.Start()
 	wait := o.ReadyTimeout
 	if wait <= 0 {
@@ -214,6 +225,29 @@ func (w spaceWatcher) report(msg string) {
 	if w.onNoSpace != nil {
 		w.onNoSpace(e)
 	}
+}
+
+// slogLogger is the server's log through slog: notices at info, warnings, errors (fatal
+// ones too: fatalCatcher decides what a fatal error does) and debug and trace lines at
+// debug, the server's message as the line's message. The server's own loggers would
+// write plain text whatever --log-format says.
+type slogLogger struct{ l *slog.Logger }
+
+func (s slogLogger) Noticef(format string, v ...any) { s.log(slog.LevelInfo, format, v) }
+func (s slogLogger) Warnf(format string, v ...any)   { s.log(slog.LevelWarn, format, v) }
+func (s slogLogger) Fatalf(format string, v ...any)  { s.log(slog.LevelError, format, v) }
+func (s slogLogger) Errorf(format string, v ...any)  { s.log(slog.LevelError, format, v) }
+func (s slogLogger) Debugf(format string, v ...any)  { s.log(slog.LevelDebug, format, v) }
+func (s slogLogger) Tracef(format string, v ...any) {
+	s.log(slog.LevelDebug, format, v, slog.Bool("trace", true))
+}
+
+func (s slogLogger) log(level slog.Level, format string, v []any, attrs ...slog.Attr) {
+	ctx := context.Background()
+	if !s.l.Enabled(ctx, level) {
+		return
+	}
+	s.l.LogAttrs(ctx, level, fmt.Sprintf(format, v...), attrs...)
 }
 
 // quietLogger drops the in-process server's log lines.
