@@ -14,7 +14,7 @@ import (
 var prompts embed.FS
 
 var (
-	template = judge.MustTemplate(prompts, "ab.v2")
+	template = judge.MustTemplate(prompts, "ab.v3")
 	schema   = judge.Schema{Name: "ab_verdict", JSON: json.RawMessage(`{
   "type": "object",
   "additionalProperties": false,

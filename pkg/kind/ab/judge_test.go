@@ -427,6 +427,23 @@ func TestABPromptCarriesComparatorRules(t *testing.T) {
 		{"Length ≠ quality", "Longer is not better"},
 		{"The reasoning must include: Summary of dimension-by-dimension comparison results", `"reasoning": "<one short line per dimension`},
 		{"raw_winner: \"A\"|\"B\"|\"tie\" (seed 000)", `raw_winner is exactly "A", "B" or "tie"`},
+		// The five dimensions under the seed's own names.
+		{"1. Correctness", "- Correctness: does it do what the criterion asks"},
+		{"2. Completeness", "- Completeness: is everything the criterion requires there"},
+		{"3. Process Adherence", "- Process Adherence: does it follow the process"},
+		{"4. Code Quality", "- Code Quality: readability, structure and good practice"},
+		{"5. Efficiency", "- Efficiency: is it concise"},
+		// Confidence Criteria, every row with its condition.
+		{"0.9 - 1.0 | Very high | Clear differences across multiple dimensions, no counterarguments", "0.9-1.0, very high: clear differences on several dimensions, and nothing that argues the other way"},
+		{"0.7 - 0.89 | High | Differences in key dimensions, some dimensions equal", "0.7-0.89, high: differences on the key dimensions, with some dimensions equal"},
+		{"0.5 - 0.69 | Moderate | Differences in only some dimensions, rest equal", "0.5-0.69, moderate: differences on only some dimensions, the rest equal"},
+		{"0.0 - 0.49 | Low | Minimal differences or mixed results across dimensions → Consider TIE", "0.0-0.49, low: minimal differences, or results that are mixed across the dimensions; consider a tie"},
+		{"If TIE: explanation of why the difference could not be determined", "If the answer is a tie, the reasoning also explains why no difference could be determined"},
+		{"Citation of decisive differences (file names, code lines, etc.)", "citing the difference that decides it"},
+		{"This is a relative comparison. Determine relative superiority, not absolute quality", "This is a relative comparison: decide which artifact is better than the other, not how good either is in absolute terms"},
+		{"Using external information is prohibited", "any other outside information does not count"},
+		{"If key dimensions are equal, the remaining dimensions can decide", "When the key dimensions are equal, the other dimensions decide"},
+		{"Deterministic / no position bias", "the same two artifacts get the same judgment whichever slot each is in"},
 	}
 	text := strings.Join(strings.Fields(template.Text), " ")
 	for _, r := range rules {
@@ -434,11 +451,14 @@ func TestABPromptCarriesComparatorRules(t *testing.T) {
 			t.Errorf("seed rule %q: the prompt lacks %q", r.seed, r.prompt)
 		}
 	}
-	// The seed's anchors replace the old "below 0.5 when it is close to a tie".
-	if strings.Contains(text, "below 0.5") {
-		t.Error(`the prompt still says "below 0.5"; seed 003 anchors a minimal difference at 0.3 and an all-equal tie at 0.95`)
+	// The seed's anchors replace the old "below 0.5 when it is close to a tie", and its
+	// dimension names replace tribunal's earlier ones.
+	for _, gone := range []string{"below 0.5", "adherence:", "craft:", "economy:"} {
+		if strings.Contains(text, gone) {
+			t.Errorf("the prompt still says %q", gone)
+		}
 	}
-	if !strings.HasPrefix(PromptHash(), "ab.v2:") {
+	if !strings.HasPrefix(PromptHash(), "ab.v3:") {
 		t.Errorf("prompt version %s: the rules changed, the version must too", PromptHash())
 	}
 	if !strings.Contains(string(schema.JSON), `"required": ["raw_winner", "confidence", "biggest_gap", "reasoning"]`) {
@@ -450,10 +470,10 @@ func TestABPromptCarriesComparatorRules(t *testing.T) {
 // biggest_gap.
 func TestJudgeABKeepsReasoning(t *testing.T) {
 	t.Parallel()
-	const answer = `{"raw_winner":"A","confidence":0.70,"biggest_gap":"A names the field.","reasoning":"correctness: A better; completeness: A better; adherence: equal; craft: A better; economy: equal"}`
+	const answer = `{"raw_winner":"A","confidence":0.70,"biggest_gap":"A names the field.","reasoning":"Correctness: A better; Completeness: A better; Process Adherence: equal; Code Quality: A better; Efficiency: equal"}`
 	p := &abFakeProvider{turns: []abTurn{{content: answer}}}
 	v := Judge(context.Background(), p, "m", "j", abInput(), judge.Params{})
-	if v.Status != "ok" || v.BiggestGap != "A names the field." || !strings.HasPrefix(v.Reasoning, "correctness: A better;") {
+	if v.Status != "ok" || v.BiggestGap != "A names the field." || !strings.HasPrefix(v.Reasoning, "Correctness: A better;") {
 		t.Fatalf("vote %+v", v)
 	}
 }
