@@ -66,12 +66,20 @@ func (f *featureServer) Close() {
 	}
 }
 
+// adapterFlags are the rubric adapter settings `run` and `serve` share: the operator's
+// sensors (--adapter name=/path/to/sense.sh) and gates commands (--gates-adapter
+// name=/path/to/gates.sh), and the variables passed through to both (--adapter-env).
+type adapterFlags struct {
+	sensors, gates, env []string
+}
+
 // servedSensorsFromFlags builds the rubric sensors of `tribunal serve`'s renderer, which
 // teams share: its web sensor reaches only allowHosts, none until the operator lists
-// them, at the addresses artifact URLs may have (private ones only with allowPrivate).
+// them, at the addresses artifact URLs may have (private ones only with allowPrivate),
+// and it runs only the sensors its operator registered, never one a team's project ships.
 // Unlike `tribunal run`, nobody here renders only their own apps.
-func servedSensorsFromFlags(adapters, allowHosts []string, allowPrivate bool) (*renderer.Sensors, error) {
-	s, err := sensorsFromFlags(adapters, allowHosts)
+func servedSensorsFromFlags(af adapterFlags, allowHosts []string, allowPrivate bool) (*renderer.Sensors, error) {
+	s, err := sensorsFromFlags(af, allowHosts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -81,40 +89,48 @@ func servedSensorsFromFlags(adapters, allowHosts []string, allowPrivate bool) (*
 
 // sensorsFromFlags builds the renderer's rubric sensors: the built-in web sensor (held
 // to allowHosts when given; reaching any host without, as the all-in-one run's, which
-// renders its own user's apps) and the operator's command adapters
-// ("name=/path/to/sense.sh").
-func sensorsFromFlags(adapters, allowHosts []string) (*renderer.Sensors, error) {
+// renders its own user's apps) and the command adapters: the operator's
+// ("name=/path/to/sense.sh") and, when local (the all-in-one mode), the
+// argus/adapters/{adapter}/sense.sh a feature's project ships.
+func sensorsFromFlags(af adapterFlags, allowHosts []string, local bool) (*renderer.Sensors, error) {
 	if len(allowHosts) > 0 {
 		if err := web.CheckAllowHosts(allowHosts); err != nil {
 			return nil, fmt.Errorf("--web-allow-host: %w", err)
 		}
 	}
+	if err := command.CheckPassEnv(af.env); err != nil {
+		return nil, fmt.Errorf("--adapter-env: %w", err)
+	}
 	// Containers without user namespaces cannot start Chromium's sandbox.
 	s := &renderer.Sensors{Web: web.Options{NoSandbox: os.Getenv("TRIBUNAL_CHROMIUM_NO_SANDBOX") == "true", AllowHosts: allowHosts,
 		Logger: slog.Default()}}
-	if len(adapters) == 0 {
-		return s, nil
-	}
 	m := map[string]string{}
-	for _, a := range adapters {
+	for _, a := range af.sensors {
 		name, path, ok := strings.Cut(a, "=")
 		if !ok || name == "" || path == "" || name == "web" {
 			return nil, fmt.Errorf("--adapter %q: want name=/path/to/sense.sh (web is built in)", a)
 		}
 		m[name] = path
 	}
-	reg, err := command.New(command.Options{Adapters: m})
+	// Always a registry, also with no adapter registered: it says why a view has no
+	// sensor (a project's sense.sh a shared renderer will not run, or none at all).
+	reg, err := command.New(command.Options{Adapters: m, PassEnv: af.env, Local: local})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--adapter: %w", err)
 	}
 	s.Commands = reg
 	return s, nil
 }
 
-// gatesFromFlags builds the gater's operator gates commands ("name=/path/to/gates.sh").
-func gatesFromFlags(adapters []string) (*command.Gates, error) {
-	g := &command.Gates{Commands: map[string]string{}}
-	for _, a := range adapters {
+// gatesFromFlags builds the gater's gates commands: the operator's
+// ("name=/path/to/gates.sh") and, when local (the all-in-one mode), the
+// argus/adapters/{adapter}/gates.sh a feature's project ships, run from its project root.
+func gatesFromFlags(af adapterFlags, local bool) (*command.Gates, error) {
+	if err := command.CheckPassEnv(af.env); err != nil {
+		return nil, fmt.Errorf("--adapter-env: %w", err)
+	}
+	g := &command.Gates{Commands: map[string]string{}, PassEnv: af.env, Local: local}
+	for _, a := range af.gates {
 		name, path, ok := strings.Cut(a, "=")
 		if !ok || name == "" || path == "" {
 			return nil, fmt.Errorf("--gates-adapter %q: want name=/path/to/gates.sh", a)
@@ -123,3 +139,6 @@ func gatesFromFlags(adapters []string) (*command.Gates, error) {
 	}
 	return g, nil
 }
+
+// adapterEnvHelp is --adapter-env's help, shared by run and serve.
+const adapterEnvHelp = "rubric: pass this variable of tribunal's environment to sensor and gates adapters, a name or a prefix ending in * (SIMCTL_CHILD_*); they get only PATH, HOME, LANG, LC_ALL, TZ, TMPDIR and USER otherwise (repeatable or comma-separated)"

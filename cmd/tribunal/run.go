@@ -55,6 +55,7 @@ type runFlags struct {
 	timeout      time.Duration
 	adapters     []string
 	gates        []string
+	adapterEnv   []string
 	console      string
 	metrics      string
 	cfn          bool
@@ -120,8 +121,9 @@ judged; so does a run after Ctrl-C or --timeout.`,
 	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long (0: no limit)")
 	fs.StringVar(&f.console, "console", "", "serve the web console on this address while the batch runs, e.g. 127.0.0.1:8090")
 	fs.StringVar(&f.metrics, "metrics", "", "serve /metrics, /healthz and /readyz on this address while the batch runs")
-	fs.StringArrayVar(&f.gates, "gates-adapter", nil, "rubric: an operator gates command, name=/path/to/gates.sh, printing build/lint/type_check/token_compliance/snapshot/flows as JSON (repeatable)")
-	fs.StringArrayVar(&f.adapters, "adapter", nil, "rubric: a command sensor adapter, name=/path/to/sense.sh (repeatable; web is built in)")
+	fs.StringArrayVar(&f.gates, "gates-adapter", nil, "rubric: a gates command, name=/path/to/gates.sh, printing build/lint/type_check/token_compliance/snapshot/flows as JSON, instead of the project's argus/adapters/<name>/gates.sh (repeatable)")
+	fs.StringArrayVar(&f.adapters, "adapter", nil, "rubric: a command sensor adapter, name=/path/to/sense.sh, instead of the project's argus/adapters/<name>/sense.sh (repeatable; web is built in)")
+	fs.StringSliceVar(&f.adapterEnv, "adapter-env", nil, adapterEnvHelp)
 	fs.BoolVar(&f.cfn, "cfn", false, "also write the ab manifest where the cfn-ab-critic vote step looks for it: ./.cfn-cache/manifests/cfn-ab-critic-<ns>.json")
 	fs.BoolVar(&f.rerun, "rerun", false, rerunFlagHelp)
 	fs.StringSliceVar(&f.acs, "ac", nil, "judge only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
@@ -203,11 +205,13 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	}()
 	// The run serves feature folders on loopback ports of its own choosing, and renders
 	// only its own user's apps: no host list here.
-	sensors, err := sensorsFromFlags(f.adapters, nil)
+	// One user's own machine: the adapters a feature's project ships run here too.
+	af := adapterFlags{sensors: f.adapters, gates: f.gates, env: f.adapterEnv}
+	sensors, err := sensorsFromFlags(af, nil, true)
 	if err != nil {
 		return exitError{2, err}
 	}
-	gates, err := gatesFromFlags(f.gates)
+	gates, err := gatesFromFlags(af, true)
 	if err != nil {
 		return exitError{2, err}
 	}
@@ -358,7 +362,7 @@ func runOptions(f *runFlags, defaultMode string) map[string]string {
 	return map[string]string{
 		"allow_outside": strconv.FormatBool(f.allowOutside), "allow_private_urls": strconv.FormatBool(f.allowPrivate),
 		"default_mode": defaultMode, "adapters": strings.Join(f.adapters, "\x00"), "gates_adapters": strings.Join(f.gates, "\x00"),
-		"blob": f.blobURL,
+		"adapter_env": strings.Join(f.adapterEnv, "\x00"), "blob": f.blobURL,
 	}
 }
 

@@ -69,7 +69,7 @@ func TestServedRendererRefusesByDefault(t *testing.T) {
 	route := metrics.URL + "/metrics"
 	host := strings.TrimPrefix(metrics.URL, "http://")
 
-	served, err := servedSensorsFromFlags(nil, nil, false)
+	served, err := servedSensorsFromFlags(adapterFlags{}, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestServedRendererRefusesByDefault(t *testing.T) {
 		t.Fatalf("the served renderer connected to loopback %d times", n)
 	}
 
-	run, err := sensorsFromFlags(nil, nil)
+	run, err := sensorsFromFlags(adapterFlags{}, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -234,6 +234,66 @@ type GateResult struct {
 	Gates Gates `json:"gates"`
 	// AllGreen is true iff no gate fails; the judge runs only when it is.
 	AllGreen bool `json:"all_green"`
+	// Tribunal holds tribunal's additions (nil for none): the seed's schema has no
+	// place to say why a gate reads skip.
+	Tribunal *GateNotes `json:"tribunal,omitempty"`
+}
+
+// GateNotes are tribunal's additions to a gate result, under its one "tribunal" key: who
+// supplied the platform gates, why each skipped gate was skipped, and what of the
+// gates adapter's output was not taken. A skip is never silent: the result says why.
+type GateNotes struct {
+	// GatesAdapter names the gates adapter that ran ("" when none did).
+	GatesAdapter string `json:"gates_adapter,omitempty"`
+	// Skipped maps every gate that reads skip to why.
+	Skipped map[string]string `json:"skipped,omitempty"`
+	// Ignored maps each key of the adapter's output that was not taken to why.
+	Ignored map[string]string `json:"ignored,omitempty"`
+}
+
+// parseGateNotes reads a gate result's "tribunal" object.
+func parseGateNotes(v any) (*GateNotes, error) {
+	obj, ok := v.(jsonObject)
+	if !ok {
+		return nil, fmt.Errorf("tribunal is %s, want an object", kindOf(v))
+	}
+	n := &GateNotes{}
+	strings := func(key string, v any) (map[string]string, error) {
+		o, ok := v.(jsonObject)
+		if !ok {
+			return nil, fmt.Errorf("tribunal.%s is %s, want an object", key, kindOf(v))
+		}
+		out := map[string]string{}
+		for _, m := range o {
+			s, ok := m.Val.(string)
+			if !ok {
+				return nil, fmt.Errorf("tribunal.%s.%s must be a string, got %s", key, m.Key, kindOf(m.Val))
+			}
+			out[m.Key] = s
+		}
+		return out, nil
+	}
+	for _, m := range obj {
+		var err error
+		switch m.Key {
+		case "gates_adapter":
+			s, ok := m.Val.(string)
+			if !ok {
+				return nil, fmt.Errorf("tribunal.gates_adapter must be a string, got %s", kindOf(m.Val))
+			}
+			n.GatesAdapter = s
+		case "skipped":
+			n.Skipped, err = strings(m.Key, m.Val)
+		case "ignored":
+			n.Ignored, err = strings(m.Key, m.Val)
+		default:
+			err = fmt.Errorf("tribunal: unknown key %q", m.Key)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
 }
 
 // Normalize validates the gates, replaces AllGreen with the value derived from them and
@@ -282,7 +342,7 @@ func ParseGateResult(data []byte) (*GateResult, error) {
 				r.Appearance = s
 			}
 		case "gates":
-			g, err := parseGates(m.Val, true)
+			g, _, err := parseGates(m.Val, true)
 			if err != nil {
 				return nil, fmt.Errorf("gate result: %w", err)
 			}
@@ -293,6 +353,12 @@ func ParseGateResult(data []byte) (*GateResult, error) {
 				return nil, fmt.Errorf("gate result: all_green must be a boolean, got %s", kindOf(m.Val))
 			}
 			r.AllGreen = b
+		case "tribunal":
+			n, err := parseGateNotes(m.Val)
+			if err != nil {
+				return nil, fmt.Errorf("gate result: %w", err)
+			}
+			r.Tribunal = n
 		default:
 			return nil, fmt.Errorf("gate result: unknown key %q", m.Key)
 		}
@@ -308,26 +374,31 @@ func ParseGateResult(data []byte) (*GateResult, error) {
 	return r, nil
 }
 
-// parseGates reads a gates object. withOwn allows the two gates tribunal computes
-// itself (token_contrast, a11y_ids); adapter output may not carry them.
-func parseGates(v any, withOwn bool) (Gates, error) {
+// parseGates reads a gates object. withOwn takes the two gates tribunal computes itself
+// (token_contrast, a11y_ids); without it (an adapter's output) they are left out and
+// returned in ignored with the value the adapter printed, as the seed's gates.sh
+// overwrites them with its own.
+func parseGates(v any, withOwn bool) (g Gates, ignored map[string]string, err error) {
 	obj, ok := v.(jsonObject)
 	if !ok {
-		return Gates{}, fmt.Errorf("gates is %s, want an object", kindOf(v))
+		return Gates{}, nil, fmt.Errorf("gates is %s, want an object", kindOf(v))
 	}
-	var g Gates
 	fields := map[string]*GateStatus{}
 	for _, sg := range g.statusGates() {
 		fields[sg.name] = sg.val
 	}
 	for _, m := range obj {
 		if !withOwn && (m.Key == GateTokenContrast || m.Key == GateA11yIDs) {
-			return Gates{}, fmt.Errorf("%s is computed by tribunal from the tokens and the probe; an adapter must not report it", m.Key)
+			if ignored == nil {
+				ignored = map[string]string{}
+			}
+			ignored[m.Key] = describe(m.Val)
+			continue
 		}
 		if m.Key == GateA11yIDs {
 			a, err := parseA11yResult(m.Val)
 			if err != nil {
-				return Gates{}, err
+				return Gates{}, nil, err
 			}
 			g.A11yIDs = &a
 			continue
@@ -336,22 +407,22 @@ func parseGates(v any, withOwn bool) (Gates, error) {
 		if !ok {
 			// An extra gate, as gates.sh merges it: pass, fail or skip.
 			if !extraGateName.MatchString(m.Key) {
-				return Gates{}, fmt.Errorf("gate name %q: want letters, digits, '_', '.' or '-', at most 64", m.Key)
+				return Gates{}, nil, fmt.Errorf("gate name %q: want letters, digits, '_', '.' or '-', at most 64", m.Key)
 			}
 			s, ok := m.Val.(string)
 			if !ok || s == "" || !validStatus(m.Key, GateStatus(s)) {
-				return Gates{}, fmt.Errorf("gate %s: %s is not pass, fail or skip", m.Key, describe(m.Val))
+				return Gates{}, nil, fmt.Errorf("gate %s: %s is not pass, fail or skip", m.Key, describe(m.Val))
 			}
 			g.Extra = append(g.Extra, ExtraGate{Name: m.Key, Status: GateStatus(s)})
 			continue
 		}
 		s, ok := m.Val.(string)
 		if !ok || s == "" || !validStatus(m.Key, GateStatus(s)) {
-			return Gates{}, fmt.Errorf("gate %s: %s is not %s", m.Key, describe(m.Val), allowedFor(m.Key))
+			return Gates{}, nil, fmt.Errorf("gate %s: %s is not %s", m.Key, describe(m.Val), allowedFor(m.Key))
 		}
 		*dst = GateStatus(s)
 	}
-	return g, nil
+	return g, ignored, nil
 }
 
 func parseA11yResult(v any) (A11yResult, error) {
@@ -405,15 +476,20 @@ type AdapterGates struct {
 	Flows    GateStatus
 	// Extra are the adapter's other gates (see Gates.Extra).
 	Extra []ExtraGate
+	// Ignored are the gates tribunal computes itself that the adapter printed anyway
+	// (token_contrast, a11y_ids), with the value it printed: left out, as the seed's
+	// gates.sh overwrites them, and noted in the result.
+	Ignored map[string]string
 }
 
 // ParseAdapterGates reads the JSON object a gates adapter prints, e.g.
 // {"build":"pass","lint":"skip","snapshot":"diff"}. A key beyond the six platform gates
 // is an extra gate, as the seed's gates.sh merges it into the result: pass, fail or skip,
-// and a fail keeps the floor red. Everything else is rejected with an error naming the
-// offending key: prose around the object, values outside pass|fail|skip (pass|diff|skip
-// for snapshot), a gate name that is not a short identifier, and the two gates tribunal
-// owns.
+// and a fail keeps the floor red. The two gates tribunal computes itself (token_contrast,
+// a11y_ids) are left out whatever their value, as the seed's gates.sh overwrites them
+// with its own, and listed in Ignored. Everything else is rejected with an error naming
+// the offending key: prose around the object, values outside pass|fail|skip
+// (pass|diff|skip for snapshot), a gate name that is not a short identifier.
 // An adapter that cannot state its result in this form has not produced a result, and
 // treating its output as "probably fine" would let a broken adapter open the floor.
 func ParseAdapterGates(data []byte) (AdapterGates, error) {
@@ -421,14 +497,26 @@ func ParseAdapterGates(data []byte) (AdapterGates, error) {
 	if err != nil {
 		return AdapterGates{}, fmt.Errorf("adapter gates: output is not one JSON object: %w", err)
 	}
-	g, err := parseGates(root, false)
+	g, ignored, err := parseGates(root, false)
 	if err != nil {
 		return AdapterGates{}, fmt.Errorf("adapter gates: %w", err)
 	}
 	return AdapterGates{
 		Build: g.Build, Lint: g.Lint, TypeCheck: g.TypeCheck,
-		TokenCompliance: g.TokenCompliance, Snapshot: g.Snapshot, Flows: g.Flows, Extra: g.Extra,
+		TokenCompliance: g.TokenCompliance, Snapshot: g.Snapshot, Flows: g.Flows, Extra: g.Extra, Ignored: ignored,
 	}, nil
+}
+
+// Skipped lists the string-valued gates that read skip, in the order of Names: the
+// gates a result must say why of (GateNotes.Skipped).
+func (g Gates) Skipped() []string {
+	var out []string
+	for _, n := range g.Names() {
+		if g.Status(n) == GateSkip {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // orSkip fills an unreported gate with skip so a written result lists every gate.

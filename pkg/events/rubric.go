@@ -55,7 +55,49 @@ type RubricSpec struct {
 	// Runs is the feature's .argus-runs/ folder, slash-separated and relative to the batch
 	// folder, when the batch asks for the seed's files there as well (argus_runs).
 	Runs string `msgpack:"runs,omitempty"`
+	// Project is what the planning client found of the feature's project (seed 004's
+	// layout, see RubricProject). Planning always sets it: a spec without it says nothing
+	// about the project's gates adapter, and a gater with no gates adapter of its own
+	// blocks such a view rather than skip its platform gates.
+	Project *RubricProject `msgpack:"project,omitempty"`
 }
+
+// RubricProject is a rubric view's project as the planning client found it on its
+// machine: the folder holding argus/, with argus/adapters/{adapter}/sense.sh and
+// gates.sh. Only a renderer or gater running on that machine for its one user (the
+// all-in-one mode) runs the scripts named here; a shared one runs only what its operator
+// registered and reads the record to refuse to skip a project's gates.
+type RubricProject struct {
+	// Root is the project root on the client's machine, absolute.
+	Root string `msgpack:"root,omitempty"`
+	// Spec is the feature's spec.json relative to Root, slash-separated.
+	Spec string `msgpack:"spec,omitempty"`
+	// Sense and Gates are the scripts the project ships for the view's adapter,
+	// argus/adapters/{adapter}/sense.sh and gates.sh; "" when it ships none.
+	Sense string `msgpack:"sense,omitempty"`
+	Gates string `msgpack:"gates,omitempty"`
+}
+
+// validate holds the scripts to the one path each may have, so a record can name
+// nothing but the seed's layout.
+func (p *RubricProject) validate(adapter string) error {
+	if p == nil {
+		return nil
+	}
+	for f, v := range map[string]string{"sense": p.Sense, "gates": p.Gates} {
+		if want := "argus/adapters/" + adapter + "/" + f + ".sh"; v != "" && v != want {
+			return invalid("rubric.project."+f, fmt.Sprintf("want %q or nothing, got %q", want, v))
+		}
+	}
+	if p.Spec != "" && (strings.HasPrefix(p.Spec, "/") || strings.HasPrefix(p.Spec, "../") || p.Spec == "..") {
+		return invalid("rubric.project.spec", fmt.Sprintf("want a path relative to the project root, got %q", p.Spec))
+	}
+	if p.Root != "" && !strings.HasPrefix(p.Root, "/") {
+		return invalid("rubric.project.root", fmt.Sprintf("want an absolute path, got %q", p.Root))
+	}
+	return nil
+}
+
 
 func (s *RubricSpec) validate() error {
 	if s == nil {
@@ -85,7 +127,7 @@ func (s *RubricSpec) validate() error {
 			return err
 		}
 	}
-	return nil
+	return s.Project.validate(s.Adapter)
 }
 
 // ViewKey names a view across runs: loop state, previous render and baseline are kept

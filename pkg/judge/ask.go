@@ -2,6 +2,7 @@ package judge
 
 import (
 	"context"
+	"errors"
 	"time"
 	"unicode/utf8"
 
@@ -75,6 +76,8 @@ type Call struct {
 	// PromptHash identifies the kind's instructions (PromptHash of its template).
 	PromptHash string
 	Params     Params
+	// Attachments are the call's blinded artifacts (Request.Attachments).
+	Attachments []Attachment
 }
 
 // Usage is the call's usage before any answer: who is asked, under which prompt.
@@ -96,7 +99,7 @@ func Refused[T any](p Provider, c Call, reason string) Outcome[T] {
 // re-ask when parse rejects the answer) and returns its outcome.
 func AskCall[T any](ctx context.Context, p Provider, c Call, msgs []Message, schema *Schema, parse func([]byte) (T, error)) Outcome[T] {
 	usage := c.Usage(p)
-	req := Request{Kind: string(c.Kind), Key: c.Key, Model: usage.Model, Messages: msgs, Schema: schema, Params: c.Params}
+	req := Request{Kind: string(c.Kind), Key: c.Key, Model: usage.Model, Messages: msgs, Schema: schema, Params: c.Params, Attachments: c.Attachments}
 	out, _ := Ask(ctx, p, req, usage, parse)
 	return out
 }
@@ -110,6 +113,11 @@ func Ask[T any](ctx context.Context, p Provider, req Request, usage Usage, parse
 	defer func() { out.Usage.LatencyMillis = time.Since(start).Milliseconds() }()
 	for attempt := 0; attempt <= RepairReAsks; attempt++ {
 		resp, err := p.Complete(ctx, req)
+		if err != nil && attempt > 0 && errors.Is(err, ErrAnswerFinal) {
+			// Nobody can be asked again: the first answer's violation stands, and no
+			// second call was made.
+			return out, last
+		}
 		out.Usage.Calls++
 		if err != nil {
 			// The caller tells a cancelled ctx (a shutdown) from an outage.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/judgetest"
@@ -88,5 +89,28 @@ func TestAskCall(t *testing.T) {
 	refused := judge.Refused[string](p, c, "missing input")
 	if refused.Status != events.VoteBlocked || refused.Error != "missing input" || refused.Usage.Model != "named" || refused.Usage.Calls != 0 || len(*seen) != 1 {
 		t.Errorf("refused call %+v after %d calls", refused, len(*seen))
+	}
+}
+
+// TestAskFinalAnswerKeepsTheViolation: a provider whose answer is final (the external
+// judge) refuses the repair re-ask with ErrAnswerFinal; the outcome is the first answer's
+// schema violation with its raw text, not an outage, and counts one call.
+func TestAskFinalAnswerKeepsTheViolation(t *testing.T) {
+	t.Parallel()
+	asked := 0
+	p := judgetest.FuncProvider(func(_ context.Context, req judge.Request) (judge.Response, error) {
+		asked++
+		if asked > 1 {
+			return judge.Response{}, fmt.Errorf("external: %w", judge.ErrAnswerFinal)
+		}
+		return judge.Response{Content: `{"raw_winner":"C"}`}, nil
+	})
+	parse := func([]byte) (struct{}, error) { return struct{}{}, errors.New("raw_winner: must be A, B or tie") }
+	out, err := judge.Ask(context.Background(), p, judge.Request{Kind: "ab"}, judge.Usage{}, parse)
+	if out.Status != events.VoteSchemaViolation || out.Raw != `{"raw_winner":"C"}` || out.Usage.Calls != 1 || err == nil || errors.Is(err, judge.ErrAnswerFinal) {
+		t.Fatalf("outcome %+v, err %v; want the first answer's violation, one call", out, err)
+	}
+	if asked != 2 {
+		t.Fatalf("provider asked %d times; want the answer and the refused re-ask", asked)
 	}
 }

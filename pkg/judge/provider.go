@@ -63,6 +63,18 @@ type Request struct {
 	Messages []Message
 	Schema   *Schema
 	Params   Params
+	// Attachments are the request's artifacts by name ("artifact_A"), for a judge that
+	// reads files rather than a prompt (the external judge: an agent or a person). A model
+	// provider ignores them: the messages carry the same bytes, fenced or as images.
+	Attachments []Attachment
+}
+
+// Attachment is one blinded artifact of a request: a neutral name, a media type and the
+// bytes, never a path or a role.
+type Attachment struct {
+	Name      string
+	MediaType string
+	Data      []byte
 }
 
 // Response is a provider's raw answer.
@@ -108,6 +120,10 @@ var (
 	ErrUnavailable = errors.New("judge provider unavailable")
 	// ErrSchemaViolation marks an answer that stayed invalid after the repair re-ask.
 	ErrSchemaViolation = errors.New("judge answer violates the schema")
+	// ErrAnswerFinal is what a provider that cannot be asked again returns for a repair
+	// re-ask (the external judge: an agent's or a person's answer is given once, as the
+	// seed's winner file is). Ask then keeps the first answer's violation.
+	ErrAnswerFinal = errors.New("the answer is final: no repair re-ask")
 )
 
 // StatusError is the HTTP status a provider's server answered a call with when it gave no

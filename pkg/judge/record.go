@@ -144,6 +144,10 @@ func DecodeCallRecord(data []byte) (*CallRecord, error) {
 	return &c, nil
 }
 
+// RecordMessages is messages as a call record keeps them: text as sent, images by
+// digest, media type and size.
+func RecordMessages(msgs []Message) []RecordedMessage { return recordMessages(msgs) }
+
 func recordMessages(msgs []Message) []RecordedMessage {
 	out := make([]RecordedMessage, 0, len(msgs))
 	for _, m := range msgs {

@@ -80,6 +80,19 @@ type View struct {
 	Fixture string `json:"fixture,omitempty"`
 	// Viewport is the requested size; zero fields take the defaults.
 	Viewport Viewport `json:"viewport"`
+	// Project is the feature's own project, for a renderer that runs the sensor a
+	// project ships (package command, the all-in-one mode); nil when the job says nothing.
+	Project *Project `json:"-"`
+}
+
+// Project is where a view's feature lives on the machine that planned its job (seed
+// 004's layout): the project root and the sensor script the project ships under it.
+type Project struct {
+	// Root is the project root, absolute: the folder holding argus/.
+	Root string
+	// Sense is argus/adapters/{adapter}/sense.sh relative to Root, "" when the project
+	// ships none.
+	Sense string
 }
 
 // Size returns the viewport with defaults applied, so that every sensor agrees on what

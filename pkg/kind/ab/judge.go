@@ -71,11 +71,21 @@ func Messages(in Input) []judge.Message {
 	}
 }
 
+// Attachments are the two slots as a judge that reads files gets them (the external
+// judge, seed 000's agent): artifact_A and artifact_B, their media types and bytes.
+func Attachments(in Input) []judge.Attachment {
+	return []judge.Attachment{
+		{Name: "artifact_A", MediaType: in.A.MediaType, Data: in.A.Data},
+		{Name: "artifact_B", MediaType: in.B.MediaType, Data: in.B.Data},
+	}
+}
+
 // Judge asks p for one blind comparison, re-asks once with the problem named when the
 // answer is not a valid verdict, and returns the vote. A provider that stays unreachable
 // yields status "unavailable"; an answer that stays invalid yields "schema_violation".
 func Judge(ctx context.Context, p judge.Provider, model string, instance string, in Input, params judge.Params) events.Vote {
-	c := judge.Call{Kind: events.KindAB, Key: in.Key, Model: model, Instance: instance, PromptHash: PromptHash(), Params: params}
+	c := judge.Call{Kind: events.KindAB, Key: in.Key, Model: model, Instance: instance, PromptHash: PromptHash(), Params: params,
+		Attachments: Attachments(in)}
 	out := judge.AskCall(ctx, p, c, Messages(in), judge.CopySchema(schema), ParseRawVerdict)
 	vote := events.Vote{Order: "AB", Judge: out.Usage.JudgeInfo(), Status: out.Status, Error: out.Error, Raw: out.Raw}
 	if out.Status == events.VoteOK {

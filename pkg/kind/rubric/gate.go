@@ -3,7 +3,10 @@ package rubric
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
@@ -92,10 +95,15 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
-	adapter, err := adapterGates(ctx, env.Gates, rs, specJSON, probe)
-	if err != nil {
-		// The operator's gates command is broken: a failed build gate says so and keeps
-		// the judge away, instead of a green floor nobody measured.
+	adapter, ran, err := adapterGates(ctx, env.Gates, rs, specJSON, probe)
+	switch {
+	case errors.Is(err, command.ErrGatesBlocked):
+		// A gates adapter exists that this gater will not run (or the job does not say):
+		// the view is blocked, never judged on platform gates nobody ran.
+		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Blocked: err.Error()}, nil
+	case err != nil:
+		// The gates command is broken: a failed build gate says so and keeps the judge
+		// away, instead of a green floor nobody measured.
 		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Gates: []events.Gate{{Name: argus.GateBuild, Status: events.GateFail, Detail: err.Error()}}}, nil
 	}
 	if rec.Baseline != nil && adapter.Snapshot == "" {
@@ -111,6 +119,7 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 	}
 	view := argus.View{Target: rs.Target, State: rs.State, Appearance: rs.Appearance}
 	result := argus.AssembleGateResult(view, rs.Feature, adapter, contrast, &a11y)
+	result.Tribunal = gateNotes(result.Gates, adapter, ran, rec.Baseline != nil, detail)
 	gates := gateList(result, detail)
 	// The iteration's gate-result.json (the seed's gates.sh output): kept beside the
 	// results, and shown to the judge when the gates are green.
@@ -198,17 +207,73 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// adapterGates runs the operator's gates command for the view's adapter, if one is
-// registered, and parses the statuses it printed. Output that is not the expected JSON is
-// an error for the operator, never a green gate.
-func adapterGates(ctx context.Context, g *command.Gates, rs *events.RubricSpec, spec, probe []byte) (argus.AdapterGates, error) {
-	out, ran, err := g.Run(ctx, rs.Adapter, command.GatesInput{Spec: spec, Probe: probe, Target: rs.Target, State: rs.State, Appearance: rs.Appearance})
-	if err != nil || !ran {
-		return argus.AdapterGates{}, err
+// adapterGates runs the view's gates adapter (command.Gates.Run: the operator's command,
+// or in the all-in-one mode the project's argus/adapters/{adapter}/gates.sh) and parses
+// the statuses it printed. Output that is not the expected JSON is an error, never a
+// green gate; a gates adapter this gater will not run is command.ErrGatesBlocked.
+func adapterGates(ctx context.Context, g *command.Gates, rs *events.RubricSpec, spec, probe []byte) (argus.AdapterGates, command.GatesRun, error) {
+	in := command.GatesInput{Spec: spec, Probe: probe, Target: rs.Target, State: rs.State, Appearance: rs.Appearance}
+	if p := rs.Project; p != nil {
+		in.Project = &command.GatesProject{Root: p.Root, Spec: p.Spec, Gates: p.Gates}
 	}
-	gates, err := argus.ParseAdapterGates(out)
+	run, err := g.Run(ctx, rs.Adapter, in)
+	if err != nil || run.Adapter == "" {
+		return argus.AdapterGates{}, run, err
+	}
+	gates, err := argus.ParseAdapterGates(run.Output)
 	if err != nil {
-		return argus.AdapterGates{}, fmt.Errorf("gates adapter %s: %w", rs.Adapter, err)
+		return argus.AdapterGates{}, run, fmt.Errorf("gates adapter %s: %w", run.Adapter, err)
 	}
-	return gates, nil
+	return gates, run, nil
+}
+
+// gateNotes says why each gate of the result reads skip, and which of the adapter's
+// keys were ignored, adding the same to the gates' details (the job's gates): a skip is
+// a reason on the result, never silent. The adapter's failures name the adapter too.
+func gateNotes(g argus.Gates, adapter argus.AdapterGates, ran command.GatesRun, baseline bool, detail map[string]string) *argus.GateNotes {
+	n := &argus.GateNotes{GatesAdapter: ran.Adapter, Skipped: map[string]string{}}
+	reported := map[string]argus.GateStatus{argus.GateBuild: adapter.Build, argus.GateLint: adapter.Lint, argus.GateTypeCheck: adapter.TypeCheck,
+		argus.GateTokenCompliance: adapter.TokenCompliance, argus.GateSnapshot: adapter.Snapshot, argus.GateFlows: adapter.Flows}
+	for _, e := range adapter.Extra {
+		reported[e.Name] = e.Status
+	}
+	failing := g.Failing()
+	for _, name := range g.Names() {
+		st, fromAdapter := reported[name]
+		switch {
+		case g.Status(name) != argus.GateSkip:
+			if fromAdapter && st != "" && slices.Contains(failing, name) && detail[name] == "" {
+				detail[name] = "reported by " + ran.Adapter
+			}
+			continue
+		case name == argus.GateTokenContrast:
+			n.Skipped[name] = "the spec declares no design_system.contrast_pairs"
+		case ran.Adapter == "":
+			n.Skipped[name] = ran.None
+			if name == argus.GateSnapshot && !baseline {
+				n.Skipped[name] += "; no signed-off baseline to compare with yet"
+			}
+		case st == argus.GateSkip:
+			n.Skipped[name] = "reported skip by " + ran.Adapter
+		case name == argus.GateSnapshot && !baseline:
+			n.Skipped[name] = "not reported by " + ran.Adapter + ", and no signed-off baseline to compare with yet"
+		default:
+			n.Skipped[name] = "not reported by " + ran.Adapter
+		}
+		if detail[name] == "" {
+			detail[name] = n.Skipped[name]
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(adapter.Ignored)) {
+		if n.Ignored == nil {
+			n.Ignored = map[string]string{}
+		}
+		n.Ignored[name] = fmt.Sprintf("%s printed %s for it; tribunal computes %s itself, as the seed's gates.sh does", ran.Adapter, adapter.Ignored[name], name)
+		detail[name] += "; " + n.Ignored[name]
+		detail[name] = strings.TrimPrefix(detail[name], "; ")
+	}
+	if len(n.Skipped) == 0 {
+		n.Skipped = nil
+	}
+	return n
 }

@@ -58,7 +58,13 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	}
 	// Design-system paths resolve like the seed's gates.sh (repository-relative first,
 	// then the feature folder), never above the batch folder or the repository root.
-	f, err := argus.LoadFeature(dir, b.Dir, argus.RepoRoot(dir))
+	// The project root (the folder holding argus/) is where the seed's loop runs from.
+	root, _, _ := argus.ProjectRoot(dir)
+	f, err := argus.LoadFeature(dir, b.Dir, argus.RepoRoot(dir), root)
+	if err != nil {
+		return blocked("invalid spec: " + err.Error()), nil
+	}
+	project, err := projectOf(dir, f.Spec.Adapter)
 	if err != nil {
 		return blocked("invalid spec: " + err.Error()), nil
 	}
@@ -95,7 +101,7 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 		}
 	}
 	base := events.RubricSpec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: cmp.Or(ac.Mode, env.DefaultMode, events.ModeHeadless),
-		MaxIterations: ac.MaxIterations, Width: 1440, Height: 900}
+		MaxIterations: ac.MaxIterations, Width: 1440, Height: 900, Project: project}
 	if b.ArgusRunsOf(ac) {
 		// The seed's files go to the feature's .argus-runs/ too, written by the client
 		// that holds the batch's folder; a folder outside it is not written to.

@@ -25,8 +25,13 @@ func (Kind) Render(ctx context.Context, env *kind.RenderEnv, ev events.Event, sp
 		done.Blocked = "no sensor: this renderer has no rubric sensors configured"
 		return done, nil
 	}
-	capt, err := env.Sensors.Sense(ctx, rs.Adapter, sensor.View{Route: rs.Route, Target: rs.Target, State: rs.State,
-		Appearance: rs.Appearance, Fixture: rs.Fixture, Viewport: sensor.Viewport{Width: rs.Width, Height: rs.Height}})
+	view := sensor.View{Route: rs.Route, Target: rs.Target, State: rs.State,
+		Appearance: rs.Appearance, Fixture: rs.Fixture, Viewport: sensor.Viewport{Width: rs.Width, Height: rs.Height}}
+	if p := rs.Project; p != nil {
+		// Only a renderer that runs a project's own sensor (the all-in-one mode) reads it.
+		view.Project = &sensor.Project{Root: p.Root, Sense: p.Sense}
+	}
+	capt, err := env.Sensors.Sense(ctx, rs.Adapter, view)
 	switch {
 	case err == nil:
 	case errors.Is(err, sensor.ErrNoSensor):

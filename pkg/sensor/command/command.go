@@ -1,12 +1,15 @@
-// Package command runs operator-registered sensor adapters: executables that render a view
-// of a stack tribunal has no built-in sensor for (an iOS simulator, a desktop toolkit) and
+// Package command runs sensor and gates adapters: executables that render a view of a
+// stack tribunal has no built-in sensor for (an iOS simulator, a desktop toolkit) and
 // write render.png and probe.json, per the sensor contract:
 //
 //	<adapter> --route R --state S --appearance A --fixture F --out DIR
 //
-// A job only ever names an adapter; which executable that name runs is the operator's
-// decision, made in the Registry. This keeps a team's job from running arbitrary commands
-// on the renderer.
+// and the platform gates commands of seed 004 (Gates). On a shared renderer a job only
+// ever names an adapter; which executable that name runs is the operator's decision, made
+// in the Registry, so a team's job never runs a command of its choosing there. Only the
+// all-in-one mode (Options.Local, one user on their own machine) also runs the scripts a
+// view's own project ships, argus/adapters/{adapter}/sense.sh and gates.sh, from the
+// project root, as the seed's loop does.
 package command
 
 import (
@@ -50,11 +53,6 @@ const (
 // error, bounded because the text ends up in a block reason.
 const stderrTail = 2048
 
-// inheritedEnv are the variables an adapter gets from the renderer's environment. The
-// renderer holds credentials (storage, bus, model providers) that an adapter, which may
-// build and run a team's code, has no business seeing; Options.Env adds what it needs.
-var inheritedEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER"}
-
 // Options configures a Registry.
 type Options struct {
 	// Adapters maps the adapter names jobs may use to the executables that implement
@@ -67,19 +65,31 @@ type Options struct {
 	// system's temporary directory.
 	WorkDir string
 	// Dir is the adapter's working directory (typically the project it renders);
-	// empty means the renderer's own.
+	// empty means the renderer's own. A view whose project is run locally (Local) runs
+	// in its project root instead.
 	Dir string
 	// Env is appended to the small inherited environment, as KEY=VALUE entries.
 	Env []string
+	// PassEnv names further variables of the renderer's environment an adapter gets
+	// (see Environ): a name, or a prefix ending in '*' (SIMCTL_CHILD_*).
+	PassEnv []string
+	// Local runs the sensor a view's own project ships (sensor.View.Project) when no
+	// adapter of the view's name is registered, and every adapter of a view with a
+	// project in its project root. It is for the all-in-one mode only, where the
+	// project is the one user's own folder on this machine; a shared renderer leaves it
+	// false, and a job's paths never become a command there.
+	Local bool
 	// MaxOutput bounds the size of each output file.
 	MaxOutput int64
 	// MaxPixels bounds render.png's width times height.
 	MaxPixels int
 }
 
-// Registry holds the adapters an operator registered.
+// Registry holds the adapters an operator registered, and, with Options.Local, runs the
+// ones a view's project ships.
 type Registry struct {
 	adapters map[string]*Adapter
+	opts     Options
 }
 
 // New resolves every registered adapter, so that a typo in the operator's configuration
@@ -88,7 +98,10 @@ func New(opts Options) (*Registry, error) {
 	opts.Timeout = sensor.OrDefault(opts.Timeout, DefaultTimeout)
 	opts.MaxOutput = sensor.OrDefault(opts.MaxOutput, DefaultMaxOutput)
 	opts.MaxPixels = sensor.OrDefault(opts.MaxPixels, DefaultMaxPixels)
-	r := &Registry{adapters: make(map[string]*Adapter, len(opts.Adapters))}
+	if err := CheckPassEnv(opts.PassEnv); err != nil {
+		return nil, fmt.Errorf("command sensor: %w", err)
+	}
+	r := &Registry{adapters: make(map[string]*Adapter, len(opts.Adapters)), opts: opts}
 	for name, path := range opts.Adapters {
 		if strings.TrimSpace(name) == "" {
 			return nil, errors.New("command sensor: adapter with an empty name")
@@ -126,13 +139,30 @@ func (r *Registry) Lookup(name string) (*Adapter, error) {
 	return a, nil
 }
 
-// Sense runs the adapter registered under name for the view.
+// Sense runs the sensor of adapter name for the view: the one registered under name,
+// else (Options.Local) the project's argus/adapters/{name}/sense.sh, run from the project
+// root as the seed's loop runs it. Without either the view is unrenderable
+// (sensor.ErrNoSensor), with a reason that says whether the project ships a sensor this
+// renderer will not run.
 func (r *Registry) Sense(ctx context.Context, name string, v sensor.View) (sensor.Capture, error) {
-	a, err := r.Lookup(name)
-	if err != nil {
-		return sensor.Capture{}, err
+	if a, ok := r.adapters[name]; ok {
+		return a.Sense(ctx, v)
 	}
-	return a.Sense(ctx, v)
+	p := v.Project
+	switch {
+	case p != nil && p.Sense != "" && r.opts.Local:
+		a := &Adapter{name: name, path: filepath.Join(p.Root, filepath.FromSlash(p.Sense)), argv0: p.Sense, project: true, opts: r.opts}
+		return a.Sense(ctx, v)
+	case p != nil && p.Sense != "":
+		return sensor.Capture{}, sensor.Unrenderable(sensor.ErrNoSensor,
+			"%s for adapter %q: the project ships %s, but this renderer runs only the sensors its operator registers (--adapter %s=/path/to/sense.sh)", sensor.ErrNoSensor, name, p.Sense, name)
+	case p != nil && r.opts.Local && p.Root != "":
+		return sensor.Capture{}, sensor.Unrenderable(sensor.ErrNoSensor,
+			"%s for adapter %q, and the project %s ships no %s (an executable writing render.png and probe.json; or --adapter %s=/path/to/sense.sh)",
+			sensor.ErrNoSensor, name, p.Root, "argus/adapters/"+name+"/sense.sh", name)
+	}
+	_, err := r.Lookup(name)
+	return sensor.Capture{}, err
 }
 
 // Adapter is one registered executable. It implements sensor.Sensor; each Sense call runs
@@ -140,7 +170,13 @@ func (r *Registry) Sense(ctx context.Context, name string, v sensor.View) (senso
 type Adapter struct {
 	name string
 	path string
-	opts Options
+	// argv0 is a project's script's path from the project root,
+	// argus/adapters/{adapter}/sense.sh; "" for an operator's adapter.
+	argv0 string
+	// project marks a project's own script, whose failure to start is the project's
+	// (unrenderable), not the renderer's.
+	project bool
+	opts    Options
 }
 
 var _ sensor.Sensor = (*Adapter)(nil)
@@ -177,12 +213,20 @@ func (a *Adapter) Sense(ctx context.Context, v sensor.View) (sensor.Capture, err
 		"--out", out,
 	)
 	size := v.Size()
-	cmd.Env = append(a.environ(),
+	cmd.Env = append(Environ(a.opts.PassEnv, a.opts.Env),
 		"TRIBUNAL_TARGET="+v.Target,
 		"TRIBUNAL_VIEWPORT_WIDTH="+strconv.Itoa(size.Width),
 		"TRIBUNAL_VIEWPORT_HEIGHT="+strconv.Itoa(size.Height),
 	)
 	cmd.Dir = a.opts.Dir
+	if a.opts.Local && v.Project != nil && v.Project.Root != "" {
+		cmd.Dir = v.Project.Root
+		if a.argv0 != "" {
+			// The project's script runs as the seed's loop starts it, by its path from
+			// the project root, so it sees the same $0.
+			cmd.Path, cmd.Args[0] = a.argv0, a.argv0
+		}
+	}
 	// Its own process group, so that a timeout kills what the adapter started too
 	// (a simulator, a dev server), not only the script.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -209,6 +253,9 @@ func (a *Adapter) Sense(ctx context.Context, v sensor.View) (sensor.Capture, err
 		if errors.As(runErr, &exit) {
 			return sensor.Capture{}, sensor.Unrenderable(runErr, "adapter %q failed after %s%s", a.name, time.Since(start).Round(time.Millisecond), stderr.suffix())
 		}
+		if cmd.Process == nil && a.project {
+			return sensor.Capture{}, sensor.Unrenderable(runErr, "adapter %q: the project's %s could not be started (is it executable? chmod +x)", a.name, a.argv0)
+		}
 		if cmd.Process == nil {
 			return sensor.Capture{}, sensor.Infrastructure(runErr, "adapter %q: start %s", a.name, a.path)
 		}
@@ -231,16 +278,6 @@ func (a *Adapter) Sense(ctx context.Context, v sensor.View) (sensor.Capture, err
 		return sensor.Capture{}, sensor.Unrenderable(err, "adapter %q: %s is not JSON%s", a.name, ProbeFile, stderr.suffix())
 	}
 	return sensor.Capture{PNG: shot, Probe: probe}, nil
-}
-
-func (a *Adapter) environ() []string {
-	var env []string
-	for _, k := range inheritedEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	return append(env, a.opts.Env...)
 }
 
 // readOutput reads one output file. It must be a regular file (not a symlink the adapter
