@@ -26,6 +26,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/external"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
@@ -33,7 +34,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
 	"github.com/tribunal-dev/tribunal/services/gater"
-	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -68,6 +68,11 @@ type Options struct {
 	// nothing: the all-in-one run and tests, where the submitter is the one user. A
 	// policy naming no Default takes the provider's default model.
 	Spend *spend.Policy
+	// External, when set, is the external judge's exchange: the judge service answers
+	// the jobs that name the external judge from it, and parks the ones nobody answered
+	// yet (services/judge.WithExternal; ResumeExternal goes on with them). Without it
+	// such jobs are refused.
+	External *external.Exchange
 	// RateLimits, when set, holds every provider call (judge verdicts and equivalence
 	// runner calls in the renderer) to requests and tokens per minute shared by every
 	// instance on the bus (pkg/ratelimit).
@@ -97,6 +102,9 @@ type Running struct {
 	// elections of the instance that exports them.
 	unwatch []func()
 	leases  []*bus.Lease
+	// opts and provider build the judge service again to resume parked jobs.
+	opts     Options
+	provider judge.Provider
 }
 
 // Start provisions the bus and runs the requested services until Close.
@@ -140,6 +148,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.opts, r.provider = o, provider
 	// Tenant labels are bounded by the tenants this deployment serves.
 	telemetry.Default().SetTenants(cfg.Tenants)
 	grace := o.ShutdownGrace
@@ -318,11 +327,7 @@ func (o Options) handler(svc string, buckets bus.Buckets, provider judge.Provide
 	case bus.Gater:
 		return gater.New(kind.GateEnv{Store: o.Store, Views: buckets.Views, Gates: o.Gates, Log: o.Logger}).Handle, nil
 	case bus.Judge:
-		var opts []judgesvc.Option
-		if o.Spend != nil {
-			opts = append(opts, judgesvc.WithSpend(*o.Spend))
-		}
-		return judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, ShareCache: o.ShareJudgeCache, Instance: o.Instance, Params: o.Params, Log: o.Logger}, opts...).Handle, nil
+		return o.judgeService(buckets, provider).Handle, nil
 	default:
 		agg := aggregator.New(buckets, o.Store, o.Logger)
 		return agg.Handle, agg.DeadLetter

@@ -13,6 +13,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	pj "github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/external"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
@@ -21,8 +22,9 @@ import (
 
 // Service judges gated jobs.
 type Service struct {
-	env   kind.JudgeEnv
-	spend *spend.Policy
+	env      kind.JudgeEnv
+	spend    *spend.Policy
+	external *external.Exchange
 }
 
 // Option configures the judge service.
@@ -43,6 +45,14 @@ func WithSpend(p spend.Policy) Option {
 	}
 }
 
+// WithExternal judges the gated jobs that name the external judge (judges: [external])
+// through x: a call whose answer is recorded is answered with it, any other is published
+// there and its job parked (acknowledged with nothing published) until Resume. Without it
+// such a job is refused, so no model ever answers a call meant for a person or an agent.
+func WithExternal(x *external.Exchange) Option {
+	return func(s *Service) { s.external = x }
+}
+
 // New builds the judge service. Hold env.Provider to shared rate limits by wrapping it
 // with pkg/judge.Limited (app.Start does, for judges and renderers alike); env.Cache, when
 // set, is the judge-call cache shared by every judge instance.
@@ -60,6 +70,33 @@ func New(env kind.JudgeEnv, opts ...Option) *Service {
 
 // Handle implements bus.Handler.
 func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, error) {
+	return s.handle(ctx, ev, bus.PayloadDigest(ctx))
+}
+
+// Resume runs the judge step of a job the external judge parked, from the gated event
+// its published prompt recorded, now that an answer is recorded: its calls are answered
+// from the exchange, and the verdict is chained to the gated event exactly as Handle's
+// would have been. It returns no event while a call of the job still waits for an answer.
+func (s *Service) Resume(ctx context.Context, c external.Call) ([]events.Event, error) {
+	if s.external == nil {
+		return nil, fmt.Errorf("resume %s: this judge service has no external judge", c.ID)
+	}
+	ev, digest, err := s.external.Gated(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.handle(ctx, ev, digest)
+	if err != nil {
+		return nil, fmt.Errorf("resume %s: %w", c.ID, err)
+	}
+	for i := range out {
+		out[i].Chain = events.ChainOf(ev.Envelope, digest)
+	}
+	return out, nil
+}
+
+// handle judges the gated event ev, received as bytes with SHA-256 digest.
+func (s *Service) handle(ctx context.Context, ev events.Event, digest string) ([]events.Event, error) {
 	gd, ok := ev.Payload.(*events.GatesDone)
 	if !ok {
 		return nil, bus.Permanent(fmt.Errorf("judge got %s", ev.Type))
@@ -67,6 +104,9 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 	k, err := kinds.Lookup(gd.Kind)
 	if err != nil {
 		return nil, bus.Permanent(fmt.Errorf("judge kind %q is not served by this judge: %w", gd.Kind, err))
+	}
+	if external.Mixed(gd.Judges) {
+		return nil, bus.Permanent(fmt.Errorf("judges %v: the external judge answers alone; a panel of it and models is not offered", gd.Judges))
 	}
 	if s.spend != nil {
 		if err := s.spend.For(ev.Tenant).CheckGates(ev.JobID, gd); err != nil {
@@ -81,9 +121,31 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 		}
 	}
 	ctx = pj.WithTenant(ctx, ev.Tenant)
-	v, err := k.Judge(ctx, &s.env, ev, gd)
+	env := &s.env
+	var job *external.Job
+	if external.Named(gd.Judges) {
+		if s.external == nil {
+			return nil, bus.Permanent(fmt.Errorf("job %s names the external judge, which this judge service does not offer (an agent or a person answers through `tribunal cfn-ab-critic`, in the all-in-one mode)", ev.JobID))
+		}
+		// A person's or an agent's answer is given to one call: never cached, never
+		// served to another.
+		e := s.env
+		e.Provider, e.Cache = s.external.Provider(), nil
+		env = &e
+		ctx, job = external.Begin(ctx, ev, digest)
+	}
+	v, err := k.Judge(ctx, env, ev, gd)
 	if err != nil {
 		return nil, err
+	}
+	if job != nil {
+		if err := job.Err(); err != nil {
+			return nil, err
+		}
+		if job.Parked() {
+			s.env.Log.InfoContext(ctx, "external judge: prompt published, the verdict waits for its answer", "tenant", ev.Tenant, "batch", ev.BatchID, "job", ev.JobID)
+			return nil, nil
+		}
 	}
 	return []events.Event{events.New(v, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}, nil
 }
