@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,6 +106,14 @@ var kindPages = map[events.Kind]func(s *server, ctx context.Context, d *jobData,
 		d.Rubric.Sent = r.URL.Query().Get("sent")
 		if d.Rubric.Sent != "" && rec.Status == events.StatusAwaitingSpotcheck {
 			v.Refresh = 1
+		}
+		if d.Rubric.Sent == "reset" {
+			// The loop the form reset: recorded once the view is past it.
+			loop, _ := strconv.Atoi(r.URL.Query().Get("loop"))
+			d.Rubric.ResetLoop, d.Rubric.ResetDone = loop, d.Rubric.ViewLoop > loop
+			if !d.Rubric.ResetDone {
+				v.Refresh = 1
+			}
 		}
 		return nil
 	},
@@ -287,6 +296,10 @@ type rubricView struct {
 	Reset       *views.Reset `json:"reset,omitempty"`
 	CanReset    bool         `json:"can_reset,omitempty"`
 	ResetAction string       `json:"-"`
+	// ResetLoop is the loop the page's reset form ended (sent=reset), ResetDone whether
+	// the aggregator has recorded it yet.
+	ResetLoop int  `json:"-"`
+	ResetDone bool `json:"-"`
 }
 
 type dimView struct {
@@ -510,6 +523,10 @@ func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, err)
 		return
 	}
+	s.awaitApplied(r.Context(), func(ctx context.Context) (bool, error) {
+		rec, err := s.loadJob(ctx, tenant, batch, job)
+		return rec != nil && rec.Status != events.StatusAwaitingSpotcheck, err
+	})
 	s.log.Info("spot-check recorded", "tenant", tenant, "batch", batch, "job", job, "approved", approved, "dimension", dim, "by", c.name)
 	http.Redirect(w, r, jobHref(tenant, batch, job)+"?sent="+url.QueryEscape(decision), http.StatusSeeOther)
 }
@@ -539,8 +556,40 @@ func (s *server) resetView(w http.ResponseWriter, r *http.Request, c caller) {
 		s.errorPage(w, r, http.StatusConflict, "Nothing to reset", err.Error())
 		return
 	}
+	if kv := s.cfg.Buckets.Views; kv != nil {
+		key := views.Key(tenant, rec.Spec.Rubric)
+		s.awaitApplied(r.Context(), func(ctx context.Context) (bool, error) {
+			v, _, err := views.Load(ctx, kv, key)
+			return v.Generation > loop, err
+		})
+	}
 	s.log.Info("view loop reset", "tenant", tenant, "batch", batch, "job", job, "loop", loop, "by", c.name)
-	http.Redirect(w, r, jobHref(tenant, batch, job)+"?sent=reset", http.StatusSeeOther)
+	http.Redirect(w, r, jobHref(tenant, batch, job)+"?sent=reset&loop="+strconv.Itoa(loop), http.StatusSeeOther)
+}
+
+// applyWait bounds how long a form's post waits for the aggregator to record what it
+// sent, so the page it answers with shows the effect; behind a slower aggregator the
+// page says the input was sent and reloads until it is recorded.
+const applyWait = 5 * time.Second
+
+// awaitApplied polls done until it reports the input recorded, fails, or applyWait or
+// the request ends.
+func (s *server) awaitApplied(ctx context.Context, done func(context.Context) (bool, error)) {
+	ctx, cancel := context.WithTimeout(ctx, applyWait)
+	defer cancel()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok, err := done(ctx)
+		if ok || err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 type criticView struct {
