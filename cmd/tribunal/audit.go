@@ -232,6 +232,12 @@ func printAudit(w io.Writer, rep *audit.Report, f audit.Filter, asJSON bool) err
 			fmt.Fprintln(w, "  - "+u.String())
 		}
 	}
+	if len(rep.People) > 0 {
+		fmt.Fprintln(w, "inputs from people (replayed with the rest):")
+		for _, p := range rep.People {
+			fmt.Fprintln(w, "  "+p.String())
+		}
+	}
 	if len(rep.Refused) > 0 {
 		// Someone's attempt, refused: nothing in the batch rests on it.
 		fmt.Fprintln(w, "inputs the aggregator refuses (they decide nothing; anything derived from one is a mismatch above):")

@@ -240,6 +240,10 @@ func (a *auditor) visit(r *Recorded) {
 		}
 	}
 	a.simulate(r)
+	if in, ok := personInput(r); ok && !r.History && r.DeadLetter == "" && a.refused[r.Event.ID] == "" {
+		// A refused one decided nothing: Report.Refused lists it instead.
+		a.rep.People = append(a.rep.People, in)
+	}
 }
 
 // finish reports what only the end of the replay shows and returns the report.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -184,6 +185,58 @@ func (r Refused) String() string {
 	return b.String()
 }
 
+// PersonInput is a decision a person took about a batch's rubric view: a spot-check of
+// a sign-off (spotcheck.recorded) or the reset of a view's loop (view.reset). The audit
+// replays each like any input; listing them says who changed what and when, since none
+// comes from a judge.
+type PersonInput struct {
+	Tenant string `json:"tenant"`
+	Batch  string `json:"batch"`
+	Job    string `json:"job"`
+	// EventID, EventType and Seq name the recorded event.
+	EventID   string      `json:"event_id"`
+	EventType events.Type `json:"event_type"`
+	Seq       uint64      `json:"seq"`
+	At        time.Time   `json:"at"`
+	By        string      `json:"by,omitempty"`
+	// Decision is "approved", "rejected <dimension>" or "reset loop <n>"; Reason is a
+	// reset's.
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// personInput is r as a person's input, false for any other event.
+func personInput(r *Recorded) (PersonInput, bool) {
+	ev := r.Event
+	in := PersonInput{Tenant: ev.Tenant, Batch: ev.BatchID, EventID: ev.ID, EventType: ev.Type, Seq: r.Seq, At: ev.Time.UTC()}
+	switch p := ev.Payload.(type) {
+	case *events.SpotcheckRecorded:
+		in.Job, in.By, in.Decision = p.ACID, p.By, "approved"
+		if !p.Approved {
+			in.Decision = "rejected " + p.Dimension
+		}
+	case *events.ViewReset:
+		in.Job, in.By, in.Decision, in.Reason = p.ACID, p.By, fmt.Sprintf("reset loop %d", p.Loop), p.Reason
+	default:
+		return in, false
+	}
+	return in, true
+}
+
+// String renders the input on one line.
+func (p PersonInput) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%s job %s %s %s (seq %d): %s", p.Tenant, p.Batch, p.Job, p.EventType, short(p.EventID), p.Seq, p.Decision)
+	if p.By != "" {
+		fmt.Fprintf(&b, " by %s", p.By)
+	}
+	fmt.Fprintf(&b, " at %s", p.At.Format(time.RFC3339))
+	if p.Reason != "" {
+		fmt.Fprintf(&b, ": %s", p.Reason)
+	}
+	return b.String()
+}
+
 // BatchSummary is what the audit re-derived for one batch: enough to compare with the
 // aggregator's state (CheckState) and to show a reader what was checked.
 type BatchSummary struct {
@@ -226,6 +279,9 @@ type Report struct {
 	Unverified []Unverified `json:"unverified,omitempty"`
 	// Refused are the inputs the aggregator's rules refuse: they decide nothing.
 	Refused []Refused `json:"refused,omitempty"`
+	// People are the audited batches' inputs from a person (HE-2 spot-checks, loop
+	// resets), replayed with the rest.
+	People []PersonInput `json:"people,omitempty"`
 	// State says whether the aggregator's key-value state (batch headers, job records)
 	// was compared with the replay: "compared", or why it was not.
 	State string `json:"state,omitempty"`
