@@ -29,6 +29,10 @@ type clientEnv struct {
 	pub   *bus.Publisher
 	store blob.Store
 	close func()
+	// applied, set on a state folder opened with its aggregator (connectLocal), waits
+	// until the aggregator has applied what was published; nil when services elsewhere
+	// apply it in their own time.
+	applied func(context.Context) error
 }
 
 func connectClient(ctx context.Context, conn *connFlags) (*clientEnv, error) {

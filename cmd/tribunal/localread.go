@@ -4,18 +4,24 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
 	"github.com/tribunal-dev/tribunal/internal/localstate"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 )
 
 // After `tribunal run`, the questions a team asks next are "what was decided" (results),
 // "can I trust it" (report) and "can it be re-derived" (audit). Their batches live in the
 // state folder run keeps, not on a NATS server, so these commands read that folder when
 // nothing names a server: a first user meets an answer, not "nats://127.0.0.1:4222: not
-// reachable after 30s". They only read, so running no service is enough; commands that
-// need services to act (submit, cancel, redrive, ...) keep dialling NATS.
+// reachable after 30s". They only read, so running no service is enough. A person's
+// inputs about a past run (view-reset, spotcheck) are events too: on the folder they run
+// the aggregator while they hold it, so the reset or spot-check is applied, and audited,
+// before the command returns, as it would be by running services. Commands that need
+// the other services to act (submit, cancel, redrive, ...) keep dialling NATS.
 
 // localReader is what a reading command needs to open the state folder instead of NATS.
 type localReader struct {
@@ -25,13 +31,28 @@ type localReader struct {
 	fs *pflag.FlagSet
 	// command names the process in the folder's lock ("audit"), for whoever waits on it.
 	command string
+	// applies says the command publishes an input of the aggregator (a reset, a
+	// spot-check): the folder is opened with the aggregator running (registerLocalInput).
+	applies bool
 }
+
+// applyWait bounds how long a command on the state folder waits for the aggregator to
+// apply what it published (and whatever an interrupted run left for it before that).
+const applyWait = 60 * time.Second
 
 // registerLocal adds --data-dir to a reading command whose connection flags are already
 // on fs.
 func (c *connFlags) registerLocal(fs *pflag.FlagSet, command string) {
 	c.local = &localReader{fs: fs, command: command}
 	fs.StringVar(&c.local.dataDir, "data-dir", "", "read the state folder tribunal run keeps (default "+localstate.DirName+" in the current folder when it exists and --nats is not given)")
+}
+
+// registerLocalInput adds --data-dir to a command that publishes an input of the
+// aggregator about a past batch (view-reset, spotcheck), so it works on the state folder
+// tribunal run keeps as on running services.
+func (c *connFlags) registerLocalInput(fs *pflag.FlagSet, command string) {
+	c.local = &localReader{fs: fs, command: command, applies: true}
+	fs.StringVar(&c.local.dataDir, "data-dir", "", "the state folder tribunal run keeps, applied there with no server (default "+localstate.DirName+" in the current folder when it exists and --nats is not given)")
 }
 
 // stateDir is the folder to read instead of NATS, or "" to dial NATS: --data-dir when
@@ -64,13 +85,58 @@ func connectLocal(ctx context.Context, conn *connFlags, dir string) (*clientEnv,
 	if conn.local.fs.Changed("blob") {
 		blobURL = conn.blobURL
 	}
-	e, err := openState(ctx, dir, blobURL)
+	var services []string
+	if conn.local.applies {
+		services = []string{bus.Aggregator}
+	}
+	e, err := openState(ctx, dir, blobURL, services...)
 	if err != nil {
 		lock.Release()
 		return nil, exitError{2, err}
 	}
-	return &clientEnv{js: e.Running.JS, pub: e.Running.Pub, store: e.Store, close: func() {
+	env := &clientEnv{js: e.Running.JS, pub: e.Running.Pub, store: e.Store, close: func() {
 		e.Close()
 		lock.Release()
-	}}, nil
+	}}
+	if conn.local.applies {
+		env.applied = func(ctx context.Context) error { return aggregatorIdle(ctx, e.Running.JS, applyWait) }
+	}
+	return env, nil
 }
+
+// aggregatorIdle waits, at most wait, until the aggregator has taken every input the
+// local stream holds for it: nothing pending on its consumers and nothing delivered but
+// unacknowledged. The aggregator acknowledges an input only once it has stored what the
+// input decided, so the records read afterwards hold its effect (or, for an input the
+// rules refused, hold none: the caller checks the record).
+func aggregatorIdle(ctx context.Context, js jetstream.JetStream, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		busy := uint64(0)
+		for _, name := range bus.ConsumerNames(bus.Aggregator, nil) {
+			c, err := js.Consumer(ctx, localStream, name)
+			if err != nil {
+				return fmt.Errorf("the aggregator's consumer %s: %w", name, err)
+			}
+			info, err := c.Info(ctx)
+			if err != nil {
+				return fmt.Errorf("the aggregator's consumer %s: %w", name, err)
+			}
+			busy += info.NumPending + uint64(info.NumAckPending)
+		}
+		if busy == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the aggregator still had %d inputs to apply after %s: run `tribunal run` or `tribunal view` on the folder to let it finish", busy, wait)
+		case <-t.C:
+		}
+	}
+}
+
+// localStream is the stream of the state folder: `tribunal run` provisions the default.
+const localStream = "TRIBUNAL"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
 func newSpotcheckCmd() *cobra.Command {
@@ -19,7 +21,14 @@ func newSpotcheckCmd() *cobra.Command {
 		Long: `In interactive mode the first sign-off of a run waits for a person: look at the signed-off view
 next to its reference and verdict (results, or the console), then approve it, or reject it
 naming the dimension the judge got wrong; the feature then ends DONE_WITH_CONCERNS and the
-rubric can be tuned.`,
+rubric can be tuned.
+
+After tribunal run, it works on the state folder run keeps, with no server: when neither
+--nats nor --blob names one, it opens .tribunal (or --data-dir) as tribunal view does,
+waiting while a run holds the folder, and runs the aggregator there until the spot-check
+is recorded on the sign-off (a run stopped at the HE-2 question leaves its sign-off
+waiting there). Against running services (--nats) the spot-check is sent, and the
+aggregator records it in its own time.`,
 		Example: `  tribunal spotcheck approve --batch ui-20261130T080000-a1b2c3 --job tasks--list--populated--light
   tribunal spotcheck reject --batch ui-20261130T080000-a1b2c3 --job tasks--list--populated--light --dimension typography`,
 		Args:      cobra.ExactArgs(1),
@@ -34,6 +43,11 @@ rubric can be tuned.`,
 				if err != nil {
 					return exitError{2, err}
 				}
+				if rec.Status != events.StatusAwaitingSpotcheck {
+					// The rules take a spot-check only while a sign-off waits for one; any
+					// other would be dropped without a word.
+					return exitError{2, fmt.Errorf("job %s of batch %s is not a sign-off waiting for a spot-check: its status is %s", job, batchID, rec.Status)}
+				}
 				rubric, err := client.ViewRubric(cmd.Context(), env.store, tenant, rec)
 				if err != nil {
 					return exitError{2, err}
@@ -45,12 +59,21 @@ rubric can be tuned.`,
 				if err := client.Spotcheck(env.pub, tenant, batchID, job, approved, dimension, host); err != nil {
 					return exitError{2, err}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "spot-check recorded for %s\n", job)
+				if env.applied == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "spot-check sent for %s\n", job)
+					return nil
+				}
+				value, err := spotcheckApplied(cmd.Context(), env, b, tenant, batchID, job)
+				if err != nil {
+					return exitError{2, err}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "spot-check recorded for %s: human_spotcheck %s\n", job, value)
 				return nil
 			})
 		},
 	}
 	conn.register(cmd.Flags())
+	conn.registerLocalInput(cmd.Flags(), "spotcheck")
 	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to")
 	cmd.Flags().StringVar(&batchID, "batch", "", "batch id")
 	cmd.Flags().StringVar(&job, "job", "", "the view's job id (results show it)")
@@ -58,4 +81,24 @@ rubric can be tuned.`,
 	_ = cmd.MarkFlagRequired("batch")
 	_ = cmd.MarkFlagRequired("job")
 	return cmd
+}
+
+// spotcheckApplied waits for the state folder's aggregator and returns the sign-off's
+// human_spotcheck as recorded, or why the spot-check was not.
+func spotcheckApplied(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, batchID, job string) (string, error) {
+	if err := env.applied(ctx); err != nil {
+		return "", fmt.Errorf("spot-check of %s: %w", job, err)
+	}
+	rec, err := client.FindJob(ctx, b, tenant, batchID, job)
+	if err != nil {
+		return "", err
+	}
+	st, err := rubricState(rec)
+	if err != nil {
+		return "", fmt.Errorf("spot-check of %s: %w", job, err)
+	}
+	if rec.Status == events.StatusAwaitingSpotcheck || st == nil || st.SignOff == nil {
+		return "", fmt.Errorf("spot-check of %s: the aggregator did not record it (status %s); its log says why", job, rec.Status)
+	}
+	return st.SignOff.HumanSpotcheck, nil
 }

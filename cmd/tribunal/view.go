@@ -13,6 +13,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/internal/localstate"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
@@ -53,9 +54,16 @@ the current folder unless --data-dir names another): every past batch, newest fi
 its kinds, judges, counts and exit code, each AC's verdict un-blinded, the judge calls'
 prompts and answers, charts, comparisons between batches and the audit.
 
-It starts the embedded NATS server on the folder without any service, and the same
-console as tribunal serve console. On a loopback address (the default) it needs no token;
-on any other address give --tokens, as for serve console.
+It starts the embedded NATS server on the folder with the aggregator alone (no renderer,
+gater or judge: nothing is rendered or judged), and the same console as tribunal serve
+console. The aggregator is there for the two forms of a rubric view's page, which it
+applies at once, as the audit then replays them: "Reset the loop" on a view whose run
+ended (its budget spent, or frozen), so the next tribunal run starts the view's next loop
+(as tribunal view-reset does), and the HE-2 spot-check of a sign-off that waits for a
+person (approve, or the dimension the judge got wrong; as tribunal spotcheck does). On a
+loopback address (the default) it needs no token; on any other address give --tokens, as
+for serve console, and every form then takes the team's token and the console's CSRF
+check.
 
 One process uses a state folder at a time. When a tribunal run starts on the folder, the
 view steps aside (its pages say so and reload) and opens the folder again when the run is
@@ -126,12 +134,12 @@ func runView(ctx context.Context, f *viewFlags) error {
 				return err
 			}
 		}
-		env, err := openState(ctx, f.dataDir, f.blobURL)
+		env, err := openState(ctx, f.dataDir, f.blobURL, bus.Aggregator)
 		if err != nil {
 			lock.Release()
 			return err
 		}
-		page.Start(console.Config{Buckets: env.Running.Buckets, Store: env.Store, Tenants: teamTokens, Logger: slog.Default(),
+		page.Start(console.Config{Buckets: env.Running.Buckets, Store: env.Store, Pub: env.Running.Pub, Tenants: teamTokens, Logger: slog.Default(),
 			Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, "")})
 		if err := lock.SetURL(url); err != nil {
 			slog.Warn("view: cannot record the console's address in the state folder", "err", err)
@@ -168,16 +176,21 @@ func waitWanted(ctx context.Context, lock *localstate.Lock) bool {
 }
 
 // openState starts the embedded NATS server on dir and opens its buckets and blob store,
-// as `tribunal run` does, but runs no service.
-func openState(ctx context.Context, dir, blobURL string) (*embedded, error) {
+// as `tribunal run` does, and runs only the services named: none for a reader, the
+// aggregator for a command whose events (a reset, a spot-check) must be applied while it
+// holds the folder, since the next run could otherwise overtake them.
+func openState(ctx context.Context, dir, blobURL string, services ...string) (*embedded, error) {
 	e := &embedded{}
 	nc, err := e.open(ctx, dir, false, blobURL)
 	if err != nil {
 		return nil, err
 	}
-	// No services: provisioning only makes sure the buckets exist (a folder whose first
-	// run stopped early may lack some).
-	if e.Running, err = app.Start(ctx, nc, app.Options{Services: []string{}, Store: e.Store, Logger: slog.Default()}); err != nil {
+	// Without services, provisioning only makes sure the buckets exist (a folder whose
+	// first run stopped early may lack some).
+	if services == nil {
+		services = []string{}
+	}
+	if e.Running, err = app.Start(ctx, nc, app.Options{Services: services, Store: e.Store, Instance: "local", Logger: slog.Default()}); err != nil {
 		e.Close()
 		if errors.Is(err, context.Canceled) {
 			return nil, err

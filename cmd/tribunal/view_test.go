@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,4 +197,87 @@ func TestViewAfterRuns(t *testing.T) {
 		b.ReadFrom(resp.Body)
 		return resp.StatusCode == 200 && strings.Count(b.String(), `"batch":`) == 3
 	})
+}
+
+// TestViewFormsOnRunState drives `tribunal view` in real Chromium over the state folders
+// `tribunal run` keeps. A view whose run spent its budget offers "Reset the loop" (and no
+// spot-check); the form resets it, the page says so and shows the reset, and the next run
+// (the view steps aside for it) starts the view's next loop. A sign-off an interrupted
+// interactive run left waiting offers the HE-2 form; rejecting it naming a dimension
+// records it on the sign-off. The audit lists both as inputs from people and stays clean.
+func TestViewFormsOnRunState(t *testing.T) {
+	bctx := browsertest.Start(t, 1280, 900)
+	job := "tasks--list--populated--light"
+	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+		defer cancel()
+		for _, a := range actions {
+			if err := chromedp.Do(ctx, a); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.querySelector(`+strconv.Quote(sel)+`); return e ? e.textContent.replace(/\s+/g, " ").trim() : "(none)"; })()`))
+		if err != nil {
+			t.Fatalf("%s: %v", sel, err)
+		}
+		return v
+	}
+
+	// Reset: a view whose budget the run spent.
+	dir := copyFeature(t, "version: 1\nname: rubric\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json, mode: headless, max_iterations: 1}\n")
+	failing := rubricAnswers(t, map[string]float64{"typography": 0}, false, []string{"typography"})
+	first, row := rubricRun(t, dir, failing)
+	if !strings.HasPrefix(row, "budget_exhausted: ") {
+		t.Fatalf("run 1: %s", row)
+	}
+	base := startView(t, dir)
+	do("open the spent view", chromedp.Navigate(base+"/t/default/b/"+first+"/j/"+job), chromedp.WaitVisible(chromedp.ID("reset")))
+	if got := text("#spotcheck"); got != "(none)" {
+		t.Errorf("a spent view offers a spot-check: %q", got)
+	}
+	do("reset the loop", chromedp.SendKeys(chromedp.ID("reason"), "typography tuned in rubric.json"),
+		chromedp.Click(chromedp.ID("reset-loop")), chromedp.WaitVisible(chromedp.ID("reset-done")))
+	if got := text("#reset-done"); !strings.Contains(got, "Loop 0 is reset: the view's next run starts loop 1 at iteration 1") {
+		t.Errorf("after the reset the page says %q", got)
+	}
+	if got := text("#view-loop"); !strings.Contains(got, "loop 1, 0 iterations spent; began: reset") || !strings.Contains(got, "by console:") ||
+		!strings.Contains(got, "typography tuned in rubric.json") {
+		t.Errorf("the view's loop after the reset: %q", got)
+	}
+	if got := text("#reset"); got != "(none)" {
+		t.Errorf("the reset form is still offered: %q", got)
+	}
+	_, row = rubricRun(t, dir, failing)
+	if !strings.Contains(row, "loop iteration 1 of loop 1;") {
+		t.Fatalf("the run after the console's reset: %s", row)
+	}
+	stdout, stderr, code := runState(t, dir, "audit", "--batch", first)
+	if code != 0 || !regexp.MustCompile(`view\.reset \S+ \(seq \d+\): reset loop 0 by console:\S* at \S+: typography tuned in rubric.json`).MatchString(stdout) ||
+		!strings.Contains(stdout, "ok: every decision") {
+		t.Fatalf("audit after the console's reset: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+
+	// Spot-check: a sign-off an interrupted interactive run left waiting for a person.
+	dir = copyFeature(t, "version: 1\nname: rubric\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json, mode: interactive}\n")
+	batchID := awaitingSpotcheck(t, dir)
+	base = startView(t, dir)
+	do("open the waiting sign-off", chromedp.Navigate(base+"/t/default/b/"+batchID+"/j/"+job), chromedp.WaitVisible(chromedp.ID("approve")),
+		chromedp.SetValue(chromedp.ID("dimension"), "typography"), chromedp.Click(chromedp.ID("reject")), chromedp.WaitVisible(chromedp.ID("spotcheck-recorded")))
+	if got := text("#human-spotcheck"); got != "typography" {
+		t.Errorf("human spot-check after the rejection %q", got)
+	}
+	if got := text("#spotcheck"); got != "(none)" {
+		t.Errorf("the spot-check form is still offered: %q", got)
+	}
+	stdout, stderr, code = runState(t, dir, "audit", "--batch", batchID)
+	if code != 0 || !regexp.MustCompile(`spotcheck\.recorded \S+ \(seq \d+\): rejected typography by console:`).MatchString(stdout) ||
+		!strings.Contains(stdout, "ok: every decision") {
+		t.Fatalf("audit after the console's spot-check: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 }

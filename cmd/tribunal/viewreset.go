@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -8,6 +9,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 func newViewResetCmd() *cobra.Command {
@@ -21,7 +24,13 @@ runs. A view that spent its budget stays BLOCKED until its loop starts again: ei
 its spec.json, spec.md, tokens, contrast pairs, rubric or reference changed (the next run
 starts a new loop by itself), or because an operator resets it here. The reset is an event
 on the stream (view.reset), so the audit replays it; it names a job of the view (results
-show it) and takes effect at the view's next run.`,
+show it) and takes effect at the view's next run.
+
+After tribunal run, it works on the state folder run keeps, with no server: when neither
+--nats nor --blob names one, it opens .tribunal (or --data-dir) as tribunal view does,
+waiting while a run holds the folder, and runs the aggregator there until the reset is
+applied. The next tribunal run then starts the view's next loop at iteration 1. Against
+running services (--nats) the reset is sent, and the aggregator applies it in its own time.`,
 		Example: `  tribunal view-reset --batch ui-20261130T080000-a1b2c3 --job tasks--list--populated--light \
     --reason "typography froze on a rubric bug, fixed in rubric.json"`,
 		Args: cobra.NoArgs,
@@ -32,12 +41,20 @@ show it) and takes effect at the view's next run.`,
 				if err != nil {
 					return exitError{2, err}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "reset of loop %d of %s sent: the view's next run starts loop %d\n", loop, job, loop+1)
+				if env.applied == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "reset of loop %d of %s sent: the view's next run starts loop %d\n", loop, job, loop+1)
+					return nil
+				}
+				if err := resetApplied(cmd.Context(), env, b, tenant, batchID, job, loop); err != nil {
+					return exitError{2, err}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "reset of loop %d of %s recorded: the view's next run starts loop %d at iteration 1\n", loop, job, loop+1)
 				return nil
 			})
 		},
 	}
 	conn.register(cmd.Flags())
+	conn.registerLocalInput(cmd.Flags(), "view-reset")
 	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to")
 	cmd.Flags().StringVar(&batchID, "batch", "", "batch id of a run of the view")
 	cmd.Flags().StringVar(&job, "job", "", "the view's job id in that batch (results show it)")
@@ -45,4 +62,25 @@ show it) and takes effect at the view's next run.`,
 	_ = cmd.MarkFlagRequired("batch")
 	_ = cmd.MarkFlagRequired("job")
 	return cmd
+}
+
+// resetApplied waits for the state folder's aggregator and checks that it ended loop:
+// the view's record is past it.
+func resetApplied(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, batchID, job string, loop int) error {
+	if err := env.applied(ctx); err != nil {
+		return fmt.Errorf("reset of loop %d of %s: %w", loop, job, err)
+	}
+	rec, err := client.FindJob(ctx, b, tenant, batchID, job)
+	if err != nil {
+		return err
+	}
+	lk, _ := kinds.Looping(rec.Spec.Kind)
+	v, _, err := views.Load(ctx, b.Views, lk.ViewKey(tenant, rec.Spec))
+	if err != nil {
+		return err
+	}
+	if v.Generation <= loop {
+		return fmt.Errorf("reset of loop %d of %s: the aggregator did not apply it (the view is still in loop %d); its log says why", loop, job, v.Generation)
+	}
+	return nil
 }
