@@ -393,7 +393,7 @@ func newResultsCmd() *cobra.Command {
 	}
 	addResultFlags(cmd, &conn, &ing, &tenant, &batchID, &out, &asJSON)
 	conn.registerLocal(cmd.Flags(), "results")
-	cmd.Flags().BoolVar(&cfn, "cfn", false, "also write the ab manifest where the cfn-ab-critic vote step looks for it: ./.cfn-cache/manifests/cfn-ab-critic-<ns>.json")
+	cmd.Flags().BoolVar(&cfn, "cfn", false, cfnFlagHelp)
 	return cmd
 }
 

@@ -124,7 +124,7 @@ judged; so does a run after Ctrl-C or --timeout.`,
 	fs.StringArrayVar(&f.gates, "gates-adapter", nil, "rubric: a gates command, name=/path/to/gates.sh, printing build/lint/type_check/token_compliance/snapshot/flows as JSON, instead of the project's argus/adapters/<name>/gates.sh (repeatable)")
 	fs.StringArrayVar(&f.adapters, "adapter", nil, "rubric: a command sensor adapter, name=/path/to/sense.sh, instead of the project's argus/adapters/<name>/sense.sh (repeatable; web is built in)")
 	fs.StringSliceVar(&f.adapterEnv, "adapter-env", nil, adapterEnvHelp)
-	fs.BoolVar(&f.cfn, "cfn", false, "also write the ab manifest where the cfn-ab-critic vote step looks for it: ./.cfn-cache/manifests/cfn-ab-critic-<ns>.json")
+	fs.BoolVar(&f.cfn, "cfn", false, cfnFlagHelp)
 	fs.BoolVar(&f.rerun, "rerun", false, rerunFlagHelp)
 	fs.StringSliceVar(&f.acs, "ac", nil, "judge only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
 	f.minFree = defaultMinFree
@@ -384,10 +384,17 @@ func askSpotcheck(in *bufio.Reader, out io.Writer, rubric *argus.Rubric) (approv
 	}
 }
 
-// writeCFN writes the ab manifest under the current directory for the seed's vote step
-// (--cfn on run and results) and says where.
+// cfnFlagHelp is --cfn's help on run and results.
+const cfnFlagHelp = "also write the ab manifest where the cfn-ab-critic vote step looks for it: <project-root>/.cfn-cache/manifests/cfn-ab-critic-<ns>.json, the project root being the nearest folder holding .cfn-cache or .git"
+
+// writeCFN writes the ab manifest under the project root (client.CFNRoot from the
+// current folder) for the seed's vote step (--cfn on run and results) and says where.
 func writeCFN(res *client.Results) error {
-	p, err := res.WriteCFN(".", time.Now())
+	root, err := client.CFNRoot(".")
+	if err != nil {
+		return err
+	}
+	p, err := res.WriteCFN(root, time.Now())
 	if err != nil {
 		return err
 	}

@@ -416,15 +416,16 @@ const CFNManifestDir = ".cfn-cache/manifests"
 // WriteCFN writes the batch's ab manifest where and as the seed (cfn-ab-critic) emits it,
 // so the seed's vote step picks it up: root/.cfn-cache/manifests/cfn-ab-critic-<ns>.json
 // with review_id "ab-critic-<ns>" and source "cfn-ab-critic", <ns> being the nanosecond
-// timestamp of the write. Everything else is the batch's manifest unchanged. It returns
+// timestamp of the write, and only the seed's comparison statuses (ab.Manifest.CFN).
+// Everything else is the batch's manifest unchanged; root is the project root (CFNRoot).
+// It returns
 // the file written, or "" when the batch has no ab manifest (no ab AC).
 func (r *Results) WriteCFN(root string, now time.Time) (string, error) {
 	if r.Manifest == nil {
 		return "", nil
 	}
 	ns := strconv.FormatInt(now.UnixNano(), 10)
-	m := *r.Manifest
-	m.ReviewID, m.Source = "ab-critic-"+ns, "cfn-ab-critic"
+	m := r.Manifest.CFN(ns)
 	dir := filepath.Join(root, filepath.FromSlash(CFNManifestDir))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("cfn manifest folder: %w", err)

@@ -308,6 +308,37 @@ func BuildManifest(reviewID string, source string, generatedAt time.Time, thresh
 	return m
 }
 
+// CFNSource and CFNReviewPrefix are what seed 000's manifest is called by: source
+// "cfn-ab-critic", review_id "ab-critic-<ns>".
+const (
+	CFNSource       = "cfn-ab-critic"
+	CFNReviewPrefix = "ab-critic-"
+)
+
+// CFN is the manifest as seed 000 emits it for its vote step, written ns (the nanosecond
+// timestamp of the write): review_id "ab-critic-<ns>", source "cfn-ab-critic", and only
+// the comparison statuses the seed defines, compared and blocked. A schema violation is
+// recorded blocked, its violation in blocked_reason ("schema violation: ..."): the
+// seed's vote step knows no third status, and a verdict that broke the schema is as
+// unusable to it as a missing artifact. The exit code stays the batch's (3 for it);
+// Outcomes of the returned manifest no longer tells a violation from a block.
+func (m Manifest) CFN(ns string) Manifest {
+	out := m
+	out.ReviewID, out.Source = CFNReviewPrefix+ns, CFNSource
+	out.Comparisons = make([]Comparison, len(m.Comparisons))
+	for i, c := range m.Comparisons {
+		switch c.Status {
+		case StatusCompared, StatusBlocked:
+		case StatusSchemaViolation:
+			c.Status, c.BlockedReason = StatusBlocked, "schema violation: "+c.BlockedReason
+		default:
+			c.Status, c.BlockedReason = StatusBlocked, string(c.Status)+": "+c.BlockedReason
+		}
+		out.Comparisons[i] = c
+	}
+	return out
+}
+
 // suggestionFor writes the text of a suggestion. The wording depends only on the record,
 // the threshold and the route, so it is as deterministic as the rest of the manifest.
 func suggestionFor(c Comparison, threshold float64, tag Tag, impact Impact) Suggestion {

@@ -385,3 +385,34 @@ func TestNaturalLess(t *testing.T) {
 		}
 	}
 }
+
+// TestCFNManifestHasTheSeedsStatusesOnly: the manifest written for seed 000's vote step
+// carries compared and blocked records only; a schema violation is blocked with the
+// violation as its reason, and the batch's own manifest keeps its richer status.
+func TestCFNManifestHasTheSeedsStatusesOnly(t *testing.T) {
+	t.Parallel()
+	p := Pair{Ours: "o.md", Reference: "r.md"}
+	comps := []Comparison{
+		Compared("AC-1", p, Assign("AC-1", 0), RawVerdict{RawWinner: "A", Confidence: 0.9, BiggestGap: "g"}),
+		Blocked("AC-2", p, Assign("AC-2", 0), "ours artifact \"o.md\": missing"),
+		SchemaViolation("AC-3", p, Assign("AC-3", 0), errors.New(`ab verdict: raw_winner "C": must be "A", "B" or "tie"`)),
+	}
+	m := BuildManifest("ab-t-b", "tribunal", time.Unix(0, 0), 0.75, comps)
+	c := m.CFN("123")
+	if c.ReviewID != "ab-critic-123" || c.Source != "cfn-ab-critic" || m.ReviewID != "ab-t-b" {
+		t.Fatalf("ids %s %s (own %s)", c.ReviewID, c.Source, m.ReviewID)
+	}
+	want := []struct{ status, reason string }{{"compared", ""}, {"blocked", "ours artifact \"o.md\": missing"},
+		{"blocked", `schema violation: ab verdict: raw_winner "C": must be "A", "B" or "tie"`}}
+	for i, w := range want {
+		if got := c.Comparisons[i]; string(got.Status) != w.status || got.BlockedReason != w.reason {
+			t.Errorf("comparison %d: %s %q; want %s %q", i, got.Status, got.BlockedReason, w.status, w.reason)
+		}
+	}
+	if m.Comparisons[2].Status != StatusSchemaViolation {
+		t.Errorf("the batch's own manifest lost its status: %s", m.Comparisons[2].Status)
+	}
+	if got := kind.ExitCode(m.Outcomes()); got != kind.ExitSchemaViolation {
+		t.Errorf("exit %d", got)
+	}
+}
