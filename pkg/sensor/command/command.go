@@ -254,7 +254,10 @@ func (a *Adapter) Sense(ctx context.Context, v sensor.View) (sensor.Capture, err
 			return sensor.Capture{}, sensor.Unrenderable(runErr, "adapter %q failed after %s%s", a.name, time.Since(start).Round(time.Millisecond), stderr.suffix())
 		}
 		if cmd.Process == nil && a.project {
-			return sensor.Capture{}, sensor.Unrenderable(runErr, "adapter %q: the project's %s could not be started (is it executable? chmod +x)", a.name, a.argv0)
+			// A sensor that cannot start is no sensor (the seed's BLOCKED), not a build
+			// the next edit fixes.
+			return sensor.Capture{}, sensor.Unrenderable(errors.Join(sensor.ErrNoSensor, runErr),
+				"adapter %q: the project's %s could not be started (is it executable? chmod +x)", a.name, a.argv0)
 		}
 		if cmd.Process == nil {
 			return sensor.Capture{}, sensor.Infrastructure(runErr, "adapter %q: start %s", a.name, a.path)

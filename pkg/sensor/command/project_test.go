@@ -138,6 +138,25 @@ func TestProjectSensorMissing(t *testing.T) {
 	}
 }
 
+// TestProjectSensorNotExecutable: a project's sense.sh that cannot be started is no
+// sensor (the view blocks), not a failed build for the loop to spend an iteration on.
+func TestProjectSensorNotExecutable(t *testing.T) {
+	root := project(t)
+	if err := os.Chmod(filepath.Join(root, "argus", "adapters", "app", "sense.sh"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := New(Options{Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := view
+	v.Project = &sensor.Project{Root: root, Sense: "argus/adapters/app/sense.sh"}
+	_, err = reg.Sense(context.Background(), "app", v)
+	if !errors.Is(err, sensor.ErrNoSensor) || !strings.Contains(err.Error(), "chmod +x") {
+		t.Fatalf("got %v", err)
+	}
+}
+
 func TestCheckPassEnv(t *testing.T) {
 	for _, ok := range []string{"ARGUS_SIM_UDID", "SIMCTL_CHILD_*", "_X", "a1*"} {
 		if err := CheckPassEnv([]string{ok}); err != nil {
