@@ -96,7 +96,12 @@ func (g *Gates) Run(ctx context.Context, adapter string, in GatesInput) (GatesRu
 	label := ""
 	switch {
 	case registered:
-		label = fmt.Sprintf("the gates command registered for %s (%s)", adapter, cmdPath)
+		label = "the gates command registered for " + adapter
+		if local {
+			// The path is the operator's business on a shared gater; locally it is the
+			// user's own and says which script ran.
+			label += " (" + cmdPath + ")"
+		}
 	case p == nil:
 		return GatesRun{}, fmt.Errorf("%w: the job does not say whether its project ships %s, and this gater has no gates command registered for adapter %q: the view is not judged on platform gates read as skipped (submit it with a tribunal client that records the project, or register --gates-adapter %s=/path/to/gates.sh)",
 			ErrGatesBlocked, script, adapter, adapter)
