@@ -222,7 +222,9 @@ func TestComposeStackEndToEnd(t *testing.T) {
 		}
 	}
 
-	// One AC, one trace, spans from the four service processes and the model calls.
+	// One AC, one trace, spans from the four service processes and the model calls. The
+	// host's `tribunal submit` exports nothing (no OTEL_* there): the aggregator's span of
+	// the submission is the trace's root, recorded, and no span hangs off an unexported one.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		services := map[string]bool{}
@@ -233,16 +235,30 @@ func TestComposeStackEndToEnd(t *testing.T) {
 				trace = s.TraceID
 			}
 		}
+		ids := map[string]bool{}
 		for _, s := range sink.Spans() {
 			if s.TraceID != trace || trace == "" {
 				continue
 			}
+			ids[s.SpanID] = true
 			services[s.Service] = true
-			if s.Attrs["gen_ai.operation.name"] == "chat" {
+			if s.Attrs["gen_ai.operation.name"] == "chat" && s.Attrs["gen_ai.response.id"] != "" && s.Attrs["gen_ai.response.finish_reasons"] != "" {
 				genai = append(genai, s.Service+"/"+s.Attrs["tribunal.judge.kind"])
 			}
 		}
-		complete := len(services) == 4 && slices.Contains(genai, "tribunal-judge/equivalence") && slices.Contains(genai, "tribunal-renderer/runner")
+		var orphans []string
+		roots := 0
+		for _, s := range sink.Spans() {
+			switch {
+			case s.TraceID != trace:
+			case s.ParentSpanID == "":
+				roots++
+			case !ids[s.ParentSpanID]:
+				orphans = append(orphans, s.Service+" "+s.Name)
+			}
+		}
+		complete := len(services) == 4 && slices.Contains(genai, "tribunal-judge/equivalence") && slices.Contains(genai, "tribunal-renderer/runner") &&
+			roots == 1 && len(orphans) == 0
 		for _, svc := range []string{"tribunal-renderer", "tribunal-gater", "tribunal-judge", "tribunal-aggregator"} {
 			complete = complete && services[svc]
 		}
@@ -250,7 +266,8 @@ func TestComposeStackEndToEnd(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("AC-12's trace %q: services %v, gen_ai spans %v", trace, services, genai)
+			t.Fatalf("AC-12's trace %q: services %v, gen_ai spans with response id and finish reasons %v, %d roots, spans under no exported parent %v",
+				trace, services, genai, roots, orphans)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

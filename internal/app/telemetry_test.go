@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/e2e"
@@ -262,8 +263,10 @@ func TestMetricsCountABatch(t *testing.T) {
 }
 
 // TestOneTracePerAC: every span the four services record for one AC shares one trace,
-// and each service's span is the child of the one that produced its input, so the trace
-// is carried through the events' metadata and not merely recomputed.
+// rooted in the submitter's producer span of the AC's job.submitted (recorded, not a
+// virtual parent), and each service's consumer span is the child of the producer span
+// its input was published in, itself the child of the span that produced it, so the
+// trace is carried through the events' metadata.
 func TestOneTracePerAC(t *testing.T) {
 	exp := otlpsink.RecordGlobal(t)
 
@@ -277,36 +280,41 @@ func TestOneTracePerAC(t *testing.T) {
 	sub := env.Submit(b, tenant)
 	env.Wait(sub, 15*time.Second)
 
-	// The aggregator's last span ends just after the batch shows complete.
-	want := []string{"renderer render.requested", "gater render.done", "judge gates.done", "aggregator job.submitted", "aggregator verdict.emitted"}
+	// A span's role: "<service> <type>" for a consumer span, "publish <type>" for a
+	// producer span.
+	role := func(s tracetest.SpanStub) (job, name string) {
+		attrs := map[string]string{}
+		for _, a := range s.Attributes {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		switch s.SpanKind {
+		case trace.SpanKindConsumer:
+			return attrs["tribunal.job"], attrs["tribunal.service"] + " " + attrs["tribunal.event.type"]
+		case trace.SpanKindProducer:
+			return attrs["tribunal.job"], "publish " + attrs["tribunal.event.type"]
+		}
+		return attrs["tribunal.job"], s.Name
+	}
+	chain := []string{"publish job.submitted", "aggregator job.submitted", "publish render.requested", "renderer render.requested",
+		"publish render.done", "gater render.done", "publish gates.done", "judge gates.done", "publish verdict.emitted", "aggregator verdict.emitted"}
 	byJob := map[string]map[string][]tracetest.SpanStub{}
+	// The aggregator's last span ends just after the batch shows complete.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		byJob = map[string]map[string][]tracetest.SpanStub{}
 		for _, s := range exp.GetSpans() {
-			var job, typ string
-			for _, a := range s.Attributes {
-				switch a.Key {
-				case telemetry.AttrJob:
-					job = a.Value.AsString()
-				case telemetry.AttrEventType:
-					typ = a.Value.AsString()
-				}
-			}
-			if typ == string(events.TypeBatchOpened) {
-				continue // the batch's own event, before its jobs: no AC's trace
-			}
+			job, name := role(s)
 			if job == "" {
-				t.Fatalf("span %q has no job attribute: %v", s.Name, s.Attributes)
+				continue // the batch's own events (batch.opened, batch.completed): no AC's trace
 			}
 			if byJob[job] == nil {
 				byJob[job] = map[string][]tracetest.SpanStub{}
 			}
-			byJob[job][s.Name] = append(byJob[job][s.Name], s)
+			byJob[job][name] = append(byJob[job][name], s)
 		}
 		complete := len(byJob) == 2
 		for _, spans := range byJob {
-			for _, name := range want {
+			for _, name := range chain {
 				complete = complete && len(spans[name]) > 0
 			}
 		}
@@ -321,29 +329,27 @@ func TestOneTracePerAC(t *testing.T) {
 
 	traces := map[string]string{}
 	for job, spans := range byJob {
-		root := telemetry.JobRoot(events.CorrelationFor(tenant, sub.BatchID, job))
-		parentOf := map[string]string{
-			// The aggregator records the job, then asks for its first render.
-			"aggregator job.submitted":   root.SpanID().String(),
-			"renderer render.requested":  spans["aggregator job.submitted"][0].SpanContext.SpanID().String(),
-			"gater render.done":          spans["renderer render.requested"][0].SpanContext.SpanID().String(),
-			"judge gates.done":           spans["gater render.done"][0].SpanContext.SpanID().String(),
-			"aggregator verdict.emitted": spans["judge gates.done"][0].SpanContext.SpanID().String(),
+		root := spans["publish job.submitted"][0]
+		if root.Parent.IsValid() {
+			t.Errorf("%s: the submission's span has parent %s, want it the trace's recorded root", job, root.Parent.SpanID())
+		}
+		for i := 1; i < len(chain); i++ {
+			s, parent := spans[chain[i]][0], spans[chain[i-1]][0]
+			if s.Parent.SpanID() != parent.SpanContext.SpanID() {
+				t.Errorf("%s: span %q has parent %s, want %q's %s", job, chain[i], s.Parent.SpanID(), chain[i-1], parent.SpanContext.SpanID())
+			}
 		}
 		for name, ss := range spans {
 			for _, s := range ss {
-				if s.SpanContext.TraceID() != root.TraceID() {
-					t.Errorf("%s: span %q in trace %s, want %s", job, name, s.SpanContext.TraceID(), root.TraceID())
-				}
-				if want, ok := parentOf[name]; ok && s.Parent.SpanID().String() != want {
-					t.Errorf("%s: span %q has parent %s, want %s", job, name, s.Parent.SpanID(), want)
+				if s.SpanContext.TraceID() != root.SpanContext.TraceID() {
+					t.Errorf("%s: span %q in trace %s, want the root's %s", job, name, s.SpanContext.TraceID(), root.SpanContext.TraceID())
 				}
 			}
 		}
-		if other, dup := traces[root.TraceID().String()]; dup {
-			t.Errorf("jobs %s and %s share trace %s", job, other, root.TraceID())
+		if other, dup := traces[root.SpanContext.TraceID().String()]; dup {
+			t.Errorf("jobs %s and %s share trace %s", job, other, root.SpanContext.TraceID())
 		}
-		traces[root.TraceID().String()] = job
+		traces[root.SpanContext.TraceID().String()] = job
 	}
 }
 
@@ -358,8 +364,10 @@ func names(byJob map[string]map[string][]tracetest.SpanStub) map[string][]string
 }
 
 // TestJSONLogsCarryJob: with a JSON logger (what --log-format json installs), the lines
-// the services log while handling an event carry its tenant, batch and job, and the trace.
+// the services log while handling an event carry its tenant, batch and job, and, traces
+// being recorded, the trace.
 func TestJSONLogsCarryJob(t *testing.T) {
+	otlpsink.RecordGlobal(t)
 	var sink syncbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(io.Writer(&sink), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	env := e2e.NewEnv(t)

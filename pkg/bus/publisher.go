@@ -14,6 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
@@ -118,23 +122,36 @@ func (p *Publisher) trusts(subject string) bool {
 }
 
 // Publish implements message.Publisher. topic is used as the subject only when a message
-// carries no MetaSubject. A message whose context holds a span carries it on as a W3C
-// traceparent header.
+// carries no MetaSubject. Every message is published in a producer span of its own
+// (publishSpan), whose context travels as a W3C traceparent header: the creation context
+// the consumers' spans continue.
 //
 // A message whose ack does not come within an attempt, or that finds the stream without
 // a leader, is published again under the same id until the whole timeout passes: on a
 // cluster that loses the stream's leader, what was sent to it is lost, and the new
 // leader stores the copy (or drops it as a duplicate if the first one made it).
-func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) (err error) {
 	nms := make([]*nats.Msg, len(msgs))
+	spans := make([]trace.Span, 0, len(msgs))
+	defer func() {
+		// A producer span lasts until the stream has stored its message (or the publish
+		// gave up on it: the whole call fails, and every message of it is published again).
+		for _, s := range spans {
+			if err != nil {
+				s.RecordError(err)
+				s.SetStatus(codes.Error, err.Error())
+			}
+			s.End()
+		}
+	}()
 	for i, m := range msgs {
 		subject := m.Metadata.Get(MetaSubject)
 		if subject == "" {
 			subject = topic
 		}
-		// The span context the message was produced under (the router gives produced
-		// messages their handler's) travels as a W3C traceparent header.
-		telemetry.Inject(m.Context(), m.Metadata)
+		ctx, span := publishSpan(m, subject)
+		spans = append(spans, span)
+		telemetry.Inject(ctx, m.Metadata)
 		nm := &nats.Msg{Subject: subject, Data: m.Payload, Header: nats.Header{}}
 		for k, v := range m.Metadata {
 			if k == MetaSubject || k == MetaDelivered || k == MetaStreamSeq || k == MetaConsumer {
@@ -169,6 +186,43 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		time.Sleep(wait)
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// publishSpan starts the producer span of one message, named by the OpenTelemetry
+// messaging conventions "publish tribunal.{tenant}.<type>" (the operation NATS calls
+// publish, then the subject's low-cardinality template), as a child of the span the
+// message was produced under (the handler's consumer span: the router sets it), or, for
+// a message produced under none (a client's submission, a team's through the ingress),
+// as the root of a new trace: the submitter's span, recorded by the process that
+// publishes. One message is one span, so the span's context is the message's creation
+// context, the conventions' PRODUCER "send".
+func publishSpan(m *message.Message, subject string) (context.Context, trace.Span) {
+	ctx, span := telemetry.StartSpan(m.Context(), spanName("publish", subject), trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(publishAttrs(m, subject)...)
+	}
+	return ctx, span
+}
+
+// publishAttrs are the attributes of a producer span: the messaging conventions' and,
+// when the payload is an event (a dead letter's is its original), tribunal's own, so the
+// root of a job's trace is found by its tenant, batch and AC like its other spans.
+func publishAttrs(m *message.Message, subject string) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemKey.String("nats"), semconv.MessagingOperationTypeSend, semconv.MessagingOperationName("publish"),
+		semconv.MessagingDestinationName(subject), semconv.MessagingMessageID(m.UUID), semconv.MessagingMessageBodySize(len(m.Payload)),
+	}
+	if tpl := events.SubjectTemplate(subject); tpl != subject {
+		attrs = append(attrs, semconv.MessagingDestinationTemplate(tpl))
+	}
+	if c := m.Metadata.Get(MetaCorrelation); c != "" {
+		attrs = append(attrs, semconv.MessagingMessageConversationID(c))
+	}
+	if ev, err := events.Decode(m.Payload); err == nil {
+		attrs = append(attrs, telemetry.AttrEventID.String(ev.ID), telemetry.AttrEventType.String(string(ev.Type)), telemetry.AttrTenant.String(ev.Tenant),
+			telemetry.AttrBatch.String(ev.BatchID), telemetry.AttrJob.String(ev.JobID), telemetry.AttrIteration.Int(ev.Iteration))
+	}
+	return attrs
 }
 
 // publishOnce publishes the messages at pending and waits for their acks until

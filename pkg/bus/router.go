@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -194,13 +195,17 @@ func exhausted(maxDeliver int) message.HandlerMiddleware {
 	}
 }
 
+// DeadLetterType is the event type label of the aggregator's dead-letter input in
+// metrics and spans.
+const DeadLetterType = "dead_letter"
+
 // messageType names a message's event type for metrics and spans. It is read from the
 // subject, which ParseSubject checks against the known types, never from a header a
 // publisher chose, so the label set stays bounded.
 func messageType(msg *message.Message) string {
 	subj := msg.Metadata.Get(MetaSubject)
 	if strings.HasPrefix(subj, events.DeadLetterPrefix+".") {
-		return "dead_letter"
+		return DeadLetterType
 	}
 	if _, typ, err := events.ParseSubject(subj); err == nil {
 		return string(typ)
@@ -208,21 +213,29 @@ func messageType(msg *message.Message) string {
 	return "unknown"
 }
 
-// tracing runs each delivery in a span "<service> <event type>" whose parent is the span
-// context in the message's metadata (or the job's root, see telemetry.Extract), and gives
-// that context to the handler and to every message it produces: the publisher writes it
-// into their metadata, so the next service continues the same trace under this span. The
-// span carries the messaging attributes of the OpenTelemetry conventions (a "process"
-// operation on NATS, the subject as destination, the durable as consumer group, the
-// event id as message id). The incoming message keeps the span context too, so a dead
-// letter continues the trace.
+// tracing runs each delivery in a consumer span named by the OpenTelemetry messaging
+// conventions, "process tribunal.{tenant}.<type>" (the operation, then the subject's
+// low-cardinality template; "process tribunal._dlq.<service>" for dead letters), whose
+// parent is the producer span in the message's metadata (telemetry.Extract: none, and
+// this span is the root of its trace), and gives that context to the handler and to
+// every message it produces: the publisher's producer spans for them are children of
+// this span, so the next service continues the same trace. The span links to the
+// message's creation context as the conventions ask, and carries their messaging
+// attributes (a "process" operation on NATS, the subject as destination, the durable as
+// consumer group, the event id as message id) and the service's name, which tells the
+// services of the all-in-one apart. The incoming message keeps the span context too, so
+// a dead letter continues the trace.
 func tracing(service string) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			typ := messageType(msg)
 			subject := msg.Metadata.Get(MetaSubject)
-			ctx := telemetry.Extract(msg.Context(), msg.Metadata, msg.Metadata.Get(MetaCorrelation))
-			ctx, span := telemetry.StartSpan(ctx, service+" "+typ, trace.WithSpanKind(trace.SpanKindConsumer))
+			ctx := telemetry.Extract(msg.Context(), msg.Metadata)
+			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+			if creation := trace.SpanContextFromContext(ctx); creation.IsValid() {
+				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: creation}))
+			}
+			ctx, span := telemetry.StartSpan(ctx, spanName("process", subject), opts...)
 			if span.IsRecording() {
 				// Only a recording span gets its attributes: without an exporter, building
 				// them was 4 % of the bytes a 10,000-AC all-in-one run allocated. The SDK
@@ -244,6 +257,22 @@ func tracing(service string) message.HandlerMiddleware {
 	}
 }
 
+// spanNames caches the span name of each operation and subject: the subjects are
+// bounded (types times tenants), and a name is asked for at every delivery and publish.
+var spanNames sync.Map
+
+// spanName is the messaging conventions' span name of operation on subject:
+// "{operation} {destination template}".
+func spanName(operation, subject string) string {
+	key := operation + " " + subject
+	if n, ok := spanNames.Load(key); ok {
+		return n.(string)
+	}
+	n := operation + " " + events.SubjectTemplate(subject)
+	spanNames.Store(key, n)
+	return n
+}
+
 // deliveryAttrs are the span attributes of one delivery.
 func deliveryAttrs(msg *message.Message, service, typ, subject string) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{
@@ -252,8 +281,14 @@ func deliveryAttrs(msg *message.Message, service, typ, subject string) []attribu
 		semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName("process"),
 		semconv.MessagingMessageID(msg.UUID), semconv.MessagingMessageBodySize(len(msg.Payload)),
 	}
+	if tpl := events.SubjectTemplate(subject); tpl != subject {
+		attrs = append(attrs, semconv.MessagingDestinationTemplate(tpl))
+	}
 	if c := msg.Metadata.Get(MetaConsumer); c != "" {
 		attrs = append(attrs, semconv.MessagingConsumerGroupName(c))
+	}
+	if c := msg.Metadata.Get(MetaCorrelation); c != "" {
+		attrs = append(attrs, semconv.MessagingMessageConversationID(c))
 	}
 	if tenant, _, err := events.ParseSubject(subject); err == nil {
 		attrs = append(attrs, telemetry.AttrTenant.String(tenant))

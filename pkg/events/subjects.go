@@ -79,6 +79,18 @@ func ParseSubject(subject string) (tenant string, t Type, err error) {
 	return parts[1], t, nil
 }
 
+// SubjectTemplate is subject with its tenant replaced by "{tenant}"
+// ("tribunal.{tenant}.render.requested"), the low-cardinality destination that span
+// names and messaging.destination.template carry: one name per event type however many
+// teams there are. Any other subject (a dead letter's names one of the four services) is
+// its own template.
+func SubjectTemplate(subject string) string {
+	if _, t, err := ParseSubject(subject); err == nil {
+		return SubjectRoot + ".{tenant}." + string(t)
+	}
+	return subject
+}
+
 // DeadLetterSubject is the dead-letter subject of one service.
 func DeadLetterSubject(service string) string { return DeadLetterPrefix + "." + service }
 

@@ -37,14 +37,35 @@ func (p *instrumentedProvider) Complete(ctx context.Context, req Request) (Respo
 		f := float64(*t)
 		call.Temperature = &f
 	}
-	if sa, ok := p.Provider.(serverAddresser); ok {
+	if sa, ok := as[serverAddresser](p.Provider); ok {
 		call.ServerAddress, call.ServerPort = sa.ServerAddress()
+	}
+	if r, ok := as[Recorded](p.Provider); ok {
+		call.NoModel = r.AsksNoModel()
 	}
 	ctx, end := telemetry.StartProviderCall(ctx, call)
 	resp, err := p.Provider.Complete(ctx, req)
 	end(telemetry.ProviderResult{Model: resp.Model, InputTokens: resp.PromptTokens, OutputTokens: resp.CompletionTokens,
-		Outcome: CallStatus(ctx, err), Err: err})
+		Outcome: CallStatus(ctx, err), Err: err, ID: resp.ID, FinishReasons: resp.FinishReasons,
+		MaxTokens: resp.Sampling.MaxTokens, Seed: resp.Sampling.Seed})
 	return resp, err
+}
+
+// as finds the optional interface T on p or on a provider it wraps (Limited's): a wrapper
+// would otherwise hide, say, the server address of the provider under the rate limits.
+func as[T any](p Provider) (T, bool) {
+	for p != nil {
+		if t, ok := p.(T); ok {
+			return t, true
+		}
+		u, ok := p.(interface{ Unwrap() Provider })
+		if !ok {
+			break
+		}
+		p = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }
 
 // CallStatus classifies how a provider call ended, for rate limiters and metrics: "ok",

@@ -42,6 +42,10 @@ type limitedProvider struct {
 	lim Limiter
 }
 
+// Unwrap is the provider the limits wrap, for the optional interfaces it implements
+// (Instrumented reads its server address).
+func (p *limitedProvider) Unwrap() Provider { return p.Provider }
+
 func (p *limitedProvider) Complete(ctx context.Context, req Request) (Response, error) {
 	tenant, _ := ctx.Value(tenantKey{}).(string)
 	model := req.Model

@@ -88,6 +88,11 @@ type Response struct {
 	Latency          time.Duration
 	// Attempts counts HTTP attempts including retries.
 	Attempts int
+	// ID is the completion's id as the server gave it ("" when it gave none).
+	ID string
+	// FinishReasons are why the model stopped, one per choice as the server reported it
+	// ("stop", "length", ...).
+	FinishReasons []string
 	// Sampling is what the provider actually sent for the answering attempt: the
 	// temperature (nil when none was pinned), seed, token limit and response format after
 	// any fallback, and the model id the server reported. A provider that sends nothing
@@ -105,6 +110,14 @@ type Provider interface {
 	// (timeouts, 429, 5xx) are retried inside; the error returned after the last attempt
 	// wraps ErrUnavailable.
 	Complete(ctx context.Context, req Request) (Response, error)
+}
+
+// Recorded is a Provider that answers from recordings and asks no model (pkg/judge/scripted):
+// its calls are not calls to a generative AI system, so Instrumented gives them no GenAI
+// span (they are still measured).
+type Recorded interface {
+	// AsksNoModel reports that the provider answers without any model.
+	AsksNoModel() bool
 }
 
 // Bounded is a Provider that caps its own calls in flight (the openai provider's

@@ -36,6 +36,10 @@ type ProviderCall struct {
 	Seed        *int
 	// Structured says the answer was asked for as JSON.
 	Structured bool
+	// NoModel says the provider answers from recordings (the scripted judge) and asks no
+	// model: the call is no GenAI client span but an internal one without gen_ai.*
+	// attributes, so GenAI views count only real model calls. Its metrics are kept.
+	NoModel bool
 }
 
 // ProviderResult is how a provider call ended.
@@ -49,16 +53,36 @@ type ProviderResult struct {
 	Outcome string
 	// Err is the failure, recorded on the span.
 	Err error
+	// ID is the completion's id as the provider reported it; FinishReasons why the model
+	// stopped, per choice.
+	ID            string
+	FinishReasons []string
+	// MaxTokens and Seed are the limit and seed the provider actually sent (its default
+	// token limit when the request set none; 0 and nil: none sent). They override the
+	// request's on the span: the conventions' gen_ai.request.* is what was sent.
+	MaxTokens int
+	Seed      *int
 }
+
+// Attributes of a call to a provider that asks no model (ProviderCall.NoModel).
+const (
+	AttrJudgeProvider = attribute.Key("tribunal.judge.provider")
+	AttrJudgeModel    = attribute.Key("tribunal.judge.model")
+)
 
 // StartProviderCall opens a GenAI client span for one provider call ("chat <model>",
 // gen_ai.* attributes per the OpenTelemetry GenAI conventions) as a child of the span in
 // ctx, the handler's span, and returns the context to make the call under (the
 // provider's retries add events to this span) and the function that ends it. Ending
-// records the response model, token usage and outcome on the span and the call's
-// duration and outcome in the provider metrics, labelled with the tenant of the event
-// being handled.
+// records the response's id, model, finish reasons and token usage, the token limit and
+// seed sent, and the outcome on the span, and the call's duration and outcome in the
+// provider metrics, labelled with the tenant of the event being handled. A call that
+// asks no model (NoModel) is an internal span "recorded <kind>" instead, with tribunal's
+// own attributes only, and the same metrics.
 func StartProviderCall(ctx context.Context, c ProviderCall) (context.Context, func(ProviderResult)) {
+	if c.NoModel {
+		return startRecordedCall(ctx, c)
+	}
 	attrs := []attribute.KeyValue{
 		semconv.GenAIOperationNameChat,
 		semconv.GenAIProviderNameKey.String(c.Provider),
@@ -92,27 +116,56 @@ func StartProviderCall(ctx context.Context, c ProviderCall) (context.Context, fu
 	ctx, span := StartSpan(ctx, "chat "+c.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	start := time.Now()
 	return ctx, func(r ProviderResult) {
-		if r.Outcome == "" {
-			r.Outcome = "ok"
-		}
 		if r.Model != "" {
 			span.SetAttributes(semconv.GenAIResponseModelKey.String(r.Model))
 		}
-		span.SetAttributes(semconv.GenAIUsageInputTokensKey.Int(r.InputTokens), semconv.GenAIUsageOutputTokensKey.Int(r.OutputTokens))
-		if r.Outcome != "ok" {
-			span.SetAttributes(semconv.ErrorTypeKey.String(r.Outcome))
-			if r.Err != nil {
-				span.RecordError(r.Err)
-				span.SetStatus(codes.Error, r.Err.Error())
-			} else {
-				span.SetStatus(codes.Error, r.Outcome)
-			}
+		if r.ID != "" {
+			span.SetAttributes(semconv.GenAIResponseID(r.ID))
 		}
-		span.End()
-		m := Default()
-		m.ProviderSeconds.WithLabelValues(c.Provider, c.Model, c.Kind, r.Outcome).Observe(time.Since(start).Seconds())
-		m.ProviderCalls.WithLabelValues(c.Provider, c.Model, m.TenantLabel(ev.Tenant), r.Outcome).Inc()
+		if len(r.FinishReasons) > 0 {
+			span.SetAttributes(semconv.GenAIResponseFinishReasons(r.FinishReasons...))
+		}
+		if r.MaxTokens > 0 {
+			span.SetAttributes(semconv.GenAIRequestMaxTokensKey.Int(r.MaxTokens))
+		}
+		if r.Seed != nil {
+			span.SetAttributes(semconv.GenAIRequestSeedKey.Int(*r.Seed))
+		}
+		span.SetAttributes(semconv.GenAIUsageInputTokensKey.Int(r.InputTokens), semconv.GenAIUsageOutputTokensKey.Int(r.OutputTokens))
+		endCall(span, c, ev.Tenant, start, r)
 	}
+}
+
+// startRecordedCall is StartProviderCall for a provider that asks no model.
+func startRecordedCall(ctx context.Context, c ProviderCall) (context.Context, func(ProviderResult)) {
+	attrs := []attribute.KeyValue{AttrJudgeProvider.String(c.Provider), AttrJudgeModel.String(c.Model), AttrJudgeKind.String(c.Kind)}
+	ev, hasEv := EventFrom(ctx)
+	if hasEv {
+		attrs = append(attrs, AttrTenant.String(ev.Tenant), AttrBatch.String(ev.Batch), AttrJob.String(ev.Job))
+	}
+	ctx, span := StartSpan(ctx, "recorded "+c.Kind, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	start := time.Now()
+	return ctx, func(r ProviderResult) { endCall(span, c, ev.Tenant, start, r) }
+}
+
+// endCall ends a provider call's span with its outcome and measures the call.
+func endCall(span trace.Span, c ProviderCall, tenant string, start time.Time, r ProviderResult) {
+	if r.Outcome == "" {
+		r.Outcome = "ok"
+	}
+	if r.Outcome != "ok" {
+		span.SetAttributes(semconv.ErrorTypeKey.String(r.Outcome))
+		if r.Err != nil {
+			span.RecordError(r.Err)
+			span.SetStatus(codes.Error, r.Err.Error())
+		} else {
+			span.SetStatus(codes.Error, r.Outcome)
+		}
+	}
+	span.End()
+	m := Default()
+	m.ProviderSeconds.WithLabelValues(c.Provider, c.Model, c.Kind, r.Outcome).Observe(time.Since(start).Seconds())
+	m.ProviderCalls.WithLabelValues(c.Provider, c.Model, m.TenantLabel(tenant), r.Outcome).Inc()
 }
 
 // Retry reasons for ProviderRetry.

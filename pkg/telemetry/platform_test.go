@@ -165,7 +165,7 @@ func TestStartSpanOwnIDWithoutSDK(t *testing.T) {
 	prev := otel.GetTracerProvider()
 	otel.SetTracerProvider(noop.NewTracerProvider())
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
-	root := telemetry.JobRoot("corr")
+	root := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2}, SpanID: trace.SpanID{3, 4}, TraceFlags: trace.FlagsSampled, Remote: true})
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), root)
 	ctx1, _ := telemetry.StartSpan(ctx, "first")
 	ctx2, _ := telemetry.StartSpan(ctx1, "second")
@@ -199,12 +199,18 @@ func TestProviderCallSpan(t *testing.T) {
 	cctx, end := telemetry.StartProviderCall(ctx, telemetry.ProviderCall{Provider: "openai", Model: "gpt-4o-mini", Kind: "ab",
 		ServerAddress: "api.openai.com", ServerPort: 443, Temperature: &temp, Seed: &seed, MaxTokens: 300, Structured: true})
 	telemetry.ProviderRetry(cctx, "openai", "gpt-4o-mini", telemetry.RetryRateLimited, 429, 1, time.Second)
-	end(telemetry.ProviderResult{Model: "gpt-4o-mini-2024-07-18", InputTokens: 120, OutputTokens: 30, Outcome: "ok"})
+	end(telemetry.ProviderResult{Model: "gpt-4o-mini-2024-07-18", InputTokens: 120, OutputTokens: 30, Outcome: "ok",
+		ID: "chatcmpl-123", FinishReasons: []string{"stop"}})
 	_, end = telemetry.StartProviderCall(ctx, telemetry.ProviderCall{Provider: "openai", Model: "gpt-4o-mini", Kind: "critic"})
-	end(telemetry.ProviderResult{Outcome: "rate_limited", Err: errors.New("HTTP 429")})
+	// The limit and seed the provider sent, its defaults for a request that set none.
+	sent := 11
+	end(telemetry.ProviderResult{Outcome: "rate_limited", Err: errors.New("HTTP 429"), MaxTokens: 4096, Seed: &sent})
+	// Recorded answers (the scripted judge) ask no model: no GenAI span, same metrics.
+	_, end = telemetry.StartProviderCall(ctx, telemetry.ProviderCall{Provider: "scripted", Model: "scripted-A", Kind: "ab", NoModel: true})
+	end(telemetry.ProviderResult{Model: "scripted-A"})
 
 	spans := exp.GetSpans()
-	if len(spans) != 2 {
+	if len(spans) != 3 {
 		t.Fatalf("%d spans", len(spans))
 	}
 	attrs := func(s tracetest.SpanStub) map[string]string {
@@ -221,7 +227,8 @@ func TestProviderCallSpan(t *testing.T) {
 	for k, v := range map[string]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.system": "openai",
 		"gen_ai.request.model": "gpt-4o-mini", "gen_ai.response.model": "gpt-4o-mini-2024-07-18", "gen_ai.usage.input_tokens": "120",
 		"gen_ai.usage.output_tokens": "30", "gen_ai.request.temperature": "0", "gen_ai.request.seed": "7", "gen_ai.request.max_tokens": "300",
-		"gen_ai.output.type": "json", "server.address": "api.openai.com", "server.port": "443", "tribunal.tenant": "team-a", "tribunal.judge.kind": "ab"} {
+		"gen_ai.output.type": "json", "server.address": "api.openai.com", "server.port": "443", "tribunal.tenant": "team-a", "tribunal.judge.kind": "ab",
+		"gen_ai.response.id": "chatcmpl-123", "gen_ai.response.finish_reasons": `["stop"]`} {
 		if got := attrs(ok)[k]; got != v {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
@@ -234,6 +241,24 @@ func TestProviderCallSpan(t *testing.T) {
 	}
 	if attrs(failed)["error.type"] != "rate_limited" || failed.Status.Description == "" {
 		t.Errorf("failed call: error.type %q, status %v", attrs(failed)["error.type"], failed.Status)
+	}
+	if a := attrs(failed); a["gen_ai.request.max_tokens"] != "4096" || a["gen_ai.request.seed"] != "11" {
+		t.Errorf("failed call: max_tokens %q seed %q, want what was sent", a["gen_ai.request.max_tokens"], a["gen_ai.request.seed"])
+	}
+	recorded := spans[2]
+	if recorded.Name != "recorded ab" || recorded.SpanKind != trace.SpanKindInternal {
+		t.Errorf("recorded call: span %q kind %v, want an internal span", recorded.Name, recorded.SpanKind)
+	}
+	for k, v := range attrs(recorded) {
+		if strings.HasPrefix(k, "gen_ai.") {
+			t.Errorf("recorded call has %s = %q: no GenAI call was made", k, v)
+		}
+	}
+	if a := attrs(recorded); a["tribunal.judge.provider"] != "scripted" || a["tribunal.judge.kind"] != "ab" {
+		t.Errorf("recorded call attributes %v", a)
+	}
+	if got := m.Value("tribunal_provider_calls_total", "provider=scripted", "outcome=ok"); got != 1 {
+		t.Errorf("recorded calls %v, want 1", got)
 	}
 	if got := m.Value("tribunal_provider_call_duration_seconds", "provider=openai", "model=gpt-4o-mini", "kind=ab", "outcome=ok"); got != 1 {
 		t.Errorf("duration observations %v, want 1", got)

@@ -155,34 +155,25 @@ func scrapeBody(m *telemetry.Metrics) string {
 	return rec.Body.String()
 }
 
+// TestTraceContextRoundTrip: a message without a traceparent gives no parent (the span
+// started for it is its trace's root, recorded where it is handled); one with a
+// traceparent gives that producer's span context, as a remote parent.
 func TestTraceContextRoundTrip(t *testing.T) {
-	corr := events.CorrelationFor("team-a", "b1", "AC-1")
-	root := telemetry.JobRoot(corr)
-	if !root.Equal(telemetry.JobRoot(corr)) || !root.IsValid() || !root.IsSampled() {
-		t.Fatalf("job root %v: want valid, sampled and deterministic", root)
+	if sc := trace.SpanContextFromContext(telemetry.Extract(context.Background(), map[string]string{})); sc.IsValid() {
+		t.Fatalf("extracted %v from no header", sc)
 	}
-	if telemetry.JobRoot(events.CorrelationFor("team-a", "b1", "AC-2")).TraceID() == root.TraceID() {
-		t.Fatal("two jobs share a trace id")
-	}
-
-	// No header: the job's root.
-	ctx := telemetry.Extract(context.Background(), map[string]string{}, corr)
-	if sc := trace.SpanContextFromContext(ctx); !sc.Equal(root) {
-		t.Fatalf("extracted %v, want the job root %v", sc, root)
-	}
-	// Neither header nor correlation id: nothing.
-	if sc := trace.SpanContextFromContext(telemetry.Extract(context.Background(), nil, "")); sc.IsValid() {
+	if sc := trace.SpanContextFromContext(telemetry.Extract(context.Background(), nil)); sc.IsValid() {
 		t.Fatalf("extracted %v from nothing", sc)
 	}
 
-	// A header wins over the correlation id and survives a round trip.
+	// A header survives a round trip.
 	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled})
 	md := map[string]string{}
 	telemetry.Inject(trace.ContextWithSpanContext(context.Background(), parent), md)
 	if md["traceparent"] == "" {
 		t.Fatalf("no traceparent in %v", md)
 	}
-	got := trace.SpanContextFromContext(telemetry.Extract(context.Background(), md, corr))
+	got := trace.SpanContextFromContext(telemetry.Extract(context.Background(), md))
 	if got.TraceID() != parent.TraceID() || got.SpanID() != parent.SpanID() || !got.IsRemote() {
 		t.Fatalf("round trip gave %v, want %v", got, parent)
 	}
@@ -200,7 +191,7 @@ func TestContextHandlerAddsEventAndTrace(t *testing.T) {
 	if telemetry.WithContext(log) != log {
 		t.Error("wrapping twice should be a no-op")
 	}
-	root := telemetry.JobRoot("corr")
+	root := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7, 7}, SpanID: trace.SpanID{8, 8}, TraceFlags: trace.FlagsSampled})
 	ctx := telemetry.WithEvent(trace.ContextWithSpanContext(context.Background(), root),
 		telemetry.Event{Tenant: "team-a", Batch: "b1", Job: "AC-1", Type: "render.done", ID: "e1"})
 	log.InfoContext(ctx, "gated", "job", "AC-1")

@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"math/rand/v2"
 	"sync/atomic"
@@ -61,33 +60,15 @@ type providerTracer struct {
 var lastTracer atomic.Pointer[providerTracer]
 
 // Extract returns ctx with the remote parent found in md, the metadata of an incoming
-// message (its NATS headers). A message without one (published by a client, which
-// starts no span) gets the job's root from JobRoot(correlationID) instead, so the two
-// messages that enter the system for one AC (job.submitted to the aggregator and
-// render.requested to the renderer) land in the same trace without any coordination.
-func Extract(ctx context.Context, md map[string]string, correlationID string) context.Context {
+// message (its NATS headers): the producer span of the service or client that published
+// it. A message without one (from a publisher that records no span) leaves ctx as it
+// is, so the span started under it is the root of a trace of its own, recorded here:
+// no trace hangs off a parent that no process records.
+func Extract(ctx context.Context, md map[string]string) context.Context {
 	if ectx := propagator.Extract(ctx, propagation.MapCarrier(md)); trace.SpanContextFromContext(ectx).IsRemote() {
 		return ectx
 	}
-	if correlationID == "" {
-		return ctx
-	}
-	return trace.ContextWithRemoteSpanContext(ctx, JobRoot(correlationID))
-}
-
-// JobRoot is the virtual root span of a job's trace: trace and span ids are derived from
-// the job's correlation id (one per AC per batch), so every service computes the same
-// one. No process ever records this span; backends show the services' first spans as
-// children of a missing root. It is marked sampled so that parent-based samplers (the
-// SDK default) record the job everywhere or, with a trace-id-ratio sampler on the
-// services, decide the same way for every span of the job.
-func JobRoot(correlationID string) trace.SpanContext {
-	sum := sha256.Sum256([]byte("tribunal trace\x00" + correlationID))
-	var tid trace.TraceID
-	var sid trace.SpanID
-	copy(tid[:], sum[:16])
-	copy(sid[:], sum[16:24])
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+	return ctx
 }
 
 // StartSpan starts a span named name under the span context in ctx, like Tracer().Start,

@@ -328,9 +328,17 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 			if respModel == "" {
 				respModel = model
 			}
+			var finish []string
+			for _, c := range resp.Choices {
+				if c.FinishReason != "" {
+					finish = append(finish, string(c.FinishReason))
+				}
+			}
 			return judge.Response{
 				Content:          content,
 				Model:            respModel,
+				ID:               resp.ID,
+				FinishReasons:    finish,
 				PromptTokens:     resp.Usage.PromptTokens,
 				CompletionTokens: resp.Usage.CompletionTokens,
 				Latency:          time.Since(start),

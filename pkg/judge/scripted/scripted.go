@@ -175,6 +175,9 @@ func (s *Provider) CallsFor(key string) int {
 	return s.byKey[key]
 }
 
+// AsksNoModel implements judge.Recorded: recorded answers are no GenAI calls.
+func (s *Provider) AsksNoModel() bool { return true }
+
 // Complete implements Provider.
 func (s *Provider) Complete(ctx context.Context, req judge.Request) (judge.Response, error) {
 	s.calls.Add(1)
