@@ -28,6 +28,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
@@ -151,6 +153,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	r.opts, r.provider = o, provider
 	// Tenant labels are bounded by the tenants this deployment serves.
 	telemetry.Default().SetTenants(cfg.Tenants)
+	primeMetrics(o.Services, provider)
 	grace := o.ShutdownGrace
 	if grace == 0 {
 		grace = bus.DefaultShutdownGrace
@@ -203,6 +206,38 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		r.unwatch = append(r.unwatch, telemetry.Default().WatchPending(svc, consumerPending(js, cfg.Stream, bus.ConsumerNames(svc, cfg.Tenants)...), lease.Held))
 	}
 	return r, nil
+}
+
+// primeMetrics makes every metric the services of this process report exist at zero
+// from start (telemetry.PrimeService and the others), so a fresh deployment's dashboard
+// shows zeros, not "No data". The tenants must be set first.
+func primeMetrics(services []string, p judge.Provider) {
+	names := kinds.Names()
+	for _, svc := range services {
+		var inputs []string
+		for _, t := range bus.ServiceInputs[svc] {
+			inputs = append(inputs, string(t))
+		}
+		if svc == bus.Aggregator {
+			inputs = append(inputs, bus.DeadLetterType)
+		}
+		telemetry.PrimeService(svc, inputs)
+		switch svc {
+		case bus.Gater:
+			telemetry.PrimeGater(names)
+		case bus.Aggregator:
+			telemetry.PrimeAggregator(names)
+		case bus.Judge:
+			if p != nil {
+				telemetry.PrimeJudge(p.Name(), p.DefaultModel(), names)
+				telemetry.PrimeProvider(p.Name(), p.DefaultModel(), names)
+			}
+		case bus.Renderer:
+			if p != nil {
+				telemetry.PrimeProvider(p.Name(), p.DefaultModel(), []string{equivalence.KindRunner})
+			}
+		}
+	}
 }
 
 // judgeConcurrency is how many messages the judge service holds at once. A message holds

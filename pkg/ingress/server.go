@@ -92,16 +92,29 @@ func New(cfg Config) http.Handler {
 	}
 	s.usage = newUsage(cfg.Store, bk, s.log)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+PathWhoami, s.authed(s.whoami))
-	mux.HandleFunc("PUT "+PathBlobs, s.authed(s.putBlob))
-	mux.HandleFunc("GET "+PathBlobs+"/{sha256}", s.authed(s.getBlob))
-	mux.HandleFunc("HEAD "+PathBlobs+"/{sha256}", s.authed(s.getBlob))
-	mux.HandleFunc("POST "+PathEvents, s.authed(s.postEvents))
-	mux.HandleFunc("GET "+PathBatches+"/{batch}", s.authed(s.batch))
-	mux.HandleFunc("GET "+PathBatches+"/{batch}/results", s.authed(s.results))
+	routes := []struct {
+		pattern string
+		h       http.HandlerFunc
+	}{
+		{"GET " + PathWhoami, s.authed(s.whoami)},
+		{"PUT " + PathBlobs, s.authed(s.putBlob)},
+		{"GET " + PathBlobs + "/{sha256}", s.authed(s.getBlob)},
+		{"HEAD " + PathBlobs + "/{sha256}", s.authed(s.getBlob)},
+		{"POST " + PathEvents, s.authed(s.postEvents)},
+		{"GET " + PathBatches + "/{batch}", s.authed(s.batch)},
+		{"GET " + PathBatches + "/{batch}/results", s.authed(s.results)},
+	}
+	patterns := make([]string, 0, len(routes))
+	for _, r := range routes {
+		mux.HandleFunc(r.pattern, r.h)
+		patterns = append(patterns, r.pattern)
+	}
 	mux.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request, _ string) {
 		s.problem(w, r, http.StatusNotFound, "no such endpoint: the API is "+PathWhoami+", "+PathBlobs+", "+PathEvents+" and "+PathBatches+"/{batch}[/results]", nil)
 	}))
+	// The answer count exists at zero from start, route by route (route labels are the
+	// patterns counted records).
+	telemetry.PrimeIngress(patterns)
 	return counted(mux)
 }
 
