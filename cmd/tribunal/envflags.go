@@ -33,6 +33,8 @@ var envAliases = map[string][]string{
 	"web-allow-host":  {"TRIBUNAL_WEB_ALLOW_HOSTS"},
 	"openai-base-url": {"OPENAI_BASE_URL"},
 	"serve tokens":    {"TRIBUNAL_CONSOLE_TOKENS"},
+	// Seed 000's variable for its threshold.
+	"cfn-ab-critic threshold": {"CFN_AB_CRITIC_THRESHOLD"},
 }
 
 // commandScoped are flags whose meaning differs between commands (`serve --tokens` is

@@ -107,6 +107,7 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newCalibrateCmd(),
 		newViewCmd(),
 		newPruneCmd(),
+		newCFNCmd(),
 	)
 	bindEnv(root)
 	return root

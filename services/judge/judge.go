@@ -121,6 +121,12 @@ func (s *Service) handle(ctx context.Context, ev events.Event, digest string) ([
 		}
 	}
 	ctx = pj.WithTenant(ctx, ev.Tenant)
+	if s.env.Provider != nil && s.env.Provider.Name() == external.Name && !external.Named(gd.Judges) {
+		// A judge whose only provider is the external one (tribunal cfn-ab-critic) has no
+		// model for this job: it goes back for a judge that has one, never answered by
+		// whoever answers the external prompts.
+		return nil, fmt.Errorf("job %s is for a model judge and this judge service has only the external one: left for another", ev.JobID)
+	}
 	env := &s.env
 	var job *external.Job
 	if external.Named(gd.Judges) {
