@@ -86,6 +86,12 @@ type AC struct {
 	// ArgusRuns asks for the seed's files in the feature's .argus-runs/ folder too; nil
 	// takes the batch's.
 	ArgusRuns *bool `yaml:"argus_runs"`
+	// Targets and Views narrow a rubric AC to some of its feature's views, as a run's
+	// --target (seed 004's target:/screen:) and --ac with a view's id ask: target ids, and
+	// views' job ids (<ac>--<target>--<state>--<appearance>). Empty keeps every view. A
+	// batch file never sets them.
+	Targets []string `yaml:"-"`
+	Views   []string `yaml:"-"`
 	// Line is where the entry starts in the file, and Index its place in the file's acs
 	// list, counting entries that were skipped: what acs[i] names in a message.
 	Line  int `yaml:"-"`

@@ -70,9 +70,26 @@ func (b *Batch) Select(ids []string) error {
 	if len(want) == 0 {
 		return fmt.Errorf("%s: --ac names no AC", b.Path)
 	}
+	// An id that is no AC's may name one view of a rubric AC (its job id,
+	// <ac>--<target>--<state>--<appearance>): the AC is kept with that view only.
+	views := map[string][]string{}
+	for id := range want {
+		if b.hasAC(id) {
+			continue
+		}
+		if ac, ok := b.viewOwner(id); ok {
+			views[ac] = append(views[ac], id)
+			delete(want, id)
+		}
+	}
 	var kept []AC
 	for _, ac := range b.ACs {
-		if want[ac.ID] {
+		v, viewed := views[ac.ID]
+		if want[ac.ID] || viewed {
+			if !want[ac.ID] {
+				sort.Strings(v)
+				ac.Views = append(ac.Views, v...)
+			}
 			kept = append(kept, ac)
 			delete(want, ac.ID)
 		}
@@ -87,4 +104,95 @@ func (b *Batch) Select(ids []string) error {
 	}
 	b.ACs, b.Rejected = kept, nil
 	return nil
+}
+
+func (b *Batch) hasAC(id string) bool {
+	for _, ac := range b.ACs {
+		if ac.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// viewOwner is the rubric AC whose views' job ids start with "<ac>--" for id, the longest
+// such id when several do.
+func (b *Batch) viewOwner(id string) (string, bool) {
+	owner := ""
+	for _, ac := range b.ACs {
+		if b.KindOf(ac) == "rubric" && strings.HasPrefix(id, ac.ID+"--") && len(ac.ID) > len(owner) {
+			owner = ac.ID
+		}
+	}
+	return owner, owner != ""
+}
+
+// SelectTargets keeps only the rubric ACs whose feature has one of the targets named in
+// ids, each narrowed to those targets' views: a run's --target (seed 004's `target:`,
+// alias `screen:`) converges one target of a feature. ACs of other kinds have no targets
+// and are left out. targetsOf lists a rubric AC's target ids (its spec.json's); an AC whose
+// spec cannot be read is kept, to be reported blocked with the reason. A target no AC has
+// is an error, naming the targets there are.
+func (b *Batch) SelectTargets(ids []string, targetsOf func(AC) ([]string, error)) error {
+	want := map[string]bool{}
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" {
+			want[id] = true
+		}
+	}
+	if len(want) == 0 {
+		return fmt.Errorf("%s: --target names no target", b.Path)
+	}
+	found := map[string]bool{}
+	var kept []AC
+	var all []string
+	unread := false
+	for _, ac := range b.ACs {
+		if b.KindOf(ac) != "rubric" {
+			continue
+		}
+		targets, err := targetsOf(ac)
+		if err != nil {
+			unread = true
+			ac.Targets = sortedKeys(want)
+			kept = append(kept, ac)
+			continue
+		}
+		var mine []string
+		for _, t := range targets {
+			all = append(all, ac.ID+":"+t)
+			if want[t] {
+				mine = append(mine, t)
+				found[t] = true
+			}
+		}
+		if len(mine) > 0 {
+			ac.Targets = mine
+			kept = append(kept, ac)
+		}
+	}
+	var missing []string
+	for _, id := range sortedKeys(want) {
+		if !found[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(kept) == 0 || len(missing) > 0 && !unread {
+		there := "none"
+		if len(all) > 0 {
+			there = strings.Join(all, ", ")
+		}
+		return fmt.Errorf("%s: --target %s: no rubric feature of the batch has it (targets: %s)", b.Path, strings.Join(missing, ","), there)
+	}
+	b.ACs, b.Rejected = kept, nil
+	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -137,6 +138,20 @@ type Results struct {
 	// list's identity fields (kind.File.Identity).
 	beside   map[string]string
 	identity map[string][]string
+	// Applied are the changes WriteBeside made to the batch's own files, one line each
+	// ("file: op path value (why)").
+	Applied []string `json:"-"`
+
+	// changes are changes to the batch's own files (kind.File.Change), by the file's path
+	// relative to the batch's folder, in job order.
+	changes []fileChange
+}
+
+// fileChange is one planned change to a file of the batch's own.
+type fileChange struct {
+	file   string
+	change argus.SpecChange
+	job    string
 }
 
 // files collects the files a job's kind keeps beside the results (kind.Outputs): the seed
@@ -152,6 +167,12 @@ func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job)
 		return nil
 	}
 	for _, f := range out.Files(rec) {
+		if f.Change != nil {
+			if f.Beside != "" {
+				r.changes = append(r.changes, fileChange{file: f.Beside, change: *f.Change, job: rec.ACID})
+			}
+			continue
+		}
 		if f.Beside != "" {
 			if r.beside == nil {
 				r.beside, r.identity = map[string]string{}, map[string][]string{}
@@ -176,6 +197,15 @@ func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job)
 				r.Blobs = map[string][]byte{}
 			}
 			r.Blobs[f.Path] = data
+		case f.Doc != nil:
+			data, err := json.MarshalIndent(f.Doc, "", "  ")
+			if err != nil {
+				return fmt.Errorf("encode %s of %s: %w", f.Path, rec.ACID, err)
+			}
+			if r.Blobs == nil {
+				r.Blobs = map[string][]byte{}
+			}
+			r.Blobs[f.Path] = append(data, '\n')
 		}
 	}
 	return nil
@@ -315,7 +345,10 @@ func (r *Results) Write(dir string) (string, error) {
 // folder, and returns the files written. A path that would leave dir is refused. A list
 // is merged into the one already there, so .argus-runs/signoff.json keeps the sign-offs
 // of earlier runs as the seed's appends do: an item replaces the earlier item with the
-// same identity (the same view), the others stay.
+// same identity (the same view), the others stay. Then the batch's own files are changed
+// as planned (kind.File.Change: HE-1 sets a feature's canonical reference entry to
+// candidate in its spec.json, seed 004's "set the manifest entry to candidate"), each
+// only while the file still needs it, and listed in Applied.
 func (r *Results) WriteBeside(dir string) ([]string, error) {
 	paths := make([]string, 0, len(r.beside))
 	for p := range r.beside {
@@ -342,6 +375,30 @@ func (r *Results) WriteBeside(dir string) ([]string, error) {
 			return written, fmt.Errorf("write %s beside the batch: %w", rel, err)
 		}
 		written = append(written, filepath.Join(dir, filepath.FromSlash(rel)))
+	}
+	for _, c := range r.changes {
+		changed := false
+		err := writeInside(dir, c.file, func(local string) error {
+			p := filepath.Join(dir, local)
+			cur, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			next, applied, err := argus.ApplyCandidateChange(cur, c.change)
+			if err != nil || !applied {
+				return err
+			}
+			changed = true
+			return os.WriteFile(p, next, 0o644)
+		})
+		if err != nil {
+			return written, fmt.Errorf("change %s for %s (HE-1, %s %s): %w", c.file, c.job, c.change.Op, c.change.Path, err)
+		}
+		if changed {
+			written = append(written, filepath.Join(dir, filepath.FromSlash(c.file)))
+			v, _ := json.Marshal(c.change.Value)
+			r.Applied = append(r.Applied, fmt.Sprintf("%s: %s %s %s (HE-1, %s)", c.file, c.change.Op, c.change.Path, v, c.job))
+		}
 	}
 	return written, nil
 }

@@ -55,11 +55,27 @@ type RubricSpec struct {
 	// Runs is the feature's .argus-runs/ folder, slash-separated and relative to the batch
 	// folder, when the batch asks for the seed's files there as well (argus_runs).
 	Runs string `msgpack:"runs,omitempty"`
+	// SpecChange is the change HE-1 makes to the feature's spec.json when this view (the
+	// target's canonical one, its reference needed) renders a candidate: seed 004 sets the
+	// manifest entry to candidate. Set by planning; nil for any other view.
+	SpecChange *RubricSpecChange `msgpack:"spec_change,omitempty"`
 	// Project is what the planning client found of the feature's project (seed 004's
 	// layout, see RubricProject). Planning always sets it: a spec without it says nothing
 	// about the project's gates adapter, and a gater with no gates adapter of its own
 	// blocks such a view rather than skip its platform gates.
 	Project *RubricProject `msgpack:"project,omitempty"`
+}
+
+// RubricSpecChange is one change to a feature's spec.json, planned from the spec as it
+// was read. A client holding the batch's folder applies it (the all-in-one mode, where the
+// spec is its user's file); on a shared deployment the results carry it for the team to
+// apply, since no service writes a team's files.
+type RubricSpecChange struct {
+	// File is spec.json's path relative to the batch folder, slash-separated; "" when it
+	// lies outside the batch folder, where no client writes.
+	File string `msgpack:"file,omitempty"`
+	// Patch is the change as one JSON Patch operation (RFC 6902), in JSON.
+	Patch string `msgpack:"patch"`
 }
 
 // RubricProject is a rubric view's project as the planning client found it on its
@@ -97,7 +113,6 @@ func (p *RubricProject) validate(adapter string) error {
 	}
 	return nil
 }
-
 
 func (s *RubricSpec) validate() error {
 	if s == nil {

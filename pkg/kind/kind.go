@@ -357,6 +357,16 @@ type Looping interface {
 	Interactive(spec events.JobSpec) bool
 }
 
+// Settling is a kind some of whose jobs have their outcome at submission, before anything
+// is rendered: a rubric view that cannot be judged until a person supplies a reference
+// image (HE-1), where only the target's canonical view renders a candidate.
+type Settling interface {
+	Kind
+	// Settle decides a job just recorded, from its spec alone, when nothing needs to be
+	// rendered for it, and reports whether it did.
+	Settle(j *records.Job) bool
+}
+
 // Unblinding is a kind whose judge sees its artifacts in blind slots (ab): for reviewers,
 // it says which artifact each slot of one call was.
 type Unblinding interface {
@@ -380,6 +390,14 @@ type File struct {
 	Path string
 	Item any
 	Blob *events.Blob
+	// Doc is a JSON document written as it is, indented (a rubric view's loop state, an
+	// iteration's verdict).
+	Doc any
+	// Change is a change to a file of the batch's own at Beside, relative to the batch's
+	// folder: a rubric feature's spec.json, whose canonical reference entry HE-1 sets to
+	// candidate (argus.ApplyCandidateChange). Path is empty. Only a client that holds the
+	// batch's folder applies it; the results of the others carry it for the team.
+	Change *argus.SpecChange
 	// Beside, when set, is where the batch asked to keep the file as well: a
 	// slash-separated path relative to the batch's folder (a rubric feature's
 	// .argus-runs/, where the seed keeps its files).

@@ -60,6 +60,12 @@ type Job struct {
 	// DecidedBy is the id of the event the final status was derived from.
 	DecidedBy string    `json:"decided_by,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitempty"`
+	// Held are the inputs of other jobs of the batch that wait for this job's outcome: a
+	// looping kind's sign-off waiting for a person (HE-2) holds the next steps of the
+	// batch's other interactive views until it is answered (pkg/rulebook, Park). They are
+	// applied to their own jobs once this job is final, and kept here so a release lost
+	// in a crash is made again.
+	Held []HeldInput `json:"held,omitempty"`
 
 	// memo is set only between Memoize and Forget.
 	memo *memo
@@ -145,6 +151,19 @@ func (j *Job) Clone() *Job {
 		panic("records: a job record that does not decode: " + err.Error())
 	}
 	return &c
+}
+
+// HeldInput is one input held back on another job's record (Job.Held): the event as it
+// travelled, with what the rules need to apply it later as if it had just arrived.
+type HeldInput struct {
+	// Job is the job the input is for.
+	Job string `json:"job"`
+	// Event is the input's wire form (events.Encode).
+	Event []byte `json:"event"`
+	// Link is the input's link of its job's digest chain, "" when it has none.
+	Link string `json:"link,omitempty"`
+	// ID is the event's id: an input is held once, however often it is delivered.
+	ID string `json:"id"`
 }
 
 // Call is one judge call a job's verdict came from.

@@ -151,7 +151,7 @@ func cancelled(st State, in Input, p *events.JobCancelRequested) (Result, error)
 	}
 	j := st.Job
 	if j != nil && j.Final() {
-		return Result{Done: true, Publish: Announced(j)}, nil
+		return withRelease(Result{Done: true, Publish: Announced(j)}, j, nil)
 	}
 	k, err := kinds.Lookup(p.Kind)
 	if err != nil {
@@ -168,8 +168,9 @@ func cancelled(st State, in Input, p *events.JobCancelRequested) (Result, error)
 		DecidedBy: ev.ID, DecidedAt: st.Now,
 	}
 	if j != nil {
-		// A redriven job's cancel counts toward its redrive.
-		next.Attempt = j.Attempt
+		// A redriven job's cancel counts toward its redrive; the inputs it held for
+		// others (HE-2) are let go.
+		next.Attempt, next.Held = j.Attempt, j.Held
 	}
 	if in.Link != "" {
 		next.Inputs = []string{in.Link}
@@ -182,5 +183,5 @@ func cancelled(st State, in Input, p *events.JobCancelRequested) (Result, error)
 		res.Created = true
 		res.Batch = &records.Batch{Tenant: ev.Tenant, Batch: ev.BatchID, Size: p.BatchSize, CreatedAt: st.Now}
 	}
-	return res, nil
+	return withRelease(res, next, nil)
 }

@@ -222,6 +222,7 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 			}
 			if lk.Interactive(st.Job.Spec) {
 				st.Spotcheck = m.claims[records.BatchKey(tenant, batch)]
+				st.Holder = m.holder(st.Job, st.Spotcheck)
 			}
 		}
 	}
@@ -236,10 +237,25 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 			m.claims[key] = holder
 		}
 		st.Spotcheck = m.claims[key]
+		st.Holder = m.holder(st.Job, st.Spotcheck)
 		res, err = Apply(st, in)
 	}
 	if err != nil || res.NotRecorded {
 		return Applied{Result: res}, err
+	}
+	if res.Hold {
+		// The input waits on the spot-check holder's record, as the aggregator parks it.
+		next, ok, err := Park(st.Holder, in)
+		if err != nil {
+			return Applied{}, err
+		}
+		if !ok {
+			return Applied{}, fmt.Errorf("job %s: held for a spot-check already answered", st.Job.Key())
+		}
+		if next != nil {
+			m.store(next)
+		}
+		return Applied{Result: res}, nil
 	}
 	out := Applied{Result: res}
 	if res.Job != nil {
@@ -266,7 +282,31 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 		}
 		out.Complete = m.done(j)
 	}
+	for _, rin := range res.Release {
+		// Each input the job held for another job is applied to its own now. Only what
+		// changes a job is the release's to publish: an input applied before announces
+		// nothing new.
+		sub, err := m.Apply(rin)
+		if err != nil {
+			return out, fmt.Errorf("release %s %s: %w", rin.Event.Type, rin.Event.ID, err)
+		}
+		if sub.Job != nil {
+			out.Publish = append(out.Publish, sub.Publish...)
+		}
+		if sub.Complete != nil {
+			out.Complete = sub.Complete
+		}
+	}
 	return out, nil
+}
+
+// holder is the record of the job holding the batch's spot-check, when the rules read it
+// for an input of j (NeedsHolder).
+func (m *Memory) holder(j *records.Job, spotcheck string) *records.Job {
+	if !NeedsHolder(j, spotcheck) {
+		return nil
+	}
+	return m.decode(records.JobKey(j.Tenant, j.Batch, spotcheck))
 }
 
 // applyBatch applies a batch-wide input to the batch's header, as the aggregator does.

@@ -96,6 +96,10 @@ type State struct {
 	Rubric *argus.Rubric
 	// Spotcheck is the job holding the batch's spot-check, "" for none yet.
 	Spotcheck string
+	// Holder is the record of the job holding the batch's spot-check when it is another
+	// job than the input's (NeedsHolder): while it has no outcome, the input waits (the
+	// HE-2 hold, see Park).
+	Holder *records.Job
 	// Now is the time the rules stamp (decisions, sign-offs) when the input carries none.
 	// An input's own envelope time is used first, so a replay stamps exactly what the
 	// aggregator stamped.
@@ -125,6 +129,12 @@ type Result struct {
 	// NotRecorded says the input's job is not recorded yet; it is retried (or, replaying,
 	// held back) until its submission is.
 	NotRecorded bool
+	// Hold says the input waits for the batch's spot-check (HE-2): the caller parks it on
+	// the holder's record (Park) and decides nothing else now.
+	Hold bool
+	// Release are inputs this job held for other jobs and now lets go (the job is
+	// final): the caller applies each to its own job, after storing this result.
+	Release []Input
 }
 
 // JobOf names the job an input acts on.
@@ -195,12 +205,15 @@ func Apply(st State, in Input) (Result, error) {
 	if p, ok := ev.Payload.(*events.ViewReset); ok {
 		return resetView(st, in, k, p)
 	}
+	if heldInput(&st, in, k) {
+		return Result{Hold: true}, nil
+	}
 	if in.DeadLetter != nil {
 		if err := refusedAgain(st, in, k); err != nil {
 			return Result{}, err
 		}
 		dl := in.DeadLetter
-		return decide(st, in, func(s *kind.Step) error {
+		return decideReleasing(st, in, func(s *kind.Step) error {
 			j := s.Job
 			j.Status, j.BlockStage = events.StatusBlocked, dl.Service
 			j.BlockReason = fmt.Sprintf("%s gave up on %s: %s", dl.Service, ev.Type, dl.Reason)
@@ -210,7 +223,7 @@ func Apply(st State, in Input) (Result, error) {
 	}
 	if p, ok := ev.Payload.(*events.GatesFailed); ok {
 		if _, looping := k.(kind.Looping); !looping || p.Blocked != "" {
-			return decide(st, in, func(s *kind.Step) error {
+			return decideReleasing(st, in, func(s *kind.Step) error {
 				j := s.Job
 				j.Status, j.BlockStage = events.StatusBlocked, "gate"
 				if p.Blocked != "" {
@@ -225,7 +238,7 @@ func Apply(st State, in Input) (Result, error) {
 	}
 	switch ev.Payload.(type) {
 	case *events.GatesFailed, *events.VerdictEmitted, *events.RenderUnchanged, *events.SpotcheckRecorded:
-		return decide(st, in, k.Decide)
+		return decideReleasing(st, in, k.Decide)
 	}
 	return Result{}, refuse(RefusedType, "the aggregator takes no %s", ev.Type)
 }
@@ -287,6 +300,11 @@ func submitted(st State, in Input, p *events.JobSubmitted) (Result, error) {
 	}
 	render := events.New(&events.RenderRequested{Spec: p.Spec}, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)
 	if st.Job != nil {
+		if st.Job.Final() && st.Job.DecidedBy == ev.ID {
+			// Decided by its submission (Settling, or a dead letter): said again, so a
+			// count lost in a crash is made up.
+			return Result{Done: true, Publish: Announced(st.Job)}, nil
+		}
 		if st.Job.Status != events.StatusPending || st.Job.Attempt > 0 {
 			return Result{}, nil
 		}
@@ -313,8 +331,21 @@ func submitted(st State, in Input, p *events.JobSubmitted) (Result, error) {
 		res.Done, res.Publish = true, Outputs(j, &ev.Envelope)
 		return res, nil
 	}
+	if sk, ok := k.(kind.Settling); ok && sk.Settle(j) {
+		// Its outcome is known without a render (a view waiting for a reference image).
+		j.DecidedBy, j.DecidedAt = ev.ID, st.Now
+		res.Done, res.Publish = true, Outputs(j, &ev.Envelope)
+		return res, nil
+	}
 	res.Publish = []events.Event{render}
 	return res, nil
+}
+
+// decideReleasing is decide that also releases the inputs a job held for others once it
+// is final (the HE-2 hold).
+func decideReleasing(st State, in Input, apply func(*kind.Step) error) (Result, error) {
+	res, err := decide(st, in, apply)
+	return withRelease(res, st.Job, err)
 }
 
 // decide runs apply on a copy of a pending job: once it is final it keeps its first

@@ -168,6 +168,9 @@ func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event,
 			if st.Spotcheck, err = s.records.ClaimSpotcheck(ctx, tenant, batch, job); err != nil {
 				return nil, err
 			}
+			if st.Holder, err = s.holder(ctx, st.Job, st.Spotcheck); err != nil {
+				return nil, err
+			}
 			res, err = rulebook.Apply(st, in)
 		}
 		if err != nil {
@@ -179,6 +182,14 @@ func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event,
 		}
 		if res.NotRecorded {
 			return nil, fmt.Errorf("%s %s: job %s: %w", in.Event.Type, in.Event.ID, records.JobKey(tenant, batch, job), errNotRecorded)
+		}
+		if res.Hold {
+			parked, err := s.park(ctx, tenant, batch, st.Spotcheck, in)
+			if err != nil || parked {
+				return nil, err
+			}
+			// The spot-check was answered meanwhile: decide it after all.
+			continue
 		}
 		stored, err := s.store(ctx, st, rev, viewRev, res)
 		if err != nil {
@@ -201,7 +212,56 @@ func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event,
 			}
 			out = append(out, more...)
 		}
+		for _, rin := range res.Release {
+			// The inputs this job held for the batch's other views (HE-2), each applied to
+			// its own job now. A failure leaves this input to be delivered again, and the
+			// final job releases them again then.
+			more, err := s.apply(ctx, rin)
+			if err != nil {
+				return nil, fmt.Errorf("release %s %s held by job %s: %w", rin.Event.Type, rin.Event.ID, records.JobKey(tenant, batch, job), err)
+			}
+			out = append(out, more...)
+		}
 		return out, nil
+	}
+}
+
+// holder loads the record of the job holding the batch's spot-check when the rules read
+// it for an input of j (rulebook.NeedsHolder).
+func (s *Service) holder(ctx context.Context, j *records.Job, spotcheck string) (*records.Job, error) {
+	if !rulebook.NeedsHolder(j, spotcheck) {
+		return nil, nil
+	}
+	h, _, err := s.records.Job(ctx, j.Tenant, j.Batch, spotcheck)
+	if errors.Is(err, records.ErrCorrupt) {
+		return nil, bus.Permanent(err)
+	}
+	return h, err
+}
+
+// park holds an input on the record of the job holding the batch's spot-check, by
+// compare-and-set (rulebook.Park). It reports false when the holder has its outcome by
+// now, so the input is to be decided instead.
+func (s *Service) park(ctx context.Context, tenant, batch, holder string, in rulebook.Input) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		h, rev, err := s.records.Job(ctx, tenant, batch, holder)
+		if err != nil {
+			return false, fmt.Errorf("hold %s %s on job %s: %w", in.Event.Type, in.Event.ID, records.JobKey(tenant, batch, holder), err)
+		}
+		next, ok, err := rulebook.Park(h, in)
+		if err != nil || !ok || next == nil {
+			return ok, err
+		}
+		err = s.records.PutJob(ctx, next, rev)
+		switch {
+		case err == nil:
+			s.log.InfoContext(ctx, "held for the spot-check", "tenant", tenant, "batch", batch, "holder", holder, "event", in.Event.Type, "job", in.Event.JobID)
+			return true, nil
+		case !bus.IsConflict(err):
+			return false, err
+		case attempt >= maxConflicts:
+			return false, fmt.Errorf("hold on job %s: still conflicting after %d attempts", records.JobKey(tenant, batch, holder), attempt)
+		}
 	}
 }
 
@@ -246,6 +306,9 @@ func (s *Service) load(ctx context.Context, tenant, batch, job string, ev events
 	}
 	if lk.Interactive(j.Spec) {
 		if st.Spotcheck, err = s.records.Spotcheck(ctx, tenant, batch); err != nil {
+			return st, 0, 0, err
+		}
+		if st.Holder, err = s.holder(ctx, j, st.Spotcheck); err != nil {
 			return st, 0, 0, err
 		}
 	}

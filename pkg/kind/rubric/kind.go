@@ -23,25 +23,71 @@ import (
 type Kind struct{}
 
 var (
-	_ kind.Looping = Kind{}
-	_ kind.Outputs = Kind{}
+	_ kind.Looping  = Kind{}
+	_ kind.Outputs  = Kind{}
+	_ kind.Settling = Kind{}
 )
 
+// Settle implements kind.Settling: HE-1 without a render. Seed 004 renders one candidate
+// per target, for its canonical view ("≤1 reference image per screen"), and judges none of
+// the target's views until a reference exists. So a view of a target whose canonical
+// reference is not present needs context at once, rendering nothing, unless it is the
+// canonical view of a target whose reference is needed outside report-only: that one
+// renders the candidate (the gates offer it and end the view needs_context). A target whose
+// reference is a candidate already waits for the person to approve it, and report-only
+// only reports the gap.
+func (Kind) Settle(j *records.Job) bool {
+	reason := settled(j.Spec.Rubric)
+	if reason == "" {
+		return false
+	}
+	j.Status, j.BlockStage, j.BlockReason = events.StatusNeedsContext, "reference", reason
+	return true
+}
+
+// settled is why a view needs context before anything is rendered (Settle), "" when it
+// is to be rendered.
+func settled(rs *events.RubricSpec) string {
+	if rs == nil || rs.Blocked != "" || rs.ReferenceStatus == argus.RefPresent {
+		return ""
+	}
+	view := argus.CandidateFile(rs.Target, rs.State, rs.Appearance)
+	var reason string
+	switch {
+	case rs.ReferenceStatus == argus.RefCandidate && rs.Canonical:
+		reason = fmt.Sprintf("target %s: the candidate .argus-runs/%s awaits a person: move it to %s as it is (status present, source candidate), replace it (source human), or correct spec.md",
+			rs.Target, view, argus.ReferenceFile(rs.Target, rs.State, rs.Appearance))
+	case rs.ReferenceStatus == argus.RefCandidate:
+		reason = fmt.Sprintf("target %s: its canonical view's candidate awaits a person's approval; this view is judged once the target has a reference", rs.Target)
+	case rs.Mode == events.ModeReportOnly:
+		reason = fmt.Sprintf("target %s has no approved reference (status %s); report-only renders no candidate", rs.Target, rs.ReferenceStatus)
+	case !rs.Canonical:
+		reason = fmt.Sprintf("target %s has no approved reference (status %s): its canonical view renders the candidate, and this view is judged once the target has a reference", rs.Target, rs.ReferenceStatus)
+	}
+	return reason
+}
+
 // Files implements kind.Outputs, the files the seed keeps under .argus-runs/: a view's
-// sign-off in its feature's signoff.json (the seed's shape), each iteration's
-// gate-result.json under <target>-<state>-<appearance>/iteration-<n>/, and its HE-1
-// candidate under candidates/. When the batch asks for it (argus_runs), each is also kept
-// at the same place under the feature's own .argus-runs/ folder.
+// sign-off in its feature's signoff.json (the seed's shape), its loop state as
+// state-<target>-<state>-<appearance>.json (loop_state.py's state file), each judged
+// iteration's normalized verdict as <target>-<state>-<appearance>/iteration-<n>.json and
+// each iteration's gate-result.json under <target>-<state>-<appearance>/iteration-<n>/,
+// and its HE-1 candidate under candidates/. When the batch asks for it (argus_runs), each
+// is also kept at the same place under the feature's own .argus-runs/ folder. A report-only
+// view keeps none there: the seed's dry run changes nothing durable. An HE-1 candidate goes
+// to the feature's .argus-runs/ whenever its spec.json can be changed to name it as a
+// candidate (the spec change comes with it), since the next run points the person there.
 func (Kind) Files(j *records.Job) []kind.File {
 	rs := j.Spec.Rubric
 	st, _ := StateOf(j)
 	if rs == nil || st == nil || rs.Feature == "" {
 		return nil
 	}
+	dry := rs.Mode == events.ModeReportOnly
 	var out []kind.File
 	add := func(f kind.File, rel string) {
 		f.Path = path.Join(rs.Feature, rel)
-		if rs.Runs != "" {
+		if rs.Runs != "" && !dry {
 			f.Beside = path.Join(rs.Runs, rel)
 		}
 		out = append(out, f)
@@ -50,14 +96,39 @@ func (Kind) Files(j *records.Job) []kind.File {
 	if st.SignOff != nil {
 		add(kind.File{Item: *st.SignOff, Identity: []string{"feature", "target", "state", "appearance"}}, "signoff.json")
 	}
+	if !dry && st.Loop.Feature != "" {
+		add(kind.File{Doc: st.Loop}, "state-"+view+".json")
+	}
+	for _, v := range st.Verdicts {
+		add(kind.File{Doc: v.Verdict}, path.Join(view, "iteration-"+strconv.Itoa(v.Iteration)+".json"))
+	}
 	for _, g := range st.GateResults {
 		b := g.Blob
 		add(kind.File{Blob: &b}, path.Join(view, "iteration-"+strconv.Itoa(g.Iteration), "gate-result.json"))
 	}
 	if st.Candidate != nil {
-		add(kind.File{Blob: st.Candidate}, path.Join("candidates", view+".png"))
+		rel := argus.CandidateFile(rs.Target, rs.State, rs.Appearance)
+		add(kind.File{Blob: st.Candidate}, rel)
+		if c := specChange(rs); c != nil && !dry {
+			if rs.Runs == "" && rs.SpecChange.File != "" {
+				out[len(out)-1].Beside = path.Join(path.Dir(rs.SpecChange.File), ".argus-runs", rel)
+			}
+			out = append(out, kind.File{Change: c, Beside: rs.SpecChange.File})
+		}
 	}
 	return out
+}
+
+// specChange is the view's planned HE-1 change to spec.json, nil when it has none.
+func specChange(rs *events.RubricSpec) *argus.SpecChange {
+	if rs.SpecChange == nil {
+		return nil
+	}
+	var c argus.SpecChange
+	if err := json.Unmarshal([]byte(rs.SpecChange.Patch), &c); err != nil {
+		return nil
+	}
+	return &c
 }
 
 // Name implements kind.Kind.
@@ -234,7 +305,19 @@ type ViewResultRow struct {
 	LastVerdict *argus.Verdict         `json:"last_verdict,omitempty"`
 	SignOff     *argus.SignOff         `json:"signoff,omitempty"`
 	Candidate   *events.Blob           `json:"candidate,omitempty"`
-	Render      *events.Blob           `json:"render,omitempty"`
+	// SpecChange is the change to the feature's spec.json that goes with the candidate
+	// (HE-1: its reference entry set to candidate). `tribunal run` applies it to the
+	// user's spec.json; on a shared deployment the team applies it.
+	SpecChange *SpecChangeRow `json:"spec_change,omitempty"`
+	Render     *events.Blob   `json:"render,omitempty"`
+}
+
+// SpecChangeRow is a planned change to a feature's spec.json, as the manifest shows it.
+type SpecChangeRow struct {
+	// File is spec.json relative to the batch folder ("" when outside it).
+	File string `json:"file,omitempty"`
+	// Patch is the change, one JSON Patch (RFC 6902) operation.
+	Patch *argus.SpecChange `json:"patch"`
 }
 
 type manifestFold struct {
@@ -294,6 +377,9 @@ func (m *manifestFold) Add(j *records.Job) {
 	row := ViewResultRow{View: vo.View, Job: j.ACID, Status: j.Status, Reason: j.BlockReason}
 	if s != nil {
 		row.Decision, row.LastVerdict, row.SignOff, row.Candidate, row.Render = s.Decision, s.LastVerdict, s.SignOff, s.Candidate, s.Render
+		if c := specChange(j.Spec.Rubric); c != nil && s.Candidate != nil {
+			row.SpecChange = &SpecChangeRow{File: j.Spec.Rubric.SpecChange.File, Patch: c}
+		}
 	}
 	m.views = append(m.views, foldedView{index: j.Index, feature: name, outcome: vo, row: row})
 }
@@ -334,6 +420,10 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 	}
 	if rs.Blocked != "" {
 		return kind.Estimate{Blocked: rs.Blocked}
+	}
+	if settled(rs) != "" {
+		// HE-1: nothing is rendered or judged until the target has a reference.
+		return kind.Estimate{}
 	}
 	budget := rs.MaxIterations
 	if budget <= 0 {

@@ -30,6 +30,18 @@ type State struct {
 	// GateResults are the gate-result.json files of this batch's iterations of the view
 	// (those whose gates ran to a result), in order, written beside the results.
 	GateResults []GateResultFile `json:"gate_results,omitempty"`
+	// Verdicts are the normalized verdicts of this batch's judged iterations of the view,
+	// in order: the seed's iteration-<n>.json files.
+	Verdicts []IterationVerdict `json:"verdicts,omitempty"`
+}
+
+// IterationVerdict is one judged iteration's normalized verdict (the seed's
+// verdict_validate.py output, iteration-<n>.json).
+type IterationVerdict struct {
+	// Loop and Iteration name the iteration, as the view's decision numbers it.
+	Loop      int           `json:"loop,omitempty"`
+	Iteration int           `json:"iteration"`
+	Verdict   argus.Verdict `json:"verdict"`
 }
 
 // GateResultFile is one iteration's gate-result.json in blob storage.
@@ -69,7 +81,18 @@ func (Kind) Decide(st *kind.Step) error {
 		if p.NeedsContext != "" {
 			j := st.Job
 			j.Status, j.BlockStage, j.BlockReason = events.StatusNeedsContext, "reference", p.NeedsContext
-			return setState(j, &State{Candidate: p.Candidate})
+			candidate := p.Candidate
+			if candidate != nil && (candidate.SHA256 == "" || !j.Spec.Rubric.Canonical || j.Spec.Rubric.Mode == events.ModeReportOnly) {
+				// One candidate per target, its canonical view's (seed 004), and none from a
+				// report-only look.
+				candidate = nil
+			}
+			if rs := j.Spec.Rubric; candidate != nil {
+				// Where the person finds the candidate, and the seed's three ways on.
+				j.BlockReason = fmt.Sprintf("target %s has no approved reference (status %s): the candidate %s (beside the results, and in the feature's .argus-runs/ where the run keeps the batch's folder) awaits a person: move it to %s as it is (status present, source candidate), replace it (source human), or correct spec.md",
+					rs.Target, rs.ReferenceStatus, argus.CandidateFile(rs.Target, rs.State, rs.Appearance), argus.ReferenceFile(rs.Target, rs.State, rs.Appearance))
+			}
+			return setState(j, &State{Candidate: candidate})
 		}
 		var failing []string
 		for _, g := range p.Gates {
@@ -191,8 +214,13 @@ func step(st *kind.Step, s loopStep) error {
 		FailingGates: s.gates, Frozen: d.Frozen, NewlyFrozen: d.NewlyFrozen, ConsecutivePasses: d.ConsecutivePasses, Unchanged: s.unchanged,
 		Loop: current.Generation, NewLoop: began,
 	}
-	if s.verdict != nil {
+	switch {
+	case s.verdict != nil:
 		dec.AllPass, dec.FailedDimensions = s.verdict.AllPass, s.verdict.FailedDimensions
+	case s.unchanged && d.ConsecutivePasses > 0 && v.LastVerdict != nil && v.LastVerdict.AllPass:
+		// An unchanged render confirms the state the last verdict judged, which passed
+		// every dimension (seed 004: the confirm's last_verdict is that all-pass verdict).
+		dec.AllPass, dec.FailedDimensions = true, []string{}
 	}
 	status := events.StatusPending
 	switch {
@@ -246,6 +274,9 @@ func step(st *kind.Step, s loopStep) error {
 	}
 	if s.gateResult != nil {
 		state.GateResults = append(state.GateResults, GateResultFile{Loop: dec.Loop, Iteration: d.Iteration, Blob: *s.gateResult})
+	}
+	if s.verdict != nil {
+		state.Verdicts = append(state.Verdicts, IterationVerdict{Loop: dec.Loop, Iteration: d.Iteration, Verdict: *s.verdict})
 	}
 	j.Judges = kind.AddJudge(j.Judges, s.judge)
 	if status.Final() {

@@ -3,10 +3,12 @@ package rubric
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
@@ -132,8 +134,12 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	if base.Rubric, err = put(rubricJSON, "application/json"); err != nil {
 		return nil, err
 	}
+	specFile := batchRelative(b.Dir, filepath.Join(f.Dir, argus.SpecFile))
 	var out []kind.Plan
 	for _, t := range f.Spec.Targets {
+		if len(ac.Targets) > 0 && !slices.Contains(ac.Targets, t.ID) {
+			continue
+		}
 		route, rerr := resolveRoute(env, f, f.Spec.Adapter, t.Route)
 		ref := t.CanonicalReference()
 		var refBlob *events.Blob
@@ -149,14 +155,24 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 			refBlob = &rb
 		}
 		for _, v := range t.Views() {
+			jobID := ViewJobID(ac.ID, v)
+			if len(ac.Views) > 0 && !slices.Contains(ac.Views, jobID) {
+				continue
+			}
 			spec := base
 			spec.Target, spec.State, spec.Appearance, spec.Fixture, spec.Canonical = v.Target, v.State, v.Appearance, v.Fixture, v.Canonical
 			spec.Route, spec.ReferenceStatus, spec.ReferenceSource, spec.Reference = route, ref.Status, ref.EffectiveSource(), refBlob
 			spec.A11yContract = t.A11yContract
+			if v.Canonical && ref.Status == argus.RefNeeded && spec.Mode != events.ModeReportOnly {
+				// HE-1: this view renders the target's candidate; the spec's entry is then
+				// set to candidate (seed 004), by the client that holds the spec.
+				if spec.SpecChange, err = candidateChange(docs["spec"], t.ID, specFile); err != nil {
+					return blocked("invalid spec: " + err.Error()), nil
+				}
+			}
 			if rerr != nil {
 				spec = events.RubricSpec{Blocked: rerr.Error()}
 			}
-			jobID := ViewJobID(ac.ID, v)
 			out = append(out, kind.Plan{JobID: jobID, Build: func(map[string]events.Source) events.JobSpec {
 				js := spec
 				return events.JobSpec{Kind: events.KindRubric, ACID: jobID, Criterion: "", Rubric: &js}
@@ -164,9 +180,66 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 		}
 	}
 	if len(out) == 0 {
+		if len(ac.Targets) > 0 || len(ac.Views) > 0 {
+			return blocked(fmt.Sprintf("the run's selection (targets %v, views %v) leaves no view of feature %s", ac.Targets, ac.Views, f.Spec.Feature)), nil
+		}
 		return blocked("invalid spec: no views to judge"), nil
 	}
 	return out, nil
+}
+
+// candidateChange is the planned HE-1 change to spec.json for target (argus.CandidateChange),
+// nil when there is none to make.
+func candidateChange(specJSON []byte, target, file string) (*events.RubricSpecChange, error) {
+	c, ok, err := argus.CandidateChange(specJSON, target)
+	if err != nil || !ok {
+		return nil, err
+	}
+	patch, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("spec change of target %s: %w", target, err)
+	}
+	return &events.RubricSpecChange{File: file, Patch: string(patch)}, nil
+}
+
+// batchRelative is p relative to the batch folder dir, slash-separated, "" when p is not
+// inside it: a client writes only inside the batch's folder.
+func batchRelative(dir, p string) string {
+	bdir, berr := filepath.Abs(dir)
+	abs, perr := filepath.Abs(p)
+	rel, err := filepath.Rel(bdir, abs)
+	if berr != nil || perr != nil || err != nil || !filepath.IsLocal(rel) {
+		return ""
+	}
+	return filepath.ToSlash(rel)
+}
+
+// Selection is what a run may select of a rubric AC (`--target`, `--ac <view id>`): its
+// feature's target ids and its views' job ids, read from its spec.json before anything is
+// submitted.
+func Selection(b *batch.Batch, ac batch.AC, allowOutside bool) (targets, views []string, err error) {
+	p, err := b.LocalPath(ac.Spec, allowOutside)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		p = filepath.Join(p, argus.SpecFile)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("AC %s: %w", ac.ID, err)
+	}
+	s, err := argus.ParseSpec(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("AC %s: %s: %w", ac.ID, p, err)
+	}
+	for _, t := range s.Targets {
+		targets = append(targets, t.ID)
+		for _, v := range t.Views() {
+			views = append(views, ViewJobID(ac.ID, v))
+		}
+	}
+	return targets, views, nil
 }
 
 // resolveRoute resolves a target's route for the renderer. Routes are opaque to tribunal

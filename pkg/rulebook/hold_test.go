@@ -1,0 +1,179 @@
+package rulebook_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+)
+
+// viewOf is an interactive (or headless) view of its own target, named id.
+func viewOf(id, target, mode string) events.JobSpec {
+	s := viewSpec(mode)
+	s.ACID = id
+	r := *s.Rubric
+	r.Target = target
+	s.Rubric = &r
+	return s
+}
+
+func spotcheckAt(job string, at time.Time) rulebook.Input {
+	e := events.New(&events.SpotcheckRecorded{ACID: job, Approved: true, By: "me"}, tenant, batch, job, 0, "approve", nil)
+	e.Time = at
+	return in(e)
+}
+
+// TestSpotcheckHoldsTheOtherViews pins seed 004's HE-2 pause ("Do not continue to the
+// remaining views until the human responds") in the rules, through the in-memory
+// aggregator the audit replays with: once a sign-off waits for a person, every loop input
+// of the batch's other interactive views waits on the holder's record, deciding,
+// rendering and signing off nothing; the answer releases them, each applied to its own job
+// and stamped no earlier than the answer. A headless view of the same batch never waits.
+func TestSpotcheckHoldsTheOtherViews(t *testing.T) {
+	m := &rulebook.Memory{LoadRubric: func(string, events.JobSpec) (*argus.Rubric, error) { return argus.DefaultRubric(), nil }}
+	specs := []events.JobSpec{viewOf("A", "a", events.ModeInteractive), viewOf("B", "b", events.ModeInteractive),
+		viewOf("C", "c", events.ModeInteractive), viewOf("H", "h", events.ModeHeadless)}
+	for i, s := range specs {
+		if _, err := m.Apply(in(submit(s, i, len(specs)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply := func(e events.Event) rulebook.Applied {
+		t.Helper()
+		res, err := m.Apply(in(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for _, s := range specs {
+		apply(rubricVote(t, s.ACID, 0, true)) // a pass, a confirmation asked for
+	}
+	if j := m.Job(tenant, batch, "A"); j.Status != events.StatusPending {
+		t.Fatalf("A after one pass: %s", j.Status)
+	}
+	res := apply(rubricVote(t, "A", 1, true))
+	if j := m.Job(tenant, batch, "A"); j.Status != events.StatusAwaitingSpotcheck || len(res.Publish) == 0 {
+		t.Fatalf("A's sign-off waits for a person: %s, %d events", j.Status, len(res.Publish))
+	}
+	// B would sign off and C would hand the builder a fix list: both wait instead, and a
+	// redelivered input waits once.
+	for _, e := range []events.Event{rubricVote(t, "B", 1, true), rubricVote(t, "C", 1, false), rubricVote(t, "B", 1, true)} {
+		if res := apply(e); !res.Hold || len(res.Publish) != 0 || res.Job != nil || res.Complete != nil {
+			t.Fatalf("%s's input while A waits: hold %v, %d events, job stored %v", e.JobID, res.Hold, len(res.Publish), res.Job != nil)
+		}
+	}
+	for _, id := range []string{"B", "C"} {
+		if j := m.Job(tenant, batch, id); j.Status != events.StatusPending || len(j.Inputs) != 2 {
+			t.Fatalf("%s while held: %s, inputs %v", id, j.Status, j.Inputs)
+		}
+	}
+	if held := m.Job(tenant, batch, "A").Held; len(held) != 2 || held[0].Job != "B" || held[1].Job != "C" {
+		t.Fatalf("A holds %+v", held)
+	}
+	// The headless view goes on: it signs off without waiting (and is not the spot-check).
+	if res := apply(rubricVote(t, "H", 1, true)); res.Hold || m.Job(tenant, batch, "H").Status != events.StatusSignedOff {
+		t.Fatalf("the headless view: hold %v, %s", res.Hold, m.Job(tenant, batch, "H").Status)
+	}
+	answer := t0.Add(time.Hour)
+	res = apply(spotcheckAt("A", answer).Event)
+	if res.Complete == nil {
+		t.Fatal("the answer releases the last views and completes the batch")
+	}
+	b, c := m.Job(tenant, batch, "B"), m.Job(tenant, batch, "C")
+	if b.Status != events.StatusSignedOff || c.Status != events.StatusNeedsFixes {
+		t.Fatalf("released: B %s, C %s", b.Status, c.Status)
+	}
+	bs, _ := rubric.StateOf(b)
+	if bs.SignOff == nil || bs.SignOff.SignedOffAt.Before(answer) || !b.DecidedAt.Equal(answer) {
+		t.Fatalf("B's sign-off is stamped at the answer, not before: %+v, decided %s", bs.SignOff, b.DecidedAt)
+	}
+	// The released outputs are announced with the answer, caused by the inputs held.
+	causes := map[string]string{}
+	for _, e := range res.Publish {
+		if e.JobID != "A" {
+			causes[e.JobID+" "+string(e.Type)] = e.CausationID
+		}
+	}
+	if causes["B "+string(events.TypeSignoffRecorded)] != rubricVote(t, "B", 1, true).ID || causes["C "+string(events.TypeIterationDecided)] != rubricVote(t, "C", 1, false).ID {
+		t.Fatalf("released outputs and their causes: %v", causes)
+	}
+	// A final holder releases again when asked (a crash cut a release short), which changes
+	// nothing and announces nothing new.
+	again := apply(spotcheckAt("A", answer).Event)
+	for _, e := range again.Publish {
+		if e.JobID != "A" {
+			t.Fatalf("the answer again announces %s of %s", e.Type, e.JobID)
+		}
+	}
+	if again.Job != nil || m.Job(tenant, batch, "B").Status != events.StatusSignedOff {
+		t.Fatalf("the answer again: job stored %v", again.Job != nil)
+	}
+}
+
+// TestHoldRaceStampsTheSame: an input of another view that reaches the rules after the
+// answer although it was published before it (a race the aggregator may lose either way)
+// is stamped no earlier than the answer, as a held one is, so the outputs are the same
+// whichever way the race went and a replay in stream order re-derives them.
+func TestHoldRaceStampsTheSame(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		m := &rulebook.Memory{LoadRubric: func(string, events.JobSpec) (*argus.Rubric, error) { return argus.DefaultRubric(), nil }}
+		for i, s := range []events.JobSpec{viewOf("A", "a", events.ModeInteractive), viewOf("B", "b", events.ModeInteractive)} {
+			if _, err := m.Apply(in(submit(s, i, 2))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Apply(in(rubricVote(t, s.ACID, 0, true))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := m.Apply(in(rubricVote(t, "A", 1, true))); err != nil {
+			t.Fatal(err)
+		}
+		answer := spotcheckAt("A", t0.Add(time.Hour))
+		var out []events.Event
+		for _, i := range map[bool][]rulebook.Input{true: {in(rubricVote(t, "B", 1, true)), answer}, false: {answer, in(rubricVote(t, "B", 1, true))}}[held] {
+			res, err := m.Apply(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range res.Publish {
+				if e.JobID == "B" {
+					out = append(out, e)
+				}
+			}
+		}
+		b := m.Job(tenant, batch, "B")
+		s, _ := rubric.StateOf(b)
+		if b.Status != events.StatusSignedOff || !s.SignOff.SignedOffAt.Equal(answer.Event.Time) || len(out) == 0 {
+			t.Fatalf("held %v: B %s signed off at %v, %d events", held, b.Status, s.SignOff, len(out))
+		}
+		for _, e := range out {
+			if p, ok := e.Payload.(*events.SignoffRecorded); ok && !strings.HasPrefix(p.SignedOffAt, "2026-12-01T10:00:00") {
+				t.Fatalf("held %v: sign-off event at %s", held, p.SignedOffAt)
+			}
+		}
+	}
+}
+
+// TestParkAfterTheAnswer: an input parked on a holder that has its outcome by now is not
+// parked (the caller decides it instead), and one parked already is not parked twice.
+func TestParkAfterTheAnswer(t *testing.T) {
+	h := &records.Job{Tenant: tenant, Batch: batch, ACID: "A", Status: events.StatusAwaitingSpotcheck}
+	v := in(rubricVote(t, "B", 1, true))
+	next, ok, err := rulebook.Park(h, v)
+	if err != nil || !ok || next == nil || len(next.Held) != 1 || next.Held[0].Job != "B" || len(h.Held) != 0 {
+		t.Fatalf("parked: %+v %v %v", next, ok, err)
+	}
+	if again, ok, err := rulebook.Park(next, v); err != nil || !ok || again != nil {
+		t.Fatalf("parked twice: %+v %v %v", again, ok, err)
+	}
+	next.Status = events.StatusSignedOff
+	if again, ok, err := rulebook.Park(next, v); err != nil || ok || again != nil {
+		t.Fatalf("parked on a final holder: %+v %v %v", again, ok, err)
+	}
+}
