@@ -13,6 +13,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
 // progressReporter shows batch progress: a bar on a terminal, plain lines in a pipe.
@@ -115,8 +116,8 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 	for _, j := range res.Judges {
 		fmt.Fprintf(w, "verdicts by judge %s%s\n", j, judgeNote(j))
 	}
-	if len(res.Judges) == 0 {
-		fmt.Fprintln(w, "no judge was asked (every AC was blocked before judging)")
+	if len(res.Judges) == 0 && len(res.Rows) > 0 {
+		fmt.Fprintf(w, "no judge was asked: %s\n", unjudged(res.Rows))
 	}
 	var unpinned []string
 	for _, r := range res.Rows {
@@ -132,6 +133,37 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 		fmt.Fprintf(w, "results written to %s\n", outDir)
 	}
 	return nil
+}
+
+// unjudged says why no AC reached a judge, in the words of the rows' statuses, so it
+// agrees with the counts above it: blocked ACs, views stopped by a red gate (the floor
+// keeps the judge away: needs_fixes, or a budget spent on red gates), views waiting for a
+// reference image (HE-1).
+func unjudged(rows []client.Row) string {
+	counts := map[string]int{}
+	var order []string
+	for _, r := range rows {
+		what := r.Status
+		switch r.Status {
+		case string(events.StatusBlocked):
+			what = "blocked before judging"
+		case string(events.StatusNeedsFixes):
+			what = "stopped by a red gate"
+		case string(events.StatusBudgetExhausted):
+			what = "out of budget on red gates"
+		case string(events.StatusNeedsContext):
+			what = "waiting for a reference image (HE-1)"
+		}
+		if counts[what] == 0 {
+			order = append(order, what)
+		}
+		counts[what]++
+	}
+	parts := make([]string, len(order))
+	for i, what := range order {
+		parts[i] = fmt.Sprintf("%d %s", counts[what], what)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func judgeNote(name string) string {

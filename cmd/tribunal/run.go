@@ -61,6 +61,8 @@ type runFlags struct {
 	cfn          bool
 	rerun        bool
 	acs          []string
+	targets      []string
+	screens      []string
 	minFree      byteSize
 	judge        judgeFlags
 }
@@ -77,7 +79,9 @@ output folder. Nothing needs to be installed and, with the default scripted judg
 
 A rubric AC that names no mode runs interactive when standard input is a terminal (the
 seed's default: the first sign-off of the run pauses for the HE-2 spot-check, answered at
-the prompt with y or the rubric dimension the judge got wrong) and headless otherwise.
+the prompt with y or the rubric dimension the judge got wrong, and the run's other views
+wait for the answer) and headless otherwise. --target (or --screen) converges only the
+named targets of the batch's rubric features, as seed 004's target: does.
 
 A batch whose every decision-relevant input (the batch file, every artifact's bytes, the
 judge and its settings, the options, tribunal's build) is unchanged since a batch that
@@ -126,7 +130,9 @@ judged; so does a run after Ctrl-C or --timeout.`,
 	fs.StringSliceVar(&f.adapterEnv, "adapter-env", nil, adapterEnvHelp)
 	fs.BoolVar(&f.cfn, "cfn", false, cfnFlagHelp)
 	fs.BoolVar(&f.rerun, "rerun", false, rerunFlagHelp)
-	fs.StringSliceVar(&f.acs, "ac", nil, "judge only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
+	fs.StringSliceVar(&f.acs, "ac", nil, "judge only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac; a rubric view's job id judges that view alone)")
+	fs.StringSliceVar(&f.targets, "target", nil, "rubric: converge only these targets of the batch's features (comma-separated target ids, seed 004's target:)")
+	fs.StringSliceVar(&f.screens, "screen", nil, "rubric: the same as --target (seed 004's alias screen:)")
 	f.minFree = defaultMinFree
 	fs.Var(&f.minFree, "min-free", "stop the run, storing what is in flight, when less than this is free on the state folder's disk (exit 2, \"no space left\")")
 	f.judge.register(fs)
@@ -140,10 +146,8 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if err != nil {
 		return exitError{2, err}
 	}
-	if len(f.acs) > 0 {
-		if err := b.Select(f.acs); err != nil {
-			return exitError{2, err}
-		}
+	if err := selectRun(b, f.acs, append(append([]string(nil), f.targets...), f.screens...), f.allowOutside); err != nil {
+		return exitError{2, err}
 	}
 	for _, r := range b.Rejected {
 		fmt.Fprintln(os.Stderr, "skipped:", r)
@@ -276,42 +280,12 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		progress.report(p)
 	}
 	if interactive && f.console == "" {
-		asked := map[string]bool{}
-		in := bufio.NewReader(os.Stdin)
+		// HE-2 on this terminal, asked while the progress goes on (spotprompt.go).
+		prompt := newSpotcheckPrompt(os.Stdin, os.Stderr, env.Running.Buckets, env.Store, env.Running.Pub, s.Tenant, s.BatchID)
 		report = func(p client.Progress) {
 			last = p
 			progress.report(p)
-			waiting, err := client.AwaitingSpotcheck(ctx, env.Running.Buckets, s.Tenant, s.BatchID)
-			if err != nil {
-				return
-			}
-			for _, r := range waiting {
-				if asked[r.ACID] {
-					continue
-				}
-				asked[r.ACID] = true
-				iterations := 0
-				if st, _ := rubricState(r); st != nil {
-					iterations = st.Loop.Iteration
-				}
-				rubric, err := client.ViewRubric(ctx, env.Store, s.Tenant, r)
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "spot-check:", err)
-					asked[r.ACID] = false
-					continue
-				}
-				fmt.Fprintf(os.Stderr, "\nspot-check (HE-2): %s signed off after %d iterations. Compare its render with the reference,\n"+
-					"then type y to approve, or the dimension the judge got wrong (%s): ", r.ACID, iterations, strings.Join(rubric.DimensionNames(), ", "))
-				approved, dim, ok := askSpotcheck(in, os.Stderr, rubric)
-				if !ok {
-					// No answer (end of input): the sign-off stays pending.
-					continue
-				}
-				if err := client.Spotcheck(env.Running.Pub, s.Tenant, s.BatchID, r.ACID, approved, dim, "terminal"); err != nil {
-					fmt.Fprintln(os.Stderr, "spot-check not recorded:", err)
-					asked[r.ACID] = false
-				}
-			}
+			prompt.step(ctx)
 		}
 	}
 	comp, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, report)
@@ -340,7 +314,10 @@ func finishRun(f *runFlags, b *batch.Batch, res *client.Results) error {
 		return err
 	}
 	if len(written) > 0 && !f.quiet {
-		fmt.Fprintf(os.Stderr, "argus runs: %d files under the features' .argus-runs/\n", len(written))
+		fmt.Fprintf(os.Stderr, "argus runs: %s under the features' .argus-runs/\n", plural(len(written)-len(res.Applied), "file"))
+	}
+	for _, c := range res.Applied {
+		fmt.Fprintln(os.Stderr, "spec changed:", c)
 	}
 	if f.cfn {
 		if err := writeCFN(res); err != nil {
