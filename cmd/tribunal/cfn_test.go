@@ -362,3 +362,42 @@ func cfnWrite(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCFNVerifyAndRerun: artifacts come from --verify (the markdown line grammar) when the
+// command line names none; the same verdicts again stand on the batch that routed them,
+// while other verdicts for the same artifacts are judged as a new batch.
+func TestCFNVerifyAndRerun(t *testing.T) {
+	root, sub := cfnProject(t)
+	cfnWrite(t, filepath.Join(sub, "VERIFY_x.md"), "# Verify\n\n- AC-7: reference=reference.md ours=ours.md\n")
+	args := []string{"cfn-ab-critic", "--ac", "AC-7", "--verify", "VERIFY_x.md"}
+	if stdout, stderr, code := runEnv(t, sub, nil, args...); code != 0 || !strings.Contains(stdout, "artifact_B: ") {
+		t.Fatalf("phase 1: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	batchOf := func(stdout string) string {
+		m := regexp.MustCompile(`batch: (\S+)`).FindStringSubmatch(stdout)
+		if m == nil {
+			t.Fatalf("no batch named:\n%s", stdout)
+		}
+		return m[1]
+	}
+	cfnWrite(t, filepath.Join(sub, "a.json"), `{"AC-7":{"raw_winner":"B","confidence":0.7,"biggest_gap":"g"}}`)
+	stdout, stderr, code := runEnv(t, sub, nil, append(args, "--winner-file", "a.json")...)
+	if code != 1 {
+		t.Fatalf("phase 2: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	first := batchOf(stdout)
+	files, _ := filepath.Glob(filepath.Join(root, ".cfn-cache", "manifests", "*.json"))
+	data, _ := os.ReadFile(files[0])
+	if !strings.Contains(string(data), `"ours_artifact": "ours.md"`) || !strings.Contains(string(data), `"winner": "reference"`) {
+		t.Fatalf("manifest:\n%s", data)
+	}
+	stdout, stderr, code = runEnv(t, sub, nil, append(args, "--winner-file", "a.json")...)
+	if code != 1 || batchOf(stdout) != first || !strings.Contains(stderr, "results stand") {
+		t.Fatalf("the same verdicts again: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	cfnWrite(t, filepath.Join(sub, "b.json"), `{"AC-7":{"raw_winner":"A","confidence":0.9,"biggest_gap":"g"}}`)
+	stdout, stderr, code = runEnv(t, sub, nil, append(args, "--winner-file", "b.json")...)
+	if code != 0 || batchOf(stdout) != first+"-2" {
+		t.Fatalf("other verdicts: exit %d, want 0 as batch %s-2\n%s\n%s", code, first, stdout, stderr)
+	}
+}

@@ -193,9 +193,9 @@ func (x *Exchange) Calls(ctx context.Context, tenant, batch string) ([]Call, err
 	return out, nil
 }
 
-// Resumable picks, from calls, the first call of each job that the judge parked and that
-// has an answer not yet resumed, with every recorded call of that job: the jobs whose
-// judge step can go on.
+// Resumable picks, from calls, every recorded call of each job that the judge parked and
+// that has an answer not yet resumed: the jobs whose judge step can go on. Each job's
+// first call with a published prompt comes first, the one its gated event is read from.
 func Resumable(calls []Call) [][]Call {
 	var out [][]Call
 	for i := 0; i < len(calls); {
@@ -204,12 +204,18 @@ func Resumable(calls []Call) [][]Call {
 			j++
 		}
 		job := calls[i:j]
-		ready := false
-		for _, c := range job {
+		ready, prompted := false, -1
+		for k, c := range job {
 			ready = ready || c.Prompt != nil && c.Answer != nil && c.Resumed == nil
+			if prompted < 0 && c.Prompt != nil {
+				prompted = k
+			}
 		}
-		if ready && job[0].Prompt != nil {
-			out = append(out, job)
+		if ready {
+			// A kind that asks several times may have had its first call answered at once
+			// and a later one parked: the parked one holds the gated event.
+			ordered := append([]Call{job[prompted]}, job[:prompted]...)
+			out = append(out, append(ordered, job[prompted+1:]...))
 		}
 		i = j
 	}

@@ -173,3 +173,17 @@ func TestRefusals(t *testing.T) {
 		t.Fatal("an answer with neither content nor a reason was accepted")
 	}
 }
+
+// TestResumableStartsAtThePrompt: a job whose first call was answered at once and whose
+// second call was parked is resumed from the parked call, which holds the gated event.
+func TestResumableStartsAtThePrompt(t *testing.T) {
+	t.Parallel()
+	id := func(seq int) external.CallID { c := external.First("team", "b1", "AC-7", 0); c.Seq = seq; return c }
+	answered := external.Call{ID: id(0), Answer: &external.Answer{Content: verdict}}
+	parked := external.Call{ID: id(1), Prompt: &external.Prompt{Link: "x"}, Answer: &external.Answer{Content: verdict}}
+	other := external.Call{ID: external.First("team", "b1", "AC-8", 0), Prompt: &external.Prompt{}}
+	got := external.Resumable([]external.Call{answered, parked, other})
+	if len(got) != 1 || len(got[0]) != 2 || got[0][0].ID != id(1) || got[0][1].ID != id(0) {
+		t.Fatalf("resumable %+v", got)
+	}
+}
