@@ -1,6 +1,7 @@
 package rulebook
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -118,4 +119,20 @@ func withRelease(res Result, j *records.Job, err error) (Result, error) {
 		return Result{}, err
 	}
 	return res, nil
+}
+
+// AfterRelease says what becomes of a released input whose rules failed with err: an input
+// they refuse is dropped (skip), as the aggregator drops one that never waited; one that
+// is no input of its job's kind blocks its job (again), as the dead letter the aggregator
+// would have made of it does, so the holder's outcome is never held up by another job's
+// input. Any other failure is the caller's to retry.
+func AfterRelease(in Input, err error) (again *Input, skip bool) {
+	switch {
+	case errors.Is(err, ErrRefused):
+		return nil, true
+	case errors.Is(err, kind.ErrNotForKind):
+		in.DeadLetter = &DeadLetter{Service: "aggregator", Reason: err.Error()}
+		return &in, false
+	}
+	return nil, false
 }

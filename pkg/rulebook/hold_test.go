@@ -177,3 +177,32 @@ func TestParkAfterTheAnswer(t *testing.T) {
 		t.Fatalf("parked on a final holder: %+v %v %v", again, ok, err)
 	}
 }
+
+// TestReleaseOfABadInput: a held input that is no input of its job's kind blocks that job
+// at the release, as its dead letter would have, and never fails the holder's answer.
+func TestReleaseOfABadInput(t *testing.T) {
+	m := &rulebook.Memory{LoadRubric: func(string, events.JobSpec) (*argus.Rubric, error) { return argus.DefaultRubric(), nil }}
+	for i, s := range []events.JobSpec{viewOf("A", "a", events.ModeInteractive), viewOf("B", "b", events.ModeInteractive)} {
+		if _, err := m.Apply(in(submit(s, i, 2))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Apply(in(rubricVote(t, s.ACID, 0, true))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.Apply(in(rubricVote(t, "A", 1, true))); err != nil {
+		t.Fatal(err)
+	}
+	bad := abVerdict("B", "A", 0.9, 0)
+	bad.Iteration = 1
+	if res, err := m.Apply(in(bad)); err != nil || !res.Hold {
+		t.Fatalf("held: %+v %v", res, err)
+	}
+	res, err := m.Apply(spotcheckAt("A", t0.Add(time.Hour)))
+	if err != nil || res.Complete == nil {
+		t.Fatalf("the answer: %+v %v", res, err)
+	}
+	if b := m.Job(tenant, batch, "B"); b.Status != events.StatusBlocked || !strings.Contains(b.BlockReason, "not an input of this judge kind") {
+		t.Fatalf("B: %s %q", b.Status, b.BlockReason)
+	}
+}

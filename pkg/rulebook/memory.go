@@ -288,6 +288,15 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 		// nothing new.
 		sub, err := m.Apply(rin)
 		if err != nil {
+			again, skip := AfterRelease(rin, err)
+			if skip {
+				continue
+			}
+			if again != nil {
+				sub, err = m.Apply(*again)
+			}
+		}
+		if err != nil {
 			return out, fmt.Errorf("release %s %s: %w", rin.Event.Type, rin.Event.ID, err)
 		}
 		if sub.Job != nil {

@@ -218,6 +218,18 @@ func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event,
 			// final job releases them again then.
 			more, err := s.apply(ctx, rin)
 			if err != nil {
+				again, skip := rulebook.AfterRelease(rin, err)
+				if skip || again != nil {
+					s.log.WarnContext(ctx, "a held input failed at its release", "job", rin.Event.JobID, "event", rin.Event.ID, "dropped", skip, "err", err)
+				}
+				if skip {
+					continue
+				}
+				if again != nil {
+					more, err = s.apply(ctx, *again)
+				}
+			}
+			if err != nil {
 				return nil, fmt.Errorf("release %s %s held by job %s: %w", rin.Event.Type, rin.Event.ID, records.JobKey(tenant, batch, job), err)
 			}
 			out = append(out, more...)
