@@ -255,7 +255,9 @@ func runCFN(ctx context.Context, cmd *cobra.Command, f *cfnFlags) error {
 	if err != nil {
 		return err
 	}
-	lock, err := lockState(ctx, cmp.Or(f.dataDir, localstate.DirName), "cfn-ab-critic", false)
+	// Quiet: the note it would print offers run's --ephemeral; phase 1 says where its
+	// batch is kept instead.
+	lock, err := lockState(ctx, cmp.Or(f.dataDir, localstate.DirName), "cfn-ab-critic", true)
 	if err != nil {
 		return err
 	}
@@ -358,6 +360,7 @@ func (c *cfnRun) phase1(ctx context.Context, sub *client.Submitter, prep *client
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(os.Stderr, "cfn-ab-critic: batch %s waits for its verdicts in %s (tribunal view shows it)\n", id, c.dataDir)
 	return c.printPrompt(ctx, id, jobs, calls)
 }
 
