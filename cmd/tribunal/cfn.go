@@ -278,9 +278,9 @@ func runCFN(ctx context.Context, cmd *cobra.Command, f *cfnFlags) error {
 		return err
 	}
 	// The external judge is this process's only judge: a job of another batch in the
-	// folder that a model is to judge is left for a run that has one.
-	// Asked under tribunal run's default parameters (temperature 0), which the external
-	// judge reports as asked, as recorded answers are: nothing is sampled.
+	// folder that a model is to judge is left for a run that has one. Its calls are asked
+	// under tribunal run's default parameters (temperature 0), which it reports as asked,
+	// as recorded answers are: nothing is sampled.
 	zero := float32(0)
 	e.Running, err = app.Start(ctx, nc, app.Options{
 		Store: e.Store, Provider: x.Provider(), External: x, Params: judge.Params{Temperature: &zero}, Instance: "all-in-one",
