@@ -762,6 +762,18 @@ func TestSpotcheckDimensionMustBeTheRubrics(t *testing.T) {
 	}
 }
 
+// TestSpotcheckOnlyOfAWaitingSignoff: a spot-check of a view still in its loop was applied
+// on de157a3 and signed the view off without its two passes (a team can publish one
+// through the ingress, which checks only that the job exists). The rules refuse it.
+func TestSpotcheckOnlyOfAWaitingSignoff(t *testing.T) {
+	spec := viewSpec(events.ModeInteractive)
+	st := rulebook.State{Job: pending(t, spec), View: &views.Record{}, Rubric: argus.DefaultRubric()}
+	res, err := rulebook.Apply(st, in(events.New(&events.SpotcheckRecorded{ACID: spec.ACID, Approved: true}, tenant, batch, spec.ACID, 0, "approve", nil)))
+	if !errors.Is(err, rulebook.ErrRefused) || res.Job != nil || !strings.Contains(err.Error(), "not waiting for a spot-check") {
+		t.Fatalf("a spot-check of a pending view: %+v, %v", res, err)
+	}
+}
+
 // TestCallsRecorded: a verdict's calls land on the job record, whatever the kind: who
 // answered, the cost, the cache and the call record; a redelivered verdict of a final
 // job adds nothing.

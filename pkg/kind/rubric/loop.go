@@ -330,6 +330,12 @@ func spotcheck(st *kind.Step, p *events.SpotcheckRecorded) error {
 	if err := st.Rubric.CheckSpotcheck(p.Approved, p.Dimension); err != nil {
 		return fmt.Errorf("%w: spot-check of %s: %v", kind.ErrRefused, st.Job.ACID, err)
 	}
+	// Only a sign-off waiting for its HE-2 answer takes one: a spot-check of a view still
+	// in its loop would sign it off without its two passes (the ingress checks only that
+	// the job exists).
+	if st.Job.Status != events.StatusAwaitingSpotcheck {
+		return fmt.Errorf("%w: spot-check of %s: the view is %s, not waiting for a spot-check", kind.ErrRefused, st.Job.ACID, st.Job.Status)
+	}
 	if st.View.SignOff != nil && st.View.SignOff.HumanSpotcheck != value {
 		so := *st.View.SignOff
 		so.HumanSpotcheck = value
