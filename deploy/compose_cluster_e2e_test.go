@@ -16,6 +16,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/tribunalbin"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/tenants"
 )
 
 // clusterComposeFiles are the files of the cluster shape, in the order compose merges them.
@@ -65,11 +66,13 @@ func TestComposeClusterEndToEnd(t *testing.T) {
 	blob := fmt.Sprintf("s3://%s?endpoint=%s&secure=false&path_style=true&region=us-east-1", env["TRIBUNAL_BUCKET"], stack.addr("objectstore", 9000))
 	host := func(args ...string) (string, int, string) {
 		t.Helper()
-		return runOnHost(t, bin, []string{"TRIBUNAL_S3_ACCESS_KEY=" + env["TRIBUNAL_S3_ACCESS_KEY"], "TRIBUNAL_S3_SECRET_KEY=" + env["TRIBUNAL_S3_SECRET_KEY"]},
+		return runOnHost(t, bin, append(operatorEnv(env), "TRIBUNAL_S3_ACCESS_KEY="+env["TRIBUNAL_S3_ACCESS_KEY"], "TRIBUNAL_S3_SECRET_KEY="+env["TRIBUNAL_S3_SECRET_KEY"]),
 			append(args, "--nats", natsURL, "--blob", blob)...)
 	}
 
-	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	// The test reads the cluster's state as the operator, the only user that may.
+	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.UserInfo(tenants.OperatorUser, env[tenants.PasswordEnv(tenants.OperatorUser)]), nats.CustomInboxPrefix(tenants.InboxPrefix(tenants.OperatorUser)))
 	if err != nil {
 		t.Fatal(err)
 	}

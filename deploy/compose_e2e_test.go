@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
@@ -146,10 +147,17 @@ func TestComposeStackEndToEnd(t *testing.T) {
 		t.Helper()
 		return runOnHost(t, bin, vars, args...)
 	}
-	// host runs a client command as an operator: NATS and the S3 keys.
+	// NATS admits no one without a user of its authorization.
+	if nc, err := nats.Connect(natsURL, nats.Timeout(10*time.Second)); err == nil {
+		nc.Close()
+		t.Error("NATS admitted an anonymous client")
+	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Errorf("an anonymous client: %v, want an authorization violation", err)
+	}
+	// host runs a client command as an operator: NATS's operator user and the S3 keys.
 	host := func(args ...string) (string, int, string) {
 		t.Helper()
-		return onHost([]string{"TRIBUNAL_S3_ACCESS_KEY=" + env["TRIBUNAL_S3_ACCESS_KEY"], "TRIBUNAL_S3_SECRET_KEY=" + env["TRIBUNAL_S3_SECRET_KEY"]},
+		return onHost(append(operatorEnv(env), "TRIBUNAL_S3_ACCESS_KEY="+env["TRIBUNAL_S3_ACCESS_KEY"], "TRIBUNAL_S3_SECRET_KEY="+env["TRIBUNAL_S3_SECRET_KEY"]),
 			append(args, "--nats", natsURL, "--blob", blob)...)
 	}
 	type row struct {

@@ -34,9 +34,9 @@ import (
 //     with the service's command as arguments (the images' entrypoint is the binary);
 //   - nats:*: `tribunal serve nats` (the same nats-server release, embedded), its
 //     nats-server flags translated: -sd to --store, the client port to --listen, -m to a
-//     monitoring listener, so the compose healthcheck's /healthz answers, and a cluster
-//     member's --server_name, --cluster_name, --cluster and --routes to their
-//     `serve nats` flags;
+//     monitoring listener, so the compose healthcheck's /healthz answers, -c's
+//     configuration file (the authorization) into its --config, and a cluster member's
+//     --server_name, --cluster_name, --cluster and --routes to their `serve nats` flags;
 //   - versity/versitygw:*: the versitygw program with the service's command as
 //     arguments (the image's entrypoint runs it with them) and its environment;
 //   - the aws-cli bucket init: the same S3 calls (head-bucket, else create-bucket) with
@@ -46,7 +46,7 @@ import (
 // or environment value, and a service's own ":<port>", "0.0.0.0:<port>" or
 // "127.0.0.1:<port>", becomes 127.0.0.1 and a free port of this machine, one per
 // service and container port. Volume, tmpfs and config targets become folders and files
-// of the test. Services start in depends_on order, each waiting for its dependencies'
+// of the test (a config's inline content or its file's). Services start in depends_on order, each waiting for its dependencies'
 // conditions, as compose does: every dependency is started first, then each condition is
 // waited for (three NATS cluster members are healthy only together). service_healthy
 // polls the URL in the dependency's healthcheck, and service_completed_successfully waits
@@ -203,10 +203,17 @@ func (r *composeRun) prepare(service string) {
 	}
 	for _, c := range svc.Configs {
 		cfg, ok := r.project.Configs[c.Source]
-		if !ok || cfg.Content == "" {
-			r.t.Fatalf("service %s: config %s has no inline content", service, c.Source)
+		content := []byte(cfg.Content)
+		if ok && cfg.Content == "" && cfg.File != "" {
+			var err error
+			if content, err = os.ReadFile(cfg.File); err != nil {
+				r.t.Fatalf("service %s: config %s: %v", service, c.Source, err)
+			}
 		}
-		if err := os.WriteFile(paths[c.Target], []byte(cfg.Content), 0o600); err != nil {
+		if !ok || len(content) == 0 {
+			r.t.Fatalf("service %s: config %s has neither inline content nor a file", service, c.Source)
+		}
+		if err := os.WriteFile(paths[c.Target], content, 0o600); err != nil {
 			r.t.Fatal(err)
 		}
 	}
@@ -279,6 +286,17 @@ func (r *composeRun) natsArgs(service string, flags []string) []string {
 		case "--routes":
 			i++
 			args = append(args, "--routes", r.mapValue(service, flags[i]))
+		case "-c", "--config":
+			// The configuration file (a config's target, prepared), merged into the one
+			// `serve nats --config` reads; its variables come from the service's
+			// environment, as the server's do.
+			i++
+			data, err := os.ReadFile(r.mapValue(service, flags[i]))
+			if err != nil {
+				r.t.Fatalf("service %s: -c %s: %v", service, flags[i], err)
+			}
+			conf.Write(data)
+			conf.WriteString("\n")
 		default:
 			r.t.Fatalf("service %s: nats-server flag %q has no translation", service, f)
 		}

@@ -1,12 +1,15 @@
 package deploy
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tribunal-dev/tribunal/pkg/tenants"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
@@ -14,24 +17,44 @@ import (
 // deployment refuses to start with: each must be replaced before a first start.
 var placeholderTokens = []string{"TRIBUNAL_CONSOLE_TOKEN", "TRIBUNAL_TEAM_TOKEN"}
 
+// placeholderPasswords are the NATS users' passwords .env.example ships as placeholders.
+func placeholderPasswords() []string {
+	var out []string
+	for _, u := range composeNATSUserList() {
+		out = append(out, tenants.PasswordEnv(u))
+	}
+	return out
+}
+
 // stackEnv is .env.example as a user who followed its comments runs it: every token
-// placeholder replaced by a generated token, as `cp .env.example .env` and the edit it
-// asks for give. The shipped placeholders themselves are refused at start
-// (TestShippedTokensAreRefused).
+// and NATS password placeholder replaced by a generated secret (a token as `tribunal
+// tenants` writes it, a password of hex digits as its example's `openssl rand -hex 24`),
+// as `cp .env.example .env` and the edit it asks for give. The shipped placeholders
+// themselves are refused at start (TestShippedTokensAreRefused).
 func stackEnv(t *testing.T) map[string]string {
 	t.Helper()
 	env := envExample(t)
-	for _, k := range placeholderTokens {
+	for _, k := range append(placeholderTokens, placeholderPasswords()...) {
 		if _, ok := tokens.Placeholder(env[k]); !ok {
 			t.Fatalf(".env.example: %s = %q is no placeholder any more: update placeholderTokens", k, env[k])
 		}
-		tok, err := tokens.Generate()
+		secret, err := tokens.Generate()
 		if err != nil {
 			t.Fatal(err)
 		}
-		env[k] = tok
+		if strings.HasSuffix(k, "_PASSWORD") {
+			b := make([]byte, 24)
+			_, _ = rand.Read(b)
+			secret = hex.EncodeToString(b)
+		}
+		env[k] = secret
 	}
 	return env
+}
+
+// operatorEnv is what a host command needs to reach the stack's NATS as the operator.
+func operatorEnv(env map[string]string) []string {
+	return []string{"TRIBUNAL_NATS_USER=" + tenants.OperatorUser, "TRIBUNAL_NATS_PASSWORD=" + env[tenants.PasswordEnv(tenants.OperatorUser)]}
 }
 
 // TestShippedTokensAreRefused: every token tribunal ships, in .env.example and in

@@ -21,6 +21,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -87,6 +88,13 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 		opts = append(opts, nats.UserCredentials(c.creds))
 	}
 	if c.user != "" {
+		// A shipped placeholder (.env.example's) is no secret: anyone who read the example
+		// could connect as this user.
+		if marker, ok := tokens.Placeholder(c.password); ok {
+			return nil, exitError{2, fmt.Errorf("TRIBUNAL_NATS_PASSWORD of NATS user %s is a placeholder (it reads %q), not a secret: "+
+				"give the user its real password (docker compose: %s in .env, letters and digits such as `openssl rand -hex 24` prints; "+
+				"tribunal tenants --credentials writes them)", c.user, marker, tenants.PasswordEnv(c.user))}
+		}
 		opts = append(opts, nats.UserInfo(c.user, c.password))
 		if tenants.Generated(c.user) {
 			// A user of `tribunal tenants` may only read its own reply inbox.
