@@ -37,7 +37,8 @@ type TracingConfig struct {
 //     grpc; OTEL_EXPORTER_OTLP_ENDPOINT, _HEADERS, _TIMEOUT, _INSECURE, _CERTIFICATE and
 //     their _TRACES_ variants;
 //   - OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (default parentbased_always_on:
-//     every job's virtual root is sampled, so a job is traced in every service or none);
+//     the decision taken at a trace's root, its submission, is followed by every service,
+//     so a job is traced in every service or none);
 //   - OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES; OTEL_SDK_DISABLED=true turns it off.
 //
 // With no exporter nothing is installed: spans stay non-recording, and StartSpan still
