@@ -359,9 +359,29 @@ func decodeAC(index int, node *yaml.Node, tree *problems) AC {
 		if label == "" || validID(label) != nil {
 			label = fmt.Sprintf("acs[%d]", index)
 		}
-		ac = AC{ID: ac.ID, Line: node.Line, Problem: probs.entryText(label, len(prefix))}
+		ac = AC{ID: ac.ID, Line: node.Line, Kind: entryKind(node, probs, prefix), Problem: probs.entryText(label, len(prefix))}
 	}
 	return ac
+}
+
+// entryKind is the kind a broken entry names, when that key itself is sound: the entry is
+// then reported (and blocked) as the kind it is, not as the batch's default.
+func entryKind(node *yaml.Node, probs *problems, prefix []string) string {
+	if node.Kind != yaml.MappingNode || probs.n > len(probs.list) {
+		return ""
+	}
+	kindPath := schemas.FieldPath(append(append([]string(nil), prefix...), "kind"), "(document)")
+	for _, p := range probs.list {
+		if f := p.field(); f == kindPath || strings.HasPrefix(f, kindPath+".") || strings.HasPrefix(f, kindPath+"[") {
+			return ""
+		}
+	}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		if k, v := node.Content[i], node.Content[i+1]; k.Value == "kind" && v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
+			return v.Value
+		}
+	}
+	return ""
 }
 
 // validate checks node (which sits at prefix in the file) against s and places every

@@ -332,6 +332,25 @@ func TestParseACProblems(t *testing.T) {
 	}
 }
 
+// TestBrokenEntryKeepsItsKind: a broken entry is blocked as the kind it names, so
+// validate and the results call a broken equivalence AC equivalence, not the default ab;
+// an entry whose kind is itself the problem falls back to the default.
+func TestBrokenEntryKeepsItsKind(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ bad, kind string }{
+		{"  - id: AC-2\n    kind: equivalence\n    candidat: c.md\n", "equivalence"},
+		{"  - id: AC-2\n    kind: critic\n    colour: red\n", "critic"},
+		{"  - id: AC-2\n    kind: equivalenc\n", ""},
+		{"  - id: AC-2\n    colour: red\n", ""},
+	} {
+		b := parseAround(t, "b/batch.yaml", tt.bad)
+		bad := b.ACs[1]
+		if bad.Problem == "" || bad.Kind != tt.kind {
+			t.Errorf("%q: kind %q, problem %q; want kind %q and a problem", tt.bad, bad.Kind, bad.Problem, tt.kind)
+		}
+	}
+}
+
 // TestParseRejected: entries that cannot be named go to Rejected with their line; the
 // rest loads.
 func TestParseRejected(t *testing.T) {
