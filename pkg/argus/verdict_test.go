@@ -238,3 +238,29 @@ func FuzzParseVerdict(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseVerdict is the cost per rubric verdict: the judge's check of its answer and
+// the aggregator's of the recorded one.
+func BenchmarkParseVerdict(b *testing.B) {
+	in := []byte(goodVerdict)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseVerdict(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNormalizeVerdict is the aggregator's re-derivation of a parsed verdict.
+func BenchmarkNormalizeVerdict(b *testing.B) {
+	v, err := ParseVerdict([]byte(goodVerdict))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := NormalizeVerdict(*v, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -208,3 +208,32 @@ func TestRawWinnerExactlyAsSeed(t *testing.T) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// benchVerdict is a typical answer: a fenced object with a gap and a short per-dimension
+// summary, as models send them.
+const benchVerdict = "```json\n" + `{"raw_winner": "B", "confidence": 0.82, "biggest_gap": "B keeps the form's labels above their fields; A puts them inside as placeholders that vanish on input.", "reasoning": "correctness: B; completeness: equal; clarity: B, labels stay visible; consistency: equal; accessibility: B, placeholders are no labels."}` + "\n```"
+
+// BenchmarkParseRawVerdict is the judge's cost per ab answer (one per call).
+func BenchmarkParseRawVerdict(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseRawVerdict([]byte(benchVerdict)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRawVerdictValidate is the aggregator's cost per recorded vote (derive re-checks
+// every ok vote).
+func BenchmarkRawVerdictValidate(b *testing.B) {
+	v, err := ParseRawVerdict([]byte(benchVerdict))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := v.Validate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -239,3 +239,27 @@ func TestAnswerCarriesTheSeedsOutputObject(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkParseAnswer is the judge's cost per critic answer (one per call).
+func BenchmarkParseAnswer(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseAnswer([]byte(validCritic)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheck is the aggregator's cost per recorded answer (Check validates again).
+func BenchmarkCheck(b *testing.B) {
+	a, err := ParseAnswer([]byte(validCritic))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Check(a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

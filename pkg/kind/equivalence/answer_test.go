@@ -94,3 +94,28 @@ func FuzzParseEquivalenceVerdict(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkParseAnswer is the judge's cost per equivalence answer (one per case).
+func BenchmarkParseAnswer(b *testing.B) {
+	in := []byte("```json\n" + validAnswer + "\n```")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseAnswer(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAnswerValidate is the aggregator's cost per recorded case.
+func BenchmarkAnswerValidate(b *testing.B) {
+	a, err := ParseAnswer([]byte(validAnswer))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := a.Validate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
