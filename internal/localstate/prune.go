@@ -16,6 +16,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -159,7 +160,7 @@ func Prune(ctx context.Context, js jetstream.JetStream, b bus.Buckets, store *fi
 				return rep, err
 			}
 		}
-		for _, kv := range []bus.KV{b.Jobs, b.Batches} {
+		for _, kv := range []kv.KV{b.Jobs, b.Batches} {
 			kv, ok := kv.(jetstream.KeyValue)
 			if !ok {
 				continue
@@ -298,7 +299,7 @@ func firstSeqAt(ctx context.Context, stream jetstream.Stream, t time.Time, none 
 func deleteRecords(ctx context.Context, b bus.Buckets, tenant, batch string) (int, error) {
 	n := 0
 	for _, s := range []struct {
-		kv     bus.KV
+		kv     kv.KV
 		filter []string
 	}{
 		{b.Jobs, []string{records.BatchPrefix(tenant, batch) + "*"}},
@@ -325,7 +326,7 @@ func deleteRecords(ctx context.Context, b bus.Buckets, tenant, batch string) (in
 
 // purge removes key and its history: a JetStream bucket purges it, any other KV deletes
 // it.
-func purge(ctx context.Context, kv bus.KV, key string) error {
+func purge(ctx context.Context, kv kv.KV, key string) error {
 	if p, ok := kv.(interface {
 		Purge(context.Context, string, ...jetstream.KVDeleteOpt) error
 	}); ok {
@@ -351,7 +352,7 @@ func pruneBlobs(ctx context.Context, b bus.Buckets, stream jetstream.Stream, sto
 			refs[string(d)] = true
 		}
 	}
-	for i, kv := range []bus.KV{b.Jobs, b.Batches, b.Cache, b.Views} {
+	for i, kv := range []kv.KV{b.Jobs, b.Batches, b.Cache, b.Views} {
 		w, err := kv.Watch(ctx, ">", jetstream.IgnoreDeletes())
 		if err != nil {
 			return fmt.Errorf("prune: read bucket %d: %w", i, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 )
 
 // TestProvisionScalesToReplicas: on a three-node cluster, provisioning with Replicas 3
@@ -127,11 +128,11 @@ func TestIsConflictReplicated(t *testing.T) {
 	if err := bus.Provision(ctx, js, bus.Config{Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctx, bus.BucketBatches)
+	bucket, err := js.KeyValue(ctx, bus.BucketBatches)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Create(ctx, "counter", []byte("0")); err != nil {
+	if _, err := bucket.Create(ctx, "counter", []byte("0")); err != nil {
 		t.Fatal(err)
 	}
 	const writers, each = 16, 10
@@ -144,17 +145,17 @@ func TestIsConflictReplicated(t *testing.T) {
 			defer wg.Done()
 			for range each {
 				for {
-					e, err := kv.Get(ctx, "counter")
+					e, err := bucket.Get(ctx, "counter")
 					if err != nil {
 						errs <- err
 						return
 					}
 					n, _ := strconv.Atoi(string(e.Value()))
-					_, err = kv.Update(ctx, "counter", []byte(strconv.Itoa(n+1)), e.Revision())
+					_, err = bucket.Update(ctx, "counter", []byte(strconv.Itoa(n+1)), e.Revision())
 					if err == nil {
 						break
 					}
-					if !bus.IsConflict(err) {
+					if !kv.IsConflict(err) {
 						errs <- fmt.Errorf("compare-and-set failed with a non-conflict: %w", err)
 						return
 					}
@@ -168,17 +169,17 @@ func TestIsConflictReplicated(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	e, err := kv.Get(ctx, "counter")
+	e, err := bucket.Get(ctx, "counter")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(e.Value()) != strconv.Itoa(writers*each) {
 		t.Fatalf("counter %s after %d increments", e.Value(), writers*each)
 	}
-	if _, err := kv.Create(ctx, "counter", []byte("x")); err == nil || !bus.IsConflict(err) {
+	if _, err := bucket.Create(ctx, "counter", []byte("x")); err == nil || !kv.IsConflict(err) {
 		t.Fatalf("create of an existing key on R3: %v; IsConflict false", err)
 	}
-	if bus.IsConflict(errors.New("nats: timeout")) {
+	if kv.IsConflict(errors.New("nats: timeout")) {
 		t.Fatal("a timeout is not a conflict")
 	}
 	t.Logf("%d conflicts retried", conflicts.Load())

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 )
 
 // BucketLeases holds the leases of Elect: one key per elected role, the holder's name as
@@ -116,7 +118,7 @@ func (l *Lease) run() {
 // try renews a held lease or takes a free one.
 func (l *Lease) try(ctx context.Context) {
 	was := l.held.Load()
-	kv, err := l.bucket(ctx)
+	bucket, err := l.bucket(ctx)
 	if err != nil {
 		l.held.Store(false)
 		l.cfg.Logger.Debug("lease bucket unavailable", "key", l.cfg.Key, "err", err)
@@ -124,9 +126,9 @@ func (l *Lease) try(ctx context.Context) {
 	}
 	var rev uint64
 	if was {
-		rev, err = kv.Update(ctx, l.cfg.Key, []byte(l.cfg.Holder), l.rev)
+		rev, err = bucket.Update(ctx, l.cfg.Key, []byte(l.cfg.Holder), l.rev)
 	} else {
-		rev, err = kv.Create(ctx, l.cfg.Key, []byte(l.cfg.Holder))
+		rev, err = bucket.Create(ctx, l.cfg.Key, []byte(l.cfg.Holder))
 	}
 	now := err == nil
 	if now {
@@ -136,7 +138,7 @@ func (l *Lease) try(ctx context.Context) {
 	if now != was {
 		l.cfg.Logger.Debug("lease changed hands", "key", l.cfg.Key, "holder", l.cfg.Holder, "held", now)
 	}
-	if err != nil && !IsConflict(err) {
+	if err != nil && !kv.IsConflict(err) {
 		l.cfg.Logger.Debug("lease not renewed", "key", l.cfg.Key, "err", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 )
 
 // Service names; each has one durable consumer shared by all of its instances.
@@ -357,13 +358,8 @@ func consumerConfig(durable, description string, filters []string, cfg Config) j
 	}
 }
 
-// Buckets opens the key-value buckets Provision created.
-type Buckets struct {
-	Jobs    KV
-	Batches KV
-	Cache   KV
-	Views   KV
-}
+// Buckets are the key-value buckets Provision created, as OpenBuckets opens them.
+type Buckets = kv.Buckets
 
 // OpenBuckets binds to the provisioned buckets, retrying what a cluster cannot answer
 // for the moment.
@@ -371,7 +367,7 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
 	var b Buckets
 	for _, o := range []struct {
 		name string
-		kv   *KV
+		kv   *kv.KV
 	}{{BucketJobs, &b.Jobs}, {BucketBatches, &b.Batches}, {BucketCache, &b.Cache}, {BucketViews, &b.Views}} {
 		err := RetryTransient(ctx, func(ctx context.Context) error {
 			kv, err := js.KeyValue(ctx, o.name)
@@ -383,15 +379,4 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
 		}
 	}
 	return b, nil
-}
-
-// IsConflict reports a compare-and-set that lost to a concurrent writer. A replicated
-// (R>1) stream reports the conflict with its own error code, so both codes count.
-func IsConflict(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return true
-	}
-	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }

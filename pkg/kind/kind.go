@@ -19,10 +19,10 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/sensor"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
@@ -151,7 +151,7 @@ type RenderEnv struct {
 	// Provider runs documents (equivalence); nil blocks such jobs.
 	Provider judge.Provider
 	// Cache is the shared cache bucket (equivalence teacher transcripts).
-	Cache    bus.KV
+	Cache    kv.KV
 	Params   judge.Params
 	Instance string
 	// Sensors render views (rubric); nil blocks such jobs.
@@ -169,7 +169,7 @@ type Sensors interface {
 type GateEnv struct {
 	Store blob.Store
 	// Views holds looping kinds' view state (previous render, baseline).
-	Views bus.KV
+	Views kv.KV
 	// Gates are the operator's gates commands by adapter name.
 	Gates *command.Gates
 	Log   *slog.Logger
@@ -180,7 +180,7 @@ type JudgeEnv struct {
 	Store    blob.Store
 	Provider judge.Provider
 	// Cache, when set, is the judge-call cache shared by every judge instance.
-	Cache bus.KV
+	Cache kv.KV
 	// ShareCache serves cached answers across tenants: identical inputs judged for one
 	// team are answered from the cache for another. It saves provider calls at a privacy
 	// cost (a cache hit, visible in results, tells a team that another team judged the

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/ctxtime"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -197,11 +198,11 @@ func New(ctx context.Context, js jetstream.JetStream, limits Limits) (*Limiter, 
 	}
 	// Memory storage: the state is worth seconds; after a server restart every key reads
 	// as full, which is one burst, not a quota violation worth disk writes per call.
-	var kv jetstream.KeyValue
+	var bucket jetstream.KeyValue
 	// Asked again when a cluster leaves it unanswered (instances starting together).
 	err := bus.RetryTransient(ctx, func(ctx context.Context) error {
 		var err error
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		bucket, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: limits.Bucket, Description: "shared judge rate limits", History: 1,
 			TTL: idleTTL, Storage: jetstream.MemoryStorage, Replicas: max(limits.Replicas, 1),
 		})
@@ -210,16 +211,16 @@ func New(ctx context.Context, js jetstream.JetStream, limits Limits) (*Limiter, 
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit bucket %s: %w", limits.Bucket, err)
 	}
-	l := &Limiter{kv: kv, limits: limits}
+	l := &Limiter{kv: bucket, limits: limits}
 	// A write and a read give one server timestamp to start the clock from. A bucket just
 	// created on a cluster may have no leader yet: both are asked again, like the creation.
 	var e jetstream.KeyValueEntry
 	err = bus.RetryTransient(ctx, func(ctx context.Context) error {
-		if _, err := kv.Put(ctx, "clock", nil); err != nil {
+		if _, err := bucket.Put(ctx, "clock", nil); err != nil {
 			return err
 		}
 		var err error
-		e, err = kv.Get(ctx, "clock")
+		e, err = bucket.Get(ctx, "clock")
 		return err
 	})
 	if err != nil {
@@ -367,11 +368,11 @@ func (l *Limiter) save(ctx context.Context, key string, st state, rev uint64) (b
 	if err != nil {
 		return false, err
 	}
-	err = bus.CompareAndSet(ctx, l.kv, key, data, rev)
+	err = kv.CompareAndSet(ctx, l.kv, key, data, rev)
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || bus.IsConflict(err):
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || kv.IsConflict(err):
 		return false, nil
 	default:
 		return false, fmt.Errorf("ratelimit %s: %w", key, err)

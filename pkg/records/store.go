@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/ctxtime"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,8 +30,8 @@ const maxConflicts = 100
 
 // Store reads and writes job and batch records in their key-value buckets.
 type Store struct {
-	Jobs    bus.KV
-	Batches bus.KV
+	Jobs    kv.KV
+	Batches kv.KV
 }
 
 // New returns the store over the buckets bus.OpenBuckets opened.
@@ -82,7 +83,7 @@ func (s Store) CreateJob(ctx context.Context, j *Job) (bool, error) {
 }
 
 // PutJob stores j over the revision it was loaded at. A concurrent change makes it fail
-// with an error bus.IsConflict recognises, so the caller reloads and decides again.
+// with an error kv.IsConflict recognises, so the caller reloads and decides again.
 func (s Store) PutJob(ctx context.Context, j *Job, rev uint64) error {
 	data, err := json.Marshal(j)
 	if err != nil {
@@ -262,11 +263,11 @@ func (s Store) UpdateHeader(ctx context.Context, tenant, batch string, change fu
 
 // casBytes applies change to a raw value with compare-and-set, creating the key when
 // absent. change returns the new value and whether anything changed.
-func casBytes(ctx context.Context, kv bus.KV, key string, change func([]byte) ([]byte, bool, error)) ([]byte, error) {
+func casBytes(ctx context.Context, bucket kv.KV, key string, change func([]byte) ([]byte, bool, error)) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		var cur []byte
 		var rev uint64
-		e, err := kv.Get(ctx, key)
+		e, err := bucket.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
@@ -281,11 +282,11 @@ func casBytes(ctx context.Context, kv bus.KV, key string, change func([]byte) ([
 		if !changed {
 			return next, nil
 		}
-		err = bus.CompareAndSet(ctx, kv, key, next, rev)
+		err = kv.CompareAndSet(ctx, bucket, key, next, rev)
 		if err == nil {
 			return next, nil
 		}
-		if !bus.IsConflict(err) || attempt >= maxConflicts {
+		if !kv.IsConflict(err) || attempt >= maxConflicts {
 			return nil, fmt.Errorf("update %s: %w", key, err)
 		}
 		if err := backoff(ctx, attempt); err != nil {

@@ -10,22 +10,24 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tribunal-dev/tribunal/internal/testutil/memkv"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // conflicts counts the compare-and-set updates a bucket refused.
 type conflicts struct {
-	bus.KV
+	kv.KV
 	n     atomic.Int64
 	upper atomic.Int64
 }
 
 func (c *conflicts) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	r, err := c.KV.Update(ctx, key, value, rev)
-	if bus.IsConflict(err) {
+	if kv.IsConflict(err) {
 		c.n.Add(1)
 		if !strings.Contains(key, ".d0-") {
 			c.upper.Add(1)

@@ -16,8 +16,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 )
 
 // Record is one view's state.
@@ -166,8 +166,8 @@ func Key(tenant string, rs *events.RubricSpec) string {
 
 // Load reads a view's record and revision; a view never seen before is a zero record at
 // revision 0.
-func Load(ctx context.Context, kv bus.KV, key string) (Record, uint64, error) {
-	e, err := kv.Get(ctx, key)
+func Load(ctx context.Context, bucket kv.KV, key string) (Record, uint64, error) {
+	e, err := bucket.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Record{}, 0, nil
 	}
@@ -182,9 +182,9 @@ func Load(ctx context.Context, kv bus.KV, key string) (Record, uint64, error) {
 }
 
 // Update applies change by compare-and-set, reloading on a conflict.
-func Update(ctx context.Context, kv bus.KV, key string, change func(*Record) error) (Record, error) {
+func Update(ctx context.Context, bucket kv.KV, key string, change func(*Record) error) (Record, error) {
 	for attempt := 0; ; attempt++ {
-		r, rev, err := Load(ctx, kv, key)
+		r, rev, err := Load(ctx, bucket, key)
 		if err != nil {
 			return Record{}, err
 		}
@@ -198,11 +198,11 @@ func Update(ctx context.Context, kv bus.KV, key string, change func(*Record) err
 		if err != nil {
 			return Record{}, err
 		}
-		err = bus.CompareAndSet(ctx, kv, key, data, rev)
+		err = kv.CompareAndSet(ctx, bucket, key, data, rev)
 		if err == nil {
 			return r, nil
 		}
-		if !bus.IsConflict(err) || attempt > 50 {
+		if !kv.IsConflict(err) || attempt > 50 {
 			return Record{}, fmt.Errorf("update view %s: %w", key, err)
 		}
 	}
@@ -284,16 +284,16 @@ func (v Record) Clone() Record {
 
 // Put stores r over the revision it was loaded at (0: a view never stored). It reports
 // false, storing nothing, when someone else changed the view since.
-func Put(ctx context.Context, kv bus.KV, key string, r Record, rev uint64) (bool, error) {
+func Put(ctx context.Context, bucket kv.KV, key string, r Record, rev uint64) (bool, error) {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return false, fmt.Errorf("encode view %s: %w", key, err)
 	}
-	err = bus.CompareAndSet(ctx, kv, key, data, rev)
+	err = kv.CompareAndSet(ctx, bucket, key, data, rev)
 	if err == nil {
 		return true, nil
 	}
-	if bus.IsConflict(err) {
+	if kv.IsConflict(err) {
 		return false, nil
 	}
 	return false, fmt.Errorf("store view %s: %w", key, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
@@ -32,9 +33,9 @@ const maxKnownHeaders = 4096
 // Service aggregates verdicts.
 type Service struct {
 	records records.Store
-	views   bus.KV
+	views   kv.KV
 	// cache is the judge-call cache bucket, where each tenant's flip history lives.
-	cache bus.KV
+	cache kv.KV
 	blobs blob.Store
 	log   *slog.Logger
 	now   func() time.Time
@@ -269,7 +270,7 @@ func (s *Service) park(ctx context.Context, tenant, batch, holder string, in rul
 		case err == nil:
 			s.log.InfoContext(ctx, "held for the spot-check", "tenant", tenant, "batch", batch, "holder", holder, "event", in.Event.Type, "job", in.Event.JobID)
 			return true, nil
-		case !bus.IsConflict(err):
+		case !kv.IsConflict(err):
 			return false, err
 		case attempt >= maxConflicts:
 			return false, fmt.Errorf("hold on job %s: still conflicting after %d attempts", records.JobKey(tenant, batch, holder), attempt)
@@ -367,7 +368,7 @@ func (s *Service) store(ctx context.Context, st rulebook.State, rev, viewRev uin
 		return s.records.CreateJob(ctx, res.Job)
 	}
 	if err := s.records.PutJob(ctx, res.Job, rev); err != nil {
-		if bus.IsConflict(err) {
+		if kv.IsConflict(err) {
 			return false, nil
 		}
 		return false, err

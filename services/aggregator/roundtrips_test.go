@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/handlertest"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
 )
@@ -17,12 +17,12 @@ import (
 // countingKV counts the calls made to a bucket, by method: each is a round trip to the
 // server on a real bucket.
 type countingKV struct {
-	bus.KV
+	kv.KV
 	mu    sync.Mutex
 	calls map[string]int
 }
 
-func counting(kv bus.KV) *countingKV { return &countingKV{KV: kv, calls: map[string]int{}} }
+func counting(kv kv.KV) *countingKV { return &countingKV{KV: kv, calls: map[string]int{}} }
 
 func (c *countingKV) count(m string) { c.mu.Lock(); c.calls[m]++; c.mu.Unlock() }
 

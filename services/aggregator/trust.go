@@ -7,8 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 	"github.com/tribunal-dev/tribunal/pkg/trust/collect"
@@ -58,11 +58,11 @@ func (s *Service) recordFlips(ctx context.Context, tenant, batch string, flips m
 			return merr
 		}
 		key := ab.FlipHistoryKey(tenant)
-		err = bus.CompareAndSet(ctx, s.cache, key, data, rev)
+		err = kv.CompareAndSet(ctx, s.cache, key, data, rev)
 		if err == nil {
 			return nil
 		}
-		if !bus.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyExists) || attempt >= maxFlipConflicts {
+		if !kv.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyExists) || attempt >= maxFlipConflicts {
 			return err
 		}
 	}

@@ -1,6 +1,6 @@
 // Package memkv is an in-memory key-value bucket with the semantics tribunal relies on
 // from JetStream's (revisions, create-if-absent, compare-and-set, wildcard watches), so a
-// service's handlers can be tested without starting a broker. It implements bus.KV; the
+// service's handlers can be tested without starting a broker. It implements kv.KV; the
 // conformance test runs the same cases against it and a real bucket, so the two cannot
 // drift apart.
 package memkv
@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 )
 
 // Bucket is one in-memory key-value bucket. The zero value is not usable; call New.
@@ -28,7 +29,7 @@ type Bucket struct {
 	watchers map[*watcher]struct{}
 }
 
-var _ bus.KV = (*Bucket)(nil)
+var _ kv.KV = (*Bucket)(nil)
 
 // New returns an empty bucket.
 func New(name string) *Bucket {
@@ -41,7 +42,7 @@ func Buckets() bus.Buckets {
 		Cache: New(bus.BucketCache), Views: New(bus.BucketViews)}
 }
 
-// Get implements bus.KV.
+// Get implements kv.KV.
 func (b *Bucket) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -58,12 +59,12 @@ func (b *Bucket) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, 
 	return e, nil
 }
 
-// Put implements bus.KV.
+// Put implements kv.KV.
 func (b *Bucket) Put(ctx context.Context, key string, value []byte) (uint64, error) {
 	return b.write(ctx, key, value, jetstream.KeyValuePut, func(*entry) error { return nil })
 }
 
-// Create implements bus.KV. Options (a per-key TTL) are accepted and ignored.
+// Create implements kv.KV. Options (a per-key TTL) are accepted and ignored.
 func (b *Bucket) Create(ctx context.Context, key string, value []byte, _ ...jetstream.KVCreateOpt) (uint64, error) {
 	return b.write(ctx, key, value, jetstream.KeyValuePut, func(cur *entry) error {
 		if cur != nil && cur.op == jetstream.KeyValuePut {
@@ -73,7 +74,7 @@ func (b *Bucket) Create(ctx context.Context, key string, value []byte, _ ...jets
 	})
 }
 
-// Update implements bus.KV: it writes only over revision, as JetStream's last-subject
+// Update implements kv.KV: it writes only over revision, as JetStream's last-subject
 // sequence check does, failing like the server when another write came first.
 func (b *Bucket) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
 	return b.write(ctx, key, value, jetstream.KeyValuePut, func(cur *entry) error {
@@ -85,7 +86,7 @@ func (b *Bucket) Update(ctx context.Context, key string, value []byte, revision 
 	})
 }
 
-// Delete implements bus.KV. Options (a last-revision check) are accepted and ignored.
+// Delete implements kv.KV. Options (a last-revision check) are accepted and ignored.
 func (b *Bucket) Delete(ctx context.Context, key string, _ ...jetstream.KVDeleteOpt) error {
 	_, err := b.write(ctx, key, nil, jetstream.KeyValueDelete, func(*entry) error { return nil })
 	return err
@@ -117,7 +118,7 @@ func (b *Bucket) write(ctx context.Context, key string, value []byte, op jetstre
 	return e.rev, nil
 }
 
-// Watch implements bus.KV: the current value of each matching key in revision order,
+// Watch implements kv.KV: the current value of each matching key in revision order,
 // then nil, then later puts. Deletes are never delivered, as with jetstream.IgnoreDeletes,
 // the only option tribunal passes.
 func (b *Bucket) Watch(ctx context.Context, keys string, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
@@ -152,7 +153,7 @@ func (b *Bucket) Watch(ctx context.Context, keys string, _ ...jetstream.WatchOpt
 	return w, nil
 }
 
-// ListKeysFiltered implements bus.KV: the live keys matching any filter, in revision
+// ListKeysFiltered implements kv.KV: the live keys matching any filter, in revision
 // order.
 func (b *Bucket) ListKeysFiltered(ctx context.Context, filters ...string) (jetstream.KeyLister, error) {
 	if err := ctx.Err(); err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/memkv"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 )
 
 // TestConformance runs the same behaviour against the in-memory bucket and a JetStream
@@ -27,51 +27,51 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func conformance(t *testing.T, kv bus.KV) {
+func conformance(t *testing.T, bucket kv.KV) {
 	ctx := context.Background()
-	if _, err := kv.Get(ctx, "a.b.c"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := bucket.Get(ctx, "a.b.c"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
-	r1, err := kv.Create(ctx, "a.b.c", []byte("1"))
+	r1, err := bucket.Create(ctx, "a.b.c", []byte("1"))
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	if _, err := kv.Create(ctx, "a.b.c", []byte("2")); !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := bucket.Create(ctx, "a.b.c", []byte("2")); !errors.Is(err, jetstream.ErrKeyExists) {
 		t.Fatalf("create over a live key: %v", err)
 	}
-	r2, err := kv.Update(ctx, "a.b.c", []byte("2"), r1)
+	r2, err := bucket.Update(ctx, "a.b.c", []byte("2"), r1)
 	if err != nil || r2 <= r1 {
 		t.Fatalf("update at its revision: %d %v", r2, err)
 	}
-	if _, err := kv.Update(ctx, "a.b.c", []byte("3"), r1); !bus.IsConflict(err) {
+	if _, err := bucket.Update(ctx, "a.b.c", []byte("3"), r1); !kv.IsConflict(err) {
 		t.Fatalf("stale update must be a conflict, got %v", err)
 	}
-	e, err := kv.Get(ctx, "a.b.c")
+	e, err := bucket.Get(ctx, "a.b.c")
 	if err != nil || string(e.Value()) != "2" || e.Revision() != r2 || e.Key() != "a.b.c" {
 		t.Fatalf("get: %v", err)
 	}
-	if _, err := kv.Put(ctx, "a.x.c", []byte("x")); err != nil {
+	if _, err := bucket.Put(ctx, "a.x.c", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(ctx, "a.b.d", []byte("d")); err != nil {
+	if _, err := bucket.Put(ctx, "a.b.d", []byte("d")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(ctx, "a.b.gone", []byte("g")); err != nil {
+	if _, err := bucket.Put(ctx, "a.b.gone", []byte("g")); err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.Delete(ctx, "a.b.gone"); err != nil {
+	if err := bucket.Delete(ctx, "a.b.gone"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Get(ctx, "a.b.gone"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := bucket.Get(ctx, "a.b.gone"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("get deleted: %v", err)
 	}
-	if _, err := kv.Create(ctx, "a.b.gone", []byte("again")); err != nil {
+	if _, err := bucket.Create(ctx, "a.b.gone", []byte("again")); err != nil {
 		t.Fatalf("create over a deleted key: %v", err)
 	}
-	if err := kv.Delete(ctx, "a.b.gone"); err != nil {
+	if err := bucket.Delete(ctx, "a.b.gone"); err != nil {
 		t.Fatal(err)
 	}
-	l, err := kv.ListKeysFiltered(ctx, "a.b.*", "z.>")
+	l, err := bucket.ListKeysFiltered(ctx, "a.b.*", "z.>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func conformance(t *testing.T, kv bus.KV) {
 		"a.>":   {"a.b.c", "a.x.c", "a.b.d"},
 		"z.*":   nil,
 	} {
-		w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+		w, err := bucket.Watch(ctx, filter, jetstream.IgnoreDeletes())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 )
 
 // ErrAnswered is returned by Answer for a call that already has another answer: an
@@ -26,7 +26,7 @@ const EventMediaType = "application/vnd.tribunal.event+msgpack"
 // key-value bucket (one key per call, every change a compare-and-set) and the blob store
 // the prompts' parts are kept in.
 type Exchange struct {
-	kv    bus.KV
+	kv    kv.KV
 	store blob.Store
 }
 
@@ -42,7 +42,7 @@ func Open(ctx context.Context, js jetstream.JetStream, store blob.Store) (*Excha
 }
 
 // New is an exchange over an open bucket and a blob store.
-func New(kv bus.KV, store blob.Store) *Exchange { return &Exchange{kv: kv, store: store} }
+func New(kv kv.KV, store blob.Store) *Exchange { return &Exchange{kv: kv, store: store} }
 
 // Get reads a call's record and its revision; nil and 0 when nothing is recorded yet.
 func (x *Exchange) Get(ctx context.Context, id CallID) (*Call, uint64, error) {
@@ -81,11 +81,11 @@ func (x *Exchange) update(ctx context.Context, id CallID, change func(*Call) (*C
 		if err != nil {
 			return nil, fmt.Errorf("external call %s: %w", id, err)
 		}
-		err = bus.CompareAndSet(ctx, x.kv, id.key(), data, rev)
+		err = kv.CompareAndSet(ctx, x.kv, id.key(), data, rev)
 		if err == nil {
 			return next, nil
 		}
-		if !bus.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyExists) || tries >= 16 {
+		if !kv.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyExists) || tries >= 16 {
 			return nil, fmt.Errorf("external call %s: store: %w", id, err)
 		}
 	}

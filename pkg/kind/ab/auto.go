@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 )
 
@@ -121,7 +121,7 @@ func equalCounts(a, b map[string]FlipCount) bool {
 
 // LoadFlipHistory reads a tenant's flip history from kv; a missing one is empty. The
 // revision is for an update by compare-and-set (0 when there is none).
-func LoadFlipHistory(ctx context.Context, kv bus.KV, tenant string) (FlipHistory, uint64, error) {
+func LoadFlipHistory(ctx context.Context, kv kv.KV, tenant string) (FlipHistory, uint64, error) {
 	var h FlipHistory
 	if kv == nil {
 		return h, 0, nil

@@ -12,11 +12,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
 )
 
 // DocumentRunner is the equivalence sensor: an LLM applies each document to each case
@@ -27,7 +27,7 @@ type DocumentRunner struct {
 	Store    blob.Store
 	Provider judge.Provider
 	// Baseline is the shared baseline cache.
-	Baseline bus.KV
+	Baseline kv.KV
 	Params   judge.Params
 	Instance string
 	Log      *slog.Logger

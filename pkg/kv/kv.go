@@ -1,7 +1,13 @@
-package bus
+// Package kv is the key-value bucket as tribunal's records, views and caches see it: one
+// small interface, the compare-and-set every read-modify-write ends with, and the set of
+// buckets the services open. It is a leaf: the readers of records import it without the
+// bus, its router and the embedded server. JetStream's buckets satisfy KV, and so does the
+// in-memory bucket of the handler tests (internal/testutil/memkv).
+package kv
 
 import (
 	"context"
+	"errors"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -27,6 +33,14 @@ type KV interface {
 
 var _ KV = jetstream.KeyValue(nil)
 
+// Buckets are the key-value buckets the services open (bus.OpenBuckets).
+type Buckets struct {
+	Jobs    KV
+	Batches KV
+	Cache   KV
+	Views   KV
+}
+
 // CompareAndSet stores value under key only if the key is still at rev, 0 meaning that it
 // does not exist yet: the write that ends every read-modify-write of a record. Another
 // writer having come first is an error IsConflict recognises.
@@ -38,4 +52,15 @@ func CompareAndSet(ctx context.Context, kv KV, key string, value []byte, rev uin
 		_, err = kv.Update(ctx, key, value, rev)
 	}
 	return err
+}
+
+// IsConflict reports a compare-and-set that lost to a concurrent writer. A replicated
+// (R>1) stream reports the conflict with its own error code, so both codes count.
+func IsConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return true
+	}
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }
