@@ -42,8 +42,10 @@ func sample() *client.Results {
 }
 
 var opts = Options{
-	Page:     func(ac string) string { return "site/t/default/b/quickstart-20261130T080000-a1b2c3/j/" + ac + ".html" },
-	Artifact: func(ac string) string { return map[string]string{"AC-1": "examples/quickstart/ours/release-notes.md"}[ac] },
+	Page: func(ac string) string { return "site/t/default/b/quickstart-20261130T080000-a1b2c3/j/" + ac + ".html" },
+	Artifact: func(ac string) string {
+		return map[string]string{"AC-1": "examples/quickstart/ours/release-notes.md"}[ac]
+	},
 }
 
 // junitXSD is the published schema the output is held to (testdata/README.md).
