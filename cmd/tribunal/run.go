@@ -28,7 +28,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
-	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/bus/natsserver"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/diskspace"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -420,17 +420,17 @@ func (e *embedded) Close() {
 // opens the blob store (blobURL, else dataDir/blobs, unsynced when ephemeral); Close
 // undoes all of it, also when open fails half-way.
 func (e *embedded) open(ctx context.Context, dataDir string, ephemeral bool, blobURL string) (*nats.Conn, error) {
-	eo := bus.EmbeddedOptions{StoreDir: filepath.Join(dataDir, "nats")}
+	eo := natsserver.Options{StoreDir: filepath.Join(dataDir, "nats")}
 	if e.guard != nil {
 		eo.OnNoSpace = e.guard.Trip
 	}
-	ns, err := bus.StartEmbedded(eo)
+	ns, err := natsserver.Start(eo)
 	if err != nil {
 		return nil, err
 	}
 	e.ns = ns
 	e.close = append(e.close, func() { ns.Shutdown(); ns.WaitForShutdown(); e.removing.Wait() })
-	nc, err := bus.InProcessConn(ns)
+	nc, err := natsserver.InProcessConn(ns)
 	if err != nil {
 		e.Close()
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/bus/natsserver"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
@@ -128,7 +129,7 @@ func newServeCmd() *cobra.Command {
 	var shutdownGrace time.Duration
 	var allowPrivate, shareJudgeCache bool
 	var natsListen, natsStore, natsConfig string
-	var cluster bus.EmbeddedOptions
+	var cluster natsserver.Options
 	var adapters, gatesAdapters, adapterEnv, webAllow []string
 	var webAllowPrivate bool
 	var consoleAddr, ingressAddr, tokensFile string
@@ -221,7 +222,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.StringVar(&natsConfig, "config", "", "nats: nats-server configuration file (e.g. the authorization written by tribunal tenants)")
 	fs.StringVar(&cluster.ServerName, "server-name", "", "nats: this server's name, unique in its cluster and kept across restarts (required with --cluster-listen)")
 	fs.StringVar(&cluster.ClusterListen, "cluster-listen", "", "nats: address for routes from the other cluster members (e.g. 0.0.0.0:6222); makes this server a member of a JetStream cluster")
-	fs.StringVar(&cluster.ClusterName, "cluster-name", "", "nats: the cluster's name, the same on every member (default \""+bus.DefaultClusterName+"\")")
+	fs.StringVar(&cluster.ClusterName, "cluster-name", "", "nats: the cluster's name, the same on every member (default \""+natsserver.DefaultClusterName+"\")")
 	fs.StringSliceVar(&cluster.Routes, "routes", nil, "nats: cluster addresses of the members, nats://host:6222, comma separated; every member may get the same list")
 	fs.IntVar(&conn.replicas, "replicas", 1, "copies of the event stream, its consumers and the key-value state on a JetStream cluster: 3 on a three-node cluster survives losing a node; an existing deployment is scaled to it")
 	return cmd
@@ -319,13 +320,13 @@ func bucketsReady(up bool) error {
 	return nil
 }
 
-func serveNATS(ctx context.Context, o bus.EmbeddedOptions) error {
+func serveNATS(ctx context.Context, o natsserver.Options) error {
 	if err := os.MkdirAll(o.StoreDir, 0o750); err != nil {
 		return err
 	}
 	abs, _ := filepath.Abs(o.StoreDir)
 	o.StoreDir, o.Log = abs, true
-	ns, err := bus.StartEmbedded(o)
+	ns, err := natsserver.Start(o)
 	if err != nil {
 		return exitError{2, err}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/bus/natsserver"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 )
@@ -76,12 +77,12 @@ func (s *errorSink) WithGroup(string) slog.Handler { return s }
 // router logs every failed attempt with its error, which is what this test watches.
 func TestSingleACNeverRetries(t *testing.T) {
 	sink := newErrorSink()
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir()})
+	ns, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := bus.InProcessConn(ns)
+	nc, err := natsserver.InProcessConn(ns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/bus/natsserver"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 )
 
@@ -190,18 +191,18 @@ func TestIsConflictReplicated(t *testing.T) {
 func TestStartEmbeddedClusterChecks(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		o    bus.EmbeddedOptions
+		o    natsserver.Options
 		want string
 	}{
-		{"no server name", bus.EmbeddedOptions{ClusterListen: "127.0.0.1:6222", Routes: []string{"nats://127.0.0.1:6223"}}, "--server-name"},
-		{"routes without a cluster address", bus.EmbeddedOptions{ServerName: "n1", Routes: []string{"nats://127.0.0.1:6223"}}, "--cluster-listen"},
-		{"route without a port", bus.EmbeddedOptions{ServerName: "n1", ClusterListen: "127.0.0.1:6222", Routes: []string{"nats://127.0.0.1"}}, `route "nats://127.0.0.1"`},
-		{"route of another scheme", bus.EmbeddedOptions{ServerName: "n1", ClusterListen: "127.0.0.1:6222", Routes: []string{"http://127.0.0.1:6223"}}, "want nats://host:port"},
-		{"bad cluster address", bus.EmbeddedOptions{ServerName: "n1", ClusterListen: "127.0.0.1"}, `"127.0.0.1"`},
+		{"no server name", natsserver.Options{ClusterListen: "127.0.0.1:6222", Routes: []string{"nats://127.0.0.1:6223"}}, "--server-name"},
+		{"routes without a cluster address", natsserver.Options{ServerName: "n1", Routes: []string{"nats://127.0.0.1:6223"}}, "--cluster-listen"},
+		{"route without a port", natsserver.Options{ServerName: "n1", ClusterListen: "127.0.0.1:6222", Routes: []string{"nats://127.0.0.1"}}, `route "nats://127.0.0.1"`},
+		{"route of another scheme", natsserver.Options{ServerName: "n1", ClusterListen: "127.0.0.1:6222", Routes: []string{"http://127.0.0.1:6223"}}, "want nats://host:port"},
+		{"bad cluster address", natsserver.Options{ServerName: "n1", ClusterListen: "127.0.0.1"}, `"127.0.0.1"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.StoreDir = t.TempDir()
-			ns, err := bus.StartEmbedded(tc.o)
+			ns, err := natsserver.Start(tc.o)
 			if err == nil {
 				ns.Shutdown()
 				t.Fatal("started")
@@ -317,7 +318,7 @@ func TestPublishRidesOutLeaderLoss(t *testing.T) {
 	t.Logf("published %s after %s", ev.ID, time.Since(start).Round(time.Millisecond))
 }
 
-// TestStartEmbeddedPortTaken: a listen address already in use is StartEmbedded's error
+// TestStartEmbeddedPortTaken: a listen address already in use is natsserver.Start's error
 // at once, naming it, instead of a server that never becomes ready.
 func TestStartEmbeddedPortTaken(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -325,12 +326,12 @@ func TestStartEmbeddedPortTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	for _, o := range []bus.EmbeddedOptions{
+	for _, o := range []natsserver.Options{
 		{StoreDir: t.TempDir(), Listen: l.Addr().String()},
 		{StoreDir: t.TempDir(), Listen: "127.0.0.1:-1", ServerName: "n1", ClusterListen: l.Addr().String(), Routes: []string{"nats://127.0.0.1:1"}},
 	} {
 		start := time.Now()
-		ns, err := bus.StartEmbedded(o)
+		ns, err := natsserver.Start(o)
 		if err == nil {
 			ns.Shutdown()
 			t.Fatalf("%+v: started on a taken port", o)

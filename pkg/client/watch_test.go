@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/bus/natsserver"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -26,8 +27,8 @@ func TestWatchRidesOutServerLoss(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	opts := bus.EmbeddedOptions{StoreDir: t.TempDir(), Listen: addr}
-	ns, err := bus.StartEmbedded(opts)
+	opts := natsserver.Options{StoreDir: t.TempDir(), Listen: addr}
+	ns, err := natsserver.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestWatchRidesOutServerLoss(t *testing.T) {
 		t.Fatalf("watch ended while the server was down: %v", r.err)
 	default:
 	}
-	if ns, err = bus.StartEmbedded(opts); err != nil {
+	if ns, err = natsserver.Start(opts); err != nil {
 		t.Fatal(err)
 	}
 	header.Completion = &records.Completion{At: time.Now().UTC(), By: "AC-2"}

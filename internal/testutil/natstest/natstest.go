@@ -17,6 +17,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/bus/natsserver"
 )
 
 // Server is a running test server.
@@ -99,11 +100,11 @@ func Buckets(t testing.TB, cfg bus.Config) bus.Buckets {
 }
 
 // Cluster is a JetStream cluster of real nats-servers in this process, each listening on
-// loopback for clients and routes, formed through bus.StartEmbedded (the code behind
+// loopback for clients and routes, formed through natsserver.Start (the code behind
 // `tribunal serve nats --cluster-listen`).
 type Cluster struct {
 	Servers []*server.Server
-	opts    []bus.EmbeddedOptions
+	opts    []natsserver.Options
 	// URLs are the client URLs, comma separated as nats.Connect takes them.
 	URLs string
 }
@@ -143,10 +144,10 @@ func startCluster(t testing.TB, n int) (*Cluster, error) {
 	c := &Cluster{Servers: make([]*server.Server, n)}
 	errs := make(chan error, n)
 	for i := range n {
-		c.opts = append(c.opts, bus.EmbeddedOptions{StoreDir: t.TempDir(), Listen: clients[i],
+		c.opts = append(c.opts, natsserver.Options{StoreDir: t.TempDir(), Listen: clients[i],
 			ServerName: fmt.Sprintf("n%d", i+1), ClusterListen: clusterAddrs[i], Routes: routes})
 		go func() {
-			ns, err := bus.StartEmbedded(c.opts[i])
+			ns, err := natsserver.Start(c.opts[i])
 			c.Servers[i] = ns
 			errs <- err
 		}()
@@ -200,7 +201,7 @@ func (c *Cluster) Stop(i int) {
 // not wait for the cluster (see WaitReady).
 func (c *Cluster) Start(t testing.TB, i int) {
 	t.Helper()
-	ns, err := bus.StartEmbedded(c.opts[i])
+	ns, err := natsserver.Start(c.opts[i])
 	if err != nil {
 		t.Fatalf("restart %s: %v", c.opts[i].ServerName, err)
 	}
@@ -251,7 +252,7 @@ func StartConfig(t testing.TB, conf string) *server.Server {
 		t.Fatal(err)
 	}
 	// Generously bounded: on a loaded machine JetStream's start can wait on the disk.
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: file, ReadyTimeout: 2 * time.Minute})
+	ns, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: file, ReadyTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

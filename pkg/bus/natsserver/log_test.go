@@ -1,4 +1,4 @@
-package bus_test
+package natsserver_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/bus/natsserver"
 )
 
 // lockedBuffer is a buffer the server's goroutines and the test share.
@@ -33,19 +33,19 @@ func (l *lockedBuffer) String() string {
 // TestEmbeddedLogsThroughSlog: with its log on (`serve nats`), the server's own lines go
 // through the process's slog handler, so a JSON handler (--log-format json) makes every
 // one of them JSON, at the handler's level; the fatal error of a taken port still ends
-// StartEmbedded, logged the same way. Not parallel: it sets slog's default.
+// natsserver.Start, logged the same way. Not parallel: it sets slog's default.
 func TestEmbeddedLogsThroughSlog(t *testing.T) {
 	var buf lockedBuffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	t.Cleanup(func() { slog.SetDefault(prev) })
 
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir(), Listen: "127.0.0.1:0", Log: true, ServerName: "log-test"})
+	ns, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Listen: "127.0.0.1:0", Log: true, ServerName: "log-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	taken := ns.Addr().(*net.TCPAddr).String()
-	if second, err := bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir(), Listen: taken, Log: true}); err == nil {
+	if second, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Listen: taken, Log: true}); err == nil {
 		second.Shutdown()
 		t.Fatalf("a second server started on %s", taken)
 	}

@@ -1,4 +1,8 @@
-package bus
+// Package natsserver runs a real nats-server with JetStream inside the tribunal process: the
+// all-in-one mode's in-process server and `tribunal serve nats`. It stands apart from
+// pkg/bus so that what reads records and events (the rules, the readers, the clients)
+// does not carry the server in its imports; only the commands that start one do.
+package natsserver
 
 import (
 	"context"
@@ -18,8 +22,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/diskspace"
 )
 
-// EmbeddedOptions configure an in-process NATS server with JetStream.
-type EmbeddedOptions struct {
+// Options configure an in-process NATS server with JetStream.
+type Options struct {
 	// StoreDir is where JetStream keeps its files.
 	StoreDir string
 	// Listen is "host:port" to accept network clients; empty keeps the server in-process
@@ -57,7 +61,7 @@ const DefaultClusterName = "tribunal"
 
 // applyCluster sets the cluster part of opts from o, checking what a JetStream cluster
 // needs: a listen address, a server name of its own and parseable routes.
-func (o EmbeddedOptions) applyCluster(opts *server.Options) error {
+func (o Options) applyCluster(opts *server.Options) error {
 	if o.ClusterListen == "" {
 		if len(o.Routes) > 0 || o.ClusterName != "" {
 			return errors.New("cluster: routes and a cluster name need a cluster listen address (--cluster-listen)")
@@ -91,9 +95,9 @@ func (o EmbeddedOptions) applyCluster(opts *server.Options) error {
 	return nil
 }
 
-// StartEmbedded starts a real nats-server with JetStream in this process and waits
+// Start starts a real nats-server with JetStream in this process and waits
 // until it accepts connections.
-func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
+func Start(o Options) (*server.Server, error) {
 	opts := &server.Options{}
 	if o.ConfigFile != "" {
 		var err error
@@ -171,7 +175,7 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 }
 
 // fatalCatcher passes the server's log on and turns a fatal error while starting (a
-// port already taken) into StartEmbedded's error: the server's own loggers would exit the
+// port already taken) into Start's error: the server's own loggers would exit the
 // process, or, when quiet, say nothing and never become ready.
 type fatalCatcher struct {
 	server.Logger
