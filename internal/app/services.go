@@ -27,6 +27,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
+	"github.com/tribunal-dev/tribunal/pkg/judge/instrument"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
@@ -335,7 +336,7 @@ func (o Options) provider(ctx context.Context, js jetstream.JetStream) (judge.Pr
 		p = judge.Limited(p, jl)
 	}
 	// Outermost, so a call's span and duration include its wait for the shared limits.
-	return judge.Instrumented(p), nil
+	return instrument.Provider(p), nil
 }
 
 // handler builds service svc over the buckets (validate has checked svc and what it

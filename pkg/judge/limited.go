@@ -43,7 +43,7 @@ type limitedProvider struct {
 }
 
 // Unwrap is the provider the limits wrap, for the optional interfaces it implements
-// (Instrumented reads its server address).
+// (instrument.Provider reads its server address).
 func (p *limitedProvider) Unwrap() Provider { return p.Provider }
 
 func (p *limitedProvider) Complete(ctx context.Context, req Request) (Response, error) {

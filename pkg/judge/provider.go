@@ -112,9 +112,9 @@ type Provider interface {
 	Complete(ctx context.Context, req Request) (Response, error)
 }
 
-// Recorded is a Provider that answers from recordings and asks no model (pkg/judge/scripted):
-// its calls are not calls to a generative AI system, so Instrumented gives them no GenAI
-// span (they are still measured).
+// Recorded is a Provider that answers from recordings and asks no model
+// (pkg/judge/scripted): its calls are not calls to a generative AI system, so
+// instrument.Provider gives them no GenAI span (they are still measured).
 type Recorded interface {
 	// AsksNoModel reports that the provider answers without any model.
 	AsksNoModel() bool
@@ -154,4 +154,39 @@ func (e *StatusError) Error() string { return fmt.Sprintf("HTTP %d", e.Status) }
 func RateLimited(err error) bool {
 	var se *StatusError
 	return errors.As(err, &se) && se.Status == http.StatusTooManyRequests
+}
+
+// Find finds the optional interface T on p or on a provider it wraps (Limited's): a wrapper
+// would otherwise hide, say, the server address of the provider under the rate limits.
+func Find[T any](p Provider) (T, bool) {
+	for p != nil {
+		if t, ok := p.(T); ok {
+			return t, true
+		}
+		u, ok := p.(interface{ Unwrap() Provider })
+		if !ok {
+			break
+		}
+		p = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
+// CallStatus classifies how a provider call ended, for rate limiters and metrics: "ok",
+// StatusRateLimited, "unavailable", "canceled" (the caller gave up: a shutdown) or
+// "error" (a request the provider could not make).
+func CallStatus(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrUnavailable) && RateLimited(err):
+		return StatusRateLimited
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	case ctx.Err() != nil:
+		return "canceled"
+	default:
+		return "error"
+	}
 }

@@ -8,10 +8,11 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/otlpsink"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/instrument"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 )
 
-// TestGenAISpanDescribesTheCall: a call through judge.Instrumented, under the shared rate
+// TestGenAISpanDescribesTheCall: a call through instrument.Provider, under the shared rate
 // limits as app.Start wraps it, is a GenAI client span with the response's id and finish
 // reasons, the token limit and seed the provider sent (its default limit for a request
 // that set none) and the endpoint, which the limits' wrapper no longer hides. Not
@@ -24,7 +25,7 @@ func TestGenAISpanDescribesTheCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := judge.Instrumented(judge.Limited(newProvider(t, s, nil), lim.ForJudge()))
+	p := instrument.Provider(judge.Limited(newProvider(t, s, nil), lim.ForJudge()))
 	req := simpleRequest()
 	seed := 7
 	req.Params.Seed = &seed

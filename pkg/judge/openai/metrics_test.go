@@ -8,12 +8,12 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
-	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/instrument"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // TestRetriesAnd429sCounted: every repeated attempt counts under its reason and every
-// 429 answer counts, retried or final; through judge.Instrumented the call counts once
+// 429 answer counts, retried or final; through instrument.Provider the call counts once
 // with its outcome and the endpoint it went to.
 func TestRetriesAnd429sCounted(t *testing.T) {
 	t.Parallel()
@@ -29,7 +29,7 @@ func TestRetriesAnd429sCounted(t *testing.T) {
 		}
 		return fakellm.Reply{Status: 429, Header: http.Header{"Retry-After-Ms": {"5"}}}
 	}})
-	p := judge.Instrumented(newProvider(t, s, func(c *Config) { c.MaxAttempts = 3 }))
+	p := instrument.Provider(newProvider(t, s, func(c *Config) { c.MaxAttempts = 3 }))
 	if _, err := p.Complete(context.Background(), simpleRequest()); err != nil {
 		t.Fatal(err)
 	}
