@@ -56,7 +56,9 @@ func (c *connFlags) registerLocalInput(fs *pflag.FlagSet, command string) {
 }
 
 // stateDir is the folder to read instead of NATS, or "" to dial NATS: --data-dir when
-// given, else the default folder when it exists and neither --nats nor --blob was given.
+// given, else the default folder unless --nats or --blob (flag or variable) names a
+// server. Without either there is nothing to read: that is said at once, with what to do,
+// rather than after --connect-timeout spent dialling a NATS server nobody started.
 func (l *localReader) stateDir() (string, error) {
 	if l == nil {
 		return "", nil
@@ -67,8 +69,13 @@ func (l *localReader) stateDir() (string, error) {
 		}
 		return l.dataDir, nil
 	}
-	if l.fs.Changed("nats") || l.fs.Changed("blob") || !localstate.Exists(localstate.DirName) {
+	if l.fs.Changed("nats") || l.fs.Changed("blob") {
 		return "", nil
+	}
+	if !localstate.Exists(localstate.DirName) {
+		wd, _ := os.Getwd()
+		return "", exitError{2, fmt.Errorf("no tribunal state here: %s has no %s folder. `tribunal run <batch>` keeps its state there; "+
+			"run it in this folder first, give --data-dir DIR to read a state folder elsewhere, or --nats URL to read running services", wd, localstate.DirName)}
 	}
 	return localstate.DirName, nil
 }

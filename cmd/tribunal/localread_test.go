@@ -55,13 +55,24 @@ func TestReadersOpenTheRunsState(t *testing.T) {
 		t.Fatalf("audit --data-dir of a folder without state: exit %d\n%s", code, stderr)
 	}
 	for _, d := range []string{dir, elsewhere} {
-		args := []string{"audit", "--batch", batchID, "--connect-timeout", "300ms"}
-		if d == dir {
-			args = append(args, "--nats", "nats://127.0.0.1:1")
-		}
+		args := []string{"audit", "--batch", batchID, "--connect-timeout", "300ms", "--nats", "nats://127.0.0.1:1"}
 		_, stderr, code = runState(t, d, args...)
 		if code == 0 || strings.Contains(stderr, "state: reading") || !strings.Contains(stderr, "not reachable") {
 			t.Fatalf("audit %v in %s: exit %d, want the NATS server dialled\n%s", args, d, code, stderr)
+		}
+	}
+}
+
+// TestReadersWithoutStateFailAtOnce: in a folder with no state and nothing naming a
+// server, results, report and audit exit 2 saying there is no state here and what to
+// do, instead of dialling a NATS server nobody started.
+func TestReadersWithoutStateFailAtOnce(t *testing.T) {
+	empty := t.TempDir()
+	for _, command := range []string{"results", "report", "audit"} {
+		stdout, stderr, code := runState(t, empty, command, "--batch", "x")
+		if code != 2 || !strings.Contains(stderr, "no tribunal state here") || !strings.Contains(stderr, "tribunal run <batch>") ||
+			!strings.Contains(stderr, "--nats URL") || strings.Contains(stderr, "not reachable") {
+			t.Errorf("%s --batch x in an empty folder: exit %d\n%s%s", command, code, stdout, stderr)
 		}
 	}
 }
