@@ -328,13 +328,13 @@ func newWatchCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printLoaded(res, out, asJSON)
+				return printLoaded(res, out, asJSON, nil)
 			}
 			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
 				if _, err := client.Watch(cmd.Context(), b, tenant, batchID, 250*time.Millisecond, p.report); err != nil {
 					return err
 				}
-				return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
+				return showResults(cmd.Context(), env, tenant, batchID, out, asJSON, nil)
 			})
 		},
 	}
@@ -348,12 +348,16 @@ func newResultsCmd() *cobra.Command {
 	var ing ingressFlags
 	var tenant, batchID, out string
 	var asJSON, cfn bool
+	var ci ciFlags
 	cmd := &cobra.Command{
 		Use:     "results --batch <id>",
 		Short:   "Print (and write) the results of a completed batch",
 		Example: `  tribunal results --batch quickstart-20261130T080000-a1b2c3 --json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := ci.check(); err != nil {
+				return exitError{2, err}
+			}
 			c, err := ing.dialAs(cmd, tenant)
 			if err != nil {
 				return err
@@ -368,7 +372,7 @@ func newResultsCmd() *cobra.Command {
 						return err
 					}
 				}
-				return printLoaded(res, out, asJSON)
+				return printLoaded(res, out, asJSON, &ci)
 			}
 			env, err := connectClient(cmd.Context(), &conn)
 			if err != nil {
@@ -388,12 +392,13 @@ func newResultsCmd() *cobra.Command {
 					return err
 				}
 			}
-			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
+			return showResults(cmd.Context(), env, tenant, batchID, out, asJSON, &ci)
 		},
 	}
 	addResultFlags(cmd, &conn, &ing, &tenant, &batchID, &out, &asJSON)
 	conn.registerLocal(cmd.Flags(), "results")
 	cmd.Flags().BoolVar(&cfn, "cfn", false, cfnFlagHelp)
+	ci.register(cmd.Flags())
 	return cmd
 }
 
@@ -409,7 +414,7 @@ func addResultFlags(cmd *cobra.Command, conn *connFlags, ing *ingressFlags, tena
 	_ = cmd.MarkFlagRequired("batch")
 }
 
-func showResults(ctx context.Context, env *clientEnv, tenant, batchID, out string, asJSON bool) error {
+func showResults(ctx context.Context, env *clientEnv, tenant, batchID, out string, asJSON bool, ci *ciFlags) error {
 	b, err := env.buckets(ctx)
 	if err != nil {
 		return err
@@ -418,12 +423,13 @@ func showResults(ctx context.Context, env *clientEnv, tenant, batchID, out strin
 	if err != nil {
 		return err
 	}
-	return printLoaded(res, out, asJSON)
+	return printLoaded(res, out, asJSON, ci)
 }
 
-// printLoaded prints (and, with out, writes) loaded results; a batch with findings
-// exits with its code.
-func printLoaded(res *client.Results, out string, asJSON bool) error {
+// printLoaded prints (and, with out, writes) loaded results, and the CI outputs ci asks
+// for (nil: none); a batch with findings exits with its code, or the code ci's policy
+// gives.
+func printLoaded(res *client.Results, out string, asJSON bool, ci *ciFlags) error {
 	var err error
 	dir := ""
 	if out != "" {
@@ -434,8 +440,19 @@ func printLoaded(res *client.Results, out string, asJSON bool) error {
 	if err := printResults(os.Stdout, res, dir, asJSON); err != nil {
 		return err
 	}
-	if res.Summary.ExitCode != 0 {
-		return exitError{code: res.Summary.ExitCode}
+	if ci != nil {
+		// The batch file, when it is still where the batch was submitted from, names the
+		// ACs' artifacts for annotations on them.
+		var b *batch.Batch
+		if res.Source != "" {
+			b, _ = batch.Load(res.Source)
+		}
+		if err := ci.write(annotationsTo(asJSON), res, b); err != nil {
+			return err
+		}
+	}
+	if code := ci.exitCode(res); code != 0 {
+		return exitError{code: code}
 	}
 	return nil
 }

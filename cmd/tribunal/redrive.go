@@ -32,7 +32,7 @@ ones, and the batch completes again with new manifests. Then it prints the resul
 				}
 				if attempt == 0 {
 					fmt.Fprintln(os.Stderr, "no blocked jobs to redrive")
-					return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
+					return showResults(cmd.Context(), env, tenant, batchID, out, asJSON, nil)
 				}
 				fmt.Fprintf(os.Stderr, "redrive attempt %d: %d blocked jobs sent again\n", attempt, len(jobs))
 				if noWait {
@@ -41,7 +41,7 @@ ones, and the batch completes again with new manifests. Then it prints the resul
 				if _, err := client.WatchAttempt(cmd.Context(), b, tenant, batchID, attempt, 250*time.Millisecond); err != nil {
 					return err
 				}
-				return showResults(cmd.Context(), env, tenant, batchID, out, asJSON)
+				return showResults(cmd.Context(), env, tenant, batchID, out, asJSON, nil)
 			})
 		},
 	}

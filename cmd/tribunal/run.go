@@ -65,6 +65,7 @@ type runFlags struct {
 	screens      []string
 	minFree      byteSize
 	judge        judgeFlags
+	ci           ciFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -136,12 +137,16 @@ judged; so does a run after Ctrl-C or --timeout.`,
 	f.minFree = defaultMinFree
 	fs.Var(&f.minFree, "min-free", "stop the run, storing what is in flight, when less than this is free on the state folder's disk (exit 2, \"no space left\")")
 	f.judge.register(fs)
+	f.ci.register(fs)
 	// What the batch may spend: anything by default, its one user spends its own key.
 	f.judge.spend.register(fs, false)
 	return cmd
 }
 
 func runAllInOne(ctx context.Context, f *runFlags, path string) error {
+	if err := f.ci.check(); err != nil {
+		return exitError{2, err}
+	}
 	b, err := batch.Load(path)
 	if err != nil {
 		return exitError{2, err}
@@ -327,8 +332,11 @@ func finishRun(f *runFlags, b *batch.Batch, res *client.Results) error {
 	if err := printResults(os.Stdout, res, outDir, f.asJSON); err != nil {
 		return err
 	}
-	if res.Summary.ExitCode != 0 {
-		return exitError{code: res.Summary.ExitCode}
+	if err := f.ci.write(annotationsTo(f.asJSON), res, b); err != nil {
+		return err
+	}
+	if code := f.ci.exitCode(res); code != 0 {
+		return exitError{code: code}
 	}
 	return nil
 }

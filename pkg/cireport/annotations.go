@@ -60,7 +60,7 @@ func WriteAnnotations(w io.Writer, res *client.Results, o Options) error {
 			}
 			r, g := res.Rows[i], c.grades[i]
 			props := []string{"title=" + escapeProperty(fmt.Sprintf("tribunal %s %s (%s)", r.ACID, g, r.Kind))}
-			msg := fmt.Sprintf("%s %s: %s", r.ACID, g, result(r))
+			msg := headline(r, g)
 			if nt := note(r); nt != "" {
 				msg += ": " + nt
 			}

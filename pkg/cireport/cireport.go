@@ -54,6 +54,16 @@ func result(r kind.Row) string {
 	return out
 }
 
+// headline is an AC's grade and result in a line: "AC-1 block: reference, confidence
+// 1.00", "AC-9 blocked".
+func headline(r kind.Row, g verdicts.Grade) string {
+	out := r.ACID + " " + string(g)
+	if res := result(r); res != string(g) {
+		out += ": " + res
+	}
+	return out
+}
+
 // note is what the AC's owner reads first: the blocked reason, else the kind's detail,
 // else the judge's biggest gap with the slots it names.
 func note(r kind.Row) string {

@@ -102,7 +102,7 @@ func WriteJUnit(w io.Writer, res *client.Results, o Options) error {
 		}
 		tc.SystemOut = out.String()
 		if o.Policy.Fails(g) {
-			prob := &junitProblem{Type: string(g), Message: clip(oneLine(string(g)+": "+note(r)), maxMessage), Text: tc.SystemOut}
+			prob := &junitProblem{Type: string(g), Message: clip(oneLine(headline(r, g)+": "+note(r)), maxMessage), Text: note(r)}
 			if g == verdicts.Blocked || g == verdicts.SchemaViolation {
 				tc.Error = prob
 			} else {
