@@ -21,9 +21,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/diskspace"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -201,7 +201,7 @@ func judgeIdentity(jf *judgeFlags, p judge.Provider, params judge.Params) (map[s
 	id := map[string]string{
 		"provider": p.Name(), "model": p.DefaultModel(), "flag_model": jf.model,
 		"max_tokens": strconv.Itoa(jf.maxTokens), "temperature": strconv.FormatFloat(jf.temperature, 'g', -1, 64), "seed": strconv.Itoa(jf.seed),
-		"params": kind.ParamsKey(params),
+		"params": stage.ParamsKey(params),
 	}
 	switch jf.provider {
 	case "scripted":

@@ -8,7 +8,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
 )
 
@@ -21,7 +21,7 @@ func (o Options) judgeService(buckets bus.Buckets, provider judge.Provider) *jud
 	if o.External != nil {
 		opts = append(opts, judgesvc.WithExternal(o.External))
 	}
-	return judgesvc.New(kind.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, ShareCache: o.ShareJudgeCache,
+	return judgesvc.New(stage.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, ShareCache: o.ShareJudgeCache,
 		Instance: o.Instance, Params: o.Params, Log: o.Logger}, opts...)
 }
 

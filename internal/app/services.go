@@ -28,12 +28,12 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
 	"github.com/tribunal-dev/tribunal/pkg/judge/instrument"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
 	"github.com/tribunal-dev/tribunal/services/gater"
@@ -62,7 +62,7 @@ type Options struct {
 	Sensors *renderer.Sensors
 	// Gates are the gater's operator gates commands by adapter name.
 	Gates *command.Gates
-	// ShareJudgeCache serves judge-cache answers across tenants (kind.JudgeEnv.ShareCache):
+	// ShareJudgeCache serves judge-cache answers across tenants (stage.JudgeEnv.ShareCache):
 	// an operator's opt-in with a privacy cost, see docs/security.md.
 	ShareJudgeCache bool
 	// Spend, when set, is what each tenant may spend on the provider (pkg/spend): the
@@ -351,7 +351,7 @@ func (o Options) handler(svc string, buckets bus.Buckets, provider judge.Provide
 		// The renderer runs equivalence documents through the provider (an LLM applies
 		// each document to each case; teacher transcripts are cached in the shared
 		// bucket); without one, such jobs are blocked.
-		env := kind.RenderEnv{Sensors: sensors, Cache: buckets.Cache, Params: o.Params, Instance: o.Instance, Log: o.Logger}
+		env := stage.RenderEnv{Sensors: sensors, Cache: buckets.Cache, Params: o.Params, Instance: o.Instance, Log: o.Logger}
 		if provider != nil {
 			env.Provider = provider
 		}
@@ -361,7 +361,7 @@ func (o Options) handler(svc string, buckets bus.Buckets, provider judge.Provide
 		}
 		return renderer.New(o.Store, o.Fetch, env, opts...).Handle, nil
 	case bus.Gater:
-		return gater.New(kind.GateEnv{Store: o.Store, Views: buckets.Views, Gates: o.Gates, Log: o.Logger}).Handle, nil
+		return gater.New(stage.GateEnv{Store: o.Store, Views: buckets.Views, Gates: o.Gates, Log: o.Logger}).Handle, nil
 	case bus.Judge:
 		return o.judgeService(buckets, provider).Handle, nil
 	default:

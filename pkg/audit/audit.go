@@ -20,6 +20,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // blobTimeout bounds one blob read of the audit.
@@ -793,7 +794,7 @@ func (a *auditor) gates(r *Recorded) {
 			return
 		}
 		ctx, cancel := a.blobContext()
-		derived, err = k.Gate(ctx, &kind.GateEnv{Store: a.store}, rd.Event, done)
+		derived, err = k.Gate(ctx, &stage.GateEnv{Store: a.store}, rd.Event, done)
 		cancel()
 		if err != nil {
 			a.unverified(r, "the gates", err.Error())

@@ -12,9 +12,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // The blobs the console and `tribunal results` show besides the artifacts (issue 23,
@@ -30,7 +30,7 @@ func (a answering) Complete(context.Context, judge.Request) (judge.Response, err
 }
 
 // keepCall makes one judge call of job id through a recorder and keeps its record as
-// the judge service does (kind.KeepCall), returning the reference its vote carries.
+// the judge service does (stage.KeepCall), returning the reference its vote carries.
 func (f *fixture) keepCall(id, raw string) *events.Blob {
 	f.t.Helper()
 	return f.keepCallOf(f.tenant, id, raw)
@@ -45,7 +45,7 @@ func (f *fixture) keepCallOf(tenant, id, raw string) *events.Blob {
 	if _, err := rec.Complete(ctx, req); err != nil {
 		f.t.Fatal(err)
 	}
-	call := kind.KeepCall(ctx, f.store, nil, tenant, rec)
+	call := stage.KeepCall(ctx, f.store, nil, tenant, rec)
 	if call == nil {
 		f.t.Fatalf("the call record of %s was not kept", id)
 	}

@@ -12,11 +12,11 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/index"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // The tamper cases of issue 12 (each audited clean before digest chains, artifact
@@ -59,12 +59,12 @@ func (f *fixture) stagedJob(id string, index, size int, raw string, confidence f
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	done, err := k.Render(ctx, &kind.RenderEnv{Store: f.store}, req.Event, spec)
+	done, err := k.Render(ctx, &stage.RenderEnv{Store: f.store}, req.Event, spec)
 	if err != nil || done.Blocked != "" {
 		f.t.Fatalf("render %s: %v %s", id, err, done.Blocked)
 	}
 	rd := f.stage(req, done)
-	gated, err := k.Gate(ctx, &kind.GateEnv{Store: f.store}, rd.Event, done)
+	gated, err := k.Gate(ctx, &stage.GateEnv{Store: f.store}, rd.Event, done)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // DefaultMaxPayload is the NATS server's default max payload, the limit events are
@@ -59,7 +59,7 @@ func (s *Submitter) eventLimit() (limit, maxPayload int64) {
 // the rest of the batch goes on. Only what cannot be submitted even blocked refuses the
 // batch (a RefusedError): a job id that is not a valid id, or two jobs with one id (a
 // rubric view's generated id cut to length, or equal to another AC's).
-func (s *Submitter) check(ctx context.Context, prep *Prepared, env *kind.PlanEnv, tenant string) error {
+func (s *Submitter) check(ctx context.Context, prep *Prepared, env *stage.PlanEnv, tenant string) error {
 	limit, maxPayload := s.eventLimit()
 	b := prep.batch
 	var out []planned
@@ -81,10 +81,10 @@ func (s *Submitter) check(ctx context.Context, prep *Prepared, env *kind.PlanEnv
 			out = append(out, group...)
 			continue
 		}
-		problem = kind.Problem(ac, problem)
+		problem = stage.Problem(ac, problem)
 		k, err := kinds.Lookup(events.Kind(b.KindOf(ac)))
 		if err != nil {
-			return fmt.Errorf("%s: %s", b.Path, kind.Problem(ac, err.Error()))
+			return fmt.Errorf("%s: %s", b.Path, stage.Problem(ac, err.Error()))
 		}
 		reduced := batch.AC{ID: ac.ID, Kind: ac.Kind, Iteration: ac.Iteration, Line: ac.Line, Problem: problem}
 		ps, err := k.Plan(ctx, env, reduced)
@@ -101,18 +101,18 @@ func (s *Submitter) check(ctx context.Context, prep *Prepared, env *kind.PlanEnv
 	owner := map[string]string{}
 	for _, pl := range prep.plans {
 		if err := events.ValidateName(pl.JobID); err != nil {
-			refused = append(refused, kind.Problem(pl.ac, "job id "+err.Error()))
+			refused = append(refused, stage.Problem(pl.ac, "job id "+err.Error()))
 			continue
 		}
 		if other, dup := owner[pl.JobID]; dup {
-			refused = append(refused, kind.Problem(pl.ac, fmt.Sprintf("job id %q is also a job of %s", pl.JobID, other)))
+			refused = append(refused, stage.Problem(pl.ac, fmt.Sprintf("job id %q is also a job of %s", pl.JobID, other)))
 			continue
 		}
 		owner[pl.JobID] = pl.ac.ID
 		if pl.ac.Problem != "" {
 			// Planned again as blocked: it must fit now, or it cannot be submitted at all.
 			if p := s.eventProblem(pl, prep, tenant, limit, maxPayload); p != "" {
-				refused = append(refused, kind.Problem(pl.ac, "even blocked: "+p))
+				refused = append(refused, stage.Problem(pl.ac, "even blocked: "+p))
 			}
 		}
 	}

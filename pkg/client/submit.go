@@ -21,9 +21,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // Publisher is what submitting needs from the bus.
@@ -142,7 +142,7 @@ type Prepared struct {
 
 // planned is one job of the batch and the entry it came from.
 type planned struct {
-	kind.Plan
+	stage.Plan
 	ac batch.AC
 }
 
@@ -190,14 +190,14 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 	for _, r := range b.Rejected {
 		prep.Rejected = append(prep.Rejected, r.Error())
 	}
-	env := &kind.PlanEnv{Batch: b, Tenant: tenant, Store: s.Store, AllowOutside: s.AllowOutside, ServeFeature: s.ServeFeature, DefaultMode: s.DefaultMode}
+	env := &stage.PlanEnv{Batch: b, Tenant: tenant, Store: s.Store, AllowOutside: s.AllowOutside, ServeFeature: s.ServeFeature, DefaultMode: s.DefaultMode}
 	// Most ACs are one job; a rubric AC is one job per view of its feature.
 	var names []string
 	seenName := map[string]bool{}
 	for _, ac := range b.ACs {
 		k, err := kinds.Lookup(events.Kind(b.KindOf(ac)))
 		if err != nil {
-			return prep, fmt.Errorf("%s: %s", b.Path, kind.Problem(ac, err.Error()))
+			return prep, fmt.Errorf("%s: %s", b.Path, stage.Problem(ac, err.Error()))
 		}
 		ps, err := k.Plan(ctx, env, ac)
 		if err != nil {

@@ -1,14 +1,12 @@
 package kind
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -106,22 +104,4 @@ func (b *byIndex[R]) Less(i, j int) bool { return b.index[i] < b.index[j] }
 func (b *byIndex[R]) Swap(i, j int) {
 	b.index[i], b.index[j] = b.index[j], b.index[i]
 	b.m.Results[i], b.m.Results[j] = b.m.Results[j], b.m.Results[i]
-}
-
-// CachedCall makes one judge call of a kind, answered from the judge-call cache under key
-// when it can be: otherwise call asks the provider (through a recorder, so the exchange is
-// kept beside the vote) and a valid answer is cached. cached says the answer came from the
-// cache; an error is the context's, ended during the call.
-func CachedCall[T any](ctx context.Context, e *JudgeEnv, tenant, key string, call func(judge.Provider) judge.Outcome[T]) (o judge.Outcome[T], cached bool, err error) {
-	if e.Cached(ctx, key, &o) {
-		return o, true, nil
-	}
-	rec := e.Recorder()
-	o = call(rec)
-	if err := ctx.Err(); err != nil {
-		return o, false, err
-	}
-	o.Usage.Call = e.KeepCall(ctx, tenant, rec)
-	e.Remember(ctx, key, o.Status, o)
-	return o, false, nil
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/services/aggregator"
 	"github.com/tribunal-dev/tribunal/services/gater"
 	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
@@ -26,9 +26,9 @@ var quiet = slog.New(slog.DiscardHandler)
 // handlers wires the four services over env as internal/app does, minus the bus.
 func handlers(env *handlertest.Env, p judge.Provider) (map[events.Type]bus.Handler, *aggregator.Service) {
 	agg := aggregator.New(env.Buckets, env.Store, quiet)
-	r := renderer.New(env.Store, ingest.FetchOptions{}, kind.RenderEnv{Provider: p, Cache: env.Buckets.Cache, Log: quiet})
-	g := gater.New(kind.GateEnv{Store: env.Store, Views: env.Buckets.Views, Log: quiet})
-	j := judgesvc.New(kind.JudgeEnv{Store: env.Store, Provider: p, Cache: env.Buckets.Cache, Log: quiet})
+	r := renderer.New(env.Store, ingest.FetchOptions{}, stage.RenderEnv{Provider: p, Cache: env.Buckets.Cache, Log: quiet})
+	g := gater.New(stage.GateEnv{Store: env.Store, Views: env.Buckets.Views, Log: quiet})
+	j := judgesvc.New(stage.JudgeEnv{Store: env.Store, Provider: p, Cache: env.Buckets.Cache, Log: quiet})
 	return map[events.Type]bus.Handler{
 		events.TypeJobSubmitted:    agg.Handle,
 		events.TypeRenderRequested: r.Handle,

@@ -11,18 +11,18 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Service gates rendered jobs.
 type Service struct {
-	env kind.GateEnv
+	env stage.GateEnv
 }
 
 // New builds the gater.
-func New(env kind.GateEnv) *Service {
+func New(env stage.GateEnv) *Service {
 	if env.Log == nil {
 		env.Log = slog.Default()
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/services/gater"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
@@ -21,7 +21,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // rendered is the quickstart AC's render.done, as the renderer publishes it.
 func rendered(t *testing.T, env *handlertest.Env, ac string) events.Event {
 	t.Helper()
-	r := renderer.New(env.Store, ingest.FetchOptions{}, kind.RenderEnv{Log: quiet})
+	r := renderer.New(env.Store, ingest.FetchOptions{}, stage.RenderEnv{Log: quiet})
 	for _, s := range env.Submitted(t, handlertest.Quickstart(), "team-a", "b1") {
 		if s.JobID != ac {
 			continue
@@ -39,7 +39,7 @@ func rendered(t *testing.T, env *handlertest.Env, ac string) events.Event {
 
 func gate(t *testing.T, env *handlertest.Env, ev events.Event) events.Event {
 	t.Helper()
-	out, err := handlertest.Deliver(context.Background(), gater.New(kind.GateEnv{Store: env.Store, Views: env.Buckets.Views, Log: quiet}).Handle, ev)
+	out, err := handlertest.Deliver(context.Background(), gater.New(stage.GateEnv{Store: env.Store, Views: env.Buckets.Views, Log: quiet}).Handle, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestMissingBlobFails(t *testing.T) {
 func TestWrongEventIsPermanent(t *testing.T) {
 	env := handlertest.New(t)
 	sub := handlertest.Of(env.Submitted(t, handlertest.Quickstart(), "team-a", "b1"), events.TypeJobSubmitted)[0]
-	_, err := handlertest.Deliver(context.Background(), gater.New(kind.GateEnv{Store: env.Store, Log: quiet}).Handle, sub)
+	_, err := handlertest.Deliver(context.Background(), gater.New(stage.GateEnv{Store: env.Store, Log: quiet}).Handle, sub)
 	if !bus.IsPermanent(err) {
 		t.Fatalf("want a permanent error, got %v", err)
 	}

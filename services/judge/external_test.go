@@ -12,7 +12,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
 )
 
@@ -32,7 +32,7 @@ func TestExternalJudgeParksThenResumes(t *testing.T) {
 	sum := sha256.Sum256(wire.Data)
 	x := external.New(memkv.New("external"), env.Store)
 	model := handlertest.QuickstartProvider(t)
-	svc := judgesvc.New(kind.JudgeEnv{Store: env.Store, Provider: model, Cache: env.Buckets.Cache, Instance: "j1", Log: quiet}, judgesvc.WithExternal(x))
+	svc := judgesvc.New(stage.JudgeEnv{Store: env.Store, Provider: model, Cache: env.Buckets.Cache, Instance: "j1", Log: quiet}, judgesvc.WithExternal(x))
 
 	out, err := handlertest.Deliver(context.Background(), svc.Handle, gd)
 	if err != nil || len(out) != 0 {

@@ -14,15 +14,15 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	pj "github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Service judges gated jobs.
 type Service struct {
-	env      kind.JudgeEnv
+	env      stage.JudgeEnv
 	spend    *spend.Policy
 	external *external.Exchange
 }
@@ -56,7 +56,7 @@ func WithExternal(x *external.Exchange) Option {
 // New builds the judge service. Hold env.Provider to shared rate limits by wrapping it
 // with pkg/judge.Limited (app.Start does, for judges and renderers alike); env.Cache, when
 // set, is the judge-call cache shared by every judge instance.
-func New(env kind.JudgeEnv, opts ...Option) *Service {
+func New(env stage.JudgeEnv, opts ...Option) *Service {
 	if env.Log == nil {
 		env.Log = slog.Default()
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	pj "github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/services/gater"
 	judgesvc "github.com/tribunal-dev/tribunal/services/judge"
@@ -27,9 +27,9 @@ var quiet = slog.New(slog.DiscardHandler)
 func gated(t *testing.T, env *handlertest.Env, ac string) events.Event {
 	t.Helper()
 	hs := map[events.Type]bus.Handler{
-		events.TypeRenderRequested: renderer.New(env.Store, ingest.FetchOptions{}, kind.RenderEnv{Log: quiet,
+		events.TypeRenderRequested: renderer.New(env.Store, ingest.FetchOptions{}, stage.RenderEnv{Log: quiet,
 			Provider: handlertest.QuickstartProvider(t), Cache: env.Buckets.Cache}).Handle,
-		events.TypeRenderDone: gater.New(kind.GateEnv{Store: env.Store, Views: env.Buckets.Views, Log: quiet}).Handle,
+		events.TypeRenderDone: gater.New(stage.GateEnv{Store: env.Store, Views: env.Buckets.Views, Log: quiet}).Handle,
 	}
 	for _, s := range env.Submitted(t, handlertest.Quickstart(), "team-a", "b1") {
 		if s.JobID == ac {
@@ -45,7 +45,7 @@ func gated(t *testing.T, env *handlertest.Env, ac string) events.Event {
 }
 
 func judgeWith(env *handlertest.Env, p pj.Provider) bus.Handler {
-	return judgesvc.New(kind.JudgeEnv{Store: env.Store, Provider: p, Cache: env.Buckets.Cache, Instance: "j1", Log: quiet}).Handle
+	return judgesvc.New(stage.JudgeEnv{Store: env.Store, Provider: p, Cache: env.Buckets.Cache, Instance: "j1", Log: quiet}).Handle
 }
 
 // Every kind's verdict names the judge that produced it.
@@ -149,7 +149,7 @@ func TestSpendRefusedBeforeTheProvider(t *testing.T) {
 	env := handlertest.New(t)
 	p := handlertest.QuickstartProvider(t)
 	policy := spend.Policy{Models: []string{"gpt-4o"}, Tenants: map[string][]string{"team-b": {"o1-pro"}}}
-	h := judgesvc.New(kind.JudgeEnv{Store: env.Store, Provider: p, Cache: env.Buckets.Cache, Instance: "j1", Log: quiet}, judgesvc.WithSpend(policy)).Handle
+	h := judgesvc.New(stage.JudgeEnv{Store: env.Store, Provider: p, Cache: env.Buckets.Cache, Instance: "j1", Log: quiet}, judgesvc.WithSpend(policy)).Handle
 	panel := func(ev events.Event, positions string, judges ...string) events.Event {
 		gd := *ev.Payload.(*events.GatesDone)
 		gd.Judges, gd.Positions = judges, positions

@@ -12,15 +12,15 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Service renders jobs.
 type Service struct {
-	env   kind.RenderEnv
+	env   stage.RenderEnv
 	log   *slog.Logger
 	spend *spend.Policy
 }
@@ -42,7 +42,7 @@ func WithSpend(p spend.Policy) Option {
 }
 
 // New builds the renderer. env.Fetcher defaults to one with fetch's limits.
-func New(store blob.Store, fetch ingest.FetchOptions, env kind.RenderEnv, opts ...Option) *Service {
+func New(store blob.Store, fetch ingest.FetchOptions, env stage.RenderEnv, opts ...Option) *Service {
 	if env.Log == nil {
 		env.Log = slog.Default()
 	}

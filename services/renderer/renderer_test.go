@@ -11,8 +11,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
@@ -31,7 +31,7 @@ func requested(t *testing.T, env *handlertest.Env, ac string) events.Event {
 	return events.Event{}
 }
 
-func render(t *testing.T, env *handlertest.Env, renv kind.RenderEnv, ev events.Event) (*events.RenderDone, events.Event) {
+func render(t *testing.T, env *handlertest.Env, renv stage.RenderEnv, ev events.Event) (*events.RenderDone, events.Event) {
 	t.Helper()
 	renv.Log = quiet
 	out, err := handlertest.Deliver(context.Background(), renderer.New(env.Store, ingest.FetchOptions{}, renv).Handle, ev)
@@ -49,7 +49,7 @@ func render(t *testing.T, env *handlertest.Env, renv kind.RenderEnv, ev events.E
 
 func TestRendersStoredArtifacts(t *testing.T) {
 	env := handlertest.New(t)
-	rd, _ := render(t, env, kind.RenderEnv{}, requested(t, env, "AC-1"))
+	rd, _ := render(t, env, stage.RenderEnv{}, requested(t, env, "AC-1"))
 	if rd.Blocked != "" || len(rd.Artifacts) != 2 {
 		t.Fatalf("blocked %q, %d artifacts", rd.Blocked, len(rd.Artifacts))
 	}
@@ -65,7 +65,7 @@ func TestPlannedProblemBlocks(t *testing.T) {
 	env := handlertest.New(t)
 	ev := requested(t, env, "AC-1")
 	ev.Payload.(*events.RenderRequested).Spec.Problem = "AC-1: line 10: ours: no such file"
-	if rd, _ := render(t, env, kind.RenderEnv{}, ev); rd.Blocked != "AC-1: line 10: ours: no such file" {
+	if rd, _ := render(t, env, stage.RenderEnv{}, ev); rd.Blocked != "AC-1: line 10: ours: no such file" {
 		t.Fatalf("blocked %q", rd.Blocked)
 	}
 }
@@ -74,11 +74,11 @@ func TestPlannedProblemBlocks(t *testing.T) {
 // the job with that reason instead of failing it over and over.
 func TestEquivalenceWithoutProviderBlocks(t *testing.T) {
 	env := handlertest.New(t)
-	rd, _ := render(t, env, kind.RenderEnv{}, requested(t, env, "AC-12"))
+	rd, _ := render(t, env, stage.RenderEnv{}, requested(t, env, "AC-12"))
 	if rd.Blocked == "" {
 		t.Fatal("equivalence rendered without a provider")
 	}
-	rd, _ = render(t, env, kind.RenderEnv{Provider: handlertest.QuickstartProvider(t), Cache: env.Buckets.Cache}, requested(t, env, "AC-12"))
+	rd, _ = render(t, env, stage.RenderEnv{Provider: handlertest.QuickstartProvider(t), Cache: env.Buckets.Cache}, requested(t, env, "AC-12"))
 	if rd.Blocked != "" || len(rd.Transcripts) == 0 {
 		t.Fatalf("with a provider: blocked %q, %d transcripts", rd.Blocked, len(rd.Transcripts))
 	}
@@ -87,7 +87,7 @@ func TestEquivalenceWithoutProviderBlocks(t *testing.T) {
 func TestWrongEventIsPermanent(t *testing.T) {
 	env := handlertest.New(t)
 	sub := handlertest.Of(env.Submitted(t, handlertest.Quickstart(), "team-a", "b1"), events.TypeJobSubmitted)[0]
-	_, err := handlertest.Deliver(context.Background(), renderer.New(env.Store, ingest.FetchOptions{}, kind.RenderEnv{Log: quiet}).Handle, sub)
+	_, err := handlertest.Deliver(context.Background(), renderer.New(env.Store, ingest.FetchOptions{}, stage.RenderEnv{Log: quiet}).Handle, sub)
 	if !bus.IsPermanent(err) || !strings.Contains(err.Error(), "job.submitted") {
 		t.Fatalf("want a permanent error naming the event, got %v", err)
 	}
@@ -101,7 +101,7 @@ func TestSpendBlocksBeforeAnyWork(t *testing.T) {
 	m := telemetry.Reset()
 	env := handlertest.New(t)
 	p := handlertest.QuickstartProvider(t)
-	h := renderer.New(env.Store, ingest.FetchOptions{}, kind.RenderEnv{Provider: p, Cache: env.Buckets.Cache, Log: quiet},
+	h := renderer.New(env.Store, ingest.FetchOptions{}, stage.RenderEnv{Provider: p, Cache: env.Buckets.Cache, Log: quiet},
 		renderer.WithSpend(spend.Policy{Models: []string{"gpt-4o"}})).Handle
 	with := func(ac string, change func(*events.JobSpec)) events.Event {
 		ev := requested(t, env, ac)

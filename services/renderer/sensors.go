@@ -29,7 +29,7 @@ func (s *Sensors) Close() {
 	}
 }
 
-// Sense implements kind.Sensors.
+// Sense implements stage.Sensors.
 func (s *Sensors) Sense(ctx context.Context, adapter string, v sensor.View) (sensor.Capture, error) {
 	if adapter == "web" {
 		s.once.Do(func() { s.webS, s.webErr = web.New(context.WithoutCancel(ctx), s.Web) })

@@ -11,7 +11,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // TestCachedAnswersOfAnOlderPromptAreNotReused: the judge-call cache key holds the
@@ -37,7 +37,7 @@ func TestCachedAnswersOfAnOlderPromptAreNotReused(t *testing.T) {
 	gd := &events.GatesDone{Kind: events.KindAB, Criterion: "c", Slots: slots}
 	ev := events.New(gd, "t", "b", "AC-1", 0, "", nil)
 	p := &abFakeProvider{turns: []abTurn{{content: goodAB}}}
-	env := &kind.JudgeEnv{Store: store, Provider: p, Cache: memkv.New("cache"), Log: slog.New(slog.DiscardHandler)}
+	env := &stage.JudgeEnv{Store: store, Provider: p, Cache: memkv.New("cache"), Log: slog.New(slog.DiscardHandler)}
 
 	// What the same comparison's answer was cached under by the previous prompt.
 	parts := []string{"AB", gd.Criterion}

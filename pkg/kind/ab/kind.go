@@ -15,6 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
@@ -60,7 +61,7 @@ func ResolveThreshold(b *batch.Batch) (float64, error) {
 
 // Plan implements kind.Kind: one job comparing the AC's two artifacts, resolved through
 // the batch's verify map when the entry names none.
-func (Kind) Plan(_ context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan, error) {
+func (Kind) Plan(_ context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	b := env.Batch
 	t, err := env.Once("ab.threshold", func() (any, error) { return ResolveThreshold(b) })
 	if err != nil {
@@ -89,15 +90,15 @@ func (Kind) Plan(_ context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan
 	}
 	pair, _, rerr := Resolve(ac.ID, Pair{Ours: ac.Ours, Reference: ac.Reference}, verify)
 	if problem == "" && rerr != nil {
-		problem = kind.Problem(ac, rerr.Error())
+		problem = stage.Problem(ac, rerr.Error())
 	}
 	if problem != "" {
-		as.Ours = kind.BlockedSource(firstNonEmpty(pair.Ours, ac.Ours), problem)
-		as.Reference = kind.BlockedSource(firstNonEmpty(pair.Reference, ac.Reference), problem)
+		as.Ours = stage.BlockedSource(firstNonEmpty(pair.Ours, ac.Ours), problem)
+		as.Reference = stage.BlockedSource(firstNonEmpty(pair.Reference, ac.Reference), problem)
 		spec.AB, spec.Problem = as, problem
-		return []kind.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}, nil
+		return []stage.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}, nil
 	}
-	return []kind.Plan{{JobID: ac.ID, Names: []string{pair.Ours, pair.Reference}, Build: func(up map[string]events.Source) events.JobSpec {
+	return []stage.Plan{{JobID: ac.ID, Names: []string{pair.Ours, pair.Reference}, Build: func(up map[string]events.Source) events.JobSpec {
 		as.Ours, as.Reference = up[pair.Ours], up[pair.Reference]
 		spec.AB = as
 		return spec
@@ -106,7 +107,7 @@ func (Kind) Plan(_ context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan
 
 // Render implements kind.Kind: both sides are ingested by the same rules. The first
 // blocked side blocks the job; both reasons are reported when both sides are blocked.
-func (Kind) Render(ctx context.Context, env *kind.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {
+func (Kind) Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {
 	done := &events.RenderDone{Spec: spec}
 	arts := map[string]events.Artifact{}
 	var reasons []string
@@ -114,7 +115,7 @@ func (Kind) Render(ctx context.Context, env *kind.RenderEnv, ev events.Event, sp
 		role string
 		src  events.Source
 	}{{string(Ours), spec.AB.Ours}, {string(Reference), spec.AB.Reference}} {
-		a, blocked, err := kind.Ingest(ctx, env, ev.Tenant, side.src)
+		a, blocked, err := stage.Ingest(ctx, env, ev.Tenant, side.src)
 		if err != nil {
 			return nil, fmt.Errorf("ingest %s artifact %q: %w", side.role, side.src.Name, err)
 		}
@@ -134,12 +135,12 @@ func (Kind) Render(ctx context.Context, env *kind.RenderEnv, ev events.Event, sp
 
 // Gate implements kind.Kind: both artifacts must be readable and intact; then they are
 // placed in slots A and B by the seed's deterministic shuffle, with no role label.
-func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
-	gates, err := kind.ArtifactGates(ctx, env.Store, ev.Tenant, rd.Artifacts, string(Ours), string(Reference))
+func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
+	gates, err := stage.ArtifactGates(ctx, env.Store, ev.Tenant, rd.Artifacts, string(Ours), string(Reference))
 	if err != nil {
 		return nil, err
 	}
-	if !kind.AllGreen(gates) {
+	if !stage.AllGreen(gates) {
 		return &events.GatesFailed{Kind: events.KindAB, ACID: rd.Spec.ACID, Gates: gates}, nil
 	}
 	assign := Assign(rd.Spec.ACID, ev.Iteration)
@@ -147,7 +148,7 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 	return &events.GatesDone{
 		Kind:      events.KindAB,
 		Criterion: rd.Spec.Criterion,
-		Gates:     kind.Blind(gates),
+		Gates:     stage.Blind(gates),
 		Slots:     []events.Slot{{Name: "A", Artifact: slot(assign.A)}, {Name: "B", Artifact: slot(assign.B)}},
 		Positions: rd.Spec.AB.Positions,
 		Judges:    rd.Spec.AB.Judges,
@@ -158,7 +159,7 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 // Judge implements kind.Kind: one call per panel model, and per order when the AC asks for
 // a position swap (for positions auto, only where autoSwap says it pays); unchanged
 // comparisons are answered from the judge-call cache.
-func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
+func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
 	slots := map[string]Material{}
 	for _, sl := range gd.Slots {
 		data, _, err := blob.ReadAll(ctx, env.Store, blob.Ref{Tenant: ev.Tenant, SHA256: sl.Artifact.Blob.SHA256})
@@ -219,7 +220,7 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 // judgeOrder asks model about the gated job in one order ("AB" as the slots were
 // placed, "BA" exchanged), from the judge-call cache when the same comparison was
 // answered before. An error means the service is shutting down.
-func judgeOrder(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *events.GatesDone, slots map[string]Material, model, order string) (events.Vote, error) {
+func judgeOrder(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone, slots map[string]Material, model, order string) (events.Vote, error) {
 	in := Input{Key: ev.JobID, Criterion: gd.Criterion, A: slots["A"], B: slots["B"]}
 	if order == "BA" {
 		in.A, in.B = in.B, in.A

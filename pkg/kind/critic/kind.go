@@ -11,6 +11,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
@@ -31,16 +32,16 @@ func setResult(j *records.Job, r Result) error { return kind.Marshal(j, &j.Resul
 
 // Plan implements kind.Kind: one job scoring the AC's output (a file, or inline text the
 // client stores) against its task.
-func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan, error) {
+func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	spec := events.JobSpec{Kind: events.KindCritic, ACID: ac.ID, Criterion: ac.Criterion}
 	cs := &events.CriticSpec{Task: ac.Task}
 	var names []string
 	switch problem := ac.Problem; {
 	case problem != "":
-		cs.Output = kind.BlockedSource(ac.OutputFile, problem)
+		cs.Output = stage.BlockedSource(ac.OutputFile, problem)
 		spec.Problem = problem
 	case strings.TrimSpace(ac.Task) == "" || (strings.TrimSpace(ac.Output) == "" && ac.OutputFile == ""):
-		cs.Output = kind.BlockedSource(ac.OutputFile, MissingInput)
+		cs.Output = stage.BlockedSource(ac.OutputFile, MissingInput)
 	case ac.OutputFile != "":
 		names = []string{ac.OutputFile}
 	default:
@@ -50,7 +51,7 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 		}
 		cs.Output = events.Source{Name: "(inline output)", Blob: &events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "text/plain", Size: attrs.Size}}
 	}
-	return []kind.Plan{{JobID: ac.ID, Names: names, Build: func(up map[string]events.Source) events.JobSpec {
+	return []stage.Plan{{JobID: ac.ID, Names: names, Build: func(up map[string]events.Source) events.JobSpec {
 		if len(names) == 1 {
 			cs.Output = up[names[0]]
 		}
@@ -60,13 +61,13 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 }
 
 // Render implements kind.Kind: the output is ingested like any artifact.
-func (Kind) Render(ctx context.Context, env *kind.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {
+func (Kind) Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {
 	done := &events.RenderDone{Spec: spec}
 	if strings.TrimSpace(spec.Critic.Task) == "" {
 		done.Blocked = MissingInput
 		return done, nil
 	}
-	a, blocked, err := kind.Ingest(ctx, env, ev.Tenant, spec.Critic.Output)
+	a, blocked, err := stage.Ingest(ctx, env, ev.Tenant, spec.Critic.Output)
 	if err != nil {
 		return nil, fmt.Errorf("ingest critic output %q: %w", spec.Critic.Output.Name, err)
 	}
@@ -82,21 +83,21 @@ func (Kind) Render(ctx context.Context, env *kind.RenderEnv, ev events.Event, sp
 }
 
 // Gate implements kind.Kind: the output must be readable and intact.
-func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
-	gates, err := kind.ArtifactGates(ctx, env.Store, ev.Tenant, rd.Artifacts, "output")
+func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
+	gates, err := stage.ArtifactGates(ctx, env.Store, ev.Tenant, rd.Artifacts, "output")
 	if err != nil {
 		return nil, err
 	}
-	if !kind.AllGreen(gates) {
+	if !stage.AllGreen(gates) {
 		return &events.GatesFailed{Kind: events.KindCritic, ACID: rd.Spec.ACID, Gates: gates}, nil
 	}
-	return &events.GatesDone{Kind: events.KindCritic, Criterion: rd.Spec.Critic.Task, Gates: kind.Blind(gates),
+	return &events.GatesDone{Kind: events.KindCritic, Criterion: rd.Spec.Critic.Task, Gates: stage.Blind(gates),
 		Slots: []events.Slot{{Name: "output", Artifact: rd.Artifacts["output"]}}}, nil
 }
 
 // Judge implements kind.Kind: one scoring call, answered from the judge-call cache when
 // the task and the output are unchanged.
-func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
+func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
 	out := gd.Slots[0].Artifact.Blob
 	data, _, err := blob.ReadAll(ctx, env.Store, blob.Ref{Tenant: ev.Tenant, SHA256: out.SHA256})
 	if err != nil {
@@ -104,7 +105,7 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 	}
 	model := env.Model(gd)
 	key := env.CacheKey(events.KindCritic, ev.Tenant, model, PromptHash(), gd.Criterion, out.SHA256)
-	o, cached, err := kind.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judgeOutcome {
+	o, cached, err := stage.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judgeOutcome {
 		return Judge(ctx, p, model, env.Instance, Input{Key: ev.JobID, Task: gd.Criterion, Output: string(data)}, env.Params)
 	})
 	if err != nil {

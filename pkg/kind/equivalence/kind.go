@@ -18,6 +18,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
@@ -47,7 +48,7 @@ func setResult(j *records.Job, r Result) error {
 
 // Plan implements kind.Kind: one job comparing two versions of a document over the AC's
 // transfer set.
-func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan, error) {
+func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	b := env.Batch
 	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: ac.ID, Criterion: ac.Criterion}
 	es := &events.EquivalenceSpec{Variant: cmp.Or(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
@@ -55,23 +56,23 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 	problem := ac.Problem
 	cases, cerr := loadCases(ctx, b, ac)
 	if problem == "" && cerr != nil {
-		problem = kind.Problem(ac, cerr.Error())
+		problem = stage.Problem(ac, cerr.Error())
 	}
 	if problem == "" && (ac.Original == "" || ac.Candidate == "") {
-		problem = kind.Problem(ac, "missing input: an equivalence AC needs original and candidate")
+		problem = stage.Problem(ac, "missing input: an equivalence AC needs original and candidate")
 	}
 	if problem == "" && ac.Baseline != "" {
 		if err := importBaseline(ctx, env, ac, cases); err != nil {
-			problem = kind.Problem(ac, "baseline: "+err.Error())
+			problem = stage.Problem(ac, "baseline: "+err.Error())
 		}
 	}
 	if problem != "" {
-		es.Original, es.Candidate = kind.BlockedSource(ac.Original, problem), kind.BlockedSource(ac.Candidate, problem)
+		es.Original, es.Candidate = stage.BlockedSource(ac.Original, problem), stage.BlockedSource(ac.Candidate, problem)
 		spec.Equivalence, spec.Problem = es, problem
-		return []kind.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}, nil
+		return []stage.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}, nil
 	}
 	es.Cases = cases
-	return []kind.Plan{{JobID: ac.ID, Names: []string{ac.Original, ac.Candidate}, Build: func(up map[string]events.Source) events.JobSpec {
+	return []stage.Plan{{JobID: ac.ID, Names: []string{ac.Original, ac.Candidate}, Build: func(up map[string]events.Source) events.JobSpec {
 		es.Original, es.Candidate = up[ac.Original], up[ac.Candidate]
 		spec.Equivalence = es
 		return spec
@@ -81,7 +82,7 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 // importBaseline reads the AC's baseline import (ParseBaseline), stores each teacher
 // transcript as the runner stores its own and marks its case with it, so the runner does
 // not capture that teacher again.
-func importBaseline(ctx context.Context, env *kind.PlanEnv, ac batch.AC, cases []events.Case) error {
+func importBaseline(ctx context.Context, env *stage.PlanEnv, ac batch.AC, cases []events.Case) error {
 	p, err := env.Batch.LocalPath(ac.Baseline, env.AllowOutside)
 	if err != nil {
 		return err
@@ -155,7 +156,7 @@ func loadCases(ctx context.Context, b *batch.Batch, ac batch.AC) ([]events.Case,
 }
 
 // Render implements kind.Kind: the runner applies both documents to every case.
-func (Kind) Render(ctx context.Context, env *kind.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {
+func (Kind) Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {
 	done := &events.RenderDone{Spec: spec}
 	if env.Provider == nil {
 		done.Blocked = "no runner configured for equivalence jobs"
@@ -172,7 +173,7 @@ func (Kind) Render(ctx context.Context, env *kind.RenderEnv, ev events.Event, sp
 
 // Gate implements kind.Kind: every case has both transcripts, readable and intact; the
 // pairs go to the judge, never the documents or their diff.
-func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
+func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
 	bySide := map[string]events.Transcript{}
 	for _, t := range rd.Transcripts {
 		bySide[t.Side+"/"+t.CaseID] = t
@@ -183,7 +184,7 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 		pair := events.CasePair{CaseID: c.ID, Tag: c.Tag, Input: c.Input}
 		for _, side := range []string{"original", "candidate"} {
 			t, ok := bySide[side+"/"+c.ID]
-			g, err := kind.ReadableGate(ctx, env.Store, ev.Tenant, "transcript_readable:"+side+"/"+c.ID, t.Blob.SHA256, ok)
+			g, err := stage.ReadableGate(ctx, env.Store, ev.Tenant, "transcript_readable:"+side+"/"+c.ID, t.Blob.SHA256, ok)
 			if err != nil {
 				return nil, err
 			}
@@ -200,14 +201,14 @@ func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *ev
 		}
 		pairs = append(pairs, pair)
 	}
-	if !kind.AllGreen(gates) {
+	if !stage.AllGreen(gates) {
 		return &events.GatesFailed{Kind: events.KindEquivalence, ACID: rd.Spec.ACID, Gates: gates}, nil
 	}
-	return &events.GatesDone{Kind: events.KindEquivalence, Gates: kind.Blind(gates), Cases: pairs}, nil
+	return &events.GatesDone{Kind: events.KindEquivalence, Gates: stage.Blind(gates), Cases: pairs}, nil
 }
 
 // Judge implements kind.Kind: one call per case comparing its two transcripts.
-func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
+func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
 	model := env.Model(gd)
 	out := &events.VerdictEmitted{Kind: events.KindEquivalence}
 	for _, c := range gd.Cases {
@@ -220,7 +221,7 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 			return nil, fmt.Errorf("case %s candidate transcript: %w", c.CaseID, err)
 		}
 		key := env.CacheKey(events.KindEquivalence, ev.Tenant, model, PromptHash(), c.Input, c.Original.Blob.SHA256, c.Candidate.Blob.SHA256)
-		o, cached, err := kind.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judge.Outcome[Answer] {
+		o, cached, err := stage.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judge.Outcome[Answer] {
 			return Judge(ctx, p, model, env.Instance, Input{Key: ev.JobID + "/" + c.CaseID, CaseInput: c.Input, Original: orig, Candidate: cand}, env.Params)
 		})
 		if err != nil {

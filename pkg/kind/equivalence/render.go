@@ -15,8 +15,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // DocumentRunner is the equivalence sensor: an LLM applies each document to each case
@@ -166,7 +166,7 @@ func (r *DocumentRunner) run(ctx context.Context, ev events.Event, spec *events.
 	tr, info, err := RunDocument(ctx, rec, model, RunnerInput{
 		Key: ev.JobID + "/" + c.ID + "/" + side, Variant: spec.Variant, Document: doc, CaseInput: c.Input,
 	}, r.Params)
-	info.Usage.Call = kind.KeepCall(ctx, r.Store, r.Log, ev.Tenant, rec)
+	info.Usage.Call = stage.KeepCall(ctx, r.Store, r.Log, ev.Tenant, rec)
 	if err != nil {
 		if ctx.Err() != nil {
 			return events.Transcript{}, "", ctx.Err()

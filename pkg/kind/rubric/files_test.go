@@ -14,8 +14,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // TestArgusRunsOption: a batch that says argus_runs keeps the seed's files in the
@@ -61,7 +61,7 @@ func TestArgusRunsOption(t *testing.T) {
 				}
 			}
 			b.ArgusRuns = tc.batchRuns
-			env := &kind.PlanEnv{Batch: b, Tenant: "team-a", Store: store, AllowOutside: true}
+			env := &stage.PlanEnv{Batch: b, Tenant: "team-a", Store: store, AllowOutside: true}
 			plans, err := Kind{}.Plan(context.Background(), env, batch.AC{ID: "tasks", Spec: filepath.ToSlash(filepath.Join(tc.sub, "spec.json")), ArgusRuns: tc.acRuns})
 			if err != nil {
 				t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
@@ -22,7 +22,7 @@ import (
 // unchanged-render detection. all_green is derived from the gates, never taken from
 // anyone's word. Red gates never reach a judge; an unchanged confirmation render after a
 // pass confirms it without one.
-func (Kind) Gate(ctx context.Context, env *kind.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
+func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
 	rs := rd.Spec.Rubric
 	acid := rd.Spec.ACID
 	if rd.RenderError != "" {

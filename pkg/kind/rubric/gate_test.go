@@ -13,8 +13,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // gateProject lays examples/rubric-feature out as seed 004 does (argus/specs/tasks/ in a
@@ -46,7 +46,7 @@ func gateProject(t *testing.T, gatesJSON string) (events.Event, *events.RenderDo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	env := &kind.PlanEnv{Batch: b, Tenant: "team-a", Store: store, ServeFeature: func(string) (string, error) { return "http://127.0.0.1:1", nil }}
+	env := &stage.PlanEnv{Batch: b, Tenant: "team-a", Store: store, ServeFeature: func(string) (string, error) { return "http://127.0.0.1:1", nil }}
 	plans, err := Kind{}.Plan(context.Background(), env, b.ACs[0])
 	if err != nil || len(plans) != 1 {
 		t.Fatalf("plan: %d %v", len(plans), err)
@@ -97,7 +97,7 @@ func gateResultOf(t *testing.T, store blob.Store, b *events.Blob) *argus.GateRes
 func TestGateSaysWhySkipped(t *testing.T) {
 	t.Parallel()
 	ev, rd, store := gateProject(t, "")
-	out, err := Kind{}.Gate(context.Background(), &kind.GateEnv{Store: store, Gates: &command.Gates{Local: true}}, ev, rd)
+	out, err := Kind{}.Gate(context.Background(), &stage.GateEnv{Store: store, Gates: &command.Gates{Local: true}}, ev, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestGateSaysWhySkipped(t *testing.T) {
 	}
 
 	ev, rd, store = gateProject(t, `{"build":"pass","lint":"skip","token_contrast":"fail","a11y_ids":"yes"}`)
-	out, err = Kind{}.Gate(context.Background(), &kind.GateEnv{Store: store, Gates: &command.Gates{Local: true}}, ev, rd)
+	out, err = Kind{}.Gate(context.Background(), &stage.GateEnv{Store: store, Gates: &command.Gates{Local: true}}, ev, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func findSlot(slots []events.Slot, name string) *events.Blob {
 func TestGateBlocksWhatItWillNotRun(t *testing.T) {
 	t.Parallel()
 	ev, rd, store := gateProject(t, `{"build":"fail"}`)
-	out, err := Kind{}.Gate(context.Background(), &kind.GateEnv{Store: store, Gates: &command.Gates{}}, ev, rd)
+	out, err := Kind{}.Gate(context.Background(), &stage.GateEnv{Store: store, Gates: &command.Gates{}}, ev, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,14 +174,14 @@ func TestGateBlocksWhatItWillNotRun(t *testing.T) {
 	silent.Project = nil
 	rd2 := *rd
 	rd2.Spec.Rubric = &silent
-	out, err = Kind{}.Gate(context.Background(), &kind.GateEnv{Store: store}, ev, &rd2)
+	out, err = Kind{}.Gate(context.Background(), &stage.GateEnv{Store: store}, ev, &rd2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if gf, ok := out.(*events.GatesFailed); !ok || !strings.Contains(gf.Blocked, "does not say whether its project ships argus/adapters/web/gates.sh") {
 		t.Fatalf("a job that does not say: %T %+v", out, out)
 	}
-	out, err = Kind{}.Gate(context.Background(), &kind.GateEnv{Store: store, Gates: &command.Gates{Local: true}}, ev, rd)
+	out, err = Kind{}.Gate(context.Background(), &stage.GateEnv{Store: store, Gates: &command.Gates{Local: true}}, ev, rd)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // planTemplate plans seed 004's template (pkg/argus/testdata/seed-template) laid out as
@@ -46,7 +47,7 @@ func planTemplate(t *testing.T, ac batch.AC, edit func(string) string) []events.
 		t.Fatal(err)
 	}
 	b := &batch.Batch{Path: filepath.Join(root, "batch.yaml"), Dir: root}
-	env := &kind.PlanEnv{Batch: b, Tenant: "team-a", Store: store, ServeFeature: func(string) (string, error) { return "http://127.0.0.1:1/", nil }}
+	env := &stage.PlanEnv{Batch: b, Tenant: "team-a", Store: store, ServeFeature: func(string) (string, error) { return "http://127.0.0.1:1/", nil }}
 	ac.ID, ac.Spec = "example", "argus/specs/example/spec.json"
 	plans, err := Kind{}.Plan(context.Background(), env, ac)
 	if err != nil {

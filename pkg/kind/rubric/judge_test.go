@@ -15,7 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // TestJudgeSeesWhatTheSeedLists pins the judge's inputs to the seed's list ("Inputs the
@@ -94,7 +94,7 @@ func TestJudgeFreshPerIteration(t *testing.T) {
 		{Name: "gate_result", Artifact: put(`{"all_green": true}`, "application/json")},
 		{Name: "rubric", Artifact: put(string(argus.DefaultRubricJSON()), "application/json")},
 	}
-	env := &kind.JudgeEnv{Store: store, Provider: p, Cache: b.Cache, Instance: "j"}
+	env := &stage.JudgeEnv{Store: store, Provider: p, Cache: b.Cache, Instance: "j"}
 	ask := func(loop, iteration int) *events.RubricVote {
 		gd := &events.GatesDone{Kind: events.KindRubric, Slots: slots, Rubric: &events.RubricJudging{
 			Feature: "f", Target: "t", State: "s", Appearance: "a", ReferenceSource: "human", LoopIteration: iteration, Loop: loop}}

@@ -15,6 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/pkg/views"
 )
@@ -161,7 +162,7 @@ func (Kind) Interactive(spec events.JobSpec) bool {
 
 // Judge implements kind.Kind: one vision call scoring the render against its rubric,
 // tokens, spec and reference, and the previous render for the pairwise rank.
-func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
+func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
 	rj := gd.Rubric
 	if rj == nil {
 		return nil, fmt.Errorf("%w: rubric gates.done without view context", kind.ErrNotForKind)
@@ -197,7 +198,7 @@ func (Kind) Judge(ctx context.Context, env *kind.JudgeEnv, ev events.Event, gd *
 	// iteration it would be), never the next iteration's judgment of an identical render.
 	key := env.CacheKey(events.KindRubric, ev.Tenant, model, PromptHash(), append(digests, rj.Feature, rj.Target, rj.State, rj.Appearance,
 		rj.ReferenceSource, "loop="+strconv.Itoa(rj.Loop), "iteration="+strconv.Itoa(rj.LoopIteration))...)
-	o, cached, err := kind.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judge.Outcome[argus.Verdict] {
+	o, cached, err := stage.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judge.Outcome[argus.Verdict] {
 		return Judge(ctx, p, model, env.Instance, in, env.Params)
 	})
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
@@ -33,22 +33,22 @@ func ViewJobID(acID string, v argus.View) string {
 
 // Plan implements kind.Kind: a rubric AC is one job per view of its feature. A feature
 // that cannot run (unreadable or invalid spec) is one blocked job named after the AC.
-func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Plan, error) {
+func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	b := env.Batch
-	blocked := func(reason string) []kind.Plan {
+	blocked := func(reason string) []stage.Plan {
 		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, Rubric: &events.RubricSpec{Blocked: reason}}
-		return []kind.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}
+		return []stage.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}
 	}
 	// The entry itself is at fault: the job's Problem, which the renderer reports as is.
-	entryBlocked := func(reason string) []kind.Plan {
+	entryBlocked := func(reason string) []stage.Plan {
 		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, Rubric: &events.RubricSpec{Blocked: reason}, Problem: reason}
-		return []kind.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}
+		return []stage.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}
 	}
 	if ac.Problem != "" {
 		return entryBlocked(ac.Problem), nil
 	}
 	if ac.Spec == "" {
-		return entryBlocked(kind.Problem(ac, "missing input: a rubric AC needs spec")), nil
+		return entryBlocked(stage.Problem(ac, "missing input: a rubric AC needs spec")), nil
 	}
 	path, err := b.LocalPath(ac.Spec, env.AllowOutside)
 	if err != nil {
@@ -135,7 +135,7 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 		return nil, err
 	}
 	specFile := batchRelative(b.Dir, filepath.Join(f.Dir, argus.SpecFile))
-	var out []kind.Plan
+	var out []stage.Plan
 	for _, t := range f.Spec.Targets {
 		if len(ac.Targets) > 0 && !slices.Contains(ac.Targets, t.ID) {
 			continue
@@ -173,7 +173,7 @@ func (Kind) Plan(ctx context.Context, env *kind.PlanEnv, ac batch.AC) ([]kind.Pl
 			if rerr != nil {
 				spec = events.RubricSpec{Blocked: rerr.Error()}
 			}
-			out = append(out, kind.Plan{JobID: jobID, Build: func(map[string]events.Source) events.JobSpec {
+			out = append(out, stage.Plan{JobID: jobID, Build: func(map[string]events.Source) events.JobSpec {
 				js := spec
 				return events.JobSpec{Kind: events.KindRubric, ACID: jobID, Criterion: "", Rubric: &js}
 			}})
@@ -248,7 +248,7 @@ func Selection(b *batch.Batch, ac batch.AC, allowOutside bool) (targets, views [
 // seed's iOS recipe). Only the built-in web sensor interprets routes: a URL as it is, and
 // a path inside the feature folder through ServeFeature (the all-in-one mode serves the
 // folder on loopback); any other web route cannot be reached by a renderer.
-func resolveRoute(env *kind.PlanEnv, f *argus.Feature, adapter, r string) (string, error) {
+func resolveRoute(env *stage.PlanEnv, f *argus.Feature, adapter, r string) (string, error) {
 	if adapter != argus.AdapterWeb {
 		return r, nil
 	}

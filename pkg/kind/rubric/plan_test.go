@@ -9,7 +9,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // writeFeature writes a minimal rubric feature with one target at route, rendered by
@@ -61,7 +61,7 @@ func TestRoutesAreOpaque(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := &batch.Batch{Path: filepath.Join(dir, "batch.yaml"), Dir: dir}
-			env := &kind.PlanEnv{Batch: b, Tenant: "team-a", Store: store}
+			env := &stage.PlanEnv{Batch: b, Tenant: "team-a", Store: store}
 			if tc.serve {
 				env.ServeFeature = serve
 			}
@@ -96,7 +96,7 @@ func TestDefaultMode(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := &batch.Batch{Path: filepath.Join(dir, "batch.yaml"), Dir: dir}
-		env := &kind.PlanEnv{Batch: b, Tenant: "team-a", Store: store, DefaultMode: tc.def}
+		env := &stage.PlanEnv{Batch: b, Tenant: "team-a", Store: store, DefaultMode: tc.def}
 		plans, err := Kind{}.Plan(context.Background(), env, batch.AC{ID: "tasks", Spec: "spec.json", Mode: tc.acMode})
 		if err != nil {
 			t.Fatal(err)

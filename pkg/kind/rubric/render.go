@@ -7,14 +7,14 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/sensor"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // Render implements kind.Kind: one view captured as render.png and probe.json in blob
 // storage. A view the sensor could not render (the page failed, the build broke) is a
 // failed gate for the loop, not a blocked job; a missing sensor blocks the view.
-func (Kind) Render(ctx context.Context, env *kind.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {
+func (Kind) Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {
 	done := &events.RenderDone{Spec: spec}
 	rs := spec.Rubric
 	if rs.Blocked != "" {

@@ -1,4 +1,4 @@
-package kind
+package stage
 
 import (
 	"context"
@@ -120,4 +120,22 @@ func KeepCall(ctx context.Context, store blob.Store, log *slog.Logger, tenant st
 		log.WarnContext(ctx, "judge call record not kept", "tenant", tenant, "err", err)
 	}
 	return nil
+}
+
+// CachedCall makes one judge call of a kind, answered from the judge-call cache under key
+// when it can be: otherwise call asks the provider (through a recorder, so the exchange is
+// kept beside the vote) and a valid answer is cached. cached says the answer came from the
+// cache; an error is the context's, ended during the call.
+func CachedCall[T any](ctx context.Context, e *JudgeEnv, tenant, key string, call func(judge.Provider) judge.Outcome[T]) (o judge.Outcome[T], cached bool, err error) {
+	if e.Cached(ctx, key, &o) {
+		return o, true, nil
+	}
+	rec := e.Recorder()
+	o = call(rec)
+	if err := ctx.Err(); err != nil {
+		return o, false, err
+	}
+	o.Usage.Call = e.KeepCall(ctx, tenant, rec)
+	e.Remember(ctx, key, o.Status, o)
+	return o, false, nil
 }
