@@ -1,8 +1,12 @@
 // Package strictjson decodes a model's answer as exactly one JSON object, the contract every
 // judge and runner answer in tribunal follows. encoding/json alone is too lenient for it: it
 // lets the last of two duplicate keys win, ignores trailing text and has no notion of the
-// code fence models wrap answers in. The packages that read answers (ab, critic,
-// equivalence) turn the errors here into their own schema-violation types.
+// code fence models wrap answers in.
+//
+// Contract is an answer specified once: the kind's JSON Schema, compiled once, is what
+// the model is sent and what its answer is validated by, after this package's syntactic
+// front (one object, no repeated key, at most one fence where the kind allows it) has
+// run. Violations are fielderr.Errors naming the field and what was wrong with it.
 package strictjson
 
 import (

@@ -65,3 +65,30 @@ func TestClip(t *testing.T) {
 		t.Fatal("short values are kept whole")
 	}
 }
+
+// FuzzDecodeTree: the single-pass parser and encoding/json's token stream accept the same
+// texts, build the same trees and refuse the same duplicate keys.
+func FuzzDecodeTree(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"b":[true,false,null,"x"],"c":{"d":-0.5e+3}}`, `{"a":1,"a":2}`, `{"x":{"y":[{"z":1,"z":2}]}}`,
+		`"\u00e9\ud83d\ude00\"\\"`, "\"\xff\"", `[1,]`, `{"a" 1}`, `01`, `-`, `1.`, `1e`, `tru`, `nul`, `[]`, `{}`,
+		` 1 `, `1 2`, `"a` + "\n" + `"`, `{"a":1}x`, `[[[[]]]]`, `{"":0,"\u0000":1}`, `1E+2`, `-0`, `{"k":"v"`,
+	} {
+		f.Add([]byte(s), true)
+		f.Add([]byte(s), false)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, strict bool) {
+		got, gerr := DecodeTree(data, strict)
+		want, werr := decodeTreeTokens(data, strict)
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("%q: fast %v, tokens %v", data, gerr, werr)
+		}
+		var gd, wd *DuplicateKeyError
+		if errors.As(gerr, &gd) != errors.As(werr, &wd) || (gd != nil && *gd != *wd) {
+			t.Fatalf("%q: duplicate keys: fast %v, tokens %v", data, gerr, werr)
+		}
+		if gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: fast %#v, tokens %#v", data, got, want)
+		}
+	})
+}
