@@ -3,7 +3,6 @@ package ab
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"fmt"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -15,17 +14,8 @@ var prompts embed.FS
 
 var (
 	template = judge.MustTemplate(prompts, "ab.v3")
-	schema   = judge.Schema{Name: "ab_verdict", JSON: json.RawMessage(`{
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["raw_winner", "confidence", "biggest_gap", "reasoning"],
-  "properties": {
-    "raw_winner": {"type": "string", "enum": ["A", "B", "tie"]},
-    "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-    "biggest_gap": {"type": "string", "minLength": 1},
-    "reasoning": {"type": "string"}
-  }
-}`)}
+	// schema is verdictSchema as the model is sent it.
+	schema = judge.Schema{Name: "ab_verdict", JSON: VerdictSchema()}
 )
 
 // PromptHash identifies the `ab` instructions every verdict was judged under.

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -461,8 +463,9 @@ func TestABPromptCarriesComparatorRules(t *testing.T) {
 	if !strings.HasPrefix(PromptHash(), "ab.v3:") {
 		t.Errorf("prompt version %s: the rules changed, the version must too", PromptHash())
 	}
-	if !strings.Contains(string(schema.JSON), `"required": ["raw_winner", "confidence", "biggest_gap", "reasoning"]`) {
-		t.Errorf("answer schema does not ask for reasoning: %s", schema.JSON)
+	var sent struct{ Required []string }
+	if err := json.Unmarshal(schema.JSON, &sent); err != nil || !slices.Equal(sent.Required, []string{"raw_winner", "confidence", "biggest_gap", "reasoning"}) {
+		t.Errorf("answer schema does not ask for reasoning (%v): %s", err, schema.JSON)
 	}
 }
 
