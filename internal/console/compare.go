@@ -7,47 +7,61 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/index"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
 // Comparing two batches over the same AC ids (a batch and its rerun, this week's build
-// against last week's): which verdicts changed, from what to what.
+// against last week's): which ACs regressed, improved or stayed, by the rule `tribunal
+// diff` applies (package verdicts: an AC's grade, clean to schema violation, getting
+// worse), with each one's outcome and score before and after.
 
 // side is one AC's verdict in one batch.
 type side struct {
-	Status     string   `json:"status"`
-	Outcome    string   `json:"outcome"`
-	Confidence *float64 `json:"confidence,omitempty"`
-	Route      string   `json:"route"`
-	Judge      string   `json:"judge,omitempty"`
-	Href       string   `json:"href"`
+	Grade      verdicts.Grade `json:"grade"`
+	Status     string         `json:"status"`
+	Outcome    string         `json:"outcome"`
+	Confidence *float64       `json:"confidence,omitempty"`
+	Score      *float64       `json:"score,omitempty"`
+	Route      string         `json:"route"`
+	Judge      string         `json:"judge,omitempty"`
+	Href       string         `json:"href"`
 }
 
-// change is one AC whose verdict differs between the batches.
+// change is one AC whose grade, or whose outcome or score within its grade, differs
+// between the batches.
 type change struct {
 	ACID string `json:"ac_id"`
 	Kind string `json:"kind"`
-	// What changed: "outcome", "status", "route" (in that order of weight).
-	What   string `json:"what"`
-	Before side   `json:"before"`
-	After  side   `json:"after"`
+	// What is the change: regressed, improved, or unchanged (the grade stayed while the
+	// outcome or score moved).
+	What   verdicts.Change `json:"what"`
+	Before side            `json:"before"`
+	After  side            `json:"after"`
 }
 
 // comparison is the compare page.
 type comparison struct {
 	Tenant string `json:"tenant"`
-	// Batch is the page's batch ("after"); With the one it is compared with ("before").
-	Batch string `json:"batch"`
-	With  string `json:"with"`
-	// Same counts the ACs of both batches whose verdicts agree; OnlyBatch and OnlyWith
-	// the ACs in one batch only.
+	// Batch is the page's batch ("after"); With the one it is compared with ("before"):
+	// the one asked for, else the previous run of the same batch file (Default).
+	Batch   string `json:"batch"`
+	With    string `json:"with"`
+	Default bool   `json:"default,omitempty"`
+	// Counts are the ACs by change (regressed, improved, unchanged, only in the batch:
+	// added, only in the other: removed).
+	Counts verdicts.Counts `json:"counts"`
+	// Same counts the ACs of both batches whose grades agree, Changed those whose grade
+	// moved; OnlyBatch and OnlyWith the ACs in one batch only.
 	Same      int `json:"same"`
 	Changed   int `json:"changed"`
 	OnlyBatch int `json:"only_batch"`
 	OnlyWith  int `json:"only_with"`
-	// Transitions counts the changes by "before → after" outcome.
+	// Transitions counts the grade changes by "before → after".
 	Transitions []transition `json:"transitions"`
-	// Changes is one page of the changed ACs, in the batch's order.
+	// Changes is one page of the changed ACs (regressions, improvements, and outcomes
+	// that moved within their grade), in the batch's order.
 	Changes []change `json:"changes"`
 	Page    int      `json:"page"`
 	Pages   int      `json:"pages"`
@@ -65,53 +79,49 @@ type transition struct {
 }
 
 func sideOf(tenant, batch string, e *index.Entry) side {
-	return side{Status: e.Status, Outcome: outcomeOf(e), Confidence: e.Confidence, Route: routeOf(e), Judge: e.Judge, Href: jobHref(tenant, batch, e.ACID)}
+	return side{Grade: verdicts.GradeOf(e.Row), Status: e.Status, Outcome: outcomeOf(e), Confidence: e.Confidence, Score: verdicts.ScoreOf(e.Row),
+		Route: routeOf(e), Judge: e.Judge, Href: jobHref(tenant, batch, e.ACID)}
 }
 
-// compareEntries joins two batches' entries on their AC ids. Changes come in the after
-// batch's order.
+// compareEntries joins two batches' entries on their AC ids (verdicts.Compare). Changes
+// come in the after batch's order.
 func compareEntries(tenant, afterBatch, beforeBatch string, after, before []index.Entry) (changes []change, c comparison) {
-	prev := make(map[string]*index.Entry, len(before))
-	for i := range before {
-		prev[before[i].ACID] = &before[i]
+	rows := func(es []index.Entry) []kind.Row {
+		out := make([]kind.Row, len(es))
+		for i := range es {
+			out[i] = es[i].Row
+		}
+		return out
 	}
-	seen := make(map[string]bool, len(after))
+	cmp := verdicts.Compare(rows(before), rows(after))
+	c.Counts = cmp.Counts
+	c.Same, c.Changed = cmp.Counts.Unchanged, cmp.Counts.Regressed+cmp.Counts.Improved
+	c.OnlyBatch, c.OnlyWith = cmp.Counts.Added, cmp.Counts.Removed
+	byID := func(es []index.Entry) map[string]*index.Entry {
+		m := make(map[string]*index.Entry, len(es))
+		for i := range es {
+			m[es[i].ACID] = &es[i]
+		}
+		return m
+	}
+	a, b := byID(after), byID(before)
 	counts := map[[2]string]int{}
 	var order [][2]string
-	for i := range after {
-		a := &after[i]
-		seen[a.ACID] = true
-		b, ok := prev[a.ACID]
-		if !ok {
-			c.OnlyBatch++
+	for _, e := range cmp.Entries {
+		if e.Base == nil || e.New == nil || e.Change == verdicts.Unchanged && !e.Moved() {
 			continue
 		}
-		what := ""
-		switch {
-		case outcomeOf(a) != outcomeOf(b):
-			what = "outcome"
-		case a.Status != b.Status:
-			what = "status"
-		case routeOf(a) != routeOf(b):
-			what = "route"
-		}
-		if what == "" {
-			c.Same++
+		changes = append(changes, change{ACID: e.ACID, Kind: e.Kind, What: e.Change,
+			Before: sideOf(tenant, beforeBatch, b[e.ACID]), After: sideOf(tenant, afterBatch, a[e.ACID])})
+		if e.Change == verdicts.Unchanged {
 			continue
 		}
-		changes = append(changes, change{ACID: a.ACID, Kind: a.Kind, What: what, Before: sideOf(tenant, beforeBatch, b), After: sideOf(tenant, afterBatch, a)})
-		k := [2]string{outcomeOf(b), outcomeOf(a)}
+		k := [2]string{string(e.Base.Grade), string(e.New.Grade)}
 		if counts[k] == 0 {
 			order = append(order, k)
 		}
 		counts[k]++
 	}
-	for i := range before {
-		if !seen[before[i].ACID] {
-			c.OnlyWith++
-		}
-	}
-	c.Changed = len(changes)
 	for _, k := range order {
 		c.Transitions = append(c.Transitions, transition{From: k[0], To: k[1], Count: counts[k]})
 	}
@@ -126,12 +136,17 @@ func (s *server) compareData(w http.ResponseWriter, r *http.Request, c caller) (
 	}
 	ctx := r.Context()
 	with := r.URL.Query().Get("with")
-	d := comparison{Tenant: tenant, Batch: batch, With: with, BatchHref: batchHref(tenant, batch)}
-	others, err := s.otherBatches(ctx, c, tenant, batch)
+	d := comparison{Tenant: tenant, Batch: batch, BatchHref: batchHref(tenant, batch)}
+	others, previous, err := s.otherBatches(ctx, c, tenant, batch, h)
 	if err != nil {
 		s.fail(w, r, err)
 		return d, false
 	}
+	if with == "" && previous != "" {
+		// The question a rerun asks: what changed since the last run of this batch file.
+		with, d.Default = previous, true
+	}
+	d.With = with
 	for i := range others {
 		others[i].Selected = others[i].Batch == with
 	}
@@ -162,7 +177,8 @@ func (s *server) compareData(w http.ResponseWriter, r *http.Request, c caller) (
 		return d, false
 	}
 	changes, counts := compareEntries(tenant, batch, with, after.Entries, before.Entries)
-	d.Same, d.Changed, d.OnlyBatch, d.OnlyWith, d.Transitions = counts.Same, counts.Changed, counts.OnlyBatch, counts.OnlyWith, counts.Transitions
+	d.Counts, d.Transitions = counts.Counts, counts.Transitions
+	d.Same, d.Changed, d.OnlyBatch, d.OnlyWith = counts.Same, counts.Changed, counts.OnlyBatch, counts.OnlyWith
 	q := parseTableQuery(r.URL.Query())
 	d.Page, d.Pages = q.Page, max((len(changes)+q.Per-1)/q.Per, 1)
 	from := min((q.Page-1)*q.Per, len(changes))

@@ -115,6 +115,9 @@ type batchData struct {
 	CSVHref     string            `json:"csv_href"`
 	CompareHref string            `json:"compare_href"`
 	Others      []batchChoice     `json:"-"`
+	// Previous is the previous run of the same batch file, which the comparison defaults
+	// to; "" when there is none.
+	Previous string `json:"previous,omitempty"`
 	// FromIndex says the rows came from the batch's stored index.
 	FromIndex bool `json:"from_index"`
 }
@@ -234,11 +237,14 @@ func (s *server) batchData(r *http.Request, c caller, tenant, batch string, h *r
 	exp := q
 	exp.Page, exp.Per = 1, defaultPerPage
 	d.CSVHref = hrefWith(base+"/export.csv", exp.values())
-	others, err := s.otherBatches(ctx, c, tenant, batch)
+	others, previous, err := s.otherBatches(ctx, c, tenant, batch, h)
 	if err != nil {
 		return d, err
 	}
-	d.Others = others
+	for i := range others {
+		others[i].Selected = others[i].Batch == previous
+	}
+	d.Others, d.Previous = others, previous
 	return d, nil
 }
 

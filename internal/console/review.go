@@ -10,6 +10,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // reviewRoutes are the pages for reviewing judgments at scale (the AC table's export,
@@ -81,13 +82,16 @@ type batchChoice struct {
 	Selected bool
 }
 
-// otherBatches lists the tenant's other batches, newest first, for the compare form.
-func (s *server) otherBatches(ctx context.Context, c caller, tenant, batch string) ([]batchChoice, error) {
+// otherBatches lists the tenant's other batches, newest first, for the compare form, and
+// names the previous run of the same batch file as h (the newest batch of its source
+// created before it), "" when there is none: the comparison a rerun asks for.
+func (s *server) otherBatches(ctx context.Context, c caller, tenant, batch string, h *records.Batch) ([]batchChoice, string, error) {
 	rows, _, err := s.listBatches(ctx, c, tenant)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var out []batchChoice
+	previous := ""
 	for _, b := range rows {
 		if b.Batch == batch {
 			continue
@@ -96,9 +100,13 @@ func (s *server) otherBatches(ctx context.Context, c caller, tenant, batch strin
 		if b.Source != "" {
 			label += " (" + b.Source + ")"
 		}
+		if previous == "" && h != nil && h.Source != "" && b.Source == h.Source && b.CreatedAt.Before(h.CreatedAt) {
+			previous = b.Batch
+			label += ", the previous run"
+		}
 		out = append(out, batchChoice{Batch: b.Batch, Label: label})
 	}
-	return out, nil
+	return out, previous, nil
 }
 
 // csvColumns are the export's columns, in order.

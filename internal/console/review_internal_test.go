@@ -12,6 +12,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
 func fptr(f float64) *float64 { return &f }
@@ -165,29 +166,33 @@ func TestCharts(t *testing.T) {
 	}
 }
 
+// TestCompareEntries: the compare page joins two batches by the rule tribunal diff
+// applies (package verdicts): a grade that got worse regressed, a better one improved, an
+// outcome that moved within its grade is listed too.
 func TestCompareEntries(t *testing.T) {
 	before := sampleEntries()
 	after := sampleEntries()
-	after[0].Winner, after[0].Tag, after[0].Confidence = "ours", "", fptr(0.9)                                // AC-1: reference -> ours
-	after[2].Status, after[2].Reason, after[2].Winner = "compared", "", "tie"                                 // AC-12: blocked -> tie
-	after[5].Tag = "fix"                                                                                      // AC-5: route polish -> fix
+	after[0].Winner, after[0].Tag, after[0].Confidence = "ours", "", fptr(0.9)                                // AC-1: block -> clean
+	after[2].Status, after[2].Reason, after[2].Winner, after[2].Tag = "compared", "", "tie", "polish"         // AC-12: blocked -> polish
+	after[5].Tag = "fix"                                                                                      // AC-5: polish -> fix
+	after[1].Confidence = fptr(0.95)                                                                          // AC-2: clean, moved
 	after = append(after[:3], after[4:]...)                                                                   // AC-3 only before
 	after = append(after, index.Entry{Index: 9, Row: kind.Row{ACID: "AC-9", Kind: "ab", Status: "compared"}}) // only after
 	changes, c := compareEntries("t", "new", "old", after, before)
-	if c.Changed != 3 || c.Same != 2 || c.OnlyBatch != 1 || c.OnlyWith != 1 {
+	if c.Counts != (verdicts.Counts{Regressed: 1, Improved: 2, Unchanged: 2, Added: 1, Removed: 1}) || c.Changed != 3 || c.Same != 2 || c.OnlyBatch != 1 || c.OnlyWith != 1 {
 		t.Fatalf("counts %+v", c)
 	}
 	got := []string{}
 	for _, ch := range changes {
-		got = append(got, ch.ACID+":"+ch.What+":"+ch.Before.Outcome+">"+ch.After.Outcome)
+		got = append(got, ch.ACID+":"+string(ch.What)+":"+string(ch.Before.Grade)+">"+string(ch.After.Grade))
 	}
-	if s := strings.Join(got, " "); s != "AC-1:outcome:reference>ours AC-12:outcome:blocked>tie AC-5:route:tie>tie" {
+	if s := strings.Join(got, " "); s != "AC-1:improved:block>clean AC-2:unchanged:clean>clean AC-12:improved:blocked>polish AC-5:regressed:polish>fix" {
 		t.Fatalf("changes %s", s)
 	}
-	if changes[0].Before.Href != "/t/t/b/old/j/AC-1" || changes[0].After.Href != "/t/t/b/new/j/AC-1" {
-		t.Fatalf("links %+v", changes[0])
+	if changes[0].Before.Href != "/t/t/b/old/j/AC-1" || changes[0].After.Href != "/t/t/b/new/j/AC-1" || *changes[0].After.Score != 0.95 {
+		t.Fatalf("links and scores %+v", changes[0])
 	}
-	if len(c.Transitions) != 3 || c.Transitions[0] != (transition{From: "reference", To: "ours", Count: 1}) {
+	if len(c.Transitions) != 3 || c.Transitions[0] != (transition{From: "block", To: "clean", Count: 1}) {
 		t.Fatalf("transitions %+v", c.Transitions)
 	}
 }

@@ -1,6 +1,11 @@
 package console
 
-import "html/template"
+import (
+	"bytes"
+	"encoding/json"
+	"html/template"
+	"strings"
+)
 
 // The review pages register themselves here, apart from the console's first pages.
 func init() {
@@ -19,8 +24,25 @@ type facetSelect struct {
 
 var reviewFuncs = template.FuncMap{
 	"batchHref": batchHref,
+	"pretty":    prettyJSON,
 	"inc":       func(n int) int { return n + 1 },
 	"facetSel": func(name, label string, values []facet, selected string) facetSelect {
 		return facetSelect{Name: name, Label: label, Values: values, Selected: selected}
 	},
+}
+
+// prettyJSON indents text that is a compact JSON object or array (a runner transcript, a
+// judge's answer, a request's structured part) so a person can read it; any other text,
+// and JSON already laid out over lines, is shown as it is. The exact bytes stay one link
+// away.
+func prettyJSON(text string) string {
+	t := strings.TrimSpace(text)
+	if len(t) < 2 || strings.Contains(t, "\n") || (t[0] != '{' && t[0] != '[') || !json.Valid([]byte(t)) {
+		return text
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(t), "", "  "); err != nil {
+		return text
+	}
+	return buf.String()
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -47,6 +48,18 @@ func (s *Starting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Retry-After", "5")
+	if isAPI(r) {
+		// A client of the API reads JSON, also while the console waits.
+		msg := "tribunal console: starting, waiting for the services to create their state (JetStream buckets)"
+		if held := s.held.Load(); held != nil {
+			msg = *held
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": msg, "busy": true, "retry_after_seconds": 5})
+		return
+	}
 	if msg := s.held.Load(); msg != nil {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,6 +26,17 @@ func TestStartingHold(t *testing.T) {
 	if rec.Code != 503 || !strings.Contains(rec.Body.String(), "tribunal run (pid 42) is using &lt;this&gt; folder") ||
 		!strings.Contains(rec.Body.String(), `http-equiv="refresh"`) || rec.Header().Get("Retry-After") == "" || s.Ready() {
 		t.Fatalf("held: %d %q", rec.Code, rec.Body.String())
+	}
+	// The API answers JSON while held, as it does when serving: a poller never parses a page.
+	api := httptest.NewRecorder()
+	s.ServeHTTP(api, httptest.NewRequest(http.MethodGet, "/api/batches", nil))
+	var body struct {
+		Error string `json:"error"`
+		Busy  bool   `json:"busy"`
+	}
+	if err := json.Unmarshal(api.Body.Bytes(), &body); api.Code != 503 || err != nil || !body.Busy || !strings.Contains(body.Error, "pid 42") ||
+		api.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("held API: %d %q %v", api.Code, api.Body.String(), err)
 	}
 	s.Start(Config{})
 	if !s.Ready() {

@@ -17,6 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
@@ -254,10 +255,8 @@ func LoadChecked(ctx context.Context, b bus.Buckets, store blob.Store, tenant, b
 		if err := res.files(ctx, store, r); err != nil {
 			return nil, err
 		}
-		row := Row{ACID: r.ACID, Kind: string(r.Spec.Kind), Status: string(r.Status), Reason: r.BlockReason}
-		if k, err := kinds.Lookup(r.Spec.Kind); err == nil {
-			row = k.Row(r)
-		}
+		// The row the console's index holds too (index.Of): the same cached mark.
+		row := index.Of(r).Row
 		for _, n := range strings.Split(row.Judge, ",") {
 			if n != "" {
 				judges[n] = true

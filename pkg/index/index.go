@@ -32,11 +32,16 @@ type Entry struct {
 	Calls     []records.Call `json:"calls,omitempty"`
 }
 
-// Of is a job's entry, its row as its kind reads it.
+// Of is a job's entry, its row as its kind reads it. A row is marked cached when a call
+// its verdict came from was answered from the judge-call cache, whatever its kind: the
+// table's "(cached)" and results.json's cached mean the same for every kind.
 func Of(j *records.Job) Entry {
 	row := kind.BaseRow(j)
 	if k, err := kinds.Lookup(j.Spec.Kind); err == nil {
 		row = k.Row(j)
+	}
+	for _, c := range j.Calls {
+		row.Cached = row.Cached || c.Cached
 	}
 	return Entry{Row: row, Index: j.Index, Criterion: j.Spec.Criterion, Calls: j.Calls}
 }
