@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	rubricstages "github.com/tribunal-dev/tribunal/pkg/kind/rubric/stages"
 )
 
 // selectRun narrows a run's batch to what --ac and --target (--screen) name, checked
@@ -21,7 +21,7 @@ func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 	}
 	if len(targets) > 0 {
 		err := b.SelectTargets(targets, func(ac batch.AC) ([]string, error) {
-			t, _, err := rubric.Selection(b, ac, allowOutside)
+			t, _, err := rubricstages.Selection(b, ac, allowOutside)
 			return t, err
 		})
 		if err != nil {
@@ -32,7 +32,7 @@ func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 		if len(ac.Views) == 0 {
 			continue
 		}
-		_, views, err := rubric.Selection(b, ac, allowOutside)
+		_, views, err := rubricstages.Selection(b, ac, allowOutside)
 		if err != nil {
 			// The AC is reported blocked with its spec's problem.
 			continue

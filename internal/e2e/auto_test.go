@@ -12,6 +12,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	abstages "github.com/tribunal-dev/tribunal/pkg/kind/ab/stages"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
@@ -47,7 +48,7 @@ func waitFlips(t *testing.T, env *Env, tenant, judge string, pairs int) ab.FlipC
 	kv := env.clientRunning().Buckets.Cache
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		h, _, err := ab.LoadFlipHistory(context.Background(), kv, tenant)
+		h, _, err := abstages.LoadFlipHistory(context.Background(), kv, tenant)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,10 @@
-// Package kind defines what a judge kind is: the small set of things that differ between
-// kinds at each stage of the flow. Each kind lives in one folder below this one
-// (pkg/kind/ab, critic, equivalence, rubric) and implements Kind; the registry in pkg/kinds
-// maps kind names to them. The client, the services, the rules (pkg/rulebook) and the
-// readers of results dispatch through the registry and never switch on a kind.
+// Package kind defines what a judge kind's rules are: the small set of pure decisions
+// that differ between kinds (how an answer becomes an outcome, a manifest, a row). Each
+// kind lives in one folder below this one (pkg/kind/ab, critic, equivalence, rubric): its
+// rules in the folder's own package, which implements Kind and does no I/O, and its
+// stages in <folder>/stages (pkg/stage). The registry in pkg/kinds maps kind names to
+// them. The client, the services, the rules (pkg/rulebook) and the readers of results
+// dispatch through the registry and never switch on a kind.
 //
 // docs/adding-a-kind.md walks through adding one.
 package kind
@@ -14,33 +16,21 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
-	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
-	"github.com/tribunal-dev/tribunal/pkg/stage"
 	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
-// Kind is one judge kind, stage by stage. Plan runs in the client, Render in the renderer,
-// Gate in the gater, Judge in the judge service; Decide, Blocked, Outcome and Manifest are
-// the kind's part of the aggregator's rules and are pure (no I/O); Row is how readers show
-// a job.
+// Kind is one judge kind's rules: the part of the aggregator's decisions and of the
+// readers' reports that differs between kinds. Every method is pure (no I/O): Decide,
+// Blocked, Outcome and Manifest are the kind's part of the rules (pkg/rulebook), Row is
+// how readers show a job and Estimate what `tribunal validate` says it will cost. The
+// kind's stages (plan, render, gate, judge) live beside its rules, in its folder, and
+// implement stage.Stages.
 type Kind interface {
 	// Name is the kind's wire name.
 	Name() events.Kind
-	// Plan turns one batch entry into the jobs it stands for (one for most kinds; one per
-	// view for rubric). An entry with a problem still plans a job whose sources carry the
-	// problem, so the AC is blocked with it rather than dropped.
-	Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error)
-	// Render produces a job's artifacts in blob storage, or says why it cannot. An error is
-	// an infrastructure failure worth a retry; an artifact at fault is a blocked render.
-	Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error)
-	// Gate runs the deterministic gates over a render and returns the blind, judge-facing
-	// gates.done, or gates.failed for the aggregator.
-	Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error)
-	// Judge asks the provider about a gated job and returns its raw answers.
-	Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error)
 	// Decide derives a pending job's outcome from its judge's answer (never trusting what
 	// the judge claimed beyond its raw answer), or, for a looping kind, applies one loop
 	// event. It changes st.Job (and st.View) and may add events to publish.

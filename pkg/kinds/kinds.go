@@ -12,45 +12,53 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
-	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
-	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	abstages "github.com/tribunal-dev/tribunal/pkg/kind/ab/stages"
+	criticstages "github.com/tribunal-dev/tribunal/pkg/kind/critic/stages"
+	equivalencestages "github.com/tribunal-dev/tribunal/pkg/kind/equivalence/stages"
+	rubricstages "github.com/tribunal-dev/tribunal/pkg/kind/rubric/stages"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
-// table is the table of kinds.
-var table = map[events.Kind]kind.Kind{
-	events.KindAB:          ab.Kind{},
-	events.KindCritic:      critic.Kind{},
-	events.KindEquivalence: equivalence.Kind{},
-	events.KindRubric:      rubric.Kind{},
+// table is the table of kinds: each kind's rules with its stages.
+var table = map[events.Kind]stage.Kind{
+	events.KindAB:          abstages.Kind{},
+	events.KindCritic:      criticstages.Kind{},
+	events.KindEquivalence: equivalencestages.Kind{},
+	events.KindRubric:      rubricstages.Kind{},
 }
 
 // current is the table in use: table, or a copy with a test double swapped in. Every
 // event reads it, so it is swapped whole rather than locked.
-var current atomic.Pointer[map[events.Kind]kind.Kind]
+var current atomic.Pointer[map[events.Kind]stage.Kind]
 
 func init() { current.Store(&table) }
 
-func registry() map[events.Kind]kind.Kind { return *current.Load() }
+func registry() map[events.Kind]stage.Kind { return *current.Load() }
 
-// Swap puts k in place of the kind of the same name and returns the function that puts
-// the previous one back. It exists for tests that change one rule and show that every
-// part of tribunal which decides (the aggregator service, the audit, rejudge) follows it,
-// because they all dispatch through this table. Tests that swap must not run in parallel.
+// Swap puts k's rules in place of those of the kind of the same name, its stages staying,
+// and returns the function that puts the previous ones back. It exists for tests that
+// change one rule and show that every part of tribunal which decides (the aggregator
+// service, the audit, rejudge) follows it, because they all dispatch through this table.
+// Tests that swap must not run in parallel.
 func Swap(k kind.Kind) (restore func()) {
 	prev := current.Load()
 	next := maps.Clone(*prev)
-	next[k.Name()] = k
+	next[k.Name()] = swapped{Kind: k, Stages: (*prev)[k.Name()]}
 	current.Store(&next)
 	return func() { current.Store(prev) }
+}
+
+// swapped is a kind whose rules a test swapped (Swap): the new rules, the old stages.
+type swapped struct {
+	kind.Kind
+	stage.Stages
 }
 
 // order is the order kinds are reported and their manifests announced in.
 var order = []events.Kind{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric}
 
-// Lookup returns the kind named k.
-func Lookup(k events.Kind) (kind.Kind, error) {
+// Lookup returns the kind named k: its rules and its stages.
+func Lookup(k events.Kind) (stage.Kind, error) {
 	if impl, ok := registry()[k]; ok {
 		return impl, nil
 	}
@@ -58,8 +66,8 @@ func Lookup(k events.Kind) (kind.Kind, error) {
 }
 
 // All returns every kind in reporting order.
-func All() []kind.Kind {
-	out := make([]kind.Kind, 0, len(order))
+func All() []stage.Kind {
+	out := make([]stage.Kind, 0, len(order))
 	for _, k := range order {
 		out = append(out, registry()[k])
 	}

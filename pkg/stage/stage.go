@@ -16,10 +16,35 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/sensor"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 )
+
+// Stages are what the services run for one judge kind. Plan runs in the client, Render in
+// the renderer, Gate in the gater and Judge in the judge service.
+type Stages interface {
+	// Plan turns one batch entry into the jobs it stands for (one for most kinds; one per
+	// view for rubric). An entry with a problem still plans a job whose sources carry the
+	// problem, so the AC is blocked with it rather than dropped.
+	Plan(ctx context.Context, env *PlanEnv, ac batch.AC) ([]Plan, error)
+	// Render produces a job's artifacts in blob storage, or says why it cannot. An error is
+	// an infrastructure failure worth a retry; an artifact at fault is a blocked render.
+	Render(ctx context.Context, env *RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error)
+	// Gate runs the deterministic gates over a render and returns the blind, judge-facing
+	// gates.done, or gates.failed for the aggregator.
+	Gate(ctx context.Context, env *GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error)
+	// Judge asks the provider about a gated job and returns its raw answers.
+	Judge(ctx context.Context, env *JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error)
+}
+
+// Kind is a judge kind whole, as the registry (pkg/kinds) holds it: its rules and its
+// stages. A kind's stages package embeds its rules in the type that implements Stages.
+type Kind interface {
+	kind.Kind
+	Stages
+}
 
 // Plan is what one job needs before it can be submitted: the artifacts to upload and a
 // builder that turns the uploads into its spec.

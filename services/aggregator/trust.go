@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	abstages "github.com/tribunal-dev/tribunal/pkg/kind/ab/stages"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
@@ -44,7 +45,7 @@ func (s *Service) recordFlips(ctx context.Context, tenant, batch string, flips m
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		h, rev, err := ab.LoadFlipHistory(ctx, s.cache, tenant)
+		h, rev, err := abstages.LoadFlipHistory(ctx, s.cache, tenant)
 		if err != nil && rev == 0 {
 			return err
 		}

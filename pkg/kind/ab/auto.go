@@ -1,16 +1,10 @@
 package ab
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 )
 
@@ -119,33 +113,13 @@ func equalCounts(a, b map[string]FlipCount) bool {
 	return true
 }
 
-// LoadFlipHistory reads a tenant's flip history from kv; a missing one is empty. The
-// revision is for an update by compare-and-set (0 when there is none).
-func LoadFlipHistory(ctx context.Context, kv kv.KV, tenant string) (FlipHistory, uint64, error) {
-	var h FlipHistory
-	if kv == nil {
-		return h, 0, nil
-	}
-	e, err := kv.Get(ctx, FlipHistoryKey(tenant))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return h, 0, nil
-	}
-	if err != nil {
-		return h, 0, fmt.Errorf("read flip history of %s: %w", tenant, err)
-	}
-	if err := json.Unmarshal(e.Value(), &h); err != nil {
-		return FlipHistory{}, e.Revision(), fmt.Errorf("flip history of %s: %w", tenant, err)
-	}
-	return h, e.Revision(), nil
-}
-
-// autoSwap decides whether positions auto asks judge for the swapped order after its
+// DecideSwap decides whether positions auto asks judge for the swapped order after its
 // first answer, and says why. It swaps when the judge's flip rate on earlier batches is
 // not shown to be at most the rule's (the upper end of its Wilson interval is above it,
 // which includes a judge never measured: nothing is known), or when the first answer's
 // confidence is below the rule's. A first call without an answer is not asked again: the
 // job is blocked or a schema violation whatever the other order says.
-func autoSwap(first events.Vote, history FlipCount, rule events.AutoSwap) (bool, string) {
+func DecideSwap(first events.Vote, history FlipCount, rule events.AutoSwap) (bool, string) {
 	if first.Status != events.VoteOK {
 		return false, "the first call has no answer"
 	}

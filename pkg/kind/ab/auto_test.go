@@ -34,7 +34,7 @@ func TestAutoSwapRule(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			swap, why := autoSwap(tt.first, tt.history, rule)
+			swap, why := DecideSwap(tt.first, tt.history, rule)
 			if swap != tt.swap || !strings.Contains(why, tt.why) {
 				t.Errorf("swap %v (%s), want %v (%q)", swap, why, tt.swap, tt.why)
 			}

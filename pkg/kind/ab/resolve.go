@@ -2,17 +2,12 @@ package ab
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/tribunal-dev/tribunal/pkg/batch"
-	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
 // Pair is the two artifacts of one AC. Its JSON form is an entry of the verify map,
@@ -237,25 +232,4 @@ func Resolve(acID string, explicit Pair, verify map[string]Pair) (Pair, string, 
 		return p, SourceExplicit, nil
 	}
 	return p, SourceVerify, nil
-}
-
-// LoadVerifyMap loads a batch's verify map, if it names one: the seed's map from AC ids to
-// the ours/reference pair, in JSON or the markdown line grammar.
-func LoadVerifyMap(b *batch.Batch) (map[string]Pair, error) {
-	if b.Verify == "" {
-		return nil, nil
-	}
-	p := b.Verify
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(b.Dir, p)
-	}
-	data, err := localfile.ReadFile(context.Background(), p)
-	if err != nil {
-		return nil, fmt.Errorf("%s: verify: %w", b.Path, err)
-	}
-	m, err := ParseVerifyMap(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: verify %s: %w", b.Path, b.Verify, err)
-	}
-	return m, nil
 }

@@ -1,4 +1,4 @@
-package rubric
+package stages
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
-// Render implements kind.Kind: one view captured as render.png and probe.json in blob
+// Render implements stage.Stages: one view captured as render.png and probe.json in blob
 // storage. A view the sensor could not render (the page failed, the build broke) is a
 // failed gate for the loop, not a blocked job; a missing sensor blocks the view.
 func (Kind) Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {

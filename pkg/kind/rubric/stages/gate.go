@@ -1,4 +1,4 @@
-package rubric
+package stages
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
-// Gate implements kind.Kind: the deterministic floor over a fresh render: token contrast,
+// Gate implements stage.Stages: the deterministic floor over a fresh render: token contrast,
 // the a11y id contract, the operator's platform gates, the snapshot baseline, and
 // unchanged-render detection. all_green is derived from the gates, never taken from
 // anyone's word. Red gates never reach a judge; an unchanged confirmation render after a

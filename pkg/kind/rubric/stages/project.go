@@ -1,4 +1,4 @@
-package rubric
+package stages
 
 import (
 	"github.com/tribunal-dev/tribunal/pkg/argus"

@@ -1,4 +1,4 @@
-package rubric
+package stages
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
@@ -28,7 +29,7 @@ func planTemplate(t *testing.T, ac batch.AC, edit func(string) string) []events.
 		t.Fatal(err)
 	}
 	for _, name := range []string{"spec.json", "tokens.json", "contrast-pairs.json"} {
-		data, err := os.ReadFile(filepath.Join("..", "..", "argus", "testdata", "seed-template", name))
+		data, err := os.ReadFile(filepath.Join("..", "..", "..", "argus", "testdata", "seed-template", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +142,7 @@ func TestFilesStateAndVerdicts(t *testing.T) {
 	loop := argus.NewLoopState("example", "list/populated/dark", "human")
 	loop.Iteration, loop.ConsecutivePasses = 2, 2
 	v := argus.Verdict{Iteration: 1, Feature: "example", Target: "list", AllPass: true, FailedDimensions: []string{}}
-	st := &State{Loop: loop, Verdicts: []IterationVerdict{{Iteration: 1, Verdict: v}}}
+	st := &rubric.State{Loop: loop, Verdicts: []rubric.IterationVerdict{{Iteration: 1, Verdict: v}}}
 	data, _ := json.Marshal(st)
 	files := func(mode, runs string, state []byte, change *events.RubricSpecChange) map[string]kind.File {
 		j := &records.Job{Spec: events.JobSpec{Kind: events.KindRubric, Rubric: &events.RubricSpec{Feature: "example", Target: "list", State: "populated",
@@ -167,7 +168,7 @@ func TestFilesStateAndVerdicts(t *testing.T) {
 		}
 	}
 	cand := events.Blob{SHA256: strings.Repeat("c", 64), MediaType: "image/png", Size: 1}
-	data, _ = json.Marshal(&State{Candidate: &cand})
+	data, _ = json.Marshal(&rubric.State{Candidate: &cand})
 	change := &events.RubricSpecChange{File: "argus/specs/example/spec.json", Patch: `{"op":"replace","path":"/targets/0/references/0/status","value":"candidate"}`}
 	got = files(events.ModeHeadless, "", data, change)
 	if _, ok := got["example/candidates/list-populated-dark.png > argus/specs/example/.argus-runs/candidates/list-populated-dark.png"]; !ok {

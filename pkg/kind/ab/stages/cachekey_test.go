@@ -1,4 +1,4 @@
-package ab
+package stages
 
 import (
 	"context"
@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/internal/testutil/judgetest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/memkv"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
@@ -36,7 +38,8 @@ func TestCachedAnswersOfAnOlderPromptAreNotReused(t *testing.T) {
 	}
 	gd := &events.GatesDone{Kind: events.KindAB, Criterion: "c", Slots: slots}
 	ev := events.New(gd, "t", "b", "AC-1", 0, "", nil)
-	p := &abFakeProvider{turns: []abTurn{{content: goodAB}}}
+	p, reqs := judgetest.AnswersInTurn(`{"raw_winner": "B", "confidence": 0.8, "biggest_gap": "B explains the fix."}`)
+	calls := func() int { return len(*reqs) }
 	env := &stage.JudgeEnv{Store: store, Provider: p, Cache: memkv.New("cache"), Log: slog.New(slog.DiscardHandler)}
 
 	// What the same comparison's answer was cached under by the previous prompt.
@@ -44,9 +47,9 @@ func TestCachedAnswersOfAnOlderPromptAreNotReused(t *testing.T) {
 	for _, sl := range slots {
 		parts = append(parts, sl.Name, sl.Artifact.Blob.SHA256, sl.Artifact.Blob.MediaType)
 	}
-	old := strings.Replace(PromptHash(), "ab.v3:", "ab.v2:", 1)
+	old := strings.Replace(ab.PromptHash(), "ab.v3:", "ab.v2:", 1)
 	oldKey := env.CacheKey(events.KindAB, "t", p.DefaultModel(), old, parts...)
-	if oldKey == env.CacheKey(events.KindAB, "t", p.DefaultModel(), PromptHash(), parts...) {
+	if oldKey == env.CacheKey(events.KindAB, "t", p.DefaultModel(), ab.PromptHash(), parts...) {
 		t.Fatal("the cache key does not depend on the prompt version")
 	}
 	stale, _ := json.Marshal(events.Vote{Order: "AB", Status: events.VoteOK, RawWinner: "A", Confidence: 1, BiggestGap: "cached under ab.v2",
@@ -61,11 +64,11 @@ func TestCachedAnswersOfAnOlderPromptAreNotReused(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := v.Votes[0]
-		if got.BiggestGap == "cached under ab.v2" || got.Judge.PromptHash != PromptHash() {
+		if got.BiggestGap == "cached under ab.v2" || got.Judge.PromptHash != ab.PromptHash() {
 			t.Fatalf("judging %d served the ab.v2 answer: %+v", i+1, got)
 		}
-		if p.calls() != wantCalls || got.Judge.Cached != (i == 1) {
-			t.Fatalf("judging %d: %d provider calls, cached %v; want %d and %v", i+1, p.calls(), got.Judge.Cached, wantCalls, i == 1)
+		if calls() != wantCalls || got.Judge.Cached != (i == 1) {
+			t.Fatalf("judging %d: %d provider calls, cached %v; want %d and %v", i+1, calls(), got.Judge.Cached, wantCalls, i == 1)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package equivalence
+package stages
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
@@ -61,16 +62,16 @@ func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.
 	if model == "" {
 		model = r.Provider.DefaultModel()
 	}
-	hash, err := RunnerPromptHash(spec.Variant)
+	hash, err := equivalence.RunnerPromptHash(spec.Variant)
 	if err != nil {
 		return nil, "", fmt.Errorf("runner prompt: %w", err)
 	}
 	var out []events.Transcript
 	for _, c := range spec.Cases {
-		tc := TransferCase{ID: c.ID, Input: c.Input, Tag: c.Tag}
+		tc := equivalence.TransferCase{ID: c.ID, Input: c.Input, Tag: c.Tag}
 		// KV keys allow no colons. The tenant is part of the key: a teacher transcript is a
 		// blob under the tenant that captured it, and one team's runs never serve another.
-		key := "runner." + ev.Tenant + "." + strings.ReplaceAll(RunnerKey(shas["original"], tc.CacheID(), hash, model, r.Params), ":", ".")
+		key := "runner." + ev.Tenant + "." + strings.ReplaceAll(equivalence.RunnerKey(shas["original"], tc.CacheID(), hash, model, r.Params), ":", ".")
 		teacher, blocked, err := r.teacher(ctx, ev, spec, c, key, model, docs["original"])
 		if err != nil || blocked != "" {
 			return nil, blocked, err
@@ -78,7 +79,7 @@ func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.
 		out = append(out, teacher)
 		// The candidate's key is apart from the teachers' (a candidate identical to its
 		// original is still run as the candidate once).
-		ckey := "runner." + ev.Tenant + ".candidate." + strings.ReplaceAll(RunnerKey(shas["candidate"], tc.CacheID(), hash, model, r.Params), ":", ".")
+		ckey := "runner." + ev.Tenant + ".candidate." + strings.ReplaceAll(equivalence.RunnerKey(shas["candidate"], tc.CacheID(), hash, model, r.Params), ":", ".")
 		cand, blocked, err := r.captured(ctx, ev, spec, c, "candidate", ckey, model, docs["candidate"])
 		if err != nil || blocked != "" {
 			return nil, blocked, err
@@ -136,7 +137,7 @@ func (r *DocumentRunner) captured(ctx context.Context, ev events.Event, spec *ev
 // compares against one teacher), and the case is blocked with the reason rather than
 // compared against two.
 func (r *DocumentRunner) imported(ctx context.Context, c events.Case, key, model string) (events.Transcript, string, error) {
-	info := events.JudgeInfo{Provider: ImportedRunner, Model: model}
+	info := events.JudgeInfo{Provider: equivalence.ImportedRunner, Model: model}
 	t := events.Transcript{CaseID: c.ID, Side: "original", Blob: *c.Baseline, Runner: events.RunnerInfo{Judge: info, Baseline: true}}
 	if r.Baseline == nil {
 		return t, "", nil
@@ -163,7 +164,7 @@ func (r *DocumentRunner) imported(ctx context.Context, c events.Case, key, model
 
 func (r *DocumentRunner) run(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, side, model, doc string) (events.Transcript, string, error) {
 	rec := judge.Record(r.Provider)
-	tr, info, err := RunDocument(ctx, rec, model, RunnerInput{
+	tr, info, err := equivalence.RunDocument(ctx, rec, model, equivalence.RunnerInput{
 		Key: ev.JobID + "/" + c.ID + "/" + side, Variant: spec.Variant, Document: doc, CaseInput: c.Input,
 	}, r.Params)
 	info.Usage.Call = stage.KeepCall(ctx, r.Store, r.Log, ev.Tenant, rec)

@@ -1,4 +1,4 @@
-package rubric
+package stages
 
 import (
 	"cmp"
@@ -31,7 +31,7 @@ func ViewJobID(acID string, v argus.View) string {
 	return id
 }
 
-// Plan implements kind.Kind: a rubric AC is one job per view of its feature. A feature
+// Plan implements stage.Stages: a rubric AC is one job per view of its feature. A feature
 // that cannot run (unreadable or invalid spec) is one blocked job named after the AC.
 func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	b := env.Batch

@@ -1,4 +1,4 @@
-package rubric
+package stages
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
@@ -85,7 +86,7 @@ func TestFilesAreTheSeeds(t *testing.T) {
 	}
 	so := argus.NewSignOff("tasks", argus.View{Target: "list", State: "populated", Appearance: "light"}, argus.LoopState{Iteration: 2}, nil, "k", time.Unix(0, 0))
 	cand := b("c")
-	st := &State{SignOff: &so, Candidate: &cand, GateResults: []GateResultFile{{Iteration: 1, Blob: b("1")}, {Iteration: 2, Blob: b("2")}}}
+	st := &rubric.State{SignOff: &so, Candidate: &cand, GateResults: []rubric.GateResultFile{{Iteration: 1, Blob: b("1")}, {Iteration: 2, Blob: b("2")}}}
 	data, _ := json.Marshal(st)
 	for _, runs := range []string{"", "specs/tasks/.argus-runs"} {
 		j := &records.Job{Spec: events.JobSpec{Kind: events.KindRubric, Rubric: &events.RubricSpec{Feature: "tasks", Target: "list", State: "populated", Appearance: "light", Runs: runs}}, Loop: data}

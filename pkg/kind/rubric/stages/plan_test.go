@@ -1,4 +1,4 @@
-package rubric
+package stages
 
 import (
 	"context"

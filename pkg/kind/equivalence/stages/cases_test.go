@@ -1,4 +1,4 @@
-package equivalence
+package stages
 
 import (
 	"context"

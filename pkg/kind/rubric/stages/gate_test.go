@@ -1,4 +1,4 @@
-package rubric
+package stages
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func gateProject(t *testing.T, gatesJSON string) (events.Event, *events.RenderDo
 	t.Helper()
 	root := t.TempDir()
 	feature := filepath.Join(root, "argus", "specs", "tasks")
-	if err := os.CopyFS(feature, os.DirFS(filepath.Join("..", "..", "..", "examples", "rubric-feature"))); err != nil {
+	if err := os.CopyFS(feature, os.DirFS(filepath.Join("..", "..", "..", "..", "examples", "rubric-feature"))); err != nil {
 		t.Fatal(err)
 	}
 	if gatesJSON != "" {

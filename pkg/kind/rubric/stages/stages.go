@@ -1,0 +1,15 @@
+// Package stages is the rubric kind's stages: planning a feature's views from its
+// folder, rendering a view with a sensor, the Argus gates (with the view's previous
+// render and baseline from the views bucket) and the judge's scoring of one render. The
+// kind's rules (pkg/kind/rubric) run the loop.
+package stages
+
+import (
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/stage"
+)
+
+// Kind is the rubric kind with its stages.
+type Kind struct{ rubric.Kind }
+
+var _ stage.Kind = Kind{}
