@@ -1,10 +1,7 @@
 package critic
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -74,127 +71,6 @@ type Answer struct {
 	Verdict string `json:"verdict,omitempty"`
 	// Quality is the judge's claimed quality, nil when it gave none.
 	Quality *int `json:"quality,omitempty"`
-}
-
-// Validate checks an answer and returns the first violation as a *FieldError, in the
-// order correctness, slop, scope, verdict, quality, rationale. Scores must lie in 0-10;
-// a claimed verdict must be pass, revise or reject and a claimed quality 0-10, because a
-// claim outside the scale shows the judge is not following the rubric at all.
-func (a Answer) Validate() error {
-	for _, s := range []struct {
-		name string
-		v    int
-	}{{"correctness", a.Correctness}, {"slop", a.Slop}, {"scope", a.Scope}} {
-		if s.v < 0 || s.v > MaxScore {
-			return &FieldError{Doc: fieldDoc, Field: s.name, Value: strconv.Itoa(s.v), Reason: "must be a whole number from 0 to 10"}
-		}
-	}
-	switch a.Verdict {
-	case "", VerdictPass, VerdictRevise, VerdictReject:
-	case "ship":
-		return &FieldError{Doc: fieldDoc, Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "pass", "revise" or "reject" ("ship" is not a verdict of this rubric)`}
-	default:
-		return &FieldError{Doc: fieldDoc, Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "pass", "revise" or "reject"`}
-	}
-	if a.Quality != nil && (*a.Quality < 0 || *a.Quality > MaxScore) {
-		return &FieldError{Doc: fieldDoc, Field: "quality", Value: strconv.Itoa(*a.Quality), Reason: "must be a whole number from 0 to 10"}
-	}
-	if strings.TrimSpace(a.Rationale) == "" {
-		return &FieldError{Doc: fieldDoc, Field: "rationale", Value: strconv.Quote(a.Rationale), Reason: "must give the evidence for the scores"}
-	}
-	if reason := tooLong(a.Rationale); reason != "" {
-		return &FieldError{Doc: fieldDoc, Field: "rationale", Value: strconv.Quote(clip(a.Rationale)), Reason: reason}
-	}
-	return nil
-}
-
-var (
-	answerFields = []string{"correctness", "slop", "scope", "verdict", "quality", "rationale"}
-	answerHints  = map[string]string{
-		"error":     "unknown field (the judge reported an error instead of scores; tribunal checks for missing input before asking)",
-		"reason":    "unknown field (the contract calls it rationale)",
-		"reasoning": "unknown field (the contract calls it rationale)",
-	}
-)
-
-// ParseAnswer parses and validates the text a critic judge returned.
-//
-// The seed's output format is "Return only this JSON object, no prose, no code fence:
-// {correctness, slop, scope, verdict, quality, rationale}", so accepted is exactly one
-// JSON object, surrounded by nothing but whitespace, with all six keys: correctness,
-// slop, scope (whole numbers 0-10), verdict (pass / revise / reject), quality (a whole
-// number 0-10) and rationale (a non-blank string). verdict and quality are required
-// although they are the judge's claims and never the result (Check derives both and
-// counts disagreements): an answer without them did not follow the format. Rejected as a
-// *FieldError naming the field: a missing or unknown key, a duplicate key, null, a score
-// written as a string ("7"), a fraction (7.5, 7.0), a score outside 0-10, a claimed
-// verdict other than pass / revise / reject. Text that is not one JSON object, a code
-// fence included, wraps ErrSyntax.
-//
-// When only Validate fails the decoded answer is returned with the error, for the record;
-// it must never be used as a score.
-func ParseAnswer(data []byte) (Answer, error) {
-	body := bytes.TrimSpace(data)
-	if bytes.HasPrefix(body, []byte("```")) {
-		return Answer{}, fmt.Errorf("%w: the answer is wrapped in a code fence; return the JSON object alone, no code fence", ErrSyntax)
-	}
-	if len(body) == 0 {
-		return Answer{}, fmt.Errorf("%w: empty answer", ErrSyntax)
-	}
-	o, err := decodeObject(body)
-	if err != nil {
-		return Answer{}, err
-	}
-	if k, reason, ok := o.Unknown(answerFields, answerHints); ok {
-		return Answer{}, &FieldError{Doc: fieldDoc, Field: k, Reason: reason}
-	}
-	var a Answer
-	for _, s := range []struct {
-		name string
-		dst  *int
-	}{{"correctness", &a.Correctness}, {"slop", &a.Slop}, {"scope", &a.Scope}} {
-		raw, ok := o.Values[s.name]
-		if !ok {
-			return Answer{}, &FieldError{Doc: fieldDoc, Field: s.name, Reason: "missing"}
-		}
-		if *s.dst, err = whole(s.name, raw); err != nil {
-			return Answer{}, err
-		}
-	}
-	if raw, ok := o.Values["verdict"]; ok {
-		if a.Verdict, err = str("verdict", raw); err != nil {
-			return Answer{}, err
-		}
-		if a.Verdict == "" {
-			return Answer{}, &FieldError{Doc: fieldDoc, Field: "verdict", Value: `""`, Reason: `must be "pass", "revise" or "reject"`}
-		}
-	}
-	if raw, ok := o.Values["quality"]; ok {
-		q, err := whole("quality", raw)
-		if err != nil {
-			return Answer{}, err
-		}
-		a.Quality = &q
-	}
-	raw, ok := o.Values["rationale"]
-	if !ok {
-		return Answer{}, &FieldError{Doc: fieldDoc, Field: "rationale", Reason: "missing"}
-	}
-	if a.Rationale, err = str("rationale", raw); err != nil {
-		return Answer{}, err
-	}
-	if err := a.Validate(); err != nil {
-		return a, err
-	}
-	// Presence of the claims is checked last, so a score out of range is reported as
-	// such rather than hidden behind a missing claim.
-	if a.Verdict == "" {
-		return a, &FieldError{Doc: fieldDoc, Field: "verdict", Reason: `missing (the output object carries "verdict": "pass" | "revise" | "reject")`}
-	}
-	if a.Quality == nil {
-		return a, &FieldError{Doc: fieldDoc, Field: "quality", Reason: `missing (the output object carries "quality": 0-10)`}
-	}
-	return a, nil
 }
 
 // Result statuses: only StatusOK carries a verdict.

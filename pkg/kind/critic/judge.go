@@ -3,7 +3,6 @@ package critic
 import (
 	"context"
 	"embed"
-	"encoding/json"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
@@ -14,21 +13,8 @@ var prompts embed.FS
 
 var (
 	template = judge.MustTemplate(prompts, "critic.v1")
-	// Every key is required, as in the seed's output object (ParseAnswer refuses an
-	// answer without verdict or quality); the claims are compared, never trusted.
-	schema = judge.Schema{Name: "critic_scores", JSON: json.RawMessage(`{
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["correctness", "slop", "scope", "verdict", "quality", "rationale"],
-  "properties": {
-    "correctness": {"type": "integer", "minimum": 0, "maximum": 10},
-    "slop": {"type": "integer", "minimum": 0, "maximum": 10},
-    "scope": {"type": "integer", "minimum": 0, "maximum": 10},
-    "verdict": {"type": "string", "enum": ["pass", "revise", "reject"]},
-    "quality": {"type": "integer", "minimum": 0, "maximum": 10},
-    "rationale": {"type": "string", "minLength": 1}
-  }
-}`)}
+	// schema is answerSchema as the model is sent it.
+	schema = judge.Schema{Name: "critic_scores", JSON: AnswerSchema()}
 )
 
 // PromptHash identifies the `critic` instructions every answer was judged under.

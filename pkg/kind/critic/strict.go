@@ -1,11 +1,7 @@
 package critic
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
@@ -22,57 +18,69 @@ const fieldDoc = "critic"
 // it (a code fence included). It is a schema violation like a *FieldError.
 var ErrSyntax = errors.New("critic: answer is not a single JSON object")
 
-// object is a decoded flat JSON object with raw values and the keys in document order.
-type object = strictjson.Object
+// answerSchema is the whole contract of a critic answer, sent to the model as it is.
+//
+// It is the seed's output object: "Return only this JSON object, no prose, no code fence:
+// {correctness, slop, scope, verdict, quality, rationale}". Every key is required:
+// verdict and quality are the judge's claims and never the result (Check derives both and
+// counts disagreements), but an answer without them did not follow the format. Scores are
+// whole numbers from 0 to 10 written as integers: "7" (a string), 7.5 and 7.0 are all
+// refused, because the rubric is a scale of whole numbers and a model writing 7.0 is not
+// using it. A claim outside the scale shows the judge is not following the rubric at all.
+const answerSchema = `{
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["correctness", "slop", "scope", "verdict", "quality", "rationale"],
+  "properties": {
+    "correctness": {"type": "integer", "minimum": 0, "maximum": 10},
+    "slop": {"type": "integer", "minimum": 0, "maximum": 10},
+    "scope": {"type": "integer", "minimum": 0, "maximum": 10},
+    "verdict": {"type": "string", "enum": ["pass", "revise", "reject"]},
+    "quality": {"type": "integer", "minimum": 0, "maximum": 10},
+    "rationale": {"type": "string", "minLength": 1, "maxLength": 2000, "pattern": "\\S"}
+  }
+}`
 
-// decodeObject decodes exactly one JSON object and nothing after it; a repeated key is a
-// *FieldError, since encoding/json would silently keep the last of two conflicting scores.
-func decodeObject(body []byte) (object, error) {
-	o, err := strictjson.Decode(body)
-	return o, asSchemaError(err)
+var answerContract = strictjson.MustCompile(strictjson.Spec{
+	Doc: fieldDoc, Schema: []byte(answerSchema), Syntax: ErrSyntax, Fence: strictjson.FenceRefused, WholeLiterals: true,
+	// The claims' absence is reported last, so a score out of range is reported as such
+	// rather than hidden behind a missing claim; an answer recorded before the claims
+	// were required stays valid.
+	LateRequired: []string{"verdict", "quality"},
+	Hints: map[string]string{
+		"error":     "unknown field (the judge reported an error instead of scores; tribunal checks for missing input before asking)",
+		"reason":    "unknown field (the contract calls it rationale)",
+		"reasoning": "unknown field (the contract calls it rationale)",
+	},
+	Reasons: map[string]string{
+		"verdict enum":        `must be "pass", "revise" or "reject" (the seed's verdicts; "ship" is not one)`,
+		"verdict required":    `missing (the output object carries "verdict": "pass" | "revise" | "reject")`,
+		"quality required":    `missing (the output object carries "quality": 0-10)`,
+		"rationale minLength": "must give the evidence for the scores",
+		"rationale pattern":   "must give the evidence for the scores",
+	},
+})
+
+// AnswerSchema is the structured-output schema of a critic answer, as sent to the model.
+func AnswerSchema() []byte { return answerContract.Sent() }
+
+// Validate checks an answer (a recorded one, or one built in code) against the answer
+// schema and returns the first violation as a *FieldError, in the order correctness,
+// slop, scope, verdict, quality, rationale. The claims may be absent: an answer recorded
+// before they were required lacks them.
+func (a Answer) Validate() error { return strictjson.First(answerContract.Validate(a)) }
+
+// ParseAnswer parses and validates the text a critic judge returned against the answer
+// schema (answerSchema): exactly one JSON object, surrounded by nothing but whitespace,
+// with all six keys. Rejected as a *FieldError naming the field: a missing or unknown
+// key, a duplicate key, null, a score written as a string ("7"), a fraction (7.5, 7.0), a
+// score outside 0-10, a claimed verdict other than pass / revise / reject, a blank
+// rationale. Text that is not one JSON object, a code fence included, wraps ErrSyntax.
+//
+// When only a value is wrong the decoded answer is returned with the error, for the
+// record; it must never be used as a score.
+func ParseAnswer(data []byte) (Answer, error) {
+	var a Answer
+	err := answerContract.Decode(data, &a)
+	return a, strictjson.First(err)
 }
-
-// asSchemaError turns strictjson's errors into this package's schema violations, keeping
-// the messages the repair re-ask sends back.
-func asSchemaError(err error) error {
-	var se *strictjson.SyntaxError
-	var dup *strictjson.DuplicateKeyError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Errorf("%w: %s", ErrSyntax, se.Detail)
-	case errors.As(err, &dup):
-		return &FieldError{Doc: fieldDoc, Field: dup.Key, Reason: "duplicate field"}
-	}
-	return err
-}
-
-// str decodes a JSON string; null is not a string.
-func str(name string, raw json.RawMessage) (string, error) {
-	var s string
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", &FieldError{Doc: fieldDoc, Field: name, Value: clip(string(raw)), Reason: "must be a JSON string"}
-	}
-	return s, nil
-}
-
-// whole decodes a whole number written as an integer literal: "7" (a string), 7.5 and
-// 7.0 are all rejected, because the rubric is a scale of whole numbers.
-func whole(name string, raw json.RawMessage) (int, error) {
-	s := string(raw)
-	if s == "" || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
-		return 0, &FieldError{Doc: fieldDoc, Field: name, Value: clip(s), Reason: "must be a whole JSON number from 0 to 10"}
-	}
-	if strings.ContainsAny(s, ".eE") {
-		return 0, &FieldError{Doc: fieldDoc, Field: name, Value: clip(s), Reason: "must be a whole number from 0 to 10, not a fraction"}
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, &FieldError{Doc: fieldDoc, Field: name, Value: clip(s), Reason: "must be a whole number from 0 to 10"}
-	}
-	return n, nil
-}
-
-func clip(s string) string { return strictjson.Clip(s) }
-
-// tooLong returns why a free-text field is too long (strictjson.MaxText), or "".
-func tooLong(s string) string { return strictjson.TooLong(s) }
