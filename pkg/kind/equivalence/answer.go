@@ -2,6 +2,8 @@ package equivalence
 
 import (
 	"strconv"
+
+	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 // The three verdicts a judge may give one case. The names are the seed's contract and are
@@ -44,112 +46,98 @@ type Answer struct {
 	EfficiencySignal EfficiencySignal `json:"efficiency_signal"`
 }
 
-// Validate checks an answer against the contract and returns the first violation as a
-// *FieldError, in the order verdict, behaviour_delta, efficiency_signal.*. The aggregator
-// calls it again on recorded answers, so a hand-edited or replayed record is held to the
-// same rules as a fresh model answer.
-//
-// behaviour_delta must say something for candidate-regressed (the lost behaviour) and
-// candidate-diverged (the difference): a failing or surfaced verdict without its evidence
-// cannot be acted on. For equivalent any text, including "", is accepted, since a note
-// about harmless wording differences changes nothing.
-func (a Answer) Validate() error {
-	switch a.Verdict {
-	case VerdictEquivalent, VerdictRegressed, VerdictDiverged:
-	default:
-		return &FieldError{Doc: fieldDoc, Field: "verdict", Value: strconv.Quote(a.Verdict), Reason: `must be "equivalent", "candidate-regressed" or "candidate-diverged"`}
-	}
-	if blank(a.BehaviourDelta) {
-		switch a.Verdict {
-		case VerdictRegressed:
-			return &FieldError{Doc: fieldDoc, Field: "behaviour_delta", Value: strconv.Quote(a.BehaviourDelta), Reason: "must name the behaviour the candidate lost when the verdict is candidate-regressed"}
-		case VerdictDiverged:
-			return &FieldError{Doc: fieldDoc, Field: "behaviour_delta", Value: strconv.Quote(a.BehaviourDelta), Reason: "must describe what the candidate did differently when the verdict is candidate-diverged"}
-		}
-	}
-	for _, d := range []struct {
-		field string
-		v     int
-	}{
-		{"efficiency_signal.original_directness", a.EfficiencySignal.OriginalDirectness},
-		{"efficiency_signal.candidate_directness", a.EfficiencySignal.CandidateDirectness},
-	} {
-		if d.v < MinDirectness || d.v > MaxDirectness {
-			return &FieldError{Doc: fieldDoc, Field: d.field, Value: strconv.Itoa(d.v), Reason: "must be a whole number from 1 to 5"}
-		}
-	}
-	if blank(a.EfficiencySignal.InterpretationNotes) {
-		return &FieldError{Doc: fieldDoc, Field: "efficiency_signal.interpretation_notes", Value: strconv.Quote(a.EfficiencySignal.InterpretationNotes), Reason: "must give the evidence behind the two directness scores"}
-	}
-	for _, f := range []struct{ field, text string }{
-		{"behaviour_delta", a.BehaviourDelta},
-		{"efficiency_signal.interpretation_notes", a.EfficiencySignal.InterpretationNotes},
-	} {
-		if reason := tooLong(f.text); reason != "" {
-			return &FieldError{Doc: fieldDoc, Field: f.field, Value: strconv.Quote(clip(f.text)), Reason: reason}
-		}
-	}
-	return nil
-}
+// answerSchema is the whole contract of an equivalence answer but one rule (deltaRule),
+// sent to the model as it is: exactly the keys verdict, behaviour_delta and
+// efficiency_signal (itself exactly original_directness, candidate_directness and
+// interpretation_notes), directness a whole number from 1 to 5 written as an integer
+// (3.0 and 3e0 are refused with 3.5: the contract is a whole-number scale, and a model
+// that writes a fraction or an exponent is not using it), free text capped at
+// strictjson.MaxText characters.
+const answerSchema = `{
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["verdict", "behaviour_delta", "efficiency_signal"],
+  "properties": {
+    "verdict": {"type": "string", "enum": ["equivalent", "candidate-regressed", "candidate-diverged"]},
+    "behaviour_delta": {"type": "string", "maxLength": 2000},
+    "efficiency_signal": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["original_directness", "candidate_directness", "interpretation_notes"],
+      "properties": {
+        "original_directness": {"type": "integer", "minimum": 1, "maximum": 5},
+        "candidate_directness": {"type": "integer", "minimum": 1, "maximum": 5},
+        "interpretation_notes": {"type": "string", "minLength": 1, "maxLength": 2000, "pattern": "\\S"}
+      }
+    }
+  }
+}`
 
-var (
-	answerFields = []string{"verdict", "behaviour_delta", "efficiency_signal"}
-	signalFields = []string{"original_directness", "candidate_directness", "interpretation_notes"}
-	// answerHints explain keys a drifting model is likely to send, so the repair re-ask
-	// and the operator see the fix rather than just "unknown field".
-	answerHints = map[string]string{
+var answerContract = strictjson.MustCompile(strictjson.Spec{
+	Doc: fieldDoc, Schema: []byte(answerSchema), Syntax: ErrSyntax, Fence: strictjson.FenceTolerated, WholeLiterals: true,
+	// Keys a drifting model is likely to send, so the repair re-ask and the operator see
+	// the fix rather than just "unknown field".
+	Hints: map[string]string{
 		"case_id":              "unknown field (tribunal attaches the case id; the judge answers one case without it)",
 		"behavior_delta":       "unknown field (the contract spells it behaviour_delta)",
 		"summary":              "unknown field (the summary is derived by tribunal, never answered by the judge)",
 		"pass":                 "unknown field (pass is derived by tribunal, never answered by the judge)",
 		"original_directness":  "unknown field (directness belongs inside efficiency_signal)",
 		"candidate_directness": "unknown field (directness belongs inside efficiency_signal)",
-	}
-)
+	},
+	Reasons: map[string]string{
+		"efficiency_signal.interpretation_notes minLength": "must give the evidence behind the two directness scores",
+		"efficiency_signal.interpretation_notes pattern":   "must give the evidence behind the two directness scores",
+	},
+})
 
-// ParseAnswer parses and validates the text an equivalence judge returned for one case.
+// AnswerSchema is the structured-output schema of an equivalence answer, as sent to the
+// model.
+func AnswerSchema() []byte { return answerContract.Sent() }
+
+// Validate checks an answer against the contract (answerSchema, then deltaRule) and
+// returns the first violation as a *FieldError. The aggregator calls it again on recorded
+// answers, so a hand-edited or replayed record is held to the same rules as a fresh
+// model answer.
+func (a Answer) Validate() error {
+	if err := answerContract.Validate(a); err != nil {
+		return strictjson.First(err)
+	}
+	return a.deltaRule()
+}
+
+// deltaRule is the one rule a structured-output schema cannot carry: behaviour_delta must
+// say something for candidate-regressed (the lost behaviour) and candidate-diverged (the
+// difference), since a failing or surfaced verdict without its evidence cannot be acted
+// on. For equivalent any text, including "", is accepted: a note about harmless wording
+// differences changes nothing.
+func (a Answer) deltaRule() error {
+	if !blank(a.BehaviourDelta) {
+		return nil
+	}
+	switch a.Verdict {
+	case VerdictRegressed:
+		return &FieldError{Doc: fieldDoc, Field: "behaviour_delta", Value: strconv.Quote(a.BehaviourDelta), Reason: "must name the behaviour the candidate lost when the verdict is candidate-regressed"}
+	case VerdictDiverged:
+		return &FieldError{Doc: fieldDoc, Field: "behaviour_delta", Value: strconv.Quote(a.BehaviourDelta), Reason: "must describe what the candidate did differently when the verdict is candidate-diverged"}
+	}
+	return nil
+}
+
+// ParseAnswer parses and validates the text an equivalence judge returned for one case:
+// exactly one JSON object, optionally wrapped in one ``` or ```json fence, held to
+// answerSchema and deltaRule. Rejected, each as a *FieldError naming the field: unknown
+// or duplicate keys at any level, a missing key, null, a string where a number belongs, a
+// directness that is not a whole number from 1 to 5 (0, 6, 3.5, 3.0), an unknown verdict,
+// an empty behaviour_delta on a regression or divergence. Text that is not one JSON
+// object wraps ErrSyntax.
 //
-// Accepted: exactly one JSON object with the keys verdict, behaviour_delta and
-// efficiency_signal (itself exactly original_directness, candidate_directness and
-// interpretation_notes), optionally wrapped in one ``` or ```json fence. Rejected, each as
-// a *FieldError naming the field: unknown or duplicate keys at any level, a missing key,
-// null, a string where a number belongs, a directness that is not a whole number from 1
-// to 5 (0, 6, 3.5, 3.0), an unknown verdict, an empty behaviour_delta on a regression or
-// divergence. Text that is not one JSON object wraps ErrSyntax.
-//
-// When decoding succeeds but Validate fails, the decoded answer is returned with the
-// error so the caller can record what the judge claimed; it must never be used as a
-// verdict.
+// When only a value is wrong, the decoded answer is returned with the error so the
+// caller can record what the judge claimed; it must never be used as a verdict.
 func ParseAnswer(data []byte) (Answer, error) {
-	o, err := decodeTop(data, answerFields, answerHints)
-	if err != nil {
-		return Answer{}, err
-	}
 	var a Answer
-	if a.Verdict, err = o.str("verdict"); err != nil {
-		return Answer{}, err
+	if err := answerContract.Decode(data, &a); err != nil {
+		return a, strictjson.First(err)
 	}
-	if a.BehaviourDelta, err = o.str("behaviour_delta"); err != nil {
-		return Answer{}, err
-	}
-	sig, err := o.obj("efficiency_signal")
-	if err != nil {
-		return Answer{}, err
-	}
-	if err := sig.only(signalFields, nil); err != nil {
-		return Answer{}, err
-	}
-	if a.EfficiencySignal.OriginalDirectness, err = sig.whole("original_directness"); err != nil {
-		return Answer{}, err
-	}
-	if a.EfficiencySignal.CandidateDirectness, err = sig.whole("candidate_directness"); err != nil {
-		return Answer{}, err
-	}
-	if a.EfficiencySignal.InterpretationNotes, err = sig.str("interpretation_notes"); err != nil {
-		return Answer{}, err
-	}
-	if err := a.Validate(); err != nil {
-		return a, err
-	}
-	return a, nil
+	return a, a.deltaRule()
 }

@@ -3,7 +3,6 @@ package equivalence
 import (
 	"context"
 	"embed"
-	"encoding/json"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
@@ -14,25 +13,8 @@ var prompts embed.FS
 
 var (
 	template = judge.MustTemplate(prompts, "equivalence.v1")
-	schema   = judge.Schema{Name: "equivalence_verdict", JSON: json.RawMessage(`{
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["verdict", "behaviour_delta", "efficiency_signal"],
-  "properties": {
-    "verdict": {"type": "string", "enum": ["equivalent", "candidate-regressed", "candidate-diverged"]},
-    "behaviour_delta": {"type": "string"},
-    "efficiency_signal": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": ["original_directness", "candidate_directness", "interpretation_notes"],
-      "properties": {
-        "original_directness": {"type": "integer", "minimum": 1, "maximum": 5},
-        "candidate_directness": {"type": "integer", "minimum": 1, "maximum": 5},
-        "interpretation_notes": {"type": "string", "minLength": 1}
-      }
-    }
-  }
-}`)}
+	// schema is answerSchema as the model is sent it.
+	schema = judge.Schema{Name: "equivalence_verdict", JSON: AnswerSchema()}
 )
 
 // PromptHash identifies the `equivalence` instructions every answer was judged

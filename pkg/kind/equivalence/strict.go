@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
@@ -13,6 +12,9 @@ import (
 
 // FieldError is one field of an equivalence answer or transcript that could not be accepted (fielderr.Error, scoped
 // to "equivalence"). Any FieldError makes the answer a schema violation.
+//
+// The judge's answer is checked by its schema (answerSchema); the helpers below read the
+// runner's transcript (ParseRunnerOutput).
 type FieldError = fielderr.Error
 
 // fieldDoc scopes this package's field errors.
@@ -95,32 +97,6 @@ func (o object) str(name string) (string, error) {
 	return s, nil
 }
 
-// whole decodes a required whole number written as an integer literal. 3.0 and 3e0 are
-// rejected with 3.5: the contract is a whole-number scale, and a model that writes a
-// fraction or an exponent is not using it.
-func (o object) whole(name string) (int, error) {
-	raw, ok := o.Values[name]
-	if !ok {
-		return 0, &FieldError{Doc: fieldDoc, Field: o.path + name, Reason: "missing"}
-	}
-	return wholeNumber(o.path+name, raw)
-}
-
-func wholeNumber(field string, raw json.RawMessage) (int, error) {
-	s := string(raw)
-	if s == "" || !(s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) {
-		return 0, &FieldError{Doc: fieldDoc, Field: field, Value: clip(s), Reason: "must be a whole JSON number"}
-	}
-	if strings.ContainsAny(s, ".eE") {
-		return 0, &FieldError{Doc: fieldDoc, Field: field, Value: clip(s), Reason: "must be a whole number, not a fraction"}
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, &FieldError{Doc: fieldDoc, Field: field, Value: clip(s), Reason: "must be a small whole number"}
-	}
-	return n, nil
-}
-
 // obj decodes a required nested object.
 func (o object) obj(name string) (object, error) {
 	raw, ok := o.Values[name]
@@ -169,6 +145,3 @@ func clip(s string) string { return strictjson.Clip(s) }
 
 // blank reports a string with no visible content.
 func blank(s string) bool { return strings.TrimSpace(s) == "" }
-
-// tooLong returns why a free-text field is too long (strictjson.MaxText), or "".
-func tooLong(s string) string { return strictjson.TooLong(s) }
