@@ -379,10 +379,17 @@ func newResultsCmd() *cobra.Command {
 				return err
 			}
 			defer env.close()
+			if !cmd.Flags().Changed("tenant") {
+				// The state knows whose the batch is.
+				tenant = ""
+			}
 			if cfn {
 				b, err := env.buckets(cmd.Context())
 				if err != nil {
 					return err
+				}
+				if tenant, err = client.ResolveTenant(cmd.Context(), b, tenant, batchID); err != nil {
+					return exitError{2, err}
 				}
 				res, err := client.Load(cmd.Context(), b, env.store, tenant, batchID)
 				if err != nil {
@@ -407,7 +414,7 @@ func addResultFlags(cmd *cobra.Command, conn *connFlags, ing *ingressFlags, tena
 	if ing != nil {
 		ing.register(cmd.Flags())
 	}
-	cmd.Flags().StringVar(tenant, "tenant", "default", "tenant (team) the batch belongs to")
+	cmd.Flags().StringVar(tenant, "tenant", "default", "tenant (team) the batch belongs to (results: default the one whose state holds the batch)")
 	cmd.Flags().StringVar(batchID, "batch", "", "batch id printed by submit")
 	cmd.Flags().StringVarP(out, "out", "o", "", "also write results.json and manifest.json under this folder")
 	cmd.Flags().BoolVar(asJSON, "json", false, "print the results as JSON")
@@ -418,6 +425,10 @@ func showResults(ctx context.Context, env *clientEnv, tenant, batchID, out strin
 	b, err := env.buckets(ctx)
 	if err != nil {
 		return err
+	}
+	// No tenant named (""): the one whose state holds the batch.
+	if tenant, err = client.ResolveTenant(ctx, b, tenant, batchID); err != nil {
+		return exitError{2, err}
 	}
 	res, err := client.Load(ctx, b, env.store, tenant, batchID)
 	if err != nil {

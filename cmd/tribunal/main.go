@@ -91,6 +91,7 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newCancelCmd(),
 		newWatchCmd(),
 		newResultsCmd(),
+		newDiffCmd(),
 		newShuffleCmd(),
 		newBenchCmd(),
 		newVersionCmd(),

@@ -41,6 +41,10 @@ type viewFlags struct {
 	blobURL string
 	listen  string
 	tokens  string
+	// export, when set, writes a static site of the batches into this folder instead of
+	// serving the console.
+	export  string
+	batches []string
 }
 
 func newViewCmd() *cobra.Command {
@@ -68,10 +72,18 @@ check.
 One process uses a state folder at a time. When a tribunal run starts on the folder, the
 view steps aside (its pages say so and reload) and opens the folder again when the run is
 done, with the new batch in the list. A second view on the folder prints the first one's
-address.`,
+address.
+
+--export DIR writes the console as a static site into DIR instead of serving it: every
+batch (or those --batch names) with its charts, every AC and judge call, the artifacts
+as the console serves them, the trust report and the audit result, with every link
+relative, so DIR/index.html opens from disk with no server and no network, and DIR can
+be kept as a CI artifact. The pages carry no script; forms, filters and links to what is
+not exported are left out.`,
 		Example: `  tribunal run examples/quickstart
   tribunal view                      # http://127.0.0.1:8090
-  tribunal view --listen 127.0.0.1:0 # any free port`,
+  tribunal view --listen 127.0.0.1:0 # any free port
+  tribunal view --export site        # a static copy: open site/index.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runView(cmd.Context(), f) },
 	}
@@ -80,6 +92,8 @@ address.`,
 	fs.StringVar(&f.blobURL, "blob", "", "the blob store, when tribunal run was given --blob (default the state folder's)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8090", "address the console listens on")
 	fs.StringVar(&f.tokens, "tokens", "", "JSON file {\"<token>\": \"<tenant>\"} for per-team access; required off loopback")
+	fs.StringVar(&f.export, "export", "", "write a static, script-free site of the batches into this folder (opens from disk) instead of serving the console")
+	fs.StringSliceVar(&f.batches, "batch", nil, "with --export: only these batches (ids; default every batch)")
 	return cmd
 }
 
@@ -89,6 +103,9 @@ const viewPoll = 500 * time.Millisecond
 func runView(ctx context.Context, f *viewFlags) error {
 	if !localstate.Exists(f.dataDir) {
 		return exitError{2, fmt.Errorf("no tribunal state in %s: `tribunal run <batch>` keeps it there (or give --data-dir)", f.dataDir)}
+	}
+	if f.export != "" {
+		return exportView(ctx, f)
 	}
 	teamTokens, err := tokens.Load(f.tokens)
 	if err != nil {
@@ -140,7 +157,7 @@ func runView(ctx context.Context, f *viewFlags) error {
 			return err
 		}
 		page.Start(console.Config{Buckets: env.Running.Buckets, Store: env.Store, Pub: env.Running.Pub, Tenants: teamTokens, Logger: slog.Default(),
-			Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, "")})
+			Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, ""), Report: reportHook(env.Running.JS, env.Running.Buckets, "")})
 		if err := lock.SetURL(url); err != nil {
 			slog.Warn("view: cannot record the console's address in the state folder", "err", err)
 		}

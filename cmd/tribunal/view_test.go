@@ -142,6 +142,12 @@ func TestViewAfterRuns(t *testing.T) {
 	}
 	shot("batch.png", "")
 	shot("charts.png", "#charts")
+	// The trust report the batch page links: the same report `tribunal report` prints.
+	do("open the trust report", chromedp.Click(chromedp.ID("report-link")), chromedp.WaitVisible(chromedp.ID("outcomes")))
+	if got := text("main"); strings.Contains(got, "not available") || !strings.Contains(got, "Position bias") || !strings.Contains(got, "openai/judge-v2") {
+		t.Fatalf("trust report page: %s", got)
+	}
+	do("back to the batch", chromedp.Navigate(base+"/t/default/b/"+second), chromedp.WaitVisible(chromedp.ID("results")))
 	do("filter the blocked ACs", chromedp.SetValue(chromedp.ID("f-outcome"), "blocked"), chromedp.Click(chromedp.ID("apply")), chromedp.WaitVisible(chromedp.ID("clear")))
 	if got := rows(); got != "AC-9,AC-10" {
 		t.Fatalf("filtered rows %s, want AC-9,AC-10", got)
@@ -168,17 +174,23 @@ func TestViewAfterRuns(t *testing.T) {
 	}
 	shot("ac.png", "")
 	do("open the call", chromedp.Click(chromedp.CSS("#calls a.call-link")), chromedp.WaitVisible(chromedp.ID("response-0")))
-	if got := text("#response-0"); !strings.Contains(got, `"raw_winner":"A"`) {
+	// The judge's JSON answer, laid out over lines for a person to read.
+	if got := text("#response-0"); !strings.Contains(got, `"raw_winner": "A"`) || !strings.Contains(eval(`document.getElementById("response-0").textContent`), "\n  \"confidence\": 0.7") {
 		t.Errorf("raw answer %q", got)
 	}
 	shot("call.png", "")
 
-	// The compare page: the second model's verdicts against the first's.
-	do("open the compare page", chromedp.Navigate(base+"/t/default/b/"+second), chromedp.WaitVisible(chromedp.ID("compare-form")),
-		chromedp.SetValue(chromedp.ID("with"), first), chromedp.Click(chromedp.ID("compare")), chromedp.WaitVisible(chromedp.ID("changes")))
+	// The compare page: the second model's verdicts against the first's, the previous run
+	// of the same batch file, which the form offers first and the batch page links.
+	do("open the compare page", chromedp.Navigate(base+"/t/default/b/"+second), chromedp.WaitVisible(chromedp.ID("compare-previous")))
+	if got := eval(`document.getElementById("with").value`); got != first {
+		t.Errorf("the compare form offers %q first, want the previous run %s", got, first)
+	}
+	do("compare with the previous run", chromedp.Click(chromedp.CSS("#compare-previous a")), chromedp.WaitVisible(chromedp.ID("changes")))
 	changes := eval(`Array.from(document.querySelectorAll("#changes tbody tr")).map(tr => Array.from(tr.cells).map(c => c.textContent.replace(/\s+/g, " ").trim()).join("|")).join("\n")`)
-	// judge-v1 always answered B, judge-v2 A: the ACs whose slots differ changed winner.
-	if !strings.Contains(changes, "AC-1|ab|outcome|compared ours") || !strings.Contains(changes, "compared reference") || text("#changed") == "0" {
+	// judge-v1 always answered B, judge-v2 A: the ACs whose slots differ changed winner;
+	// AC-1 (the reference in slot A) went from ours to the reference: a regression.
+	if !strings.Contains(changes, "AC-1|ab|regressed|clean · compared ours") || !strings.Contains(changes, "compared reference") || text("#regressed") == "0" {
 		t.Fatalf("changes:\n%s", changes)
 	}
 	shot("compare.png", "")
