@@ -16,7 +16,6 @@ import (
 	"sort"
 
 	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -37,7 +36,7 @@ type Entry struct {
 // table's "(cached)" and results.json's cached mean the same for every kind.
 func Of(j *records.Job) Entry {
 	row := kind.BaseRow(j)
-	if k, err := kinds.Lookup(j.Spec.Kind); err == nil {
+	if k, err := kind.Lookup(j.Spec.Kind); err == nil {
 		row = k.Row(j)
 	}
 	for _, c := range j.Calls {

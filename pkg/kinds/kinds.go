@@ -1,7 +1,9 @@
 // Package kinds is the registry of judge kinds: the one table that maps a kind's name to
-// its implementation. The client, the services and the rules look a kind up here and
-// dispatch to it; nothing else switches on a kind. Adding a kind is one folder under
-// pkg/kind and one line below (docs/adding-a-kind.md).
+// its implementation, its rules with its stages. The client and the services look a kind
+// up here and dispatch to it; nothing else switches on a kind. The table registers every
+// kind's rules with pkg/kind when the program starts, where the rules (pkg/rulebook) and
+// the readers find them without importing any kind's stages. Adding a kind is one folder
+// under pkg/kind and one line below (docs/adding-a-kind.md).
 package kinds
 
 import (
@@ -31,7 +33,28 @@ var table = map[events.Kind]stage.Kind{
 // event reads it, so it is swapped whole rather than locked.
 var current atomic.Pointer[map[events.Kind]stage.Kind]
 
-func init() { current.Store(&table) }
+func init() { use(&table) }
+
+// use makes t the table in use and registers its kinds' rules, in reporting order.
+func use(t *map[events.Kind]stage.Kind) {
+	current.Store(t)
+	rules := make([]kind.Kind, 0, len(order))
+	for _, name := range order {
+		if k, ok := (*t)[name]; ok {
+			rules = append(rules, rulesOf(k))
+		}
+	}
+	kind.Register(rules...)
+}
+
+// rulesOf is the rules of a registered kind: a swapped kind's own (with the optional
+// interfaces they implement), else the kind, whose stages embed its rules.
+func rulesOf(k stage.Kind) kind.Kind {
+	if s, ok := k.(swapped); ok {
+		return s.Kind
+	}
+	return k
+}
 
 func registry() map[events.Kind]stage.Kind { return *current.Load() }
 
@@ -44,8 +67,8 @@ func Swap(k kind.Kind) (restore func()) {
 	prev := current.Load()
 	next := maps.Clone(*prev)
 	next[k.Name()] = swapped{Kind: k, Stages: (*prev)[k.Name()]}
-	current.Store(&next)
-	return func() { current.Store(prev) }
+	use(&next)
+	return func() { use(prev) }
 }
 
 // swapped is a kind whose rules a test swapped (Swap): the new rules, the old stages.
@@ -85,7 +108,4 @@ func Names() []string {
 }
 
 // Looping reports whether jobs of k loop over iterations (kind.Looping).
-func Looping(k events.Kind) (kind.Looping, bool) {
-	l, ok := registry()[k].(kind.Looping)
-	return l, ok
-}
+func Looping(k events.Kind) (kind.Looping, bool) { return kind.LoopingOf(k) }

@@ -14,8 +14,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/tribunal-dev/tribunal/pkg/bus"
 )
 
 // ErrNotRecorded marks a job the jobs bucket does not hold (yet).
@@ -35,7 +33,7 @@ type Store struct {
 }
 
 // New returns the store over the buckets bus.OpenBuckets opened.
-func New(b bus.Buckets) Store { return Store{Jobs: b.Jobs, Batches: b.Batches} }
+func New(b kv.Buckets) Store { return Store{Jobs: b.Jobs, Batches: b.Batches} }
 
 // Job loads a job record and its revision. A missing job is ErrNotRecorded.
 func (s Store) Job(ctx context.Context, tenant, batch, ac string) (*Job, uint64, error) {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -153,7 +153,7 @@ func cancelled(st State, in Input, p *events.JobCancelRequested) (Result, error)
 	if j != nil && j.Final() {
 		return withRelease(Result{Done: true, Publish: Announced(j)}, j, nil)
 	}
-	k, err := kinds.Lookup(p.Kind)
+	k, err := kind.Lookup(p.Kind)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: job.cancel.requested %s: %v", ErrRefused, ev.ID, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -96,7 +95,7 @@ func (f *Fold) Add(j *records.Job) {
 	if f.index != nil {
 		f.index.Add(index.Of(j))
 	}
-	k, err := kinds.Lookup(j.Spec.Kind)
+	k, err := kind.Lookup(j.Spec.Kind)
 	if err != nil {
 		if f.err == nil {
 			f.err = fmt.Errorf("job %s: %w", j.Key(), err)
@@ -176,7 +175,7 @@ func (f *Fold) finish(by string, attempt int, consume bool, encode func(events.K
 	sum := f.sum
 	sum.ExitCode = kind.ExitCode(f.outcomes)
 	refs := map[events.Kind]events.Blob{}
-	for _, k := range kinds.All() {
+	for _, k := range kind.All() {
 		m, ok := f.manifests[k.Name()]
 		if !ok {
 			continue
@@ -224,7 +223,7 @@ func (f *Fold) Summary() events.BatchCompleted {
 // registry order, then batch.completed, under ids of the completion's attempt.
 func CompletionEvents(tenant, batch string, c *records.Completion) []events.Event {
 	var out []events.Event
-	for _, k := range kinds.All() {
+	for _, k := range kind.All() {
 		if ref, ok := c.Manifests[k.Name()]; ok {
 			out = append(out, events.NewAttempt(&events.ManifestEmitted{Kind: k.Name(), Manifest: ref, ExitCode: c.Summary.ExitCode, Digest: c.Digest},
 				tenant, batch, "", 0, string(k.Name()), c.Attempt, nil))

@@ -10,7 +10,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/views"
 )
@@ -207,7 +207,7 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 	st := State{Now: m.now(), Job: m.decode(records.JobKey(tenant, batch, job))}
 	var viewKey string
 	if st.Job != nil && NeedsView(st.Job, in.Event) {
-		if lk, ok := kinds.Looping(st.Job.Spec.Kind); ok {
+		if lk, ok := kind.LoopingOf(st.Job.Spec.Kind); ok {
 			if viewKey = lk.ViewKey(tenant, st.Job.Spec); viewKey != "" {
 				v := m.views[viewKey].Clone()
 				st.View = &v

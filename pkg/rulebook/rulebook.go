@@ -18,7 +18,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/views"
 )
@@ -198,7 +197,7 @@ func Apply(st State, in Input) (Result, error) {
 	if st.Job == nil {
 		return Result{NotRecorded: true}, nil
 	}
-	k, err := kinds.Lookup(st.Job.Spec.Kind)
+	k, err := kind.Lookup(st.Job.Spec.Kind)
 	if err != nil {
 		return Result{}, fmt.Errorf("job %s: %w", st.Job.Key(), err)
 	}
@@ -294,7 +293,7 @@ func submitted(st State, in Input, p *events.JobSubmitted) (Result, error) {
 	if p.Spec.ACID != ev.JobID {
 		return Result{}, refuse(RefusedJob, "job.submitted %s: spec.ac_id %q differs from envelope job %q", ev.ID, p.Spec.ACID, ev.JobID)
 	}
-	k, err := kinds.Lookup(p.Spec.Kind)
+	k, err := kind.Lookup(p.Spec.Kind)
 	if err != nil {
 		return Result{}, refuse(RefusedKind, "job.submitted %s: %v", ev.ID, err)
 	}
@@ -443,7 +442,7 @@ func Outputs(j *records.Job, cause *events.Envelope) []events.Event {
 	// confirmation); its final outcome needs an id of its own or it would be dropped as a
 	// duplicate of that one.
 	step := ""
-	if _, looping := kinds.Looping(j.Spec.Kind); looping {
+	if _, looping := kind.LoopingOf(j.Spec.Kind); looping {
 		step = "final"
 	}
 	e := events.New(p, j.Tenant, j.Batch, j.ACID, j.Iteration, step, cause)
@@ -467,7 +466,7 @@ func Redrivable(j *records.Job) bool {
 	if j.Status != events.StatusBlocked {
 		return false
 	}
-	_, looping := kinds.Looping(j.Spec.Kind)
+	_, looping := kind.LoopingOf(j.Spec.Kind)
 	return !looping
 }
 
@@ -479,7 +478,7 @@ func Outcome(j *records.Job) kind.Outcome {
 	case events.StatusSchemaViolation, events.StatusPending, events.StatusAwaitingSpotcheck, "":
 		return kind.OutcomeSchemaViolation
 	}
-	k, err := kinds.Lookup(j.Spec.Kind)
+	k, err := kind.Lookup(j.Spec.Kind)
 	if err != nil {
 		return kind.OutcomeSchemaViolation
 	}

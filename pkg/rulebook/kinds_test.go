@@ -1,0 +1,5 @@
+package rulebook_test
+
+// The rules find kinds through pkg/kind's registry, which the registry of kinds whole
+// (pkg/kinds) fills when it starts: the tests link it in, as every program does.
+import _ "github.com/tribunal-dev/tribunal/pkg/kinds"
