@@ -205,7 +205,7 @@ func TestComposeStackEndToEnd(t *testing.T) {
 		t.Errorf("equivalence AC-12: %+v, want a pass from the model's transcripts", r)
 	}
 	if _, err := web.FindBrowser(); err == nil {
-		_, rubric := judged(rubricBatch(t), 0, "1 ACs, 1 compared")
+		_, rubric := judged(rubricBatch(t), 0, "1 AC, 1 compared")
 		if r := rubric["tasks--list--populated--light"]; r.Kind != "rubric" || r.Status != "signed_off" {
 			t.Errorf("rubric: %+v, want signed_off", r)
 		}

@@ -277,7 +277,7 @@ With a team's NATS user (which cannot read the batch state) the cancel is only s
 				return err
 			}
 			sum := c.Summary
-			fmt.Fprintf(os.Stderr, "batch %s complete: %d ACs, %d compared, %d blocked; tribunal results --batch %s shows them\n", batchID, sum.Total, sum.Compared, sum.Blocked, batchID)
+			fmt.Fprintf(os.Stderr, "batch %s complete: %s, %d compared, %d blocked; tribunal results --batch %s shows them\n", batchID, plural(sum.Total, "AC"), sum.Compared, sum.Blocked, batchID)
 			return nil
 		},
 	}

@@ -89,3 +89,44 @@ func TestResultsFindTheTenant(t *testing.T) {
 		t.Errorf("results --tenant default: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestCachedForEveryKind: a rerun answered from the judge-call cache marks every kind's
+// row "(cached)" in the table and cached in results.json, critic and equivalence too; a
+// batch of one AC says "1 AC".
+func TestCachedForEveryKind(t *testing.T) {
+	dir := projectDir(t)
+	if _, stderr, code := runState(t, dir, "run", "examples/quickstart", "-q"); code != 1 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	stdout, stderr, code := runState(t, dir, "run", "examples/quickstart", "--rerun", "--json")
+	if code != 1 {
+		t.Fatalf("rerun: exit %d\n%s", code, stderr)
+	}
+	var res struct {
+		Rows []struct {
+			ACID   string `json:"ac_id"`
+			Kind   string `json:"kind"`
+			Status string `json:"status"`
+			Cached bool   `json:"cached"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, r := range res.Rows {
+		if r.Status == "compared" {
+			kinds[r.Kind] = true
+			if !r.Cached {
+				t.Errorf("%s (%s) answered from the cache is not marked cached", r.ACID, r.Kind)
+			}
+		}
+	}
+	if !kinds["critic"] || !kinds["equivalence"] || !kinds["ab"] {
+		t.Fatalf("kinds compared: %v", kinds)
+	}
+	stdout, _, _ = runState(t, dir, "run", "examples/quickstart", "--rerun", "--ac", "AC-11")
+	if !strings.Contains(stdout, "scripted/fixed-A (cached)") || !strings.Contains(stdout, "(tenant default): 1 AC, 1 compared, 0 blocked, 0 schema violations, 0 findings") {
+		t.Errorf("one critic AC from the cache:\n%s", stdout)
+	}
+}

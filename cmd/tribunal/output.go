@@ -111,8 +111,8 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 		fmt.Fprintf(w, "\ncauses in full:\n%s\n", strings.Join(causes, "\n"))
 	}
 	s := res.Summary
-	fmt.Fprintf(w, "\nbatch %s (tenant %s): %d ACs, %d compared, %d blocked, %d schema violations, %d findings; exit code %d\n",
-		res.BatchID, res.Tenant, s.Total, s.Compared, s.Blocked, s.Violations, s.Suggestions, s.ExitCode)
+	fmt.Fprintf(w, "\nbatch %s (tenant %s): %s, %d compared, %d blocked, %s, %s; exit code %d\n",
+		res.BatchID, res.Tenant, plural(s.Total, "AC"), s.Compared, s.Blocked, plural(s.Violations, "schema violation"), plural(s.Suggestions, "finding"), s.ExitCode)
 	for _, j := range res.Judges {
 		fmt.Fprintf(w, "verdicts by judge %s%s\n", j, judgeNote(j))
 	}

@@ -137,8 +137,8 @@ func buildTrustReport(ctx context.Context, js jetstream.JetStream, b bus.Buckets
 // printTrustReport writes the report as text: the batch's outcomes, each judge's
 // figures, the figures over every judge, the panel and the spot checks.
 func printTrustReport(w io.Writer, tenant, batchID string, r *trust.Report) {
-	fmt.Fprintf(w, "trust report of batch %s (tenant %s): %d ab ACs; %.0f%% Wilson intervals, score by bootstrap (%d resamples, seed %d)\n",
-		batchID, tenant, r.Outcomes.ACs, 100*r.Level, r.Resamples, r.Seed)
+	fmt.Fprintf(w, "trust report of batch %s (tenant %s): %s; %.0f%% Wilson intervals, score by bootstrap (%d resamples, seed %d)\n",
+		batchID, tenant, plural(r.Outcomes.ACs, "ab AC"), 100*r.Level, r.Resamples, r.Seed)
 	fmt.Fprintln(w, "\noutcomes of the batch")
 	printOutcomes(w, "  ", r.Outcomes)
 	for _, j := range r.Judges {
@@ -155,7 +155,7 @@ func printTrustReport(w io.Writer, tenant, batchID string, r *trust.Report) {
 	if p := r.Panel; p != nil {
 		fmt.Fprintf(w, "\npanel of %d judges: %s\n", len(p.Judges), strings.Join(p.Judges, ", "))
 		if p.Alpha != nil {
-			fmt.Fprintf(w, "  Krippendorff's alpha (nominal) %.3f over %d ACs: %s\n", p.Alpha.Alpha, p.Alpha.Units, alphaReading(p.Alpha.Alpha))
+			fmt.Fprintf(w, "  Krippendorff's alpha (nominal) %.3f over %s: %s\n", p.Alpha.Alpha, plural(p.Alpha.Units, "AC"), alphaReading(p.Alpha.Alpha))
 		} else {
 			fmt.Fprintf(w, "  Krippendorff's alpha %s\n", p.AlphaNote)
 		}
@@ -188,7 +188,7 @@ func printOutcomes(w io.Writer, indent string, o trust.OutcomeRates) {
 	fmt.Fprintf(w, "%sours %s, reference %s\n", indent, o.Ours, o.Reference)
 	fmt.Fprintf(w, "%stie %s, blocked %s\n", indent, o.Tie, o.Blocked)
 	if o.Scored > 0 {
-		fmt.Fprintf(w, "%sscore %.3f [%.3f, %.3f] over %d ACs not blocked (ours 1, tie 0.5, reference 0)\n", indent, o.Score.Point, o.Score.Lo, o.Score.Hi, o.Scored)
+		fmt.Fprintf(w, "%sscore %.3f [%.3f, %.3f] over %s not blocked (ours 1, tie 0.5, reference 0)\n", indent, o.Score.Point, o.Score.Lo, o.Score.Hi, plural(o.Scored, "AC"))
 	}
 }
 

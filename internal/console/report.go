@@ -75,7 +75,7 @@ func fillReport(d *reportData, rep *trust.Report) {
 	o := rep.Outcomes
 	d.Outcomes = forest("Outcome rates of the batch", []forestBar{
 		prop("ours", o.Ours, false), prop("reference", o.Reference, false), prop("tie", o.Tie, false), prop("blocked", o.Blocked, false),
-		{Label: "score", Interval: o.Score, Text: fmt.Sprintf("%.3f [%.3f, %.3f] over %d ACs", o.Score.Point, o.Score.Lo, o.Score.Hi, o.Scored), Missing: o.Scored == 0},
+		{Label: "score", Interval: o.Score, Text: fmt.Sprintf("%.3f [%.3f, %.3f] over %s", o.Score.Point, o.Score.Lo, o.Score.Hi, plural(o.Scored, "AC")), Missing: o.Scored == 0},
 	}, nil)
 	var pos, flips []forestBar
 	everyone := append(slices.Clone(rep.Judges), rep.Overall)
@@ -120,7 +120,7 @@ func fillReport(d *reportData, rep *trust.Report) {
 	}
 	if p := rep.Panel; p != nil {
 		if p.Alpha != nil {
-			d.AlphaText = fmt.Sprintf("%.3f over %d ACs", p.Alpha.Alpha, p.Alpha.Units)
+			d.AlphaText = fmt.Sprintf("%.3f over %s", p.Alpha.Alpha, plural(p.Alpha.Units, "AC"))
 		} else {
 			d.AlphaText = p.AlphaNote
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"html/template"
+	"strconv"
 	"strings"
 )
 
@@ -25,6 +26,7 @@ type facetSelect struct {
 var reviewFuncs = template.FuncMap{
 	"batchHref": batchHref,
 	"pretty":    prettyJSON,
+	"plural":    plural,
 	"inc":       func(n int) int { return n + 1 },
 	"facetSel": func(name, label string, values []facet, selected string) facetSelect {
 		return facetSelect{Name: name, Label: label, Values: values, Selected: selected}
@@ -45,4 +47,12 @@ func prettyJSON(text string) string {
 		return text
 	}
 	return buf.String()
+}
+
+// plural is "1 AC", "2 ACs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
