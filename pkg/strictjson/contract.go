@@ -110,11 +110,15 @@ func Compile(spec Spec) (*Contract, error) {
 	if err != nil {
 		return nil, fmt.Errorf("answer schema of %s: %w", spec.Doc, err)
 	}
-	sent, err := json.MarshalIndent(strictForm(tree), "", "  ")
+	compact, err := marshal(strictForm(tree))
 	if err != nil {
 		return nil, fmt.Errorf("answer schema of %s: %w", spec.Doc, err)
 	}
-	k := &Contract{spec: spec, schema: s, sent: sent, nodes: map[string]*node{}, late: map[string]bool{}}
+	var sent bytes.Buffer
+	if err := json.Indent(&sent, compact, "", "  "); err != nil {
+		return nil, fmt.Errorf("answer schema of %s: %w", spec.Doc, err)
+	}
+	k := &Contract{spec: spec, schema: s, sent: sent.Bytes(), nodes: map[string]*node{}, late: map[string]bool{}}
 	order := map[string]int{}
 	declOrder(tree, "", order)
 	k.index(s, "", order, map[*jsonschema.Schema]bool{})
@@ -282,7 +286,7 @@ func (c *Contract) unfence(data []byte) ([]byte, error) {
 func (c *Contract) decodeInto(obj Members, body []byte, dst any) error {
 	if body == nil {
 		var err error
-		if body, err = json.Marshal(obj); err != nil {
+		if body, err = marshal(obj); err != nil {
 			return fmt.Errorf("%s: %w", c.spec.Doc, err)
 		}
 	}
@@ -710,7 +714,7 @@ func ratText(r *big.Rat) string {
 }
 
 func literalText(v any) string {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		return fmt.Sprint(v)
 	}
@@ -787,7 +791,7 @@ func valueText(v any) string {
 	case json.Number:
 		return Clip(string(t))
 	}
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		return ""
 	}
@@ -862,7 +866,9 @@ func strictForm(v any) any {
 	return out
 }
 
-// MarshalJSON writes the object with its keys in document order.
+// MarshalJSON writes the object with its keys in document order. Like every JSON this
+// package writes, it leaves <, > and & as they are: a schema's text is read by people and
+// models, not embedded in HTML.
 func (o Members) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
@@ -870,13 +876,13 @@ func (o Members) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, err := json.Marshal(m.Key)
+		k, err := marshal(m.Key)
 		if err != nil {
 			return nil, err
 		}
 		b.Write(k)
 		b.WriteByte(':')
-		v, err := json.Marshal(m.Val)
+		v, err := marshal(m.Val)
 		if err != nil {
 			return nil, err
 		}
@@ -884,6 +890,17 @@ func (o Members) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// marshal is json.Marshal without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // Set returns the object with key set to val: the first member of that name replaced,
