@@ -1,15 +1,18 @@
 package argus
 
 import (
-	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
+	"github.com/tribunal-dev/tribunal/schemas"
 )
 
 // DimensionScore is one dimension of a judge's verdict.
@@ -95,8 +98,7 @@ func (e *VerdictError) Has(field string) bool {
 // removing an optional ```json fence).
 var ErrVerdictSyntax = errors.New("verdict is not a single JSON object")
 
-// fieldErrs accumulates violations, keeping only the first per field so a value that
-// already failed its type check is not reported again by the value checks.
+// fieldErrs accumulates violations, keeping only the first per field.
 type fieldErrs struct {
 	list []*FieldError
 }
@@ -117,257 +119,208 @@ func (f *fieldErrs) err() error {
 	return &VerdictError{Fields: f.list}
 }
 
-var verdictKeys = []string{"iteration", "feature", "target", "state", "appearance", "reference_source",
-	"dimensions", "closer_to_reference_than_prev", "all_pass", "failed_dimensions", "notes"}
+// verdictBounds is what tribunal adds to the seed's verdict.schema.json, which it merges
+// into (mergeSchema): identity fields that say something, evidence that states an
+// observation, named dimensions, and every free-text field (evidence, notes, a failed
+// dimension's name) capped at strictjson.MaxText characters, so no verdict is too large
+// to record. The seed's schema holds for every verdict tribunal accepts: nothing here
+// relaxes it.
+const verdictBounds = `{
+  "properties": {
+    "feature": {"pattern": "\\S"},
+    "target": {"pattern": "\\S"},
+    "dimensions": {
+      "propertyNames": {"minLength": 1},
+      "additionalProperties": {"properties": {"evidence": {"pattern": "\\S", "maxLength": 2000}}}
+    },
+    "failed_dimensions": {"items": {"maxLength": 2000}},
+    "notes": {"maxLength": 2000}
+  }
+}`
 
-var verdictRequired = []string{"iteration", "feature", "target", "dimensions", "all_pass", "failed_dimensions"}
+// verdictTree is the verdict's one schema: the seed's text with verdictBounds merged in.
+var verdictTree = mustMerge(schemas.ArgusVerdict, []byte(verdictBounds))
 
-// ParseVerdict parses the judge's answer against the verdict schema. The answer must
-// be one JSON object, optionally wrapped in a single ```json fence (models add one even
-// when asked not to, and it carries no meaning). Every violation is collected into a
+var verdictReasons = map[string]string{
+	"dimensions minProperties":      "must score at least one dimension",
+	"dimensions propertyNames":      "dimension name must not be empty",
+	"dimensions.*.evidence pattern": "must state the observation behind the score",
+}
+
+var verdictContract = mustVerdictContract(verdictTree, verdictReasons)
+
+func mustVerdictContract(tree strictjson.Members, reasons map[string]string) *strictjson.Contract {
+	doc, err := json.Marshal(tree)
+	if err != nil {
+		panic(fmt.Sprintf("verdict schema: %v", err))
+	}
+	return strictjson.MustCompile(strictjson.Spec{Doc: fieldDoc, Schema: doc, Syntax: ErrVerdictSyntax,
+		Fence: strictjson.FenceTolerated, Reasons: reasons})
+}
+
+// ParseVerdict parses the judge's answer against the verdict schema (the seed's
+// verdict.schema.json with verdictBounds). The answer must be one JSON object, optionally
+// wrapped in a single ```json fence (models add one even when asked not to, and it
+// carries no meaning), with no key repeated. Every violation is collected into a
 // *VerdictError: unknown or duplicate fields, missing required fields, wrong types,
 // scores other than exactly 0, 0.5 or 1, anchors outside reference|design-system|
-// spec-text, blank evidence, iteration below 1. A verdict with any violation is
-// rejected whole; nothing is salvaged from it.
+// spec-text, blank evidence, iteration below 1. An integral iteration in any spelling
+// (3.0) is the whole number it spells, as the seed's JSON Schema has it. A verdict with
+// any violation is rejected whole; nothing is salvaged from it.
 func ParseVerdict(data []byte) (*Verdict, error) {
-	body, err := stripFence(data)
-	if err != nil {
-		return nil, err
-	}
-	root, err := decodeJSON(body, true)
-	if err != nil {
-		var dup *duplicateKeyError
-		if errors.As(err, &dup) {
-			return nil, &VerdictError{Fields: []*FieldError{{Doc: fieldDoc, Field: dup.Path, Reason: "duplicate field"}}}
-		}
-		return nil, fmt.Errorf("%w: %v", ErrVerdictSyntax, err)
-	}
-	obj, ok := root.(jsonObject)
-	if !ok {
-		return nil, fmt.Errorf("%w: got %s", ErrVerdictSyntax, kindOf(root))
-	}
-	var fe fieldErrs
+	return decodeVerdict(verdictContract, data, nil)
+}
+
+func decodeVerdict(c *strictjson.Contract, data []byte, edit func(strictjson.Members) strictjson.Members) (*Verdict, error) {
 	v := &Verdict{}
-	seen := map[string]bool{}
-	for _, m := range obj {
-		seen[m.Key] = true
-		switch m.Key {
-		case "iteration":
-			n, ok := intValue(m.Val)
-			if !ok {
-				fe.add("iteration", describe(m.Val), "must be a whole number >= 1")
-				continue
-			}
-			v.Iteration = n
-		case "feature", "target", "state", "appearance", "notes", "reference_source":
-			s, ok := m.Val.(string)
-			if !ok {
-				fe.add(m.Key, describe(m.Val), "must be a string")
-				continue
-			}
-			switch m.Key {
-			case "feature":
-				v.Feature = s
-			case "target":
-				v.Target = s
-			case "state":
-				v.State = s
-			case "appearance":
-				v.Appearance = s
-			case "notes":
-				v.Notes = s
-			case "reference_source":
-				if s != SourceHuman && s != SourceCandidate {
-					fe.add(m.Key, strconv.Quote(s), "must be human or candidate")
-				}
-				v.ReferenceSource = s
-			}
-		case "dimensions":
-			v.Dimensions = parseDimensions(m.Val, &fe)
-		case "closer_to_reference_than_prev":
-			switch b := m.Val.(type) {
-			case nil:
-			case bool:
-				v.CloserToReferenceThanPrev = &b
-			default:
-				fe.add(m.Key, describe(m.Val), "must be true, false or null")
-			}
-		case "all_pass":
-			b, ok := m.Val.(bool)
-			if !ok {
-				fe.add(m.Key, describe(m.Val), "must be a boolean")
-				continue
-			}
-			v.AllPass = b
-		case "failed_dimensions":
-			list, ok := stringList(m.Val)
-			if !ok {
-				fe.add(m.Key, describe(m.Val), "must be an array of strings")
-				continue
-			}
-			v.FailedDimensions = list
-		default:
-			fe.add(joinKey("", m.Key), "", "unknown field")
-		}
-	}
-	for _, k := range verdictRequired {
-		if !seen[k] {
-			fe.add(k, "", "is required")
-		}
-	}
-	v.validate(&fe)
-	if err := fe.err(); err != nil {
-		return nil, err
-	}
-	// The seed's verdict.schema.json holds too: nothing the parser took is outside it.
-	for _, sv := range checkSchema(verdictSchema, body) {
-		fe.add(sv.Path, "", "verdict schema: "+sv.Message)
-	}
-	if err := fe.err(); err != nil {
-		return nil, err
+	if err := c.DecodeEdited(data, edit, v); err != nil {
+		return nil, asVerdictError(err)
 	}
 	return v, nil
 }
 
-// parseDimensions reads the dimensions object, reporting type errors per field.
-func parseDimensions(val any, fe *fieldErrs) map[string]DimensionScore {
-	obj, ok := val.(jsonObject)
-	if !ok {
-		fe.add("dimensions", describe(val), "must be an object")
-		return nil
+// asVerdictError gives a contract's violations this package's collecting type.
+func asVerdictError(err error) error {
+	var inv *strictjson.Invalid
+	if errors.As(err, &inv) {
+		return &VerdictError{Fields: inv.Fields}
 	}
-	dims := map[string]DimensionScore{}
-	for _, d := range obj {
-		p := joinKey("dimensions", d.Key)
-		dobj, ok := d.Val.(jsonObject)
-		if !ok {
-			fe.add(p, describe(d.Val), "must be an object with score, anchor and evidence")
+	return err
+}
+
+// Validate checks a verdict (one built in code, or a recorded one) against the verdict
+// schema: iteration >= 1, feature and target set, at least one dimension, each score
+// exactly 0, 0.5 or 1, each anchor one of the three, evidence not blank, free text within
+// strictjson.MaxText characters, failed_dimensions a list. It returns a *VerdictError or
+// nil.
+func (v *Verdict) Validate() error {
+	return asVerdictError(verdictContract.Validate(v))
+}
+
+// ViewIdentity is what the judge service states about a verdict rather than the model:
+// which view and iteration it is for.
+type ViewIdentity struct {
+	Iteration                                           int
+	Feature, Target, State, Appearance, ReferenceSource string
+}
+
+// JudgeVerdictSchema is the verdict schema the rubric judge is sent for rubric r (nil:
+// DefaultRubric): the verdict schema with r's dimensions spelled out, each anchored as r
+// says, every property required.
+func JudgeVerdictSchema(r *Rubric) []byte { return rubricContract(r).Sent() }
+
+// ParseJudgeVerdict parses the rubric judge's answer for rubric r against the schema it
+// was sent (JudgeVerdictSchema): the view's identity is put in place of whatever the model
+// said about it before the check, so a model cannot misfile its verdict; then every rubric
+// dimension must be scored, no other, each against its anchor. Errors are as ParseVerdict's.
+func ParseJudgeVerdict(r *Rubric, id ViewIdentity, data []byte) (*Verdict, error) {
+	return decodeVerdict(rubricContract(r), data, func(o strictjson.Members) strictjson.Members {
+		o = o.Set("iteration", json.Number(strconv.Itoa(id.Iteration)))
+		for _, f := range []struct{ key, val string }{{"feature", id.Feature}, {"target", id.Target}, {"state", id.State},
+			{"appearance", id.Appearance}, {"reference_source", id.ReferenceSource}} {
+			o = o.Set(f.key, f.val)
+		}
+		return o
+	})
+}
+
+// rubricContracts holds each rubric's verdict contract, compiled once. A process judges
+// against a handful of rubrics; the bound only keeps a stream of distinct ones from
+// growing it without end.
+var rubricContracts = struct {
+	sync.Mutex
+	m map[string]*strictjson.Contract
+}{m: map[string]*strictjson.Contract{}}
+
+func rubricContract(r *Rubric) *strictjson.Contract {
+	if r == nil {
+		r = DefaultRubric()
+	}
+	names := r.DimensionNames()
+	var key strings.Builder
+	for _, n := range names {
+		key.WriteString(strconv.Quote(n) + "=" + r.Dimensions[n].Anchor + ";")
+	}
+	rubricContracts.Lock()
+	defer rubricContracts.Unlock()
+	if c, ok := rubricContracts.m[key.String()]; ok {
+		return c
+	}
+	reasons := maps.Clone(verdictReasons)
+	for _, n := range names {
+		p := strictjson.JoinKey("dimensions", n)
+		reasons[p+" required"] = "is required by the rubric"
+		reasons[p+".anchor enum"] = "the rubric anchors this dimension to " + r.Dimensions[n].Anchor
+		reasons[p+".evidence pattern"] = verdictReasons["dimensions.*.evidence pattern"]
+	}
+	c := mustVerdictContract(forRubric(verdictTree, r, names), reasons)
+	if len(rubricContracts.m) >= 64 {
+		clear(rubricContracts.m)
+	}
+	rubricContracts.m[key.String()] = c
+	return c
+}
+
+// forRubric is the verdict schema with dimensions fixed to the rubric's: each one
+// required, anchored as the rubric says, and no other.
+func forRubric(tree strictjson.Members, r *Rubric, names []string) strictjson.Members {
+	props, _ := tree.Get("properties")
+	dims, _ := props.(strictjson.Members).Get("dimensions")
+	each, _ := dims.(strictjson.Members).Get("additionalProperties")
+	fixed := strictjson.Members{}
+	for _, n := range names {
+		d := each.(strictjson.Members)
+		dp, _ := d.Get("properties")
+		anchor, _ := dp.(strictjson.Members).Get("anchor")
+		anchor = anchor.(strictjson.Members).Set("enum", []any{r.Dimensions[n].Anchor})
+		fixed = append(fixed, strictjson.Member{Key: n, Val: d.Set("properties", dp.(strictjson.Members).Set("anchor", anchor))})
+	}
+	required := make([]any, len(names))
+	for i, n := range names {
+		required[i] = n
+	}
+	var out strictjson.Members
+	for _, m := range dims.(strictjson.Members) {
+		switch m.Key {
+		case "minProperties", "propertyNames", "additionalProperties":
 			continue
 		}
-		var ds DimensionScore
-		have := map[string]bool{}
-		for _, m := range dobj {
-			have[m.Key] = true
-			fp := joinKey(p, m.Key)
-			switch m.Key {
-			case "score":
-				f, ok := numberValue(m.Val)
-				if !ok {
-					fe.add(fp, describe(m.Val), "must be the number 0, 0.5 or 1")
-					continue
-				}
-				ds.Score = f
-			case "anchor", "evidence":
-				s, ok := m.Val.(string)
-				if !ok {
-					fe.add(fp, describe(m.Val), "must be a string")
-					continue
-				}
-				if m.Key == "anchor" {
-					ds.Anchor = s
-				} else {
-					ds.Evidence = s
-				}
-			default:
-				fe.add(fp, "", "unknown field")
-			}
-		}
-		for _, k := range []string{"score", "anchor", "evidence"} {
-			if !have[k] {
-				fe.add(joinKey(p, k), "", "is required")
-			}
-		}
-		dims[d.Key] = ds
+		out = append(out, m)
 	}
-	return dims
+	out = append(out, strictjson.Member{Key: "additionalProperties", Val: false},
+		strictjson.Member{Key: "required", Val: required}, strictjson.Member{Key: "properties", Val: fixed})
+	return tree.Set("properties", props.(strictjson.Members).Set("dimensions", out))
 }
 
-// Validate checks the values of a verdict (for one built in code, or after decoding):
-// iteration >= 1, feature and target set, at least one dimension, each score exactly
-// 0, 0.5 or 1, each anchor one of the three, evidence not blank, and no free-text field
-// (evidence, notes, a failed dimension's name) longer than strictjson.MaxText
-// characters. It returns a *VerdictError or nil.
-func (v *Verdict) Validate() error {
-	var fe fieldErrs
-	v.validate(&fe)
-	return fe.err()
+// mustMerge merges a schema overlay into a schema: objects member by member, anything
+// else replaced by the overlay's value.
+func mustMerge(base, overlay []byte) strictjson.Members {
+	b, err := strictjson.DecodeTree(base, true)
+	if err != nil {
+		panic(fmt.Sprintf("verdict schema: %v", err))
+	}
+	o, err := strictjson.DecodeTree(overlay, true)
+	if err != nil {
+		panic(fmt.Sprintf("verdict schema bounds: %v", err))
+	}
+	return merge(b, o).(strictjson.Members)
 }
 
-func (v *Verdict) validate(fe *fieldErrs) {
-	if v.Iteration < 1 {
-		fe.add("iteration", strconv.Itoa(v.Iteration), "must be a whole number >= 1")
+func merge(base, over any) any {
+	bo, ok1 := base.(strictjson.Members)
+	oo, ok2 := over.(strictjson.Members)
+	if !ok1 || !ok2 {
+		return over
 	}
-	if strings.TrimSpace(v.Feature) == "" {
-		fe.add("feature", strconv.Quote(v.Feature), "must not be blank")
-	}
-	if strings.TrimSpace(v.Target) == "" {
-		fe.add("target", strconv.Quote(v.Target), "must not be blank")
-	}
-	if v.ReferenceSource != "" && v.ReferenceSource != SourceHuman && v.ReferenceSource != SourceCandidate {
-		fe.add("reference_source", strconv.Quote(v.ReferenceSource), "must be human or candidate")
-	}
-	if len(v.Dimensions) == 0 {
-		fe.add("dimensions", "", "must score at least one dimension")
-	}
-	names := make([]string, 0, len(v.Dimensions))
-	for n := range v.Dimensions {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		d := v.Dimensions[n]
-		p := joinKey("dimensions", n)
-		if n == "" {
-			fe.add(p, "", "dimension name must not be empty")
-		}
-		if d.Score != 0 && d.Score != 0.5 && d.Score != 1 {
-			fe.add(p+".score", strconv.FormatFloat(d.Score, 'g', -1, 64), "must be exactly 0, 0.5 or 1")
-		}
-		if !validAnchor(d.Anchor) {
-			fe.add(p+".anchor", strconv.Quote(d.Anchor), "must be reference, design-system or spec-text")
-		}
-		if strings.TrimSpace(d.Evidence) == "" {
-			fe.add(p+".evidence", strconv.Quote(d.Evidence), "must state the observation behind the score")
-		}
-		if reason := strictjson.TooLong(d.Evidence); reason != "" {
-			fe.add(p+".evidence", strconv.Quote(strictjson.Clip(d.Evidence)), reason)
+	out := append(strictjson.Members(nil), bo...)
+	for _, m := range oo {
+		if prev, ok := out.Get(m.Key); ok {
+			out = out.Set(m.Key, merge(prev, m.Val))
+		} else {
+			out = append(out, m)
 		}
 	}
-	if reason := strictjson.TooLong(v.Notes); reason != "" {
-		fe.add("notes", strconv.Quote(strictjson.Clip(v.Notes)), reason)
-	}
-	for i, n := range v.FailedDimensions {
-		if reason := strictjson.TooLong(n); reason != "" {
-			fe.add(fmt.Sprintf("failed_dimensions[%d]", i), strconv.Quote(strictjson.Clip(n)), reason)
-		}
-	}
-}
-
-// stripFence trims whitespace and removes one enclosing Markdown code fence whose info
-// string is empty or "json". A fence that does not enclose the whole answer is not
-// removed, so prose around JSON stays a syntax error.
-func stripFence(data []byte) ([]byte, error) {
-	s := bytes.TrimSpace(data)
-	if len(s) == 0 {
-		return nil, fmt.Errorf("%w: empty answer", ErrVerdictSyntax)
-	}
-	if !bytes.HasPrefix(s, []byte("```")) {
-		return s, nil
-	}
-	first, rest, ok := bytes.Cut(s, []byte("\n"))
-	if !ok {
-		return nil, fmt.Errorf("%w: fence without content", ErrVerdictSyntax)
-	}
-	info := strings.TrimSpace(string(first[3:]))
-	if info != "" && !strings.EqualFold(info, "json") {
-		return nil, fmt.Errorf("%w: fence info %q, want json", ErrVerdictSyntax, info)
-	}
-	rest = bytes.TrimRight(rest, " \t\r\n")
-	body, ok := bytes.CutSuffix(rest, []byte("```"))
-	if !ok {
-		return nil, fmt.Errorf("%w: unterminated fence", ErrVerdictSyntax)
-	}
-	return bytes.TrimSpace(body), nil
+	return out
 }
 
 // VerdictCheck is the outcome of re-deriving a verdict from its scores.

@@ -84,7 +84,7 @@ func TestParseVerdictViolations(t *testing.T) {
 		{"missing feature", editVerdict(t, func(m map[string]any) { delete(m, "feature") }), "feature"},
 		{"missing target", editVerdict(t, func(m map[string]any) { delete(m, "target") }), "target"},
 		{"missing all_pass", editVerdict(t, func(m map[string]any) { delete(m, "all_pass") }), "all_pass"},
-		{"failed_dimensions not strings", editVerdict(t, func(m map[string]any) { m["failed_dimensions"] = []any{1} }), "failed_dimensions"},
+		{"failed_dimensions not strings", editVerdict(t, func(m map[string]any) { m["failed_dimensions"] = []any{1} }), "failed_dimensions[0]"},
 		{"reference_source bad", editVerdict(t, func(m map[string]any) { m["reference_source"] = "designer" }), "reference_source"},
 		{"empty dimensions", editVerdict(t, func(m map[string]any) { m["dimensions"] = map[string]any{} }), "dimensions"},
 		{"rank not a boolean", editVerdict(t, func(m map[string]any) { m["closer_to_reference_than_prev"] = "yes" }), "closer_to_reference_than_prev"},
@@ -197,6 +197,57 @@ func TestNormalizeVerdict(t *testing.T) {
 	}
 }
 
+// TestParseJudgeVerdict: the judge's answer is checked against the schema it was sent,
+// the rubric's dimensions spelled out, with the view's identity stated by the service.
+func TestParseJudgeVerdict(t *testing.T) {
+	t.Parallel()
+	id := ViewIdentity{Iteration: 4, Feature: "habits", Target: "list", State: "populated", Appearance: "dark", ReferenceSource: "human"}
+	// The model misfiles its verdict (another iteration, another view): the service's
+	// identity stands.
+	answer := editVerdict(t, func(m map[string]any) { m["iteration"] = "three"; m["target"] = "detail"; delete(m, "state") })
+	v, err := ParseJudgeVerdict(nil, id, answer)
+	if err != nil || v.Iteration != 4 || v.Target != "list" || v.State != "populated" {
+		t.Fatalf("%+v %v", v, err)
+	}
+	var sent struct {
+		Properties struct {
+			Dimensions struct {
+				Required   []string `json:"required"`
+				Properties map[string]struct {
+					Properties struct {
+						Anchor struct{ Enum []string } `json:"anchor"`
+					} `json:"properties"`
+				} `json:"properties"`
+			} `json:"dimensions"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(JudgeVerdictSchema(nil), &sent); err != nil {
+		t.Fatal(err)
+	}
+	if d := sent.Properties.Dimensions; !reflect.DeepEqual(d.Required, DefaultRubric().DimensionNames()) ||
+		!reflect.DeepEqual(d.Properties["typography"].Properties.Anchor.Enum, []string{AnchorDesignSystem}) {
+		t.Fatalf("sent dimensions %+v", d)
+	}
+	for _, tc := range []struct {
+		name, field string
+		data        []byte
+	}{
+		{"a rubric dimension missing", "dimensions.typography", editVerdict(t, func(m map[string]any) { delete(m["dimensions"].(map[string]any), "typography") })},
+		{"a dimension outside the rubric", "dimensions.vibe", editVerdict(t, func(m map[string]any) {
+			m["dimensions"].(map[string]any)["vibe"] = map[string]any{"score": 1, "anchor": "reference", "evidence": "nice"}
+		})},
+		{"the wrong anchor", "dimensions.accessibility.anchor", editVerdict(t, func(m map[string]any) { dim(m, "accessibility")["anchor"] = "reference" })},
+		{"a repeated key", "dimensions.typography.score", []byte(strings.Replace(goodVerdict, `"score": 1,   "anchor": "design-system", "evidence": "title 22, body 16"`,
+			`"score": 1, "score": 0, "anchor": "design-system", "evidence": "title 22, body 16"`, 1))},
+	} {
+		_, err := ParseJudgeVerdict(nil, id, tc.data)
+		var ve *VerdictError
+		if !errors.As(err, &ve) || !ve.Has(tc.field) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
+
 // FuzzParseVerdict: the parser never panics, anything it accepts is valid, and an
 // accepted verdict survives a marshal/parse round trip unchanged.
 func FuzzParseVerdict(f *testing.F) {
@@ -227,6 +278,9 @@ func FuzzParseVerdict(f *testing.F) {
 		back, err := ParseVerdict(out)
 		if err != nil {
 			t.Fatalf("re-parse of %s: %v", out, err)
+		}
+		if vs := checkSchema(verdictSchema, out); len(vs) != 0 {
+			t.Fatalf("accepted a verdict the seed's schema refuses: %s: %+v", out, vs)
 		}
 		if !reflect.DeepEqual(v, back) {
 			t.Fatalf("round trip changed the verdict:\n%+v\n%+v", v, back)
@@ -260,6 +314,20 @@ func BenchmarkNormalizeVerdict(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := NormalizeVerdict(*v, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseJudgeVerdict is the rubric judge's check of its answer, against the
+// rubric's schema with the view's identity put in.
+func BenchmarkParseJudgeVerdict(b *testing.B) {
+	in := []byte(goodVerdict)
+	r := DefaultRubric()
+	id := ViewIdentity{Iteration: 3, Feature: "habits", Target: "list", State: "populated", Appearance: "dark", ReferenceSource: "human"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseJudgeVerdict(r, id, in); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,13 +7,11 @@ package rubric
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"fmt"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 //go:embed prompts/*.md
@@ -78,37 +76,10 @@ func Messages(in Input) []judge.Message {
 }
 
 // schema is the verdict schema for structured output, with the rubric's own
-// dimensions spelled out so strict servers can hold the model to them.
+// dimensions spelled out so strict servers can hold the model to them; the answer is
+// checked against the same schema (argus.ParseJudgeVerdict).
 func schema(r *argus.Rubric) *judge.Schema {
-	dims := map[string]any{}
-	names := r.DimensionNames()
-	for _, d := range names {
-		dims[d] = map[string]any{
-			"type": "object", "additionalProperties": false, "required": []string{"score", "anchor", "evidence"},
-			"properties": map[string]any{
-				"score":    map[string]any{"type": "number", "enum": []float64{0, 0.5, 1}},
-				"anchor":   map[string]any{"type": "string", "enum": []string{r.Dimensions[d].Anchor}},
-				"evidence": map[string]any{"type": "string"},
-			},
-		}
-	}
-	doc := map[string]any{
-		"type": "object", "additionalProperties": false,
-		"required": []string{"iteration", "feature", "target", "state", "appearance", "reference_source", "dimensions",
-			"closer_to_reference_than_prev", "all_pass", "failed_dimensions", "notes"},
-		"properties": map[string]any{
-			"iteration": map[string]any{"type": "integer"}, "feature": map[string]any{"type": "string"},
-			"target": map[string]any{"type": "string"}, "state": map[string]any{"type": "string"},
-			"appearance": map[string]any{"type": "string"}, "reference_source": map[string]any{"type": "string", "enum": []string{"human", "candidate"}},
-			"dimensions":                    map[string]any{"type": "object", "additionalProperties": false, "required": names, "properties": dims},
-			"closer_to_reference_than_prev": map[string]any{"type": []string{"boolean", "null"}},
-			"all_pass":                      map[string]any{"type": "boolean"},
-			"failed_dimensions":             map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
-			"notes":                         map[string]any{"type": "string"},
-		},
-	}
-	data, _ := json.Marshal(doc)
-	return &judge.Schema{Name: "rubric_verdict", JSON: data}
+	return &judge.Schema{Name: "rubric_verdict", JSON: argus.JudgeVerdictSchema(r)}
 }
 
 // Judge asks p for a verdict on one view, with one repair re-ask. The view's
@@ -116,19 +87,10 @@ func schema(r *argus.Rubric) *judge.Schema {
 // judge service's to state, not the model's: it is filled in from the input before the
 // verdict is checked against the schema, so a model cannot misfile its verdict.
 func Judge(ctx context.Context, p judge.Provider, model, instance string, in Input, params judge.Params) judge.Outcome[argus.Verdict] {
+	id := argus.ViewIdentity{Iteration: in.Iteration, Feature: in.Feature, Target: in.Target, State: in.State,
+		Appearance: in.Appearance, ReferenceSource: in.ReferenceSource}
 	parse := func(data []byte) (argus.Verdict, error) {
-		body, err := strictjson.Unfence(data)
-		if err != nil {
-			return argus.Verdict{}, err
-		}
-		var m map[string]any
-		if err := json.Unmarshal(body, &m); err != nil {
-			return argus.Verdict{}, fmt.Errorf("answer is not a JSON object: %w", err)
-		}
-		m["iteration"], m["feature"], m["target"] = in.Iteration, in.Feature, in.Target
-		m["state"], m["appearance"], m["reference_source"] = in.State, in.Appearance, in.ReferenceSource
-		fixed, _ := json.Marshal(m)
-		v, err := argus.ParseVerdict(fixed)
+		v, err := argus.ParseJudgeVerdict(in.Rubric, id, data)
 		if err != nil {
 			return argus.Verdict{}, err
 		}
