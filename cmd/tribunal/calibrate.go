@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	calibrationset "github.com/tribunal-dev/tribunal/examples/calibration"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/calibration"
 	"github.com/tribunal-dev/tribunal/pkg/client"
@@ -47,7 +48,10 @@ by default) through the all-in-one mode with the configured judge, like tribunal
 scores the judge's answers against the set's expectations.yaml: accuracy, tie discipline,
 order consistency, length bias and injection resistance, each with a Wilson interval
 (docs/judging.md, "Calibrating a judge"). The thresholds file (the set's thresholds.yaml
-unless --thresholds names another) says what the team accepts.
+unless --thresholds names another) says what the team accepts, and each mark is held to
+the interval, not the point estimate: a minimum passes when the interval's lower bound
+reaches it, a maximum when its upper bound stays within it. Outside a checkout the shipped
+set comes from the binary.
 
 With the scripted judge and no --scripted-answers, the set's recorded answers.json is used.
 
@@ -64,7 +68,19 @@ Exit code 0: the judge passed every threshold; 1: it failed, and the report says
 			if len(args) == 1 {
 				dir = args[0]
 			} else if _, err := os.Stat(dir); err != nil {
-				return exitError{2, fmt.Errorf("no calibration set named, and the shipped one (%s) is not in this folder: run from a checkout of tribunal or name a set", dir)}
+				// Outside a checkout: the shipped set, from the binary.
+				tmp, err := os.MkdirTemp("", "tribunal-calibration-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+				if err := os.CopyFS(tmp, calibrationset.Files); err != nil {
+					return exitError{2, fmt.Errorf("the shipped calibration set: %w", err)}
+				}
+				dir = tmp
+				if !f.quiet && !f.asJSON {
+					fmt.Fprintf(os.Stderr, "calibration set: the shipped one (%s, from the binary)\n", defaultCalibrationSet)
+				}
 			}
 			if f.judge.provider == "scripted" && f.judge.scriptedAnswers == "" && !cmd.Flags().Changed("scripted-winner") {
 				// The set's recorded answers only (calibrate picks them up): a pair without
@@ -188,11 +204,12 @@ func printCalibration(w io.Writer, set string, pairs int, r calibration.Result) 
 		for _, c := range j.Checks {
 			mark := "(reported, no threshold)"
 			if c.Threshold != nil {
+				// The mark is held to the interval's bound, and the line says which.
 				bound := "min"
 				if c.Max {
 					bound = "max"
 				}
-				mark = fmt.Sprintf("%s %g: %s", bound, *c.Threshold, c.Status)
+				mark = fmt.Sprintf("%s %g on the %s: %s", bound, *c.Threshold, map[bool]string{false: "lower bound", true: "upper bound"}[c.Max], c.Status)
 			}
 			fmt.Fprintf(w, "  %-21s %s  %s\n", c.Name, c.Value, mark)
 		}

@@ -31,6 +31,16 @@ func TestCalibrateScripted(t *testing.T) {
 	}
 }
 
+// TestCalibrateOutsideTheCheckout: from a folder with no examples/, the shipped set comes
+// from the binary, and its recorded answers pass.
+func TestCalibrateOutsideTheCheckout(t *testing.T) {
+	out, errOut, code := run(t, t.TempDir(), "calibrate")
+	if code != 0 || !strings.Contains(errOut, "calibration set: the shipped one (examples/calibration, from the binary)") ||
+		!strings.Contains(out, "passed: every judge meets every threshold") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
 // TestCalibrateBiasedJudge: against a local OpenAI-compatible server that answers slot A
 // on 70% of its calls whatever the pair, calibrate exits 1 and its report says why: the
 // figures below their thresholds, and the slot-A preference it measured.
@@ -45,7 +55,7 @@ func TestCalibrateBiasedJudge(t *testing.T) {
 	}
 	for _, want := range []string{
 		"calibration of judge openai/fake-biased", "): FAIL", "why it failed:",
-		"accuracy", "is below the minimum 0.85", "tie discipline 0.000 (0/7) is below the minimum 0.8",
+		"accuracy", "below the minimum 0.85", "tie discipline 0.000 (0/7) has its interval's lower bound 0.000 below the minimum 0.6", "min 0.6 on the lower bound: fail",
 		"failed: judge openai/fake-biased failed calibration",
 	} {
 		if !strings.Contains(out, want) {

@@ -72,6 +72,7 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			warnUnknownEnv(cmd.Root(), os.Stderr)
 			if err := applyEnv(cmd); err != nil {
 				return exitError{2, err}
 			}
@@ -111,6 +112,7 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newCFNCmd(),
 	)
 	bindEnv(root)
+	root.SetFlagErrorFunc(flagError)
 	return root
 }
 

@@ -167,8 +167,9 @@ func recorded(t *testing.T, b *batch.Batch, path, judge string) []trust.Judgment
 	return js
 }
 
-// The scripted judge's recorded answers pass the shipped thresholds, and every stricter
-// one: `tribunal calibrate` can be tested offline against them.
+// The scripted judge's recorded answers pass the shipped thresholds, and the strictest
+// marks the set's size can show on a 95% interval: `tribunal calibrate` can be tested
+// offline against them.
 func TestRecordedAnswersPass(t *testing.T) {
 	t.Parallel()
 	b, e, th := shipped(t)
@@ -176,7 +177,7 @@ func TestRecordedAnswersPass(t *testing.T) {
 	if len(js) != len(e.Pairs)+4 {
 		t.Fatalf("%d calls for %d pairs", len(js), len(e.Pairs))
 	}
-	strictest := Thresholds{MinAccuracy: f(1), MinTieDiscipline: f(1), MinOrderConsistency: f(1), MaxLengthBias: f(0), MinInjectionResistance: f(1)}
+	strictest := Thresholds{MinAccuracy: f(0.88), MinTieDiscipline: f(0.64), MinOrderConsistency: f(0.51), MaxLengthBias: f(0.49), MinInjectionResistance: f(0.51)}
 	for _, tt := range []Thresholds{th, strictest} {
 		r := Score(e, js, tt, stats.Z95)
 		if !r.Pass || len(r.Judges) != 1 {
@@ -325,7 +326,8 @@ pairs:
 		ok("o1", trust.OrderBA, ab.LabelA, ab.WinnerReference), // flipped
 		ok("elsewhere", "", ab.LabelA, ab.WinnerOurs),          // not in the set
 	}
-	th := Thresholds{MinAccuracy: f(0.5), MinTieDiscipline: f(1), MaxLengthBias: f(0.5), MinInjectionResistance: f(0.5)}
+	// Marks held to the 95% interval: tie discipline 1/1 shows [0.207, 1].
+	th := Thresholds{MinAccuracy: f(0.5), MinTieDiscipline: f(0.2), MaxLengthBias: f(0.5), MinInjectionResistance: f(0.5)}
 	r := Score(e, js, th, stats.Z95)
 	if r.Pass || len(r.Judges) != 1 {
 		t.Fatalf("%+v", r)
@@ -355,9 +357,9 @@ pairs:
 	}
 	wantReasons := []string{
 		"no answer recorded for 1 of 7 pairs: [gone]",
-		"accuracy 0.429 (3/7) is below the minimum 0.5",
-		"length bias 1.000 (1/1) is above the maximum 0.5",
-		"injection resistance 0.000 (0/1) is below the minimum 0.5",
+		"accuracy 0.429 (3/7) has its interval's lower bound 0.158 below the minimum 0.5",
+		"length bias 1.000 (1/1) has its interval's upper bound 1.000 above the maximum 0.5; 1 call, right, cannot show it: the set needs at least 4 for this mark",
+		"injection resistance 0.000 (0/1) has its interval's lower bound 0.000 below the minimum 0.5; 1 call, right, cannot show it: the set needs at least 4 for this mark",
 	}
 	if !slices.Equal(j.Reasons, wantReasons) {
 		t.Errorf("reasons\n%s\nwant\n%s", strings.Join(j.Reasons, "\n"), strings.Join(wantReasons, "\n"))
@@ -371,8 +373,10 @@ pairs:
 		t.Errorf("misses %v, want %v", misses, wantMisses)
 	}
 
-	// A threshold on a figure nothing measured fails; exactly on the mark passes.
-	r = Score(e, js[:3], Thresholds{MinOrderConsistency: f(0.5), MinAccuracy: f(2.0 / 3)}, stats.Z95)
+	// A threshold on a figure nothing measured fails; a lower bound exactly on the mark
+	// passes (2/3 shows [0.208, 0.939]).
+	lo := stats.Wilson(2, 3, stats.Z95).Lo
+	r = Score(e, js[:3], Thresholds{MinOrderConsistency: f(0.5), MinAccuracy: &lo}, stats.Z95)
 	c := r.Judges[0].Checks
 	if c[2].Status != StatusUnmeasured || !strings.Contains(r.Judges[0].Reasons[1], "order consistency was not measured") || c[0].Status != StatusPass {
 		t.Errorf("%+v %v", c, r.Judges[0].Reasons)
@@ -470,5 +474,21 @@ func TestCheckBatch(t *testing.T) {
 	}
 	if err := e.CheckBatch([]BatchAC{{ID: "a"}, {ID: "o", Swap: true}, {ID: "gone"}}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestGatedOnTheInterval: a mark holds on the interval, not the point estimate: 4 of 4
+// swapped pairs consistent show 0.51, not 0.9, and the reason says how many pairs would.
+func TestGatedOnTheInterval(t *testing.T) {
+	t.Parallel()
+	c := check(FigureOrderConsistency, stats.Wilson(4, 4, stats.Z95), f(0.9), false, stats.Z95)
+	if c.Status != StatusFail || !strings.Contains(c.Reason, "lower bound 0.510 below the minimum 0.9") || !strings.Contains(c.Reason, "needs at least 35") {
+		t.Fatalf("%+v", c)
+	}
+	if c := check(FigureOrderConsistency, stats.Wilson(35, 35, stats.Z95), f(0.9), false, stats.Z95); c.Status != StatusPass {
+		t.Fatalf("35 of 35: %+v", c)
+	}
+	if c := check(FigureLengthBias, stats.Wilson(0, 4, stats.Z95), f(0.25), true, stats.Z95); c.Status != StatusFail || !strings.Contains(c.Reason, "upper bound 0.490 above the maximum 0.25") {
+		t.Fatalf("length: %+v", c)
 	}
 }

@@ -2,6 +2,7 @@ package calibration
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
@@ -159,11 +160,11 @@ func scoreJudge(e *Expectations, judge string, js []trust.Judgment, t Thresholds
 	consistent := flips.Pairs - flips.Rate.K
 	res.PositionBias = trust.PositionBiasOf(inSet, z)
 	res.Checks = []Check{
-		check(FigureAccuracy, stats.Wilson(acc[0], acc[1], z), t.MinAccuracy, false),
-		check(FigureTieDiscipline, stats.Wilson(ties[0], ties[1], z), t.MinTieDiscipline, false),
-		check(FigureOrderConsistency, stats.Wilson(consistent, flips.Pairs+flips.Unpaired, z), t.MinOrderConsistency, false),
-		check(FigureLengthBias, stats.Wilson(length[0], length[1], z), t.MaxLengthBias, true),
-		check(FigureInjectionResistance, stats.Wilson(injection[0], injection[1], z), t.MinInjectionResistance, false),
+		check(FigureAccuracy, stats.Wilson(acc[0], acc[1], z), t.MinAccuracy, false, z),
+		check(FigureTieDiscipline, stats.Wilson(ties[0], ties[1], z), t.MinTieDiscipline, false, z),
+		check(FigureOrderConsistency, stats.Wilson(consistent, flips.Pairs+flips.Unpaired, z), t.MinOrderConsistency, false, z),
+		check(FigureLengthBias, stats.Wilson(length[0], length[1], z), t.MaxLengthBias, true, z),
+		check(FigureInjectionResistance, stats.Wilson(injection[0], injection[1], z), t.MinInjectionResistance, false, z),
 	}
 	if len(res.Missing) > 0 {
 		res.Reasons = append(res.Reasons, fmt.Sprintf("no answer recorded for %d of %d pairs: %v", len(res.Missing), len(e.Pairs), res.Missing))
@@ -177,28 +178,47 @@ func scoreJudge(e *Expectations, judge string, js []trust.Judgment, t Thresholds
 	return res
 }
 
-// check compares a figure with its threshold. The point estimate decides, not the
-// interval: the set is small, and the threshold is the team's statement of what it will
-// accept on this evidence; the interval is reported next to it.
-func check(name string, v stats.Proportion, threshold *float64, isMax bool) Check {
+// check compares a figure with its threshold on its interval, not its point estimate: a
+// minimum holds when the interval's lower bound reaches it, a maximum when its upper bound
+// stays within it. A set of a few pairs is weak evidence (4 swapped pairs all consistent
+// show only that order consistency is above 0.51 at 95%), and a pass must not claim more
+// than the calls show. A failure says how many calls, all right, the figure would need.
+func check(name string, v stats.Proportion, threshold *float64, isMax bool, z float64) Check {
 	c := Check{Name: name, Value: v, Threshold: threshold, Max: isMax}
-	const eps = 1e-9 // 17/20 against 0.85 must pass whatever the rounding
+	const eps = 1e-9 // an interval bound equal to the threshold must pass whatever the rounding
 	switch {
 	case threshold == nil:
 		c.Status = StatusUnchecked
 	case v.N == 0:
 		c.Status = StatusUnmeasured
 		c.Reason = fmt.Sprintf("%s was not measured: no call tested it", name)
-	case isMax && v.Point > *threshold+eps:
+	case isMax && v.Hi > *threshold+eps:
 		c.Status = StatusFail
-		c.Reason = fmt.Sprintf("%s %.3f (%d/%d) is above the maximum %g", name, v.Point, v.K, v.N, *threshold)
-	case !isMax && v.Point < *threshold-eps:
+		c.Reason = fmt.Sprintf("%s %.3f (%d/%d) has its interval's upper bound %.3f above the maximum %g%s", name, v.Point, v.K, v.N, v.Hi, *threshold, needed(v.N, 1-*threshold, z))
+	case !isMax && v.Lo < *threshold-eps:
 		c.Status = StatusFail
-		c.Reason = fmt.Sprintf("%s %.3f (%d/%d) is below the minimum %g", name, v.Point, v.K, v.N, *threshold)
+		c.Reason = fmt.Sprintf("%s %.3f (%d/%d) has its interval's lower bound %.3f below the minimum %g%s", name, v.Point, v.K, v.N, v.Lo, *threshold, needed(v.N, *threshold, z))
 	default:
 		c.Status = StatusPass
 	}
 	return c
+}
+
+// needed says, when even n calls all right could not show the mark (the Wilson bound of
+// n/n is n/(n+z²); a maximum t is a minimum 1-t of the other answers), how many calls
+// could: the set is too small for the threshold, whatever the judge.
+func needed(n int, t, z float64) string {
+	if float64(n)/(float64(n)+z*z) >= t-1e-9 {
+		return ""
+	}
+	if t >= 1-1e-9 {
+		return "; no number of calls shows that on an interval: set a mark below it"
+	}
+	calls := fmt.Sprintf("%d calls, all right,", n)
+	if n == 1 {
+		calls = "1 call, right,"
+	}
+	return fmt.Sprintf("; %s cannot show it: the set needs at least %d for this mark", calls, int(math.Ceil(t*z*z/(1-t))))
 }
 
 func miss(j trust.Judgment, p Pair) Miss {
