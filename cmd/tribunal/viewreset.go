@@ -75,7 +75,7 @@ func resetApplied(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, ba
 		return err
 	}
 	lk, _ := kinds.Looping(rec.Spec.Kind)
-	v, _, err := views.Load(ctx, b.Views, lk.ViewKey(tenant, rec.Spec))
+	v, _, err := views.Load(ctx, b.Views, lk.StateKey(tenant, rec.Spec))
 	if err != nil {
 		return err
 	}

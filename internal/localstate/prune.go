@@ -218,7 +218,7 @@ func listBatches(ctx context.Context, b bus.Buckets) ([]BatchInfo, error) {
 		seen := map[string]bool{}
 		err := st.EachJob(ctx, bi.Tenant, bi.Batch, func(j *records.Job) error {
 			if l, ok := kinds.Looping(j.Spec.Kind); ok {
-				if v := l.ViewKey(bi.Tenant, j.Spec); v != "" && !seen[v] {
+				if v := l.StateKey(bi.Tenant, j.Spec); v != "" && !seen[v] {
 					seen[v] = true
 					bi.Views = append(bi.Views, v)
 				}

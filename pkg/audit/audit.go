@@ -95,7 +95,7 @@ type auditor struct {
 	mem        *rulebook.Memory
 	audited    map[batchKey]bool
 	batches    map[batchKey]*simBatch
-	rubrics    map[string]cachedRubric
+	documents  map[string]cachedDocument
 	noted      map[string]bool
 	claimNoted map[batchKey]bool
 
@@ -196,7 +196,7 @@ type passKey struct {
 func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 	a := &auditor{
 		ctx: ctx, store: store, ahead: h,
-		audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}, rubrics: map[string]cachedRubric{},
+		audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}, documents: map[string]cachedDocument{},
 		noted: map[string]bool{}, claimNoted: map[batchKey]bool{},
 		undecodable: map[[32]byte]bool{}, steps: map[stepKey]stepEntry{}, linked: map[stepKey][32]byte{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
 		gated: map[stepKey]gating{}, awaiting: map[batchKey]string{},
@@ -205,7 +205,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		refused: map[string]events.Type{}, planUnread: map[batchKey]bool{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
 	}
 	a.rep.Mismatches = []Mismatch{}
-	a.mem = &rulebook.Memory{LoadRubric: a.rubricOf, Claim: a.claim, LoadPlan: a.planOf}
+	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf}
 	return a
 }
 

@@ -348,10 +348,10 @@ func looping(k events.Kind) bool {
 	return ok
 }
 
-// viewKey is a looping job's view key, "" for a job without one.
+// viewKey is a looping job's state key, "" for a job without one.
 func viewKey(tenant string, spec events.JobSpec) string {
 	if lk, ok := kinds.Looping(spec.Kind); ok {
-		return lk.ViewKey(tenant, spec)
+		return lk.StateKey(tenant, spec)
 	}
 	return ""
 }

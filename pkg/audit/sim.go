@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
@@ -274,30 +273,29 @@ func isRedriveRequest(r *Recorded) bool {
 	return ok
 }
 
-// rubricOf reads and parses a view's rubric from blob storage, once per blob, with the
-// looping kind's own loader.
-func (a *auditor) rubricOf(tenant string, spec events.JobSpec) (*argus.Rubric, error) {
-	lk, ok := kinds.Looping(spec.Kind)
-	if !ok || spec.Rubric == nil {
-		return nil, nil
-	}
-	key := tenant + "/" + spec.Rubric.Rubric.SHA256
-	if c, ok := a.rubrics[key]; ok {
-		return c.r, c.err
+// documentOf reads a document a looping job's state is read with (a view's rubric) from
+// blob storage, through its digest check, once per blob.
+func (a *auditor) documentOf(tenant string, b events.Blob) ([]byte, error) {
+	key := tenant + "/" + b.SHA256
+	if c, ok := a.documents[key]; ok {
+		return c.data, c.err
 	}
 	if a.store == nil {
-		return nil, errors.New("read rubric: the audit was given no blob store")
+		return nil, errors.New("read a view's document: the audit was given no blob store")
 	}
 	ctx, cancel := a.blobContext()
 	defer cancel()
-	r, err := lk.LoadRubric(ctx, a.store, tenant, spec)
-	a.rubrics[key] = cachedRubric{r, err}
-	return r, err
+	data, _, err := blob.ReadAll(ctx, a.store, blob.Ref{Tenant: tenant, SHA256: b.SHA256})
+	if err != nil {
+		err = fmt.Errorf("read %s: %w", b.SHA256, err)
+	}
+	a.documents[key] = cachedDocument{data, err}
+	return data, err
 }
 
-type cachedRubric struct {
-	r   *argus.Rubric
-	err error
+type cachedDocument struct {
+	data []byte
+	err  error
 }
 
 // claim stands for the aggregator's key-value race that picks the first sign-off of an

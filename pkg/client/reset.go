@@ -23,7 +23,7 @@ func ResetView(ctx context.Context, b bus.Buckets, pub Publisher, tenant, batchI
 	lk, ok := kinds.Looping(rec.Spec.Kind)
 	key := ""
 	if ok {
-		key = lk.ViewKey(tenant, rec.Spec)
+		key = lk.StateKey(tenant, rec.Spec)
 	}
 	if key == "" {
 		return 0, fmt.Errorf("job %s of batch %s is not a rubric view with a loop", job, batchID)

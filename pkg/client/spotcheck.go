@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	rubricstages "github.com/tribunal-dev/tribunal/pkg/kind/rubric/stages"
+
 	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -47,10 +49,10 @@ func AwaitingSpotcheck(ctx context.Context, b bus.Buckets, tenant, batchID strin
 // spot-check can be checked against its dimensions (argus.Rubric.CheckSpotcheck).
 func ViewRubric(ctx context.Context, store blob.Store, tenant string, rec *records.Job) (*argus.Rubric, error) {
 	lk, ok := kinds.Looping(rec.Spec.Kind)
-	if !ok || lk.ViewKey(tenant, rec.Spec) == "" {
+	if !ok || lk.StateKey(tenant, rec.Spec) == "" {
 		return nil, fmt.Errorf("job %s is not a rubric view", rec.ACID)
 	}
-	r, err := lk.LoadRubric(ctx, store, tenant, rec.Spec)
+	r, err := rubricstages.LoadRubric(ctx, store, tenant, rec.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("the rubric of %s: %w", rec.ACID, err)
 	}

@@ -10,16 +10,13 @@
 package kind
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
-	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
-	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 // Kind is one judge kind's rules: the part of the aggregator's decisions and of the
@@ -33,7 +30,7 @@ type Kind interface {
 	Name() events.Kind
 	// Decide derives a pending job's outcome from its judge's answer (never trusting what
 	// the judge claimed beyond its raw answer), or, for a looping kind, applies one loop
-	// event. It changes st.Job (and st.View) and may add events to publish.
+	// event. It changes st.Job (and st.State) and may add events to publish.
 	Decide(st *Step) error
 	// Blocked records the kind's result of a job that ended blocked before a judge
 	// answered (a blocked render, a red gate, a dead letter, a cancel).
@@ -77,31 +74,31 @@ type Source struct {
 }
 
 // Step is one input of the aggregator's rules for a pending job of the kind, with the
-// state it reads. Decide changes Job (and View) in place and appends to Publish.
+// state it reads. Decide changes Job (and State) in place and appends to Publish.
 type Step struct {
 	// Event is the input: a verdict, or for a looping kind also red gates, an unchanged
-	// render or a spot-check.
+	// render or a person's answer.
 	Event events.Event
 	// Link is the input's link of the job's digest chain.
 	Link string
 	Now  time.Time
 	// Job is the job's record; Decide makes it final or records a loop step.
 	Job *records.Job
-	// View is a looping kind's view state, loaded by the caller (nil for other kinds).
-	View *views.Record
-	// Rubric is a rubric view's rubric, read and parsed by the caller.
-	Rubric *argus.Rubric
-	// Spotcheck is the job holding the batch's spot-check (HE-2), "" when none does yet.
-	Spotcheck string
+	// State is a looping kind's own state of the job (Looping.LoadState), a copy Decide
+	// may change; nil for other kinds and for a job with no state.
+	State State
+	// Claim is the job holding the batch's claim (Looping.Claiming), "" when none does
+	// yet.
+	Claim string
 
 	// Publish are events the step announces besides the job's final outcome (which the
 	// rules derive from the record).
 	Publish []events.Event
-	// ViewChanged says View must be stored.
-	ViewChanged bool
-	// ClaimSpotcheck asks the caller to claim the batch's spot-check for this job and
-	// decide again with Spotcheck set.
-	ClaimSpotcheck bool
+	// StateChanged says State must be stored.
+	StateChanged bool
+	// WantsClaim asks the caller to claim the batch's claim for this job and decide again
+	// with Claim set.
+	WantsClaim bool
 	// Replayed says the job applied this input before: it stays as it is, and Publish
 	// holds what the step announced then.
 	Replayed bool
@@ -210,20 +207,41 @@ func BaseRow(j *records.Job) Row {
 	return Row{ACID: j.ACID, Kind: string(j.Spec.Kind), Status: string(j.Status), Reason: j.BlockReason, Judge: strings.Join(j.Judges, ",")}
 }
 
-// Looping is a kind whose jobs loop: a view keeps its state across iterations and batches
-// (rubric). Such a kind takes red gates, unchanged renders and spot-checks itself (each
-// is a loop step), is never redriven (its next run continues the loop), and the
-// aggregator loads the view, its rubric and the batch's spot-check claim for Decide.
+// Looping is a kind whose jobs loop: a job keeps a state of the kind's own across its
+// inputs, iterations and batches (a rubric view), stored apart from the job record under
+// a key the kind names. Such a kind takes red gates, unchanged renders and a person's
+// answers itself (each is a loop step), is never redriven (its next run continues the
+// loop), and its callers load its state for Decide (Step.State) and store it when Decide
+// changed it. What the state holds is the kind's alone.
 type Looping interface {
 	Kind
-	// ViewKey names the job's view in the views bucket; "" when the job has none (a
-	// feature that could not be planned).
-	ViewKey(tenant string, spec events.JobSpec) string
-	// LoadRubric reads what the view is judged against, for Step.Rubric.
-	LoadRubric(ctx context.Context, store blob.Store, tenant string, spec events.JobSpec) (*argus.Rubric, error)
-	// Interactive reports whether the job's sign-off may wait for a person (HE-2), so
-	// the aggregator loads the batch's spot-check claim for Step.Spotcheck.
-	Interactive(spec events.JobSpec) bool
+	// StateKey names the job's state in the kinds' state bucket; "" when the job has
+	// none (a feature that could not be planned).
+	StateKey(tenant string, spec events.JobSpec) string
+	// StateDocuments are the blobs, under the job's tenant, its state is read with
+	// besides what is stored under StateKey (a view's rubric).
+	StateDocuments(spec events.JobSpec) []events.Blob
+	// LoadState is the state Decide takes, from what is stored under StateKey (nil for a
+	// state never stored) and the documents' bytes, in StateDocuments' order.
+	LoadState(spec events.JobSpec, stored []byte, docs [][]byte) (State, error)
+	// Reset applies an operator's reset of the job's loop (view.reset) to its state and
+	// reports whether it changed anything.
+	Reset(s State, ev events.Event, p *events.ViewReset, now time.Time) bool
+	// Claiming reports whether the job's outcome may wait for a person, one job of its
+	// batch at a time (rubric's HE-2 spot-check): the job claims the batch's claim when
+	// its outcome would wait (Step.WantsClaim), and while the holder waits, the loop
+	// inputs of the batch's other claiming jobs wait too.
+	Claiming(spec events.JobSpec) bool
+}
+
+// State is a looping job's own state (Looping): the kind's value, which the rules hand
+// to Decide and store as the kind encodes it, knowing nothing of what it holds.
+type State interface {
+	// Clone is a copy Decide may change while the caller's stays as loaded: the rules
+	// may decide one input twice (a claim made in between).
+	Clone() State
+	// Encode is what is stored of the state under its key.
+	Encode() ([]byte, error)
 }
 
 // Settling is a kind some of whose jobs have their outcome at submission, before anything

@@ -53,7 +53,7 @@ func TestCancelJob(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := rulebook.State{Job: tc.job}
 			if tc.job != nil && tc.job.Spec.Kind == events.KindRubric {
-				st.View, st.Rubric = &views.Record{}, argus.DefaultRubric()
+				st.KindState = viewState(&views.Record{}, argus.DefaultRubric())
 			}
 			res, err := rulebook.Apply(st, tc.in)
 			if err != nil {
@@ -113,18 +113,18 @@ func TestCancelDoesNotDependOnOrder(t *testing.T) {
 		t.Fatalf("a submission after its cancel changes nothing and asks for no render: %+v, %v", late, err)
 	}
 
-	step, err := rulebook.Apply(rulebook.State{Job: pending(t, spec), View: &views.Record{}, Rubric: argus.DefaultRubric()}, in(rubricVote(t, spec.ACID, 0, true)))
+	step, err := rulebook.Apply(rulebook.State{Job: pending(t, spec), KindState: viewState(&views.Record{}, argus.DefaultRubric())}, in(rubricVote(t, spec.ACID, 0, true)))
 	if err != nil || step.Job == nil || step.Job.Final() || len(step.Job.Loop) == 0 {
 		t.Fatalf("a first loop step: %+v, %v", step.Job, err)
 	}
-	after, err := rulebook.Apply(rulebook.State{Job: step.Job, View: step.View, Rubric: argus.DefaultRubric()}, c)
+	after, err := rulebook.Apply(rulebook.State{Job: step.Job, KindState: viewState(recordOf(step.KindState), argus.DefaultRubric())}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(first.Job, after.Job) {
 		t.Fatalf("cancel first:\n%+v\ncancel after a loop step:\n%+v", first.Job, after.Job)
 	}
-	if first.Publish[0].ID != after.Publish[0].ID || after.View != nil {
+	if first.Publish[0].ID != after.Publish[0].ID || after.KindState != nil {
 		t.Fatal("the outcome depends on the order, or the cancel changed the view")
 	}
 

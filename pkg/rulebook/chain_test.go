@@ -69,14 +69,14 @@ func TestDecisionChainsTheStages(t *testing.T) {
 // of the verdict that signed it off too.
 func TestSignoffDigestCoversTheStages(t *testing.T) {
 	spec := viewSpec(events.ModeHeadless)
-	st := rulebook.State{Job: pending(t, spec), View: &views.Record{}, Rubric: argus.DefaultRubric()}
+	st := rulebook.State{Job: pending(t, spec), KindState: viewState(&views.Record{}, argus.DefaultRubric())}
 	res, err := rulebook.Apply(st, in(rubricVote(t, spec.ACID, 0, true)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	second := rubricVote(t, spec.ACID, 1, true)
 	second.Chain = []string{link(events.TypeRenderRequested, spec.ACID, 3), link(events.TypeRenderDone, spec.ACID, 4), link(events.TypeGatesDone, spec.ACID, 5)}
-	res, err = rulebook.Apply(rulebook.State{Job: res.Job, View: res.View, Rubric: argus.DefaultRubric()}, in(second))
+	res, err = rulebook.Apply(rulebook.State{Job: res.Job, KindState: viewState(recordOf(res.KindState), argus.DefaultRubric())}, in(second))
 	if err != nil || res.Job.Status != events.StatusSignedOff {
 		t.Fatalf("%+v, %v", res.Job, err)
 	}

@@ -9,18 +9,21 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
-// The HE-2 hold. Seed 004 pauses at the first sign-off of a run for a person's spot-check
-// and does "not continue to the remaining views until the human responds". tribunal's
-// views run side by side, so the pause is a rule: while the job holding an interactive
-// batch's spot-check waits for its answer, every loop input of the batch's other
-// interactive views (a verdict, red gates, an unchanged render) is parked on the holder's
-// record (Park) instead of being applied, so none of them renders again, is decided or
-// signs off. When the holder's job becomes final (the answer, or a cancel) the parked
-// inputs are released (Result.Release): each is applied to its own job as if it arrived
-// then, stamped no earlier than the holder's outcome. Headless and report-only views never
-// wait, and never make anyone wait.
+// The hold. A looping kind's claiming jobs (kind.Looping.Claiming) share one claim per
+// batch: the first whose outcome would wait for a person claims it, and while it waits,
+// every loop input of the batch's other claiming jobs (a verdict, red gates, an unchanged
+// render) is parked on the holder's record (Park) instead of being applied, so none of
+// them renders again, is decided or signs off. When the holder's job becomes final (the
+// answer, or a cancel) the parked inputs are released (Result.Release): each is applied
+// to its own job as if it arrived then, stamped no earlier than the holder's outcome.
+// Jobs that do not claim never wait, and never make anyone wait.
 //
-// Both ends are events: the hold begins with the sign-off that claimed the spot-check
+// Rubric's HE-2 is the one claim there is: seed 004 pauses at the first sign-off of a run
+// for a person's spot-check and does "not continue to the remaining views until the human
+// responds". tribunal's views run side by side, so the pause is this rule; headless and
+// report-only views do not claim.
+//
+// Both ends are events: the hold begins with the sign-off that claimed the claim
 // (its iteration.decided says awaiting_spotcheck) and ends with the holder's final
 // outcome (the spotcheck.recorded that decided it); a released input's outputs name that
 // input as their cause. Whether one input arrived before or after the answer changes when
@@ -28,14 +31,14 @@ import (
 // outcome is stamped no earlier than it either, so a replay in stream order re-derives
 // the same events whichever way a race between the two went.
 
-// heldInput reports whether in must wait for the batch's spot-check: it is a loop input of
-// an interactive looping job that is not the one holding the spot-check, and the holder's
-// job has no outcome yet. For an input that need not wait because the holder's outcome
+// heldInput reports whether in must wait for the batch's claim: it is a loop input of a
+// claiming job that is not the one holding the claim, and the holder's job has no outcome
+// yet. For an input that need not wait because the holder's outcome
 // is in, it moves st.Now up to that outcome's time.
 func heldInput(st *State, in Input, k kind.Kind) bool {
 	j, ev := st.Job, in.Event
 	lk, ok := k.(kind.Looping)
-	if !ok || in.DeadLetter != nil || j.Final() || ev.Attempt != j.Attempt || !lk.Interactive(j.Spec) {
+	if !ok || in.DeadLetter != nil || j.Final() || ev.Attempt != j.Attempt || !lk.Claiming(j.Spec) {
 		return false
 	}
 	switch ev.Payload.(type) {
@@ -44,7 +47,7 @@ func heldInput(st *State, in Input, k kind.Kind) bool {
 		return false
 	}
 	h := st.Holder
-	if st.Spotcheck == "" || st.Spotcheck == j.ACID || h == nil {
+	if st.Claim == "" || st.Claim == j.ACID || h == nil {
 		return false
 	}
 	if !h.Final() {
@@ -57,13 +60,13 @@ func heldInput(st *State, in Input, k kind.Kind) bool {
 }
 
 // NeedsHolder reports whether the rules read the record of the job holding the batch's
-// spot-check (State.Holder) for an input of j: when j is an interactive looping job and
-// another job holds the spot-check.
-func NeedsHolder(j *records.Job, spotcheck string) bool {
-	return j != nil && spotcheck != "" && spotcheck != j.ACID && !j.Final()
+// claim (State.Holder) for an input of j: when j is a claiming job and another job holds
+// the claim.
+func NeedsHolder(j *records.Job, claim string) bool {
+	return j != nil && claim != "" && claim != j.ACID && !j.Final()
 }
 
-// Park holds in on the record of the job holding the batch's spot-check (Result.Hold). It
+// Park holds in on the record of the job holding the batch's claim (Result.Hold). It
 // returns the record to store, or nil when there is nothing to store (in is held already);
 // ok is false when the holder has its outcome by now, so in is to be applied instead (the
 // caller applies it again on what it reloads).

@@ -35,7 +35,7 @@ func spotcheckAt(job string, at time.Time) rulebook.Input {
 // rendering and signing off nothing; the answer releases them, each applied to its own job
 // and stamped no earlier than the answer. A headless view of the same batch never waits.
 func TestSpotcheckHoldsTheOtherViews(t *testing.T) {
-	m := &rulebook.Memory{LoadRubric: func(string, events.JobSpec) (*argus.Rubric, error) { return argus.DefaultRubric(), nil }}
+	m := &rulebook.Memory{Documents: func(string, events.Blob) ([]byte, error) { return argus.DefaultRubricJSON(), nil }}
 	specs := []events.JobSpec{viewOf("A", "a", events.ModeInteractive), viewOf("B", "b", events.ModeInteractive),
 		viewOf("C", "c", events.ModeInteractive), viewOf("H", "h", events.ModeHeadless)}
 	for i, s := range specs {
@@ -122,7 +122,7 @@ func TestSpotcheckHoldsTheOtherViews(t *testing.T) {
 // whichever way the race went and a replay in stream order re-derives them.
 func TestHoldRaceStampsTheSame(t *testing.T) {
 	for _, held := range []bool{true, false} {
-		m := &rulebook.Memory{LoadRubric: func(string, events.JobSpec) (*argus.Rubric, error) { return argus.DefaultRubric(), nil }}
+		m := &rulebook.Memory{Documents: func(string, events.Blob) ([]byte, error) { return argus.DefaultRubricJSON(), nil }}
 		for i, s := range []events.JobSpec{viewOf("A", "a", events.ModeInteractive), viewOf("B", "b", events.ModeInteractive)} {
 			if _, err := m.Apply(in(submit(s, i, 2))); err != nil {
 				t.Fatal(err)
@@ -181,7 +181,7 @@ func TestParkAfterTheAnswer(t *testing.T) {
 // TestReleaseOfABadInput: a held input that is no input of its job's kind blocks that job
 // at the release, as its dead letter would have, and never fails the holder's answer.
 func TestReleaseOfABadInput(t *testing.T) {
-	m := &rulebook.Memory{LoadRubric: func(string, events.JobSpec) (*argus.Rubric, error) { return argus.DefaultRubric(), nil }}
+	m := &rulebook.Memory{Documents: func(string, events.Blob) ([]byte, error) { return argus.DefaultRubricJSON(), nil }}
 	for i, s := range []events.JobSpec{viewOf("A", "a", events.ModeInteractive), viewOf("B", "b", events.ModeInteractive)} {
 		if _, err := m.Apply(in(submit(s, i, 2))); err != nil {
 			t.Fatal(err)

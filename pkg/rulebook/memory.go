@@ -7,12 +7,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
-	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 // Memory runs the rules over events in memory, the way the aggregator service runs them
@@ -27,11 +25,12 @@ import (
 type Memory struct {
 	// Now is the aggregator's clock (time.Now when nil).
 	Now func() time.Time
-	// LoadRubric reads a looping job's rubric (Step.Rubric). Without it a looping job's
-	// loop steps fail.
-	LoadRubric func(tenant string, spec events.JobSpec) (*argus.Rubric, error)
-	// Claim decides which job of an interactive batch holds its spot-check, given the job
-	// asking; nil gives it to the first job that asks, as the aggregator's create does.
+	// Documents reads a blob a looping job's state is read with
+	// (kind.Looping.StateDocuments). Without it such a job's loop steps fail.
+	Documents func(tenant string, b events.Blob) ([]byte, error)
+	// Claim decides which job of a batch holds its claim (kind.Looping.Claiming), given
+	// the job asking; nil gives it to the first job that asks, as the aggregator's create
+	// does.
 	Claim func(tenant, batch, job string) string
 	// LoadPlan reads a page of a batch's plan (BatchResult.NeedPage). Without it a
 	// cancel's steps fail.
@@ -39,7 +38,7 @@ type Memory struct {
 
 	jobs    map[string][]byte
 	codec   dictzstd.Codec
-	views   map[string]views.Record
+	states  map[string][]byte
 	batches map[string]*memBatch
 	claims  map[string]string
 }
@@ -81,7 +80,7 @@ func (c *Completion) Fold() *Fold { return c.fold }
 
 func (m *Memory) init() {
 	if m.jobs == nil {
-		m.jobs, m.views, m.batches, m.claims = map[string][]byte{}, map[string]views.Record{}, map[string]*memBatch{}, map[string]string{}
+		m.jobs, m.states, m.batches, m.claims = map[string][]byte{}, map[string][]byte{}, map[string]*memBatch{}, map[string]string{}
 	}
 }
 
@@ -170,10 +169,11 @@ func (m *Memory) Header(tenant, batch string) *records.Batch {
 	return nil
 }
 
-// View returns a view's record (a zero record for a view never seen).
-func (m *Memory) View(key string) views.Record {
+// State returns a looping job's own state as the state bucket would hold it, stored
+// under key (kind.Looping.StateKey); nil for a state never stored.
+func (m *Memory) State(key string) []byte {
 	m.init()
-	return m.views[key].Clone()
+	return m.states[key]
 }
 
 // StartRedrive records a redrive of jobs as attempt, as `tribunal redrive` records it on
@@ -205,29 +205,35 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 	}
 	tenant, batch, job := JobOf(in.Event)
 	st := State{Now: m.now(), Job: m.decode(records.JobKey(tenant, batch, job))}
-	var viewKey string
-	if st.Job != nil && NeedsView(st.Job, in.Event) {
+	var stateKey string
+	if st.Job != nil && NeedsState(st.Job, in.Event) {
 		if lk, ok := kind.LoopingOf(st.Job.Spec.Kind); ok {
-			if viewKey = lk.ViewKey(tenant, st.Job.Spec); viewKey != "" {
-				v := m.views[viewKey].Clone()
-				st.View = &v
-				if m.LoadRubric == nil {
-					return Applied{}, errors.New("rulebook: a looping job and no rubric loader")
+			if stateKey = lk.StateKey(tenant, st.Job.Spec); stateKey != "" {
+				var docs [][]byte
+				for _, b := range lk.StateDocuments(st.Job.Spec) {
+					if m.Documents == nil {
+						return Applied{}, errors.New("rulebook: a looping job and no document reader")
+					}
+					d, err := m.Documents(tenant, b)
+					if err != nil {
+						return Applied{}, fmt.Errorf("job %s: %w", st.Job.Key(), err)
+					}
+					docs = append(docs, d)
 				}
-				r, err := m.LoadRubric(tenant, st.Job.Spec)
+				s, err := lk.LoadState(st.Job.Spec, m.states[stateKey], docs)
 				if err != nil {
 					return Applied{}, fmt.Errorf("job %s: %w", st.Job.Key(), err)
 				}
-				st.Rubric = r
+				st.KindState = s
 			}
-			if lk.Interactive(st.Job.Spec) {
-				st.Spotcheck = m.claims[records.BatchKey(tenant, batch)]
-				st.Holder = m.holder(st.Job, st.Spotcheck)
+			if lk.Claiming(st.Job.Spec) {
+				st.Claim = m.claims[records.BatchKey(tenant, batch)]
+				st.Holder = m.holder(st.Job, st.Claim)
 			}
 		}
 	}
 	res, err := Apply(st, in)
-	if err == nil && res.ClaimSpotcheck {
+	if err == nil && res.WantsClaim {
 		key := records.BatchKey(tenant, batch)
 		if m.claims[key] == "" {
 			holder := job
@@ -236,8 +242,8 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 			}
 			m.claims[key] = holder
 		}
-		st.Spotcheck = m.claims[key]
-		st.Holder = m.holder(st.Job, st.Spotcheck)
+		st.Claim = m.claims[key]
+		st.Holder = m.holder(st.Job, st.Claim)
 		res, err = Apply(st, in)
 	}
 	if err != nil || res.NotRecorded {
@@ -250,7 +256,7 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 			return Applied{}, err
 		}
 		if !ok {
-			return Applied{}, fmt.Errorf("job %s: held for a spot-check already answered", st.Job.Key())
+			return Applied{}, fmt.Errorf("job %s: held for a claim whose holder has its outcome", st.Job.Key())
 		}
 		if next != nil {
 			m.store(next)
@@ -272,8 +278,12 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 		}
 		m.store(res.Job)
 	}
-	if res.View != nil {
-		m.views[viewKey] = res.View.Clone()
+	if res.KindState != nil {
+		data, err := res.KindState.Encode()
+		if err != nil {
+			return out, fmt.Errorf("job %s: encode its state: %w", st.Job.Key(), err)
+		}
+		m.states[stateKey] = data
 	}
 	if res.Done {
 		j := res.Job
@@ -309,13 +319,13 @@ func (m *Memory) Apply(in Input) (Applied, error) {
 	return out, nil
 }
 
-// holder is the record of the job holding the batch's spot-check, when the rules read it
-// for an input of j (NeedsHolder).
-func (m *Memory) holder(j *records.Job, spotcheck string) *records.Job {
-	if !NeedsHolder(j, spotcheck) {
+// holder is the record of the job holding the batch's claim, when the rules read it for
+// an input of j (NeedsHolder).
+func (m *Memory) holder(j *records.Job, claim string) *records.Job {
+	if !NeedsHolder(j, claim) {
 		return nil
 	}
-	return m.decode(records.JobKey(j.Tenant, j.Batch, spotcheck))
+	return m.decode(records.JobKey(j.Tenant, j.Batch, claim))
 }
 
 // applyBatch applies a batch-wide input to the batch's header, as the aggregator does.

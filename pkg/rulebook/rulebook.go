@@ -15,11 +15,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
-	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 // ErrRefused marks an input the rules will never apply: it contradicts where it came from
@@ -88,16 +86,15 @@ type DeadLetter struct {
 type State struct {
 	// Job is the record of the input's job (JobOf); nil when it is not recorded.
 	Job *records.Job
-	// View is a looping job's view (kind.Looping.ViewKey); a zero record for a view
-	// never seen before.
-	View *views.Record
-	// Rubric is a looping job's rubric (kind.Looping.LoadRubric).
-	Rubric *argus.Rubric
-	// Spotcheck is the job holding the batch's spot-check, "" for none yet.
-	Spotcheck string
-	// Holder is the record of the job holding the batch's spot-check when it is another
-	// job than the input's (NeedsHolder): while it has no outcome, the input waits (the
-	// HE-2 hold, see Park).
+	// KindState is a looping job's own state (kind.Looping.LoadState), loaded when the
+	// rules read it (NeedsState): the kind's value, which the rules hand to its Decide.
+	KindState kind.State
+	// Claim is the job holding the batch's claim (kind.Looping.Claiming), "" for none
+	// yet.
+	Claim string
+	// Holder is the record of the job holding the batch's claim when it is another job
+	// than the input's (NeedsHolder): while it has no outcome, the input waits (the hold,
+	// see Park).
 	Holder *records.Job
 	// Now is the time the rules stamp (decisions, sign-offs) when the input carries none.
 	// An input's own envelope time is used first, so a replay stamps exactly what the
@@ -113,8 +110,9 @@ type Result struct {
 	Created bool
 	// Batch is the header a new job's batch starts with, stored unless it exists.
 	Batch *records.Batch
-	// View is a looping job's view to store, nil when it stays as it is.
-	View *views.Record
+	// KindState is a looping job's own state to store (under its kind.Looping.StateKey,
+	// as it encodes itself), nil when it stays as it is.
+	KindState kind.State
 	// Publish are the events to publish, in order.
 	Publish []events.Event
 	// Done says the job is final: its batch's completion must count it. A redelivered
@@ -122,14 +120,14 @@ type Result struct {
 	Done bool
 	// Decided is the decision this input made, for metrics (nil when it made none).
 	Decided *events.IterationDecided
-	// ClaimSpotcheck asks the caller to claim the batch's spot-check for the job and
-	// apply the input again with State.Spotcheck set.
-	ClaimSpotcheck bool
+	// WantsClaim asks the caller to claim the batch's claim for the job and apply the
+	// input again with State.Claim set.
+	WantsClaim bool
 	// NotRecorded says the input's job is not recorded yet; it is retried (or, replaying,
 	// held back) until its submission is.
 	NotRecorded bool
-	// Hold says the input waits for the batch's spot-check (HE-2): the caller parks it on
-	// the holder's record (Park) and decides nothing else now.
+	// Hold says the input waits for the batch's claim holder's outcome (rubric's HE-2):
+	// the caller parks it on the holder's record (Park) and decides nothing else now.
 	Hold bool
 	// Release are inputs this job held for other jobs and now lets go (the job is
 	// final): the caller applies each to its own job, after storing this result.
@@ -147,10 +145,10 @@ func JobOf(ev events.Event) (tenant, batch, job string) {
 	return ev.Tenant, ev.BatchID, ev.JobID
 }
 
-// NeedsView reports whether the rules read a looping job's view (State.View, State.Rubric)
-// for ev: every input of a job still in its loop, and an operator's reset of the view,
+// NeedsState reports whether the rules read a looping job's own state (State.KindState)
+// for ev: every input of a job still in its loop, and an operator's reset of the loop,
 // which usually names a job whose run ended (its budget spent).
-func NeedsView(j *records.Job, ev events.Event) bool {
+func NeedsState(j *records.Job, ev events.Event) bool {
 	if _, ok := ev.Payload.(*events.ViewReset); ok {
 		return true
 	}
@@ -202,7 +200,7 @@ func Apply(st State, in Input) (Result, error) {
 		return Result{}, fmt.Errorf("job %s: %w", st.Job.Key(), err)
 	}
 	if p, ok := ev.Payload.(*events.ViewReset); ok {
-		return resetView(st, in, k, p)
+		return resetState(st, in, k, p)
 	}
 	if heldInput(&st, in, k) {
 		return Result{Hold: true}, nil
@@ -260,28 +258,28 @@ func refusedAgain(st State, in Input, k kind.Kind) error {
 	return nil
 }
 
-// resetView applies an operator's reset of a looping job's view (view.reset): the view's
-// next step starts a new loop with a fresh budget (views.Record.ResetLoop). The job it
-// names keeps its outcome: the reset is about the runs to come. A reset of a loop the
-// view has replaced since, or of a view with no loop yet, changes nothing. A reset the
-// aggregator gave up on is not applied late from dead letters: the operator resets again.
-func resetView(st State, in Input, k kind.Kind, p *events.ViewReset) (Result, error) {
+// resetState applies an operator's reset of a looping job's loop (view.reset) to its
+// state: its next step starts a new loop with a fresh budget (kind.Looping.Reset). The job
+// it names keeps its outcome: the reset is about the runs to come. A reset the kind finds
+// nothing to change for changes nothing. A reset the aggregator gave up on is not applied
+// late from dead letters: the operator resets again.
+func resetState(st State, in Input, k kind.Kind, p *events.ViewReset) (Result, error) {
 	j, ev := st.Job, in.Event
 	lk, ok := k.(kind.Looping)
-	if !ok || lk.ViewKey(j.Tenant, j.Spec) == "" {
+	if !ok || lk.StateKey(j.Tenant, j.Spec) == "" {
 		return Result{}, fmt.Errorf("%w: view.reset %s: job %s has no view with a loop", ErrRefused, ev.ID, j.Key())
 	}
 	if in.DeadLetter != nil {
 		return Result{}, fmt.Errorf("%w: view.reset %s: %s gave up on it (%s); it is not applied late", ErrRefused, ev.ID, in.DeadLetter.Service, in.DeadLetter.Reason)
 	}
-	if st.View == nil {
+	if st.KindState == nil {
 		return Result{}, fmt.Errorf("job %s: the view's state was not given to the rules", j.Key())
 	}
-	v := st.View.Clone()
-	if !v.ResetLoop(p.Loop, views.Reset{Event: ev.ID, At: st.Now, By: p.By, Reason: p.Reason}) {
+	v := st.KindState.Clone()
+	if !lk.Reset(v, ev, p, st.Now) {
 		return Result{}, nil
 	}
-	return Result{View: &v}, nil
+	return Result{KindState: v}, nil
 }
 
 // submitted records a job: the first job.submitted creates its record and asks for its
@@ -376,16 +374,15 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 		// manifest and its sign-off rest on includes what the judge saw.
 		next.Inputs = appendChain(next.Inputs, ev.Chain)
 	}
-	s := &kind.Step{Event: ev, Link: in.Link, Now: st.Now, Job: next, Rubric: st.Rubric, Spotcheck: st.Spotcheck}
-	if st.View != nil {
-		v := st.View.Clone()
-		s.View = &v
+	s := &kind.Step{Event: ev, Link: in.Link, Now: st.Now, Job: next, Claim: st.Claim}
+	if st.KindState != nil {
+		s.State = st.KindState.Clone()
 	}
 	if err := apply(s); err != nil {
 		return Result{}, fmt.Errorf("job %s: %s %s: %w", j.Key(), ev.Type, ev.ID, err)
 	}
-	if s.ClaimSpotcheck {
-		return Result{ClaimSpotcheck: true}, nil
+	if s.WantsClaim {
+		return Result{WantsClaim: true}, nil
 	}
 	if s.Replayed {
 		return Result{Publish: s.Publish}, nil
@@ -397,8 +394,8 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 		next.Calls = append(next.Calls, CallsOf(v)...)
 	}
 	res := Result{Job: next}
-	if s.ViewChanged {
-		res.View = s.View
+	if s.StateChanged {
+		res.KindState = s.State
 	}
 	for _, e := range s.Publish {
 		if d, ok := e.Payload.(*events.IterationDecided); ok {

@@ -419,12 +419,12 @@ func TestRubricLoop(t *testing.T) {
 			spec := viewSpec(mode)
 			j := pending(t, spec)
 			view := &views.Record{}
-			st := rulebook.State{Job: j, View: view, Rubric: argus.DefaultRubric()}
+			st := rulebook.State{Job: j, KindState: viewState(view, argus.DefaultRubric())}
 			res, err := rulebook.Apply(st, in(rubricVote(t, spec.ACID, 0, true)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Job.Status != events.StatusPending || res.Done || res.View == nil || len(res.Publish) != 2 {
+			if res.Job.Status != events.StatusPending || res.Done || res.KindState == nil || len(res.Publish) != 2 {
 				t.Fatalf("first pass: %s, %d events", res.Job.Status, len(res.Publish))
 			}
 			confirm, ok := res.Publish[1].Payload.(*events.RenderRequested)
@@ -432,21 +432,21 @@ func TestRubricLoop(t *testing.T) {
 				t.Fatalf("a confirmation render of iteration 1 is asked for: %+v", res.Publish[1])
 			}
 			// Redelivered: the same announcements, nothing counted twice.
-			replay, err := rulebook.Apply(rulebook.State{Job: res.Job, View: res.View, Rubric: argus.DefaultRubric()}, in(rubricVote(t, spec.ACID, 0, true)))
+			replay, err := rulebook.Apply(rulebook.State{Job: res.Job, KindState: viewState(recordOf(res.KindState), argus.DefaultRubric())}, in(rubricVote(t, spec.ACID, 0, true)))
 			if err != nil || replay.Job != nil || len(replay.Publish) != 2 || replay.Publish[0].ID != res.Publish[0].ID {
 				t.Fatalf("replay: %+v, %v", replay, err)
 			}
-			st = rulebook.State{Job: res.Job, View: res.View, Rubric: argus.DefaultRubric()}
+			st = rulebook.State{Job: res.Job, KindState: viewState(recordOf(res.KindState), argus.DefaultRubric())}
 			second := in(rubricVote(t, spec.ACID, 1, true))
 			res, err = rulebook.Apply(st, second)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if mode == events.ModeInteractive {
-				if !res.ClaimSpotcheck || res.Job != nil {
+				if !res.WantsClaim || res.Job != nil {
 					t.Fatalf("an interactive sign-off asks for the claim first: %+v", res)
 				}
-				st.Spotcheck = spec.ACID
+				st.Claim = spec.ACID
 				if res, err = rulebook.Apply(st, second); err != nil {
 					t.Fatal(err)
 				}
@@ -454,7 +454,7 @@ func TestRubricLoop(t *testing.T) {
 					t.Fatalf("the claimed sign-off waits for a person: %s", res.Job.Status)
 				}
 				sc := events.New(&events.SpotcheckRecorded{ACID: spec.ACID, Approved: true, By: "me"}, tenant, batch, spec.ACID, 0, "approve", nil)
-				res, err = rulebook.Apply(rulebook.State{Job: res.Job, View: res.View, Rubric: argus.DefaultRubric()}, in(sc))
+				res, err = rulebook.Apply(rulebook.State{Job: res.Job, KindState: viewState(recordOf(res.KindState), argus.DefaultRubric())}, in(sc))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -474,13 +474,13 @@ func TestRubricNeedsContextAndBudget(t *testing.T) {
 	spec := viewSpec(events.ModeHeadless)
 	j := pending(t, spec)
 	nc := events.New(&events.GatesFailed{Kind: events.KindRubric, ACID: spec.ACID, NeedsContext: "no reference"}, tenant, batch, spec.ACID, 0, "", nil)
-	res, err := rulebook.Apply(rulebook.State{Job: j, View: &views.Record{}, Rubric: argus.DefaultRubric()}, in(nc))
+	res, err := rulebook.Apply(rulebook.State{Job: j, KindState: viewState(&views.Record{}, argus.DefaultRubric())}, in(nc))
 	if err != nil || res.Job.Status != events.StatusNeedsContext || !res.Done || rulebook.Redrivable(res.Job) {
 		t.Fatalf("needs context: %+v, %v", res.Job, err)
 	}
 	spec.Rubric.MaxIterations = 1
 	j = pending(t, spec)
-	res, err = rulebook.Apply(rulebook.State{Job: j, View: &views.Record{}, Rubric: argus.DefaultRubric()}, in(rubricVote(t, spec.ACID, 0, false)))
+	res, err = rulebook.Apply(rulebook.State{Job: j, KindState: viewState(&views.Record{}, argus.DefaultRubric())}, in(rubricVote(t, spec.ACID, 0, false)))
 	if err != nil || res.Job.Status != events.StatusBudgetExhausted || res.Job.BlockStage != "loop" {
 		t.Fatalf("budget of one spent on a failing verdict: %+v, %v", res.Job, err)
 	}
@@ -568,12 +568,12 @@ func TestRubricFrozenOnlyFailures(t *testing.T) {
 	for _, run := range runs {
 		j := viewJob(t, spec, run.batch)
 		for it, w := range run.steps {
-			res, err := rulebook.Apply(rulebook.State{Job: j, View: view, Rubric: r}, in(inBatch(rubricVote(t, spec.ACID, it, false), run.batch)))
+			res, err := rulebook.Apply(rulebook.State{Job: j, KindState: viewState(view, r)}, in(inBatch(rubricVote(t, spec.ACID, it, false), run.batch)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.View != nil {
-				view = res.View
+			if res.KindState != nil {
+				view = recordOf(res.KindState)
 			}
 			j = res.Job
 			s, _ := rubric.StateOf(j)
@@ -608,13 +608,13 @@ func TestRubricReportOnlySpendsNothing(t *testing.T) {
 	view := &views.Record{}
 	for _, b := range []string{"dry-1", "dry-2"} {
 		j := viewJob(t, spec, b)
-		res, err := rulebook.Apply(rulebook.State{Job: j, View: view, Rubric: argus.DefaultRubric()}, in(inBatch(rubricVote(t, spec.ACID, 0, false), b)))
+		res, err := rulebook.Apply(rulebook.State{Job: j, KindState: viewState(view, argus.DefaultRubric())}, in(inBatch(rubricVote(t, spec.ACID, 0, false), b)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		s, _ := rubric.StateOf(res.Job)
-		if res.View != nil || res.Job.Status != events.StatusReported || s.Decision.LoopIteration != 1 || s.LastVerdict == nil || s.LastVerdict.AllPass {
-			t.Fatalf("%s: view stored %v, status %s, decision %+v", b, res.View != nil, res.Job.Status, s.Decision)
+		if res.KindState != nil || res.Job.Status != events.StatusReported || s.Decision.LoopIteration != 1 || s.LastVerdict == nil || s.LastVerdict.AllPass {
+			t.Fatalf("%s: view stored %v, status %s, decision %+v", b, res.KindState != nil, res.Job.Status, s.Decision)
 		}
 	}
 	if view.Loop.Iteration != 0 || len(view.Loop.Attempts) != 0 {
@@ -632,11 +632,11 @@ func TestViewReset(t *testing.T) {
 	spec.Rubric.MaxIterations = 1
 	view := &views.Record{}
 	j := viewJob(t, spec, "run-1")
-	res, err := rulebook.Apply(rulebook.State{Job: j, View: view, Rubric: argus.DefaultRubric()}, in(inBatch(rubricVote(t, spec.ACID, 0, false), "run-1")))
+	res, err := rulebook.Apply(rulebook.State{Job: j, KindState: viewState(view, argus.DefaultRubric())}, in(inBatch(rubricVote(t, spec.ACID, 0, false), "run-1")))
 	if err != nil || res.Job.Status != events.StatusBudgetExhausted {
 		t.Fatalf("setup: %+v %v", res.Job, err)
 	}
-	exhausted, view := res.Job, res.View
+	exhausted, view := res.Job, recordOf(res.KindState)
 	reset := func(loop int) rulebook.Input {
 		e := events.New(&events.ViewReset{ACID: spec.ACID, Loop: loop, By: "ops", Reason: "rubric fixed"}, tenant, "run-1", spec.ACID, 0, events.ResetStep(loop), nil)
 		e.Time = t0.Add(time.Hour)
@@ -652,10 +652,10 @@ func TestViewReset(t *testing.T) {
 		refused bool
 		loop    int // the view's loop afterwards; -1: not stored
 	}{
-		"current loop":          {rulebook.State{Job: exhausted, View: view}, reset(0), false, 1},
-		"a replaced loop":       {rulebook.State{Job: exhausted, View: view}, reset(1), false, -1},
+		"current loop":          {rulebook.State{Job: exhausted, KindState: viewState(view, nil)}, reset(0), false, 1},
+		"a replaced loop":       {rulebook.State{Job: exhausted, KindState: viewState(view, nil)}, reset(1), false, -1},
 		"no view":               {rulebook.State{Job: abJob}, abReset, true, -1},
-		"given up by a service": {rulebook.State{Job: exhausted, View: view}, deadLetter, true, -1},
+		"given up by a service": {rulebook.State{Job: exhausted, KindState: viewState(view, nil)}, deadLetter, true, -1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			res, err := rulebook.Apply(c.st, c.in)
@@ -665,19 +665,19 @@ func TestViewReset(t *testing.T) {
 			if res.Job != nil || len(res.Publish) != 0 || res.Done {
 				t.Fatalf("a reset changes no job and announces nothing: %+v", res)
 			}
-			if (res.View != nil) != (c.loop >= 0) {
-				t.Fatalf("view stored %v, want loop %d", res.View != nil, c.loop)
+			if (res.KindState != nil) != (c.loop >= 0) {
+				t.Fatalf("view stored %v, want loop %d", res.KindState != nil, c.loop)
 			}
-			if res.View != nil && (res.View.Generation != c.loop || res.View.Loop.Iteration != 0 || res.View.Reset == nil || res.View.Reset.By != "ops") {
-				t.Fatalf("view after the reset %+v", res.View)
+			if res.KindState != nil && (recordOf(res.KindState).Generation != c.loop || recordOf(res.KindState).Loop.Iteration != 0 || recordOf(res.KindState).Reset == nil || recordOf(res.KindState).Reset.By != "ops") {
+				t.Fatalf("view after the reset %+v", res.KindState)
 			}
 		})
 	}
-	res, _ = rulebook.Apply(rulebook.State{Job: exhausted, View: view}, reset(0))
-	view = res.View
+	res, _ = rulebook.Apply(rulebook.State{Job: exhausted, KindState: viewState(view, nil)}, reset(0))
+	view = recordOf(res.KindState)
 	spec.Rubric.MaxIterations = 2
 	j = viewJob(t, spec, "run-2")
-	res, err = rulebook.Apply(rulebook.State{Job: j, View: view, Rubric: argus.DefaultRubric()}, in(inBatch(rubricVote(t, spec.ACID, 0, true), "run-2")))
+	res, err = rulebook.Apply(rulebook.State{Job: j, KindState: viewState(view, argus.DefaultRubric())}, in(inBatch(rubricVote(t, spec.ACID, 0, true), "run-2")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -693,7 +693,7 @@ func TestViewReset(t *testing.T) {
 func TestViewResetThroughMemory(t *testing.T) {
 	spec := viewSpec(events.ModeHeadless)
 	spec.Rubric.MaxIterations = 1
-	m := &rulebook.Memory{LoadRubric: func(string, events.JobSpec) (*argus.Rubric, error) { return argus.DefaultRubric(), nil }}
+	m := &rulebook.Memory{Documents: func(string, events.Blob) ([]byte, error) { return argus.DefaultRubricJSON(), nil }}
 	if _, err := m.Apply(in(submit(spec, 0, 1))); err != nil {
 		t.Fatal(err)
 	}
@@ -705,7 +705,7 @@ func TestViewResetThroughMemory(t *testing.T) {
 	if _, err := m.Apply(in(e)); err != nil {
 		t.Fatal(err)
 	}
-	if v := m.View(key); v.Generation != 1 || v.Loop.Iteration != 0 {
+	if v := storedView(t, m.State(key)); v.Generation != 1 || v.Loop.Iteration != 0 {
 		t.Fatalf("view after the reset %+v", v)
 	}
 }
@@ -718,17 +718,17 @@ func TestViewResetThroughMemory(t *testing.T) {
 func TestSpotcheckDimensionMustBeTheRubrics(t *testing.T) {
 	spec := viewSpec(events.ModeInteractive)
 	r := argus.DefaultRubric()
-	st := rulebook.State{Job: pending(t, spec), View: &views.Record{}, Rubric: r}
+	st := rulebook.State{Job: pending(t, spec), KindState: viewState(&views.Record{}, r)}
 	for it := 0; it < 2; it++ {
 		res, err := rulebook.Apply(st, in(rubricVote(t, spec.ACID, it, true)))
-		if res.ClaimSpotcheck {
-			st.Spotcheck = spec.ACID
+		if res.WantsClaim {
+			st.Claim = spec.ACID
 			res, err = rulebook.Apply(st, in(rubricVote(t, spec.ACID, it, true)))
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.Job, st.View = res.Job, res.View
+		st.Job, st.KindState = res.Job, res.KindState
 	}
 	if st.Job.Status != events.StatusAwaitingSpotcheck {
 		t.Fatalf("setup: %s", st.Job.Status)
@@ -750,12 +750,12 @@ func TestSpotcheckDimensionMustBeTheRubrics(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			res, err := rulebook.Apply(st, c.in)
 			if c.status == "" {
-				if !errors.Is(err, rulebook.ErrRefused) || res.Job != nil || res.View != nil || !strings.Contains(err.Error(), "typography") {
+				if !errors.Is(err, rulebook.ErrRefused) || res.Job != nil || res.KindState != nil || !strings.Contains(err.Error(), "typography") {
 					t.Fatalf("want refused naming the dimensions, got %+v, %v", res, err)
 				}
 				return
 			}
-			if err != nil || res.Job.Status != c.status || res.View == nil || res.View.SignOff.HumanSpotcheck != "typography" {
+			if err != nil || res.Job.Status != c.status || res.KindState == nil || recordOf(res.KindState).SignOff.HumanSpotcheck != "typography" {
 				t.Fatalf("%+v, %v", res, err)
 			}
 		})
@@ -767,7 +767,7 @@ func TestSpotcheckDimensionMustBeTheRubrics(t *testing.T) {
 // through the ingress, which checks only that the job exists). The rules refuse it.
 func TestSpotcheckOnlyOfAWaitingSignoff(t *testing.T) {
 	spec := viewSpec(events.ModeInteractive)
-	st := rulebook.State{Job: pending(t, spec), View: &views.Record{}, Rubric: argus.DefaultRubric()}
+	st := rulebook.State{Job: pending(t, spec), KindState: viewState(&views.Record{}, argus.DefaultRubric())}
 	res, err := rulebook.Apply(st, in(events.New(&events.SpotcheckRecorded{ACID: spec.ACID, Approved: true}, tenant, batch, spec.ACID, 0, "approve", nil)))
 	if !errors.Is(err, rulebook.ErrRefused) || res.Job != nil || !strings.Contains(err.Error(), "not waiting for a spot-check") {
 		t.Fatalf("a spot-check of a pending view: %+v, %v", res, err)

@@ -13,15 +13,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
-	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 // maxConflicts bounds how often one event is decided again after a concurrent write.
@@ -165,11 +166,11 @@ func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event,
 			}
 		}
 		res, err := rulebook.Apply(st, in)
-		if res.ClaimSpotcheck && err == nil {
-			if st.Spotcheck, err = s.records.ClaimSpotcheck(ctx, tenant, batch, job); err != nil {
+		if res.WantsClaim && err == nil {
+			if st.Claim, err = s.records.ClaimSpotcheck(ctx, tenant, batch, job); err != nil {
 				return nil, err
 			}
-			if st.Holder, err = s.holder(ctx, st.Job, st.Spotcheck); err != nil {
+			if st.Holder, err = s.holder(ctx, st.Job, st.Claim); err != nil {
 				return nil, err
 			}
 			res, err = rulebook.Apply(st, in)
@@ -185,7 +186,7 @@ func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event,
 			return nil, fmt.Errorf("%s %s: job %s: %w", in.Event.Type, in.Event.ID, records.JobKey(tenant, batch, job), errNotRecorded)
 		}
 		if res.Hold {
-			parked, err := s.park(ctx, tenant, batch, st.Spotcheck, in)
+			parked, err := s.park(ctx, tenant, batch, st.Claim, in)
 			if err != nil || parked {
 				return nil, err
 			}
@@ -239,13 +240,13 @@ func (s *Service) apply(ctx context.Context, in rulebook.Input) ([]events.Event,
 	}
 }
 
-// holder loads the record of the job holding the batch's spot-check when the rules read
-// it for an input of j (rulebook.NeedsHolder).
-func (s *Service) holder(ctx context.Context, j *records.Job, spotcheck string) (*records.Job, error) {
-	if !rulebook.NeedsHolder(j, spotcheck) {
+// holder loads the record of the job holding the batch's claim when the rules read it
+// for an input of j (rulebook.NeedsHolder).
+func (s *Service) holder(ctx context.Context, j *records.Job, claim string) (*records.Job, error) {
+	if !rulebook.NeedsHolder(j, claim) {
 		return nil, nil
 	}
-	h, _, err := s.records.Job(ctx, j.Tenant, j.Batch, spotcheck)
+	h, _, err := s.records.Job(ctx, j.Tenant, j.Batch, claim)
 	if errors.Is(err, records.ErrCorrupt) {
 		return nil, bus.Permanent(err)
 	}
@@ -285,8 +286,8 @@ func firstNonNil(a, b *records.Job) *records.Job {
 	return b
 }
 
-// load reads the job and, for a looping job, its view, rubric and the batch's spot-check
-// when the rules read them for ev (rulebook.NeedsView).
+// load reads the job and, for a looping job, its own state and the batch's claim when
+// the rules read them for ev (rulebook.NeedsState).
 func (s *Service) load(ctx context.Context, tenant, batch, job string, ev events.Event) (rulebook.State, uint64, uint64, error) {
 	st := rulebook.State{Now: s.now()}
 	j, rev, err := s.records.Job(ctx, tenant, batch, job)
@@ -299,29 +300,40 @@ func (s *Service) load(ctx context.Context, tenant, batch, job string, ev events
 		return st, 0, 0, err
 	}
 	st.Job = j
-	lk, looping := kinds.Looping(j.Spec.Kind)
-	if !looping || !rulebook.NeedsView(j, ev) {
+	lk, looping := kind.LoopingOf(j.Spec.Kind)
+	if !looping || !rulebook.NeedsState(j, ev) {
 		return st, rev, 0, nil
 	}
 	var viewRev uint64
-	if key := lk.ViewKey(tenant, j.Spec); key != "" {
+	if key := lk.StateKey(tenant, j.Spec); key != "" {
 		if s.views == nil {
 			return st, 0, 0, fmt.Errorf("job %s: no views bucket for a %s view", j.Key(), j.Spec.Kind)
 		}
-		v, vr, err := views.Load(ctx, s.views, key)
-		if err != nil {
-			return st, 0, 0, err
+		var stored []byte
+		e, err := s.views.Get(ctx, key)
+		switch {
+		case err == nil:
+			stored, viewRev = e.Value(), e.Revision()
+		case !errors.Is(err, jetstream.ErrKeyNotFound):
+			return st, 0, 0, fmt.Errorf("load view %s: %w", key, err)
 		}
-		st.View, viewRev = &v, vr
-		if st.Rubric, err = lk.LoadRubric(ctx, s.blobs, tenant, j.Spec); err != nil {
+		var docs [][]byte
+		for _, b := range lk.StateDocuments(j.Spec) {
+			d, _, err := blob.ReadAll(ctx, s.blobs, blob.Ref{Tenant: tenant, SHA256: b.SHA256})
+			if err != nil {
+				return st, 0, 0, fmt.Errorf("job %s: read %s: %w", j.Key(), b.SHA256, err)
+			}
+			docs = append(docs, d)
+		}
+		if st.KindState, err = lk.LoadState(j.Spec, stored, docs); err != nil {
 			return st, 0, 0, err
 		}
 	}
-	if lk.Interactive(j.Spec) {
-		if st.Spotcheck, err = s.records.Spotcheck(ctx, tenant, batch); err != nil {
+	if lk.Claiming(j.Spec) {
+		if st.Claim, err = s.records.Spotcheck(ctx, tenant, batch); err != nil {
 			return st, 0, 0, err
 		}
-		if st.Holder, err = s.holder(ctx, j, st.Spotcheck); err != nil {
+		if st.Holder, err = s.holder(ctx, j, st.Claim); err != nil {
 			return st, 0, 0, err
 		}
 	}
@@ -353,11 +365,17 @@ func (s *Service) store(ctx context.Context, st rulebook.State, rev, viewRev uin
 			s.knowHeader(key)
 		}
 	}
-	if res.View != nil {
-		key := kindsViewKey(st.Job)
-		ok, err := views.Put(ctx, s.views, key, *res.View, viewRev)
-		if err != nil || !ok {
-			return ok, err
+	if res.KindState != nil {
+		key := stateKey(st.Job)
+		data, err := res.KindState.Encode()
+		if err != nil {
+			return false, fmt.Errorf("encode view %s: %w", key, err)
+		}
+		if err := kv.CompareAndSet(ctx, s.views, key, data, viewRev); err != nil {
+			if kv.IsConflict(err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("store view %s: %w", key, err)
 		}
 	}
 	if res.Job == nil {
@@ -376,9 +394,9 @@ func (s *Service) store(ctx context.Context, st rulebook.State, rev, viewRev uin
 	return true, nil
 }
 
-func kindsViewKey(j *records.Job) string {
-	lk, _ := kinds.Looping(j.Spec.Kind)
-	return lk.ViewKey(j.Tenant, j.Spec)
+func stateKey(j *records.Job) string {
+	lk, _ := kind.LoopingOf(j.Spec.Kind)
+	return lk.StateKey(j.Tenant, j.Spec)
 }
 
 // inputLink is one link of a job's digest chain: the event and its wire bytes' hash.

@@ -1,7 +1,6 @@
 package rubric
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/argus"
-	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -132,28 +130,17 @@ func specChange(rs *events.RubricSpec) *argus.SpecChange {
 // Name implements kind.Kind.
 func (Kind) Name() events.Kind { return events.KindRubric }
 
-// ViewKey implements kind.Looping.
-func (Kind) ViewKey(tenant string, spec events.JobSpec) string {
+// StateKey implements kind.Looping: a view's key in the views bucket.
+func (Kind) StateKey(tenant string, spec events.JobSpec) string {
 	if spec.Rubric == nil || spec.Rubric.Blocked != "" {
 		return ""
 	}
 	return views.Key(tenant, spec.Rubric)
 }
 
-// LoadRubric implements kind.Looping.
-func (Kind) LoadRubric(ctx context.Context, store blob.Store, tenant string, spec events.JobSpec) (*argus.Rubric, error) {
-	if spec.Rubric == nil || spec.Rubric.Blocked != "" {
-		return nil, nil
-	}
-	data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: tenant, SHA256: spec.Rubric.Rubric.SHA256})
-	if err != nil {
-		return nil, fmt.Errorf("read rubric: %w", err)
-	}
-	return argus.ParseRubric(data)
-}
-
-// Interactive implements kind.Looping.
-func (Kind) Interactive(spec events.JobSpec) bool {
+// Claiming implements kind.Looping: an interactive view's sign-off may wait for a
+// person's spot-check (HE-2).
+func (Kind) Claiming(spec events.JobSpec) bool {
 	return spec.Rubric != nil && spec.Rubric.Mode == events.ModeInteractive
 }
 

@@ -122,7 +122,7 @@ func vote(st *kind.Step, v *events.RubricVote) error {
 	name := kind.JudgeName(v.Judge)
 	status, problem := v.Status, v.Error
 	if status == events.VoteOK {
-		verdict, disagreed, err := normalize(st.Rubric, v)
+		verdict, disagreed, err := normalize(rubricOf(st), v)
 		if err == nil {
 			render := v.Render
 			return step(st, loopStep{verdict: verdict, disagreed: disagreed, render: &render, judge: name, gateResult: v.GateResult})
@@ -137,6 +137,14 @@ func vote(st *kind.Step, v *events.RubricVote) error {
 	}
 	j.Status, j.BlockReason = events.StatusSchemaViolation, fmt.Sprintf("%s (%s)", problem, name)
 	j.Decided = &events.IterationDecided{Kind: events.KindRubric, ACID: j.ACID, Status: events.StatusSchemaViolation, Final: true}
+	return nil
+}
+
+// rubricOf is the rubric of the view a step carries, nil when the caller gave none.
+func rubricOf(st *kind.Step) *argus.Rubric {
+	if vs := viewOf(st); vs != nil {
+		return vs.Rubric
+	}
 	return nil
 }
 
@@ -176,17 +184,18 @@ func step(st *kind.Step, s loopStep) error {
 		st.Replayed = true
 		return nil
 	}
-	if st.View == nil {
+	vs := viewOf(st)
+	if vs == nil {
 		return fmt.Errorf("job %s: the view's state was not given to the rules", j.Key())
 	}
-	if st.Rubric == nil {
+	if vs.Rubric == nil {
 		return fmt.Errorf("job %s: the view's rubric was not given to the rules", j.Key())
 	}
-	params := st.Rubric.LoopParams()
+	params := vs.Rubric.LoopParams()
 	if rs.MaxIterations > 0 {
 		params.MaxIterations = rs.MaxIterations
 	}
-	v := st.View
+	v := &vs.Record
 	dry := rs.Mode == events.ModeReportOnly
 	current, _ := v.For(rs)
 	var previous *events.Blob
@@ -206,7 +215,7 @@ func step(st *kind.Step, s loopStep) error {
 			// A report-only step changes nothing durable (Record.Apply): the view is not
 			// stored, so no iteration, attempt or budget is spent.
 			v.LastApplied, v.LastDecision = ev.ID, d
-			st.ViewChanged = true
+			st.StateChanged = true
 		}
 	}
 	dec := &events.RubricDecision{
@@ -229,13 +238,13 @@ func step(st *kind.Step, s loopStep) error {
 	case d.ShouldSignoff:
 		dec.Outcome, status = "signed_off", events.StatusSignedOff
 		if rs.Mode == events.ModeInteractive {
-			if st.Spotcheck == "" {
+			if st.Claim == "" {
 				// Which sign-off of an interactive batch waits for a person is decided by a
 				// claim the caller makes; decide again once it has.
-				st.ClaimSpotcheck = true
+				st.WantsClaim = true
 				return nil
 			}
-			if st.Spotcheck == j.ACID {
+			if st.Claim == j.ACID {
 				status = events.StatusAwaitingSpotcheck
 			}
 		}
@@ -321,13 +330,14 @@ func spotcheck(st *kind.Step, p *events.SpotcheckRecorded) error {
 	if !p.Approved {
 		value = p.Dimension
 	}
-	if st.View == nil {
+	vs := viewOf(st)
+	if vs == nil {
 		return fmt.Errorf("job %s: the view's state was not given to the rules", st.Job.Key())
 	}
-	if st.Rubric == nil {
+	if vs.Rubric == nil {
 		return fmt.Errorf("job %s: the view's rubric was not given to the rules", st.Job.Key())
 	}
-	if err := st.Rubric.CheckSpotcheck(p.Approved, p.Dimension); err != nil {
+	if err := vs.Rubric.CheckSpotcheck(p.Approved, p.Dimension); err != nil {
 		return fmt.Errorf("%w: spot-check of %s: %v", kind.ErrRefused, st.Job.ACID, err)
 	}
 	// Only a sign-off waiting for its HE-2 answer takes one: a spot-check of a view still
@@ -336,11 +346,11 @@ func spotcheck(st *kind.Step, p *events.SpotcheckRecorded) error {
 	if st.Job.Status != events.StatusAwaitingSpotcheck {
 		return fmt.Errorf("%w: spot-check of %s: the view is %s, not waiting for a spot-check", kind.ErrRefused, st.Job.ACID, st.Job.Status)
 	}
-	if st.View.SignOff != nil && st.View.SignOff.HumanSpotcheck != value {
-		so := *st.View.SignOff
+	if vs.Record.SignOff != nil && vs.Record.SignOff.HumanSpotcheck != value {
+		so := *vs.Record.SignOff
 		so.HumanSpotcheck = value
-		st.View.SignOff = &so
-		st.ViewChanged = true
+		vs.Record.SignOff = &so
+		st.StateChanged = true
 	}
 	j := st.Job
 	state, err := StateOf(j)

@@ -1,0 +1,23 @@
+package stages
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// LoadRubric reads the rubric a view is judged with (the one its job carries): a
+// spot-check is checked against its dimensions (argus.Rubric.CheckSpotcheck).
+func LoadRubric(ctx context.Context, store blob.Store, tenant string, spec events.JobSpec) (*argus.Rubric, error) {
+	if spec.Rubric == nil || spec.Rubric.Blocked != "" {
+		return nil, nil
+	}
+	data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: tenant, SHA256: spec.Rubric.Rubric.SHA256})
+	if err != nil {
+		return nil, fmt.Errorf("read rubric: %w", err)
+	}
+	return argus.ParseRubric(data)
+}
