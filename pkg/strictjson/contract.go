@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -233,6 +234,19 @@ func (c *Contract) DecodeEdited(data []byte, edit func(Members) Members, dst any
 // code) against the contract, as it would be written in JSON. Fields in LateRequired may
 // be absent. It returns an *Invalid or nil.
 func (c *Contract) Validate(v any) error {
+	if path, bad, ok := nonFinite(reflect.ValueOf(v), ""); ok {
+		return &Invalid{Fields: []*fielderr.Error{{Doc: c.spec.Doc, Field: path, Value: bad, Reason: "must be " + c.whatAt(path)}}}
+	}
+	if tree, ok := treeOf(reflect.ValueOf(v)); ok {
+		obj, isObj := tree.(Members)
+		if !isObj {
+			return &Invalid{shape: true, Fields: []*fielderr.Error{{Doc: c.spec.Doc, Field: "(root)", Reason: "must be an object"}}}
+		}
+		if inv, _ := c.check(obj, true); inv != nil {
+			return inv
+		}
+		return nil
+	}
 	body, err := json.Marshal(v)
 	if err != nil {
 		if path, bad, ok := nonFinite(reflect.ValueOf(v), ""); ok {
@@ -419,7 +433,7 @@ func (c *Contract) literalAt(v *any, s *jsonschema.Schema, at *pathNode, vs *[]v
 	if types == nil && s.Ref != nil {
 		types = s.Ref.Types
 	}
-	if types == nil || !slicesContain(types.ToStrings(), "integer") || slicesContain(types.ToStrings(), "number") ||
+	if types == nil || !slices.Contains(types.ToStrings(), "integer") || slices.Contains(types.ToStrings(), "number") ||
 		!strings.ContainsAny(string(n), ".eE") {
 		return false
 	}
@@ -573,7 +587,7 @@ func (c *Contract) index(s *jsonschema.Schema, pattern string, order map[string]
 		o = math.MaxInt
 	}
 	c.nodes[s.Location] = &node{s: s, pattern: pattern, order: o, what: describe(s)}
-	if s.Types != nil && slicesContain(s.Types.ToStrings(), "integer") {
+	if s.Types != nil && slices.Contains(s.Types.ToStrings(), "integer") {
 		c.integers = true
 	}
 	for name, p := range s.Properties {
@@ -643,7 +657,11 @@ func describe(s *jsonschema.Schema) string {
 	}
 	switch {
 	case s.Enum != nil:
-		return orList(mapAny(s.Enum.Values, literalText))
+		alts := make([]string, len(s.Enum.Values))
+		for i, v := range s.Enum.Values {
+			alts[i] = literalText(v)
+		}
+		return orList(alts)
 	case s.Const != nil:
 		return literalText(*s.Const)
 	case s.Types == nil:
@@ -651,7 +669,7 @@ func describe(s *jsonschema.Schema) string {
 	}
 	var phrases []string
 	types := s.Types.ToStrings()
-	has := func(t string) bool { return slicesContain(types, t) }
+	has := func(t string) bool { return slices.Contains(types, t) }
 	if has("boolean") {
 		phrases = append(phrases, "true", "false")
 	}
@@ -730,23 +748,6 @@ func orList(items []string) string {
 		return items[0]
 	}
 	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
-}
-
-func mapAny(vs []any, f func(any) string) []string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = f(v)
-	}
-	return out
-}
-
-func slicesContain(xs []string, x string) bool {
-	for _, s := range xs {
-		if s == x {
-			return true
-		}
-	}
-	return false
 }
 
 // locate follows an instance location through the tree: the field path in tribunal's
@@ -921,52 +922,4 @@ func (o Members) Set(key string, val any) Members {
 		out = append(out, Member{Key: key, Val: val})
 	}
 	return out
-}
-
-// nonFinite finds the first NaN or infinite float in a value, by its JSON field path:
-// encoding/json refuses to write one without saying where it is.
-func nonFinite(v reflect.Value, path string) (string, string, bool) {
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return "", "", false
-		}
-		return nonFinite(v.Elem(), path)
-	case reflect.Float32, reflect.Float64:
-		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
-			return path, strconv.FormatFloat(f, 'g', -1, 64), true
-		}
-	case reflect.Struct:
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			if p, bad, ok := nonFinite(v.Field(i), JoinKey(path, name)); ok {
-				return p, bad, true
-			}
-		}
-	case reflect.Map:
-		iter := v.MapRange()
-		for iter.Next() {
-			if p, bad, ok := nonFinite(iter.Value(), JoinKey(path, fmt.Sprint(iter.Key()))); ok {
-				return p, bad, true
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			if p, bad, ok := nonFinite(v.Index(i), JoinIndex(path, i)); ok {
-				return p, bad, true
-			}
-		}
-	}
-	return "", "", false
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -230,5 +231,27 @@ func TestDecodeEdited(t *testing.T) {
 	err := c.DecodeEdited([]byte(`{"label":"yes","score":"ten"}`), func(o Members) Members { return o.Set("score", json.Number("3")) }, &a)
 	if err != nil || a.Score != 3 {
 		t.Fatalf("%+v %v", a, err)
+	}
+}
+
+// TestTreeOfIsWhatJSONWrites: the tree Validate builds from a value is the one
+// encoding/json's text of it decodes to.
+func TestTreeOfIsWhatJSONWrites(t *testing.T) {
+	t.Parallel()
+	claim, flag := 3, false
+	for _, v := range []any{
+		testAnswer{}, testAnswer{Label: "yes", Score: -4, Claim: &claim, Note: "<a & b>", Share: 1e-7, Tags: []string{}, Flag: &flag},
+		&testAnswer{Share: 1e21, Inner: &struct{ N int }{N: 2}}, testAnswer{Share: 0.72, Tags: []string{"x", "y"}},
+		map[string]any{"b": 1.5, "a": []any{nil, true, "s", float32(0.1)}, "c": map[string]int{"z": 1, "y": 2}},
+	} {
+		got, ok := treeOf(reflect.ValueOf(v))
+		text, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := DecodeTree(text, true)
+		if !ok || err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: treeOf %#v (%v), want %#v (%v)", text, got, ok, want, err)
+		}
 	}
 }
