@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
@@ -55,6 +56,14 @@ The same seed gives the same intervals on every machine.`,
 				return exitError{2, err}
 			}
 			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
+				if !cmd.Flags().Changed("tenant") {
+					// The state knows whose the batch is.
+					t, err := client.ResolveTenant(cmd.Context(), b, "", batchID)
+					if err != nil {
+						return exitError{2, err}
+					}
+					tenant = t
+				}
 				rep, err := buildTrustReport(cmd.Context(), env.js, b, conn.stream, tenant, batchID, o)
 				if err != nil {
 					return exitError{2, err}
@@ -69,7 +78,7 @@ The same seed gives the same intervals on every machine.`,
 	}
 	conn.register(cmd.Flags())
 	conn.registerLocal(cmd.Flags(), "report")
-	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to")
+	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to (default the one whose state holds the batch)")
 	cmd.Flags().StringVar(&batchID, "batch", "", "the batch to report on")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	registerReportOptions(cmd, &o)
