@@ -48,7 +48,9 @@ var ErrVerdictSyntax = errors.New("ab: verdict is not a single JSON object")
 // never clamped. The comparator's field name "preferred" is no alias: an answer using it
 // did not follow the request it was given, and exit 3 is how that drift shows.
 // "reasoning" is the comparator's per-dimension summary, kept beside biggest_gap, never
-// in its place. Free text is capped at strictjson.MaxText characters.
+// in its place. biggest_gap is capped at strictjson.MaxText characters; reasoning is not,
+// as it never was: a cap now would turn recorded votes with a longer one into schema
+// violations when the aggregator or the audit re-checks them.
 const verdictSchema = `{
   "type": "object",
   "additionalProperties": false,
@@ -57,7 +59,7 @@ const verdictSchema = `{
     "raw_winner": {"type": "string", "enum": ["A", "B", "tie"]},
     "confidence": {"type": "number", "minimum": 0, "maximum": 1},
     "biggest_gap": {"type": "string", "minLength": 1, "maxLength": 2000, "pattern": "\\S"},
-    "reasoning": {"type": "string", "maxLength": 2000}
+    "reasoning": {"type": "string"}
   }
 }`
 
