@@ -1,7 +1,12 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -72,5 +77,76 @@ func TestRulesImportNoInfrastructure(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestOneRunner: the aggregator service and the audit (through rulebook.Memory) load,
+// apply and store with the one rulebook.Runner; neither calls the rules itself, so there
+// is no second copy of the sequence around them to keep in step.
+func TestOneRunner(t *testing.T) {
+	calls := func(dir, pkg string) (rules, runner int) {
+		t.Helper()
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.CallExpr:
+					name := ""
+					switch fn := n.Fun.(type) {
+					case *ast.SelectorExpr:
+						if x, ok := fn.X.(*ast.Ident); ok && x.Name == pkg {
+							name = fn.Sel.Name
+						}
+					case *ast.Ident:
+						if pkg == "" {
+							name = fn.Name
+						}
+					}
+					if name == "Apply" || name == "ApplyBatch" {
+						rules++
+					}
+				case *ast.CompositeLit:
+					switch typ := n.Type.(type) {
+					case *ast.SelectorExpr:
+						if x, ok := typ.X.(*ast.Ident); ok && x.Name == pkg && typ.Sel.Name == "Runner" {
+							runner++
+						}
+					case *ast.Ident:
+						if pkg == "" && typ.Name == "Runner" {
+							runner++
+						}
+					}
+				}
+				return true
+			})
+		}
+		return rules, runner
+	}
+	if rules, runner := calls("../../services/aggregator", "rulebook"); rules != 0 || runner != 1 {
+		t.Errorf("services/aggregator calls the rules %d times and builds %d runners; want none and one", rules, runner)
+	}
+	if rules, _ := calls("../../pkg/audit", "rulebook"); rules != 0 {
+		t.Errorf("pkg/audit calls the rules %d times; want none (it runs rulebook.Memory)", rules)
+	}
+	// In pkg/rulebook only the runner calls the rules; Memory builds one.
+	src, err := os.ReadFile("../../pkg/rulebook/memory.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), "Runner{Store: memStore{m}") {
+		t.Error("rulebook.Memory does not run the rules' Runner over its store in memory")
+	}
+	if strings.Contains(string(src), "Apply(st") || strings.Contains(string(src), "ApplyBatch(") {
+		t.Error("rulebook.Memory calls the rules itself")
 	}
 }

@@ -1,20 +1,20 @@
 package rulebook
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // Memory runs the rules over events in memory, the way the aggregator service runs them
-// over its buckets: the same Apply, the same completion counting, the same redrive
+// over its buckets: the same Runner (load, Apply, store, the claim's hold and its
+// release) over a store in memory, the same completion counting, the same redrive
 // bookkeeping. The audit replays a stream through it and compares what it would publish
 // with what the stream holds; tests drive it to write honest streams.
 //
@@ -41,6 +41,7 @@ type Memory struct {
 	states  map[string][]byte
 	batches map[string]*memBatch
 	claims  map[string]string
+	runner  Runner
 }
 
 type memBatch struct {
@@ -55,13 +56,6 @@ type memBatch struct {
 type memJob struct {
 	key   string
 	index int
-}
-
-// Applied is what one input did in memory.
-type Applied struct {
-	Result
-	// Complete is set when the input completed its batch, or the redrive it belongs to.
-	Complete *Completion
 }
 
 // Completion is a batch's completion as the completing aggregator saw it: the job whose
@@ -80,6 +74,7 @@ func (c *Completion) Fold() *Fold { return c.fold }
 
 func (m *Memory) init() {
 	if m.jobs == nil {
+		m.runner = Runner{Store: memStore{m}, Now: m.now}
 		m.jobs, m.states, m.batches, m.claims = map[string][]byte{}, map[string][]byte{}, map[string]*memBatch{}, map[string]string{}
 	}
 }
@@ -197,166 +192,107 @@ func (m *Memory) batch(tenant, batch string, size int) *memBatch {
 	return b
 }
 
-// Apply applies one input, stores what the rules decided and reports it.
+// Apply applies one input with the aggregator's runner (Runner) over the records held in
+// memory, and reports what it did.
 func (m *Memory) Apply(in Input) (Applied, error) {
 	m.init()
-	if BatchWide(in.Event) {
-		return m.applyBatch(in)
-	}
-	tenant, batch, job := JobOf(in.Event)
-	st := State{Now: m.now(), Job: m.decode(records.JobKey(tenant, batch, job))}
-	var stateKey string
-	if st.Job != nil && NeedsState(st.Job, in.Event) {
-		if lk, ok := kind.LoopingOf(st.Job.Spec.Kind); ok {
-			if stateKey = lk.StateKey(tenant, st.Job.Spec); stateKey != "" {
-				var docs [][]byte
-				for _, b := range lk.StateDocuments(st.Job.Spec) {
-					if m.Documents == nil {
-						return Applied{}, errors.New("rulebook: a looping job and no document reader")
-					}
-					d, err := m.Documents(tenant, b)
-					if err != nil {
-						return Applied{}, fmt.Errorf("job %s: %w", st.Job.Key(), err)
-					}
-					docs = append(docs, d)
-				}
-				s, err := lk.LoadState(st.Job.Spec, m.states[stateKey], docs)
-				if err != nil {
-					return Applied{}, fmt.Errorf("job %s: %w", st.Job.Key(), err)
-				}
-				st.KindState = s
-			}
-			if lk.Claiming(st.Job.Spec) {
-				st.Claim = m.claims[records.BatchKey(tenant, batch)]
-				st.Holder = m.holder(st.Job, st.Claim)
-			}
-		}
-	}
-	res, err := Apply(st, in)
-	if err == nil && res.WantsClaim {
-		key := records.BatchKey(tenant, batch)
-		if m.claims[key] == "" {
-			holder := job
-			if m.Claim != nil {
-				holder = m.Claim(tenant, batch, job)
-			}
-			m.claims[key] = holder
-		}
-		st.Claim = m.claims[key]
-		st.Holder = m.holder(st.Job, st.Claim)
-		res, err = Apply(st, in)
-	}
-	if err != nil || res.NotRecorded {
-		return Applied{Result: res}, err
-	}
-	if res.Hold {
-		// The input waits on the spot-check holder's record, as the aggregator parks it.
-		next, ok, err := Park(st.Holder, in)
-		if err != nil {
-			return Applied{}, err
-		}
-		if !ok {
-			return Applied{}, fmt.Errorf("job %s: held for a claim whose holder has its outcome", st.Job.Key())
-		}
-		if next != nil {
-			m.store(next)
-		}
-		return Applied{Result: res}, nil
-	}
-	out := Applied{Result: res}
-	if res.Job != nil {
-		key := res.Job.Key()
-		if res.Created {
-			if _, ok := m.jobs[key]; ok {
-				return out, nil
-			}
-			b := m.batch(tenant, batch, res.Job.BatchSize)
-			if res.Batch != nil && b.header.Source == "" {
-				b.header.Source, b.header.CreatedAt = res.Batch.Source, res.Batch.CreatedAt
-			}
-			b.order = append(b.order, memJob{key: key, index: res.Job.Index})
-		}
-		m.store(res.Job)
-	}
-	if res.KindState != nil {
-		data, err := res.KindState.Encode()
-		if err != nil {
-			return out, fmt.Errorf("job %s: encode its state: %w", st.Job.Key(), err)
-		}
-		m.states[stateKey] = data
-	}
-	if res.Done {
-		j := res.Job
-		if j == nil {
-			j = st.Job
-		}
-		out.Complete = m.done(j)
-	}
-	for _, rin := range res.Release {
-		// Each input the job held for another job is applied to its own now. Only what
-		// changes a job is the release's to publish: an input applied before announces
-		// nothing new.
-		sub, err := m.Apply(rin)
-		if err != nil {
-			again, skip := AfterRelease(rin, err)
-			if skip {
-				continue
-			}
-			if again != nil {
-				sub, err = m.Apply(*again)
-			}
-		}
-		if err != nil {
-			return out, fmt.Errorf("release %s %s: %w", rin.Event.Type, rin.Event.ID, err)
-		}
-		if sub.Job != nil {
-			out.Publish = append(out.Publish, sub.Publish...)
-		}
-		if sub.Complete != nil {
-			out.Complete = sub.Complete
-		}
-	}
-	return out, nil
+	return m.runner.Apply(context.Background(), in)
 }
 
-// holder is the record of the job holding the batch's claim, when the rules read it for
-// an input of j (NeedsHolder).
-func (m *Memory) holder(j *records.Job, claim string) *records.Job {
-	if !NeedsHolder(j, claim) {
-		return nil
+// memStore is the runner's store in memory (Store). One runner applies one input at a
+// time, so no write ever conflicts.
+type memStore struct{ m *Memory }
+
+func (s memStore) Job(_ context.Context, tenant, batch, job string) (*records.Job, uint64, error) {
+	j := s.m.decode(records.JobKey(tenant, batch, job))
+	if j == nil {
+		return nil, 0, nil
 	}
-	return m.decode(records.JobKey(j.Tenant, j.Batch, claim))
+	return j, 1, nil
 }
 
-// applyBatch applies a batch-wide input to the batch's header, as the aggregator does.
-func (m *Memory) applyBatch(in Input) (Applied, error) {
-	ev := in.Event
-	key := records.BatchKey(ev.Tenant, ev.BatchID)
-	st := BatchState{Now: m.now()}
-	if b := m.batches[key]; b != nil {
+// CreateJob records the job in its batch's order; the batch's header takes the source
+// and creation time of its first recorded job that has a source.
+func (s memStore) CreateJob(_ context.Context, j *records.Job, header *records.Batch) (bool, error) {
+	m := s.m
+	key := j.Key()
+	if _, ok := m.jobs[key]; ok {
+		return false, nil
+	}
+	b := m.batch(j.Tenant, j.Batch, j.BatchSize)
+	if header != nil && b.header.Source == "" {
+		b.header.Source, b.header.CreatedAt = header.Source, header.CreatedAt
+	}
+	b.order = append(b.order, memJob{key: key, index: j.Index})
+	m.store(j)
+	return true, nil
+}
+
+func (s memStore) PutJob(_ context.Context, j *records.Job, _ uint64) (bool, error) {
+	s.m.store(j)
+	return true, nil
+}
+
+func (s memStore) State(_ context.Context, key string) ([]byte, uint64, error) {
+	data, ok := s.m.states[key]
+	if !ok {
+		return nil, 0, nil
+	}
+	return data, 1, nil
+}
+
+func (s memStore) PutState(_ context.Context, key string, data []byte, _ uint64) (bool, error) {
+	s.m.states[key] = data
+	return true, nil
+}
+
+func (s memStore) Document(_ context.Context, tenant string, b events.Blob) ([]byte, error) {
+	if s.m.Documents == nil {
+		return nil, errors.New("rulebook: a looping job and no document reader")
+	}
+	return s.m.Documents(tenant, b)
+}
+
+func (s memStore) Claim(_ context.Context, tenant, batch string) (string, error) {
+	return s.m.claims[records.BatchKey(tenant, batch)], nil
+}
+
+// TakeClaim gives the claim to the job Memory.Claim names, else to the job asking.
+func (s memStore) TakeClaim(_ context.Context, tenant, batch, job string) (string, error) {
+	m := s.m
+	key := records.BatchKey(tenant, batch)
+	if m.claims[key] == "" {
+		holder := job
+		if m.Claim != nil {
+			holder = m.Claim(tenant, batch, job)
+		}
+		m.claims[key] = holder
+	}
+	return m.claims[key], nil
+}
+
+func (s memStore) UpdateHeader(_ context.Context, tenant, batch string, change func(*records.Batch) *records.Batch) error {
+	m := s.m
+	var cur *records.Batch
+	if b := m.batches[records.BatchKey(tenant, batch)]; b != nil {
 		h := b.header
-		st.Header = &h
+		cur = &h
 	}
-	res, err := ApplyBatch(st, in)
-	if err == nil && res.NeedPage != nil {
-		if m.LoadPlan == nil {
-			return Applied{}, errors.New("rulebook: a cancel and no plan loader")
-		}
-		if st.Page, err = m.LoadPlan(ev.Tenant, *res.NeedPage); err != nil {
-			return Applied{}, fmt.Errorf("batch %s: %w", key, err)
-		}
-		res, err = ApplyBatch(st, in)
+	if next := change(cur); next != nil {
+		m.batch(tenant, batch, next.Size).header = *next
 	}
-	if err != nil {
-		return Applied{}, err
+	return nil
+}
+
+func (s memStore) PlanPage(_ context.Context, tenant string, page events.Blob) (*records.PlanPage, error) {
+	if s.m.LoadPlan == nil {
+		return nil, errors.New("rulebook: a cancel and no plan loader")
 	}
-	if res.NotRecorded {
-		return Applied{Result: Result{NotRecorded: true}}, nil
-	}
-	if res.Header != nil {
-		m.batch(ev.Tenant, ev.BatchID, res.Header.Size).header = *res.Header
-	}
-	return Applied{Result: Result{Publish: res.Publish}}, nil
+	return s.m.LoadPlan(tenant, page)
+}
+
+func (s memStore) Done(_ context.Context, j *records.Job) ([]events.Event, *Completion, error) {
+	return nil, s.m.done(j), nil
 }
 
 // done counts a final job toward its batch's completion (or its redrive's), as the

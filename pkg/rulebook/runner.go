@@ -1,0 +1,372 @@
+package rulebook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+)
+
+// Store is what a Runner reads and writes: the job records, the looping kinds' own
+// states, the batches' claims, headers and plan pages, and the count of final jobs that
+// completes a batch. Every write is a compare-and-set (over a revision, or create if
+// absent), so runners over one store may apply inputs at once: a write that loses says
+// so and the runner loads and decides again. The aggregator keeps it in its key-value
+// buckets (services/aggregator); the audit and rejudge in memory (Memory).
+type Store interface {
+	// Job loads a job's record and its revision; nil and 0 for a job not recorded.
+	Job(ctx context.Context, tenant, batch, job string) (*records.Job, uint64, error)
+	// CreateJob records a new job and, unless its batch has one, header as the batch's
+	// header. It reports false, storing nothing, when the job is recorded already.
+	CreateJob(ctx context.Context, j *records.Job, header *records.Batch) (bool, error)
+	// PutJob stores j over revision rev; false when another writer came first.
+	PutJob(ctx context.Context, j *records.Job, rev uint64) (bool, error)
+	// State loads what is stored of a looping job's own state under key
+	// (kind.Looping.StateKey) and its revision; nil and 0 for a state never stored.
+	State(ctx context.Context, key string) ([]byte, uint64, error)
+	// PutState stores a state under key over revision rev (0: none stored yet); false
+	// when another writer came first.
+	PutState(ctx context.Context, key string, data []byte, rev uint64) (bool, error)
+	// Document reads a blob of tenant a looping job's state is read with
+	// (kind.Looping.StateDocuments).
+	Document(ctx context.Context, tenant string, b events.Blob) ([]byte, error)
+	// Claim is the job holding a batch's claim (kind.Looping.Claiming), "" for none yet.
+	Claim(ctx context.Context, tenant, batch string) (string, error)
+	// TakeClaim makes job the holder of its batch's claim unless another job holds it,
+	// and returns the holder.
+	TakeClaim(ctx context.Context, tenant, batch, job string) (string, error)
+	// UpdateHeader applies change to a batch's header by compare-and-set, calling it
+	// again on a conflict: change sees nil for a batch with no header and returns the
+	// header to store, or nil to leave it as it is.
+	UpdateHeader(ctx context.Context, tenant, batch string, change func(*records.Batch) *records.Batch) error
+	// PlanPage reads a page of a batch's plan.
+	PlanPage(ctx context.Context, tenant string, page events.Blob) (*records.PlanPage, error)
+	// Done counts a final job toward its batch's completion (a redriven job toward its
+	// redrive's) and, when it was the last, completes the batch: it returns the events
+	// to publish and, for a caller that derives the completion itself (the audit), the
+	// jobs as they were folded.
+	Done(ctx context.Context, j *records.Job) ([]events.Event, *Completion, error)
+}
+
+// maxConflicts bounds how often one input is decided again after a concurrent write.
+const maxConflicts = 50
+
+// Runner applies inputs to a Store with the rules: it loads what Apply (or ApplyBatch)
+// reads for the input, runs it, stores what it decided by compare-and-set and, when
+// another writer came first, loads and decides again; it parks what must wait for a
+// batch's claim, counts final jobs toward their batch's completion and applies the inputs
+// a final job releases. The aggregator service runs it over its buckets and the audit
+// over memory (Memory), so both share the code that loads, applies and stores as well as
+// the rules themselves.
+type Runner struct {
+	Store Store
+	// Now is the time the rules stamp when an input carries none (time.Now when nil).
+	Now func() time.Time
+	// Reannounce republishes what a released input's job had announced already, under
+	// the same ids: the aggregator's, so a release a crash cut short is finished (the
+	// stream drops the copies). The audit expects no copy and leaves it unset.
+	Reannounce bool
+	// Refused, when set, hears the reason of every job input the rules refuse, released
+	// ones included (the aggregator counts them).
+	Refused func(reason string)
+	// Stored, when set, hears every result stored (the aggregator's metrics).
+	Stored func(Result)
+	// Log, when set, hears of a held input that failed at its release.
+	Log *slog.Logger
+}
+
+// Applied is what a Runner did with one input.
+type Applied struct {
+	// Result is what the rules decided. Its Publish are the events to publish, in order:
+	// the input's, its batch's completion's and those of the inputs it released.
+	Result
+	// Complete is set when the input completed its batch, or the redrive it belongs to,
+	// and the store folds completions for its caller (Memory).
+	Complete *Completion
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now().UTC()
+}
+
+// loaded is what the runner loaded for one input: the rules' state and the revisions
+// its writes go over.
+type loaded struct {
+	st                State
+	jobRev, stateRev  uint64
+	stateKey          string
+	looping           kind.Looping
+	tenant, batch, id string
+}
+
+// Apply applies one input: a batch-wide one to its batch's header, any other to its job.
+// An input the rules refuse is an error matching ErrRefused; an input of a job not
+// recorded yet is a result saying NotRecorded, which the caller retries (or, replaying,
+// holds back).
+func (r *Runner) Apply(ctx context.Context, in Input) (Applied, error) {
+	if BatchWide(in.Event) {
+		return r.applyBatch(ctx, in)
+	}
+	tenant, batch, job := JobOf(in.Event)
+	_, submission := in.Event.Payload.(*events.JobSubmitted)
+	for attempt := 0; ; attempt++ {
+		// A submission is nearly always of a job not recorded yet: decide on no record
+		// and let the create-if-absent tell otherwise, which loads and decides again.
+		l := loaded{st: State{Now: r.now()}, tenant: tenant, batch: batch, id: job}
+		if !submission || attempt > 0 {
+			var err error
+			if l, err = r.load(ctx, tenant, batch, job, in.Event); err != nil {
+				return Applied{}, err
+			}
+		}
+		res, err := Apply(l.st, in)
+		if err == nil && res.WantsClaim {
+			if l.st.Claim, err = r.Store.TakeClaim(ctx, tenant, batch, job); err != nil {
+				return Applied{}, err
+			}
+			if l.st.Holder, err = r.holder(ctx, l.st.Job, l.st.Claim); err != nil {
+				return Applied{}, err
+			}
+			res, err = Apply(l.st, in)
+		}
+		if err != nil {
+			if reason := RefusalReason(err); reason != "" && r.Refused != nil {
+				r.Refused(reason)
+			}
+			return Applied{}, err
+		}
+		if res.NotRecorded {
+			return Applied{Result: res}, nil
+		}
+		if res.Hold {
+			parked, err := r.park(ctx, tenant, batch, l.st.Claim, in)
+			if err != nil {
+				return Applied{}, err
+			}
+			if parked {
+				return Applied{Result: res}, nil
+			}
+			// The holder has its outcome by now: decide the input after all.
+			continue
+		}
+		stored, err := r.store(ctx, l, res)
+		if err != nil {
+			return Applied{}, err
+		}
+		if !stored {
+			if attempt >= maxConflicts {
+				return Applied{}, fmt.Errorf("job %s: still conflicting after %d attempts", records.JobKey(tenant, batch, job), attempt)
+			}
+			continue
+		}
+		if r.Stored != nil {
+			r.Stored(res)
+		}
+		return r.after(ctx, in, l, res)
+	}
+}
+
+// after counts a final job toward its batch's completion and applies the inputs it
+// releases, once what the rules decided is stored.
+func (r *Runner) after(ctx context.Context, in Input, l loaded, res Result) (Applied, error) {
+	out := Applied{Result: res}
+	out.Publish = append([]events.Event(nil), res.Publish...)
+	if res.Done {
+		j := res.Job
+		if j == nil {
+			j = l.st.Job
+		}
+		more, c, err := r.Store.Done(ctx, j)
+		if err != nil {
+			return Applied{}, err
+		}
+		out.Publish, out.Complete = append(out.Publish, more...), c
+	}
+	for _, rin := range res.Release {
+		// The inputs this job held for its batch's other claiming jobs, each applied to
+		// its own job now. A failure leaves this input to be applied again, and the final
+		// job releases them again then.
+		sub, err := r.Apply(ctx, rin)
+		if err == nil && sub.NotRecorded {
+			err = fmt.Errorf("%s %s: job %s is not recorded", rin.Event.Type, rin.Event.ID, rin.Event.JobID)
+		}
+		if err != nil {
+			again, skip := AfterRelease(rin, err)
+			if (skip || again != nil) && r.Log != nil {
+				r.Log.WarnContext(ctx, "a held input failed at its release", "job", rin.Event.JobID, "event", rin.Event.ID, "dropped", skip, "err", err)
+			}
+			if skip {
+				continue
+			}
+			if again != nil {
+				sub, err = r.Apply(ctx, *again)
+			}
+		}
+		if err != nil {
+			return Applied{}, fmt.Errorf("release %s %s held by job %s: %w", rin.Event.Type, rin.Event.ID, records.JobKey(l.tenant, l.batch, l.id), err)
+		}
+		// What a released input changes is the release's to publish; an input its job
+		// applied before announces nothing new, unless the store wants it said again.
+		if sub.Job != nil || r.Reannounce {
+			out.Publish = append(out.Publish, sub.Publish...)
+		}
+		if sub.Complete != nil {
+			out.Complete = sub.Complete
+		}
+	}
+	return out, nil
+}
+
+// load reads the job and, for a looping job, its own state and its batch's claim when
+// the rules read them for ev (NeedsState).
+func (r *Runner) load(ctx context.Context, tenant, batch, job string, ev events.Event) (loaded, error) {
+	l := loaded{st: State{Now: r.now()}, tenant: tenant, batch: batch, id: job}
+	j, rev, err := r.Store.Job(ctx, tenant, batch, job)
+	if err != nil || j == nil {
+		return l, err
+	}
+	l.st.Job, l.jobRev = j, rev
+	lk, looping := kind.LoopingOf(j.Spec.Kind)
+	if !looping || !NeedsState(j, ev) {
+		return l, nil
+	}
+	l.looping = lk
+	if l.stateKey = lk.StateKey(tenant, j.Spec); l.stateKey != "" {
+		stored, srev, err := r.Store.State(ctx, l.stateKey)
+		if err != nil {
+			return l, err
+		}
+		var docs [][]byte
+		for _, b := range lk.StateDocuments(j.Spec) {
+			d, err := r.Store.Document(ctx, tenant, b)
+			if err != nil {
+				return l, fmt.Errorf("job %s: %w", j.Key(), err)
+			}
+			docs = append(docs, d)
+		}
+		if l.st.KindState, err = lk.LoadState(j.Spec, stored, docs); err != nil {
+			return l, fmt.Errorf("job %s: %w", j.Key(), err)
+		}
+		l.stateRev = srev
+	}
+	if lk.Claiming(j.Spec) {
+		if l.st.Claim, err = r.Store.Claim(ctx, tenant, batch); err != nil {
+			return l, err
+		}
+		if l.st.Holder, err = r.holder(ctx, j, l.st.Claim); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+// holder loads the record of the job holding the batch's claim when the rules read it
+// for an input of j (NeedsHolder).
+func (r *Runner) holder(ctx context.Context, j *records.Job, claim string) (*records.Job, error) {
+	if !NeedsHolder(j, claim) {
+		return nil, nil
+	}
+	h, _, err := r.Store.Job(ctx, j.Tenant, j.Batch, claim)
+	return h, err
+}
+
+// park holds an input on the record of the job holding the batch's claim, by
+// compare-and-set (Park). It reports false when the holder has its outcome by now, so
+// the input is to be decided instead.
+func (r *Runner) park(ctx context.Context, tenant, batch, holder string, in Input) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		h, rev, err := r.Store.Job(ctx, tenant, batch, holder)
+		if err == nil && h == nil {
+			err = errors.New("not recorded")
+		}
+		if err != nil {
+			return false, fmt.Errorf("hold %s %s on job %s: %w", in.Event.Type, in.Event.ID, records.JobKey(tenant, batch, holder), err)
+		}
+		next, ok, err := Park(h, in)
+		if err != nil || !ok || next == nil {
+			return ok, err
+		}
+		stored, err := r.Store.PutJob(ctx, next, rev)
+		switch {
+		case err != nil:
+			return false, err
+		case stored:
+			if r.Log != nil {
+				r.Log.InfoContext(ctx, "held for the claim", "tenant", tenant, "batch", batch, "holder", holder, "event", in.Event.Type, "job", in.Event.JobID)
+			}
+			return true, nil
+		case attempt >= maxConflicts:
+			return false, fmt.Errorf("hold on job %s: still conflicting after %d attempts", records.JobKey(tenant, batch, holder), attempt)
+		}
+	}
+}
+
+// store writes what the rules decided: the job's own state, then the job (a new one
+// with its batch's header). It reports false on a conflict (someone else wrote first).
+func (r *Runner) store(ctx context.Context, l loaded, res Result) (bool, error) {
+	if res.KindState != nil {
+		key := l.stateKey
+		if key == "" {
+			return false, fmt.Errorf("job %s: a state to store and no key to store it under", l.st.Job.Key())
+		}
+		data, err := res.KindState.Encode()
+		if err != nil {
+			return false, fmt.Errorf("job %s: encode its state: %w", l.st.Job.Key(), err)
+		}
+		if ok, err := r.Store.PutState(ctx, key, data, l.stateRev); err != nil || !ok {
+			return ok, err
+		}
+	}
+	switch {
+	case res.Job == nil:
+		return true, nil
+	case res.Created:
+		// Someone recorded the job first: decide again on what they stored.
+		return r.Store.CreateJob(ctx, res.Job, res.Batch)
+	}
+	return r.Store.PutJob(ctx, res.Job, l.jobRev)
+}
+
+// applyBatch runs the rules of a batch-wide input (batch.opened, a cancel step) on the
+// batch's header by compare-and-set, loading the plan page a cancel step reads. The plan
+// never changes once recorded, so a page loaded for one attempt serves a retried one.
+func (r *Runner) applyBatch(ctx context.Context, in Input) (Applied, error) {
+	ev := in.Event
+	now := r.now()
+	var page *records.PlanPage
+	for {
+		var res BatchResult
+		var ruleErr error
+		if err := r.Store.UpdateHeader(ctx, ev.Tenant, ev.BatchID, func(cur *records.Batch) *records.Batch {
+			res, ruleErr = ApplyBatch(BatchState{Header: cur, Page: page, Now: now}, in)
+			if ruleErr != nil {
+				return nil
+			}
+			return res.Header
+		}); err != nil {
+			return Applied{}, err
+		}
+		switch {
+		case ruleErr != nil:
+			return Applied{}, ruleErr
+		case res.NotRecorded:
+			return Applied{Result: Result{NotRecorded: true}}, nil
+		case res.NeedPage != nil:
+			p, err := r.Store.PlanPage(ctx, ev.Tenant, *res.NeedPage)
+			if err != nil {
+				return Applied{}, fmt.Errorf("batch %s: %w", records.BatchKey(ev.Tenant, ev.BatchID), err)
+			}
+			page = p
+			continue
+		}
+		return Applied{Result: Result{Publish: res.Publish}}, nil
+	}
+}
