@@ -244,6 +244,19 @@ type State interface {
 	Encode() ([]byte, error)
 }
 
+// Scripted is a kind the offline judge (pkg/judge/scripted) answers for without a model.
+type Scripted interface {
+	// ScriptedAnswer is the canned answer a fixture setting stands for (a --scripted-*
+	// flag's value) to a request of kind req, which is the kind's own name or another
+	// request its stages make (equivalence's runner), checked by the kind's own parser,
+	// and the name the fixture goes by. ok is false when the kind makes no such request.
+	ScriptedAnswer(req, setting string) (answer []byte, name string, ok bool, err error)
+}
+
+// ScriptedNote marks every canned answer (Scripted), so no one mistakes it for a
+// model's judgment.
+const ScriptedNote = "scripted fixture answer: no model was asked"
+
 // Settling is a kind some of whose jobs have their outcome at submission, before anything
 // is rendered: a rubric view that cannot be judged until a person supplies a reference
 // image (HE-1), where only the target's canonical view renders a candidate.

@@ -6,18 +6,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
-	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
 // Provider answers from recordings instead of a model: one fixed raw winner for every
@@ -55,87 +56,61 @@ type Options struct {
 	// RubricPass answers every rubric call without a recorded answer with a verdict that
 	// scores every dimension of the built-in rubric 1.
 	RubricPass bool
+	// Fixtures are canned answers by request kind (a kind's name, or another request its
+	// stages make): the fixture setting each is answered with, as the kind that makes
+	// the requests reads it (kind.Scripted). The fields above are the shipped kinds'.
+	Fixtures map[string]string
 	// Latency simulates a model's response time (benchmarks).
 	Latency time.Duration
 }
 
-// fixedNote marks every canned answer, so no one mistakes it for a model's judgment.
-const fixedNote = "scripted fixture answer: no model was asked"
-
-// NewScripted builds a scripted provider.
+// New builds a scripted provider. Every canned answer comes from the kind whose requests
+// it answers (kind.Scripted, found in pkg/kind's registry), checked by that kind's own
+// parser: this package knows no kind's answer.
 func New(o Options) (*Provider, error) {
 	s := &Provider{latency: o.Latency, answers: map[string]json.RawMessage{}, fixed: map[string]string{}, byKey: map[string]int{}}
 	// names make the model name every verdict carries: the ab fixture winner and the
 	// answers file, which is what readers of ab results need; the other kinds' fixtures
 	// only name the model when nothing else does.
 	var names, extras []string
-	canned := func(kind, name string, v any, check func([]byte) error) error {
-		data, _ := json.Marshal(v)
-		if err := check(data); err != nil {
-			return fmt.Errorf("scripted %s answer: %w", kind, err)
+	canned := func(req, setting string, naming bool) error {
+		answer, name, err := fixture(req, setting)
+		if err != nil {
+			return fmt.Errorf("scripted %s answer: %w", req, err)
 		}
-		s.fixed[kind] = string(data)
-		extras = append(extras, name)
+		s.fixed[req] = string(answer)
+		if naming {
+			names = append(names, name)
+		} else {
+			extras = append(extras, name)
+		}
 		return nil
 	}
 	if o.Winner != "" {
-		w := strings.ToUpper(o.Winner)
-		if w == "TIE" {
-			w = "tie"
+		setting := o.Winner
+		if o.Confidence != 0 {
+			setting += ":" + strconv.FormatFloat(o.Confidence, 'g', -1, 64)
 		}
-		if w != "A" && w != "B" && w != "tie" {
-			return nil, fmt.Errorf("scripted winner %q: want A, B or tie", o.Winner)
-		}
-		conf := o.Confidence
-		if conf == 0 {
-			conf = 1
-		}
-		fixed, _ := json.Marshal(map[string]any{"raw_winner": w, "confidence": conf, "biggest_gap": fixedNote})
-		s.fixed["ab"] = string(fixed)
-		names = append(names, "fixed-"+w)
-	}
-	if v := o.EquivalenceVerdict; v != "" {
-		delta := ""
-		if v != equivalence.VerdictEquivalent {
-			delta = fixedNote
-		}
-		err := canned("equivalence", "fixed-"+v, map[string]any{"verdict": v, "behaviour_delta": delta,
-			"efficiency_signal": map[string]any{"original_directness": 3, "candidate_directness": 3, "interpretation_notes": fixedNote}},
-			func(b []byte) error { _, err := equivalence.ParseAnswer(b); return err })
-		if err != nil {
+		if err := canned("ab", setting, true); err != nil {
 			return nil, err
 		}
+	}
+	fixtures := map[string]string{}
+	if o.EquivalenceVerdict != "" {
+		fixtures["equivalence"] = o.EquivalenceVerdict
 	}
 	if c := o.CriticScores; c != nil {
-		// The seed's output object carries the judge's own verdict and quality; the
-		// fixture claims the ones its scores derive.
-		q, v := critic.Derive(c[0], c[1], c[2])
-		err := canned("critic", fmt.Sprintf("fixed-critic-%d-%d-%d", c[0], c[1], c[2]),
-			map[string]any{"correctness": c[0], "slop": c[1], "scope": c[2], "verdict": v, "quality": q, "rationale": fixedNote},
-			func(b []byte) error { _, err := critic.ParseAnswer(b); return err })
-		if err != nil {
-			return nil, err
-		}
+		fixtures["critic"] = fmt.Sprintf("%d,%d,%d", c[0], c[1], c[2])
 	}
 	if o.RubricPass {
-		r := argus.DefaultRubric()
-		dims := map[string]any{}
-		for _, d := range r.DimensionNames() {
-			dims[d] = map[string]any{"score": 1, "anchor": r.Dimensions[d].Anchor, "evidence": fixedNote}
-		}
-		err := canned("rubric", "fixed-rubric-pass", map[string]any{"iteration": 1, "feature": "fixture", "target": "fixture",
-			"dimensions": dims, "closer_to_reference_than_prev": nil, "all_pass": true, "failed_dimensions": []string{}, "notes": fixedNote},
-			func(b []byte) error { _, err := argus.ParseVerdict(b); return err })
-		if err != nil {
-			return nil, err
-		}
+		fixtures["rubric"] = "pass"
 	}
 	if o.Runner {
-		err := canned(equivalence.KindRunner, "fixed-runner", map[string]any{"transcript": "scripted runner: no model was asked",
-			"self_report": map[string]any{"steps_followed": []string{}, "steps_skipped": []string{}, "ambiguities": []any{},
-				"improvisation": []string{}, "deviation_urges": []string{}, "final_output": fixedNote}},
-			func(b []byte) error { _, err := equivalence.ParseRunnerOutput(b); return err })
-		if err != nil {
+		fixtures["runner"] = "on"
+	}
+	maps.Copy(fixtures, o.Fixtures)
+	for _, req := range slices.Sorted(maps.Keys(fixtures)) {
+		if err := canned(req, fixtures[req], false); err != nil {
 			return nil, err
 		}
 	}
@@ -157,6 +132,22 @@ func New(o Options) (*Provider, error) {
 	}
 	s.model = strings.Join(names, "+")
 	return s, nil
+}
+
+// fixture is the canned answer of setting to requests of kind req, from the registered
+// kind that makes such requests.
+func fixture(req, setting string) ([]byte, string, error) {
+	for _, k := range kind.All() {
+		sk, ok := k.(kind.Scripted)
+		if !ok {
+			continue
+		}
+		answer, name, ok, err := sk.ScriptedAnswer(req, setting)
+		if ok {
+			return answer, name, err
+		}
+	}
+	return nil, "", fmt.Errorf("no registered kind makes %s requests", req)
 }
 
 // Name implements Provider.
