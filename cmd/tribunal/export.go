@@ -28,7 +28,8 @@ func exportView(ctx context.Context, f *viewFlags) error {
 	defer env.Close()
 	b := env.Running.Buckets
 	var batches []console.ExportBatch
-	if len(f.batches) == 0 {
+	ids := splitList(f.batches)
+	if len(ids) == 0 {
 		all, err := client.ListBatches(ctx, b)
 		if err != nil {
 			return err
@@ -37,7 +38,7 @@ func exportView(ctx context.Context, f *viewFlags) error {
 			batches = append(batches, console.ExportBatch{Tenant: h.Tenant, Batch: h.Batch})
 		}
 	}
-	for _, id := range f.batches {
+	for _, id := range ids {
 		if err := events.ValidateName(id); err != nil {
 			return exitError{2, fmt.Errorf("--batch %q: %w", id, err)}
 		}

@@ -44,7 +44,7 @@ type viewFlags struct {
 	// export, when set, writes a static site of the batches into this folder instead of
 	// serving the console.
 	export  string
-	batches []string
+	batches string
 }
 
 func newViewCmd() *cobra.Command {
@@ -93,7 +93,8 @@ not exported are left out.`,
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8090", "address the console listens on")
 	fs.StringVar(&f.tokens, "tokens", "", "JSON file {\"<token>\": \"<tenant>\"} for per-team access; required off loopback")
 	fs.StringVar(&f.export, "export", "", "write a static, script-free site of the batches into this folder (opens from disk) instead of serving the console")
-	fs.StringSliceVar(&f.batches, "batch", nil, "with --export: only these batches (ids; default every batch)")
+	// A string, as every other command's --batch (one variable, one type).
+	fs.StringVar(&f.batches, "batch", "", "with --export: only these batches (comma-separated ids; default every batch)")
 	return cmd
 }
 
