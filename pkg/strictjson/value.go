@@ -123,7 +123,8 @@ func floatText(f float64, bits int) string {
 			format = 'e'
 		}
 	}
-	b := strconv.AppendFloat(nil, f, format, -1, bits)
+	var buf [32]byte
+	b := strconv.AppendFloat(buf[:0], f, format, -1, bits)
 	if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
 		b[n-2] = b[n-1]
 		b = b[:n-1]
