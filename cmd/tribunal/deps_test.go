@@ -48,7 +48,7 @@ func TestDependencies(t *testing.T) {
 // packages that drive them: a rule is tested, replayed and audited without any of it.
 // The contracts of storage (pkg/kv, pkg/blob) are interfaces the rules' callers fill.
 func TestRulesImportNoInfrastructure(t *testing.T) {
-	out, err := exec.Command("go", "list", "../../pkg/kind/...").Output()
+	out, err := exec.Command("go", "list", "../../pkg/kind/...", "../../examples/kinds/...").Output()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/tribunal-dev/tribunal/pkg/ident"
 )
 
@@ -139,6 +141,10 @@ type JobSpec struct {
 	Critic      *CriticSpec      `msgpack:"critic,omitempty"`
 	Equivalence *EquivalenceSpec `msgpack:"equivalence,omitempty"`
 	Rubric      *RubricSpec      `msgpack:"rubric,omitempty"`
+	// Part is the spec of a kind that registered its wire schema (RegisterKind): the
+	// kind's own msgpack document (EncodePart), which its wire line checks. The kinds
+	// that ship have the fields of their own above.
+	Part msgpack.RawMessage `msgpack:"part,omitempty" json:",omitempty"`
 	// Problem, when set, is why the AC's entry cannot be judged at all ("AC-1: line 10:
 	// unknown key criterian (did you mean criterion?)"): the renderer blocks the job with
 	// it as it is, since no artifact is at fault.
@@ -285,6 +291,9 @@ type GatesDone struct {
 	// Rubric is the view context of a rubric job; its slots are render, reference,
 	// previous (optional), probe, tokens, spec_text, spec_json, gate_result and rubric.
 	Rubric *RubricJudging `msgpack:"rubric,omitempty"`
+	// Part is the judge-facing part of a registered kind's job (JobSpec.Part). Like every
+	// field here it must carry nothing that tells the judge a role, a path or a diff.
+	Part msgpack.RawMessage `msgpack:"part,omitempty" json:",omitempty"`
 }
 
 // EventType implements Payload.
@@ -455,6 +464,8 @@ type VerdictEmitted struct {
 	Cases []CaseVote `msgpack:"cases,omitempty"`
 	// Rubric is the answer of a rubric job.
 	Rubric *RubricVote `msgpack:"rubric,omitempty"`
+	// Part is the answer of a registered kind's job (JobSpec.Part).
+	Part msgpack.RawMessage `msgpack:"part,omitempty" json:",omitempty"`
 }
 
 // EventType implements Payload.

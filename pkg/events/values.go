@@ -170,15 +170,17 @@ func wireOf(k Kind) (wireKind, error) {
 	}
 	w, ok := wireKinds[k]
 	if !ok {
-		return wireKind{}, invalid("kind", fmt.Sprintf("unsupported judge kind %q", k))
+		if w, ok = registeredWire(k); !ok {
+			return wireKind{}, invalid("kind", fmt.Sprintf("unsupported judge kind %q", k))
+		}
 	}
 	return w, nil
 }
 
 // KnownKind reports whether the wire schema has kind k.
 func KnownKind(k Kind) bool {
-	_, ok := wireKinds[k]
-	return ok
+	_, err := wireOf(k)
+	return err == nil
 }
 
 func validateABVotes(p *VerdictEmitted) error {

@@ -244,6 +244,20 @@ type State interface {
 	Encode() ([]byte, error)
 }
 
+// Wired is a kind that brings its own wire schema, its job's part of the events being
+// its own document (events.JobSpec.Part, GatesDone.Part, VerdictEmitted.Part): the
+// registry registers it with the wire schema (events.RegisterKind) when it adds the kind.
+// The kinds that ship have fields of their own in pkg/events instead.
+type Wired interface {
+	Wire() events.KindWire
+}
+
+// Calling is a kind whose verdicts carry judge calls in a part of their own
+// (VerdictEmitted.Part): it lists them, one per call, for the job record.
+type Calling interface {
+	Calls(v *events.VerdictEmitted) []records.Call
+}
+
 // Scripted is a kind the offline judge (pkg/judge/scripted) answers for without a model.
 type Scripted interface {
 	// ScriptedAnswer is the canned answer a fixture setting stands for (a --scripted-*

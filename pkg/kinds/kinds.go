@@ -9,7 +9,9 @@ package kinds
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -21,30 +23,56 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
-// table is the table of kinds: each kind's rules with its stages.
-var table = map[events.Kind]stage.Kind{
-	events.KindAB:          abstages.Kind{},
-	events.KindCritic:      criticstages.Kind{},
-	events.KindEquivalence: equivalencestages.Kind{},
-	events.KindRubric:      rubricstages.Kind{},
+// table is the table of kinds, in the order kinds are reported and their manifests
+// announced: each kind's rules with its stages.
+var table = []stage.Kind{
+	abstages.Kind{},
+	criticstages.Kind{},
+	equivalencestages.Kind{},
+	rubricstages.Kind{},
 }
 
-// current is the table in use: table, or a copy with a test double swapped in. Every
-// event reads it, so it is swapped whole rather than locked.
-var current atomic.Pointer[map[events.Kind]stage.Kind]
+// registry is the table in use: the table, a kind added (Add), or a test's rules swapped
+// in (Swap).
+type registry struct {
+	byName map[events.Kind]stage.Kind
+	order  []events.Kind
+}
 
-func init() { use(&table) }
+// current is the registry in use. Every event reads it, so it is swapped whole rather
+// than locked; changes are serialized by changing.
+var (
+	current  atomic.Pointer[registry]
+	changing sync.Mutex
+)
 
-// use makes t the table in use and registers its kinds' rules, in reporting order.
-func use(t *map[events.Kind]stage.Kind) {
-	current.Store(t)
-	rules := make([]kind.Kind, 0, len(order))
-	for _, name := range order {
-		if k, ok := (*t)[name]; ok {
-			rules = append(rules, rulesOf(k))
-		}
+func init() {
+	r := &registry{byName: map[events.Kind]stage.Kind{}}
+	for _, k := range table {
+		r.byName[k.Name()] = k
+		r.order = append(r.order, k.Name())
+	}
+	use(r)
+}
+
+// use makes r the registry in use and registers its kinds' rules, in reporting order.
+func use(r *registry) {
+	current.Store(r)
+	rules := make([]kind.Kind, 0, len(r.order))
+	for _, name := range r.order {
+		rules = append(rules, rulesOf(r.byName[name]))
 	}
 	kind.Register(rules...)
+}
+
+// change applies edit to a copy of the registry in use and makes the copy the one in use.
+func change(edit func(*registry)) {
+	changing.Lock()
+	defer changing.Unlock()
+	prev := current.Load()
+	next := &registry{byName: maps.Clone(prev.byName), order: slices.Clone(prev.order)}
+	edit(next)
+	use(next)
 }
 
 // rulesOf is the rules of a registered kind: a swapped kind's own (with the optional
@@ -56,19 +84,18 @@ func rulesOf(k stage.Kind) kind.Kind {
 	return k
 }
 
-func registry() map[events.Kind]stage.Kind { return *current.Load() }
-
 // Swap puts k's rules in place of those of the kind of the same name, its stages staying,
 // and returns the function that puts the previous ones back. It exists for tests that
 // change one rule and show that every part of tribunal which decides (the aggregator
 // service, the audit, rejudge) follows it, because they all dispatch through this table.
 // Tests that swap must not run in parallel.
 func Swap(k kind.Kind) (restore func()) {
-	prev := current.Load()
-	next := maps.Clone(*prev)
-	next[k.Name()] = swapped{Kind: k, Stages: (*prev)[k.Name()]}
-	use(&next)
-	return func() { use(prev) }
+	var prev stage.Kind
+	change(func(r *registry) {
+		prev = r.byName[k.Name()]
+		r.byName[k.Name()] = swapped{Kind: k, Stages: prev}
+	})
+	return func() { change(func(r *registry) { r.byName[k.Name()] = prev }) }
 }
 
 // swapped is a kind whose rules a test swapped (Swap): the new rules, the old stages.
@@ -77,12 +104,38 @@ type swapped struct {
 	stage.Stages
 }
 
-// order is the order kinds are reported and their manifests announced in.
-var order = []events.Kind{events.KindAB, events.KindCritic, events.KindEquivalence, events.KindRubric}
+// Add registers k, a kind whole that is not in the table (an example's, a test's), after
+// the table's kinds in reporting order, with its own wire schema when it brings one
+// (kind.Wired), and returns the function that takes it out again. Kinds that ship are a
+// line of the table instead; tests that add kinds of different names may run in
+// parallel.
+func Add(k stage.Kind) (remove func()) {
+	name := k.Name()
+	var unwire func()
+	if w, ok := k.(kind.Wired); ok {
+		unwire = events.RegisterKind(name, w.Wire())
+	}
+	change(func(r *registry) {
+		if _, ok := r.byName[name]; ok {
+			panic(fmt.Sprintf("kinds: kind %q is registered already", name))
+		}
+		r.byName[name] = k
+		r.order = append(r.order, name)
+	})
+	return func() {
+		change(func(r *registry) {
+			delete(r.byName, name)
+			r.order = slices.DeleteFunc(r.order, func(n events.Kind) bool { return n == name })
+		})
+		if unwire != nil {
+			unwire()
+		}
+	}
+}
 
 // Lookup returns the kind named k: its rules and its stages.
 func Lookup(k events.Kind) (stage.Kind, error) {
-	if impl, ok := registry()[k]; ok {
+	if impl, ok := current.Load().byName[k]; ok {
 		return impl, nil
 	}
 	return nil, fmt.Errorf("%w: unknown judge kind %q", kind.ErrNotForKind, k)
@@ -90,9 +143,10 @@ func Lookup(k events.Kind) (stage.Kind, error) {
 
 // All returns every kind in reporting order.
 func All() []stage.Kind {
-	out := make([]stage.Kind, 0, len(order))
-	for _, k := range order {
-		out = append(out, registry()[k])
+	r := current.Load()
+	out := make([]stage.Kind, 0, len(r.order))
+	for _, k := range r.order {
+		out = append(out, r.byName[k])
 	}
 	return out
 }
@@ -100,7 +154,7 @@ func All() []stage.Kind {
 // Names returns every kind's name, sorted.
 func Names() []string {
 	var out []string
-	for k := range registry() {
+	for k := range current.Load().byName {
 		out = append(out, string(k))
 	}
 	sort.Strings(out)

@@ -4,11 +4,13 @@ import (
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
 func TestRegistryCoversTheWireSchema(t *testing.T) {
 	t.Parallel()
-	for k, impl := range registry() {
+	r := current.Load()
+	for k, impl := range r.byName {
 		if impl.Name() != k {
 			t.Errorf("registry line %q holds kind %q", k, impl.Name())
 		}
@@ -16,12 +18,15 @@ func TestRegistryCoversTheWireSchema(t *testing.T) {
 			t.Errorf("kind %q is registered but the wire schema has no line for it", k)
 		}
 	}
-	if len(order) != len(registry()) {
-		t.Errorf("order lists %d kinds, the registry %d", len(order), len(registry()))
+	if len(r.order) != len(r.byName) || len(table) != len(r.byName) {
+		t.Errorf("order lists %d kinds, the registry %d, the table %d", len(r.order), len(r.byName), len(table))
 	}
-	for _, k := range order {
+	for _, k := range r.order {
 		if _, err := Lookup(k); err != nil {
 			t.Error(err)
+		}
+		if _, err := kind.Lookup(k); err != nil {
+			t.Errorf("the rules do not find %s: %v", k, err)
 		}
 	}
 	if _, err := Lookup("nope"); err == nil {

@@ -483,7 +483,8 @@ func Outcome(j *records.Job) kind.Outcome {
 }
 
 // CallsOf lists the judge calls a verdict carries, whatever its kind: an ab vote per
-// order and panel model, a critic's or rubric's one call, an equivalence call per case.
+// order and panel model, a critic's or rubric's one call, an equivalence call per case,
+// and those a kind with a part of its own lists (kind.Calling).
 func CallsOf(v *events.VerdictEmitted) []records.Call {
 	var out []records.Call
 	add := func(label string, ji events.JudgeInfo, status events.VoteStatus) {
@@ -501,6 +502,13 @@ func CallsOf(v *events.VerdictEmitted) []records.Call {
 	}
 	if r := v.Rubric; r != nil {
 		add("", r.Judge, r.Status)
+	}
+	if len(v.Part) > 0 {
+		if k, err := kind.Lookup(v.Kind); err == nil {
+			if c, ok := k.(kind.Calling); ok {
+				out = append(out, c.Calls(v)...)
+			}
+		}
 	}
 	return out
 }
