@@ -9,8 +9,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
-	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // DefaultMaxPayload is the NATS server's default max payload, the limit events are

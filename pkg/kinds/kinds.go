@@ -15,12 +15,13 @@ import (
 	"sync/atomic"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	abstages "github.com/tribunal-dev/tribunal/pkg/kind/ab/stages"
 	criticstages "github.com/tribunal-dev/tribunal/pkg/kind/critic/stages"
 	equivalencestages "github.com/tribunal-dev/tribunal/pkg/kind/equivalence/stages"
 	rubricstages "github.com/tribunal-dev/tribunal/pkg/kind/rubric/stages"
-	"github.com/tribunal-dev/tribunal/pkg/stage"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 )
 
 // table is the table of kinds, in the order kinds are reported and their manifests
@@ -53,6 +54,20 @@ func init() {
 		r.order = append(r.order, k.Name())
 	}
 	use(r)
+	judge.SetCanned(canned)
+}
+
+// canned is the canned answer of the registered kind that makes req requests
+// (kind.Scripted), for the offline judge.
+func canned(req, setting string) ([]byte, string, bool, error) {
+	for _, k := range kind.All() {
+		if sk, ok := k.(kind.Scripted); ok {
+			if answer, name, ok, err := sk.ScriptedAnswer(req, setting); ok {
+				return answer, name, true, err
+			}
+		}
+	}
+	return nil, "", false, nil
 }
 
 // use makes r the registry in use and registers its kinds' rules, in reporting order.

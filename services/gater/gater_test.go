@@ -11,7 +11,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
-	"github.com/tribunal-dev/tribunal/pkg/stage"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/services/gater"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )

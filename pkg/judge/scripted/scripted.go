@@ -18,7 +18,6 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
 // Provider answers from recordings instead of a model: one fixed raw winner for every
@@ -65,8 +64,8 @@ type Options struct {
 }
 
 // New builds a scripted provider. Every canned answer comes from the kind whose requests
-// it answers (kind.Scripted, found in pkg/kind's registry), checked by that kind's own
-// parser: this package knows no kind's answer.
+// it answers (judge.CannedAnswer, which the registry of kinds fills), checked by that
+// kind's own parser: this package knows no kind's answer.
 func New(o Options) (*Provider, error) {
 	s := &Provider{latency: o.Latency, answers: map[string]json.RawMessage{}, fixed: map[string]string{}, byKey: map[string]int{}}
 	// names make the model name every verdict carries: the ab fixture winner and the
@@ -74,7 +73,7 @@ func New(o Options) (*Provider, error) {
 	// only name the model when nothing else does.
 	var names, extras []string
 	canned := func(req, setting string, naming bool) error {
-		answer, name, err := fixture(req, setting)
+		answer, name, err := judge.CannedAnswer(req, setting)
 		if err != nil {
 			return fmt.Errorf("scripted %s answer: %w", req, err)
 		}
@@ -132,22 +131,6 @@ func New(o Options) (*Provider, error) {
 	}
 	s.model = strings.Join(names, "+")
 	return s, nil
-}
-
-// fixture is the canned answer of setting to requests of kind req, from the registered
-// kind that makes such requests.
-func fixture(req, setting string) ([]byte, string, error) {
-	for _, k := range kind.All() {
-		sk, ok := k.(kind.Scripted)
-		if !ok {
-			continue
-		}
-		answer, name, ok, err := sk.ScriptedAnswer(req, setting)
-		if ok {
-			return answer, name, err
-		}
-	}
-	return nil, "", fmt.Errorf("no registered kind makes %s requests", req)
 }
 
 // Name implements Provider.

@@ -13,7 +13,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
-	"github.com/tribunal-dev/tribunal/pkg/stage"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 )
 
 // TestCachedAnswersOfAnOlderPromptAreNotReused: the judge-call cache key holds the

@@ -16,8 +16,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
-	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // DocumentRunner is the equivalence sensor: an LLM applies each document to each case

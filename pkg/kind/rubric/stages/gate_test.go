@@ -13,8 +13,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
-	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // gateProject lays examples/rubric-feature out as seed 004 does (argus/specs/tasks/ in a

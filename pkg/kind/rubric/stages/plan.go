@@ -15,8 +15,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
-	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/sensor"
-	"github.com/tribunal-dev/tribunal/pkg/stage"
 )
 
 // Render implements stage.Stages: one view captured as render.png and probe.json in blob

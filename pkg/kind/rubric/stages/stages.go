@@ -6,7 +6,7 @@ package stages
 
 import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
-	"github.com/tribunal-dev/tribunal/pkg/stage"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 )
 
 // Kind is the rubric kind with its stages.
