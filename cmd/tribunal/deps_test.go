@@ -6,7 +6,10 @@ import (
 	"go/token"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -148,5 +151,102 @@ func TestOneRunner(t *testing.T) {
 	}
 	if strings.Contains(string(src), "Apply(st") || strings.Contains(string(src), "ApplyBatch(") {
 		t.Error("rulebook.Memory calls the rules itself")
+	}
+}
+
+// TestPackageLayers: every package stands on the layer docs/architecture.md's table
+// places it on (its most specific pattern), imports nothing of a layer above its own, and
+// a package the table does not place fails too, so the page is kept with the code. (Go
+// itself refuses an import cycle.)
+func TestPackageLayers(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	start, end := strings.Index(text, "<!-- layers:"), strings.Index(text, "<!-- /layers -->")
+	if start < 0 || end < start {
+		t.Fatal("docs/architecture.md has no layers table between <!-- layers: --> and <!-- /layers -->")
+	}
+	type pattern struct {
+		pat   string
+		layer int
+	}
+	var pats []pattern
+	cell := regexp.MustCompile("`([^`]+)`")
+	for _, row := range strings.Split(text[start:end], "\n") {
+		cols := strings.Split(row, "|")
+		if len(cols) < 3 {
+			continue
+		}
+		n, err := strconv.Atoi(strings.Fields(strings.TrimSpace(cols[1]) + " x")[0])
+		if err != nil {
+			continue // the header and the rule
+		}
+		for _, m := range cell.FindAllStringSubmatch(cols[2], -1) {
+			pats = append(pats, pattern{m[1], n})
+		}
+	}
+	// specificity ranks the patterns that match p: more path elements first, then fewer
+	// wildcards; -1 for one that does not match.
+	specificity := func(pat, p string) int {
+		elems := strings.Count(pat, "/") + 1
+		switch {
+		case strings.HasSuffix(pat, "/..."):
+			base := strings.TrimSuffix(pat, "/...")
+			if p != base && !strings.HasPrefix(p, base+"/") {
+				return -1
+			}
+			return (elems-1)*10 + 0
+		case strings.Contains(pat, "*"):
+			if ok, _ := path.Match(pat, p); !ok {
+				return -1
+			}
+			return elems*10 + 5 - strings.Count(pat, "*")
+		case pat == p:
+			return elems*10 + 9
+		}
+		return -1
+	}
+	layerOf := func(p string) (int, string) {
+		best, layer, by := -1, 0, ""
+		for _, pt := range pats {
+			if s := specificity(pt.pat, p); s > best {
+				best, layer, by = s, pt.layer, pt.pat
+			}
+		}
+		return layer, by
+	}
+
+	const mod = "github.com/tribunal-dev/tribunal/"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../../...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		p := strings.TrimPrefix(f[0], mod)
+		graph[p] = nil
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, mod) {
+				graph[p] = append(graph[p], strings.TrimPrefix(imp, mod))
+			}
+		}
+	}
+	for p, imps := range graph {
+		lp, by := layerOf(p)
+		if lp == 0 {
+			t.Errorf("%s stands on no layer of docs/architecture.md's table", p)
+			continue
+		}
+		for _, imp := range imps {
+			if li, iby := layerOf(imp); li > lp {
+				t.Errorf("%s (layer %d, %s) imports %s (layer %d, %s), above it", p, lp, by, imp, li, iby)
+			}
+		}
 	}
 }
