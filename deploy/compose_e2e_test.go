@@ -20,7 +20,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
 	"github.com/tribunal-dev/tribunal/internal/testutil/otlpsink"
 	"github.com/tribunal-dev/tribunal/internal/testutil/tribunalbin"
-	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
 )
 

@@ -73,7 +73,7 @@ func seedTemplateProject(t *testing.T, gatesJSON string) string {
 	}))
 	t.Cleanup(page.Close)
 	feature := filepath.Join(root, "argus", "specs", "example")
-	if err := os.CopyFS(feature, os.DirFS(filepath.Join(repoRoot(t), "pkg", "argus", "testdata", "seed-template"))); err != nil {
+	if err := os.CopyFS(feature, os.DirFS(filepath.Join(repoRoot(t), "pkg", "kind", "rubric", "argus", "testdata", "seed-template"))); err != nil {
 		t.Fatal(err)
 	}
 	specPath := filepath.Join(feature, "spec.json")

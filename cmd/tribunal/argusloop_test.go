@@ -16,12 +16,12 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/ptytest"
-	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
 
 // seedProject lays seed 004's own template out as its README says a project does
 // (argus/specs/example/ holding the template's spec.json, tokens.json and
-// contrast-pairs.json, as pkg/argus keeps them in testdata), with a batch at the project
+// contrast-pairs.json, as pkg/kind/rubric/argus keeps them in testdata), with a batch at the project
 // root naming it. edit changes the spec's text before it is written. It returns the
 // project folder.
 func seedProject(t *testing.T, batch string, edit func(spec string) string) string {
@@ -32,7 +32,7 @@ func seedProject(t *testing.T, batch string, edit func(spec string) string) stri
 		t.Fatal(err)
 	}
 	for _, name := range []string{"spec.json", "tokens.json", "contrast-pairs.json"} {
-		data, err := os.ReadFile(filepath.Join(repoRoot(t), "pkg", "argus", "testdata", "seed-template", name))
+		data, err := os.ReadFile(filepath.Join(repoRoot(t), "pkg", "kind", "rubric", "argus", "testdata", "seed-template", name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,10 +15,10 @@ import (
 
 	calibrationset "github.com/tribunal-dev/tribunal/examples/calibration"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
-	"github.com/tribunal-dev/tribunal/pkg/calibration"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab/calibration"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 	"github.com/tribunal-dev/tribunal/pkg/trust"

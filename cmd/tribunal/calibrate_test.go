@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
-	"github.com/tribunal-dev/tribunal/pkg/calibration"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab/calibration"
 )
 
 // TestCalibrateScripted: the shipped set with the scripted judge's recorded answers

@@ -65,7 +65,7 @@ func TestRulesImportNoInfrastructure(t *testing.T) {
 	forbidden := []string{
 		"github.com/nats-io/nats-server", "github.com/ThreeDotsLabs/watermill", "go.opentelemetry.io",
 		"github.com/prometheus", "github.com/chromedp", "github.com/minio",
-		mod + "pkg/bus", mod + "pkg/telemetry", mod + "pkg/kind/stage", mod + "pkg/kinds", mod + "pkg/sensor",
+		mod + "pkg/bus", mod + "pkg/telemetry", mod + "pkg/kind/stage", mod + "pkg/kinds", mod + "pkg/sensor/web", mod + "pkg/sensor/command",
 		mod + "pkg/ingest", mod + "pkg/blob/fileblob", mod + "pkg/blob/s3blob", mod + "pkg/judge/openai", mod + "services",
 	}
 	for _, r := range rules {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
-	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
 
 // TestAskSpotcheck: the terminal's HE-2 prompt asks again until the answer is y or one of

@@ -9,8 +9,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
-	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 func newViewResetCmd() *cobra.Command {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
-	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
 
 // copyFeature copies the rubric example into a fresh folder and writes its batch.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -18,8 +17,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 	"github.com/tribunal-dev/tribunal/pkg/records"
-	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 type jobData struct {

@@ -16,7 +16,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
-	"github.com/tribunal-dev/tribunal/pkg/views"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 )
 
 var viewSpecKey = &events.RubricSpec{Feature: "rubric-feature", Target: "list", State: "populated", Appearance: "light"}

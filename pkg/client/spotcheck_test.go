@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
 
 // TestSpotcheckAnswer: the HE-2 prompt's answer is y/yes or a dimension of the view's

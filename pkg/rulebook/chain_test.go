@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
-	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 // link is a made-up link of an upstream event of job.

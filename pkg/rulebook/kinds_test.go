@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 	_ "github.com/tribunal-dev/tribunal/pkg/kinds"
-	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 // viewState is a rubric view's own state for the rules: its record (a zero one for nil)

@@ -7,6 +7,13 @@
 // them alike through the Sensor interface and the error kinds below. Everything a sensor
 // reads from the application is app content, which is data and never instructions, so
 // every probe is bounded with TruncateLabels before it leaves the sensor.
+//
+// The contract is generic, not rubric's: a sensor turns a view (a URL or an adapter's
+// state, a viewport, an appearance) into a picture and probe facts, and knows no kind's
+// rules. The rubric kind is the one that renders views today, and its gates and loop
+// (pkg/kind/rubric/argus) read what a sensor produced; a kind that judges pictures of
+// another application would use the same sensors, which is why they stay here, below
+// the kinds, and why this package imports no kind.
 package sensor
 
 import (
@@ -19,8 +26,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 )
 
 // MaxLabel is the longest text label, in runes, that a probe may carry. It mirrors the
@@ -30,7 +35,7 @@ const MaxLabel = 256
 
 // MaxID is the longest element id, in runes, a probe may carry. Ids are not labels: the
 // seed cuts only text labels, and an id the a11y contract names must still be found whole
-// (argus.CheckA11yIDs), so ids under an id key (argus.IsIDKey) keep up to MaxID runes.
+// (rubric's a11y gate), so ids under an id key (IsIDKey) keep up to MaxID runes.
 // The bound is tribunal's own: a probe is judge input, and nothing bounded a hostile
 // adapter's "id" otherwise.
 const MaxID = 4096
@@ -38,6 +43,25 @@ const MaxID = 4096
 // Cut marks a string that TruncateLabels shortened, so that a gate or a judge can tell an
 // app's real label from one the sensor cut.
 const Cut = "…"
+
+// idKeys are the keys whose string values count as element ids in a probe. Sensors
+// differ (DOM ids and data-testid on the web, accessibilityIdentifier on iOS, testID in
+// React Native, camel-cased variants after a JSON transform), and a gate should not
+// care which one produced the probe, so all of them are read.
+var idKeys = map[string]bool{
+	"id":                      true,
+	"identifier":              true,
+	"accessibilityIdentifier": true,
+	"testId":                  true,
+	"testid":                  true,
+	"data-testid":             true,
+	"dataTestid":              true,
+}
+
+// IsIDKey reports whether a probe key holds an element id. It is part of the contract,
+// not of any one gate: every sensor keeps such values whole (MaxID) instead of cutting
+// them like text labels, and a gate that looks ids up reads the same keys.
+func IsIDKey(key string) bool { return idKeys[key] }
 
 // Default viewport, used when a View leaves its Viewport empty. It matches the sensor
 // contract's default so that renders stay comparable with references made elsewhere.
@@ -231,7 +255,7 @@ var ErrRefused = errors.New("refused by the renderer's policy")
 
 // TruncateLabels bounds every text string in a decoded JSON value to max runes, in place
 // where the containers allow it, and returns the (possibly new) value. An element id (a
-// string under an id key, argus.IsIDKey) is not a label: it keeps up to MaxID runes, so
+// string under an id key, IsIDKey) is not a label: it keeps up to MaxID runes, so
 // the a11y gate still finds a long id the contract names. A cut string keeps its
 // first max-1 runes followed by Cut, so it is exactly max runes long. Map keys are
 // bounded too, since an adapter's probe is arbitrary JSON and a key is as much app content
@@ -284,7 +308,7 @@ func truncate(v any, limit int) any {
 // valueLimit is how long the string value of key k may be: an id keeps up to MaxID runes
 // (see MaxID), anything else limit.
 func valueLimit(k string, limit int) int {
-	if argus.IsIDKey(k) {
+	if IsIDKey(k) {
 		return max(limit, MaxID)
 	}
 	return limit

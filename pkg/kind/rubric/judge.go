@@ -1,7 +1,7 @@
 // Package rubric is the `rubric` judge kind: a rendered UI view judged against its spec,
 // tokens and reference, looped to sign-off (the Argus workflow of seed 004). The Argus rules
 // themselves (spec lint, contrast, gates, the loop arithmetic, verdicts, feature status)
-// are in pkg/argus; this folder is what the kind does at each stage of tribunal's flow.
+// are in pkg/kind/rubric/argus; this folder is what the kind does at each stage of tribunal's flow.
 package rubric
 
 import (
@@ -9,9 +9,9 @@ import (
 	"embed"
 	"fmt"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
 
 //go:embed prompts/*.md

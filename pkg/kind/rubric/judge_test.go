@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/judgetest"
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
 
 // TestJudgeSeesWhatTheSeedLists pins the judge's inputs to the seed's list ("Inputs the

@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 	"github.com/tribunal-dev/tribunal/pkg/records"
-	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 // Kind is the `rubric` judge kind.

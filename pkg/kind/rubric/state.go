@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/views"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 )
 
 // ViewState is a rubric job's own state (kind.State): its view's record, kept in the views

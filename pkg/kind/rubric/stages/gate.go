@@ -9,12 +9,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
-	"github.com/tribunal-dev/tribunal/pkg/views"
 )
 
 // Gate implements stage.Stages: the deterministic floor over a fresh render: token contrast,

@@ -9,17 +9,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
-// planTemplate plans seed 004's template (pkg/argus/testdata/seed-template) laid out as
+// planTemplate plans seed 004's template (pkg/kind/rubric/argus/testdata/seed-template) laid out as
 // argus/specs/example/ under a batch folder, as ac (its ID and Spec set here) asks.
 func planTemplate(t *testing.T, ac batch.AC, edit func(string) string) []events.JobSpec {
 	t.Helper()
@@ -29,7 +29,7 @@ func planTemplate(t *testing.T, ac batch.AC, edit func(string) string) []events.
 		t.Fatal(err)
 	}
 	for _, name := range []string{"spec.json", "tokens.json", "contrast-pairs.json"} {
-		data, err := os.ReadFile(filepath.Join("..", "..", "..", "argus", "testdata", "seed-template", name))
+		data, err := os.ReadFile(filepath.Join("..", "argus", "testdata", "seed-template", name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
 
 // LoadRubric reads the rubric a view is judged with (the one its job carries): a

@@ -1,8 +1,8 @@
 package stages
 
 import (
-	"github.com/tribunal-dev/tribunal/pkg/argus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
 
 // projectOf records the feature's project for its views (events.RubricProject): the

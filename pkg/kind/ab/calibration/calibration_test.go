@@ -15,7 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 )
 
-const setDir = "../../examples/calibration"
+const setDir = "../../../../examples/calibration"
 
 func f(v float64) *float64 { return &v }
 

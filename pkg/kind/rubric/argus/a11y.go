@@ -5,25 +5,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/sensor"
 )
 
-// idKeys are the keys whose string values count as element ids in a probe. Sensors
-// differ (DOM ids and data-testid on the web, accessibilityIdentifier on iOS, testID in
-// React Native, camel-cased variants after a JSON transform), and the gate should not
-// care which one produced the probe, so all of them are read.
-var idKeys = map[string]bool{
-	"id":                      true,
-	"identifier":              true,
-	"accessibilityIdentifier": true,
-	"testId":                  true,
-	"testid":                  true,
-	"data-testid":             true,
-	"dataTestid":              true,
-}
-
 // IsIDKey reports whether a probe key holds an element id (the seed's a11y_assert.py
-// ID_KEYS). Sensors keep such values whole instead of cutting them like text labels.
-func IsIDKey(key string) bool { return idKeys[key] }
+// ID_KEYS). The list is the sensor contract's (sensor.IsIDKey), as every sensor must keep
+// such values whole instead of cutting them like text labels.
+func IsIDKey(key string) bool { return sensor.IsIDKey(key) }
 
 // HarvestIDs collects every element id in a probe document, whatever its shape: it
 // walks all objects and arrays and takes the non-empty string value of any id key. A
@@ -49,7 +38,7 @@ func harvest(v any, set map[string]bool) {
 	switch t := v.(type) {
 	case jsonObject:
 		for _, m := range t {
-			if s, ok := m.Val.(string); ok && idKeys[m.Key] {
+			if s, ok := m.Val.(string); ok && sensor.IsIDKey(m.Key) {
 				if s != "" {
 					set[s] = true
 				}

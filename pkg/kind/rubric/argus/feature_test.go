@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-const exampleDir = "../../examples/rubric-feature"
+const exampleDir = "../../../../examples/rubric-feature"
 
 // TestExampleFeature loads the repository's example feature the way the renderer and
 // gater will, and runs its platform-agnostic gates.
@@ -191,7 +191,7 @@ func TestSeedTemplateLoads(t *testing.T) {
 // its app:// route as written.
 func TestExampleAppFeature(t *testing.T) {
 	t.Parallel()
-	f, err := LoadFeature("../../examples/rubric-app")
+	f, err := LoadFeature("../../../../examples/rubric-app")
 	if err != nil {
 		t.Fatal(err)
 	}
