@@ -24,6 +24,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/schemas"
 )
 
@@ -51,7 +52,11 @@ type File struct {
 	RunnerModel string `yaml:"runner_model"`
 	// ArgusRuns is the rubric default of AC.ArgusRuns.
 	ArgusRuns bool `yaml:"argus_runs"`
-	ACs       []AC `yaml:"acs"`
+	// Budget is what judging the batch may spend: money ("5.00 USD") or tokens ("200k
+	// tokens"), pkg/price.ParseLimit. Past it, no call is made and the rest of the ACs
+	// are blocked "budget exhausted".
+	Budget string `yaml:"budget"`
+	ACs    []AC   `yaml:"acs"`
 }
 
 // AC is one acceptance criterion entry.
@@ -293,6 +298,11 @@ func Parse(path string, data []byte) (*Batch, error) {
 	if fileErrs.n > 0 {
 		return nil, fileErrs.errors(path)
 	}
+	if f.Budget != "" {
+		if _, err := price.ParseLimit(f.Budget); err != nil {
+			return nil, fileErr(keyLine(header, "budget"), "budget", err.Error())
+		}
+	}
 	if acsSeq == nil {
 		return nil, fileErr(1, "acs", "no usable AC entries")
 	}
@@ -324,6 +334,16 @@ func Parse(path string, data []byte) (*Batch, error) {
 		return nil, append(Errors{{File: path, Line: acsSeq.Line, Field: "acs", Msg: "no usable AC entries"}}, b.Rejected...)
 	}
 	return b, nil
+}
+
+// keyLine is the line of key in mapping m, 0 when m has no such key.
+func keyLine(m *yaml.Node, key string) int {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i].Line
+		}
+	}
+	return 0
 }
 
 // decodeAC validates one entry against the AC schema and decodes it. A problem is kept

@@ -92,6 +92,7 @@ func (s *Submitter) check(ctx context.Context, prep *Prepared, env *stage.PlanEn
 			return err
 		}
 		for _, p := range ps {
+			withBudget(&p, b.Budget)
 			out = append(out, planned{Plan: p, ac: reduced})
 		}
 		prep.Blocked = append(prep.Blocked, problem)

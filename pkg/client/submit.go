@@ -140,6 +140,19 @@ type Prepared struct {
 	plan events.BatchOpened
 }
 
+// withBudget makes p's spec carry the batch's budget, whatever its kind planned.
+func withBudget(p *stage.Plan, budget string) {
+	if budget == "" {
+		return
+	}
+	build := p.Build
+	p.Build = func(uploads map[string]events.Source) events.JobSpec {
+		spec := build(uploads)
+		spec.Budget = budget
+		return spec
+	}
+}
+
 // planned is one job of the batch and the entry it came from.
 type planned struct {
 	stage.Plan
@@ -204,6 +217,7 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 			return prep, err
 		}
 		for _, p := range ps {
+			withBudget(&p, b.Budget)
 			prep.plans = append(prep.plans, planned{Plan: p, ac: ac})
 			for _, n := range p.Names {
 				if !seenName[n] {

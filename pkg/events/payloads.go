@@ -10,6 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tribunal-dev/tribunal/pkg/ident"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 )
 
 // Blob points at an artifact in blob storage under the envelope's tenant.
@@ -149,11 +150,19 @@ type JobSpec struct {
 	// unknown key criterian (did you mean criterion?)"): the renderer blocks the job with
 	// it as it is, since no artifact is at fault.
 	Problem string `msgpack:"problem,omitempty"`
+	// Budget is the batch's budget ("5.00 USD", "200k tokens"; pkg/price.ParseLimit):
+	// the judge makes none of the batch's calls past it. Every job of the batch carries it.
+	Budget string `msgpack:"budget,omitempty"`
 }
 
 func (s JobSpec) validate() error {
 	if s.ACID == "" {
 		return missing("ac_id")
+	}
+	if s.Budget != "" {
+		if _, err := price.ParseLimit(s.Budget); err != nil {
+			return invalid("budget", err.Error())
+		}
 	}
 	w, err := wireOf(s.Kind)
 	if err != nil {
@@ -294,6 +303,9 @@ type GatesDone struct {
 	// Part is the judge-facing part of a registered kind's job (JobSpec.Part). Like every
 	// field here it must carry nothing that tells the judge a role, a path or a diff.
 	Part msgpack.RawMessage `msgpack:"part,omitempty" json:",omitempty"`
+	// Budget is the batch's budget (JobSpec.Budget), which the gater passes on to the
+	// judge: it tells the judge nothing about the artifacts.
+	Budget string `msgpack:"budget,omitempty"`
 }
 
 // EventType implements Payload.
@@ -376,6 +388,34 @@ type JudgeInfo struct {
 	// Call is the stored record of what the call sent and received (judge.CallRecord),
 	// for reviewers: the prompt itself never travels in an event.
 	Call *Blob `msgpack:"call,omitempty"`
+	// CachedPromptTokens are the prompt tokens the provider served from its own prompt
+	// cache (part of PromptTokens, billed at the cached-input price).
+	CachedPromptTokens int `msgpack:"cached_prompt_tokens,omitempty"`
+	// Batch marks an answer obtained through the provider's batch API (`--judge-mode
+	// batch`), priced with the provider's batch discount.
+	Batch bool `msgpack:"batch,omitempty"`
+	// Priced says CostNanos is known: every call the answer took was priced by the price
+	// table named PriceTable. A call of a model with no price is unpriced, never free.
+	Priced bool `msgpack:"priced,omitempty"`
+	// CostNanos is what the answer cost, in nano-dollars (pkg/price), the repair re-ask
+	// included; 0 for a cache hit, which made no call.
+	CostNanos int64 `msgpack:"cost_nanos,omitempty"`
+	// SavedNanos is, for a cache hit, what the answer cost when it was first asked.
+	SavedNanos int64 `msgpack:"saved_nanos,omitempty"`
+	// PriceTable is the version of the price table the cost was computed with.
+	PriceTable string `msgpack:"price_table,omitempty"`
+	// BudgetRefused says why a budget refused the call, which was therefore never made
+	// ("budget exhausted: ..."); the rules block the job with it.
+	BudgetRefused string `msgpack:"budget_refused,omitempty"`
+}
+
+// FromCache marks an answer served from the judge-call cache by instance: it cost
+// nothing now, and saved what it cost when it was asked.
+func (j *JudgeInfo) FromCache(instance string) {
+	j.Cached, j.Instance = true, instance
+	if j.CostNanos > 0 {
+		j.SavedNanos, j.CostNanos = j.CostNanos, 0
+	}
 }
 
 // Response formats a provider asked for, as Sampling records them.

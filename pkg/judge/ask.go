@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 )
 
 // MaxRawBytes bounds the invalid answer kept for audit.
@@ -38,6 +39,37 @@ type Usage struct {
 	Sampling *events.Sampling `json:"sampling,omitempty"`
 	// Call is the stored record of the exchange (CallRecord), when one was kept.
 	Call *events.Blob `json:"call,omitempty"`
+	// CachedPromptTokens and Batch are as the provider reported them (Response).
+	CachedPromptTokens int  `json:"cached_prompt_tokens,omitempty"`
+	Batch              bool `json:"batch,omitempty"`
+	// Priced says every call was priced, Cost what they cost together and PriceTable the
+	// table's version; Unpriced counts calls of a model the table has no price for.
+	Priced     bool        `json:"priced,omitempty"`
+	Cost       price.Money `json:"cost_nanos,omitempty"`
+	PriceTable string      `json:"price_table,omitempty"`
+	Unpriced   int         `json:"unpriced,omitempty"`
+	// Saved is, for an answer served from the judge-call cache, what it cost when asked.
+	Saved price.Money `json:"saved_nanos,omitempty"`
+	// BudgetRefused is why a budget refused the call (ErrBudgetExhausted); nothing was
+	// sent.
+	BudgetRefused string `json:"budget_refused,omitempty"`
+}
+
+// add counts one answered call's usage.
+func (u *Usage) add(resp Response) {
+	u.PromptTokens += resp.PromptTokens
+	u.CompletionTokens += resp.CompletionTokens
+	u.CachedPromptTokens += resp.CachedPromptTokens
+	u.Batch = u.Batch || resp.Batch
+	if resp.PriceTable != "" {
+		u.PriceTable = resp.PriceTable
+	}
+	if resp.Priced {
+		u.Cost += resp.Cost
+	} else {
+		u.Unpriced++
+	}
+	u.Priced = u.Unpriced == 0
 }
 
 // JudgeInfo converts the usage to the event form recorded on verdicts.
@@ -45,7 +77,8 @@ func (u Usage) JudgeInfo() events.JudgeInfo {
 	return events.JudgeInfo{
 		Provider: u.Provider, Model: u.Model, Instance: u.Instance, PromptHash: u.PromptHash,
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, LatencyMillis: u.LatencyMillis, Call: u.Call,
-		Sampling: u.Sampling,
+		Sampling: u.Sampling, CachedPromptTokens: u.CachedPromptTokens, Batch: u.Batch, Priced: u.Priced && u.Unpriced == 0,
+		CostNanos: int64(u.Cost), SavedNanos: int64(u.Saved), PriceTable: u.PriceTable, BudgetRefused: u.BudgetRefused,
 	}
 }
 
@@ -118,8 +151,15 @@ func Ask[T any](ctx context.Context, p Provider, req Request, usage Usage, parse
 			// second call was made.
 			return out, last
 		}
+		if err != nil && errors.Is(err, ErrBudgetExhausted) {
+			// Nothing was sent: no call to count, and the refusal is recorded for the
+			// rules, which block the job with it.
+			out.Status, out.Error, out.Usage.BudgetRefused = events.VoteUnavailable, err.Error(), err.Error()
+			return out, err
+		}
 		out.Usage.Calls++
 		if err != nil {
+			out.Usage.add(resp)
 			// The caller tells a cancelled ctx (a shutdown) from an outage.
 			out.Status, out.Error = events.VoteUnavailable, err.Error()
 			return out, err
@@ -129,8 +169,7 @@ func Ask[T any](ctx context.Context, p Provider, req Request, usage Usage, parse
 			sampling.ReportedModel = resp.Model
 		}
 		out.Usage.Sampling = &sampling
-		out.Usage.PromptTokens += resp.PromptTokens
-		out.Usage.CompletionTokens += resp.CompletionTokens
+		out.Usage.add(resp)
 		v, perr := parse([]byte(resp.Content))
 		if perr == nil {
 			out.Status, out.Answer, out.Error, out.Raw = events.VoteOK, v, "", ""

@@ -30,6 +30,12 @@ func WithTenant(ctx context.Context, tenant string) context.Context {
 	return context.WithValue(ctx, tenantKey{}, tenant)
 }
 
+// TenantOf is the tenant WithTenant marked ctx with, "" when none.
+func TenantOf(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}
+
 // Limited wraps p so that every Complete waits for l first and settles with it after.
 // Wrapping the provider, rather than each call site, covers every kind and the repair
 // re-ask alike.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 )
 
 // Part is one piece of a message: text, or an image sent inline to a vision model.
@@ -93,6 +94,16 @@ type Response struct {
 	// FinishReasons are why the model stopped, one per choice as the server reported it
 	// ("stop", "length", ...).
 	FinishReasons []string
+	// CachedPromptTokens are the prompt tokens the server served from its prompt cache
+	// (part of PromptTokens), when it reports them.
+	CachedPromptTokens int
+	// Batch marks an answer obtained through the provider's batch API.
+	Batch bool
+	// Cost is what the call cost and Priced whether it is known, as Priced (the price
+	// table's wrapper) computed it; PriceTable names the table.
+	Cost       price.Money
+	Priced     bool
+	PriceTable string
 	// Sampling is what the provider actually sent for the answering attempt: the
 	// temperature (nil when none was pinned), seed, token limit and response format after
 	// any fallback, and the model id the server reported. A provider that sends nothing

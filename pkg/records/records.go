@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 )
 
 // Job is the aggregator's state for one job, kept in the jobs bucket. A final record holds
@@ -180,6 +181,54 @@ type Call struct {
 	Cached           bool              `json:"cached,omitempty"`
 	// Record is the stored judge.CallRecord: the prompt and the raw answer.
 	Record *events.Blob `json:"record,omitempty"`
+	// CachedPromptTokens, Batch, Priced, CostNanos, SavedNanos, PriceTable and
+	// BudgetRefused are the verdict's (events.JudgeInfo): the call's cost, or that it had
+	// no price, and why a budget refused it.
+	CachedPromptTokens int    `json:"cached_prompt_tokens,omitempty"`
+	Batch              bool   `json:"batch,omitempty"`
+	Priced             bool   `json:"priced,omitempty"`
+	CostNanos          int64  `json:"cost_nanos,omitempty"`
+	SavedNanos         int64  `json:"saved_nanos,omitempty"`
+	PriceTable         string `json:"price_table,omitempty"`
+	BudgetRefused      string `json:"budget_refused,omitempty"`
+}
+
+// CallOf is the record of one call a verdict carries: label tells it from the verdict's
+// other calls, status is its answer's.
+func CallOf(label string, status events.VoteStatus, ji events.JudgeInfo) Call {
+	return Call{Judge: ji.Provider + "/" + ji.Model, Label: label, Status: status, PromptTokens: ji.PromptTokens,
+		CompletionTokens: ji.CompletionTokens, LatencyMillis: ji.LatencyMillis, Cached: ji.Cached, Record: ji.Call,
+		CachedPromptTokens: ji.CachedPromptTokens, Batch: ji.Batch, Priced: ji.Priced, CostNanos: ji.CostNanos,
+		SavedNanos: ji.SavedNanos, PriceTable: ji.PriceTable, BudgetRefused: ji.BudgetRefused}
+}
+
+// Cost is what the call cost: its money when it was priced, or one unpriced call. A
+// call a budget refused was never made and costs nothing; a cache hit costs nothing and
+// saved what it repeats.
+func (c Call) Cost() price.Sum {
+	switch {
+	case c.BudgetRefused != "":
+		return price.Sum{}
+	case c.Cached:
+		s := price.Sum{Priced: 1, CacheHits: 1, Saved: price.Money(c.SavedNanos)}
+		if !c.Priced && c.SavedNanos == 0 {
+			// A hit on an answer of an unpriced model saved an unknown amount.
+			s = price.Sum{Priced: 1, CacheHits: 1}
+		}
+		return s
+	case c.Priced:
+		return price.Sum{Cost: price.Money(c.CostNanos), Priced: 1}
+	}
+	return price.Sum{Unpriced: 1}
+}
+
+// Cost is what the job's calls cost together.
+func (j *Job) Cost() price.Sum {
+	var s price.Sum
+	for _, c := range j.Calls {
+		s.Add(c.Cost())
+	}
+	return s
 }
 
 // Batch is a batch's record in the batches bucket, keyed "<tenant>.<batch>".

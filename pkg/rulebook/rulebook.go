@@ -391,7 +391,9 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 		next.Inputs = append(next.Inputs, in.Link)
 	}
 	if v, ok := ev.Payload.(*events.VerdictEmitted); ok {
-		next.Calls = append(next.Calls, CallsOf(v)...)
+		calls := CallsOf(v)
+		next.Calls = append(next.Calls, calls...)
+		BudgetStop(next, calls)
 	}
 	res := Result{Job: next}
 	if s.StateChanged {
@@ -482,14 +484,32 @@ func Outcome(j *records.Job) kind.Outcome {
 	return k.Outcome(j)
 }
 
+// BudgetStop blocks a job one of whose calls a budget refused, with the refusal ("budget
+// exhausted: ..."), whatever its kind made of the calls that were answered: the job was
+// not judged as it asked to be, and a rerun under a raised budget judges it whole. It is
+// a rule of its own, beside the kinds', so the aggregator and `tribunal audit` derive a
+// budget stop alike from the recorded verdict, for every kind.
+func BudgetStop(j *records.Job, calls []records.Call) bool {
+	for _, c := range calls {
+		if c.BudgetRefused == "" {
+			continue
+		}
+		j.Status, j.BlockStage, j.BlockReason, j.Decided = events.StatusBlocked, "judge", c.BudgetRefused, nil
+		if k, err := kind.Lookup(j.Spec.Kind); err == nil {
+			k.Blocked(j)
+		}
+		return true
+	}
+	return false
+}
+
 // CallsOf lists the judge calls a verdict carries, whatever its kind: an ab vote per
 // order and panel model, a critic's or rubric's one call, an equivalence call per case,
 // and those a kind with a part of its own lists (kind.Calling).
 func CallsOf(v *events.VerdictEmitted) []records.Call {
 	var out []records.Call
 	add := func(label string, ji events.JudgeInfo, status events.VoteStatus) {
-		out = append(out, records.Call{Judge: kind.JudgeName(ji), Label: label, Status: status, PromptTokens: ji.PromptTokens,
-			CompletionTokens: ji.CompletionTokens, LatencyMillis: ji.LatencyMillis, Cached: ji.Cached, Record: ji.Call})
+		out = append(out, records.CallOf(label, status, ji))
 	}
 	for _, vote := range v.Votes {
 		add(vote.Order, vote.Judge, vote.Status)

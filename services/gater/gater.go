@@ -52,5 +52,10 @@ func (s *Service) gate(ctx context.Context, ev events.Event, rd *events.RenderDo
 	if err != nil {
 		return &events.GatesFailed{Kind: rd.Spec.Kind, ACID: rd.Spec.ACID, Blocked: fmt.Sprintf("no gates for judge kind %q", rd.Spec.Kind)}, nil
 	}
-	return k.Gate(ctx, &s.env, ev, rd)
+	out, err := k.Gate(ctx, &s.env, ev, rd)
+	if gd, ok := out.(*events.GatesDone); ok && err == nil {
+		// The batch's budget reaches the judge the same way for every kind.
+		gd.Budget = rd.Spec.Budget
+	}
+	return out, err
 }

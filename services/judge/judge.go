@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/tribunal-dev/tribunal/pkg/budget"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	pj "github.com/tribunal-dev/tribunal/pkg/judge"
@@ -121,6 +122,10 @@ func (s *Service) handle(ctx context.Context, ev events.Event, digest string) ([
 		}
 	}
 	ctx = pj.WithTenant(ctx, ev.Tenant)
+	ctx, err = budget.WithBatch(ctx, ev.Tenant, ev.BatchID, gd.Budget)
+	if err != nil {
+		return nil, bus.Permanent(fmt.Errorf("job %s: %w", ev.JobID, err))
+	}
 	if s.env.Provider != nil && s.env.Provider.Name() == external.Name && !external.Named(gd.Judges) {
 		// A judge whose only provider is the external one (tribunal cfn-ab-critic) has no
 		// model for this job: it goes back for a judge that has one, never answered by

@@ -259,8 +259,7 @@ func (Kind) Calls(v *events.VerdictEmitted) []records.Call {
 		return nil
 	}
 	ji := vote.Judge
-	return []records.Call{{Judge: kind.JudgeName(ji), Status: vote.Status, PromptTokens: ji.PromptTokens,
-		CompletionTokens: ji.CompletionTokens, LatencyMillis: ji.LatencyMillis, Cached: ji.Cached, Record: ji.Call}}
+	return []records.Call{records.CallOf("", vote.Status, ji)}
 }
 
 // ScriptedAnswer implements kind.Scripted: setting "pass" answers every checklist call

@@ -274,6 +274,17 @@ func (p *Provider) ServerAddress() (string, int) {
 // DefaultModel is Config.Model.
 func (p *Provider) DefaultModel() string { return p.cfg.Model }
 
+// MaxAnswerTokens is the answer token limit a request to model that sets none is sent
+// with (0: none is sent), so a budget can bound what the answer may cost.
+func (p *Provider) MaxAnswerTokens(model string) int {
+	probe := judge.Request{Model: model, Messages: []judge.Message{{Role: "user", Parts: []judge.Part{{Text: "?"}}}}}
+	creq, _, err := buildRequest(model, probe, p.cfg.MaxTokens)
+	if err != nil {
+		return 0
+	}
+	return max(creq.MaxTokens, creq.MaxCompletionTokens)
+}
+
 // Complete asks the server for one chat completion, retrying transient failures. Errors
 // after the last attempt, and non-retryable server answers, wrap judge.ErrUnavailable
 // (and the go-openai error, for errors.As). A malformed request gets a plain error, and a
@@ -334,16 +345,21 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 					finish = append(finish, string(c.FinishReason))
 				}
 			}
+			cachedTokens := 0
+			if d := resp.Usage.PromptTokensDetails; d != nil {
+				cachedTokens = d.CachedTokens
+			}
 			return judge.Response{
-				Content:          content,
-				Model:            respModel,
-				ID:               resp.ID,
-				FinishReasons:    finish,
-				PromptTokens:     resp.Usage.PromptTokens,
-				CompletionTokens: resp.Usage.CompletionTokens,
-				Latency:          time.Since(start),
-				Attempts:         attempts,
-				Sampling:         sent(creq, zeroTemp, level, req.Schema, resp.Model),
+				CachedPromptTokens: cachedTokens,
+				Content:            content,
+				Model:              respModel,
+				ID:                 resp.ID,
+				FinishReasons:      finish,
+				PromptTokens:       resp.Usage.PromptTokens,
+				CompletionTokens:   resp.Usage.CompletionTokens,
+				Latency:            time.Since(start),
+				Attempts:           attempts,
+				Sampling:           sent(creq, zeroTemp, level, req.Schema, resp.Model),
 			}, nil
 		}
 		if ctx.Err() != nil {

@@ -128,6 +128,8 @@ func KeepCall(ctx context.Context, store blob.Store, log *slog.Logger, tenant st
 // cache; an error is the context's, ended during the call.
 func CachedCall[T any](ctx context.Context, e *JudgeEnv, tenant, key string, call func(judge.Provider) judge.Outcome[T]) (o judge.Outcome[T], cached bool, err error) {
 	if e.Cached(ctx, key, &o) {
+		// A hit makes no call: it costs nothing, and saved what the call it repeats cost.
+		o.Usage.Saved, o.Usage.Cost = o.Usage.Cost, 0
 		return o, true, nil
 	}
 	rec := e.Recorder()

@@ -223,7 +223,7 @@ func judgeOrder(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *e
 	key := env.CacheKey(events.KindAB, ev.Tenant, model, ab.PromptHash(), parts...)
 	var v events.Vote
 	if env.Cached(ctx, key, &v) {
-		v.Judge.Cached, v.Judge.Instance = true, env.Instance
+		v.Judge.FromCache(env.Instance)
 	} else {
 		rec := env.Recorder()
 		v = ab.Judge(ctx, rec, model, env.Instance, in, env.Params)

@@ -1,0 +1,275 @@
+// Package budget stops spending at a budget: a batch's (`budget:` in the batch file) and
+// a team's per period (`--tenant-budget`), shared by every judge instance the way the
+// rate limits are (pkg/ratelimit): each budget is one small JSON value in a JetStream
+// key-value bucket, changed only by compare-and-set on its revision.
+//
+// Before a call, its estimate (every prompt byte a token, the whole answer token limit,
+// at the model's price) is reserved from every budget the call is charged to; a budget
+// whose spent plus reserved money (or tokens) would pass its limit with the estimate
+// refuses, and no request is sent. After the call, the reservation is settled with what
+// the provider reported. Concurrent judges therefore cannot overspend together: each
+// reservation is made against the others' reservations, and an estimate is never less
+// than what the call can cost. The price of that guarantee is the end of a budget: the
+// last calls are refused when their estimate does not fit, though what they would have
+// cost might have.
+//
+// A reservation whose judge died before settling stays reserved: the budget refuses
+// early rather than late. A money budget cannot be kept for a model the price table does
+// not price, so such a call is refused too.
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
+	"github.com/tribunal-dev/tribunal/pkg/price"
+)
+
+// DefaultBucket is the key-value bucket of the budgets.
+const DefaultBucket = "tribunal_budget"
+
+// Amount is money and tokens together: what a call is estimated at or cost.
+type Amount struct {
+	Money  price.Money `json:"nano_usd"`
+	Tokens int64       `json:"tokens"`
+}
+
+// Scope is one budget a call is charged to.
+type Scope struct {
+	// Key names the budget in the bucket (BatchKey, TenantKey).
+	Key string
+	// Limit is its size.
+	Limit price.Limit
+	// What names it in refusals: "the batch's budget", "team a's budget for 2026-12".
+	What string
+}
+
+// BatchKey is the key of a batch's budget.
+func BatchKey(tenant, batch string) string { return "batch." + escape(tenant) + "." + escape(batch) }
+
+// TenantKey is the key of a team's budget in the period starting with period (Period).
+func TenantKey(tenant, period string) string {
+	return "tenant." + escape(tenant) + "." + escape(period)
+}
+
+// escape keeps [A-Za-z0-9_-] and writes any other byte as =XX, so every name is one key
+// token.
+func escape(s string) string {
+	if s == "" {
+		return "="
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "=%02X", c)
+	}
+	return b.String()
+}
+
+// state is one budget's stored value.
+type state struct {
+	Spent    Amount `json:"spent"`
+	Reserved Amount `json:"reserved"`
+	// Calls counts settled calls; Refused the calls the budget refused.
+	Calls   int `json:"calls"`
+	Refused int `json:"refused,omitempty"`
+}
+
+// Ledger keeps the budgets in a key-value bucket. It is safe for concurrent use, and any
+// number of Ledgers in any number of processes may share one bucket.
+type Ledger struct {
+	kv kv.KV
+}
+
+// Open opens (creating it if needed) the budgets' bucket on js. The bucket is on file
+// storage: what a team has spent this month must outlive a restart of the server.
+func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*Ledger, error) {
+	if bucket == "" {
+		bucket = DefaultBucket
+	}
+	var b jetstream.KeyValue
+	err := bus.RetryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		b, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: bucket, Description: "judge budgets: spent and reserved per batch and per team and period", History: 1,
+			Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("budget bucket %s: %w", bucket, err)
+	}
+	return New(b), nil
+}
+
+// New is a ledger on bucket b.
+func New(b kv.KV) *Ledger { return &Ledger{kv: b} }
+
+// Hold is a reservation Reserve made, for Settle.
+type Hold struct {
+	scopes []Scope
+	est    Amount
+}
+
+// Refusal is a budget's refusal of a call: its Error is the reason a job is blocked
+// with, "budget exhausted: ...", and it is judge.ErrBudgetExhausted for errors.Is.
+type Refusal struct {
+	Scope Scope
+	// Spent and Reserved are the budget's at the refusal, Estimate the refused call's.
+	Spent, Reserved, Estimate Amount
+	// Unpriced names the model of a money budget's call the table has no price for.
+	Unpriced string
+}
+
+// Error implements error.
+func (r *Refusal) Error() string {
+	if r.Unpriced != "" {
+		return fmt.Sprintf("budget exhausted: %s is %s and model %s has no price, so the call could not be kept within it (give it one with --price)",
+			r.Scope.What, r.Scope.Limit, r.Unpriced)
+	}
+	if r.Scope.Limit.Tokens > 0 {
+		return fmt.Sprintf("budget exhausted: %s is %d tokens; %d spent, %d reserved by calls in flight, and the next call may take up to %d",
+			r.Scope.What, r.Scope.Limit.Tokens, r.Spent.Tokens, r.Reserved.Tokens, r.Estimate.Tokens)
+	}
+	return fmt.Sprintf("budget exhausted: %s is %s; %s spent, %s reserved by calls in flight, and the next call may cost up to %s",
+		r.Scope.What, r.Scope.Limit, r.Spent.Money, r.Reserved.Money, r.Estimate.Money)
+}
+
+// Is makes a refusal judge.ErrBudgetExhausted.
+func (r *Refusal) Is(target error) bool { return target == judge.ErrBudgetExhausted }
+
+// over reports whether adding est to st passes limit.
+func over(limit price.Limit, st state, est Amount) bool {
+	if limit.Tokens > 0 {
+		return st.Spent.Tokens+st.Reserved.Tokens+est.Tokens > limit.Tokens
+	}
+	return st.Spent.Money+st.Reserved.Money+est.Money > limit.Money
+}
+
+// Reserve reserves est from every scope, or from none: the first scope it does not fit
+// refuses (a *Refusal), and what was reserved from the scopes before it is given back.
+func (l *Ledger) Reserve(ctx context.Context, scopes []Scope, est Amount) (*Hold, error) {
+	for i, sc := range scopes {
+		var refusal *Refusal
+		err := l.modify(ctx, sc.Key, func(st *state) bool {
+			refusal = nil // f runs again after a lost compare-and-set
+			if over(sc.Limit, *st, est) {
+				st.Refused++
+				refusal = &Refusal{Scope: sc, Spent: st.Spent, Reserved: st.Reserved, Estimate: est}
+				return true // the refusal is counted
+			}
+			st.Reserved.Money += est.Money
+			st.Reserved.Tokens += est.Tokens
+			return true
+		})
+		if err == nil && refusal != nil {
+			err = refusal
+		}
+		if err != nil {
+			l.release(ctx, scopes[:i], est, Amount{}, false)
+			return nil, err
+		}
+	}
+	return &Hold{scopes: scopes, est: est}, nil
+}
+
+// Settle replaces h's reservation with what the call actually used. It must be called
+// once for every hold, even for a call that failed (used is then what the provider
+// reported, usually nothing). It keeps trying after ctx ends, for a few seconds: an
+// unsettled reservation would hold the budget back.
+func (l *Ledger) Settle(ctx context.Context, h *Hold, used Amount) error {
+	if h == nil {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return l.release(sctx, h.scopes, h.est, used, true)
+}
+
+func (l *Ledger) release(ctx context.Context, scopes []Scope, est, used Amount, settled bool) error {
+	var errs []error
+	for _, sc := range scopes {
+		err := l.modify(ctx, sc.Key, func(st *state) bool {
+			st.Reserved.Money = max(st.Reserved.Money-est.Money, 0)
+			st.Reserved.Tokens = max(st.Reserved.Tokens-est.Tokens, 0)
+			st.Spent.Money += used.Money
+			st.Spent.Tokens += used.Tokens
+			if settled {
+				st.Calls++
+			}
+			return true
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("budget %s: settle: %w", sc.Key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Status is a budget as it stands.
+type Status struct {
+	Spent, Reserved Amount
+	Calls, Refused  int
+}
+
+// Status reads a budget (zero for one never charged).
+func (l *Ledger) Status(ctx context.Context, key string) (Status, error) {
+	st, _, err := l.load(ctx, key)
+	return Status{Spent: st.Spent, Reserved: st.Reserved, Calls: st.Calls, Refused: st.Refused}, err
+}
+
+// modify applies f to key's state with compare-and-set, retrying conflicts; f returns
+// whether to write.
+func (l *Ledger) modify(ctx context.Context, key string, f func(*state) bool) error {
+	for {
+		st, rev, err := l.load(ctx, key)
+		if err != nil {
+			return err
+		}
+		if !f(&st) {
+			return nil
+		}
+		data, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		err = kv.CompareAndSet(ctx, l.kv, key, data, rev)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) || kv.IsConflict(err):
+			continue // another judge wrote first: look again
+		default:
+			return fmt.Errorf("budget %s: %w", key, err)
+		}
+	}
+}
+
+func (l *Ledger) load(ctx context.Context, key string) (state, uint64, error) {
+	e, err := l.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return state{}, 0, nil
+	}
+	if err != nil {
+		return state{}, 0, fmt.Errorf("budget %s: %w", key, err)
+	}
+	var st state
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		// An unreadable budget is refused rather than read as unspent.
+		return state{}, 0, fmt.Errorf("budget %s: unreadable state: %w", key, err)
+	}
+	return st, e.Revision(), nil
+}
