@@ -150,6 +150,9 @@ func checkDiscount(p int) error {
 // naming no provider prices the model for every provider. t is left as it was.
 func (t *Table) With(overrides []string) (*Table, error) {
 	out := &Table{Date: t.Date, Source: t.Source, prices: maps.Clone(t.prices)}
+	if out.prices == nil {
+		out.prices = map[key]Price{}
+	}
 	for _, o := range overrides {
 		o = strings.TrimSpace(o)
 		if o == "" {
