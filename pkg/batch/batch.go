@@ -44,6 +44,9 @@ type File struct {
 	Iteration int      `yaml:"iteration"`
 	Positions string   `yaml:"positions"`
 	Judges    []string `yaml:"judges"`
+	// JudgeMode is how the batch's judge calls are made: direct, batch (the provider's
+	// batch API) or "" for the deployment's default (events.JobSpec.JudgeMode).
+	JudgeMode string `yaml:"judge_mode"`
 	// AutoSwap sets when positions auto swaps (ab).
 	AutoSwap *AutoSwap `yaml:"auto_swap"`
 	Verify   string    `yaml:"verify"`

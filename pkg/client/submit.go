@@ -180,7 +180,10 @@ func (p *Prepared) Jobs(fn func(i int, j Job) error) error {
 		if pl.ac.Iteration != nil {
 			iteration = *pl.ac.Iteration
 		}
-		if err := fn(i, Job{ID: pl.JobID, AC: pl.ac, Iteration: iteration, Spec: pl.Build(p.uploads)}); err != nil {
+		spec := pl.Build(p.uploads)
+		// The judge mode is the batch's, for every kind alike.
+		spec.JudgeMode = p.batch.JudgeMode
+		if err := fn(i, Job{ID: pl.JobID, AC: pl.ac, Iteration: iteration, Spec: spec}); err != nil {
 			return err
 		}
 	}

@@ -153,6 +153,27 @@ type JobSpec struct {
 	// Budget is the batch's budget ("5.00 USD", "200k tokens"; pkg/price.ParseLimit):
 	// the judge makes none of the batch's calls past it. Every job of the batch carries it.
 	Budget string `msgpack:"budget,omitempty"`
+	// JudgeMode is how the batch asked for its judge calls to be made: "" (the
+	// deployment's default), JudgeModeDirect or JudgeModeBatch (the provider's batch
+	// API). It changes when an answer arrives and what it costs, never what is asked.
+	JudgeMode string `msgpack:"judge_mode,omitempty"`
+}
+
+// Judge modes of a batch (JobSpec.JudgeMode, GatesDone.JudgeMode).
+const (
+	// JudgeModeDirect asks the provider one call at a time (chat completions).
+	JudgeModeDirect = "direct"
+	// JudgeModeBatch gathers calls into the provider's batch API (OpenAI's /v1/batches).
+	JudgeModeBatch = "batch"
+)
+
+// ValidJudgeMode refuses a judge mode other than "", direct and batch, naming field.
+func ValidJudgeMode(field, mode string) error {
+	switch mode {
+	case "", JudgeModeDirect, JudgeModeBatch:
+		return nil
+	}
+	return invalid(field, fmt.Sprintf("want direct or batch, got %q", mode))
 }
 
 func (s JobSpec) validate() error {
@@ -163,6 +184,9 @@ func (s JobSpec) validate() error {
 		if _, err := price.ParseLimit(s.Budget); err != nil {
 			return invalid("budget", err.Error())
 		}
+	}
+	if err := ValidJudgeMode("judge_mode", s.JudgeMode); err != nil {
+		return err
 	}
 	w, err := wireOf(s.Kind)
 	if err != nil {
@@ -306,6 +330,10 @@ type GatesDone struct {
 	// Budget is the batch's budget (JobSpec.Budget), which the gater passes on to the
 	// judge: it tells the judge nothing about the artifacts.
 	Budget string `msgpack:"budget,omitempty"`
+	// JudgeMode is the job's JobSpec.JudgeMode, carried to the judge service, which
+	// decides from it and its deployment's policy whether the calls go direct or through
+	// the provider's batch API.
+	JudgeMode string `msgpack:"judge_mode,omitempty"`
 }
 
 // EventType implements Payload.
@@ -315,6 +343,9 @@ func (*GatesDone) EventType() Type { return TypeGatesDone }
 func (p *GatesDone) Validate() error {
 	w, err := wireOf(p.Kind)
 	if err != nil {
+		return err
+	}
+	if err := ValidJudgeMode("judge_mode", p.JudgeMode); err != nil {
 		return err
 	}
 	if err := w.gates(p); err != nil {

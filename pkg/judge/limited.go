@@ -73,3 +73,22 @@ func (p *limitedProvider) Complete(ctx context.Context, req Request) (Response, 
 	p.lim.Done(ctx, tenant, p.Name(), model, resp.PromptTokens, resp.CompletionTokens, status)
 	return resp, err
 }
+
+// scopeKey carries the identity of the step a call is made for down to a provider that
+// must name its calls deterministically (pkg/judge/batchmode).
+type scopeKey struct{}
+
+// WithScope marks ctx as making the calls of one pipeline step, named by scope: the
+// judge service passes the gated event's id, which is the same on every redelivery of
+// that event and differs between iterations, redrive attempts and rejudges. A provider
+// that must not make the same call twice (the batch mode) names each call by its scope
+// and what it asks.
+func WithScope(ctx context.Context, scope string) context.Context {
+	return context.WithValue(ctx, scopeKey{}, scope)
+}
+
+// ScopeOf is the scope WithScope set on ctx, "" when none was.
+func ScopeOf(ctx context.Context) string {
+	s, _ := ctx.Value(scopeKey{}).(string)
+	return s
+}

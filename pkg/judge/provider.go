@@ -109,6 +109,8 @@ type Response struct {
 	// any fallback, and the model id the server reported. A provider that sends nothing
 	// (recorded answers) reports the request's parameters and events.FormatNone.
 	Sampling events.Sampling
+	// BatchID is the provider's id of the batch that answered, when Batch.
+	BatchID string
 }
 
 // Provider answers judge requests.

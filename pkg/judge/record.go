@@ -41,6 +41,10 @@ type Exchange struct {
 	PromptTokens     int    `json:"prompt_tokens,omitempty"`
 	CompletionTokens int    `json:"completion_tokens,omitempty"`
 	LatencyMillis    int64  `json:"latency_ms"`
+	// Batch is true when the exchange went through the provider's batch API; BatchID
+	// names the provider's batch that answered it.
+	Batch   bool   `json:"batch,omitempty"`
+	BatchID string `json:"batch_id,omitempty"`
 }
 
 // RecordedMessage is one message of a request.
@@ -80,7 +84,7 @@ func (r *Recording) Complete(ctx context.Context, req Request) (Response, error)
 	resp, err := r.Provider.Complete(ctx, req)
 	x := Exchange{Kind: req.Kind, Model: req.Model, Messages: recordMessages(req.Messages), Response: resp.Content,
 		ResponseModel: resp.Model, PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
-		LatencyMillis: time.Since(start).Milliseconds()}
+		LatencyMillis: time.Since(start).Milliseconds(), Batch: resp.Batch, BatchID: resp.BatchID}
 	if req.Schema != nil {
 		x.Schema = req.Schema.Name
 	}

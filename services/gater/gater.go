@@ -54,8 +54,9 @@ func (s *Service) gate(ctx context.Context, ev events.Event, rd *events.RenderDo
 	}
 	out, err := k.Gate(ctx, &s.env, ev, rd)
 	if gd, ok := out.(*events.GatesDone); ok && err == nil {
-		// The batch's budget reaches the judge the same way for every kind.
-		gd.Budget = rd.Spec.Budget
+		// The batch's budget and judge mode reach the judge the same way for every
+		// kind: carried here once rather than by every kind's gate.
+		gd.Budget, gd.JudgeMode = rd.Spec.Budget, rd.Spec.JudgeMode
 	}
 	return out, err
 }

@@ -76,6 +76,14 @@ type Options struct {
 	// NoModels makes GET /v1/models answer 404, like servers that only serve chat
 	// completions.
 	NoModels bool
+	// BatchLatency is how long a provider batch (POST /v1/batches) takes from creation to
+	// completed: validating for its first tenth, in_progress, finalizing for its last
+	// tenth. Each line is answered by Respond, with n counting batch lines from 1 apart
+	// from chat requests; Latency and Delay do not apply to lines.
+	BatchLatency time.Duration
+	// BatchExpire makes every provider batch end expired instead of completed: each of
+	// its requests gets an error line with code batch_expired, none an answer.
+	BatchExpire bool
 }
 
 // Record is one request as the server saw it, so tests can assert on the wire format
@@ -114,6 +122,7 @@ type Server struct {
 	inFlight int
 	peak     int
 	listings int
+	batch    batchState
 }
 
 // New starts a server on a loopback port. Close it when done (t.Cleanup(s.Close)).
@@ -135,6 +144,7 @@ func NewUnstarted(opts Options) *Server {
 	mux.HandleFunc("/openai/deployments/{deployment}/chat/completions", s.serveChat)
 	mux.HandleFunc("/v1/models", s.serveModels)
 	mux.HandleFunc("/openai/models", s.serveModels)
+	s.batchRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown path %s %s", r.Method, r.URL.Path), "invalid_request_error", "not_found")
 	})
@@ -365,6 +375,12 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	writeJSON(w, status, completion(req, reply, n, start, deployment))
+}
+
+// completion is the chat completion answering req with reply's content, as the n-th
+// request.
+func completion(req openai.ChatCompletionRequest, reply Reply, n int, start time.Time, deployment string) chatResponse {
 	content := reply.Content
 	if content == "" {
 		content = DefaultContent
@@ -372,7 +388,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	model := firstNonEmpty(reply.Model, req.Model, deployment, DefaultModel)
 	prompt := promptTokens(req)
 	completion := countTokens(content)
-	writeJSON(w, status, chatResponse{
+	return chatResponse{
 		ID:      fmt.Sprintf("chatcmpl-fake-%d", n),
 		Object:  "chat.completion",
 		Created: start.Unix(),
@@ -383,7 +399,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 			FinishReason: "stop",
 		}},
 		Usage: usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion},
-	})
+	}
 }
 
 // The response types are spelled out rather than borrowed from go-openai so the wire

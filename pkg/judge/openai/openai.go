@@ -331,36 +331,12 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 		creq.ResponseFormat = responseFormat(level, req.Schema)
 		resp, f := p.attempt(ctx, creq, zeroTemp)
 		if f == nil {
-			content := resp.Choices[0].Message.Content
-			if content == "" && resp.Choices[0].Message.Refusal != "" {
+			if resp.Choices[0].Message.Content == "" && resp.Choices[0].Message.Refusal != "" {
 				log.WarnContext(ctx, "model refused", slog.Int("attempt", attempts), slog.String("refusal", resp.Choices[0].Message.Refusal))
 			}
-			respModel := resp.Model
-			if respModel == "" {
-				respModel = model
-			}
-			var finish []string
-			for _, c := range resp.Choices {
-				if c.FinishReason != "" {
-					finish = append(finish, string(c.FinishReason))
-				}
-			}
-			cachedTokens := 0
-			if d := resp.Usage.PromptTokensDetails; d != nil {
-				cachedTokens = d.CachedTokens
-			}
-			return judge.Response{
-				CachedPromptTokens: cachedTokens,
-				Content:            content,
-				Model:              respModel,
-				ID:                 resp.ID,
-				FinishReasons:      finish,
-				PromptTokens:       resp.Usage.PromptTokens,
-				CompletionTokens:   resp.Usage.CompletionTokens,
-				Latency:            time.Since(start),
-				Attempts:           attempts,
-				Sampling:           sent(creq, zeroTemp, level, req.Schema, resp.Model),
-			}, nil
+			out := answer(resp, model, creq, zeroTemp, level, req.Schema)
+			out.Latency, out.Attempts = time.Since(start), attempts
+			return out, nil
 		}
 		if ctx.Err() != nil {
 			return judge.Response{}, p.stopped(ctx, fmt.Sprintf("attempt %d", attempts))
@@ -403,6 +379,36 @@ func (p *Provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 		if ctxtime.Sleep(ctx, wait) != nil {
 			return judge.Response{}, p.stopped(ctx, fmt.Sprintf("backing off after attempt %d", attempts))
 		}
+	}
+}
+
+// answer is the judge's view of a chat completion with at least one choice, answering
+// creq (sent at rung level).
+func answer(resp goopenai.ChatCompletionResponse, model string, creq goopenai.ChatCompletionRequest, zeroTemp bool, level formatLevel, schema *judge.Schema) judge.Response {
+	respModel := resp.Model
+	if respModel == "" {
+		respModel = model
+	}
+	var finish []string
+	for _, c := range resp.Choices {
+		if c.FinishReason != "" {
+			finish = append(finish, string(c.FinishReason))
+		}
+	}
+	cachedTokens := 0
+	if d := resp.Usage.PromptTokensDetails; d != nil {
+		cachedTokens = d.CachedTokens
+	}
+	return judge.Response{
+		CachedPromptTokens: cachedTokens,
+		Content:            resp.Choices[0].Message.Content,
+		Model:              respModel,
+		ID:                 resp.ID,
+		FinishReasons:      finish,
+		PromptTokens:       resp.Usage.PromptTokens,
+		CompletionTokens:   resp.Usage.CompletionTokens,
+		Attempts:           1,
+		Sampling:           sent(creq, zeroTemp, level, schema, resp.Model),
 	}
 }
 

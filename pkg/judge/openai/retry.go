@@ -68,8 +68,21 @@ func addZeroTemperature(req *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("openai: reading request body: %w", err)
 	}
+	nb, err := withZeroTemperature(body)
+	if err != nil {
+		return err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(nb))
+	req.ContentLength = int64(len(nb))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(nb)), nil }
+	return nil
+}
+
+// withZeroTemperature is the JSON object body with "temperature":0 as its first field
+// (a direct call's body, and a batch file line's).
+func withZeroTemperature(body []byte) ([]byte, error) {
 	if len(body) < 2 || body[0] != '{' {
-		return errors.New("openai: request body is not a JSON object")
+		return nil, errors.New("openai: request body is not a JSON object")
 	}
 	const field = `"temperature":0`
 	sep := ","
@@ -81,10 +94,7 @@ func addZeroTemperature(req *http.Request) error {
 	nb = append(nb, field...)
 	nb = append(nb, sep...)
 	nb = append(nb, body[1:]...)
-	req.Body = io.NopCloser(bytes.NewReader(nb))
-	req.ContentLength = int64(len(nb))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(nb)), nil }
-	return nil
+	return nb, nil
 }
 
 // failure is one failed attempt, classified.
