@@ -12,7 +12,10 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
 	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
@@ -44,6 +47,15 @@ type judgeFlags struct {
 	tenantRPM       int
 	tenantTPM       int
 	pause429        time.Duration
+	// The judge modes (app.JudgeModes).
+	judgeMode     string
+	allowBatch    bool
+	batchRequests int
+	batchMB       int
+	batchLinger   time.Duration
+	batchPoll     time.Duration
+	batchPollMax  time.Duration
+	batchWaiting  int
 	// spend is what the judge may be asked to spend; registered apart (spendFlags.register)
 	// by the commands that check it, with their own defaults.
 	spend spendFlags
@@ -74,6 +86,34 @@ func (j *judgeFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&j.tenantRPM, "tenant-rpm", 0, "judge requests per minute per tenant, shared by every judge instance (0: unlimited)")
 	fs.IntVar(&j.tenantTPM, "tenant-tpm", 0, "tokens per minute per tenant (prompt plus completion, any model), shared by every judge instance (0: unlimited)")
 	fs.DurationVar(&j.pause429, "judge-429-pause", 0, "how long every judge instance pauses a provider after a 429 (default 10s)")
+	fs.StringVar(&j.judgeMode, "judge-mode", "direct", "judge: how calls reach the provider when a batch names no judge_mode: direct (one chat completion per call) or batch (the provider's batch API: about half the price, answers within 24h; needs --judge openai)")
+	fs.BoolVar(&j.allowBatch, "judge-allow-batch", true, "judge: let a batch ask for judge_mode: batch (with --judge openai); false judges such batches directly")
+	fs.IntVar(&j.batchRequests, "judge-batch-max-requests", batchmode.DefaultMaxRequests, fmt.Sprintf("judge, batch mode: calls per provider batch file (at most %d, and at most --judge-batch-waiting)", batchmode.MaxRequestsLimit))
+	fs.IntVar(&j.batchMB, "judge-batch-max-mb", batchmode.DefaultMaxBytes>>20, "judge, batch mode: megabytes per provider batch file (at most 200, OpenAI's limit)")
+	fs.DurationVar(&j.batchLinger, "judge-batch-linger", batchmode.DefaultLinger, "judge, batch mode: longest a call waits for its batch file to fill before the file is submitted")
+	fs.DurationVar(&j.batchPoll, "judge-batch-poll", batchmode.DefaultPollMin, "judge, batch mode: first wait between two looks at a provider batch (doubling)")
+	fs.DurationVar(&j.batchPollMax, "judge-batch-poll-max", batchmode.DefaultPollMax, "judge, batch mode: longest wait between two looks at a provider batch")
+	fs.IntVar(&j.batchWaiting, "judge-batch-waiting", app.DefaultBatchWaiting, "judge, batch mode: messages this instance holds while their calls wait in provider batches (keep the sum over instances under the consumer's max ack pending, 4096)")
+}
+
+// modes are the judge modes the flags ask for, checked.
+func (j *judgeFlags) modes() (*app.JudgeModes, error) {
+	switch j.judgeMode {
+	case events.JudgeModeDirect, events.JudgeModeBatch:
+	default:
+		return nil, fmt.Errorf("--judge-mode %q: want direct or batch", j.judgeMode)
+	}
+	if j.judgeMode == events.JudgeModeBatch && j.provider != "openai" {
+		return nil, fmt.Errorf("--judge-mode batch needs --judge openai: the %s judge has no batch API", j.provider)
+	}
+	if j.batchWaiting <= 0 {
+		return nil, fmt.Errorf("--judge-batch-waiting %d: want at least 1", j.batchWaiting)
+	}
+	cfg := batchmode.Config{MaxRequests: j.batchRequests, MaxBytes: j.batchMB << 20, Linger: j.batchLinger, PollMin: j.batchPoll, PollMax: j.batchPollMax}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("--judge-batch-*: %w", err)
+	}
+	return &app.JudgeModes{Policy: batchmode.Policy{Default: j.judgeMode, AllowBatch: j.allowBatch}, Batch: cfg, Waiting: j.batchWaiting}, nil
 }
 
 // rateLimits are the limits shared by every judge instance, nil when none is set.

@@ -495,7 +495,11 @@ func (e *embedded) start(ctx context.Context, s services) error {
 	if err != nil {
 		return err
 	}
-	e.Running, err = app.Start(ctx, e.nc, app.Options{
+	modes, err := s.jf.modes()
+	if err != nil {
+		return err
+	}
+	e.Running, err = app.Start(ctx, e.nc, app.Options{JudgeModes: modes,
 		Store: e.Store, Provider: s.provider, Params: s.params, Instance: "all-in-one", Concurrency: s.concurrency,
 		Fetch: s.fetch, Sensors: s.sensors, Gates: s.gates, RateLimits: s.jf.rateLimits(), Spend: policy, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
 	})

@@ -257,6 +257,9 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	if opts.Spend, err = jf.spend.policy(""); err != nil {
 		return exitError{2, err}
 	}
+	if opts.JudgeModes, err = jf.modes(); err != nil {
+		return exitError{2, err}
+	}
 	defer sensors.Close()
 	for _, s := range services {
 		if s == bus.Judge || s == bus.Renderer {

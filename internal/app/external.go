@@ -21,6 +21,9 @@ func (o Options) judgeService(buckets bus.Buckets, provider judge.Provider) *jud
 	if o.External != nil {
 		opts = append(opts, judgesvc.WithExternal(o.External))
 	}
+	if o.JudgeModes != nil {
+		opts = append(opts, judgesvc.WithBatchMode(o.JudgeModes.Policy, o.batch))
+	}
 	return judgesvc.New(stage.JudgeEnv{Store: o.Store, Provider: provider, Cache: buckets.Cache, ShareCache: o.ShareJudgeCache,
 		Instance: o.Instance, Params: o.Params, Log: o.Logger}, opts...)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
 	"github.com/tribunal-dev/tribunal/pkg/judge/instrument"
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
@@ -87,8 +88,30 @@ type Options struct {
 	// CloseTimeout bounds how long shutdown waits for in-flight handlers; it is raised
 	// to ShutdownGrace plus the time to hand back what was cancelled.
 	CloseTimeout time.Duration
-	Logger       *slog.Logger
+	// JudgeModes, when set, is the judge's modes: whether its calls go to the provider
+	// one by one (direct) or gathered into its batch API (pkg/judge/batchmode), by
+	// default and when a batch asks. Nil judges every job directly.
+	JudgeModes *JudgeModes
+	Logger     *slog.Logger
+
+	// batch is the judge's batch-mode provider, built by Start.
+	batch judge.Provider
 }
+
+// JudgeModes are the judge's modes (Options.JudgeModes).
+type JudgeModes struct {
+	Policy batchmode.Policy
+	Batch  batchmode.Config
+	// Waiting bounds the judge messages this process holds while their calls wait in
+	// provider batches (DefaultBatchWaiting if 0): each is a message unacknowledged (kept
+	// with InProgress), so it also bounds a provider batch's size from one instance, and
+	// all instances together stay under the consumer's MaxAckPending.
+	Waiting int
+}
+
+// DefaultBatchWaiting is JudgeModes.Waiting's default: half the consumer's default
+// MaxAckPending, so two judge instances can each fill theirs.
+const DefaultBatchWaiting = 2048
 
 // Running is a set of started services.
 type Running struct {
@@ -108,6 +131,8 @@ type Running struct {
 	// opts and provider build the judge service again to resume parked jobs.
 	opts     Options
 	provider judge.Provider
+	// closeBatch stops the batch mode's pollers, after the routers.
+	closeBatch func()
 }
 
 // Start provisions the bus and runs the requested services until Close.
@@ -151,6 +176,9 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.batch, r.closeBatch, err = o.batchProvider(pctx, js); err != nil {
+		return nil, err
+	}
 	r.opts, r.provider = o, provider
 	// Tenant labels are bounded by the tenants this deployment serves.
 	telemetry.Default().SetTenants(cfg.Tenants)
@@ -167,6 +195,11 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 		concurrency := o.Concurrency
 		if svc == bus.Judge {
 			concurrency = judgeConcurrency(o.Concurrency, o.Provider)
+			if o.batch != nil {
+				// A call parked in a provider batch holds its message: enough of them
+				// must fit to fill a provider batch.
+				concurrency = max(concurrency, o.JudgeModes.waiting())
+			}
 		}
 		sub := bus.NewSubscriber(js, bus.SubscriberConfig{Stream: cfg.Stream, Concurrency: concurrency, AckWait: cfg.AckWait, Logger: o.Logger,
 			Tenants: cfg.Tenants, TenantQuota: o.TenantQuota, ShutdownGrace: grace})
@@ -398,6 +431,9 @@ func (r *Running) Close() {
 	wg.Wait()
 	r.cancel()
 	r.wg.Wait()
+	if r.closeBatch != nil {
+		r.closeBatch()
+	}
 	for _, stop := range r.unwatch {
 		stop()
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	pj "github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
@@ -26,6 +27,9 @@ type Service struct {
 	env      stage.JudgeEnv
 	spend    *spend.Policy
 	external *external.Exchange
+	// modes and batch are the judge modes (WithBatchMode).
+	modes batchmode.Policy
+	batch pj.Provider
 }
 
 // Option configures the judge service.
@@ -52,6 +56,15 @@ func WithSpend(p spend.Policy) Option {
 // such a job is refused, so no model ever answers a call meant for a person or an agent.
 func WithExternal(x *external.Exchange) Option {
 	return func(s *Service) { s.external = x }
+}
+
+// WithBatchMode judges the jobs whose mode is batch (the batch's judge_mode under the
+// policy, batchmode.Policy.Mode) through batch, a batch-mode provider
+// (pkg/judge/batchmode) over the same provider: the kind's judge, the answer checking,
+// the cache and the events are the ones a direct call goes through. A nil batch leaves
+// every job direct.
+func WithBatchMode(policy batchmode.Policy, batch pj.Provider) Option {
+	return func(s *Service) { s.modes, s.batch = policy, batch }
 }
 
 // New builds the judge service. Hold env.Provider to shared rate limits by wrapping it
@@ -126,6 +139,9 @@ func (s *Service) handle(ctx context.Context, ev events.Event, digest string) ([
 	if err != nil {
 		return nil, bus.Permanent(fmt.Errorf("job %s: %w", ev.JobID, err))
 	}
+	// Every call of this step is named by the gated event it answers, the same on each
+	// redelivery: what keeps the batch mode from submitting a call twice.
+	ctx = pj.WithScope(ctx, ev.ID)
 	if s.env.Provider != nil && s.env.Provider.Name() == external.Name && !external.Named(gd.Judges) {
 		// A judge whose only provider is the external one (tribunal cfn-ab-critic) has no
 		// model for this job: it goes back for a judge that has one, never answered by
@@ -144,6 +160,12 @@ func (s *Service) handle(ctx context.Context, ev events.Event, digest string) ([
 		e.Provider, e.Cache = s.external.Provider(), nil
 		env = &e
 		ctx, job = external.Begin(ctx, ev, digest)
+	} else if mode, refused := s.modes.Mode(gd.JudgeMode, s.batch != nil); mode == events.JudgeModeBatch {
+		e := s.env
+		e.Provider = s.batch
+		env = &e
+	} else if refused {
+		s.env.Log.WarnContext(ctx, "judge mode batch not offered by this deployment: judged directly", "tenant", ev.Tenant, "batch", ev.BatchID, "job", ev.JobID)
 	}
 	v, err := k.Judge(ctx, env, ev, gd)
 	if err != nil {

@@ -772,3 +772,43 @@ func (p *Provider) failGroup(group, format string, args ...any) {
 		p.fail(cid, "%s", strings.TrimSpace(msg))
 	}
 }
+
+// Batching is a provider that offers a batch API (pkg/judge/openai.Provider).
+type Batching interface {
+	// BatchAPI is the provider's batch endpoints, or why it has none.
+	BatchAPI() (Backend, error)
+}
+
+// Policy is a deployment's judge modes: the mode of a job whose batch names none, and
+// whether a batch may ask for the batch mode.
+type Policy struct {
+	// Default is events.JudgeModeDirect ("" too) or events.JudgeModeBatch.
+	Default string
+	// AllowBatch lets a batch ask for judge_mode batch on a deployment whose default is
+	// direct. A deployment whose default is batch always allows it.
+	AllowBatch bool
+}
+
+// Mode is the judge mode of a job whose batch asked for asked ("" for none), on a
+// deployment with this policy whose provider can batch or not. refused says the batch
+// asked for a mode it does not get, for the log.
+func (p Policy) Mode(asked string, canBatch bool) (mode string, refused bool) {
+	deflt := p.Default
+	if deflt == "" || !canBatch {
+		deflt = "direct"
+	}
+	switch asked {
+	case "", deflt:
+		return deflt, false
+	case "batch":
+		if canBatch && p.AllowBatch {
+			return "batch", false
+		}
+		return deflt, true
+	default: // direct: always allowed
+		return "direct", false
+	}
+}
+
+// Enabled reports whether a job can be judged in batch mode under the policy.
+func (p Policy) Enabled() bool { return p.Default == "batch" || p.AllowBatch }

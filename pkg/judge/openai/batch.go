@@ -22,11 +22,14 @@ type BatchAPI struct {
 	p *Provider
 }
 
-var _ batchmode.Backend = (*BatchAPI)(nil)
+var (
+	_ batchmode.Backend  = (*BatchAPI)(nil)
+	_ batchmode.Batching = (*Provider)(nil)
+)
 
 // BatchAPI is p's batch API. Azure's batch deployments use other URLs; only the OpenAI
 // path is offered.
-func (p *Provider) BatchAPI() (*BatchAPI, error) {
+func (p *Provider) BatchAPI() (batchmode.Backend, error) {
 	if p.cfg.Azure {
 		return nil, errors.New("openai provider: the batch judge mode is not offered for Azure OpenAI (its batch deployments use other URLs)")
 	}
