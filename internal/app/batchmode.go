@@ -33,7 +33,7 @@ func (o Options) batchProvider(ctx context.Context, js jetstream.JetStream) (jud
 	if m.Waiting < 0 {
 		return nil, nil, errors.New("app options: JudgeModes.Waiting must not be negative")
 	}
-	b, ok := o.Provider.(batchmode.Batching)
+	b, ok := judge.Find[batchmode.Batching](o.Provider)
 	var api batchmode.Backend
 	var err error
 	if ok {
@@ -65,5 +65,10 @@ func (o Options) batchProvider(ctx context.Context, js jetstream.JetStream) (jud
 	if err != nil {
 		return nil, nil, err
 	}
-	return instrument.Provider(bp), bp.Close, nil
+	var p judge.Provider = bp
+	if pr, ok := judge.Find[judge.Pricer](o.Provider); ok {
+		// Priced like the direct calls, at the table's batch discount (Response.Batch).
+		p = judge.Priced(bp, pr.Prices())
+	}
+	return instrument.Provider(p), bp.Close, nil
 }

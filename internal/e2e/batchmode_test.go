@@ -206,11 +206,14 @@ func TestBatchModeJudgeKilled(t *testing.T) {
 
 	sub := env.Submit(WriteBatch(t, batchFiles{N: n, Salt: "kill"}.build()), e2eTenant)
 	waitFor(t, "a provider batch holding every AC", func() bool { return fake.BatchRequests() == n }, judge.logs)
-	// Let the judge record the created batch before the kill lands.
-	waitFor(t, "the provider batch polled", func() bool {
-		s := fake.BatchStatuses()
-		return len(s) == 1 && s[0] == batchmode.StatusInProgress
-	}, judge.logs)
+	// The judge polls a provider batch only once its record says submitted: the kill
+	// lands on a batch in flight, recorded. (A kill between the create call and that
+	// record is recovered by the provider batch's metadata, after
+	// batchmode.DefaultSubmitStale: TestInterruptedSubmissionIsAdopted.)
+	waitFor(t, "the provider batch polled", func() bool { return fake.BatchPolls() > 0 }, judge.logs)
+	if s := fake.BatchStatuses(); len(s) != 1 || s[0] != batchmode.StatusInProgress {
+		t.Fatalf("provider batches %v, want one in progress", s)
+	}
 	if err := judge.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +221,7 @@ func TestBatchModeJudgeKilled(t *testing.T) {
 
 	judge.start(t, health)
 	fake.ReleaseBatches()
+	waitFor(t, "the batch's completion", func() bool { return len(env.verdictInfos(e2eTenant)) >= n }, judge.logs)
 	res := env.Wait(sub, 2*time.Minute)
 	if res.Summary.Compared != n {
 		t.Fatalf("summary %+v, want %d compared\n%s", res.Summary, n, judge.logs())

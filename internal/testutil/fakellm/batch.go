@@ -28,6 +28,7 @@ type batchState struct {
 	held    bool
 	lines   int
 	uploads int
+	polls   int
 	// submitted counts each custom_id over every batch created, to show a client never
 	// submitted one twice.
 	submitted map[string]int
@@ -235,8 +236,16 @@ func (s *Server) serveGetBatch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such batch "+r.PathValue("id"), "invalid_request_error", "not_found")
 		return
 	}
+	s.batch.polls++
 	s.advanceLocked(b)
 	writeJSON(w, http.StatusOK, b.Batch)
+}
+
+// BatchPolls counts GET /v1/batches/{id}: a client looking at a batch it created.
+func (s *Server) BatchPolls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.batch.polls
 }
 
 func (s *Server) serveListBatches(w http.ResponseWriter, r *http.Request) {
