@@ -59,6 +59,8 @@ type judgeFlags struct {
 	// spend is what the judge may be asked to spend; registered apart (spendFlags.register)
 	// by the commands that check it, with their own defaults.
 	spend spendFlags
+	// prices cost every call; the teams' budgets are registered apart, by serve.
+	prices priceFlags
 }
 
 func (j *judgeFlags) register(fs *pflag.FlagSet) {
@@ -94,6 +96,7 @@ func (j *judgeFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&j.batchPoll, "judge-batch-poll", batchmode.DefaultPollMin, "judge, batch mode: first wait between two looks at a provider batch (doubling)")
 	fs.DurationVar(&j.batchPollMax, "judge-batch-poll-max", batchmode.DefaultPollMax, "judge, batch mode: longest wait between two looks at a provider batch")
 	fs.IntVar(&j.batchWaiting, "judge-batch-waiting", app.DefaultBatchWaiting, "judge, batch mode: messages this instance holds while their calls wait in provider batches (keep the sum over instances under the consumer's max ack pending, 4096)")
+	j.prices.register(fs)
 }
 
 // modes are the judge modes the flags ask for, checked.

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/price"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // progressReporter shows batch progress: a bar on a terminal, plain lines in a pipe.
@@ -65,7 +69,7 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 		return writeJSON(w, res)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AC\tKIND\tSTATUS\tRESULT\tCONF\tTAG\tJUDGE\tNOTE")
+	fmt.Fprintln(tw, "AC\tKIND\tSTATUS\tRESULT\tCONF\tTAG\tJUDGE\tCOST\tNOTE")
 	// A blocked AC's cause (or a schema violation's) is what its owner must fix: when the
 	// table cuts it short, it follows the table in full.
 	var causes []string
@@ -102,7 +106,7 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 		if r.Reason != "" && shown != note {
 			causes = append(causes, fmt.Sprintf("  %s (%s): %s", r.ACID, r.Status, r.Reason))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ACID, r.Kind, r.Status, dash(result), conf, dash(r.Tag), dash(judgeName), shown)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ACID, r.Kind, r.Status, dash(result), conf, dash(r.Tag), dash(judgeName), costCell(r.Cost), shown)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -115,6 +119,9 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 		res.BatchID, res.Tenant, plural(s.Total, "AC"), s.Compared, s.Blocked, plural(s.Violations, "schema violation"), plural(s.Suggestions, "finding"), s.ExitCode)
 	for _, j := range res.Judges {
 		fmt.Fprintf(w, "verdicts by judge %s%s\n", j, judgeNote(j))
+	}
+	if line := costLine(res.Cost); line != "" {
+		fmt.Fprintln(w, line)
 	}
 	if len(res.Judges) == 0 && len(res.Rows) > 0 {
 		fmt.Fprintf(w, "no judge was asked: %s\n", unjudged(res.Rows))
@@ -164,6 +171,45 @@ func unjudged(rows []client.Row) string {
 		parts[i] = fmt.Sprintf("%d %s", counts[what], what)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// costCell is a row's cost in the results table: "0.000123 USD", "unpriced", "cached"
+// (a hit costs nothing), "-" for no call.
+func costCell(c *price.Sum) string {
+	switch {
+	case c == nil || c.Zero():
+		return "-"
+	case c.CacheHits == c.Priced && c.Unpriced == 0 && c.Cost == 0:
+		return "0 (cached)"
+	case c.Priced == 0:
+		return "unpriced"
+	case c.Unpriced > 0:
+		return c.Cost.Decimal() + " USD + unpriced"
+	}
+	return c.Cost.String()
+}
+
+// costLine is the batch's cost under the table: in all, then per judge, with the price
+// table; "" when no call was made.
+func costLine(c records.Costs) string {
+	if c.Total.Zero() && c.BudgetRefused == 0 {
+		return ""
+	}
+	line := "cost: " + c.Total.String()
+	if len(c.ByJudge) > 1 {
+		var parts []string
+		for _, j := range slices.Sorted(maps.Keys(c.ByJudge)) {
+			parts = append(parts, j+" "+c.ByJudge[j].String())
+		}
+		line += " (" + strings.Join(parts, "; ") + ")"
+	}
+	if len(c.PriceTables) > 0 {
+		line += ", prices " + strings.Join(c.PriceTables, ", ")
+	}
+	if c.BudgetRefused > 0 {
+		line += fmt.Sprintf("; %s refused by a budget", plural(c.BudgetRefused, "call"))
+	}
+	return line
 }
 
 func judgeNote(name string) string {

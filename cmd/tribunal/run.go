@@ -499,9 +499,14 @@ func (e *embedded) start(ctx context.Context, s services) error {
 	if err != nil {
 		return err
 	}
+	prices, err := s.jf.prices.tableOf()
+	if err != nil {
+		return exitError{2, err}
+	}
 	e.Running, err = app.Start(ctx, e.nc, app.Options{JudgeModes: modes,
 		Store: e.Store, Provider: s.provider, Params: s.params, Instance: "all-in-one", Concurrency: s.concurrency,
 		Fetch: s.fetch, Sensors: s.sensors, Gates: s.gates, RateLimits: s.jf.rateLimits(), Spend: policy, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+		Prices: prices,
 	})
 	if err != nil {
 		return err

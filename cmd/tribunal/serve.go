@@ -200,6 +200,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	jf.register(fs)
 	// judge, renderer and ingress each enforce what a team may spend.
 	jf.spend.register(fs, true)
+	jf.prices.registerBudgets(fs)
 	// Loopback unless told: /metrics names teams and models, and a process on a shared
 	// host must not show them to the network. A pod's probes and Prometheus reach it on
 	// the pod's address, so the deployments set ":8080" (docs/operations.md, "Observe").
@@ -253,6 +254,13 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 		// The shared rate-limit bucket is state like the others: replicated alike.
 		opts.RateLimits.Replicas = conn.replicas
 	}
+	if opts.Prices, err = jf.prices.tableOf(); err != nil {
+		return exitError{2, err}
+	}
+	if opts.TenantBudgets, err = jf.prices.budgets(); err != nil {
+		return exitError{2, err}
+	}
+	opts.BudgetReplicas = conn.replicas
 	// The services know the judge's model from its provider.
 	if opts.Spend, err = jf.spend.policy(""); err != nil {
 		return exitError{2, err}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/budget"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
@@ -32,6 +33,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
@@ -81,6 +83,14 @@ type Options struct {
 	// runner calls in the renderer) to requests and tokens per minute shared by every
 	// instance on the bus (pkg/ratelimit).
 	RateLimits *ratelimit.Limits
+	// Prices turn every provider call's usage into its cost (pkg/price); nil is the
+	// shipped default table.
+	Prices *price.Table
+	// TenantBudgets are the teams' budgets per period (pkg/budget), shared with every
+	// instance through the bus like the rate limits; a batch's own `budget:` needs none.
+	TenantBudgets map[string]budget.TenantBudget
+	// BudgetReplicas is the budgets bucket's replication factor (0: 1).
+	BudgetReplicas int
 	// ShutdownGrace is how long handlers in flight may go on after Close before they
 	// are cancelled and their messages handed back (bus.SubscriberConfig.ShutdownGrace;
 	// 0: bus.DefaultShutdownGrace).
@@ -368,8 +378,21 @@ func (o Options) provider(ctx context.Context, js jetstream.JetStream) (judge.Pr
 		// from the same buckets and a 429 seen by either slows both.
 		p = judge.Limited(p, jl)
 	}
-	// Outermost, so a call's span and duration include its wait for the shared limits.
-	return instrument.Provider(p), nil
+	prices := o.Prices
+	if prices == nil {
+		prices = price.Default()
+	}
+	p = judge.Priced(p, prices)
+	// Around the limits, so a call's span and duration include its wait for them.
+	p = instrument.Provider(p)
+	// Budgets stand outermost: a call a budget refuses is no provider call, waits for no
+	// rate and is measured as none. The bucket is opened for every process that calls a
+	// provider, since any batch may bring a budget of its own.
+	ledger, err := budget.Open(ctx, js, "", o.BudgetReplicas)
+	if err != nil {
+		return nil, err
+	}
+	return budget.Provider(p, ledger, budget.Config{Tenants: o.TenantBudgets, Log: o.Logger}), nil
 }
 
 // handler builds service svc over the buckets (validate has checked svc and what it

@@ -117,13 +117,15 @@ type Row = kind.Row
 
 // Results is a completed batch as written to results.json.
 type Results struct {
-	Tenant   string                `json:"tenant"`
-	BatchID  string                `json:"batch_id"`
-	Source   string                `json:"source,omitempty"`
-	Summary  events.BatchCompleted `json:"summary"`
-	Judges   []string              `json:"judges"`
-	Rows     []Row                 `json:"results"`
-	Manifest *ab.Manifest          `json:"-"`
+	Tenant  string                `json:"tenant"`
+	BatchID string                `json:"batch_id"`
+	Source  string                `json:"source,omitempty"`
+	Summary events.BatchCompleted `json:"summary"`
+	Judges  []string              `json:"judges"`
+	// Cost is what the batch's judge calls cost: in all, per judge, per kind.
+	Cost     records.Costs `json:"cost"`
+	Rows     []Row         `json:"results"`
+	Manifest *ab.Manifest  `json:"-"`
 	// Manifests are the critic and equivalence manifests, raw, by kind.
 	Manifests map[string]json.RawMessage `json:"-"`
 	// Lists are JSON files the kinds keep beside the results, each a list of items by its
@@ -248,7 +250,7 @@ func LoadChecked(ctx context.Context, b bus.Buckets, store blob.Store, tenant, b
 			return nil, fmt.Errorf("batch %s/%s: %w", tenant, batchID, err)
 		}
 	}
-	res := &Results{Tenant: tenant, BatchID: batchID, Source: h.Source, Summary: h.Completion.Summary}
+	res := &Results{Tenant: tenant, BatchID: batchID, Source: h.Source, Summary: h.Completion.Summary, Cost: records.CostsOf(recs)}
 	judges := map[string]bool{}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
 	for _, r := range recs {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -21,8 +22,9 @@ import (
 // reflection: 100,000 entries decode in tens of milliseconds, where a generic encoder
 // took seconds. TestEveryFieldRoundTrips fails when a field of Entry is not encoded.
 
-// magic starts an index and names its version.
-var magic = []byte("TRIBIDX2")
+// magic starts an index and names its version; magicV2 is the version before costs,
+// still read (its entries have none).
+var magic, magicV2 = []byte("TRIBIDX3"), []byte("TRIBIDX2")
 
 // encoder writes entries' fields into one buffer and interns their strings.
 type encoder struct {
@@ -124,6 +126,13 @@ func (e *encoder) entry(x *Entry) {
 		e.str(js.ResponseFormat)
 		e.str(js.ReportedModel)
 	}
+	if c := r.Cost; e.present(c != nil) {
+		e.int(int64(c.Cost))
+		e.int(int64(c.Priced))
+		e.int(int64(c.Unpriced))
+		e.int(int64(c.Saved))
+		e.int(int64(c.CacheHits))
+	}
 	e.uint(uint64(len(x.Calls)))
 	for i := range x.Calls {
 		c := &x.Calls[i]
@@ -134,6 +143,13 @@ func (e *encoder) entry(x *Entry) {
 		e.int(int64(c.CompletionTokens))
 		e.int(c.LatencyMillis)
 		e.bool(c.Cached)
+		e.int(int64(c.CachedPromptTokens))
+		e.bool(c.Batch)
+		e.bool(c.Priced)
+		e.int(c.CostNanos)
+		e.int(c.SavedNanos)
+		e.str(c.PriceTable)
+		e.str(c.BudgetRefused)
 		if !e.present(c.Record != nil) {
 			continue
 		}
@@ -176,6 +192,8 @@ type decoder struct {
 	ints   []int
 	calls  []records.Call
 	blobs  []events.Blob
+	// v2 reads an index written before costs.
+	v2 bool
 }
 
 // slabSize is how many values one slab allocation holds.
@@ -296,6 +314,9 @@ func (d *decoder) entry(x *Entry) {
 		js.MaxTokens = int(d.int())
 		js.ResponseFormat, js.ReportedModel = d.str(), d.str()
 	}
+	if !d.v2 && d.byte() == 1 {
+		r.Cost = &price.Sum{Cost: price.Money(d.int()), Priced: int(d.int()), Unpriced: int(d.int()), Saved: price.Money(d.int()), CacheHits: int(d.int())}
+	}
 	n := d.uint()
 	if n > uint64(len(d.data)) {
 		d.fail("call count out of range")
@@ -313,6 +334,12 @@ func (d *decoder) entry(x *Entry) {
 		c.Judge, c.Label, c.Status = d.str(), d.str(), events.VoteStatus(d.str())
 		c.PromptTokens, c.CompletionTokens, c.LatencyMillis = int(d.int()), int(d.int()), d.int()
 		c.Cached = d.byte() == 1
+		if !d.v2 {
+			c.CachedPromptTokens = int(d.int())
+			c.Batch, c.Priced = d.byte() == 1, d.byte() == 1
+			c.CostNanos, c.SavedNanos = d.int(), d.int()
+			c.PriceTable, c.BudgetRefused = d.str(), d.str()
+		}
 		if d.byte() == 1 {
 			b := take(&d.blobs)
 			b.SHA256, b.MediaType, b.Size = d.str(), d.str(), d.int()
@@ -322,10 +349,11 @@ func (d *decoder) entry(x *Entry) {
 }
 
 func decodeAll(data []byte) ([]Entry, error) {
-	if !bytes.HasPrefix(data, magic) {
+	v2 := bytes.HasPrefix(data, magicV2)
+	if !bytes.HasPrefix(data, magic) && !v2 {
 		return nil, fmt.Errorf("%w: not an index (or another version of one)", errCorrupt)
 	}
-	d := &decoder{data: data, pos: len(magic)}
+	d := &decoder{data: data, pos: len(magic), v2: v2}
 	n, size := d.uint(), d.uint()
 	if d.err != nil || size > uint64(len(data)) || n > uint64(len(data)) {
 		return nil, fmt.Errorf("%w: bad header", errCorrupt)

@@ -42,6 +42,9 @@ func Of(j *records.Job) Entry {
 	for _, c := range j.Calls {
 		row.Cached = row.Cached || c.Cached
 	}
+	if cost := j.Cost(); !cost.Zero() {
+		row.Cost = &cost
+	}
 	return Entry{Row: row, Index: j.Index, Criterion: j.Spec.Criterion, Calls: j.Calls}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -148,6 +149,9 @@ type Row struct {
 	// Unpinned marks a verdict with a call that pinned no temperature: judged again, it
 	// may come out differently for no reason in the artifacts.
 	Unpinned bool `json:"temperature_unpinned,omitempty"`
+	// Cost is what the job's judge calls cost (records.Job.Cost), nil for a job that
+	// made none.
+	Cost *price.Sum `json:"cost,omitempty"`
 }
 
 // JudgeSampling is how one judge's calls of a verdict were sampled.

@@ -85,6 +85,10 @@ func PrimeJudge(provider, model string, kinds []string) {
 	// The trust figures' model label is bounded (ModelLabel); the judge's own model is
 	// the first it knows.
 	label := m.ModelLabel(provider, model)
+	for _, t := range m.tenantLabels() {
+		m.JudgeCost.WithLabelValues(provider, label, t)
+	}
+	m.JudgeUnpriced.WithLabelValues(provider, label)
 	for _, slot := range []string{"A", "B"} {
 		m.JudgeDecided.WithLabelValues(provider, label, slot)
 	}

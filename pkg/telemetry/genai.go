@@ -62,6 +62,10 @@ type ProviderResult struct {
 	// request's on the span: the conventions' gen_ai.request.* is what was sent.
 	MaxTokens int
 	Seed      *int
+	// Priced says CostUSD is the call's cost at the price table's prices (false: the
+	// model has no price).
+	Priced  bool
+	CostUSD float64
 }
 
 // Attributes of a call to a provider that asks no model (ProviderCall.NoModel).
@@ -166,6 +170,13 @@ func endCall(span trace.Span, c ProviderCall, tenant string, start time.Time, r 
 	m := Default()
 	m.ProviderSeconds.WithLabelValues(c.Provider, c.Model, c.Kind, r.Outcome).Observe(time.Since(start).Seconds())
 	m.ProviderCalls.WithLabelValues(c.Provider, c.Model, m.TenantLabel(tenant), r.Outcome).Inc()
+	if !c.NoModel {
+		if r.Priced {
+			m.JudgeCost.WithLabelValues(c.Provider, m.ModelLabel(c.Provider, c.Model), m.TenantLabel(tenant)).Add(r.CostUSD)
+		} else {
+			m.JudgeUnpriced.WithLabelValues(c.Provider, m.ModelLabel(c.Provider, c.Model)).Inc()
+		}
+	}
 }
 
 // Retry reasons for ProviderRetry.

@@ -64,6 +64,12 @@ type Metrics struct {
 	// ProviderCalls counts those calls by provider, model, tenant and outcome: what each
 	// team costs the provider account.
 	ProviderCalls *prometheus.CounterVec
+	// JudgeCost adds up what provider calls cost at the price table's prices, in USD, by
+	// provider, model (bounded like the trust figures', ModelLabel) and tenant
+	// (TenantLabel); JudgeUnpriced counts the calls of a model the table has no price
+	// for, which JudgeCost cannot count and which are never shown as free.
+	JudgeCost     *prometheus.CounterVec
+	JudgeUnpriced *prometheus.CounterVec
 	// ProviderRetries counts the attempts a provider repeated, by provider, model and
 	// reason (rate_limited, server_error, timeout, network, empty).
 	ProviderRetries *prometheus.CounterVec
@@ -143,6 +149,8 @@ func New() *Metrics {
 			Help:    "Wall time of calls to an LLM provider, its retries and waits included, by provider, model, judge kind and outcome.",
 			Buckets: providerBuckets}, []string{"provider", "model", "kind", "outcome"}),
 		ProviderCalls:       counter("provider_calls_total", "Calls to an LLM provider by provider, model, tenant and outcome.", "provider", "model", "tenant", "outcome"),
+		JudgeCost:           counter("judge_cost_total", "What provider calls cost at the price table's prices, in USD, by provider, model and tenant (unpriced calls are counted in tribunal_judge_unpriced_calls_total instead).", "provider", "model", "tenant"),
+		JudgeUnpriced:       counter("judge_unpriced_calls_total", "Provider calls of a model the price table has no price for, by provider and model.", "provider", "model"),
 		ProviderRetries:     counter("provider_retries_total", "Provider attempts that were repeated, by provider, model and reason.", "provider", "model", "reason"),
 		ProviderRateLimited: counter("provider_rate_limited_total", "HTTP 429 answers from a provider, retried or final, by provider and model.", "provider", "model"),
 		pending:             newPendingCollector(),
@@ -160,7 +168,7 @@ func New() *Metrics {
 	buildInfo := buildInfoCollector{desc: prometheus.NewDesc("tribunal_build_info",
 		"Always 1; the labels say which tribunal version and Go release this process runs.", []string{"version", "goversion"}, nil)}
 	m.Registry.MustRegister(m.EventsHandled, m.EventsFailed, m.HandlerSeconds, m.JudgeCalls, m.JudgeTokens,
-		m.JudgeCacheHits, m.GateFailures, m.JudgeDisagreements, m.DeadLetters, m.Refusals, m.IngressRequests, m.ProviderSeconds, m.ProviderCalls,
+		m.JudgeCacheHits, m.JudgeCost, m.JudgeUnpriced, m.GateFailures, m.JudgeDisagreements, m.DeadLetters, m.Refusals, m.IngressRequests, m.ProviderSeconds, m.ProviderCalls,
 		m.ProviderRetries, m.ProviderRateLimited, m.pending, buildInfo,
 		m.JudgeSlotA, m.JudgeFlips, m.JudgeAgreement, m.PanelAlpha, m.JudgeDecided, m.JudgeSwapPairs, m.JudgePanelComparisons,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -280,6 +288,8 @@ func MetricLabels() map[string][]string {
 		"tribunal_handler_seconds":                {"service"},
 		"tribunal_judge_calls_total":              {"provider", "model", "kind", "status"},
 		"tribunal_judge_tokens_total":             {"provider", "model", "direction"},
+		"tribunal_judge_cost_total":               {"provider", "model", "tenant"},
+		"tribunal_judge_unpriced_calls_total":     {"provider", "model"},
 		"tribunal_judge_cache_hits_total":         {"kind", "model"},
 		"tribunal_gate_failures_total":            {"kind", "gate"},
 		"tribunal_judge_disagreements_total":      {"kind"},

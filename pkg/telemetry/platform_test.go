@@ -37,6 +37,8 @@ func recordEverything(t *testing.T, m *telemetry.Metrics) {
 	telemetry.IngressRequest("POST /v1/events", 202)
 	_, end := telemetry.StartProviderCall(ctx, telemetry.ProviderCall{Provider: "openai", Model: "gpt", Kind: "ab"})
 	end(telemetry.ProviderResult{Outcome: "ok"})
+	_, end = telemetry.StartProviderCall(ctx, telemetry.ProviderCall{Provider: "openai", Model: "gpt", Kind: "ab"})
+	end(telemetry.ProviderResult{Outcome: "ok", Priced: true, CostUSD: 0.001})
 	telemetry.ProviderRetry(ctx, "openai", "gpt", telemetry.RetryRateLimited, 429, 1, time.Second)
 	telemetry.ProviderRateLimited("openai", "gpt")
 	m.WatchPending("judge", func(context.Context) (map[string]uint64, error) { return map[string]uint64{"tribunal-judge": 3}, nil }, nil)

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
@@ -22,6 +23,10 @@ func Provider(p judge.Provider) judge.Provider {
 type instrumentedProvider struct {
 	judge.Provider
 }
+
+// Unwrap is the provider measured, for the optional interfaces it implements (a budget
+// reads its prices).
+func (p *instrumentedProvider) Unwrap() judge.Provider { return p.Provider }
 
 // serverAddresser is implemented by providers that talk to an endpoint (pkg/judge/openai),
 // for the span's server.address and server.port.
@@ -50,6 +55,6 @@ func (p *instrumentedProvider) Complete(ctx context.Context, req judge.Request) 
 	resp, err := p.Provider.Complete(ctx, req)
 	end(telemetry.ProviderResult{Model: resp.Model, InputTokens: resp.PromptTokens, OutputTokens: resp.CompletionTokens,
 		Outcome: judge.CallStatus(ctx, err), Err: err, ID: resp.ID, FinishReasons: resp.FinishReasons,
-		MaxTokens: resp.Sampling.MaxTokens, Seed: resp.Sampling.Seed})
+		MaxTokens: resp.Sampling.MaxTokens, Seed: resp.Sampling.Seed, Priced: resp.Priced, CostUSD: float64(resp.Cost) / price.NanosPerUSD})
 	return resp, err
 }
