@@ -16,6 +16,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
@@ -68,10 +69,20 @@ The same seed gives the same intervals on every machine.`,
 				if err != nil {
 					return exitError{2, err}
 				}
+				jobs, err := records.New(b).LoadJobs(cmd.Context(), tenant, batchID)
+				if err != nil {
+					return exitError{2, err}
+				}
+				costs := records.CostsOf(jobs)
 				if asJSON {
-					return writeJSON(cmd.OutOrStdout(), rep)
+					// The trust report's fields, and what the batch's calls cost.
+					return writeJSON(cmd.OutOrStdout(), struct {
+						*trust.Report
+						Cost records.Costs `json:"cost"`
+					}{rep, costs})
 				}
 				printTrustReport(cmd.OutOrStdout(), tenant, batchID, rep)
+				printCosts(cmd.OutOrStdout(), costs)
 				return nil
 			})
 		},
@@ -240,6 +251,27 @@ func printJudge(w io.Writer, j trust.JudgeReport) {
 	u := j.Usage
 	fmt.Fprintf(w, "  usage: %d calls (%d to the provider, %d failed; %d cache hits = %.0f%%), tokens %d prompt / %d completion, latency p50 %.0f ms, p95 %.0f ms\n",
 		u.Calls, u.ProviderCalls, u.Failed, u.CacheHits, 100*u.CacheHitRate, u.PromptTokens, u.CompletionTokens, u.LatencyP50, u.LatencyP95)
+}
+
+// printCosts writes what the batch's calls cost, in all and per judge, kind and team.
+func printCosts(w io.Writer, c records.Costs) {
+	fmt.Fprintf(w, "\ncost of the batch: %s", c.Total)
+	if len(c.PriceTables) > 0 {
+		fmt.Fprintf(w, " at prices %s", strings.Join(c.PriceTables, ", "))
+	}
+	fmt.Fprintln(w)
+	for _, by := range []struct {
+		what string
+		m    map[string]price.Sum
+	}{{"judge", c.ByJudge}, {"kind", c.ByKind}, {"team", c.ByTenant}} {
+		for _, k := range slices.Sorted(maps.Keys(by.m)) {
+			s := by.m[k]
+			fmt.Fprintf(w, "  %s %s: %s (tokens %d prompt, %d of them cached, / %d completion)\n", by.what, k, s, s.PromptTokens, s.CachedPromptTokens, s.CompletionTokens)
+		}
+	}
+	if c.BudgetRefused > 0 {
+		fmt.Fprintf(w, "  %s refused by a budget (never sent)\n", plural(c.BudgetRefused, "call"))
+	}
 }
 
 // alphaReading is Krippendorff's guidance for an alpha.

@@ -794,7 +794,7 @@ func (a *auditor) gates(r *Recorded) {
 			return
 		}
 		ctx, cancel := a.blobContext()
-		derived, err = k.Gate(ctx, &stage.GateEnv{Store: a.store}, rd.Event, done)
+		derived, err = stage.GateJob(ctx, k, &stage.GateEnv{Store: a.store}, rd.Event, done)
 		cancel()
 		if err != nil {
 			a.unverified(r, "the gates", err.Error())

@@ -20,6 +20,9 @@ type Sum struct {
 	Saved Money
 	// CacheHits counts the calls answered from the judge-call cache.
 	CacheHits int
+	// PromptTokens, CachedPromptTokens and CompletionTokens are what the calls made (not
+	// the cache hits) used, as the provider reported it: what Cost was computed from.
+	PromptTokens, CachedPromptTokens, CompletionTokens int64
 }
 
 // Add adds o to s.
@@ -29,6 +32,9 @@ func (s *Sum) Add(o Sum) {
 	s.Unpriced += o.Unpriced
 	s.Saved += o.Saved
 	s.CacheHits += o.CacheHits
+	s.PromptTokens += o.PromptTokens
+	s.CachedPromptTokens += o.CachedPromptTokens
+	s.CompletionTokens += o.CompletionTokens
 }
 
 // Zero reports whether s covers no call.
@@ -69,18 +75,22 @@ func plural(n int) string {
 // sumJSON is Sum's JSON: usd is the decimal dollars as a string (exact), or "unpriced"
 // when no call had a price, in which case nano_usd is absent rather than 0.
 type sumJSON struct {
-	USD           string `json:"usd"`
-	NanoUSD       *int64 `json:"nano_usd,omitempty"`
-	PricedCalls   int    `json:"priced_calls"`
-	UnpricedCalls int    `json:"unpriced_calls"`
-	CacheHits     int    `json:"cache_hits,omitempty"`
-	SavedUSD      string `json:"saved_usd,omitempty"`
-	SavedNanoUSD  int64  `json:"saved_nano_usd,omitempty"`
+	USD                string `json:"usd"`
+	NanoUSD            *int64 `json:"nano_usd,omitempty"`
+	PricedCalls        int    `json:"priced_calls"`
+	UnpricedCalls      int    `json:"unpriced_calls"`
+	CacheHits          int    `json:"cache_hits,omitempty"`
+	SavedUSD           string `json:"saved_usd,omitempty"`
+	SavedNanoUSD       int64  `json:"saved_nano_usd,omitempty"`
+	PromptTokens       int64  `json:"prompt_tokens"`
+	CachedPromptTokens int64  `json:"cached_prompt_tokens,omitempty"`
+	CompletionTokens   int64  `json:"completion_tokens"`
 }
 
 // MarshalJSON implements json.Marshaler.
 func (s Sum) MarshalJSON() ([]byte, error) {
-	j := sumJSON{PricedCalls: s.Priced, UnpricedCalls: s.Unpriced, CacheHits: s.CacheHits}
+	j := sumJSON{PricedCalls: s.Priced, UnpricedCalls: s.Unpriced, CacheHits: s.CacheHits,
+		PromptTokens: s.PromptTokens, CachedPromptTokens: s.CachedPromptTokens, CompletionTokens: s.CompletionTokens}
 	if s.Priced == 0 && s.Unpriced > 0 {
 		j.USD = "unpriced"
 	} else {
@@ -100,7 +110,8 @@ func (s *Sum) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
-	*s = Sum{Priced: j.PricedCalls, Unpriced: j.UnpricedCalls, CacheHits: j.CacheHits, Saved: Money(j.SavedNanoUSD)}
+	*s = Sum{Priced: j.PricedCalls, Unpriced: j.UnpricedCalls, CacheHits: j.CacheHits, Saved: Money(j.SavedNanoUSD),
+		PromptTokens: j.PromptTokens, CachedPromptTokens: j.CachedPromptTokens, CompletionTokens: j.CompletionTokens}
 	if j.NanoUSD != nil {
 		s.Cost = Money(*j.NanoUSD)
 	}

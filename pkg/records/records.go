@@ -210,16 +210,15 @@ func (c Call) Cost() price.Sum {
 	case c.BudgetRefused != "":
 		return price.Sum{}
 	case c.Cached:
-		s := price.Sum{Priced: 1, CacheHits: 1, Saved: price.Money(c.SavedNanos)}
-		if !c.Priced && c.SavedNanos == 0 {
-			// A hit on an answer of an unpriced model saved an unknown amount.
-			s = price.Sum{Priced: 1, CacheHits: 1}
-		}
-		return s
-	case c.Priced:
-		return price.Sum{Cost: price.Money(c.CostNanos), Priced: 1}
+		// Known to cost nothing, whether or not the model is priced.
+		return price.Sum{Priced: 1, CacheHits: 1, Saved: price.Money(c.SavedNanos)}
 	}
-	return price.Sum{Unpriced: 1}
+	s := price.Sum{Unpriced: 1}
+	if c.Priced {
+		s = price.Sum{Cost: price.Money(c.CostNanos), Priced: 1}
+	}
+	s.PromptTokens, s.CachedPromptTokens, s.CompletionTokens = int64(c.PromptTokens), int64(c.CachedPromptTokens), int64(c.CompletionTokens)
+	return s
 }
 
 // Cost is what the job's calls cost together.

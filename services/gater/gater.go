@@ -52,11 +52,5 @@ func (s *Service) gate(ctx context.Context, ev events.Event, rd *events.RenderDo
 	if err != nil {
 		return &events.GatesFailed{Kind: rd.Spec.Kind, ACID: rd.Spec.ACID, Blocked: fmt.Sprintf("no gates for judge kind %q", rd.Spec.Kind)}, nil
 	}
-	out, err := k.Gate(ctx, &s.env, ev, rd)
-	if gd, ok := out.(*events.GatesDone); ok && err == nil {
-		// The batch's budget and judge mode reach the judge the same way for every
-		// kind: carried here once rather than by every kind's gate.
-		gd.Budget, gd.JudgeMode = rd.Spec.Budget, rd.Spec.JudgeMode
-	}
-	return out, err
+	return stage.GateJob(ctx, k, &s.env, ev, rd)
 }

@@ -73,3 +73,15 @@ func Blind(gates []events.Gate) []events.Gate {
 	}
 	return []events.Gate{{Name: "artifacts_readable", Status: events.GatePass, Detail: fmt.Sprintf("%d/%d", n, len(gates))}}
 }
+
+// GateJob runs k's gates over a job's render, as the gater does and the audit does again:
+// the kind's own gates, and then what every gated job carries whatever its kind for the
+// judge: the batch's budget and judge mode, carried here once rather than by every
+// kind's gate.
+func GateJob(ctx context.Context, k Stages, env *GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
+	out, err := k.Gate(ctx, env, ev, rd)
+	if gd, ok := out.(*events.GatesDone); ok && err == nil {
+		gd.Budget, gd.JudgeMode = rd.Spec.Budget, rd.Spec.JudgeMode
+	}
+	return out, err
+}
