@@ -65,10 +65,12 @@ func (o Options) batchProvider(ctx context.Context, js jetstream.JetStream) (jud
 	if err != nil {
 		return nil, nil, err
 	}
-	var p judge.Provider = bp
-	if pr, ok := judge.Find[judge.Pricer](o.Provider); ok {
-		// Priced like the direct calls, at the table's batch discount (Response.Batch).
-		p = judge.Priced(bp, pr.Prices())
+	// Priced like the direct calls, at the table's batch discount (Response.Batch), and
+	// held to the same budgets.
+	p, err := o.budgeted(ctx, js, instrument.Provider(judge.Priced(bp, o.priceTable())))
+	if err != nil {
+		bp.Close()
+		return nil, nil, err
 	}
-	return instrument.Provider(p), bp.Close, nil
+	return p, bp.Close, nil
 }

@@ -378,16 +378,23 @@ func (o Options) provider(ctx context.Context, js jetstream.JetStream) (judge.Pr
 		// from the same buckets and a 429 seen by either slows both.
 		p = judge.Limited(p, jl)
 	}
-	prices := o.Prices
-	if prices == nil {
-		prices = price.Default()
-	}
-	p = judge.Priced(p, prices)
+	p = judge.Priced(p, o.priceTable())
 	// Around the limits, so a call's span and duration include its wait for them.
-	p = instrument.Provider(p)
-	// Budgets stand outermost: a call a budget refuses is no provider call, waits for no
-	// rate and is measured as none. The bucket is opened for every process that calls a
-	// provider, since any batch may bring a budget of its own.
+	return o.budgeted(ctx, js, instrument.Provider(p))
+}
+
+// priceTable is the table calls are priced with.
+func (o Options) priceTable() *price.Table {
+	if o.Prices == nil {
+		return price.Default()
+	}
+	return o.Prices
+}
+
+// budgeted holds p to the budgets. They stand outermost: a call a budget refuses is no
+// provider call, waits for no rate and is measured as none. The bucket is opened for
+// every process that calls a provider, since any batch may bring a budget of its own.
+func (o Options) budgeted(ctx context.Context, js jetstream.JetStream, p judge.Provider) (judge.Provider, error) {
 	ledger, err := budget.Open(ctx, js, "", o.BudgetReplicas)
 	if err != nil {
 		return nil, err
