@@ -249,3 +249,35 @@ func TestBudgetStopsSpending(t *testing.T) {
 		t.Errorf("rerun cost %+v: want only the %d new calls' %d nano-USD", c, blocked, paid)
 	}
 }
+
+// TestEstimateBeforeRun: `tribunal validate` and `run --dry-run` give the batch's calls,
+// tokens and money at the judge's price, and the money is those tokens × the prices.
+func TestEstimateBeforeRun(t *testing.T) {
+	dir := t.TempDir()
+	batchFile := writeCriticBatch(t, dir, 3, "")
+	stdout, stderr, code := run(t, dir, "validate", batchFile, "--json", "--judge", "openai", "--judge-model", "judge-model", "--price", testPrice)
+	if code != 0 {
+		t.Fatalf("validate exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var plan struct {
+		JudgeCalls       int      `json:"judge_calls"`
+		PromptTokens     int64    `json:"prompt_tokens"`
+		CompletionTokens int64    `json:"completion_tokens"`
+		Cost             costJSON `json:"cost"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &plan); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	want := plan.PromptTokens*nanoPerPrompt + plan.CompletionTokens*nanoPerAnswer
+	if plan.JudgeCalls != 3 || plan.PromptTokens == 0 || plan.Cost.NanoUSD == nil || *plan.Cost.NanoUSD != want {
+		t.Errorf("plan %+v: want 3 calls and tokens × prices = %d nano-USD", plan, want)
+	}
+	stdout, stderr, code = run(t, dir, "run", batchFile, "--dry-run", "--judge", "openai", "--judge-model", "gpt-4o-mini")
+	if code != 0 || !strings.Contains(stdout, "3 judge calls") || !strings.Contains(stdout, " USD at prices prices-") {
+		t.Errorf("run --dry-run exit %d:\n%s\n%s", code, stdout, stderr)
+	}
+	stdout, _, _ = run(t, dir, "run", batchFile, "--dry-run", "--judge", "openai", "--judge-model", "my-local-model")
+	if !strings.Contains(stdout, "unpriced") {
+		t.Errorf("an unpriced model's estimate: want unpriced, never free:\n%s", stdout)
+	}
+}

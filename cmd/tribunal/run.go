@@ -60,6 +60,7 @@ type runFlags struct {
 	metrics      string
 	cfn          bool
 	rerun        bool
+	dryRun       bool
 	acs          []string
 	targets      []string
 	screens      []string
@@ -131,6 +132,7 @@ judged; so does a run after Ctrl-C or --timeout.`,
 	fs.StringSliceVar(&f.adapterEnv, "adapter-env", nil, adapterEnvHelp)
 	fs.BoolVar(&f.cfn, "cfn", false, cfnFlagHelp)
 	fs.BoolVar(&f.rerun, "rerun", false, rerunFlagHelp)
+	fs.BoolVar(&f.dryRun, "dry-run", false, "start nothing: print what the run would judge and its estimate (calls, tokens, money at the judge's price), as tribunal validate does")
 	fs.StringSliceVar(&f.acs, "ac", nil, "judge only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac; a rubric view's job id judges that view alone)")
 	fs.StringSliceVar(&f.targets, "target", nil, "rubric: converge only these targets of the batch's features (comma-separated target ids, seed 004's target:)")
 	fs.StringSliceVar(&f.screens, "screen", nil, "rubric: the same as --target (seed 004's alias screen:)")
@@ -158,6 +160,10 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		fmt.Fprintln(os.Stderr, "skipped:", r)
 	}
 	tenant := cmp.Or(f.tenant, b.Tenant, "default")
+	if f.dryRun {
+		// What the run would do and cost, priced for its judge; nothing starts.
+		return showPlan(ctx, os.Stdout, b, tenant, f.allowOutside, false, f.asJSON, &f.judge.prices, f.judge.provider, f.judge.model)
+	}
 	// The seed's default mode is interactive: on a terminal a rubric AC that names no mode
 	// pauses for HE-2 at the first sign-off of the run; without a terminal nobody could
 	// answer, so it runs headless.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -16,8 +17,9 @@ import (
 )
 
 func newValidateCmd() *cobra.Command {
-	var tenant string
+	var tenant, provider, model string
 	var asJSON, allowOutside, forServices bool
+	var prices priceFlags
 	cmd := &cobra.Command{
 		Use:   "validate <batch>",
 		Short: "Check a batch and print what judging it would do, without running anything",
@@ -37,43 +39,70 @@ be skipped and ACs that would be blocked.`,
 			if err != nil {
 				return exitError{2, err}
 			}
-			tmp, err := os.MkdirTemp("", "tribunal-validate-")
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(tmp)
-			store, err := fileblob.New(tmp, fileblob.Options{NoSync: true})
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			sub := &client.Submitter{Store: store, AllowOutside: allowOutside}
-			if !forServices {
-				// As `tribunal run` does, which serves a feature folder's pages itself.
-				sub.ServeFeature = func(string) (string, error) { return "http://127.0.0.1/", nil }
-			}
-			plan, err := sub.PlanBatch(cmd.Context(), b, cmp.Or(tenant, b.Tenant, "default"))
-			if err != nil {
-				return exitError{2, err}
-			}
-			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), plan); err != nil {
-					return err
-				}
-			} else if err := printPlan(cmd.OutOrStdout(), plan); err != nil {
-				return err
-			}
-			if len(plan.Problems) > 0 {
-				return exitError{code: 2}
-			}
-			return nil
+			return showPlan(cmd.Context(), cmd.OutOrStdout(), b, cmp.Or(tenant, b.Tenant, "default"), allowOutside, forServices, asJSON, &prices, provider, model)
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (team) to check as; default the batch's, else \"default\"")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	cmd.Flags().BoolVar(&allowOutside, "allow-outside", false, "allow artifact paths outside the batch folder")
+	cmd.Flags().StringVar(&provider, "judge", "scripted", "the judge provider the estimate prices calls for (scripted asks no model)")
+	cmd.Flags().StringVar(&model, "judge-model", "", "the model the estimate prices calls at (an ab panel's models price their own)")
+	prices.register(cmd.Flags())
 	cmd.Flags().BoolVar(&forServices, "services", false, "check as `tribunal submit` to running services would: a rubric route must then be a URL a renderer can reach")
 	return cmd
+}
+
+// showPlan plans b as validate does (its artifacts read into a temporary store, nothing
+// published), prices the estimate and prints it; it exits 2 when an AC would not be
+// judged. `run --dry-run` shows the same plan for the run's judge.
+func showPlan(ctx context.Context, w io.Writer, b *batch.Batch, tenant string, allowOutside, forServices, asJSON bool, pf *priceFlags, provider, model string) error {
+	tmp, err := os.MkdirTemp("", "tribunal-validate-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	store, err := fileblob.New(tmp, fileblob.Options{NoSync: true})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	sub := &client.Submitter{Store: store, AllowOutside: allowOutside}
+	if !forServices {
+		// As `tribunal run` does, which serves a feature folder's pages itself.
+		sub.ServeFeature = func(string) (string, error) { return "http://127.0.0.1/", nil }
+	}
+	plan, err := sub.PlanBatch(ctx, b, tenant)
+	if err != nil {
+		return exitError{2, err}
+	}
+	if err := priceEstimate(plan, pf, provider, model); err != nil {
+		return exitError{2, err}
+	}
+	if asJSON {
+		if err := writeJSON(w, plan); err != nil {
+			return err
+		}
+	} else if err := printPlan(w, plan); err != nil {
+		return err
+	}
+	if len(plan.Problems) > 0 {
+		return exitError{code: 2}
+	}
+	return nil
+}
+
+// priceEstimate prices a plan's token estimate for the judge provider and model at the
+// flags' prices. The scripted judge asks no model and is not priced.
+func priceEstimate(p *client.Plan, pf *priceFlags, provider, model string) error {
+	if provider == "scripted" {
+		return nil
+	}
+	table, err := pf.tableOf()
+	if err != nil {
+		return err
+	}
+	p.Price(table, provider, model)
+	return nil
 }
 
 // printPlan writes a plan as a table of ACs and their artifacts, the problems and the
@@ -120,6 +149,15 @@ func printPlan(w io.Writer, p *client.Plan) error {
 		fmt.Fprintf(w, " and %s", plural(p.RunnerCalls, "runner call"))
 	}
 	fmt.Fprintln(w, ", before cache hits, repair re-asks and retries")
+	fmt.Fprintf(w, "about %d prompt and %d completion tokens", p.PromptTokens, p.CompletionTokens)
+	switch {
+	case p.Cost == nil:
+		fmt.Fprintln(w)
+	case p.Cost.Priced == 0 && p.Cost.Unpriced == 0:
+		fmt.Fprintln(w, ", costing nothing")
+	default:
+		fmt.Fprintf(w, ", about %s at prices %s (a rough estimate: a budget's reservation is the bound)\n", p.Cost, p.PriceTable)
+	}
 	if len(p.Problems) == 0 {
 		fmt.Fprintln(w, "no problems: every AC would be judged")
 		return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 )
 
 // Plan is what submitting a batch would do, AC by AC, found without running anything:
@@ -30,6 +31,13 @@ type Plan struct {
 	JudgeCalls    int `json:"judge_calls"`
 	MaxJudgeCalls int `json:"max_judge_calls"`
 	RunnerCalls   int `json:"runner_calls"`
+	// PromptTokens and CompletionTokens estimate what those calls send and receive
+	// (estimate.go: rough, not a bound); Cost prices them when Price was asked to, at the
+	// table named PriceTable.
+	PromptTokens     int64      `json:"prompt_tokens"`
+	CompletionTokens int64      `json:"completion_tokens"`
+	Cost             *price.Sum `json:"cost,omitempty"`
+	PriceTable       string     `json:"price_table,omitempty"`
 	// Problems is everything that would not be judged: entries skipped, and each AC that
 	// would be blocked, with why.
 	Problems []string `json:"problems"`
@@ -52,6 +60,10 @@ type PlannedAC struct {
 	JudgeCalls    int `json:"judge_calls"`
 	MaxJudgeCalls int `json:"max_judge_calls"`
 	RunnerCalls   int `json:"runner_calls,omitempty"`
+	// PromptTokens, CompletionTokens and Cost are the AC's share of the plan's estimate.
+	PromptTokens     int64      `json:"prompt_tokens,omitempty"`
+	CompletionTokens int64      `json:"completion_tokens,omitempty"`
+	Cost             *price.Sum `json:"cost,omitempty"`
 	// Blocked is why the AC would not be judged.
 	Blocked string `json:"blocked,omitempty"`
 }
@@ -123,6 +135,7 @@ func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string
 		plan.MaxJudgeCalls += pa.MaxJudgeCalls
 		plan.RunnerCalls += pa.RunnerCalls
 	}
+	plan.estimateTokens()
 	return plan, nil
 }
 
