@@ -45,7 +45,9 @@ func TestAuditBudgetStop(t *testing.T) {
 		ev.Payload = &b
 	})
 	rep := f.audit()
-	if !has(rep, func(m audit.Mismatch) bool { return m.Job == "AC-2" && strings.Contains(m.String(), "budget exhausted") }) {
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Job == "AC-2" && strings.Contains(m.String(), "budget exhausted")
+	}) {
 		t.Fatalf("a budget stop re-labelled: %s", dump(rep))
 	}
 }
