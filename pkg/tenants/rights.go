@@ -8,6 +8,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingress"
+	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 )
 
@@ -93,6 +94,9 @@ func Grants(stream string) []Grant {
 	add(services(bus.Renderer, bus.Judge), "the processes that call a model: the shared rate limits (pkg/ratelimit), created at start",
 		js("STREAM.CREATE", kvStream(ratelimit.DefaultBucket)), js("STREAM.UPDATE", kvStream(ratelimit.DefaultBucket)),
 		js("STREAM.INFO", kvStream(ratelimit.DefaultBucket)), kvWrite(ratelimit.DefaultBucket), kvGet(ratelimit.DefaultBucket))
+	add(services(bus.Judge), "the batch judge mode's provider batches (pkg/judge/batchmode), created at start: read and write",
+		js("STREAM.CREATE", kvStream(batchmode.Bucket)), js("STREAM.UPDATE", kvStream(batchmode.Bucket)),
+		js("STREAM.INFO", kvStream(batchmode.Bucket)), kvWrite(batchmode.Bucket), kvGet(batchmode.Bucket))
 	add(services(bus.Renderer, bus.Judge), "the judge cache (and the renderer's teacher transcripts): read and write", kvWrite(bus.BucketCache), kvGet(bus.BucketCache))
 	add(services(bus.Gater), "rubric views, read to gate a view", kvGet(bus.BucketViews))
 	add(services(bus.Aggregator), "the aggregator's state: job records, batch headers, views, judge flip history (in the cache bucket)",
