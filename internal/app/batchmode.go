@@ -12,6 +12,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
 	"github.com/tribunal-dev/tribunal/pkg/judge/instrument"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 func (m *JudgeModes) waiting() int {
@@ -65,6 +66,7 @@ func (o Options) batchProvider(ctx context.Context, js jetstream.JetStream) (jud
 	if err != nil {
 		return nil, nil, err
 	}
+	telemetry.PrimeBatchMode(bp.Name(), bp.DefaultModel())
 	// Priced like the direct calls, at the table's batch discount (Response.Batch), and
 	// held to the same budgets.
 	p, err := o.budgeted(ctx, js, instrument.Provider(judge.Priced(bp, o.priceTable())))

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
 	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
@@ -18,6 +20,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // batchModes is a deployment that judges directly unless a batch asks for the batch
@@ -59,6 +62,14 @@ func TestBatchModeThousandACs(t *testing.T) {
 	env.StartWith(app.Options{Services: bus.Services, Concurrency: 16, Provider: p, Instance: "judge-batch", CloseTimeout: 10 * time.Second,
 		JudgeModes: batchModes("direct", 3*time.Second, n+100)})
 	b := WriteBatch(t, batchFiles{N: n, Salt: "bm", Extra: "judge_mode: batch\n"}.build())
+	batched := func() float64 {
+		var m dto.Metric
+		if err := telemetry.Default().ProviderModeCalls.WithLabelValues("openai", "fake-model", telemetry.ModeBatch, "ok").Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	before := batched()
 	start := time.Now()
 	res := env.Wait(env.Submit(b, e2eTenant), 3*time.Minute)
 	took := time.Since(start)
@@ -74,6 +85,9 @@ func TestBatchModeThousandACs(t *testing.T) {
 	}
 	if got := fake.BatchRequests(); got != n || fake.BatchDuplicates() != 0 {
 		t.Fatalf("%d requests in provider batches (%d custom_ids twice), want %d, each once", got, fake.BatchDuplicates(), n)
+	}
+	if got := batched() - before; got != n {
+		t.Fatalf("tribunal_provider_mode_calls_total{mode=batch} rose by %v, want %d", got, n)
 	}
 	infos := env.verdictInfos(e2eTenant)
 	if len(infos) != n {

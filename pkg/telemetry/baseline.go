@@ -66,6 +66,17 @@ func PrimeProvider(provider, model string, kinds []string) {
 		m.ProviderRetries.WithLabelValues(provider, model, r)
 	}
 	m.ProviderRateLimited.WithLabelValues(provider, model)
+	m.ProviderModeCalls.WithLabelValues(provider, model, ModeDirect, "ok")
+}
+
+// PrimeBatchMode makes the batch judge mode's metrics exist at zero for its provider and
+// model, in a judge that offers the mode.
+func PrimeBatchMode(provider, model string) {
+	m := Default()
+	m.ProviderModeCalls.WithLabelValues(provider, model, ModeBatch, "ok")
+	for _, s := range []string{"created", "completed", "expired", "cancelled", "failed", "submit_failed"} {
+		m.ProviderBatches.WithLabelValues(provider, s)
+	}
 }
 
 // PrimeJudge makes the judge's metrics exist at zero for its provider and model: calls

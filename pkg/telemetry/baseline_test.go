@@ -21,6 +21,7 @@ func TestPrimeMakesEveryFamilyExistAtZero(t *testing.T) {
 	telemetry.PrimeAggregator(kinds)
 	telemetry.PrimeJudge("openai", "gpt-x", kinds)
 	telemetry.PrimeProvider("openai", "gpt-x", append(kinds, "runner"))
+	telemetry.PrimeBatchMode("openai", "gpt-x")
 	telemetry.PrimeIngress([]string{"POST /v1/events"})
 	m.WatchPending("judge", nil, func() bool { return false }) // reported only when elected
 

@@ -40,7 +40,19 @@ type ProviderCall struct {
 	// model: the call is no GenAI client span but an internal one without gen_ai.*
 	// attributes, so GenAI views count only real model calls. Its metrics are kept.
 	NoModel bool
+	// Mode is the judge mode of the call: ModeDirect ("" too) or ModeBatch (through the
+	// provider's batch API, answered when the provider batch ends).
+	Mode string
 }
+
+// Judge modes of a provider call (ProviderCall.Mode).
+const (
+	ModeDirect = "direct"
+	ModeBatch  = "batch"
+)
+
+// AttrJudgeMode is the judge mode a provider call was made in (direct or batch).
+const AttrJudgeMode = attribute.Key("tribunal.judge.mode")
 
 // ProviderResult is how a provider call ended.
 type ProviderResult struct {
@@ -93,6 +105,7 @@ func StartProviderCall(ctx context.Context, c ProviderCall) (context.Context, fu
 		AttrGenAISystem.String(c.Provider),
 		semconv.GenAIRequestModelKey.String(c.Model),
 		AttrJudgeKind.String(c.Kind),
+		AttrJudgeMode.String(c.mode()),
 	}
 	if c.ServerAddress != "" {
 		attrs = append(attrs, semconv.ServerAddressKey.String(c.ServerAddress))
@@ -177,6 +190,21 @@ func endCall(span trace.Span, c ProviderCall, tenant string, start time.Time, r 
 			m.JudgeUnpriced.WithLabelValues(c.Provider, m.ModelLabel(c.Provider, c.Model)).Inc()
 		}
 	}
+	m.ProviderModeCalls.WithLabelValues(c.Provider, c.Model, c.mode(), r.Outcome).Inc()
+}
+
+// mode is the call's judge mode label.
+func (c ProviderCall) mode() string {
+	if c.Mode == ModeBatch {
+		return ModeBatch
+	}
+	return ModeDirect
+}
+
+// ProviderBatch counts a provider batch of the batch judge mode reaching status
+// ("created", an ended batch's status, or "submit_failed").
+func ProviderBatch(provider, status string) {
+	Default().ProviderBatches.WithLabelValues(provider, status).Inc()
 }
 
 // Retry reasons for ProviderRetry.

@@ -75,6 +75,13 @@ type Metrics struct {
 	ProviderRetries *prometheus.CounterVec
 	// ProviderRateLimited counts HTTP 429 answers, retried or final, by provider and model.
 	ProviderRateLimited *prometheus.CounterVec
+	// ProviderModeCalls counts provider calls by provider, model, judge mode ("direct"
+	// or "batch": through the provider's batch API) and outcome.
+	ProviderModeCalls *prometheus.CounterVec
+	// ProviderBatches counts the batch judge mode's provider batches by provider and how
+	// far they got: "created", then the status they ended in (completed, expired,
+	// cancelled, failed), or "submit_failed" when none could be created.
+	ProviderBatches *prometheus.CounterVec
 
 	// JudgeSlotA, JudgeFlips and JudgeAgreement are each judge model's position bias
 	// (share of its decided answers that picked slot A), flip rate (share of its swapped
@@ -153,6 +160,8 @@ func New() *Metrics {
 		JudgeUnpriced:       counter("judge_unpriced_calls_total", "Provider calls of a model the price table has no price for, by provider and model.", "provider", "model"),
 		ProviderRetries:     counter("provider_retries_total", "Provider attempts that were repeated, by provider, model and reason.", "provider", "model", "reason"),
 		ProviderRateLimited: counter("provider_rate_limited_total", "HTTP 429 answers from a provider, retried or final, by provider and model.", "provider", "model"),
+		ProviderModeCalls:   counter("provider_mode_calls_total", "Calls to an LLM provider by provider, model, judge mode (direct, or batch through the provider's batch API) and outcome.", "provider", "model", "mode", "outcome"),
+		ProviderBatches:     counter("provider_batches_total", "Provider batches of the batch judge mode, created and ended, by provider and status (created, completed, expired, cancelled, failed, submit_failed).", "provider", "status"),
 		pending:             newPendingCollector(),
 	}
 	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
@@ -169,7 +178,7 @@ func New() *Metrics {
 		"Always 1; the labels say which tribunal version and Go release this process runs.", []string{"version", "goversion"}, nil)}
 	m.Registry.MustRegister(m.EventsHandled, m.EventsFailed, m.HandlerSeconds, m.JudgeCalls, m.JudgeTokens,
 		m.JudgeCacheHits, m.JudgeCost, m.JudgeUnpriced, m.GateFailures, m.JudgeDisagreements, m.DeadLetters, m.Refusals, m.IngressRequests, m.ProviderSeconds, m.ProviderCalls,
-		m.ProviderRetries, m.ProviderRateLimited, m.pending, buildInfo,
+		m.ProviderRetries, m.ProviderRateLimited, m.ProviderModeCalls, m.ProviderBatches, m.pending, buildInfo,
 		m.JudgeSlotA, m.JudgeFlips, m.JudgeAgreement, m.PanelAlpha, m.JudgeDecided, m.JudgeSwapPairs, m.JudgePanelComparisons,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -300,6 +309,8 @@ func MetricLabels() map[string][]string {
 		"tribunal_provider_calls_total":           {"provider", "model", "tenant", "outcome"},
 		"tribunal_provider_retries_total":         {"provider", "model", "reason"},
 		"tribunal_provider_rate_limited_total":    {"provider", "model"},
+		"tribunal_provider_mode_calls_total":      {"provider", "model", "mode", "outcome"},
+		"tribunal_provider_batches_total":         {"provider", "status"},
 		"tribunal_consumer_pending":               {"service", "consumer"},
 		"tribunal_judge_slot_a_ratio":             {"provider", "model"},
 		"tribunal_judge_flip_ratio":               {"provider", "model"},

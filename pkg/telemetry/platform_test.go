@@ -41,6 +41,7 @@ func recordEverything(t *testing.T, m *telemetry.Metrics) {
 	end(telemetry.ProviderResult{Outcome: "ok", Priced: true, CostUSD: 0.001})
 	telemetry.ProviderRetry(ctx, "openai", "gpt", telemetry.RetryRateLimited, 429, 1, time.Second)
 	telemetry.ProviderRateLimited("openai", "gpt")
+	telemetry.ProviderBatch("openai", "created")
 	m.WatchPending("judge", func(context.Context) (map[string]uint64, error) { return map[string]uint64{"tribunal-judge": 3}, nil }, nil)
 	alpha := 0.5
 	telemetry.BatchJudged("team-a", []telemetry.JudgeFigures{{Provider: "openai", Model: "gpt", SlotA: 7, Decided: 10, Flips: 1, Pairs: 4, Agreed: 3, Compared: 4}}, &alpha, true)

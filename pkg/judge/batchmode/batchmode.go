@@ -41,6 +41,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/ctxtime"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
+	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
 // Bucket is the key-value bucket that holds the provider batches' state.
@@ -511,6 +512,7 @@ func (p *Provider) submit(items []item) {
 		return
 	}
 	failAll := func(why error) {
+		telemetry.ProviderBatch(p.Name(), "submit_failed")
 		g.State, g.Error = StateFailed, why.Error()
 		if _, err := p.put(ctx, g, rev); err != nil {
 			p.cfg.Logger.Error("batch mode: could not record a failed submission", "group", g.ID, "err", err)
@@ -552,6 +554,7 @@ func (p *Provider) submit(items []item) {
 		_ = p.api.Cancel(ctx, r.ID)
 		return
 	}
+	telemetry.ProviderBatch(p.Name(), "created")
 	p.mu.Lock()
 	p.stats.Submitted++
 	p.stats.Requests += len(mine)
@@ -676,6 +679,8 @@ func (p *Provider) watch(group string) {
 				break
 			}
 			if Terminal(r.Status) {
+				// Counted by the poller that saw the end, which may be any instance's.
+				telemetry.ProviderBatch(p.Name(), r.Status)
 				g.State, g.Remote = StateEnded, r
 				if _, err := p.put(ctx, g, e.Revision()); err != nil && !kv.IsConflict(err) {
 					p.cfg.Logger.Warn("batch mode: could not record the end of a provider batch", "batch", r.ID, "err", err)

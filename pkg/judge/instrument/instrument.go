@@ -34,6 +34,12 @@ type serverAddresser interface {
 	ServerAddress() (host string, port int)
 }
 
+// batchMode is implemented by a provider whose calls go through a batch API
+// (pkg/judge/batchmode), for the calls' mode label.
+type batchMode interface {
+	BatchMode() bool
+}
+
 func (p *instrumentedProvider) Complete(ctx context.Context, req judge.Request) (judge.Response, error) {
 	model := req.Model
 	if model == "" {
@@ -50,6 +56,9 @@ func (p *instrumentedProvider) Complete(ctx context.Context, req judge.Request) 
 	}
 	if r, ok := judge.Find[judge.Recorded](p.Provider); ok {
 		call.NoModel = r.AsksNoModel()
+	}
+	if b, ok := judge.Find[batchMode](p.Provider); ok && b.BatchMode() {
+		call.Mode = telemetry.ModeBatch
 	}
 	ctx, end := telemetry.StartProviderCall(ctx, call)
 	resp, err := p.Provider.Complete(ctx, req)
