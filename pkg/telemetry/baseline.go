@@ -69,15 +69,14 @@ func PrimeProvider(provider, model string, kinds []string) {
 	m.ProviderModeCalls.WithLabelValues(provider, model, ModeDirect, "ok")
 }
 
-// PrimeBatchMode makes the batch judge mode's metrics exist at zero for its provider and
-// model, in a judge that offers the mode.
+// PrimeBatchMode makes the batch judge mode's calls exist at zero for its provider and
+// model, in a judge that offers the mode (PrimeJudge primes its provider batches).
 func PrimeBatchMode(provider, model string) {
-	m := Default()
-	m.ProviderModeCalls.WithLabelValues(provider, model, ModeBatch, "ok")
-	for _, s := range []string{"created", "completed", "expired", "cancelled", "failed", "submit_failed"} {
-		m.ProviderBatches.WithLabelValues(provider, s)
-	}
+	Default().ProviderModeCalls.WithLabelValues(provider, model, ModeBatch, "ok")
 }
+
+// providerBatchStatuses are the statuses tribunal_provider_batches_total counts.
+var providerBatchStatuses = []string{"created", "completed", "expired", "cancelled", "failed", "submit_failed"}
 
 // PrimeJudge makes the judge's metrics exist at zero for its provider and model: calls
 // answered ok and cache hits of every kind, tokens both ways, and the model's
@@ -106,6 +105,11 @@ func PrimeJudge(provider, model string, kinds []string) {
 	for _, b := range []string{"true", "false"} {
 		m.JudgeSwapPairs.WithLabelValues(provider, label, b)
 		m.JudgePanelComparisons.WithLabelValues(provider, label, b)
+	}
+	// Every judge shows its provider batches, at zero while it judges directly: the
+	// dashboard's panel is the same for a deployment in either mode.
+	for _, st := range providerBatchStatuses {
+		m.ProviderBatches.WithLabelValues(provider, st)
 	}
 	m.JudgeSlotA.WithLabelValues(provider, label).Set(math.NaN())
 	m.JudgeFlips.WithLabelValues(provider, label).Set(math.NaN())
