@@ -18,6 +18,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -65,6 +66,11 @@ type benchReport struct {
 	// StandingBatch names the earlier batch whose results stand for an unchanged rerun
 	// on a kept --data-dir: nothing was judged, and p50/p99 are 0.
 	StandingBatch string `json:"standing_batch,omitempty"`
+	// Cost is what the batch's judge calls cost at the run's price table, and
+	// CostPer1000ACs the same scaled to 1,000 ACs ("unpriced" for a model the table has
+	// no price for): the figure docs/benchmarks.md gives per model.
+	Cost           records.Costs `json:"cost"`
+	CostPer1000ACs string        `json:"cost_per_1000_acs,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
@@ -129,6 +135,9 @@ calls in flight are --concurrency, and for openai at most --judge-concurrency.`,
 			}
 			fmt.Printf("CPU:            %.2f s (%.2f ms per AC)\nlatency p50:    %.0f ms\nlatency p99:    %.0f ms\npeak RSS:       %.0f MiB\njudge:          %s (%d calls, %d cached)\nconcurrency:    %d per service, %d CPUs, %s\n",
 				r.CPUSecs, r.CPUMillisPerAC, r.P50Millis, r.P99Millis, r.PeakRSSMiB, r.Judge, r.JudgeCalls, r.CacheHits, r.Concurrency, r.CPUs, r.GoVersion)
+			if t := r.Cost.Total; !t.Zero() {
+				fmt.Printf("cost:           %s (tokens %d prompt / %d completion), per 1,000 ACs %s\n", t, t.PromptTokens, t.CompletionTokens, r.CostPer1000ACs)
+			}
 			return nil
 		},
 	}
@@ -227,9 +236,11 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, modelLate
 	if len(res.Judges) > 0 {
 		judgeName = res.Judges[0]
 	}
+	var costs records.Costs
 	if standing == nil {
 		err = records.New(a.env.Running.Buckets).EachJob(ctx, res.Tenant, res.BatchID, func(r *records.Job) error {
 			lat = append(lat, float64(r.DecidedAt.Sub(r.SubmittedAt).Microseconds())/1000)
+			costs.Add(r)
 			return nil
 		})
 		if err != nil {
@@ -268,6 +279,16 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, modelLate
 	}
 	if standing != nil {
 		r.StandingBatch = standing.Batch
+	}
+	r.Cost = costs
+	switch t := costs.Total; {
+	case t.Priced > 0:
+		r.CostPer1000ACs = (t.Cost * 1000 / price.Money(n)).String()
+		if t.Unpriced > 0 {
+			r.CostPer1000ACs += " + unpriced calls"
+		}
+	case t.Unpriced > 0:
+		r.CostPer1000ACs = "unpriced"
 	}
 	latency, inFlight := judgeBound(jf, concurrency, modelLatency)
 	if latency > 0 {
