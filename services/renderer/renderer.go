@@ -9,6 +9,7 @@ import (
 	"log/slog"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/budget"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingest"
@@ -78,7 +79,12 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 		telemetry.Refused(bus.Renderer, refused.Reason)
 		done.Blocked = "not judged: " + refused.Error()
 	} else if k, err := kinds.Lookup(req.Spec.Kind); err == nil {
-		if done, err = k.Render(ctx, &s.env, ev, req.Spec); err != nil {
+		// An equivalence runner's calls are the batch's spending too.
+		bctx, berr := budget.WithBatch(ctx, ev.Tenant, ev.BatchID, req.Spec.Budget)
+		if berr != nil {
+			return nil, bus.Permanent(fmt.Errorf("job %s: %w", ev.JobID, berr))
+		}
+		if done, err = k.Render(bctx, &s.env, ev, req.Spec); err != nil {
 			return nil, err
 		}
 	}
