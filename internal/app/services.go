@@ -392,12 +392,16 @@ func (o Options) priceTable() *price.Table {
 }
 
 // budgeted holds p to the budgets. They stand outermost: a call a budget refuses is no
-// provider call, waits for no rate and is measured as none. The bucket is opened for
-// every process that calls a provider, since any batch may bring a budget of its own.
+// provider call, waits for no rate and is measured as none. With team budgets the bucket
+// is opened at start, so a deployment that cannot keep them does not start; otherwise it
+// is opened when a batch first brings a budget of its own.
 func (o Options) budgeted(ctx context.Context, js jetstream.JetStream, p judge.Provider) (judge.Provider, error) {
-	ledger, err := budget.Open(ctx, js, "", o.BudgetReplicas)
-	if err != nil {
-		return nil, err
+	ledger := budget.Lazy(js, "", o.BudgetReplicas)
+	if len(o.TenantBudgets) > 0 {
+		var err error
+		if ledger, err = budget.Open(ctx, js, "", o.BudgetReplicas); err != nil {
+			return nil, err
+		}
 	}
 	return budget.Provider(p, ledger, budget.Config{Tenants: o.TenantBudgets, Log: o.Logger}), nil
 }

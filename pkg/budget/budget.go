@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -91,32 +92,63 @@ type state struct {
 // Ledger keeps the budgets in a key-value bucket. It is safe for concurrent use, and any
 // number of Ledgers in any number of processes may share one bucket.
 type Ledger struct {
-	kv kv.KV
+	mu   sync.Mutex
+	kv   kv.KV
+	open func(context.Context) (kv.KV, error)
 }
 
 // Open opens (creating it if needed) the budgets' bucket on js. The bucket is on file
 // storage: what a team has spent this month must outlive a restart of the server.
 func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (*Ledger, error) {
+	l := Lazy(js, bucket, replicas)
+	if _, err := l.bucket(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Lazy is Open deferred to the first budget a call is charged to: a process whose calls no
+// budget covers never creates the bucket, so a deployment whose NATS users were written
+// before budgets existed keeps starting (a call that needs the bucket and cannot have it
+// is refused, never made unchecked).
+func Lazy(js jetstream.JetStream, bucket string, replicas int) *Ledger {
 	if bucket == "" {
 		bucket = DefaultBucket
 	}
-	var b jetstream.KeyValue
-	err := bus.RetryTransient(ctx, func(ctx context.Context) error {
-		var err error
-		b, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: bucket, Description: "judge budgets: spent and reserved per batch and per team and period", History: 1,
-			Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+	return &Ledger{open: func(ctx context.Context) (kv.KV, error) {
+		var b jetstream.KeyValue
+		err := bus.RetryTransient(ctx, func(ctx context.Context) error {
+			var err error
+			b, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: bucket, Description: "judge budgets: spent and reserved per batch and per team and period", History: 1,
+				Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+			})
+			return err
 		})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("budget bucket %s: %w", bucket, err)
-	}
-	return New(b), nil
+		if err != nil {
+			return nil, fmt.Errorf("budget bucket %s: %w", bucket, err)
+		}
+		return b, nil
+	}}
 }
 
 // New is a ledger on bucket b.
 func New(b kv.KV) *Ledger { return &Ledger{kv: b} }
+
+// bucket is the ledger's bucket, opened on first use (a failure is tried again next
+// time).
+func (l *Ledger) bucket(ctx context.Context) (kv.KV, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kv == nil {
+		b, err := l.open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l.kv = b
+	}
+	return l.kv, nil
+}
 
 // Hold is a reservation Reserve made, for Settle.
 type Hold struct {
@@ -246,7 +278,11 @@ func (l *Ledger) modify(ctx context.Context, key string, f func(*state) bool) er
 		if err != nil {
 			return err
 		}
-		err = kv.CompareAndSet(ctx, l.kv, key, data, rev)
+		b, err := l.bucket(ctx)
+		if err != nil {
+			return err
+		}
+		err = kv.CompareAndSet(ctx, b, key, data, rev)
 		switch {
 		case err == nil:
 			return nil
@@ -259,7 +295,11 @@ func (l *Ledger) modify(ctx context.Context, key string, f func(*state) bool) er
 }
 
 func (l *Ledger) load(ctx context.Context, key string) (state, uint64, error) {
-	e, err := l.kv.Get(ctx, key)
+	b, err := l.bucket(ctx)
+	if err != nil {
+		return state{}, 0, err
+	}
+	e, err := b.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return state{}, 0, nil
 	}

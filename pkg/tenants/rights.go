@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/budget"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingress"
@@ -94,6 +95,9 @@ func Grants(stream string) []Grant {
 	add(services(bus.Renderer, bus.Judge), "the processes that call a model: the shared rate limits (pkg/ratelimit), created at start",
 		js("STREAM.CREATE", kvStream(ratelimit.DefaultBucket)), js("STREAM.UPDATE", kvStream(ratelimit.DefaultBucket)),
 		js("STREAM.INFO", kvStream(ratelimit.DefaultBucket)), kvWrite(ratelimit.DefaultBucket), kvGet(ratelimit.DefaultBucket))
+	add(services(bus.Renderer, bus.Judge), "the processes that call a model: the batches' and teams' budgets (pkg/budget), created when a budget first applies",
+		js("STREAM.CREATE", kvStream(budget.DefaultBucket)), js("STREAM.UPDATE", kvStream(budget.DefaultBucket)),
+		js("STREAM.INFO", kvStream(budget.DefaultBucket)), kvWrite(budget.DefaultBucket), kvGet(budget.DefaultBucket))
 	add(services(bus.Judge), "the batch judge mode's provider batches (pkg/judge/batchmode), created at start: read and write",
 		js("STREAM.CREATE", kvStream(batchmode.Bucket)), js("STREAM.UPDATE", kvStream(batchmode.Bucket)),
 		js("STREAM.INFO", kvStream(batchmode.Bucket)), kvWrite(batchmode.Bucket), kvGet(batchmode.Bucket))
