@@ -166,6 +166,30 @@ func TestCostOfAPricedBatch(t *testing.T) {
 			t.Errorf("report: judge %s costs %+v, its usage × prices is %d", j.Judge, c, byUsage)
 		}
 	}
+
+	// tribunal view: the batch's cost on its page, and the team's cost by day.
+	if stdout, stderr, code := runState(t, dir, "view", "--export", "site"); code != 0 {
+		t.Fatalf("view --export: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	index, err := os.ReadFile(filepath.Join(dir, "site", "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(index), "Cost by day") || !strings.Contains(string(index), total.USD+" USD") {
+		t.Errorf("the console's batch list shows no cost of %s USD by day", total.USD)
+	}
+	found := false
+	_ = filepath.Walk(filepath.Join(dir, "site"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && strings.HasSuffix(p, ".html") {
+			if data, _ := os.ReadFile(p); strings.Contains(string(data), `id="batch-cost"`) && strings.Contains(string(data), total.USD+" USD") {
+				found = true
+			}
+		}
+		return nil
+	})
+	if !found {
+		t.Errorf("no batch page of the export shows the batch's cost %s USD", total.USD)
+	}
 }
 
 // TestBudgetStopsSpending is issue 26's second must-show: a batch budget of less than the

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -25,6 +26,8 @@ type batchRow struct {
 	Href    string                 `json:"href"`
 	// AwaitingHref links the view whose sign-off waits for a person (HE-2), if any.
 	AwaitingHref string `json:"awaiting_href,omitempty"`
+	// Cost is what the batch's judge calls cost, from its completion.
+	Cost *price.Sum `json:"cost,omitempty"`
 }
 
 // batchHead is what the index row and the batch page both say of a batch, read from its
@@ -97,7 +100,7 @@ func (s *server) listBatches(ctx context.Context, c caller, only string) ([]batc
 		if h.Completion != nil {
 			r := &rows[len(rows)-1]
 			sum := h.Completion.Summary
-			r.Summary = &sum
+			r.Summary, r.Cost = &sum, h.Completion.Cost
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool {

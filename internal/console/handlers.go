@@ -11,6 +11,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/index"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -19,6 +20,38 @@ type indexData struct {
 	Total      int
 	ShowTenant bool
 	Tenant     string
+	// Costs are the listed batches' costs by team and day, newest first: a team's
+	// spending over time.
+	Costs []costDay
+}
+
+// costDay is what one team's batches created on one day (UTC) cost.
+type costDay struct {
+	Tenant  string
+	Day     string
+	Batches int
+	Cost    price.Sum
+}
+
+// costsByDay adds up the completed batches' costs by team and day of creation.
+func costsByDay(rows []batchRow) []costDay {
+	var out []costDay
+	at := map[[2]string]int{}
+	for _, b := range rows {
+		if b.Cost == nil {
+			continue
+		}
+		k := [2]string{b.Tenant, b.CreatedAt.UTC().Format("2006-01-02")}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, costDay{Tenant: k[0], Day: k[1]})
+		}
+		out[i].Batches++
+		out[i].Cost.Add(*b.Cost)
+	}
+	return out
 }
 
 func (s *server) index(w http.ResponseWriter, r *http.Request, c caller) {
@@ -40,7 +73,7 @@ func (s *server) listPage(w http.ResponseWriter, r *http.Request, c caller, only
 		s.fail(w, r, err)
 		return
 	}
-	v := view{Title: "Batches", Page: indexData{Batches: rows, Total: total, ShowTenant: c.all && only == "", Tenant: only}}
+	v := view{Title: "Batches", Page: indexData{Batches: rows, Total: total, ShowTenant: c.all && only == "", Tenant: only, Costs: costsByDay(rows)}}
 	if only != "" {
 		v.Title = "Batches of " + only
 		v.Crumbs = []crumb{{Label: only, Href: "/t/" + only + "/"}}

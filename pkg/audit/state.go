@@ -278,6 +278,7 @@ func (c *stateCheck) header(h *records.Batch) {
 		c.diff(base, "completion.manifest", hc.ManifestRef, comp.ManifestRef)
 		c.diff(base, "completion.kinds", hc.Kinds, comp.Kinds)
 		c.diff(base, "completion.judges", hc.Judges, comp.Judges)
+		c.diff(base, "completion.cost", hc.Cost, comp.Cost)
 		c.index(base, hc.Index)
 	}
 }

@@ -288,6 +288,9 @@ type Completion struct {
 	// answered ("provider/model").
 	Kinds  map[events.Kind]int `json:"kinds,omitempty"`
 	Judges []string            `json:"judges,omitempty"`
+	// Cost is what the batch's judge calls cost (Job.Cost over its jobs); nil for a
+	// batch that made no call, and for batches completed before costs were recorded.
+	Cost *price.Sum `json:"cost,omitempty"`
 	// Index is the batch's index (pkg/index): one entry per job, for readers of the
 	// whole batch (the console). Batches completed before it existed have none.
 	Index *events.Blob `json:"index,omitempty"`

@@ -11,6 +11,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -43,6 +44,7 @@ type Fold struct {
 	manifests map[events.Kind]kind.Manifest
 	kinds     map[events.Kind]int
 	judges    map[string]bool
+	cost      price.Sum
 	index     *index.Builder
 	err       error
 }
@@ -92,6 +94,7 @@ func (f *Fold) Add(j *records.Job) {
 	for _, c := range j.Calls {
 		f.judges[c.Judge] = true
 	}
+	f.cost.Add(j.Cost())
 	if f.index != nil {
 		f.index.Add(index.Of(j))
 	}
@@ -196,6 +199,10 @@ func (f *Fold) finish(by string, attempt int, consume bool, encode func(events.K
 	}
 	c := records.Completion{At: f.at, By: by, Summary: sum, Manifests: refs, Digest: digest, Attempt: attempt,
 		Kinds: f.kinds, Judges: sortedKeys(f.judges)}
+	if !f.cost.Zero() {
+		cost := f.cost
+		c.Cost = &cost
+	}
 	if r, ok := refs[events.KindAB]; ok {
 		c.ManifestRef = &r
 	}
