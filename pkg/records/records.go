@@ -203,11 +203,12 @@ func CallOf(label string, status events.VoteStatus, ji events.JudgeInfo) Call {
 }
 
 // Cost is what the call cost: its money when it was priced, or one unpriced call. A
-// call a budget refused was never made and costs nothing; a cache hit costs nothing and
-// saved what it repeats.
+// call a budget refused, or whose input the kind refused (status blocked), was never
+// made and costs nothing; a cache hit costs nothing and saved what it repeats.
 func (c Call) Cost() price.Sum {
 	switch {
-	case c.BudgetRefused != "":
+	case c.BudgetRefused != "" || c.Status == events.VoteBlocked:
+		// Never made: refused by a budget, or an input the kind refused before asking.
 		return price.Sum{}
 	case c.Cached:
 		// Known to cost nothing, whether or not the model is priced.

@@ -1,0 +1,36 @@
+package records_test
+
+import (
+	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/price"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+)
+
+// TestCallCost: what each kind of call record costs, as every reader adds it up.
+func TestCallCost(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		call records.Call
+		want price.Sum
+	}{
+		{"priced", records.Call{Priced: true, CostNanos: 1500, PromptTokens: 10, CompletionTokens: 2, Status: events.VoteOK}, price.Sum{Cost: 1500, Priced: 1, PromptTokens: 10, CompletionTokens: 2}},
+		{"unpriced", records.Call{PromptTokens: 10, Status: events.VoteOK}, price.Sum{Unpriced: 1, PromptTokens: 10}},
+		{"cache hit", records.Call{Cached: true, Priced: true, SavedNanos: 900, PromptTokens: 10, Status: events.VoteOK}, price.Sum{Priced: 1, CacheHits: 1, Saved: 900}},
+		{"refused by a budget", records.Call{BudgetRefused: "budget exhausted: ...", Status: events.VoteUnavailable}, price.Sum{}},
+		{"input refused", records.Call{Status: events.VoteBlocked}, price.Sum{}},
+	} {
+		if got := c.call.Cost(); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	j := &records.Job{Tenant: "a", Spec: events.JobSpec{Kind: events.KindAB}, Calls: []records.Call{
+		{Judge: "openai/m", Priced: true, CostNanos: 100, Status: events.VoteOK}, {Judge: "openai/n", Status: events.VoteOK},
+		{Judge: "openai/m", BudgetRefused: "budget exhausted: ...", Status: events.VoteUnavailable}}}
+	cs := records.CostsOf([]*records.Job{j, j})
+	if cs.Total.Cost != 200 || cs.Total.Unpriced != 2 || cs.ByJudge["openai/m"].Cost != 200 || cs.ByKind["ab"].Priced != 2 ||
+		cs.ByTenant["a"].Unpriced != 2 || cs.BudgetRefused != 2 {
+		t.Errorf("costs %+v", cs)
+	}
+}
