@@ -49,6 +49,9 @@ type memBatch struct {
 	// order are the batch's jobs in the order they were recorded.
 	order []memJob
 	final map[int]bool
+	// inRange counts the final indices within [0, counted), counted the size they were
+	// counted against: a job's outcome then counts in constant time.
+	inRange, counted int
 	// completed is the attempt of the last completion, -1 for none.
 	completed int
 }
@@ -309,14 +312,22 @@ func (m *Memory) done(j *records.Job) *Completion {
 		}
 		return m.complete(b, j, j.Attempt)
 	}
-	b.final[j.Index] = true
-	n := 0
-	for i := range b.final {
-		if i >= 0 && i < b.header.Size {
-			n++
+	if !b.final[j.Index] {
+		b.final[j.Index] = true
+		if j.Index >= 0 && j.Index < b.counted {
+			b.inRange++
 		}
 	}
-	if n < b.header.Size || b.completed >= 0 {
+	if b.counted != b.header.Size {
+		// The size became known (or changed): count again, once, rather than at every job.
+		b.counted, b.inRange = b.header.Size, 0
+		for i := range b.final {
+			if i >= 0 && i < b.counted {
+				b.inRange++
+			}
+		}
+	}
+	if b.inRange < b.header.Size || b.completed >= 0 {
 		return nil
 	}
 	return m.complete(b, j, 0)
