@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/tribunal-dev/tribunal/pkg/audit"
@@ -17,10 +21,11 @@ import (
 
 func newAuditCmd() *cobra.Command {
 	var conn connFlags
-	var tenant, batchID, since, until string
+	var tenant, batchID, jobID, since, until string
 	var asJSON, noState bool
+	var cpuProfile, peakHeapProfile string
 	cmd := &cobra.Command{
-		Use:   "audit --batch <id> | --since <time> [--until <time>]",
+		Use:   "audit --batch <id> [--job <ac>] | --since <time> [--until <time>]",
 		Short: "Replay the event stream, re-derive every decision and report each mismatch",
 		Long: `audit reads the event stream (an ordered consumer: nothing is acked, no service is disturbed)
 and re-derives every decision of a batch from its recorded events alone: the blind label
@@ -28,6 +33,10 @@ assignments and un-shuffles, the derived verdicts and their routing, blocked job
 loop decisions and sign-offs, the batch summary, the digest chains and every manifest, rebuilt
 and compared with the stored blob. Each value that differs is reported with the job, the event
 it concerns and the event it was derived from.
+
+--job audits one AC of the batch: only its own events and its batch's inputs are decoded
+(the rest of the stream is passed over unread), its decisions re-derived and its job record
+compared; the batch's completion and manifests rest on every job and are left to --batch.
 
 --since and --until select the batches that have an event in that range (each is audited
 whole). A time is RFC 3339 or a duration before now ("24h").
@@ -56,12 +65,17 @@ no mismatch of the batch they name; whatever was derived from one is.
 Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not run (a batch
 neither the stream nor the state knows included).`,
 		Example: `  tribunal audit --batch quickstart-20261130T080000-a1b2c3 --tenant default
+  tribunal audit --batch quickstart-20261130T080000-a1b2c3 --job AC-17
   tribunal audit --since 24h --json > audit.json
   tribunal audit --since 2026-11-30T08:00:00Z --until 2026-11-30T09:00:00Z --tenant team-a`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			stop, err := startProfiles(cpuProfile, peakHeapProfile)
+			if err != nil {
+				return exitError{2, err}
+			}
+			defer stop()
 			f := audit.Filter{Tenant: tenant, BatchID: batchID}
-			var err error
 			if f.Since, err = parseAuditTime("--since", since); err != nil {
 				return exitError{2, err}
 			}
@@ -71,6 +85,9 @@ neither the stream nor the state knows included).`,
 			if f.BatchID == "" && f.Since.IsZero() && f.Until.IsZero() {
 				return exitError{2, errors.New("name a batch (--batch) or a time range (--since, --until)")}
 			}
+			if jobID != "" && (f.BatchID == "" || !f.Since.IsZero() || !f.Until.IsZero()) {
+				return exitError{2, errors.New("--job audits one job of one batch: name its batch (--batch), and no time range")}
+			}
 			env, err := connectClient(cmd.Context(), &conn)
 			if err != nil {
 				return err
@@ -78,7 +95,12 @@ neither the stream nor the state knows included).`,
 			defer env.close()
 			f.Stream = conn.stream
 			applyMemoryLimit(auditMemoryLimit)
-			rep, err := audit.Run(cmd.Context(), env.js, f, env.store)
+			if jobID != "" {
+				return auditJob(cmd, env, f, jobID, asJSON, noState)
+			}
+			bar := newAuditProgress(os.Stderr, asJSON)
+			rep, err := audit.RunWith(cmd.Context(), env.js, f, env.store, audit.Options{Progress: bar.report})
+			bar.done()
 			if err != nil {
 				return exitError{2, fmt.Errorf("replay the stream (needs the services' NATS user): %w", err)}
 			}
@@ -118,11 +140,77 @@ neither the stream nor the state knows included).`,
 	conn.registerLocal(cmd.Flags(), "audit")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's events; default every tenant")
 	cmd.Flags().StringVar(&batchID, "batch", "", "the batch to audit")
+	cmd.Flags().StringVar(&jobID, "job", "", "audit only this AC of the batch: its events and its record, without replaying the rest")
 	cmd.Flags().StringVar(&since, "since", "", "audit the batches with an event stored at or after this time (RFC 3339, or a duration before now)")
 	cmd.Flags().StringVar(&until, "until", "", "... and at or before this time")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&noState, "no-state", false, "do not compare with the aggregator's key-value state")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile here (go tool pprof)")
+	cmd.Flags().StringVar(&peakHeapProfile, "peak-heapprofile", "", "write a heap profile here each time the in-use heap reaches a new high (go tool pprof)")
 	return cmd
+}
+
+// startProfiles starts the CPU profile and the peak heap watch a command was asked for;
+// stop ends both.
+func startProfiles(cpuPath, heapPath string) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	if cpuPath != "" {
+		f, err := os.Create(cpuPath)
+		if err != nil {
+			return stop, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return stop, fmt.Errorf("--cpuprofile %s: %w", cpuPath, err)
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if heapPath != "" {
+		stops = append(stops, watchPeakHeap(heapPath, time.Second))
+	}
+	return stop, nil
+}
+
+// auditJob audits one AC of a batch (audit.RunJob) and its job record, and prints the
+// report as the batch's audit does.
+func auditJob(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, asJSON, noState bool) error {
+	ctx := cmd.Context()
+	rep, err := audit.RunJob(ctx, env.js, f, job, env.store)
+	if err != nil {
+		return exitError{2, fmt.Errorf("replay the stream for job %s (needs the services' NATS user): %w", job, err)}
+	}
+	if rep.Events+rep.Rejudges == 0 || len(rep.Batches) == 0 {
+		return exitError{2, fmt.Errorf("no events of job %s %s on stream %s", job, describeFilter(f), f.Stream)}
+	}
+	tenant := rep.Batches[0].Tenant
+	switch {
+	case noState:
+		rep.State = "not compared (--no-state): the audit rests on the stream alone"
+	default:
+		const what = "the aggregator's record of the job"
+		b, err := env.buckets(ctx)
+		if err == nil {
+			err = audit.CheckJobState(ctx, &rep, records.New(b), tenant, f.BatchID, job)
+		}
+		if err != nil {
+			rep.State = "not compared: " + err.Error() + "; the audit rests on the stream alone"
+			rep.Unverified = append(rep.Unverified, audit.Unverified{Tenant: tenant, Batch: f.BatchID, Job: job, What: what, Why: err.Error()})
+		} else {
+			rep.State = "compared (the job's record)"
+		}
+	}
+	if err := printAudit(cmd.OutOrStdout(), &rep, f, asJSON); err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return exitError{code: 1}
+	}
+	return nil
 }
 
 // auditMemoryLimit is the audit's soft memory limit: the Go runtime collects harder as
@@ -208,6 +296,10 @@ func printAudit(w io.Writer, rep *audit.Report, f audit.Filter, asJSON bool) err
 		return writeJSON(w, rep)
 	}
 	for _, b := range rep.Batches {
+		if rep.Job != "" {
+			fmt.Fprintf(w, "job %s of batch %s/%s\n", rep.Job, b.Tenant, b.Batch)
+			continue
+		}
 		state := "incomplete"
 		if b.Complete {
 			state = "complete, digest " + b.Digest
@@ -246,7 +338,57 @@ func printAudit(w io.Writer, rep *audit.Report, f audit.Filter, asJSON bool) err
 		}
 	}
 	if rep.OK() {
-		fmt.Fprintf(w, "ok: every decision %s re-derives from its events\n", describeFilter(f))
+		of := describeFilter(f)
+		if rep.Job != "" {
+			of = "of job " + rep.Job + " " + of
+		}
+		fmt.Fprintf(w, "ok: every decision %s re-derives from its events\n", of)
 	}
 	return nil
+}
+
+// auditProgress draws a long audit's progress, with its ETA, on a terminal: a bar per
+// read of the stream. Off a terminal, and with --json, it stays quiet: what it prints
+// is for a person waiting, never for a reader of the output.
+type auditProgress struct {
+	bar  *progressbar.ProgressBar
+	w    io.Writer
+	pass int
+}
+
+func newAuditProgress(w *os.File, quiet bool) *auditProgress {
+	if quiet || !(isatty.IsTerminal(w.Fd()) || isatty.IsCygwinTerminal(w.Fd())) {
+		return &auditProgress{}
+	}
+	return &auditProgress{w: w}
+}
+
+// report moves the bar (none off a terminal).
+func (p *auditProgress) report(pr audit.Progress) {
+	if p == nil || p.w == nil {
+		return
+	}
+	if p.bar == nil || pr.Pass != p.pass {
+		if p.bar != nil {
+			_ = p.bar.Finish()
+		}
+		p.pass = pr.Pass
+		what := "selecting"
+		if pr.Pass == pr.Passes {
+			what = "auditing"
+		}
+		p.bar = progressbar.NewOptions64(int64(pr.Total), progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetDescription(fmt.Sprintf("%s (read %d of %d)", what, pr.Pass, pr.Passes)),
+			progressbar.OptionShowCount(), progressbar.OptionSetItsString("events"), progressbar.OptionShowIts(),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionClearOnFinish())
+	}
+	_ = p.bar.Set64(int64(pr.Read))
+}
+
+// done clears the bar before the report is printed.
+func (p *auditProgress) done() {
+	if p != nil && p.bar != nil {
+		_ = p.bar.Finish()
+	}
 }

@@ -34,7 +34,27 @@ const maxIndexFindings = 20
 // recorded, the recorded outputs not yet explained, one entry per logical step), never
 // the stream itself, so its memory does not grow with the events' bytes.
 func Run(ctx context.Context, js jetstream.JetStream, f Filter, store blob.Store) (Report, error) {
-	p, err := plan(ctx, js, f)
+	return RunWith(ctx, js, f, store, Options{})
+}
+
+// Options are what a caller of a long audit may ask of it besides the filter.
+type Options struct {
+	// Progress, when set, is told how far the replay has read, every few thousand
+	// messages and at the end of each read (Progress).
+	Progress func(Progress)
+}
+
+// Progress is how far a replay has read: Read of Total stream sequences in read Pass of
+// Passes (the first read selects, the second audits). Total is an upper bound: a filter
+// skips messages of other tenants and batches without reading them.
+type Progress struct {
+	Pass, Passes int
+	Read, Total  uint64
+}
+
+// RunWith is Run with options.
+func RunWith(ctx context.Context, js jetstream.JetStream, f Filter, store blob.Store, o Options) (Report, error) {
+	p, err := planWith(ctx, js, f, o.Progress)
 	if err != nil {
 		return Report{}, err
 	}
@@ -90,6 +110,10 @@ type auditor struct {
 	store blob.Store
 	ahead *ahead
 	rep   Report
+	// job scopes the audit to one job of its batch (RunJob): the outputs the rules
+	// derive for other jobs, and the batch positions no submission was replayed for, are
+	// not its findings.
+	job string
 
 	// mem runs the aggregator's rules over the replay.
 	mem        *rulebook.Memory
@@ -516,6 +540,9 @@ func (a *auditor) expect(e expectation) {
 	if e.from.history || !a.audited[batchKey{e.ev.Tenant, e.ev.BatchID}] {
 		return
 	}
+	if a.job != "" && e.ev.JobID != "" && e.ev.JobID != a.job {
+		return // another job's, not replayed
+	}
 	if rs := a.early[id]; len(rs) > 0 {
 		for i, r := range rs {
 			if r.Event.Type == typ {
@@ -694,7 +721,7 @@ func (a *auditor) outcomes() {
 		})
 		a.rep.Jobs += sum.Jobs
 		missing := 0
-		for i := 0; i < b.size; i++ {
+		for i := 0; i < b.size && a.job == ""; i++ {
 			if !have[i] {
 				missing++
 				if missing <= maxIndexFindings {

@@ -117,6 +117,23 @@ type replayPlan struct {
 	// firstKept and lastKept bound the selected batches' decodable events.
 	firstKept, lastKept uint64
 	ahead               *ahead
+	// progress is told how far each read has come (nil: nobody); firstSeq is the
+	// stream's first sequence, where Progress counts from.
+	progress func(Progress)
+	firstSeq uint64
+}
+
+// progressEvery is how many sequences a read advances between two reports.
+const progressEvery = 4096
+
+// tell reports that read pass reached seq, every progressEvery sequences and at the end.
+func (p *replayPlan) tell(pass int, seq uint64) {
+	if p.progress == nil || (seq%progressEvery != 0 && seq != p.last) {
+		return
+	}
+	total := p.last - min(p.firstSeq, p.last) + 1
+	read := min(seq-min(p.firstSeq, seq)+1, total)
+	p.progress(Progress{Pass: pass, Passes: 2, Read: read, Total: total})
 }
 
 // planBatch is what the first read keeps of one batch.
@@ -132,6 +149,11 @@ type planBatch struct {
 
 // plan is the first read of a replay; nil when the stream holds nothing.
 func plan(ctx context.Context, js jetstream.JetStream, f Filter) (*replayPlan, error) {
+	return planWith(ctx, js, f, nil)
+}
+
+// planWith is plan telling progress how far each read has come (nil: nobody).
+func planWith(ctx context.Context, js jetstream.JetStream, f Filter, progress func(Progress)) (*replayPlan, error) {
 	if f.Tenant != "" {
 		if err := events.ValidateTenant(f.Tenant); err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
@@ -153,7 +175,7 @@ func plan(ctx context.Context, js jetstream.JetStream, f Filter) (*replayPlan, e
 		return nil, nil
 	}
 	p := &replayPlan{f: f, stream: name, last: info.State.LastSeq, batches: map[batchKey]*planBatch{}, other: map[jobKey]string{},
-		views: map[string]bool{}, ahead: newAhead(f.BatchID)}
+		views: map[string]bool{}, ahead: newAhead(f.BatchID), progress: progress, firstSeq: info.State.FirstSeq}
 	if f.Tenant != "" {
 		p.filters = []string{events.TenantAll(f.Tenant), events.DeadLetterPrefix + ".>"}
 	}
@@ -161,12 +183,14 @@ func plan(ctx context.Context, js jetstream.JetStream, f Filter) (*replayPlan, e
 		if p.mainFirst == 0 {
 			p.mainFirst = r.Seq
 		}
+		p.tell(1, r.Seq)
 		p.scan(&r, f.Until.IsZero() || !r.Stored.After(f.Until))
 		return true
 	})
 	if err != nil {
 		return nil, err
 	}
+	p.tell(1, p.last)
 	if !f.Since.IsZero() && p.mainFirst > info.State.FirstSeq && p.needsEarlier() {
 		// A selected batch (or a view's loop) began before Since: read what precedes it.
 		p.early = true
@@ -264,7 +288,9 @@ func (p *replayPlan) needsEarlier() bool {
 // each is the second read: it delivers the planned messages in stream order.
 func (p *replayPlan) each(ctx context.Context, js jetstream.JetStream, visit func(*Recorded) error) error {
 	var verr error
+	defer p.tell(2, p.last)
 	err := readStream(ctx, js, p.stream, p.consumer(p.early), p.last, func(r Recorded) bool {
+		p.tell(2, r.Seq)
 		inRange := (!p.early || r.Seq >= p.mainFirst) && (p.f.Until.IsZero() || !r.Stored.After(p.f.Until))
 		keep, history := p.keep(&r, inRange)
 		if !keep {

@@ -267,8 +267,10 @@ type Report struct {
 	// History is how many events of other batches were replayed only to rebuild the
 	// loop state of the audited rubric views.
 	History int `json:"history,omitempty"`
-	// Jobs is how many jobs the audited batches hold.
+	// Jobs is how many jobs the audited batches hold (one, for one job's audit).
 	Jobs int `json:"jobs"`
+	// Job is the one job audited (RunJob), "" for whole batches.
+	Job string `json:"job,omitempty"`
 	// Decisions counts the re-derived values that were compared with a record.
 	Decisions int `json:"decisions"`
 	// Batches are the audited batches, as re-derived.
