@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -455,29 +457,132 @@ func (h *ahead) of(bk batchKey) *aheadBatch {
 // through one of the bus's reader slots (bus.ReadStream), not a consumer of its own
 // naming, so the audit needs no right on any consumer but the readers' (the console's
 // NATS user has no other, pkg/tenants).
+//
+// Hashing and decoding a message costs more than reading it, and each message's is its
+// own: chunks of messages are decoded on every core while the stream is read and the
+// visitor audits, and handed to visit in stream order. At most readAhead chunks are
+// read ahead of the visitor, so a slow visitor holds the read back rather than memory
+// growing.
 func readStream(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.OrderedConsumerConfig, last uint64, visit func(Recorded) bool) error {
 	o := bus.ReadOptions{FilterSubjects: cfg.FilterSubjects, Last: last}
 	if cfg.OptStartTime != nil {
 		o.Since = *cfg.OptStartTime
 	}
-	err := bus.ReadStream(ctx, js, stream, o, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
-		return visit(record(m, md))
-	})
-	if err != nil {
-		return fmt.Errorf("audit: replay of %s: %w", stream, err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan *readChunk, readAhead)
+	order := make(chan *readChunk, readAhead)
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		go func() {
+			for c := range work {
+				c.decode()
+			}
+		}()
+	}
+	var stopped atomic.Bool
+	var readErr error
+	go func() {
+		defer close(order)
+		defer close(work)
+		cur := &readChunk{done: make(chan struct{})}
+		// flush hands the chunk to the decoders, then to the visitor: every chunk the
+		// visitor waits for is being decoded.
+		flush := func() bool {
+			if len(cur.msgs) == 0 {
+				return true
+			}
+			select {
+			case work <- cur:
+			case <-ctx.Done():
+				return false
+			}
+			select {
+			case order <- cur:
+			case <-ctx.Done():
+				return false
+			}
+			cur = &readChunk{done: make(chan struct{})}
+			return true
+		}
+		readErr = bus.ReadStream(ctx, js, stream, o, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+			if stopped.Load() {
+				return false
+			}
+			cur.msgs = append(cur.msgs, rawOf(m, md))
+			if len(cur.msgs) < readChunkSize && md.NumPending > 0 && (last == 0 || md.Sequence.Stream < last) {
+				return true
+			}
+			return flush()
+		})
+		flush()
+	}()
+	for c := range order {
+		<-c.done
+		for i := 0; i < len(c.recs) && !stopped.Load(); i++ {
+			if !visit(c.recs[i]) {
+				stopped.Store(true)
+				cancel()
+			}
+		}
+		c.recs = nil
+	}
+	if readErr != nil && !stopped.Load() {
+		return fmt.Errorf("audit: replay of %s: %w", stream, readErr)
 	}
 	return nil
 }
 
+// readChunkSize is how many messages are decoded as one piece of work; readAhead how
+// many such chunks may wait for the visitor.
+const (
+	readChunkSize = 256
+	readAhead     = 32
+)
+
+// readChunk is a run of consecutive messages: read (msgs), then decoded (recs, done
+// closed).
+type readChunk struct {
+	msgs []rawMsg
+	recs []Recorded
+	done chan struct{}
+}
+
+func (c *readChunk) decode() {
+	c.recs = make([]Recorded, len(c.msgs))
+	for i, m := range c.msgs {
+		c.recs[i] = NewRecorded(m.seq, m.subject, m.stored, m.data, m.msgID, m.reason)
+		if c.recs[i].DeadLetter != "" {
+			c.recs[i].OriginalSubject = m.original
+		}
+	}
+	c.msgs = nil
+	close(c.done)
+}
+
+// rawMsg is what the audit reads of one message before decoding it.
+type rawMsg struct {
+	seq                     uint64
+	subject                 string
+	stored                  time.Time
+	data                    []byte
+	msgID, reason, original string
+}
+
+// rawOf copies what the audit reads of a message: the client may reuse its buffers.
+func rawOf(m jetstream.Msg, md *jetstream.MsgMetadata) rawMsg {
+	r := rawMsg{seq: md.Sequence.Stream, subject: m.Subject(), stored: md.Timestamp, data: bytes.Clone(m.Data())}
+	if h := m.Headers(); h != nil {
+		r.msgID, r.reason, r.original = h.Get(jetstream.MsgIDHeader), h.Get(bus.MetaReason), h.Get(bus.MetaOriginalSubject)
+	}
+	return r
+}
+
 // record decodes one message. The bytes are copied: the client may reuse its buffers.
 func record(m jetstream.Msg, md *jetstream.MsgMetadata) Recorded {
-	var msgID, reason, original string
-	if h := m.Headers(); h != nil {
-		msgID, reason, original = h.Get(jetstream.MsgIDHeader), h.Get(bus.MetaReason), h.Get(bus.MetaOriginalSubject)
-	}
-	r := NewRecorded(md.Sequence.Stream, m.Subject(), md.Timestamp, bytes.Clone(m.Data()), msgID, reason)
+	raw := rawOf(m, md)
+	r := NewRecorded(raw.seq, raw.subject, raw.stored, raw.data, raw.msgID, raw.reason)
 	if r.DeadLetter != "" {
-		r.OriginalSubject = original
+		r.OriginalSubject = raw.original
 	}
 	return r
 }
