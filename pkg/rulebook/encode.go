@@ -187,6 +187,9 @@ type indenter struct {
 	w       io.Writer
 	size    func(int)
 	compact io.Writer
+	// buf is the buffer every write is indented through: the manifest is written a
+	// field at a time, and a buffer each would be gigabytes of garbage for 100,000 jobs.
+	buf []byte
 }
 
 // indentState is where the indenter is in the document; it carries over between writes.
@@ -204,20 +207,25 @@ func (in *indenter) Write(p []byte) (int, error) {
 	if in.size != nil {
 		st := in.st
 		var n countWriter
-		if err := st.indent(p, &n); err != nil {
+		if err := st.indent(p, &n, &in.buf); err != nil {
 			return 0, err
 		}
 		in.size(int(n.n))
 	}
-	if err := in.st.indent(p, in.w); err != nil {
+	if err := in.st.indent(p, in.w, &in.buf); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
-// indent writes p indented to w, through a small buffer.
-func (s *indentState) indent(p []byte, w io.Writer) error {
-	buf := make([]byte, 0, 32<<10)
+// indent writes p indented to w, through a small buffer (scratch, kept for the next
+// write).
+func (s *indentState) indent(p []byte, w io.Writer, scratch *[]byte) error {
+	if cap(*scratch) < 32<<10 {
+		*scratch = make([]byte, 0, 32<<10)
+	}
+	buf := (*scratch)[:0]
+	defer func() { *scratch = buf[:0] }()
 	var err error
 	flush := func() {
 		if err == nil && len(buf) > 0 {
