@@ -196,17 +196,26 @@ func blobRefs(p any) []blobRef {
 		return nil
 	}
 	var out []blobRef
-	walkBlobs("", normalize(tree), &out)
+	walkBlobs("", tree, &out)
 	return out
 }
 
+// walkBlobs finds the blobs in a decoded msgpack tree. It reads the decoder's own types
+// (maps keyed by any, integers of every width) rather than a normalized copy: blobRefs
+// runs for every render and gates event, and the copy was most of its garbage.
 func walkBlobs(path string, v any, out *[]blobRef) {
 	switch x := v.(type) {
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[fmt.Sprint(k)] = e
+		}
+		walkBlobs(path, m, out)
 	case map[string]any:
 		sha, okSHA := x["sha256"].(string)
 		mt, okMT := x["media_type"].(string)
 		if okSHA && okMT {
-			size, _ := x["size"].(int64)
+			size, _ := normalize(x["size"]).(int64)
 			*out = append(*out, blobRef{path: path, blob: events.Blob{SHA256: sha, MediaType: mt, Size: size}})
 			return
 		}
