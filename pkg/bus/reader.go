@@ -224,8 +224,17 @@ func (r *reader) fetch(ctx context.Context, visit func(jetstream.Msg, *jetstream
 	if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 		return false, fmt.Errorf("pull from %s: %w", r.name, err)
 	}
-	// A pull that waited out its timeout without a message: nothing more matches.
-	return n == 0, nil
+	if n > 0 {
+		return false, nil
+	}
+	// A pull that waited out its timeout without a message: nothing more matches, unless
+	// the consumer still counts messages for it (a server too busy to answer within the
+	// pull's wait, as a loaded machine's is, ended the read early).
+	info, err := r.cons.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("pull from %s: consumer info: %w", r.name, err)
+	}
+	return info.NumPending == 0, nil
 }
 
 // unanswered reports a pull to repeat: on a cluster the first pulls can overtake the
