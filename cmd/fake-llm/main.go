@@ -29,8 +29,10 @@ func main() {
 	maxConcurrent := flag.Int("max-concurrent", 0, "the server's own capacity (0: unlimited)")
 	timeline := flag.String("timeline", "", "on exit, write each chat request's arrival and end (Unix nanoseconds) here as JSON lines, to see how many calls a client kept in flight over time")
 	slotA := flag.Float64("slot-a", -1, "answer slot A on this share of the calls and B on the rest, whatever the artifacts say: a judge with a fixed position bias, for trying tribunal report and calibrate (default: off)")
+	batchLatency := flag.Duration("batch-latency", 0, "how long a provider batch (POST /v1/batches) takes from creation to completed")
+	batchExpire := flag.Bool("batch-expire", false, "end every provider batch expired, its requests unanswered")
 	flag.Parse()
-	opts := fakellm.Options{Latency: *latency, MaxConcurrent: *maxConcurrent}
+	opts := fakellm.Options{Latency: *latency, MaxConcurrent: *maxConcurrent, BatchLatency: *batchLatency, BatchExpire: *batchExpire}
 	if *slotA >= 0 {
 		if *slotA > 1 {
 			fmt.Fprintf(os.Stderr, "fake-llm: --slot-a %v: want a share in [0, 1]\n", *slotA)
