@@ -149,6 +149,9 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	if err := f.ci.check(); err != nil {
 		return exitError{2, err}
 	}
+	if _, err := f.judge.modes(); err != nil {
+		return exitError{2, err}
+	}
 	b, err := batch.Load(path)
 	if err != nil {
 		return exitError{2, err}

@@ -52,6 +52,12 @@ func (o Options) batchProvider(ctx context.Context, js jetstream.JetStream) (jud
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: batchmode.Bucket, Description: "provider batches of the batch judge mode",
 		History: 1, TTL: batchmode.BucketTTL, Replicas: max(o.Bus.Replicas, 1)})
 	if err != nil {
+		if m.Policy.Default != "batch" {
+			// Only allowed, not asked for: a judge whose NATS user predates the bucket's
+			// rights still starts, and judges the batches asking for it directly.
+			o.Logger.Warn("judge mode batch cannot be offered: its state bucket is not available; jobs asking for it are judged directly", "bucket", batchmode.Bucket, "err", err)
+			return nil, nil, nil
+		}
 		return nil, nil, fmt.Errorf("bucket %s: %w", batchmode.Bucket, err)
 	}
 	cfg := m.Batch

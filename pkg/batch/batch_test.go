@@ -140,6 +140,18 @@ func TestParseAutoSwap(t *testing.T) {
 	}
 }
 
+// TestParseJudgeMode: a batch's judge_mode is read as written, empty when absent.
+func TestParseJudgeMode(t *testing.T) {
+	t.Parallel()
+	for doc, want := range map[string]string{"version: 1\njudge_mode: batch\nacs:\n  - id: AC-1\n": "batch",
+		"version: 1\njudge_mode: direct\nacs:\n  - id: AC-1\n": "direct", "version: 1\nacs:\n  - id: AC-1\n": ""} {
+		b, err := Parse("b.yaml", []byte(doc))
+		if err != nil || b.JudgeMode != want {
+			t.Errorf("%q: judge_mode %q (%v), want %q", doc, b.JudgeMode, err, want)
+		}
+	}
+}
+
 // TestParseFileErrors: problems with the file as a whole stop it, and every error names
 // the file, a line and the field.
 func TestParseFileErrors(t *testing.T) {
@@ -161,6 +173,7 @@ func TestParseFileErrors(t *testing.T) {
 		{"threshold above 1", "version: 1\nthreshold: 1.5\nacs:\n  - id: AC-1\n", 2, "threshold", "1.5"},
 		{"threshold below 0", "version: 1\nname: x\nthreshold: -0.1\nacs:\n  - id: AC-1\n", 3, "threshold", ""},
 		{"bad top-level positions", "version: 1\npositions: sideways\nacs:\n  - id: AC-1\n", 2, "positions", "single"},
+		{"bad judge_mode", "version: 1\njudge_mode: later\nacs:\n  - id: AC-1\n", 2, "judge_mode", "batch"},
 		{"auto_swap confidence above 1", "version: 1\npositions: auto\nauto_swap:\n  confidence: 80\nacs:\n  - id: AC-1\n", 4, "auto_swap.confidence", "80"},
 		{"auto_swap unknown key", "version: 1\nauto_swap: {flips: 0.1}\nacs:\n  - id: AC-1\n", 2, "auto_swap.flips", "unknown key"},
 		{"acs empty", "version: 1\nacs: []\n", 2, "acs", ""},

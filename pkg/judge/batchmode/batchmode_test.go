@@ -295,3 +295,30 @@ func TestParseResults(t *testing.T) {
 		t.Error("a line without custom_id was accepted")
 	}
 }
+
+// TestPolicyMode: a batch gets the mode it asks for when the deployment offers it, the
+// deployment's default when it names none, and direct whenever it asks for direct; the
+// batch mode is never given without a batch API.
+func TestPolicyMode(t *testing.T) {
+	for _, c := range []struct {
+		policy   batchmode.Policy
+		asked    string
+		canBatch bool
+		want     string
+		refused  bool
+	}{
+		{batchmode.Policy{}, "", true, "direct", false},
+		{batchmode.Policy{AllowBatch: true}, "batch", true, "batch", false},
+		{batchmode.Policy{AllowBatch: false}, "batch", true, "direct", true},
+		{batchmode.Policy{AllowBatch: true}, "batch", false, "direct", true},
+		{batchmode.Policy{Default: "batch"}, "", true, "batch", false},
+		{batchmode.Policy{Default: "batch"}, "batch", true, "batch", false},
+		{batchmode.Policy{Default: "batch"}, "direct", true, "direct", false},
+		{batchmode.Policy{Default: "batch"}, "", false, "direct", false},
+	} {
+		got, refused := c.policy.Mode(c.asked, c.canBatch)
+		if got != c.want || refused != c.refused {
+			t.Errorf("%+v asked %q (batch API %v): %s refused=%v, want %s refused=%v", c.policy, c.asked, c.canBatch, got, refused, c.want, c.refused)
+		}
+	}
+}
