@@ -211,6 +211,11 @@ func (s *Server) serveCreateBatch(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("line %d: %s %s: want POST /v1/chat/completions", n, l.Method, l.URL), "invalid_request_error", "invalid_url")
 			return
 		}
+		if len(b.lines) > 0 && l.Body.Model != b.lines[0].Body.Model {
+			// OpenAI's rule: one model per batch file.
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("line %d: model %q: every request of a batch must use the model of the first, %q", n, l.Body.Model, b.lines[0].Body.Model), "invalid_request_error", "mixed_models")
+			return
+		}
 		seen[l.CustomID] = true
 		b.lines = append(b.lines, l)
 	}

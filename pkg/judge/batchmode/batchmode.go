@@ -7,9 +7,9 @@
 // re-ask, the cache and the events are the ones a direct call goes through: Complete
 // parks the call until the provider batch holding it has ended. Calls are gathered into
 // a JSONL file (one line per call, the exact chat-completions body the direct provider
-// would send, named by CustomID), flushed when it reaches MaxRequests or MaxBytes or its
-// oldest call has waited Linger, uploaded, and made a provider batch, which is polled
-// with backoff until it ends.
+// would send, named by CustomID; one file per model, as the provider requires), flushed
+// when it reaches MaxRequests or MaxBytes or its oldest call has waited Linger,
+// uploaded, and made a provider batch, which is polled with backoff until it ends.
 //
 // Durable: the state of each provider batch (its group record: the provider's batch id,
 // the input file, the custom_ids in it, its status) and, per call, the group that holds
@@ -241,10 +241,10 @@ type Provider struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu           sync.Mutex
-	pending      []item
-	pendingBytes int
-	timer        *time.Timer
+	mu sync.Mutex
+	// files are the batch files being gathered, one per model: a provider batch's
+	// requests must all name the same model (OpenAI refuses a file that mixes them).
+	files map[string]*file
 	// waiters are the calls parked here by custom_id; reqs the request of each, for
 	// decoding its answer; claims the group each is in, once known.
 	waiters map[string][]chan outcome
@@ -286,7 +286,7 @@ func New(base judge.Provider, api Backend, store kv.KV, cfg Config) (*Provider, 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Provider{base: base, api: api, kv: store, cfg: cfg.withDefaults(), holder: nuid.Next(), ctx: ctx, cancel: cancel,
-		waiters: map[string][]chan outcome{}, reqs: map[string]judge.Request{}, claims: map[string]string{}, polling: map[string]bool{}}, nil
+		files: map[string]*file{}, waiters: map[string][]chan outcome{}, reqs: map[string]judge.Request{}, claims: map[string]string{}, polling: map[string]bool{}}, nil
 }
 
 // Name is the provider's: a verdict records the provider and model, and the call record
@@ -317,8 +317,10 @@ func (p *Provider) Stats() Stats {
 func (p *Provider) Close() {
 	p.cancel()
 	p.mu.Lock()
-	if p.timer != nil {
-		p.timer.Stop()
+	for _, f := range p.files {
+		if f.timer != nil {
+			f.timer.Stop()
+		}
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
@@ -417,23 +419,35 @@ func (p *Provider) route(ctx context.Context, cid string, req judge.Request) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pendingBytes+len(line)+1 > p.cfg.MaxBytes {
-		p.flushLocked()
+	f := p.files[req.Model]
+	if f == nil {
+		f = &file{}
+		p.files[req.Model] = f
 	}
-	p.pending = append(p.pending, item{cid: cid, line: line})
-	p.pendingBytes += len(line) + 1
-	if len(p.pending) >= p.cfg.MaxRequests {
-		p.flushLocked()
+	if f.bytes+len(line)+1 > p.cfg.MaxBytes {
+		p.flushLocked(f)
+	}
+	f.items = append(f.items, item{cid: cid, line: line})
+	f.bytes += len(line) + 1
+	if len(f.items) >= p.cfg.MaxRequests {
+		p.flushLocked(f)
 		return
 	}
-	if p.timer == nil {
-		p.timer = time.AfterFunc(p.cfg.Linger, func() {
+	if f.timer == nil {
+		f.timer = time.AfterFunc(p.cfg.Linger, func() {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			p.timer = nil
-			p.flushLocked()
+			f.timer = nil
+			p.flushLocked(f)
 		})
 	}
+}
+
+// file is a batch file being gathered for one model.
+type file struct {
+	items []item
+	bytes int
+	timer *time.Timer
 }
 
 // join makes a call wait for the group that already holds it.
@@ -446,17 +460,17 @@ func (p *Provider) join(cid, group string) {
 	p.poll(group)
 }
 
-// flushLocked submits the pending calls as one provider batch, in the background.
-func (p *Provider) flushLocked() {
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
+// flushLocked submits f's calls as one provider batch, in the background.
+func (p *Provider) flushLocked(f *file) {
+	if f.timer != nil {
+		f.timer.Stop()
+		f.timer = nil
 	}
-	if len(p.pending) == 0 || p.ctx.Err() != nil {
+	if len(f.items) == 0 || p.ctx.Err() != nil {
 		return
 	}
-	items := p.pending
-	p.pending, p.pendingBytes = nil, 0
+	items := f.items
+	f.items, f.bytes = nil, 0
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()

@@ -91,6 +91,36 @@ func TestGathersCallsIntoOneProviderBatch(t *testing.T) {
 	}
 }
 
+// TestOneFilePerModel: calls to two models go out as two provider batches, one per model,
+// as the provider requires.
+func TestOneFilePerModel(t *testing.T) {
+	srv := fakellm.New(fakellm.Options{BatchLatency: 10 * time.Millisecond})
+	t.Cleanup(srv.Close)
+	p := newProvider(t, srv, memkv.New(batchmode.Bucket), fast)
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	for i := range 10 {
+		wg.Go(func() {
+			ctx, req := request(i)
+			req.Model = []string{"model-a", "model-b"}[i%2]
+			var resp judge.Response
+			resp, errs[i] = p.Complete(ctx, req)
+			if errs[i] == nil && resp.Model != req.Model {
+				errs[i] = fmt.Errorf("answered by %s, asked %s", resp.Model, req.Model)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if got := srv.BatchesCreated(); got != 2 {
+		t.Fatalf("%d provider batches, want one per model", got)
+	}
+}
+
 // TestFlushesAtMaxRequests: a file is flushed when it holds MaxRequests calls.
 func TestFlushesAtMaxRequests(t *testing.T) {
 	srv := fakellm.New(fakellm.Options{BatchLatency: 10 * time.Millisecond})
