@@ -57,12 +57,30 @@ func (c costJSON) byHand() int64 {
 	return (c.PromptTokens-c.CachedTokens)*nanoPerPrompt + c.CachedTokens*125 + c.CompletionTokens*nanoPerAnswer
 }
 
+// namedCostJSON is one part of a batch's costs: a judge's, a kind's or a team's.
+type namedCostJSON struct {
+	Judge  string   `json:"judge"`
+	Kind   string   `json:"kind"`
+	Tenant string   `json:"tenant"`
+	Cost   costJSON `json:"cost"`
+}
+
+// part is the cost of the part named name (a judge, a kind or a team).
+func part(parts []namedCostJSON, name string) costJSON {
+	for _, p := range parts {
+		if p.Judge == name || p.Kind == name || p.Tenant == name {
+			return p.Cost
+		}
+	}
+	return costJSON{}
+}
+
 type costResults struct {
 	BatchID string `json:"batch_id"`
 	Cost    struct {
-		Total       costJSON            `json:"total"`
-		ByJudge     map[string]costJSON `json:"by_judge"`
-		PriceTables []string            `json:"price_tables"`
+		Total       costJSON        `json:"total"`
+		ByJudge     []namedCostJSON `json:"by_judge"`
+		PriceTables []string        `json:"price_tables"`
 	} `json:"cost"`
 	Rows []struct {
 		ACID   string    `json:"ac_id"`
@@ -124,7 +142,7 @@ func TestCostOfAPricedBatch(t *testing.T) {
 	if total.NanoUSD == nil || *total.NanoUSD != sum || total.byHand() != sum || total.PricedCalls != 4 || total.UnpricedCalls != 0 {
 		t.Errorf("batch cost %+v: want the ACs' sum %d", total, sum)
 	}
-	if j := r.Cost.ByJudge["openai/judge-model"]; j.NanoUSD == nil || *j.NanoUSD != sum {
+	if j := part(r.Cost.ByJudge, "openai/judge-model"); j.NanoUSD == nil || *j.NanoUSD != sum {
 		t.Errorf("judge cost %+v: want %d", j, sum)
 	}
 	if len(r.Cost.PriceTables) != 1 || !strings.HasPrefix(r.Cost.PriceTables[0], "prices-") {
@@ -144,9 +162,9 @@ func TestCostOfAPricedBatch(t *testing.T) {
 			} `json:"usage"`
 		} `json:"judges"`
 		Cost struct {
-			Total   costJSON            `json:"total"`
-			ByJudge map[string]costJSON `json:"by_judge"`
-			ByKind  map[string]costJSON `json:"by_kind"`
+			Total   costJSON        `json:"total"`
+			ByJudge []namedCostJSON `json:"by_judge"`
+			ByKind  []namedCostJSON `json:"by_kind"`
 		} `json:"cost"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
@@ -155,12 +173,12 @@ func TestCostOfAPricedBatch(t *testing.T) {
 	if c := rep.Cost.Total; c.NanoUSD == nil || *c.NanoUSD != sum {
 		t.Errorf("report: batch cost %+v, want %d", c, sum)
 	}
-	if c := rep.Cost.ByKind["critic"]; c.NanoUSD == nil || *c.NanoUSD != sum {
+	if c := part(rep.Cost.ByKind, "critic"); c.NanoUSD == nil || *c.NanoUSD != sum {
 		t.Errorf("report: critic cost %+v, want %d", c, sum)
 	}
 	// The usage figures the report computes on their own give the same money.
 	for _, j := range rep.Judges {
-		c := rep.Cost.ByJudge[j.Judge]
+		c := part(rep.Cost.ByJudge, j.Judge)
 		byUsage := j.Usage.PromptTokens*nanoPerPrompt + j.Usage.CompletionTokens*nanoPerAnswer
 		if c.NanoUSD == nil || *c.NanoUSD != byUsage {
 			t.Errorf("report: judge %s costs %+v, its usage × prices is %d", j.Judge, c, byUsage)

@@ -1,6 +1,8 @@
 package records
 
 import (
+	"encoding/json"
+	"maps"
 	"slices"
 
 	"github.com/tribunal-dev/tribunal/pkg/price"
@@ -10,11 +12,14 @@ import (
 // judge kind and per team, with the price tables the costs were computed with. Every
 // reader that shows money (results.json, `tribunal report`, `tribunal view`) adds it up
 // here, from the calls the verdicts recorded, so they cannot disagree.
+//
+// Its JSON lists the parts ({"judge": "openai/gpt-4o", "cost": {...}}, sorted by name)
+// rather than keying objects by judge, kind or team names, which are not snake_case keys.
 type Costs struct {
 	Total    price.Sum            `json:"total"`
-	ByJudge  map[string]price.Sum `json:"by_judge,omitempty"`
-	ByKind   map[string]price.Sum `json:"by_kind,omitempty"`
-	ByTenant map[string]price.Sum `json:"by_tenant,omitempty"`
+	ByJudge  map[string]price.Sum `json:"-"`
+	ByKind   map[string]price.Sum `json:"-"`
+	ByTenant map[string]price.Sum `json:"-"`
 	// PriceTables are the versions of the price tables the calls were priced with
 	// (pkg/price.Table.Version), sorted; more than one means the prices changed between
 	// the calls.
@@ -58,4 +63,58 @@ func CostsOf(jobs []*Job) Costs {
 		c.Add(j)
 	}
 	return c
+}
+
+// costsJSON is Costs' JSON form.
+type costsJSON struct {
+	Total         price.Sum   `json:"total"`
+	ByJudge       []namedCost `json:"by_judge,omitempty"`
+	ByKind        []namedCost `json:"by_kind,omitempty"`
+	ByTenant      []namedCost `json:"by_tenant,omitempty"`
+	PriceTables   []string    `json:"price_tables,omitempty"`
+	BudgetRefused int         `json:"budget_refused,omitempty"`
+}
+
+// namedCost is one part of a Costs: exactly one of Judge, Kind and Tenant is set.
+type namedCost struct {
+	Judge  string    `json:"judge,omitempty"`
+	Kind   string    `json:"kind,omitempty"`
+	Tenant string    `json:"tenant,omitempty"`
+	Cost   price.Sum `json:"cost"`
+}
+
+// MarshalJSON implements json.Marshaler.
+func (c Costs) MarshalJSON() ([]byte, error) {
+	list := func(m map[string]price.Sum, name func(*namedCost, string)) []namedCost {
+		var out []namedCost
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			n := namedCost{Cost: m[k]}
+			name(&n, k)
+			out = append(out, n)
+		}
+		return out
+	}
+	return json.Marshal(costsJSON{Total: c.Total, PriceTables: c.PriceTables, BudgetRefused: c.BudgetRefused,
+		ByJudge:  list(c.ByJudge, func(n *namedCost, k string) { n.Judge = k }),
+		ByKind:   list(c.ByKind, func(n *namedCost, k string) { n.Kind = k }),
+		ByTenant: list(c.ByTenant, func(n *namedCost, k string) { n.Tenant = k })})
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *Costs) UnmarshalJSON(data []byte) error {
+	var j costsJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return err
+	}
+	*c = Costs{Total: j.Total, PriceTables: j.PriceTables, BudgetRefused: j.BudgetRefused}
+	for _, n := range j.ByJudge {
+		add(&c.ByJudge, n.Judge, n.Cost)
+	}
+	for _, n := range j.ByKind {
+		add(&c.ByKind, n.Kind, n.Cost)
+	}
+	for _, n := range j.ByTenant {
+		add(&c.ByTenant, n.Tenant, n.Cost)
+	}
+	return nil
 }

@@ -1,6 +1,9 @@
 package records_test
 
 import (
+	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -32,5 +35,24 @@ func TestCallCost(t *testing.T) {
 	if cs.Total.Cost != 200 || cs.Total.Unpriced != 2 || cs.ByJudge["openai/m"].Cost != 200 || cs.ByKind["ab"].Priced != 2 ||
 		cs.ByTenant["a"].Unpriced != 2 || cs.BudgetRefused != 2 {
 		t.Errorf("costs %+v", cs)
+	}
+}
+
+// TestCostsJSON: the parts are listed by name (judge names are not snake_case keys) and
+// read back as they were.
+func TestCostsJSON(t *testing.T) {
+	j := &records.Job{Tenant: "team-a", Spec: events.JobSpec{Kind: events.KindAB}, Calls: []records.Call{
+		{Judge: "openai/gpt-4o", Priced: true, CostNanos: 100, PriceTable: "prices-x", Status: events.VoteOK}}}
+	c := records.CostsOf([]*records.Job{j})
+	data, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"by_judge":[{"judge":"openai/gpt-4o","cost":{`) {
+		t.Errorf("JSON %s: want the judges listed", data)
+	}
+	var back records.Costs
+	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(back, c) {
+		t.Errorf("round trip %+v, %v; want %+v", back, err, c)
 	}
 }
