@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/tribunal-dev/tribunal/pkg/budget"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -30,6 +31,25 @@ type Service struct {
 	// modes and batch are the judge modes (WithBatchMode).
 	modes batchmode.Policy
 	batch pj.Provider
+	// refusedMu and refused remember the batches told their batch mode is not offered,
+	// so the log says it once per batch, not once per job.
+	refusedMu sync.Mutex
+	refused   map[string]bool
+}
+
+// firstRefusal reports whether batch is told for the first time (of the last thousand
+// batches) that its batch mode is not offered.
+func (s *Service) firstRefusal(batch string) bool {
+	s.refusedMu.Lock()
+	defer s.refusedMu.Unlock()
+	if s.refused[batch] {
+		return false
+	}
+	if s.refused == nil || len(s.refused) >= 1000 {
+		s.refused = map[string]bool{}
+	}
+	s.refused[batch] = true
+	return true
 }
 
 // Option configures the judge service.
@@ -164,8 +184,8 @@ func (s *Service) handle(ctx context.Context, ev events.Event, digest string) ([
 		e := s.env
 		e.Provider = s.batch
 		env = &e
-	} else if refused {
-		s.env.Log.WarnContext(ctx, "judge mode batch not offered by this deployment: judged directly", "tenant", ev.Tenant, "batch", ev.BatchID, "job", ev.JobID)
+	} else if refused && s.firstRefusal(ev.Tenant+"/"+ev.BatchID) {
+		s.env.Log.WarnContext(ctx, "judge mode batch not offered by this deployment: the batch's jobs are judged directly", "tenant", ev.Tenant, "batch", ev.BatchID, "job", ev.JobID)
 	}
 	v, err := k.Judge(ctx, env, ev, gd)
 	if err != nil {
