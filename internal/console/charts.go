@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/index"
+	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
 // A batch's charts, drawn on the server as inline SVG (no script, no image requests):
@@ -128,7 +129,7 @@ func buildCharts(entries []index.Entry) []chart {
 	// The outcome split.
 	outcomes := map[string]int{}
 	for i := range entries {
-		outcomes[outcomeOf(&entries[i])]++
+		outcomes[verdicts.OutcomeOf(entries[i].Row)]++
 	}
 	names := make([]string, 0, len(outcomes))
 	for o := range outcomes {

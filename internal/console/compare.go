@@ -79,7 +79,7 @@ type transition struct {
 }
 
 func sideOf(tenant, batch string, e *index.Entry) side {
-	return side{Grade: verdicts.GradeOf(e.Row), Status: e.Status, Outcome: outcomeOf(e), Confidence: e.Confidence, Score: verdicts.ScoreOf(e.Row),
+	return side{Grade: verdicts.GradeOf(e.Row), Status: e.Status, Outcome: verdicts.OutcomeOf(e.Row), Confidence: e.Confidence, Score: verdicts.ScoreOf(e.Row),
 		Route: routeOf(e), Judge: e.Judge, Href: jobHref(tenant, batch, e.ACID)}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
 type indexData struct {
@@ -282,7 +283,7 @@ func (s *server) batchData(r *http.Request, c caller, tenant, batch string, h *r
 }
 
 func (s *server) rowView(tenant, batch string, e *index.Entry) rowView {
-	return rowView{Entry: *e, Href: jobHref(tenant, batch, e.ACID), Outcome: outcomeOf(e), Route: routeOf(e)}
+	return rowView{Entry: *e, Href: jobHref(tenant, batch, e.ACID), Outcome: verdicts.OutcomeOf(e.Row), Route: routeOf(e)}
 }
 
 // kindMix is "3 ab, 1 critic": the batch's jobs by kind, in registry order.

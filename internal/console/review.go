@@ -11,6 +11,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
 // reviewRoutes are the pages for reviewing judgments at scale (the AC table's export,
@@ -149,7 +150,7 @@ func (s *server) exportCSV(w http.ResponseWriter, r *http.Request, c caller) {
 				completion += call.CompletionTokens
 			}
 		}
-		if err := cw.Write([]string{strconv.Itoa(e.Index), e.ACID, e.Kind, e.Status, outcomeOf(e), e.Winner, e.Verdict, conf, routeOf(e), e.Impact,
+		if err := cw.Write([]string{strconv.Itoa(e.Index), e.ACID, e.Kind, e.Status, verdicts.OutcomeOf(e.Row), e.Winner, e.Verdict, conf, routeOf(e), e.Impact,
 			e.LabelAssignment, e.RawWinner, csvText(e.BiggestGap), e.Slots, e.Agreement, cons, quality, csvText(e.Detail), csvText(e.Reason), e.Judge,
 			strconv.FormatBool(e.Cached), strconv.Itoa(len(e.Calls)), strconv.Itoa(prompt), strconv.Itoa(completion), csvText(e.Criterion)}); err != nil {
 			return

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/index"
+	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
 // The AC table of a batch: filters, a text search, a sort and pages, all in the URL's
@@ -100,23 +101,6 @@ func (q tableQuery) Filtered() bool {
 	return q.Status != "" || q.Kind != "" || q.Outcome != "" || q.Route != "" || q.Judge != "" || q.Cached != "" || q.Q != ""
 }
 
-// outcomeOf is what a job came to, in one word for tables, filters and charts.
-func outcomeOf(e *index.Entry) string {
-	switch {
-	case e.Status == "blocked":
-		return "blocked"
-	case e.Status == "schema_violation":
-		return "schema violation"
-	case e.Status == "pending":
-		return "pending"
-	case e.Winner != "":
-		return e.Winner
-	case e.Verdict != "":
-		return e.Verdict
-	}
-	return e.Status
-}
-
 // routeOf is a job's route: its suggestion's tag, or "none".
 func routeOf(e *index.Entry) string {
 	if e.Tag != "" {
@@ -148,7 +132,7 @@ func searchText(e *index.Entry) string {
 
 // match reports whether e passes the filters; hay is its searchText ("" to compute it).
 func (q tableQuery) match(e *index.Entry, needle, hay string) bool {
-	if q.Status != "" && e.Status != q.Status || q.Kind != "" && e.Kind != q.Kind || q.Outcome != "" && outcomeOf(e) != q.Outcome ||
+	if q.Status != "" && e.Status != q.Status || q.Kind != "" && e.Kind != q.Kind || q.Outcome != "" && verdicts.OutcomeOf(e.Row) != q.Outcome ||
 		q.Route != "" && routeOf(e) != q.Route {
 		return false
 	}
@@ -227,7 +211,7 @@ func sortRows(rows []*index.Entry, by string, desc bool) {
 		case "status":
 			return strings.Compare(a.Status, b.Status)
 		case "outcome":
-			return strings.Compare(outcomeOf(a), outcomeOf(b))
+			return strings.Compare(verdicts.OutcomeOf(a.Row), verdicts.OutcomeOf(b.Row))
 		case "route":
 			return strings.Compare(routeOf(a), routeOf(b))
 		case "judge":
@@ -345,7 +329,7 @@ func buildFacets(entries []index.Entry) facets {
 		e := &entries[i]
 		add("status", e.Status)
 		add("kind", e.Kind)
-		add("outcome", outcomeOf(e))
+		add("outcome", verdicts.OutcomeOf(e.Row))
 		add("route", routeOf(e))
 		for j := range judgesOf(e) {
 			add("judge", j)

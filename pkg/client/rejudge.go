@@ -15,6 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
 // Rejudge asks another judge model about a completed batch without rendering or gating
@@ -137,22 +138,13 @@ func rejudgeRow(j *records.Job, ev events.Event) RejudgeRow {
 	return row
 }
 
-// outcome is a job's outcome in one word: its status, or for a compared job the winner or
-// the kind's verdict.
+// outcome is what a job came to, in one word (verdicts.OutcomeOf, as the console and
+// the CI outputs say it): its status, or for a compared job the winner or the kind's
+// verdict.
 func outcome(j *records.Job) string {
-	if j.Status != events.StatusCompared {
-		return string(j.Status)
-	}
 	k, err := kinds.Lookup(j.Spec.Kind)
 	if err != nil {
 		return string(j.Status)
 	}
-	r := k.Row(j)
-	if r.Winner != "" {
-		return r.Winner
-	}
-	if r.Verdict != "" {
-		return r.Verdict
-	}
-	return string(j.Status)
+	return verdicts.OutcomeOf(k.Row(j))
 }
