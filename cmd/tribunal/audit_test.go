@@ -53,7 +53,7 @@ func runAudit(t *testing.T, args ...string) (string, int) {
 func TestAuditCmd(t *testing.T) {
 	env := e2e.NewEnv(t)
 	env.Bus = bus.Config{}
-	p, err := scripted.New(scripted.Options{Winner: "A"})
+	p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}

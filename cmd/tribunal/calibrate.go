@@ -85,7 +85,7 @@ Exit code 0: the judge passed every threshold; 1: it failed, and the report says
 			if f.judge.provider == "scripted" && f.judge.scriptedAnswers == "" && !cmd.Flags().Changed("scripted-winner") {
 				// The set's recorded answers only (calibrate picks them up): a pair without
 				// one is then missing, not silently answered A.
-				f.judge.scriptedWinner = ""
+				f.judge.setFixture("scripted-winner", "")
 			}
 			return calibrate(cmd.Context(), cmd.OutOrStdout(), f, dir)
 		},

@@ -126,7 +126,7 @@ func TestEnvironmentPrecedence(t *testing.T) {
 	t.Run("environment over default", func(t *testing.T) {
 		t.Setenv("TRIBUNAL_CONCURRENCY", "7")
 		t.Setenv("TRIBUNAL_JUDGE_TIMEOUT", "3s")
-		t.Setenv("TRIBUNAL_SCRIPTED_CRITIC", "1, 2,3")
+		t.Setenv("TRIBUNAL_SCRIPTED_CRITIC", "1,2,3") // a kind's fixture flag (kind.Fixtured) is a string the kind reads
 		t.Setenv("TRIBUNAL_GATES_ADAPTER", "a=/x.sh,b=/y.sh")
 		t.Setenv("TRIBUNAL_TENANTS", "team-a, team-b")
 		t.Setenv("TRIBUNAL_LOG_LEVEL", "debug")

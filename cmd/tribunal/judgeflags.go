@@ -18,6 +18,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
 	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
 )
 
@@ -25,28 +27,28 @@ import (
 type judgeFlags struct {
 	provider        string
 	model           string
-	scriptedWinner  string
 	scriptedAnswers string
 	scriptedLatency time.Duration
-	scriptedEquiv   string
-	scriptedCritic  []int
-	baseURL         string
-	apiKeyEnv       string
-	azure           bool
-	apiVersion      string
-	timeout         time.Duration
-	attempts        int
-	concurrency     int
-	rpm             int
-	responseFormat  string
-	temperature     float64
-	seed            int
-	maxTokens       int
-	sharedRPM       int
-	sharedTPM       int
-	tenantRPM       int
-	tenantTPM       int
-	pause429        time.Duration
+	// fixtures are the kinds' canned answers (kind.Fixtured), each set by its flag,
+	// in the registry's order.
+	fixtures       []fixtureFlag
+	baseURL        string
+	apiKeyEnv      string
+	azure          bool
+	apiVersion     string
+	timeout        time.Duration
+	attempts       int
+	concurrency    int
+	rpm            int
+	responseFormat string
+	temperature    float64
+	seed           int
+	maxTokens      int
+	sharedRPM      int
+	sharedTPM      int
+	tenantRPM      int
+	tenantTPM      int
+	pause429       time.Duration
 	// The judge modes (app.JudgeModes).
 	judgeMode     string
 	allowBatch    bool
@@ -63,14 +65,42 @@ type judgeFlags struct {
 	prices priceFlags
 }
 
+// fixtureFlag is one kind's fixture of the scripted judge with its setting.
+type fixtureFlag struct {
+	kind.Fixture
+	setting string
+}
+
+// setFixture sets the fixture a flag names, as the flag would (calibrate clears the
+// fixed winner so that only the set's recorded answers are used).
+func (j *judgeFlags) setFixture(flag, setting string) {
+	for i := range j.fixtures {
+		if j.fixtures[i].Flag == flag {
+			j.fixtures[i].setting = setting
+		}
+	}
+}
+
 func (j *judgeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&j.provider, "judge", "scripted", "judge provider: scripted (recorded answers, offline) or openai (any OpenAI-compatible API)")
 	fs.StringVar(&j.model, "judge-model", "", "model to ask (openai: required)")
-	fs.StringVar(&j.scriptedWinner, "scripted-winner", "A", "scripted: raw winner for every ab AC without a recorded answer: A, B or tie; empty to require answers")
 	fs.StringVar(&j.scriptedAnswers, "scripted-answers", "", "scripted: JSON file of recorded answers keyed by AC id")
 	fs.DurationVar(&j.scriptedLatency, "scripted-latency", 0, "scripted: simulated response time")
-	fs.StringVar(&j.scriptedEquiv, "scripted-equivalence", "equivalent", "scripted: verdict of every equivalence case without a recorded answer (empty to require answers)")
-	fs.IntSliceVar(&j.scriptedCritic, "scripted-critic", []int{8, 2, 8}, "scripted: correctness,slop,scope of every critic AC without a recorded answer (empty to require answers)")
+	j.fixtures = nil
+	for _, k := range kinds.All() {
+		fk, ok := k.(kind.Fixtured)
+		if !ok {
+			continue
+		}
+		for _, f := range fk.Fixtures() {
+			j.fixtures = append(j.fixtures, fixtureFlag{Fixture: f, setting: f.Default})
+		}
+	}
+	for i, f := range j.fixtures { // after the slice is whole: each flag holds its element
+		if f.Flag != "" {
+			fs.StringVar(&j.fixtures[i].setting, f.Flag, f.Default, f.Usage)
+		}
+	}
 	fs.StringVar(&j.baseURL, "openai-base-url", openai.DefaultBaseURL, "openai: API base URL (Ollama: http://localhost:11434/v1, vLLM: http://host:8000/v1)")
 	fs.StringVar(&j.apiKeyEnv, "openai-api-key-env", "OPENAI_API_KEY", "openai: name of the environment variable holding the API key (keys never go on the command line)")
 	fs.BoolVar(&j.azure, "openai-azure", false, "openai: the base URL is an Azure OpenAI resource; --judge-model names the deployment")
@@ -144,14 +174,24 @@ func (j *judgeFlags) build(instance string) (judge.Provider, judge.Params, error
 	}
 	switch j.provider {
 	case "scripted":
-		o := scripted.Options{Winner: j.scriptedWinner, AnswersFile: j.scriptedAnswers, Latency: j.scriptedLatency,
-			EquivalenceVerdict: j.scriptedEquiv, Runner: true, RubricPass: true}
-		if len(j.scriptedCritic) == 3 {
-			o.CriticScores = &[3]int{j.scriptedCritic[0], j.scriptedCritic[1], j.scriptedCritic[2]}
-		} else if len(j.scriptedCritic) != 0 {
-			return nil, params, fmt.Errorf("--scripted-critic: want correctness,slop,scope")
+		o := scripted.Options{AnswersFile: j.scriptedAnswers, Latency: j.scriptedLatency, Fixtures: map[string]string{}}
+		for _, f := range j.fixtures {
+			o.Fixtures[f.Request] = f.setting
+			if f.Names {
+				o.Named = f.Request
+			}
 		}
 		p, err := scripted.New(o)
+		if err != nil {
+			// Name the flag whose setting the kind refused.
+			for _, f := range j.fixtures {
+				if f.Flag != "" && f.setting != "" {
+					if _, _, ferr := judge.CannedAnswer(f.Request, f.setting); ferr != nil {
+						return nil, params, fmt.Errorf("--%s: %w", f.Flag, ferr)
+					}
+				}
+			}
+		}
 		return p, params, err
 	case "openai":
 		if j.model == "" {

@@ -205,12 +205,12 @@ func judgeIdentity(jf *judgeFlags, p judge.Provider, params judge.Params) (map[s
 	}
 	switch jf.provider {
 	case "scripted":
-		id["scripted_winner"], id["scripted_equivalence"] = jf.scriptedWinner, jf.scriptedEquiv
-		critic := make([]string, len(jf.scriptedCritic))
-		for i, v := range jf.scriptedCritic {
-			critic[i] = strconv.Itoa(v)
+		// Each kind's fixture flag under its own name (scripted_winner, scripted_critic, ...).
+		for _, f := range jf.fixtures {
+			if f.Flag != "" {
+				id[strings.ReplaceAll(f.Flag, "-", "_")] = f.setting
+			}
 		}
-		id["scripted_critic"] = strings.Join(critic, ",")
 		if jf.scriptedAnswers != "" {
 			d, err := rerun.FileDigest(jf.scriptedAnswers)
 			if err != nil {

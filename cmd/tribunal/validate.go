@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -14,6 +13,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -112,15 +113,10 @@ func printPlan(w io.Writer, p *client.Plan) error {
 	fmt.Fprintln(tw, "AC\tKIND\tARTIFACT\tCLASS\tJUDGES\tCALLS\tBLOCKED")
 	for _, ac := range p.ACs {
 		judges := "-"
-		switch {
-		case ac.Kind == "ab" && len(ac.Judges) > 0:
-			judges = strings.Join(ac.Judges, ",") + " (" + ac.Positions + ")"
-		case ac.Kind == "ab":
-			judges = "default (" + ac.Positions + ")"
-		case ac.Kind == "rubric":
-			judges = plural(ac.Jobs, "view")
-		case ac.Kind == "equivalence":
-			judges = plural(ac.Cases, "case")
+		if k, err := kind.Lookup(events.Kind(ac.Kind)); err == nil {
+			if s, ok := k.(kind.Summarizing); ok {
+				judges = s.JudgesSummary(ac.Jobs, kind.Estimate{Judges: ac.Judges, Positions: ac.Positions, Cases: ac.Cases})
+			}
 		}
 		calls := fmt.Sprint(ac.JudgeCalls)
 		if ac.MaxJudgeCalls > ac.JudgeCalls {

@@ -11,7 +11,7 @@ import (
 // The judge service holds a quarter more messages than its provider has slots when the
 // provider's bound is the narrower one, and what it was told otherwise.
 func TestJudgeConcurrency(t *testing.T) {
-	unbounded, err := scripted.New(scripted.Options{Winner: "A"})
+	unbounded, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}

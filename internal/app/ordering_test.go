@@ -91,7 +91,7 @@ func TestSingleACNeverRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := scripted.New(scripted.Options{Winner: "A"})
+	p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}

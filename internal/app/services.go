@@ -30,7 +30,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
 	"github.com/tribunal-dev/tribunal/pkg/judge/instrument"
-	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/price"
@@ -278,7 +278,13 @@ func primeMetrics(services []string, p judge.Provider) {
 			}
 		case bus.Renderer:
 			if p != nil {
-				telemetry.PrimeProvider(p.Name(), p.DefaultModel(), []string{equivalence.KindRunner})
+				var reqs []string
+				for _, k := range kinds.All() {
+					if r, ok := k.(kind.Requesting); ok {
+						reqs = append(reqs, r.RenderRequests()...)
+					}
+				}
+				telemetry.PrimeProvider(p.Name(), p.DefaultModel(), reqs)
 			}
 		}
 	}

@@ -39,7 +39,7 @@ type meteredProvider struct {
 
 func newMetered(t *testing.T) *meteredProvider {
 	t.Helper()
-	s, err := scripted.New(scripted.Options{Winner: "A"})
+	s, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestOneTracePerAC(t *testing.T) {
 	exp := otlpsink.RecordGlobal(t)
 
 	env := e2e.NewEnv(t)
-	p, err := scripted.New(scripted.Options{Winner: "A"})
+	p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestJSONLogsCarryJob(t *testing.T) {
 	var sink syncbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(io.Writer(&sink), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	env := e2e.NewEnv(t)
-	p, err := scripted.New(scripted.Options{Winner: "A"})
+	p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func newWorld(t *testing.T, o worldOptions) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := scripted.New(scripted.Options{Winner: "A", Latency: o.judgeLatency})
+	p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab", Latency: o.judgeLatency})
 	if err != nil {
 		t.Fatal(err)
 	}

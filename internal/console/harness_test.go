@@ -59,8 +59,7 @@ func startStack(t *testing.T) *stack {
 		"AC-img":       map[string]any{"raw_winner": ab.Assign("AC-img", 0).Label(ab.WinnerReference), "confidence": 0.92, "biggest_gap": gapText},
 		"AC-eq/c-comp": map[string]any{"verdict": "candidate-regressed", "behaviour_delta": deltaText, "efficiency_signal": eff},
 	}
-	provider := e2e.Scripted(t, scripted.Options{Winner: "A", RubricPass: true,
-		CriticScores: &[3]int{8, 2, 8}, EquivalenceVerdict: "equivalent", Runner: true}, answers)
+	provider := e2e.Scripted(t, scripted.Options{Fixtures: map[string]string{"ab": "A", "rubric": "pass", "critic": "8,2,8", "equivalence": "equivalent", "runner": "on"}, Named: "ab"}, answers)
 	sensors := &renderer.Sensors{}
 	t.Cleanup(sensors.Close)
 	s := &stack{Env: env}

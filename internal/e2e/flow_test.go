@@ -10,7 +10,7 @@ import (
 
 func scriptedJudge(t *testing.T, winner string) *scripted.Provider {
 	t.Helper()
-	p, err := scripted.New(scripted.Options{Winner: winner})
+	p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": winner}, Named: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,7 +185,7 @@ func requestText(req judge.Request) string {
 // scriptedLatency is a scripted provider answering raw winner A after latency.
 func scriptedLatency(t *testing.T, latency time.Duration) *scripted.Provider {
 	t.Helper()
-	p, err := scripted.New(scripted.Options{Winner: "A", Latency: latency})
+	p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab", Latency: latency})
 	if err != nil {
 		t.Fatal(err)
 	}

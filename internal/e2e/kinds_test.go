@@ -22,7 +22,7 @@ const equivCases = `    cases:
 
 func scriptedAll(t *testing.T, answers map[string]any) *scripted.Provider {
 	t.Helper()
-	return Scripted(t, scripted.Options{Winner: "A", EquivalenceVerdict: "equivalent", CriticScores: &[3]int{8, 2, 8}, Runner: true}, answers)
+	return Scripted(t, scripted.Options{Fixtures: map[string]string{"ab": "A", "equivalence": "equivalent", "critic": "8,2,8", "runner": "on"}, Named: "ab"}, answers)
 }
 
 // TestBaselineCachedAcrossRoundsAndInstances pins the hard rule of the equivalence kind:

@@ -206,7 +206,7 @@ func failingVerdict(dim string) map[string]any {
 
 func scriptedRubric(t *testing.T, answers map[string]any) judge.Provider {
 	t.Helper()
-	return Scripted(t, scripted.Options{RubricPass: true}, answers)
+	return Scripted(t, scripted.Options{Fixtures: map[string]string{"rubric": "pass"}}, answers)
 }
 
 // TestRubricModesAndEnds pins the other ways a view's run ends: HE-1 (no reference:

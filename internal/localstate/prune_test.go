@@ -106,7 +106,7 @@ func TestPruneKeepsWhatStays(t *testing.T) {
 	ctx := context.Background()
 	env := e2e.NewEnv(t)
 	env.Bus = bus.Config{}
-	r := env.StartWith(app.Options{Provider: e2e.Scripted(t, scripted.Options{Winner: "A"}, nil), Instance: "prune-test", CloseTimeout: 5 * time.Second})
+	r := env.StartWith(app.Options{Provider: e2e.Scripted(t, scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"}, nil), Instance: "prune-test", CloseTimeout: 5 * time.Second})
 	store := env.Store.(*fileblob.Store)
 	judge := func(b *batch.Batch) string {
 		s := env.Submit(b, "default")

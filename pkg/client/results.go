@@ -19,7 +19,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -153,7 +152,7 @@ type Results struct {
 // fileChange is one planned change to a file of the batch's own.
 type fileChange struct {
 	file   string
-	change argus.SpecChange
+	change kind.FileChange
 	job    string
 }
 
@@ -172,7 +171,7 @@ func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job)
 	for _, f := range out.Files(rec) {
 		if f.Change != nil {
 			if f.Beside != "" {
-				r.changes = append(r.changes, fileChange{file: f.Beside, change: *f.Change, job: rec.ACID})
+				r.changes = append(r.changes, fileChange{file: f.Beside, change: f.Change, job: rec.ACID})
 			}
 			continue
 		}
@@ -347,9 +346,9 @@ func (r *Results) Write(dir string) (string, error) {
 // is merged into the one already there, so .argus-runs/signoff.json keeps the sign-offs
 // of earlier runs as the seed's appends do: an item replaces the earlier item with the
 // same identity (the same view), the others stay. Then the batch's own files are changed
-// as planned (kind.File.Change: HE-1 sets a feature's canonical reference entry to
-// candidate in its spec.json, seed 004's "set the manifest entry to candidate"), each
-// only while the file still needs it, and listed in Applied.
+// as planned (kind.File.Change: the rubric kind's HE-1 sets a feature's canonical
+// reference entry to candidate in its spec.json), each only while the file still needs
+// it, and listed in Applied.
 func (r *Results) WriteBeside(dir string) ([]string, error) {
 	paths := make([]string, 0, len(r.beside))
 	for p := range r.beside {
@@ -385,7 +384,7 @@ func (r *Results) WriteBeside(dir string) ([]string, error) {
 			if err != nil {
 				return err
 			}
-			next, applied, err := argus.ApplyCandidateChange(cur, c.change)
+			next, applied, err := c.change.Apply(cur)
 			if err != nil || !applied {
 				return err
 			}
@@ -393,12 +392,13 @@ func (r *Results) WriteBeside(dir string) ([]string, error) {
 			return os.WriteFile(p, next, 0o644)
 		})
 		if err != nil {
-			return written, fmt.Errorf("change %s for %s (HE-1, %s %s): %w", c.file, c.job, c.change.Op, c.change.Path, err)
+			what, why := c.change.Describe()
+			return written, fmt.Errorf("change %s for %s (%s, %s): %w", c.file, c.job, why, what, err)
 		}
 		if changed {
 			written = append(written, filepath.Join(dir, filepath.FromSlash(c.file)))
-			v, _ := json.Marshal(c.change.Value)
-			r.Applied = append(r.Applied, fmt.Sprintf("%s: %s %s %s (HE-1, %s)", c.file, c.change.Op, c.change.Path, v, c.job))
+			what, why := c.change.Describe()
+			r.Applied = append(r.Applied, fmt.Sprintf("%s: %s (%s, %s)", c.file, what, why, c.job))
 		}
 	}
 	return written, nil

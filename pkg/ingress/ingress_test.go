@@ -47,7 +47,7 @@ func start(t *testing.T, services bool, cfg ingress.Config) *fixture {
 	env := e2e.NewEnv(t)
 	var r *app.Running
 	if services {
-		p, err := scripted.New(scripted.Options{Winner: "A"})
+		p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
 		if err != nil {
 			t.Fatal(err)
 		}

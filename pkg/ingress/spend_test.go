@@ -32,7 +32,7 @@ import (
 func TestIngressRefusesWhatATeamMayNotSpend(t *testing.T) {
 	m := telemetry.Reset()
 	env := e2e.NewEnv(t)
-	p, err := scripted.New(scripted.Options{Winner: "A"})
+	p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}

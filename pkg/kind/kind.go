@@ -11,11 +11,11 @@ package kind
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -256,8 +256,10 @@ type Wired interface {
 	Wire() events.KindWire
 }
 
-// Calling is a kind whose verdicts carry judge calls in a part of their own
-// (VerdictEmitted.Part): it lists them, one per call, for the job record.
+// Calling is a kind whose verdicts carry judge calls: it lists them, one per call and in
+// the order the verdict holds them (records.CallOf), for the job record, the audit's read-back
+// and the trust report's costs. Every kind that asks a judge implements it; the rulebook
+// reads no kind's fields of a verdict itself (rulebook.CallsOf).
 type Calling interface {
 	Calls(v *events.VerdictEmitted) []records.Call
 }
@@ -269,6 +271,65 @@ type Scripted interface {
 	// request its stages make (equivalence's runner), checked by the kind's own parser,
 	// and the name the fixture goes by. ok is false when the kind makes no such request.
 	ScriptedAnswer(req, setting string) (answer []byte, name string, ok bool, err error)
+}
+
+// Fixture is one canned answer of the offline judge (`--judge scripted`) that a kind
+// brings, with the flag that sets it: every request of kind Request without a recorded
+// answer is answered with the setting (Scripted.ScriptedAnswer reads it). The judge's
+// flags are built from the kinds' fixtures (Fixtured), so no command names a kind's.
+type Fixture struct {
+	// Request is the request kind answered: the kind's name, or another request its
+	// stages make (equivalence's runner).
+	Request string
+	// Flag is the flag's name (scripted-critic; its TRIBUNAL_ variable follows); empty
+	// for a fixture that is always on, with Default as its setting.
+	Flag string
+	// Default is the setting when the flag is not given; empty answers nothing, so every
+	// such request needs a recorded answer.
+	Default string
+	// Usage is the flag's help text.
+	Usage string
+	// Names says the fixture's name is the scripted model's name, which every verdict
+	// carries (ab's fixed-A, which readers of ab results have always seen); the others
+	// name the model only when nothing else does.
+	Names bool
+}
+
+// Fixtured is a kind whose requests the offline judge answers with fixtures it lists.
+type Fixtured interface {
+	Fixtures() []Fixture
+}
+
+// Summarizing is a kind that says in a few words who judges a planned AC, for the JUDGES
+// column of `tribunal validate`: jobs is the AC's number of jobs (a rubric feature's
+// views), e its estimate. A kind without it shows "-".
+type Summarizing interface {
+	JudgesSummary(jobs int, e Estimate) string
+}
+
+// Count is n and its noun, plural when n is not 1: "1 view", "3 cases".
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// Requesting is a kind whose renderer stage asks the provider too, with request kinds of
+// its own (equivalence's runner): the renderer's provider metrics are primed with them.
+type Requesting interface {
+	RenderRequests() []string
+}
+
+// Grading is a kind that says what its rows count for in a pipeline (pkg/verdicts),
+// read from the row alone so that results.json from another machine grades the same:
+// GradeRow is the grade of a row with a verdict that no route tag nor final status
+// grades already ("clean", "polish", "fix" or "block"; ok false for a row its rules give
+// no grade, which counts as a schema violation), ScoreRow its score in [0, 1], higher
+// better for ours (ok false when the kind gives none).
+type Grading interface {
+	GradeRow(r Row) (grade string, ok bool)
+	ScoreRow(r Row) (score float64, ok bool)
 }
 
 // ScriptedNote marks every canned answer (Scripted), so no one mistakes it for a
@@ -301,6 +362,19 @@ type Outputs interface {
 	Files(j *records.Job) []File
 }
 
+// FileChange is a change a kind plans to a file of the batch's own (File.Change). The
+// client applies it to the file as it is when the results are written; the kind says
+// what the change is and when it is still needed.
+type FileChange interface {
+	// Apply returns the file's next content from its current one; applied is false when
+	// the file needs the change no more (an earlier run, or a person, got there first).
+	Apply(current []byte) (next []byte, applied bool, err error)
+	// Describe is the change in a line and why the kind makes it, for the list of
+	// changes applied and their errors: `replace /targets/0/references/0/status
+	// "candidate"`, "HE-1".
+	Describe() (what, why string)
+}
+
 // File is one file a kind keeps beside the results, by its slash-separated path under
 // the batch's output folder: an Item appended to the JSON list at Path, or a Blob copied
 // from blob storage.
@@ -312,10 +386,10 @@ type File struct {
 	// iteration's verdict).
 	Doc any
 	// Change is a change to a file of the batch's own at Beside, relative to the batch's
-	// folder: a rubric feature's spec.json, whose canonical reference entry HE-1 sets to
-	// candidate (argus.ApplyCandidateChange). Path is empty. Only a client that holds the
-	// batch's folder applies it; the results of the others carry it for the team.
-	Change *argus.SpecChange
+	// folder (a rubric feature's spec.json, whose canonical reference entry HE-1 sets to
+	// candidate). Path is empty. Only a client that holds the batch's folder applies it;
+	// the results of the others carry it for the team.
+	Change FileChange
 	// Beside, when set, is where the batch asked to keep the file as well: a
 	// slash-separated path relative to the batch's folder (a rubric feature's
 	// .argus-runs/, where the seed keeps its files).

@@ -57,6 +57,27 @@ func init() {
 	judge.SetCanned(canned)
 }
 
+// Fixtures are the registered kinds' fixtures of the offline judge at their defaults
+// (kind.Fixtured), by request kind, and the request whose fixture names the scripted
+// model: what `--judge scripted` answers with when no flag is given, for tests and
+// harnesses that run every kind without naming one.
+func Fixtures() (settings map[string]string, named string) {
+	settings = map[string]string{}
+	for _, k := range kind.All() {
+		if fk, ok := k.(kind.Fixtured); ok {
+			for _, f := range fk.Fixtures() {
+				if f.Default != "" {
+					settings[f.Request] = f.Default
+				}
+				if f.Names {
+					named = f.Request
+				}
+			}
+		}
+	}
+	return settings, named
+}
+
 // canned is the canned answer of the registered kind that makes req requests
 // (kind.Scripted), for the offline judge.
 func canned(req, setting string) ([]byte, string, bool, error) {

@@ -39,7 +39,7 @@ func (p *throttled) Complete(ctx context.Context, req judge.Request) (judge.Resp
 // through app.Start: it completes, no faster than the rate and the 429 pause allow.
 func TestBatchUnderSharedLimits(t *testing.T) {
 	env := e2e.NewEnv(t)
-	s, err := scripted.New(scripted.Options{Winner: "A"})
+	s, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func (p *stamped) Complete(ctx context.Context, req judge.Request) (judge.Respon
 // cannot exceed its share through documents run on its behalf.
 func TestRunnerCallsShareTheLimits(t *testing.T) {
 	env := e2e.NewEnv(t)
-	s, err := scripted.New(scripted.Options{Runner: true, EquivalenceVerdict: "equivalent"})
+	s, err := scripted.New(scripted.Options{Fixtures: map[string]string{"runner": "on", "equivalence": "equivalent"}})
 	if err != nil {
 		t.Fatal(err)
 	}

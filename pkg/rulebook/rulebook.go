@@ -503,32 +503,16 @@ func BudgetStop(j *records.Job, calls []records.Call) bool {
 	return false
 }
 
-// CallsOf lists the judge calls a verdict carries, whatever its kind: an ab vote per
-// order and panel model, a critic's or rubric's one call, an equivalence call per case,
-// and those a kind with a part of its own lists (kind.Calling).
+// CallsOf lists the judge calls a verdict carries, whatever its kind: the verdict's kind
+// lists them (kind.Calling), so the rulebook reads no kind's fields of a verdict. A kind
+// that is not registered, or asks no judge, lists none.
 func CallsOf(v *events.VerdictEmitted) []records.Call {
-	var out []records.Call
-	add := func(label string, ji events.JudgeInfo, status events.VoteStatus) {
-		out = append(out, records.CallOf(label, status, ji))
+	k, err := kind.Lookup(v.Kind)
+	if err != nil {
+		return nil
 	}
-	for _, vote := range v.Votes {
-		add(vote.Order, vote.Judge, vote.Status)
+	if c, ok := k.(kind.Calling); ok {
+		return c.Calls(v)
 	}
-	if c := v.Critic; c != nil {
-		add("", c.Judge, c.Status)
-	}
-	for _, c := range v.Cases {
-		add(c.CaseID, c.Judge, c.Status)
-	}
-	if r := v.Rubric; r != nil {
-		add("", r.Judge, r.Status)
-	}
-	if len(v.Part) > 0 {
-		if k, err := kind.Lookup(v.Kind); err == nil {
-			if c, ok := k.(kind.Calling); ok {
-				out = append(out, c.Calls(v)...)
-			}
-		}
-	}
-	return out
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
@@ -74,29 +75,9 @@ func GradeOf(r kind.Row) Grade {
 	case "polish":
 		return Polish
 	}
-	switch r.Kind {
-	case "ab":
-		if r.Winner == "ours" {
-			return Clean
-		}
-		// A compared ab row without a route and not won by ours is no result the rules
-		// give: never clean.
-		return SchemaViolation
-	case "critic":
-		switch r.Verdict {
-		case "pass":
-			return Clean
-		case "reject":
-			return Block
-		case "revise":
-			return Fix
-		}
-	case "equivalence":
-		switch r.Verdict {
-		case "pass":
-			return Clean
-		case "fail":
-			return Block
+	if g, ok := gradingOf(r); ok {
+		if grade, ok := g.GradeRow(r); ok {
+			return Grade(grade)
 		}
 	}
 	return SchemaViolation
@@ -121,37 +102,31 @@ func OutcomeOf(r kind.Row) string {
 }
 
 // ScoreOf is an AC's score in [0, 1], higher better for ours, or nil when its kind gives
-// none or there is no verdict: ab (1 + confidence) / 2 when ours won, (1 - confidence) / 2
-// when the reference won, 0.5 for a tie; a critic's quality / 10; equivalence 1 for pass
-// and 0 for fail.
+// none (kind.Grading's ScoreRow: ab's from the winner and its confidence, a critic's
+// quality / 10, equivalence's 1 for pass and 0 for fail) or there is no verdict.
 func ScoreOf(r kind.Row) *float64 {
-	g := GradeOf(r)
-	if g == Blocked || g == SchemaViolation {
+	if g := GradeOf(r); g == Blocked || g == SchemaViolation {
 		return nil
 	}
-	var s float64
-	switch {
-	case r.Kind == "ab" && r.Confidence != nil:
-		switch r.Winner {
-		case "ours":
-			s = (1 + *r.Confidence) / 2
-		case "reference":
-			s = (1 - *r.Confidence) / 2
-		case "tie":
-			s = 0.5
-		default:
-			return nil
-		}
-	case r.Kind == "critic" && r.Quality != nil:
-		s = float64(*r.Quality) / 10
-	case r.Kind == "equivalence" && (r.Verdict == "pass" || r.Verdict == "fail"):
-		if r.Verdict == "pass" {
-			s = 1
-		}
-	default:
+	g, ok := gradingOf(r)
+	if !ok {
+		return nil
+	}
+	s, ok := g.ScoreRow(r)
+	if !ok {
 		return nil
 	}
 	return &s
+}
+
+// gradingOf is the row's kind's grading (kind.Grading), if it grades its rows.
+func gradingOf(r kind.Row) (kind.Grading, bool) {
+	k, err := kind.Lookup(events.Kind(r.Kind))
+	if err != nil {
+		return nil, false
+	}
+	g, ok := k.(kind.Grading)
+	return g, ok
 }
 
 // Policy is the set of grades that fail a pipeline (--fail-on). The zero Policy was given

@@ -36,6 +36,8 @@ var (
 	_ kind.Wired    = Kind{}
 	_ kind.Calling  = Kind{}
 	_ kind.Scripted = Kind{}
+	_ kind.Fixtured = Kind{}
+	_ kind.Grading  = Kind{}
 )
 
 // Name implements kind.Kind.
@@ -258,9 +260,29 @@ func (Kind) Calls(v *events.VerdictEmitted) []records.Call {
 	if err != nil {
 		return nil
 	}
-	ji := vote.Judge
-	return []records.Call{records.CallOf("", vote.Status, ji)}
+	return []records.Call{records.CallOf("", vote.Status, vote.Judge)}
 }
+
+// Fixtures implements kind.Fixtured: `--judge scripted` answers every checklist call
+// without a recorded answer with every item met.
+func (Kind) Fixtures() []kind.Fixture {
+	return []kind.Fixture{{Request: string(Name), Default: "pass"}}
+}
+
+// GradeRow implements kind.Grading: an output that meets every item is clean; one that
+// misses an item is a finding to fix.
+func (Kind) GradeRow(r kind.Row) (string, bool) {
+	switch r.Verdict {
+	case "pass":
+		return "clean", true
+	case "fail":
+		return "fix", true
+	}
+	return "", false
+}
+
+// ScoreRow implements kind.Grading: a checklist gives no score.
+func (Kind) ScoreRow(kind.Row) (float64, bool) { return 0, false }
 
 // ScriptedAnswer implements kind.Scripted: setting "pass" answers every checklist call
 // without a recorded answer with every item met.

@@ -22,6 +22,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
 )
 
 // Env is what the services share: buckets and a blob store.
@@ -194,8 +195,9 @@ func Quickstart() string { return filepath.Join(root(), "examples", "quickstart"
 // recorded answers, and fixed answers for the kinds it has none for.
 func QuickstartProvider(t testing.TB) *scripted.Provider {
 	t.Helper()
-	p, err := scripted.New(scripted.Options{Winner: "A", AnswersFile: filepath.Join(root(), "examples", "quickstart", "answers.json"),
-		EquivalenceVerdict: "equivalent", CriticScores: &[3]int{8, 2, 8}, Runner: true, RubricPass: true})
+	fixtures, named := kinds.Fixtures()
+	p, err := scripted.New(scripted.Options{Fixtures: fixtures, Named: named,
+		AnswersFile: filepath.Join(root(), "examples", "quickstart", "answers.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

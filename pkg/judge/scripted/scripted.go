@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,8 +19,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
 
-// Provider answers from recordings instead of a model: one fixed raw winner for every
-// `ab` AC (the seed's fixture-winner test hook), or answers from a file keyed by AC id.
+// Provider answers from recordings instead of a model: a fixed answer for every request
+// of a kind (a kind's fixture, such as ab's fixed winner, the seed's fixture-winner test
+// hook), or answers from a file keyed by AC id.
 // Tests and the offline quickstart use it; every verdict it produces says
 // provider "scripted", so no one mistakes it for a model's judgment.
 type Provider struct {
@@ -36,29 +36,18 @@ type Provider struct {
 
 // Options configure a scripted provider.
 type Options struct {
-	// Winner is the fixed raw winner ("A", "B" or "tie") for `ab` ACs without a recorded
-	// answer. Empty means every AC needs a recorded answer.
-	Winner string
-	// Confidence goes with Winner; zero means 1.
-	Confidence float64
 	// AnswersFile is a JSON object mapping AC ids to the answer object the model would
 	// have returned, e.g. {"AC-1": {"raw_winner": "B", "confidence": 0.8, "biggest_gap": "..."}}.
 	AnswersFile string
-	// EquivalenceVerdict is the fixed verdict of every equivalence case without a
-	// recorded answer (equivalent, candidate-regressed or candidate-diverged).
-	EquivalenceVerdict string
-	// CriticScores are the fixed correctness, slop and scope of every critic AC without
-	// a recorded answer.
-	CriticScores *[3]int
-	// Runner answers every runner call without a recorded answer with a fixed transcript.
-	Runner bool
-	// RubricPass answers every rubric call without a recorded answer with a verdict that
-	// scores every dimension of the built-in rubric 1.
-	RubricPass bool
 	// Fixtures are canned answers by request kind (a kind's name, or another request its
 	// stages make): the fixture setting each is answered with, as the kind that makes
-	// the requests reads it (kind.Scripted). The fields above are the shipped kinds'.
+	// the requests reads it (kind.Scripted; the judge's flags list each kind's,
+	// kind.Fixtured): {"ab": "A"} answers every ab AC without a recorded answer with A.
 	Fixtures map[string]string
+	// Named is the request whose fixture's name is the model's name, with the answers
+	// file's (the fixed winner of ab: scripted/fixed-A); the other fixtures name the
+	// model only when nothing else does.
+	Named string
 	// Latency simulates a model's response time (benchmarks).
 	Latency time.Duration
 }
@@ -68,9 +57,8 @@ type Options struct {
 // kind's own parser: this package knows no kind's answer.
 func New(o Options) (*Provider, error) {
 	s := &Provider{latency: o.Latency, answers: map[string]json.RawMessage{}, fixed: map[string]string{}, byKey: map[string]int{}}
-	// names make the model name every verdict carries: the ab fixture winner and the
-	// answers file, which is what readers of ab results need; the other kinds' fixtures
-	// only name the model when nothing else does.
+	// names make the model name every verdict carries: the named fixture (Named) and
+	// the answers file; the other fixtures only name the model when nothing else does.
 	var names, extras []string
 	canned := func(req, setting string, naming bool) error {
 		answer, name, err := judge.CannedAnswer(req, setting)
@@ -85,31 +73,11 @@ func New(o Options) (*Provider, error) {
 		}
 		return nil
 	}
-	if o.Winner != "" {
-		setting := o.Winner
-		if o.Confidence != 0 {
-			setting += ":" + strconv.FormatFloat(o.Confidence, 'g', -1, 64)
+	for _, req := range slices.Sorted(maps.Keys(o.Fixtures)) {
+		if o.Fixtures[req] == "" {
+			continue
 		}
-		if err := canned("ab", setting, true); err != nil {
-			return nil, err
-		}
-	}
-	fixtures := map[string]string{}
-	if o.EquivalenceVerdict != "" {
-		fixtures["equivalence"] = o.EquivalenceVerdict
-	}
-	if c := o.CriticScores; c != nil {
-		fixtures["critic"] = fmt.Sprintf("%d,%d,%d", c[0], c[1], c[2])
-	}
-	if o.RubricPass {
-		fixtures["rubric"] = "pass"
-	}
-	if o.Runner {
-		fixtures["runner"] = "on"
-	}
-	maps.Copy(fixtures, o.Fixtures)
-	for _, req := range slices.Sorted(maps.Keys(fixtures)) {
-		if err := canned(req, fixtures[req], false); err != nil {
+		if err := canned(req, o.Fixtures[req], req == o.Named); err != nil {
 			return nil, err
 		}
 	}

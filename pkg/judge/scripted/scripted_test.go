@@ -39,14 +39,14 @@ func TestNewOptions(t *testing.T) {
 		wantModel string
 		wantErr   string
 	}{
-		{"fixed A", Options{Winner: "A"}, "fixed-A", ""},
-		{"fixed lower-case b", Options{Winner: "b"}, "fixed-B", ""},
-		{"fixed Tie", Options{Winner: "Tie"}, "fixed-tie", ""},
-		{"fixed TIE", Options{Winner: "TIE"}, "fixed-tie", ""},
+		{"fixed A", Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"}, "fixed-A", ""},
+		{"fixed lower-case b", Options{Fixtures: map[string]string{"ab": "b"}, Named: "ab"}, "fixed-B", ""},
+		{"fixed Tie", Options{Fixtures: map[string]string{"ab": "Tie"}, Named: "ab"}, "fixed-tie", ""},
+		{"fixed TIE", Options{Fixtures: map[string]string{"ab": "TIE"}, Named: "ab"}, "fixed-tie", ""},
 		{"answers file", Options{AnswersFile: answers}, "recorded-answers.json", ""},
-		{"both", Options{Winner: "A", AnswersFile: answers}, "fixed-A+recorded-answers.json", ""},
-		{"bad winner", Options{Winner: "C"}, "", `"C"`},
-		{"winner ours is not a slot", Options{Winner: "ours"}, "", "want A, B or tie"},
+		{"both", Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab", AnswersFile: answers}, "fixed-A+recorded-answers.json", ""},
+		{"bad winner", Options{Fixtures: map[string]string{"ab": "C"}, Named: "ab"}, "", `"C"`},
+		{"winner ours is not a slot", Options{Fixtures: map[string]string{"ab": "ours"}, Named: "ab"}, "", "want A, B or tie"},
 		{"nothing", Options{}, "", "fixed winner or an answers file"},
 		{"missing answers file", Options{AnswersFile: filepath.Join(t.TempDir(), "nope.json")}, "", "scripted answers"},
 		{"answers not an object", Options{AnswersFile: writeAnswers(t, `["AC-1"]`)}, "", "JSON object"},
@@ -78,16 +78,15 @@ func TestScriptedFixedWinner(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		winner   string
-		conf     float64
 		wantRaw  string
 		wantConf float64
 	}{
-		{"A", 0, "A", 1},
-		{"B", 0.62, "B", 0.62},
-		{"tie", 0.5, "tie", 0.5},
+		{"A", "A", 1},
+		{"B:0.62", "B", 0.62},
+		{"tie:0.5", "tie", 0.5},
 	}
 	for _, tt := range tests {
-		s, err := New(Options{Winner: tt.winner, Confidence: tt.conf})
+		s, err := New(Options{Fixtures: map[string]string{"ab": tt.winner}, Named: "ab"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +112,7 @@ func TestScriptedAnswersFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	withFixed, err := New(Options{AnswersFile: answers, Winner: "A", Confidence: 0.9})
+	withFixed, err := New(Options{Fixtures: map[string]string{"ab": "A:0.9"}, Named: "ab", AnswersFile: answers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +175,7 @@ func TestScriptedComplete(t *testing.T) {
 		t.Errorf("err = %v; want ErrUnavailable naming the AC", err)
 	}
 	// A fixed ab winner answers nothing but ab requests.
-	fixed, _ := New(Options{Winner: "A"})
+	fixed, _ := New(Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
 	if _, err := fixed.Complete(context.Background(), judge.Request{Kind: "no-such-kind", Key: "AC-1"}); !errors.Is(err, judge.ErrUnavailable) {
 		t.Errorf("fixed ab winner answered another kind: %v", err)
 	}
@@ -186,7 +185,7 @@ func TestScriptedComplete(t *testing.T) {
 }
 
 func TestScriptedLatencyHonoursContext(t *testing.T) {
-	s, err := New(Options{Winner: "A", Latency: 5 * time.Second})
+	s, err := New(Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab", Latency: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +200,7 @@ func TestScriptedLatencyHonoursContext(t *testing.T) {
 		t.Errorf("Complete ignored the context for %v", time.Since(start))
 	}
 
-	quick, _ := New(Options{Winner: "B", Latency: 20 * time.Millisecond})
+	quick, _ := New(Options{Fixtures: map[string]string{"ab": "B"}, Named: "ab", Latency: 20 * time.Millisecond})
 	start = time.Now()
 	if _, err := quick.Complete(context.Background(), judge.Request{Kind: "ab"}); err != nil {
 		t.Fatal(err)

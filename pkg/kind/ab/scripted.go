@@ -39,3 +39,12 @@ func (Kind) ScriptedAnswer(req, setting string) ([]byte, string, bool, error) {
 	}
 	return data, "fixed-" + w, true, nil
 }
+
+var _ kind.Fixtured = Kind{}
+
+// Fixtures implements kind.Fixtured: --scripted-winner, the seed's fixture-winner hook,
+// whose name (fixed-A) names the scripted model.
+func (Kind) Fixtures() []kind.Fixture {
+	return []kind.Fixture{{Request: string(events.KindAB), Flag: "scripted-winner", Default: "A", Names: true,
+		Usage: "scripted: raw winner for every ab AC without a recorded answer: A, B or tie; empty to require answers"}}
+}

@@ -36,3 +36,11 @@ func (Kind) ScriptedAnswer(req, setting string) ([]byte, string, bool, error) {
 	}
 	return data, fmt.Sprintf("fixed-critic-%d-%d-%d", s[0], s[1], s[2]), true, nil
 }
+
+var _ kind.Fixtured = Kind{}
+
+// Fixtures implements kind.Fixtured: --scripted-critic.
+func (Kind) Fixtures() []kind.Fixture {
+	return []kind.Fixture{{Request: string(events.KindCritic), Flag: "scripted-critic", Default: "8,2,8",
+		Usage: "scripted: correctness,slop,scope of every critic AC without a recorded answer (empty to require answers)"}}
+}

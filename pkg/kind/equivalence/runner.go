@@ -12,12 +12,18 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
 // KindRunner is the Request.Kind of a runner call. A runner is not a judge (it produces
 // the transcripts the `equivalence` judge compares), but it goes through the same
 // providers, so recorded answers and logs need a kind to tell its calls apart.
 const KindRunner = "runner"
+
+var _ kind.Requesting = Kind{}
+
+// RenderRequests implements kind.Requesting: the renderer runs the documents.
+func (Kind) RenderRequests() []string { return []string{KindRunner} }
 
 var (
 	runnerTemplates = map[string]judge.Template{

@@ -34,3 +34,15 @@ func (Kind) ScriptedAnswer(req, setting string) ([]byte, string, bool, error) {
 	}
 	return nil, "", false, nil
 }
+
+var _ kind.Fixtured = Kind{}
+
+// Fixtures implements kind.Fixtured: --scripted-equivalence, and the runner's fixed
+// transcript, always on.
+func (Kind) Fixtures() []kind.Fixture {
+	return []kind.Fixture{
+		{Request: string(events.KindEquivalence), Flag: "scripted-equivalence", Default: VerdictEquivalent,
+			Usage: "scripted: verdict of every equivalence case without a recorded answer (empty to require answers)"},
+		{Request: KindRunner, Default: "on"},
+	}
+}

@@ -109,7 +109,7 @@ func (Kind) Files(j *records.Job) []kind.File {
 			if rs.Runs == "" && rs.SpecChange.File != "" {
 				out[len(out)-1].Beside = path.Join(path.Dir(rs.SpecChange.File), ".argus-runs", rel)
 			}
-			out = append(out, kind.File{Change: c, Beside: rs.SpecChange.File})
+			out = append(out, kind.File{Change: *c, Beside: rs.SpecChange.File})
 		}
 	}
 	return out

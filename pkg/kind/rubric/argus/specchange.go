@@ -315,6 +315,19 @@ func (s *jscanner) value() *jnode {
 	return n
 }
 
+// Apply applies the change to spec.json as it is now (ApplyCandidateChange); a
+// SpecChange is the rubric kind's planned change to a batch's file (kind.FileChange).
+func (c SpecChange) Apply(current []byte) ([]byte, bool, error) {
+	return ApplyCandidateChange(current, c)
+}
+
+// Describe is the change in a line (`replace /targets/0/references/0/status
+// "candidate"`), made for HE-1.
+func (c SpecChange) Describe() (what, why string) {
+	v, _ := json.Marshal(c.Value)
+	return fmt.Sprintf("%s %s %s", c.Op, c.Path, v), "HE-1"
+}
+
 // ApplyCandidateChange applies a planned HE-1 change (CandidateChange) to spec.json as it
 // is now. A spec whose target needs no change any more (its canonical reference is a
 // candidate or present by now: an earlier run, or a person, got there first) is left as it

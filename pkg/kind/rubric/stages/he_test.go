@@ -175,7 +175,7 @@ func TestFilesStateAndVerdicts(t *testing.T) {
 		t.Fatalf("the candidate where the seed keeps it: %v", got)
 	}
 	c, ok := got[" > argus/specs/example/spec.json"]
-	if !ok || c.Change == nil || c.Change.Op != "replace" || c.Change.Path != "/targets/0/references/0/status" {
+	if sc, isSpec := c.Change.(argus.SpecChange); !ok || !isSpec || sc.Op != "replace" || sc.Path != "/targets/0/references/0/status" {
 		t.Fatalf("the spec.json change: %v", got)
 	}
 }
