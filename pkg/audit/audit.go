@@ -662,7 +662,7 @@ func (a *auditor) check(e expectation, rec *Recorded, collided bool) {
 	}
 }
 
-func with(m Mismatch, k Kind, field, recorded, derived string) Mismatch {
+func with(m Mismatch, k MismatchKind, field, recorded, derived string) Mismatch {
 	m.Kind, m.Field, m.Recorded, m.Derived = k, field, recorded, derived
 	return m
 }

@@ -177,7 +177,7 @@ func TestAuditCancelAlterations(t *testing.T) {
 	})
 }
 
-func requireFinding(t *testing.T, rep audit.Report, kind audit.Kind, job, field string) {
+func requireFinding(t *testing.T, rep audit.Report, kind audit.MismatchKind, job, field string) {
 	t.Helper()
 	for _, m := range rep.Mismatches {
 		if m.Kind == kind && m.Job == job && (field == "" || m.Field == field) {

@@ -10,36 +10,36 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
-// Kind classifies a mismatch, so a reader can tell an altered decision from a broken
-// record without parsing prose.
-type Kind string
+// MismatchKind classifies a mismatch, so a reader can tell an altered decision from a
+// broken record without parsing prose.
+type MismatchKind string
 
 // The kinds of mismatch an audit reports. Every one of them fails the audit: each means
 // the stream no longer proves what was decided.
 const (
 	// KindMismatch: a recorded value differs from the value re-derived from the inputs.
-	KindMismatch Kind = "mismatch"
+	KindMismatch MismatchKind = "mismatch"
 	// KindUndecodable: a message of the replay is not a valid event.
-	KindUndecodable Kind = "undecodable"
+	KindUndecodable MismatchKind = "undecodable"
 	// KindDuplicate: two recorded events stand for one logical step.
-	KindDuplicate Kind = "duplicate"
+	KindDuplicate MismatchKind = "duplicate"
 	// KindMissing: an event the re-derivation says must exist is not recorded.
-	KindMissing Kind = "missing"
+	KindMissing MismatchKind = "missing"
 	// KindCollision: the aggregator published a decision under the id of an earlier
 	// event, so JetStream dropped it as a duplicate and the stream never held it.
-	KindCollision Kind = "collision"
+	KindCollision MismatchKind = "collision"
 	// KindUnexplained: a recorded decision that nothing in the replay derives.
-	KindUnexplained Kind = "unexplained"
+	KindUnexplained MismatchKind = "unexplained"
 	// KindOrder: a decision recorded before the event it claims to derive from.
-	KindOrder Kind = "order"
+	KindOrder MismatchKind = "order"
 	// KindID: an event id that is not the deterministic id of its step.
-	KindID Kind = "id"
+	KindID MismatchKind = "id"
 	// KindSubject: an event recorded on a subject that contradicts its envelope.
-	KindSubject Kind = "subject"
+	KindSubject MismatchKind = "subject"
 	// KindUnreadable: a blob the decision rests on (a manifest, an artifact a render or
 	// its gates recorded) cannot be read back intact: it is missing or its bytes no
 	// longer hash to their address.
-	KindUnreadable Kind = "unreadable"
+	KindUnreadable MismatchKind = "unreadable"
 )
 
 // Mismatch is one finding. It names the job, the recorded event it concerns and, for a
@@ -47,7 +47,7 @@ const (
 // be found whichever side of the derivation was touched.
 type Mismatch struct {
 	// Kind says what sort of finding it is.
-	Kind Kind `json:"kind"`
+	Kind MismatchKind `json:"kind"`
 	// Tenant, Batch and Job locate it ("" where it concerns no job, such as a manifest).
 	Tenant string `json:"tenant,omitempty"`
 	Batch  string `json:"batch,omitempty"`
@@ -369,7 +369,7 @@ func (r *Report) JobDecisions() []Decision {
 func (r *Report) OK() bool { return len(r.Mismatches) == 0 }
 
 // Count is how many mismatches of kind k the report holds.
-func (r *Report) Count(k Kind) int {
+func (r *Report) Count(k MismatchKind) int {
 	n := 0
 	for _, m := range r.Mismatches {
 		if m.Kind == k {

@@ -216,7 +216,7 @@ func TestAuditReplacedBatchHeader(t *testing.T) {
 	cases := []struct {
 		name   string
 		change func(h *records.Batch, jobs []*records.Job) []*records.Job
-		kind   audit.Kind
+		kind   audit.MismatchKind
 		field  string
 	}{
 		{"completion removed", func(h *records.Batch, jobs []*records.Job) []*records.Job { h.Completion = nil; return jobs }, audit.KindMissing, "completion"},

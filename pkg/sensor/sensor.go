@@ -150,44 +150,44 @@ type Capture struct {
 // Sensor renders views. Implementations must be safe for concurrent use, because the
 // renderer handles several jobs at once, and must return promptly when ctx ends.
 //
-// A failure must say whose fault it is: an *Error of KindUnrenderable when the view itself
+// A failure must say whose fault it is: an *Error of FaultUnrenderable when the view itself
 // could not be rendered (the AC blocks, retrying will not help), anything else when the
 // rendering machinery failed (the message can be retried).
 type Sensor interface {
 	Sense(ctx context.Context, v View) (Capture, error)
 }
 
-// Kind says whose fault a failed render was, because the renderer must react
+// Fault says whose fault a failed render was, because the renderer must react
 // differently: an unrenderable view blocks its AC, an infrastructure failure is retried.
-type Kind int
+type Fault int
 
 const (
-	// KindUnrenderable means the view could not be rendered because of the
+	// FaultUnrenderable means the view could not be rendered because of the
 	// application under test: the page answered 404, navigation failed, the adapter's
 	// build broke or it wrote no outputs.
-	KindUnrenderable Kind = iota + 1
-	// KindInfrastructure means the renderer itself failed: the browser would not
+	FaultUnrenderable Fault = iota + 1
+	// FaultInfrastructure means the renderer itself failed: the browser would not
 	// start or died, an adapter could not be executed at all.
-	KindInfrastructure
+	FaultInfrastructure
 )
 
-// String names the kind for logs and block reasons.
-func (k Kind) String() string {
+// String names the fault for logs and block reasons.
+func (k Fault) String() string {
 	switch k {
-	case KindUnrenderable:
+	case FaultUnrenderable:
 		return "unrenderable"
-	case KindInfrastructure:
+	case FaultInfrastructure:
 		return "infrastructure"
 	default:
-		return fmt.Sprintf("kind(%d)", int(k))
+		return fmt.Sprintf("fault(%d)", int(k))
 	}
 }
 
-// Error is a classified sensor failure. The renderer inspects Kind (through
+// Error is a classified sensor failure. The renderer inspects Fault (through
 // IsUnrenderable) to decide between blocking the AC and retrying.
 type Error struct {
-	// Kind says whose fault the failure is.
-	Kind Kind
+	// Fault says whose fault the failure is.
+	Fault Fault
 	// Reason is a short, human-readable description of what went wrong, suitable as
 	// a block reason.
 	Reason string
@@ -197,7 +197,7 @@ type Error struct {
 
 // Error formats the reason and the cause.
 func (e *Error) Error() string {
-	prefix := "sensor: " + e.Kind.String()
+	prefix := "sensor: " + e.Fault.String()
 	switch {
 	case e.Reason != "" && e.Err != nil && strings.Contains(e.Reason, e.Err.Error()):
 		return prefix + ": " + e.Reason // the reason already says it
@@ -215,33 +215,33 @@ func (e *Error) Error() string {
 // Unwrap exposes the cause so that errors.Is finds context errors and sentinels.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Unrenderable builds a KindUnrenderable error. The reason should say what the AC got
+// Unrenderable builds a FaultUnrenderable error. The reason should say what the AC got
 // wrong, because it ends up in the block reason the team reads.
 func Unrenderable(err error, format string, args ...any) *Error {
-	return &Error{Kind: KindUnrenderable, Reason: fmt.Sprintf(format, args...), Err: err}
+	return &Error{Fault: FaultUnrenderable, Reason: fmt.Sprintf(format, args...), Err: err}
 }
 
-// Infrastructure builds a KindInfrastructure error, for failures the AC did not cause.
+// Infrastructure builds a FaultInfrastructure error, for failures the AC did not cause.
 func Infrastructure(err error, format string, args ...any) *Error {
-	return &Error{Kind: KindInfrastructure, Reason: fmt.Sprintf(format, args...), Err: err}
+	return &Error{Fault: FaultInfrastructure, Reason: fmt.Sprintf(format, args...), Err: err}
 }
 
-// KindOf returns the kind of the first *Error in err's chain, or 0 when err carries no
+// FaultOf returns the fault of the first *Error in err's chain, or 0 when err carries no
 // classification (for example a bare context error after the caller gave up).
-func KindOf(err error) Kind {
+func FaultOf(err error) Fault {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Kind
+		return e.Fault
 	}
 	return 0
 }
 
 // IsUnrenderable reports whether err says the view itself could not be rendered, which
 // blocks the AC instead of retrying the render.
-func IsUnrenderable(err error) bool { return KindOf(err) == KindUnrenderable }
+func IsUnrenderable(err error) bool { return FaultOf(err) == FaultUnrenderable }
 
 // IsInfrastructure reports whether err says the rendering machinery failed.
-func IsInfrastructure(err error) bool { return KindOf(err) == KindInfrastructure }
+func IsInfrastructure(err error) bool { return FaultOf(err) == FaultInfrastructure }
 
 // ErrNoSensor is wrapped when a job asks for an adapter nobody registered. It is
 // unrenderable rather than infrastructure because retrying cannot help: the AC names a

@@ -144,8 +144,8 @@ func TestErrorKinds(t *testing.T) {
 	if !IsInfrastructure(i) || IsUnrenderable(i) {
 		t.Errorf("want infrastructure: %v", i)
 	}
-	if KindOf(context.Canceled) != 0 {
-		t.Error("a bare error has no kind")
+	if FaultOf(context.Canceled) != 0 {
+		t.Error("a bare error has no fault")
 	}
 }
 

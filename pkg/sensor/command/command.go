@@ -189,9 +189,9 @@ func (a *Adapter) Path() string { return a.path }
 
 // Sense runs the adapter and reads, validates and bounds what it wrote.
 //
-// A non-zero exit, a timeout, or missing or malformed outputs are sensor.KindUnrenderable
+// A non-zero exit, a timeout, or missing or malformed outputs are sensor.FaultUnrenderable
 // (the app's build or launch failed) and carry the tail of the adapter's stderr. An
-// executable that cannot be started at all is sensor.KindInfrastructure. When ctx ends
+// executable that cannot be started at all is sensor.FaultInfrastructure. When ctx ends
 // first, the error wraps ctx.Err() and carries no kind.
 func (a *Adapter) Sense(ctx context.Context, v sensor.View) (sensor.Capture, error) {
 	if err := ctx.Err(); err != nil {

@@ -258,7 +258,7 @@ func TestAdapterCancel(t *testing.T) {
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
 	_, err := f.reg.Sense(ctx, "slow", view)
-	if !errors.Is(err, context.Canceled) || sensor.KindOf(err) != 0 {
+	if !errors.Is(err, context.Canceled) || sensor.FaultOf(err) != 0 {
 		t.Errorf("want a bare context.Canceled, got %v", err)
 	}
 	if d := time.Since(start); d > time.Second {

@@ -433,8 +433,8 @@ func (s *Sensor) Close() error {
 // Sense renders the view in a new tab and returns its screenshot and probe.
 //
 // A view the app cannot serve (bad route, navigation error, HTTP error status, no render
-// within Timeout) is a sensor.KindUnrenderable error; a browser that cannot start or dies
-// is KindInfrastructure. When ctx ends first, the error wraps ctx.Err() and carries no
+// within Timeout) is a sensor.FaultUnrenderable error; a browser that cannot start or dies
+// is FaultInfrastructure. When ctx ends first, the error wraps ctx.Err() and carries no
 // kind: nobody is at fault.
 func (s *Sensor) Sense(ctx context.Context, v sensor.View) (sensor.Capture, error) {
 	target, err := s.ViewURL(v)
@@ -509,7 +509,7 @@ func (s *Sensor) Sense(ctx context.Context, v sensor.View) (sensor.Capture, erro
 		return sensor.Capture{}, fmt.Errorf("web sensor: render %s: %w", target, ctx.Err())
 	case b.ctx.Err() != nil:
 		return sensor.Capture{}, sensor.Infrastructure(err, "browser died while rendering %s", target)
-	case sensor.KindOf(err) != 0, errors.Is(err, sensor.ErrRefused):
+	case sensor.FaultOf(err) != 0, errors.Is(err, sensor.ErrRefused):
 		return sensor.Capture{}, err
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		return sensor.Capture{}, sensor.Unrenderable(err, "%s did not finish rendering within %s", target, s.opts.Timeout)

@@ -393,8 +393,8 @@ func TestSenseCancelReturnsPromptly(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("want context.Canceled, got %v", err)
 	}
-	if sensor.KindOf(err) != 0 {
-		t.Errorf("a cancelled render is nobody's fault, got kind %v", sensor.KindOf(err))
+	if sensor.FaultOf(err) != 0 {
+		t.Errorf("a cancelled render is nobody's fault, got fault %v", sensor.FaultOf(err))
 	}
 	if elapsed > 2*time.Second {
 		t.Errorf("Sense took %s to notice the cancel", elapsed)
