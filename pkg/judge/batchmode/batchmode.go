@@ -68,6 +68,10 @@ const (
 	// batch: its status changes in minutes, and a tighter loop only spends requests.
 	DefaultPollMin = 5 * time.Second
 	DefaultPollMax = time.Minute
+	// DefaultMaxWait is how long a provider batch may take before tribunal cancels it and
+	// ends its calls: the 24-hour window and two hours for the provider to report the
+	// expiry it promises. A provider that never ends a batch cannot park a call forever.
+	DefaultMaxWait = 26 * time.Hour
 	// DefaultSubmitStale is how long a group another judge left mid-submission waits
 	// before this one looks for its provider batch, and fails it when there is none. The
 	// submission itself takes seconds.
@@ -148,6 +152,8 @@ type Config struct {
 	PollMin, PollMax time.Duration
 	// SubmitStale: see DefaultSubmitStale.
 	SubmitStale time.Duration
+	// MaxWait: see DefaultMaxWait.
+	MaxWait time.Duration
 	// Attempts bounds the tries of an upload, a create and a file download (transient
 	// failures: a 5xx, a network error); 0 means 4.
 	Attempts int
@@ -161,8 +167,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("batch mode: max requests %d: want 1..%d", c.MaxRequests, MaxRequestsLimit)
 	case c.MaxBytes < 0 || c.MaxBytes > MaxBytesLimit:
 		return fmt.Errorf("batch mode: max bytes %d: want 1..%d (the provider's 200 MB)", c.MaxBytes, MaxBytesLimit)
-	case c.Linger < 0 || c.PollMin < 0 || c.PollMax < 0 || c.SubmitStale < 0 || c.Attempts < 0:
-		return errors.New("batch mode: linger, poll intervals, submit staleness and attempts must not be negative")
+	case c.Linger < 0 || c.PollMin < 0 || c.PollMax < 0 || c.SubmitStale < 0 || c.MaxWait < 0 || c.Attempts < 0:
+		return errors.New("batch mode: linger, poll intervals, submit staleness, max wait and attempts must not be negative")
 	}
 	return nil
 }
@@ -189,6 +195,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Attempts == 0 {
 		c.Attempts = 4
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = DefaultMaxWait
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -700,6 +709,19 @@ func (p *Provider) watch(group string) {
 					p.cfg.Logger.Warn("batch mode: could not record the end of a provider batch", "batch", r.ID, "err", err)
 				}
 				p.finish(g)
+				return
+			}
+			if time.Since(g.Created) > p.cfg.MaxWait {
+				// The provider promised an end it has not reported: give up on the batch,
+				// and tell the provider so, rather than park its calls forever.
+				_ = p.api.Cancel(ctx, r.ID)
+				why := fmt.Sprintf("provider batch %s still %s after %s: cancelled", r.ID, r.Status, p.cfg.MaxWait)
+				g.State, g.Remote, g.Error = StateFailed, r, why
+				if _, err := p.put(ctx, g, e.Revision()); err != nil && !kv.IsConflict(err) {
+					p.cfg.Logger.Warn("batch mode: could not record a provider batch given up", "batch", r.ID, "err", err)
+				}
+				telemetry.ProviderBatch(p.Name(), StatusCancelled)
+				p.failGroup(group, "%s", why)
 				return
 			}
 			if r.Status != g.Remote.Status {

@@ -201,6 +201,26 @@ func TestExpiredBatchEndsItsCallsBounded(t *testing.T) {
 	}
 }
 
+// TestStuckBatchEndsBounded: a provider batch that never ends is cancelled after
+// MaxWait, and its calls end unavailable, naming it.
+func TestStuckBatchEndsBounded(t *testing.T) {
+	srv := fakellm.New(fakellm.Options{BatchLatency: 10 * time.Millisecond})
+	t.Cleanup(srv.Close)
+	srv.HoldBatches()
+	cfg := fast
+	cfg.MaxWait = 50 * time.Millisecond
+	p := newProvider(t, srv, memkv.New(batchmode.Bucket), cfg)
+	_, errs := askAll(p, 3)
+	for i, err := range errs {
+		if !errors.Is(err, judge.ErrUnavailable) || !strings.Contains(err.Error(), "provider batch batch_fake_1 still in_progress") {
+			t.Fatalf("call %d: %v, want unavailable naming the stuck batch", i, err)
+		}
+	}
+	if s := srv.BatchStatuses(); len(s) != 1 || s[0] != batchmode.StatusCancelled {
+		t.Fatalf("provider batches %v, want the stuck one cancelled", s)
+	}
+}
+
 // TestRequestErrorFailsOnlyThatCall: a line of the error file fails its own call with
 // the status and message; the other calls are answered.
 func TestRequestErrorFailsOnlyThatCall(t *testing.T) {
