@@ -52,6 +52,11 @@ type ReadOptions struct {
 	Last uint64
 }
 
+// readerBatch is how many messages one pull asks for: each pull is a round trip, and
+// on a loaded machine the round trips, not the server's reading, were most of the time
+// a read of 600,000 messages took at 512 a pull.
+const readerBatch = 4096
+
 // readerInactive is how long an idle reader's consumer survives: the slot of a reader
 // that died without deleting it is free again after this.
 const readerInactive = time.Minute
@@ -189,7 +194,7 @@ func (r *reader) close() {
 // fetch delivers one pull's messages. done reports that the read is over; an error
 // means the consumer lost something or is gone and must be replaced.
 func (r *reader) fetch(ctx context.Context, visit func(jetstream.Msg, *jetstream.MsgMetadata) bool) (done bool, err error) {
-	batch, err := r.cons.Fetch(512, jetstream.FetchMaxWait(time.Second))
+	batch, err := r.cons.Fetch(readerBatch, jetstream.FetchMaxWait(time.Second))
 	if r.unanswered(ctx, err) {
 		return false, nil
 	}
