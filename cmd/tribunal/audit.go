@@ -180,7 +180,7 @@ func startProfiles(cpuPath, heapPath string) (stop func(), err error) {
 // report as the batch's audit does.
 func auditJob(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, asJSON, noState bool) error {
 	ctx := cmd.Context()
-	rep, err := audit.RunJob(ctx, env.js, f, job, env.store)
+	rep, err := audit.RunJobIn(ctx, env.js, f, job, env.store, jobWindow(cmd, env, f, job, noState))
 	if err != nil {
 		return exitError{2, fmt.Errorf("replay the stream for job %s (needs the services' NATS user): %w", job, err)}
 	}
@@ -211,6 +211,36 @@ func auditJob(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, as
 		return exitError{code: 1}
 	}
 	return nil
+}
+
+// jobWindowSlack widens a job's window on each side, for the clocks of the publisher,
+// the aggregator and the stream's server. It can be short: a window that starts too
+// late finds no submission and the read starts over from the stream's first message,
+// and one that ends too early ends only once the job's outcome was read
+// (audit.Window).
+const jobWindowSlack = 5 * time.Second
+
+// jobWindow is where the job's record says its events are (audit.Window): from its
+// submission to its decision, to the stream's end for a job that is not final or was
+// redriven. Without the record (no state, another tenant's, --no-state) the whole
+// stream is read.
+func jobWindow(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, noState bool) audit.Window {
+	if noState || f.Tenant == "" {
+		return audit.Window{}
+	}
+	b, err := env.buckets(cmd.Context())
+	if err != nil {
+		return audit.Window{}
+	}
+	j, _, err := records.New(b).Job(cmd.Context(), f.Tenant, f.BatchID, job)
+	if err != nil || j == nil || j.SubmittedAt.IsZero() {
+		return audit.Window{}
+	}
+	w := audit.Window{From: j.SubmittedAt.Add(-jobWindowSlack)}
+	if j.Final() && j.Attempt == 0 && !j.DecidedAt.IsZero() {
+		w.To = j.DecidedAt.Add(jobWindowSlack)
+	}
+	return w
 }
 
 // auditMemoryLimit is the audit's soft memory limit: the Go runtime collects harder as

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -31,6 +32,21 @@ import (
 // A looping kind's job carries its view's loop over from earlier batches: it is refused
 // (audit its batch), as a partial replay would misreport its loop steps.
 func RunJob(ctx context.Context, js jetstream.JetStream, f Filter, job string, store blob.Store) (Report, error) {
+	return RunJobIn(ctx, js, f, job, store, Window{})
+}
+
+// Window is where in the stream one job's events are, as its record tells: From its
+// submission's time, To its decision's (zero: the stream's first message, its last).
+// It only narrows the read: the read starts over from the stream's first message when
+// it finds no submission of the job after From, and it ends after To only once the
+// job's outcome was read, so neither a publisher's clock nor the aggregator's can hide
+// an event that decides the job.
+type Window struct {
+	From, To time.Time
+}
+
+// RunJobIn is RunJob reading only the job's window of the stream.
+func RunJobIn(ctx context.Context, js jetstream.JetStream, f Filter, job string, store blob.Store, w Window) (Report, error) {
 	if f.BatchID == "" || job == "" {
 		return Report{}, errors.New("audit: one job's audit needs its batch and its id")
 	}
@@ -53,27 +69,8 @@ func RunJob(ctx context.Context, js jetstream.JetStream, f Filter, job string, s
 	}
 	var recs []Recorded
 	if info.State.Msgs > 0 {
-		o := bus.ReadOptions{Last: info.State.LastSeq}
-		if f.Tenant != "" {
-			o.FilterSubjects = []string{events.TenantAll(f.Tenant), events.DeadLetterPrefix + ".>"}
-		}
-		batchB, jobB := []byte(f.BatchID), []byte(job)
-		err = bus.ReadStream(ctx, js, name, o, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
-			data, subject := m.Data(), m.Subject()
-			if !bytes.Contains(data, batchB) {
-				return true // not the batch's: every event names its batch
-			}
-			if !bytes.Contains(data, jobB) && !batchInputSubject(subject) {
-				return true // another job's
-			}
-			r := record(m, md)
-			if ofJob(&r, f, job) {
-				recs = append(recs, r)
-			}
-			return true
-		})
-		if err != nil {
-			return Report{}, fmt.Errorf("audit: replay of %s for job %s: %w", name, job, err)
+		if recs, err = readJob(ctx, js, name, info.State.LastSeq, f, job, w); err != nil {
+			return Report{}, err
 		}
 	}
 	for _, r := range recs {
@@ -98,6 +95,49 @@ func RunJob(ctx context.Context, js jetstream.JetStream, f Filter, job string, s
 			What: "the batch's completion, manifests and header", Why: "they rest on every job of the batch: audited with the batch (--batch), not with one job (--job)"})
 	}
 	return rep, nil
+}
+
+// readJob reads the messages that can be job's, in stream order, within w (see Window).
+func readJob(ctx context.Context, js jetstream.JetStream, stream string, last uint64, f Filter, job string, w Window) ([]Recorded, error) {
+	o := bus.ReadOptions{Last: last, Since: w.From}
+	if f.Tenant != "" {
+		o.FilterSubjects = []string{events.TenantAll(f.Tenant), events.DeadLetterPrefix + ".>"}
+	}
+	batchB, jobB := []byte(f.BatchID), []byte(job)
+	var recs []Recorded
+	submitted, decided := false, false
+	err := bus.ReadStream(ctx, js, stream, o, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+		if !w.To.IsZero() && decided && md.Timestamp.After(w.To) {
+			return false
+		}
+		data, subject := m.Data(), m.Subject()
+		if !bytes.Contains(data, batchB) {
+			return true // not the batch's: every event names its batch
+		}
+		if !bytes.Contains(data, jobB) && !batchInputSubject(subject) {
+			return true // another job's
+		}
+		r := record(m, md)
+		if !ofJob(&r, f, job) {
+			return true
+		}
+		recs = append(recs, r)
+		if r.OK() && r.DeadLetter == "" && r.Event.JobID == job {
+			_, isSub := r.Event.Payload.(*events.JobSubmitted)
+			submitted = submitted || isSub
+			decided = decided || isOutcome(r.Event)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit: replay of %s for job %s: %w", stream, job, err)
+	}
+	if !submitted && !w.From.IsZero() {
+		// Nothing submitted the job after From: its events may be older than its
+		// record says. Read them all.
+		return readJob(ctx, js, stream, last, f, job, Window{})
+	}
+	return recs, nil
 }
 
 // batchInputSubject reports whether subject carries events that name no job but decide
