@@ -1,0 +1,63 @@
+package audit_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+)
+
+// maxRetainedPerJob is what the audit may keep of each job it audited, for the key-value
+// comparison that follows it (docs/architecture.md, the audit): the compressed job
+// record and an entry per logical step, never the events' bytes.
+const maxRetainedPerJob = 2048
+
+// retained audits an honest batch of n ab jobs and returns the heap the audit still
+// holds at its end, and the stream's bytes per job.
+func retained(t *testing.T, n int) (heap, stream float64) {
+	t.Helper()
+	f := newFixture(t)
+	for i := range n {
+		id := fmt.Sprintf("AC-%d", i)
+		f.abJob(id, i, n, ab.Assign(id, 0).Label(ab.WinnerReference), 0.9)
+	}
+	bytes := 0
+	for _, r := range f.recs {
+		bytes += len(r.Raw)
+	}
+	// Twice: pooled buffers survive one collection.
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rep := f.audit()
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if !rep.OK() || rep.Jobs != n {
+		t.Fatalf("%d jobs: want a clean audit of every job, got %d jobs: %s", n, rep.Jobs, dump(rep))
+	}
+	runtime.KeepAlive(rep)
+	runtime.KeepAlive(f)
+	return float64(int64(after.HeapAlloc) - int64(before.HeapAlloc)), float64(bytes) / float64(n)
+}
+
+// TestAuditMemoryPerJob holds what the audit keeps of each job to a small constant: the
+// heap it holds at its end, at two batch sizes, grows by at most maxRetainedPerJob a job
+// (the state comparison needs each job's re-derived record and the steps' entries). A
+// stream held whole fails it (a real job's events are about 9 KB), as does a structure
+// kept per event that outgrows them.
+func TestAuditMemoryPerJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("audits 2,500 jobs")
+	}
+	const small, large = 500, 2000
+	hs, _ := retained(t, small)
+	hl, stream := retained(t, large)
+	perJob := (hl - hs) / (large - small)
+	t.Logf("retained: %.1f MB at %d jobs, %.1f MB at %d: %.0f bytes a job (the stream: %.0f bytes a job)", hs/1e6, small, hl/1e6, large, perJob, stream)
+	if perJob > maxRetainedPerJob {
+		t.Errorf("the audit keeps %.0f bytes more a job, over %d", perJob, maxRetainedPerJob)
+	}
+}
