@@ -642,10 +642,17 @@ func (p *Provider) take(group string) ([]string, []judge.Request) {
 	var cids []string
 	var reqs []judge.Request
 	for cid, grp := range p.claims {
-		if grp == group {
-			cids = append(cids, cid)
-			reqs = append(reqs, p.reqs[cid])
+		if grp != group {
+			continue
 		}
+		if len(p.waiters[cid]) == 0 {
+			// Its call gave up (a shutdown) after it was submitted: another judge gets
+			// the redelivered message and the answer.
+			delete(p.claims, cid)
+			continue
+		}
+		cids = append(cids, cid)
+		reqs = append(reqs, p.reqs[cid])
 	}
 	return cids, reqs
 }
