@@ -28,10 +28,10 @@ type indexData struct {
 
 // costDay is what one team's batches created on one day (UTC) cost.
 type costDay struct {
-	Tenant  string
-	Day     string
-	Batches int
-	Cost    price.Sum
+	Tenant  string    `json:"tenant"`
+	Day     string    `json:"day"`
+	Batches int       `json:"batches"`
+	Cost    price.Sum `json:"cost"`
 }
 
 // costsByDay adds up the completed batches' costs by team and day of creation.
