@@ -744,9 +744,12 @@ func (p *Provider) watch(group string) {
 	}
 }
 
-// recover settles a group another judge left mid-submission: if the provider has a
-// batch for it, that batch is adopted; if not, the group fails (its calls end bounded)
-// rather than being submitted again beside a batch that might still appear.
+// recover settles a group another judge left mid-submission. If the provider has a
+// batch for it, that batch is adopted. If not and its input file was uploaded, this judge
+// takes the submission over (compare-and-set on the record, so one judge does) and
+// creates the batch from that file: the same calls under the same custom_ids, still in
+// one provider batch. If no file was recorded, nothing holds the requests' bodies, and the
+// group fails: its calls end bounded.
 func (p *Provider) recover(ctx context.Context, g Group, rev uint64) {
 	r, ok, err := p.api.Find(ctx, MetadataKey, g.ID)
 	switch {
@@ -755,8 +758,28 @@ func (p *Provider) recover(ctx context.Context, g Group, rev uint64) {
 		return
 	case ok:
 		g.State, g.Remote.ID, g.Remote.Status = StateSubmitted, r.ID, r.Status
+	case g.Remote.InputFileID != "":
+		left := g.Instance
+		g.Instance = p.holder
+		if rev, err = p.put(ctx, g, rev); err != nil {
+			return // another judge took it over, or the bucket is down: the poll goes on
+		}
+		var r Remote
+		err = p.retry(ctx, "create", func(ctx context.Context) error {
+			var err error
+			r, err = p.api.Create(ctx, g.Remote.InputFileID, map[string]string{MetadataKey: g.ID})
+			return err
+		})
+		if err != nil {
+			telemetry.ProviderBatch(p.Name(), "submit_failed")
+			g.State, g.Error = StateFailed, fmt.Sprintf("the judge submitting it (%s) stopped before creating the provider batch, and creating it from file %s failed: %v", left, g.Remote.InputFileID, err)
+			break
+		}
+		telemetry.ProviderBatch(p.Name(), "created")
+		p.cfg.Logger.Info("batch mode: took over an interrupted submission", "group", g.ID, "batch", r.ID, "from", left)
+		g.State, g.Remote = StateSubmitted, r
 	default:
-		g.State, g.Error = StateFailed, fmt.Sprintf("the judge submitting it (%s) stopped before the provider batch was created", g.Instance)
+		g.State, g.Error = StateFailed, fmt.Sprintf("the judge submitting it (%s) stopped before its batch file was uploaded", g.Instance)
 	}
 	if _, err := p.put(ctx, g, rev); err != nil && !kv.IsConflict(err) {
 		p.cfg.Logger.Warn("batch mode: could not record a recovered submission", "group", g.ID, "err", err)

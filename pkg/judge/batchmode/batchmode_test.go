@@ -2,6 +2,7 @@ package batchmode_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -298,6 +299,54 @@ func TestInterruptedSubmissionIsAdopted(t *testing.T) {
 	}
 	if srv.BatchesCreated() != 1 {
 		t.Fatalf("%d provider batches, want 1", srv.BatchesCreated())
+	}
+}
+
+// TestInterruptedSubmissionIsTakenOver: a group another judge left after uploading its
+// file but before creating the provider batch is created from that file by the judge
+// that finds it stale, once, and its call answered.
+func TestInterruptedSubmissionIsTakenOver(t *testing.T) {
+	srv := fakellm.New(fakellm.Options{BatchLatency: 10 * time.Millisecond})
+	t.Cleanup(srv.Close)
+	store := memkv.New(batchmode.Bucket)
+	base, err := openai.New(openai.Config{BaseURL: srv.BaseURL(), Model: "fake-model", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := base.BatchAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a judge killed between its upload and its create call leaves behind.
+	ctx, req := request(0)
+	req.Model = "fake-model"
+	cid := batchmode.CustomID(judge.ScopeOf(ctx), req)
+	line, err := api.Line(cid, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileID, err := api.Upload(context.Background(), "left.jsonl", append(line, '\n'))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour).UTC()
+	rec, _ := json.Marshal(batchmode.Group{ID: "left", State: batchmode.StateSubmitting, Instance: "dead", Remote: batchmode.Remote{InputFileID: fileID},
+		CustomIDs: []string{cid}, Created: old, Updated: old})
+	if _, err := store.Create(context.Background(), "g.left", rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Create(context.Background(), "r."+cid, []byte("left")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fast
+	cfg.SubmitStale = time.Minute
+	p := newProvider(t, srv, store, cfg)
+	resp, err := p.Complete(ctx, req)
+	if err != nil || !resp.Batch {
+		t.Fatalf("the left call: %+v %v", resp, err)
+	}
+	if srv.BatchesCreated() != 1 || srv.BatchRequests() != 1 || p.Stats().Submitted != 0 {
+		t.Fatalf("%d provider batches of %d requests, %+v: want the left file created once", srv.BatchesCreated(), srv.BatchRequests(), p.Stats())
 	}
 }
 
