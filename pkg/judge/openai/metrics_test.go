@@ -15,8 +15,10 @@ import (
 // TestRetriesAnd429sCounted: every repeated attempt counts under its reason and every
 // 429 answer counts, retried or final; through instrument.Provider the call counts once
 // with its outcome and the endpoint it went to.
+//
+// Not parallel: the counters are the process's, and a parallel test's calls through the
+// provider would be counted with these.
 func TestRetriesAnd429sCounted(t *testing.T) {
-	t.Parallel()
 	m := telemetry.Reset()
 	s := newServer(t, fakellm.Options{Respond: func(_ goopenai.ChatCompletionRequest, n int) fakellm.Reply {
 		switch n {
