@@ -129,6 +129,12 @@ func (j *judgeFlags) register(fs *pflag.FlagSet) {
 	j.prices.register(fs)
 }
 
+// planPolicy is the judge-mode policy the flags ask for, unchecked: what an estimate
+// prices a batch's calls by (modes checks it before a run).
+func (j *judgeFlags) planPolicy() batchmode.Policy {
+	return batchmode.Policy{Default: j.judgeMode, AllowBatch: j.allowBatch}
+}
+
 // modes are the judge modes the flags ask for, checked.
 func (j *judgeFlags) modes() (*app.JudgeModes, error) {
 	switch j.judgeMode {

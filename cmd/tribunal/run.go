@@ -165,7 +165,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	tenant := cmp.Or(f.tenant, b.Tenant, "default")
 	if f.dryRun {
 		// What the run would do and cost, priced for its judge; nothing starts.
-		return showPlan(ctx, os.Stdout, b, tenant, f.allowOutside, false, f.asJSON, &f.judge.prices, f.judge.provider, f.judge.model)
+		return showPlan(ctx, os.Stdout, b, tenant, f.allowOutside, false, f.asJSON, &f.judge.prices, f.judge.provider, f.judge.model, f.judge.planPolicy())
 	}
 	// The seed's default mode is interactive: on a terminal a rubric AC that names no mode
 	// pauses for HE-2 at the first sign-off of the run; without a terminal nobody could

@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
@@ -40,7 +41,9 @@ be skipped and ACs that would be blocked.`,
 			if err != nil {
 				return exitError{2, err}
 			}
-			return showPlan(cmd.Context(), cmd.OutOrStdout(), b, cmp.Or(tenant, b.Tenant, "default"), allowOutside, forServices, asJSON, &prices, provider, model)
+			return showPlan(cmd.Context(), cmd.OutOrStdout(), b, cmp.Or(tenant, b.Tenant, "default"), allowOutside, forServices, asJSON, &prices, provider, model,
+				// No deployment is known: a batch's judge_mode: batch is priced as granted.
+				batchmode.Policy{AllowBatch: true})
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (team) to check as; default the batch's, else \"default\"")
@@ -55,8 +58,9 @@ be skipped and ACs that would be blocked.`,
 
 // showPlan plans b as validate does (its artifacts read into a temporary store, nothing
 // published), prices the estimate and prints it; it exits 2 when an AC would not be
-// judged. `run --dry-run` shows the same plan for the run's judge.
-func showPlan(ctx context.Context, w io.Writer, b *batch.Batch, tenant string, allowOutside, forServices, asJSON bool, pf *priceFlags, provider, model string) error {
+// judged. `run --dry-run` shows the same plan for the run's judge. modes decides whether
+// the judge calls go through the provider's batch API, priced at its discount.
+func showPlan(ctx context.Context, w io.Writer, b *batch.Batch, tenant string, allowOutside, forServices, asJSON bool, pf *priceFlags, provider, model string, modes batchmode.Policy) error {
 	tmp, err := os.MkdirTemp("", "tribunal-validate-")
 	if err != nil {
 		return err
@@ -76,7 +80,8 @@ func showPlan(ctx context.Context, w io.Writer, b *batch.Batch, tenant string, a
 	if err != nil {
 		return exitError{2, err}
 	}
-	if err := priceEstimate(plan, pf, provider, model); err != nil {
+	mode, _ := modes.Mode(b.JudgeMode, provider == "openai")
+	if err := priceEstimate(plan, pf, provider, model, mode == events.JudgeModeBatch); err != nil {
 		return exitError{2, err}
 	}
 	if asJSON {
@@ -93,8 +98,9 @@ func showPlan(ctx context.Context, w io.Writer, b *batch.Batch, tenant string, a
 }
 
 // priceEstimate prices a plan's token estimate for the judge provider and model at the
-// flags' prices. The scripted judge asks no model and is not priced.
-func priceEstimate(p *client.Plan, pf *priceFlags, provider, model string) error {
+// flags' prices, at the batch discount when batchAPI. The scripted judge asks no model and
+// is not priced.
+func priceEstimate(p *client.Plan, pf *priceFlags, provider, model string, batchAPI bool) error {
 	if provider == "scripted" {
 		return nil
 	}
@@ -102,7 +108,7 @@ func priceEstimate(p *client.Plan, pf *priceFlags, provider, model string) error
 	if err != nil {
 		return err
 	}
-	p.Price(table, provider, model)
+	p.Price(table, provider, model, batchAPI)
 	return nil
 }
 
@@ -152,7 +158,11 @@ func printPlan(w io.Writer, p *client.Plan) error {
 	case p.Cost.Priced == 0 && p.Cost.Unpriced == 0:
 		fmt.Fprintln(w, ", costing nothing")
 	default:
-		fmt.Fprintf(w, ", about %s at prices %s (a rough estimate: a budget's reservation is the bound)\n", p.Cost, p.PriceTable)
+		fmt.Fprintf(w, ", about %s at prices %s", p.Cost, p.PriceTable)
+		if p.BatchAPI {
+			fmt.Fprint(w, ", the judge calls at the provider's batch discount (judge_mode: batch)")
+		}
+		fmt.Fprintln(w, " (a rough estimate: a budget's reservation is the bound)")
 	}
 	if len(p.Problems) == 0 {
 		fmt.Fprintln(w, "no problems: every AC would be judged")

@@ -46,10 +46,12 @@ func (p *Plan) estimateTokens() {
 
 // Price prices the plan's token estimate at table's prices for provider: each AC's calls
 // split evenly over its panel's models, defaultModel for an AC naming none and for the
-// equivalence runner. A model without a price leaves its share unpriced.
-func (p *Plan) Price(table *price.Table, provider, defaultModel string) {
+// equivalence runner. A model without a price leaves its share unpriced. batchAPI prices
+// the judge calls as made through the provider's batch API (judge_mode: batch), at the
+// table's batch discount; the runner's calls are made directly whatever the mode.
+func (p *Plan) Price(table *price.Table, provider, defaultModel string, batchAPI bool) {
 	total := price.Sum{}
-	p.PriceTable = table.Version()
+	p.PriceTable, p.BatchAPI = table.Version(), batchAPI
 	for i := range p.ACs {
 		pa := &p.ACs[i]
 		if pa.JudgeCalls+pa.RunnerCalls == 0 {
@@ -61,13 +63,14 @@ func (p *Plan) Price(table *price.Table, provider, defaultModel string) {
 			models = []string{defaultModel}
 		}
 		var s price.Sum
-		share := func(model string, calls int, prompt, completion int64) {
+		share := func(model string, calls int, prompt, completion int64, batch bool) {
 			if calls == 0 {
 				return
 			}
 			part := price.Sum{PromptTokens: prompt, CompletionTokens: completion}
 			if pr, ok := table.Lookup(provider, model); ok && model != "" {
-				part.Cost, part.Priced = pr.Estimate(int(prompt), int(completion)), calls
+				part.Cost = pr.Cost(price.Usage{PromptTokens: int(prompt), CompletionTokens: int(completion), Batch: batch})
+				part.Priced = calls
 			} else {
 				part.Unpriced = calls
 			}
@@ -81,9 +84,9 @@ func (p *Plan) Price(table *price.Table, provider, defaultModel string) {
 			if k < pa.JudgeCalls%len(models) {
 				n++
 			}
-			share(m, n, judgePrompt*int64(n)/int64(max(pa.JudgeCalls, 1)), judgeAnswer*int64(n)/int64(max(pa.JudgeCalls, 1)))
+			share(m, n, judgePrompt*int64(n)/int64(max(pa.JudgeCalls, 1)), judgeAnswer*int64(n)/int64(max(pa.JudgeCalls, 1)), batchAPI)
 		}
-		share(defaultModel, pa.RunnerCalls, pa.PromptTokens-judgePrompt, pa.CompletionTokens-judgeAnswer)
+		share(defaultModel, pa.RunnerCalls, pa.PromptTokens-judgePrompt, pa.CompletionTokens-judgeAnswer, false)
 		pa.Cost = &s
 		total.Add(s)
 	}

@@ -38,6 +38,9 @@ type Plan struct {
 	CompletionTokens int64      `json:"completion_tokens"`
 	Cost             *price.Sum `json:"cost,omitempty"`
 	PriceTable       string     `json:"price_table,omitempty"`
+	// BatchAPI says Cost prices the judge calls at the provider's batch discount: they
+	// would go through its batch API (judge_mode: batch). Runner calls never do.
+	BatchAPI bool `json:"batch_api,omitempty"`
 	// Problems is everything that would not be judged: entries skipped, and each AC that
 	// would be blocked, with why.
 	Problems []string `json:"problems"`
