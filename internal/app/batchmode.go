@@ -74,8 +74,8 @@ func (o Options) batchProvider(ctx context.Context, js jetstream.JetStream) (jud
 	}
 	telemetry.PrimeBatchMode(bp.Name(), bp.DefaultModel())
 	// Priced like the direct calls, at the table's batch discount (Response.Batch), and
-	// held to the same budgets.
-	p, err := o.budgeted(ctx, js, instrument.Provider(judge.Priced(bp, o.priceTable())))
+	// held to the same budgets, its reservations lasting as long as a call may be parked.
+	p, err := o.budgeted(ctx, js, instrument.Provider(judge.Priced(bp, o.priceTable())), cfg.HoldFor())
 	if err != nil {
 		bp.Close()
 		return nil, nil, err

@@ -386,7 +386,7 @@ func (o Options) provider(ctx context.Context, js jetstream.JetStream) (judge.Pr
 	}
 	p = judge.Priced(p, o.priceTable())
 	// Around the limits, so a call's span and duration include its wait for them.
-	return o.budgeted(ctx, js, instrument.Provider(p))
+	return o.budgeted(ctx, js, instrument.Provider(p), budget.DefaultHoldFor)
 }
 
 // priceTable is the table calls are priced with.
@@ -400,8 +400,9 @@ func (o Options) priceTable() *price.Table {
 // budgeted holds p to the budgets. They stand outermost: a call a budget refuses is no
 // provider call, waits for no rate and is measured as none. With team budgets the bucket
 // is opened at start, so a deployment that cannot keep them does not start; otherwise it
-// is opened when a batch first brings a budget of its own.
-func (o Options) budgeted(ctx context.Context, js jetstream.JetStream, p judge.Provider) (judge.Provider, error) {
+// is opened when a batch first brings a budget of its own. An unsettled reservation
+// expires after holdFor, past the longest p's calls take.
+func (o Options) budgeted(ctx context.Context, js jetstream.JetStream, p judge.Provider, holdFor time.Duration) (judge.Provider, error) {
 	ledger := budget.Lazy(js, "", o.BudgetReplicas)
 	if len(o.TenantBudgets) > 0 {
 		var err error
@@ -409,7 +410,7 @@ func (o Options) budgeted(ctx context.Context, js jetstream.JetStream, p judge.P
 			return nil, err
 		}
 	}
-	return budget.Provider(p, ledger, budget.Config{Tenants: o.TenantBudgets, Log: o.Logger}), nil
+	return budget.Provider(p, ledger, budget.Config{Tenants: o.TenantBudgets, Log: o.Logger, HoldFor: holdFor}), nil
 }
 
 // handler builds service svc over the buckets (validate has checked svc and what it

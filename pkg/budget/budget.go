@@ -13,8 +13,9 @@
 // last calls are refused when their estimate does not fit, though what they would have
 // cost might have.
 //
-// A reservation whose judge died before settling stays reserved: the budget refuses
-// early rather than late. A money budget cannot be kept for a model the price table does
+// A reservation carries an expiry, past the longest its call can take (HoldFor): one
+// whose judge died before settling is reclaimed then, so a restart does not leak it for
+// good, and until then the budget refuses early rather than late. A money budget cannot be kept for a model the price table does
 // not price, so such a call is refused too.
 package budget
 
@@ -80,10 +81,23 @@ func escape(s string) string {
 	return b.String()
 }
 
+// DefaultHoldFor is how long a direct call's reservation lasts when its judge never
+// settles it: far past a call's timeouts, retries and rate-limit waits.
+const DefaultHoldFor = time.Hour
+
+// holdSteps is how many expiry groups one reservation's lifetime is cut into: the
+// reservations expiring in the same step share one entry, so a budget's value stays a
+// few dozen entries however many calls are in flight.
+const holdSteps = 12
+
 // state is one budget's stored value.
 type state struct {
-	Spent    Amount `json:"spent"`
+	Spent Amount `json:"spent"`
+	// Reserved is the sum of Holds, what the calls in flight may still cost.
 	Reserved Amount `json:"reserved"`
+	// Holds are the reservations by the Unix second they expire at (a step's end, so
+	// each lasts at least its HoldFor); an expired one is dropped when the value is read.
+	Holds map[string]Amount `json:"holds,omitempty"`
 	// Calls counts settled calls; Refused the calls the budget refused.
 	Calls   int `json:"calls"`
 	Refused int `json:"refused,omitempty"`
@@ -95,6 +109,47 @@ type Ledger struct {
 	mu   sync.Mutex
 	kv   kv.KV
 	open func(context.Context) (kv.KV, error)
+	// Now is the clock reservations expire on; nil is time.Now.
+	Now func() time.Time
+}
+
+func (l *Ledger) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
+}
+
+// expiry is the hold key of a reservation made at now lasting holdFor: the end of the
+// step holding now+holdFor.
+func expiry(now time.Time, holdFor time.Duration) string {
+	if holdFor <= 0 {
+		holdFor = DefaultHoldFor
+	}
+	step := max(holdFor/holdSteps, time.Minute)
+	end := now.Add(holdFor).Truncate(step).Add(step)
+	return fmt.Sprint(end.Unix())
+}
+
+// prune drops st's expired holds and sums the rest into Reserved. A value written before
+// holds existed keeps its reserved amount, now expiring DefaultHoldFor from now.
+func (st *state) prune(now time.Time) {
+	if len(st.Holds) == 0 {
+		if st.Reserved != (Amount{}) {
+			st.Holds = map[string]Amount{expiry(now, DefaultHoldFor): st.Reserved}
+		}
+		return
+	}
+	st.Reserved = Amount{}
+	for k, a := range st.Holds {
+		var end int64
+		if _, err := fmt.Sscan(k, &end); err != nil || end <= now.Unix() || a == (Amount{}) {
+			delete(st.Holds, k)
+			continue
+		}
+		st.Reserved.Money += a.Money
+		st.Reserved.Tokens += a.Tokens
+	}
 }
 
 // Open opens (creating it if needed) the budgets' bucket on js. The bucket is on file
@@ -154,6 +209,8 @@ func (l *Ledger) bucket(ctx context.Context) (kv.KV, error) {
 type Hold struct {
 	scopes []Scope
 	est    Amount
+	// expires is the hold key est was reserved under.
+	expires string
 }
 
 // Refusal is a budget's refusal of a call: its Error is the reason a job is blocked
@@ -193,7 +250,10 @@ func over(limit price.Limit, st state, est Amount) bool {
 
 // Reserve reserves est from every scope, or from none: the first scope it does not fit
 // refuses (a *Refusal), and what was reserved from the scopes before it is given back.
-func (l *Ledger) Reserve(ctx context.Context, scopes []Scope, est Amount) (*Hold, error) {
+// The reservation expires holdFor from now (at most a step later; 0 is DefaultHoldFor)
+// if it has not been settled: holdFor must pass the longest the call can take.
+func (l *Ledger) Reserve(ctx context.Context, scopes []Scope, est Amount, holdFor time.Duration) (*Hold, error) {
+	exp := expiry(l.now(), holdFor)
 	for i, sc := range scopes {
 		var refusal *Refusal
 		err := l.modify(ctx, sc.Key, func(st *state) bool {
@@ -205,17 +265,24 @@ func (l *Ledger) Reserve(ctx context.Context, scopes []Scope, est Amount) (*Hold
 			}
 			st.Reserved.Money += est.Money
 			st.Reserved.Tokens += est.Tokens
+			if st.Holds == nil {
+				st.Holds = map[string]Amount{}
+			}
+			h := st.Holds[exp]
+			h.Money += est.Money
+			h.Tokens += est.Tokens
+			st.Holds[exp] = h
 			return true
 		})
 		if err == nil && refusal != nil {
 			err = refusal
 		}
 		if err != nil {
-			l.release(ctx, scopes[:i], est, Amount{}, false)
+			l.release(ctx, scopes[:i], est, exp, Amount{}, false)
 			return nil, err
 		}
 	}
-	return &Hold{scopes: scopes, est: est}, nil
+	return &Hold{scopes: scopes, est: est, expires: exp}, nil
 }
 
 // Settle replaces h's reservation with what the call actually used. It must be called
@@ -228,15 +295,21 @@ func (l *Ledger) Settle(ctx context.Context, h *Hold, used Amount) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	return l.release(sctx, h.scopes, h.est, used, true)
+	return l.release(sctx, h.scopes, h.est, h.expires, used, true)
 }
 
-func (l *Ledger) release(ctx context.Context, scopes []Scope, est, used Amount, settled bool) error {
+// release gives est, reserved under the hold key exp, back to every scope (nothing when
+// that hold has expired already) and adds used to what they spent.
+func (l *Ledger) release(ctx context.Context, scopes []Scope, est Amount, exp string, used Amount, settled bool) error {
 	var errs []error
 	for _, sc := range scopes {
 		err := l.modify(ctx, sc.Key, func(st *state) bool {
-			st.Reserved.Money = max(st.Reserved.Money-est.Money, 0)
-			st.Reserved.Tokens = max(st.Reserved.Tokens-est.Tokens, 0)
+			if h, ok := st.Holds[exp]; ok {
+				h.Money = max(h.Money-est.Money, 0)
+				h.Tokens = max(h.Tokens-est.Tokens, 0)
+				st.Holds[exp] = h
+				st.prune(l.now())
+			}
 			st.Spent.Money += used.Money
 			st.Spent.Tokens += used.Tokens
 			if settled {
@@ -311,5 +384,6 @@ func (l *Ledger) load(ctx context.Context, key string) (state, uint64, error) {
 		// An unreadable budget is refused rather than read as unspent.
 		return state{}, 0, fmt.Errorf("budget %s: unreadable state: %w", key, err)
 	}
+	st.prune(l.now())
 	return st, e.Revision(), nil
 }

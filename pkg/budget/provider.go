@@ -137,7 +137,11 @@ type Config struct {
 	Tenants map[string]TenantBudget
 	// Now is the clock periods are read on; nil is time.Now.
 	Now func() time.Time
-	Log *slog.Logger
+	// HoldFor is how long a call's reservation lasts if it is never settled (its judge
+	// died): longer than the call can take, 0 for DefaultHoldFor. A batch-mode call,
+	// parked for up to a day, needs batchmode.Config.HoldFor.
+	HoldFor time.Duration
+	Log     *slog.Logger
 }
 
 // Provider wraps p so that every call is reserved from its budgets first and settled
@@ -243,7 +247,7 @@ func (p *provider) Complete(ctx context.Context, req judge.Request) (judge.Respo
 			}
 		}
 	}
-	hold, err := p.l.Reserve(ctx, scopes, est)
+	hold, err := p.l.Reserve(ctx, scopes, est, p.c.HoldFor)
 	if err != nil {
 		var r *Refusal
 		if errors.As(err, &r) {

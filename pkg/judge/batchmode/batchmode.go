@@ -173,6 +173,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// HoldFor is how long a budget reservation of a call parked here must last if its judge
+// never settles it (pkg/budget): past the longest the call can wait (its file's linger,
+// another judge's stale submission, the provider batch's MaxWait and a last poll), with
+// an hour for the uploads, downloads and retries around them.
+func (c Config) HoldFor() time.Duration {
+	c = c.withDefaults()
+	return c.Linger + c.SubmitStale + c.MaxWait + c.PollMax + time.Hour
+}
+
 func (c Config) withDefaults() Config {
 	if c.MaxRequests == 0 {
 		c.MaxRequests = DefaultMaxRequests
