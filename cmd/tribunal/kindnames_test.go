@@ -58,7 +58,6 @@ var kindNamesAllowed = map[string]string{
 	"pkg/batch/resolve.go rubric":                          "a rubric entry's spec path resolved against the batch folder",
 	"pkg/client/reset.go rubric":                           "the client's view reset, rubric's",
 	"pkg/client/spotcheck.go rubric":                       "the client's HE-2 spot check, rubric's",
-	"pkg/spend/spend.go ab,equivalence":                    "the models an ab panel and an equivalence runner name, for the team's allowance",
 	"pkg/trust/figures.go ab":                              "the trust figures are ab's votes' (position bias, flips, length)",
 	"pkg/trust/inputs.go ab":                               "a trust Judgment is an ab vote",
 	"pkg/trust/collect/collect.go ab,critic,rubric":        "the trust report's inputs: ab's votes, every kind's calls, rubric's spot checks",

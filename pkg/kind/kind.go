@@ -18,6 +18,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
 // Kind is one judge kind's rules: the part of the aggregator's decisions and of the
@@ -313,6 +314,13 @@ func Count(n int, noun string) string {
 		return "1 " + noun
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// Spending is a kind whose jobs name models or panels a team's allowance bounds: it says
+// which, by the fields of its spec (spend.Ask), and the allowance checks them
+// (spend.Allowance.Check, which the registry points at the kinds).
+type Spending interface {
+	Asks(spec events.JobSpec) spend.Ask
 }
 
 // Requesting is a kind whose renderer stage asks the provider too, with request kinds of

@@ -22,6 +22,7 @@ import (
 	equivalencestages "github.com/tribunal-dev/tribunal/pkg/kind/equivalence/stages"
 	rubricstages "github.com/tribunal-dev/tribunal/pkg/kind/rubric/stages"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
 // table is the table of kinds, in the order kinds are reported and their manifests
@@ -55,6 +56,7 @@ func init() {
 	}
 	use(r)
 	judge.SetCanned(canned)
+	spend.SetAsker(asks)
 }
 
 // Fixtures are the registered kinds' fixtures of the offline judge at their defaults
@@ -76,6 +78,16 @@ func Fixtures() (settings map[string]string, named string) {
 		}
 	}
 	return settings, named
+}
+
+// asks is a job's ask of its team's allowance, as its kind reads its spec (kind.Spending).
+func asks(spec events.JobSpec) spend.Ask {
+	if k, err := kind.Lookup(spec.Kind); err == nil {
+		if s, ok := k.(kind.Spending); ok {
+			return s.Asks(spec)
+		}
+	}
+	return spend.Ask{}
 }
 
 // canned is the canned answer of the registered kind that makes req requests

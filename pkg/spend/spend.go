@@ -18,6 +18,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
@@ -239,24 +240,55 @@ func (a Allowance) CheckCalls(ac, field string, models int, positions string) *R
 	return &Refusal{Reason: ReasonCalls, Field: field, Part: PartJudges, AC: ac, Calls: n, Models: models, Positions: positions, Max: a.MaxCallsPerAC}
 }
 
+// Ask is what a job asks of a team's allowance, as its kind reads its spec
+// (kind.Spending): the models it names, each by the field that names it, and the panel
+// whose calls count against the cap.
+type Ask struct {
+	Models []ModelAsk
+	Panel  *PanelAsk
+}
+
+// ModelAsk is one model a job's spec names: Field as its wire form names it
+// ("ab.judges[1]", "equivalence.runner_model"), Part and Index as a Refusal reports them.
+type ModelAsk struct {
+	Field string
+	Part  string
+	Index int
+	Model string
+}
+
+// PanelAsk is a panel of Models models judged in Positions, named by Field.
+type PanelAsk struct {
+	Field     string
+	Models    int
+	Positions string
+}
+
+// asker reads a job's Ask from its spec; the registry of kinds sets it at start
+// (SetAsker), as this package knows no kind's spec.
+var asker atomic.Pointer[func(events.JobSpec) Ask]
+
+// SetAsker sets how a job's Ask is read from its spec: the registry of kinds (pkg/kinds)
+// sets it to ask the spec's kind (kind.Spending) when the program starts. Before it is
+// set, a spec asks for nothing beyond the service's own model.
+func SetAsker(f func(events.JobSpec) Ask) { asker.Store(&f) }
+
 // Check lists everything a job's spec may not spend, fields named as its wire form names
-// them: every model of an ab panel the team may not name, the panel's calls beyond the
-// cap, an equivalence runner model the team may not name. An empty list means the job may
-// be judged.
+// them: every model it names that the team may not name (an ab panel's, an equivalence
+// runner's), a panel's calls beyond the cap. An empty list means the job may be judged.
 func (a Allowance) Check(spec events.JobSpec) []*Refusal {
+	var ask Ask
+	if f := asker.Load(); f != nil {
+		ask = (*f)(spec)
+	}
 	var out []*Refusal
-	if ab := spec.AB; ab != nil {
-		for i, m := range ab.Judges {
-			if r := a.CheckModel(fmt.Sprintf("ab.judges[%d]", i), PartJudges, i, m); r != nil {
-				out = append(out, r)
-			}
-		}
-		if r := a.CheckCalls(spec.ACID, "ab.judges", len(ab.Judges), ab.Positions); r != nil {
+	for _, m := range ask.Models {
+		if r := a.CheckModel(m.Field, m.Part, m.Index, m.Model); r != nil {
 			out = append(out, r)
 		}
 	}
-	if eq := spec.Equivalence; eq != nil {
-		if r := a.CheckModel("equivalence.runner_model", PartRunnerModel, 0, eq.RunnerModel); r != nil {
+	if p := ask.Panel; p != nil {
+		if r := a.CheckCalls(spec.ACID, p.Field, p.Models, p.Positions); r != nil {
 			out = append(out, r)
 		}
 	}

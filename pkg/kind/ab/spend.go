@@ -1,0 +1,24 @@
+package ab
+
+import (
+	"fmt"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
+)
+
+var _ kind.Spending = Kind{}
+
+// Asks implements kind.Spending: every model of the panel, and the panel's calls.
+func (Kind) Asks(spec events.JobSpec) spend.Ask {
+	s := spec.AB
+	if s == nil {
+		return spend.Ask{}
+	}
+	ask := spend.Ask{Panel: &spend.PanelAsk{Field: "ab.judges", Models: len(s.Judges), Positions: s.Positions}}
+	for i, m := range s.Judges {
+		ask.Models = append(ask.Models, spend.ModelAsk{Field: fmt.Sprintf("ab.judges[%d]", i), Part: spend.PartJudges, Index: i, Model: m})
+	}
+	return ask
+}
