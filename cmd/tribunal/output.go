@@ -183,6 +183,8 @@ func costCell(c *price.Sum) string {
 		return "0 (cached)"
 	case c.Priced == 0:
 		return "unpriced"
+	case c.Recorded == c.Priced && c.Unpriced == 0 && c.Cost == 0:
+		return "0 (" + price.RecordedReason + ")"
 	case c.Unpriced > 0:
 		return c.Cost.Decimal() + " USD + unpriced"
 	}

@@ -97,7 +97,7 @@ func TestDefaultTable(t *testing.T) {
 	if _, ok := d.Lookup("openai", "llama3:8b"); ok {
 		t.Error("llama3:8b is priced: want unpriced")
 	}
-	if _, ok := d.Lookup("scripted", "gpt-4o"); ok {
+	if _, ok := d.Lookup("ollama", "gpt-4o"); ok {
 		t.Error("another provider's gpt-4o is priced by openai's entry")
 	}
 	if d.Version() != Default().Version() || !strings.HasPrefix(d.Version(), "prices-") {

@@ -20,6 +20,10 @@ type Sum struct {
 	Saved Money
 	// CacheHits counts the calls answered from the judge-call cache.
 	CacheHits int
+	// Recorded counts the calls among Priced that cost nothing because they were
+	// answered from recorded answers, no provider asked (the scripted judge,
+	// RecordedReason).
+	Recorded int
 	// PromptTokens, CachedPromptTokens and CompletionTokens are what the calls made (not
 	// the cache hits) used, as the provider reported it: what Cost was computed from.
 	PromptTokens, CachedPromptTokens, CompletionTokens int64
@@ -28,6 +32,7 @@ type Sum struct {
 // Add adds o to s.
 func (s *Sum) Add(o Sum) {
 	s.Cost += o.Cost
+	s.Recorded += o.Recorded
 	s.Priced += o.Priced
 	s.Unpriced += o.Unpriced
 	s.Saved += o.Saved
@@ -59,6 +64,9 @@ func (s Sum) String() string {
 			fmt.Fprintf(&b, " + %d unpriced call%s", s.Unpriced, plural(s.Unpriced))
 		}
 	}
+	if s.Recorded > 0 {
+		fmt.Fprintf(&b, " (%d call%s at 0: %s, no provider asked)", s.Recorded, plural(s.Recorded), RecordedReason)
+	}
 	if s.Saved > 0 {
 		fmt.Fprintf(&b, " (cache saved %s)", s.Saved)
 	}
@@ -80,6 +88,8 @@ type sumJSON struct {
 	PricedCalls        int    `json:"priced_calls"`
 	UnpricedCalls      int    `json:"unpriced_calls"`
 	CacheHits          int    `json:"cache_hits,omitempty"`
+	RecordedCalls      int    `json:"recorded_calls,omitempty"`
+	RecordedReason     string `json:"recorded_reason,omitempty"`
 	SavedUSD           string `json:"saved_usd,omitempty"`
 	SavedNanoUSD       int64  `json:"saved_nano_usd,omitempty"`
 	PromptTokens       int64  `json:"prompt_tokens"`
@@ -101,6 +111,9 @@ func (s Sum) MarshalJSON() ([]byte, error) {
 	if s.Saved > 0 {
 		j.SavedUSD, j.SavedNanoUSD = s.Saved.Decimal(), int64(s.Saved)
 	}
+	if s.Recorded > 0 {
+		j.RecordedCalls, j.RecordedReason = s.Recorded, RecordedReason
+	}
 	return json.Marshal(j)
 }
 
@@ -110,7 +123,7 @@ func (s *Sum) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
-	*s = Sum{Priced: j.PricedCalls, Unpriced: j.UnpricedCalls, CacheHits: j.CacheHits, Saved: Money(j.SavedNanoUSD),
+	*s = Sum{Priced: j.PricedCalls, Unpriced: j.UnpricedCalls, CacheHits: j.CacheHits, Recorded: j.RecordedCalls, Saved: Money(j.SavedNanoUSD),
 		PromptTokens: j.PromptTokens, CachedPromptTokens: j.CachedPromptTokens, CompletionTokens: j.CompletionTokens}
 	if j.NanoUSD != nil {
 		s.Cost = Money(*j.NanoUSD)

@@ -196,9 +196,25 @@ func (t *Table) With(overrides []string) (*Table, error) {
 // snapshot is a dated model snapshot's suffix: "gpt-4o-2024-08-06" is priced as "gpt-4o".
 var snapshot = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}$`)
 
+// ScriptedProvider is the scripted judge's provider name (pkg/judge/scripted).
+const ScriptedProvider = "scripted"
+
+// RecordedReason is why the scripted judge's calls cost nothing: it answers from recorded
+// answers and asks no provider. Costs say so (Sum.Recorded) rather than showing them
+// unpriced, or free with no reason.
+const RecordedReason = "recorded answers"
+
+// Recorded reports whether provider's calls are answered from recorded answers, priced
+// at zero whatever the table (RecordedReason).
+func Recorded(provider string) bool { return provider == ScriptedProvider }
+
 // Lookup is the price of provider's model: the provider's own entry, else one for any
 // provider, each tried for the model and then for its undated family. false: unpriced.
+// A provider answering from recorded answers (Recorded) is priced at zero.
 func (t *Table) Lookup(provider, model string) (Price, bool) {
+	if Recorded(provider) {
+		return Price{}, true
+	}
 	if t == nil {
 		return Price{}, false
 	}

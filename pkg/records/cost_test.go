@@ -20,6 +20,8 @@ func TestCallCost(t *testing.T) {
 	}{
 		{"priced", records.Call{Priced: true, CostNanos: 1500, PromptTokens: 10, CompletionTokens: 2, Status: events.VoteOK}, price.Sum{Cost: 1500, Priced: 1, PromptTokens: 10, CompletionTokens: 2}},
 		{"unpriced", records.Call{PromptTokens: 10, Status: events.VoteOK}, price.Sum{Unpriced: 1, PromptTokens: 10}},
+		{"unpriced model", records.Call{Judge: "openai/my-local-model", PromptTokens: 10, Status: events.VoteOK}, price.Sum{Unpriced: 1, PromptTokens: 10}},
+		{"recorded answers", records.Call{Judge: "scripted/scripted-ab", Priced: true, PromptTokens: 10, Status: events.VoteOK}, price.Sum{Priced: 1, Recorded: 1, PromptTokens: 10}},
 		{"cache hit", records.Call{Cached: true, Priced: true, SavedNanos: 900, PromptTokens: 10, Status: events.VoteOK}, price.Sum{Priced: 1, CacheHits: 1, Saved: 900}},
 		{"refused by a budget", records.Call{BudgetRefused: "budget exhausted: ...", Status: events.VoteUnavailable}, price.Sum{}},
 		{"input refused", records.Call{Status: events.VoteBlocked}, price.Sum{}},

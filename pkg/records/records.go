@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -217,6 +218,9 @@ func (c Call) Cost() price.Sum {
 	s := price.Sum{Unpriced: 1}
 	if c.Priced {
 		s = price.Sum{Cost: price.Money(c.CostNanos), Priced: 1}
+		if provider, _, _ := strings.Cut(c.Judge, "/"); price.Recorded(provider) {
+			s.Recorded = 1
+		}
 	}
 	s.PromptTokens, s.CachedPromptTokens, s.CompletionTokens = int64(c.PromptTokens), int64(c.CachedPromptTokens), int64(c.CompletionTokens)
 	return s
