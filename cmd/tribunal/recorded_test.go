@@ -32,6 +32,11 @@ func TestScriptedCostsNothingWithReason(t *testing.T) {
 		t.Errorf("the scripted run's results.json:\n%s", data)
 	}
 
+	stdout, stderr, code = run(t, dir, "validate", batchFile)
+	if code != 0 || !strings.Contains(stdout, "about 0.00 USD (2 calls at 0: recorded answers, no provider asked) at prices") {
+		t.Errorf("the scripted estimate: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+
 	llm := fakellm.New(fakellm.Options{Respond: answerByKind})
 	defer llm.Close()
 	t.Setenv("OPENAI_API_KEY", "sk-local")

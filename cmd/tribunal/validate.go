@@ -98,12 +98,9 @@ func showPlan(ctx context.Context, w io.Writer, b *batch.Batch, tenant string, a
 }
 
 // priceEstimate prices a plan's token estimate for the judge provider and model at the
-// flags' prices, at the batch discount when batchAPI. The scripted judge asks no model and
-// is not priced.
+// flags' prices, at the batch discount when batchAPI. The scripted judge's calls cost 0,
+// saying why (price.RecordedReason).
 func priceEstimate(p *client.Plan, pf *priceFlags, provider, model string, batchAPI bool) error {
-	if provider == "scripted" {
-		return nil
-	}
 	table, err := pf.tableOf()
 	if err != nil {
 		return err

@@ -68,9 +68,13 @@ func (p *Plan) Price(table *price.Table, provider, defaultModel string, batchAPI
 				return
 			}
 			part := price.Sum{PromptTokens: prompt, CompletionTokens: completion}
-			if pr, ok := table.Lookup(provider, model); ok && model != "" {
+			// The scripted judge names no model, and asks none.
+			if pr, ok := table.Lookup(provider, model); ok && (model != "" || price.Recorded(provider)) {
 				part.Cost = pr.Cost(price.Usage{PromptTokens: int(prompt), CompletionTokens: int(completion), Batch: batch})
 				part.Priced = calls
+				if price.Recorded(provider) {
+					part.Recorded = calls
+				}
 			} else {
 				part.Unpriced = calls
 			}
