@@ -19,12 +19,14 @@ import (
 
 // RunJob audits one job of one batch (f.BatchID, f.Tenant when set) as Run audits a
 // batch, over only the events that job's outcome rests on: its own events (submission,
-// render and gates, verdicts, loop steps, dead letters, cancels, redrives) and its
-// batch's inputs (the batch's opening with its plan pages, a batch cancel). Each is
+// render and gates, verdicts, loop steps, dead letters, cancels, redrives) and the
+// batch's inputs read with them (a batch cancel; the batch's opening when the read
+// starts before it, see Window). Each is
 // checked as in a whole audit: subject and id, digest chain, artifacts and call records
 // read back, gates re-run, and the aggregator's rules re-derive the job's decisions from
-// them. What rests on every job of the batch, its completion and manifests, is left to
-// the batch's audit and said so in the report (Unverified).
+// them. What is the batch's rather than the job's (its opening and plan pages, its
+// completion and manifests) is left to the batch's audit and said so in the report
+// (Unverified).
 //
 // It reads the stream once and decodes only the messages that can be the job's: the
 // bytes of every event name its batch and job, so the rest are passed over unread, and
@@ -92,7 +94,7 @@ func RunJobIn(ctx context.Context, js jetstream.JetStream, f Filter, job string,
 	rep.Job = job
 	for _, b := range rep.Batches {
 		rep.Unverified = append(rep.Unverified, Unverified{Tenant: b.Tenant, Batch: b.Batch, Job: job,
-			What: "the batch's completion, manifests and header", Why: "they rest on every job of the batch: audited with the batch (--batch), not with one job (--job)"})
+			What: "the batch's opening (its plan pages), completion, manifests and header", Why: "they are the batch's, not the job's: audited with the batch (--batch), not with one job (--job)"})
 	}
 	return rep, nil
 }
