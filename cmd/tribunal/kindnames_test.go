@@ -44,13 +44,9 @@ var kindNamesAllowed = map[string]string{
 	// Not moved yet: commands, pages and readers that are one kind's.
 	"cmd/tribunal/calibrate.go ab":                         "tribunal calibrate, ab's calibration set (pkg/kind/ab/calibration)",
 	"cmd/tribunal/cfn.go ab":                               "the cfn-ab-critic compatibility command, ab's",
-	"cmd/tribunal/shuffle.go ab":                           "tribunal run --shuffle reads ab's label assignment",
-	"cmd/tribunal/contrast.go rubric":                      "tribunal contrast, Argus's colour check",
-	"cmd/tribunal/speclint.go rubric":                      "tribunal speclint, Argus's spec lint",
 	"cmd/tribunal/spotprompt.go rubric":                    "tribunal spot-prompt, rubric's HE-2 prompt",
 	"cmd/tribunal/spotcheck.go rubric":                     "tribunal spotcheck, rubric's HE-2 record",
 	"cmd/tribunal/viewreset.go rubric":                     "tribunal view-reset, a rubric view's next loop",
-	"cmd/tribunal/selection.go rubric":                     "--target and view ids select rubric views",
 	"cmd/tribunal/run.go rubric":                           "the all-in-one run's rubric project and feature server",
 	"internal/console/job.go ab,critic,equivalence,rubric": "the console's job page, a section per kind",
 	"internal/console/data.go rubric":                      "the console's view history of a rubric job",

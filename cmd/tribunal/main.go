@@ -17,8 +17,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/internal/cli"
 	_ "github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	_ "github.com/tribunal-dev/tribunal/pkg/blob/s3blob"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
@@ -93,12 +95,9 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newWatchCmd(),
 		newResultsCmd(),
 		newDiffCmd(),
-		newShuffleCmd(),
 		newBenchCmd(),
 		newVersionCmd(),
 		newTenantsCmd(),
-		newContrastCmd(),
-		newSpecCmd(),
 		newSpotcheckCmd(),
 		newViewResetCmd(),
 		newAuditCmd(),
@@ -111,9 +110,39 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newPruneCmd(),
 		newCFNCmd(),
 	)
+	// The kinds' own commands (stage.Commanding), before bindEnv names every flag's variables.
+	root.AddCommand(kindCommands()...)
 	bindEnv(root)
 	root.SetFlagErrorFunc(flagError)
 	return root
+}
+
+// kindCommands are the registered kinds' own commands (stage.Commanding), each exit
+// status they return (cli.ExitError) carried as this command's exitError, so that main
+// and the tests read one type.
+func kindCommands() []*cobra.Command {
+	cmds := kinds.Commands()
+	for _, c := range cmds {
+		carryExit(c)
+	}
+	return cmds
+}
+
+// carryExit makes c and its subcommands return a cli.ExitError as an exitError.
+func carryExit(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			err := run(cmd, args)
+			var ke cli.ExitError
+			if errors.As(err, &ke) {
+				return exitError{ke.Code, ke.Err}
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		carryExit(sub)
+	}
 }
 
 func setupLogging(level, format string) error {

@@ -6,13 +6,16 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
-	rubricstages "github.com/tribunal-dev/tribunal/pkg/kind/rubric/stages"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
+	"github.com/tribunal-dev/tribunal/pkg/kinds"
 )
 
 // selectRun narrows a run's batch to what --ac and --target (--screen) name, checked
 // against the features' specs before anything is submitted: an AC id keeps the AC, a
 // rubric view's job id keeps that view alone, and a target id keeps that target's views
 // of every feature that has it (seed 004: `target:` converges one target of a feature).
+// What an entry offers to select is its kind's (stage.Selecting).
 func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 	if len(acs) > 0 {
 		if err := b.Select(acs); err != nil {
@@ -21,7 +24,11 @@ func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 	}
 	if len(targets) > 0 {
 		err := b.SelectTargets(targets, func(ac batch.AC) ([]string, error) {
-			t, _, err := rubricstages.Selection(b, ac, allowOutside)
+			sk, ok := selecting(b, ac)
+			if !ok {
+				return nil, nil
+			}
+			t, _, err := sk.Selection(b, ac, allowOutside)
 			return t, err
 		})
 		if err != nil {
@@ -32,7 +39,11 @@ func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 		if len(ac.Views) == 0 {
 			continue
 		}
-		_, views, err := rubricstages.Selection(b, ac, allowOutside)
+		sk, ok := selecting(b, ac)
+		if !ok {
+			continue
+		}
+		_, views, err := sk.Selection(b, ac, allowOutside)
 		if err != nil {
 			// The AC is reported blocked with its spec's problem.
 			continue
@@ -44,4 +55,14 @@ func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 		}
 	}
 	return nil
+}
+
+// selecting is the kind of ac when a run can narrow its entries.
+func selecting(b *batch.Batch, ac batch.AC) (stage.Selecting, bool) {
+	k, err := kinds.Lookup(events.Kind(b.KindOf(ac)))
+	if err != nil {
+		return nil, false
+	}
+	sk, ok := k.(stage.Selecting)
+	return sk, ok
 }

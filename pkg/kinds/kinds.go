@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
@@ -78,6 +80,18 @@ func Fixtures() (settings map[string]string, named string) {
 		}
 	}
 	return settings, named
+}
+
+// Commands are the registered kinds' own CLI subcommands (stage.Commanding), in reporting
+// order, built afresh: cmd/tribunal adds them to its command tree.
+func Commands() []*cobra.Command {
+	var out []*cobra.Command
+	for _, k := range All() {
+		if c, ok := k.(stage.Commanding); ok {
+			out = append(out, c.Commands()...)
+		}
+	}
+	return out
 }
 
 // asks is a job's ask of its team's allowance, as its kind reads its spec (kind.Spending).

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -44,6 +46,22 @@ type Stages interface {
 type Kind interface {
 	kind.Kind
 	Stages
+}
+
+// Commanding is a kind with CLI subcommands of its own (rubric's `contrast`, ab's
+// `shuffle`). cmd/tribunal adds every registered kind's commands to its tree
+// (kinds.Commands) before it names the flags' TRIBUNAL_* variables, so a kind's command
+// is configured, suggested and documented as any other. Commands builds new commands on
+// each call; one that fails returns a cli.ExitError (internal/cli) for its exit status.
+type Commanding interface {
+	Commands() []*cobra.Command
+}
+
+// Selecting is a kind whose entries a run can narrow (`tribunal run --target`, `--ac <a
+// job id of the entry>`): Selection lists an entry's target ids and the job ids of its
+// parts, read from its files before anything is submitted (rubric's targets and views).
+type Selecting interface {
+	Selection(b *batch.Batch, ac batch.AC, allowOutside bool) (targets, parts []string, err error)
 }
 
 // Plan is what one job needs before it can be submitted: the artifacts to upload and a

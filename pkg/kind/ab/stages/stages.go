@@ -16,11 +16,13 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab/commands"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
@@ -30,7 +32,13 @@ import (
 // Kind is the ab kind with its stages.
 type Kind struct{ ab.Kind }
 
-var _ stage.Kind = Kind{}
+var (
+	_ stage.Kind       = Kind{}
+	_ stage.Commanding = Kind{}
+)
+
+// Commands are ab's own subcommands: `shuffle`.
+func (Kind) Commands() []*cobra.Command { return commands.Commands() }
 
 // ResolveThreshold picks the `ab` threshold: the batch's own, else TRIBUNAL_AB_THRESHOLD,
 // else CFN_AB_CRITIC_THRESHOLD (the seed's variable), else 0.75.

@@ -218,6 +218,12 @@ func batchRelative(dir, p string) string {
 // feature's target ids and its views' job ids, read from its spec.json before anything is
 // submitted.
 func Selection(b *batch.Batch, ac batch.AC, allowOutside bool) (targets, views []string, err error) {
+	return Kind{}.Selection(b, ac, allowOutside)
+}
+
+// Selection is what a run may select of a rubric AC (stage.Selecting): its feature's target
+// ids and its views' job ids.
+func (Kind) Selection(b *batch.Batch, ac batch.AC, allowOutside bool) (targets, views []string, err error) {
 	p, err := b.LocalPath(ac.Spec, allowOutside)
 	if err != nil {
 		return nil, nil, err

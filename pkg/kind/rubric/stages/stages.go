@@ -5,11 +5,21 @@
 package stages
 
 import (
+	"github.com/spf13/cobra"
+
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/commands"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 )
 
 // Kind is the rubric kind with its stages.
 type Kind struct{ rubric.Kind }
 
-var _ stage.Kind = Kind{}
+var (
+	_ stage.Kind       = Kind{}
+	_ stage.Commanding = Kind{}
+	_ stage.Selecting  = Kind{}
+)
+
+// Commands are rubric's own subcommands: `contrast` and `spec lint`.
+func (Kind) Commands() []*cobra.Command { return commands.Commands() }

@@ -1,4 +1,4 @@
-package main
+package commands
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/internal/cli"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
@@ -24,7 +25,7 @@ function of the AC id and the iteration (SHA-256 of "<ac-id>|<iteration>" plus a
 		RunE: func(cmd *cobra.Command, args []string) error {
 			it, err := strconv.Atoi(args[1])
 			if err != nil || it < 0 {
-				return exitError{2, fmt.Errorf("iteration %q: want a whole number >= 0", args[1])}
+				return cli.Exit(2, fmt.Errorf("iteration %q: want a whole number >= 0", args[1]))
 			}
 			a := ab.Assign(args[0], it)
 			if asJSON {

@@ -1,4 +1,4 @@
-package main
+package commands
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/internal/cli"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
 
@@ -36,18 +37,18 @@ or names a colour that does not exist.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rep, err := runContrast(tokensPath, pairsPath, appearances)
 			if err != nil {
-				return exitError{2, err}
+				return cli.Exit(2, err)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if err := writeJSON(out, rep); err != nil {
-					return exitError{2, fmt.Errorf("write report: %w", err)}
+				if err := cli.WriteJSON(out, rep); err != nil {
+					return cli.Exit(2, fmt.Errorf("write report: %w", err))
 				}
 			} else if err := writeContrastText(out, rep); err != nil {
-				return exitError{2, fmt.Errorf("write report: %w", err)}
+				return cli.Exit(2, fmt.Errorf("write report: %w", err))
 			}
 			if !rep.Pass {
-				return exitError{1, nil}
+				return cli.Exit(1, nil)
 			}
 			return nil
 		},

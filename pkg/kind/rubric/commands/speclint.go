@@ -1,4 +1,4 @@
-package main
+package commands
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/internal/cli"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
 
@@ -42,19 +43,19 @@ Exit status: 0 valid, 1 invalid, 2 when the file cannot be read or is not JSON.`
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rep, err := argus.LintSpecFile(args[0])
 			if err != nil {
-				return exitError{2, err}
+				return cli.Exit(2, err)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				err = writeJSON(out, rep)
+				err = cli.WriteJSON(out, rep)
 			} else {
 				err = writeSpecLintText(out, args[0], rep)
 			}
 			if err != nil {
-				return exitError{2, fmt.Errorf("write report: %w", err)}
+				return cli.Exit(2, fmt.Errorf("write report: %w", err))
 			}
 			if !rep.Valid {
-				return exitError{1, nil}
+				return cli.Exit(1, nil)
 			}
 			return nil
 		},

@@ -1,0 +1,13 @@
+// Package commands is the rubric kind's own CLI subcommands (`tribunal contrast`,
+// `tribunal spec lint`): Argus's deterministic checks run by hand. The kind's stages hand
+// them to the registry (stage.Commanding), and cmd/tribunal adds them to its command tree
+// with every other command, so they take the same TRIBUNAL_* variables, flag suggestions,
+// help and exit statuses.
+package commands
+
+import "github.com/spf13/cobra"
+
+// Commands are the rubric kind's subcommands, built afresh for each command tree.
+func Commands() []*cobra.Command {
+	return []*cobra.Command{newContrastCmd(), newSpecCmd()}
+}
