@@ -152,11 +152,11 @@ type JobSpec struct {
 	Problem string `msgpack:"problem,omitempty"`
 	// Budget is the batch's budget ("5.00 USD", "200k tokens"; pkg/price.ParseLimit):
 	// the judge makes none of the batch's calls past it. Every job of the batch carries it.
-	Budget string `msgpack:"budget,omitempty"`
+	Budget string `msgpack:"budget,omitempty" json:",omitempty"`
 	// JudgeMode is how the batch asked for its judge calls to be made: "" (the
 	// deployment's default), JudgeModeDirect or JudgeModeBatch (the provider's batch
 	// API). It changes when an answer arrives and what it costs, never what is asked.
-	JudgeMode string `msgpack:"judge_mode,omitempty"`
+	JudgeMode string `msgpack:"judge_mode,omitempty" json:",omitempty"`
 }
 
 // Judge modes of a batch (JobSpec.JudgeMode, GatesDone.JudgeMode).
@@ -329,11 +329,11 @@ type GatesDone struct {
 	Part msgpack.RawMessage `msgpack:"part,omitempty" json:",omitempty"`
 	// Budget is the batch's budget (JobSpec.Budget), which the gater passes on to the
 	// judge: it tells the judge nothing about the artifacts.
-	Budget string `msgpack:"budget,omitempty"`
+	Budget string `msgpack:"budget,omitempty" json:",omitempty"`
 	// JudgeMode is the job's JobSpec.JudgeMode, carried to the judge service, which
 	// decides from it and its deployment's policy whether the calls go direct or through
 	// the provider's batch API.
-	JudgeMode string `msgpack:"judge_mode,omitempty"`
+	JudgeMode string `msgpack:"judge_mode,omitempty" json:",omitempty"`
 }
 
 // EventType implements Payload.
@@ -421,23 +421,23 @@ type JudgeInfo struct {
 	Call *Blob `msgpack:"call,omitempty"`
 	// CachedPromptTokens are the prompt tokens the provider served from its own prompt
 	// cache (part of PromptTokens, billed at the cached-input price).
-	CachedPromptTokens int `msgpack:"cached_prompt_tokens,omitempty"`
+	CachedPromptTokens int `msgpack:"cached_prompt_tokens,omitempty" json:",omitempty"`
 	// Batch marks an answer obtained through the provider's batch API (`--judge-mode
 	// batch`), priced with the provider's batch discount.
-	Batch bool `msgpack:"batch,omitempty"`
+	Batch bool `msgpack:"batch,omitempty" json:",omitempty"`
 	// Priced says CostNanos is known: every call the answer took was priced by the price
 	// table named PriceTable. A call of a model with no price is unpriced, never free.
-	Priced bool `msgpack:"priced,omitempty"`
+	Priced bool `msgpack:"priced,omitempty" json:",omitempty"`
 	// CostNanos is what the answer cost, in nano-dollars (pkg/price), the repair re-ask
 	// included; 0 for a cache hit, which made no call.
-	CostNanos int64 `msgpack:"cost_nanos,omitempty"`
+	CostNanos int64 `msgpack:"cost_nanos,omitempty" json:",omitempty"`
 	// SavedNanos is, for a cache hit, what the answer cost when it was first asked.
-	SavedNanos int64 `msgpack:"saved_nanos,omitempty"`
+	SavedNanos int64 `msgpack:"saved_nanos,omitempty" json:",omitempty"`
 	// PriceTable is the version of the price table the cost was computed with.
-	PriceTable string `msgpack:"price_table,omitempty"`
+	PriceTable string `msgpack:"price_table,omitempty" json:",omitempty"`
 	// BudgetRefused says why a budget refused the call, which was therefore never made
 	// ("budget exhausted: ..."); the rules block the job with it.
-	BudgetRefused string `msgpack:"budget_refused,omitempty"`
+	BudgetRefused string `msgpack:"budget_refused,omitempty" json:",omitempty"`
 }
 
 // FromCache marks an answer served from the judge-call cache by instance: it cost

@@ -226,6 +226,20 @@ func (c Call) Cost() price.Sum {
 	return s
 }
 
+// PricedCost is what the job's calls cost together, counting only the calls recorded
+// with a price table: a call recorded before tribunal priced its calls carries none, and
+// its cost is not known rather than unpriced. A batch's completion adds this, so a batch
+// completed before costs existed re-derives with no cost, as it was recorded.
+func (j *Job) PricedCost() price.Sum {
+	var s price.Sum
+	for _, c := range j.Calls {
+		if c.PriceTable != "" {
+			s.Add(c.Cost())
+		}
+	}
+	return s
+}
+
 // Cost is what the job's calls cost together.
 func (j *Job) Cost() price.Sum {
 	var s price.Sum

@@ -94,7 +94,7 @@ func (f *Fold) Add(j *records.Job) {
 	for _, c := range j.Calls {
 		f.judges[c.Judge] = true
 	}
-	f.cost.Add(j.Cost())
+	f.cost.Add(j.PricedCost())
 	if f.index != nil {
 		f.index.Add(index.Of(j))
 	}
