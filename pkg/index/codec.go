@@ -132,6 +132,7 @@ func (e *encoder) entry(x *Entry) {
 		e.int(int64(c.Unpriced))
 		e.int(int64(c.Saved))
 		e.int(int64(c.CacheHits))
+		e.int(int64(c.Recorded))
 		e.int(c.PromptTokens)
 		e.int(c.CachedPromptTokens)
 		e.int(c.CompletionTokens)
@@ -319,7 +320,7 @@ func (d *decoder) entry(x *Entry) {
 	}
 	if !d.v2 && d.byte() == 1 {
 		r.Cost = &price.Sum{Cost: price.Money(d.int()), Priced: int(d.int()), Unpriced: int(d.int()), Saved: price.Money(d.int()), CacheHits: int(d.int()),
-			PromptTokens: d.int(), CachedPromptTokens: d.int(), CompletionTokens: d.int()}
+			Recorded: int(d.int()), PromptTokens: d.int(), CachedPromptTokens: d.int(), CompletionTokens: d.int()}
 	}
 	n := d.uint()
 	if n > uint64(len(d.data)) {
