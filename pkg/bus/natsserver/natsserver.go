@@ -5,6 +5,7 @@
 package natsserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,11 @@ type Options struct {
 	// ReadyTimeout bounds the wait for the server to accept connections (30s if 0).
 	// Tests on a loaded machine give it longer: JetStream's start waits on the disk.
 	ReadyTimeout time.Duration
+	// OnSlow, when set, is called once if the server is still not ready after SlowAfter
+	// (5s if 0): recovering a large store takes a while, and a person waiting should
+	// know why.
+	OnSlow    func(waited time.Duration)
+	SlowAfter time.Duration
 	// OnNoSpace is told when the server reports its store out of space (it then disables
 	// JetStream until it restarts): the all-in-one mode stops its run on it. The server
 	// logs it through slog with the store's path either way.
@@ -158,8 +164,14 @@ func Start(o Options) (*server.Server, error) {
 	if wait <= 0 {
 		wait = 30 * time.Second
 	}
-	deadline := time.Now().Add(wait)
+	start := time.Now()
+	deadline := start.Add(wait)
+	slowAfter := cmp.Or(o.SlowAfter, 5*time.Second)
 	for !ns.ReadyForConnections(100 * time.Millisecond) {
+		if o.OnSlow != nil && time.Since(start) >= slowAfter {
+			o.OnSlow(time.Since(start))
+			o.OnSlow = nil
+		}
 		select {
 		case msg := <-fatal:
 			ns.Shutdown()
