@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -56,29 +55,13 @@ type Scope struct {
 }
 
 // BatchKey is the key of a batch's budget.
-func BatchKey(tenant, batch string) string { return "batch." + escape(tenant) + "." + escape(batch) }
+func BatchKey(tenant, batch string) string {
+	return "batch." + kv.Token(tenant) + "." + kv.Token(batch)
+}
 
 // TenantKey is the key of a team's budget in the period starting with period (Period).
 func TenantKey(tenant, period string) string {
-	return "tenant." + escape(tenant) + "." + escape(period)
-}
-
-// escape keeps [A-Za-z0-9_-] and writes any other byte as =XX, so every name is one key
-// token.
-func escape(s string) string {
-	if s == "" {
-		return "="
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
-			b.WriteByte(c)
-			continue
-		}
-		fmt.Fprintf(&b, "=%02X", c)
-	}
-	return b.String()
+	return "tenant." + kv.Token(tenant) + "." + kv.Token(period)
 }
 
 // DefaultHoldFor is how long a direct call's reservation lasts when its judge never

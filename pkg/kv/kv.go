@@ -8,6 +8,8 @@ package kv
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -63,4 +65,23 @@ func IsConflict(err error) bool {
 		return true
 	}
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// Token writes a name as exactly one key token: it keeps [A-Za-z0-9_-] and writes every
+// other byte as =XX, and the empty name as "=". Names from teams (tenants, batches,
+// models) can hold dots and wildcards, which would split or widen a key.
+func Token(s string) string {
+	if s == "" {
+		return "="
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "=%02X", c)
+	}
+	return b.String()
 }

@@ -113,29 +113,11 @@ func (l Limits) rule(key string) (rule, error) {
 // ProviderKey is the key of one provider and model. Characters a key may not hold are
 // escaped, so model names like "llama3:8b" or "gpt-4.1" each get one key.
 func ProviderKey(provider, model string) string {
-	return "provider." + escape(provider) + "." + escape(model)
+	return "provider." + kv.Token(provider) + "." + kv.Token(model)
 }
 
 // TenantKey is the key of one tenant.
-func TenantKey(tenant string) string { return "tenant." + escape(tenant) }
-
-// escape keeps [A-Za-z0-9_-] and writes every other byte as =XX, so a name is exactly
-// one key token; the empty name is "=".
-func escape(s string) string {
-	if s == "" {
-		return "="
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
-			b.WriteByte(c)
-			continue
-		}
-		fmt.Fprintf(&b, "=%02X", c)
-	}
-	return b.String()
-}
+func TenantKey(tenant string) string { return "tenant." + kv.Token(tenant) }
 
 // state is one key's stored value. Levels are as of the entry's server timestamp.
 type state struct {
