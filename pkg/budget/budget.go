@@ -338,7 +338,7 @@ func (l *Ledger) modify(ctx context.Context, key string, f func(*state) bool) er
 		if err != nil {
 			return err
 		}
-		err = kv.CompareAndSet(ctx, b, key, data, rev)
+		err = bus.RetryUnapplied(ctx, func(ctx context.Context) error { return kv.CompareAndSet(ctx, b, key, data, rev) })
 		switch {
 		case err == nil:
 			return nil
@@ -355,7 +355,14 @@ func (l *Ledger) load(ctx context.Context, key string) (state, uint64, error) {
 	if err != nil {
 		return state{}, 0, err
 	}
-	e, err := b.Get(ctx, key)
+	// A cluster electing the bucket's leader leaves reads unanswered for a moment: wait
+	// it out rather than refuse the call.
+	var e jetstream.KeyValueEntry
+	err = bus.RetryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		e, err = b.Get(ctx, key)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return state{}, 0, nil
 	}

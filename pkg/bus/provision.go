@@ -228,6 +228,39 @@ func RetryTransient(ctx context.Context, f func(context.Context) error) error {
 	}
 }
 
+// RetryUnapplied is RetryTransient for requests that are not idempotent, such as a
+// compare-and-set: it retries only errors that prove the request was not carried out
+// (Unapplied). A request that timed out may have been stored, so it is returned to the
+// caller, whose compare-and-set then finds the new revision and looks again.
+func RetryUnapplied(ctx context.Context, f func(context.Context) error) error {
+	attempt := firstAttempt
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		err := f(actx)
+		cancel()
+		if err == nil || !Unapplied(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+		attempt = min(2*attempt, maxAttempt)
+	}
+}
+
+// Unapplied reports a transient error that proves no server carried the request out:
+// nobody answered it (a stream without a leader while the cluster elects one) or the
+// cluster refused it for the moment.
+func Unapplied(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == errCodeClusterNotAvail || apiErr.ErrorCode == errCodeClusterNotLeader
+	}
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
 // JetStream API error codes of a cluster that cannot answer for the moment.
 const (
 	errCodeClusterNotAvail   = 10008 // JetStream system temporarily unavailable

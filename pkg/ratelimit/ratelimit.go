@@ -326,7 +326,14 @@ func (l *Limiter) modify(ctx context.Context, key string, r rule, f func(*state,
 // load reads key's state refilled to the estimated server now; revision 0 means the key
 // does not exist.
 func (l *Limiter) load(ctx context.Context, key string, r rule) (state, uint64, time.Time, error) {
-	e, err := l.kv.Get(ctx, key)
+	// A cluster electing the bucket's leader leaves reads unanswered for a moment; the
+	// call waits that out rather than end its AC as if the provider were down.
+	var e jetstream.KeyValueEntry
+	err := bus.RetryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		e, err = l.kv.Get(ctx, key)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return full(r), 0, l.clock.now(), nil
 	}
@@ -350,7 +357,7 @@ func (l *Limiter) save(ctx context.Context, key string, st state, rev uint64) (b
 	if err != nil {
 		return false, err
 	}
-	err = kv.CompareAndSet(ctx, l.kv, key, data, rev)
+	err = bus.RetryUnapplied(ctx, func(ctx context.Context) error { return kv.CompareAndSet(ctx, l.kv, key, data, rev) })
 	switch {
 	case err == nil:
 		return true, nil
