@@ -401,7 +401,9 @@ func idSteps(ev events.Event) []string {
 	case *events.ViewReset:
 		return []string{events.ResetStep(p.Loop)}
 	case *events.IterationDecided, *events.JobBlocked:
-		return []string{"", "final"}
+		return []string{"", "final", events.ReviewedStep(ev.CausationID)}
+	case *events.ReviewRecorded:
+		return []string{events.ReviewStep(p.By, p.Answer)}
 	case *events.BatchCancelRequested:
 		return []string{events.CancelStep(p.Page)}
 	}

@@ -217,6 +217,8 @@ func personInput(r *Recorded) (PersonInput, bool) {
 		}
 	case *events.ViewReset:
 		in.Job, in.By, in.Decision, in.Reason = p.ACID, p.By, fmt.Sprintf("reset loop %d", p.Loop), p.Reason
+	case *events.ReviewRecorded:
+		in.Job, in.By, in.Decision = ev.JobID, p.By, "reviewed "+p.Answer
 	default:
 		return in, false
 	}

@@ -59,7 +59,20 @@ type File struct {
 	// tokens"), pkg/price.ParseLimit. Past it, no call is made and the rest of the ACs
 	// are blocked "budget exhausted".
 	Budget string `yaml:"budget"`
-	ACs    []AC   `yaml:"acs"`
+	// Review is the batch's review setting (events.ReviewSpec): which judged ACs go to
+	// people and whether their answer decides.
+	Review *Review `yaml:"review"`
+	ACs    []AC    `yaml:"acs"`
+}
+
+// Review is the batch's `review`: a seeded sample (share or count), the unsure ACs, and
+// whether a person's answer decides the outcome.
+type Review struct {
+	Share   float64 `yaml:"share"`
+	Count   int     `yaml:"count"`
+	Seed    string  `yaml:"seed"`
+	Unsure  bool    `yaml:"unsure"`
+	Decides bool    `yaml:"decides"`
 }
 
 // AC is one acceptance criterion entry.
@@ -94,6 +107,8 @@ type AC struct {
 	// ArgusRuns asks for the seed's files in the feature's .argus-runs/ folder too; nil
 	// takes the batch's.
 	ArgusRuns *bool `yaml:"argus_runs"`
+	// Review flags the AC for a person: it joins the batch's review queue once judged.
+	Review bool `yaml:"review"`
 	// Targets and Views narrow a rubric AC to some of its feature's views, as a run's
 	// --target (seed 004's target:/screen:) and --ac with a view's id ask: target ids, and
 	// views' job ids (<ac>--<target>--<state>--<appearance>). Empty keeps every view. A

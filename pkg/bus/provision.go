@@ -40,7 +40,7 @@ var ServiceInputs = map[string][]events.Type{
 	Renderer:   {events.TypeRenderRequested},
 	Gater:      {events.TypeRenderDone},
 	Judge:      {events.TypeGatesDone},
-	Aggregator: {events.TypeJobSubmitted, events.TypeGatesFailed, events.TypeVerdictEmitted, events.TypeRenderUnchanged, events.TypeSpotcheckRecorded, events.TypeViewReset, events.TypeBatchOpened, events.TypeBatchCancelRequested, events.TypeJobCancelRequested},
+	Aggregator: {events.TypeJobSubmitted, events.TypeGatesFailed, events.TypeVerdictEmitted, events.TypeRenderUnchanged, events.TypeSpotcheckRecorded, events.TypeViewReset, events.TypeBatchOpened, events.TypeBatchCancelRequested, events.TypeJobCancelRequested, events.TypeReviewRecorded},
 }
 
 // ServiceOutputs are the event types each service publishes, besides its dead letters:

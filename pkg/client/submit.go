@@ -183,6 +183,7 @@ func (p *Prepared) Jobs(fn func(i int, j Job) error) error {
 		spec := pl.Build(p.uploads)
 		// The judge mode is the batch's, for every kind alike.
 		spec.JudgeMode = p.batch.JudgeMode
+		spec.Review = reviewSpec(p.batch, pl.ac)
 		if err := fn(i, Job{ID: pl.JobID, AC: pl.ac, Iteration: iteration, Spec: spec}); err != nil {
 			return err
 		}
@@ -242,4 +243,21 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 		return prep, err
 	}
 	return prep, nil
+}
+
+// reviewSpec is the review setting a job of b carries: the batch's, with the AC's flag;
+// nil when neither asks for people. The sample's seed defaults to the batch's name, so a
+// rerun of the batch file under a new run id draws its sample by the same seed.
+func reviewSpec(b *batch.Batch, ac batch.AC) *events.ReviewSpec {
+	if b.Review == nil && !ac.Review {
+		return nil
+	}
+	r := &events.ReviewSpec{Flagged: ac.Review}
+	if br := b.Review; br != nil {
+		r.Share, r.Count, r.Seed, r.Unsure, r.Decides = br.Share, br.Count, br.Seed, br.Unsure, br.Decides
+	}
+	if r.Seed == "" {
+		r.Seed = b.Name
+	}
+	return r
 }

@@ -65,7 +65,7 @@ var AllTypes = []Type{
 	TypeJobSubmitted, TypeRenderRequested, TypeRenderDone, TypeGatesDone, TypeGatesFailed,
 	TypeVerdictEmitted, TypeIterationDecided, TypeSignoffRecorded, TypeManifestEmitted,
 	TypeJobBlocked, TypeBatchCompleted, TypeRenderUnchanged, TypeSpotcheckRecorded, TypeViewReset,
-	TypeBatchOpened, TypeBatchCancelRequested, TypeJobCancelRequested,
+	TypeBatchOpened, TypeBatchCancelRequested, TypeJobCancelRequested, TypeReviewRecorded,
 }
 
 // Known reports whether t is an event type this build understands.

@@ -44,6 +44,7 @@ func samples() []Payload {
 		&BatchOpened{Size: 2, Digest: digest, Pages: []Blob{{SHA256: digest, MediaType: "application/json", Size: 40}}},
 		&BatchCancelRequested{By: "alice@host"},
 		&JobCancelRequested{Kind: KindAB, Index: 1, BatchSize: 2, By: "alice@host"},
+		&ReviewRecorded{Kind: KindAB, Answer: `{"raw_winner":"A","confidence":0.8,"biggest_gap":"x"}`, By: "ann@team", Via: "import"},
 	}
 }
 

@@ -157,6 +157,39 @@ type JobSpec struct {
 	// deployment's default), JudgeModeDirect or JudgeModeBatch (the provider's batch
 	// API). It changes when an answer arrives and what it costs, never what is asked.
 	JudgeMode string `msgpack:"judge_mode,omitempty" json:",omitempty"`
+	// Review is the batch's review setting and the AC's flag (people in the loop): every
+	// job of a batch with one carries it, so any record says what its batch asked.
+	Review *ReviewSpec `msgpack:"review,omitempty" json:",omitempty"`
+}
+
+// ReviewSpec is a batch's review setting as each of its jobs carries it (pkg/review
+// reads it): a seeded sample of the batch (Share or Count, named by Seed), the ACs the
+// judge was unsure of, whether a person's answer decides, and whether the team flagged
+// this AC.
+type ReviewSpec struct {
+	Share   float64 `msgpack:"share,omitempty" json:"share,omitempty"`
+	Count   int     `msgpack:"count,omitempty" json:"count,omitempty"`
+	Seed    string  `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	Unsure  bool    `msgpack:"unsure,omitempty" json:"unsure,omitempty"`
+	Decides bool    `msgpack:"decides,omitempty" json:"decides,omitempty"`
+	Flagged bool    `msgpack:"flagged,omitempty" json:"flagged,omitempty"`
+}
+
+// maxReviewSeed bounds a review seed: it is a name, not a document.
+const maxReviewSeed = 128
+
+func (r *ReviewSpec) validate() error {
+	switch {
+	case r.Share < 0 || r.Share > 1 || r.Share != r.Share:
+		return invalid("review.share", "want a number in [0, 1]")
+	case r.Count < 0:
+		return invalid("review.count", "must be 0 or more")
+	case r.Share > 0 && r.Count > 0:
+		return invalid("review.count", "give share or count, not both")
+	case len(r.Seed) > maxReviewSeed:
+		return invalid("review.seed", fmt.Sprintf("at most %d bytes", maxReviewSeed))
+	}
+	return nil
 }
 
 // Judge modes of a batch (JobSpec.JudgeMode, GatesDone.JudgeMode).
@@ -187,6 +220,11 @@ func (s JobSpec) validate() error {
 	}
 	if err := ValidJudgeMode("judge_mode", s.JudgeMode); err != nil {
 		return err
+	}
+	if s.Review != nil {
+		if err := s.Review.validate(); err != nil {
+			return err
+		}
 	}
 	w, err := wireOf(s.Kind)
 	if err != nil {
@@ -761,6 +799,8 @@ func newPayload(t Type) (Payload, error) {
 		return &BatchCancelRequested{}, nil
 	case TypeJobCancelRequested:
 		return &JobCancelRequested{}, nil
+	case TypeReviewRecorded:
+		return &ReviewRecorded{}, nil
 	}
 	return nil, &FieldError{Doc: docEvent, Field: "envelope.type", Reason: fmt.Sprintf("%q", t), Err: ErrUnknownType}
 }

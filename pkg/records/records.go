@@ -68,6 +68,9 @@ type Job struct {
 	// applied to their own jobs once this job is final, and kept here so a release lost
 	// in a crash is made again.
 	Held []HeldInput `json:"held,omitempty"`
+	// Reviews are people's reviews of the job (review.recorded), one per reviewer, in
+	// the order they first answered.
+	Reviews []Review `json:"reviews,omitempty"`
 
 	// memo is set only between Memoize and Forget.
 	memo *memo

@@ -202,6 +202,9 @@ func Apply(st State, in Input) (Result, error) {
 	if p, ok := ev.Payload.(*events.ViewReset); ok {
 		return resetState(st, in, k, p)
 	}
+	if p, ok := ev.Payload.(*events.ReviewRecorded); ok {
+		return reviewed(st, in, k, p)
+	}
 	if heldInput(&st, in, k) {
 		return Result{Hold: true}, nil
 	}

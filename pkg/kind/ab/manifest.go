@@ -104,6 +104,22 @@ type ComparisonExtras struct {
 	// Unpinned marks a verdict with a call that pinned no temperature (the server's
 	// default applied): judged again, it may come out differently.
 	Unpinned bool `json:"temperature_unpinned,omitempty"`
+	// Review is set when a person's review decided the comparison (the batch's review
+	// decides): the shared fields are then the person's answer, and this keeps who and
+	// what the judge had said.
+	Review *ReviewNote `json:"review,omitempty"`
+}
+
+// ReviewNote is what a comparison decided by a person's review keeps of it and of the
+// judge's verdict it replaced.
+type ReviewNote struct {
+	DecidedBy string `json:"decided_by"`
+	By        string `json:"by"`
+	// JudgeWinner, JudgeRawWinner and JudgeConfidence are the judge's verdict.
+	JudgeWinner     Winner     `json:"judge_winner,omitempty"`
+	JudgeRawWinner  string     `json:"judge_raw_winner,omitempty"`
+	JudgeConfidence *float64   `json:"judge_confidence,omitempty"`
+	Judge           *JudgeInfo `json:"judge,omitempty"`
 }
 
 // JudgeInfo identifies the model and prompt a verdict was obtained with, which is what

@@ -1,0 +1,31 @@
+package kind
+
+import (
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/review"
+)
+
+// Reviewing is a kind whose judged jobs people can review (review.recorded): it reads a
+// person's answer in its own verdict shape, with its own answer contract, and says what
+// the answer and the judge's verdict mean in terms agreement can compare (pkg/review).
+// A kind that is not Reviewing has every review refused.
+type Reviewing interface {
+	// JudgeVerdict is the job's judge verdict as a reviewer's answer is compared with
+	// it, and the judge that gave it ("provider/model"); ok is false when the job has no
+	// verdict a person could review (blocked, a schema violation, pending).
+	JudgeVerdict(j *records.Job) (v review.Verdict, model string, ok bool)
+	// ReviewAnswer checks a person's answer to the job against the kind's answer
+	// contract (the same the judge's answers meet) and reads it. An error is the
+	// person's mistake: the review is refused, never recorded as a violation.
+	ReviewAnswer(j *records.Job, answer []byte) (review.Verdict, error)
+	// Unsure are the judge's doubts about the job's verdict ("confidence 0.42 below
+	// 0.75", "swap flip"), which send it to the queue when the batch asks.
+	Unsure(j *records.Job) []string
+	// DecideByReview makes the person's answer the job's outcome, the judge's verdict
+	// kept beside it: the batch let people decide (events.ReviewSpec.Decides). It
+	// changes j (its status, decision and result) and returns the decision.
+	DecideByReview(j *records.Job, answer []byte, by string, ev events.Event) (*events.IterationDecided, error)
+	// ReviewScale is the scale of the verdicts' scores (zero when they have none).
+	ReviewScale() review.Scale
+}

@@ -1,0 +1,88 @@
+package rulebook
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+)
+
+// RefusedReview: a review.recorded the rules will not apply (a job with no verdict to
+// review, an answer outside the kind's contract, a kind people cannot review).
+const RefusedReview = "review"
+
+// reviewed applies a person's review to a judged job: the job keeps the judge's verdict
+// and gains the person's (records.Job.Reviews, one per reviewer: a second answer of the
+// same person replaces the first and counts the change). When the batch lets people
+// decide (events.ReviewSpec.Decides), the kind makes the person's answer the outcome and
+// the new decision is published, caused by the review, so the audit re-derives it.
+//
+// A review is a person's input, so a mistake in it is refused rather than recorded as a
+// schema violation: a typo must not change a verdict, and a refused answer can be given
+// again. A review the aggregator gave up on is not applied late from dead letters.
+func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result, error) {
+	j, ev := st.Job, in.Event
+	if in.DeadLetter != nil {
+		return Result{}, refuse(RefusedReview, "review.recorded %s: %s gave up on it (%s); it is not applied late", ev.ID, in.DeadLetter.Service, in.DeadLetter.Reason)
+	}
+	rk, ok := k.(kind.Reviewing)
+	if !ok {
+		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s is a %s job, which people cannot review", ev.ID, j.Key(), j.Spec.Kind)
+	}
+	if p.Kind != j.Spec.Kind {
+		return Result{}, refuse(RefusedReview, "review.recorded %s: a %s answer for job %s, a %s job", ev.ID, p.Kind, j.Key(), j.Spec.Kind)
+	}
+	if !j.Final() || ev.Iteration != j.Iteration || ev.Attempt != j.Attempt {
+		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s has no verdict of iteration %d attempt %d to review", ev.ID, j.Key(), ev.Iteration, ev.Attempt)
+	}
+	mine := -1
+	for i, r := range j.Reviews {
+		if r.Event == ev.ID {
+			return Result{}, nil // the same answer again
+		}
+		if r.By == p.By {
+			mine = i
+		}
+	}
+	// The judge's verdict as it stood before any review decided: once a person decided,
+	// the job's own decision is theirs.
+	judge, model, ok := rk.JudgeVerdict(j)
+	if len(j.Reviews) > 0 {
+		judge, model, ok = j.Reviews[0].Judge, j.Reviews[0].Model, true
+	}
+	if !ok {
+		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s has no judge verdict to review (%s)", ev.ID, j.Key(), j.Status)
+	}
+	person, err := rk.ReviewAnswer(j, []byte(p.Answer))
+	if err != nil {
+		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s: %v", ev.ID, j.Key(), err)
+	}
+	r := records.Review{By: p.By, At: st.Now, Via: p.Via, Event: ev.ID, Link: in.Link, Iteration: ev.Iteration,
+		Answer: json.RawMessage(p.Answer), Person: person, Judge: judge, Model: model,
+		Decides: j.Spec.Review != nil && j.Spec.Review.Decides}
+	next := j.Clone()
+	if mine >= 0 {
+		r.Changes, r.Replaced = j.Reviews[mine].Changes+1, j.Reviews[mine].Event
+		next.Reviews[mine] = r
+	} else {
+		next.Reviews = append(next.Reviews, r)
+	}
+	if in.Link != "" {
+		next.Inputs = append(next.Inputs, in.Link)
+	}
+	res := Result{Job: next}
+	if !r.Decides {
+		return res, nil
+	}
+	d, err := rk.DecideByReview(next, []byte(p.Answer), p.By, ev)
+	if err != nil {
+		return Result{}, fmt.Errorf("job %s: review.recorded %s: %w", j.Key(), ev.ID, err)
+	}
+	next.Decided, next.DecidedBy, next.DecidedAt = d, ev.ID, st.Now
+	out := events.New(d, j.Tenant, j.Batch, j.ACID, j.Iteration, events.ReviewedStep(ev.ID), &ev.Envelope)
+	out.CorrelationID = j.CorrelationID
+	res.Publish, res.Decided = []events.Event{out}, d
+	return res, nil
+}
