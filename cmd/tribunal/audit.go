@@ -37,6 +37,11 @@ it concerns and the event it was derived from.
 --job audits one AC of the batch: only its own events and its batch's inputs are decoded
 (the rest of the stream is passed over unread), its decisions re-derived and its job record
 compared; the batch's completion and manifests rest on every job and are left to --batch.
+A decided job's record keeps where the stream holds each event its outcome rests on: those
+messages are read by sequence, each checked to be the event its record links, and the
+outcome after them; the stream is read instead when the record keeps no positions (written
+before them), when one does not hold its event (a finding), or when the audit at them finds
+anything.
 
 --since and --until select the batches that have an event in that range (each is audited
 whole). A time is RFC 3339 or a duration before now ("24h").
@@ -220,9 +225,9 @@ func auditJob(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, as
 // (audit.Window).
 const jobWindowSlack = 5 * time.Second
 
-// jobWindow is where the job's record says its events are (audit.Window): from its
-// submission to its decision, to the stream's end for a job that is not final or was
-// redriven. Without the record (no state, another tenant's, --no-state) the whole
+// jobWindow is where the job's record says its events are (audit.Window): at the
+// positions it keeps, or from its submission to its decision, to the stream's end for a
+// job that is not final or was redriven. Without the record (no state, another tenant's, --no-state) the whole
 // stream is read.
 func jobWindow(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, noState bool) audit.Window {
 	if noState || f.Tenant == "" {
@@ -239,6 +244,8 @@ func jobWindow(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, n
 	w := audit.Window{From: j.SubmittedAt.Add(-jobWindowSlack)}
 	if j.Final() && j.Attempt == 0 && !j.DecidedAt.IsZero() {
 		w.To = j.DecidedAt.Add(jobWindowSlack)
+		// Where its events are: read there, not over the window (audit.Window).
+		w.Positions, w.Links = j.Positions, j.Inputs
 	}
 	return w
 }

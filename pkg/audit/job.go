@@ -45,6 +45,29 @@ func RunJob(ctx context.Context, js jetstream.JetStream, f Filter, job string, s
 // an event that decides the job.
 type Window struct {
 	From, To time.Time
+	// Positions and Links are the job record's (records.Job.Positions and Inputs):
+	// where the stream holds each event the job's outcome rests on. When they are
+	// given for a decided job (To set) and every position is known, only those messages
+	// are read, by sequence, and the job's outcome after the last of them (an ordered
+	// read of the outcomes' subjects from there, see readAt); the rest of the stream is
+	// not read. Each message read must be the event its link names (id and digest), or
+	// the record's position is a finding and the job is read as without them. f.Tenant
+	// must be set (the outcomes' subjects are the tenant's).
+	Positions []uint64
+	Links     []string
+}
+
+// positional reports whether w's positions are all known and fit its links.
+func (w Window) positional() bool {
+	if w.To.IsZero() || len(w.Positions) == 0 || len(w.Positions) != len(w.Links) {
+		return false
+	}
+	for _, p := range w.Positions {
+		if p == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // RunJobIn is RunJob reading only the job's window of the stream.
@@ -69,12 +92,49 @@ func RunJobIn(ctx context.Context, js jetstream.JetStream, f Filter, job string,
 	if err != nil {
 		return Report{}, fmt.Errorf("audit: stream %s info: %w", name, err)
 	}
+	var misplaced []Mismatch
+	if info.State.Msgs > 0 && f.Tenant != "" && w.positional() {
+		recs, bad, n, ok, err := readAt(ctx, js, st, name, info.State.LastSeq, f, job, w)
+		if err != nil {
+			return Report{}, err
+		}
+		misplaced = bad
+		if ok {
+			rep, err := auditJobEvents(ctx, f, job, store, recs)
+			if err != nil {
+				return Report{}, err
+			}
+			// Only a clean audit stands on the record's positions alone: any finding
+			// (an event missing from them, a link that does not hold) is looked for
+			// again over the stream, as without positions, so the report is the one
+			// the stream gives.
+			if rep.OK() {
+				rep.Read = n
+				rep.Unverified = append(rep.Unverified, Unverified{Tenant: f.Tenant, Batch: f.BatchID, Job: job,
+					What: "events of the job that its record does not name (an input that changed nothing, a copy published later)",
+					Why:  "the job's events were read at the positions its record keeps, not by passing over the stream: audited with the batch (--batch)"})
+				return withBatchNote(rep, f, job), nil
+			}
+		}
+	}
 	var recs []Recorded
+	n := 0
 	if info.State.Msgs > 0 {
-		if recs, err = readJob(ctx, js, name, info.State.LastSeq, f, job, w); err != nil {
+		if recs, err = readJob(ctx, js, name, info.State.LastSeq, f, job, w, &n); err != nil {
 			return Report{}, err
 		}
 	}
+	rep, err := auditJobEvents(ctx, f, job, store, recs)
+	if err != nil {
+		return Report{}, err
+	}
+	rep.Read = n
+	rep.Mismatches = append(misplaced, rep.Mismatches...)
+	return withBatchNote(rep, f, job), nil
+}
+
+// auditJobEvents audits the events read of one job (RunJobIn).
+func auditJobEvents(ctx context.Context, f Filter, job string, store blob.Store, recs []Recorded) (Report, error) {
 	for _, r := range recs {
 		if r.OK() && r.DeadLetter == "" && looping(kindOf(r.Event)) {
 			return Report{}, fmt.Errorf("audit: job %s is a %s job, whose view's loop carries over from earlier batches: audit its batch (--batch %s)", job, kindOf(r.Event), f.BatchID)
@@ -92,15 +152,20 @@ func RunJobIn(ctx context.Context, js jetstream.JetStream, f Filter, job string,
 	}
 	rep := a.finish()
 	rep.Job = job
+	return rep, nil
+}
+
+// withBatchNote says what one job's audit leaves to its batch's.
+func withBatchNote(rep Report, f Filter, job string) Report {
 	for _, b := range rep.Batches {
 		rep.Unverified = append(rep.Unverified, Unverified{Tenant: b.Tenant, Batch: b.Batch, Job: job,
 			What: "the batch's opening (its plan pages), completion, manifests and header", Why: "they are the batch's, not the job's: audited with the batch (--batch), not with one job (--job)"})
 	}
-	return rep, nil
+	return rep
 }
 
 // readJob reads the messages that can be job's, in stream order, within w (see Window).
-func readJob(ctx context.Context, js jetstream.JetStream, stream string, last uint64, f Filter, job string, w Window) ([]Recorded, error) {
+func readJob(ctx context.Context, js jetstream.JetStream, stream string, last uint64, f Filter, job string, w Window, n *int) ([]Recorded, error) {
 	o := bus.ReadOptions{Last: last, Since: w.From}
 	if f.Tenant != "" {
 		o.FilterSubjects = []string{events.TenantAll(f.Tenant), events.DeadLetterPrefix + ".>"}
@@ -109,6 +174,7 @@ func readJob(ctx context.Context, js jetstream.JetStream, stream string, last ui
 	var recs []Recorded
 	submitted, decided := false, false
 	err := bus.ReadStream(ctx, js, stream, o, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+		*n++
 		if !w.To.IsZero() && decided && md.Timestamp.After(w.To) {
 			return false
 		}
@@ -137,9 +203,86 @@ func readJob(ctx context.Context, js jetstream.JetStream, stream string, last ui
 	if !submitted && !w.From.IsZero() {
 		// Nothing submitted the job after From: its events may be older than its
 		// record says. Read them all.
-		return readJob(ctx, js, stream, last, f, job, Window{})
+		return readJob(ctx, js, stream, last, f, job, Window{}, n)
 	}
 	return recs, nil
+}
+
+// readAt reads the messages at w's positions by sequence and then, from the last of
+// them on, the job's outcome (see Window): read is false when they cannot be read this
+// way (the store refuses a read by sequence, a position does not hold the event its
+// link names), and the caller reads the stream instead. A position that holds another
+// message is a finding, returned in misplaced: the record sends its auditor elsewhere.
+func readAt(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, stream string, last uint64, f Filter, job string, w Window) (recs []Recorded, misplaced []Mismatch, n int, read bool, err error) {
+	seen := map[uint64]bool{}
+	after := uint64(0)
+	for i, seq := range w.Positions {
+		after = max(after, seq)
+		if seen[seq] {
+			continue
+		}
+		seen[seq] = true
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, nil, n, false, nil // read by sequence refused: read the stream
+		}
+		n++
+		var r Recorded
+		if err == nil {
+			raw := rawMsg{seq: m.Sequence, subject: m.Subject, stored: m.Time, data: m.Data}
+			if h := m.Header; h != nil {
+				raw.msgID, raw.reason, raw.original = h.Get(jetstream.MsgIDHeader), h.Get(bus.MetaReason), h.Get(bus.MetaOriginalSubject)
+				raw.chainSeqs = h.Get(bus.MetaChainSeqs)
+			}
+			r = raw.record()
+		}
+		if err != nil || !r.OK() || r.link() != w.Links[i] || !ofJob(&r, f, job) {
+			holds := "no message"
+			if err == nil {
+				holds = "another message (" + r.Subject + ", " + r.link() + ")"
+			}
+			misplaced = append(misplaced, Mismatch{Kind: KindMismatch, Tenant: f.Tenant, Batch: f.BatchID, Job: job,
+				EventType: "job record", Seq: seq, Field: fmt.Sprintf("positions[%d]", i), Recorded: fmt.Sprint(seq), Derived: w.Links[i],
+				Detail: fmt.Sprintf("the job record says the stream holds %s at sequence %d, where it holds %s: the job was read from the stream instead", w.Links[i], seq, holds)})
+			continue
+		}
+		recs = append(recs, r)
+	}
+	if len(misplaced) > 0 {
+		return nil, misplaced, n, false, nil
+	}
+	// The outcome is published once the record that decides it is stored: after the
+	// deciding input, on one of two subjects. The read ends at it, or at the stream's
+	// end when it was never published (the replay then reports it missing).
+	subjects := make([]string, 0, 2)
+	for _, t := range []events.Type{events.TypeIterationDecided, events.TypeJobBlocked} {
+		s, err := events.Subject(f.Tenant, t)
+		if err != nil {
+			return nil, nil, n, false, fmt.Errorf("audit: job %s: %w", job, err)
+		}
+		subjects = append(subjects, s)
+	}
+	if after < last {
+		batchB, jobB := []byte(f.BatchID), []byte(job)
+		o := bus.ReadOptions{From: after + 1, Last: last, FilterSubjects: subjects, Batch: 64}
+		err := bus.ReadStream(ctx, js, stream, o, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
+			n++
+			if !bytes.Contains(m.Data(), batchB) || !bytes.Contains(m.Data(), jobB) {
+				return true
+			}
+			r := record(m, md)
+			if !r.OK() || !ofJob(&r, f, job) {
+				return true
+			}
+			recs = append(recs, r)
+			return !(r.Event.JobID == job && isOutcome(r.Event))
+		})
+		if err != nil {
+			return nil, nil, n, false, fmt.Errorf("audit: read the outcome of job %s from %s: %w", job, stream, err)
+		}
+	}
+	sort.Slice(recs, func(i, k int) bool { return recs[i].Seq < recs[k].Seq })
+	return recs, nil, n, true, nil
 }
 
 // batchInputSubject reports whether subject carries events that name no job but decide

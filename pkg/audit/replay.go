@@ -60,6 +60,10 @@ type Recorded struct {
 	// OriginalSubject is the subject a dead letter's event was published on, as the
 	// service that gave up on it recorded it.
 	OriginalSubject string `json:"original_subject,omitempty"`
+	// ChainSeqs are where the stream holds the events of the event's chain, as its
+	// header says (bus.MetaChainSeqs; nil when it says none): the positions the
+	// aggregator kept in the job record, re-derived alike.
+	ChainSeqs []uint64 `json:"chain_seqs,omitempty"`
 	// History marks an event of another batch, replayed only because an audited rubric
 	// view's loop state carries over from it. It is folded, never judged.
 	History bool `json:"history,omitempty"`
@@ -550,10 +554,7 @@ type readChunk struct {
 func (c *readChunk) decode() {
 	c.recs = make([]Recorded, len(c.msgs))
 	for i, m := range c.msgs {
-		c.recs[i] = NewRecorded(m.seq, m.subject, m.stored, m.data, m.msgID, m.reason)
-		if c.recs[i].DeadLetter != "" {
-			c.recs[i].OriginalSubject = m.original
-		}
+		c.recs[i] = m.record()
 	}
 	c.msgs = nil
 	close(c.done)
@@ -566,6 +567,19 @@ type rawMsg struct {
 	stored                  time.Time
 	data                    []byte
 	msgID, reason, original string
+	chainSeqs               string
+}
+
+// record decodes the message.
+func (m *rawMsg) record() Recorded {
+	r := NewRecorded(m.seq, m.subject, m.stored, m.data, m.msgID, m.reason)
+	if r.DeadLetter != "" {
+		r.OriginalSubject = m.original
+	}
+	if r.OK() {
+		r.ChainSeqs = bus.ParseChainSeqs(m.chainSeqs, len(r.Event.Chain))
+	}
+	return r
 }
 
 // rawOf copies what the audit reads of a message: the client may reuse its buffers.
@@ -573,6 +587,7 @@ func rawOf(m jetstream.Msg, md *jetstream.MsgMetadata) rawMsg {
 	r := rawMsg{seq: md.Sequence.Stream, subject: m.Subject(), stored: md.Timestamp, data: bytes.Clone(m.Data())}
 	if h := m.Headers(); h != nil {
 		r.msgID, r.reason, r.original = h.Get(jetstream.MsgIDHeader), h.Get(bus.MetaReason), h.Get(bus.MetaOriginalSubject)
+		r.chainSeqs = h.Get(bus.MetaChainSeqs)
 	}
 	return r
 }
@@ -580,11 +595,7 @@ func rawOf(m jetstream.Msg, md *jetstream.MsgMetadata) rawMsg {
 // record decodes one message. The bytes are copied: the client may reuse its buffers.
 func record(m jetstream.Msg, md *jetstream.MsgMetadata) Recorded {
 	raw := rawOf(m, md)
-	r := NewRecorded(raw.seq, raw.subject, raw.stored, raw.data, raw.msgID, raw.reason)
-	if r.DeadLetter != "" {
-		r.OriginalSubject = raw.original
-	}
-	return r
+	return raw.record()
 }
 
 // NewRecorded builds the audit's view of one stored message: its hash, its decoded event

@@ -273,6 +273,9 @@ type Report struct {
 	Jobs int `json:"jobs"`
 	// Job is the one job audited (RunJob), "" for whole batches.
 	Job string `json:"job,omitempty"`
+	// Read is how many stream messages one job's audit read (RunJob): those at its
+	// record's positions and up to its outcome, or every one it passed over.
+	Read int `json:"read,omitempty"`
 	// Decisions counts the re-derived values that were compared with a record.
 	Decisions int `json:"decisions"`
 	// Batches are the audited batches, as re-derived.

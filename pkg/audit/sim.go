@@ -110,7 +110,7 @@ func (a *auditor) codec(t events.Type) *dictzstd.Codec {
 // submission is handled).
 func (a *auditor) applyInput(r *Recorded) bool {
 	ev := r.Event
-	in := rulebook.Input{Event: ev, Link: r.link(), Subject: r.Subject}
+	in := rulebook.Input{Event: ev, Link: r.link(), Subject: r.Subject, Seq: r.Seq, ChainSeqs: r.ChainSeqs}
 	if r.DeadLetter != "" {
 		in.Subject = r.OriginalSubject
 		in.DeadLetter = &rulebook.DeadLetter{Service: r.DeadLetter, Reason: r.Reason}

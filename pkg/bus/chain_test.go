@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,18 @@ func TestOutputsCarryTheInputChain(t *testing.T) {
 		p := &events.GatesFailed{Kind: events.KindAB, ACID: ev.JobID, Blocked: "missing artifact"}
 		return []events.Event{events.New(p, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}, nil
 	})
-	e.run(t, bus.Aggregator, bus.RouterConfig{}, func(_ context.Context, ev events.Event) ([]events.Event, error) {
+	// The aggregator is told where its input and the input's chain are.
+	type position struct {
+		seq   uint64
+		chain []uint64
+	}
+	seen := make(chan position, 1)
+	e.run(t, bus.Aggregator, bus.RouterConfig{}, func(ctx context.Context, ev events.Event) ([]events.Event, error) {
+		seq, chain := bus.Position(ctx)
+		select {
+		case seen <- position{seq, chain}:
+		default:
+		}
 		p := &events.JobBlocked{Kind: events.KindAB, ACID: ev.JobID, Stage: "render", Reason: "missing artifact"}
 		return []events.Event{events.New(p, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, "", &ev.Envelope)}, nil
 	})
@@ -70,5 +82,33 @@ func TestOutputsCarryTheInputChain(t *testing.T) {
 	}
 	if len(blocked.Chain) != 0 {
 		t.Errorf("the aggregator's job.blocked carries a chain: %v", blocked.Chain)
+	}
+	seqOf := func(typ events.Type) uint64 {
+		st, err := e.js.Stream(ctxT(t), "TRIBUNAL")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.GetLastMsgForSubject(ctxT(t), subject(typ))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Sequence
+	}
+	got := <-seen
+	want := position{seqOf(events.TypeGatesFailed), []uint64{seqOf(events.TypeRenderRequested), seqOf(events.TypeRenderDone)}}
+	if got.seq != want.seq || fmt.Sprint(got.chain) != fmt.Sprint(want.chain) {
+		t.Errorf("the aggregator was told its input is at %d, its chain at %v; want %d, %v", got.seq, got.chain, want.seq, want.chain)
+	}
+}
+
+// TestChainSeqsHeader: a header that does not fit its chain says nothing.
+func TestChainSeqsHeader(t *testing.T) {
+	if got := bus.ParseChainSeqs(bus.FormatChainSeqs([]uint64{3, 17}), 2); fmt.Sprint(got) != "[3 17]" {
+		t.Errorf("round trip: %v", got)
+	}
+	for _, h := range []string{"3,17", "3", "3,x,4", "0,1,2", ""} {
+		if got := bus.ParseChainSeqs(h, 3); got != nil {
+			t.Errorf("%q for a chain of 3: %v, want nothing", h, got)
+		}
 	}
 }

@@ -50,6 +50,11 @@ type ReadOptions struct {
 	// Last is the last stream sequence the read delivers (the stream as the caller found
 	// it); zero reads until the read has caught up with the stream.
 	Last uint64
+	// From starts the read at this stream sequence instead (it overrides Since).
+	From uint64
+	// Batch is how many messages one pull asks for; zero asks for readerBatch. A read
+	// that looks for one message near its start asks for few.
+	Batch int
 }
 
 // readerBatch is how many messages one pull asks for: each pull is a round trip, and
@@ -141,6 +146,8 @@ func (r *reader) open(ctx context.Context) error {
 	switch {
 	case r.next > 0:
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.next
+	case r.o.From > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.o.From
 	case !r.o.Since.IsZero():
 		since := r.o.Since
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
@@ -194,14 +201,18 @@ func (r *reader) close() {
 // fetch delivers one pull's messages. done reports that the read is over; an error
 // means the consumer lost something or is gone and must be replaced.
 func (r *reader) fetch(ctx context.Context, visit func(jetstream.Msg, *jetstream.MsgMetadata) bool) (done bool, err error) {
-	batch, err := r.cons.Fetch(readerBatch, jetstream.FetchMaxWait(time.Second))
+	n := readerBatch
+	if r.o.Batch > 0 {
+		n = r.o.Batch
+	}
+	batch, err := r.cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
 	if r.unanswered(ctx, err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("pull from %s: %w", r.name, err)
 	}
-	n := 0
+	n = 0
 	for m := range batch.Messages() {
 		n++
 		r.silent = 0

@@ -342,6 +342,10 @@ func adapt(service string, h Handler, deadLetters func(context.Context, DeadLett
 				ctx := msg.Context()
 				if ev, err := events.Decode(msg.Payload); err == nil {
 					ctx = withEvent(ctx, ev)
+					// Where the dead letter is, and its event's chain (the header
+					// travels with the payload).
+					seq, chainSeqs := messagePosition(msg, len(ev.Chain))
+					ctx = WithPosition(ctx, seq, chainSeqs)
 				}
 				service := strings.TrimPrefix(subj, events.DeadLetterPrefix+".")
 				// The dead letter's bytes are the original event's: chain them like any input.
@@ -374,7 +378,8 @@ func adapt(service string, h Handler, deadLetters func(context.Context, DeadLett
 				return nil, Permanent(fmt.Errorf("event %s refused: %w", ev.ID, err))
 			}
 		}
-		ctx := WithPayloadDigest(withEvent(msg.Context(), ev), msg.Payload)
+		seq, chainSeqs := messagePosition(msg, len(ev.Chain))
+		ctx := WithPosition(WithPayloadDigest(withEvent(msg.Context(), ev), msg.Payload), seq, chainSeqs)
 		out, err := h(ctx, ev)
 		if err != nil {
 			logger.DebugContext(ctx, "event handler failed", "err", err)
@@ -386,7 +391,11 @@ func adapt(service string, h Handler, deadLetters func(context.Context, DeadLett
 			}
 		}
 		logger.DebugContext(ctx, "event handled", "outputs", len(out))
-		return Messages(out...)
+		msgs, err := Messages(out...)
+		if chain && err == nil {
+			chainOutputs(msgs, seq, chainSeqs, len(ev.Chain))
+		}
+		return msgs, err
 	}
 }
 

@@ -59,6 +59,12 @@ type Job struct {
 	// the links of the digest chain that manifests and sign-offs carry, so an auditor can
 	// prove what they rest on.
 	Inputs []string `json:"inputs,omitempty"`
+	// Positions are where the stream holds the events of Inputs, one stream sequence
+	// each in the same order (0: not known), so `tribunal audit --job` reads those
+	// messages instead of the stream. Empty on records written before positions were
+	// kept, and on a record whose first input came without one (AddInput). They are
+	// hints: the audit reads each message and checks it is the event its link names.
+	Positions []uint64 `json:"positions,omitempty"`
 	// DecidedBy is the id of the event the final status was derived from.
 	DecidedBy string    `json:"decided_by,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitempty"`
@@ -137,6 +143,20 @@ func (j *Job) Remember(data []byte, v any) {
 // sameBytes reports whether a and b are the same slice of memory, not merely equal.
 func sameBytes(a, b []byte) bool {
 	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
+}
+
+// AddInput appends one link of the job's chain (Inputs) and where the stream holds its
+// event (Positions, 0 when not known). Positions are kept only from a record's first
+// input on, so they stay parallel to Inputs: a record written before them, or whose
+// first input's position was not known, keeps none.
+func (j *Job) AddInput(link string, pos uint64) {
+	switch {
+	case len(j.Positions) > 0 && len(j.Positions) == len(j.Inputs):
+		j.Positions = append(j.Positions, pos)
+	case len(j.Inputs) == 0 && pos != 0:
+		j.Positions = []uint64{pos}
+	}
+	j.Inputs = append(j.Inputs, link)
 }
 
 // Final reports whether the job has its outcome.

@@ -173,7 +173,7 @@ func cancelled(st State, in Input, p *events.JobCancelRequested) (Result, error)
 		next.Attempt, next.Held = j.Attempt, j.Held
 	}
 	if in.Link != "" {
-		next.Inputs = []string{in.Link}
+		next.AddInput(in.Link, in.Seq)
 	}
 	k.Blocked(next)
 	// Announced, not Outputs with the cancel's envelope: a redriven job's outcome has

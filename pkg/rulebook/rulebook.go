@@ -74,6 +74,20 @@ type Input struct {
 	// DeadLetter, when set, says a service gave up on the event: its job is blocked with
 	// the reason, so no AC keeps its batch open forever.
 	DeadLetter *DeadLetter
+	// Seq is where the stream holds the event (0: not known), and ChainSeqs where it
+	// holds the events of its chain (Event.Chain), in order (nil: not known). The record
+	// keeps them beside the links (records.Job.Positions), for the audit of one job.
+	Seq       uint64
+	ChainSeqs []uint64
+}
+
+// chainSeq is where the stream holds the event of link i of the input's chain, 0 when
+// not known.
+func (in Input) chainSeq(i int) uint64 {
+	if len(in.ChainSeqs) != len(in.Event.Chain) {
+		return 0
+	}
+	return in.ChainSeqs[i]
 }
 
 // DeadLetter is why a service gave up on an event.
@@ -318,7 +332,7 @@ func submitted(st State, in Input, p *events.JobSubmitted) (Result, error) {
 		SubmittedAt: ev.Time, Status: events.StatusPending,
 	}
 	if in.Link != "" {
-		j.Inputs = []string{in.Link}
+		j.AddInput(in.Link, in.Seq)
 	}
 	res := Result{Job: j, Created: true, Batch: &records.Batch{Tenant: ev.Tenant, Batch: ev.BatchID, Size: p.BatchSize, Source: p.BatchSource, CreatedAt: st.Now}}
 	if in.DeadLetter != nil {
@@ -375,7 +389,7 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 		// The stages the input passed through (render.requested, render.done, gates.done)
 		// go into the job's chain before the input itself, so what a decision, its
 		// manifest and its sign-off rest on includes what the judge saw.
-		next.Inputs = appendChain(next.Inputs, ev.Chain)
+		appendChain(next, in)
 	}
 	s := &kind.Step{Event: ev, Link: in.Link, Now: st.Now, Job: next, Claim: st.Claim}
 	if st.KindState != nil {
@@ -391,7 +405,7 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 		return Result{Publish: s.Publish}, nil
 	}
 	if in.Link != "" {
-		next.Inputs = append(next.Inputs, in.Link)
+		next.AddInput(in.Link, in.Seq)
 	}
 	if v, ok := ev.Payload.(*events.VerdictEmitted); ok {
 		calls := CallsOf(v)
@@ -417,15 +431,14 @@ func decide(st State, in Input, apply func(*kind.Step) error) (Result, error) {
 	return res, nil
 }
 
-// appendChain appends the links of chain that inputs does not hold yet: several
-// verdicts of one gating share its upstream links, which are chained once.
-func appendChain(inputs, chain []string) []string {
-	for _, l := range chain {
-		if !slices.Contains(inputs, l) {
-			inputs = append(inputs, l)
+// appendChain appends to j the links of the input's chain that it does not hold yet:
+// several verdicts of one gating share its upstream links, which are chained once.
+func appendChain(j *records.Job, in Input) {
+	for i, l := range in.Event.Chain {
+		if !slices.Contains(j.Inputs, l) {
+			j.AddInput(l, in.chainSeq(i))
 		}
 	}
-	return inputs
 }
 
 // Outputs are the events a final job record stands for: job.blocked, or its decision.

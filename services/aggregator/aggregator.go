@@ -64,6 +64,7 @@ func New(b bus.Buckets, store blob.Store, log *slog.Logger) *Service {
 // Handle implements bus.Handler.
 func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, error) {
 	in := rulebook.Input{Event: ev, Link: inputLink(ctx, ev)}
+	in.Seq, in.ChainSeqs = bus.Position(ctx)
 	if rulebook.BatchWide(ev) {
 		return s.applyBatch(ctx, in)
 	}
@@ -100,8 +101,10 @@ func (s *Service) DeadLetter(ctx context.Context, dl bus.DeadLetter) ([]events.E
 		telemetry.Refused(bus.Aggregator, RefusedNoJob)
 		return nil, nil
 	}
-	out, err := s.apply(ctx, rulebook.Input{Event: ev, Link: inputLink(ctx, ev), Subject: dl.Subject,
-		DeadLetter: &rulebook.DeadLetter{Service: dl.Service, Reason: dl.Reason}})
+	in := rulebook.Input{Event: ev, Link: inputLink(ctx, ev), Subject: dl.Subject,
+		DeadLetter: &rulebook.DeadLetter{Service: dl.Service, Reason: dl.Reason}}
+	in.Seq, in.ChainSeqs = bus.Position(ctx)
+	out, err := s.apply(ctx, in)
 	switch {
 	case errors.Is(err, rulebook.ErrRefused):
 		// Counted by apply.
