@@ -70,7 +70,7 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 		next.Reviews = append(next.Reviews, r)
 	}
 	if in.Link != "" {
-		next.Inputs = append(next.Inputs, in.Link)
+		next.AddInput(in.Link, in.Seq)
 	}
 	res := Result{Job: next}
 	if !r.Decides {
