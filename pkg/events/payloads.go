@@ -157,6 +157,8 @@ type JobSpec struct {
 	// deployment's default), JudgeModeDirect or JudgeModeBatch (the provider's batch
 	// API). It changes when an answer arrives and what it costs, never what is asked.
 	JudgeMode string `msgpack:"judge_mode,omitempty" json:",omitempty"`
+	// Repeats are the batch's (or AC's) trials and judge ladder; nil asks once.
+	Repeats *Repeats `msgpack:"repeats,omitempty" json:",omitempty"`
 	// Review is the batch's review setting and the AC's flag (people in the loop): every
 	// job of a batch with one carries it, so any record says what its batch asked.
 	Review *ReviewSpec `msgpack:"review,omitempty" json:",omitempty"`
@@ -219,6 +221,9 @@ func (s JobSpec) validate() error {
 		}
 	}
 	if err := ValidJudgeMode("judge_mode", s.JudgeMode); err != nil {
+		return err
+	}
+	if err := s.Repeats.Validate("repeats"); err != nil {
 		return err
 	}
 	if s.Review != nil {
@@ -372,6 +377,8 @@ type GatesDone struct {
 	// decides from it and its deployment's policy whether the calls go direct or through
 	// the provider's batch API.
 	JudgeMode string `msgpack:"judge_mode,omitempty" json:",omitempty"`
+	// Repeats is the job's JobSpec.Repeats, carried to the judge like the budget.
+	Repeats *Repeats `msgpack:"repeats,omitempty" json:",omitempty"`
 }
 
 // EventType implements Payload.
@@ -384,6 +391,9 @@ func (p *GatesDone) Validate() error {
 		return err
 	}
 	if err := ValidJudgeMode("judge_mode", p.JudgeMode); err != nil {
+		return err
+	}
+	if err := p.Repeats.Validate("repeats"); err != nil {
 		return err
 	}
 	if err := w.gates(p); err != nil {
@@ -560,6 +570,10 @@ type Vote struct {
 	Reasoning string `msgpack:"reasoning,omitempty"`
 	// Raw is the model's answer text as received, kept for audit when it was invalid.
 	Raw string `msgpack:"raw,omitempty"`
+	// Trial is which of the job's repeated trials the call was (0 the first), and Rung
+	// which rung of its judge ladder asked it (0 the first).
+	Trial int `msgpack:"trial,omitempty" json:",omitempty"`
+	Rung  int `msgpack:"rung,omitempty" json:",omitempty"`
 }
 
 // VerdictEmitted is the judge's answer for one job iteration: every call it made, in
@@ -626,6 +640,10 @@ type IterationDecided struct {
 	Judges []string `msgpack:"judges,omitempty"`
 	// Disagreements counts self-reported aggregates the aggregator had to correct.
 	Disagreements int `msgpack:"disagreements,omitempty"`
+	// Trials is how repeated trials were reduced to this decision; Ladder which rung of
+	// a judge ladder decided it. Both are nil for a job asked once by one judge.
+	Trials *TrialsResult `msgpack:"trials,omitempty" json:",omitempty"`
+	Ladder *LadderResult `msgpack:"ladder,omitempty" json:",omitempty"`
 }
 
 // EventType implements Payload.

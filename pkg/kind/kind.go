@@ -18,6 +18,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/trials"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
@@ -153,6 +154,12 @@ type Row struct {
 	// Cost is what the job's judge calls cost (records.Job.Cost), nil for a job that
 	// made none.
 	Cost *price.Sum `json:"cost,omitempty"`
+	// Trials are the job's repeated trials: every answer, the reducer and the agreement;
+	// Ladder which rung of a judge ladder decided and why. Unsure says why the verdict was
+	// unsure (trials.Unsure), for a person to look at.
+	Trials *events.TrialsResult `json:"trials,omitempty"`
+	Ladder *events.LadderResult `json:"ladder,omitempty"`
+	Unsure []string             `json:"unsure,omitempty"`
 }
 
 // JudgeSampling is how one judge's calls of a verdict were sampled.
@@ -209,7 +216,11 @@ var ErrNotForKind = errors.New("not an input of this judge kind")
 
 // BaseRow is the part of a row every kind shares.
 func BaseRow(j *records.Job) Row {
-	return Row{ACID: j.ACID, Kind: string(j.Spec.Kind), Status: string(j.Status), Reason: j.BlockReason, Judge: strings.Join(j.Judges, ",")}
+	r := Row{ACID: j.ACID, Kind: string(j.Spec.Kind), Status: string(j.Status), Reason: j.BlockReason, Judge: strings.Join(j.Judges, ",")}
+	if d := j.Decided; d != nil {
+		r.Trials, r.Ladder, r.Unsure = d.Trials, d.Ladder, trials.Unsure(d)
+	}
+	return r
 }
 
 // Looping is a kind whose jobs loop: a job keeps a state of the kind's own across its

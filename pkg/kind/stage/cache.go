@@ -141,3 +141,18 @@ func CachedCall[T any](ctx context.Context, e *JudgeEnv, tenant, key string, cal
 	e.Remember(ctx, key, o.Status, o)
 	return o, false, nil
 }
+
+// TrialParams are the sampling parameters of a job's later trial (trial > 0): the seed
+// moved by the trial's number (from 0 when none is set), so a server that honours seeds
+// samples each trial anew. The seed sent is recorded on the vote's sampling.
+func TrialParams(p judge.Params, trial int) judge.Params {
+	if trial <= 0 {
+		return p
+	}
+	seed := trial
+	if p.Seed != nil {
+		seed += *p.Seed
+	}
+	p.Seed = &seed
+	return p
+}

@@ -81,7 +81,7 @@ func Blind(gates []events.Gate) []events.Gate {
 func GateJob(ctx context.Context, k Stages, env *GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
 	out, err := k.Gate(ctx, env, ev, rd)
 	if gd, ok := out.(*events.GatesDone); ok && err == nil {
-		gd.Budget, gd.JudgeMode = rd.Spec.Budget, rd.Spec.JudgeMode
+		gd.Budget, gd.JudgeMode, gd.Repeats = rd.Spec.Budget, rd.Spec.JudgeMode, rd.Spec.Repeats
 	}
 	return out, err
 }
