@@ -62,7 +62,21 @@ type File struct {
 	// Review is the batch's review setting (events.ReviewSpec): which judged ACs go to
 	// people and whether their answer decides.
 	Review *Review `yaml:"review"`
-	ACs    []AC    `yaml:"acs"`
+	// Trials and AtLeast ask each judge several times and reduce the answers (an AC may
+	// override both); Ladder and EscalateWhen are a judge ladder (ab). See RepeatsOf.
+	Trials       int           `yaml:"trials"`
+	AtLeast      int           `yaml:"at_least"`
+	Ladder       []string      `yaml:"ladder"`
+	EscalateWhen *EscalateWhen `yaml:"escalate_when"`
+	ACs          []AC          `yaml:"acs"`
+}
+
+// EscalateWhen is the batch's `escalate_when:`: when a ladder's rung hands an AC to the
+// next rung.
+type EscalateWhen struct {
+	Confidence   *float64 `yaml:"confidence"`
+	Flip         bool     `yaml:"flip"`
+	Disagreement bool     `yaml:"disagreement"`
 }
 
 // Review is the batch's `review`: a seeded sample (share or count), the unsure ACs, and
@@ -85,6 +99,9 @@ type AC struct {
 	Iteration *int     `yaml:"iteration"`
 	Positions string   `yaml:"positions"`
 	Judges    []string `yaml:"judges"`
+	// Trials and AtLeast override the batch's.
+	Trials  int `yaml:"trials"`
+	AtLeast int `yaml:"at_least"`
 	// critic
 	Task       string `yaml:"task"`
 	Output     string `yaml:"output"`
@@ -321,6 +338,10 @@ func Parse(path string, data []byte) (*Batch, error) {
 			return nil, fileErr(keyLine(header, "budget"), "budget", err.Error())
 		}
 	}
+	if field, msg := f.repeatsError(); msg != "" {
+		key := strings.SplitN(strings.SplitN(field, ".", 2)[0], "[", 2)[0]
+		return nil, fileErr(max(keyLine(header, key), 1), field, msg)
+	}
 	if acsSeq == nil {
 		return nil, fileErr(1, "acs", "no usable AC entries")
 	}
@@ -345,6 +366,11 @@ func Parse(path string, data []byte) (*Batch, error) {
 			continue
 		}
 		seen[ac.ID] = ac.Line
+		if ac.Problem == "" {
+			if msg := f.repeatsProblem(ac); msg != "" {
+				ac.Problem = fmt.Sprintf("%s: line %d: %s", ac.ID, ac.Line, msg)
+			}
+		}
 		f.ACs = append(f.ACs, ac)
 	}
 	b.File = f

@@ -184,6 +184,10 @@ func (p *Prepared) Jobs(fn func(i int, j Job) error) error {
 		// The judge mode is the batch's, for every kind alike.
 		spec.JudgeMode = p.batch.JudgeMode
 		spec.Review = reviewSpec(p.batch, pl.ac)
+		if spec.Problem == "" {
+			// Trials and a ladder too; an entry already at fault asks nothing.
+			spec.Repeats = p.batch.RepeatsOf(pl.ac)
+		}
 		if err := fn(i, Job{ID: pl.JobID, AC: pl.ac, Iteration: iteration, Spec: spec}); err != nil {
 			return err
 		}

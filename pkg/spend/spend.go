@@ -129,6 +129,12 @@ func Calls(models int, positions string) int {
 	return max(models, 1) * orders(positions) * (1 + judge.RepairReAsks)
 }
 
+// TrialCalls is Calls asked trials times (`trials:`): every trial asks the whole panel
+// again. A ladder's rungs count as its panel, every rung asked in the worst case.
+func TrialCalls(models int, positions string, trials int) int {
+	return Calls(models, positions) * max(trials, 1)
+}
+
 func orders(positions string) int {
 	if positions == events.PositionsSwap || positions == events.PositionsAuto {
 		return 2
@@ -157,6 +163,8 @@ type Refusal struct {
 	Models    int
 	Positions string
 	Max       int
+	// Trials is how often the panel is asked (`trials:`), 0 or 1 for once.
+	Trials int
 
 	allowed string
 }
@@ -178,8 +186,12 @@ func (r *Refusal) At(field string) string {
 // What is the message without the field.
 func (r *Refusal) What() string {
 	if r.Reason == ReasonCalls {
-		return fmt.Sprintf("%s would make up to %d judge calls (%s × %s × %d with the repair re-ask); this deployment allows %d per AC (--max-calls-per-ac)",
-			cmp.Or(r.AC, "the AC"), r.Calls, plural(max(r.Models, 1), "model"), plural(orders(r.Positions), "order"), 1+judge.RepairReAsks, r.Max)
+		trials := ""
+		if r.Trials > 1 {
+			trials = fmt.Sprintf(" × %d trials", r.Trials)
+		}
+		return fmt.Sprintf("%s would make up to %d judge calls (%s × %s × %d with the repair re-ask%s); this deployment allows %d per AC (--max-calls-per-ac)",
+			cmp.Or(r.AC, "the AC"), r.Calls, plural(max(r.Models, 1), "model"), plural(orders(r.Positions), "order"), 1+judge.RepairReAsks, trials, r.Max)
 	}
 	return fmt.Sprintf("model %q is not allowed on this deployment (allowed: %s)", r.Model, r.allowed)
 }
@@ -232,12 +244,14 @@ func (a Allowance) CheckModel(field, part string, index int, model string) *Refu
 
 // CheckCalls refuses a panel of models models judged in positions whose Calls exceed the
 // cap; ac names the AC and field the panel, in messages.
-func (a Allowance) CheckCalls(ac, field string, models int, positions string) *Refusal {
-	n := Calls(models, positions)
+//
+// trials multiplies the panel's calls (TrialCalls).
+func (a Allowance) CheckCalls(ac, field string, models int, positions string, trials int) *Refusal {
+	n := TrialCalls(models, positions, trials)
 	if a.MaxCallsPerAC <= 0 || n <= a.MaxCallsPerAC {
 		return nil
 	}
-	return &Refusal{Reason: ReasonCalls, Field: field, Part: PartJudges, AC: ac, Calls: n, Models: models, Positions: positions, Max: a.MaxCallsPerAC}
+	return &Refusal{Reason: ReasonCalls, Field: field, Part: PartJudges, AC: ac, Calls: n, Models: models, Positions: positions, Max: a.MaxCallsPerAC, Trials: trials}
 }
 
 // Ask is what a job asks of a team's allowance, as its kind reads its spec
@@ -288,7 +302,7 @@ func (a Allowance) Check(spec events.JobSpec) []*Refusal {
 		}
 	}
 	if p := ask.Panel; p != nil {
-		if r := a.CheckCalls(spec.ACID, p.Field, p.Models, p.Positions); r != nil {
+		if r := a.CheckCalls(spec.ACID, p.Field, p.Models, p.Positions, spec.Repeats.K()); r != nil {
 			out = append(out, r)
 		}
 	}
@@ -312,7 +326,17 @@ func (a Allowance) CheckGates(ac string, gd *events.GatesDone) error {
 			return r
 		}
 	}
-	if r := a.CheckCalls(ac, "judges", len(gd.Judges), gd.Positions); r != nil {
+	models := len(gd.Judges)
+	if rep := gd.Repeats; rep != nil && len(rep.Ladder) > 0 {
+		// Every rung of a ladder may be asked: each is a model the team must be allowed.
+		for i, m := range rep.Ladder {
+			if r := a.CheckModel(fmt.Sprintf("repeats.ladder[%d]", i), PartJudges, i, m); r != nil {
+				return r
+			}
+		}
+		models = len(rep.Ladder)
+	}
+	if r := a.CheckCalls(ac, "judges", models, gd.Positions, gd.Repeats.K()); r != nil {
 		return r
 	}
 	return nil

@@ -1,0 +1,110 @@
+package batch
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/fielderr"
+)
+
+// noTrials are the kinds that refuse `trials:` and a ladder, and why.
+var noTrials = map[string]string{
+	// The rubric loop already asks again: each iteration is judged anew and a view signs
+	// off only on consecutive passes (seed 004's streak), with a human spot check. Trials
+	// inside an iteration would spend calls the streak spends anyway and make an
+	// iteration's verdict something the seed's loop never reads.
+	"rubric":      "the rubric kind takes no trials or ladder: its loop judges every iteration anew and signs off only on consecutive passes, which is its repetition",
+	"critic":      "the critic kind takes no trials or ladder yet",
+	"equivalence": "the equivalence kind takes no trials or ladder yet",
+}
+
+// trialsKinds are the kinds that take `trials:` (without a ladder).
+var trialsKinds = map[string]bool{"ab": true}
+
+// RepeatsOf is what the AC asks beyond one call: its trials (its own, else the batch's),
+// at_least, and the batch's ladder. nil asks once.
+func (b *Batch) RepeatsOf(ac AC) *events.Repeats { return b.File.repeats(ac) }
+
+func (f *File) repeats(ac AC) *events.Repeats {
+	r := events.Repeats{Trials: f.Trials, AtLeast: f.AtLeast, Ladder: f.Ladder}
+	if ac.Trials > 0 {
+		r.Trials = ac.Trials
+	}
+	if ac.AtLeast > 0 {
+		r.AtLeast = ac.AtLeast
+	}
+	if e := f.EscalateWhen; e != nil {
+		r.Escalate = &events.Escalate{Confidence: e.Confidence, Flip: e.Flip, Disagreement: e.Disagreement}
+	}
+	if r.Trials <= 1 && r.AtLeast == 0 && len(r.Ladder) == 0 && r.Escalate == nil {
+		return nil
+	}
+	return &r
+}
+
+// repeatsError is what is wrong with the batch's own trials and ladder: the field, as the
+// batch file names it, and the message.
+func (f *File) repeatsError() (string, string) {
+	err := f.repeats(AC{}).Validate("repeats")
+	if err == nil {
+		return "", ""
+	}
+	var fe *fielderr.Error
+	if errors.As(err, &fe) {
+		msg := fe.Reason
+		if msg == "" {
+			msg = "missing"
+		}
+		return strings.TrimPrefix(fe.Field, "repeats."), msg
+	}
+	return "trials", err.Error()
+}
+
+// repeatsProblem is why one AC cannot take the trials or ladder it asks for, "" when it
+// can: a kind that takes none, a ladder beside a panel, an at_least above the trials.
+func (f *File) repeatsProblem(ac AC) string {
+	r := f.repeats(ac)
+	if r == nil {
+		return ""
+	}
+	kind := ac.Kind
+	if kind == "" {
+		kind = f.Kind
+	}
+	if kind == "" {
+		kind = "ab"
+	}
+	field := "trials"
+	if ac.Trials == 0 && f.Trials == 0 {
+		field = "ladder"
+		if len(r.Ladder) == 0 {
+			field = "at_least"
+		}
+	}
+	if len(r.Ladder) > 0 && kind != "ab" {
+		return fmt.Sprintf("ladder: %s", firstNonEmptyStr(noTrials[kind], "the "+kind+" kind takes no ladder"))
+	}
+	if r.K() > 1 && !trialsKinds[kind] {
+		return fmt.Sprintf("trials: %s", firstNonEmptyStr(noTrials[kind], "the "+kind+" kind takes no trials"))
+	}
+	if len(r.Ladder) > 0 && (len(ac.Judges) > 0 || len(f.Judges) > 0) {
+		return "ladder: a ladder names its own judges, one per rung; it cannot be combined with a panel (judges:)"
+	}
+	if err := r.Validate("repeats"); err != nil {
+		var fe *fielderr.Error
+		if errors.As(err, &fe) {
+			return strings.TrimPrefix(fe.Field, "repeats.") + ": " + fe.Reason
+		}
+		return field + ": " + err.Error()
+	}
+	return ""
+}
+
+func firstNonEmptyStr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
