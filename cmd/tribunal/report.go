@@ -19,6 +19,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
+	"github.com/tribunal-dev/tribunal/pkg/trials"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 	"github.com/tribunal-dev/tribunal/pkg/trust/collect"
 )
@@ -35,6 +36,7 @@ func newReportCmd() *cobra.Command {
 	var tenant, batchID string
 	var asJSON bool
 	var o reportOptions
+	var prices priceFlags
 	cmd := &cobra.Command{
 		Use:   "report --batch <id>",
 		Short: "How far to trust a batch's judges: outcome rates, position bias, flips, panel agreement, length sensitivity, HE-2, usage",
@@ -74,15 +76,26 @@ The same seed gives the same intervals on every machine.`,
 					return exitError{2, err}
 				}
 				costs := records.CostsOf(jobs)
+				table, err := prices.tableOf()
+				if err != nil {
+					return exitError{2, err}
+				}
+				z, _ := stats.ZFor(o.level)
+				stability := trials.StabilityOf(jobs, z)
+				ladder := trials.LadderOf(jobs, table.Lookup, z)
 				if asJSON {
-					// The trust report's fields, and what the batch's calls cost.
+					// The trust report's fields, what the batch's calls cost, and its
+					// trials' stability and ladder.
 					return writeJSON(cmd.OutOrStdout(), struct {
 						*trust.Report
-						Cost records.Costs `json:"cost"`
-					}{rep, costs})
+						Cost   records.Costs        `json:"cost"`
+						Trials []trials.Stability   `json:"trials,omitempty"`
+						Ladder *trials.LadderReport `json:"ladder,omitempty"`
+					}{rep, costs, stability, ladder})
 				}
 				printTrustReport(cmd.OutOrStdout(), tenant, batchID, rep)
 				printCosts(cmd.OutOrStdout(), costs)
+				printTrials(cmd.OutOrStdout(), stability, ladder)
 				return nil
 			})
 		},
@@ -93,6 +106,7 @@ The same seed gives the same intervals on every machine.`,
 	cmd.Flags().StringVar(&batchID, "batch", "", "the batch to report on")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	registerReportOptions(cmd, &o)
+	prices.register(cmd.Flags())
 	_ = cmd.MarkFlagRequired("batch")
 	return cmd
 }
@@ -283,4 +297,29 @@ func alphaReading(a float64) string {
 		return "tentative conclusions only (0.667 to 0.800)"
 	}
 	return "not reliable (< 0.667)"
+}
+
+// printTrials writes the stability of judges asked several times and what a judge ladder
+// did, when the batch had either.
+func printTrials(w io.Writer, stability []trials.Stability, ladder *trials.LadderReport) {
+	if len(stability) > 0 {
+		fmt.Fprintln(w, "\nrepeated trials: ACs whose trials all agreed")
+		for _, s := range stability {
+			fmt.Fprintf(w, "  %s: %s, mean agreement %.3f\n", s.Judge, s.Stable, s.MeanAgreement)
+		}
+	}
+	if l := ladder; l != nil {
+		fmt.Fprintf(w, "\njudge ladder %s over %s\n", strings.Join(l.Rungs, " -> "), plural(l.ACs, "AC"))
+		for _, c := range l.Coverage {
+			fmt.Fprintf(w, "  rung %d %s decided %s (%s)\n", c.Rung+1, c.Model, c.Decided, plural(c.Calls, "call"))
+		}
+		fmt.Fprintf(w, "  where both answered, the later rung agreed with the first: %s\n", l.Agreement)
+		fmt.Fprintf(w, "  cost %s", l.Cost)
+		if l.StrongForAll != nil {
+			fmt.Fprintf(w, "; asking %s for every AC: %s; saved %s", l.Rungs[len(l.Rungs)-1], l.StrongForAll.Cost, *l.Saving)
+		} else {
+			fmt.Fprintf(w, "; %s has no price, so no saving is stated", l.Rungs[len(l.Rungs)-1])
+		}
+		fmt.Fprintf(w, "\n  (estimated from %s)\n", l.Counterfactual)
+	}
 }

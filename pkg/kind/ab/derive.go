@@ -28,7 +28,18 @@ func PairOf(spec events.JobSpec) Pair {
 // vote's raw winner under the seed's assignment. Swap: both orders combined (consistent
 // pairs keep their winner, inconsistent ones tie). Several models: each model's result is
 // one panel vote and the majority wins.
+//
+// With repeated trials or a judge ladder (spec.Repeats, or votes recorded as later trials
+// or rungs) each trial is derived so and the trials reduced (DeriveRepeated).
 func Derive(spec events.JobSpec, iteration int, votes []events.Vote) Decision {
+	if repeated(spec, votes) {
+		return DeriveRepeated(spec, iteration, votes)
+	}
+	return deriveOnce(spec, iteration, votes)
+}
+
+// deriveOnce derives one trial of one rung: the votes of a single asking.
+func deriveOnce(spec events.JobSpec, iteration int, votes []events.Vote) Decision {
 	assign := Assign(spec.ACID, iteration)
 	pair := PairOf(spec)
 	threshold := spec.AB.Threshold

@@ -150,7 +150,8 @@ func (Kind) Row(j *records.Job) kind.Row {
 	return row
 }
 
-// Estimate implements kind.Kind: one call per panel model, twice with a position swap.
+// Estimate implements kind.Kind: one call per panel model, twice with a position swap,
+// times the trials; a ladder is one rung at least and every rung at most.
 func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 	if spec.AB == nil {
 		return kind.Estimate{}
@@ -167,6 +168,17 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 		// One order at least; both for a judge that has not shown a low flip rate or
 		// an answer below the confidence rule.
 		e.MaxJudgeCalls *= 2
+	}
+	if r := spec.Repeats; r != nil {
+		// Every trial asks again; a ladder asks its first rung at least and, in the worst
+		// case, every rung.
+		if n := len(r.Ladder); n > 0 {
+			e.JudgeCalls, e.MaxJudgeCalls = e.JudgeCalls/max(len(e.Judges), 1), e.MaxJudgeCalls/max(len(e.Judges), 1)*n
+			// The least it costs is the first rung's calls, priced at its model.
+			e.Judges = r.Ladder[:1]
+		}
+		e.JudgeCalls *= r.K()
+		e.MaxJudgeCalls *= r.K()
 	}
 	return e
 }

@@ -108,6 +108,10 @@ type ComparisonExtras struct {
 	// decides): the shared fields are then the person's answer, and this keeps who and
 	// what the judge had said.
 	Review *ReviewNote `json:"review,omitempty"`
+	// Trials is how repeated trials were reduced to the winner; Ladder which rung of a
+	// judge ladder decided and why it climbed.
+	Trials *events.TrialsResult `json:"trials,omitempty"`
+	Ladder *events.LadderResult `json:"ladder,omitempty"`
 }
 
 // ReviewNote is what a comparison decided by a person's review keeps of it and of the

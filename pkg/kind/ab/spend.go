@@ -10,7 +10,8 @@ import (
 
 var _ kind.Spending = Kind{}
 
-// Asks implements kind.Spending: every model of the panel, and the panel's calls.
+// Asks implements kind.Spending: every model of the panel (or of the ladder), and the
+// panel's calls, times the trials (spend.Allowance.Check multiplies).
 func (Kind) Asks(spec events.JobSpec) spend.Ask {
 	s := spec.AB
 	if s == nil {
@@ -19,6 +20,13 @@ func (Kind) Asks(spec events.JobSpec) spend.Ask {
 	ask := spend.Ask{Panel: &spend.PanelAsk{Field: "ab.judges", Models: len(s.Judges), Positions: s.Positions}}
 	for i, m := range s.Judges {
 		ask.Models = append(ask.Models, spend.ModelAsk{Field: fmt.Sprintf("ab.judges[%d]", i), Part: spend.PartJudges, Index: i, Model: m})
+	}
+	if r := spec.Repeats; r != nil && len(r.Ladder) > 0 {
+		// A ladder's every rung may be asked: the worst case counts against the cap.
+		ask.Panel = &spend.PanelAsk{Field: "repeats.ladder", Models: len(r.Ladder), Positions: s.Positions}
+		for i, m := range r.Ladder {
+			ask.Models = append(ask.Models, spend.ModelAsk{Field: fmt.Sprintf("repeats.ladder[%d]", i), Part: spend.PartJudges, Index: i, Model: m})
+		}
 	}
 	return ask
 }

@@ -185,33 +185,59 @@ func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd 
 		}
 		history = h
 	}
+	// Every trial asks each model (in each order) again; a ladder's next rung is asked
+	// only when the rung below escalates by the rule the aggregator derives with.
+	rep := gd.Repeats
+	rungs := rep.Rungs()
 	var votes []events.Vote
-	for _, model := range models {
-		if model == "" {
-			model = env.Provider.DefaultModel()
+	for r, rungModel := range rungs {
+		asked := models
+		if rungModel != "" {
+			asked = []string{rungModel}
 		}
-		first, err := judgeOrder(ctx, env, ev, gd, slots, model, "AB")
-		if err != nil {
-			return nil, err
-		}
-		votes = append(votes, first)
-		swap := gd.Positions == events.PositionsSwap
-		if gd.Positions == events.PositionsAuto {
-			rule := events.AutoSwap{Confidence: ab.DefaultAutoConfidence, FlipRate: ab.DefaultAutoFlipRate}
-			if gd.AutoSwap != nil {
-				rule = *gd.AutoSwap
+		var rungVotes []events.Vote
+		for t := range rep.K() {
+			for _, model := range asked {
+				if model == "" {
+					model = env.Provider.DefaultModel()
+				}
+				add := func(v events.Vote) {
+					v.Trial, v.Rung = t, r
+					rungVotes = append(rungVotes, v)
+				}
+				first, err := judgeOrder(ctx, env, ev, gd, slots, model, "AB", t)
+				if err != nil {
+					return nil, err
+				}
+				add(first)
+				swap := gd.Positions == events.PositionsSwap
+				if gd.Positions == events.PositionsAuto {
+					rule := events.AutoSwap{Confidence: ab.DefaultAutoConfidence, FlipRate: ab.DefaultAutoFlipRate}
+					if gd.AutoSwap != nil {
+						rule = *gd.AutoSwap
+					}
+					var why string
+					swap, why = ab.DecideSwap(first, history.Count(env.Provider.Name()+"/"+model), rule)
+					log.DebugContext(ctx, "positions auto", "job", ev.JobID, "model", model, "swap", swap, "why", why)
+				}
+				if swap {
+					second, err := judgeOrder(ctx, env, ev, gd, slots, model, "BA", t)
+					if err != nil {
+						return nil, err
+					}
+					add(second)
+				}
 			}
-			var why string
-			swap, why = ab.DecideSwap(first, history.Count(env.Provider.Name()+"/"+model), rule)
-			log.DebugContext(ctx, "positions auto", "job", ev.JobID, "model", model, "swap", swap, "why", why)
 		}
-		if swap {
-			second, err := judgeOrder(ctx, env, ev, gd, slots, model, "BA")
-			if err != nil {
-				return nil, err
-			}
-			votes = append(votes, second)
+		votes = append(votes, rungVotes...)
+		if r == len(rungs)-1 {
+			break
 		}
+		up, why := ab.Escalates(ev.JobID, ev.Iteration, rep, rungVotes)
+		if !up {
+			break
+		}
+		log.DebugContext(ctx, "ladder: escalated", "job", ev.JobID, "from", rungs[r], "to", rungs[r+1], "why", why)
 	}
 	return &events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, nil
 }
@@ -219,7 +245,11 @@ func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd 
 // judgeOrder asks model about the gated job in one order ("AB" as the slots were
 // placed, "BA" exchanged), from the judge-call cache when the same comparison was
 // answered before. An error means the service is shutting down.
-func judgeOrder(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone, slots map[string]ab.Material, model, order string) (events.Vote, error) {
+//
+// A later trial (trial > 0) is its own question: its own cache entry, and the seed moved
+// by the trial's number, so trial 2 is neither trial 1's cache hit nor, on a server that
+// honours the seed, its replay.
+func judgeOrder(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone, slots map[string]ab.Material, model, order string, trial int) (events.Vote, error) {
 	in := ab.Input{Key: ev.JobID, Criterion: gd.Criterion, A: slots["A"], B: slots["B"]}
 	if order == "BA" {
 		in.A, in.B = in.B, in.A
@@ -228,13 +258,18 @@ func judgeOrder(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *e
 	for _, sl := range gd.Slots {
 		parts = append(parts, sl.Name, sl.Artifact.Blob.SHA256, sl.Artifact.Blob.MediaType)
 	}
+	params := env.Params
+	if trial > 0 {
+		parts = append(parts, "trial", strconv.Itoa(trial))
+		params = stage.TrialParams(params, trial)
+	}
 	key := env.CacheKey(events.KindAB, ev.Tenant, model, ab.PromptHash(), parts...)
 	var v events.Vote
 	if env.Cached(ctx, key, &v) {
 		v.Judge.FromCache(env.Instance)
 	} else {
 		rec := env.Recorder()
-		v = ab.Judge(ctx, rec, model, env.Instance, in, env.Params)
+		v = ab.Judge(ctx, rec, model, env.Instance, in, params)
 		if ctx.Err() != nil {
 			// Shutting down: hand the message back rather than record an outage.
 			return v, ctx.Err()

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/fakellm"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+)
+
+// writeABBatch writes an ab batch named name with header lines and n ACs (AC-1...AC-n),
+// each comparing two short notes, and returns its path.
+func writeABBatch(t *testing.T, dir, name, header string, n int) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "version: 1\nname: %s\n%sacs:\n", name, header)
+	for i := 1; i <= n; i++ {
+		for _, side := range []string{"ours", "ref"} {
+			p := filepath.Join(dir, fmt.Sprintf("%s-%d.md", side, i))
+			if err := os.WriteFile(p, fmt.Appendf(nil, "# Release %d.0 (%s)\n\nExports are faster.\n", i, side), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fmt.Fprintf(&b, "  - id: AC-%d\n    criterion: the notes say what changed\n    ours: ours-%d.md\n    reference: ref-%d.md\n", i, i, i)
+	}
+	p := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// trialRow is a results.json row with its trials.
+type trialRow struct {
+	ACID   string `json:"ac_id"`
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+	Winner string `json:"winner"`
+	Trials *struct {
+		Reducer   string   `json:"reducer"`
+		Answers   []string `json:"answers"`
+		Answer    string   `json:"answer"`
+		For       int      `json:"for"`
+		Agreement float64  `json:"agreement"`
+	} `json:"trials"`
+	Ladder *struct {
+		Rungs   []string `json:"rungs"`
+		Decided int      `json:"decided"`
+		Why     []string `json:"why"`
+		Answers []string `json:"answers"`
+	} `json:"ladder"`
+	Unsure []string  `json:"unsure"`
+	Cost   *costJSON `json:"cost"`
+}
+
+type trialResults struct {
+	BatchID string     `json:"batch_id"`
+	Rows    []trialRow `json:"results"`
+}
+
+func readTrialResults(t *testing.T, out, name string) trialResults {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(out, name+"-*", "results.json"))
+	if len(files) != 1 {
+		t.Fatalf("results files %v", files)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r trialResults
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestTrialsMajority is issue 26's must-show for repeated trials: `trials: 5` on an AC
+// whose test model answers A, A, B, A, B (one answer per call, at the fake server) gives
+// the majority's verdict, records the five answers and an agreement of 0.6, each trial
+// asked with its own seed; the report gives the judge's stability with an interval; the
+// audit re-derives it clean; and a rerun is answered from the cache trial by trial.
+func TestTrialsMajority(t *testing.T) {
+	script := []string{"A", "A", "B", "A", "B"}
+	var mu sync.Mutex
+	var seeds []string
+	llm := fakellm.New(fakellm.Options{Respond: func(req openai.ChatCompletionRequest, n int) fakellm.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		seed := "none"
+		if req.Seed != nil {
+			seed = fmt.Sprint(*req.Seed)
+		}
+		seeds = append(seeds, seed)
+		return fakellm.Reply{Content: fakellm.Verdict(script[(n-1)%len(script)], 0.9)}
+	}})
+	defer llm.Close()
+	dir := t.TempDir()
+	t.Setenv("OPENAI_API_KEY", "sk-local")
+	batchFile := writeABBatch(t, dir, "trials", "trials: 5\n", 1)
+	out := filepath.Join(dir, "out")
+	args := []string{"run", batchFile, "--judge", "openai", "--judge-model", "judge-model", "--openai-base-url", llm.BaseURL(), "--price", testPrice, "--out", out}
+	stdout, stderr, code := runState(t, dir, args...)
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if llm.Calls() != 5 {
+		t.Fatalf("the fake server saw %d requests, want 5 (one per trial)", llm.Calls())
+	}
+	if got := strings.Join(seeds, ","); got != "none,1,2,3,4" {
+		t.Errorf("seeds sent %s: want none for the first trial, then 1..4", got)
+	}
+	r := readTrialResults(t, out, "trials")
+	row := r.Rows[0]
+	want := string(ab.Unshuffle("A", ab.Assign("AC-1", 0)))
+	other := string(ab.Unshuffle("B", ab.Assign("AC-1", 0)))
+	if row.Status != "compared" || row.Winner != want || row.Trials == nil {
+		t.Fatalf("row %+v: want compared, winner %s (slot A) with trials", row, want)
+	}
+	if tr := row.Trials; tr.Reducer != "majority" || strings.Join(tr.Answers, ",") != strings.Join([]string{want, want, other, want, other}, ",") || tr.Agreement != 0.6 || tr.For != 3 {
+		t.Errorf("trials %+v: want majority over 5 answers, agreement 0.6", tr)
+	}
+	if len(row.Unsure) != 1 || !strings.Contains(row.Unsure[0], "3 of 5") {
+		t.Errorf("unsure %q: want the trial disagreement", row.Unsure)
+	}
+	if row.Cost == nil || row.Cost.PricedCalls != 5 {
+		t.Errorf("cost %+v: want 5 priced calls", row.Cost)
+	}
+
+	stdout, stderr, code = runState(t, dir, "report", "--batch", r.BatchID, "--json")
+	if code != 0 {
+		t.Fatalf("report: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rep struct {
+		Trials []struct {
+			Judge  string `json:"judge"`
+			Stable struct {
+				K, N   int
+				Point  float64 `json:"point"`
+				Lo, Hi float64
+			} `json:"stable"`
+			MeanAgreement float64 `json:"mean_agreement"`
+		} `json:"trials"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, stdout, stderr)
+	}
+	if len(rep.Trials) != 1 || rep.Trials[0].Judge != "openai/judge-model" || rep.Trials[0].Stable.K != 0 || rep.Trials[0].Stable.N != 1 ||
+		rep.Trials[0].Stable.Hi <= 0 || rep.Trials[0].MeanAgreement != 0.6 {
+		t.Errorf("report trials %+v: want 0 of 1 AC stable, an interval above 0, mean agreement 0.6\n%s", rep.Trials, stderr)
+	}
+	if stdout, _, _ := runState(t, dir, "report", "--batch", r.BatchID); !strings.Contains(stdout, "repeated trials: ACs whose trials all agreed") {
+		t.Errorf("report text without the trials:\n%s", stdout)
+	}
+	if stdout, stderr, code := runState(t, dir, "audit", "--batch", r.BatchID); code != 0 {
+		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+
+	// Again: every trial is its own cache entry, so five hits and no request.
+	stdout, stderr, code = runState(t, dir, args...)
+	if code != 0 && code != 1 {
+		t.Fatalf("rerun: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if llm.Calls() != 5 {
+		t.Errorf("the rerun asked the server %d times: want every trial from the cache", llm.Calls()-5)
+	}
+}
+
+// TestTrialsRefusedForRubric: a rubric AC asking for trials is refused with the field
+// named, since the rubric loop is its own repetition.
+func TestTrialsValidation(t *testing.T) {
+	dir := t.TempDir()
+	batchFile := writeABBatch(t, dir, "bad", "trials: 3\nat_least: 5\n", 1)
+	stdout, stderr, code := run(t, dir, "validate", batchFile)
+	if code == 0 || !strings.Contains(stdout+stderr, "at_least") {
+		t.Errorf("at_least above trials: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	p := filepath.Join(dir, "rubric.yaml")
+	if err := os.WriteFile(p, []byte("version: 1\nname: r\nacs:\n  - id: tasks\n    kind: rubric\n    spec: spec.json\n    trials: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = run(t, dir, "validate", p)
+	if code == 0 || !strings.Contains(stdout+stderr, "trials: the rubric kind takes no trials") {
+		t.Errorf("rubric trials: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
