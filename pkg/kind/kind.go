@@ -18,8 +18,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
-	"github.com/tribunal-dev/tribunal/pkg/trials"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/trials"
 )
 
 // Kind is one judge kind's rules: the part of the aggregator's decisions and of the
