@@ -7,6 +7,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/trials"
 	"github.com/tribunal-dev/tribunal/pkg/review"
 )
 
@@ -66,7 +67,8 @@ func (Kind) Unsure(j *records.Job) []string {
 			out = append(out, "panel "+d.Agreement)
 		}
 	}
-	return out
+	// Repeated trials that did not all agree, and a ladder that had to climb.
+	return append(out, trials.Unsure(j.Decided)...)
 }
 
 // DecideByReview implements kind.Reviewing: the person's answer is derived as the one
