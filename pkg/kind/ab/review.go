@@ -7,8 +7,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
-	"github.com/tribunal-dev/tribunal/pkg/trials"
 	"github.com/tribunal-dev/tribunal/pkg/review"
+	"github.com/tribunal-dev/tribunal/pkg/trials"
 )
 
 // ReviewedBy is the value of ReviewNote.DecidedBy: a person's review decided.
