@@ -173,8 +173,8 @@ func TestTrialsMajority(t *testing.T) {
 	}
 }
 
-// TestTrialsRefusedForRubric: a rubric AC asking for trials is refused with the field
-// named, since the rubric loop is its own repetition.
+// TestTrialsValidation: at_least above the trials, and a rubric AC asking for trials,
+// are refused with the field named (the rubric loop is its own repetition).
 func TestTrialsValidation(t *testing.T) {
 	dir := t.TempDir()
 	batchFile := writeABBatch(t, dir, "bad", "trials: 3\nat_least: 5\n", 1)
@@ -189,5 +189,119 @@ func TestTrialsValidation(t *testing.T) {
 	stdout, stderr, code = run(t, dir, "validate", p)
 	if code == 0 || !strings.Contains(stdout+stderr, "trials: the rubric kind takes no trials") {
 		t.Errorf("rubric trials: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestLadderEscalatesTheUnsure is issue 26's must-show for escalation: a ladder whose
+// cheap model is unsure (confidence below escalate_when's) on 2 of 10 ACs asks the strong
+// model for exactly those two, counted per model at the fake server; each verdict says
+// which rung decided and why; and the report's coverage, counterfactual and saving equal
+// what this test computes from the token counts and the prices.
+func TestLadderEscalatesTheUnsure(t *testing.T) {
+	unsure := map[string]bool{"3": true, "7": true}
+	var mu sync.Mutex
+	perModel := map[string]int{}
+	llm := fakellm.New(fakellm.Options{Respond: func(req openai.ChatCompletionRequest, _ int) fakellm.Reply {
+		mu.Lock()
+		perModel[req.Model]++
+		mu.Unlock()
+		a, _ := fakellm.Slots(req)
+		var release int
+		_, _ = fmt.Sscanf(a, "# Release %d", &release)
+		if req.Model == "cheap" && unsure[fmt.Sprint(release)] {
+			return fakellm.Reply{Content: fakellm.Verdict("A", 0.4)}
+		}
+		return fakellm.Reply{Content: fakellm.Verdict("A", 0.9)}
+	}})
+	defer llm.Close()
+	dir := t.TempDir()
+	t.Setenv("OPENAI_API_KEY", "sk-local")
+	batchFile := writeABBatch(t, dir, "ladder", "ladder: [cheap, strong]\nescalate_when:\n  confidence: 0.7\n", 10)
+	out := filepath.Join(dir, "out")
+	const cheapPrice, strongPrice = "cheap=0.15/0.075/0.60", "strong=2.50/1.25/10.00"
+	stdout, stderr, code := runState(t, dir, "run", batchFile, "--judge", "openai", "--judge-model", "cheap", "--openai-base-url", llm.BaseURL(),
+		"--price", cheapPrice, "--price", strongPrice, "--out", out)
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if perModel["cheap"] != 10 || perModel["strong"] != 2 || len(perModel) != 2 {
+		t.Fatalf("requests per model %v: want cheap 10, strong 2", perModel)
+	}
+	r := readTrialResults(t, out, "ladder")
+	var cheapOnly costJSON // the tokens of the ACs the cheap rung decided
+	for _, row := range r.Rows {
+		id := strings.TrimPrefix(row.ACID, "AC-")
+		l := row.Ladder
+		if row.Status != "compared" || l == nil || row.Cost == nil {
+			t.Fatalf("%s: %+v", row.ACID, row)
+		}
+		if unsure[id] {
+			if l.Decided != 1 || len(l.Why) != 1 || l.Why[0] != "confidence 0.40 below 0.70" || len(row.Unsure) != 1 {
+				t.Errorf("%s: ladder %+v unsure %q: want the strong rung, because of the confidence", row.ACID, l, row.Unsure)
+			}
+			continue
+		}
+		if l.Decided != 0 || len(l.Why) != 0 || row.Cost.PricedCalls != 1 {
+			t.Errorf("%s: ladder %+v, cost %+v: want the cheap rung alone", row.ACID, l, row.Cost)
+		}
+		cheapOnly.PromptTokens += row.Cost.PromptTokens
+		cheapOnly.CompletionTokens += row.Cost.CompletionTokens
+	}
+
+	stdout, stderr, code = runState(t, dir, "report", "--batch", r.BatchID, "--json", "--price", cheapPrice, "--price", strongPrice)
+	if code != 0 {
+		t.Fatalf("report: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rep struct {
+		Judges []struct {
+			Judge string `json:"judge"`
+			Usage struct {
+				PromptTokens     int64 `json:"prompt_tokens"`
+				CompletionTokens int64 `json:"completion_tokens"`
+			} `json:"usage"`
+		} `json:"judges"`
+		Ladder *struct {
+			ACs      int `json:"acs"`
+			Coverage []struct {
+				Model   string `json:"model"`
+				Calls   int    `json:"calls"`
+				Decided struct{ K, N int }
+			} `json:"coverage"`
+			Agreement      struct{ K, N int } `json:"agreement"`
+			Cost           costJSON           `json:"cost"`
+			StrongForAll   *costJSON          `json:"strong_for_all"`
+			Saving         *int64             `json:"saving_nano_usd"`
+			Counterfactual string             `json:"counterfactual"`
+		} `json:"ladder"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	l := rep.Ladder
+	if l == nil || l.ACs != 10 || len(l.Coverage) != 2 || l.Coverage[0].Decided.K != 8 || l.Coverage[1].Decided.K != 2 ||
+		l.Coverage[0].Calls != 10 || l.Coverage[1].Calls != 2 || l.Agreement.N != 2 || l.Agreement.K != 2 || l.Counterfactual == "" {
+		t.Fatalf("ladder report %+v: want 8 of 10 decided cheap, 2 strong, both agreeing on the 2", l)
+	}
+	usage := map[string][2]int64{}
+	for _, j := range rep.Judges {
+		usage[j.Judge] = [2]int64{j.Usage.PromptTokens, j.Usage.CompletionTokens}
+	}
+	cheap, strong := usage["openai/cheap"], usage["openai/strong"]
+	// The prices in nano-dollars per token: 0.15 and 0.60, 2.50 and 10.00 USD per million.
+	actual := cheap[0]*150 + cheap[1]*600 + strong[0]*2500 + strong[1]*10000
+	// Asking the strong model for everything: its own calls, plus the cheap-only ACs'
+	// tokens at its price.
+	counterfactual := strong[0]*2500 + strong[1]*10000 + cheapOnly.PromptTokens*2500 + cheapOnly.CompletionTokens*10000
+	if l.Cost.NanoUSD == nil || *l.Cost.NanoUSD != actual {
+		t.Errorf("ladder cost %+v: want %d nano-USD from the usage × prices", l.Cost, actual)
+	}
+	if l.StrongForAll == nil || l.StrongForAll.NanoUSD == nil || *l.StrongForAll.NanoUSD != counterfactual || l.Saving == nil || *l.Saving != counterfactual-actual || *l.Saving <= 0 {
+		t.Errorf("strong for all %+v, saving %v: want %d and %d", l.StrongForAll, l.Saving, counterfactual, counterfactual-actual)
+	}
+	if stdout, _, _ := runState(t, dir, "report", "--batch", r.BatchID, "--price", cheapPrice, "--price", strongPrice); !strings.Contains(stdout, "judge ladder cheap -> strong over 10 ACs") {
+		t.Errorf("report text without the ladder:\n%s", stdout)
+	}
+	if stdout, stderr, code := runState(t, dir, "audit", "--batch", r.BatchID); code != 0 {
+		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
