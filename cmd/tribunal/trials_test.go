@@ -305,3 +305,26 @@ func TestLadderEscalatesTheUnsure(t *testing.T) {
 		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// TestEstimateTrialsAndLadder: `validate` and `run --dry-run` count every trial, and a
+// ladder from its first rung (the least) to every rung (the worst case).
+func TestEstimateTrialsAndLadder(t *testing.T) {
+	dir := t.TempDir()
+	batchFile := writeABBatch(t, dir, "est", "trials: 3\nladder: [cheap, strong]\nescalate_when:\n  disagreement: true\n", 2)
+	for _, args := range [][]string{{"validate", batchFile}, {"run", "--dry-run", batchFile}} {
+		stdout, stderr, code := run(t, dir, append(args, "--json", "--judge", "openai", "--judge-model", "cheap")...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, stdout, stderr)
+		}
+		var plan struct {
+			JudgeCalls    int `json:"judge_calls"`
+			MaxJudgeCalls int `json:"max_judge_calls"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &plan); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stdout)
+		}
+		if plan.JudgeCalls != 6 || plan.MaxJudgeCalls != 12 {
+			t.Errorf("%v: %d to %d judge calls: want 2 ACs × 3 trials, up to × 2 rungs (6 to 12)", args, plan.JudgeCalls, plan.MaxJudgeCalls)
+		}
+	}
+}

@@ -161,3 +161,26 @@ func TestParseTenantModels(t *testing.T) {
 		t.Error("an invalid team name accepted")
 	}
 }
+
+// TestTrialsCountAgainstTheCap: every trial asks the whole panel again, and a ladder's
+// every rung may be asked, so both count against the calls an AC may make.
+func TestTrialsCountAgainstTheCap(t *testing.T) {
+	a := spend.Allowance{AnyModel: true, MaxCallsPerAC: 16}
+	gd := &events.GatesDone{Kind: events.KindAB, Judges: []string{"m1", "m2"}, Positions: events.PositionsSwap}
+	if err := a.CheckGates("AC-1", gd); err != nil {
+		t.Fatalf("2 models × 2 orders × 2: %v", err)
+	}
+	gd.Repeats = &events.Repeats{Trials: 3}
+	err := a.CheckGates("AC-1", gd)
+	if err == nil || !strings.Contains(err.Error(), "up to 24 judge calls") || !strings.Contains(err.Error(), "× 3 trials") {
+		t.Fatalf("three trials: %v", err)
+	}
+	ladder := &events.GatesDone{Kind: events.KindAB, Positions: events.PositionsSwap, Repeats: &events.Repeats{Trials: 3, Ladder: []string{"cheap", "strong"}}}
+	if err := a.CheckGates("AC-1", ladder); err == nil || !strings.Contains(err.Error(), "up to 24 judge calls") {
+		t.Fatalf("a two-rung ladder with three trials: %v", err)
+	}
+	named := spend.Allowance{Models: []string{"cheap"}, MaxCallsPerAC: 64}
+	if err := named.CheckGates("AC-1", ladder); err == nil || !strings.Contains(err.Error(), "repeats.ladder[1]") {
+		t.Fatalf("a rung the team may not name: %v", err)
+	}
+}
