@@ -49,8 +49,10 @@ const DefaultShutdownGrace = 25 * time.Second
 // deliver. When a cluster loses the server leading a consumer, its pull requests die
 // with it; two missed heartbeats tell the client, which pulls again from the new leader.
 // The client's default (half the 30 s expiry) would stall every service for half a
-// minute after a node loss.
-const pullHeartbeat = 2 * time.Second
+// minute after a node loss, and 2 s still held the aggregator for 4 s after a leader
+// kill on the cluster benchmark; a heartbeat a second costs each idle pull one small
+// message a second.
+const pullHeartbeat = time.Second
 
 // Subscriber adapts a pre-provisioned durable pull consumer to Watermill. The Watermill
 // topic is the service name; the subscriber binds to that service's durable and never

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -57,7 +59,12 @@ func (e *JudgeEnv) Cached(ctx context.Context, key string, into any) bool {
 	if e.Cache == nil {
 		return false
 	}
-	ent, err := e.Cache.Get(ctx, key)
+	var ent jetstream.KeyValueEntry
+	err := cacheCall(ctx, func(ctx context.Context) error {
+		var err error
+		ent, err = e.Cache.Get(ctx, key)
+		return err
+	})
 	if err != nil {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) && e.Log != nil {
 			e.Log.WarnContext(ctx, "judge cache read failed", "err", err)
@@ -77,9 +84,28 @@ func (e *JudgeEnv) Remember(ctx context.Context, key string, status events.VoteS
 	if err != nil {
 		return
 	}
-	if _, err := e.Cache.Put(ctx, key, data); err != nil && e.Log != nil {
+	err = cacheCall(ctx, func(ctx context.Context) error {
+		_, err := e.Cache.Put(ctx, key, data)
+		return err
+	})
+	if err != nil && e.Log != nil {
 		e.Log.WarnContext(ctx, "judge cache write failed", "err", err)
 	}
+}
+
+// cacheBound bounds a cache read or write with its retries.
+const cacheBound = 15 * time.Second
+
+// cacheCall makes a cache request the way every other JetStream request is made, each
+// attempt with a short deadline asked again while the cluster cannot answer (a bucket
+// whose leader died answers nothing until its successor is elected). With one long
+// deadline instead, a leader kill held every judge handler for the whole of it (5 s on
+// the cluster benchmark). A read that still fails is a miss, which costs a provider
+// call; a write that fails costs a later one: neither fails the verdict.
+func cacheCall(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, cacheBound)
+	defer cancel()
+	return bus.RetryTransient(ctx, f) // a missing key is an answer, not transient
 }
 
 // Model is the model a gated job asks: the first judge it names, else the provider's
