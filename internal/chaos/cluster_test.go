@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -124,24 +125,135 @@ type clusterRun struct {
 	// killed is the server killed as the stream leader, and when; empty without a kill.
 	killed   string
 	killedAt time.Time
+	// pause is the longest time without a new verdict from the kill on, and pauseFrom
+	// when it began, counted from the kill.
+	pause, pauseFrom time.Duration
+	// election is how long the stream had no leader after the kill (to within 50 ms).
+	election time.Duration
 }
 
-// runClusterBatch runs an n-AC batch through services processes on a three-node
-// JetStream cluster with every stream and bucket replicated three times. With kill, the
-// stream's leader is SIGKILLed once a tenth of the batch is judged, and restarted a few
-// seconds later. It checks the outcome every run: exactly n results, none twice, every
-// AC compared, exactly n verdicts in the stream and a clean `tribunal audit`.
-func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
+// newLeaderAfter polls the event stream until a server other than old leads it and
+// returns the time since killed. nats-server elects a successor only once a follower's
+// election timeout passes without the leader's heartbeat: 4 to 9 s, at random, for a
+// leader that died without stepping down (server/raft.go, minElectionTimeoutDefault and
+// maxElectionTimeoutDefault, not configurable).
+func newLeaderAfter(ctx context.Context, js jetstream.JetStream, old string, killed time.Time) time.Duration {
+	for ctx.Err() == nil {
+		ictx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := js.Stream(ictx, "TRIBUNAL")
+		cancel()
+		if err == nil {
+			if c := st.CachedInfo().Cluster; c != nil && c.Leader != "" && c.Leader != old {
+				return time.Since(killed)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return 0
+}
+
+// storedTimes are the times the stream stored each message on subject, in stream order:
+// the server's clock, so a pause is measured where it happened rather than where a
+// client, itself reconnecting, saw it.
+func storedTimes(ctx context.Context, tb testing.TB, js jetstream.JetStream, subject string) []time.Time {
+	tb.Helper()
+	cons, err := js.OrderedConsumer(ctx, "TRIBUNAL", jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, HeadersOnly: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []time.Time
+	for pending := info.NumPending; uint64(len(out)) < pending; {
+		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		n := len(out)
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				tb.Fatal(err)
+			}
+			out = append(out, md.Timestamp)
+		}
+		if len(out) == n {
+			tb.Fatalf("read %d of %d stored times of %s", n, pending, subject)
+		}
+	}
+	return out
+}
+
+// longestPause is the longest gap between verdicts stored at the times seen (in order),
+// counting from since, and when it began relative to since.
+func longestPause(seen []time.Time, since time.Time) (gap, from time.Duration) {
+	last := since
+	for _, at := range seen {
+		if at.Before(since) {
+			continue
+		}
+		if d := at.Sub(last); d > gap {
+			gap, from = d, last.Sub(since)
+		}
+		last = at
+	}
+	return gap, from
+}
+
+// topology is where a cluster batch runs: members `tribunal serve nats` processes with
+// every stream and bucket at replicas copies. R1 is the same services on one server, so
+// the cost of replication is a ratio measured side by side.
+type topology struct {
+	members, replicas int
+}
+
+var (
+	topoR1 = topology{members: 1, replicas: 1}
+	topoR3 = topology{members: 3, replicas: 3}
+)
+
+func (t topology) String() string { return fmt.Sprintf("R%d", t.replicas) }
+
+// startSingleNATS starts one `tribunal serve nats` without clustering, as the R1 topology
+// runs it, and waits until JetStream answers.
+func startSingleNATS(tb testing.TB) *natsCluster {
+	tb.Helper()
+	addr := freeport.Addr(tb)
+	p := &proc{name: "nats n1", args: []string{"serve", "nats", "--listen", addr, "--store", tb.TempDir(), "--server-name", "n1"}}
+	p.start(tb)
+	tb.Cleanup(p.kill)
+	for deadline := time.Now().Add(60 * time.Second); !jetStreamAnswers("nats://" + addr); time.Sleep(100 * time.Millisecond) {
+		if p.hasExited() || time.Now().After(deadline) {
+			tb.Fatalf("nats n1: no JetStream:\n%s", tailOf(p.logString(), 4000))
+		}
+	}
+	return &natsCluster{procs: []*proc{p}, names: []string{"n1"}, urls: "nats://" + addr}
+}
+
+// runClusterBatch runs an n-AC batch through services processes on topo (for R3, a
+// three-node JetStream cluster with every stream and bucket replicated three times).
+// With kill, the stream's leader is SIGKILLed once a tenth of the batch is judged, and
+// restarted a few seconds later. It checks the outcome every run: exactly n results,
+// none twice, every AC compared, exactly n verdicts in the stream and a clean
+// `tribunal audit`.
+func runClusterBatch(tb testing.TB, n int, topo topology, kill bool) clusterRun {
 	tb.Helper()
 	began := time.Now()
-	c := startNATSCluster(tb, 3)
-	tb.Logf("nats cluster ready in %s", time.Since(began).Round(time.Millisecond))
+	var c *natsCluster
+	if topo.members == 1 {
+		c = startSingleNATS(tb)
+	} else {
+		c = startNATSCluster(tb, topo.members)
+	}
+	tb.Logf("nats %s ready in %s", topo, time.Since(began).Round(time.Millisecond))
 	blobURL := "file://" + tb.TempDir()
 	var services []*proc
 	var health []string
 	for _, svc := range []string{"renderer", "gater", "judge", "aggregator"} {
 		h := freeport.Addr(tb)
-		p := &proc{name: svc, args: []string{"serve", svc, "--nats", c.urls, "--replicas", "3", "--blob", blobURL, "--health", h,
+		p := &proc{name: svc, args: []string{"serve", svc, "--nats", c.urls, "--replicas", fmt.Sprint(topo.replicas), "--blob", blobURL, "--health", h,
 			"--ack-wait", "5s", "--instance", svc, "--log-level", "warn"}}
 		p.start(tb)
 		tb.Cleanup(p.kill)
@@ -169,7 +281,7 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	checkReplicated(tb, js)
+	checkReplicated(tb, js, topo.replicas)
 	tb.Logf("cluster and services ready in %s", time.Since(began).Round(time.Millisecond))
 	dir := writeBatch(tb, n)
 	var run clusterRun
@@ -204,8 +316,12 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 		}
 		run.killed, run.killedAt = leader, time.Now()
 		p.kill()
+		// The election, timed from here: JetStream's own share of the failover.
+		elected := make(chan time.Duration, 1)
+		go func() { elected <- newLeaderAfter(ctx, js, leader, run.killedAt) }()
 		time.Sleep(3 * time.Second)
 		p.start(tb)
+		run.election = <-elected
 	}
 	err = watch.Wait()
 	run.elapsed = time.Since(start)
@@ -216,6 +332,11 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	if ctx.Err() != nil || err != nil {
 		dumpLogs()
 		tb.Fatalf("watch: %v (%v)\n%s", err, ctx.Err(), watchErr.String())
+	}
+	if kill {
+		run.pause, run.pauseFrom = longestPause(storedTimes(ctx, tb, js, "tribunal.default.verdict.emitted"), run.killedAt)
+		tb.Logf("stream leader elected %s after the kill; longest pause in verdicts after it: %s, from %s after it",
+			run.election.Round(time.Millisecond), run.pause.Round(time.Millisecond), run.pauseFrom.Round(time.Millisecond))
 	}
 	checkResults(tb, []byte(watchOut.String()), n)
 	if got, err := verdicts(ctx, js); got != n {
@@ -237,6 +358,9 @@ func runClusterBatch(tb testing.TB, n int, kill bool) clusterRun {
 	if aout, err := audit.CombinedOutput(); err != nil {
 		dumpLogs()
 		tb.Fatalf("tribunal audit: %v\n%s", err, tailOf(string(aout), 4000))
+	}
+	if os.Getenv("CHAOS_DUMP") != "" {
+		dumpLogs()
 	}
 	tb.Logf("batch %s; rejoin and audit %s", run.elapsed.Round(time.Millisecond), time.Since(checked).Round(time.Millisecond))
 	return run
@@ -276,8 +400,8 @@ func replicasCurrent(ctx context.Context, js jetstream.JetStream, timeout time.D
 }
 
 // checkReplicated fails unless the services provisioned the event stream and every
-// key-value bucket with three replicas.
-func checkReplicated(tb testing.TB, js jetstream.JetStream) {
+// key-value bucket with replicas copies.
+func checkReplicated(tb testing.TB, js jetstream.JetStream, replicas int) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -286,8 +410,8 @@ func checkReplicated(tb testing.TB, js jetstream.JetStream) {
 		if err != nil {
 			tb.Fatalf("stream %s: %v", name, err)
 		}
-		if r := st.CachedInfo().Config.Replicas; r != 3 {
-			tb.Fatalf("stream %s has %d replicas, want 3", name, r)
+		if r := st.CachedInfo().Config.Replicas; r != replicas {
+			tb.Fatalf("stream %s has %d replicas, want %d", name, r, replicas)
 		}
 	}
 }
@@ -314,26 +438,29 @@ func streamLeader(ctx context.Context, tb testing.TB, js jetstream.JetStream) st
 // mid-batch and restarted. The batch completes with exactly 2,000 results, no AC twice,
 // exactly one verdict per AC in the stream and a clean audit.
 func TestClusterLeaderKill(t *testing.T) {
-	run := runClusterBatch(t, 2000, true)
+	run := runClusterBatch(t, 2000, topoR3, true)
 	t.Logf("batch of 2,000 in %s; killed the stream leader %s", run.elapsed.Round(time.Millisecond), run.killed)
 }
 
-// BenchmarkClusterBatch measures a 2,000-AC batch on the three-node cluster, without and
-// with the stream leader killed mid-batch (docs/benchmarks.md has the figures):
+// BenchmarkClusterBatch measures a 2,000-AC batch on one server at one replica (R1), on
+// the three-node cluster at three (R3), and on the cluster with the stream leader killed
+// mid-batch, in one run, so replication's cost and a failover's are ratios of figures
+// taken side by side (docs/benchmarks.md has them):
 //
 //	go test ./internal/chaos -run '^$' -bench ClusterBatch -benchtime 1x -count 3
 func BenchmarkClusterBatch(b *testing.B) {
-	for _, kill := range []bool{false, true} {
-		name := "steady"
-		if kill {
-			name = "leader-killed"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		topo topology
+		kill bool
+	}{{"R1-steady", topoR1, false}, {"R3-steady", topoR3, false}, {"R3-leader-killed", topoR3, true}} {
+		b.Run(c.name, func(b *testing.B) {
 			var total time.Duration
 			for range b.N {
-				total += runClusterBatch(b, 2000, kill).elapsed
+				total += runClusterBatch(b, 2000, c.topo, c.kill).elapsed
 			}
 			b.ReportMetric(total.Seconds()/float64(b.N), "s/batch")
+			b.ReportMetric(2000*float64(b.N)/total.Seconds(), "ACs/s")
 		})
 	}
 }
