@@ -328,3 +328,60 @@ func TestEstimateTrialsAndLadder(t *testing.T) {
 		}
 	}
 }
+
+// TestCriticTrialsMedian: a critic AC judged with three trials takes the median of each
+// score (8, 5, 9 correctness give 8), derives its verdict from the medians, and records
+// each trial's own verdict and their agreement with it.
+func TestCriticTrialsMedian(t *testing.T) {
+	scores := []string{
+		`{"correctness":8,"slop":2,"scope":8,"verdict":"pass","quality":8,"rationale":"Clear."}`,
+		`{"correctness":5,"slop":2,"scope":8,"verdict":"revise","quality":5,"rationale":"Vague."}`,
+		`{"correctness":9,"slop":1,"scope":9,"verdict":"pass","quality":9,"rationale":"Plain."}`,
+	}
+	llm := fakellm.New(fakellm.Options{Respond: func(_ openai.ChatCompletionRequest, n int) fakellm.Reply {
+		return fakellm.Reply{Content: scores[(n-1)%len(scores)]}
+	}})
+	defer llm.Close()
+	dir := t.TempDir()
+	t.Setenv("OPENAI_API_KEY", "sk-local")
+	p := filepath.Join(dir, "critic.yaml")
+	if err := os.WriteFile(p, []byte("version: 1\nname: critic\nkind: critic\ntrials: 3\nacs:\n  - id: AC-1\n    task: Summarise release 1.0.\n    output: Release 1.0 makes exports faster.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	stdout, stderr, code := runState(t, dir, "run", p, "--judge", "openai", "--judge-model", "judge-model", "--openai-base-url", llm.BaseURL(), "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if llm.Calls() != 3 {
+		t.Fatalf("%d requests: want one per trial", llm.Calls())
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "critic-*", "results.json"))
+	if len(files) != 1 {
+		t.Fatalf("results %v", files)
+	}
+	data, _ := os.ReadFile(files[0])
+	var r struct {
+		BatchID string `json:"batch_id"`
+		Rows    []struct {
+			Verdict string `json:"verdict"`
+			Quality *int   `json:"quality"`
+			Trials  *struct {
+				Reducer   string   `json:"reducer"`
+				Answers   []string `json:"answers"`
+				Agreement float64  `json:"agreement"`
+			} `json:"trials"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	row := r.Rows[0]
+	if row.Verdict != "pass" || row.Quality == nil || *row.Quality != 8 || row.Trials == nil || row.Trials.Reducer != "median" ||
+		strings.Join(row.Trials.Answers, ",") != "pass,revise,pass" || row.Trials.Agreement != 2.0/3 {
+		t.Fatalf("row %+v (trials %+v): want pass at quality 8 from the medians, trials pass, revise, pass", row, row.Trials)
+	}
+	if stdout, stderr, code := runState(t, dir, "audit", "--batch", r.BatchID); code != 0 {
+		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

@@ -581,8 +581,10 @@ type Vote struct {
 type VerdictEmitted struct {
 	Kind  Kind   `msgpack:"kind"`
 	Votes []Vote `msgpack:"votes,omitempty"`
-	// Critic is the answer of a critic job.
-	Critic *CriticVote `msgpack:"critic,omitempty"`
+	// Critic is the answer of a critic job; CriticTrials the answers of its later
+	// trials (2 to k), when it was judged with trials.
+	Critic       *CriticVote  `msgpack:"critic,omitempty"`
+	CriticTrials []CriticVote `msgpack:"critic_trials,omitempty" json:",omitempty"`
 	// Cases are the per-case answers of an equivalence job.
 	Cases []CaseVote `msgpack:"cases,omitempty"`
 	// Rubric is the answer of a rubric job.

@@ -116,6 +116,11 @@ var wireKinds = map[Kind]wireKind{
 			if p.Critic == nil {
 				return missing("critic")
 			}
+			for i, t := range p.CriticTrials {
+				if err := validStatus(fmt.Sprintf("critic_trials[%d].status", i), t.Status); err != nil {
+					return err
+				}
+			}
 			return validStatus("critic.status", p.Critic.Status)
 		},
 	},

@@ -1,6 +1,8 @@
 package critic
 
 import (
+	"fmt"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -8,10 +10,14 @@ import (
 
 var _ kind.Calling = Kind{}
 
-// Calls implements kind.Calling: a critic verdict is one call.
+// Calls implements kind.Calling: a critic verdict is one call per trial.
 func (Kind) Calls(v *events.VerdictEmitted) []records.Call {
 	if c := v.Critic; c != nil {
-		return []records.Call{records.CallOf("", c.Status, c.Judge)}
+		out := []records.Call{records.CallOf("", c.Status, c.Judge)}
+		for i, t := range v.CriticTrials {
+			out = append(out, records.CallOf(fmt.Sprintf("trial %d", i+2), t.Status, t.Judge))
+		}
+		return out
 	}
 	return nil
 }

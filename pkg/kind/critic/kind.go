@@ -30,6 +30,9 @@ func (Kind) Decide(st *kind.Step) error {
 	if !ok || ve.Critic == nil {
 		return fmt.Errorf("%w: a critic job takes critic verdicts, not %s", kind.ErrNotForKind, st.Event.Type)
 	}
+	if len(ve.CriticTrials) > 0 || st.Job.Spec.Repeats.K() > 1 {
+		return decideTrials(st, ve)
+	}
 	j, v := st.Job, *ve.Critic
 	name := kind.JudgeName(v.Judge)
 	j.Judges = []string{name}
@@ -108,5 +111,7 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 	if spec.Critic == nil {
 		return kind.Estimate{}
 	}
-	return kind.Estimate{Sources: []kind.Source{{Role: "output", Src: spec.Critic.Output}}, JudgeCalls: 1, MaxJudgeCalls: 1}
+	// One call per trial.
+	k := spec.Repeats.K()
+	return kind.Estimate{Sources: []kind.Source{{Role: "output", Src: spec.Critic.Output}}, JudgeCalls: k, MaxJudgeCalls: k}
 }

@@ -6,6 +6,7 @@ package stages
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
@@ -96,19 +97,34 @@ func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd 
 		return nil, fmt.Errorf("read output: %w", err)
 	}
 	model := env.Model(gd)
-	key := env.CacheKey(events.KindCritic, ev.Tenant, model, critic.PromptHash(), gd.Criterion, out.SHA256)
-	o, cached, err := stage.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judge.Outcome[critic.Answer] {
-		return critic.Judge(ctx, p, model, env.Instance, critic.Input{Key: ev.JobID, Task: gd.Criterion, Output: string(data)}, env.Params)
-	})
-	if err != nil {
-		return nil, err
+	ve := &events.VerdictEmitted{Kind: events.KindCritic}
+	// Each trial is its own question: its own cache entry and seed (stage.TrialParams),
+	// so trial 2 is not trial 1's cache hit.
+	for t := range gd.Repeats.K() {
+		parts := []string{gd.Criterion, out.SHA256}
+		if t > 0 {
+			parts = append(parts, "trial", strconv.Itoa(t))
+		}
+		params := stage.TrialParams(env.Params, t)
+		key := env.CacheKey(events.KindCritic, ev.Tenant, model, critic.PromptHash(), parts...)
+		o, cached, err := stage.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judge.Outcome[critic.Answer] {
+			return critic.Judge(ctx, p, model, env.Instance, critic.Input{Key: ev.JobID, Task: gd.Criterion, Output: string(data)}, params)
+		})
+		if err != nil {
+			return nil, err
+		}
+		v := events.CriticVote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
+		v.Judge.Instance, v.Judge.Cached = env.Instance, cached
+		telemetry.JudgeCall(events.KindCritic, v.Judge, v.Status)
+		if o.Status == events.VoteOK {
+			v.Correctness, v.Slop, v.Scope, v.Rationale = o.Answer.Correctness, o.Answer.Slop, o.Answer.Scope, o.Answer.Rationale
+			v.ClaimedVerdict, v.ClaimedQuality = o.Answer.Verdict, o.Answer.Quality
+		}
+		if t == 0 {
+			ve.Critic = &v
+		} else {
+			ve.CriticTrials = append(ve.CriticTrials, v)
+		}
 	}
-	v := &events.CriticVote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
-	v.Judge.Instance, v.Judge.Cached = env.Instance, cached
-	telemetry.JudgeCall(events.KindCritic, v.Judge, v.Status)
-	if o.Status == events.VoteOK {
-		v.Correctness, v.Slop, v.Scope, v.Rationale = o.Answer.Correctness, o.Answer.Slop, o.Answer.Scope, o.Answer.Rationale
-		v.ClaimedVerdict, v.ClaimedQuality = o.Answer.Verdict, o.Answer.Quality
-	}
-	return &events.VerdictEmitted{Kind: events.KindCritic, Critic: v}, nil
+	return ve, nil
 }
