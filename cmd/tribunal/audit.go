@@ -237,15 +237,19 @@ func jobWindow(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, n
 	if err != nil {
 		return audit.Window{}
 	}
-	j, _, err := records.New(b).Job(cmd.Context(), f.Tenant, f.BatchID, job)
-	if err != nil || j == nil || j.SubmittedAt.IsZero() {
+	e, err := b.Jobs.Get(cmd.Context(), records.JobKey(f.Tenant, f.BatchID, job))
+	if err != nil {
+		return audit.Window{}
+	}
+	j, err := records.DecodeJob(e.Value())
+	if err != nil || j.SubmittedAt.IsZero() {
 		return audit.Window{}
 	}
 	w := audit.Window{From: j.SubmittedAt.Add(-jobWindowSlack)}
 	if j.Final() && j.Attempt == 0 && !j.DecidedAt.IsZero() {
 		w.To = j.DecidedAt.Add(jobWindowSlack)
 		// Where its events are: read there, not over the window (audit.Window).
-		w.Positions, w.Links = j.Positions, j.Inputs
+		w.Positions, w.Links, w.Stored = j.Positions, j.Inputs, e.Created()
 	}
 	return w
 }

@@ -55,7 +55,18 @@ type Window struct {
 	// must be set (the outcomes' subjects are the tenant's).
 	Positions []uint64
 	Links     []string
+	// Stored is when the record that decided the job was stored (its key-value entry's
+	// time): its outcome is published after it, so the read of the outcome starts there
+	// (less outcomeSlack), not after the deciding input, which a lagging aggregator
+	// may have handled tens of thousands of outcomes later. Zero: after the last
+	// position. An outcome the read misses leaves the audit at the positions unclean,
+	// and the job is read over the stream.
+	Stored time.Time
 }
+
+// outcomeSlack is how much earlier than the record's storing the read of the outcome
+// starts, for the clocks of a cluster's stream leaders.
+const outcomeSlack = 2 * time.Second
 
 // positional reports whether w's positions are all known and fit its links.
 func (w Window) positional() bool {
@@ -264,7 +275,10 @@ func readAt(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, st
 	}
 	if after < last {
 		batchB, jobB := []byte(f.BatchID), []byte(job)
-		o := bus.ReadOptions{From: after + 1, Last: last, FilterSubjects: subjects, Batch: 64}
+		o := bus.ReadOptions{From: after + 1, Last: last, FilterSubjects: subjects, Batch: 256}
+		if !w.Stored.IsZero() {
+			o.From, o.Since = 0, w.Stored.Add(-outcomeSlack)
+		}
 		err := bus.ReadStream(ctx, js, stream, o, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
 			n++
 			if !bytes.Contains(m.Data(), batchB) || !bytes.Contains(m.Data(), jobB) {
