@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/trials"
 )
 
 // Order and status values of a judge call, as events.Vote records them.
@@ -44,6 +45,8 @@ type Judgment struct {
 	// of the length figures.
 	LenOurs int `json:"len_ours,omitempty"`
 	LenRef  int `json:"len_ref,omitempty"`
+	// Trial is which of the AC's repeated trials the call was (0 the first).
+	Trial int `json:"trial,omitempty"`
 }
 
 // Slot returns the call's answer in slot terms, canonically spelled ("A", "B" or "tie"),
@@ -137,18 +140,29 @@ func ByJudge[T interface{ judgeName() string }](items []T) []Group[T] {
 // JudgeOutcomes returns each judge's own outcome per AC from its calls, sorted by judge
 // and AC: the judge's answer when all its calls on the AC agree; a tie when they do not
 // (a swap pair that flipped, the rule ab.CombineSwap applies); blocked when any of its
-// calls on the AC has no valid answer.
+// calls on the AC has no valid answer. An AC judged with repeated trials takes each
+// trial's outcome so, then the trials' strict majority (trials.Majority), a tie without
+// one.
 func JudgeOutcomes(js []Judgment) []Group[Outcome] {
 	var out []Group[Outcome]
 	for _, g := range ByJudge(js) {
-		byAC := map[string]*Outcome{}
+		type key struct {
+			ac    string
+			trial int
+		}
+		byAC := map[key]*Outcome{}
 		var order []string
+		trialsOf := map[string][]key{}
 		for _, j := range g.Items {
-			o, ok := byAC[j.AC]
+			k := key{j.AC, j.Trial}
+			o, ok := byAC[k]
 			if !ok {
 				o = &Outcome{AC: j.AC, Winner: j.Answer()}
-				byAC[j.AC] = o
-				order = append(order, j.AC)
+				byAC[k] = o
+				if len(trialsOf[j.AC]) == 0 {
+					order = append(order, j.AC)
+				}
+				trialsOf[j.AC] = append(trialsOf[j.AC], k)
 			}
 			w := j.Answer()
 			switch {
@@ -162,7 +176,25 @@ func JudgeOutcomes(js []Judgment) []Group[Outcome] {
 		slices.Sort(order)
 		grp := Group[Outcome]{Judge: g.Judge}
 		for _, ac := range order {
-			grp.Items = append(grp.Items, *byAC[ac])
+			ks := trialsOf[ac]
+			if len(ks) == 1 {
+				grp.Items = append(grp.Items, *byAC[ks[0]])
+				continue
+			}
+			o := Outcome{AC: ac}
+			var answers []string
+			for _, k := range ks {
+				t := byAC[k]
+				o.Blocked = o.Blocked || t.Blocked
+				answers = append(answers, string(t.Winner))
+			}
+			if !o.Blocked {
+				o.Winner = ab.WinnerTie
+				if r := trials.Majority(answers, 0); r.Unsure == "" {
+					o.Winner = ab.Winner(r.Answer)
+				}
+			}
+			grp.Items = append(grp.Items, o)
 		}
 		out = append(out, grp)
 	}

@@ -166,7 +166,7 @@ func Judgments(j *records.Job, l Lengths) []trust.Judgment {
 			order = trust.OrderAB
 		}
 		jd := trust.Judgment{AC: j.ACID, Judge: kind.JudgeName(v.Judge), Order: order, Status: string(v.Status),
-			RawWinner: v.RawWinner, Confidence: v.Confidence, LenOurs: l.Ours, LenRef: l.Reference}
+			RawWinner: v.RawWinner, Confidence: v.Confidence, LenOurs: l.Ours, LenRef: l.Reference, Trial: v.Trial}
 		if v.Status == events.VoteOK {
 			jd.Winner = ab.Unshuffle(v.RawWinner, a)
 		}
@@ -190,6 +190,9 @@ func Calls(v *events.VerdictEmitted) []trust.Call {
 		add(vote.Judge, vote.Status)
 	}
 	if c := v.Critic; c != nil {
+		add(c.Judge, c.Status)
+	}
+	for _, c := range v.CriticTrials {
 		add(c.Judge, c.Status)
 	}
 	for _, c := range v.Cases {
