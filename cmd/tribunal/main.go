@@ -99,6 +99,7 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newVersionCmd(),
 		newTenantsCmd(),
 		newSpotcheckCmd(),
+		newReviewCmd(),
 		newViewResetCmd(),
 		newAuditCmd(),
 		newRedriveCmd(),

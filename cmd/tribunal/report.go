@@ -83,19 +83,25 @@ The same seed gives the same intervals on every machine.`,
 				z, _ := stats.ZFor(o.level)
 				stability := trials.StabilityOf(jobs, z)
 				ladder := trials.LadderOf(jobs, table.Lookup, z)
+				people, err := client.ReviewAgreement(jobs, o.seed)
+				if err != nil {
+					return exitError{2, err}
+				}
 				if asJSON {
-					// The trust report's fields, what the batch's calls cost, and its
-					// trials' stability and ladder.
+					// The trust report's fields, what the batch's calls cost, its trials'
+					// stability and ladder, and the judges' agreement with people.
 					return writeJSON(cmd.OutOrStdout(), struct {
 						*trust.Report
 						Cost   records.Costs        `json:"cost"`
 						Trials []trials.Stability   `json:"trials,omitempty"`
 						Ladder *trials.LadderReport `json:"ladder,omitempty"`
-					}{rep, costs, stability, ladder})
+						People *client.ReviewReport `json:"people,omitempty"`
+					}{rep, costs, stability, ladder, people})
 				}
 				printTrustReport(cmd.OutOrStdout(), tenant, batchID, rep)
 				printCosts(cmd.OutOrStdout(), costs)
 				printTrials(cmd.OutOrStdout(), stability, ladder)
+				printPeople(cmd.OutOrStdout(), people)
 				return nil
 			})
 		},

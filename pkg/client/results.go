@@ -135,6 +135,9 @@ type Results struct {
 	// and each iteration's gate-result.json).
 	Blobs map[string][]byte `json:"-"`
 
+	// reviewed is the batch's completion folded again from its records when a person's
+	// review decided an outcome after the batch completed (see reviewedCompletion).
+	reviewed *reviewedFold
 	// beside maps a file's path under the output folder to where the batch asked to keep
 	// it as well, relative to the batch's folder (kind.File.Beside); identity holds a
 	// list's identity fields (kind.File.Identity).
@@ -250,6 +253,12 @@ func LoadChecked(ctx context.Context, b bus.Buckets, store blob.Store, tenant, b
 		}
 	}
 	res := &Results{Tenant: tenant, BatchID: batchID, Source: h.Source, Summary: h.Completion.Summary, Cost: records.CostsOf(recs)}
+	if res.reviewed, err = reviewedCompletion(tenant, batchID, h.Completion, recs); err != nil {
+		return nil, err
+	}
+	if res.reviewed != nil {
+		res.Summary = res.reviewed.summary
+	}
 	judges := map[string]bool{}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
 	for _, r := range recs {
@@ -273,7 +282,7 @@ func LoadChecked(ctx context.Context, b bus.Buckets, store blob.Store, tenant, b
 		if kind == events.KindAB {
 			continue
 		}
-		data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: tenant, SHA256: ref.SHA256})
+		data, err := res.manifest(ctx, store, kind, ref)
 		if err != nil {
 			return nil, fmt.Errorf("read %s manifest of %s/%s: %w", kind, tenant, batchID, err)
 		}
@@ -283,7 +292,7 @@ func LoadChecked(ctx context.Context, b bus.Buckets, store blob.Store, tenant, b
 		res.Manifests[string(kind)] = data
 	}
 	if ref := h.Completion.ManifestRef; ref != nil {
-		data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: tenant, SHA256: ref.SHA256})
+		data, err := res.manifest(ctx, store, events.KindAB, *ref)
 		if err != nil {
 			return nil, fmt.Errorf("read manifest of %s/%s: %w", tenant, batchID, err)
 		}

@@ -250,18 +250,15 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 }
 
 // reviewSpec is the review setting a job of b carries: the batch's, with the AC's flag;
-// nil when neither asks for people. The sample's seed defaults to the batch's name, so a
-// rerun of the batch file under a new run id draws its sample by the same seed.
+// nil when neither asks for people. The sample is drawn under the batch file's name, not
+// the run's id, so a rerun of the batch file draws the same sample.
 func reviewSpec(b *batch.Batch, ac batch.AC) *events.ReviewSpec {
 	if b.Review == nil && !ac.Review {
 		return nil
 	}
-	r := &events.ReviewSpec{Flagged: ac.Review}
+	r := &events.ReviewSpec{Flagged: ac.Review, Name: b.Name}
 	if br := b.Review; br != nil {
 		r.Share, r.Count, r.Seed, r.Unsure, r.Decides = br.Share, br.Count, br.Seed, br.Unsure, br.Decides
-	}
-	if r.Seed == "" {
-		r.Seed = b.Name
 	}
 	return r
 }

@@ -169,12 +169,15 @@ type JobSpec struct {
 // judge was unsure of, whether a person's answer decides, and whether the team flagged
 // this AC.
 type ReviewSpec struct {
-	Share   float64 `msgpack:"share,omitempty" json:"share,omitempty"`
-	Count   int     `msgpack:"count,omitempty" json:"count,omitempty"`
-	Seed    string  `msgpack:"seed,omitempty" json:"seed,omitempty"`
-	Unsure  bool    `msgpack:"unsure,omitempty" json:"unsure,omitempty"`
-	Decides bool    `msgpack:"decides,omitempty" json:"decides,omitempty"`
-	Flagged bool    `msgpack:"flagged,omitempty" json:"flagged,omitempty"`
+	Share float64 `msgpack:"share,omitempty" json:"share,omitempty"`
+	Count int     `msgpack:"count,omitempty" json:"count,omitempty"`
+	Seed  string  `msgpack:"seed,omitempty" json:"seed,omitempty"`
+	// Name is the batch file's name, which the sample is drawn under with the seed
+	// rather than the run's id, so every run of one batch file draws the same sample.
+	Name    string `msgpack:"name,omitempty" json:"name,omitempty"`
+	Unsure  bool   `msgpack:"unsure,omitempty" json:"unsure,omitempty"`
+	Decides bool   `msgpack:"decides,omitempty" json:"decides,omitempty"`
+	Flagged bool   `msgpack:"flagged,omitempty" json:"flagged,omitempty"`
 }
 
 // maxReviewSeed bounds a review seed: it is a name, not a document.
@@ -190,6 +193,8 @@ func (r *ReviewSpec) validate() error {
 		return invalid("review.count", "give share or count, not both")
 	case len(r.Seed) > maxReviewSeed:
 		return invalid("review.seed", fmt.Sprintf("at most %d bytes", maxReviewSeed))
+	case len(r.Name) > maxReviewSeed:
+		return invalid("review.name", fmt.Sprintf("at most %d bytes", maxReviewSeed))
 	}
 	return nil
 }

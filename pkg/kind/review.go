@@ -28,4 +28,7 @@ type Reviewing interface {
 	DecideByReview(j *records.Job, answer []byte, by string, ev events.Event) (*events.IterationDecided, error)
 	// ReviewScale is the scale of the verdicts' scores (zero when they have none).
 	ReviewScale() review.Scale
+	// ReviewTemplate is the answer's shape as a reviewer fills it in: the kind's verdict
+	// object with every field empty or named by its choices.
+	ReviewTemplate() string
 }

@@ -108,3 +108,8 @@ func (Kind) DecideByReview(j *records.Job, answer []byte, by string, ev events.E
 
 // ReviewScale implements kind.Reviewing: an ab verdict has no scores.
 func (Kind) ReviewScale() review.Scale { return review.Scale{} }
+
+// ReviewTemplate implements kind.Reviewing: the seed's verdict object over the slots.
+func (Kind) ReviewTemplate() string {
+	return `{"raw_winner": "A | B | tie", "confidence": 0.0, "biggest_gap": "one sentence naming the largest difference"}`
+}
