@@ -385,3 +385,42 @@ func TestCriticTrialsMedian(t *testing.T) {
 		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// TestEquivalenceTrials: an equivalence AC with three trials asks the judge three times
+// per case (the runner once per document and case: its transcripts are not judged
+// again), and records the three trials' summaries.
+func TestEquivalenceTrials(t *testing.T) {
+	var mu sync.Mutex
+	judged := 0
+	llm := fakellm.New(fakellm.Options{Respond: func(req openai.ChatCompletionRequest, n int) fakellm.Reply {
+		if req.ResponseFormat != nil && req.ResponseFormat.JSONSchema != nil && req.ResponseFormat.JSONSchema.Name == "equivalence_verdict" {
+			mu.Lock()
+			judged++
+			mu.Unlock()
+		}
+		return answerByKind(req, n)
+	}})
+	defer llm.Close()
+	dir := projectDir(t)
+	t.Setenv("OPENAI_API_KEY", "sk-local")
+	p := filepath.Join(dir, "examples", "quickstart", "eq.yaml")
+	if err := os.WriteFile(p, []byte("version: 1\nname: eq\ntrials: 3\nacs:\n  - id: AC-12\n    kind: equivalence\n    original: skill/original.md\n    candidate: skill/candidate.md\n    cases_file: skill/cases.yaml\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	stdout, stderr, code := runState(t, dir, "run", p, "--judge", "openai", "--judge-model", "judge-model", "--openai-base-url", llm.BaseURL(), "--out", out)
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	r := readTrialResults(t, out, "eq")
+	row := r.Rows[0]
+	if row.Trials == nil || len(row.Trials.Answers) != 3 || row.Trials.Reducer != "majority" || row.Trials.Agreement != 1 {
+		t.Fatalf("row %+v: want three agreeing trials", row)
+	}
+	if judged == 0 || judged%3 != 0 {
+		t.Errorf("%d judge requests: want three per case", judged)
+	}
+	if stdout, stderr, code := runState(t, dir, "audit", "--batch", r.BatchID); code != 0 {
+		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

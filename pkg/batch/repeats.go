@@ -17,11 +17,11 @@ var noTrials = map[string]string{
 	// iteration's verdict something the seed's loop never reads.
 	"rubric":      "the rubric kind takes no trials or ladder: its loop judges every iteration anew and signs off only on consecutive passes, which is its repetition",
 	"critic":      "the critic kind takes no ladder: its answers carry no confidence to escalate on, and a ladder of it is not built",
-	"equivalence": "the equivalence kind takes no trials or ladder yet",
+	"equivalence": "the equivalence kind takes no ladder: its answers carry no confidence to escalate on, and a ladder of it is not built",
 }
 
 // trialsKinds are the kinds that take `trials:` (without a ladder).
-var trialsKinds = map[string]bool{"ab": true, "critic": true}
+var trialsKinds = map[string]bool{"ab": true, "critic": true, "equivalence": true}
 
 // RepeatsOf is what the AC asks beyond one call: its trials (its own, else the batch's),
 // at_least, and the batch's ladder. nil asks once.

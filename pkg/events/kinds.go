@@ -166,6 +166,8 @@ type CaseVote struct {
 	// Original and Candidate are the transcripts the verdict compared, for reviewers.
 	Original  *Blob `msgpack:"original,omitempty"`
 	Candidate *Blob `msgpack:"candidate,omitempty"`
+	// Trial is which of the job's repeated trials the answer was (0 the first).
+	Trial int `msgpack:"trial,omitempty" json:",omitempty"`
 }
 
 // CriticResult is the aggregator's derived outcome of a critic job.

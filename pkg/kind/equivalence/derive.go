@@ -17,6 +17,14 @@ type Decision struct {
 // Derive builds the seed's output (cases and summary, pass iff no case
 // regressed) plus the coverage flag and the efficiency report, from the per-case answers.
 func Derive(spec events.JobSpec, votes []events.CaseVote) Decision {
+	if repeatedCases(spec, votes) {
+		return deriveTrials(spec, votes)
+	}
+	return deriveOnce(spec, votes)
+}
+
+// deriveOnce derives one asking: one answer per case.
+func deriveOnce(spec events.JobSpec, votes []events.CaseVote) Decision {
 	es := spec.Equivalence
 	set := make([]TransferCase, len(es.Cases))
 	for i, c := range es.Cases {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"go.yaml.in/yaml/v3"
 
@@ -195,34 +196,51 @@ func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *e
 func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
 	model := env.Model(gd)
 	out := &events.VerdictEmitted{Kind: events.KindEquivalence}
-	for _, c := range gd.Cases {
-		orig, err := transcript(ctx, env.Store, ev.Tenant, c.Original)
-		if err != nil {
-			return nil, fmt.Errorf("case %s original transcript: %w", c.CaseID, err)
+	// Every trial asks again for every case; each its own cache entry and seed.
+	for t := range gd.Repeats.K() {
+		params := stage.TrialParams(env.Params, t)
+		for _, c := range gd.Cases {
+			v, err := judgeCase(ctx, env, ev, c, model, t, params)
+			if err != nil {
+				return nil, err
+			}
+			out.Cases = append(out.Cases, v)
 		}
-		cand, err := transcript(ctx, env.Store, ev.Tenant, c.Candidate)
-		if err != nil {
-			return nil, fmt.Errorf("case %s candidate transcript: %w", c.CaseID, err)
-		}
-		key := env.CacheKey(events.KindEquivalence, ev.Tenant, model, equivalence.PromptHash(), c.Input, c.Original.Blob.SHA256, c.Candidate.Blob.SHA256)
-		o, cached, err := stage.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judge.Outcome[equivalence.Answer] {
-			return equivalence.Judge(ctx, p, model, env.Instance, equivalence.Input{Key: ev.JobID + "/" + c.CaseID, CaseInput: c.Input, Original: orig, Candidate: cand}, env.Params)
-		})
-		if err != nil {
-			return nil, err
-		}
-		origBlob, candBlob := c.Original.Blob, c.Candidate.Blob
-		v := events.CaseVote{CaseID: c.CaseID, Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw, Original: &origBlob, Candidate: &candBlob}
-		v.Judge.Instance, v.Judge.Cached = env.Instance, cached
-		telemetry.JudgeCall(events.KindEquivalence, v.Judge, v.Status)
-		if o.Status == events.VoteOK {
-			v.Verdict, v.BehaviourDelta = o.Answer.Verdict, o.Answer.BehaviourDelta
-			e := o.Answer.EfficiencySignal
-			v.Efficiency = events.EfficiencySignal{OriginalDirectness: e.OriginalDirectness, CandidateDirectness: e.CandidateDirectness, InterpretationNotes: e.InterpretationNotes}
-		}
-		out.Cases = append(out.Cases, v)
 	}
 	return out, nil
+}
+
+// judgeCase asks model about one case's transcript pair, as trial t.
+func judgeCase(ctx context.Context, env *stage.JudgeEnv, ev events.Event, c events.CasePair, model string, t int, params judge.Params) (events.CaseVote, error) {
+	orig, err := transcript(ctx, env.Store, ev.Tenant, c.Original)
+	if err != nil {
+		return events.CaseVote{}, fmt.Errorf("case %s original transcript: %w", c.CaseID, err)
+	}
+	cand, err := transcript(ctx, env.Store, ev.Tenant, c.Candidate)
+	if err != nil {
+		return events.CaseVote{}, fmt.Errorf("case %s candidate transcript: %w", c.CaseID, err)
+	}
+	parts := []string{c.Input, c.Original.Blob.SHA256, c.Candidate.Blob.SHA256}
+	if t > 0 {
+		parts = append(parts, "trial", strconv.Itoa(t))
+	}
+	key := env.CacheKey(events.KindEquivalence, ev.Tenant, model, equivalence.PromptHash(), parts...)
+	o, cached, err := stage.CachedCall(ctx, env, ev.Tenant, key, func(p judge.Provider) judge.Outcome[equivalence.Answer] {
+		return equivalence.Judge(ctx, p, model, env.Instance, equivalence.Input{Key: ev.JobID + "/" + c.CaseID, CaseInput: c.Input, Original: orig, Candidate: cand}, params)
+	})
+	if err != nil {
+		return events.CaseVote{}, err
+	}
+	origBlob, candBlob := c.Original.Blob, c.Candidate.Blob
+	v := events.CaseVote{CaseID: c.CaseID, Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw, Original: &origBlob, Candidate: &candBlob, Trial: t}
+	v.Judge.Instance, v.Judge.Cached = env.Instance, cached
+	telemetry.JudgeCall(events.KindEquivalence, v.Judge, v.Status)
+	if o.Status == events.VoteOK {
+		v.Verdict, v.BehaviourDelta = o.Answer.Verdict, o.Answer.BehaviourDelta
+		e := o.Answer.EfficiencySignal
+		v.Efficiency = events.EfficiencySignal{OriginalDirectness: e.OriginalDirectness, CandidateDirectness: e.CandidateDirectness, InterpretationNotes: e.InterpretationNotes}
+	}
+	return v, nil
 }
 
 func transcript(ctx context.Context, store blob.Store, tenant string, a events.Artifact) (equivalence.Transcript, error) {
