@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,9 +23,9 @@ import (
 // reflection: 100,000 entries decode in tens of milliseconds, where a generic encoder
 // took seconds. TestEveryFieldRoundTrips fails when a field of Entry is not encoded.
 
-// magic starts an index and names its version; magicV2 is the version before costs,
-// still read (its entries have none).
-var magic, magicV2 = []byte("TRIBIDX3"), []byte("TRIBIDX2")
+// magic starts an index and names its version; magicV3 is the version before repeated
+// trials and magicV2 the one before costs, both still read (their entries have none).
+var magic, magicV3, magicV2 = []byte("TRIBIDX4"), []byte("TRIBIDX3"), []byte("TRIBIDX2")
 
 // encoder writes entries' fields into one buffer and interns their strings.
 type encoder struct {
@@ -137,6 +138,14 @@ func (e *encoder) entry(x *Entry) {
 		e.int(c.CachedPromptTokens)
 		e.int(c.CompletionTokens)
 	}
+	// A row's trials, ladder and doubts: rare, nested, and read only with the row, so
+	// kept as one JSON string ("" for none).
+	rep := ""
+	if r.Trials != nil || r.Ladder != nil || len(r.Unsure) > 0 {
+		data, _ := json.Marshal(repeatsJSON{r.Trials, r.Ladder, r.Unsure})
+		rep = string(data)
+	}
+	e.str(rep)
 	e.uint(uint64(len(x.Calls)))
 	for i := range x.Calls {
 		c := &x.Calls[i]
@@ -196,8 +205,15 @@ type decoder struct {
 	ints   []int
 	calls  []records.Call
 	blobs  []events.Blob
-	// v2 reads an index written before costs.
-	v2 bool
+	// v2 reads an index written before costs, v3 one before repeated trials.
+	v2, v3 bool
+}
+
+// repeatsJSON is how an entry keeps its row's trials, ladder and doubts.
+type repeatsJSON struct {
+	Trials *events.TrialsResult `json:"t,omitempty"`
+	Ladder *events.LadderResult `json:"l,omitempty"`
+	Unsure []string             `json:"u,omitempty"`
 }
 
 // slabSize is how many values one slab allocation holds.
@@ -322,6 +338,16 @@ func (d *decoder) entry(x *Entry) {
 		r.Cost = &price.Sum{Cost: price.Money(d.int()), Priced: int(d.int()), Unpriced: int(d.int()), Saved: price.Money(d.int()), CacheHits: int(d.int()),
 			Recorded: int(d.int()), PromptTokens: d.int(), CachedPromptTokens: d.int(), CompletionTokens: d.int()}
 	}
+	if !d.v3 {
+		if s := d.str(); s != "" {
+			var rj repeatsJSON
+			if err := json.Unmarshal([]byte(s), &rj); err != nil {
+				d.fail("row trials: " + err.Error())
+				return
+			}
+			r.Trials, r.Ladder, r.Unsure = rj.Trials, rj.Ladder, rj.Unsure
+		}
+	}
 	n := d.uint()
 	if n > uint64(len(d.data)) {
 		d.fail("call count out of range")
@@ -355,10 +381,11 @@ func (d *decoder) entry(x *Entry) {
 
 func decodeAll(data []byte) ([]Entry, error) {
 	v2 := bytes.HasPrefix(data, magicV2)
-	if !bytes.HasPrefix(data, magic) && !v2 {
+	v3 := v2 || bytes.HasPrefix(data, magicV3)
+	if !bytes.HasPrefix(data, magic) && !v3 {
 		return nil, fmt.Errorf("%w: not an index (or another version of one)", errCorrupt)
 	}
-	d := &decoder{data: data, pos: len(magic), v2: v2}
+	d := &decoder{data: data, pos: len(magic), v2: v2, v3: v3}
 	n, size := d.uint(), d.uint()
 	if d.err != nil || size > uint64(len(data)) || n > uint64(len(data)) {
 		return nil, fmt.Errorf("%w: bad header", errCorrupt)
