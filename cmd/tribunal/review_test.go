@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,7 +10,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chromedp/chromedp"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
@@ -270,5 +275,70 @@ func TestReviewDecidesAndAgreement(t *testing.T) {
 	// The scripted judge answers A as before: right on the 91 ACs people now agree on.
 	if c := cal.Judges[0].Checks[0]; c.Name != "accuracy" || c.Value.K != 91 || c.Value.N != 100 {
 		t.Fatalf("calibration %+v", cal.Judges[0])
+	}
+}
+
+// TestReviewerPageInChromium: the reviewer's page of a 200-AC ab batch's 10 % queue, in
+// `tribunal view` and real Chromium, shows slots A and B and the criterion with no AC id,
+// role or path; an answer given there and answers imported with `tribunal review
+// --import` both appear in the report, each as it came.
+func TestReviewerPageInChromium(t *testing.T) {
+	bctx := browsertest.Start(t, 1280, 900)
+	dir := reviewBatch(t, 200, "{share: 0.1, seed: s1}")
+	id := runBatch(t, dir)
+	q := queue(t, dir, id)
+	imported := map[string]any{}
+	for _, e := range q[:2] {
+		imported[e.Item] = map[string]any{"raw_winner": "B", "confidence": 0.6, "biggest_gap": "slot B is shorter"}
+	}
+	if _, stderr, code := runState(t, dir, "review", "--batch", id, "--import", answersFile(t, imported)); code != 0 {
+		t.Fatalf("import: exit %d\n%s", code, stderr)
+	}
+	base := startView(t, dir)
+	item := q[5]
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	page := func() string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, a := range []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/t/default/b/" + id + "/review"), chromedp.WaitVisible(chromedp.ID("review-queue"))} {
+		if err := chromedp.Do(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if text := page(); strings.Contains(text, "AC-") || !strings.Contains(text, item.Item) || !strings.Contains(text, "You answered 2 of 20") {
+		t.Fatalf("the queue page shows:\n%s", text)
+	}
+	for _, a := range []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/t/default/b/" + id + "/review/" + item.Item), chromedp.WaitVisible(chromedp.ID("review-form"))} {
+		if err := chromedp.Do(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := page()
+	for _, want := range []string{"Slot A (text/markdown)", "Slot B (text/markdown)", "The notes tell a user what changed.", "The release notes say what changed.", "Various improvements."} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the reviewer's page lacks %q", want)
+		}
+	}
+	for _, leak := range []string{"AC-", "ours", "reference", ".md", dir} {
+		if strings.Contains(text, leak) {
+			t.Errorf("the reviewer's page shows %q:\n%s", leak, text)
+		}
+	}
+	answer := `{"raw_winner":"A","confidence":0.85,"biggest_gap":"slot A says what changed"}`
+	for _, a := range []chromedp.Action[chromedp.Void]{chromedp.SetValue(chromedp.ID("review-answer"), answer), chromedp.Click(chromedp.ID("review-submit")),
+		chromedp.WaitVisible(chromedp.ID("review-sent"))} {
+		if err := chromedp.Do(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := report(t, dir, id)
+	if r.Reviews != 3 || r.Via["import"] != 2 || r.Via["viewer"] != 1 || r.Agreement[0].N != 3 {
+		t.Fatalf("report after the viewer's answer: %+v", r)
 	}
 }

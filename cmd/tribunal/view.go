@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/internal/localstate"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
@@ -158,7 +159,7 @@ func runView(ctx context.Context, f *viewFlags) error {
 			return err
 		}
 		page.Start(console.Config{Buckets: env.Running.Buckets, Store: env.Store, Pub: env.Running.Pub, Tenants: teamTokens, Logger: slog.Default(),
-			Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, ""), Report: reportHook(env.Running.JS, env.Running.Buckets, "")})
+			Reviewer: client.LocalReviewer(), Audit: auditHook(env.Running.JS, env.Running.Buckets, env.Store, ""), Report: reportHook(env.Running.JS, env.Running.Buckets, "")})
 		if err := lock.SetURL(url); err != nil {
 			slog.Warn("view: cannot record the console's address in the state folder", "err", err)
 		}

@@ -49,6 +49,9 @@ type Config struct {
 	// one address the same secret; empty means a random key per process (a form then
 	// only posts back to the process that served it, and not across a restart).
 	CSRFKey []byte
+	// Reviewer names who answers the review queue in an open console (`tribunal view`:
+	// the local user); a console with tokens names each caller by their credential.
+	Reviewer string
 	// Refresh is how often pages of work still in progress reload (default 3s).
 	Refresh time.Duration
 	// Logger receives request errors (default slog.Default()).
@@ -90,6 +93,7 @@ func New(cfg Config) http.Handler {
 	}
 	mux := http.NewServeMux()
 	s.reviewRoutes(mux)
+	s.peopleRoutes(mux)
 	mux.HandleFunc("GET /static/console.css", serveCSS)
 	mux.HandleFunc("GET /login", s.loginForm)
 	mux.HandleFunc("POST /login", s.login)

@@ -335,7 +335,9 @@ type ReviewReport struct {
 	Reviewed int `json:"reviewed"`
 	Reviews  int `json:"reviews"`
 	// Decides says the batch let people decide the outcome.
-	Decides   bool               `json:"decides"`
+	Decides bool `json:"decides"`
+	// Via counts the reviews by how they came ("import", "viewer", "console").
+	Via       map[string]int     `json:"via"`
 	Agreement []review.Agreement `json:"agreement"`
 }
 
@@ -346,10 +348,13 @@ func ReviewAgreement(jobs []*records.Job, seed uint64) (*ReviewReport, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
-	rep := &ReviewReport{Reviews: len(pairs)}
+	rep := &ReviewReport{Reviews: len(pairs), Via: map[string]int{}}
 	for _, j := range jobs {
 		if len(j.Reviews) > 0 {
 			rep.Reviewed++
+		}
+		for _, r := range j.Reviews {
+			rep.Via[r.Via]++
 		}
 		rep.Decides = rep.Decides || j.Spec.Review != nil && j.Spec.Review.Decides
 	}

@@ -1,0 +1,127 @@
+package console_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/internal/console"
+	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+)
+
+const (
+	reviewTokA1 = "review-token-team-a-ann-0123456789"
+	reviewTokA2 = "review-token-team-a-bob-0123456789"
+	reviewTokB  = "review-token-team-b-eve-0123456789"
+)
+
+// TestReviewQueuePerTeam: the shared console's review queue is a team's own. A team-b
+// token neither sees team-a's queue nor records an answer in it (404, as for a batch that
+// does not exist, with its own valid form token); two people of team-a, each with a token
+// of their own, are two reviewers, named by their credential; the same person answering
+// again is one answer, the later, counted as a change.
+func TestReviewQueuePerTeam(t *testing.T) {
+	s := startStack(t)
+	files := e2e.TextBatch(3, "review: {count: 2, seed: s}\n")
+	sub := s.Submit(e2e.WriteBatch(t, files), tenantA)
+	subB := s.Submit(e2e.WriteBatch(t, e2e.TextBatch(1, "review: {count: 1}\n")), tenantB)
+	s.WaitComplete(sub, 30*time.Second)
+	s.WaitComplete(subB, 30*time.Second)
+	srv := httptest.NewServer(console.New(console.Config{Buckets: s.run.Buckets, Store: s.Store, Pub: s.run.Pub,
+		Tenants: map[string]string{reviewTokA1: tenantA, reviewTokA2: tenantA, reviewTokB: tenantB}}))
+	t.Cleanup(srv.Close)
+	w := newWeb(t, srv.URL)
+	queuePath := "/t/" + tenantA + "/b/" + sub.BatchID + "/review"
+
+	resp, body := w.get(queuePath, reviewTokA1)
+	items := regexp.MustCompile(`item-[0-9a-f]{12}`).FindAllString(body, -1)
+	if resp.StatusCode != http.StatusOK || len(items) < 2 || strings.Contains(body, "AC-") {
+		t.Fatalf("team-a's queue: %d\n%s", resp.StatusCode, body)
+	}
+	itemPath := queuePath + "/" + items[0]
+	csrf := func(tok string, path string) string {
+		t.Helper()
+		_, body := w.get(path, tok)
+		m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("no form at %s:\n%s", path, body)
+		}
+		return m[1]
+	}
+	answer := func(tok, form, raw string) *http.Response {
+		t.Helper()
+		resp, _ := w.do(http.MethodPost, itemPath, tok, url.Values{"csrf": {form}, "answer": {`{"raw_winner":"` + raw + `","confidence":0.8,"biggest_gap":"one slot says more"}`}},
+			map[string]string{"Origin": srv.URL})
+		return resp
+	}
+
+	if resp, _ := w.get(queuePath, reviewTokB); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("team-b sees team-a's queue: %d", resp.StatusCode)
+	}
+	if resp, _ := w.get(itemPath, reviewTokB); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("team-b sees team-a's item: %d", resp.StatusCode)
+	}
+	// team-b's own form token, from its own queue's item.
+	bItem := client.ReviewItemID(tenantB, subB.BatchID, "AC-1")
+	if resp := answer(reviewTokB, csrf(reviewTokB, "/t/"+tenantB+"/b/"+subB.BatchID+"/review/"+bItem), "A"); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("team-b's answer to team-a's item: %d", resp.StatusCode)
+	}
+	reviews := func() []records.Review {
+		t.Helper()
+		recs, err := records.New(s.run.Buckets).LoadJobs(t.Context(), tenantA, sub.BatchID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if client.ReviewItemID(tenantA, sub.BatchID, r.ACID) == items[0] {
+				return r.Reviews
+			}
+		}
+		t.Fatal("no job for the item")
+		return nil
+	}
+	if r := reviews(); len(r) != 0 {
+		t.Fatalf("team-b's answer was recorded: %+v", r)
+	}
+
+	if resp := answer(reviewTokA1, csrf(reviewTokA1, itemPath), "A"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("team-a's answer: %d", resp.StatusCode)
+	}
+	if resp := answer(reviewTokA2, csrf(reviewTokA2, itemPath), "B"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("team-a's second reviewer: %d", resp.StatusCode)
+	}
+	if resp := answer(reviewTokA1, csrf(reviewTokA1, itemPath), "B"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("team-a's changed answer: %d", resp.StatusCode)
+	}
+	s.waitJob(t, sub, reviewJob(t, s, sub, items[0]), 10*time.Second, "the changed answer recorded", func(j *records.Job) bool {
+		return len(j.Reviews) == 2 && j.Reviews[0].Changes == 1
+	})
+	r := reviews()
+	if r[0].By == r[1].By || !strings.HasPrefix(r[0].By, "console:team-a (token ") || r[0].Via != "console" || r[0].Person.Slot != "B" {
+		t.Fatalf("reviews %+v", r)
+	}
+	if resp, body := w.do(http.MethodPost, itemPath, reviewTokA1, url.Values{"csrf": {csrf(reviewTokA1, itemPath)}, "answer": {`{"raw_winner":"ours"}`}},
+		map[string]string{"Origin": srv.URL}); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "review-error") {
+		t.Fatalf("an answer outside the contract: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// reviewJob is the AC id of a queue item.
+func reviewJob(t *testing.T, s *stack, sub client.Submission, item string) string {
+	t.Helper()
+	q, _, err := client.ReviewQueue(t.Context(), s.run.Buckets, sub.Tenant, sub.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := client.FindReviewEntry(q, item)
+	if !ok {
+		t.Fatalf("no %s in the queue", item)
+	}
+	return e.AC
+}
