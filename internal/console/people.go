@@ -233,4 +233,3 @@ func (s *server) reviewImage(w http.ResponseWriter, r *http.Request, c caller) {
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	_, _ = w.Write(data)
 }
-
