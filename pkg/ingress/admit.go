@@ -2,8 +2,11 @@ package ingress
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
@@ -11,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
 // Refusal reasons: fixed words, the label of tribunal_refusals_total{service="ingress"}.
@@ -82,6 +86,20 @@ var teamEvents = map[events.Type]teamEvent{
 		}
 		return client.CancelEvent(a.tenant, ev.BatchID, p), nil
 	},
+	events.TypeReviewRecorded: func(ctx context.Context, a *admission, ev events.Event) (events.Event, error) {
+		p := ev.Payload.(*events.ReviewRecorded)
+		if p.By != a.who {
+			return events.Event{}, a.field(RefusedEnvelope, "by", p.By, fmt.Sprintf("a review through the ingress is by its token's holder, %q (ingress.Reviewer)", a.who))
+		}
+		if err := a.submitted(ctx, ev.BatchID, ev.JobID); err != nil {
+			return events.Event{}, err
+		}
+		// Who reviewed is the token's, never the event's own claim; the rules check the
+		// answer against the kind's contract and the job when they apply it.
+		rp := &events.ReviewRecorded{Kind: p.Kind, Answer: p.Answer, By: a.who, Via: "ingress"}
+		out := events.NewAttempt(rp, a.tenant, ev.BatchID, ev.JobID, ev.Iteration, events.ReviewStep(rp.By, rp.Answer), ev.Attempt, nil)
+		return out, nil
+	},
 	events.TypeViewReset: func(ctx context.Context, a *admission, ev events.Event) (events.Event, error) {
 		p := ev.Payload.(*events.ViewReset)
 		if ev.JobID != p.ACID {
@@ -128,6 +146,9 @@ type admission struct {
 	spend spend.Allowance
 	// refusal is filled by field for the event under check.
 	refusal *Refusal
+	// who names the person behind the request's token (reviewerOf), whom a review
+	// recorded through the ingress is by, whatever the event says.
+	who string
 }
 
 // refused is an event the ingress will not publish.
@@ -215,4 +236,18 @@ func typeList() string {
 		s += string(t)
 	}
 	return s
+}
+
+// reviewerOf names the person behind a request (Reviewer).
+func reviewerOf(r *http.Request, tenant string) string {
+	tok, _, _ := tokens.Bearer(r)
+	return Reviewer(tenant, tok)
+}
+
+// Reviewer names the holder of a team's token as the reviews they record through the
+// ingress name them: the tenant and a fingerprint of the token, so two people of one
+// team with tokens of their own are two reviewers and nobody names themselves.
+func Reviewer(tenant, token string) string {
+	h := sha256.Sum256([]byte(token))
+	return "ingress:" + tenant + " (token " + hex.EncodeToString(h[:4]) + ")"
 }

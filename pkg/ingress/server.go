@@ -306,7 +306,7 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request, tenant strin
 		s.problem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("%d events: a request carries at most %d", len(raw), MaxRequestEvents), nil)
 		return
 	}
-	a := &admission{tenant: tenant, store: s.cfg.Store, spend: s.cfg.Spend.For(tenant)}
+	a := &admission{tenant: tenant, store: s.cfg.Store, spend: s.cfg.Spend.For(tenant), who: reviewerOf(r, tenant)}
 	if s.cfg.Buckets.Jobs != nil {
 		st := records.New(s.cfg.Buckets)
 		a.jobs = &st

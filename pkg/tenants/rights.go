@@ -130,8 +130,8 @@ func Grants(stream string) []Grant {
 
 	// The console.
 	con := []string{ConsoleUser}
-	add(con, "HE-2 spot-checks and rubric loop resets (client.Spotcheck, client.ResetView)",
-		events.AnyTenant(events.TypeSpotcheckRecorded), events.AnyTenant(events.TypeViewReset))
+	add(con, "HE-2 spot-checks, rubric loop resets and people's reviews (client.Spotcheck, client.ResetView, client.RecordReview)",
+		events.AnyTenant(events.TypeSpotcheckRecorded), events.AnyTenant(events.TypeViewReset), events.AnyTenant(events.TypeReviewRecorded))
 	add(con, "read a stored event back when a publish is acknowledged Duplicate; stream state for an audit's plan", js("STREAM.INFO", stream), js("STREAM.MSG.GET", stream))
 	c := stream + "." + ReaderPlaceholder
 	add(con, "audits and trust reports read the stream through the stream readers (bus.ReadStream): create, check, pull from and delete a reader's consumer, no other consumer",
