@@ -264,7 +264,7 @@ func exportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 	var order []string
 	var skipped []string
 	for _, j := range jobs {
-		if j.Spec.Kind != events.KindAB || j.Spec.AB == nil || len(j.Reviews) == 0 {
+		if j.Spec.Kind != events.KindAB || ab.SpecOf(j.Spec.KindPart) == nil || len(j.Reviews) == 0 {
 			continue
 		}
 		label := j.Reviews[0].Person.Label
@@ -295,12 +295,12 @@ func exportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 			}
 			return filepath.ToSlash(rel), os.WriteFile(filepath.Join(dir, rel), data, 0o644)
 		}
-		ours, err := write("ours", j.Spec.AB.Ours)
+		ours, err := write("ours", ab.SpecOf(j.Spec.KindPart).Ours)
 		if err != nil {
 			skipped = append(skipped, err.Error())
 			continue
 		}
-		ref, err := write("reference", j.Spec.AB.Reference)
+		ref, err := write("reference", ab.SpecOf(j.Spec.KindPart).Reference)
 		if err != nil {
 			skipped = append(skipped, err.Error())
 			continue

@@ -33,14 +33,6 @@ var kindNamesAllowed = map[string]string{
 	"schemas/schemas.go rubric":      "the seed's Argus schemas are published at schemas/argus/, which README links for teams' editors",
 	"internal/e2e/harness.go rubric": "the end-to-end harness serves rubric features to the tests (a test helper, not shipped code)",
 
-	// Not moved yet: each kind's wire fields, typed fields of the shared payloads decoded
-	// in one reflection pass (JobSpec.AB under "ab", ...); moving them needs a part codec
-	// that writes each under its existing key, measured against BenchmarkEvents.
-	"pkg/events/kinds.go critic,equivalence":              "critic's and equivalence's wire types (CriticSpec, CriticVote, EquivalenceSpec, ...)",
-	"pkg/events/payloads.go ab,critic,equivalence,rubric": "the typed kind fields of JobSpec, VerdictEmitted, IterationDecided and ABSpec",
-	"pkg/events/rubric.go rubric":                         "rubric's wire types (RubricSpec, RubricVerdict, spot checks, view resets)",
-	"pkg/events/values.go ab,critic,equivalence,rubric":   "the shipped kinds' lines of the wire table (wireKinds), which kind.Wired replaces for a new kind",
-
 	// Not moved yet: commands, pages and readers that are one kind's.
 	"cmd/tribunal/calibrate.go ab":                         "tribunal calibrate, ab's calibration set (pkg/kind/ab/calibration)",
 	"cmd/tribunal/cfn.go ab":                               "the cfn-ab-critic compatibility command, ab's",

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
@@ -238,7 +240,7 @@ func TestMessageIDPoisoning(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &events.Blob{SHA256: ours.Ref.SHA256, MediaType: ours.MediaType, Size: ours.Size}
-	spec := events.JobSpec{Kind: events.KindAB, ACID: jobs[0].ACID, Criterion: "c", AB: &events.ABSpec{
+	spec := events.JobSpec{Kind: events.KindAB, ACID: jobs[0].ACID, Criterion: "c", KindPart: &ab.Spec{
 		Ours: events.Source{Name: "o", Blob: b}, Reference: events.Source{Name: "r", Blob: b}, Threshold: 0.75}}
 	poisoned := client.SubmittedEvent("team-a", sub.BatchID, spec.ACID, 0, &events.JobSubmitted{Spec: spec, BatchSize: 1})
 	poisoned.ID = events.NewID(events.TypeVerdictEmitted, "team-b", sub.BatchID, spec.ACID, 0, "")
@@ -287,7 +289,7 @@ func TestBlobsAndManifestsOfAnotherTeam(t *testing.T) {
 	c, sub := w.victim(2)
 	before := w.victimIntact(c, sub)
 	jobs := w.victimJobs(sub)
-	artifact := jobs[0].Spec.AB.Ours.Blob
+	artifact := ab.SpecOf(jobs[0].Spec.KindPart).Ours.Blob
 	manifest := before.Manifest
 	h, _, err := records.New(w.state).Header(ctxT(t), "team-b", sub.BatchID)
 	if err != nil || h.Completion == nil || h.Completion.ManifestRef == nil {

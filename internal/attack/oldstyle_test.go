@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -135,7 +137,7 @@ func TestOldStyleMessageIDPoisoning(t *testing.T) {
 // and the services refuse such an event (TestForeignEnvelopesActForNobody).
 func TestOldStyleForeignEnvelope(t *testing.T) {
 	o := startOldStyle(t)
-	spec := events.JobSpec{Kind: events.KindAB, ACID: "AC-1", Criterion: "c", AB: &events.ABSpec{
+	spec := events.JobSpec{Kind: events.KindAB, ACID: "AC-1", Criterion: "c", KindPart: &ab.Spec{
 		Ours: events.Source{Name: "o", Error: "missing artifact: o"}, Reference: events.Source{Name: "r", Error: "missing artifact: r"}, Threshold: 0.75}}
 	forged := events.New(&events.JobSubmitted{Spec: spec, BatchSize: 1}, "team-b", "fake-batch", "AC-1", 0, "", nil)
 	data, err := events.Encode(forged)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/tribunal-dev/tribunal/internal/console"
@@ -81,21 +83,21 @@ func TestConsole(t *testing.T) {
 		for _, p := range []string{
 			batchPath(subB), jobPath(subB, "AC-1"), batchPath(subB) + "/audit", "/t/team-b/",
 			"/t/team-a/b/" + subB.BatchID, "/t/team-a/b/" + subB.BatchID + "/j/AC-1",
-			"/blob/team-b/" + bRec.Spec.AB.Ours.Blob.SHA256,
+			"/blob/team-b/" + ab.SpecOf(bRec.Spec.KindPart).Ours.Blob.SHA256,
 		} {
 			resp, body := w.get(p, tokA)
 			if resp.StatusCode != http.StatusNotFound || body != unknown {
 				t.Errorf("team-a GET %s: %d, want the same 404 as for an unknown batch", p, resp.StatusCode)
 			}
 		}
-		resp, body = w.get("/blob/team-b/"+bRec.Spec.AB.Ours.Blob.SHA256, tokB)
+		resp, body = w.get("/blob/team-b/"+ab.SpecOf(bRec.Spec.KindPart).Ours.Blob.SHA256, tokB)
 		if resp.StatusCode != 200 || body != "team b's private release notes\n" || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
 			t.Fatalf("team-b's own blob: %d %q %s", resp.StatusCode, body, resp.Header.Get("Content-Type"))
 		}
-		if resp, _ := w.get("/blob/team-a/"+aRec.Spec.AB.Ours.Blob.SHA256, tokB); resp.StatusCode != http.StatusNotFound {
+		if resp, _ := w.get("/blob/team-a/"+ab.SpecOf(aRec.Spec.KindPart).Ours.Blob.SHA256, tokB); resp.StatusCode != http.StatusNotFound {
 			t.Fatalf("team-b reads team-a's image: %d", resp.StatusCode)
 		}
-		resp, _ = w.get("/blob/team-a/"+aRec.Spec.AB.Ours.Blob.SHA256, tokA)
+		resp, _ = w.get("/blob/team-a/"+ab.SpecOf(aRec.Spec.KindPart).Ours.Blob.SHA256, tokA)
 		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/png" || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "sandbox") {
 			t.Fatalf("team-a's image: %d %s csp %q", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Security-Policy"))
 		}
@@ -418,7 +420,7 @@ func TestConsole(t *testing.T) {
 				t.Errorf("%s: %d, want %d", name, resp.StatusCode, c.want)
 			}
 		}
-		key := views.Key(tenantA, &events.RubricSpec{Feature: "rubric-feature", Target: "list", State: "populated", Appearance: "light"})
+		key := views.Key(tenantA, &rubricwire.Spec{Feature: "rubric-feature", Target: "list", State: "populated", Appearance: "light"})
 		if v, _, err := views.Load(t.Context(), s.run.Buckets.Views, key); err != nil || v.Generation != 0 {
 			t.Fatalf("a refused POST reset the view: %+v %v", v, err)
 		}

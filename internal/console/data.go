@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -166,7 +168,7 @@ func (s *server) viewHistory(ctx context.Context, rec *records.Job) ([]*records.
 			break
 		}
 		r, err := records.DecodeJob(e.Value())
-		if err != nil || r.Spec.Rubric == nil || r.Spec.Rubric.ViewKey() != rec.Spec.Rubric.ViewKey() {
+		if err != nil || rubricwire.SpecOf(r.Spec.KindPart) == nil || rubricwire.SpecOf(r.Spec.KindPart).ViewKey() != rubricwire.SpecOf(rec.Spec.KindPart).ViewKey() {
 			continue
 		}
 		out = append(out, r)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -173,7 +175,7 @@ type voteView struct {
 }
 
 func (s *server) abPage(ctx context.Context, rec *records.Job, h *records.Batch) *abView {
-	spec := rec.Spec.AB
+	spec := ab.SpecOf(rec.Spec.KindPart)
 	v := &abView{}
 	res, err := ab.ResultOf(rec)
 	if err != nil {
@@ -204,8 +206,8 @@ func (s *server) abPage(ctx context.Context, rec *records.Job, h *records.Batch)
 			v.JudgeInfo, v.Answer = c.Tribunal.Judge, c.Tribunal.Answer
 		}
 	}
-	if d := rec.Decided; d != nil && d.AB != nil {
-		a := d.AB
+	if d := rec.Decided; d != nil && ab.DecidedOf(d.KindPart) != nil {
+		a := ab.DecidedOf(d.KindPart)
 		v.RawWinner, v.Winner, v.BiggestGap = a.RawWinner, a.Winner, a.BiggestGap
 		v.Suggest, v.Tag, v.Impact, v.Agreement, v.Consistent = a.Suggest, a.Tag, a.Impact, a.Agreement, a.Consistent
 		if rec.Status == events.StatusCompared {
@@ -257,36 +259,36 @@ func (s *server) suggestionFor(ctx context.Context, tenant, acID string, ref eve
 // previous render, the last verdict's dimensions, the loop, the sign-off and, while the
 // sign-off waits for a person, the HE-2 form.
 type rubricView struct {
-	Feature         string                 `json:"feature,omitempty"`
-	View            string                 `json:"view,omitempty"`
-	Mode            string                 `json:"mode,omitempty"`
-	Route           string                 `json:"route,omitempty"`
-	Adapter         string                 `json:"adapter,omitempty"`
-	Width           int                    `json:"width"`
-	Height          int                    `json:"height"`
-	ReferenceStatus string                 `json:"reference_status,omitempty"`
-	ReferenceSource string                 `json:"reference_source,omitempty"`
-	Render          *artifactView          `json:"render,omitempty"`
-	Reference       *artifactView          `json:"reference,omitempty"`
-	Previous        *artifactView          `json:"previous,omitempty"`
-	PreviousNote    string                 `json:"previous_note,omitempty"`
-	Candidate       *artifactView          `json:"candidate,omitempty"`
-	Dimensions      []dimView              `json:"dimensions,omitempty"`
-	Verdict         *argus.Verdict         `json:"verdict,omitempty"`
-	Loop            argus.LoopState        `json:"loop"`
-	Attempts        []attemptView          `json:"attempts,omitempty"`
-	RequiredPasses  int                    `json:"required_passes"`
-	MaxIters        int                    `json:"max_iterations"`
-	Decision        *events.RubricDecision `json:"decision,omitempty"`
-	SignOff         *argus.SignOff         `json:"sign_off,omitempty"`
-	Spotcheck       string                 `json:"spotcheck,omitempty"`
-	Awaiting        bool                   `json:"awaiting,omitempty"`
-	CanSpotcheck    bool                   `json:"can_spotcheck,omitempty"`
-	Action          string                 `json:"-"`
-	CSRF            string                 `json:"-"`
-	DimNames        []string               `json:"dimension_names,omitempty"`
-	Sent            string                 `json:"sent,omitempty"`
-	History         []historyRow           `json:"history,omitempty"`
+	Feature         string               `json:"feature,omitempty"`
+	View            string               `json:"view,omitempty"`
+	Mode            string               `json:"mode,omitempty"`
+	Route           string               `json:"route,omitempty"`
+	Adapter         string               `json:"adapter,omitempty"`
+	Width           int                  `json:"width"`
+	Height          int                  `json:"height"`
+	ReferenceStatus string               `json:"reference_status,omitempty"`
+	ReferenceSource string               `json:"reference_source,omitempty"`
+	Render          *artifactView        `json:"render,omitempty"`
+	Reference       *artifactView        `json:"reference,omitempty"`
+	Previous        *artifactView        `json:"previous,omitempty"`
+	PreviousNote    string               `json:"previous_note,omitempty"`
+	Candidate       *artifactView        `json:"candidate,omitempty"`
+	Dimensions      []dimView            `json:"dimensions,omitempty"`
+	Verdict         *argus.Verdict       `json:"verdict,omitempty"`
+	Loop            argus.LoopState      `json:"loop"`
+	Attempts        []attemptView        `json:"attempts,omitempty"`
+	RequiredPasses  int                  `json:"required_passes"`
+	MaxIters        int                  `json:"max_iterations"`
+	Decision        *rubricwire.Decision `json:"decision,omitempty"`
+	SignOff         *argus.SignOff       `json:"sign_off,omitempty"`
+	Spotcheck       string               `json:"spotcheck,omitempty"`
+	Awaiting        bool                 `json:"awaiting,omitempty"`
+	CanSpotcheck    bool                 `json:"can_spotcheck,omitempty"`
+	Action          string               `json:"-"`
+	CSRF            string               `json:"-"`
+	DimNames        []string             `json:"dimension_names,omitempty"`
+	Sent            string               `json:"sent,omitempty"`
+	History         []historyRow         `json:"history,omitempty"`
 	// The view's loop across runs (its record in the views bucket): which loop it is in,
 	// what began it, and the form that starts the next one (the way out of a spent
 	// budget).
@@ -331,7 +333,7 @@ type historyRow struct {
 }
 
 func (s *server) rubricPage(ctx context.Context, rec *records.Job, c caller) (*rubricView, error) {
-	rs := rec.Spec.Rubric
+	rs := rubricwire.SpecOf(rec.Spec.KindPart)
 	v := &rubricView{}
 	if rs == nil {
 		return v, nil
@@ -445,7 +447,7 @@ func (s *server) rubricPage(ctx context.Context, rec *records.Job, c caller) (*r
 }
 
 // rubricOf is the rubric a view was judged with, the built-in one if it cannot be read.
-func (s *server) rubricOf(ctx context.Context, tenant string, rs *events.RubricSpec) *argus.Rubric {
+func (s *server) rubricOf(ctx context.Context, tenant string, rs *rubricwire.Spec) *argus.Rubric {
 	if rs.Rubric.SHA256 != "" {
 		data, _, err := blob.ReadAll(ctx, s.cfg.Store, blob.Ref{Tenant: tenant, SHA256: rs.Rubric.SHA256})
 		if err == nil {
@@ -480,7 +482,7 @@ func (s *server) rubricPost(w http.ResponseWriter, r *http.Request, c caller, ac
 		s.fail(w, r, err)
 		return "", "", "", nil, false
 	}
-	if rec == nil || rec.Spec.Rubric == nil || rec.Spec.Rubric.Blocked != "" {
+	if rec == nil || rubricwire.SpecOf(rec.Spec.KindPart) == nil || rubricwire.SpecOf(rec.Spec.KindPart).Blocked != "" {
 		s.notFound(w, r)
 		return "", "", "", nil, false
 	}
@@ -509,7 +511,7 @@ func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
 			return
 		}
 		known := false
-		for _, n := range s.rubricOf(r.Context(), tenant, rec.Spec.Rubric).DimensionNames() {
+		for _, n := range s.rubricOf(r.Context(), tenant, rubricwire.SpecOf(rec.Spec.KindPart)).DimensionNames() {
 			known = known || n == dim
 		}
 		if !known {
@@ -557,7 +559,7 @@ func (s *server) resetView(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	if kv := s.cfg.Buckets.Views; kv != nil {
-		key := views.Key(tenant, rec.Spec.Rubric)
+		key := views.Key(tenant, rubricwire.SpecOf(rec.Spec.KindPart))
 		s.awaitApplied(r.Context(), func(ctx context.Context) (bool, error) {
 			v, _, err := views.Load(ctx, kv, key)
 			return v.Generation > loop, err
@@ -604,7 +606,7 @@ func (s *server) criticPage(ctx context.Context, rec *records.Job) *criticView {
 		s.log.Warn("job page", "job", rec.Key(), "err", err)
 	}
 	v := &criticView{Result: res}
-	if cs := rec.Spec.Critic; cs != nil {
+	if cs := critic.SpecOf(rec.Spec.KindPart); cs != nil {
 		v.Task = cs.Task
 		v.Output = s.sourceArtifact(ctx, rec.Tenant, "output", cs.Output)
 	}
@@ -644,7 +646,7 @@ func (s *server) equivPage(ctx context.Context, rec *records.Job) *equivView {
 	if len(rec.Result) > 0 {
 		v.Report = &res.Report
 	}
-	es := rec.Spec.Equivalence
+	es := equivalence.SpecOf(rec.Spec.KindPart)
 	if es == nil {
 		return v
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -64,7 +66,7 @@ func TestRecordsWithoutServices(t *testing.T) {
 	eqResult, _ := json.Marshal(equivalence.Result{Transcripts: transcripts,
 		Report: equivalence.Report{Cases: []equivalence.CaseResult{{CaseID: "c1", Verdict: equivalence.VerdictEquivalent, Status: equivalence.StatusOK}}}})
 	eq := records.Job{Tenant: tenantA, Batch: "run1", ACID: "AC-eq", Index: 0, BatchSize: 2, Status: events.StatusCompared,
-		Spec: events.JobSpec{Kind: events.KindEquivalence, ACID: "AC-eq", Equivalence: &events.EquivalenceSpec{
+		Spec: events.JobSpec{Kind: events.KindEquivalence, ACID: "AC-eq", KindPart: &equivalence.Spec{
 			Original: events.Source{Name: "a.md", Blob: &orig}, Candidate: events.Source{Name: "b.md", Blob: &cand},
 			Cases: []events.Case{{ID: "c1", Tag: "happy", Input: "do it"}}, Variant: events.VariantSkill, Round: 1}},
 		Result: eqResult}
@@ -72,10 +74,10 @@ func TestRecordsWithoutServices(t *testing.T) {
 
 	render := put(pngBytes(t, 120, 90, color.RGBA{0, 128, 0, 255}), "image/png")
 	prev := put(pngBytes(t, 90, 90, color.RGBA{128, 0, 0, 255}), "image/png")
-	rs := &events.RubricSpec{Feature: "f", Target: "list", State: "empty", Appearance: "dark", Route: "http://x", Adapter: "web", Mode: events.ModeHeadless, ReferenceStatus: "present"}
+	rs := &rubricwire.Spec{Feature: "f", Target: "list", State: "empty", Appearance: "dark", Route: "http://x", Adapter: "web", Mode: events.ModeHeadless, ReferenceStatus: "present"}
 	loop, _ := json.Marshal(rubric.State{Render: &render, Previous: &prev})
 	view := records.Job{Tenant: tenantA, Batch: "run1", ACID: "f--list--empty--dark", Index: 1, BatchSize: 2, Status: events.StatusPending,
-		Spec: events.JobSpec{Kind: events.KindRubric, ACID: "f--list--empty--dark", Rubric: rs}, Loop: loop}
+		Spec: events.JobSpec{Kind: events.KindRubric, ACID: "f--list--empty--dark", KindPart: rs}, Loop: loop}
 	kvPut(b.Jobs, records.JobKey(tenantA, "run1", view.ACID), view)
 
 	srv := httptest.NewServer(console.New(console.Config{Buckets: b, Store: store, Tenants: map[string]string{tokA: tenantA}}))

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -55,7 +57,7 @@ func buildScaleBatch(b *testing.B) scaleBatch {
 	for i := 0; i < scaleACs; i++ {
 		id := fmt.Sprintf("AC-%d", i+1)
 		spec := events.JobSpec{Kind: events.KindAB, ACID: id, Criterion: fmt.Sprintf("Screen %d explains what changed and what to do next, in plain words.", i%977),
-			AB: &events.ABSpec{Threshold: 0.75, Positions: "single",
+			KindPart: &ab.Spec{Threshold: 0.75, Positions: "single",
 				Ours:      events.Source{Name: fmt.Sprintf("ours/screen-%d.md", i), Blob: &events.Blob{SHA256: digest, MediaType: "text/markdown", Size: 900}},
 				Reference: events.Source{Name: fmt.Sprintf("reference/screen-%d.md", i), Blob: &events.Blob{SHA256: digest, MediaType: "text/markdown", Size: 1100}}}}
 		sub := events.New(&events.JobSubmitted{Spec: spec, Index: i, BatchSize: scaleACs}, tenant, batch, id, 0, "", nil)

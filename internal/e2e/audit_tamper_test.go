@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
@@ -210,7 +213,7 @@ func TestAuditCLITamperCases(t *testing.T) {
 	t.Run("call record byte flipped", func(t *testing.T) {
 		env, sub := tamperEnv(t)
 		_, ev := auditFind(t, env, events.TypeVerdictEmitted, "AC-critic")
-		rec := ev.Payload.(*events.VerdictEmitted).Critic.Judge.Call
+		rec := critic.VoteOf(ev.Payload.(*events.VerdictEmitted).KindPart).Judge.Call
 		if rec == nil {
 			t.Fatal("the critic's verdict names no call record")
 		}
@@ -265,7 +268,7 @@ func TestAuditCLITamperCases(t *testing.T) {
 		// team-x publishes, on its own subjects, events whose envelopes name team-a: a
 		// submission of a batch team-a never sent, and a verdict for one of team-a's ACs.
 		forgedBatch := "forged-" + sub.BatchID
-		spec := events.JobSpec{Kind: events.KindAB, ACID: "AC-1", Criterion: "c", AB: &events.ABSpec{
+		spec := events.JobSpec{Kind: events.KindAB, ACID: "AC-1", Criterion: "c", KindPart: &ab.Spec{
 			Ours: events.Source{Name: "o.md", Error: "missing artifact: o.md"}, Reference: events.Source{Name: "r.md", Error: "missing artifact: r.md"}, Threshold: 0.75}}
 		submitted := events.New(&events.JobSubmitted{Spec: spec, Index: 0, BatchSize: 1}, e2eTenant, forgedBatch, "AC-1", 0, "", nil)
 		verdict := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{{Judge: events.JudgeInfo{Provider: "x", Model: "x"},

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
+
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -63,8 +65,8 @@ func TestJudgeCallRecords(t *testing.T) {
 		for _, vote := range v.Votes {
 			infos = append(infos, vote.Judge)
 		}
-		if v.Critic != nil {
-			infos = append(infos, v.Critic.Judge)
+		if critic.VoteOf(v.KindPart) != nil {
+			infos = append(infos, critic.VoteOf(v.KindPart).Judge)
 		}
 		for _, c := range v.Cases {
 			infos = append(infos, c.Judge)

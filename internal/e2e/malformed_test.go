@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -48,7 +50,7 @@ func TestMalformedEventsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := events.JobSpec{Kind: events.KindAB, ACID: "AC-evil", AB: &events.ABSpec{
+	spec := events.JobSpec{Kind: events.KindAB, ACID: "AC-evil", KindPart: &ab.Spec{
 		Ours: events.Source{Name: "a", Error: "x"}, Reference: events.Source{Name: "b", Error: "x"}, Threshold: 0.5}}
 	valid, err := events.Encode(events.New(&events.RenderRequested{Spec: spec}, e2eTenant, "evil-batch", "AC-evil", 0, "", nil))
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -36,7 +38,7 @@ func TestReviewDecidesThroughTheServices(t *testing.T) {
 		t.Fatalf("queue %d, %v", len(q), err)
 	}
 	e, _ := client.FindReviewEntry(q, "AC-2")
-	judged := e.Job().Decided.AB
+	judged := ab.DecidedOf(e.Job().Decided.KindPart)
 	other := map[string]string{"A": "B", "B": "A"}[judged.RawWinner]
 	answer := `{"raw_winner":"` + other + `","confidence":0.9,"biggest_gap":"the other slot is better"}`
 	if err := client.RecordReview(r.Pub, e, []byte(answer), "ann@team-a", "console"); err != nil {
@@ -47,8 +49,8 @@ func TestReviewDecidesThroughTheServices(t *testing.T) {
 		rec, _ = client.FindJob(ctx, r.Buckets, e2eTenant, sub.BatchID, "AC-2")
 		return rec != nil && len(rec.Reviews) == 1, "not yet"
 	})
-	if rec.Decided.AB.Winner == judged.Winner || rec.DecidedBy != rec.Reviews[0].Event || rec.Reviews[0].Judge.Label != judged.Winner {
-		t.Fatalf("the review did not decide: %+v, reviews %+v", rec.Decided.AB, rec.Reviews)
+	if ab.DecidedOf(rec.Decided.KindPart).Winner == judged.Winner || rec.DecidedBy != rec.Reviews[0].Event || rec.Reviews[0].Judge.Label != judged.Winner {
+		t.Fatalf("the review did not decide: %+v, reviews %+v", ab.DecidedOf(rec.Decided.KindPart), rec.Reviews)
 	}
 	rep := auditBatch(t, env, sub.BatchID)
 	if !rep.OK() {

@@ -10,16 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 )
 
-var viewSpecKey = &events.RubricSpec{Feature: "rubric-feature", Target: "list", State: "populated", Appearance: "light"}
+var viewSpecKey = &rubricwire.Spec{Feature: "rubric-feature", Target: "list", State: "populated", Appearance: "light"}
 
 func (e *Env) view(t *testing.T) views.Record {
 	t.Helper()
@@ -34,7 +35,7 @@ func (e *Env) view(t *testing.T) views.Record {
 	return v
 }
 
-func decisionOf(t *testing.T, e *Env, batchID string) *events.RubricDecision {
+func decisionOf(t *testing.T, e *Env, batchID string) *rubricwire.Decision {
 	t.Helper()
 	s, err := rubric.StateOf(e.jobs(batchID)[0])
 	if err != nil || s == nil || s.Decision == nil {

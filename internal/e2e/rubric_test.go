@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	openaiapi "github.com/sashabaranov/go-openai"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
@@ -18,7 +20,6 @@ import (
 	batchpkg "github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
-	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
@@ -94,7 +95,7 @@ func TestRubricSignoffInRealChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vr, _, err := views.Load(t.Context(), kv, views.Key("team-a", &events.RubricSpec{Feature: "rubric-feature", Target: "list", State: "populated", Appearance: "light"}))
+	vr, _, err := views.Load(t.Context(), kv, views.Key("team-a", &rubricwire.Spec{Feature: "rubric-feature", Target: "list", State: "populated", Appearance: "light"}))
 	if err != nil || vr.Baseline == nil || vr.SignOff == nil {
 		t.Fatalf("view record %+v %v", vr, err)
 	}

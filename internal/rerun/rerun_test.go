@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -118,7 +122,7 @@ func TestBuildID(t *testing.T) {
 
 func abSpec(id, positions string, ours events.Source) events.JobSpec {
 	ref := events.Source{Name: "ref.md", Blob: &events.Blob{SHA256: strings.Repeat("1", 64), MediaType: "text/plain", Size: 3}}
-	return events.JobSpec{Kind: events.KindAB, ACID: id, AB: &events.ABSpec{Ours: ours, Reference: ref, Threshold: 0.75, Positions: positions}}
+	return events.JobSpec{Kind: events.KindAB, ACID: id, KindPart: &ab.Spec{Ours: ours, Reference: ref, Threshold: 0.75, Positions: positions}}
 }
 
 // Jobs whose decision rests on state outside the key are named: a looping kind, an
@@ -131,7 +135,7 @@ func TestUnkeyable(t *testing.T) {
 	if why := Unkeyable(abSpec("AC-1", "swap", file)); why != "" {
 		t.Errorf("an ab job with positions swap: %q", why)
 	}
-	if why := Unkeyable(events.JobSpec{Kind: events.KindCritic, ACID: "AC-2", Critic: &events.CriticSpec{Task: "t", Output: file}}); why != "" {
+	if why := Unkeyable(events.JobSpec{Kind: events.KindCritic, ACID: "AC-2", KindPart: &critic.Spec{Task: "t", Output: file}}); why != "" {
 		t.Errorf("a critic job: %q", why)
 	}
 	for name, tc := range map[string]struct {
@@ -140,7 +144,7 @@ func TestUnkeyable(t *testing.T) {
 	}{
 		"url":    {abSpec("AC-3", "single", events.Source{Name: "https://example.com/a", URL: "https://example.com/a"}), "is a URL"},
 		"auto":   {abSpec("AC-4", "auto", file), "flip history"},
-		"rubric": {events.JobSpec{Kind: events.KindRubric, ACID: "AC-5--home", Rubric: &events.RubricSpec{}}, "continues its loop"},
+		"rubric": {events.JobSpec{Kind: events.KindRubric, ACID: "AC-5--home", KindPart: &rubricwire.Spec{}}, "continues its loop"},
 	} {
 		if why := Unkeyable(tc.spec); !strings.Contains(why, tc.want) || !strings.HasPrefix(why, tc.spec.ACID+":") {
 			t.Errorf("%s: %q, want the AC and %q", name, why, tc.want)

@@ -125,7 +125,7 @@ func (f *fixture) announce(fold *rulebook.Fold, by string, attempt int) {
 func link(r audit.Recorded) string { return r.Event.ID + ":" + r.SHA256 }
 
 func abSpec(id string) events.JobSpec {
-	return events.JobSpec{Kind: events.KindAB, ACID: id, Criterion: "the notes are clear", AB: &events.ABSpec{
+	return events.JobSpec{Kind: events.KindAB, ACID: id, Criterion: "the notes are clear", KindPart: &ab.Spec{
 		Ours: events.Source{Name: "ours/" + id + ".md", URL: "https://example.test/ours/" + id}, Reference: events.Source{Name: "ref/" + id + ".md", URL: "https://example.test/ref/" + id}, Threshold: 0.75}}
 }
 
@@ -236,9 +236,9 @@ func (f *fixture) forgeWinner(i int) {
 	f.t.Helper()
 	f.rewrite(i, func(ev *events.Event) {
 		d := *ev.Payload.(*events.IterationDecided)
-		r := *d.AB
+		r := *ab.DecidedOf(d.KindPart)
 		r.Winner = "ours"
-		d.AB = &r
+		d.KindPart = &r
 		ev.Payload = &d
 	})
 }
@@ -289,9 +289,9 @@ func TestAuditAlteredDecision(t *testing.T) {
 	i := f.find(events.TypeIterationDecided, "AC-1")
 	f.rewrite(i, func(ev *events.Event) {
 		d := *ev.Payload.(*events.IterationDecided)
-		r := *d.AB
+		r := *ab.DecidedOf(d.KindPart)
 		r.Winner, r.Suggest, r.Tag, r.Impact = "ours", false, "", ""
-		d.AB = &r
+		d.KindPart = &r
 		ev.Payload = &d
 	})
 	rep := f.audit()

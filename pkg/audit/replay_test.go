@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,7 +31,7 @@ func collect(ctx context.Context, js jetstream.JetStream, f audit.Filter) ([]aud
 
 func rubricSpec(job string) events.JobSpec {
 	b := events.Blob{SHA256: strings.Repeat("ab", 32), MediaType: "application/json", Size: 2}
-	return events.JobSpec{Kind: events.KindRubric, ACID: job, Rubric: &events.RubricSpec{Feature: "tasks", Target: "list", State: "populated",
+	return events.JobSpec{Kind: events.KindRubric, ACID: job, KindPart: &rubricwire.Spec{Feature: "tasks", Target: "list", State: "populated",
 		Appearance: "light", Route: "http://127.0.0.1/", Adapter: "web", Mode: events.ModeHeadless, ReferenceStatus: "present",
 		SpecJSON: b, SpecText: b, Tokens: b, Rubric: b}}
 }
@@ -65,7 +67,7 @@ func TestAuditReplaySelects(t *testing.T) {
 		return send(events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{{Judge: events.JudgeInfo{Provider: "p"}, Order: "AB", Status: "ok", RawWinner: "A", Confidence: 1, BiggestGap: "g"}}}, tenant, batch, job, 0, "", nil))
 	}
 	rubricVerdict := func(tenant, batch, job string) events.Event {
-		return send(events.New(&events.VerdictEmitted{Kind: events.KindRubric, Rubric: &events.RubricVote{Judge: events.JudgeInfo{Provider: "p"}, Status: "ok", Verdict: "{}"}}, tenant, batch, job, 0, "", nil))
+		return send(events.New(&events.VerdictEmitted{Kind: events.KindRubric, KindPart: &rubricwire.Vote{Judge: events.JudgeInfo{Provider: "p"}, Status: "ok", Verdict: "{}"}}, tenant, batch, job, 0, "", nil))
 	}
 
 	sub1 := submit("team-a", "b-1", "AC-1", abSpec("AC-1"))

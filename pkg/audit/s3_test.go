@@ -3,6 +3,8 @@ package audit_test
 import (
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+
 	"github.com/tribunal-dev/tribunal/internal/testutil/s3server"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -28,7 +30,7 @@ func TestAuditEditedMediaTypeOnS3(t *testing.T) {
 		t.Fatalf("honest batch on s3:%s", dump(rep))
 	}
 
-	ours := f.recs[f.find(events.TypeRenderDone, "AC-1")].Event.Payload.(*events.RenderDone).Spec.AB.Ours.Blob
+	ours := ab.SpecOf(f.recs[f.find(events.TypeRenderDone, "AC-1")].Event.Payload.(*events.RenderDone).Spec.KindPart).Ours.Blob
 	key := st.Key(blob.Ref{Tenant: f.tenant, SHA256: ours.SHA256})
 	s3server.Rewrite(t, srv.Client(t), cfg.Bucket, key, func(data []byte, _ string) ([]byte, string) {
 		return data, "text/html"

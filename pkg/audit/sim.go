@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -206,7 +208,7 @@ func describe(e events.Event) string {
 	case *events.SignoffRecorded:
 		return "sign-off"
 	case *events.RenderRequested:
-		if p.Spec.Rubric != nil && p.Spec.Rubric.Confirm {
+		if rubricwire.SpecOf(p.Spec.KindPart) != nil && rubricwire.SpecOf(p.Spec.KindPart).Confirm {
 			return "confirmation render"
 		}
 		return "render request"

@@ -49,7 +49,7 @@ func (f *fixture) upload(name, content, mediaType string) events.Source {
 func (f *fixture) stagedJob(id string, index, size int, raw string, confidence float64) {
 	f.t.Helper()
 	ctx := context.Background()
-	spec := events.JobSpec{Kind: events.KindAB, ACID: id, Criterion: "the notes are clear", AB: &events.ABSpec{
+	spec := events.JobSpec{Kind: events.KindAB, ACID: id, Criterion: "the notes are clear", KindPart: &ab.Spec{
 		Ours:      f.upload("ours/"+id+".md", "# Notes\nOur build of "+id+".\n", "text/markdown"),
 		Reference: f.upload("ref/"+id+".md", "# Notes\nThe target of "+id+".\n", "text/markdown"), Threshold: 0.75}}
 	sub := events.New(&events.JobSubmitted{Spec: spec, Index: index, BatchSize: size, BatchSource: "batch.yaml"}, f.tenant, f.batch, id, 0, "", nil)
@@ -190,7 +190,7 @@ func TestAuditEditedOrDeletedArtifact(t *testing.T) {
 // file; one edited there is no longer the media type the submission recorded.
 func TestAuditEditedMediaType(t *testing.T) {
 	f := staged(t)
-	ours := f.recs[f.find(events.TypeRenderDone, "AC-2")].Event.Payload.(*events.RenderDone).Spec.AB.Ours.Blob
+	ours := ab.SpecOf(f.recs[f.find(events.TypeRenderDone, "AC-2")].Event.Payload.(*events.RenderDone).Spec.KindPart).Ours.Blob
 	path := f.blobPath(ours.SHA256) + ".meta"
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,7 +31,7 @@ const testTenant = "team-a"
 
 // renderEvent is a valid render.requested for job.
 func renderEvent(job string) events.Event {
-	spec := events.JobSpec{Kind: events.KindAB, ACID: job, Criterion: "c", AB: &events.ABSpec{
+	spec := events.JobSpec{Kind: events.KindAB, ACID: job, Criterion: "c", KindPart: &ab.Spec{
 		Ours:      events.Source{Name: "o.md", Error: "missing artifact: o.md"},
 		Reference: events.Source{Name: "r.md", Error: "missing artifact: r.md"},
 		Threshold: 0.75,

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
+
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -82,8 +84,8 @@ acs:
 	}
 	err = prep.Jobs(func(i int, j Job) error {
 		size := len(j.Spec.Criterion)
-		if j.Spec.Critic != nil {
-			size += len(j.Spec.Critic.Task)
+		if critic.SpecOf(j.Spec.KindPart) != nil {
+			size += len(critic.SpecOf(j.Spec.KindPart).Task)
 		}
 		if (i == 0) != (j.Spec.Problem == "") || size > 1000 {
 			t.Errorf("%s: problem %q, %d bytes of text", j.ID, j.Spec.Problem, size)

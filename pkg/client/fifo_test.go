@@ -10,6 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/fifotest"
@@ -93,19 +98,19 @@ acs:
 	specs := submittedSpecs(t, js, 5)
 	const fifo = "is a named pipe (FIFO), not a regular file"
 	for job, got := range map[string]string{
-		"AC-1": specs["AC-1"].AB.Ours.Error,
-		"AC-3": specs["AC-3"].Critic.Output.Error,
-		"AC-4": specs["AC-4"].Equivalence.Original.Error,
-		"AC-5": specs["AC-5"].Rubric.Blocked,
+		"AC-1": ab.SpecOf(specs["AC-1"].KindPart).Ours.Error,
+		"AC-3": critic.SpecOf(specs["AC-3"].KindPart).Output.Error,
+		"AC-4": equivalence.SpecOf(specs["AC-4"].KindPart).Original.Error,
+		"AC-5": rubricwire.SpecOf(specs["AC-5"].KindPart).Blocked,
 	} {
 		if !strings.Contains(got, fifo) {
 			t.Errorf("%s: reason %q; want it to say the path %s", job, got, fifo)
 		}
 	}
-	if got := specs["AC-1"].AB.Ours.Error; !strings.Contains(got, "pipe.md") {
+	if got := ab.SpecOf(specs["AC-1"].KindPart).Ours.Error; !strings.Contains(got, "pipe.md") {
 		t.Errorf("AC-1 reason %q does not name pipe.md", got)
 	}
-	if a := specs["AC-2"].AB; a.Ours.Blob == nil || a.Reference.Blob == nil {
+	if a := ab.SpecOf(specs["AC-2"].KindPart); a.Ours.Blob == nil || a.Reference.Blob == nil {
 		t.Errorf("AC-2, with regular files, was not uploaded: %+v", a)
 	}
 }

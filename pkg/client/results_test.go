@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
@@ -82,9 +84,9 @@ func TestWriteRubricFiles(t *testing.T) {
 		return data
 	}
 	recs := []*records.Job{
-		{ACID: "v1", Spec: events.JobSpec{Kind: events.KindRubric, Rubric: &events.RubricSpec{Feature: "tasks", Target: "list", State: "populated", Appearance: "light"}},
+		{ACID: "v1", Spec: events.JobSpec{Kind: events.KindRubric, KindPart: &rubricwire.Spec{Feature: "tasks", Target: "list", State: "populated", Appearance: "light"}},
 			Loop: loop(rubric.State{SignOff: &so})},
-		{ACID: "v2", Spec: events.JobSpec{Kind: events.KindRubric, Rubric: &events.RubricSpec{Feature: "tasks", Target: "detail", State: "empty", Appearance: "dark"}},
+		{ACID: "v2", Spec: events.JobSpec{Kind: events.KindRubric, KindPart: &rubricwire.Spec{Feature: "tasks", Target: "detail", State: "empty", Appearance: "dark"}},
 			Loop: loop(rubric.State{Candidate: &events.Blob{SHA256: a.Ref.SHA256, MediaType: "image/png", Size: a.Size}})},
 		{ACID: "AC-1", Spec: events.JobSpec{Kind: events.KindAB}},
 	}
@@ -142,7 +144,7 @@ func TestWriteBesideTheFeature(t *testing.T) {
 	}
 	signed := so("list", 4)
 	st, _ := json.Marshal(rubric.State{SignOff: &signed, GateResults: []rubric.GateResultFile{{Iteration: 3, Blob: events.Blob{SHA256: gate.Ref.SHA256, MediaType: "application/json", Size: gate.Size}}}})
-	rec := &records.Job{ACID: "v1", Spec: events.JobSpec{Kind: events.KindRubric, Rubric: &events.RubricSpec{Feature: "tasks", Target: "list", State: "populated",
+	rec := &records.Job{ACID: "v1", Spec: events.JobSpec{Kind: events.KindRubric, KindPart: &rubricwire.Spec{Feature: "tasks", Target: "list", State: "populated",
 		Appearance: "light", Runs: "specs/tasks/.argus-runs"}}, Loop: st}
 	res := &Results{Tenant: "team-a", BatchID: "b1"}
 	if err := res.files(ctx, store, rec); err != nil {

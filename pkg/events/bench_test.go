@@ -1,6 +1,10 @@
-package events
+package events_test
 
-import "testing"
+import (
+	"testing"
+
+	. "github.com/tribunal-dev/tribunal/pkg/events"
+)
 
 // BenchmarkEvents measures encoding and decoding every event type once (samples, the
 // shipped kinds' parts among them): the cost a change to how a kind's part travels must

@@ -42,7 +42,11 @@ func walkBlobs(v reflect.Value, path string, out *[]BlobField) {
 			if !f.IsExported() {
 				continue
 			}
-			walkBlobs(v.Field(i), join(path, wireName(f)), out)
+			name := wireName(f)
+			if f.Name == "KindPart" { // a kind's part travels under the kind's name
+				name = v.FieldByName("Kind").String()
+			}
+			walkBlobs(v.Field(i), join(path, name), out)
 		}
 	case reflect.Slice, reflect.Array:
 		for i := range v.Len() {

@@ -1,4 +1,4 @@
-package events
+package events_test
 
 import (
 	"encoding/json"
@@ -7,13 +7,16 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 const digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 func abSpec() JobSpec {
-	return JobSpec{Kind: KindAB, ACID: "AC-7", Criterion: "clear headline", AB: &ABSpec{
+	return JobSpec{Kind: KindAB, ACID: "AC-7", Criterion: "clear headline", KindPart: &ab.Spec{
 		Ours:      Source{Name: "ours.md", Blob: &Blob{SHA256: digest, MediaType: "text/markdown", Size: 3}},
 		Reference: Source{Name: "https://example.test/ref", URL: "https://example.test/ref"},
 		Threshold: 0.75,
@@ -33,7 +36,7 @@ func samples() []Payload {
 		&GatesDone{Kind: KindAB, Criterion: "c", Gates: []Gate{{Name: "readable", Status: "pass"}}, Slots: []Slot{{Name: "A", Artifact: art()}, {Name: "B", Artifact: art()}}},
 		&GatesFailed{Kind: KindAB, ACID: "AC-7", Blocked: "missing"},
 		&VerdictEmitted{Kind: KindAB, Votes: []Vote{{Judge: JudgeInfo{Provider: "scripted", Model: "fixed"}, Order: "AB", Status: "ok", RawWinner: "A", Confidence: 0.9, BiggestGap: "x"}}},
-		&IterationDecided{Kind: KindAB, ACID: "AC-7", Status: "compared", Final: true, AB: &ABResult{LabelAssignment: "A=ours,B=reference", Winner: "ours"}},
+		&IterationDecided{Kind: KindAB, ACID: "AC-7", Status: "compared", Final: true, KindPart: &ab.Decided{LabelAssignment: "A=ours,B=reference", Winner: "ours"}},
 		&SignoffRecorded{Feature: "f", Target: "t", State: "s", Appearance: "light", HumanSpotcheck: "pending"},
 		&ManifestEmitted{Kind: KindAB, Manifest: Blob{SHA256: digest, MediaType: "application/json", Size: 1}},
 		&JobBlocked{Kind: KindAB, ACID: "AC-7", Stage: "render", Reason: "missing"},
@@ -142,84 +145,18 @@ func TestDeterministicIDs(t *testing.T) {
 	}
 }
 
-func TestDecodeErrorsNameTheField(t *testing.T) {
-	good, err := Encode(New(&JobBlocked{Kind: KindAB, ACID: "AC-1", Reason: "r"}, "team-a", "b1", "AC-1", 0, "", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mutate := func(f func(w *wire)) []byte {
-		var w wire
-		if err := msgpack.Unmarshal(good, &w); err != nil {
-			t.Fatal(err)
-		}
-		f(&w)
-		b, err := msgpack.Marshal(&w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	cases := []struct {
-		name  string
-		data  []byte
-		is    error
-		field string
-	}{
-		{"garbage", []byte("\xc1not msgpack"), ErrMalformed, "envelope"},
-		{"empty", nil, ErrMalformed, "envelope"},
-		{"unknown version", mutate(func(w *wire) { w.V = 99 }), ErrUnknownVersion, "envelope.v"},
-		{"no version", mutate(func(w *wire) { w.V = 0 }), ErrMissingField, "envelope.v"},
-		{"missing tenant", mutate(func(w *wire) { w.Tenant = "" }), ErrMissingField, "envelope.tenant"},
-		{"dotted tenant", mutate(func(w *wire) { w.Tenant = "a.b" }), ErrInvalidField, "envelope.tenant"},
-		{"unknown type", mutate(func(w *wire) { w.Type = "job.exploded" }), ErrUnknownType, "envelope.type"},
-		{"missing id", mutate(func(w *wire) { w.ID = "" }), ErrMissingField, "envelope.id"},
-		{"missing batch", mutate(func(w *wire) { w.BatchID = "" }), ErrMissingField, "envelope.batch_id"},
-		{"missing data", mutate(func(w *wire) { w.Data = nil }), ErrMissingField, "data"},
-		{"bad data", mutate(func(w *wire) { w.Data, _ = msgpack.Marshal("not an object") }), ErrMalformed, "data"},
-		{"chain link without digest", mutate(func(w *wire) { w.Chain = []string{"0123456789abcdef0123456789abcdef"} }), ErrInvalidField, "envelope.chain[0]"},
-		{"chain link with a short digest", mutate(func(w *wire) { w.Chain = []string{"0123456789abcdef0123456789abcdef:abc"} }), ErrInvalidField, "envelope.chain[0]"},
-		{"chain too long", mutate(func(w *wire) {
-			for i := 0; i <= MaxChain; i++ {
-				w.Chain = append(w.Chain, Link("0123456789abcdef0123456789abcdef", digest))
-			}
-		}), ErrInvalidField, "envelope.chain"},
-		{"missing reason", mutate(func(w *wire) {
-			b, _ := msgpack.Marshal(&JobBlocked{Kind: KindAB, ACID: "AC-1"})
-			w.Data = b
-		}), ErrMissingField, "reason"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Decode(c.data)
-			if !errors.Is(err, c.is) {
-				t.Fatalf("got %v, want %v", err, c.is)
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != c.field {
-				t.Fatalf("got field error %v, want field %q", err, c.field)
-			}
-			if !strings.Contains(err.Error(), c.field) {
-				t.Fatalf("message %q does not name %q", err, c.field)
-			}
-			if !IsDecodeError(err) {
-				t.Fatal("not classified as a decode error")
-			}
-		})
-	}
-}
-
 func TestPayloadValidation(t *testing.T) {
 	t.Parallel()
 	bad := abSpec()
-	bad.AB.Threshold = 1.5
+	ab.SpecOf(bad.KindPart).Threshold = 1.5
 	spec2 := abSpec()
-	spec2.AB.Ours = Source{Name: "x", URL: "u", Blob: &Blob{SHA256: digest, MediaType: "m"}}
+	ab.SpecOf(spec2.KindPart).Ours = Source{Name: "x", URL: "u", Blob: &Blob{SHA256: digest, MediaType: "m"}}
 	badPositions := abSpec()
-	badPositions.AB.Positions = "sometimes"
+	ab.SpecOf(badPositions.KindPart).Positions = "sometimes"
 	badAuto := abSpec()
-	badAuto.AB.Positions, badAuto.AB.AutoSwap = PositionsAuto, &AutoSwap{Confidence: 0.8, FlipRate: 1.2}
+	ab.SpecOf(badAuto.KindPart).Positions, ab.SpecOf(badAuto.KindPart).AutoSwap = PositionsAuto, &AutoSwap{Confidence: 0.8, FlipRate: 1.2}
 	auto := abSpec()
-	auto.AB.Positions, auto.AB.AutoSwap = PositionsAuto, &AutoSwap{Confidence: 0.8, FlipRate: 0.1}
+	ab.SpecOf(auto.KindPart).Positions, ab.SpecOf(auto.KindPart).AutoSwap = PositionsAuto, &AutoSwap{Confidence: 0.8, FlipRate: 0.1}
 	if _, err := Encode(New(&JobSubmitted{Spec: auto, BatchSize: 1}, "team-a", "b", "AC-7", 0, "", nil)); err != nil {
 		t.Errorf("positions auto refused: %v", err)
 	}

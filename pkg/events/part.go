@@ -9,14 +9,16 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// KindWire is the wire schema of a kind that registers it (RegisterKind) instead of
-// having fields of its own in this package: how to check its part of a job spec
-// (JobSpec.Part), of a judge-facing gates.done and of a verdict. An error that names no
-// field is reported as one of "part".
+// KindWire is the wire schema of a kind, which every kind registers (RegisterKind): how
+// to check its part of a job spec, of a judge-facing gates.done and of a verdict, and
+// the types of its typed parts (KindPart), if it has them; a kind without them carries
+// its own msgpack documents in Part instead. An error that names no field is reported
+// as one of "part".
 type KindWire struct {
 	Spec    func(JobSpec) error
 	Gates   func(*GatesDone) error
 	Verdict func(*VerdictEmitted) error
+	Parts   Parts
 }
 
 // registered holds the registered kinds' wire schemas, swapped whole on a registration:
@@ -24,17 +26,21 @@ type KindWire struct {
 var registered atomic.Pointer[map[Kind]wireKind]
 
 // RegisterKind adds a kind's wire schema and returns the function that takes it out
-// again. The registry of kinds (pkg/kinds) calls it for a kind that brings its own
-// (kind.Wired); the kinds that ship are in wireKinds. It panics on a kind the wire schema
-// knows already: two definitions of one kind's events cannot both hold.
+// again. The kinds that ship call it as their wire package is initialised (ab's in
+// pkg/kind/ab), so every program that can name a kind's part reads its events; the
+// registry of kinds (pkg/kinds) calls it for a kind that brings its own (kind.Wired). It
+// panics on a kind the wire schema knows already: two definitions of one kind's events
+// cannot both hold.
 func RegisterKind(k Kind, w KindWire) (unregister func()) {
 	if k == "" || KnownKind(k) {
 		panic(fmt.Sprintf("events: kind %q is registered already", k))
 	}
 	wk := wireKind{
-		spec:    func(s JobSpec) error { return asPartError(w.Spec(s)) },
-		gates:   func(p *GatesDone) error { return asPartError(w.Gates(p)) },
-		verdict: func(p *VerdictEmitted) error { return asPartError(w.Verdict(p)) },
+		spec:        func(s JobSpec) error { return asPartError(w.Spec(s)) },
+		gates:       func(p *GatesDone) error { return asPartError(w.Gates(p)) },
+		verdict:     func(p *VerdictEmitted) error { return asPartError(w.Verdict(p)) },
+		parts:       w.Parts,
+		jsonHolders: jsonHolders(w.Parts),
 	}
 	for {
 		prev := registered.Load()
@@ -70,11 +76,17 @@ func registeredWire(k Kind) (wireKind, bool) {
 
 // asPartError makes a registered kind's error a field error, as every Decode failure is.
 func asPartError(err error) error {
-	var fe *FieldError
-	if err == nil || errors.As(err, &fe) {
+	if err == nil || isFieldError(err) {
 		return err
 	}
 	return invalid("part", err.Error())
+}
+
+// isFieldError is apart from asPartError so that the target errors.As needs is allocated
+// only for an error: every event a registered kind's wire line passes would pay for it.
+func isFieldError(err error) bool {
+	var fe *FieldError
+	return errors.As(err, &fe)
 }
 
 // EncodePart encodes a registered kind's part of an event (JobSpec.Part,
@@ -111,4 +123,4 @@ func Invalid(field, reason string) error { return invalid(field, reason) }
 func (s Source) Validate(field string) error { return s.validate(field) }
 
 // Valid reports whether s is one of the vote statuses.
-func (s VoteStatus) Valid() bool { return validStatus("", s) == nil }
+func (s VoteStatus) Valid() bool { return ValidStatus("", s) == nil }

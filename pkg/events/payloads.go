@@ -20,6 +20,9 @@ type Blob struct {
 	Size      int64  `msgpack:"size" json:"size"`
 }
 
+// Validate checks a blob reference, naming field.
+func (b Blob) Validate(field string) error { return b.validate(field) }
+
 func (b Blob) validate(field string) error {
 	if !ident.HexDigest(b.SHA256) {
 		return invalid(field+".sha256", fmt.Sprintf("want 64 lowercase hex characters, got %q", b.SHA256))
@@ -66,20 +69,6 @@ func (s Source) validate(field string) error {
 	return nil
 }
 
-// ABSpec is the input of an `ab` job.
-type ABSpec struct {
-	Ours      Source  `msgpack:"ours"`
-	Reference Source  `msgpack:"reference"`
-	Threshold float64 `msgpack:"threshold"`
-	// Positions is "single" (the seed's one deterministic order), "swap" (judge both
-	// orders to control position bias) or "auto" (swap only where it pays, see AutoSwap).
-	Positions string `msgpack:"positions,omitempty"`
-	// Judges lists the models of a panel; empty means the judge service's default model.
-	Judges []string `msgpack:"judges,omitempty"`
-	// AutoSwap sets when "auto" swaps; nil takes the defaults.
-	AutoSwap *AutoSwap `msgpack:"auto_swap,omitempty"`
-}
-
 // Positions values of an ab job.
 const (
 	PositionsSingle = "single"
@@ -96,7 +85,8 @@ type AutoSwap struct {
 	FlipRate   float64 `msgpack:"flip_rate,omitempty"`
 }
 
-func (a *AutoSwap) validate(field string) error {
+// Validate checks the rule's bounds, naming field; a nil rule takes the defaults.
+func (a *AutoSwap) Validate(field string) error {
 	if a == nil {
 		return nil
 	}
@@ -111,40 +101,18 @@ func (a *AutoSwap) validate(field string) error {
 	return nil
 }
 
-func (s *ABSpec) validate() error {
-	if s == nil {
-		return missing("ab")
-	}
-	if err := s.Ours.validate("ab.ours"); err != nil {
-		return err
-	}
-	if err := s.Reference.validate("ab.reference"); err != nil {
-		return err
-	}
-	if math.IsNaN(s.Threshold) || s.Threshold < 0 || s.Threshold > 1 {
-		return invalid("ab.threshold", fmt.Sprintf("want a number in [0,1], got %v", s.Threshold))
-	}
-	switch s.Positions {
-	case "", PositionsSingle, PositionsSwap, PositionsAuto:
-	default:
-		return invalid("ab.positions", fmt.Sprintf("want single, swap or auto, got %q", s.Positions))
-	}
-	return s.AutoSwap.validate("ab.auto_swap")
-}
-
 // JobSpec is what a job asks for; it travels from submission to the renderer.
 type JobSpec struct {
 	Kind Kind   `msgpack:"kind"`
 	ACID string `msgpack:"ac_id"`
 	// Criterion is the AC's text: the quality bar the judge holds both artifacts to.
-	Criterion   string           `msgpack:"criterion,omitempty"`
-	AB          *ABSpec          `msgpack:"ab,omitempty"`
-	Critic      *CriticSpec      `msgpack:"critic,omitempty"`
-	Equivalence *EquivalenceSpec `msgpack:"equivalence,omitempty"`
-	Rubric      *RubricSpec      `msgpack:"rubric,omitempty"`
-	// Part is the spec of a kind that registered its wire schema (RegisterKind): the
-	// kind's own msgpack document (EncodePart), which its wire line checks. The kinds
-	// that ship have the fields of their own above.
+	Criterion string `msgpack:"criterion,omitempty"`
+	// KindPart is the kind's typed part of the spec (ab's *ab.Spec, ...), a Go value of
+	// the kind's own package, which the kind registered (KindWire.Parts): it travels
+	// under the kind's name ("ab"), here among the fields.
+	KindPart any `msgpack:"-" json:"-"`
+	// Part is the spec of a kind that registered its wire schema without typed parts:
+	// the kind's own msgpack document (EncodePart), which its wire line checks.
 	Part msgpack.RawMessage `msgpack:"part,omitempty" json:",omitempty"`
 	// Problem, when set, is why the AC's entry cannot be judged at all ("AC-1: line 10:
 	// unknown key criterian (did you mean criterion?)"): the renderer blocks the job with
@@ -289,6 +257,9 @@ type Artifact struct {
 	Class string `msgpack:"class"`
 }
 
+// Validate checks an artifact, naming field.
+func (a Artifact) Validate(field string) error { return a.validate(field) }
+
 func (a Artifact) validate(field string) error {
 	if err := a.Blob.validate(field + ".blob"); err != nil {
 		return err
@@ -369,9 +340,10 @@ type GatesDone struct {
 	AutoSwap *AutoSwap `msgpack:"auto_swap,omitempty"`
 	// Cases are the transcript pairs of an equivalence job.
 	Cases []CasePair `msgpack:"cases,omitempty"`
-	// Rubric is the view context of a rubric job; its slots are render, reference,
-	// previous (optional), probe, tokens, spec_text, spec_json, gate_result and rubric.
-	Rubric *RubricJudging `msgpack:"rubric,omitempty"`
+	// KindPart is the kind's typed judge-facing part (JobSpec.KindPart): a rubric job's
+	// view context, whose slots are render, reference, previous (optional), probe,
+	// tokens, spec_text, spec_json, gate_result and rubric.
+	KindPart any `msgpack:"-" json:"-"`
 	// Part is the judge-facing part of a registered kind's job (JobSpec.Part). Like every
 	// field here it must carry nothing that tells the judge a role, a path or a diff.
 	Part msgpack.RawMessage `msgpack:"part,omitempty" json:",omitempty"`
@@ -586,14 +558,16 @@ type Vote struct {
 type VerdictEmitted struct {
 	Kind  Kind   `msgpack:"kind"`
 	Votes []Vote `msgpack:"votes,omitempty"`
-	// Critic is the answer of a critic job; CriticTrials the answers of its later
-	// trials (2 to k), when it was judged with trials.
-	Critic       *CriticVote  `msgpack:"critic,omitempty"`
-	CriticTrials []CriticVote `msgpack:"critic_trials,omitempty" json:",omitempty"`
 	// Cases are the per-case answers of an equivalence job.
 	Cases []CaseVote `msgpack:"cases,omitempty"`
-	// Rubric is the answer of a rubric job.
-	Rubric *RubricVote `msgpack:"rubric,omitempty"`
+	// KindPart is the kind's typed answer (JobSpec.KindPart): a critic's or a rubric
+	// judge's. It is written after Cases, where those kinds' fields were: a verdict has
+	// one of them only, so its bytes are as they were.
+	KindPart any `msgpack:"-" json:"-"`
+	// KindTrials are the kind's answers of its later trials (2 to k), when it was judged
+	// with trials and its trials are not votes (critic's []critic.Vote, written as
+	// "critic_trials"; events.Parts.VerdictTrials).
+	KindTrials any `msgpack:"-" json:"-"`
 	// Part is the answer of a registered kind's job (JobSpec.Part).
 	Part msgpack.RawMessage `msgpack:"part,omitempty" json:",omitempty"`
 }
@@ -610,7 +584,8 @@ func (p *VerdictEmitted) Validate() error {
 	return w.verdict(p)
 }
 
-func validStatus(field string, s VoteStatus) error {
+// ValidStatus refuses a vote status other than the four, naming field.
+func ValidStatus(field string, s VoteStatus) error {
 	switch s {
 	case VoteOK, VoteSchemaViolation, VoteUnavailable, VoteBlocked:
 		return nil
@@ -618,31 +593,15 @@ func validStatus(field string, s VoteStatus) error {
 	return invalid(field, fmt.Sprintf("want ok, schema_violation, unavailable or blocked, got %q", s))
 }
 
-// ABResult is the aggregator's derived outcome of an `ab` job.
-type ABResult struct {
-	LabelAssignment string  `msgpack:"label_assignment"`
-	RawWinner       string  `msgpack:"raw_winner,omitempty"`
-	Winner          string  `msgpack:"winner,omitempty"`
-	Confidence      float64 `msgpack:"confidence"`
-	BiggestGap      string  `msgpack:"biggest_gap,omitempty"`
-	Suggest         bool    `msgpack:"suggest"`
-	Tag             string  `msgpack:"tag,omitempty"`
-	Impact          string  `msgpack:"impact,omitempty"`
-	Agreement       string  `msgpack:"agreement,omitempty"`
-	Consistent      *bool   `msgpack:"consistent,omitempty"`
-}
-
 // IterationDecided is the aggregator's decision for one job iteration. For `ab` it is
 // final: the un-shuffled comparison and its routing.
 type IterationDecided struct {
-	Kind        Kind               `msgpack:"kind"`
-	ACID        string             `msgpack:"ac_id"`
-	Status      Status             `msgpack:"status"`
-	Final       bool               `msgpack:"final"`
-	AB          *ABResult          `msgpack:"ab,omitempty"`
-	Critic      *CriticResult      `msgpack:"critic,omitempty"`
-	Equivalence *EquivalenceResult `msgpack:"equivalence,omitempty"`
-	Rubric      *RubricDecision    `msgpack:"rubric,omitempty"`
+	Kind   Kind   `msgpack:"kind"`
+	ACID   string `msgpack:"ac_id"`
+	Status Status `msgpack:"status"`
+	Final  bool   `msgpack:"final"`
+	// KindPart is the kind's typed decision (JobSpec.KindPart).
+	KindPart any `msgpack:"-" json:"-"`
 	// Judges names every judge that contributed, "provider/model".
 	Judges []string `msgpack:"judges,omitempty"`
 	// Disagreements counts self-reported aggregates the aggregator had to correct.

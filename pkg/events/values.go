@@ -1,6 +1,9 @@
 package events
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+)
 
 // Kind names a judge kind. Every kind is one folder under pkg/kind and one line of the
 // registry in pkg/kinds; this package only names the wire value.
@@ -83,88 +86,15 @@ func FailedGates(gates []Gate) string {
 }
 
 // wireKind is what the wire schema knows of one judge kind: how to check its part of a job
-// spec, of a judge-facing gates.done and of a verdict. It is the wire contract only; what
-// a kind does lives in its folder under pkg/kind.
+// spec, of a judge-facing gates.done and of a verdict, and the types of its typed parts.
+// It is the wire contract only; what a kind does lives in its folder under pkg/kind,
+// which registers it (RegisterKind).
 type wireKind struct {
-	spec    func(JobSpec) error
-	gates   func(*GatesDone) error
-	verdict func(*VerdictEmitted) error
-}
-
-// wireKinds is the wire schema's table of kinds. Adding a judge kind adds its structs to
-// this package and a line here (docs/adding-a-kind.md).
-var wireKinds = map[Kind]wireKind{
-	KindAB: {
-		spec: func(s JobSpec) error { return s.AB.validate() },
-		gates: func(p *GatesDone) error {
-			if len(p.Slots) != 2 || p.Slots[0].Name != "A" || p.Slots[1].Name != "B" {
-				return invalid("slots", "ab needs exactly slots A and B in that order")
-			}
-			return p.AutoSwap.validate("auto_swap")
-		},
-		verdict: validateABVotes,
-	},
-	KindCritic: {
-		spec: func(s JobSpec) error { return s.Critic.validate() },
-		gates: func(p *GatesDone) error {
-			if len(p.Slots) != 1 || p.Slots[0].Name != "output" {
-				return invalid("slots", "critic needs exactly one slot named output")
-			}
-			return nil
-		},
-		verdict: func(p *VerdictEmitted) error {
-			if p.Critic == nil {
-				return missing("critic")
-			}
-			for i, t := range p.CriticTrials {
-				if err := validStatus(fmt.Sprintf("critic_trials[%d].status", i), t.Status); err != nil {
-					return err
-				}
-			}
-			return validStatus("critic.status", p.Critic.Status)
-		},
-	},
-	KindEquivalence: {
-		spec: func(s JobSpec) error { return s.Equivalence.validate() },
-		gates: func(p *GatesDone) error {
-			if len(p.Cases) == 0 {
-				return missing("cases")
-			}
-			for i, c := range p.Cases {
-				if err := c.Original.validate(fmt.Sprintf("cases[%d].original", i)); err != nil {
-					return err
-				}
-				if err := c.Candidate.validate(fmt.Sprintf("cases[%d].candidate", i)); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-		verdict: func(p *VerdictEmitted) error {
-			if len(p.Cases) == 0 {
-				return missing("cases")
-			}
-			for i, c := range p.Cases {
-				if c.CaseID == "" {
-					return missing(fmt.Sprintf("cases[%d].case_id", i))
-				}
-				if err := validStatus(fmt.Sprintf("cases[%d].status", i), c.Status); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	},
-	KindRubric: {
-		spec:  func(s JobSpec) error { return s.Rubric.validate() },
-		gates: func(*GatesDone) error { return nil },
-		verdict: func(p *VerdictEmitted) error {
-			if p.Rubric == nil {
-				return missing("rubric")
-			}
-			return validStatus("rubric.status", p.Rubric.Status)
-		},
-	},
+	spec        func(JobSpec) error
+	gates       func(*GatesDone) error
+	verdict     func(*VerdictEmitted) error
+	parts       Parts
+	jsonHolders [slots]reflect.Type
 }
 
 // wireOf is the wire schema of the kind field of an event or spec: missing and unknown
@@ -173,11 +103,9 @@ func wireOf(k Kind) (wireKind, error) {
 	if k == "" {
 		return wireKind{}, missing("kind")
 	}
-	w, ok := wireKinds[k]
+	w, ok := registeredWire(k)
 	if !ok {
-		if w, ok = registeredWire(k); !ok {
-			return wireKind{}, invalid("kind", fmt.Sprintf("unsupported judge kind %q", k))
-		}
+		return wireKind{}, invalid("kind", fmt.Sprintf("unsupported judge kind %q", k))
 	}
 	return w, nil
 }
@@ -186,25 +114,4 @@ func wireOf(k Kind) (wireKind, error) {
 func KnownKind(k Kind) bool {
 	_, err := wireOf(k)
 	return err == nil
-}
-
-func validateABVotes(p *VerdictEmitted) error {
-	if len(p.Votes) == 0 {
-		return missing("votes")
-	}
-	for i, v := range p.Votes {
-		f := fmt.Sprintf("votes[%d]", i)
-		if v.Judge.Provider == "" {
-			return missing(f + ".judge.provider")
-		}
-		switch v.Order {
-		case "AB", "BA":
-		default:
-			return invalid(f+".order", fmt.Sprintf("want AB or BA, got %q", v.Order))
-		}
-		if err := validStatus(f+".status", v.Status); err != nil {
-			return err
-		}
-	}
-	return nil
 }

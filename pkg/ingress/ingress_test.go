@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -184,7 +186,7 @@ func submitted(tenant string, ours, ref blob.Attrs) events.Event {
 	b := func(a blob.Attrs) *events.Blob {
 		return &events.Blob{SHA256: a.Ref.SHA256, MediaType: a.MediaType, Size: a.Size}
 	}
-	spec := events.JobSpec{Kind: events.KindAB, ACID: "AC-1", Criterion: "c", AB: &events.ABSpec{
+	spec := events.JobSpec{Kind: events.KindAB, ACID: "AC-1", Criterion: "c", KindPart: &ab.Spec{
 		Ours: events.Source{Name: "o.md", Blob: b(ours)}, Reference: events.Source{Name: "r.md", Blob: b(ref)}, Threshold: 0.75}}
 	return client.SubmittedEvent(tenant, "batch-1", "AC-1", 0, &events.JobSubmitted{Spec: spec, BatchSize: 1})
 }

@@ -263,7 +263,8 @@ type State interface {
 // Wired is a kind that brings its own wire schema, its job's part of the events being
 // its own document (events.JobSpec.Part, GatesDone.Part, VerdictEmitted.Part): the
 // registry registers it with the wire schema (events.RegisterKind) when it adds the kind.
-// The kinds that ship have fields of their own in pkg/events instead.
+// The kinds that ship register typed parts instead (events.Parts), from their own
+// packages as those initialise.
 type Wired interface {
 	Wire() events.KindWire
 }

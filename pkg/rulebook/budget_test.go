@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	critickind "github.com/tribunal-dev/tribunal/pkg/kind/critic"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
@@ -17,7 +19,7 @@ func TestBudgetStopForEveryKind(t *testing.T) {
 	const reason = "budget exhausted: the batch's budget is 0.01 USD; 0.0095 USD spent, 0 USD reserved by calls in flight, and the next call may cost up to 0.0021 USD"
 	refused := events.JudgeInfo{Provider: "openai", Model: "gpt-4o", BudgetRefused: reason}
 	answered := events.JudgeInfo{Provider: "openai", Model: "gpt-4o-mini", Priced: true, CostNanos: 1234, PromptTokens: 10, CompletionTokens: 2}
-	critic := events.JobSpec{Kind: events.KindCritic, ACID: "AC-2", Critic: &events.CriticSpec{Task: "t", Output: events.Source{Name: "o", URL: "https://x/o"}}}
+	critic := events.JobSpec{Kind: events.KindCritic, ACID: "AC-2", KindPart: &critickind.Spec{Task: "t", Output: events.Source{Name: "o", URL: "https://x/o"}}}
 	for _, c := range []struct {
 		name    string
 		spec    events.JobSpec
@@ -27,7 +29,7 @@ func TestBudgetStopForEveryKind(t *testing.T) {
 		{"ab panel", abSpec("AC-1"), &events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{
 			{Judge: answered, Order: "AB", Status: events.VoteOK, RawWinner: "A", Confidence: 0.9},
 			{Judge: refused, Order: "AB", Status: events.VoteUnavailable, Error: reason}}}, 1234},
-		{"critic", critic, &events.VerdictEmitted{Kind: events.KindCritic, Critic: &events.CriticVote{Judge: refused, Status: events.VoteUnavailable, Error: reason}}, 0},
+		{"critic", critic, &events.VerdictEmitted{Kind: events.KindCritic, KindPart: &critickind.Vote{Judge: refused, Status: events.VoteUnavailable, Error: reason}}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j := pending(t, c.spec)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
@@ -16,9 +18,9 @@ import (
 func viewOf(id, target, mode string) events.JobSpec {
 	s := viewSpec(mode)
 	s.ACID = id
-	r := *s.Rubric
+	r := *rubricwire.SpecOf(s.KindPart)
 	r.Target = target
-	s.Rubric = &r
+	s.KindPart = &r
 	return s
 }
 

@@ -44,7 +44,7 @@ func TestReviewMeasures(t *testing.T) {
 	if len(r) != 1 || r[0].Person.Label != "reference" || r[0].Judge.Label != "ours" || r[0].Judge.Slot != "A" || r[0].Model != "scripted/m" || !r[0].At.Equal(first.Time) {
 		t.Fatalf("reviews %+v", r)
 	}
-	if res.Job.Decided.AB.Winner != "ours" || res.Job.DecidedBy == first.ID {
+	if ab.DecidedOf(res.Job.Decided.KindPart).Winner != "ours" || res.Job.DecidedBy == first.ID {
 		t.Fatal("a measuring review changed the outcome")
 	}
 	same, err := rulebook.Apply(rulebook.State{Job: res.Job}, in(first))
@@ -102,8 +102,8 @@ func TestReviewDecides(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := res.Job
-	if n.Decided.AB.Winner != "reference" || n.DecidedBy != e.ID || !n.Reviews[0].Decides || n.Reviews[0].Judge.Label != "ours" {
-		t.Fatalf("decided by review: %+v / %+v", n.Decided.AB, n.Reviews)
+	if ab.DecidedOf(n.Decided.KindPart).Winner != "reference" || n.DecidedBy != e.ID || !n.Reviews[0].Decides || n.Reviews[0].Judge.Label != "ours" {
+		t.Fatalf("decided by review: %+v / %+v", ab.DecidedOf(n.Decided.KindPart), n.Reviews)
 	}
 	if len(res.Publish) != 1 || res.Publish[0].CausationID != e.ID || res.Publish[0].ID != events.NewID(events.TypeIterationDecided, tenant, batch, "AC-7", 0, events.ReviewedStep(e.ID)) {
 		t.Fatalf("publish %+v", res.Publish)
@@ -118,7 +118,7 @@ func TestReviewDecides(t *testing.T) {
 	// A second reviewer compares with the judge, not with the first person.
 	e2 := reviewEvent("AC-7", "bob", `{"raw_winner":"A","confidence":0.9,"biggest_gap":"x"}`, 2*time.Minute)
 	res2, err := rulebook.Apply(rulebook.State{Job: n}, in(e2))
-	if err != nil || res2.Job.Reviews[1].Judge.Label != "ours" || res2.Job.Decided.AB.Winner != "ours" {
+	if err != nil || res2.Job.Reviews[1].Judge.Label != "ours" || ab.DecidedOf(res2.Job.Decided.KindPart).Winner != "ours" {
 		t.Fatalf("second review: %+v, %v", res2.Job, err)
 	}
 	r2, _ := ab.ResultOf(res2.Job)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
@@ -24,7 +26,7 @@ const tenant, batch = "team-a", "b-1"
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
 func abSpec(id string) events.JobSpec {
-	return events.JobSpec{Kind: events.KindAB, ACID: id, Criterion: "c", AB: &events.ABSpec{
+	return events.JobSpec{Kind: events.KindAB, ACID: id, Criterion: "c", KindPart: &ab.Spec{
 		Ours: events.Source{Name: "o.md", URL: "https://x/o"}, Reference: events.Source{Name: "r.md", URL: "https://x/r"}, Threshold: 0.75}}
 }
 
@@ -151,14 +153,14 @@ func TestDecisionIsFinalOnce(t *testing.T) {
 	if len(res.Publish) != 1 || res.Publish[0].Type != events.TypeIterationDecided || res.Publish[0].CorrelationID != j.CorrelationID {
 		t.Fatalf("publish %+v", res.Publish)
 	}
-	if got := res.Publish[0].Payload.(*events.IterationDecided).AB.Winner; got != "ours" {
+	if got := ab.DecidedOf(res.Publish[0].Payload.(*events.IterationDecided).KindPart).Winner; got != "ours" {
 		t.Fatalf("winner %q, want ours", got)
 	}
 	again, err := rulebook.Apply(rulebook.State{Job: d}, in(abVerdict("AC-7", "B", 0.9, 0)))
 	if err != nil || again.Job != nil || !again.Done || len(again.Publish) != 1 || again.Publish[0].ID != res.Publish[0].ID {
 		t.Fatalf("a second verdict for a final job: %+v, %v", again, err)
 	}
-	if again.Publish[0].Payload.(*events.IterationDecided).AB.Winner != "ours" {
+	if ab.DecidedOf(again.Publish[0].Payload.(*events.IterationDecided).KindPart).Winner != "ours" {
 		t.Fatal("a final job took a second outcome")
 	}
 }
@@ -248,10 +250,10 @@ func TestRedrive(t *testing.T) {
 }
 
 func TestCriticThroughTheRules(t *testing.T) {
-	spec := events.JobSpec{Kind: events.KindCritic, ACID: "C-1", Critic: &events.CriticSpec{Task: "t", Output: events.Source{Name: "o", URL: "https://x"}}}
+	spec := events.JobSpec{Kind: events.KindCritic, ACID: "C-1", KindPart: &critic.Spec{Task: "t", Output: events.Source{Name: "o", URL: "https://x"}}}
 	j := pending(t, spec)
 	q := 9
-	v := &events.VerdictEmitted{Kind: events.KindCritic, Critic: &events.CriticVote{Judge: events.JudgeInfo{Provider: "p", Model: "m"}, Status: events.VoteOK,
+	v := &events.VerdictEmitted{Kind: events.KindCritic, KindPart: &critic.Vote{Judge: events.JudgeInfo{Provider: "p", Model: "m"}, Status: events.VoteOK,
 		Correctness: 8, Slop: 1, Scope: 9, Rationale: "r", ClaimedVerdict: "pass", ClaimedQuality: &q}}
 	res, err := rulebook.Apply(rulebook.State{Job: j}, in(events.New(v, tenant, batch, "C-1", 0, "", nil)))
 	if err != nil {
@@ -278,7 +280,7 @@ func TestOutcome(t *testing.T) {
 			t.Errorf("%q: %s, want %s", status, got, want)
 		}
 	}
-	viewSpec := events.JobSpec{Kind: events.KindRubric, Rubric: &events.RubricSpec{}}
+	viewSpec := events.JobSpec{Kind: events.KindRubric, KindPart: &rubricwire.Spec{}}
 	for status, want := range map[events.Status]kind.Outcome{
 		events.StatusSignedOff:       kind.OutcomeClean,
 		events.StatusNeedsFixes:      kind.OutcomeFinding,
@@ -381,7 +383,7 @@ func TestRedriveDone(t *testing.T) {
 // view is a rubric view's spec, in the given mode.
 func viewSpec(mode string) events.JobSpec {
 	blob := events.Blob{SHA256: strings.Repeat("a", 64), MediaType: "application/json", Size: 1}
-	return events.JobSpec{Kind: events.KindRubric, ACID: "F--t--s--a", Rubric: &events.RubricSpec{
+	return events.JobSpec{Kind: events.KindRubric, ACID: "F--t--s--a", KindPart: &rubricwire.Spec{
 		Feature: "f", Target: "t", State: "s", Appearance: "a", Route: "https://x", Adapter: "web", Mode: mode,
 		ReferenceStatus: "present", ReferenceSource: "human", SpecJSON: blob, SpecText: blob, Tokens: blob, Rubric: blob}}
 }
@@ -404,7 +406,7 @@ func rubricVote(t *testing.T, id string, iteration int, pass bool) events.Event 
 	data, _ := json.Marshal(argus.Verdict{Iteration: iteration + 1, Feature: "f", Target: "t", State: "s", Appearance: "a", ReferenceSource: "human",
 		Dimensions: dims, AllPass: pass, FailedDimensions: failed})
 	render := events.Blob{SHA256: strings.Repeat("b", 64), MediaType: "image/png", Size: 1}
-	e := events.New(&events.VerdictEmitted{Kind: events.KindRubric, Rubric: &events.RubricVote{Judge: events.JudgeInfo{Provider: "p", Model: "m"},
+	e := events.New(&events.VerdictEmitted{Kind: events.KindRubric, KindPart: &rubricwire.Vote{Judge: events.JudgeInfo{Provider: "p", Model: "m"},
 		Status: events.VoteOK, Verdict: string(data), Render: render}}, tenant, batch, id, iteration, "", nil)
 	e.Time = t0.Add(time.Duration(iteration) * time.Minute)
 	return e
@@ -428,7 +430,7 @@ func TestRubricLoop(t *testing.T) {
 				t.Fatalf("first pass: %s, %d events", res.Job.Status, len(res.Publish))
 			}
 			confirm, ok := res.Publish[1].Payload.(*events.RenderRequested)
-			if !ok || !confirm.Spec.Rubric.Confirm || res.Publish[1].Iteration != 1 {
+			if !ok || !rubricwire.SpecOf(confirm.Spec.KindPart).Confirm || res.Publish[1].Iteration != 1 {
 				t.Fatalf("a confirmation render of iteration 1 is asked for: %+v", res.Publish[1])
 			}
 			// Redelivered: the same announcements, nothing counted twice.
@@ -478,7 +480,7 @@ func TestRubricNeedsContextAndBudget(t *testing.T) {
 	if err != nil || res.Job.Status != events.StatusNeedsContext || !res.Done || rulebook.Redrivable(res.Job) {
 		t.Fatalf("needs context: %+v, %v", res.Job, err)
 	}
-	spec.Rubric.MaxIterations = 1
+	rubricwire.SpecOf(spec.KindPart).MaxIterations = 1
 	j = pending(t, spec)
 	res, err = rulebook.Apply(rulebook.State{Job: j, KindState: viewState(&views.Record{}, argus.DefaultRubric())}, in(rubricVote(t, spec.ACID, 0, false)))
 	if err != nil || res.Job.Status != events.StatusBudgetExhausted || res.Job.BlockStage != "loop" {
@@ -540,7 +542,7 @@ func inBatch(e events.Event, batchID string) events.Event {
 // never signed off.
 func TestRubricFrozenOnlyFailures(t *testing.T) {
 	spec := viewSpec(events.ModeHeadless)
-	spec.Rubric.MaxIterations = 6
+	rubricwire.SpecOf(spec.KindPart).MaxIterations = 6
 	r := argus.DefaultRubric()
 	dim := r.DimensionNames()[0]
 	view := &views.Record{}
@@ -586,7 +588,7 @@ func TestRubricFrozenOnlyFailures(t *testing.T) {
 				// would confirm without a judge.
 				last := res.Publish[len(res.Publish)-1]
 				rr, ok := last.Payload.(*events.RenderRequested)
-				if !ok || rr.Spec.Rubric.Confirm || last.Iteration != it+1 {
+				if !ok || rubricwire.SpecOf(rr.Spec.KindPart).Confirm || last.Iteration != it+1 {
 					t.Fatalf("%s step %d: a recheck asks for a render of the next iteration that is not a confirmation: %+v", run.batch, it, last)
 				}
 			}
@@ -629,7 +631,7 @@ func TestRubricReportOnlySpendsNothing(t *testing.T) {
 // aggregator gave up on, is refused.
 func TestViewReset(t *testing.T) {
 	spec := viewSpec(events.ModeHeadless)
-	spec.Rubric.MaxIterations = 1
+	rubricwire.SpecOf(spec.KindPart).MaxIterations = 1
 	view := &views.Record{}
 	j := viewJob(t, spec, "run-1")
 	res, err := rulebook.Apply(rulebook.State{Job: j, KindState: viewState(view, argus.DefaultRubric())}, in(inBatch(rubricVote(t, spec.ACID, 0, false), "run-1")))
@@ -675,7 +677,7 @@ func TestViewReset(t *testing.T) {
 	}
 	res, _ = rulebook.Apply(rulebook.State{Job: exhausted, KindState: viewState(view, nil)}, reset(0))
 	view = recordOf(res.KindState)
-	spec.Rubric.MaxIterations = 2
+	rubricwire.SpecOf(spec.KindPart).MaxIterations = 2
 	j = viewJob(t, spec, "run-2")
 	res, err = rulebook.Apply(rulebook.State{Job: j, KindState: viewState(view, argus.DefaultRubric())}, in(inBatch(rubricVote(t, spec.ACID, 0, true), "run-2")))
 	if err != nil {
@@ -692,7 +694,7 @@ func TestViewReset(t *testing.T) {
 // names a job whose run ended, which is the usual case: it loads the view for it.
 func TestViewResetThroughMemory(t *testing.T) {
 	spec := viewSpec(events.ModeHeadless)
-	spec.Rubric.MaxIterations = 1
+	rubricwire.SpecOf(spec.KindPart).MaxIterations = 1
 	m := &rulebook.Memory{Documents: func(string, events.Blob) ([]byte, error) { return argus.DefaultRubricJSON(), nil }}
 	if _, err := m.Apply(in(submit(spec, 0, 1))); err != nil {
 		t.Fatal(err)
@@ -700,7 +702,7 @@ func TestViewResetThroughMemory(t *testing.T) {
 	if res, err := m.Apply(in(rubricVote(t, spec.ACID, 0, false))); err != nil || res.Job.Status != events.StatusBudgetExhausted {
 		t.Fatalf("%+v %v", res.Job, err)
 	}
-	key := views.Key(tenant, spec.Rubric)
+	key := views.Key(tenant, rubricwire.SpecOf(spec.KindPart))
 	e := events.New(&events.ViewReset{ACID: spec.ACID, Loop: 0}, tenant, batch, spec.ACID, 0, events.ResetStep(0), nil)
 	if _, err := m.Apply(in(e)); err != nil {
 		t.Fatal(err)
@@ -789,7 +791,7 @@ func TestCallsRecorded(t *testing.T) {
 			{Judge: events.JudgeInfo{Provider: "openai", Model: "m", Cached: true, Call: rec}, Order: "BA", Status: events.VoteOK}}},
 			[]records.Call{{Judge: "openai/m", Label: "AB", Status: events.VoteOK, PromptTokens: 900, CompletionTokens: 40, LatencyMillis: 1200, Record: rec},
 				{Judge: "openai/m", Label: "BA", Status: events.VoteOK, Cached: true, Record: rec}}},
-		{"critic", &events.VerdictEmitted{Kind: events.KindCritic, Critic: &events.CriticVote{Judge: events.JudgeInfo{Provider: "p", Model: "c"}, Status: events.VoteUnavailable}},
+		{"critic", &events.VerdictEmitted{Kind: events.KindCritic, KindPart: &critic.Vote{Judge: events.JudgeInfo{Provider: "p", Model: "c"}, Status: events.VoteUnavailable}},
 			[]records.Call{{Judge: "p/c", Status: events.VoteUnavailable}}},
 		{"equivalence", &events.VerdictEmitted{Kind: events.KindEquivalence, Cases: []events.CaseVote{{CaseID: "c-1", Judge: events.JudgeInfo{Provider: "p", Model: "e"}, Status: events.VoteOK}}},
 			[]records.Call{{Judge: "p/e", Label: "c-1", Status: events.VoteOK}}},

@@ -7,12 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
 func abSpec(positions string, judges ...string) events.JobSpec {
-	return events.JobSpec{Kind: events.KindAB, ACID: "AC-7", AB: &events.ABSpec{Positions: positions, Judges: judges}}
+	return events.JobSpec{Kind: events.KindAB, ACID: "AC-7", KindPart: &ab.Spec{Positions: positions, Judges: judges}}
 }
 
 // The zero policy is a shared deployment's: the default model only, by leaving judges
@@ -72,7 +75,7 @@ func TestListsAndTenants(t *testing.T) {
 		t.Errorf("team-b's models %v", got)
 	}
 	// Runner models are models too.
-	eq := events.JobSpec{Kind: events.KindEquivalence, ACID: "E-1", Equivalence: &events.EquivalenceSpec{RunnerModel: "o1-pro"}}
+	eq := events.JobSpec{Kind: events.KindEquivalence, ACID: "E-1", KindPart: &equivalence.Spec{RunnerModel: "o1-pro"}}
 	rs := p.For("team-b").Check(eq)
 	if len(rs) != 1 || rs[0].Field != "equivalence.runner_model" || rs[0].Part != spend.PartRunnerModel {
 		t.Fatalf("runner model: %v", rs)

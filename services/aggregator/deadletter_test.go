@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -29,7 +31,7 @@ func TestDeadLettersActOnlyForTheirSubject(t *testing.T) {
 		t.Fatal(err)
 	}
 	agg := aggregator.New(b, store, nil)
-	spec := events.JobSpec{Kind: events.KindAB, ACID: "AC-1", Criterion: "c", AB: &events.ABSpec{
+	spec := events.JobSpec{Kind: events.KindAB, ACID: "AC-1", Criterion: "c", KindPart: &ab.Spec{
 		Ours:      events.Source{Name: "o", Error: "missing artifact: o"},
 		Reference: events.Source{Name: "r", Error: "missing artifact: r"},
 		Threshold: 0.75,

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
+
 	"github.com/tribunal-dev/tribunal/internal/testutil/handlertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/judgetest"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -65,8 +67,8 @@ func TestVerdictNamesItsJudge(t *testing.T) {
 		for _, vote := range v.Votes {
 			judges = append(judges, vote.Judge)
 		}
-		if v.Critic != nil {
-			judges = append(judges, v.Critic.Judge)
+		if critic.VoteOf(v.KindPart) != nil {
+			judges = append(judges, critic.VoteOf(v.KindPart).Judge)
 		}
 		for _, c := range v.Cases {
 			judges = append(judges, c.Judge)

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+
 	"github.com/tribunal-dev/tribunal/internal/testutil/handlertest"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -110,8 +113,16 @@ func TestSpendBlocksBeforeAnyWork(t *testing.T) {
 		ev.Payload = &req
 		return ev
 	}
-	runner := with("AC-12", func(s *events.JobSpec) { eq := *s.Equivalence; eq.RunnerModel = "o1-pro"; s.Equivalence = &eq })
-	panel := with("AC-1", func(s *events.JobSpec) { ab := *s.AB; ab.Judges = []string{"gpt-4o", "ft:gpt-4o:acme::x"}; s.AB = &ab })
+	runner := with("AC-12", func(s *events.JobSpec) {
+		eq := *equivalence.SpecOf(s.KindPart)
+		eq.RunnerModel = "o1-pro"
+		s.KindPart = &eq
+	})
+	panel := with("AC-1", func(s *events.JobSpec) {
+		ab := *ab.SpecOf(s.KindPart)
+		ab.Judges = []string{"gpt-4o", "ft:gpt-4o:acme::x"}
+		s.KindPart = &ab
+	})
 	for ev, want := range map[*events.Event]string{
 		&runner: `not judged: equivalence.runner_model: model "o1-pro" is not allowed on this deployment (allowed: fixed-A+recorded-answers.json (the default), gpt-4o)`,
 		&panel:  `not judged: ab.judges[1]: model "ft:gpt-4o:acme::x" is not allowed`,

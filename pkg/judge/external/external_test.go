@@ -11,6 +11,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
+
+	// The gated events here are ab's, whose wire schema its package registers.
+	_ "github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
 // open is an exchange on a real JetStream server and a file blob store.

@@ -80,12 +80,12 @@ func TestFlipHistory(t *testing.T) {
 func TestEstimateAuto(t *testing.T) {
 	t.Parallel()
 	sp := spec("AC-1", 0.75)
-	sp.AB.Positions, sp.AB.Judges = events.PositionsAuto, []string{"a", "b"}
+	SpecOf(sp.KindPart).Positions, SpecOf(sp.KindPart).Judges = events.PositionsAuto, []string{"a", "b"}
 	e := Kind{}.Estimate(sp)
 	if e.JudgeCalls != 2 || e.MaxJudgeCalls != 4 || e.Positions != "auto" {
 		t.Errorf("estimate %+v", e)
 	}
-	sp.AB.Positions = events.PositionsSwap
+	SpecOf(sp.KindPart).Positions = events.PositionsSwap
 	if e := (Kind{}).Estimate(sp); e.JudgeCalls != 4 || e.MaxJudgeCalls != 4 {
 		t.Errorf("swap estimate %+v", e)
 	}

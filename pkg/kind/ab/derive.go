@@ -18,10 +18,10 @@ type Decision struct {
 
 // PairOf returns the ours/reference names the submitter gave, for the manifest.
 func PairOf(spec events.JobSpec) Pair {
-	if spec.AB == nil {
+	if SpecOf(spec.KindPart) == nil {
 		return Pair{}
 	}
-	return Pair{Ours: spec.AB.Ours.Name, Reference: spec.AB.Reference.Name}
+	return Pair{Ours: SpecOf(spec.KindPart).Ours.Name, Reference: SpecOf(spec.KindPart).Reference.Name}
 }
 
 // Derive un-shuffles and combines the votes of one job iteration. Single order: the
@@ -42,7 +42,7 @@ func Derive(spec events.JobSpec, iteration int, votes []events.Vote) Decision {
 func deriveOnce(spec events.JobSpec, iteration int, votes []events.Vote) Decision {
 	assign := Assign(spec.ACID, iteration)
 	pair := PairOf(spec)
-	threshold := spec.AB.Threshold
+	threshold := SpecOf(spec.KindPart).Threshold
 	var judges []string
 	seen := map[string]bool{}
 	for _, v := range votes {
@@ -77,7 +77,7 @@ func deriveOnce(spec events.JobSpec, iteration int, votes []events.Vote) Decisio
 			c := SchemaViolation(spec.ACID, pair, assign, fmt.Errorf("%s (%s/%s)", problem, v.Judge.Provider, v.Judge.Model))
 			c.Tribunal = &ComparisonExtras{Judge: judgeInfo(v), Answer: v.Raw}
 			decided.Status = events.StatusSchemaViolation
-			decided.AB = &events.ABResult{LabelAssignment: assign.String()}
+			decided.KindPart = &Decided{LabelAssignment: assign.String()}
 			return Decision{Comparison: c, Decided: decided}
 		}
 	}
@@ -148,12 +148,12 @@ func deriveOnce(spec events.JobSpec, iteration int, votes []events.Vote) Decisio
 	c.Tribunal = extras
 	suggest, tag, impact := Route(winner, confidence, threshold)
 	decided.Status = events.StatusCompared
-	decided.AB = &events.ABResult{
+	decided.KindPart = &Decided{
 		LabelAssignment: assign.String(), RawWinner: c.RawWinner, Winner: string(winner), Confidence: confidence,
 		BiggestGap: gap, Suggest: suggest, Agreement: agreement, Consistent: consistent,
 	}
 	if suggest {
-		decided.AB.Tag, decided.AB.Impact = string(tag), string(impact)
+		DecidedOf(decided.KindPart).Tag, DecidedOf(decided.KindPart).Impact = string(tag), string(impact)
 	}
 	return Decision{Comparison: c, Decided: decided}
 }

@@ -25,7 +25,7 @@ func TestAssignmentsUsed(t *testing.T) {
 }
 
 func spec(acID string, threshold float64) events.JobSpec {
-	return events.JobSpec{Kind: events.KindAB, ACID: acID, Criterion: "c", AB: &events.ABSpec{
+	return events.JobSpec{Kind: events.KindAB, ACID: acID, Criterion: "c", KindPart: &Spec{
 		Ours:      events.Source{Name: "ours/page.html"},
 		Reference: events.Source{Name: "reference/page.html"},
 		Threshold: threshold,
@@ -50,10 +50,10 @@ func checkRederives(t *testing.T, d Decision) {
 	if got := Unshuffle(c.RawWinner, c.LabelAssignment); got != c.Winner {
 		t.Errorf("Unshuffle(%q, %s) = %q but Comparison.Winner = %q", c.RawWinner, c.LabelAssignment, got, c.Winner)
 	}
-	if d.Decided == nil || d.Decided.AB == nil {
+	if d.Decided == nil || DecidedOf(d.Decided.KindPart) == nil {
 		t.Fatal("no IterationDecided.AB")
 	}
-	r := d.Decided.AB
+	r := DecidedOf(d.Decided.KindPart)
 	if r.LabelAssignment != c.LabelAssignment.String() || r.RawWinner != c.RawWinner || r.Winner != string(c.Winner) {
 		t.Errorf("decided %+v disagrees with comparison %+v", r, c)
 	}
@@ -116,7 +116,7 @@ func TestDeriveABSingleOrder(t *testing.T) {
 				if c.OursArtifact != "ours/page.html" || c.ReferenceArtifact != "reference/page.html" {
 					t.Errorf("artifacts = %q, %q", c.OursArtifact, c.ReferenceArtifact)
 				}
-				r := d.Decided.AB
+				r := DecidedOf(d.Decided.KindPart)
 				got := route{r.Suggest, r.Tag, r.Impact}
 				if got != row.want {
 					t.Errorf("route = %+v; want %+v", got, row.want)
@@ -226,7 +226,7 @@ func TestDeriveABSwap(t *testing.T) {
 				if c.Winner != tt.wantWinner || *c.Confidence != tt.wantConfidence {
 					t.Errorf("winner %s at %v; want %s at %v", c.Winner, *c.Confidence, tt.wantWinner, tt.wantConfidence)
 				}
-				r := d.Decided.AB
+				r := DecidedOf(d.Decided.KindPart)
 				if r.Consistent == nil || *r.Consistent != tt.wantConsistent {
 					t.Errorf("Consistent = %v; want %v", r.Consistent, tt.wantConsistent)
 				}
@@ -258,8 +258,8 @@ func TestDeriveABBAOnly(t *testing.T) {
 	t.Parallel()
 	// AC-7: BA puts the reference in slot A, so "A" means reference.
 	d := Derive(spec(acOursA, 0.75), 0, []events.Vote{vote("m", "BA", "A", 0.95)})
-	if d.Comparison.Winner != WinnerReference || d.Decided.AB.Tag != "block" {
-		t.Errorf("winner %s tag %s; want reference/block", d.Comparison.Winner, d.Decided.AB.Tag)
+	if d.Comparison.Winner != WinnerReference || DecidedOf(d.Decided.KindPart).Tag != "block" {
+		t.Errorf("winner %s tag %s; want reference/block", d.Comparison.Winner, DecidedOf(d.Decided.KindPart).Tag)
 	}
 	checkRederives(t, d)
 }
@@ -295,7 +295,7 @@ func TestDeriveABPanel(t *testing.T) {
 			}
 			d := Derive(spec(tt.acID, 0.75), 0, votes)
 			c := d.Comparison
-			r := d.Decided.AB
+			r := DecidedOf(d.Decided.KindPart)
 			if c.Winner != tt.wantWinner || r.Agreement != tt.wantAgreement {
 				t.Errorf("winner %s agreement %q; want %s %q", c.Winner, r.Agreement, tt.wantWinner, tt.wantAgreement)
 			}
@@ -336,15 +336,15 @@ func TestDeriveABPanelWithSwap(t *testing.T) {
 		vote("z", "AB", "A", 0.7), vote("z", "BA", "B", 0.95), // ours, consistent, 0.7
 	}
 	d := Derive(spec(acOursA, 0.75), 0, votes)
-	if d.Comparison.Winner != WinnerOurs || d.Decided.AB.Agreement != "2/3" {
-		t.Fatalf("winner %s agreement %s; want ours 2/3", d.Comparison.Winner, d.Decided.AB.Agreement)
+	if d.Comparison.Winner != WinnerOurs || DecidedOf(d.Decided.KindPart).Agreement != "2/3" {
+		t.Fatalf("winner %s agreement %s; want ours 2/3", d.Comparison.Winner, DecidedOf(d.Decided.KindPart).Agreement)
 	}
-	if got := d.Decided.AB.Confidence; got < 0.7499 || got > 0.7501 {
+	if got := DecidedOf(d.Decided.KindPart).Confidence; got < 0.7499 || got > 0.7501 {
 		t.Errorf("confidence %v; want the mean of 0.8 and 0.7", got)
 	}
 	// 0.75 >= threshold 0.75: clean.
-	if d.Decided.AB.Suggest {
-		t.Errorf("suggestion %s; want none", d.Decided.AB.Tag)
+	if DecidedOf(d.Decided.KindPart).Suggest {
+		t.Errorf("suggestion %s; want none", DecidedOf(d.Decided.KindPart).Tag)
 	}
 	if len(d.Decided.Judges) != 3 {
 		t.Errorf("Judges = %q; want 3 models", d.Decided.Judges)
@@ -408,8 +408,8 @@ func TestDeriveABSchemaViolation(t *testing.T) {
 		if d.Decided == nil || d.Decided.Status != events.StatusSchemaViolation {
 			t.Fatalf("decided = %+v; want schema_violation", d.Decided)
 		}
-		if d.Decided.AB == nil || d.Decided.AB.LabelAssignment != Assign(acRefA, 0).String() || d.Decided.AB.Suggest || d.Decided.AB.Winner != "" {
-			t.Errorf("decided.AB = %+v; want only the label assignment", d.Decided.AB)
+		if DecidedOf(d.Decided.KindPart) == nil || DecidedOf(d.Decided.KindPart).LabelAssignment != Assign(acRefA, 0).String() || DecidedOf(d.Decided.KindPart).Suggest || DecidedOf(d.Decided.KindPart).Winner != "" {
+			t.Errorf("decided.AB = %+v; want only the label assignment", DecidedOf(d.Decided.KindPart))
 		}
 		c := d.Comparison
 		if c.Status != StatusSchemaViolation {
@@ -452,8 +452,8 @@ func TestDeriveABDeterministic(t *testing.T) {
 	votes := []events.Vote{vote("a", "AB", "A", 0.9), vote("b", "AB", "B", 0.8), vote("c", "AB", "A", 0.7)}
 	d1 := Derive(spec(acRefA, 0.75), 0, votes)
 	d2 := Derive(spec(acRefA, 0.75), 0, append([]events.Vote(nil), votes...))
-	if *d1.Decided.AB != *d2.Decided.AB || d1.Comparison.Winner != d2.Comparison.Winner || *d1.Comparison.Confidence != *d2.Comparison.Confidence {
-		t.Errorf("replay differs: %+v vs %+v", d1.Decided.AB, d2.Decided.AB)
+	if *DecidedOf(d1.Decided.KindPart) != *DecidedOf(d2.Decided.KindPart) || d1.Comparison.Winner != d2.Comparison.Winner || *d1.Comparison.Confidence != *d2.Comparison.Confidence {
+		t.Errorf("replay differs: %+v vs %+v", DecidedOf(d1.Decided.KindPart), DecidedOf(d2.Decided.KindPart))
 	}
 }
 

@@ -41,7 +41,7 @@ func (Kind) Decide(st *kind.Step) error {
 		return fmt.Errorf("%w: an ab job takes verdicts, not %s", kind.ErrNotForKind, st.Event.Type)
 	}
 	j := st.Job
-	if j.Spec.AB == nil {
+	if SpecOf(j.Spec.KindPart) == nil {
 		return fmt.Errorf("%w: job %s has no ab spec", kind.ErrNotForKind, j.Key())
 	}
 	d := Derive(j.Spec, st.Event.Iteration, v.Votes)
@@ -76,8 +76,8 @@ func (Kind) Outcome(j *records.Job) kind.Outcome {
 }
 
 func threshold(j *records.Job) float64 {
-	if j.Spec.AB != nil {
-		return j.Spec.AB.Threshold
+	if SpecOf(j.Spec.KindPart) != nil {
+		return SpecOf(j.Spec.KindPart).Threshold
 	}
 	return DefaultThreshold
 }
@@ -94,8 +94,8 @@ type manifestFold struct {
 }
 
 func (m *manifestFold) Add(j *records.Job) {
-	if j.Spec.AB != nil {
-		m.threshold = j.Spec.AB.Threshold
+	if SpecOf(j.Spec.KindPart) != nil {
+		m.threshold = SpecOf(j.Spec.KindPart).Threshold
 	}
 	if r, err := ResultOf(j); err == nil && r != nil {
 		m.comps = append(m.comps, r.Comparison)
@@ -113,8 +113,8 @@ func (m *manifestFold) Build(at time.Time) any {
 // Row implements kind.Kind.
 func (Kind) Row(j *records.Job) kind.Row {
 	row := kind.BaseRow(j)
-	if d := j.Decided; d != nil && d.AB != nil {
-		a := d.AB
+	if d := j.Decided; d != nil && DecidedOf(d.KindPart) != nil {
+		a := DecidedOf(d.KindPart)
 		row.Winner, row.Tag, row.Impact, row.LabelAssignment, row.RawWinner, row.BiggestGap, row.Agreement =
 			a.Winner, a.Tag, a.Impact, a.LabelAssignment, a.RawWinner, a.BiggestGap, a.Agreement
 		row.Consistent = a.Consistent
@@ -153,11 +153,11 @@ func (Kind) Row(j *records.Job) kind.Row {
 // Estimate implements kind.Kind: one call per panel model, twice with a position swap,
 // times the trials; a ladder is one rung at least and every rung at most.
 func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
-	if spec.AB == nil {
+	if SpecOf(spec.KindPart) == nil {
 		return kind.Estimate{}
 	}
-	e := kind.Estimate{Sources: []kind.Source{{Role: string(Ours), Src: spec.AB.Ours}, {Role: string(Reference), Src: spec.AB.Reference}},
-		Judges: spec.AB.Judges, Positions: firstNonEmpty(spec.AB.Positions, "single")}
+	e := kind.Estimate{Sources: []kind.Source{{Role: string(Ours), Src: SpecOf(spec.KindPart).Ours}, {Role: string(Reference), Src: SpecOf(spec.KindPart).Reference}},
+		Judges: SpecOf(spec.KindPart).Judges, Positions: firstNonEmpty(SpecOf(spec.KindPart).Positions, "single")}
 	e.JudgeCalls = max(len(e.Judges), 1)
 	e.MaxJudgeCalls = e.JudgeCalls
 	switch e.Positions {
@@ -186,8 +186,8 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 // SlotLegend implements kind.Unblinding: a call in order "BA" saw the slots exchanged.
 func (Kind) SlotLegend(j *records.Job, c records.Call) string {
 	as := Assign(j.ACID, j.Iteration)
-	if d := j.Decided; d != nil && d.AB != nil {
-		if parsed, err := ParseAssignment(d.AB.LabelAssignment); err == nil {
+	if d := j.Decided; d != nil && DecidedOf(d.KindPart) != nil {
+		if parsed, err := ParseAssignment(DecidedOf(d.KindPart).LabelAssignment); err == nil {
 			as = parsed
 		}
 	}

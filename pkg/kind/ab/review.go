@@ -30,10 +30,10 @@ func verdictOf(w Winner, slot string) review.Verdict {
 // JudgeVerdict implements kind.Reviewing: the un-shuffled winner and the slot it is in
 // under the first order's assignment, the one a reviewer is shown.
 func (Kind) JudgeVerdict(j *records.Job) (review.Verdict, string, bool) {
-	if j.Status != events.StatusCompared || j.Decided == nil || j.Decided.AB == nil {
+	if j.Status != events.StatusCompared || j.Decided == nil || DecidedOf(j.Decided.KindPart) == nil {
 		return review.Verdict{}, "", false
 	}
-	d := j.Decided.AB
+	d := DecidedOf(j.Decided.KindPart)
 	return verdictOf(Winner(d.Winner), d.RawWinner), strings.Join(j.Judges, ","), true
 }
 
@@ -51,10 +51,10 @@ func (Kind) ReviewAnswer(j *records.Job, answer []byte) (review.Verdict, error) 
 // Unsure implements kind.Reviewing: a confidence below the routing threshold, a swap
 // whose two orders disagreed, a panel that was not unanimous.
 func (Kind) Unsure(j *records.Job) []string {
-	if j.Status != events.StatusCompared || j.Decided == nil || j.Decided.AB == nil {
+	if j.Status != events.StatusCompared || j.Decided == nil || DecidedOf(j.Decided.KindPart) == nil {
 		return nil
 	}
-	d := j.Decided.AB
+	d := DecidedOf(j.Decided.KindPart)
 	var out []string
 	if t := threshold(j); d.Confidence < t {
 		out = append(out, fmt.Sprintf("confidence %.2f below %.2f", d.Confidence, t))

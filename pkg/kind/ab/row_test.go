@@ -20,7 +20,7 @@ func TestRowRoundsAPanelsConfidence(t *testing.T) {
 	yes := true
 	j := &records.Job{ACID: acOursA, Status: events.StatusCompared, Spec: spec(acOursA, 0.75),
 		Decided: &events.IterationDecided{Kind: events.KindAB, ACID: acOursA, Status: events.StatusCompared, Final: true,
-			AB: &events.ABResult{LabelAssignment: "A=ours,B=reference", RawWinner: "A", Winner: "ours", Confidence: mean, Agreement: "2/3", Consistent: &yes}}}
+			KindPart: &Decided{LabelAssignment: "A=ours,B=reference", RawWinner: "A", Winner: "ours", Confidence: mean, Agreement: "2/3", Consistent: &yes}}}
 	row := Kind{}.Row(j)
 	if row.Confidence == nil || *row.Confidence != 0.85 {
 		t.Fatalf("confidence %v, want 0.85", row.Confidence)
@@ -28,7 +28,7 @@ func TestRowRoundsAPanelsConfidence(t *testing.T) {
 	if row.Consistent == nil || !*row.Consistent || row.Agreement != "2/3" {
 		t.Fatalf("row %+v", row)
 	}
-	if j.Decided.AB.Confidence != mean {
+	if DecidedOf(j.Decided.KindPart).Confidence != mean {
 		t.Fatal("the decision's confidence changed")
 	}
 }
@@ -49,7 +49,7 @@ func TestLegends(t *testing.T) {
 	}
 	j := &records.Job{ACID: acRefA, Status: events.StatusCompared, Spec: spec(acRefA, 0.75),
 		Decided: &events.IterationDecided{Kind: events.KindAB, ACID: acRefA, Status: events.StatusCompared, Final: true,
-			AB: &events.ABResult{LabelAssignment: "A=reference,B=ours", RawWinner: "B", Winner: "ours", Confidence: 0.9, BiggestGap: "Slot A buries the fix."}}}
+			KindPart: &Decided{LabelAssignment: "A=reference,B=ours", RawWinner: "B", Winner: "ours", Confidence: 0.9, BiggestGap: "Slot A buries the fix."}}}
 	if row := (Kind{}).Row(j); row.Slots != "slot A was the reference, slot B ours" || row.BiggestGap != "Slot A buries the fix." {
 		t.Fatalf("row %+v", row)
 	}

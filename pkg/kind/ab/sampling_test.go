@@ -26,7 +26,7 @@ func TestSamplingInManifestAndRow(t *testing.T) {
 		sampled(vote("gpt-4o", "BA", Assign(acOursA, 0).Swapped().Label(WinnerOurs), 0.8), &zero, events.FormatJSONObject, "gpt-4o-2024-08-06"),
 	}
 	sp := spec(acOursA, 0.75)
-	sp.AB.Positions = "swap"
+	SpecOf(sp.KindPart).Positions = "swap"
 	d := Derive(sp, 0, pinned)
 	ex := d.Comparison.Tribunal
 	if ex.Unpinned || ex.Judge.Sampling == nil || ex.Judge.Sampling.ReportedModel != "gpt-4o-2024-08-06" || *ex.Judge.Sampling.Temperature != 0 {

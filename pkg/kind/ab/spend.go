@@ -13,7 +13,7 @@ var _ kind.Spending = Kind{}
 // Asks implements kind.Spending: every model of the panel (or of the ladder), and the
 // panel's calls, times the trials (spend.Allowance.Check multiplies).
 func (Kind) Asks(spec events.JobSpec) spend.Ask {
-	s := spec.AB
+	s := SpecOf(spec.KindPart)
 	if s == nil {
 		return spend.Ask{}
 	}

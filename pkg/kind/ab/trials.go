@@ -53,7 +53,7 @@ func deriveRung(spec events.JobSpec, iteration int, votes []events.Vote) rung {
 		if d.Blocked != "" || d.Decided.Status != events.StatusCompared {
 			return rung{d: d, failed: true}
 		}
-		a := d.Decided.AB
+		a := DecidedOf(d.Decided.KindPart)
 		return rung{d: d, winner: a.Winner, signals: trials.Signals{Confidence: a.Confidence, HasConfidence: true, Flip: a.Consistent != nil && !*a.Consistent}}
 	}
 	ds := make([]Decision, k)
@@ -72,8 +72,8 @@ func deriveRung(spec events.JobSpec, iteration int, votes []events.Vote) rung {
 			}
 			return rung{d: d, failed: true}
 		}
-		ds[t], answers[t] = d, d.Decided.AB.Winner
-		flip = flip || d.Decided.AB.Consistent != nil && !*d.Decided.AB.Consistent
+		ds[t], answers[t] = d, DecidedOf(d.Decided.KindPart).Winner
+		flip = flip || DecidedOf(d.Decided.KindPart).Consistent != nil && !*DecidedOf(d.Decided.KindPart).Consistent
 	}
 	red := trials.Majority(answers, atLeast)
 	first := -1
@@ -83,7 +83,7 @@ func deriveRung(spec events.JobSpec, iteration int, votes []events.Vote) rung {
 			if first < 0 {
 				first = t
 			}
-			agreeing = append(agreeing, ds[t].Decided.AB.Confidence)
+			agreeing = append(agreeing, DecidedOf(ds[t].Decided.KindPart).Confidence)
 		}
 	}
 	// Sum in sorted order, so the mean is the same bit for bit whatever the trials' order.
@@ -101,15 +101,15 @@ func deriveRung(spec events.JobSpec, iteration int, votes []events.Vote) rung {
 	}
 	rep := ds[first]
 	decided := *rep.Decided
-	res := *decided.AB
+	res := *DecidedOf(decided.KindPart)
 	res.Confidence = conf
 	res.Suggest, res.Tag, res.Impact = false, "", ""
-	suggest, tag, impact := Route(Winner(red.Answer), conf, spec.AB.Threshold)
+	suggest, tag, impact := Route(Winner(red.Answer), conf, SpecOf(spec.KindPart).Threshold)
 	res.Suggest = suggest
 	if suggest {
 		res.Tag, res.Impact = string(tag), string(impact)
 	}
-	decided.AB, decided.Trials = &res, &red
+	decided.KindPart, decided.Trials = &res, &red
 	c := rep.Comparison
 	c.Confidence = &conf
 	extras := ComparisonExtras{}
@@ -197,7 +197,7 @@ func Escalates(acID string, iteration int, rep *events.Repeats, votes []events.V
 	if rep == nil {
 		return false, ""
 	}
-	spec := events.JobSpec{Kind: events.KindAB, ACID: acID, AB: &events.ABSpec{Threshold: DefaultThreshold}, Repeats: rep}
+	spec := events.JobSpec{Kind: events.KindAB, ACID: acID, KindPart: &Spec{Threshold: DefaultThreshold}, Repeats: rep}
 	o := deriveRung(spec, iteration, votes)
 	if o.failed {
 		return false, ""

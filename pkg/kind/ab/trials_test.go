@@ -9,7 +9,7 @@ import (
 )
 
 func repeatedSpec(rep *events.Repeats) events.JobSpec {
-	return events.JobSpec{Kind: events.KindAB, ACID: "AC-1", AB: &events.ABSpec{Threshold: 0.75}, Repeats: rep}
+	return events.JobSpec{Kind: events.KindAB, ACID: "AC-1", KindPart: &ab.Spec{Threshold: 0.75}, Repeats: rep}
 }
 
 func trialVotes(model string, rung int, raws ...string) []events.Vote {
@@ -35,8 +35,8 @@ func TestDeriveTrialsMajority(t *testing.T) {
 	}
 	as := ab.Assign("AC-1", 0)
 	tr := d.Decided.Trials
-	if d.Decided.AB.Winner != string(ab.Unshuffle("A", as)) || tr.Agreement != 0.6 || len(tr.Answers) != 5 || tr.For != 3 || tr.Reducer != "majority" {
-		t.Fatalf("winner %s, trials %+v", d.Decided.AB.Winner, tr)
+	if ab.DecidedOf(d.Decided.KindPart).Winner != string(ab.Unshuffle("A", as)) || tr.Agreement != 0.6 || len(tr.Answers) != 5 || tr.For != 3 || tr.Reducer != "majority" {
+		t.Fatalf("winner %s, trials %+v", ab.DecidedOf(d.Decided.KindPart).Winner, tr)
 	}
 	if d.Comparison.Tribunal == nil || d.Comparison.Tribunal.Trials == nil {
 		t.Error("the comparison does not record its trials")
@@ -73,8 +73,8 @@ func TestDeriveLadder(t *testing.T) {
 	d = ab.Derive(spec, 0, append(unsure, trialVotes("strong", 1, "B")...))
 	l := d.Decided.Ladder
 	as := ab.Assign("AC-1", 0)
-	if d.Blocked != "" || l.Decided != 1 || len(l.Why) != 1 || len(l.Answers) != 2 || d.Decided.AB.Winner != string(ab.Unshuffle("B", as)) {
-		t.Fatalf("escalated: %+v %+v", d.Decided.AB, l)
+	if d.Blocked != "" || l.Decided != 1 || len(l.Why) != 1 || len(l.Answers) != 2 || ab.DecidedOf(d.Decided.KindPart).Winner != string(ab.Unshuffle("B", as)) {
+		t.Fatalf("escalated: %+v %+v", ab.DecidedOf(d.Decided.KindPart), l)
 	}
 	if d := ab.Derive(spec, 0, unsure); !strings.Contains(d.Blocked, "rung 2 (strong) was due (confidence 0.40 below 0.70) and gave no answer") {
 		t.Fatalf("strong rung missing: %+v", d)

@@ -12,9 +12,9 @@ var _ kind.Calling = Kind{}
 
 // Calls implements kind.Calling: a critic verdict is one call per trial.
 func (Kind) Calls(v *events.VerdictEmitted) []records.Call {
-	if c := v.Critic; c != nil {
+	if c := VoteOf(v.KindPart); c != nil {
 		out := []records.Call{records.CallOf("", c.Status, c.Judge)}
-		for i, t := range v.CriticTrials {
+		for i, t := range TrialsOf(v.KindTrials) {
 			out = append(out, records.CallOf(fmt.Sprintf("trial %d", i+2), t.Status, t.Judge))
 		}
 		return out

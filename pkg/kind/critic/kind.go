@@ -27,13 +27,13 @@ func setResult(j *records.Job, r Result) error { return kind.Marshal(j, &j.Resul
 // scores, whatever the judge claimed, and the claims that disagree are counted.
 func (Kind) Decide(st *kind.Step) error {
 	ve, ok := st.Event.Payload.(*events.VerdictEmitted)
-	if !ok || ve.Critic == nil {
+	if !ok || VoteOf(ve.KindPart) == nil {
 		return fmt.Errorf("%w: a critic job takes critic verdicts, not %s", kind.ErrNotForKind, st.Event.Type)
 	}
-	if len(ve.CriticTrials) > 0 || st.Job.Spec.Repeats.K() > 1 {
+	if len(TrialsOf(ve.KindTrials)) > 0 || st.Job.Spec.Repeats.K() > 1 {
 		return decideTrials(st, ve)
 	}
-	j, v := st.Job, *ve.Critic
+	j, v := st.Job, *VoteOf(ve.KindPart)
 	name := kind.JudgeName(v.Judge)
 	j.Judges = []string{name}
 	j.Decided = &events.IterationDecided{Kind: events.KindCritic, ACID: j.ACID, Final: true, Judges: []string{name}}
@@ -50,7 +50,7 @@ func (Kind) Decide(st *kind.Step) error {
 		if err == nil {
 			j.Status = events.StatusCompared
 			j.Decided.Status, j.Decided.Disagreements = events.StatusCompared, r.Disagreements
-			j.Decided.Critic = &events.CriticResult{Correctness: r.Correctness, Slop: r.Slop, Scope: r.Scope, Quality: r.Quality,
+			j.Decided.KindPart = &Decided{Correctness: r.Correctness, Slop: r.Slop, Scope: r.Scope, Quality: r.Quality,
 				Verdict: r.Verdict, Rationale: r.Rationale, Disagreements: r.Disagreements}
 			return setResult(j, r)
 		}
@@ -108,10 +108,10 @@ func (Kind) Row(j *records.Job) kind.Row {
 
 // Estimate implements kind.Kind: one scoring call.
 func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
-	if spec.Critic == nil {
+	if SpecOf(spec.KindPart) == nil {
 		return kind.Estimate{}
 	}
 	// One call per trial.
 	k := spec.Repeats.K()
-	return kind.Estimate{Sources: []kind.Source{{Role: "output", Src: spec.Critic.Output}}, JudgeCalls: k, MaxJudgeCalls: k}
+	return kind.Estimate{Sources: []kind.Source{{Role: "output", Src: SpecOf(spec.KindPart).Output}}, JudgeCalls: k, MaxJudgeCalls: k}
 }

@@ -32,7 +32,7 @@ func MedianScores(scores [][3]int) (correctness, slop, scope int) {
 // blocks the job with the reason.
 func decideTrials(st *kind.Step, ve *events.VerdictEmitted) error {
 	j := st.Job
-	all := append([]events.CriticVote{*ve.Critic}, ve.CriticTrials...)
+	all := append([]Vote{*VoteOf(ve.KindPart)}, TrialsOf(ve.KindTrials)...)
 	k := max(j.Spec.Repeats.K(), len(all))
 	name := kind.JudgeName(all[0].Judge)
 	j.Judges = []string{name}
@@ -93,6 +93,6 @@ func decideTrials(st *kind.Step, ve *events.VerdictEmitted) error {
 	}
 	j.Status = events.StatusCompared
 	j.Decided.Status, j.Decided.Disagreements = events.StatusCompared, r.Disagreements
-	j.Decided.Critic = &events.CriticResult{Correctness: c, Slop: s, Scope: sc, Quality: q, Verdict: verdict, Rationale: r.Rationale, Disagreements: r.Disagreements}
+	j.Decided.KindPart = &Decided{Correctness: c, Slop: s, Scope: sc, Quality: q, Verdict: verdict, Rationale: r.Rationale, Disagreements: r.Disagreements}
 	return setResult(j, r)
 }

@@ -25,7 +25,7 @@ func Derive(spec events.JobSpec, votes []events.CaseVote) Decision {
 
 // deriveOnce derives one asking: one answer per case.
 func deriveOnce(spec events.JobSpec, votes []events.CaseVote) Decision {
-	es := spec.Equivalence
+	es := SpecOf(spec.KindPart)
 	set := make([]TransferCase, len(es.Cases))
 	for i, c := range es.Cases {
 		set[i] = TransferCase{ID: c.ID, Input: c.Input, Tag: c.Tag}
@@ -66,10 +66,10 @@ func deriveOnce(spec events.JobSpec, votes []events.CaseVote) Decision {
 		d.Status = events.StatusSchemaViolation
 	}
 	d.Decided.Status = d.Status
-	er := &events.EquivalenceResult{Pass: rep.Summary.Pass, Regressions: rep.Summary.Regressions, Divergences: rep.Summary.Divergences,
+	er := &Decided{Pass: rep.Summary.Pass, Regressions: rep.Summary.Regressions, Divergences: rep.Summary.Divergences,
 		Equivalents: rep.Summary.Equivalents, Invalid: rep.Summary.SchemaViolations + rep.Summary.Blocked,
 		Coverage: events.Coverage{Complete: rep.Coverage.Complete, MissingTags: rep.Coverage.MissingTags, Cases: rep.Coverage.Cases, MinCases: rep.Coverage.MinCases},
 		Cases:    votes}
-	d.Decided.Equivalence = er
+	d.Decided.KindPart = er
 	return d
 }

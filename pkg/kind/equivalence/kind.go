@@ -36,7 +36,7 @@ func setResult(j *records.Job, r Result) error {
 // regressed), the coverage flag and the efficiency report, from the per-case answers.
 func (Kind) Decide(st *kind.Step) error {
 	ve, ok := st.Event.Payload.(*events.VerdictEmitted)
-	if !ok || st.Job.Spec.Equivalence == nil {
+	if !ok || SpecOf(st.Job.Spec.KindPart) == nil {
 		return fmt.Errorf("%w: an equivalence job takes equivalence verdicts, not %s", kind.ErrNotForKind, st.Event.Type)
 	}
 	j := st.Job
@@ -111,7 +111,7 @@ func (Kind) Row(j *records.Job) kind.Row {
 // Estimate implements kind.Kind: every case runs both documents (the original's run is
 // cached for later rounds) and is judged once.
 func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
-	es := spec.Equivalence
+	es := SpecOf(spec.KindPart)
 	if es == nil {
 		return kind.Estimate{}
 	}

@@ -10,7 +10,7 @@ var _ kind.Spending = Kind{}
 
 // Asks implements kind.Spending: the runner's model.
 func (Kind) Asks(spec events.JobSpec) spend.Ask {
-	eq := spec.Equivalence
+	eq := SpecOf(spec.KindPart)
 	if eq == nil {
 		return spend.Ask{}
 	}

@@ -63,9 +63,9 @@ func deriveTrials(spec events.JobSpec, votes []events.CaseVote) Decision {
 	tr := trials.Agreeing(trials.ReducerMajority, answers, summaryOf(d))
 	tr.AtLeast = trials.Needed(k, atLeast)
 	d.Decided.Trials = &tr
-	if d.Decided.Equivalence != nil {
+	if DecidedOf(d.Decided.KindPart) != nil {
 		// Every trial's answers, as the verdict event recorded them.
-		d.Decided.Equivalence.Cases = votes
+		DecidedOf(d.Decided.KindPart).Cases = votes
 	}
 	return d
 }

@@ -12,7 +12,7 @@ import (
 // trials record each trial's own summary.
 func TestDeriveTrials(t *testing.T) {
 	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: "AC-1", Repeats: &events.Repeats{Trials: 3},
-		Equivalence: &events.EquivalenceSpec{Cases: []events.Case{{ID: "c1", Input: "x", Tag: "happy"}, {ID: "c2", Input: "y", Tag: "edge"}}}}
+		KindPart: &Spec{Cases: []events.Case{{ID: "c1", Input: "x", Tag: "happy"}, {ID: "c2", Input: "y", Tag: "edge"}}}}
 	vote := func(id, verdict string, trial int) events.CaseVote {
 		v := events.CaseVote{CaseID: id, Judge: events.JudgeInfo{Provider: "openai", Model: "m"}, Status: events.VoteOK, Verdict: verdict, Trial: trial,
 			Efficiency: events.EfficiencySignal{OriginalDirectness: 3, CandidateDirectness: 3, InterpretationNotes: "same"}}

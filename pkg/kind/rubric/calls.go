@@ -3,6 +3,7 @@ package rubric
 import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -10,7 +11,7 @@ var _ kind.Calling = Kind{}
 
 // Calls implements kind.Calling: a rubric verdict is one call.
 func (Kind) Calls(v *events.VerdictEmitted) []records.Call {
-	if r := v.Rubric; r != nil {
+	if r := rubricwire.VoteOf(v.KindPart); r != nil {
 		return []records.Call{records.CallOf("", r.Status, r.Judge)}
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
@@ -33,7 +35,7 @@ var (
 // reference is a candidate already waits for the person to approve it, and report-only
 // only reports the gap.
 func (Kind) Settle(j *records.Job) bool {
-	reason := settled(j.Spec.Rubric)
+	reason := settled(rubricwire.SpecOf(j.Spec.KindPart))
 	if reason == "" {
 		return false
 	}
@@ -43,7 +45,7 @@ func (Kind) Settle(j *records.Job) bool {
 
 // settled is why a view needs context before anything is rendered (Settle), "" when it
 // is to be rendered.
-func settled(rs *events.RubricSpec) string {
+func settled(rs *rubricwire.Spec) string {
 	if rs == nil || rs.Blocked != "" || rs.ReferenceStatus == argus.RefPresent {
 		return ""
 	}
@@ -74,7 +76,7 @@ func settled(rs *events.RubricSpec) string {
 // to the feature's .argus-runs/ whenever its spec.json can be changed to name it as a
 // candidate (the spec change comes with it), since the next run points the person there.
 func (Kind) Files(j *records.Job) []kind.File {
-	rs := j.Spec.Rubric
+	rs := rubricwire.SpecOf(j.Spec.KindPart)
 	st, _ := StateOf(j)
 	if rs == nil || st == nil || rs.Feature == "" {
 		return nil
@@ -116,7 +118,7 @@ func (Kind) Files(j *records.Job) []kind.File {
 }
 
 // specChange is the view's planned HE-1 change to spec.json, nil when it has none.
-func specChange(rs *events.RubricSpec) *argus.SpecChange {
+func specChange(rs *rubricwire.Spec) *argus.SpecChange {
 	if rs.SpecChange == nil {
 		return nil
 	}
@@ -132,16 +134,16 @@ func (Kind) Name() events.Kind { return events.KindRubric }
 
 // StateKey implements kind.Looping: a view's key in the views bucket.
 func (Kind) StateKey(tenant string, spec events.JobSpec) string {
-	if spec.Rubric == nil || spec.Rubric.Blocked != "" {
+	if rubricwire.SpecOf(spec.KindPart) == nil || rubricwire.SpecOf(spec.KindPart).Blocked != "" {
 		return ""
 	}
-	return views.Key(tenant, spec.Rubric)
+	return views.Key(tenant, rubricwire.SpecOf(spec.KindPart))
 }
 
 // Claiming implements kind.Looping: an interactive view's sign-off may wait for a
 // person's spot-check (HE-2).
 func (Kind) Claiming(spec events.JobSpec) bool {
-	return spec.Rubric != nil && spec.Rubric.Mode == events.ModeInteractive
+	return rubricwire.SpecOf(spec.KindPart) != nil && rubricwire.SpecOf(spec.KindPart).Mode == events.ModeInteractive
 }
 
 // Blocked implements kind.Kind: a blocked view has no loop state to add.
@@ -218,14 +220,14 @@ type FeatureResult struct {
 
 // ViewResultRow is one view's outcome in this batch.
 type ViewResultRow struct {
-	View        string                 `json:"view"`
-	Job         string                 `json:"job"`
-	Status      events.Status          `json:"status"`
-	Reason      string                 `json:"reason,omitempty"`
-	Decision    *events.RubricDecision `json:"decision,omitempty"`
-	LastVerdict *argus.Verdict         `json:"last_verdict,omitempty"`
-	SignOff     *argus.SignOff         `json:"signoff,omitempty"`
-	Candidate   *events.Blob           `json:"candidate,omitempty"`
+	View        string               `json:"view"`
+	Job         string               `json:"job"`
+	Status      events.Status        `json:"status"`
+	Reason      string               `json:"reason,omitempty"`
+	Decision    *rubricwire.Decision `json:"decision,omitempty"`
+	LastVerdict *argus.Verdict       `json:"last_verdict,omitempty"`
+	SignOff     *argus.SignOff       `json:"signoff,omitempty"`
+	Candidate   *events.Blob         `json:"candidate,omitempty"`
 	// SpecChange is the change to the feature's spec.json that goes with the candidate
 	// (HE-1: its reference entry set to candidate). `tribunal run` applies it to the
 	// user's spec.json; on a shared deployment the team applies it.
@@ -256,7 +258,7 @@ type foldedView struct {
 
 // viewOutcome maps a rubric job's status onto the feature-status fold.
 func viewOutcome(j *records.Job, s *State) argus.ViewOutcome {
-	rs := j.Spec.Rubric
+	rs := rubricwire.SpecOf(j.Spec.KindPart)
 	o := argus.ViewOutcome{View: rs.Target + "/" + rs.State + "/" + rs.Appearance, Reason: j.BlockReason}
 	if rs.Blocked != "" {
 		o.View = j.ACID
@@ -286,10 +288,10 @@ func viewOutcome(j *records.Job, s *State) argus.ViewOutcome {
 }
 
 func (m *manifestFold) Add(j *records.Job) {
-	if j.Spec.Rubric == nil {
+	if rubricwire.SpecOf(j.Spec.KindPart) == nil {
 		return
 	}
-	name := j.Spec.Rubric.Feature
+	name := rubricwire.SpecOf(j.Spec.KindPart).Feature
 	if name == "" {
 		name = j.ACID
 	}
@@ -298,8 +300,8 @@ func (m *manifestFold) Add(j *records.Job) {
 	row := ViewResultRow{View: vo.View, Job: j.ACID, Status: j.Status, Reason: j.BlockReason}
 	if s != nil {
 		row.Decision, row.LastVerdict, row.SignOff, row.Candidate, row.Render = s.Decision, s.LastVerdict, s.SignOff, s.Candidate, s.Render
-		if c := specChange(j.Spec.Rubric); c != nil && s.Candidate != nil {
-			row.SpecChange = &SpecChangeRow{File: j.Spec.Rubric.SpecChange.File, Patch: c}
+		if c := specChange(rubricwire.SpecOf(j.Spec.KindPart)); c != nil && s.Candidate != nil {
+			row.SpecChange = &SpecChangeRow{File: rubricwire.SpecOf(j.Spec.KindPart).SpecChange.File, Patch: c}
 		}
 	}
 	m.views = append(m.views, foldedView{index: j.Index, feature: name, outcome: vo, row: row})
@@ -335,7 +337,7 @@ func (m *manifestFold) Build(at time.Time) any {
 // Estimate implements kind.Kind: a view is judged at least once, and at most once per
 // iteration of its budget.
 func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
-	rs := spec.Rubric
+	rs := rubricwire.SpecOf(spec.KindPart)
 	if rs == nil {
 		return kind.Estimate{}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
@@ -17,14 +19,14 @@ type State struct {
 	Handled int `json:"handled"`
 	// Pending are the encoded events of the last intermediate step (a confirmation
 	// render), republished when that step's event is redelivered.
-	Pending       [][]byte               `json:"pending,omitempty"`
-	Decision      *events.RubricDecision `json:"decision,omitempty"`
-	LastVerdict   *argus.Verdict         `json:"last_verdict,omitempty"`
-	Disagreements int                    `json:"disagreements,omitempty"`
-	Loop          argus.LoopState        `json:"loop"`
-	SignOff       *argus.SignOff         `json:"signoff,omitempty"`
-	Candidate     *events.Blob           `json:"candidate,omitempty"`
-	Render        *events.Blob           `json:"render,omitempty"`
+	Pending       [][]byte             `json:"pending,omitempty"`
+	Decision      *rubricwire.Decision `json:"decision,omitempty"`
+	LastVerdict   *argus.Verdict       `json:"last_verdict,omitempty"`
+	Disagreements int                  `json:"disagreements,omitempty"`
+	Loop          argus.LoopState      `json:"loop"`
+	SignOff       *argus.SignOff       `json:"signoff,omitempty"`
+	Candidate     *events.Blob         `json:"candidate,omitempty"`
+	Render        *events.Blob         `json:"render,omitempty"`
 	// Previous is the render the judge ranked this one against.
 	Previous *events.Blob `json:"previous,omitempty"`
 	// GateResults are the gate-result.json files of this batch's iterations of the view
@@ -73,7 +75,7 @@ type loopStep struct {
 // gate failure, streak reset), a missing reference (HE-1), an unchanged confirmation, a
 // verdict and a person's spot-check (HE-2).
 func (Kind) Decide(st *kind.Step) error {
-	if st.Job.Spec.Rubric == nil {
+	if rubricwire.SpecOf(st.Job.Spec.KindPart) == nil {
 		return fmt.Errorf("%w: job %s is not a rubric view", kind.ErrNotForKind, st.Job.Key())
 	}
 	switch p := st.Event.Payload.(type) {
@@ -82,12 +84,12 @@ func (Kind) Decide(st *kind.Step) error {
 			j := st.Job
 			j.Status, j.BlockStage, j.BlockReason = events.StatusNeedsContext, "reference", p.NeedsContext
 			candidate := p.Candidate
-			if candidate != nil && (candidate.SHA256 == "" || !j.Spec.Rubric.Canonical || j.Spec.Rubric.Mode == events.ModeReportOnly) {
+			if candidate != nil && (candidate.SHA256 == "" || !rubricwire.SpecOf(j.Spec.KindPart).Canonical || rubricwire.SpecOf(j.Spec.KindPart).Mode == events.ModeReportOnly) {
 				// One candidate per target, its canonical view's (seed 004), and none from a
 				// report-only look.
 				candidate = nil
 			}
-			if rs := j.Spec.Rubric; candidate != nil {
+			if rs := rubricwire.SpecOf(j.Spec.KindPart); candidate != nil {
 				// Where the person finds the candidate, and the seed's three ways on.
 				j.BlockReason = fmt.Sprintf("target %s has no approved reference (status %s): the candidate %s (beside the results, and in the feature's .argus-runs/ where the run keeps the batch's folder) awaits a person: move it to %s as it is (status present, source candidate), replace it (source human), or correct spec.md",
 					rs.Target, rs.ReferenceStatus, argus.CandidateFile(rs.Target, rs.State, rs.Appearance), argus.ReferenceFile(rs.Target, rs.State, rs.Appearance))
@@ -105,10 +107,10 @@ func (Kind) Decide(st *kind.Step) error {
 		render := p.Render
 		return step(st, loopStep{unchanged: true, render: &render, gateResult: p.GateResult})
 	case *events.VerdictEmitted:
-		if p.Rubric == nil {
+		if rubricwire.VoteOf(p.KindPart) == nil {
 			return fmt.Errorf("%w: a rubric job takes rubric verdicts", kind.ErrNotForKind)
 		}
-		return vote(st, p.Rubric)
+		return vote(st, rubricwire.VoteOf(p.KindPart))
 	case *events.SpotcheckRecorded:
 		return spotcheck(st, p)
 	}
@@ -118,7 +120,7 @@ func (Kind) Decide(st *kind.Step) error {
 // vote handles a rubric judge's answer: a valid verdict is a loop step; an invalid one is
 // a schema violation and an unreachable judge blocks the view. all_pass and
 // failed_dimensions are re-derived from the scores and the rubric's thresholds.
-func vote(st *kind.Step, v *events.RubricVote) error {
+func vote(st *kind.Step, v *rubricwire.Vote) error {
 	name := kind.JudgeName(v.Judge)
 	status, problem := v.Status, v.Error
 	if status == events.VoteOK {
@@ -148,7 +150,7 @@ func rubricOf(st *kind.Step) *argus.Rubric {
 	return nil
 }
 
-func normalize(r *argus.Rubric, v *events.RubricVote) (*argus.Verdict, bool, error) {
+func normalize(r *argus.Rubric, v *rubricwire.Vote) (*argus.Verdict, bool, error) {
 	parsed, err := argus.ParseVerdict([]byte(v.Verdict))
 	if err != nil {
 		return nil, false, err
@@ -169,7 +171,7 @@ func normalize(r *argus.Rubric, v *events.RubricVote) (*argus.Verdict, bool, err
 // sign-off, or budget spent.
 func step(st *kind.Step, s loopStep) error {
 	j, ev := st.Job, st.Event
-	rs := j.Spec.Rubric
+	rs := rubricwire.SpecOf(j.Spec.KindPart)
 	state, err := StateOf(j)
 	if err != nil {
 		return err
@@ -218,7 +220,7 @@ func step(st *kind.Step, s loopStep) error {
 			st.StateChanged = true
 		}
 	}
-	dec := &events.RubricDecision{
+	dec := &rubricwire.Decision{
 		View: rs.Target + "/" + rs.State + "/" + rs.Appearance, LoopIteration: d.Iteration, FixDimensions: d.FixDimensions,
 		FailingGates: s.gates, Frozen: d.Frozen, NewlyFrozen: d.NewlyFrozen, ConsecutivePasses: d.ConsecutivePasses, Unchanged: s.unchanged,
 		Loop: current.Generation, NewLoop: began,
@@ -262,7 +264,7 @@ func step(st *kind.Step, s loopStep) error {
 	default:
 		dec.Outcome, status = "fix", events.StatusNeedsFixes
 	}
-	decided := &events.IterationDecided{Kind: events.KindRubric, ACID: j.ACID, Status: status, Final: status.Final(), Rubric: dec}
+	decided := &events.IterationDecided{Kind: events.KindRubric, ACID: j.ACID, Status: status, Final: status.Final(), KindPart: dec}
 	if s.disagreed {
 		decided.Disagreements = 1
 	}
@@ -305,9 +307,9 @@ func step(st *kind.Step, s loopStep) error {
 		// unchanged render confirms it without a judge), or to judge a view whose only
 		// failures are frozen again.
 		spec := j.Spec
-		again := *spec.Rubric
+		again := *rubricwire.SpecOf(spec.KindPart)
 		again.Confirm = dec.Outcome == "confirm"
-		spec.Rubric = &again
+		spec.KindPart = &again
 		pending = append(pending, events.New(&events.RenderRequested{Spec: spec}, ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration+1, "", &ev.Envelope))
 	}
 	if state.Pending, err = encodeAll(pending); err != nil {
@@ -367,7 +369,7 @@ func spotcheck(st *kind.Step, p *events.SpotcheckRecorded) error {
 	}
 	state.Pending = nil
 	j.Status = events.StatusSignedOff
-	j.Decided = &events.IterationDecided{Kind: events.KindRubric, ACID: j.ACID, Status: events.StatusSignedOff, Final: true, Rubric: state.Decision}
+	j.Decided = &events.IterationDecided{Kind: events.KindRubric, ACID: j.ACID, Status: events.StatusSignedOff, Final: true, KindPart: state.Decision}
 	return setState(j, state)
 }
 

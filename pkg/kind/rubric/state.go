@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
@@ -31,10 +33,10 @@ func (s *ViewState) Encode() ([]byte, error) { return json.Marshal(s.Record) }
 
 // StateDocuments implements kind.Looping: the rubric the view is judged with.
 func (Kind) StateDocuments(spec events.JobSpec) []events.Blob {
-	if spec.Rubric == nil || spec.Rubric.Blocked != "" {
+	if rubricwire.SpecOf(spec.KindPart) == nil || rubricwire.SpecOf(spec.KindPart).Blocked != "" {
 		return nil
 	}
-	return []events.Blob{spec.Rubric.Rubric}
+	return []events.Blob{rubricwire.SpecOf(spec.KindPart).Rubric}
 }
 
 // LoadState implements kind.Looping: the view's record (a zero record for a view never

@@ -40,7 +40,7 @@ type Gates struct {
 	Local bool
 }
 
-// GatesProject is what a view's job says of its project (events.RubricProject): the
+// GatesProject is what a view's job says of its project (rubricwire.Project): the
 // project root, the spec's path and the gates script under it.
 type GatesProject struct {
 	// Root is the project root, absolute.

@@ -23,6 +23,9 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
@@ -59,12 +62,12 @@ func Input(jobs []*records.Job, evs []events.Event) trust.Input {
 		switch p := ev.Payload.(type) {
 		case *events.VerdictEmitted:
 			in.Calls = append(in.Calls, Calls(p)...)
-			if p.Rubric != nil && p.Rubric.Status == events.VoteOK {
+			if rubricwire.VoteOf(p.KindPart) != nil && rubricwire.VoteOf(p.KindPart).Status == events.VoteOK {
 				// The names only: the aggregator judged the verdict's validity already.
 				var v struct {
 					Dimensions map[string]json.RawMessage `json:"dimensions"`
 				}
-				if json.Unmarshal([]byte(p.Rubric.Verdict), &v) == nil {
+				if json.Unmarshal([]byte(rubricwire.VoteOf(p.KindPart).Verdict), &v) == nil {
 					for d := range v.Dimensions {
 						dims[d] = true
 					}
@@ -133,11 +136,11 @@ func textLengths(evs []events.Event) map[string]Lengths {
 // otherwise (blocked before or by the judge, or a schema violation: no valid verdict).
 func Outcome(j *records.Job) trust.Outcome {
 	o := trust.Outcome{AC: j.ACID}
-	if j.Status != events.StatusCompared || j.Decided == nil || j.Decided.AB == nil {
+	if j.Status != events.StatusCompared || j.Decided == nil || ab.DecidedOf(j.Decided.KindPart) == nil {
 		o.Blocked = true
 		return o
 	}
-	o.Winner = ab.Winner(j.Decided.AB.Winner)
+	o.Winner = ab.Winner(ab.DecidedOf(j.Decided.KindPart).Winner)
 	return o
 }
 
@@ -189,16 +192,16 @@ func Calls(v *events.VerdictEmitted) []trust.Call {
 	for _, vote := range v.Votes {
 		add(vote.Judge, vote.Status)
 	}
-	if c := v.Critic; c != nil {
+	if c := critic.VoteOf(v.KindPart); c != nil {
 		add(c.Judge, c.Status)
 	}
-	for _, c := range v.CriticTrials {
+	for _, c := range critic.TrialsOf(v.KindTrials) {
 		add(c.Judge, c.Status)
 	}
 	for _, c := range v.Cases {
 		add(c.Judge, c.Status)
 	}
-	if r := v.Rubric; r != nil {
+	if r := rubricwire.VoteOf(v.KindPart); r != nil {
 		add(r.Judge, r.Status)
 	}
 	return out

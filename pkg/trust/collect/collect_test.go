@@ -5,6 +5,9 @@ import (
 	"slices"
 	"testing"
 
+	critickind "github.com/tribunal-dev/tribunal/pkg/kind/critic"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
@@ -27,7 +30,7 @@ func vote(model, order, raw string, conf float64) events.Vote {
 // records it.
 func decided(t *testing.T, index int, ac string, positions string, votes ...events.Vote) *records.Job {
 	t.Helper()
-	spec := events.JobSpec{Kind: events.KindAB, ACID: ac, AB: &events.ABSpec{Threshold: 0.75, Positions: positions,
+	spec := events.JobSpec{Kind: events.KindAB, ACID: ac, KindPart: &ab.Spec{Threshold: 0.75, Positions: positions,
 		Ours: events.Source{Name: "o.md"}, Reference: events.Source{Name: "r.md"}}}
 	j := &records.Job{Tenant: tenant, Batch: batch, ACID: ac, Index: index, Spec: spec}
 	ev := events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, tenant, batch, ac, 0, "verdict", nil)
@@ -94,9 +97,9 @@ func TestInput(t *testing.T) {
 		verdict("AC-3", "verdict", &events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{bad}}),
 		firstAttempt,
 		rejudged,
-		verdict("crit", "verdict", &events.VerdictEmitted{Kind: events.KindCritic, Critic: &events.CriticVote{Judge: events.JudgeInfo{Provider: "openai", Model: "c"}, Status: events.VoteOK}}),
-		verdict("refused", "verdict", &events.VerdictEmitted{Kind: events.KindCritic, Critic: &events.CriticVote{Judge: events.JudgeInfo{Provider: "openai", Model: "c"}, Status: events.VoteBlocked}}),
-		verdict("feat--list", "verdict", &events.VerdictEmitted{Kind: events.KindRubric, Rubric: &events.RubricVote{Judge: events.JudgeInfo{Provider: "openai", Model: "vision"}, Status: events.VoteOK, Verdict: rubricVerdict}}),
+		verdict("crit", "verdict", &events.VerdictEmitted{Kind: events.KindCritic, KindPart: &critickind.Vote{Judge: events.JudgeInfo{Provider: "openai", Model: "c"}, Status: events.VoteOK}}),
+		verdict("refused", "verdict", &events.VerdictEmitted{Kind: events.KindCritic, KindPart: &critickind.Vote{Judge: events.JudgeInfo{Provider: "openai", Model: "c"}, Status: events.VoteBlocked}}),
+		verdict("feat--list", "verdict", &events.VerdictEmitted{Kind: events.KindRubric, KindPart: &rubricwire.Vote{Judge: events.JudgeInfo{Provider: "openai", Model: "vision"}, Status: events.VoteOK, Verdict: rubricVerdict}}),
 		events.New(&events.SpotcheckRecorded{ACID: "feat--list", Dimension: "color"}, tenant, batch, "feat--list", 0, "spot", nil),
 	}
 

@@ -69,7 +69,7 @@ func (Kind) Plan(_ context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Pl
 	v, verr := env.Once("ab.verify", func() (any, error) { return LoadVerifyMap(b) })
 	verify, _ := v.(map[string]ab.Pair)
 	spec := events.JobSpec{Kind: events.KindAB, ACID: ac.ID, Criterion: ac.Criterion}
-	as := &events.ABSpec{Threshold: t.(float64), Positions: firstNonEmpty(ac.Positions, firstNonEmpty(b.Positions, "single")), Judges: ac.Judges}
+	as := &ab.Spec{Threshold: t.(float64), Positions: firstNonEmpty(ac.Positions, firstNonEmpty(b.Positions, "single")), Judges: ac.Judges}
 	if len(as.Judges) == 0 {
 		as.Judges = b.Judges
 	}
@@ -94,12 +94,12 @@ func (Kind) Plan(_ context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Pl
 	if problem != "" {
 		as.Ours = stage.BlockedSource(firstNonEmpty(pair.Ours, ac.Ours), problem)
 		as.Reference = stage.BlockedSource(firstNonEmpty(pair.Reference, ac.Reference), problem)
-		spec.AB, spec.Problem = as, problem
+		spec.KindPart, spec.Problem = as, problem
 		return []stage.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}, nil
 	}
 	return []stage.Plan{{JobID: ac.ID, Names: []string{pair.Ours, pair.Reference}, Build: func(up map[string]events.Source) events.JobSpec {
 		as.Ours, as.Reference = up[pair.Ours], up[pair.Reference]
-		spec.AB = as
+		spec.KindPart = as
 		return spec
 	}}}, nil
 }
@@ -113,7 +113,7 @@ func (Kind) Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, s
 	for _, side := range []struct {
 		role string
 		src  events.Source
-	}{{string(ab.Ours), spec.AB.Ours}, {string(ab.Reference), spec.AB.Reference}} {
+	}{{string(ab.Ours), ab.SpecOf(spec.KindPart).Ours}, {string(ab.Reference), ab.SpecOf(spec.KindPart).Reference}} {
 		a, blocked, err := stage.Ingest(ctx, env, ev.Tenant, side.src)
 		if err != nil {
 			return nil, fmt.Errorf("ingest %s artifact %q: %w", side.role, side.src.Name, err)
@@ -149,9 +149,9 @@ func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *e
 		Criterion: rd.Spec.Criterion,
 		Gates:     stage.Blind(gates),
 		Slots:     []events.Slot{{Name: "A", Artifact: slot(assign.A)}, {Name: "B", Artifact: slot(assign.B)}},
-		Positions: rd.Spec.AB.Positions,
-		Judges:    rd.Spec.AB.Judges,
-		AutoSwap:  rd.Spec.AB.AutoSwap,
+		Positions: ab.SpecOf(rd.Spec.KindPart).Positions,
+		Judges:    ab.SpecOf(rd.Spec.KindPart).Judges,
+		AutoSwap:  ab.SpecOf(rd.Spec.KindPart).AutoSwap,
 	}, nil
 }
 

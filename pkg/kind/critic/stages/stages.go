@@ -27,7 +27,7 @@ var _ stage.Kind = Kind{}
 // client stores) against its task.
 func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	spec := events.JobSpec{Kind: events.KindCritic, ACID: ac.ID, Criterion: ac.Criterion}
-	cs := &events.CriticSpec{Task: ac.Task}
+	cs := &critic.Spec{Task: ac.Task}
 	var names []string
 	switch problem := ac.Problem; {
 	case problem != "":
@@ -48,7 +48,7 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 		if len(names) == 1 {
 			cs.Output = up[names[0]]
 		}
-		spec.Critic = cs
+		spec.KindPart = cs
 		return spec
 	}}}, nil
 }
@@ -56,18 +56,18 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 // Render implements stage.Stages: the output is ingested like any artifact.
 func (Kind) Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {
 	done := &events.RenderDone{Spec: spec}
-	if strings.TrimSpace(spec.Critic.Task) == "" {
+	if strings.TrimSpace(critic.SpecOf(spec.KindPart).Task) == "" {
 		done.Blocked = critic.MissingInput
 		return done, nil
 	}
-	a, blocked, err := stage.Ingest(ctx, env, ev.Tenant, spec.Critic.Output)
+	a, blocked, err := stage.Ingest(ctx, env, ev.Tenant, critic.SpecOf(spec.KindPart).Output)
 	if err != nil {
-		return nil, fmt.Errorf("ingest critic output %q: %w", spec.Critic.Output.Name, err)
+		return nil, fmt.Errorf("ingest critic output %q: %w", critic.SpecOf(spec.KindPart).Output.Name, err)
 	}
 	if blocked != "" {
 		done.Blocked = blocked
 		if blocked != critic.MissingInput {
-			done.Blocked = fmt.Sprintf("output %q: %s", spec.Critic.Output.Name, blocked)
+			done.Blocked = fmt.Sprintf("output %q: %s", critic.SpecOf(spec.KindPart).Output.Name, blocked)
 		}
 		return done, nil
 	}
@@ -84,7 +84,7 @@ func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *e
 	if !stage.AllGreen(gates) {
 		return &events.GatesFailed{Kind: events.KindCritic, ACID: rd.Spec.ACID, Gates: gates}, nil
 	}
-	return &events.GatesDone{Kind: events.KindCritic, Criterion: rd.Spec.Critic.Task, Gates: stage.Blind(gates),
+	return &events.GatesDone{Kind: events.KindCritic, Criterion: critic.SpecOf(rd.Spec.KindPart).Task, Gates: stage.Blind(gates),
 		Slots: []events.Slot{{Name: "output", Artifact: rd.Artifacts["output"]}}}, nil
 }
 
@@ -113,7 +113,7 @@ func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd 
 		if err != nil {
 			return nil, err
 		}
-		v := events.CriticVote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
+		v := critic.Vote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
 		v.Judge.Instance, v.Judge.Cached = env.Instance, cached
 		telemetry.JudgeCall(events.KindCritic, v.Judge, v.Status)
 		if o.Status == events.VoteOK {
@@ -121,9 +121,9 @@ func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd 
 			v.ClaimedVerdict, v.ClaimedQuality = o.Answer.Verdict, o.Answer.Quality
 		}
 		if t == 0 {
-			ve.Critic = &v
+			ve.KindPart = &v
 		} else {
-			ve.CriticTrials = append(ve.CriticTrials, v)
+			ve.KindTrials = append(critic.TrialsOf(ve.KindTrials), v)
 		}
 	}
 	return ve, nil

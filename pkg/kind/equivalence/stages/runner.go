@@ -43,7 +43,7 @@ type baselineEntry struct {
 // Run applies both documents to every case and stores the transcripts. A blocked reason
 // says why it could not (a document that is missing or not text, a runner that failed);
 // an error is an infrastructure failure worth a retry.
-func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec) ([]events.Transcript, string, error) {
+func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *equivalence.Spec) ([]events.Transcript, string, error) {
 	// Runner calls count against the tenant's share of the provider, like verdicts.
 	ctx = judge.WithTenant(ctx, ev.Tenant)
 	docs := map[string]string{}
@@ -91,7 +91,7 @@ func (r *DocumentRunner) Run(ctx context.Context, ev events.Event, spec *events.
 
 // teacher returns the case's baseline transcript: the one the batch handed in, else the
 // one captured (see captured).
-func (r *DocumentRunner) teacher(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, key, model, doc string) (events.Transcript, string, error) {
+func (r *DocumentRunner) teacher(ctx context.Context, ev events.Event, spec *equivalence.Spec, c events.Case, key, model, doc string) (events.Transcript, string, error) {
 	if c.Baseline != nil {
 		return r.imported(ctx, c, key, model)
 	}
@@ -101,7 +101,7 @@ func (r *DocumentRunner) teacher(ctx context.Context, ev events.Event, spec *eve
 // captured returns a side's transcript of the case, running the document only when no
 // instance has captured it under key yet. A teacher transcript taken from the cache is
 // marked Baseline; a candidate's, Cached.
-func (r *DocumentRunner) captured(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, side, key, model, doc string) (events.Transcript, string, error) {
+func (r *DocumentRunner) captured(ctx context.Context, ev events.Event, spec *equivalence.Spec, c events.Case, side, key, model, doc string) (events.Transcript, string, error) {
 	if r.Baseline != nil {
 		if e, err := r.Baseline.Get(ctx, key); err == nil {
 			var b baselineEntry
@@ -162,7 +162,7 @@ func (r *DocumentRunner) imported(ctx context.Context, c events.Case, key, model
 		c.ID, have.Runner.Provider, have.Runner.Model), nil
 }
 
-func (r *DocumentRunner) run(ctx context.Context, ev events.Event, spec *events.EquivalenceSpec, c events.Case, side, model, doc string) (events.Transcript, string, error) {
+func (r *DocumentRunner) run(ctx context.Context, ev events.Event, spec *equivalence.Spec, c events.Case, side, model, doc string) (events.Transcript, string, error) {
 	rec := judge.Record(r.Provider)
 	tr, info, err := equivalence.RunDocument(ctx, rec, model, equivalence.RunnerInput{
 		Key: ev.JobID + "/" + c.ID + "/" + side, Variant: spec.Variant, Document: doc, CaseInput: c.Input,

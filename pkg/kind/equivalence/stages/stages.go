@@ -36,7 +36,7 @@ var _ stage.Kind = Kind{}
 func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	b := env.Batch
 	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: ac.ID, Criterion: ac.Criterion}
-	es := &events.EquivalenceSpec{Variant: cmp.Or(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
+	es := &equivalence.Spec{Variant: cmp.Or(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
 		MinCases: firstPositive(ac.MinCases, b.MinCases, equivalence.DefaultMinCases), RunnerModel: cmp.Or(ac.RunnerModel, b.RunnerModel)}
 	problem := ac.Problem
 	cases, cerr := loadCases(ctx, b, ac)
@@ -53,13 +53,13 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 	}
 	if problem != "" {
 		es.Original, es.Candidate = stage.BlockedSource(ac.Original, problem), stage.BlockedSource(ac.Candidate, problem)
-		spec.Equivalence, spec.Problem = es, problem
+		spec.KindPart, spec.Problem = es, problem
 		return []stage.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}, nil
 	}
 	es.Cases = cases
 	return []stage.Plan{{JobID: ac.ID, Names: []string{ac.Original, ac.Candidate}, Build: func(up map[string]events.Source) events.JobSpec {
 		es.Original, es.Candidate = up[ac.Original], up[ac.Candidate]
-		spec.Equivalence = es
+		spec.KindPart = es
 		return spec
 	}}}, nil
 }
@@ -148,7 +148,7 @@ func (Kind) Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, s
 		return done, nil
 	}
 	r := &DocumentRunner{Store: env.Store, Provider: env.Provider, Baseline: env.Cache, Params: env.Params, Instance: env.Instance, Log: env.Log}
-	ts, blocked, err := r.Run(ctx, ev, spec.Equivalence)
+	ts, blocked, err := r.Run(ctx, ev, equivalence.SpecOf(spec.KindPart))
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *e
 	}
 	var pairs []events.CasePair
 	var gates []events.Gate
-	for _, c := range rd.Spec.Equivalence.Cases {
+	for _, c := range equivalence.SpecOf(rd.Spec.KindPart).Cases {
 		pair := events.CasePair{CaseID: c.ID, Tag: c.Tag, Input: c.Input}
 		for _, side := range []string{"original", "candidate"} {
 			t, ok := bySide[side+"/"+c.ID]

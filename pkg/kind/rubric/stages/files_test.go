@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -67,7 +69,7 @@ func TestArgusRunsOption(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs := plans[0].Build(nil).Rubric
+			rs := rubricwire.SpecOf(plans[0].Build(nil).KindPart)
 			if tc.blocked != strings.Contains(rs.Blocked, "argus_runs") || rs.Runs != tc.want {
 				t.Fatalf("runs %q blocked %q, want %q (blocked %v)", rs.Runs, rs.Blocked, tc.want, tc.blocked)
 			}
@@ -89,7 +91,7 @@ func TestFilesAreTheSeeds(t *testing.T) {
 	st := &rubric.State{SignOff: &so, Candidate: &cand, GateResults: []rubric.GateResultFile{{Iteration: 1, Blob: b("1")}, {Iteration: 2, Blob: b("2")}}}
 	data, _ := json.Marshal(st)
 	for _, runs := range []string{"", "specs/tasks/.argus-runs"} {
-		j := &records.Job{Spec: events.JobSpec{Kind: events.KindRubric, Rubric: &events.RubricSpec{Feature: "tasks", Target: "list", State: "populated", Appearance: "light", Runs: runs}}, Loop: data}
+		j := &records.Job{Spec: events.JobSpec{Kind: events.KindRubric, KindPart: &rubricwire.Spec{Feature: "tasks", Target: "list", State: "populated", Appearance: "light", Runs: runs}}, Loop: data}
 		var got []string
 		for _, f := range (Kind{}).Files(j) {
 			got = append(got, f.Path+" > "+f.Beside)

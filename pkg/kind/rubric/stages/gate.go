@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
@@ -23,7 +25,7 @@ import (
 // anyone's word. Red gates never reach a judge; an unchanged confirmation render after a
 // pass confirms it without one.
 func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *events.RenderDone) (events.Payload, error) {
-	rs := rd.Spec.Rubric
+	rs := rubricwire.SpecOf(rd.Spec.KindPart)
 	acid := rd.Spec.ACID
 	if rd.RenderError != "" {
 		return &events.GatesFailed{Kind: events.KindRubric, ACID: acid, Gates: []events.Gate{{Name: argus.GateBuild, Status: events.GateFail, Detail: rd.RenderError}}}, nil
@@ -172,7 +174,7 @@ func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *e
 	if rec.PrevRender != nil {
 		slots = append(slots, events.Slot{Name: "previous", Artifact: events.Artifact{Blob: *rec.PrevRender, Class: "image"}})
 	}
-	return &events.GatesDone{Kind: events.KindRubric, Gates: gates, Slots: slots, Rubric: &events.RubricJudging{
+	return &events.GatesDone{Kind: events.KindRubric, Gates: gates, Slots: slots, KindPart: &rubricwire.Judging{
 		Feature: rs.Feature, Target: rs.Target, State: rs.State, Appearance: rs.Appearance,
 		ReferenceSource: rs.ReferenceSource, LoopIteration: rec.Loop.Iteration + 1, Loop: rec.Generation,
 	}}, nil
@@ -211,7 +213,7 @@ func firstErr(errs ...error) error {
 // or in the all-in-one mode the project's argus/adapters/{adapter}/gates.sh) and parses
 // the statuses it printed. Output that is not the expected JSON is an error, never a
 // green gate; a gates adapter this gater will not run is command.ErrGatesBlocked.
-func adapterGates(ctx context.Context, g *command.Gates, rs *events.RubricSpec, spec, probe []byte) (argus.AdapterGates, command.GatesRun, error) {
+func adapterGates(ctx context.Context, g *command.Gates, rs *rubricwire.Spec, spec, probe []byte) (argus.AdapterGates, command.GatesRun, error) {
 	in := command.GatesInput{Spec: spec, Probe: probe, Target: rs.Target, State: rs.State, Appearance: rs.Appearance}
 	if p := rs.Project; p != nil {
 		in.Project = &command.GatesProject{Root: p.Root, Spec: p.Spec, Gates: p.Gates}

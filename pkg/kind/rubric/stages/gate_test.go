@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
@@ -52,8 +54,8 @@ func gateProject(t *testing.T, gatesJSON string) (events.Event, *events.RenderDo
 		t.Fatalf("plan: %d %v", len(plans), err)
 	}
 	spec := plans[0].Build(nil)
-	if spec.Rubric.Blocked != "" || spec.Rubric.Project == nil || spec.Rubric.Project.Root != root {
-		t.Fatalf("planned %+v", spec.Rubric)
+	if rubricwire.SpecOf(spec.KindPart).Blocked != "" || rubricwire.SpecOf(spec.KindPart).Project == nil || rubricwire.SpecOf(spec.KindPart).Project.Root != root {
+		t.Fatalf("planned %+v", rubricwire.SpecOf(spec.KindPart))
 	}
 	ref, _ := os.ReadFile(filepath.Join(feature, "references", "list-populated-light.png"))
 	put := func(data []byte, mt string) events.Blob {
@@ -109,7 +111,7 @@ func TestGateSaysWhySkipped(t *testing.T) {
 	for _, g := range gd.Gates {
 		details[g.Name] = string(g.Status) + ": " + g.Detail
 	}
-	none := "no gates adapter: the project " + rd.Spec.Rubric.Project.Root + " ships no argus/adapters/web/gates.sh and no gates command is registered for adapter \"web\""
+	none := "no gates adapter: the project " + rubricwire.SpecOf(rd.Spec.KindPart).Project.Root + " ships no argus/adapters/web/gates.sh and no gates command is registered for adapter \"web\""
 	for _, name := range []string{"build", "lint", "type_check", "token_compliance", "flows"} {
 		if details[name] != "skip: "+none {
 			t.Errorf("%s: %s", name, details[name])
@@ -170,10 +172,10 @@ func TestGateBlocksWhatItWillNotRun(t *testing.T) {
 	if gf, ok := out.(*events.GatesFailed); !ok || !strings.Contains(gf.Blocked, "the project ships argus/adapters/web/gates.sh") {
 		t.Fatalf("shared gater: %T %+v", out, out)
 	}
-	silent := *rd.Spec.Rubric
+	silent := *rubricwire.SpecOf(rd.Spec.KindPart)
 	silent.Project = nil
 	rd2 := *rd
-	rd2.Spec.Rubric = &silent
+	rd2.Spec.KindPart = &silent
 	out, err = Kind{}.Gate(context.Background(), &stage.GateEnv{Store: store}, ev, &rd2)
 	if err != nil {
 		t.Fatal(err)

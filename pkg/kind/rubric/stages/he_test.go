@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -83,7 +85,7 @@ func TestHE1OneCandidatePerScreen(t *testing.T) {
 		t.Fatalf("%d views", len(specs))
 	}
 	for _, js := range specs {
-		rs := js.Rubric
+		rs := rubricwire.SpecOf(js.KindPart)
 		canonical := rs.State == "populated" && rs.Appearance == "dark"
 		reason := settled(js)
 		if canonical != (reason == "") || canonical != (rs.SpecChange != nil) || (Kind{}).Estimate(js).JudgeCalls != map[bool]int{true: 1, false: 0}[canonical] {
@@ -98,14 +100,14 @@ func TestHE1OneCandidatePerScreen(t *testing.T) {
 		}
 	}
 	for _, js := range planTemplate(t, batch.AC{Mode: events.ModeReportOnly}, nil) {
-		if r := settled(js); r == "" || js.Rubric.SpecChange != nil || js.Rubric.Canonical && !strings.Contains(r, "report-only renders no candidate") {
-			t.Errorf("report-only %s: %q, change %+v", js.ACID, r, js.Rubric.SpecChange)
+		if r := settled(js); r == "" || rubricwire.SpecOf(js.KindPart).SpecChange != nil || rubricwire.SpecOf(js.KindPart).Canonical && !strings.Contains(r, "report-only renders no candidate") {
+			t.Errorf("report-only %s: %q, change %+v", js.ACID, r, rubricwire.SpecOf(js.KindPart).SpecChange)
 		}
 	}
 	candidate := func(s string) string { return strings.Replace(s, `"status": "needed"`, `"status": "candidate"`, 1) }
 	for _, js := range planTemplate(t, batch.AC{Mode: events.ModeInteractive}, candidate) {
 		r := settled(js)
-		if r == "" || js.Rubric.SpecChange != nil || js.Rubric.Canonical && !strings.Contains(r, "the candidate .argus-runs/candidates/list-populated-dark.png awaits a person") {
+		if r == "" || rubricwire.SpecOf(js.KindPart).SpecChange != nil || rubricwire.SpecOf(js.KindPart).Canonical && !strings.Contains(r, "the candidate .argus-runs/candidates/list-populated-dark.png awaits a person") {
 			t.Errorf("candidate %s: %q", js.ACID, r)
 		}
 	}
@@ -128,7 +130,7 @@ func TestPlanSelectsTargetsAndViews(t *testing.T) {
 		t.Fatalf("--ac view: %v", got)
 	}
 	got := planTemplate(t, batch.AC{Targets: []string{"detail"}}, nil)
-	if len(got) != 1 || !strings.Contains(got[0].Rubric.Blocked, "leaves no view") {
+	if len(got) != 1 || !strings.Contains(rubricwire.SpecOf(got[0].KindPart).Blocked, "leaves no view") {
 		t.Fatalf("a target the feature lacks: %+v", got)
 	}
 }
@@ -144,8 +146,8 @@ func TestFilesStateAndVerdicts(t *testing.T) {
 	v := argus.Verdict{Iteration: 1, Feature: "example", Target: "list", AllPass: true, FailedDimensions: []string{}}
 	st := &rubric.State{Loop: loop, Verdicts: []rubric.IterationVerdict{{Iteration: 1, Verdict: v}}}
 	data, _ := json.Marshal(st)
-	files := func(mode, runs string, state []byte, change *events.RubricSpecChange) map[string]kind.File {
-		j := &records.Job{Spec: events.JobSpec{Kind: events.KindRubric, Rubric: &events.RubricSpec{Feature: "example", Target: "list", State: "populated",
+	files := func(mode, runs string, state []byte, change *rubricwire.SpecChange) map[string]kind.File {
+		j := &records.Job{Spec: events.JobSpec{Kind: events.KindRubric, KindPart: &rubricwire.Spec{Feature: "example", Target: "list", State: "populated",
 			Appearance: "dark", Mode: mode, Runs: runs, SpecChange: change, Canonical: true}}, Loop: state}
 		out := map[string]kind.File{}
 		for _, f := range (Kind{}).Files(j) {
@@ -169,7 +171,7 @@ func TestFilesStateAndVerdicts(t *testing.T) {
 	}
 	cand := events.Blob{SHA256: strings.Repeat("c", 64), MediaType: "image/png", Size: 1}
 	data, _ = json.Marshal(&rubric.State{Candidate: &cand})
-	change := &events.RubricSpecChange{File: "argus/specs/example/spec.json", Patch: `{"op":"replace","path":"/targets/0/references/0/status","value":"candidate"}`}
+	change := &rubricwire.SpecChange{File: "argus/specs/example/spec.json", Patch: `{"op":"replace","path":"/targets/0/references/0/status","value":"candidate"}`}
 	got = files(events.ModeHeadless, "", data, change)
 	if _, ok := got["example/candidates/list-populated-dark.png > argus/specs/example/.argus-runs/candidates/list-populated-dark.png"]; !ok {
 		t.Fatalf("the candidate where the seed keeps it: %v", got)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
@@ -19,7 +21,7 @@ import (
 // Judge implements stage.Stages: one vision call scoring the render against its rubric,
 // tokens, spec and reference, and the previous render for the pairwise rank.
 func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
-	rj := gd.Rubric
+	rj := rubricwire.JudgingOf(gd.KindPart)
 	if rj == nil {
 		return nil, fmt.Errorf("%w: rubric gates.done without view context", kind.ErrNotForKind)
 	}
@@ -60,7 +62,7 @@ func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd 
 	if err != nil {
 		return nil, err
 	}
-	v := &events.RubricVote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
+	v := &rubricwire.Vote{Judge: o.Usage.JudgeInfo(), Status: o.Status, Error: o.Error, Raw: o.Raw}
 	for _, sl := range gd.Slots {
 		switch sl.Name {
 		case "render":
@@ -77,5 +79,5 @@ func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd 
 		data, _ := json.Marshal(o.Answer)
 		v.Verdict = string(data)
 	}
-	return &events.VerdictEmitted{Kind: events.KindRubric, Rubric: v}, nil
+	return &events.VerdictEmitted{Kind: events.KindRubric, KindPart: v}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/internal/testutil/judgetest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -55,15 +57,15 @@ func TestJudgeFreshPerIteration(t *testing.T) {
 		{Name: "rubric", Artifact: put(string(argus.DefaultRubricJSON()), "application/json")},
 	}
 	env := &stage.JudgeEnv{Store: store, Provider: p, Cache: b.Cache, Instance: "j"}
-	ask := func(loop, iteration int) *events.RubricVote {
-		gd := &events.GatesDone{Kind: events.KindRubric, Slots: slots, Rubric: &events.RubricJudging{
+	ask := func(loop, iteration int) *rubricwire.Vote {
+		gd := &events.GatesDone{Kind: events.KindRubric, Slots: slots, KindPart: &rubricwire.Judging{
 			Feature: "f", Target: "t", State: "s", Appearance: "a", ReferenceSource: "human", LoopIteration: iteration, Loop: loop}}
 		ev := events.New(gd, "team-a", "b", "f--t--s--a", iteration, "", nil)
 		out, err := Kind{}.Judge(ctx, env, ev, gd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out.Rubric
+		return rubricwire.VoteOf(out.KindPart)
 	}
 	for _, c := range []struct {
 		loop, iteration int

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -36,12 +38,12 @@ func ViewJobID(acID string, v argus.View) string {
 func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	b := env.Batch
 	blocked := func(reason string) []stage.Plan {
-		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, Rubric: &events.RubricSpec{Blocked: reason}}
+		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, KindPart: &rubricwire.Spec{Blocked: reason}}
 		return []stage.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}
 	}
 	// The entry itself is at fault: the job's Problem, which the renderer reports as is.
 	entryBlocked := func(reason string) []stage.Plan {
-		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, Rubric: &events.RubricSpec{Blocked: reason}, Problem: reason}
+		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, KindPart: &rubricwire.Spec{Blocked: reason}, Problem: reason}
 		return []stage.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}
 	}
 	if ac.Problem != "" {
@@ -102,7 +104,7 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 			return blocked("invalid spec: rubric.json: " + err.Error()), nil
 		}
 	}
-	base := events.RubricSpec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: cmp.Or(ac.Mode, env.DefaultMode, events.ModeHeadless),
+	base := rubricwire.Spec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: cmp.Or(ac.Mode, env.DefaultMode, events.ModeHeadless),
 		MaxIterations: ac.MaxIterations, Width: 1440, Height: 900, Project: project}
 	if b.ArgusRunsOf(ac) {
 		// The seed's files go to the feature's .argus-runs/ too, written by the client
@@ -171,11 +173,11 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 				}
 			}
 			if rerr != nil {
-				spec = events.RubricSpec{Blocked: rerr.Error()}
+				spec = rubricwire.Spec{Blocked: rerr.Error()}
 			}
 			out = append(out, stage.Plan{JobID: jobID, Build: func(map[string]events.Source) events.JobSpec {
 				js := spec
-				return events.JobSpec{Kind: events.KindRubric, ACID: jobID, Criterion: "", Rubric: &js}
+				return events.JobSpec{Kind: events.KindRubric, ACID: jobID, Criterion: "", KindPart: &js}
 			}})
 		}
 	}
@@ -190,7 +192,7 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 
 // candidateChange is the planned HE-1 change to spec.json for target (argus.CandidateChange),
 // nil when there is none to make.
-func candidateChange(specJSON []byte, target, file string) (*events.RubricSpecChange, error) {
+func candidateChange(specJSON []byte, target, file string) (*rubricwire.SpecChange, error) {
 	c, ok, err := argus.CandidateChange(specJSON, target)
 	if err != nil || !ok {
 		return nil, err
@@ -199,7 +201,7 @@ func candidateChange(specJSON []byte, target, file string) (*events.RubricSpecCh
 	if err != nil {
 		return nil, fmt.Errorf("spec change of target %s: %w", target, err)
 	}
-	return &events.RubricSpecChange{File: file, Patch: string(patch)}, nil
+	return &rubricwire.SpecChange{File: file, Patch: string(patch)}, nil
 }
 
 // batchRelative is p relative to the batch folder dir, slash-separated, "" when p is not

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -69,7 +71,7 @@ func TestRoutesAreOpaque(t *testing.T) {
 			if err != nil || len(plans) != 1 {
 				t.Fatalf("plans %d, %v", len(plans), err)
 			}
-			rs := plans[0].Build(nil).Rubric
+			rs := rubricwire.SpecOf(plans[0].Build(nil).KindPart)
 			if rs.Blocked != tc.blocked {
 				t.Fatalf("blocked %q, want %q", rs.Blocked, tc.blocked)
 			}
@@ -101,7 +103,7 @@ func TestDefaultMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := plans[0].Build(nil).Rubric.Mode; got != tc.want {
+		if got := rubricwire.SpecOf(plans[0].Build(nil).KindPart).Mode; got != tc.want {
 			t.Errorf("default %q, AC mode %q: mode %q, want %q", tc.def, tc.acMode, got, tc.want)
 		}
 	}

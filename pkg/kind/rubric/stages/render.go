@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
@@ -16,7 +18,7 @@ import (
 // failed gate for the loop, not a blocked job; a missing sensor blocks the view.
 func (Kind) Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, spec events.JobSpec) (*events.RenderDone, error) {
 	done := &events.RenderDone{Spec: spec}
-	rs := spec.Rubric
+	rs := rubricwire.SpecOf(spec.KindPart)
 	if rs.Blocked != "" {
 		done.Blocked = rs.Blocked
 		return done, nil

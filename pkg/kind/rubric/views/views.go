@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -64,7 +66,7 @@ type Origin struct {
 }
 
 // OriginOf is the origin a view's job was planned from.
-func OriginOf(rs *events.RubricSpec) Origin {
+func OriginOf(rs *rubricwire.Spec) Origin {
 	o := Origin{SpecJSON: rs.SpecJSON.SHA256, SpecText: rs.SpecText.SHA256, Tokens: rs.Tokens.SHA256, Rubric: rs.Rubric.SHA256}
 	if rs.Pairs != nil {
 		o.Pairs = rs.Pairs.SHA256
@@ -123,7 +125,7 @@ const ResetBegan = "reset"
 // loop's origin; a new loop (Generation+1, nothing spent) when it names another. The
 // gater reads the view through it (snapshot baseline, loop iteration) and Apply records
 // through it, so both agree on which loop a step belongs to.
-func (v Record) For(rs *events.RubricSpec) (Record, []string) {
+func (v Record) For(rs *rubricwire.Spec) (Record, []string) {
 	o := OriginOf(rs)
 	if v.Origin == nil || v.Loop.Feature == "" {
 		return v, nil
@@ -159,7 +161,7 @@ var unsafe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
 // Key is a view's key in the views bucket: per tenant, so one team's loop never touches
 // another's.
-func Key(tenant string, rs *events.RubricSpec) string {
+func Key(tenant string, rs *rubricwire.Spec) string {
 	part := func(s string) string { return unsafe.ReplaceAllString(s, "_") }
 	return tenant + "." + part(rs.Feature) + "." + part(rs.Target) + "." + part(rs.State) + "." + part(rs.Appearance)
 }
@@ -218,7 +220,7 @@ func Update(ctx context.Context, bucket kv.KV, key string, change func(*Record) 
 // A report-only step (the seed's "one dry iteration, no edits, no commits") changes
 // nothing durable: its decision is what the step would decide, computed on a copy, and
 // the view keeps its iterations, attempts, budget, previous render and sign-off.
-func (v *Record) Apply(tenant string, rs *events.RubricSpec, verdict *argus.Verdict, unchanged bool, render *events.Blob, params argus.LoopParams, now time.Time) (argus.Decision, []string) {
+func (v *Record) Apply(tenant string, rs *rubricwire.Spec, verdict *argus.Verdict, unchanged bool, render *events.Blob, params argus.LoopParams, now time.Time) (argus.Decision, []string) {
 	if rs.Mode == events.ModeReportOnly {
 		dry := v.Clone()
 		spec := *rs

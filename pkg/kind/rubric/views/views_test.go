@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
+
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
@@ -16,10 +18,10 @@ func digest(c string) events.Blob {
 	return events.Blob{SHA256: strings.Repeat(c, 64), MediaType: "application/json", Size: 1}
 }
 
-func spec(mode string) *events.RubricSpec {
+func spec(mode string) *rubricwire.Spec {
 	ref := digest("f")
 	pairs := digest("e")
-	return &events.RubricSpec{Feature: "f", Target: "t", State: "s", Appearance: "a", Route: "https://x", Adapter: "web", Mode: mode,
+	return &rubricwire.Spec{Feature: "f", Target: "t", State: "s", Appearance: "a", Route: "https://x", Adapter: "web", Mode: mode,
 		ReferenceStatus: "present", ReferenceSource: "human", Reference: &ref, Pairs: &pairs,
 		SpecJSON: digest("a"), SpecText: digest("b"), Tokens: digest("c"), Rubric: digest("d")}
 }
@@ -93,17 +95,17 @@ func TestChangedOriginStartsNewLoop(t *testing.T) {
 	p := argus.DefaultLoopParams()
 	render := digest("9")
 	for _, c := range []struct {
-		change func(*events.RubricSpec)
+		change func(*rubricwire.Spec)
 		began  []string
 	}{
-		{func(*events.RubricSpec) {}, nil},
-		{func(rs *events.RubricSpec) { rs.SpecJSON = digest("1") }, []string{"spec.json"}},
-		{func(rs *events.RubricSpec) { rs.SpecText = digest("1") }, []string{"spec.md"}},
-		{func(rs *events.RubricSpec) { rs.Tokens = digest("1") }, []string{"tokens.json"}},
-		{func(rs *events.RubricSpec) { rs.Pairs = nil }, []string{"contrast-pairs.json"}},
-		{func(rs *events.RubricSpec) { rs.Rubric = digest("1") }, []string{"rubric.json"}},
-		{func(rs *events.RubricSpec) { r := digest("1"); rs.Reference = &r }, []string{"reference"}},
-		{func(rs *events.RubricSpec) { rs.Rubric, rs.Tokens = digest("1"), digest("2") }, []string{"tokens.json", "rubric.json"}},
+		{func(*rubricwire.Spec) {}, nil},
+		{func(rs *rubricwire.Spec) { rs.SpecJSON = digest("1") }, []string{"spec.json"}},
+		{func(rs *rubricwire.Spec) { rs.SpecText = digest("1") }, []string{"spec.md"}},
+		{func(rs *rubricwire.Spec) { rs.Tokens = digest("1") }, []string{"tokens.json"}},
+		{func(rs *rubricwire.Spec) { rs.Pairs = nil }, []string{"contrast-pairs.json"}},
+		{func(rs *rubricwire.Spec) { rs.Rubric = digest("1") }, []string{"rubric.json"}},
+		{func(rs *rubricwire.Spec) { r := digest("1"); rs.Reference = &r }, []string{"reference"}},
+		{func(rs *rubricwire.Spec) { rs.Rubric, rs.Tokens = digest("1"), digest("2") }, []string{"tokens.json", "rubric.json"}},
 	} {
 		t.Run(strings.Join(c.began, "+"), func(t *testing.T) {
 			v := advanced(t)
