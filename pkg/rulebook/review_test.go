@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
@@ -124,5 +126,43 @@ func TestReviewDecides(t *testing.T) {
 	r2, _ := ab.ResultOf(res2.Job)
 	if r2.Comparison.Tribunal.Review.JudgeWinner != ab.WinnerOurs {
 		t.Fatalf("the judge's verdict was lost: %+v", r2.Comparison.Tribunal.Review)
+	}
+}
+
+// TestReviewCritic: a critic review is checked by the critic's contract and read as the
+// derived verdict with the three scores; deciding, the person's scores become the result
+// with the judge's kept, and agreement compares the scores per dimension.
+func TestReviewCritic(t *testing.T) {
+	spec := events.JobSpec{Kind: events.KindCritic, ACID: "C-1", KindPart: &critic.Spec{Task: "t", Output: events.Source{Name: "o", URL: "https://x"}},
+		Review: &events.ReviewSpec{Count: 1, Decides: true}}
+	q := 8
+	v := &events.VerdictEmitted{Kind: events.KindCritic, KindPart: &critic.Vote{Judge: events.JudgeInfo{Provider: "p", Model: "m"}, Status: events.VoteOK,
+		Correctness: 8, Slop: 1, Scope: 9, Rationale: "r", ClaimedVerdict: "pass", ClaimedQuality: &q}}
+	res, err := rulebook.Apply(rulebook.State{Job: pending(t, spec)}, in(events.New(v, tenant, batch, "C-1", 0, "", nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(answer string) events.Event {
+		e := events.New(&events.ReviewRecorded{Kind: events.KindCritic, Answer: answer, By: "ann"}, tenant, batch, "C-1", 0, events.ReviewStep("ann", answer), nil)
+		e.Time = t0.Add(time.Minute)
+		return e
+	}
+	if _, err := rulebook.Apply(rulebook.State{Job: res.Job}, in(mk(`{"correctness":11,"slop":1,"scope":9,"verdict":"pass","quality":9,"rationale":"x"}`))); !errors.Is(err, rulebook.ErrRefused) {
+		t.Fatalf("a score of 11: %v", err)
+	}
+	got, err := rulebook.Apply(rulebook.State{Job: res.Job}, in(mk(`{"correctness":5,"slop":3,"scope":9,"verdict":"revise","quality":5,"rationale":"misses a fact"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := got.Job.Reviews[0]
+	if rv.Person.Label != "revise" || rv.Judge.Label != "pass" || rv.Person.Scores["correctness"] != 5 || rv.Judge.Scores["correctness"] != 8 {
+		t.Fatalf("review %+v", rv)
+	}
+	r, _ := critic.ResultOf(got.Job)
+	if r.Verdict != critic.VerdictRevise || r.ReviewedBy != "ann" || r.Judge == nil || r.Judge.Verdict != critic.VerdictPass || got.Job.Decided.KindPart.(*critic.Decided).Quality != 5 {
+		t.Fatalf("decided by the review: %+v", r)
+	}
+	if rulebook.Outcome(got.Job) != kind.OutcomeFinding {
+		t.Fatal("a revise is a finding")
 	}
 }

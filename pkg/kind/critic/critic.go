@@ -104,6 +104,10 @@ type Result struct {
 	Disagreements int `json:"disagreements"`
 	// DisagreementFields names them ("verdict", "quality"), in that order.
 	DisagreementFields []string `json:"disagreement_fields,omitempty"`
+	// ReviewedBy is set when a person's review decided the result (the batch's review
+	// decides): the scores above are then the person's, and Judge keeps the judge's.
+	ReviewedBy string  `json:"reviewed_by,omitempty"`
+	Judge      *Result `json:"judge,omitempty"`
 }
 
 // Check validates an answer, derives quality and verdict from its scores, and counts the
