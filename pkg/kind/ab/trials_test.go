@@ -80,3 +80,20 @@ func TestDeriveLadder(t *testing.T) {
 		t.Fatalf("strong rung missing: %+v", d)
 	}
 }
+
+// TestEscalatesOnAFlip: a swap pair that flipped sends the AC up a ladder whose rule
+// names flip, and a consistent one does not.
+func TestEscalatesOnAFlip(t *testing.T) {
+	rep := &events.Repeats{Ladder: []string{"cheap", "strong"}, Escalate: &events.Escalate{Flip: true}}
+	pair := func(first, second string) []events.Vote {
+		vs := trialVotes("cheap", 0, first, second)
+		vs[1].Trial, vs[1].Order = 0, "BA"
+		return vs
+	}
+	if up, why := ab.Escalates("AC-1", 0, rep, pair("A", "A")); !up || why != "the position swap flipped" {
+		t.Errorf("flipped pair: %v %q", up, why)
+	}
+	if up, _ := ab.Escalates("AC-1", 0, rep, pair("A", "B")); up {
+		t.Error("a consistent pair escalated")
+	}
+}
