@@ -2,26 +2,11 @@ package batch
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 )
-
-// noTrials are the kinds that refuse `trials:` and a ladder, and why.
-var noTrials = map[string]string{
-	// The rubric loop already asks again: each iteration is judged anew and a view signs
-	// off only on consecutive passes (seed 004's streak), with a human spot check. Trials
-	// inside an iteration would spend calls the streak spends anyway and make an
-	// iteration's verdict something the seed's loop never reads.
-	"rubric":      "the rubric kind takes no trials or ladder: its loop judges every iteration anew and signs off only on consecutive passes, which is its repetition",
-	"critic":      "the critic kind takes no ladder: its answers carry no confidence to escalate on, and a ladder of it is not built",
-	"equivalence": "the equivalence kind takes no ladder: its answers carry no confidence to escalate on, and a ladder of it is not built",
-}
-
-// trialsKinds are the kinds that take `trials:` (without a ladder).
-var trialsKinds = map[string]bool{"ab": true, "critic": true, "equivalence": true}
 
 // RepeatsOf is what the AC asks beyond one call: its trials (its own, else the batch's),
 // at_least, and the batch's ladder. nil asks once.
@@ -63,18 +48,12 @@ func (f *File) repeatsError() (string, string) {
 }
 
 // repeatsProblem is why one AC cannot take the trials or ladder it asks for, "" when it
-// can: a kind that takes none, a ladder beside a panel, an at_least above the trials.
+// can: a ladder beside a panel, an at_least above the trials. Whether its kind takes them
+// at all is the kind's to say (kind.Repeating), asked where the batch is planned.
 func (f *File) repeatsProblem(ac AC) string {
 	r := f.repeats(ac)
 	if r == nil {
 		return ""
-	}
-	kind := ac.Kind
-	if kind == "" {
-		kind = f.Kind
-	}
-	if kind == "" {
-		kind = "ab"
 	}
 	field := "trials"
 	if ac.Trials == 0 && f.Trials == 0 {
@@ -82,12 +61,6 @@ func (f *File) repeatsProblem(ac AC) string {
 		if len(r.Ladder) == 0 {
 			field = "at_least"
 		}
-	}
-	if len(r.Ladder) > 0 && kind != "ab" {
-		return fmt.Sprintf("ladder: %s", firstNonEmptyStr(noTrials[kind], "the "+kind+" kind takes no ladder"))
-	}
-	if r.K() > 1 && !trialsKinds[kind] {
-		return fmt.Sprintf("trials: %s", firstNonEmptyStr(noTrials[kind], "the "+kind+" kind takes no trials"))
 	}
 	if len(r.Ladder) > 0 && (len(ac.Judges) > 0 || len(f.Judges) > 0) {
 		return "ladder: a ladder names its own judges, one per rung; it cannot be combined with a panel (judges:)"
@@ -100,11 +73,4 @@ func (f *File) repeatsProblem(ac AC) string {
 		return field + ": " + err.Error()
 	}
 	return ""
-}
-
-func firstNonEmptyStr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

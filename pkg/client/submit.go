@@ -21,6 +21,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
@@ -219,6 +220,12 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 		k, err := kinds.Lookup(events.Kind(b.KindOf(ac)))
 		if err != nil {
 			return prep, fmt.Errorf("%s: %s", b.Path, stage.Problem(ac, err.Error()))
+		}
+		if ac.Problem == "" {
+			// A kind that takes no trials or ladder has the entry blocked, naming the key.
+			if why := kind.RefuseRepeats(k, b.RepeatsOf(ac)); why != "" {
+				ac.Problem = stage.Problem(ac, why)
+			}
 		}
 		ps, err := k.Plan(ctx, env, ac)
 		if err != nil {
