@@ -232,13 +232,29 @@ func startSingleNATS(tb testing.TB) *natsCluster {
 	return &natsCluster{procs: []*proc{p}, names: []string{"n1"}, urls: "nats://" + addr}
 }
 
+// fault is what a cluster batch suffers once a tenth of it is judged.
+type fault int
+
+const (
+	noFault fault = iota
+	// streamLeaderKilled SIGKILLs the server leading the event stream and restarts it
+	// with its store a few seconds later.
+	streamLeaderKilled
+	// consumerLeaderKilled does the same to a server leading a service's consumer but
+	// not the stream.
+	consumerLeaderKilled
+	// memberReplacedEmpty SIGKILLs a server leading nothing of the stream and starts it
+	// again on a new, empty store, as a node whose disk was replaced comes back.
+	memberReplacedEmpty
+)
+
 // runClusterBatch runs an n-AC batch through services processes on topo (for R3, a
-// three-node JetStream cluster with every stream and bucket replicated three times).
-// With kill, the stream's leader is SIGKILLed once a tenth of the batch is judged, and
-// restarted a few seconds later. It checks the outcome every run: exactly n results,
-// none twice, every AC compared, exactly n verdicts in the stream and a clean
-// `tribunal audit`.
-func runClusterBatch(tb testing.TB, n int, topo topology, kill bool) clusterRun {
+// three-node JetStream cluster with every stream and bucket replicated three times),
+// with the fault f once a tenth of the batch is judged. It checks the outcome every
+// run: exactly n results, none twice, every AC compared, exactly n verdicts in the
+// stream and a clean `tribunal audit`.
+func runClusterBatch(tb testing.TB, n int, topo topology, f fault) clusterRun {
+	kill := f != noFault
 	tb.Helper()
 	began := time.Now()
 	var c *natsCluster
@@ -310,16 +326,30 @@ func runClusterBatch(tb testing.TB, n int, topo topology, kill bool) clusterRun 
 			time.Sleep(50 * time.Millisecond)
 		}
 		leader := streamLeader(ctx, tb, js)
-		p := c.member(leader)
-		if p == nil {
-			tb.Fatalf("stream leader %q is none of %v", leader, c.names)
+		victim := leader
+		switch f {
+		case consumerLeaderKilled:
+			victim = consumerLeaderBesides(ctx, tb, js, leader)
+		case memberReplacedEmpty:
+			victim = memberBesides(c, leader)
 		}
-		run.killed, run.killedAt = leader, time.Now()
+		p := c.member(victim)
+		if p == nil {
+			tb.Fatalf("server %q is none of %v", victim, c.names)
+		}
+		run.killed, run.killedAt = victim, time.Now()
 		p.kill()
 		// The election, timed from here: JetStream's own share of the failover.
 		elected := make(chan time.Duration, 1)
-		go func() { elected <- newLeaderAfter(ctx, js, leader, run.killedAt) }()
+		if f == streamLeaderKilled {
+			go func() { elected <- newLeaderAfter(ctx, js, leader, run.killedAt) }()
+		} else {
+			elected <- 0
+		}
 		time.Sleep(3 * time.Second)
+		if f == memberReplacedEmpty {
+			replaceStore(p, tb.TempDir())
+		}
 		p.start(tb)
 		run.election = <-elected
 	}
@@ -335,8 +365,8 @@ func runClusterBatch(tb testing.TB, n int, topo topology, kill bool) clusterRun 
 	}
 	if kill {
 		run.pause, run.pauseFrom = longestPause(storedTimes(ctx, tb, js, "tribunal.default.verdict.emitted"), run.killedAt)
-		tb.Logf("stream leader elected %s after the kill; longest pause in verdicts after it: %s, from %s after it",
-			run.election.Round(time.Millisecond), run.pause.Round(time.Millisecond), run.pauseFrom.Round(time.Millisecond))
+		tb.Logf("killed %s; stream leader elected %s after the kill (0: no election); longest pause in verdicts after it: %s, from %s after it",
+			run.killed, run.election.Round(time.Millisecond), run.pause.Round(time.Millisecond), run.pauseFrom.Round(time.Millisecond))
 	}
 	checkResults(tb, []byte(watchOut.String()), n)
 	if got, err := verdicts(ctx, js); got != n {
@@ -416,6 +446,43 @@ func checkReplicated(tb testing.TB, js jetstream.JetStream, replicas int) {
 	}
 }
 
+// consumerLeaderBesides is a server leading one of the services' consumers that does
+// not lead the event stream (streamLeader).
+func consumerLeaderBesides(ctx context.Context, tb testing.TB, js jetstream.JetStream, streamLeader string) string {
+	tb.Helper()
+	for _, name := range []string{"tribunal-judge", "tribunal-aggregator", "tribunal-renderer", "tribunal-gater"} {
+		cons, err := js.Consumer(ctx, "TRIBUNAL", name)
+		if err != nil {
+			tb.Fatalf("consumer %s: %v", name, err)
+		}
+		if c := cons.CachedInfo().Cluster; c != nil && c.Leader != "" && c.Leader != streamLeader {
+			tb.Logf("killing %s, the leader of consumer %s", c.Leader, name)
+			return c.Leader
+		}
+	}
+	tb.Fatalf("every service's consumer is led by the stream's leader %s", streamLeader)
+	return ""
+}
+
+// memberBesides is a member of c other than name.
+func memberBesides(c *natsCluster, name string) string {
+	for _, n := range c.names {
+		if n != name {
+			return n
+		}
+	}
+	return ""
+}
+
+// replaceStore points the server process p at a new store folder.
+func replaceStore(p *proc, dir string) {
+	for i, a := range p.args {
+		if a == "--store" && i+1 < len(p.args) {
+			p.args[i+1] = dir
+		}
+	}
+}
+
 // streamLeader is the server leading the event stream's replicas.
 func streamLeader(ctx context.Context, tb testing.TB, js jetstream.JetStream) string {
 	tb.Helper()
@@ -438,26 +505,30 @@ func streamLeader(ctx context.Context, tb testing.TB, js jetstream.JetStream) st
 // mid-batch and restarted. The batch completes with exactly 2,000 results, no AC twice,
 // exactly one verdict per AC in the stream and a clean audit.
 func TestClusterLeaderKill(t *testing.T) {
-	run := runClusterBatch(t, 2000, topoR3, true)
+	run := runClusterBatch(t, 2000, topoR3, streamLeaderKilled)
 	t.Logf("batch of 2,000 in %s; killed the stream leader %s", run.elapsed.Round(time.Millisecond), run.killed)
 }
 
 // BenchmarkClusterBatch measures a 2,000-AC batch on one server at one replica (R1), on
-// the three-node cluster at three (R3), and on the cluster with the stream leader killed
-// mid-batch, in one run, so replication's cost and a failover's are ratios of figures
-// taken side by side (docs/benchmarks.md has them):
+// the three-node cluster at three (R3), and on the cluster with each fault mid-batch
+// (the stream's leader killed, a consumer's leader killed, a member back on an empty
+// store), in one run, so replication's cost and a failover's are ratios of figures taken
+// side by side (docs/benchmarks.md has them):
 //
 //	go test ./internal/chaos -run '^$' -bench ClusterBatch -benchtime 1x -count 3
 func BenchmarkClusterBatch(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		topo topology
-		kill bool
-	}{{"R1-steady", topoR1, false}, {"R3-steady", topoR3, false}, {"R3-leader-killed", topoR3, true}} {
+		f    fault
+	}{
+		{"R1-steady", topoR1, noFault}, {"R3-steady", topoR3, noFault}, {"R3-leader-killed", topoR3, streamLeaderKilled},
+		{"R3-consumer-leader-killed", topoR3, consumerLeaderKilled}, {"R3-member-replaced-empty", topoR3, memberReplacedEmpty},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			var total time.Duration
 			for range b.N {
-				total += runClusterBatch(b, 2000, c.topo, c.kill).elapsed
+				total += runClusterBatch(b, 2000, c.topo, c.f).elapsed
 			}
 			b.ReportMetric(total.Seconds()/float64(b.N), "s/batch")
 			b.ReportMetric(2000*float64(b.N)/total.Seconds(), "ACs/s")
