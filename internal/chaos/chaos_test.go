@@ -38,9 +38,11 @@ func TestMain(m *testing.M) {
 type proc struct {
 	name string
 	args []string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	log  *syncbuf.Buffer
+	// netns, when set, is the network namespace the process runs in (ip netns exec).
+	netns string
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	log   *syncbuf.Buffer
 	// exited is closed when the current run of the process ends.
 	exited chan struct{}
 }
@@ -60,6 +62,10 @@ func (p *proc) start(t testing.TB) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cmd := exec.Command(binary, p.args...)
+	if p.netns != "" {
+		// ip netns exec replaces itself with the binary: the pid is the server's.
+		cmd = exec.Command("ip", append([]string{"netns", "exec", p.netns, binary}, p.args...)...)
+	}
 	if p.log == nil {
 		p.log = &syncbuf.Buffer{}
 	}

@@ -1,0 +1,270 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
+)
+
+// netLab is a network of namespaces made for one test: each namespace has one veth
+// link to a bridge in the host's namespace, which has an address on the same subnet, so
+// processes in the host reach every namespace and the namespaces reach each other only
+// through their links. Taking a link down partitions its namespace from everything, and
+// the TCP connections across it are not reset: they go silent, as over a failed switch.
+type netLab struct {
+	tb     testing.TB
+	tag    string
+	subnet string // the first three octets
+	bridge string
+	ns     []string
+	links  []string // the host ends of the namespaces' links
+}
+
+// newNetLab makes n namespaces, or skips the test saying why it cannot (not root, no
+// ip command, no namespaces in this kernel or container).
+func newNetLab(tb testing.TB, n int) *netLab {
+	tb.Helper()
+	if _, err := exec.LookPath("ip"); err != nil {
+		tb.Skip("partition test: no ip command (iproute2) to make network namespaces")
+	}
+	b := make([]byte, 2)
+	_, _ = rand.Read(b)
+	l := &netLab{tb: tb, tag: hex.EncodeToString(b), subnet: fmt.Sprintf("10.%d.%d", 100+int(b[0])%100, b[1])}
+	l.bridge = "trb" + l.tag
+	if out, err := exec.Command("ip", "link", "add", l.bridge, "type", "bridge").CombinedOutput(); err != nil {
+		tb.Skipf("partition test: cannot make network namespaces here (ip link add type bridge: %v: %s); it needs root and a kernel with bridges, veth and namespaces", err, strings.TrimSpace(string(out)))
+	}
+	tb.Cleanup(l.remove)
+	l.run("ip", "addr", "add", l.subnet+".1/24", "dev", l.bridge)
+	l.run("ip", "link", "set", l.bridge, "up")
+	for i := range n {
+		ns, host, inner := fmt.Sprintf("trib%s-%d", l.tag, i), fmt.Sprintf("tv%s%d", l.tag, i), fmt.Sprintf("tn%s%d", l.tag, i)
+		l.run("ip", "netns", "add", ns)
+		l.ns = append(l.ns, ns)
+		l.run("ip", "link", "add", host, "type", "veth", "peer", "name", inner)
+		l.links = append(l.links, host)
+		l.run("ip", "link", "set", inner, "netns", ns)
+		l.run("ip", "link", "set", host, "master", l.bridge)
+		l.run("ip", "link", "set", host, "up")
+		l.run("ip", "netns", "exec", ns, "ip", "addr", "add", l.ip(i)+"/24", "dev", inner)
+		l.run("ip", "netns", "exec", ns, "ip", "link", "set", inner, "up")
+		l.run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+	}
+	return l
+}
+
+// ip is namespace i's address.
+func (l *netLab) ip(i int) string { return fmt.Sprintf("%s.%d", l.subnet, 10+i) }
+
+func (l *netLab) run(args ...string) {
+	l.tb.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		l.tb.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// cut partitions namespace i from every other and from the host; heal joins it again.
+func (l *netLab) cut(i int)  { l.run("ip", "link", "set", l.links[i], "down") }
+func (l *netLab) heal(i int) { l.run("ip", "link", "set", l.links[i], "up") }
+
+// slow makes the traffic into namespace i late: a netem delay where the kernel has it,
+// else a token bucket (tbf) so narrow that its queue delays what is sent. It says which.
+func (l *netLab) slow(i int) (string, error) {
+	out, err := exec.Command("tc", "qdisc", "add", "dev", l.links[i], "root", "netem", "delay", "200ms").CombinedOutput()
+	if err == nil {
+		return "netem delay 200ms", nil
+	}
+	netem := strings.TrimSpace(string(out))
+	out, err = exec.Command("tc", "qdisc", "add", "dev", l.links[i], "root", "tbf", "rate", "1mbit", "burst", "16kb", "latency", "500ms").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("tc netem: %s; tc tbf: %v: %s", netem, err, strings.TrimSpace(string(out)))
+	}
+	return "tbf rate 1mbit (this kernel has no netem: " + netem + ")", nil
+}
+
+func (l *netLab) remove() {
+	for _, h := range l.links {
+		_ = exec.Command("ip", "link", "del", h).Run()
+	}
+	for _, ns := range l.ns {
+		_ = exec.Command("ip", "netns", "del", ns).Run()
+	}
+	_ = exec.Command("ip", "link", "del", l.bridge).Run()
+}
+
+// TestClusterPartitions: a batch on a three-member cluster whose members, and one of two
+// aggregators, each sit in a network namespace of their own. Mid-batch the stream's
+// leader is partitioned from everything (a minority of one: it cannot commit, its
+// clients must find the majority), then healed; then one aggregator is partitioned from
+// the cluster while it holds work (its messages go to the other; what it decided before
+// the cut and sends after the heal must not decide again), then healed; then one
+// member's link is slowed so it lags (netem, or tbf where the kernel has no netem). The
+// batch must end with
+// exactly one result per AC, one verdict per AC in the stream and a clean audit.
+func TestClusterPartitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a cluster in network namespaces")
+	}
+	const n = 1500
+	lab := newNetLab(t, 4) // three members, one aggregator
+	c := &natsCluster{}
+	var routes, clients []string
+	for i := range 3 {
+		routes = append(routes, fmt.Sprintf("nats://%s:6222", lab.ip(i)))
+		clients = append(clients, fmt.Sprintf("nats://%s:4222", lab.ip(i)))
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("n%d", i+1)
+		p := &proc{name: "nats " + name, netns: lab.ns[i], args: []string{"serve", "nats", "--listen", lab.ip(i) + ":4222", "--store", t.TempDir(),
+			"--server-name", name, "--cluster-name", "chaos", "--cluster-listen", lab.ip(i) + ":6222", "--routes", strings.Join(routes, ",")}}
+		p.start(t)
+		t.Cleanup(p.kill)
+		c.procs, c.names = append(c.procs, p), append(c.names, name)
+	}
+	c.urls = strings.Join(clients, ",")
+	for _, u := range clients {
+		for deadline := time.Now().Add(60 * time.Second); !jetStreamAnswers(u); time.Sleep(100 * time.Millisecond) {
+			if p := c.exited(); p != nil || time.Now().After(deadline) {
+				t.Fatalf("cluster in namespaces: %s gives no JetStream", u)
+			}
+		}
+	}
+	blobURL := "file://" + t.TempDir()
+	type svc struct {
+		name, netns, health string // health: the address its health endpoint listens on
+	}
+	specs := []svc{
+		{"renderer", "", "127.0.0.1"}, {"gater", "", "127.0.0.1"}, {"judge", "", "127.0.0.1"},
+		{"aggregator", "", "127.0.0.1"}, {"aggregator", lab.ns[3], lab.ip(3)},
+	}
+	var services []*proc
+	var health []string
+	for i, sp := range specs {
+		addr := sp.health + ":8080" // a namespace of its own has every port free
+		if sp.netns == "" {
+			addr = freeport.Addr(t)
+		}
+		p := &proc{name: fmt.Sprintf("%s-%d", sp.name, i), netns: sp.netns, args: []string{"serve", sp.name, "--nats", c.urls, "--replicas", "3",
+			"--blob", blobURL, "--health", addr, "--ack-wait", "5s", "--instance", fmt.Sprintf("%s-%d", sp.name, i), "--log-level", "warn"}}
+		p.start(t)
+		t.Cleanup(p.kill)
+		services = append(services, p)
+		health = append(health, "http://"+addr+"/readyz")
+	}
+	dumpLogs := func() {
+		for _, p := range append(services, c.procs...) {
+			t.Logf("%s log:\n%s", p.name, tailOf(p.logString(), 3000))
+		}
+	}
+	for i, h := range health {
+		if !becomesReady(h, 90*time.Second) {
+			dumpLogs()
+			t.Fatalf("%s not ready", services[i].name)
+		}
+	}
+	nc, err := nats.Connect(c.urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.PingInterval(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReplicated(t, js, 3)
+
+	dir := writeBatch(t, n)
+	out, err := exec.Command(binary, "submit", dir, "--nats", c.urls, "--blob", blobURL).Output()
+	if err != nil {
+		dumpLogs()
+		t.Fatalf("submit: %v", err)
+	}
+	batchID := strings.TrimSpace(string(out))
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	watch := exec.CommandContext(ctx, binary, "watch", "--batch", batchID, "--nats", c.urls, "--blob", blobURL, "--json", "--quiet")
+	var watchOut, watchErr strings.Builder
+	watch.Stdout, watch.Stderr = &watchOut, &watchErr
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitVerdicts := func(at int) {
+		t.Helper()
+		for got, _ := verdicts(ctx, js); got < at; got, _ = verdicts(ctx, js) {
+			if ctx.Err() != nil {
+				dumpLogs()
+				t.Fatalf("the batch stalled before %d verdicts", at)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	// A minority of one: the stream's leader, cut from the other members and every client.
+	waitVerdicts(n / 10)
+	leader := streamLeader(ctx, t, js)
+	li := -1
+	for i, name := range c.names {
+		if name == leader {
+			li = i
+		}
+	}
+	began := time.Now()
+	lab.cut(li)
+	t.Logf("partitioned the stream leader %s", leader)
+	if next := newLeaderAfter(ctx, js, leader, began); next > 0 {
+		t.Logf("the majority elected a new stream leader %s after the cut", next.Round(time.Millisecond))
+	}
+	at, _ := verdicts(ctx, js)
+	waitVerdicts(at + n/20) // the majority goes on without it
+	t.Logf("the majority stored %d verdicts %s after the cut", n/20, time.Since(began).Round(time.Millisecond))
+	lab.heal(li)
+
+	// An aggregator cut from the cluster while it holds work.
+	waitVerdicts(n / 2)
+	lab.cut(3)
+	t.Log("partitioned one aggregator from the cluster")
+	at, _ = verdicts(ctx, js)
+	waitVerdicts(at + n/20)
+	time.Sleep(6 * time.Second) // past the ack wait: its messages went to the other
+	lab.heal(3)
+
+	// A member that lags.
+	waitVerdicts(3 * n / 4)
+	if how, err := lab.slow((li + 1) % 3); err != nil {
+		t.Logf("slow member not tried: this kernel can slow no link (%v)", err)
+	} else {
+		t.Logf("slowed %s's link: %s", c.names[(li+1)%3], how)
+	}
+
+	err = watch.Wait()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
+		err = nil // findings, not a failure
+	}
+	if ctx.Err() != nil || err != nil {
+		dumpLogs()
+		t.Fatalf("watch: %v (%v)\n%s", err, ctx.Err(), watchErr.String())
+	}
+	checkResults(t, []byte(watchOut.String()), n)
+	if got, err := verdicts(ctx, js); got != n {
+		t.Fatalf("%d verdicts in the stream (%v), want exactly %d", got, err, n)
+	}
+	if state, ok := replicasCurrent(ctx, js, 90*time.Second); !ok {
+		dumpLogs()
+		t.Fatalf("the stream's replicas are not all current after the partitions healed: %s", state)
+	}
+	audit := exec.CommandContext(ctx, binary, "audit", "--batch", batchID, "--nats", c.urls, "--blob", blobURL)
+	if aout, err := audit.CombinedOutput(); err != nil {
+		dumpLogs()
+		t.Fatalf("tribunal audit: %v\n%s", err, tailOf(string(aout), 4000))
+	}
+}
