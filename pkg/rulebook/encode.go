@@ -328,6 +328,28 @@ func packLinks(links []string) []byte {
 	return out
 }
 
+// eachLinkBytes is eachLink handing each link as bytes written into *buf, which is
+// reused: fn must not keep them.
+func eachLinkBytes(packed []byte, buf *[]byte, fn func([]byte)) {
+	for len(packed) > 0 {
+		b := (*buf)[:0]
+		tag := packed[0]
+		packed = packed[1:]
+		if tag == 0 {
+			b = hex.AppendEncode(b, packed[:16])
+			b = append(b, ':')
+			b = hex.AppendEncode(b, packed[16:48])
+			packed = packed[48:]
+		} else {
+			n, k := binary.Uvarint(packed)
+			b = append(b, packed[k:k+int(n)]...)
+			packed = packed[k+int(n):]
+		}
+		*buf = b
+		fn(b)
+	}
+}
+
 // eachLink calls fn with every link packLinks packed, in order.
 func eachLink(packed []byte, fn func(string)) {
 	for len(packed) > 0 {
