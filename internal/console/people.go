@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // peopleRoutes are the review queue's pages: the queue a reviewer works through and each
@@ -232,4 +233,24 @@ func (s *server) reviewImage(w http.ResponseWriter, r *http.Request, c caller) {
 	w.Header().Set("Content-Type", mt)
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	_, _ = w.Write(data)
+}
+
+// people adds the judges' agreement with the batch's reviewers to its report page, from
+// the job records alone (no stream replay), each disagreeing AC one click from its page.
+func (s *server) people(r *http.Request, d *reportData) {
+	jobs, err := records.New(s.cfg.Buckets).LoadJobs(r.Context(), d.Tenant, d.Batch)
+	if err != nil {
+		s.log.Warn("agreement with people", "tenant", d.Tenant, "batch", d.Batch, "err", err)
+		return
+	}
+	rep, err := client.ReviewAgreement(jobs, 1)
+	if err != nil || rep == nil {
+		return
+	}
+	d.People, d.Disagree = rep, map[string]string{}
+	for _, a := range rep.Agreement {
+		for _, x := range a.Disagreements {
+			d.Disagree[x.AC] = jobHref(d.Tenant, d.Batch, x.AC)
+		}
+	}
 }

@@ -106,6 +106,13 @@ func TestReviewQueuePerTeam(t *testing.T) {
 	if r[0].By == r[1].By || !strings.HasPrefix(r[0].By, "console:team-a (token ") || r[0].Via != "console" || r[0].Person.Slot != "B" {
 		t.Fatalf("reviews %+v", r)
 	}
+	// The team's report page: the agreement, each disagreement one click from its AC.
+	ac := reviewJob(t, s, sub, items[0])
+	_, body = w.get("/t/"+tenantA+"/b/"+sub.BatchID+"/report", reviewTokA1)
+	if !strings.Contains(body, "Agreement with people") || !strings.Contains(body, "agreement 0/2 = 0.000") ||
+		!strings.Contains(body, `href="/t/`+tenantA+`/b/`+sub.BatchID+`/j/`+ac+`"`) {
+		t.Fatalf("the report page:\n%s", body)
+	}
 	if resp, body := w.do(http.MethodPost, itemPath, reviewTokA1, url.Values{"csrf": {csrf(reviewTokA1, itemPath)}, "answer": {`{"raw_winner":"ours"}`}},
 		map[string]string{"Origin": srv.URL}); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "review-error") {
 		t.Fatalf("an answer outside the contract: %d\n%s", resp.StatusCode, body)

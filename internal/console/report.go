@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 )
@@ -33,6 +34,10 @@ type reportData struct {
 	Splits        []splitView
 	AlphaText     string
 	SpotChecks    *forestChart
+	// People is the judges' agreement with the people who reviewed the batch, nil when
+	// nobody did; Disagree links each disagreeing AC's page.
+	People   *client.ReviewReport
+	Disagree map[string]string
 }
 
 type judgeView struct {
@@ -64,6 +69,7 @@ func (s *server) report(w http.ResponseWriter, r *http.Request, c caller) {
 			fillReport(&d, rep)
 		}
 	}
+	s.people(r, &d)
 	v.Page = d
 	s.render(w, r, code, "report.html", v)
 }
