@@ -91,6 +91,41 @@ func (p *proc) hasExited() bool {
 	}
 }
 
+// usage is the CPU the current run of the process used so far and its peak RSS in KiB,
+// from /proc (Linux); ok is false once it has exited or where /proc cannot tell.
+func (p *proc) usage() (cpu time.Duration, hwmKiB int64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0, 0, false
+	}
+	pid := p.cmd.Process.Pid
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	// The fields after the command name (which may hold spaces) in parentheses.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(f) < 13 {
+		return 0, 0, false
+	}
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	const ticks = 100 // USER_HZ on Linux
+	cpu = time.Duration(utime+stime) * time.Second / ticks
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, found := strings.CutPrefix(line, "VmHWM:"); found {
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &hwmKiB)
+		}
+	}
+	return cpu, hwmKiB, true
+}
+
 // kill sends SIGKILL: no graceful shutdown, in-flight messages are simply abandoned.
 func (p *proc) kill() {
 	p.mu.Lock()

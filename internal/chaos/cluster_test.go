@@ -355,6 +355,13 @@ func runClusterBatch(tb testing.TB, n int, topo topology, f fault) clusterRun {
 	}
 	err = watch.Wait()
 	run.elapsed = time.Since(start)
+	// What each process used up to the batch's end (its start included): where the
+	// cluster's CPU goes, per AC.
+	for _, p := range append(services, c.procs...) {
+		if cpu, hwm, ok := p.usage(); ok {
+			tb.Logf("%-12s CPU %6.2f s (%.2f ms per AC), peak RSS %4d MiB", p.name, cpu.Seconds(), cpu.Seconds()*1000/float64(n), hwm>>10)
+		}
+	}
 	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 1 {
 		// The batch's exit code: findings (winner A is not always ours). Not a failure.
 		err = nil
@@ -389,7 +396,7 @@ func runClusterBatch(tb testing.TB, n int, topo topology, f fault) clusterRun {
 		dumpLogs()
 		tb.Fatalf("tribunal audit: %v\n%s", err, tailOf(string(aout), 4000))
 	}
-	if os.Getenv("CHAOS_DUMP") != "" {
+	if os.Getenv("CHAOS_DUMP") != "" { // every process's log, for looking into a run that passed
 		dumpLogs()
 	}
 	tb.Logf("batch %s; rejoin and audit %s", run.elapsed.Round(time.Millisecond), time.Since(checked).Round(time.Millisecond))
