@@ -98,9 +98,7 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newBenchCmd(),
 		newVersionCmd(),
 		newTenantsCmd(),
-		newSpotcheckCmd(),
 		newReviewCmd(),
-		newViewResetCmd(),
 		newAuditCmd(),
 		newRedriveCmd(),
 		newRejudgeCmd(),
@@ -122,7 +120,7 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 // status they return (cli.ExitError) carried as this command's exitError, so that main
 // and the tests read one type.
 func kindCommands() []*cobra.Command {
-	cmds := kinds.Commands()
+	cmds := kinds.Commands(commandEnv{})
 	for _, c := range cmds {
 		carryExit(c)
 	}

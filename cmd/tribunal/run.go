@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	rubriccommands "github.com/tribunal-dev/tribunal/pkg/kind/rubric/commands"
+
 	"github.com/mattn/go-isatty"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -366,7 +368,7 @@ func askSpotcheck(in *bufio.Reader, out io.Writer, rubric *argus.Rubric) (approv
 	for {
 		line, err := in.ReadString('\n')
 		if strings.TrimSpace(line) != "" {
-			a, d, aerr := client.SpotcheckAnswer(rubric, line)
+			a, d, aerr := rubriccommands.SpotcheckAnswer(rubric, line)
 			if aerr == nil {
 				return a, d, true
 			}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 
+	rubriccommands "github.com/tribunal-dev/tribunal/pkg/kind/rubric/commands"
+
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
@@ -77,12 +79,12 @@ func (p *spotcheckPrompt) step(ctx context.Context) {
 			if strings.TrimSpace(line) == "" {
 				continue
 			}
-			approved, dim, err := client.SpotcheckAnswer(p.rubric, line)
+			approved, dim, err := rubriccommands.SpotcheckAnswer(p.rubric, line)
 			if err != nil {
 				fmt.Fprintf(p.out, "%v\nspot-check: ", err)
 				continue
 			}
-			if err := client.Spotcheck(p.pub, p.tenant, p.batch, p.current.ACID, approved, dim, "terminal"); err != nil {
+			if err := rubriccommands.Spotcheck(p.pub, p.tenant, p.batch, p.current.ACID, approved, dim, "terminal"); err != nil {
 				fmt.Fprintln(p.out, "spot-check not recorded:", err)
 				p.asked[p.current.ACID] = false
 			}
@@ -100,7 +102,7 @@ func (p *spotcheckPrompt) ask(ctx context.Context) bool {
 	if p.ended {
 		return false
 	}
-	waiting, err := client.AwaitingSpotcheck(ctx, p.buckets, p.tenant, p.batch)
+	waiting, err := rubriccommands.AwaitingSpotcheck(ctx, p.buckets, p.tenant, p.batch)
 	if err != nil {
 		return false
 	}
@@ -109,7 +111,7 @@ func (p *spotcheckPrompt) ask(ctx context.Context) bool {
 			continue
 		}
 		p.asked[r.ACID] = true
-		rubric, err := client.ViewRubric(ctx, p.store, p.tenant, r)
+		rubric, err := rubriccommands.ViewRubric(ctx, p.store, p.tenant, r)
 		if err != nil {
 			fmt.Fprintln(p.out, "spot-check:", err)
 			p.asked[r.ACID] = false

@@ -32,8 +32,8 @@ type Config struct {
 	Buckets bus.Buckets
 	// Store holds the artifacts, renders and manifests.
 	Store blob.Store
-	// Pub publishes HE-2 spot-check decisions (client.Spotcheck) and loop resets
-	// (client.ResetView). Without one neither form is offered.
+	// Pub publishes HE-2 spot-check decisions (rubriccommands.Spotcheck) and loop resets
+	// (rubriccommands.ResetView). Without one neither form is offered.
 	Pub client.Publisher
 	// Tenants maps a bearer token to the tenant it may see, or to AllTenants. With no
 	// tokens at all the console is open and shows every tenant: that is the

@@ -10,10 +10,11 @@ import (
 	"strings"
 	"time"
 
+	rubriccommands "github.com/tribunal-dev/tribunal/pkg/kind/rubric/commands"
+
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
@@ -521,7 +522,7 @@ func (s *server) spotcheck(w http.ResponseWriter, r *http.Request, c caller) {
 	} else {
 		dim = ""
 	}
-	if err := client.Spotcheck(s.cfg.Pub, tenant, batch, job, approved, dim, "console:"+c.name); err != nil {
+	if err := rubriccommands.Spotcheck(s.cfg.Pub, tenant, batch, job, approved, dim, "console:"+c.name); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -553,7 +554,7 @@ func (s *server) resetView(w http.ResponseWriter, r *http.Request, c caller) {
 		s.errorPage(w, r, http.StatusBadRequest, "Reason too long", "Say why in at most 2,000 characters.")
 		return
 	}
-	loop, err := client.ResetView(r.Context(), s.cfg.Buckets, s.cfg.Pub, tenant, batch, job, "console:"+c.name, reason)
+	loop, err := rubriccommands.ResetView(r.Context(), s.cfg.Buckets, s.cfg.Pub, tenant, batch, job, "console:"+c.name, reason)
 	if err != nil {
 		s.errorPage(w, r, http.StatusConflict, "Nothing to reset", err.Error())
 		return

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	rubriccommands "github.com/tribunal-dev/tribunal/pkg/kind/rubric/commands"
+
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 )
@@ -137,7 +138,7 @@ func TestRubricResetAndNewLoops(t *testing.T) {
 		t.Fatalf("run 1: %+v", first.Rows[0])
 	}
 	r := env.clientRunning()
-	if _, err := client.ResetView(t.Context(), r.Buckets, r.Pub, e2eTenant, first.BatchID, viewJob, "ops", "typography was a rubric bug"); err != nil {
+	if _, err := rubriccommands.ResetView(t.Context(), r.Buckets, r.Pub, e2eTenant, first.BatchID, viewJob, "ops", "typography was a rubric bug"); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 15*time.Second, "the view's loop to be reset", func() (bool, string) {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	rubriccommands "github.com/tribunal-dev/tribunal/pkg/kind/rubric/commands"
+
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
 
 	openaiapi "github.com/sashabaranov/go-openai"
@@ -19,7 +21,6 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	batchpkg "github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
@@ -280,10 +281,10 @@ func TestRubricModesAndEnds(t *testing.T) {
 		sub := env.Submit(rubricBatch(t, dir, ", mode: interactive"), "team-a")
 		r := env.clientRunning()
 		poll.Until(t, 60*time.Second, "a sign-off waiting for a person", func() (bool, string) {
-			w, err := client.AwaitingSpotcheck(t.Context(), r.Buckets, sub.Tenant, sub.BatchID)
+			w, err := rubriccommands.AwaitingSpotcheck(t.Context(), r.Buckets, sub.Tenant, sub.BatchID)
 			return err == nil && len(w) == 1, fmt.Sprint(len(w), err)
 		})
-		if err := client.Spotcheck(r.Pub, sub.Tenant, sub.BatchID, viewJob, false, "typography", "test"); err != nil {
+		if err := rubriccommands.Spotcheck(r.Pub, sub.Tenant, sub.BatchID, viewJob, false, "typography", "test"); err != nil {
 			t.Fatal(err)
 		}
 		res := env.Wait(sub, 30*time.Second)

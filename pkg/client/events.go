@@ -16,11 +16,7 @@ func SubmittedEvent(tenant, batchID, job string, iteration int, p *events.JobSub
 // SpotcheckEvent is the event of a spot-check, its id derived from the decision: the same
 // decision made twice is one event, a changed mind another.
 func SpotcheckEvent(tenant, batchID string, p *events.SpotcheckRecorded) events.Event {
-	step := "approve"
-	if !p.Approved {
-		step = "reject-" + p.Dimension
-	}
-	return events.New(p, tenant, batchID, p.ACID, 0, step, nil)
+	return events.SpotcheckEvent(tenant, batchID, p)
 }
 
 // OpenedEvent announces a batch before its first job: its size and plan. One per batch.
@@ -37,5 +33,5 @@ func CancelEvent(tenant, batchID string, p *events.BatchCancelRequested) events.
 // ResetEvent asks for a new loop of the rubric view a job names, its id derived from the
 // loop it resets, so a second reset of the same loop is the same event.
 func ResetEvent(tenant, batchID string, p *events.ViewReset) events.Event {
-	return events.New(p, tenant, batchID, p.ACID, 0, events.ResetStep(p.Loop), nil)
+	return events.ResetEvent(tenant, batchID, p)
 }

@@ -117,6 +117,21 @@ func (p *ViewReset) Validate() error {
 // maxResetReason bounds a reset's reason: it is shown in the console and results.
 const maxResetReason = 2000
 
+// SpotcheckEvent is the event of a spot-check: its id step is the decision, so a
+// repeated click is dropped as a duplicate and a changed mind is a new event.
+func SpotcheckEvent(tenant, batchID string, p *SpotcheckRecorded) Event {
+	step := "approve"
+	if !p.Approved {
+		step = "reject-" + p.Dimension
+	}
+	return New(p, tenant, batchID, p.ACID, 0, step, nil)
+}
+
+// ResetEvent is the event of a view reset, one per loop (ResetStep).
+func ResetEvent(tenant, batchID string, p *ViewReset) Event {
+	return New(p, tenant, batchID, p.ACID, 0, ResetStep(p.Loop), nil)
+}
+
 // ResetStep is the id step of a reset of loop n: one reset per loop and job, so a
 // repeated click is dropped as a duplicate.
 func ResetStep(loop int) string { return "reset-" + strconv.Itoa(loop) }

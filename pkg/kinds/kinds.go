@@ -82,13 +82,17 @@ func Fixtures() (settings map[string]string, named string) {
 	return settings, named
 }
 
-// Commands are the registered kinds' own CLI subcommands (stage.Commanding), in reporting
-// order, built afresh: cmd/tribunal adds them to its command tree.
-func Commands() []*cobra.Command {
+// Commands are the registered kinds' own CLI subcommands (stage.Commanding, and
+// stage.StateCommanding over env, the CLI's), in reporting order, built afresh:
+// cmd/tribunal adds them to its command tree.
+func Commands(env stage.CommandEnv) []*cobra.Command {
 	var out []*cobra.Command
 	for _, k := range All() {
 		if c, ok := k.(stage.Commanding); ok {
 			out = append(out, c.Commands()...)
+		}
+		if c, ok := k.(stage.StateCommanding); ok {
+			out = append(out, c.StateCommands(env)...)
 		}
 	}
 	return out

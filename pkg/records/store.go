@@ -453,3 +453,13 @@ func (s Store) ClaimSpotcheck(ctx context.Context, tenant, batch, job string) (s
 	}
 	return "", fmt.Errorf("claim spot-check of %s: %w", BatchKey(tenant, batch), err)
 }
+
+// FindJob returns one job record of a batch, or an error naming the batch and the job
+// when it has none.
+func FindJob(ctx context.Context, b kv.Buckets, tenant, batchID, job string) (*Job, error) {
+	r, _, err := New(b).Job(ctx, tenant, batchID, job)
+	if errors.Is(err, ErrNotRecorded) {
+		return nil, fmt.Errorf("batch %s has no job %s", batchID, job)
+	}
+	return r, err
+}

@@ -5,9 +5,19 @@
 // help and exit statuses.
 package commands
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
+)
 
 // Commands are the rubric kind's subcommands, built afresh for each command tree.
 func Commands() []*cobra.Command {
 	return []*cobra.Command{newContrastCmd(), newSpecCmd()}
+}
+
+// StateCommands are the rubric kind's subcommands that record a person's step on a
+// batch's state (`tribunal spotcheck`, `tribunal view-reset`), over the CLI's env.
+func StateCommands(env stage.CommandEnv) []*cobra.Command {
+	return []*cobra.Command{newSpotcheckCmd(env), newViewResetCmd(env)}
 }

@@ -16,10 +16,17 @@ import (
 type Kind struct{ rubric.Kind }
 
 var (
-	_ stage.Kind       = Kind{}
-	_ stage.Commanding = Kind{}
-	_ stage.Selecting  = Kind{}
+	_ stage.Kind            = Kind{}
+	_ stage.Commanding      = Kind{}
+	_ stage.StateCommanding = Kind{}
+	_ stage.Selecting       = Kind{}
 )
 
 // Commands are rubric's own subcommands: `contrast` and `spec lint`.
 func (Kind) Commands() []*cobra.Command { return commands.Commands() }
+
+// StateCommands are rubric's subcommands on a batch's state: `spotcheck` (HE-2) and
+// `view-reset`.
+func (Kind) StateCommands(env stage.CommandEnv) []*cobra.Command {
+	return commands.StateCommands(env)
+}

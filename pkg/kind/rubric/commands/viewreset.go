@@ -1,4 +1,4 @@
-package main
+package commands
 
 import (
 	"context"
@@ -7,14 +7,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/internal/cli"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
-func newViewResetCmd() *cobra.Command {
-	var conn connFlags
+func newViewResetCmd(env stage.CommandEnv) *cobra.Command {
+	var open stage.OpenState
 	var tenant, batchID, job, reason string
 	cmd := &cobra.Command{
 		Use:   "view-reset --batch <id> --job <view job> [--reason R]",
@@ -35,26 +36,25 @@ running services (--nats) the reset is sent, and the aggregator applies it in it
     --reason "typography froze on a rubric bug, fixed in rubric.json"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
+			return open(cmd.Context(), func(st stage.CommandState) error {
 				host, _ := os.Hostname()
-				loop, err := client.ResetView(cmd.Context(), b, env.pub, tenant, batchID, job, host, reason)
+				loop, err := ResetView(cmd.Context(), st.Buckets, st.Pub, tenant, batchID, job, host, reason)
 				if err != nil {
-					return exitError{2, err}
+					return cli.Exit(2, err)
 				}
-				if env.applied == nil {
+				if st.Applied == nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "reset of loop %d of %s sent: the view's next run starts loop %d\n", loop, job, loop+1)
 					return nil
 				}
-				if err := resetApplied(cmd.Context(), env, b, tenant, batchID, job, loop); err != nil {
-					return exitError{2, err}
+				if err := resetApplied(cmd.Context(), st, tenant, batchID, job, loop); err != nil {
+					return cli.Exit(2, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "reset of loop %d of %s recorded: the view's next run starts loop %d at iteration 1\n", loop, job, loop+1)
 				return nil
 			})
 		},
 	}
-	conn.register(cmd.Flags())
-	conn.registerLocalInput(cmd.Flags(), "view-reset")
+	open = env.StateFlags(cmd.Flags(), "view-reset")
 	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to")
 	cmd.Flags().StringVar(&batchID, "batch", "", "batch id of a run of the view")
 	cmd.Flags().StringVar(&job, "job", "", "the view's job id in that batch (results show it)")
@@ -66,16 +66,16 @@ running services (--nats) the reset is sent, and the aggregator applies it in it
 
 // resetApplied waits for the state folder's aggregator and checks that it ended loop:
 // the view's record is past it.
-func resetApplied(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, batchID, job string, loop int) error {
-	if err := env.applied(ctx); err != nil {
+func resetApplied(ctx context.Context, st stage.CommandState, tenant, batchID, job string, loop int) error {
+	if err := st.Applied(ctx); err != nil {
 		return fmt.Errorf("reset of loop %d of %s: %w", loop, job, err)
 	}
-	rec, err := client.FindJob(ctx, b, tenant, batchID, job)
+	rec, err := records.FindJob(ctx, st.Buckets, tenant, batchID, job)
 	if err != nil {
 		return err
 	}
-	lk, _ := kinds.Looping(rec.Spec.Kind)
-	v, _, err := views.Load(ctx, b.Views, lk.StateKey(tenant, rec.Spec))
+	lk, _ := kind.LoopingOf(rec.Spec.Kind)
+	v, _, err := views.Load(ctx, st.Buckets.Views, lk.StateKey(tenant, rec.Spec))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package commands
 
 import (
 	"context"
@@ -7,13 +7,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/internal/cli"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
-func newSpotcheckCmd() *cobra.Command {
-	var conn connFlags
+func newSpotcheckCmd(env stage.CommandEnv) *cobra.Command {
+	var open stage.OpenState
 	var tenant, batchID, job, dimension string
 	cmd := &cobra.Command{
 		Use:   "spotcheck approve|reject --batch <id> --job <view job> [--dimension D]",
@@ -36,44 +38,43 @@ aggregator records it in its own time.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			approved := args[0] == "approve"
 			if !approved && args[0] != "reject" {
-				return exitError{2, fmt.Errorf("want approve or reject, got %q", args[0])}
+				return cli.Exit(2, fmt.Errorf("want approve or reject, got %q", args[0]))
 			}
-			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
-				rec, err := client.FindJob(cmd.Context(), b, tenant, batchID, job)
+			return open(cmd.Context(), func(st stage.CommandState) error {
+				rec, err := records.FindJob(cmd.Context(), st.Buckets, tenant, batchID, job)
 				if err != nil {
-					return exitError{2, err}
+					return cli.Exit(2, err)
 				}
 				if rec.Status != events.StatusAwaitingSpotcheck {
 					// The rules take a spot-check only while a sign-off waits for one; any
 					// other would be dropped without a word.
-					return exitError{2, fmt.Errorf("job %s of batch %s is not a sign-off waiting for a spot-check: its status is %s", job, batchID, rec.Status)}
+					return cli.Exit(2, fmt.Errorf("job %s of batch %s is not a sign-off waiting for a spot-check: its status is %s", job, batchID, rec.Status))
 				}
-				rubric, err := client.ViewRubric(cmd.Context(), env.store, tenant, rec)
+				rubric, err := ViewRubric(cmd.Context(), st.Store, tenant, rec)
 				if err != nil {
-					return exitError{2, err}
+					return cli.Exit(2, err)
 				}
 				if err := rubric.CheckSpotcheck(approved, dimension); err != nil {
-					return exitError{2, fmt.Errorf("--dimension: %w", err)}
+					return cli.Exit(2, fmt.Errorf("--dimension: %w", err))
 				}
 				host, _ := os.Hostname()
-				if err := client.Spotcheck(env.pub, tenant, batchID, job, approved, dimension, host); err != nil {
-					return exitError{2, err}
+				if err := Spotcheck(st.Pub, tenant, batchID, job, approved, dimension, host); err != nil {
+					return cli.Exit(2, err)
 				}
-				if env.applied == nil {
+				if st.Applied == nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "spot-check sent for %s\n", job)
 					return nil
 				}
-				value, err := spotcheckApplied(cmd.Context(), env, b, tenant, batchID, job)
+				value, err := spotcheckApplied(cmd.Context(), st, tenant, batchID, job)
 				if err != nil {
-					return exitError{2, err}
+					return cli.Exit(2, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "spot-check recorded for %s: human_spotcheck %s\n", job, value)
 				return nil
 			})
 		},
 	}
-	conn.register(cmd.Flags())
-	conn.registerLocalInput(cmd.Flags(), "spotcheck")
+	open = env.StateFlags(cmd.Flags(), "spotcheck")
 	cmd.Flags().StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to")
 	cmd.Flags().StringVar(&batchID, "batch", "", "batch id")
 	cmd.Flags().StringVar(&job, "job", "", "the view's job id (results show it)")
@@ -85,20 +86,20 @@ aggregator records it in its own time.`,
 
 // spotcheckApplied waits for the state folder's aggregator and returns the sign-off's
 // human_spotcheck as recorded, or why the spot-check was not.
-func spotcheckApplied(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, batchID, job string) (string, error) {
-	if err := env.applied(ctx); err != nil {
+func spotcheckApplied(ctx context.Context, st stage.CommandState, tenant, batchID, job string) (string, error) {
+	if err := st.Applied(ctx); err != nil {
 		return "", fmt.Errorf("spot-check of %s: %w", job, err)
 	}
-	rec, err := client.FindJob(ctx, b, tenant, batchID, job)
+	rec, err := records.FindJob(ctx, st.Buckets, tenant, batchID, job)
 	if err != nil {
 		return "", err
 	}
-	st, err := rubricState(rec)
+	vs, err := rubric.StateOf(rec)
 	if err != nil {
 		return "", fmt.Errorf("spot-check of %s: %w", job, err)
 	}
-	if rec.Status == events.StatusAwaitingSpotcheck || st == nil || st.SignOff == nil {
+	if rec.Status == events.StatusAwaitingSpotcheck || vs == nil || vs.SignOff == nil {
 		return "", fmt.Errorf("spot-check of %s: the aggregator did not record it (status %s); its log says why", job, rec.Status)
 	}
-	return st.SignOff.HumanSpotcheck, nil
+	return vs.SignOff.HumanSpotcheck, nil
 }

@@ -1,0 +1,50 @@
+package stage
+
+import (
+	"context"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/kv"
+)
+
+// CommandEnv is what the CLI (cmd/tribunal, which implements it) gives a kind's
+// commands that work on a batch's recorded state: the flags that name that state and the
+// way to open it, the same as every other command that reads it has, so a kind's command
+// takes --nats, --blob and --data-dir (and their TRIBUNAL_* variables) as they do.
+type CommandEnv interface {
+	// StateFlags registers on fs the flags that name the state command works on and
+	// returns what opens it once they are parsed: the state folder `tribunal run` keeps,
+	// with its aggregator, or running services.
+	StateFlags(fs *pflag.FlagSet, command string) OpenState
+}
+
+// OpenState opens the state its flags name, calls fn with it and closes it.
+type OpenState func(ctx context.Context, fn func(CommandState) error) error
+
+// CommandState is a batch's recorded state as a kind's command reads and changes it.
+type CommandState struct {
+	Buckets kv.Buckets
+	Store   blob.Store
+	// Pub publishes what the command records (a spot-check, a reset).
+	Pub Publisher
+	// Applied, for a state folder opened with its aggregator, waits until the
+	// aggregator has applied what was published; nil when services elsewhere apply it
+	// in their own time.
+	Applied func(context.Context) error
+}
+
+// Publisher publishes events' messages (bus.Messages) on their subjects.
+type Publisher interface {
+	Publish(topic string, msgs ...*message.Message) error
+}
+
+// StateCommanding is a kind with CLI subcommands that read or change a batch's recorded
+// state (rubric's `spotcheck`, `view-reset`); cmd/tribunal adds them beside
+// Commanding's, through kinds.StateCommands. Their exit status is a cli.ExitError.
+type StateCommanding interface {
+	StateCommands(env CommandEnv) []*cobra.Command
+}
