@@ -10,8 +10,10 @@ import (
 
 // maxRetainedPerJob is what the audit may keep of each job it audited, for the key-value
 // comparison that follows it (docs/architecture.md, the audit): the compressed job
-// record and an entry per logical step, never the events' bytes.
-const maxRetainedPerJob = 2048
+// record and an entry per logical step, never the events' bytes. About 1,080 bytes are
+// kept; the cancels' scan of the first read, kept alive by a pointer into it, added 310
+// (1,392), which this bound fails.
+const maxRetainedPerJob = 1280
 
 // retained audits an honest batch of n ab jobs and returns the heap the audit still
 // holds at its end, and the stream's bytes per job.
