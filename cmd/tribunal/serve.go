@@ -141,6 +141,7 @@ func newServeCmd() *cobra.Command {
 	var webAllowPrivate bool
 	var consoleAddr, ingressAddr, tokensFile string
 	var quotas quotaFlags
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console|ingress>",
 		Short: "Run a service as a long-lived process",
@@ -169,6 +170,11 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats", "console", "ingress"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			stopProfile, err := startProfiles(cpuProfile, "")
+			defer stopProfile() // written on SIGTERM, when the service returns
+			if err != nil {
+				return exitError{2, err}
+			}
 			if args[0] == "nats" {
 				cluster.StoreDir, cluster.Listen, cluster.ConfigFile = natsStore, natsListen, natsConfig
 				return serveNATS(ctx, cluster)
@@ -232,6 +238,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.StringVar(&cluster.ClusterListen, "cluster-listen", "", "nats: address for routes from the other cluster members (e.g. 0.0.0.0:6222); makes this server a member of a JetStream cluster")
 	fs.StringVar(&cluster.ClusterName, "cluster-name", "", "nats: the cluster's name, the same on every member (default \""+natsserver.DefaultClusterName+"\")")
 	fs.StringSliceVar(&cluster.Routes, "routes", nil, "nats: cluster addresses of the members, nats://host:6222, comma separated; every member may get the same list")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process here when it stops on SIGTERM (go tool pprof)")
 	fs.IntVar(&conn.replicas, "replicas", 1, "copies of the event stream, its consumers and the key-value state on a JetStream cluster: 3 on a three-node cluster survives losing a node; an existing deployment is scaled to it")
 	return cmd
 }

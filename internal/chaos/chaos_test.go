@@ -126,6 +126,22 @@ func (p *proc) usage() (cpu time.Duration, hwmKiB int64, ok bool) {
 	return cpu, hwmKiB, true
 }
 
+// stop sends SIGTERM and waits up to 30 s for the process to end: a clean shutdown,
+// which writes the process's --cpuprofile.
+func (p *proc) stop() {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+	}
+}
+
 // kill sends SIGKILL: no graceful shutdown, in-flight messages are simply abandoned.
 func (p *proc) kill() {
 	p.mu.Lock()

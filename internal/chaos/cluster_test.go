@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -248,6 +249,19 @@ const (
 	memberReplacedEmpty
 )
 
+// profileDir, from TRIBUNAL_CLUSTER_PROFILES, makes the steady runs of the cluster
+// benchmark write a CPU profile of every process there, <topology>-<process>.pprof: the
+// services' cover the batch, the servers' the batch and its audit.
+var profileDir = os.Getenv("TRIBUNAL_CLUSTER_PROFILES")
+
+// profile gives p a --cpuprofile in profileDir when profiling is asked for.
+func profile(p *proc, topo topology, f fault) {
+	if profileDir == "" || f != noFault {
+		return
+	}
+	p.args = append(p.args, "--cpuprofile", filepath.Join(profileDir, topo.String()+"-"+strings.ReplaceAll(p.name, " ", "-")+".pprof"))
+}
+
 // runClusterBatch runs an n-AC batch through services processes on topo (for R3, a
 // three-node JetStream cluster with every stream and bucket replicated three times),
 // with the fault f once a tenth of the batch is judged. It checks the outcome every
@@ -263,6 +277,22 @@ func runClusterBatch(tb testing.TB, n int, topo topology, f fault) clusterRun {
 	} else {
 		c = startNATSCluster(tb, topo.members)
 	}
+	if profileDir != "" && f == noFault {
+		// The servers' profiles start here, after their start; restarted, they record.
+		for _, p := range c.procs {
+			p.kill()
+			<-p.exited
+			profile(p, topo, f)
+			p.start(tb)
+		}
+		for _, u := range strings.Split(c.urls, ",") {
+			for deadline := time.Now().Add(60 * time.Second); !jetStreamAnswers(u); time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					tb.Fatalf("%s gives no JetStream after a restart for profiling", u)
+				}
+			}
+		}
+	}
 	tb.Logf("nats %s ready in %s", topo, time.Since(began).Round(time.Millisecond))
 	blobURL := "file://" + tb.TempDir()
 	var services []*proc
@@ -271,6 +301,7 @@ func runClusterBatch(tb testing.TB, n int, topo topology, f fault) clusterRun {
 		h := freeport.Addr(tb)
 		p := &proc{name: svc, args: []string{"serve", svc, "--nats", c.urls, "--replicas", fmt.Sprint(topo.replicas), "--blob", blobURL, "--health", h,
 			"--ack-wait", "5s", "--instance", svc, "--log-level", "warn"}}
+		profile(p, topo, f)
 		p.start(tb)
 		tb.Cleanup(p.kill)
 		services = append(services, p)
@@ -375,6 +406,11 @@ func runClusterBatch(tb testing.TB, n int, topo topology, f fault) clusterRun {
 		tb.Logf("killed %s; stream leader elected %s after the kill (0: no election); longest pause in verdicts after it: %s, from %s after it",
 			run.killed, run.election.Round(time.Millisecond), run.pause.Round(time.Millisecond), run.pauseFrom.Round(time.Millisecond))
 	}
+	if profileDir != "" && f == noFault {
+		for _, p := range services {
+			p.stop() // writes its profile: the batch's work, not the audit's
+		}
+	}
 	checkResults(tb, []byte(watchOut.String()), n)
 	if got, err := verdicts(ctx, js); got != n {
 		tb.Fatalf("%d verdicts in the stream (%v), want exactly %d", got, err, n)
@@ -398,6 +434,11 @@ func runClusterBatch(tb testing.TB, n int, topo topology, f fault) clusterRun {
 	}
 	if os.Getenv("CHAOS_DUMP") != "" { // every process's log, for looking into a run that passed
 		dumpLogs()
+	}
+	if profileDir != "" && f == noFault {
+		for _, p := range c.procs {
+			p.stop() // the servers' profiles take the audit's reads too
+		}
 	}
 	tb.Logf("batch %s; rejoin and audit %s", run.elapsed.Round(time.Millisecond), time.Since(checked).Round(time.Millisecond))
 	return run
