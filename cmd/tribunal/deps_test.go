@@ -57,7 +57,9 @@ func TestRulesImportNoInfrastructure(t *testing.T) {
 	}
 	rules := []string{"../../pkg/rulebook"}
 	for _, p := range strings.Fields(string(out)) {
-		if !strings.HasSuffix(p, "/stages") && !strings.HasSuffix(p, "/kind/stage") {
+		// A kind's stages and commands stand on the stages' layer (docs/architecture.md),
+		// where I/O is theirs to do.
+		if !strings.HasSuffix(p, "/stages") && !strings.HasSuffix(p, "/commands") && !strings.HasSuffix(p, "/kind/stage") {
 			rules = append(rules, p)
 		}
 	}
@@ -66,7 +68,7 @@ func TestRulesImportNoInfrastructure(t *testing.T) {
 		"github.com/nats-io/nats-server", "github.com/ThreeDotsLabs/watermill", "go.opentelemetry.io",
 		"github.com/prometheus", "github.com/chromedp", "github.com/minio",
 		mod + "pkg/bus", mod + "pkg/telemetry", mod + "pkg/kind/stage", mod + "pkg/kinds", mod + "pkg/sensor/web", mod + "pkg/sensor/command",
-		mod + "pkg/ingest", mod + "pkg/blob/fileblob", mod + "pkg/blob/s3blob", mod + "pkg/judge/openai", mod + "services",
+		mod + "pkg/artifact", mod + "pkg/blob/fileblob", mod + "pkg/blob/s3blob", mod + "pkg/judge/openai", mod + "services",
 	}
 	for _, r := range rules {
 		out, err := exec.Command("go", "list", "-deps", r).Output()
