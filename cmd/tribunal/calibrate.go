@@ -15,11 +15,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	calibrationset "github.com/tribunal-dev/tribunal/examples/calibration"
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab/calibration"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -173,7 +173,7 @@ func judgeOffline(ctx context.Context, b *batch.Batch, concurrency int, jf *judg
 		return nil, err
 	}
 	defer os.RemoveAll(dataDir)
-	env, err := startEmbedded(ctx, dataDir, true, "", concurrency, jf, ingest.FetchOptions{}, nil, nil)
+	env, err := startEmbedded(ctx, dataDir, true, "", concurrency, jf, artifact.FetchOptions{}, nil, nil)
 	if err != nil {
 		return nil, exitError{2, err}
 	}

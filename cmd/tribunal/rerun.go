@@ -15,11 +15,11 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/localstate"
 	"github.com/tribunal-dev/tribunal/internal/rerun"
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/diskspace"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -43,7 +43,7 @@ type allInOne struct {
 	blobURL     string
 	concurrency int
 	jf          *judgeFlags
-	fetch       ingest.FetchOptions
+	fetch       artifact.FetchOptions
 	sensors     *renderer.Sensors
 	gates       *command.Gates
 	// submitter carries the submission's choices (AllowOutside, ServeFeature, DefaultMode).

@@ -26,6 +26,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/internal/localstate"
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
@@ -33,7 +34,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/diskspace"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
@@ -247,7 +247,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		notes = nil
 	}
 	a := &allInOne{batch: b, tenant: tenant, dataDir: dataDir, ephemeral: ephemeral, blobURL: f.blobURL, concurrency: f.concurrency,
-		jf: &f.judge, fetch: ingest.FetchOptions{AllowPrivate: f.allowPrivate}, sensors: sensors, gates: gates,
+		jf: &f.judge, fetch: artifact.FetchOptions{AllowPrivate: f.allowPrivate}, sensors: sensors, gates: gates,
 		submitter: client.Submitter{AllowOutside: f.allowOutside, ServeFeature: features.serve, DefaultMode: defaultMode, Spend: allowance},
 		force:     f.rerun, notes: notes, options: runOptions(f, defaultMode), guard: guard}
 	defer a.Close()
@@ -505,7 +505,7 @@ type services struct {
 	params      judge.Params
 	concurrency int
 	jf          *judgeFlags
-	fetch       ingest.FetchOptions
+	fetch       artifact.FetchOptions
 	sensors     *renderer.Sensors
 	gates       *command.Gates
 }
@@ -551,7 +551,7 @@ func applyMemoryLimit(limit int64) {
 	}
 }
 
-func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch ingest.FetchOptions, sensors *renderer.Sensors, gates *command.Gates) (*embedded, error) {
+func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch artifact.FetchOptions, sensors *renderer.Sensors, gates *command.Gates) (*embedded, error) {
 	applyMemoryLimit(defaultMemoryLimit)
 	// A provider that cannot work stops the run here, before any work, with the cause.
 	provider, params, err := jf.build("all-in-one")

@@ -16,10 +16,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/bus/natsserver"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
@@ -263,7 +263,7 @@ func serveServices(ctx context.Context, conn *connFlags, jf *judgeFlags, service
 	}
 	defer done()
 	opts := app.Options{Services: services, Bus: conn.busConfig(), Concurrency: concurrency, Store: store,
-		Instance: conn.instance, Fetch: ingest.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShareJudgeCache: shareJudgeCache, ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
+		Instance: conn.instance, Fetch: artifact.FetchOptions{AllowPrivate: allowPrivate}, Sensors: sensors, Gates: gates, TenantQuota: conn.quota, RateLimits: jf.rateLimits(), ShareJudgeCache: shareJudgeCache, ShutdownGrace: shutdownGrace, CloseTimeout: 30 * time.Second}
 	if opts.RateLimits != nil {
 		// The shared rate-limit bucket is state like the others: replicated alike.
 		opts.RateLimits.Replicas = conn.replicas

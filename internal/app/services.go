@@ -21,11 +21,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/budget"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
@@ -60,7 +60,7 @@ type Options struct {
 	Params   judge.Params
 	// Instance names this process in verdicts and logs.
 	Instance string
-	Fetch    ingest.FetchOptions
+	Fetch    artifact.FetchOptions
 	// Sensors are the renderer's rubric sensors (web and command adapters).
 	Sensors *renderer.Sensors
 	// Gates are the gater's operator gates commands by adapter name.

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 )
 
 // maxInlineText is how much of a text artifact a page shows; the whole artifact stays
@@ -88,12 +88,12 @@ func (s *server) fillBlob(ctx context.Context, tenant string, a *artifactView, b
 	if declared == "application/octet-stream" {
 		declared = ""
 	}
-	c := ingest.Classify(a.Name, data, declared)
+	c := artifact.Classify(a.Name, data, declared)
 	a.MediaType = c.MediaType
 	switch {
 	case c.Blocked != "":
 		a.Class, a.Note, a.MediaType = "binary", c.Blocked, declared
-	case c.Class == ingest.ClassImage:
+	case c.Class == artifact.ClassImage:
 		a.Class = "image"
 	default:
 		a.Class = c.Class

@@ -35,8 +35,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -314,7 +314,7 @@ func Stands(e Entry, h *records.Batch, jobs []*records.Job) error {
 
 // stableBlock reports whether a blocked job's cause would block it again: failed gates,
 // the batch entry's own problem, or a render blocked only for causes in the artifacts
-// themselves (ingest.Recurs). Any other cause (a service that gave up, a provider or
+// themselves (artifact.Recurs). Any other cause (a service that gave up, a provider or
 // runner that failed, storage that lost the bytes, a cancel) may not recur, and the batch
 // is judged again.
 func stableBlock(j *records.Job) bool {
@@ -328,7 +328,7 @@ func stableBlock(j *records.Job) bool {
 	if j.Spec.Problem != "" && j.BlockReason == j.Spec.Problem {
 		return true
 	}
-	return ingest.Recurs(j.BlockReason)
+	return artifact.Recurs(j.BlockReason)
 }
 
 // Describe is one line naming an entry for people: the batch, when it completed and who

@@ -1,4 +1,4 @@
-package ingest
+package artifact
 
 // This test FAILS against the code at the time of writing (see the test report).
 

@@ -1,8 +1,8 @@
-// Package ingest is the renderer's static sensor: it decides how a judge can take in an
+// Package artifact is the renderer's static sensor: it decides how a judge can take in an
 // artifact (image for a vision model, text, HTML) and refuses what it cannot judge
 // fairly: video, unknown binaries, remote non-HTML and, always, diffs. It applies the
 // same rules to both sides of a comparison.
-package ingest
+package artifact
 
 import (
 	"bytes"

@@ -9,12 +9,13 @@ import (
 	"io/fs"
 	"sync"
 
+	art "github.com/tribunal-dev/tribunal/pkg/artifact"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
 )
 
@@ -85,7 +86,7 @@ func (s *Submitter) resolveAll(ctx context.Context, b *batch.Batch, names []stri
 // on.
 func (s *Submitter) resolve(ctx context.Context, b *batch.Batch, name string, arts *artifacts) (events.Source, error) {
 	if name == "" {
-		return events.Source{Name: "(none)", Error: ingest.CauseMissing + ": no path given"}, nil
+		return events.Source{Name: "(none)", Error: art.CauseMissing + ": no path given"}, nil
 	}
 	if batch.IsURL(name) {
 		return events.Source{Name: name, URL: name}, nil
@@ -93,7 +94,7 @@ func (s *Submitter) resolve(ctx context.Context, b *batch.Batch, name string, ar
 	src := events.Source{Name: name}
 	path, err := b.LocalPath(name, s.AllowOutside)
 	if err != nil {
-		src.Error = ingest.CauseRefused + ": " + err.Error()
+		src.Error = art.CauseRefused + ": " + err.Error()
 		return src, nil
 	}
 	limit := s.artifactLimit()
@@ -103,17 +104,17 @@ func (s *Submitter) resolve(ctx context.Context, b *batch.Batch, name string, ar
 		var nr *localfile.NotRegularError
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			src.Error = ingest.CauseMissing + ": " + name
+			src.Error = art.CauseMissing + ": " + name
 		case errors.As(err, &nr):
-			src.Error = fmt.Sprintf("%s: %s is %s, not a regular file", ingest.CauseUnreadable, name, nr.Kind)
+			src.Error = fmt.Sprintf("%s: %s is %s, not a regular file", art.CauseUnreadable, name, nr.Kind)
 		default:
-			src.Error = ingest.CauseUnreadable + ": " + err.Error()
+			src.Error = art.CauseUnreadable + ": " + err.Error()
 		}
 		return src, nil
 	}
 	defer f.Close()
 	if st.Size() > limit {
-		src.Error = fmt.Sprintf("%s: %s is larger than %d bytes", ingest.CauseUnreadable, name, limit)
+		src.Error = fmt.Sprintf("%s: %s is larger than %d bytes", art.CauseUnreadable, name, limit)
 		return src, nil
 	}
 	var buf bytes.Buffer
@@ -124,12 +125,12 @@ func (s *Submitter) resolve(ctx context.Context, b *batch.Batch, name string, ar
 	n, sha, err := blob.DigestCopy(ctx, w, f, limit)
 	switch {
 	case errors.Is(err, blob.ErrTooLarge):
-		src.Error = fmt.Sprintf("%s: %s is larger than %d bytes", ingest.CauseUnreadable, name, limit)
+		src.Error = fmt.Sprintf("%s: %s is larger than %d bytes", art.CauseUnreadable, name, limit)
 		return src, nil
 	case ctx.Err() != nil:
 		return src, ctx.Err()
 	case err != nil:
-		src.Error = ingest.CauseUnreadable + ": " + err.Error()
+		src.Error = art.CauseUnreadable + ": " + err.Error()
 		return src, nil
 	}
 	a := &artifact{path: path, sha: sha, size: n}

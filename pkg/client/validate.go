@@ -8,10 +8,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	art "github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/price"
@@ -86,7 +86,7 @@ type PlannedArtifact struct {
 
 // PlanBatch prepares b as Submit would, uploading its artifacts into store (a throwaway
 // store: nothing is published), and classifies every artifact with the renderer's rules
-// (package ingest).
+// (package artifact).
 func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string) (*Plan, error) {
 	prep, err := s.Prepare(ctx, b, tenant)
 	if err != nil {
@@ -166,7 +166,7 @@ func (s *Submitter) planArtifacts(ctx context.Context, tenant string, j Job, est
 }
 
 // classify takes in one artifact as the renderer does: a source's own error blocks it,
-// an uploaded file is read back and classified by package ingest (an equivalence
+// an uploaded file is read back and classified by package artifact (an equivalence
 // document only needs to be text), and a URL is left to the renderer.
 func (s *Submitter) classify(ctx context.Context, tenant, role string, src events.Source, document bool) (PlannedArtifact, error) {
 	a := PlannedArtifact{Role: role, Name: src.Name}
@@ -178,25 +178,25 @@ func (s *Submitter) classify(ctx context.Context, tenant, role string, src event
 	case src.Blob != nil:
 		data, attrs, err := blob.ReadAll(ctx, s.Store, blob.Ref{Tenant: tenant, SHA256: src.Blob.SHA256})
 		if errors.Is(err, blob.ErrNotFound) {
-			a.Blocked = ingest.ReasonNotStored
+			a.Blocked = art.ReasonNotStored
 			break
 		}
 		if err != nil {
 			return a, fmt.Errorf("read %s back: %w", src.Name, err)
 		}
 		a.Size = attrs.Size
-		r := ingest.Classify(src.Name, data, attrs.MediaType)
+		r := art.Classify(src.Name, data, attrs.MediaType)
 		a.Class, a.MediaType, a.Blocked = r.Class, r.MediaType, r.Blocked
 		if document {
 			// The equivalence runner reads any UTF-8 text and applies none of the
 			// static sensor's other rules.
 			a.Blocked = ""
 			if !utf8.Valid(data) {
-				a.Blocked = ingest.CauseUnsupported + ": a document must be text"
+				a.Blocked = art.CauseUnsupported + ": a document must be text"
 			}
 		}
 	default:
-		a.Blocked = ingest.CauseMissing
+		a.Blocked = art.CauseMissing
 	}
 	return a, nil
 }

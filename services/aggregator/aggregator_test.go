@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/handlertest"
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -26,7 +26,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // handlers wires the four services over env as internal/app does, minus the bus.
 func handlers(env *handlertest.Env, p judge.Provider) (map[events.Type]bus.Handler, *aggregator.Service) {
 	agg := aggregator.New(env.Buckets, env.Store, quiet)
-	r := renderer.New(env.Store, ingest.FetchOptions{}, stage.RenderEnv{Provider: p, Cache: env.Buckets.Cache, Log: quiet})
+	r := renderer.New(env.Store, artifact.FetchOptions{}, stage.RenderEnv{Provider: p, Cache: env.Buckets.Cache, Log: quiet})
 	g := gater.New(stage.GateEnv{Store: env.Store, Views: env.Buckets.Views, Log: quiet})
 	j := judgesvc.New(stage.JudgeEnv{Store: env.Store, Provider: p, Cache: env.Buckets.Cache, Log: quiet})
 	return map[events.Type]bus.Handler{

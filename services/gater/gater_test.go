@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/handlertest"
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/services/gater"
 	"github.com/tribunal-dev/tribunal/services/renderer"
@@ -21,7 +21,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // rendered is the quickstart AC's render.done, as the renderer publishes it.
 func rendered(t *testing.T, env *handlertest.Env, ac string) events.Event {
 	t.Helper()
-	r := renderer.New(env.Store, ingest.FetchOptions{}, stage.RenderEnv{Log: quiet})
+	r := renderer.New(env.Store, artifact.FetchOptions{}, stage.RenderEnv{Log: quiet})
 	for _, s := range env.Submitted(t, handlertest.Quickstart(), "team-a", "b1") {
 		if s.JobID != ac {
 			continue

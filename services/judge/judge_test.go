@@ -11,9 +11,9 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/handlertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/judgetest"
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	pj "github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
@@ -29,7 +29,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func gated(t *testing.T, env *handlertest.Env, ac string) events.Event {
 	t.Helper()
 	hs := map[events.Type]bus.Handler{
-		events.TypeRenderRequested: renderer.New(env.Store, ingest.FetchOptions{}, stage.RenderEnv{Log: quiet,
+		events.TypeRenderRequested: renderer.New(env.Store, artifact.FetchOptions{}, stage.RenderEnv{Log: quiet,
 			Provider: handlertest.QuickstartProvider(t), Cache: env.Buckets.Cache}).Handle,
 		events.TypeRenderDone: gater.New(stage.GateEnv{Store: env.Store, Views: env.Buckets.Views, Log: quiet}).Handle,
 	}

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/budget"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
@@ -43,14 +43,14 @@ func WithSpend(p spend.Policy) Option {
 }
 
 // New builds the renderer. env.Fetcher defaults to one with fetch's limits.
-func New(store blob.Store, fetch ingest.FetchOptions, env stage.RenderEnv, opts ...Option) *Service {
+func New(store blob.Store, fetch artifact.FetchOptions, env stage.RenderEnv, opts ...Option) *Service {
 	if env.Log == nil {
 		env.Log = slog.Default()
 	}
 	env.Log = env.Log.With("service", bus.Renderer)
 	env.Store = store
 	if env.Fetcher == nil {
-		env.Fetcher = ingest.NewFetcher(fetch)
+		env.Fetcher = artifact.NewFetcher(fetch)
 	}
 	s := &Service{env: env, log: env.Log}
 	for _, o := range opts {

@@ -10,10 +10,10 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/handlertest"
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
@@ -37,7 +37,7 @@ func requested(t *testing.T, env *handlertest.Env, ac string) events.Event {
 func render(t *testing.T, env *handlertest.Env, renv stage.RenderEnv, ev events.Event) (*events.RenderDone, events.Event) {
 	t.Helper()
 	renv.Log = quiet
-	out, err := handlertest.Deliver(context.Background(), renderer.New(env.Store, ingest.FetchOptions{}, renv).Handle, ev)
+	out, err := handlertest.Deliver(context.Background(), renderer.New(env.Store, artifact.FetchOptions{}, renv).Handle, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestEquivalenceWithoutProviderBlocks(t *testing.T) {
 func TestWrongEventIsPermanent(t *testing.T) {
 	env := handlertest.New(t)
 	sub := handlertest.Of(env.Submitted(t, handlertest.Quickstart(), "team-a", "b1"), events.TypeJobSubmitted)[0]
-	_, err := handlertest.Deliver(context.Background(), renderer.New(env.Store, ingest.FetchOptions{}, stage.RenderEnv{Log: quiet}).Handle, sub)
+	_, err := handlertest.Deliver(context.Background(), renderer.New(env.Store, artifact.FetchOptions{}, stage.RenderEnv{Log: quiet}).Handle, sub)
 	if !bus.IsPermanent(err) || !strings.Contains(err.Error(), "job.submitted") {
 		t.Fatalf("want a permanent error naming the event, got %v", err)
 	}
@@ -104,7 +104,7 @@ func TestSpendBlocksBeforeAnyWork(t *testing.T) {
 	m := telemetry.Reset()
 	env := handlertest.New(t)
 	p := handlertest.QuickstartProvider(t)
-	h := renderer.New(env.Store, ingest.FetchOptions{}, stage.RenderEnv{Provider: p, Cache: env.Buckets.Cache, Log: quiet},
+	h := renderer.New(env.Store, artifact.FetchOptions{}, stage.RenderEnv{Provider: p, Cache: env.Buckets.Cache, Log: quiet},
 		renderer.WithSpend(spend.Policy{Models: []string{"gpt-4o"}})).Handle
 	with := func(ac string, change func(*events.JobSpec)) events.Event {
 		ev := requested(t, env, ac)

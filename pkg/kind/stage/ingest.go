@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 )
 
 // Ingest returns a submitted source as a rendered artifact, or a blocked reason when the
@@ -22,15 +22,15 @@ func Ingest(ctx context.Context, env *RenderEnv, tenant string, src events.Sourc
 		ref := blob.Ref{Tenant: tenant, SHA256: src.Blob.SHA256}
 		data, attrs, err := blob.ReadAll(ctx, env.Store, ref)
 		if errors.Is(err, blob.ErrNotFound) {
-			return events.Artifact{}, ingest.ReasonNotStored, nil
+			return events.Artifact{}, artifact.ReasonNotStored, nil
 		}
 		if errors.Is(err, blob.ErrDigestMismatch) {
-			return events.Artifact{}, ingest.ReasonStoredBad, nil
+			return events.Artifact{}, artifact.ReasonStoredBad, nil
 		}
 		if err != nil {
 			return events.Artifact{}, "", err
 		}
-		r := ingest.Classify(src.Name, data, attrs.MediaType)
+		r := artifact.Classify(src.Name, data, attrs.MediaType)
 		if r.Blocked != "" {
 			return events.Artifact{}, r.Blocked, nil
 		}
@@ -52,5 +52,5 @@ func Ingest(ctx context.Context, env *RenderEnv, tenant string, src events.Sourc
 		}
 		return events.Artifact{Blob: events.Blob{SHA256: attrs.Ref.SHA256, MediaType: f.MediaType, Size: attrs.Size}, Class: f.Class}, "", nil
 	}
-	return events.Artifact{}, ingest.CauseMissing, nil
+	return events.Artifact{}, artifact.CauseMissing, nil
 }

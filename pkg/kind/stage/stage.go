@@ -13,10 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
@@ -118,7 +118,7 @@ func (e *PlanEnv) Once(key string, compute func() (any, error)) (any, error) {
 // RenderEnv is what rendering may use.
 type RenderEnv struct {
 	Store   blob.Store
-	Fetcher *ingest.Fetcher
+	Fetcher *artifact.Fetcher
 	// Provider runs documents (equivalence); nil blocks such jobs.
 	Provider judge.Provider
 	// Cache is the shared cache bucket (equivalence teacher transcripts).

@@ -128,7 +128,7 @@ type Options struct {
 	// after name resolution, so neither a DNS answer nor a redirect gets around it.
 	AllowHosts []string
 	// AllowPrivate lets allowed hosts resolve to loopback, private-use, shared and
-	// link-local addresses (an internal staging app), as ingest.FetchOptions.AllowPrivate
+	// link-local addresses (an internal staging app), as artifact.FetchOptions.AllowPrivate
 	// lets artifact URLs. It trusts the DNS of every allowed name: a wildcard's
 	// subdomains included.
 	AllowPrivate bool

@@ -11,9 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/ingest"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
@@ -198,14 +198,14 @@ func (r *DocumentRunner) document(ctx context.Context, tenant string, src events
 	data, _, err := blob.ReadAll(ctx, r.Store, blob.Ref{Tenant: tenant, SHA256: src.Blob.SHA256})
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
-		return "", "", ingest.ReasonNotStored, nil
+		return "", "", artifact.ReasonNotStored, nil
 	case errors.Is(err, blob.ErrDigestMismatch):
-		return "", "", ingest.ReasonStoredBad, nil
+		return "", "", artifact.ReasonStoredBad, nil
 	case err != nil:
 		return "", "", "", err
 	}
 	if !utf8.Valid(data) {
-		return "", "", ingest.CauseUnsupported + ": a document must be text", nil
+		return "", "", artifact.CauseUnsupported + ": a document must be text", nil
 	}
 	return string(data), src.Blob.SHA256, "", nil
 }
