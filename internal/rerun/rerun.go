@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/artifact"
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -64,7 +65,7 @@ type Inputs struct {
 }
 
 // ErrUnknown marks a key that cannot be computed: the batch is judged again.
-var ErrUnknown = errors.New("rerun key unknown")
+var ErrUnknown = errclass.New(errclass.NotFound, "rerun key unknown")
 
 // Key is the SHA-256 of the inputs, in hex. It fails with ErrUnknown when a required
 // input is missing.

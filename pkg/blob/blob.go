@@ -13,10 +13,10 @@ package blob
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/ident"
 )
 
@@ -30,14 +30,14 @@ const ArtifactMaxSize int64 = 20 << 20
 
 var (
 	// ErrNotFound is returned when no object exists for a Ref.
-	ErrNotFound = errors.New("blob: not found")
+	ErrNotFound = errclass.New(errclass.NotFound, "blob: not found")
 	// ErrDigestMismatch is returned when stored bytes no longer hash to their key, or
 	// when a caller-supplied expected digest does not match what was written.
-	ErrDigestMismatch = errors.New("blob: digest mismatch")
+	ErrDigestMismatch = errclass.New(errclass.Refused, "blob: digest mismatch")
 	// ErrTooLarge is returned when an object exceeds the store's size limit.
-	ErrTooLarge = errors.New("blob: object too large")
+	ErrTooLarge = errclass.New(errclass.Refused, "blob: object too large")
 	// ErrInvalidRef is returned for a malformed tenant or digest.
-	ErrInvalidRef = errors.New("blob: invalid reference")
+	ErrInvalidRef = errclass.New(errclass.Refused, "blob: invalid reference")
 )
 
 // Ref names one object: the tenant that owns it and the hex SHA-256 of its bytes.
@@ -111,7 +111,7 @@ type Usager interface {
 }
 
 // ErrUsageUnknown is Usage of a store that cannot count a tenant's bytes.
-var ErrUsageUnknown = errors.New("the blob store cannot count a tenant's bytes")
+var ErrUsageUnknown = errclass.New(errclass.Unavailable, "the blob store cannot count a tenant's bytes")
 
 // Usage is what tenant's objects take in s (Usager), or ErrUsageUnknown.
 func Usage(ctx context.Context, s Store, tenant string) (int64, error) {

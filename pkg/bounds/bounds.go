@@ -14,10 +14,11 @@
 package bounds
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 )
 
 // Limits bound one document. A zero field is no limit of that sort.
@@ -40,7 +41,7 @@ type Limits struct {
 var Event = Limits{Depth: 24, Items: 1 << 14, Total: 1 << 17}
 
 // ErrExceeded is wrapped by every *Error: the document was refused before decoding.
-var ErrExceeded = errors.New("document refused before decoding")
+var ErrExceeded = errclass.New(errclass.Refused, "document refused before decoding")
 
 // Error says where a document broke a limit or could not be walked.
 type Error struct {

@@ -19,6 +19,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -288,7 +289,7 @@ func (p *Publisher) publishOnce(msgs []*message.Message, nms []*nats.Msg, pendin
 // ErrDuplicateMismatch marks a publish whose message id the stream already holds for a
 // different message: someone pre-empted the id, or two logical steps derived one id. The
 // message was not stored, so reporting success would lose it silently.
-var ErrDuplicateMismatch = errors.New("message id already used by a different message")
+var ErrDuplicateMismatch = errclass.New(errclass.Conflict, "message id already used by a different message")
 
 // checkDuplicate reads back the message a Duplicate acknowledgement points at and
 // compares it with the one sent: the same subject and, for events, the same identity
@@ -442,7 +443,7 @@ func (p *Publisher) MaxPayload() int64 { return p.js.Conn().MaxPayload() }
 // (1 MiB unless the server is configured otherwise). Publishing it can never succeed, so
 // IsPermanent reports it: the input that produced it goes to dead letters at once
 // instead of being redelivered, and its handler (a paid provider call) run again.
-var ErrPayloadTooLarge = errors.New("event larger than the NATS server's max payload")
+var ErrPayloadTooLarge = errclass.New(errclass.Refused, "event larger than the NATS server's max payload")
 
 // jsErrMessageTooLarge is JetStream's "message size exceeds maximum allowed" (a stream's
 // max_msg_size), which no retry cures either.

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
@@ -218,9 +219,9 @@ func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job)
 
 var (
 	// ErrNotFound is a batch that is not recorded.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = errclass.New(errclass.NotFound, "not found")
 	// ErrNotComplete is a batch that is recorded but not complete yet.
-	ErrNotComplete = errors.New("not complete yet")
+	ErrNotComplete = errclass.New(errclass.Unavailable, "not complete yet")
 )
 
 // Load reads a batch's results: its completion, every job record and its manifest.

@@ -19,11 +19,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"golang.org/x/sys/unix"
 )
 
 // ErrNoSpace is wrapped by every *Error.
-var ErrNoSpace = errors.New("no space left")
+var ErrNoSpace = errclass.New(errclass.Unavailable, "no space left")
 
 // Error is a store out of space: where, and what is known of the space there.
 type Error struct {

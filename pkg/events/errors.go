@@ -3,20 +3,21 @@ package events
 import (
 	"errors"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 )
 
 var (
 	// ErrMalformed marks bytes that are not a decodable event.
-	ErrMalformed = errors.New("malformed event")
+	ErrMalformed = errclass.New(errclass.Refused, "malformed event")
 	// ErrUnknownVersion marks an event written with a schema version this build cannot read.
-	ErrUnknownVersion = errors.New("unknown event schema version")
+	ErrUnknownVersion = errclass.New(errclass.Refused, "unknown event schema version")
 	// ErrUnknownType marks an event type this build does not know.
-	ErrUnknownType = errors.New("unknown event type")
+	ErrUnknownType = errclass.New(errclass.Refused, "unknown event type")
 	// ErrMissingField marks a required field that is absent or empty.
-	ErrMissingField = errors.New("missing required field")
+	ErrMissingField = errclass.New(errclass.Refused, "missing required field")
 	// ErrInvalidField marks a field whose value is out of its domain.
-	ErrInvalidField = errors.New("invalid field")
+	ErrInvalidField = errclass.New(errclass.Refused, "invalid field")
 )
 
 // FieldError names the field of an event that could not be accepted (fielderr.Error with

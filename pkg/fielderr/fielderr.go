@@ -5,7 +5,11 @@
 // prompt, a model or a service drifted.
 package fielderr
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
+)
 
 // Error is one field that could not be accepted.
 type Error struct {
@@ -50,3 +54,7 @@ func (e *Error) Error() string {
 
 // Unwrap returns the sentinel, if any.
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes every field error of class errclass.Refused: a field that could not be
+// accepted is refused input, whatever its sentinel.
+func (e *Error) Is(target error) bool { return target == errclass.Refused }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
@@ -91,7 +92,7 @@ func (e *Error) Error() string {
 // do sends one request and decodes a JSON answer into out (when not nil).
 // ErrQuota is a request the ingress refused because the team is at one of its quotas
 // (Problem.Quota): a submission stops on it, naming the quota.
-var ErrQuota = errors.New("the team's quota is reached")
+var ErrQuota = errclass.New(errclass.Refused, "the team's quota is reached")
 
 // maxAnswerBytes bounds an answer the client reads; a large batch's results are the
 // largest answer there is.

@@ -2,15 +2,15 @@ package judge
 
 import (
 	"context"
-	"errors"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 )
 
 // ErrBudgetExhausted is what a budget's wrapper returns for a call it did not make: the
 // call's estimate would take the batch's or the team's spending past its budget. Ask
 // records it on the usage (BudgetRefused) and the rules block the job with it.
-var ErrBudgetExhausted = errors.New("budget exhausted")
+var ErrBudgetExhausted = errclass.New(errclass.Refused, "budget exhausted")
 
 // Priced wraps p so that every answer carries its cost at table's prices (Response.Cost,
 // Priced, PriceTable). The model priced is the one asked (the provider's default when the

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 )
@@ -143,9 +144,9 @@ type Bounded interface {
 var (
 	// ErrUnavailable marks a provider that could not be reached or kept failing after its
 	// retries. The AC is blocked with the reason, never passed.
-	ErrUnavailable = errors.New("judge provider unavailable")
+	ErrUnavailable = errclass.New(errclass.Unavailable, "judge provider unavailable")
 	// ErrSchemaViolation marks an answer that stayed invalid after the repair re-ask.
-	ErrSchemaViolation = errors.New("judge answer violates the schema")
+	ErrSchemaViolation = errclass.New(errclass.Refused, "judge answer violates the schema")
 	// ErrAnswerFinal is what a provider that cannot be asked again returns for a repair
 	// re-ask (the external judge: an agent's or a person's answer is given once, as the
 	// seed's winner file is). Ask then keeps the first answer's violation.

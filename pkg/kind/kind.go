@@ -10,11 +10,11 @@
 package kind
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -208,11 +208,11 @@ func AddJudge(js []string, j string) []string {
 // ErrRefused marks an input the rules will never apply: it contradicts where it came from,
 // what its job is or what its view is judged with. Retrying cannot change that, so callers
 // drop it and count it (rulebook.ErrRefused is this error).
-var ErrRefused = errors.New("input refused")
+var ErrRefused = errclass.New(errclass.Refused, "input refused")
 
 // ErrNotForKind marks an input a kind cannot take: a verdict of another kind, a spec
 // without the kind's part. Retrying cannot fix it.
-var ErrNotForKind = errors.New("not an input of this judge kind")
+var ErrNotForKind = errclass.New(errclass.Refused, "not an input of this judge kind")
 
 // BaseRow is the part of a row every kind shares.
 func BaseRow(j *records.Job) Row {

@@ -21,7 +21,6 @@ package netguard
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -29,10 +28,11 @@ import (
 	"syscall"
 
 	"code.dny.dev/ssrf"
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 )
 
 // ErrForbidden marks an address a Guard refuses.
-var ErrForbidden = errors.New("address not allowed")
+var ErrForbidden = errclass.New(errclass.Refused, "address not allowed")
 
 // Ranges a Guard may be told to permit.
 var (

@@ -11,16 +11,17 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/ctxtime"
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ErrNotRecorded marks a job the jobs bucket does not hold (yet).
-var ErrNotRecorded = errors.New("job not recorded")
+var ErrNotRecorded = errclass.New(errclass.NotFound, "job not recorded")
 
 // ErrCorrupt marks a record that does not decode. Retrying cannot fix it.
-var ErrCorrupt = errors.New("corrupt record")
+var ErrCorrupt = errclass.New(errclass.Internal, "corrupt record")
 
 // maxConflicts bounds the compare-and-set retries of one update: a key that many writers
 // fight over this long is a bug, not contention.

@@ -26,6 +26,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 )
 
 // MaxLabel is the longest text label, in runes, that a probe may carry. It mirrors the
@@ -246,12 +248,12 @@ func IsInfrastructure(err error) bool { return FaultOf(err) == FaultInfrastructu
 // ErrNoSensor is wrapped when a job asks for an adapter nobody registered. It is
 // unrenderable rather than infrastructure because retrying cannot help: the AC names a
 // sensor this deployment does not have.
-var ErrNoSensor = errors.New("no sensor is registered")
+var ErrNoSensor = errclass.New(errclass.Unavailable, "no sensor is registered")
 
 // ErrRefused is wrapped when a view asks for something the renderer's policy forbids,
 // such as a host outside the web sensor's allowed hosts. The AC is blocked with the
 // reason: the app is not at fault, and retrying cannot help.
-var ErrRefused = errors.New("refused by the renderer's policy")
+var ErrRefused = errclass.New(errclass.Refused, "refused by the renderer's policy")
 
 // TruncateLabels bounds every text string in a decoded JSON value to max runes, in place
 // where the containers allow it, and returns the (possibly new) value. An element id (a

@@ -14,6 +14,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tribunal-dev/tribunal/pkg/bounds"
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 )
 
 // The media types of a body.
@@ -30,7 +31,7 @@ const (
 const MaxEvents = 5000
 
 // ErrMediaType is a body of a media type other than MediaMsgpack and MediaJSON.
-var ErrMediaType = errors.New("unsupported media type")
+var ErrMediaType = errclass.New(errclass.Refused, "unsupported media type")
 
 // The limits bound a POST /v1/events body before it is decoded: an array (or, in JSON,
 // {"events": [...]}) of at most MaxEvents events, each a msgpack bin in the msgpack

@@ -11,13 +11,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 )
 
 // ErrAnswered is returned by Answer for a call that already has another answer: an
 // answer is final.
-var ErrAnswered = errors.New("the call was answered already")
+var ErrAnswered = errclass.New(errclass.Conflict, "the call was answered already")
 
 // EventMediaType is the media type a prompt's gated event is stored under.
 const EventMediaType = "application/vnd.tribunal.event+msgpack"

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 )
 
 // Pair is the two artifacts of one AC. Its JSON form is an entry of the verify map,
@@ -30,11 +32,11 @@ const (
 // ErrNoArtifacts is wrapped by Resolve when an AC is missing an artifact. It means the AC
 // is recorded as blocked, with the error text as its blocked_reason; it never stops the
 // run.
-var ErrNoArtifacts = errors.New("ab: no artifacts for AC")
+var ErrNoArtifacts = errclass.New(errclass.Refused, "ab: no artifacts for AC")
 
 // ErrVerifyMap is wrapped by ParseVerifyMap for a verify map in JSON form that is not a
 // valid map of AC id to artifact pair.
-var ErrVerifyMap = errors.New("ab: invalid verify map")
+var ErrVerifyMap = errclass.New(errclass.Refused, "ab: invalid verify map")
 
 // VerifyLineError is a line of a markdown verify document that uses the line grammar
 // but gets it wrong.

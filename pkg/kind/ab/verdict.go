@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
@@ -35,7 +36,7 @@ const fieldDoc = "ab verdict"
 
 // ErrVerdictSyntax is wrapped by ParseRawVerdict when the answer is not one JSON object
 // (optionally inside a single ```json fence). It is a schema violation like a FieldError.
-var ErrVerdictSyntax = errors.New("ab: verdict is not a single JSON object")
+var ErrVerdictSyntax = errclass.New(errclass.Refused, "ab: verdict is not a single JSON object")
 
 // verdictSchema is the whole answer contract; the model is sent it with every property
 // required (strictjson.Contract.Sent), so reasoning is asked for and still optional here.

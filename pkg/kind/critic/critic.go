@@ -1,9 +1,9 @@
 package critic
 
 import (
-	"errors"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
@@ -13,7 +13,7 @@ import (
 const MissingInput = "missing input"
 
 // ErrMissingInput is returned by CheckInputs; its message is exactly MissingInput.
-var ErrMissingInput = errors.New(MissingInput)
+var ErrMissingInput = errclass.New(errclass.Refused, MissingInput)
 
 // CheckInputs returns ErrMissingInput when the task or the output is empty or only
 // whitespace. Whitespace counts as missing because a judge shown an empty fence would be

@@ -1,8 +1,7 @@
 package critic
 
 import (
-	"errors"
-
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
@@ -16,7 +15,7 @@ const fieldDoc = "critic"
 
 // ErrSyntax is wrapped when an answer is not exactly one JSON object with nothing around
 // it (a code fence included). It is a schema violation like a *FieldError.
-var ErrSyntax = errors.New("critic: answer is not a single JSON object")
+var ErrSyntax = errclass.New(errclass.Refused, "critic: answer is not a single JSON object")
 
 // answerSchema is the whole contract of a critic answer, sent to the model as it is.
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
@@ -22,7 +23,7 @@ const fieldDoc = "equivalence"
 
 // ErrSyntax is wrapped when a model's answer is not exactly one JSON object (optionally in
 // a single ```json fence). It is a schema violation just like a *FieldError.
-var ErrSyntax = errors.New("equivalence: answer is not a single JSON object")
+var ErrSyntax = errclass.New(errclass.Refused, "equivalence: answer is not a single JSON object")
 
 // unfence removes one code fence wrapping the whole answer (strictjson.Unfence).
 func unfence(data []byte) ([]byte, error) {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 )
 
 // DefaultGatesTimeout bounds one gates command: it commonly builds the app and runs its
@@ -74,7 +76,7 @@ type GatesRun struct {
 // ErrGatesBlocked is wrapped when a view must not be gated here: its project ships a
 // gates adapter this gater will not run, or its job does not say whether it ships one.
 // Skipping the platform gates would open the judge's floor on gates nobody ran.
-var ErrGatesBlocked = errors.New("platform gates cannot run here")
+var ErrGatesBlocked = errclass.New(errclass.Unavailable, "platform gates cannot run here")
 
 // Run finds and invokes the view's gates adapter as the seed's gates.sh does,
 //

@@ -33,6 +33,7 @@ import (
 	cdptarget "github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/sensor"
 )
 
@@ -47,7 +48,7 @@ var browserNames = []string{"chromium", "chromium-browser", "google-chrome"}
 
 // ErrNoBrowser is wrapped when no browser binary can be found, so that callers (and tests)
 // can tell "not installed" from "installed but broken".
-var ErrNoBrowser = errors.New("no chromium browser found")
+var ErrNoBrowser = errclass.New(errclass.Unavailable, "no chromium browser found")
 
 // DefaultQueryConvention is how a view's fixture and appearance reach the application
 // unless the operator configures the app's own convention. It is the sensor contract's

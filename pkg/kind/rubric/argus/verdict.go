@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 	"github.com/tribunal-dev/tribunal/schemas"
@@ -96,7 +97,7 @@ func (e *VerdictError) Has(field string) bool {
 
 // ErrVerdictSyntax is wrapped when the judge's answer is not one JSON object (after
 // removing an optional ```json fence).
-var ErrVerdictSyntax = errors.New("verdict is not a single JSON object")
+var ErrVerdictSyntax = errclass.New(errclass.Refused, "verdict is not a single JSON object")
 
 // fieldErrs accumulates violations, keeping only the first per field.
 type fieldErrs struct {
