@@ -142,7 +142,7 @@ func printPlan(w io.Writer, p *client.Plan) error {
 	}
 	fmt.Fprintf(w, "\nbatch %s: %s, %s; it would cost %s", p.Batch, plural(len(p.ACs), "AC"), plural(p.Jobs, "job"), plural(p.JudgeCalls, "judge call"))
 	if p.MaxJudgeCalls > p.JudgeCalls {
-		fmt.Fprintf(w, " (up to %d as rubric views loop)", p.MaxJudgeCalls)
+		fmt.Fprintf(w, " (up to %d as rubric views loop, auto positions swap and ladders escalate)", p.MaxJudgeCalls)
 	}
 	if p.RunnerCalls > 0 {
 		fmt.Fprintf(w, " and %s", plural(p.RunnerCalls, "runner call"))
@@ -160,6 +160,9 @@ func printPlan(w io.Writer, p *client.Plan) error {
 			fmt.Fprint(w, ", the judge calls at the provider's batch discount (judge_mode: batch)")
 		}
 		fmt.Fprintln(w, " (a rough estimate: a budget's reservation is the bound)")
+		if m := p.MaxCost; m != nil && (*m != *p.Cost) {
+			fmt.Fprintf(w, "at most about %d prompt and %d completion tokens, about %s, %s\n", p.MaxPromptTokens, p.MaxCompletionTokens, m, worstCase(p))
+		}
 	}
 	if len(p.Problems) == 0 {
 		fmt.Fprintln(w, "no problems: every AC would be judged")
@@ -170,6 +173,17 @@ func printPlan(w io.Writer, p *client.Plan) error {
 		fmt.Fprintln(w, "  "+pr)
 	}
 	return nil
+}
+
+// worstCase says what a plan's MaxCost assumes: a judge ladder's every rung asked for
+// every AC (Cost is its first rung only), and loops and swaps at their bounds.
+func worstCase(p *client.Plan) string {
+	for _, ac := range p.ACs {
+		if len(ac.Ladder) > 0 {
+			return "if every rung of the judge ladder is asked for every AC, each at its model's price (the figure above is the first rung only)"
+		}
+	}
+	return "if every AC takes its most calls (rubric loops to their budgets, auto positions in both orders)"
 }
 
 // artifactCells are an artifact's ARTIFACT and CLASS cells.

@@ -21,10 +21,10 @@ const (
 )
 
 // estimateTokens fills each AC's and the plan's token estimate from the calls and the
-// artifacts planned. An artifact named by URL is not read before the run and counts for
-// nothing.
+// artifacts planned, at least (JudgeCalls) and at most (MaxJudgeCalls). An artifact named
+// by URL is not read before the run and counts for nothing.
 func (p *Plan) estimateTokens() {
-	p.PromptTokens, p.CompletionTokens = 0, 0
+	p.PromptTokens, p.CompletionTokens, p.MaxPromptTokens, p.MaxCompletionTokens = 0, 0, 0, 0
 	for i := range p.ACs {
 		pa := &p.ACs[i]
 		perCall := int64(EstimatePromptTokens)
@@ -37,10 +37,16 @@ func (p *Plan) estimateTokens() {
 				perCall += (a.Size + 3) / 4
 			}
 		}
+		pa.perCall = perCall
+		runnerAnswers := int64(pa.RunnerCalls) * EstimateRunnerAnswerTokens
 		pa.PromptTokens = int64(pa.JudgeCalls+pa.RunnerCalls) * perCall
-		pa.CompletionTokens = int64(pa.JudgeCalls)*EstimateAnswerTokens + int64(pa.RunnerCalls)*EstimateRunnerAnswerTokens
+		pa.CompletionTokens = int64(pa.JudgeCalls)*EstimateAnswerTokens + runnerAnswers
+		pa.MaxPromptTokens = int64(pa.MaxJudgeCalls+pa.RunnerCalls) * perCall
+		pa.MaxCompletionTokens = int64(pa.MaxJudgeCalls)*EstimateAnswerTokens + runnerAnswers
 		p.PromptTokens += pa.PromptTokens
 		p.CompletionTokens += pa.CompletionTokens
+		p.MaxPromptTokens += pa.MaxPromptTokens
+		p.MaxCompletionTokens += pa.MaxCompletionTokens
 	}
 }
 
@@ -49,50 +55,65 @@ func (p *Plan) estimateTokens() {
 // equivalence runner. A model without a price leaves its share unpriced. batchAPI prices
 // the judge calls as made through the provider's batch API (judge_mode: batch), at the
 // table's batch discount; the runner's calls are made directly whatever the mode.
+//
+// Cost is the least (JudgeCalls, a judge ladder's first rung only) and MaxCost the worst
+// case (MaxJudgeCalls, split evenly over a ladder's rungs, each at its own model's
+// price), so that a ladder's range is given in money and not in calls only.
 func (p *Plan) Price(table *price.Table, provider, defaultModel string, batchAPI bool) {
-	total := price.Sum{}
+	total, most := price.Sum{}, price.Sum{}
 	p.PriceTable, p.BatchAPI = table.Version(), batchAPI
 	for i := range p.ACs {
 		pa := &p.ACs[i]
-		if pa.JudgeCalls+pa.RunnerCalls == 0 {
-			pa.Cost = nil
+		if pa.MaxJudgeCalls+pa.JudgeCalls+pa.RunnerCalls == 0 {
+			pa.Cost, pa.MaxCost = nil, nil
 			continue
 		}
 		models := pa.Judges
 		if len(models) == 0 {
 			models = []string{defaultModel}
 		}
-		var s price.Sum
-		share := func(model string, calls int, prompt, completion int64, batch bool) {
-			if calls == 0 {
-				return
-			}
-			part := price.Sum{PromptTokens: prompt, CompletionTokens: completion}
-			// The scripted judge names no model, and asks none.
-			if pr, ok := table.Lookup(provider, model); ok && (model != "" || price.Recorded(provider)) {
-				part.Cost = pr.Cost(price.Usage{PromptTokens: int(prompt), CompletionTokens: int(completion), Batch: batch})
-				part.Priced = calls
-				if price.Recorded(provider) {
-					part.Recorded = calls
-				}
-			} else {
-				part.Unpriced = calls
-			}
-			s.Add(part)
+		rungs := pa.Ladder
+		if len(rungs) == 0 {
+			rungs = models
 		}
-		calls := pa.JudgeCalls + pa.RunnerCalls
-		judgePrompt := pa.PromptTokens * int64(pa.JudgeCalls) / int64(calls)
-		judgeAnswer := int64(pa.JudgeCalls) * EstimateAnswerTokens
-		for k, m := range models {
-			n := pa.JudgeCalls / len(models)
-			if k < pa.JudgeCalls%len(models) {
-				n++
-			}
-			share(m, n, judgePrompt*int64(n)/int64(max(pa.JudgeCalls, 1)), judgeAnswer*int64(n)/int64(max(pa.JudgeCalls, 1)), batchAPI)
-		}
-		share(defaultModel, pa.RunnerCalls, pa.PromptTokens-judgePrompt, pa.CompletionTokens-judgeAnswer, false)
-		pa.Cost = &s
-		total.Add(s)
+		least := estimateCost(table, provider, defaultModel, batchAPI, pa, models, pa.JudgeCalls)
+		worst := estimateCost(table, provider, defaultModel, batchAPI, pa, rungs, pa.MaxJudgeCalls)
+		pa.Cost, pa.MaxCost = &least, &worst
+		total.Add(least)
+		most.Add(worst)
 	}
-	p.Cost = &total
+	p.Cost, p.MaxCost = &total, &most
+}
+
+// estimateCost prices judgeCalls of pa split evenly over models (the first ones taking
+// the remainder), and pa's runner calls at defaultModel, made directly.
+func estimateCost(table *price.Table, provider, defaultModel string, batchAPI bool, pa *PlannedAC, models []string, judgeCalls int) price.Sum {
+	var s price.Sum
+	share := func(model string, calls int, answer int64, batch bool) {
+		if calls == 0 {
+			return
+		}
+		prompt, completion := int64(calls)*pa.perCall, int64(calls)*answer
+		part := price.Sum{PromptTokens: prompt, CompletionTokens: completion}
+		// The scripted judge names no model, and asks none.
+		if pr, ok := table.Lookup(provider, model); ok && (model != "" || price.Recorded(provider)) {
+			part.Cost = pr.Cost(price.Usage{PromptTokens: int(prompt), CompletionTokens: int(completion), Batch: batch})
+			part.Priced = calls
+			if price.Recorded(provider) {
+				part.Recorded = calls
+			}
+		} else {
+			part.Unpriced = calls
+		}
+		s.Add(part)
+	}
+	for k, m := range models {
+		n := judgeCalls / len(models)
+		if k < judgeCalls%len(models) {
+			n++
+		}
+		share(m, n, EstimateAnswerTokens, batchAPI)
+	}
+	share(defaultModel, pa.RunnerCalls, EstimateRunnerAnswerTokens, false)
+	return s
 }

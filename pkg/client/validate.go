@@ -37,7 +37,13 @@ type Plan struct {
 	PromptTokens     int64      `json:"prompt_tokens"`
 	CompletionTokens int64      `json:"completion_tokens"`
 	Cost             *price.Sum `json:"cost,omitempty"`
-	PriceTable       string     `json:"price_table,omitempty"`
+	// MaxPromptTokens, MaxCompletionTokens and MaxCost are the worst case: every AC at
+	// its MaxJudgeCalls, a judge ladder's every rung asked at its own model's price (Cost
+	// is its first rung only). A rung without a price leaves MaxCost unpriced calls.
+	MaxPromptTokens     int64      `json:"max_prompt_tokens,omitempty"`
+	MaxCompletionTokens int64      `json:"max_completion_tokens,omitempty"`
+	MaxCost             *price.Sum `json:"max_cost,omitempty"`
+	PriceTable          string     `json:"price_table,omitempty"`
 	// BatchAPI says Cost prices the judge calls at the provider's batch discount: they
 	// would go through its batch API (judge_mode: batch). Runner calls never do.
 	BatchAPI bool `json:"batch_api,omitempty"`
@@ -55,8 +61,10 @@ type PlannedAC struct {
 	// Jobs is 1, or the number of views of a rubric feature.
 	Jobs      int               `json:"jobs"`
 	Artifacts []PlannedArtifact `json:"artifacts,omitempty"`
-	// Judges are an ab panel's models; empty means the judge service's model.
+	// Judges are an ab panel's models; empty means the judge service's model. With a
+	// ladder, Judges is its first rung and Ladder every rung.
 	Judges    []string `json:"judges,omitempty"`
+	Ladder    []string `json:"ladder,omitempty"`
 	Positions string   `json:"positions,omitempty"`
 	// Cases is an equivalence AC's transfer set size.
 	Cases         int `json:"cases,omitempty"`
@@ -67,6 +75,13 @@ type PlannedAC struct {
 	PromptTokens     int64      `json:"prompt_tokens,omitempty"`
 	CompletionTokens int64      `json:"completion_tokens,omitempty"`
 	Cost             *price.Sum `json:"cost,omitempty"`
+	// MaxPromptTokens, MaxCompletionTokens and MaxCost are the AC's share of the plan's
+	// worst case.
+	MaxPromptTokens     int64      `json:"max_prompt_tokens,omitempty"`
+	MaxCompletionTokens int64      `json:"max_completion_tokens,omitempty"`
+	MaxCost             *price.Sum `json:"max_cost,omitempty"`
+	// perCall is the prompt tokens of one of the AC's calls (estimateTokens).
+	perCall int64
 	// Blocked is why the AC would not be judged.
 	Blocked string `json:"blocked,omitempty"`
 }
@@ -108,7 +123,7 @@ func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string
 		pa := byAC[j.AC.ID]
 		if pa == nil {
 			plan.ACs = append(plan.ACs, PlannedAC{ID: j.AC.ID, Kind: string(j.Spec.Kind), Line: j.AC.Line,
-				Judges: est.Judges, Positions: est.Positions, Cases: est.Cases})
+				Judges: est.Judges, Ladder: est.Ladder, Positions: est.Positions, Cases: est.Cases})
 			pa = &plan.ACs[len(plan.ACs)-1]
 			byAC[j.AC.ID] = pa
 			if err := s.planArtifacts(ctx, tenant, j, est, pa); err != nil {

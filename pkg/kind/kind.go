@@ -59,8 +59,12 @@ type Estimate struct {
 	JudgeCalls, MaxJudgeCalls int
 	// RunnerCalls are equivalence runs of a document on a case.
 	RunnerCalls int
-	// Judges are a panel's models; empty means the judge service's model.
-	Judges    []string
+	// Judges are a panel's models; empty means the judge service's model. With a ladder,
+	// Judges is its first rung: what JudgeCalls are priced at.
+	Judges []string
+	// Ladder is a judge ladder's rungs, first to last: MaxJudgeCalls asks every rung,
+	// each an even share, priced at the rung's own model.
+	Ladder    []string
 	Positions string
 	// Cases is a transfer set's size.
 	Cases int

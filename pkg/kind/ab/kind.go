@@ -175,7 +175,7 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 		if n := len(r.Ladder); n > 0 {
 			e.JudgeCalls, e.MaxJudgeCalls = e.JudgeCalls/max(len(e.Judges), 1), e.MaxJudgeCalls/max(len(e.Judges), 1)*n
 			// The least it costs is the first rung's calls, priced at its model.
-			e.Judges = r.Ladder[:1]
+			e.Judges, e.Ladder = r.Ladder[:1], r.Ladder
 		}
 		e.JudgeCalls *= r.K()
 		e.MaxJudgeCalls *= r.K()
