@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
-
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -153,10 +152,20 @@ func (s *server) loadJob(ctx context.Context, tenant, batch, job string) (*recor
 	return rec, err
 }
 
-// viewHistory lists the runs of one rubric view in a tenant's batches, newest first:
+// viewHistory lists the runs of one view of a looping kind (a rubric view) in a tenant's
+// batches, newest first:
 // the job key is "<tenant>.<batch>.<job>" and a view's job id is the same in every
 // batch, so one wildcard filter finds them.
 func (s *server) viewHistory(ctx context.Context, rec *records.Job) ([]*records.Job, error) {
+	// The runs of one view are the jobs whose state is kept under the same key.
+	lk, ok := kind.LoopingOf(rec.Spec.Kind)
+	if !ok {
+		return nil, nil
+	}
+	key := lk.StateKey(rec.Tenant, rec.Spec)
+	if key == "" {
+		return nil, nil
+	}
 	w, err := s.cfg.Buckets.Jobs.Watch(ctx, rec.Tenant+".*."+rec.ACID, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("view history of %s: %w", rec.ACID, err)
@@ -168,7 +177,7 @@ func (s *server) viewHistory(ctx context.Context, rec *records.Job) ([]*records.
 			break
 		}
 		r, err := records.DecodeJob(e.Value())
-		if err != nil || rubricwire.SpecOf(r.Spec.KindPart) == nil || rubricwire.SpecOf(r.Spec.KindPart).ViewKey() != rubricwire.SpecOf(rec.Spec.KindPart).ViewKey() {
+		if err != nil || r.Spec.Kind != rec.Spec.Kind || lk.StateKey(r.Tenant, r.Spec) != key {
 			continue
 		}
 		out = append(out, r)

@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
-
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
@@ -208,10 +207,7 @@ func describe(e events.Event) string {
 	case *events.SignoffRecorded:
 		return "sign-off"
 	case *events.RenderRequested:
-		if rubricwire.SpecOf(p.Spec.KindPart) != nil && rubricwire.SpecOf(p.Spec.KindPart).Confirm {
-			return "confirmation render"
-		}
-		return "render request"
+		return kind.RenderName(p.Spec)
 	}
 	return string(e.Type)
 }

@@ -21,9 +21,10 @@ import (
 type Kind struct{}
 
 var (
-	_ kind.Looping  = Kind{}
-	_ kind.Outputs  = Kind{}
-	_ kind.Settling = Kind{}
+	_ kind.Looping    = Kind{}
+	_ kind.Outputs    = Kind{}
+	_ kind.Settling   = Kind{}
+	_ kind.Describing = Kind{}
 )
 
 // Settle implements kind.Settling: HE-1 without a render. Seed 004 renders one candidate
@@ -353,4 +354,13 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 		budget = argus.DefaultMaxIterations
 	}
 	return kind.Estimate{JudgeCalls: 1, MaxJudgeCalls: budget}
+}
+
+// DescribeRender implements kind.Describing: a render asked for after an all-pass
+// verdict, with no edit between, confirms the pass.
+func (Kind) DescribeRender(spec events.JobSpec) string {
+	if rs := rubricwire.SpecOf(spec.KindPart); rs != nil && rs.Confirm {
+		return "confirmation render"
+	}
+	return ""
 }
