@@ -35,6 +35,14 @@ type Transcript struct {
 	Runner RunnerInfo `msgpack:"runner"`
 }
 
+// RunnerRun is the usage of the runner call behind one transcript of an equivalence
+// case (Transcript without its blob).
+type RunnerRun struct {
+	CaseID string     `msgpack:"case_id"`
+	Side   string     `msgpack:"side"`
+	Runner RunnerInfo `msgpack:"runner"`
+}
+
 // CasePair is the judge-facing form of one equivalence case: two transcripts, never the
 // documents or their diff.
 type CasePair struct {

@@ -288,6 +288,10 @@ type RenderDone struct {
 	// RenderError is a rubric view the sensor could not render (the build broke, the
 	// page failed): a failed gate for the loop, not a blocked job.
 	RenderError string `msgpack:"render_error,omitempty"`
+	// ChargeRuns asks that the transcripts' runner usage be carried on through gates.done
+	// to the verdict (GatesDone.Runs), where the job's cost is derived. A render.done
+	// recorded before it says nothing, so its gates.done re-derives, as recorded, with none.
+	ChargeRuns bool `msgpack:"charge_runs,omitempty" json:",omitempty"`
 }
 
 // EventType implements Payload.
@@ -356,6 +360,10 @@ type GatesDone struct {
 	JudgeMode string `msgpack:"judge_mode,omitempty" json:",omitempty"`
 	// Repeats is the job's JobSpec.Repeats, carried to the judge like the budget.
 	Repeats *Repeats `msgpack:"repeats,omitempty" json:",omitempty"`
+	// Runs are an equivalence job's runner calls as render.done recorded them, which the
+	// judge passes on to its verdict untouched (never to the model): the aggregator reads
+	// verdicts, not render.done, and charges them to the AC's cost. Usage only, no blob.
+	Runs []RunnerRun `msgpack:"runs,omitempty" json:",omitempty"`
 }
 
 // EventType implements Payload.
@@ -570,6 +578,10 @@ type VerdictEmitted struct {
 	KindTrials any `msgpack:"-" json:"-"`
 	// Part is the answer of a registered kind's job (JobSpec.Part).
 	Part msgpack.RawMessage `msgpack:"part,omitempty" json:",omitempty"`
+	// Runs are the equivalence runner's calls the job's transcripts came from
+	// (GatesDone.Runs), carried so that the job's cost includes them; none on a verdict
+	// recorded before they were carried.
+	Runs []RunnerRun `msgpack:"runs,omitempty" json:",omitempty"`
 }
 
 // EventType implements Payload.

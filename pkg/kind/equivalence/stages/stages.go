@@ -152,7 +152,7 @@ func (Kind) Render(ctx context.Context, env *stage.RenderEnv, ev events.Event, s
 	if err != nil {
 		return nil, err
 	}
-	done.Transcripts, done.Blocked = ts, blocked
+	done.Transcripts, done.Blocked, done.ChargeRuns = ts, blocked, true
 	return done, nil
 }
 
@@ -189,13 +189,19 @@ func (Kind) Gate(ctx context.Context, env *stage.GateEnv, ev events.Event, rd *e
 	if !stage.AllGreen(gates) {
 		return &events.GatesFailed{Kind: events.KindEquivalence, ACID: rd.Spec.ACID, Gates: gates}, nil
 	}
-	return &events.GatesDone{Kind: events.KindEquivalence, Gates: stage.Blind(gates), Cases: pairs}, nil
+	var runs []events.RunnerRun
+	for _, t := range rd.Transcripts {
+		if rd.ChargeRuns {
+			runs = append(runs, events.RunnerRun{CaseID: t.CaseID, Side: t.Side, Runner: t.Runner})
+		}
+	}
+	return &events.GatesDone{Kind: events.KindEquivalence, Gates: stage.Blind(gates), Cases: pairs, Runs: runs}, nil
 }
 
 // Judge implements stage.Stages: one call per case comparing its two transcripts.
 func (Kind) Judge(ctx context.Context, env *stage.JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error) {
 	model := env.Model(gd)
-	out := &events.VerdictEmitted{Kind: events.KindEquivalence}
+	out := &events.VerdictEmitted{Kind: events.KindEquivalence, Runs: gd.Runs}
 	// Every trial asks again for every case; each its own cache entry and seed.
 	for t := range gd.Repeats.K() {
 		params := stage.TrialParams(env.Params, t)
