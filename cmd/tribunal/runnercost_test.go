@@ -54,6 +54,21 @@ func TestCostOfEquivalenceRunner(t *testing.T) {
 	}
 	// Nano-dollars per token: judge 1.25 and 10.00, runner 0.40 and 1.60 USD per million.
 	const runnerPrice = "runner-model=0.40/0.20/1.60"
+	// The estimate prices the runner's calls at the runner model too: unpriced without
+	// its price, priced with it.
+	for _, prices := range [][]string{{"--price", testPrice}, {"--price", testPrice, "--price", runnerPrice}} {
+		stdout, stderr, code := runState(t, dir, append([]string{"validate", p, "--json", "--judge", "openai", "--judge-model", "judge-model"}, prices...)...)
+		var plan struct {
+			RunnerCalls int      `json:"runner_calls"`
+			Cost        costJSON `json:"cost"`
+		}
+		if code != 0 || json.Unmarshal([]byte(stdout), &plan) != nil || plan.RunnerCalls == 0 {
+			t.Fatalf("validate %v: exit %d\n%s\n%s", prices, code, stdout, stderr)
+		}
+		if want := map[int]int{2: plan.RunnerCalls, 4: 0}[len(prices)]; plan.Cost.UnpricedCalls != want {
+			t.Errorf("validate %v: %d unpriced calls, want %d (the runner's %d at runner-model)", prices, plan.Cost.UnpricedCalls, want, plan.RunnerCalls)
+		}
+	}
 	out := filepath.Join(dir, "out")
 	stdout, stderr, code := runState(t, dir, "run", p, "--judge", "openai", "--judge-model", "judge-model", "--openai-base-url", srv.URL+"/v1",
 		"--price", testPrice, "--price", runnerPrice, "--out", out)

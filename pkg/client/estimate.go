@@ -1,6 +1,8 @@
 package client
 
 import (
+	"cmp"
+
 	"github.com/tribunal-dev/tribunal/pkg/price"
 )
 
@@ -51,8 +53,8 @@ func (p *Plan) estimateTokens() {
 }
 
 // Price prices the plan's token estimate at table's prices for provider: each AC's calls
-// split evenly over its panel's models, defaultModel for an AC naming none and for the
-// equivalence runner. A model without a price leaves its share unpriced. batchAPI prices
+// split evenly over its panel's models, defaultModel for an AC naming none, and the
+// equivalence runner's at its runner_model (defaultModel when it names none). A model without a price leaves its share unpriced. batchAPI prices
 // the judge calls as made through the provider's batch API (judge_mode: batch), at the
 // table's batch discount; the runner's calls are made directly whatever the mode.
 //
@@ -114,6 +116,6 @@ func estimateCost(table *price.Table, provider, defaultModel string, batchAPI bo
 		}
 		share(m, n, EstimateAnswerTokens, batchAPI)
 	}
-	share(defaultModel, pa.RunnerCalls, EstimateRunnerAnswerTokens, false)
+	share(cmp.Or(pa.RunnerModel, defaultModel), pa.RunnerCalls, EstimateRunnerAnswerTokens, false)
 	return s
 }

@@ -71,6 +71,9 @@ type PlannedAC struct {
 	JudgeCalls    int `json:"judge_calls"`
 	MaxJudgeCalls int `json:"max_judge_calls"`
 	RunnerCalls   int `json:"runner_calls,omitempty"`
+	// RunnerModel is the model the runner calls are priced at; empty means the judge
+	// service's model.
+	RunnerModel string `json:"runner_model,omitempty"`
 	// PromptTokens, CompletionTokens and Cost are the AC's share of the plan's estimate.
 	PromptTokens     int64      `json:"prompt_tokens,omitempty"`
 	CompletionTokens int64      `json:"completion_tokens,omitempty"`
@@ -123,7 +126,7 @@ func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string
 		pa := byAC[j.AC.ID]
 		if pa == nil {
 			plan.ACs = append(plan.ACs, PlannedAC{ID: j.AC.ID, Kind: string(j.Spec.Kind), Line: j.AC.Line,
-				Judges: est.Judges, Ladder: est.Ladder, Positions: est.Positions, Cases: est.Cases})
+				Judges: est.Judges, Ladder: est.Ladder, Positions: est.Positions, Cases: est.Cases, RunnerModel: est.RunnerModel})
 			pa = &plan.ACs[len(plan.ACs)-1]
 			byAC[j.AC.ID] = pa
 			if err := s.planArtifacts(ctx, tenant, j, est, pa); err != nil {

@@ -57,8 +57,10 @@ type Estimate struct {
 	// JudgeCalls is what the job costs at least; MaxJudgeCalls what a loop may spend up
 	// to its budget.
 	JudgeCalls, MaxJudgeCalls int
-	// RunnerCalls are equivalence runs of a document on a case.
+	// RunnerCalls are equivalence runs of a document on a case, made with RunnerModel
+	// (empty: the judge service's model).
 	RunnerCalls int
+	RunnerModel string
 	// Judges are a panel's models; empty means the judge service's model. With a ladder,
 	// Judges is its first rung: what JudgeCalls are priced at.
 	Judges []string

@@ -116,7 +116,8 @@ func (Kind) Estimate(spec events.JobSpec) kind.Estimate {
 		return kind.Estimate{}
 	}
 	e := kind.Estimate{Sources: []kind.Source{{Role: "original", Src: es.Original, Document: true}, {Role: "candidate", Src: es.Candidate, Document: true}},
-		Cases: len(es.Cases), JudgeCalls: len(es.Cases) * spec.Repeats.K(), MaxJudgeCalls: len(es.Cases) * spec.Repeats.K(), RunnerCalls: 2 * len(es.Cases)}
+		Cases: len(es.Cases), JudgeCalls: len(es.Cases) * spec.Repeats.K(), MaxJudgeCalls: len(es.Cases) * spec.Repeats.K(), RunnerCalls: 2 * len(es.Cases),
+		RunnerModel: es.RunnerModel}
 	if es.Round > 1 {
 		e.RunnerCalls = len(es.Cases)
 		return e
