@@ -92,6 +92,9 @@ func (l *netLab) slow(i int) (string, error) {
 	return "tbf rate 1mbit (this kernel has no netem: " + netem + ")", nil
 }
 
+// unslow takes namespace i's slow queue away again.
+func (l *netLab) unslow(i int) { l.run("tc", "qdisc", "del", "dev", l.links[i], "root") }
+
 func (l *netLab) remove() {
 	for _, h := range l.links {
 		_ = exec.Command("ip", "link", "del", h).Run()
@@ -240,10 +243,12 @@ func TestClusterPartitions(t *testing.T) {
 
 	// A member that lags.
 	waitVerdicts(3 * n / 4)
+	slowed := -1
 	if how, err := lab.slow((li + 1) % 3); err != nil {
 		t.Logf("slow member not tried: this kernel can slow no link (%v)", err)
 	} else {
-		t.Logf("slowed %s's link: %s", c.names[(li+1)%3], how)
+		slowed = (li + 1) % 3
+		t.Logf("slowed %s's link: %s", c.names[slowed], how)
 	}
 
 	err = watch.Wait()
@@ -257,6 +262,10 @@ func TestClusterPartitions(t *testing.T) {
 	checkResults(t, []byte(watchOut.String()), n)
 	if got, err := verdicts(ctx, js); got != n {
 		t.Fatalf("%d verdicts in the stream (%v), want exactly %d", got, err, n)
+	}
+	if slowed >= 0 {
+		// Its link whole again, the lagging member must catch up: every replica current.
+		lab.unslow(slowed)
 	}
 	if state, ok := replicasCurrent(ctx, js, 90*time.Second); !ok {
 		dumpLogs()
