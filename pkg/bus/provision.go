@@ -211,21 +211,7 @@ const (
 // an error that is not transient (IsTransient), or ctx ends. It is for idempotent
 // JetStream API requests, such as creating a stream or a bucket.
 func RetryTransient(ctx context.Context, f func(context.Context) error) error {
-	attempt := firstAttempt
-	for {
-		actx, cancel := context.WithTimeout(ctx, attempt)
-		err := f(actx)
-		cancel()
-		if err == nil || !IsTransient(err) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-		attempt = min(2*attempt, maxAttempt)
-	}
+	return retry(ctx, IsTransient, f)
 }
 
 // RetryUnapplied is RetryTransient for requests that are not idempotent, such as a
@@ -233,12 +219,18 @@ func RetryTransient(ctx context.Context, f func(context.Context) error) error {
 // (Unapplied). A request that timed out may have been stored, so it is returned to the
 // caller, whose compare-and-set then finds the new revision and looks again.
 func RetryUnapplied(ctx context.Context, f func(context.Context) error) error {
+	return retry(ctx, Unapplied, f)
+}
+
+// retry calls f with attempts from firstAttempt doubling to maxAttempt while again(err)
+// holds and ctx lasts.
+func retry(ctx context.Context, again func(error) bool, f func(context.Context) error) error {
 	attempt := firstAttempt
 	for {
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		err := f(actx)
 		cancel()
-		if err == nil || !Unapplied(err) || ctx.Err() != nil {
+		if err == nil || !again(err) || ctx.Err() != nil {
 			return err
 		}
 		select {
