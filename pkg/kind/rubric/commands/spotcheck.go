@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -85,21 +86,32 @@ aggregator records it in its own time.`,
 }
 
 // spotcheckApplied waits for the state folder's aggregator and returns the sign-off's
-// human_spotcheck as recorded, or why the spot-check was not.
+// human_spotcheck as recorded, or why the spot-check was not. Like resetApplied, it looks
+// again within resetApplyWait: the aggregator can read as idle before the record shows.
 func spotcheckApplied(ctx context.Context, st stage.CommandState, tenant, batchID, job string) (string, error) {
-	if err := st.Applied(ctx); err != nil {
-		return "", fmt.Errorf("spot-check of %s: %w", job, err)
+	deadline := time.Now().Add(resetApplyWait)
+	for {
+		if err := st.Applied(ctx); err != nil {
+			return "", fmt.Errorf("spot-check of %s: %w", job, err)
+		}
+		rec, err := records.FindJob(ctx, st.Buckets, tenant, batchID, job)
+		if err != nil {
+			return "", err
+		}
+		vs, err := rubric.StateOf(rec)
+		if err != nil {
+			return "", fmt.Errorf("spot-check of %s: %w", job, err)
+		}
+		if rec.Status != events.StatusAwaitingSpotcheck && vs != nil && vs.SignOff != nil {
+			return vs.SignOff.HumanSpotcheck, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("spot-check of %s: the aggregator did not record it (status %s); its log says why", job, rec.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	rec, err := records.FindJob(ctx, st.Buckets, tenant, batchID, job)
-	if err != nil {
-		return "", err
-	}
-	vs, err := rubric.StateOf(rec)
-	if err != nil {
-		return "", fmt.Errorf("spot-check of %s: %w", job, err)
-	}
-	if rec.Status == events.StatusAwaitingSpotcheck || vs == nil || vs.SignOff == nil {
-		return "", fmt.Errorf("spot-check of %s: the aggregator did not record it (status %s); its log says why", job, rec.Status)
-	}
-	return vs.SignOff.HumanSpotcheck, nil
 }
