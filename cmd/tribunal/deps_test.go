@@ -67,7 +67,7 @@ func TestRulesImportNoInfrastructure(t *testing.T) {
 	forbidden := []string{
 		"github.com/nats-io/nats-server", "github.com/ThreeDotsLabs/watermill", "go.opentelemetry.io",
 		"github.com/prometheus", "github.com/chromedp", "github.com/minio",
-		mod + "pkg/bus", mod + "pkg/telemetry", mod + "pkg/kind/stage", mod + "pkg/kinds", mod + "pkg/sensor/web", mod + "pkg/sensor/command",
+		mod + "pkg/bus", mod + "pkg/telemetry", mod + "pkg/kind/stage", mod + "pkg/registry", mod + "pkg/sensor/web", mod + "pkg/sensor/command",
 		mod + "pkg/artifact", mod + "pkg/blob/fileblob", mod + "pkg/blob/s3blob", mod + "pkg/judge/openai", mod + "services",
 	}
 	for _, r := range rules {

@@ -19,8 +19,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge/openai"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // judgeFlags configure the judge provider, from flags or TRIBUNAL_* environment variables.
@@ -87,7 +87,7 @@ func (j *judgeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&j.scriptedAnswers, "scripted-answers", "", "scripted: JSON file of recorded answers keyed by AC id")
 	fs.DurationVar(&j.scriptedLatency, "scripted-latency", 0, "scripted: simulated response time")
 	j.fixtures = nil
-	for _, k := range kinds.All() {
+	for _, k := range registry.All() {
 		fk, ok := k.(kind.Fixtured)
 		if !ok {
 			continue

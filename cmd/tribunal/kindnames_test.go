@@ -15,7 +15,7 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // kindNamesAllowed are the files outside a kind's folder that still name it, each with
@@ -62,13 +62,13 @@ type kindMention struct {
 // registered kind (and every example kind under examples/kinds), no non-test Go file
 // outside pkg/kind/<name> and examples/kinds/<name> imports the kind's packages, uses an
 // exported identifier spelt with the kind's name (ABSpec, CriticVote, KindRubric), or
-// writes the kind's name as a string literal, except the registry's import in pkg/kinds
+// writes the kind's name as a string literal, except the registry's import in pkg/registry
 // and the kind-name constant's declaration in pkg/events; the few that remain are in
 // kindNamesAllowed with a reason.
 func TestKindNamedOnlyInItsFolder(t *testing.T) {
 	root := filepath.Join("..", "..")
 	names := map[string]string{} // kind -> its Go spelling (AB, Critic, ...)
-	for _, k := range kinds.All() {
+	for _, k := range registry.All() {
 		names[string(k.Name())] = ""
 	}
 	examples, _ := os.ReadDir(filepath.Join(root, "examples", "kinds"))
@@ -204,7 +204,7 @@ func kindMentions(root string, names map[string]string) ([]kindMention, error) {
 				}
 				for _, dir := range []string{"pkg/kind/" + k, "examples/kinds/" + k} {
 					if p == mod+dir || strings.HasPrefix(p, mod+dir+"/") {
-						if rel == "pkg/kinds/kinds.go" && p == mod+dir+"/stages" {
+						if rel == "pkg/registry/registry.go" && p == mod+dir+"/stages" {
 							continue // the registry line
 						}
 						add(imp.Pos(), k, "imports "+p)
@@ -299,7 +299,7 @@ func TestKindMentionsFindEachForm(t *testing.T) {
 		}
 	}
 	write("pkg/events/values.go", "package events\n\ntype Kind string\n\nconst KindCritic Kind = \"critic\"\n\ntype CriticVote struct{}\n")
-	write("pkg/kinds/kinds.go", "package kinds\n\nimport _ \"github.com/tribunal-dev/tribunal/pkg/kind/critic/stages\"\n")
+	write("pkg/registry/registry.go", "package registry\n\nimport _ \"github.com/tribunal-dev/tribunal/pkg/kind/critic/stages\"\n")
 	write("pkg/kind/critic/c.go", "package critic\n\nconst name = \"critic\"\n")
 	write("pkg/x/x.go", `package x
 

@@ -20,7 +20,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/cli"
 	_ "github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	_ "github.com/tribunal-dev/tribunal/pkg/blob/s3blob"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
@@ -120,7 +120,7 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 // status they return (cli.ExitError) carried as this command's exitError, so that main
 // and the tests read one type.
 func kindCommands() []*cobra.Command {
-	cmds := kinds.Commands(commandEnv{})
+	cmds := registry.Commands(commandEnv{})
 	for _, c := range cmds {
 		carryExit(c)
 	}

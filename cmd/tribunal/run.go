@@ -37,8 +37,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
@@ -179,7 +179,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	}
 	interactive := false
 	for _, ac := range b.ACs {
-		_, looping := kinds.Looping(events.Kind(b.KindOf(ac)))
+		_, looping := registry.Looping(events.Kind(b.KindOf(ac)))
 		interactive = interactive || looping && cmp.Or(ac.Mode, defaultMode) == events.ModeInteractive
 	}
 	if interactive && f.console == "" && !terminal {

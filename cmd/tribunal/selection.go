@@ -8,7 +8,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // selectRun narrows a run's batch to what --ac and --target (--screen) name, checked
@@ -59,7 +59,7 @@ func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 
 // selecting is the kind of ac when a run can narrow its entries.
 func selecting(b *batch.Batch, ac batch.AC) (stage.Selecting, bool) {
-	k, err := kinds.Lookup(events.Kind(b.KindOf(ac)))
+	k, err := registry.Lookup(events.Kind(b.KindOf(ac)))
 	if err != nil {
 		return nil, false
 	}

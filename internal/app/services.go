@@ -32,9 +32,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge/instrument"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/ratelimit"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
@@ -256,7 +256,7 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 // from start (telemetry.PrimeService and the others), so a fresh deployment's dashboard
 // shows zeros, not "No data". The tenants must be set first.
 func primeMetrics(services []string, p judge.Provider) {
-	names := kinds.Names()
+	names := registry.Names()
 	for _, svc := range services {
 		var inputs []string
 		for _, t := range bus.ServiceInputs[svc] {
@@ -279,7 +279,7 @@ func primeMetrics(services []string, p judge.Provider) {
 		case bus.Renderer:
 			if p != nil {
 				var reqs []string
-				for _, k := range kinds.All() {
+				for _, k := range registry.All() {
 					if r, ok := k.(kind.Requesting); ok {
 						reqs = append(reqs, r.RenderRequests()...)
 					}

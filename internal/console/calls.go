@@ -9,8 +9,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // A judge call as reviewers see it after un-blinding: the exact prompt and the raw
@@ -36,7 +36,7 @@ type callView struct {
 // callsOf lists a job's calls for its page.
 func callsOf(rec *records.Job) []callView {
 	var u kind.Unblinding
-	if k, err := kinds.Lookup(rec.Spec.Kind); err == nil {
+	if k, err := registry.Lookup(rec.Spec.Kind); err == nil {
 		u, _ = k.(kind.Unblinding)
 	}
 	var out []callView

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
@@ -62,7 +62,7 @@ func navFor(base string, q tableQuery, pages int) pageNav {
 func kindsInOrder(counts map[events.Kind]int) []events.Kind {
 	var out []events.Kind
 	seen := map[events.Kind]bool{}
-	for _, k := range kinds.All() {
+	for _, k := range registry.All() {
 		if counts[k.Name()] > 0 {
 			out = append(out, k.Name())
 			seen[k.Name()] = true

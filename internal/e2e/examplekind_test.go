@@ -13,7 +13,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // TestExampleKindEndToEnd proves the seam a kind plugs into: the checklist kind
@@ -23,7 +23,7 @@ import (
 // registry), the aggregator decides with its rules and folds its manifest, the results
 // show its rows, and the audit re-derives every decision from the stream, clean.
 func TestExampleKindEndToEnd(t *testing.T) {
-	defer kinds.Add(checkliststages.Kind{})() // the registry line
+	defer registry.Add(checkliststages.Kind{})() // the registry line
 
 	env := NewEnv(t)
 	p := Scripted(t, scripted.Options{Fixtures: map[string]string{"checklist": "pass"}},

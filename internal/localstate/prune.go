@@ -15,9 +15,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // BatchInfo is one batch of a state folder as prune sees it, and what prune decides.
@@ -217,7 +217,7 @@ func listBatches(ctx context.Context, b bus.Buckets) ([]BatchInfo, error) {
 		bi := &out[i]
 		seen := map[string]bool{}
 		err := st.EachJob(ctx, bi.Tenant, bi.Batch, func(j *records.Job) error {
-			if l, ok := kinds.Looping(j.Spec.Kind); ok {
+			if l, ok := registry.Looping(j.Spec.Kind); ok {
 				if v := l.StateKey(bi.Tenant, j.Spec); v != "" && !seen[v] {
 					seen[v] = true
 					bi.Views = append(bi.Views, v)

@@ -38,8 +38,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // Inputs are everything that can change the decisions of a batch run in the all-in-one
@@ -156,10 +156,10 @@ func executableBuild(info string) (string, error) {
 // Unkeyable says why a job's decision rests on state the key does not hold, "" when
 // the key holds all of it.
 func Unkeyable(spec events.JobSpec) string {
-	if _, looping := kinds.Looping(spec.Kind); looping {
+	if _, looping := registry.Looping(spec.Kind); looping {
 		return fmt.Sprintf("%s: a %s job continues its loop from run to run", spec.ACID, spec.Kind)
 	}
-	k, err := kinds.Lookup(spec.Kind)
+	k, err := registry.Lookup(spec.Kind)
 	if err != nil {
 		return fmt.Sprintf("%s: %v", spec.ACID, err)
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
 
@@ -810,7 +810,7 @@ func (a *auditor) gates(r *Recorded) {
 	if done.Blocked != "" {
 		derived = &events.GatesFailed{Kind: done.Spec.Kind, ACID: done.Spec.ACID, Blocked: done.Blocked}
 	} else {
-		k, err := kinds.Lookup(done.Spec.Kind)
+		k, err := registry.Lookup(done.Spec.Kind)
 		if err != nil {
 			return
 		}

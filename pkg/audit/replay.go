@@ -18,7 +18,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bounds"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // DefaultStream is the stream Replay reads when the filter names none.
@@ -376,13 +376,13 @@ func (p *replayPlan) selected(bk batchKey) bool {
 
 // looping reports whether jobs of kind k loop over iterations and batches.
 func looping(k events.Kind) bool {
-	_, ok := kinds.Looping(k)
+	_, ok := registry.Looping(k)
 	return ok
 }
 
 // viewKey is a looping job's state key, "" for a job without one.
 func viewKey(tenant string, spec events.JobSpec) string {
-	if lk, ok := kinds.Looping(spec.Kind); ok {
+	if lk, ok := registry.Looping(spec.Kind); ok {
 		return lk.StateKey(tenant, spec)
 	}
 	return ""

@@ -14,8 +14,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
 
@@ -55,7 +55,7 @@ func (f *fixture) stagedJob(id string, index, size int, raw string, confidence f
 	sub := events.New(&events.JobSubmitted{Spec: spec, Index: index, BatchSize: size, BatchSource: "batch.yaml"}, f.tenant, f.batch, id, 0, "", nil)
 	f.in(sub)
 	req := f.recs[f.find(events.TypeRenderRequested, id)]
-	k, err := kinds.Lookup(events.KindAB)
+	k, err := registry.Lookup(events.KindAB)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // DefaultMaxPayload is the NATS server's default max payload, the limit events are
@@ -82,7 +82,7 @@ func (s *Submitter) check(ctx context.Context, prep *Prepared, env *stage.PlanEn
 			continue
 		}
 		problem = stage.Problem(ac, problem)
-		k, err := kinds.Lookup(events.Kind(b.KindOf(ac)))
+		k, err := registry.Lookup(events.Kind(b.KindOf(ac)))
 		if err != nil {
 			return fmt.Errorf("%s: %s", b.Path, stage.Problem(ac, err.Error()))
 		}

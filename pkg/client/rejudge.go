@@ -12,8 +12,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
@@ -111,7 +111,7 @@ func RejudgeResults(ctx context.Context, js jetstream.JetStream, b bus.Buckets, 
 
 func rejudgeRow(j *records.Job, ev events.Event) RejudgeRow {
 	row := RejudgeRow{ACID: j.ACID, Kind: string(j.Spec.Kind), Original: outcome(j)}
-	if _, looping := kinds.Looping(j.Spec.Kind); looping {
+	if _, looping := registry.Looping(j.Spec.Kind); looping {
 		row.Rejudged = "not derived for " + string(j.Spec.Kind)
 		row.Agree = false
 		return row
@@ -142,7 +142,7 @@ func rejudgeRow(j *records.Job, ev events.Event) RejudgeRow {
 // the CI outputs say it): its status, or for a compared job the winner or the kind's
 // verdict.
 func outcome(j *records.Job) string {
-	k, err := kinds.Lookup(j.Spec.Kind)
+	k, err := registry.Lookup(j.Spec.Kind)
 	if err != nil {
 		return string(j.Status)
 	}

@@ -20,8 +20,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // Progress is a snapshot of a batch.
@@ -164,7 +164,7 @@ type fileChange struct {
 // files of a rubric view, its sign-off and HE-1 candidate, as the seed keeps them under
 // .argus-runs/.
 func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job) error {
-	k, err := kinds.Lookup(rec.Spec.Kind)
+	k, err := registry.Lookup(rec.Spec.Kind)
 	if err != nil {
 		return nil
 	}

@@ -3,7 +3,7 @@
 // for its first render), follows the batch's progress and reads its results. The CLI's
 // run, submit, watch and results commands are thin wrappers around it. What differs
 // between judge kinds (how an AC becomes jobs, how a result reads) is the kind's
-// (pkg/kind/<name>, through the registry pkg/kinds).
+// (pkg/kind/<name>, through the registry pkg/registry).
 package client
 
 import (
@@ -23,7 +23,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
@@ -217,7 +217,7 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 	var names []string
 	seenName := map[string]bool{}
 	for _, ac := range b.ACs {
-		k, err := kinds.Lookup(events.Kind(b.KindOf(ac)))
+		k, err := registry.Lookup(events.Kind(b.KindOf(ac)))
 		if err != nil {
 			return prep, fmt.Errorf("%s: %s", b.Path, stage.Problem(ac, err.Error()))
 		}

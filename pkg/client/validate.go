@@ -13,8 +13,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/price"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // Plan is what submitting a batch would do, AC by AC, found without running anything:
@@ -118,7 +118,7 @@ func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string
 	plan.Problems = append(plan.Problems, prep.Rejected...)
 	byAC := map[string]*PlannedAC{}
 	err = prep.Jobs(func(_ int, j Job) error {
-		k, err := kinds.Lookup(j.Spec.Kind)
+		k, err := registry.Lookup(j.Spec.Kind)
 		if err != nil {
 			return err
 		}

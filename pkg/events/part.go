@@ -28,7 +28,7 @@ var registered atomic.Pointer[map[Kind]wireKind]
 // RegisterKind adds a kind's wire schema and returns the function that takes it out
 // again. The kinds that ship call it as their wire package is initialised (ab's in
 // pkg/kind/ab), so every program that can name a kind's part reads its events; the
-// registry of kinds (pkg/kinds) calls it for a kind that brings its own (kind.Wired). It
+// registry of kinds (pkg/registry) calls it for a kind that brings its own (kind.Wired). It
 // panics on a kind the wire schema knows already: two definitions of one kind's events
 // cannot both hold.
 func RegisterKind(k Kind, w KindWire) (unregister func()) {

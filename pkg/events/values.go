@@ -6,7 +6,7 @@ import (
 )
 
 // Kind names a judge kind. Every kind is one folder under pkg/kind and one line of the
-// registry in pkg/kinds; this package only names the wire value.
+// registry in pkg/registry; this package only names the wire value.
 type Kind string
 
 // The judge kinds tribunal ships.

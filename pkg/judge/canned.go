@@ -7,7 +7,7 @@ import (
 
 // Canned answers. The offline judge (pkg/judge/scripted) answers without a model, from
 // canned answers each kind makes for its own requests (kind.Scripted). The registry of
-// kinds (pkg/kinds) hands them to this package when the program starts (SetCanned), so
+// kinds (pkg/registry) hands them to this package when the program starts (SetCanned), so
 // the offline judge finds them without importing any kind, and a kind added later is
 // answered with no change to it.
 
@@ -18,7 +18,7 @@ type Canned func(req, setting string) (answer []byte, name string, ok bool, err 
 
 var canned atomic.Pointer[Canned]
 
-// SetCanned sets where the offline judge finds canned answers. pkg/kinds calls it when
+// SetCanned sets where the offline judge finds canned answers. pkg/registry calls it when
 // the program starts; nothing else should.
 func SetCanned(c Canned) { canned.Store(&c) }
 

@@ -2,7 +2,7 @@
 // that differ between kinds (how an answer becomes an outcome, a manifest, a row). Each
 // kind lives in one folder below this one (pkg/kind/ab, critic, equivalence, rubric): its
 // rules in the folder's own package, which implements Kind and does no I/O, and its
-// stages in <folder>/stages (pkg/kind/stage). The registry in pkg/kinds maps kind names to
+// stages in <folder>/stages (pkg/kind/stage). The registry in pkg/registry maps kind names to
 // them. The client, the services, the rules (pkg/rulebook) and the readers of results
 // dispatch through the registry and never switch on a kind.
 //

@@ -7,7 +7,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 )
 
-// The rules' view of the registry. pkg/kinds holds every kind whole, its rules with its
+// The rules' view of the registry. pkg/registry holds every kind whole, its rules with its
 // stages, and registers their rules here when the program starts; the rules
 // (pkg/rulebook) and the readers look kinds up here, so they reach no kind's stages and
 // nothing those stages import.
@@ -22,7 +22,7 @@ type registry struct {
 var registered atomic.Pointer[registry]
 
 // Register sets the kinds whose rules the rules and the readers know, in the order kinds
-// are reported and their manifests announced. pkg/kinds calls it (at start, and when a
+// are reported and their manifests announced. pkg/registry calls it (at start, and when a
 // test swaps or adds a kind); nothing else should.
 func Register(ks ...Kind) {
 	r := &registry{byName: make(map[events.Kind]Kind, len(ks)), order: append([]Kind(nil), ks...)}

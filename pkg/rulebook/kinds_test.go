@@ -1,7 +1,7 @@
 package rulebook_test
 
 // The rules find kinds through pkg/kind's registry, which the registry of kinds whole
-// (pkg/kinds) fills when it starts: the tests link it in, as every program does.
+// (pkg/registry) fills when it starts: the tests link it in, as every program does.
 import (
 	"encoding/json"
 	"testing"
@@ -10,7 +10,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
-	_ "github.com/tribunal-dev/tribunal/pkg/kinds"
+	_ "github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // viewState is a rubric view's own state for the rules: its record (a zero one for nil)

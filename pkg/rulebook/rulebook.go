@@ -6,7 +6,7 @@
 // events, so an audit checks the rules that decided, not a copy of them.
 //
 // What differs between judge kinds is not here: Apply hands each kind's events to the
-// kind's Decide (pkg/kind/<name>, found in the registry pkg/kinds).
+// kind's Decide (pkg/kind/<name>, found in the registry pkg/registry).
 package rulebook
 
 import (

@@ -282,7 +282,7 @@ type PanelAsk struct {
 // (SetAsker), as this package knows no kind's spec.
 var asker atomic.Pointer[func(events.JobSpec) Ask]
 
-// SetAsker sets how a job's Ask is read from its spec: the registry of kinds (pkg/kinds)
+// SetAsker sets how a job's Ask is read from its spec: the registry of kinds (pkg/registry)
 // sets it to ask the spec's kind (kind.Spending) when the program starts. Before it is
 // set, a spec asks for nothing beyond the service's own model.
 func SetAsker(f func(events.JobSpec) Ask) { asker.Store(&f) }

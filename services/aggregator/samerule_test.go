@@ -11,8 +11,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // tieBlocks is the ab kind with one rule changed: a tie blocks the job instead of
@@ -47,7 +47,7 @@ func replayed(ws []handlertest.Wire) []audit.Recorded {
 // same registry: change one rule and both follow it; the audit of the same stream under
 // the old rule, or of a stream with one verdict altered, reports mismatches.
 func TestAggregatorAndAuditRunTheSameRule(t *testing.T) {
-	restore := kinds.Swap(tieBlocks{})
+	restore := registry.Swap(tieBlocks{})
 	defer restore()
 
 	env := handlertest.New(t)
@@ -71,7 +71,7 @@ func TestAggregatorAndAuditRunTheSameRule(t *testing.T) {
 		t.Fatalf("under the old rule the audit must flag AC-3, got %v", rep.Mismatches)
 	}
 	t.Logf("under the old rule: %d mismatches, first: %s", len(rep.Mismatches), rep.Mismatches[0])
-	restore = kinds.Swap(tieBlocks{})
+	restore = registry.Swap(tieBlocks{})
 
 	altered := append([]handlertest.Wire(nil), stream...)
 	for i, w := range altered {

@@ -12,7 +12,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
@@ -48,7 +48,7 @@ func (s *Service) gate(ctx context.Context, ev events.Event, rd *events.RenderDo
 	if rd.Blocked != "" {
 		return &events.GatesFailed{Kind: rd.Spec.Kind, ACID: rd.Spec.ACID, Blocked: rd.Blocked}, nil
 	}
-	k, err := kinds.Lookup(rd.Spec.Kind)
+	k, err := registry.Lookup(rd.Spec.Kind)
 	if err != nil {
 		return &events.GatesFailed{Kind: rd.Spec.Kind, ACID: rd.Spec.ACID, Blocked: fmt.Sprintf("no gates for judge kind %q", rd.Spec.Kind)}, nil
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/judge/batchmode"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -135,7 +135,7 @@ func (s *Service) handle(ctx context.Context, ev events.Event, digest string) ([
 	if !ok {
 		return nil, bus.Permanent(fmt.Errorf("judge got %s", ev.Type))
 	}
-	k, err := kinds.Lookup(gd.Kind)
+	k, err := registry.Lookup(gd.Kind)
 	if err != nil {
 		return nil, bus.Permanent(fmt.Errorf("judge kind %q is not served by this judge: %w", gd.Kind, err))
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
@@ -78,7 +78,7 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 	} else if refused != nil {
 		telemetry.Refused(bus.Renderer, refused.Reason)
 		done.Blocked = "not judged: " + refused.Error()
-	} else if k, err := kinds.Lookup(req.Spec.Kind); err == nil {
+	} else if k, err := registry.Lookup(req.Spec.Kind); err == nil {
 		// An equivalence runner's calls are the batch's spending too.
 		bctx, berr := budget.WithBatch(ctx, ev.Tenant, ev.BatchID, req.Spec.Budget)
 		if berr != nil {

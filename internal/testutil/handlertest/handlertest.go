@@ -22,7 +22,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
-	"github.com/tribunal-dev/tribunal/pkg/kinds"
+	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // Env is what the services share: buckets and a blob store.
@@ -195,7 +195,7 @@ func Quickstart() string { return filepath.Join(root(), "examples", "quickstart"
 // recorded answers, and fixed answers for the kinds it has none for.
 func QuickstartProvider(t testing.TB) *scripted.Provider {
 	t.Helper()
-	fixtures, named := kinds.Fixtures()
+	fixtures, named := registry.Fixtures()
 	p, err := scripted.New(scripted.Options{Fixtures: fixtures, Named: named,
 		AnswersFile: filepath.Join(root(), "examples", "quickstart", "answers.json")})
 	if err != nil {

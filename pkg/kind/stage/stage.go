@@ -41,7 +41,7 @@ type Stages interface {
 	Judge(ctx context.Context, env *JudgeEnv, ev events.Event, gd *events.GatesDone) (*events.VerdictEmitted, error)
 }
 
-// Kind is a judge kind whole, as the registry (pkg/kinds) holds it: its rules and its
+// Kind is a judge kind whole, as the registry (pkg/registry) holds it: its rules and its
 // stages. A kind's stages package embeds its rules in the type that implements Stages.
 type Kind interface {
 	kind.Kind

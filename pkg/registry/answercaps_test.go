@@ -1,4 +1,4 @@
-package kinds_test
+package registry_test
 
 import (
 	"context"

@@ -1,10 +1,10 @@
-// Package kinds is the registry of judge kinds: the one table that maps a kind's name to
+// Package registry is the registry of judge kinds: the one table that maps a kind's name to
 // its implementation, its rules with its stages. The client and the services look a kind
 // up here and dispatch to it; nothing else switches on a kind. The table registers every
 // kind's rules with pkg/kind when the program starts, where the rules (pkg/rulebook) and
 // the readers find them without importing any kind's stages. Adding a kind is one folder
 // under pkg/kind and one line below (docs/adding-a-kind.md).
-package kinds
+package registry
 
 import (
 	"fmt"
