@@ -403,7 +403,7 @@ func idSteps(ev events.Event) []string {
 	case *events.IterationDecided, *events.JobBlocked:
 		return []string{"", "final", events.ReviewedStep(ev.CausationID)}
 	case *events.ReviewRecorded:
-		return []string{events.ReviewStep(p.By, p.Answer)}
+		return []string{p.Step()}
 	case *events.BatchCancelRequested:
 		return []string{events.CancelStep(p.Page)}
 	}

@@ -219,6 +219,9 @@ func personInput(r *Recorded) (PersonInput, bool) {
 		in.Job, in.By, in.Decision, in.Reason = p.ACID, p.By, fmt.Sprintf("reset loop %d", p.Loop), p.Reason
 	case *events.ReviewRecorded:
 		in.Job, in.By, in.Decision = ev.JobID, p.By, "reviewed "+p.Answer
+		if p.Case != "" {
+			in.Decision = "reviewed case " + p.Case + " " + p.Answer
+		}
 	default:
 		return in, false
 	}

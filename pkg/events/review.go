@@ -29,6 +29,11 @@ type ReviewRecorded struct {
 	// Via is how the answer came: "import" (a file), "viewer" (`tribunal view`),
 	// "console" (a shared console).
 	Via string `msgpack:"via,omitempty"`
+	// Case names the case of the transfer set the answer is about, for a kind judged
+	// per case (equivalence: one judge call per case, so one review per case); empty for
+	// a kind reviewed whole (ab, critic). The kind refuses a case it has not, or one
+	// missing where it needs one.
+	Case string `msgpack:"case,omitempty"`
 }
 
 // MaxReviewAnswer bounds a review's answer: a verdict object, not a document.
@@ -57,6 +62,8 @@ func (p *ReviewRecorded) Validate() error {
 		return invalid("by", fmt.Sprintf("at most %d bytes", maxReviewer))
 	case len(p.Via) > 32:
 		return invalid("via", "at most 32 bytes")
+	case p.Case != "" && ValidateName(p.Case) != nil:
+		return invalid("case", ValidateName(p.Case).Error())
 	}
 	return nil
 }
@@ -67,6 +74,21 @@ func ReviewStep(by, answer string) string {
 	h := sha256.Sum256([]byte(by + "\x00" + answer))
 	return "review-" + hex.EncodeToString(h[:8])
 }
+
+// ReviewCaseStep is ReviewStep for an answer about one case (ReviewRecorded.Case): the
+// same answer to two cases is two answers. Without a case it is ReviewStep, so the ids
+// of reviews of kinds reviewed whole are as they were.
+func ReviewCaseStep(by, caseID, answer string) string {
+	if caseID == "" {
+		return ReviewStep(by, answer)
+	}
+	h := sha256.Sum256([]byte(by + "\x00" + caseID + "\x00" + answer))
+	return "review-" + hex.EncodeToString(h[:8])
+}
+
+// Step is the review's id step (ReviewCaseStep of its reviewer, case and answer), as
+// the audit re-derives it.
+func (p *ReviewRecorded) Step() string { return ReviewCaseStep(p.By, p.Case, p.Answer) }
 
 // ReviewedStep is the id step of the decision a review made when the batch lets people
 // decide: named by the review's event id, which is the decision's cause, so the audit

@@ -96,8 +96,8 @@ var teamEvents = map[events.Type]teamEvent{
 		}
 		// Who reviewed is the token's, never the event's own claim; the rules check the
 		// answer against the kind's contract and the job when they apply it.
-		rp := &events.ReviewRecorded{Kind: p.Kind, Answer: p.Answer, By: a.who, Via: "ingress"}
-		out := events.NewAttempt(rp, a.tenant, ev.BatchID, ev.JobID, ev.Iteration, events.ReviewStep(rp.By, rp.Answer), ev.Attempt, nil)
+		rp := &events.ReviewRecorded{Kind: p.Kind, Answer: p.Answer, By: a.who, Via: "ingress", Case: p.Case}
+		out := events.NewAttempt(rp, a.tenant, ev.BatchID, ev.JobID, ev.Iteration, rp.Step(), ev.Attempt, nil)
 		return out, nil
 	},
 	events.TypeViewReset: func(ctx context.Context, a *admission, ev events.Event) (events.Event, error) {

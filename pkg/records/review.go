@@ -9,8 +9,8 @@ import (
 
 // Review is one person's review of a job, as the rules applied it (pkg/rulebook): their
 // answer, what it and the judge's verdict mean in the kind's terms, and whether it
-// decided the job's outcome. A person has one review per job: answering again replaces
-// theirs and counts the change.
+// decided the job's outcome. A person has one review per job (per case, for a kind
+// reviewed per case): answering again replaces theirs and counts the change.
 type Review struct {
 	By  string    `json:"by"`
 	At  time.Time `json:"at"`
@@ -20,6 +20,9 @@ type Review struct {
 	Link  string `json:"link,omitempty"`
 	// Iteration is the judged iteration reviewed.
 	Iteration int `json:"iteration"`
+	// Case is the case reviewed, for a kind reviewed per case (equivalence); a person
+	// has one review per case there.
+	Case string `json:"case,omitempty"`
 	// Answer is the person's answer as given, in the kind's verdict shape.
 	Answer json.RawMessage `json:"answer"`
 	// Person and Judge are the person's answer and the judge's verdict as the kind reads

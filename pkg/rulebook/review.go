@@ -31,6 +31,9 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 	if !ok {
 		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s is a %s job, which people cannot review", ev.ID, j.Key(), j.Spec.Kind)
 	}
+	if p.Case != "" {
+		return Result{}, refuse(RefusedReview, "review.recorded %s: case %q: job %s is a %s job, reviewed whole, not per case", ev.ID, p.Case, j.Key(), j.Spec.Kind)
+	}
 	if p.Kind != j.Spec.Kind {
 		return Result{}, refuse(RefusedReview, "review.recorded %s: a %s answer for job %s, a %s job", ev.ID, p.Kind, j.Key(), j.Spec.Kind)
 	}

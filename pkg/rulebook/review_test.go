@@ -83,6 +83,11 @@ func TestReviewRefused(t *testing.T) {
 		}
 	}
 	ok := reviewEvent("AC-7", "ann", `{"raw_winner":"A","confidence":0.7,"biggest_gap":"x"}`, time.Minute)
+	withCase := ok
+	withCase.Payload = &events.ReviewRecorded{Kind: events.KindAB, Answer: `{"raw_winner":"A","confidence":0.7,"biggest_gap":"x"}`, By: "ann", Case: "c1"}
+	if _, err := rulebook.Apply(rulebook.State{Job: j}, in(withCase)); !errors.Is(err, rulebook.ErrRefused) {
+		t.Errorf("an ab review naming a case: %v", err)
+	}
 	if _, err := rulebook.Apply(rulebook.State{Job: pending(t, abSpec("AC-7"))}, in(ok)); !errors.Is(err, rulebook.ErrRefused) {
 		t.Errorf("a review of a pending job: %v", err)
 	}
