@@ -201,7 +201,7 @@ func (s *server) reviewAnswer(w http.ResponseWriter, r *http.Request, c caller) 
 			return false, err
 		}
 		for _, rv := range rec.Reviews {
-			if rv.By == by {
+			if rv.By == by && rv.Case == e.Case {
 				return true, nil
 			}
 		}

@@ -27,18 +27,32 @@ import (
 // ReviewItemID is the name a job goes by in its batch's review queue: a digest of its
 // tenant, batch and AC id, so a reviewer's page, an export and an answers file name the
 // item without telling the reviewer the AC's id (which may say what is being tested).
+// A case of a kind reviewed per case is named by ReviewCaseItemID.
 func ReviewItemID(tenant, batch, ac string) string {
 	h := sha256.Sum256([]byte(tenant + "\x00" + batch + "\x00" + ac))
 	return "item-" + hex.EncodeToString(h[:6])
+}
+
+// ReviewCaseItemID is the item id of one case of an AC reviewed per case (equivalence):
+// ReviewItemID over the AC id and the case, NUL-separated; an AC reviewed whole (caseID
+// "") keeps ReviewItemID.
+func ReviewCaseItemID(tenant, batch, ac, caseID string) string {
+	if caseID == "" {
+		return ReviewItemID(tenant, batch, ac)
+	}
+	return ReviewItemID(tenant, batch, ac+"\x00"+caseID)
 }
 
 // ReviewEntry is one AC of a batch's review queue, as the team sees it (never the
 // reviewer: it names the AC and why it is there, which would tell them what the judge
 // thought).
 type ReviewEntry struct {
-	Item    string   `json:"item"`
-	AC      string   `json:"ac_id"`
-	Kind    string   `json:"kind"`
+	Item string `json:"item"`
+	AC   string `json:"ac_id"`
+	Kind string `json:"kind"`
+	// Case is the case of the AC the item is, for a kind reviewed per case (equivalence:
+	// one item per case the judge gave a verdict); "" for a kind reviewed whole.
+	Case    string   `json:"case,omitempty"`
 	Reasons []string `json:"reasons"`
 	// Reviewers are who reviewed it, in the order they first answered.
 	Reviewers []string `json:"reviewers,omitempty"`
@@ -83,11 +97,27 @@ func QueueOf(tenant, batchID string, jobs []*records.Job) ([]ReviewEntry, review
 	for _, j := range jobs {
 		byID[j.ACID] = j
 		c := review.Candidate{ID: j.ACID, Flagged: j.Spec.Review != nil && j.Spec.Review.Flagged}
-		if k, err := kind.Lookup(j.Spec.Kind); err == nil {
-			if rk, ok := k.(kind.Reviewing); ok {
-				_, _, c.Judged = judgeVerdict(rk, j)
-				c.Unsure = rk.Unsure(j)
+		k, err := kind.Lookup(j.Spec.Kind)
+		if err != nil {
+			cands = append(cands, c)
+			continue
+		}
+		if ck, ok := k.(kind.CaseReviewing); ok {
+			// One candidate per judged case, drawn together by the sample.
+			for _, cs := range ck.ReviewCases(j) {
+				cc := c
+				cc.Case, cc.Unsure = cs, ck.CaseUnsure(j, cs)
+				_, _, cc.Judged = caseJudgeVerdict(ck, j, cs)
+				cands = append(cands, cc)
 			}
+			if len(ck.ReviewCases(j)) == 0 {
+				cands = append(cands, c)
+			}
+			continue
+		}
+		if rk, ok := k.(kind.Reviewing); ok {
+			_, _, c.Judged = judgeVerdict(rk, j)
+			c.Unsure = rk.Unsure(j)
 		}
 		cands = append(cands, c)
 	}
@@ -99,9 +129,11 @@ func QueueOf(tenant, batchID string, jobs []*records.Job) ([]ReviewEntry, review
 	var out []ReviewEntry
 	for _, e := range p.Queue(name, cands) {
 		j := byID[e.ID]
-		re := ReviewEntry{Item: ReviewItemID(tenant, batchID, e.ID), AC: e.ID, Kind: string(j.Spec.Kind), Reasons: e.Reasons, job: j}
+		re := ReviewEntry{Item: ReviewCaseItemID(tenant, batchID, e.ID, e.Case), AC: e.ID, Kind: string(j.Spec.Kind), Case: e.Case, Reasons: e.Reasons, job: j}
 		for _, r := range j.Reviews {
-			re.Reviewers = append(re.Reviewers, r.By)
+			if r.Case == e.Case {
+				re.Reviewers = append(re.Reviewers, r.By)
+			}
 		}
 		out = append(out, re)
 	}
@@ -117,10 +149,21 @@ func judgeVerdict(rk kind.Reviewing, j *records.Job) (review.Verdict, string, bo
 	return rk.JudgeVerdict(j)
 }
 
+// caseJudgeVerdict is judgeVerdict for one case of a job reviewed per case.
+func caseJudgeVerdict(ck kind.CaseReviewing, j *records.Job, caseID string) (review.Verdict, string, bool) {
+	for _, r := range j.Reviews {
+		if r.Case == caseID {
+			return r.Judge, r.Model, true
+		}
+	}
+	return ck.CaseJudgeVerdict(j, caseID)
+}
+
 // ReviewItem is what a reviewer is shown of one queued AC: exactly what the judge was
 // sent (the messages of the job's first judge call, in which slots A and B are blinded
-// as the judge had them), the shape to answer in, and nothing else: no AC id, no path,
-// no role, no judge verdict, no reason it was queued.
+// as the judge had them; for a case of an AC reviewed per case, the first call judging
+// that case, whose label is the case), the shape to answer in, and nothing else: no AC
+// id, no case id, no path, no role, no judge verdict, no reason it was queued.
 type ReviewItem struct {
 	Item string `json:"item"`
 	Kind string `json:"kind"`
@@ -144,14 +187,20 @@ func ReviewItemOf(ctx context.Context, store blob.Store, e ReviewEntry) (ReviewI
 	if err != nil {
 		return it, err
 	}
-	rk, ok := k.(kind.Reviewing)
-	if !ok {
+	switch rk := k.(type) {
+	case kind.CaseReviewing:
+		if e.Case == "" {
+			return it, fmt.Errorf("%s: a %s job is reviewed per case and the item names none", e.Item, j.Spec.Kind)
+		}
+		it.Answer = rk.ReviewTemplate()
+	case kind.Reviewing:
+		it.Answer = rk.ReviewTemplate()
+	default:
 		return it, fmt.Errorf("%s: a %s job cannot be reviewed", e.Item, j.Spec.Kind)
 	}
-	it.Answer = rk.ReviewTemplate()
 	var rec *events.Blob
 	for _, c := range j.Calls {
-		if c.Record != nil {
+		if c.Record != nil && (e.Case == "" || c.Label == e.Case) {
 			rec = c.Record
 			break
 		}
@@ -258,11 +307,18 @@ func CheckReviewAnswer(e ReviewEntry, answer []byte) error {
 	if err != nil {
 		return err
 	}
-	rk, ok := k.(kind.Reviewing)
-	if !ok {
+	switch rk := k.(type) {
+	case kind.CaseReviewing:
+		if e.Case == "" {
+			return fmt.Errorf("%s: %s is reviewed per case: the answer names no case (field case)", e.Item, e.AC)
+		}
+		_, err = rk.CaseReviewAnswer(e.job, e.Case, answer)
+	case kind.Reviewing:
+		_, err = rk.ReviewAnswer(e.job, answer)
+	default:
 		return fmt.Errorf("%s: a %s job cannot be reviewed", e.Item, e.job.Spec.Kind)
 	}
-	if _, err := rk.ReviewAnswer(e.job, answer); err != nil {
+	if err != nil {
 		return fmt.Errorf("%s: %w", e.Item, err)
 	}
 	return nil
@@ -271,12 +327,18 @@ func CheckReviewAnswer(e ReviewEntry, answer []byte) error {
 // ReviewEvent is a person's review of job as published: compacted JSON answer, the
 // job's iteration and attempt, id step by reviewer and answer.
 func ReviewEvent(j *records.Job, answer []byte, by, via string) (events.Event, error) {
+	return ReviewCaseEvent(j, "", answer, by, via)
+}
+
+// ReviewCaseEvent is ReviewEvent for one case of a job reviewed per case (caseID ""
+// for a job reviewed whole).
+func ReviewCaseEvent(j *records.Job, caseID string, answer []byte, by, via string) (events.Event, error) {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, answer); err != nil {
 		return events.Event{}, fmt.Errorf("answer: %w", err)
 	}
-	p := &events.ReviewRecorded{Kind: j.Spec.Kind, Answer: buf.String(), By: by, Via: via}
-	e := events.NewAttempt(p, j.Tenant, j.Batch, j.ACID, j.Iteration, events.ReviewStep(by, p.Answer), j.Attempt, nil)
+	p := &events.ReviewRecorded{Kind: j.Spec.Kind, Answer: buf.String(), By: by, Via: via, Case: caseID}
+	e := events.NewAttempt(p, j.Tenant, j.Batch, j.ACID, j.Iteration, p.Step(), j.Attempt, nil)
 	if err := p.Validate(); err != nil {
 		return events.Event{}, err
 	}
@@ -288,7 +350,7 @@ func RecordReview(pub Publisher, e ReviewEntry, answer []byte, by, via string) e
 	if err := CheckReviewAnswer(e, answer); err != nil {
 		return err
 	}
-	ev, err := ReviewEvent(e.job, answer, by, via)
+	ev, err := ReviewCaseEvent(e.job, e.Case, answer, by, via)
 	if err != nil {
 		return err
 	}
@@ -311,19 +373,20 @@ func LocalReviewer() string {
 }
 
 // ReviewPairs are a batch's reviewed jobs as agreement compares them: one pair per
-// review, the judge's verdict as it was before any review decided.
+// review (so per case of a job reviewed per case), the judge's verdict as it was before
+// any review decided.
 func ReviewPairs(jobs []*records.Job) []review.Pair {
 	slices.SortFunc(jobs, func(a, b *records.Job) int { return a.Index - b.Index })
 	var out []review.Pair
 	for _, j := range jobs {
 		var scale review.Scale
 		if k, err := kind.Lookup(j.Spec.Kind); err == nil {
-			if rk, ok := k.(kind.Reviewing); ok {
+			if rk, ok := k.(interface{ ReviewScale() review.Scale }); ok {
 				scale = rk.ReviewScale()
 			}
 		}
 		for _, r := range j.Reviews {
-			out = append(out, review.Pair{AC: j.ACID, Kind: string(j.Spec.Kind), Model: r.Model, By: r.By, Judge: r.Judge, Person: r.Person, Scale: scale})
+			out = append(out, review.Pair{AC: j.ACID, Case: r.Case, Kind: string(j.Spec.Kind), Model: r.Model, By: r.By, Judge: r.Judge, Person: r.Person, Scale: scale})
 		}
 	}
 	return out

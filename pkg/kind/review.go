@@ -32,3 +32,29 @@ type Reviewing interface {
 	// object with every field empty or named by its choices.
 	ReviewTemplate() string
 }
+
+// CaseReviewing is a kind judged per case (equivalence: one judge call per case of the
+// transfer set), whose people review each case as the judge judged it: a review names
+// its case (events.ReviewRecorded.Case) and is read against that case's judge verdict.
+// A kind that is CaseReviewing is not Reviewing: a review of its job as a whole is
+// refused, as a review naming a case is refused by a kind reviewed whole.
+//
+// People measure such a kind's judge; they do not decide its outcome: the kind's
+// spec refuses a review setting with decides (docs/kinds.md).
+type CaseReviewing interface {
+	// ReviewCases are the job's cases a person could review, in the transfer set's
+	// order: those whose judge gave a verdict (not blocked, not a schema violation).
+	ReviewCases(j *records.Job) []string
+	// CaseJudgeVerdict is the judge's verdict of one case and the judge that gave it;
+	// ok is false when the case has none.
+	CaseJudgeVerdict(j *records.Job, caseID string) (v review.Verdict, model string, ok bool)
+	// CaseReviewAnswer checks a person's answer to one case against the kind's answer
+	// contract and reads it; an error is the person's mistake.
+	CaseReviewAnswer(j *records.Job, caseID string, answer []byte) (review.Verdict, error)
+	// CaseUnsure are the judge's doubts about one case's verdict.
+	CaseUnsure(j *records.Job, caseID string) []string
+	// ReviewScale is the scale of the verdicts' scores (zero when they have none).
+	ReviewScale() review.Scale
+	// ReviewTemplate is the answer's shape as a reviewer fills in one case.
+	ReviewTemplate() string
+}

@@ -11,8 +11,8 @@ import (
 // the judge's and the person's answers into it: kind.Reviewing).
 type Verdict struct {
 	// Label is the verdict's outcome word: ab "ours", "reference" or "tie"; critic
-	// "pass", "revise" or "reject"; equivalence the worst case's verdict; rubric "pass"
-	// or "fail".
+	// "pass", "revise" or "reject"; equivalence one case's verdict ("equivalent",
+	// "candidate-diverged", "candidate-regressed"); rubric "pass" or "fail".
 	Label string `json:"label"`
 	// Lenience orders labels by how favourable they are to what is judged (ab: ours 2,
 	// tie 1, reference 0): a judge whose label is more lenient than the person's is too
@@ -33,9 +33,11 @@ type Scale struct {
 	Unit   float64
 }
 
-// Pair is one reviewed AC: what the judge said, what the person said.
+// Pair is one reviewed AC (one case of it, for a kind reviewed per case): what the judge
+// said, what the person said.
 type Pair struct {
 	AC     string  `json:"ac_id"`
+	Case   string  `json:"case,omitempty"`
 	Kind   string  `json:"kind"`
 	Model  string  `json:"model"`
 	By     string  `json:"by"`
@@ -48,6 +50,7 @@ type Pair struct {
 // Disagreement is a reviewed AC whose judge and person labels differ.
 type Disagreement struct {
 	AC     string `json:"ac_id"`
+	Case   string `json:"case,omitempty"`
 	By     string `json:"by"`
 	Judge  string `json:"judge"`
 	Person string `json:"person"`
@@ -130,7 +133,7 @@ func agree(ps []Pair, seed uint64) (Agreement, error) {
 		if p.Judge.Label == p.Person.Label {
 			same++
 		} else {
-			d := Disagreement{AC: p.AC, By: p.By, Judge: p.Judge.Label, Person: p.Person.Label}
+			d := Disagreement{AC: p.AC, Case: p.Case, By: p.By, Judge: p.Judge.Label, Person: p.Person.Label}
 			switch {
 			case p.Judge.Lenience > p.Person.Lenience:
 				d.Lean = "lenient"

@@ -165,3 +165,41 @@ func TestAgreementScores(t *testing.T) {
 		t.Fatalf("scores %+v", s)
 	}
 }
+
+// TestQueuePerCase: an AC reviewed per case has a candidate per case sharing its id; the
+// sample draws the AC once (the sample of the other ACs is as if it were one candidate)
+// and queues every judged case of it, each case with its own doubts.
+func TestQueuePerCase(t *testing.T) {
+	p := Policy{Count: 2, Seed: "s", Unsure: true}
+	all := ids(6)
+	whole := p.Sample("b", all)
+	var cands []Candidate
+	for _, id := range all {
+		if id == "AC-3" {
+			cands = append(cands, Candidate{ID: id, Case: "c1", Judged: true}, Candidate{ID: id, Case: "c2", Judged: true, Unsure: []string{"trials split"}})
+			continue
+		}
+		cands = append(cands, Candidate{ID: id, Judged: true})
+	}
+	got := map[string][]string{}
+	for _, e := range p.Queue("b", cands) {
+		got[e.ID+"/"+e.Case] = e.Reasons
+	}
+	for id := range whole {
+		if id == "AC-3" {
+			if got["AC-3/c1"] == nil || got["AC-3/c2"] == nil {
+				t.Fatalf("sampled AC-3 queued %v", got)
+			}
+			continue
+		}
+		if got[id+"/"] == nil {
+			t.Fatalf("%s sampled as one candidate but not queued per case: %v", id, got)
+		}
+	}
+	if r := got["AC-3/c2"]; len(r) == 0 || r[len(r)-1] != "unsure: trials split" {
+		t.Fatalf("AC-3 case c2 reasons %v", r)
+	}
+	if r := got["AC-3/c1"]; !whole["AC-3"] && r != nil {
+		t.Fatalf("AC-3 case c1 queued for %v though neither sampled nor unsure", r)
+	}
+}

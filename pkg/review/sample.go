@@ -104,9 +104,13 @@ func (p Policy) Sample(batch string, ids []string) map[string]bool {
 	return out
 }
 
-// Candidate is one AC of a batch as the queue weighs it.
+// Candidate is one AC of a batch as the queue weighs it, or one case of an AC for a kind
+// reviewed per case (equivalence): then the AC has a candidate per case, sharing its ID,
+// and is drawn once by the sample, which queues every judged case of it.
 type Candidate struct {
 	ID string
+	// Case is the case of the AC the candidate is, "" for a kind reviewed whole.
+	Case string
 	// Flagged: the team asked for a person.
 	Flagged bool
 	// Unsure are the judge's doubts about its verdict, as the kind words them
@@ -119,6 +123,7 @@ type Candidate struct {
 // Entry is one AC in the queue and why it is there.
 type Entry struct {
 	ID      string   `json:"ac_id"`
+	Case    string   `json:"case,omitempty"`
 	Reasons []string `json:"reasons"`
 }
 
@@ -130,9 +135,13 @@ type Entry struct {
 // Sources beside the judge's own doubts (a trial disagreement, an escalation: issue 26)
 // reach the queue as more Unsure words on the candidate; see UnsureSources.
 func (p Policy) Queue(batch string, cands []Candidate) []Entry {
-	ids := make([]string, len(cands))
-	for i, c := range cands {
-		ids[i] = c.ID
+	var ids []string
+	seen := map[string]bool{}
+	for _, c := range cands {
+		if !seen[c.ID] {
+			seen[c.ID] = true
+			ids = append(ids, c.ID)
+		}
 	}
 	sample := p.Sample(batch, ids)
 	var out []Entry
@@ -153,7 +162,7 @@ func (p Policy) Queue(batch string, cands []Candidate) []Entry {
 			}
 		}
 		if len(why) > 0 {
-			out = append(out, Entry{ID: c.ID, Reasons: why})
+			out = append(out, Entry{ID: c.ID, Case: c.Case, Reasons: why})
 		}
 	}
 	return out

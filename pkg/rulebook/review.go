@@ -7,6 +7,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/review"
 )
 
 // RefusedReview: a review.recorded the rules will not apply (a job with no verdict to
@@ -14,8 +15,9 @@ import (
 const RefusedReview = "review"
 
 // reviewed applies a person's review to a judged job: the job keeps the judge's verdict
-// and gains the person's (records.Job.Reviews, one per reviewer: a second answer of the
-// same person replaces the first and counts the change). When the batch lets people
+// and gains the person's (records.Job.Reviews, one per reviewer, and per case for a kind
+// reviewed per case: a second answer of the same person replaces the first and counts the
+// change). When the batch lets people
 // decide (events.ReviewSpec.Decides), the kind makes the person's answer the outcome and
 // the new decision is published, caused by the review, so the audit re-derives it.
 //
@@ -27,12 +29,15 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 	if in.DeadLetter != nil {
 		return Result{}, refuse(RefusedReview, "review.recorded %s: %s gave up on it (%s); it is not applied late", ev.ID, in.DeadLetter.Service, in.DeadLetter.Reason)
 	}
-	rk, ok := k.(kind.Reviewing)
-	if !ok {
-		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s is a %s job, which people cannot review", ev.ID, j.Key(), j.Spec.Kind)
-	}
-	if p.Case != "" {
+	rk, whole := k.(kind.Reviewing)
+	ck, perCase := k.(kind.CaseReviewing)
+	switch {
+	case perCase && p.Case == "":
+		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s is a %s job, reviewed per case: the review names no case (field case)", ev.ID, j.Key(), j.Spec.Kind)
+	case whole && p.Case != "":
 		return Result{}, refuse(RefusedReview, "review.recorded %s: case %q: job %s is a %s job, reviewed whole, not per case", ev.ID, p.Case, j.Key(), j.Spec.Kind)
+	case !whole && !perCase:
+		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s is a %s job, which people cannot review", ev.ID, j.Key(), j.Spec.Kind)
 	}
 	if p.Kind != j.Spec.Kind {
 		return Result{}, refuse(RefusedReview, "review.recorded %s: a %s answer for job %s, a %s job", ev.ID, p.Kind, j.Key(), j.Spec.Kind)
@@ -40,10 +45,21 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 	if !j.Final() || ev.Iteration != j.Iteration || ev.Attempt != j.Attempt {
 		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s has no verdict of iteration %d attempt %d to review", ev.ID, j.Key(), ev.Iteration, ev.Attempt)
 	}
-	mine := -1
+	decides := j.Spec.Review != nil && j.Spec.Review.Decides
+	if perCase && decides {
+		// The kind's spec refuses the setting; a record that has it anyway is not obeyed.
+		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s: review.decides: people do not decide a %s job's outcome", ev.ID, j.Key(), j.Spec.Kind)
+	}
+	mine, first := -1, -1
 	for i, r := range j.Reviews {
 		if r.Event == ev.ID {
 			return Result{}, nil // the same answer again
+		}
+		if r.Case != p.Case {
+			continue
+		}
+		if first < 0 {
+			first = i
 		}
 		if r.By == p.By {
 			mine = i
@@ -51,20 +67,37 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 	}
 	// The judge's verdict as it stood before any review decided: once a person decided,
 	// the job's own decision is theirs.
-	judge, model, ok := rk.JudgeVerdict(j)
-	if len(j.Reviews) > 0 {
-		judge, model, ok = j.Reviews[0].Judge, j.Reviews[0].Model, true
+	var (
+		judge, person review.Verdict
+		model         string
+		ok            bool
+		err           error
+	)
+	if perCase {
+		judge, model, ok = ck.CaseJudgeVerdict(j, p.Case)
+	} else {
+		judge, model, ok = rk.JudgeVerdict(j)
+	}
+	if first >= 0 {
+		judge, model, ok = j.Reviews[first].Judge, j.Reviews[first].Model, true
 	}
 	if !ok {
+		if perCase {
+			return Result{}, refuse(RefusedReview, "review.recorded %s: job %s: case %q: no judge verdict to review (field case; cases with one: %v)", ev.ID, j.Key(), p.Case, ck.ReviewCases(j))
+		}
 		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s has no judge verdict to review (%s)", ev.ID, j.Key(), j.Status)
 	}
-	person, err := rk.ReviewAnswer(j, []byte(p.Answer))
+	if perCase {
+		person, err = ck.CaseReviewAnswer(j, p.Case, []byte(p.Answer))
+	} else {
+		person, err = rk.ReviewAnswer(j, []byte(p.Answer))
+	}
 	if err != nil {
 		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s: %v", ev.ID, j.Key(), err)
 	}
 	r := records.Review{By: p.By, At: st.Now, Via: p.Via, Event: ev.ID, Link: in.Link, Iteration: ev.Iteration,
 		Answer: json.RawMessage(p.Answer), Person: person, Judge: judge, Model: model,
-		Decides: j.Spec.Review != nil && j.Spec.Review.Decides}
+		Case: p.Case, Decides: decides}
 	next := j.Clone()
 	if mine >= 0 {
 		r.Changes, r.Replaced = j.Reviews[mine].Changes+1, j.Reviews[mine].Event

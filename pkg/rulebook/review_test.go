@@ -2,14 +2,19 @@ package rulebook_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/review"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 )
 
@@ -169,5 +174,119 @@ func TestReviewCritic(t *testing.T) {
 	}
 	if rulebook.Outcome(got.Job) != kind.OutcomeFinding {
 		t.Fatal("a revise is a finding")
+	}
+}
+
+const eqEquivalent = `{"verdict":"equivalent","behaviour_delta":"","efficiency_signal":{"original_directness":3,"candidate_directness":3,"interpretation_notes":"both act at once"}}`
+const eqRegressed = `{"verdict":"candidate-regressed","behaviour_delta":"the candidate skips the check","efficiency_signal":{"original_directness":3,"candidate_directness":3,"interpretation_notes":"the check is gone"}}`
+
+// judgedEquivalence is E-1 with cases c1 and c2 judged equivalent and c3 blocked, its
+// review setting as given.
+func judgedEquivalence(t *testing.T, rs *events.ReviewSpec) *records.Job {
+	t.Helper()
+	src := events.Source{Name: "SKILL.md", URL: "https://x/s"}
+	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: "E-1", Review: rs, KindPart: &equivalence.Spec{Original: src, Candidate: src, Variant: events.VariantSkill, Round: 1,
+		Cases: []events.Case{{ID: "c1", Input: "a", Tag: "happy"}, {ID: "c2", Input: "b", Tag: "edge"}, {ID: "c3", Input: "c", Tag: "edge"}}}}
+	vote := func(id string) events.CaseVote {
+		return events.CaseVote{CaseID: id, Judge: events.JudgeInfo{Provider: "scripted", Model: "e"}, Status: events.VoteOK, Verdict: equivalence.VerdictEquivalent,
+			Efficiency: events.EfficiencySignal{OriginalDirectness: 3, CandidateDirectness: 3, InterpretationNotes: "x"}}
+	}
+	v := &events.VerdictEmitted{Kind: events.KindEquivalence, Cases: []events.CaseVote{vote("c1"), vote("c2"), {CaseID: "c3", Judge: events.JudgeInfo{Provider: "scripted", Model: "e"}, Status: events.VoteBlocked, Error: "runner down"}}}
+	e := events.New(v, tenant, batch, "E-1", 0, "", nil)
+	e.Time = t0.Add(time.Second)
+	res, err := rulebook.Apply(rulebook.State{Job: pending(t, spec)}, in(e))
+	if err != nil || res.Job == nil || !res.Job.Final() {
+		t.Fatalf("verdict: %+v, %v", res, err)
+	}
+	return res.Job
+}
+
+func caseReview(by, caseID, answer string, at time.Duration) events.Event {
+	p := &events.ReviewRecorded{Kind: events.KindEquivalence, Answer: answer, By: by, Via: "import", Case: caseID}
+	e := events.New(p, tenant, batch, "E-1", 0, p.Step(), nil)
+	e.Time = t0.Add(at)
+	return e
+}
+
+// TestReviewEquivalencePerCase: an equivalence job is reviewed per case: a review names
+// a case the judge gave a verdict, read by the judge's own answer contract against that
+// case's verdict; one person has one review per case (answering a case again is one
+// answer, the later, counted as a change) and reviews of two cases are two; a review
+// naming no case, a case with no verdict (blocked) or outside the transfer set, and an
+// answer outside the contract are refused. The job's outcome is the judge's.
+func TestReviewEquivalencePerCase(t *testing.T) {
+	j := judgedEquivalence(t, &events.ReviewSpec{Count: 1})
+	if got := (equivalence.Kind{}).ReviewCases(j); fmt.Sprint(got) != "[c1 c2]" {
+		t.Fatalf("reviewable cases %v, want [c1 c2]", got)
+	}
+	for name, e := range map[string]events.Event{
+		"no case":        caseReview("ann", "", eqEquivalent, time.Minute),
+		"blocked case":   caseReview("ann", "c3", eqEquivalent, time.Minute),
+		"unknown case":   caseReview("ann", "c9", eqEquivalent, time.Minute),
+		"bad verdict":    caseReview("ann", "c1", `{"verdict":"same","behaviour_delta":"","efficiency_signal":{"original_directness":3,"candidate_directness":3,"interpretation_notes":"x"}}`, time.Minute),
+		"case_id inside": caseReview("ann", "c1", `{"case_id":"c1","verdict":"equivalent","behaviour_delta":"","efficiency_signal":{"original_directness":3,"candidate_directness":3,"interpretation_notes":"x"}}`, time.Minute),
+	} {
+		_, err := rulebook.Apply(rulebook.State{Job: j}, in(e))
+		if !errors.Is(err, rulebook.ErrRefused) || rulebook.RefusalReason(err) != rulebook.RefusedReview {
+			t.Errorf("%s: %v, want a review refusal", name, err)
+		}
+		if name != "bad verdict" && name != "case_id inside" && (err == nil || !strings.Contains(err.Error(), "case")) {
+			t.Errorf("%s: %v does not name the case", name, err)
+		}
+	}
+	first := caseReview("ann", "c1", eqRegressed, time.Minute)
+	res, err := rulebook.Apply(rulebook.State{Job: j}, in(first))
+	if err != nil || res.Job == nil || len(res.Publish) != 0 {
+		t.Fatalf("review: %+v, %v", res, err)
+	}
+	r := res.Job.Reviews
+	if len(r) != 1 || r[0].Case != "c1" || r[0].Person.Label != equivalence.VerdictRegressed || r[0].Judge.Label != equivalence.VerdictEquivalent ||
+		r[0].Judge.Lenience <= r[0].Person.Lenience || r[0].Model != "scripted/e" {
+		t.Fatalf("reviews %+v", r)
+	}
+	if rulebook.Outcome(res.Job) != rulebook.Outcome(j) || res.Job.DecidedBy == first.ID || res.Job.DecidedBy != j.DecidedBy {
+		t.Fatal("a measuring review changed the outcome")
+	}
+	// The same answer to another case is another review; the same case again is one.
+	c2 := caseReview("ann", "c2", eqRegressed, 2*time.Minute)
+	res2, err := rulebook.Apply(rulebook.State{Job: res.Job}, in(c2))
+	if err != nil || len(res2.Job.Reviews) != 2 || res2.Job.Reviews[1].Case != "c2" || c2.ID == first.ID {
+		t.Fatalf("a second case: %+v, %v", res2.Job, err)
+	}
+	again := caseReview("ann", "c1", eqEquivalent, 3*time.Minute)
+	res3, err := rulebook.Apply(rulebook.State{Job: res2.Job}, in(again))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = res3.Job.Reviews
+	if len(r) != 2 || r[0].Case != "c1" || r[0].Person.Label != equivalence.VerdictEquivalent || r[0].Changes != 1 || r[0].Replaced != first.ID {
+		t.Fatalf("changed review %+v", r)
+	}
+	if same, err := rulebook.Apply(rulebook.State{Job: res3.Job}, in(again)); err != nil || same.Job != nil {
+		t.Fatalf("the same review again: %+v, %v", same, err)
+	}
+	// Agreement: per model and kind, one pair per case reviewed.
+	pairs := client.ReviewPairs([]*records.Job{res3.Job})
+	ag, err := review.Agree(pairs, 1)
+	if err != nil || len(ag) != 1 || ag[0].Kind != "equivalence" || ag[0].Model != "scripted/e" || ag[0].N != 2 || ag[0].Share.K != 1 || ag[0].Lenient != 1 ||
+		len(ag[0].Disagreements) != 1 || ag[0].Disagreements[0].Case != "c2" {
+		t.Fatalf("agreement %+v, %v", ag, err)
+	}
+}
+
+// TestReviewEquivalenceNeverDecides: an equivalence spec whose review setting lets
+// people decide is refused naming review.decides; a record that has it anyway has its
+// reviews refused rather than obeyed.
+func TestReviewEquivalenceNeverDecides(t *testing.T) {
+	j := judgedEquivalence(t, &events.ReviewSpec{Count: 1})
+	spec := j.Spec
+	spec.Review = &events.ReviewSpec{Count: 1, Decides: true}
+	sub := &events.JobSubmitted{Spec: spec, BatchSize: 1}
+	if err := sub.Validate(); err == nil || !strings.Contains(err.Error(), "review.decides") {
+		t.Fatalf("a deciding equivalence spec: %v, want an error naming review.decides", err)
+	}
+	j.Spec = spec
+	if _, err := rulebook.Apply(rulebook.State{Job: j}, in(caseReview("ann", "c1", eqRegressed, time.Minute))); !errors.Is(err, rulebook.ErrRefused) || !strings.Contains(err.Error(), "review.decides") {
+		t.Fatalf("a review of a deciding equivalence record: %v", err)
 	}
 }
