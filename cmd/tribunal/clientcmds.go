@@ -151,7 +151,7 @@ interrupted batch instead, use tribunal cancel.`,
 				return exitError{2, err}
 			}
 			if len(acs) > 0 {
-				if err := b.Select(acs); err != nil {
+				if err := b.Select(acs, parted(b)); err != nil {
 					return exitError{2, err}
 				}
 			}

@@ -39,7 +39,6 @@ var kindNamesAllowed = map[string]string{
 	"cmd/tribunal/spotprompt.go rubric":                    "tribunal spot-prompt, rubric's HE-2 prompt",
 	"cmd/tribunal/run.go rubric":                           "the all-in-one run's rubric project and feature server",
 	"internal/console/job.go ab,critic,equivalence,rubric": "the console's job page, a section per kind",
-	"pkg/batch/resolve.go rubric":                          "a rubric entry's spec path resolved against the batch folder",
 	"pkg/trust/figures.go ab":                              "the trust figures are ab's votes' (position bias, flips, length)",
 	"pkg/trust/inputs.go ab":                               "a trust Judgment is an ab vote",
 	"pkg/trust/collect/collect.go ab,critic,rubric":        "the trust report's inputs: ab's votes, every kind's calls, rubric's spot checks",

@@ -18,18 +18,18 @@ import (
 // What an entry offers to select is its kind's (stage.Selecting).
 func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 	if len(acs) > 0 {
-		if err := b.Select(acs); err != nil {
+		if err := b.Select(acs, parted(b)); err != nil {
 			return err
 		}
 	}
 	if len(targets) > 0 {
-		err := b.SelectTargets(targets, func(ac batch.AC) ([]string, error) {
+		err := b.SelectTargets(targets, func(ac batch.AC) ([]string, bool, error) {
 			sk, ok := selecting(b, ac)
 			if !ok {
-				return nil, nil
+				return nil, false, nil
 			}
 			t, _, err := sk.Selection(b, ac, allowOutside)
-			return t, err
+			return t, true, err
 		})
 		if err != nil {
 			return err
@@ -55,6 +55,15 @@ func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 		}
 	}
 	return nil
+}
+
+// parted says which of b's entries have parts --ac may name by their job ids: those of a
+// kind a run can narrow (stage.Selecting), for batch.Select.
+func parted(b *batch.Batch) func(batch.AC) bool {
+	return func(ac batch.AC) bool {
+		_, ok := selecting(b, ac)
+		return ok
+	}
 }
 
 // selecting is the kind of ac when a run can narrow its entries.

@@ -659,7 +659,7 @@ func TestSelectACs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := mk()
-			err := b.Select(tc.ids)
+			err := b.Select(tc.ids, nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Select = %v, want %q", err, tc.wantErr)

@@ -60,7 +60,13 @@ func (b *Batch) LocalPath(p string, allowOutside bool) (string, error) {
 // picks the ACs of one run. An id the batch does not hold is an error (a usage error:
 // judging fewer ACs than asked for must not pass silently); entries rejected for having no
 // usable id are dropped, since none of them can be among those asked for.
-func (b *Batch) Select(ids []string) error {
+//
+// An id that is no AC's may name one part of an AC whose jobs are parts of it (a rubric
+// AC's views), by the part's job id, "<ac>--<part>": the AC is kept with that part only.
+// parted says which ACs' jobs are parts, as each AC's kind says (stage.Selecting, looked
+// up through the registry by the caller: the batch format knows no kind's parts); nil
+// means none is.
+func (b *Batch) Select(ids []string, parted func(AC) bool) error {
 	want := map[string]bool{}
 	for _, id := range ids {
 		if id = strings.TrimSpace(id); id != "" {
@@ -70,22 +76,20 @@ func (b *Batch) Select(ids []string) error {
 	if len(want) == 0 {
 		return fmt.Errorf("%s: --ac names no AC", b.Path)
 	}
-	// An id that is no AC's may name one view of a rubric AC (its job id,
-	// <ac>--<target>--<state>--<appearance>): the AC is kept with that view only.
-	views := map[string][]string{}
+	parts := map[string][]string{}
 	for id := range want {
 		if b.hasAC(id) {
 			continue
 		}
-		if ac, ok := b.viewOwner(id); ok {
-			views[ac] = append(views[ac], id)
+		if ac, ok := b.partOwner(id, parted); ok {
+			parts[ac] = append(parts[ac], id)
 			delete(want, id)
 		}
 	}
 	var kept []AC
 	for _, ac := range b.ACs {
-		v, viewed := views[ac.ID]
-		if want[ac.ID] || viewed {
+		v, named := parts[ac.ID]
+		if want[ac.ID] || named {
 			if !want[ac.ID] {
 				sort.Strings(v)
 				ac.Views = append(ac.Views, v...)
@@ -115,25 +119,29 @@ func (b *Batch) hasAC(id string) bool {
 	return false
 }
 
-// viewOwner is the rubric AC whose views' job ids start with "<ac>--" for id, the longest
-// such id when several do.
-func (b *Batch) viewOwner(id string) (string, bool) {
+// partOwner is the AC with parts (parted) whose parts' job ids start with "<ac>--" for
+// id, the longest such AC id when several do.
+func (b *Batch) partOwner(id string, parted func(AC) bool) (string, bool) {
+	if parted == nil {
+		return "", false
+	}
 	owner := ""
 	for _, ac := range b.ACs {
-		if b.KindOf(ac) == "rubric" && strings.HasPrefix(id, ac.ID+"--") && len(ac.ID) > len(owner) {
+		if strings.HasPrefix(id, ac.ID+"--") && len(ac.ID) > len(owner) && parted(ac) {
 			owner = ac.ID
 		}
 	}
 	return owner, owner != ""
 }
 
-// SelectTargets keeps only the rubric ACs whose feature has one of the targets named in
-// ids, each narrowed to those targets' views: a run's --target (seed 004's `target:`,
-// alias `screen:`) converges one target of a feature. ACs of other kinds have no targets
-// and are left out. targetsOf lists a rubric AC's target ids (its spec.json's); an AC whose
-// spec cannot be read is kept, to be reported blocked with the reason. A target no AC has
-// is an error, naming the targets there are.
-func (b *Batch) SelectTargets(ids []string, targetsOf func(AC) ([]string, error)) error {
+// SelectTargets keeps only the ACs with one of the targets named in ids, each narrowed to
+// those targets' parts: a run's --target (seed 004's `target:`, alias `screen:`)
+// converges one target of a rubric feature. targetsOf lists an AC's target ids as its
+// kind reads them (stage.Selecting, looked up through the registry by the caller: a
+// rubric feature's spec.json), ok false for an AC of a kind without targets, which is
+// left out; an AC whose targets cannot be read (err) is kept, to be reported blocked with
+// the reason. A target no AC has is an error, naming the targets there are.
+func (b *Batch) SelectTargets(ids []string, targetsOf func(AC) (targets []string, ok bool, err error)) error {
 	want := map[string]bool{}
 	for _, id := range ids {
 		if id = strings.TrimSpace(id); id != "" {
@@ -148,10 +156,10 @@ func (b *Batch) SelectTargets(ids []string, targetsOf func(AC) ([]string, error)
 	var all []string
 	unread := false
 	for _, ac := range b.ACs {
-		if b.KindOf(ac) != "rubric" {
+		targets, ok, err := targetsOf(ac)
+		if !ok {
 			continue
 		}
-		targets, err := targetsOf(ac)
 		if err != nil {
 			unread = true
 			ac.Targets = sortedKeys(want)
@@ -182,7 +190,7 @@ func (b *Batch) SelectTargets(ids []string, targetsOf func(AC) ([]string, error)
 		if len(all) > 0 {
 			there = strings.Join(all, ", ")
 		}
-		return fmt.Errorf("%s: --target %s: no rubric feature of the batch has it (targets: %s)", b.Path, strings.Join(missing, ","), there)
+		return fmt.Errorf("%s: --target %s: no entry of the batch has it (targets: %s)", b.Path, strings.Join(missing, ","), there)
 	}
 	b.ACs, b.Rejected = kept, nil
 	return nil

@@ -7,6 +7,11 @@ import (
 	"testing"
 )
 
+// parted stands for the registry's answer (stage.Selecting): rubric's entries have parts.
+func parted(b *Batch) func(AC) bool {
+	return func(ac AC) bool { return b.KindOf(ac) == "rubric" }
+}
+
 func rubricBatch() *Batch {
 	return &Batch{Path: "batch.yaml", File: File{ACs: []AC{{ID: "tasks", Kind: "rubric"}, {ID: "tasks--x", Kind: "rubric"},
 		{ID: "AC-1"}, {ID: "other", Kind: "rubric"}}}}
@@ -17,7 +22,7 @@ func rubricBatch() *Batch {
 // that names neither is still an error.
 func TestSelectAcceptsViewIDs(t *testing.T) {
 	b := rubricBatch()
-	if err := b.Select([]string{"tasks--list--populated--dark", "tasks--x--list--empty--light", "AC-1"}); err != nil {
+	if err := b.Select([]string{"tasks--list--populated--dark", "tasks--x--list--empty--light", "AC-1"}, parted(b)); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string][]string{}
@@ -28,7 +33,8 @@ func TestSelectAcceptsViewIDs(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("selected %v", got)
 	}
-	if err := rubricBatch().Select([]string{"AC-1--list--a--b"}); err == nil || !strings.Contains(err.Error(), "no such AC") {
+	b = rubricBatch()
+	if err := b.Select([]string{"AC-1--list--a--b"}, parted(b)); err == nil || !strings.Contains(err.Error(), "no such AC") {
 		t.Fatalf("a view id of an AC that is not rubric: %v", err)
 	}
 }
@@ -38,11 +44,14 @@ func TestSelectAcceptsViewIDs(t *testing.T) {
 // are; an AC whose spec cannot be read is kept, to be reported blocked.
 func TestSelectTargets(t *testing.T) {
 	targets := map[string][]string{"tasks": {"list", "detail"}, "tasks--x": {"list"}, "other": {"home"}}
-	of := func(ac AC) ([]string, error) {
-		if ts, ok := targets[ac.ID]; ok {
-			return ts, nil
+	of := func(ac AC) ([]string, bool, error) {
+		if ac.Kind != "rubric" {
+			return nil, false, nil
 		}
-		return nil, errors.New("unreadable")
+		if ts, ok := targets[ac.ID]; ok {
+			return ts, true, nil
+		}
+		return nil, true, errors.New("unreadable")
 	}
 	b := rubricBatch()
 	if err := b.SelectTargets([]string{"list"}, of); err != nil {
