@@ -273,19 +273,23 @@ func runCFN(ctx context.Context, cmd *cobra.Command, f *cfnFlags) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	x, err := external.Open(ctx, js, e.Store)
-	if err != nil {
-		return err
-	}
 	// The external judge is this process's only judge: a job of another batch in the
 	// folder that a model is to judge is left for a run that has one. Its calls are asked
 	// under tribunal run's default parameters (temperature 0), which it reports as asked,
 	// as recorded answers are: nothing is sampled.
 	zero := float32(0)
-	e.Running, err = app.Start(ctx, nc, app.Options{
-		Store: e.Store, Provider: x.Provider(), External: x, Params: judge.Params{Temperature: &zero}, Instance: "all-in-one",
+	opts := app.Options{
+		Store: e.Store, Params: judge.Params{Temperature: &zero}, Instance: "all-in-one",
 		Concurrency: 64, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
-	})
+	}
+	// Its bucket is replicated as the services provision the rest: one replica on the
+	// embedded server.
+	x, err := external.Open(ctx, js, e.Store, opts.Bus.Replicas)
+	if err != nil {
+		return err
+	}
+	opts.Provider, opts.External = x.Provider(), x
+	e.Running, err = app.Start(ctx, nc, opts)
 	if err != nil {
 		return exitError{2, err}
 	}

@@ -383,3 +383,65 @@ func TestLeaseReplicatedAndNeverFatal(t *testing.T) {
 		t.Fatal("a lease without its bucket is held")
 	}
 }
+
+// TestReadStreamOutlivesItsServer: a reader's consumer is R1 and in memory, so on an R3
+// stream it lives on one member only; that member lost mid-read, the read goes on with a
+// new consumer on a member still up, after the last message it delivered: every message
+// once, in order. (The read is the audit's, nothing durable: replicating
+// its consumer would cost a raft group per read.)
+func TestReadStreamOutlivesItsServer(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	_, js := c.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := bus.Provision(ctx, js, bus.Config{Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	for i := range n {
+		if _, err := js.Publish(ctx, "tribunal.team-a.job.submitted", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seqs []uint64
+	stopped, at := "", time.Time{}
+	err := bus.ReadStream(ctx, js, "TRIBUNAL", bus.ReadOptions{Batch: 256}, func(_ jetstream.Msg, md *jetstream.MsgMetadata) bool {
+		seqs = append(seqs, md.Sequence.Stream)
+		if md.Sequence.Stream == 700 {
+			ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			cons, err := js.Consumer(ictx, "TRIBUNAL", md.Consumer)
+			if err != nil {
+				t.Errorf("the reader's consumer %s: %v", md.Consumer, err)
+				return false
+			}
+			info := cons.CachedInfo()
+			if info.Cluster == nil || info.Cluster.Leader == "" {
+				t.Errorf("the reader's consumer %s has no server: %+v", md.Consumer, info.Cluster)
+				return false
+			}
+			for i, ns := range c.Servers {
+				if ns.Name() == info.Cluster.Leader {
+					c.Stop(i)
+					stopped, at = ns.Name(), time.Now()
+				}
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("read after %s stopped: %v", stopped, err)
+	}
+	if stopped == "" {
+		t.Fatal("the reader's consumer's server was not found")
+	}
+	for i, s := range seqs {
+		if s != uint64(i+1) {
+			t.Fatalf("delivery %d is message %d (%d delivered; %s stopped at 700)", i, s, len(seqs), stopped)
+		}
+	}
+	if len(seqs) != n {
+		t.Errorf("%d messages delivered, want %d", len(seqs), n)
+	}
+	t.Logf("the read went on after its consumer's server %s stopped and ended %s later", stopped, time.Since(at).Round(time.Millisecond))
+}

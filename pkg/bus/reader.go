@@ -140,8 +140,14 @@ func (r *reader) open(ctx context.Context) error {
 		AckPolicy:         jetstream.AckNonePolicy,
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		InactiveThreshold: readerInactive,
-		MemoryStorage:     true,
-		Replicas:          1,
+		// One replica in memory even on an R3 stream: a read holds no state worth a raft
+		// group of its own (it acknowledges nothing; where it is lives in r.next). The
+		// consumer then lives on one member, and losing that member loses it: pulls go
+		// unanswered, the read replaces it (ReadStream's reopen) on a member still up,
+		// after the last message delivered, so every message still comes once, in order
+		// (TestReadStreamOutlivesItsServer: about 13 s on an in-process cluster).
+		MemoryStorage: true,
+		Replicas:      1,
 	}
 	switch {
 	case r.next > 0:

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
@@ -31,15 +32,35 @@ type Exchange struct {
 	store blob.Store
 }
 
-// Open opens the exchange on js, creating its bucket when it is missing (one replica: the
-// all-in-one mode's), with prompts' parts in store.
-func Open(ctx context.Context, js jetstream.JetStream, store blob.Store) (*Exchange, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: Bucket, History: 1,
-		Description: "the external judge's prompts and answers (pkg/judge/external)"})
+// Open opens the exchange on js, creating its bucket when it is missing, with prompts'
+// parts in store. replicas is the bucket's replication factor, the deployment's own
+// (bus.Config.Replicas, `--replicas`): a call parked on a three-member cluster must
+// survive losing the member that holds it, as the stream and every other bucket do. 0 is
+// 1, the single server's. An existing bucket is scaled to it, as bus.Provision scales the
+// others, and a request the cluster cannot answer for the moment is asked again until ctx
+// ends.
+func Open(ctx context.Context, js jetstream.JetStream, store blob.Store, replicas int) (*Exchange, error) {
+	replicas = max(replicas, 1)
+	if replicas > bus.MaxReplicas {
+		return nil, fmt.Errorf("external judge bucket %s: replicas %d: want 1 to %d", Bucket, replicas, bus.MaxReplicas)
+	}
+	var b jetstream.KeyValue
+	err := bus.RetryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		b, err = js.CreateOrUpdateKeyValue(ctx, BucketConfig(replicas))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("external judge bucket %s: %w", Bucket, err)
 	}
-	return New(kv, store), nil
+	return New(b, store), nil
+}
+
+// BucketConfig is the exchange's bucket at replicas copies (file storage, one revision
+// per call: every change is a compare-and-set on the latest).
+func BucketConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: Bucket, History: 1, Storage: jetstream.FileStorage, Replicas: max(replicas, 1),
+		Description: "the external judge's prompts and answers (pkg/judge/external)"}
 }
 
 // New is an exchange over an open bucket and a blob store.

@@ -3,10 +3,15 @@ package external_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
@@ -24,7 +29,7 @@ func open(t *testing.T) *external.Exchange {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := external.Open(context.Background(), js, store)
+	x, err := external.Open(context.Background(), js, store, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,5 +193,78 @@ func TestResumableStartsAtThePrompt(t *testing.T) {
 	got := external.Resumable([]external.Call{answered, parked, other})
 	if len(got) != 1 || len(got[0]) != 2 || got[0][0].ID != id(1) || got[0][1].ID != id(0) {
 		t.Fatalf("resumable %+v", got)
+	}
+}
+
+// TestOpenReplicated: on a three-member cluster the exchange's bucket takes the
+// deployment's replica count, so a parked call survives losing a member; an exchange
+// opened at one replica first (an all-in-one's, or a deployment before --replicas 3) is
+// scaled up in place, keeping its calls, and a count past JetStream's is refused naming it.
+func TestOpenReplicated(t *testing.T) {
+	t.Parallel()
+	c := natstest.StartCluster(t, 3)
+	_, js := c.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	store, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := external.Open(ctx, js, store, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := external.First("team", "b1", "AC-7", 1)
+	if err := x.Answer(ctx, id, external.Answer{Content: verdict, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	replicas := func() (int, *jetstream.ClusterInfo) {
+		st, err := js.Stream(ctx, "KV_"+external.Bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Config.Replicas, info.Cluster
+	}
+	if n, _ := replicas(); n != 1 {
+		t.Fatalf("opened at 0: %d replicas, want 1", n)
+	}
+	if x, err = external.Open(ctx, js, store, 3); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, "the exchange's bucket on three replicas, a leader and two current followers", func() (bool, string) {
+		n, cl := replicas()
+		if n != 3 || cl == nil || cl.Leader == "" || len(cl.Replicas) != 2 {
+			return false, fmt.Sprintf("replicas %d, cluster %+v", n, cl)
+		}
+		for _, r := range cl.Replicas {
+			if !r.Current {
+				return false, fmt.Sprintf("follower %s not current yet", r.Name)
+			}
+		}
+		return true, ""
+	})
+	if c, _, err := x.Get(ctx, id); err != nil || c == nil || c.Answer == nil || c.Answer.Content != verdict {
+		t.Fatalf("the answer after scaling: %+v, %v", c, err)
+	}
+	// The member leading the bucket lost, the others elect a leader and still have it.
+	_, cl := replicas()
+	for i, ns := range c.Servers {
+		if ns.Name() == cl.Leader {
+			c.Stop(i)
+		}
+	}
+	poll.Until(t, time.Minute, "the answer read back after the bucket's leader "+cl.Leader+" stopped", func() (bool, string) {
+		// Each read bounded: one asked of the stopped member waits for no answer.
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		c, _, err := x.Get(rctx, id)
+		return err == nil && c != nil && c.Answer != nil && c.Answer.Content == verdict, fmt.Sprintf("%+v, %v", c, err)
+	})
+	if _, err := external.Open(ctx, js, store, 6); err == nil || !strings.Contains(err.Error(), "replicas 6") {
+		t.Fatalf("replicas 6: %v, want an error naming them", err)
 	}
 }
