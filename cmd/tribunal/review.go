@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +40,10 @@ being queued is in it, so a team can review in its own tool.
 
 --import FILE records answers: one JSON object mapping an item id (or an AC id) to an
 answer in the kind's verdict shape, seed 000's winner-file shape for ab
-({"item-…": {"raw_winner": "A", "confidence": 0.8, "biggest_gap": "…"}}). Every answer is
+({"item-…": {"raw_winner": "A", "confidence": 0.8, "biggest_gap": "…"}}). An equivalence
+AC is reviewed per case, one item per case: keyed by its AC id, an answer names its case
+({"AC-12": {"case": "plain-fix", "verdict": "equivalent", …}}, or a list of such answers).
+Every answer is
 checked against the kind's answer contract before anything is recorded; the reviewer is
 the credential's identity (on the state folder, the local user). Answering again replaces
 the person's earlier answer and counts the change.
@@ -107,7 +112,11 @@ services with --nats.`,
 					if len(e.Reviewers) > 0 {
 						who = "reviewed by " + strings.Join(e.Reviewers, ", ")
 					}
-					fmt.Fprintf(out, "  %s  %-20s %-12s %s; %s\n", e.Item, e.AC, e.Kind, strings.Join(e.Reasons, ", "), who)
+					ac := e.AC
+					if e.Case != "" {
+						ac += " case " + e.Case
+					}
+					fmt.Fprintf(out, "  %s  %-20s %-12s %s; %s\n", e.Item, ac, e.Kind, strings.Join(e.Reasons, ", "), who)
 				}
 				return nil
 			})
@@ -190,20 +199,40 @@ func importReview(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, ba
 		return exitError{2, fmt.Errorf("--import %s: %w", path, err)}
 	}
 	by := client.LocalReviewer()
+	resolved, err := client.ResolveAnswers(q, keys, answers)
+	if err != nil {
+		return exitError{2, fmt.Errorf("--import %s: review queue of %s: %w", path, batchID, err)}
+	}
 	var entries []client.ReviewEntry
-	for _, k := range keys {
-		e, ok := client.FindReviewEntry(q, k)
-		if !ok {
-			return exitError{2, fmt.Errorf("--import %s: %s is not in the review queue of %s", path, k, batchID)}
-		}
-		if err := client.CheckReviewAnswer(e, answers[k]); err != nil {
+	for _, a := range resolved {
+		if err := client.CheckReviewAnswer(a.Entry, a.Answer); err != nil {
 			return exitError{2, fmt.Errorf("--import %s: %w", path, err)}
 		}
-		entries = append(entries, e)
+		entries = append(entries, a.Entry)
 	}
-	for i, e := range entries {
-		if err := client.RecordReview(env.pub, e, answers[keys[i]], by, "import"); err != nil {
-			return exitError{2, err}
+	// The aggregator may apply two inputs of one job in either order, and a job's
+	// reviews are kept in the order applied, which the audit re-derives from the
+	// stream's: so an AC's cases are sent round by round, each once the last is applied.
+	var rounds [][]client.ResolvedAnswer
+	nth := map[string]int{}
+	for _, a := range resolved {
+		i := nth[a.Entry.AC]
+		nth[a.Entry.AC]++
+		if i == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[i] = append(rounds[i], a)
+	}
+	for i, round := range rounds {
+		if i > 0 {
+			if err := reviewsApplied(ctx, env, b, tenant, batchID, by, rounds[i-1]); err != nil {
+				return exitError{2, err}
+			}
+		}
+		for _, a := range round {
+			if err := client.RecordReview(env.pub, a.Entry, a.Answer, by, "import"); err != nil {
+				return exitError{2, err}
+			}
 		}
 	}
 	if env.applied == nil {
@@ -220,7 +249,7 @@ func importReview(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, ba
 			return exitError{2, err}
 		}
 		for _, r := range j.Reviews {
-			if r.By == by {
+			if r.By == by && r.Case == e.Case {
 				recorded++
 				if r.Changes > 0 {
 					changed++
@@ -233,6 +262,45 @@ func importReview(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, ba
 	}
 	fmt.Fprintf(out, "%d review(s) recorded by %s (%d changed an earlier answer)\n", recorded, by, changed)
 	return nil
+}
+
+// reviewsApplied waits until the aggregator applied (or refused) the reviews sent: on the
+// state folder until it is idle, against running services until the records hold them.
+func reviewsApplied(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, batchID, by string, sent []client.ResolvedAnswer) error {
+	if env.applied != nil {
+		if err := env.applied(ctx); err != nil {
+			return fmt.Errorf("reviews: %w", err)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, applyWait)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		left := 0
+		for _, a := range sent {
+			ev, err := client.ReviewCaseEvent(a.Entry.Job(), a.Entry.Case, a.Answer, by, "import")
+			if err != nil {
+				return err
+			}
+			j, err := client.FindJob(ctx, b, tenant, batchID, a.Entry.AC)
+			if err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(j.Reviews, func(r records.Review) bool { return r.Event == ev.ID }) {
+				left++
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("reviews: %d not applied within %s; the aggregator's log says why", left, applyWait)
+		case <-t.C:
+		}
+	}
 }
 
 // printPeople writes the judges' agreement with the people who reviewed them: per judge
@@ -271,7 +339,11 @@ func printPeople(w io.Writer, rep *client.ReviewReport) {
 				if d.Lean != "" {
 					lean = " (judge " + map[string]string{"lenient": "too lenient", "strict": "too strict"}[d.Lean] + ")"
 				}
-				fmt.Fprintf(w, "      %s: judge %s, %s %s%s\n", d.AC, d.Judge, d.By, d.Person, lean)
+				ac := d.AC
+				if d.Case != "" {
+					ac += " case " + d.Case
+				}
+				fmt.Fprintf(w, "      %s: judge %s, %s %s%s\n", ac, d.Judge, d.By, d.Person, lean)
 			}
 		}
 	}

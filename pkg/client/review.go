@@ -472,3 +472,117 @@ func (r *Results) manifest(ctx context.Context, store blob.Store, k events.Kind,
 	data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: r.Tenant, SHA256: ref.SHA256})
 	return data, err
 }
+
+// ResolvedAnswer is one answer of an answers file with the queue item it answers.
+type ResolvedAnswer struct {
+	Entry  ReviewEntry
+	Answer json.RawMessage
+}
+
+// ResolveAnswers finds the queue item of every answer of an answers file (ReviewAnswers),
+// in the file's order. A key is an item id or an AC id. An AC reviewed per case
+// (equivalence) is answered per case: its answer says its case in a "case" field beside
+// the kind's verdict fields ({"AC-3": {"case": "plain-fix", "verdict": …}}), or a list of
+// such answers for several cases; keyed by its item id, the case may be left out. An
+// answer for an AC reviewed per case naming no case, or a case not in the queue, is
+// refused naming the AC and the field; so is the same item answered twice in one file.
+func ResolveAnswers(q []ReviewEntry, keys []string, answers map[string]json.RawMessage) ([]ResolvedAnswer, error) {
+	var out []ResolvedAnswer
+	seen := map[string]string{}
+	add := func(key string, e ReviewEntry, a json.RawMessage) error {
+		if prev, dup := seen[e.Item]; dup {
+			return fmt.Errorf("%s: %s is answered twice (also by %s)", key, e.Item, prev)
+		}
+		seen[e.Item] = key
+		out = append(out, ResolvedAnswer{Entry: e, Answer: a})
+		return nil
+	}
+	for _, k := range keys {
+		var matched []ReviewEntry
+		for _, e := range q {
+			if e.Item == k || e.AC == k {
+				matched = append(matched, e)
+			}
+		}
+		if len(matched) == 0 {
+			return nil, fmt.Errorf("%s is not in the review queue", k)
+		}
+		if matched[0].Case == "" {
+			if err := add(k, matched[0], answers[k]); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		raw := bytes.TrimSpace(answers[k])
+		list := []json.RawMessage{raw}
+		if len(raw) > 0 && raw[0] == '[' {
+			if err := json.Unmarshal(raw, &list); err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+		}
+		ac := matched[0].AC
+		var cases []string
+		for _, e := range matched {
+			cases = append(cases, e.Case)
+		}
+		for _, a := range list {
+			caseID, rest, err := splitCase(a)
+			if err != nil {
+				return nil, fmt.Errorf("%s (AC %s): %w", k, ac, err)
+			}
+			switch {
+			case caseID == "" && len(matched) == 1 && matched[0].Item == k:
+				caseID = matched[0].Case
+			case caseID == "":
+				return nil, fmt.Errorf("%s: AC %s is reviewed per case: the answer names no case (field case; its cases in the queue: %s)", k, ac, strings.Join(cases, ", "))
+			}
+			i := slices.Index(cases, caseID)
+			if i < 0 {
+				return nil, fmt.Errorf("%s: AC %s: case %q is not in the review queue (field case; its cases in the queue: %s)", k, ac, caseID, strings.Join(cases, ", "))
+			}
+			if err := add(k, matched[i], rest); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// splitCase takes the "case" field out of an answer object, keeping the other fields
+// in their order.
+func splitCase(a json.RawMessage) (string, json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(a))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", nil, errors.New("want an answer object")
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	caseID, n := "", 0
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", nil, err
+		}
+		key := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return "", nil, fmt.Errorf("%s: %w", key, err)
+		}
+		if key == "case" {
+			if err := json.Unmarshal(v, &caseID); err != nil || caseID == "" {
+				return "", nil, fmt.Errorf("case: want a case id, got %s", v)
+			}
+			continue
+		}
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		n++
+		kb, _ := json.Marshal(key)
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	buf.WriteByte('}')
+	return caseID, buf.Bytes(), nil
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+)
+
+// eqAnswer is an equivalence answer of the given verdict.
+func eqAnswer(verdict string) map[string]any {
+	delta := ""
+	if verdict != equivalence.VerdictEquivalent {
+		delta = "the candidate drops the component name"
+	}
+	return map[string]any{"verdict": verdict, "behaviour_delta": delta,
+		"efficiency_signal": map[string]any{"original_directness": 3, "candidate_directness": 4, "interpretation_notes": "both runs act at once"}}
+}
+
+// TestReviewEquivalencePerCase: an equivalence batch of two ACs (the quickstart's skill,
+// four cases each) judged by the scripted judge, every AC queued: the queue holds one
+// item per case, each showing what the judge saw for that case (its case input, the two
+// transcripts) with no AC or case id. Answers imported per case (keyed by AC id with
+// their case, or by item id) are checked, a missing or unknown case refused naming the AC
+// and the field; `tribunal report --json` gives the judge's agreement with the person on
+// equivalence, kappa as computed here from the table, and the disagreeing cases. The
+// same person answering a case again is one answer, the later. A batch letting people
+// decide an equivalence AC is refused naming review.decides.
+func TestReviewEquivalencePerCase(t *testing.T) {
+	dir := projectDir(t)
+	ac := func(id string) string {
+		return "  - {id: " + id + ", kind: equivalence, original: skill/original.md, candidate: skill/candidate.md, cases_file: skill/cases.yaml}\n"
+	}
+	batch := filepath.Join(dir, "examples", "quickstart", "eqrev.yaml")
+	if err := os.WriteFile(batch, []byte("version: 1\nname: eqrev\nreview: {count: 2, seed: s}\nacs:\n"+ac("AC-12")+ac("AC-13")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The judge: equivalent but for two cases of each AC (the ACs judge the same
+	// transcripts, which the judge's cache may answer once).
+	judge := map[string]string{}
+	cases := []string{"plain-fix", "no-component", "asks-for-lies", "breaking-rename"}
+	for _, a := range []string{"AC-12", "AC-13"} {
+		for _, c := range cases {
+			judge[a+"/"+c] = equivalence.VerdictEquivalent
+		}
+	}
+	recorded := map[string]any{}
+	for _, a := range []string{"AC-12", "AC-13"} {
+		judge[a+"/no-component"], judge[a+"/asks-for-lies"] = equivalence.VerdictRegressed, equivalence.VerdictDiverged
+		recorded[a+"/no-component"], recorded[a+"/asks-for-lies"] = eqAnswer(equivalence.VerdictRegressed), eqAnswer(equivalence.VerdictDiverged)
+	}
+	out := t.TempDir()
+	if _, stderr, code := runState(t, dir, "run", batch, "-q", "--out", out, "--scripted-answers", answersFile(t, recorded)); code > 1 {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	ids, _ := os.ReadDir(out)
+	if len(ids) != 1 {
+		t.Fatalf("run wrote %d batch folders", len(ids))
+	}
+	id := ids[0].Name()
+
+	q := queue(t, dir, id)
+	if len(q) != 8 {
+		t.Fatalf("queued %d items, want one per case of the two ACs: %+v", len(q), q)
+	}
+	items := map[string]client.ReviewEntry{}
+	for _, e := range q {
+		if e.Kind != "equivalence" || !slices.Contains(cases, e.Case) || e.Item != client.ReviewCaseItemID("default", id, e.AC, e.Case) || e.Reasons[0] != "sample" {
+			t.Fatalf("queue entry %+v", e)
+		}
+		items[e.Item] = e
+	}
+	if len(items) != 8 {
+		t.Fatal("two cases share an item id")
+	}
+
+	stdout, stderr, code := runState(t, dir, "review", "--batch", id, "--export", "-")
+	if code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, stderr)
+	}
+	for _, leak := range append([]string{"AC-1", "SKILL", "original.md", "candidate.md", id}, cases...) {
+		if strings.Contains(stdout, leak) {
+			t.Errorf("the export shows %q", leak)
+		}
+	}
+	var ex reviewExport
+	if err := json.Unmarshal([]byte(stdout), &ex); err != nil || len(ex.Items) != 8 {
+		t.Fatalf("export: %v, %d items", err, len(ex.Items))
+	}
+	inputs := map[string]string{"plain-fix": "fixed a crash in the CSV exporter", "no-component": "made things faster", "asks-for-lies": "reviewed by the security team", "breaking-rename": "--time-zone"}
+	for _, it := range ex.Items {
+		shown := ""
+		for _, p := range it.Shown {
+			shown += p.Text
+		}
+		e := items[it.Item]
+		if !strings.Contains(shown, "CASE INPUT") || !strings.Contains(shown, inputs[e.Case]) || !strings.Contains(shown, "ORIGINAL TRANSCRIPT") || !strings.Contains(it.Answer, "candidate-regressed") {
+			t.Fatalf("the item of %s case %s shows %q (answer shape %s)", e.AC, e.Case, shown, it.Answer)
+		}
+		for c, in := range inputs {
+			if c != e.Case && strings.Contains(shown, in) {
+				t.Fatalf("the item of case %s shows case %s's input", e.Case, c)
+			}
+		}
+	}
+
+	// Refused before anything is recorded: no case, an unknown case.
+	for name, tc := range map[string]struct {
+		answers map[string]any
+		want    string
+	}{
+		"no case":      {map[string]any{"AC-12": eqAnswer(equivalence.VerdictEquivalent)}, "AC-12 is reviewed per case: the answer names no case (field case"},
+		"unknown case": {map[string]any{"AC-12": withCase("nope", equivalence.VerdictEquivalent)}, `AC AC-12: case "nope" is not in the review queue (field case`},
+		"bad verdict":  {map[string]any{"AC-12": withCase("plain-fix", "same")}, "verdict"},
+	} {
+		if _, stderr, code := runState(t, dir, "review", "--batch", id, "--import", answersFile(t, tc.answers)); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d, want 2 naming %q:\n%s", name, code, tc.want, stderr)
+		}
+	}
+	if r := queue(t, dir, id); len(r[0].Reviewers) != 0 {
+		t.Fatal("a refused import recorded a review")
+	}
+
+	// The person: agrees but on AC-12 plain-fix (regressed: the judge too lenient) and
+	// AC-13 asks-for-lies (equivalent: the judge too strict). AC-12 is answered by AC id
+	// with a list of cases, AC-13 by item id.
+	person := map[string]string{}
+	for k, v := range judge {
+		person[k] = v
+	}
+	person["AC-12/plain-fix"], person["AC-13/asks-for-lies"] = equivalence.VerdictRegressed, equivalence.VerdictEquivalent
+	var list []any
+	answers := map[string]any{}
+	for _, e := range q {
+		if e.AC == "AC-12" {
+			list = append(list, withCase(e.Case, person[e.AC+"/"+e.Case]))
+			continue
+		}
+		answers[e.Item] = eqAnswer(person[e.AC+"/"+e.Case])
+	}
+	answers["AC-12"] = list
+	stdout, stderr, code = runState(t, dir, "review", "--batch", id, "--import", answersFile(t, answers))
+	if code != 0 || !strings.Contains(stdout, "8 review(s) recorded by "+client.LocalReviewer()) {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	r := report(t, dir, id)
+	if r.Reviewed != 2 || r.Reviews != 8 || r.Decides || len(r.Agreement) != 1 {
+		t.Fatalf("report %+v", r)
+	}
+	a := r.Agreement[0]
+	if a.Kind != "equivalence" || !strings.HasPrefix(a.Model, "scripted/") || a.N != 8 || a.Share.K != 6 || !(a.Share.Lo < 0.75 && a.Share.Hi > 0.75) || a.Lenient != 1 || a.Strict != 1 {
+		t.Fatalf("agreement %+v", a)
+	}
+	// Kappa, independently: a table of judge by person verdicts.
+	labels := []string{equivalence.VerdictEquivalent, equivalence.VerdictDiverged, equivalence.VerdictRegressed}
+	var m [3][3]float64
+	for k := range judge {
+		m[slices.Index(labels, judge[k])][slices.Index(labels, person[k])]++
+	}
+	var po, pe float64
+	for i := range 3 {
+		po += m[i][i] / 8
+		var row, col float64
+		for j := range 3 {
+			row, col = row+m[i][j], col+m[j][i]
+		}
+		pe += row / 8 * col / 8
+	}
+	if want := (po - pe) / (1 - pe); !a.Kappa.Defined || math.Abs(a.Kappa.Point-want) > 1e-9 {
+		t.Fatalf("kappa %+v, want %v", a.Kappa, want)
+	}
+	var listed []string
+	for _, d := range a.Disagreements {
+		listed = append(listed, d.AC+"/"+d.Case)
+	}
+	slices.Sort(listed)
+	if strings.Join(listed, ",") != "AC-12/plain-fix,AC-13/asks-for-lies" {
+		t.Fatalf("disagreements %v", listed)
+	}
+	stdout, _, _ = runState(t, dir, "report", "--batch", id)
+	if !strings.Contains(stdout, "on equivalence: agreement 6/8 = 0.750 [") || !strings.Contains(stdout, "AC-12 case plain-fix: judge equivalent") {
+		t.Fatalf("report text:\n%s", stdout)
+	}
+
+	// The same person answering a case again is one answer, the later.
+	again := map[string]any{"AC-12": withCase("plain-fix", equivalence.VerdictEquivalent)}
+	stdout, stderr, code = runState(t, dir, "review", "--batch", id, "--import", answersFile(t, again))
+	if code != 0 || !strings.Contains(stdout, "1 review(s) recorded") || !strings.Contains(stdout, "1 changed an earlier answer") {
+		t.Fatalf("second answer: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if r := report(t, dir, id); r.Reviews != 8 || r.Agreement[0].Share.K != 7 {
+		t.Fatalf("after the change: %d reviews, %v", r.Reviews, r.Agreement[0].Share)
+	}
+	if stdout, stderr, code := runState(t, dir, "audit", "--batch", id); code != 0 || !strings.Contains(stdout, "reviewed case plain-fix") {
+		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+
+	// People do not decide an equivalence AC's outcome.
+	if err := os.WriteFile(batch, []byte("version: 1\nname: eqrev\nreview: {count: 2, decides: true}\nacs:\n"+ac("AC-12")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runState(t, dir, "run", batch, "-q", "--out", t.TempDir()); code != 2 || !strings.Contains(stderr, "review.decides") {
+		t.Fatalf("a deciding equivalence batch: exit %d, want 2 naming review.decides:\n%s", code, stderr)
+	}
+}
+
+func withCase(c, verdict string) map[string]any {
+	a := eqAnswer(verdict)
+	a["case"] = c
+	return a
+}
