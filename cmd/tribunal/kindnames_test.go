@@ -36,8 +36,6 @@ var kindNamesAllowed = map[string]string{
 	// Not moved yet: commands, pages and readers that are one kind's.
 	"cmd/tribunal/calibrate.go ab":                         "tribunal calibrate, ab's calibration set (pkg/kind/ab/calibration)",
 	"cmd/tribunal/cfn.go ab":                               "the cfn-ab-critic compatibility command, ab's",
-	"cmd/tribunal/spotprompt.go rubric":                    "tribunal spot-prompt, rubric's HE-2 prompt",
-	"cmd/tribunal/run.go rubric":                           "the all-in-one run's rubric project and feature server",
 	"internal/console/job.go ab,critic,equivalence,rubric": "the console's job page, a section per kind",
 	"pkg/trust/figures.go ab":                              "the trust figures are ab's votes' (position bias, flips, length)",
 	"pkg/trust/inputs.go ab":                               "a trust Judgment is an ab vote",

@@ -10,12 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	rubriccommands "github.com/tribunal-dev/tribunal/pkg/kind/rubric/commands"
 
 	"github.com/mattn/go-isatty"
 	"github.com/nats-io/nats-server/v2/server"
@@ -35,9 +34,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/diskspace"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
-	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/services/renderer"
@@ -178,9 +175,15 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		defaultMode = events.ModeInteractive
 	}
 	interactive := false
+	var prompting []events.Kind // the kinds of the interactive entries, once each
 	for _, ac := range b.ACs {
-		_, looping := registry.Looping(events.Kind(b.KindOf(ac)))
-		interactive = interactive || looping && cmp.Or(ac.Mode, defaultMode) == events.ModeInteractive
+		k := events.Kind(b.KindOf(ac))
+		if _, looping := registry.Looping(k); looping && cmp.Or(ac.Mode, defaultMode) == events.ModeInteractive {
+			interactive = true
+			if !slices.Contains(prompting, k) {
+				prompting = append(prompting, k)
+			}
+		}
 	}
 	if interactive && f.console == "" && !terminal {
 		return exitError{2, fmt.Errorf("%s: interactive rubric mode asks a person on this terminal, but standard input is not one: use mode headless here, or the services with `tribunal spotcheck`", b.Path)}
@@ -296,12 +299,16 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 		progress.report(p)
 	}
 	if interactive && f.console == "" {
-		// HE-2 on this terminal, asked while the progress goes on (spotprompt.go).
-		prompt := newSpotcheckPrompt(os.Stdin, os.Stderr, env.Running.Buckets, env.Store, env.Running.Pub, s.Tenant, s.BatchID)
-		report = func(p client.Progress) {
-			last = p
-			progress.report(p)
-			prompt.step(ctx)
+		// A person on this terminal (rubric's HE-2), asked while the progress goes on: each
+		// interactive kind's prompt (stage.Prompting).
+		if prompts := terminalPrompts(prompting, env, s.Tenant, s.BatchID); len(prompts) > 0 {
+			report = func(p client.Progress) {
+				last = p
+				progress.report(p)
+				for _, pr := range prompts {
+					pr.Step(ctx)
+				}
+			}
 		}
 	}
 	comp, err := client.Watch(ctx, env.Running.Buckets, s.Tenant, s.BatchID, 100*time.Millisecond, report)
@@ -362,22 +369,45 @@ func runOptions(f *runFlags, defaultMode string) map[string]string {
 	}
 }
 
-// askSpotcheck reads HE-2 answers until one is y or a dimension of the rubric, asking
-// again after anything else; ok is false when the input ends first.
-func askSpotcheck(in *bufio.Reader, out io.Writer, rubric *argus.Rubric) (approved bool, dimension string, ok bool) {
-	for {
-		line, err := in.ReadString('\n')
-		if strings.TrimSpace(line) != "" {
-			a, d, aerr := rubriccommands.SpotcheckAnswer(rubric, line)
-			if aerr == nil {
-				return a, d, true
-			}
-			fmt.Fprintf(out, "%v\nspot-check: ", aerr)
-		}
+// terminalPrompts opens the prompts of kinds (stage.Prompting) on this run's terminal over
+// the batch's state, all reading standard input's lines from one reader.
+func terminalPrompts(kinds []events.Kind, env *embedded, tenant, batchID string) []stage.Prompt {
+	st := stage.CommandState{Buckets: env.Running.Buckets, Store: env.Store, Pub: env.Running.Pub}
+	var lines <-chan string
+	var out []stage.Prompt
+	for _, name := range kinds {
+		k, err := registry.Lookup(name)
 		if err != nil {
-			return false, "", false
+			continue
+		}
+		if pk, ok := k.(stage.Prompting); ok {
+			if lines == nil {
+				lines = stdinLines(os.Stdin)
+			}
+			out = append(out, pk.Prompt(lines, os.Stderr, st, tenant, batchID))
 		}
 	}
+	return out
+}
+
+// stdinLines reads in's lines on a goroutine of their own, closing the channel when in
+// ends, so a prompt can take an answer without waiting for one.
+func stdinLines(in io.Reader) <-chan string {
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		r := bufio.NewReader(in)
+		for {
+			line, err := r.ReadString('\n')
+			if line != "" {
+				lines <- line
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return lines
 }
 
 // cfnFlagHelp is --cfn's help on run and results.
@@ -574,6 +604,3 @@ func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL 
 	}
 	return e, nil
 }
-
-// rubricState is a rubric view's loop state, nil when it has none yet.
-func rubricState(r *records.Job) (*rubric.State, error) { return rubric.StateOf(r) }

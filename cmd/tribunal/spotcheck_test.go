@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -13,31 +11,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 )
-
-// TestAskSpotcheck: the terminal's HE-2 prompt asks again until the answer is y or one of
-// the rubric's dimensions, so "reject" is never recorded as a dimension.
-func TestAskSpotcheck(t *testing.T) {
-	for _, tc := range []struct {
-		in           string
-		approved, ok bool
-		dim          string
-		reasks       int
-	}{
-		{"y\n", true, true, "", 0},
-		{"reject\ntypograpy\n\ntypography\n", false, true, "typography", 2},
-		{"reject\n", false, false, "", 1},
-		{"", false, false, "", 0},
-		{"hierarchy", false, true, "hierarchy", 0},
-	} {
-		var out bytes.Buffer
-		a, d, ok := askSpotcheck(bufio.NewReader(strings.NewReader(tc.in)), &out, argus.DefaultRubric())
-		if a != tc.approved || d != tc.dim || ok != tc.ok || strings.Count(out.String(), "spot-check: ") != tc.reasks {
-			t.Errorf("%q: %v %q %v after %q", tc.in, a, d, ok, out.String())
-		}
-	}
-}
 
 // awaitingSpotcheck runs the rubric feature in dir in interactive mode with a console
 // (the person answers there), waits until its sign-off waits for the spot-check, and

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"io"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/spf13/cobra"
@@ -47,4 +48,20 @@ type Publisher interface {
 // Commanding's, through kinds.StateCommands. Their exit status is a cli.ExitError.
 type StateCommanding interface {
 	StateCommands(env CommandEnv) []*cobra.Command
+}
+
+// Prompting is a kind whose jobs may wait for a person at the terminal of `tribunal run`
+// (rubric's HE-2 spot-check of an interactive run). The run opens each such kind's prompt
+// over the batch's state once it is submitted and steps it from its progress report;
+// lines are standard input's, read by the run and closed when it ends. The run has one
+// terminal: a prompt takes a line only while its question is open, and drops what was
+// typed while none was.
+type Prompting interface {
+	Prompt(lines <-chan string, out io.Writer, st CommandState, tenant, batch string) Prompt
+}
+
+// Prompt is a kind's question on the run's terminal. Step asks what waits for a person,
+// records an answer that has come in, and returns without waiting for one.
+type Prompt interface {
+	Step(ctx context.Context)
 }

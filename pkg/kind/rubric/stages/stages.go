@@ -5,6 +5,8 @@
 package stages
 
 import (
+	"io"
+
 	"github.com/spf13/cobra"
 
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
@@ -20,6 +22,7 @@ var (
 	_ stage.Commanding      = Kind{}
 	_ stage.StateCommanding = Kind{}
 	_ stage.Selecting       = Kind{}
+	_ stage.Prompting       = Kind{}
 )
 
 // Commands are rubric's own subcommands: `contrast` and `spec lint`.
@@ -29,4 +32,9 @@ func (Kind) Commands() []*cobra.Command { return commands.Commands() }
 // `view-reset`.
 func (Kind) StateCommands(env stage.CommandEnv) []*cobra.Command {
 	return commands.StateCommands(env)
+}
+
+// Prompt is the HE-2 question of an interactive `tribunal run` on its terminal.
+func (Kind) Prompt(lines <-chan string, out io.Writer, st stage.CommandState, tenant, batch string) stage.Prompt {
+	return commands.NewPrompt(lines, out, st, tenant, batch)
 }
