@@ -101,6 +101,17 @@ func (f *fixture) apply(r audit.Recorded, in rulebook.Input) {
 	if c := res.Complete; c != nil {
 		f.announce(c.Fold(), c.By.ACID, c.Attempt)
 	}
+	if c := res.Revised; c != nil {
+		// A late deciding review folded the batch again: the aggregator stores the
+		// manifests and the header's new completion, and announces nothing.
+		for _, data := range c.Manifests {
+			if _, err := blob.PutBytes(context.Background(), f.store, f.tenant, data, "application/json"); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+		comp := c.Completion
+		f.completion = &comp
+	}
 }
 
 // announce stores a completion's manifests and publishes its events, as the aggregator's

@@ -165,6 +165,15 @@ func (a *auditor) applyInput(r *Recorded) bool {
 			a.complete(batchKey{c.Tenant, c.Batch}, b, c, r)
 		}
 	}
+	if c := applied.Revised; c != nil {
+		// A person's review decided an outcome of a completed batch: the rules folded it
+		// again, and the header must keep that completion, its manifests stored under the
+		// addresses it names (stateCheck.header). Nothing is announced for it.
+		if b := a.batch(batchKey{ev.Tenant, ev.BatchID}); b.completion != nil {
+			revised := c.Completion
+			b.completion = &revised
+		}
+	}
 	return true
 }
 

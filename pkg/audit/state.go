@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -279,7 +280,40 @@ func (c *stateCheck) header(h *records.Batch) {
 		c.diff(base, "completion.kinds", hc.Kinds, comp.Kinds)
 		c.diff(base, "completion.judges", hc.Judges, comp.Judges)
 		c.diff(base, "completion.cost", hc.Cost, comp.Cost)
+		c.diff(base, "completion.revised", hc.Revised, comp.Revised)
 		c.index(base, hc.Index)
+		if comp.Revised != nil {
+			c.revisedManifests(base, hc.Manifests)
+		}
+	}
+}
+
+// revisedManifests reads back the manifests of a completion people's reviews revised
+// through the store's digest check: nothing announced them, so they are not read back
+// with the announcements (auditor.checkManifest), and readers (`tribunal results`, the
+// console) believe them. Their addresses were compared with the re-derived ones above.
+func (c *stateCheck) revisedManifests(base Mismatch, refs map[events.Kind]events.Blob) {
+	if c.st.store == nil {
+		return // noted already: the audit was given no blob store
+	}
+	for _, k := range slices.Sorted(maps.Keys(refs)) {
+		ref := refs[k]
+		ctx, cancel := context.WithTimeout(c.ctx, blobTimeout)
+		attrs, err := readThrough(ctx, c.st.store, blob.Ref{Tenant: c.bk.tenant, SHA256: ref.SHA256})
+		cancel()
+		field := "completion.manifests." + string(k)
+		switch {
+		case err != nil:
+			c.add(with(base, KindUnreadable, field, ref.SHA256, "").
+				withDetail(fmt.Sprintf("the %s manifest the reviews revised cannot be read back intact: %v", k, err)))
+		case attrs.Size != ref.Size:
+			c.add(with(base, KindMismatch, field+".size", fmt.Sprint(attrs.Size), fmt.Sprint(ref.Size)))
+		case attrs.MediaType != ref.MediaType:
+			c.add(with(base, KindMismatch, field+".media_type", attrs.MediaType, ref.MediaType).
+				withDetail(fmt.Sprintf("the blob store keeps the revised %s manifest under another media type than the aggregator wrote", k)))
+		default:
+			c.rep.Decisions++
+		}
 	}
 }
 

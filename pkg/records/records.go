@@ -336,6 +336,23 @@ type Completion struct {
 	// Index is the batch's index (pkg/index): one entry per job, for readers of the
 	// whole batch (the console). Batches completed before it existed have none.
 	Index *events.Blob `json:"index,omitempty"`
+	// Revised is set when a person's review decided an outcome after the batch completed
+	// (a batch whose review decides): the rules folded the batch again and replaced this
+	// completion and its manifests (rulebook.Runner), so what readers of the stored
+	// manifests see is what people decided. The manifests the completion announced
+	// (manifest.emitted) stay the judges'. nil for a completion as the batch finished it.
+	Revised *Revision `json:"revised,omitempty"`
+}
+
+// Revision says why a completion was folded again after the batch completed. It is
+// derived from the job records alone, like the rest of the completion, so the audit
+// re-derives it whatever order concurrent reviews were stored in.
+type Revision struct {
+	// Reviews counts the batch's outcomes a person's review decided.
+	Reviews int `json:"reviews" msgpack:"reviews"`
+	// By is the review.recorded event behind the latest of those decisions (the latest
+	// decision time, the greatest event id on a tie): the review that caused the fold.
+	By string `json:"by" msgpack:"by"`
 }
 
 // JobKey is a job's key in the jobs bucket.

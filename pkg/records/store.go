@@ -260,6 +260,21 @@ func (s Store) UpdateHeader(ctx context.Context, tenant, batch string, change fu
 	return out, err
 }
 
+// PutHeader stores a batch header over revision rev (kv.CompareAndSet): an error that
+// kv.IsConflict matches when another writer came first. A writer that folds something
+// between reading the header and writing it (a completion revised by a review) uses it
+// rather than UpdateHeader, whose change may not read anything else.
+func (s Store) PutHeader(ctx context.Context, h *Batch, rev uint64) error {
+	data, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("encode batch %s: %w", BatchKey(h.Tenant, h.Batch), err)
+	}
+	if err := kv.CompareAndSet(ctx, s.Batches, BatchKey(h.Tenant, h.Batch), data, rev); err != nil {
+		return fmt.Errorf("update batch %s: %w", BatchKey(h.Tenant, h.Batch), err)
+	}
+	return nil
+}
+
 // casBytes applies change to a raw value with compare-and-set, creating the key when
 // absent. change returns the new value and whether anything changed.
 func casBytes(ctx context.Context, bucket kv.KV, key string, change func([]byte) ([]byte, bool, error)) ([]byte, error) {

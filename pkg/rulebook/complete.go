@@ -46,7 +46,12 @@ type Fold struct {
 	judges    map[string]bool
 	cost      price.Sum
 	index     *index.Builder
-	err       error
+	// reviewed counts the outcomes a person's review decided; reviewBy and reviewAt are
+	// the latest of those decisions (Revision).
+	reviewed int
+	reviewBy string
+	reviewAt time.Time
+	err      error
 }
 
 type indexed struct {
@@ -87,6 +92,7 @@ func (f *Fold) Add(j *records.Job) {
 		f.sum.Suggestions++
 	}
 	f.links = append(f.links, indexed{j.Index, packLinks(j.Inputs)})
+	f.review(j)
 	f.kinds[j.Spec.Kind]++
 	for _, n := range j.Judges {
 		f.judges[n] = true
@@ -111,6 +117,29 @@ func (f *Fold) Add(j *records.Job) {
 		f.manifests[k.Name()] = m
 	}
 	m.Add(j)
+}
+
+// review counts a job whose outcome a person's review decided.
+func (f *Fold) review(j *records.Job) {
+	for _, r := range j.Reviews {
+		if !r.Decides || r.Event != j.DecidedBy {
+			continue
+		}
+		f.reviewed++
+		if j.DecidedAt.After(f.reviewAt) || j.DecidedAt.Equal(f.reviewAt) && r.Event > f.reviewBy {
+			f.reviewBy, f.reviewAt = r.Event, j.DecidedAt
+		}
+		return
+	}
+}
+
+// Revision is what the folded jobs say of the people who decided outcomes, for a
+// completion folded again after the batch completed; nil when no review decided one.
+func (f *Fold) Revision() *records.Revision {
+	if f.reviewed == 0 {
+		return nil
+	}
+	return &records.Revision{Reviews: f.reviewed, By: f.reviewBy}
 }
 
 // Digest chains every folded job's inputs in batch order: the digest manifests and the

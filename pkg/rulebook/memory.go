@@ -294,6 +294,35 @@ func (s memStore) PlanPage(_ context.Context, tenant string, page events.Blob) (
 	return s.m.LoadPlan(tenant, page)
 }
 
+func (s memStore) Header(_ context.Context, tenant, batch string) (*records.Batch, uint64, error) {
+	if h := s.m.Header(tenant, batch); h != nil {
+		return h, 1, nil
+	}
+	return nil, 0, nil
+}
+
+func (s memStore) PutHeader(_ context.Context, h *records.Batch, _ uint64) (bool, error) {
+	s.m.batch(h.Tenant, h.Batch, h.Size).header = *h
+	return true, nil
+}
+
+func (s memStore) EachJob(_ context.Context, tenant, batch string, fn func(*records.Job) error) error {
+	b := s.m.batches[records.BatchKey(tenant, batch)]
+	if b == nil {
+		return nil
+	}
+	for _, o := range b.order {
+		if err := fn(s.m.decode(o.key)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutCompleted keeps nothing: Memory's readers compare completions, they do not read
+// their manifests back.
+func (s memStore) PutCompleted(context.Context, string, string, *Completed) error { return nil }
+
 func (s memStore) Done(_ context.Context, j *records.Job) ([]events.Event, *Completion, error) {
 	return nil, s.m.done(j), nil
 }

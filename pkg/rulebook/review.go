@@ -19,7 +19,8 @@ const RefusedReview = "review"
 // reviewed per case: a second answer of the same person replaces the first and counts the
 // change). When the batch lets people
 // decide (events.ReviewSpec.Decides), the kind makes the person's answer the outcome and
-// the new decision is published, caused by the review, so the audit re-derives it.
+// the new decision is published, caused by the review, so the audit re-derives it, and
+// the runner folds a batch that completed already again (Result.Revise).
 //
 // A review is a person's input, so a mistake in it is refused rather than recorded as a
 // schema violation: a typo must not change a verdict, and a refused answer can be given
@@ -53,7 +54,10 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 	mine, first := -1, -1
 	for i, r := range j.Reviews {
 		if r.Event == ev.ID {
-			return Result{}, nil // the same answer again
+			// The same answer again: nothing changes, but a completion it decided after
+			// the batch completed may not have been folded again yet (a crash between
+			// the two writes), which the runner makes up.
+			return Result{Revise: r.Decides}, nil
 		}
 		if r.Case != p.Case {
 			continue
@@ -119,6 +123,6 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 	next.Decided, next.DecidedBy, next.DecidedAt = d, ev.ID, st.Now
 	out := events.New(d, j.Tenant, j.Batch, j.ACID, j.Iteration, events.ReviewedStep(ev.ID), &ev.Envelope)
 	out.CorrelationID = j.CorrelationID
-	res.Publish, res.Decided = []events.Event{out}, d
+	res.Publish, res.Decided, res.Revise = []events.Event{out}, d, true
 	return res, nil
 }

@@ -146,6 +146,11 @@ type Result struct {
 	// Release are inputs this job held for other jobs and now lets go (the job is
 	// final): the caller applies each to its own job, after storing this result.
 	Release []Input
+	// Revise says a person's review decided the job's outcome: once the job is stored, a
+	// batch that completed already is folded again and its completion and manifests
+	// replaced (Runner). A redelivered deciding review says so again, so a revision lost
+	// in a crash is made up; one that changes nothing stores nothing.
+	Revise bool
 }
 
 // JobOf names the job an input acts on.

@@ -1,7 +1,9 @@
 package rulebook
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +53,15 @@ type Store interface {
 	// to publish and, for a caller that derives the completion itself (the audit), the
 	// jobs as they were folded.
 	Done(ctx context.Context, j *records.Job) ([]events.Event, *Completion, error)
+	// Header loads a batch's header and its revision; nil and 0 for a batch with none.
+	Header(ctx context.Context, tenant, batch string) (*records.Batch, uint64, error)
+	// PutHeader stores h over revision rev; false when another writer came first.
+	PutHeader(ctx context.Context, h *records.Batch, rev uint64) (bool, error)
+	// EachJob calls fn with each of a batch's job records, in any order, one at a time.
+	EachJob(ctx context.Context, tenant, batch string, fn func(*records.Job) error) error
+	// PutCompleted stores a completion's manifests and index where readers find them by
+	// their addresses (the completion's refs), before the header names them.
+	PutCompleted(ctx context.Context, tenant, batch string, c *Completed) error
 }
 
 // maxConflicts bounds how often one input is decided again after a concurrent write.
@@ -88,6 +99,10 @@ type Applied struct {
 	// Complete is set when the input completed its batch, or the redrive it belongs to,
 	// and the store folds completions for its caller (Memory).
 	Complete *Completion
+	// Revised is the completion stored, with its manifests, when the input (a deciding
+	// review of a batch that completed already) folded the batch again and replaced its
+	// completion; nil when it changed none.
+	Revised *Completed
 }
 
 func (r *Runner) now() time.Time {
@@ -189,6 +204,13 @@ func (r *Runner) after(ctx context.Context, in Input, l loaded, res Result) (App
 			return Applied{}, err
 		}
 		out.Publish, out.Complete = append(out.Publish, more...), c
+	}
+	if res.Revise {
+		c, err := r.revise(ctx, in.Event, l.tenant, l.batch)
+		if err != nil {
+			return Applied{}, err
+		}
+		out.Revised = c
 	}
 	for _, rin := range res.Release {
 		// The inputs this job held for its batch's other claiming jobs, each applied to
@@ -369,4 +391,83 @@ func (r *Runner) applyBatch(ctx context.Context, in Input) (Applied, error) {
 		}
 		return Applied{Result: Result{Publish: res.Publish}}, nil
 	}
+}
+
+// revise folds a completed batch again after a person's review (ev) decided one of its
+// outcomes, with the fold that completed it (Fold), and replaces its completion and
+// manifests by compare-and-set on its header: the header is read, the jobs folded and the
+// new completion stored over the revision read, so a concurrent review of another job
+// either was folded in or makes this write lose, and it folds again. A batch not complete
+// yet folds the review in when it completes; one whose redrive is under way, when the
+// redrive completes. A completion the fold leaves as it is is not written again, so a
+// redelivered review revises nothing twice. The completion keeps who completed it and the
+// attempt; it says it was revised and by which review (records.Revision).
+func (r *Runner) revise(ctx context.Context, ev events.Event, tenant, batch string) (*Completed, error) {
+	key := records.BatchKey(tenant, batch)
+	for attempt := 0; ; attempt++ {
+		h, rev, err := r.Store.Header(ctx, tenant, batch)
+		if err != nil {
+			return nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
+		}
+		if h == nil || h.Completion == nil || h.Redrive != nil && len(h.Redrive.Pending) > 0 {
+			return nil, nil
+		}
+		cur := h.Completion
+		f := NewFold(tenant, batch)
+		if cur.Index != nil {
+			f.KeepIndex()
+		}
+		if err := r.Store.EachJob(ctx, tenant, batch, func(j *records.Job) error {
+			f.Add(j)
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
+		}
+		c, err := f.Complete(cur.By, cur.Attempt)
+		if err != nil {
+			return nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
+		}
+		if c.Completion.Revised = f.Revision(); c.Completion.Revised == nil {
+			return nil, nil // no outcome of the batch is a person's
+		}
+		if same, err := sameCompletion(cur, &c.Completion); err != nil || same {
+			return nil, err
+		}
+		if err := r.Store.PutCompleted(ctx, tenant, batch, &c); err != nil {
+			return nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
+		}
+		next := *h
+		next.Completion = &c.Completion
+		stored, err := r.Store.PutHeader(ctx, &next, rev)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
+		case stored:
+			if r.Log != nil {
+				r.Log.InfoContext(ctx, "completion revised by a review", "tenant", tenant, "batch", batch, "review", ev.ID,
+					"exit_code", c.Completion.Summary.ExitCode, "reviews", c.Completion.Revised.Reviews)
+			}
+			return &c, nil
+		case attempt >= maxConflicts:
+			return nil, fmt.Errorf("revise batch %s after review %s: still conflicting after %d attempts", key, ev.ID, attempt)
+		}
+	}
+}
+
+// sameCompletion reports whether two completions record the same thing. Their indexes
+// are left out: an index holds its entries in the order the fold read the records (a
+// key-value watch's, which changes as records are written) and its contents are those of
+// the records the rest of the completion is folded from.
+func sameCompletion(a, b *records.Completion) (bool, error) {
+	ac, bc := *a, *b
+	ac.Index, bc.Index = nil, nil
+	x, err := json.Marshal(&ac)
+	if err != nil {
+		return false, fmt.Errorf("encode a completion: %w", err)
+	}
+	y, err := json.Marshal(&bc)
+	if err != nil {
+		return false, fmt.Errorf("encode a completion: %w", err)
+	}
+	return bytes.Equal(x, y), nil
 }

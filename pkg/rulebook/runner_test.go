@@ -3,6 +3,7 @@ package rulebook_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -20,10 +21,17 @@ type casStore struct {
 	writer  func(*casStore)
 	loads   int
 	done    []string
+	// headerRevs are the headers' revisions; headerWriter, when set, runs once just
+	// before the next header write: another aggregator's. blobs are the manifests and
+	// indexes stored, by address.
+	headerRevs   map[string]uint64
+	headerWriter func(*casStore)
+	blobs        map[string][]byte
 }
 
 func newCASStore() *casStore {
-	return &casStore{jobs: map[string][]byte{}, revs: map[string]uint64{}, headers: map[string]*records.Batch{}}
+	return &casStore{jobs: map[string][]byte{}, revs: map[string]uint64{}, headers: map[string]*records.Batch{},
+		headerRevs: map[string]uint64{}, blobs: map[string][]byte{}}
 }
 
 func (s *casStore) Job(_ context.Context, tenant, batch, job string) (*records.Job, uint64, error) {
@@ -82,6 +90,57 @@ func (s *casStore) PlanPage(context.Context, string, events.Blob) (*records.Plan
 func (s *casStore) UpdateHeader(_ context.Context, tenant, batch string, change func(*records.Batch) *records.Batch) error {
 	if next := change(s.headers[records.BatchKey(tenant, batch)]); next != nil {
 		s.headers[records.BatchKey(tenant, batch)] = next
+		s.headerRevs[records.BatchKey(tenant, batch)]++
+	}
+	return nil
+}
+
+func (s *casStore) Header(_ context.Context, tenant, batch string) (*records.Batch, uint64, error) {
+	key := records.BatchKey(tenant, batch)
+	h := s.headers[key]
+	if h == nil {
+		return nil, 0, nil
+	}
+	c := *h
+	return &c, s.headerRevs[key], nil
+}
+
+func (s *casStore) PutHeader(_ context.Context, h *records.Batch, rev uint64) (bool, error) {
+	if w := s.headerWriter; w != nil {
+		s.headerWriter = nil
+		w(s)
+	}
+	key := records.BatchKey(h.Tenant, h.Batch)
+	if s.headerRevs[key] != rev {
+		return false, nil
+	}
+	c := *h
+	s.headers[key], s.headerRevs[key] = &c, rev+1
+	return true, nil
+}
+
+func (s *casStore) EachJob(_ context.Context, tenant, batch string, fn func(*records.Job) error) error {
+	for key, data := range s.jobs {
+		if !strings.HasPrefix(key, records.BatchPrefix(tenant, batch)) {
+			continue
+		}
+		j, err := records.DecodeJob(data)
+		if err != nil {
+			return err
+		}
+		if err := fn(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *casStore) PutCompleted(_ context.Context, _, _ string, c *rulebook.Completed) error {
+	for k, data := range c.Manifests {
+		s.blobs[c.Completion.Manifests[k].SHA256] = data
+	}
+	if c.Index != nil {
+		s.blobs[c.Completion.Index.SHA256] = c.Index
 	}
 	return nil
 }

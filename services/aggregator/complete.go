@@ -73,15 +73,8 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	if err != nil {
 		return nil, err
 	}
-	for kind, data := range c.Manifests {
-		if _, err := blob.PutBytes(ctx, s.blobs, last.Tenant, data, "application/json"); err != nil {
-			return nil, fmt.Errorf("store %s manifest of %s: %w", kind, records.BatchKey(last.Tenant, last.Batch), err)
-		}
-	}
-	if c.Index != nil {
-		if _, err := blob.PutBytes(ctx, s.blobs, last.Tenant, c.Index, c.Completion.Index.MediaType); err != nil {
-			return nil, fmt.Errorf("store the index of %s: %w", records.BatchKey(last.Tenant, last.Batch), err)
-		}
+	if err := s.putCompleted(ctx, last.Tenant, last.Batch, &c); err != nil {
+		return nil, err
 	}
 	final, err := s.records.UpdateHeader(ctx, last.Tenant, last.Batch, func(cur *records.Batch) *records.Batch {
 		if cur == nil {
@@ -106,4 +99,20 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	s.log.Info("batch complete", "tenant", last.Tenant, "batch", last.Batch, "attempt", attempt, "total", sum.Total,
 		"compared", sum.Compared, "blocked", sum.Blocked, "suggestions", sum.Suggestions, "exit_code", sum.ExitCode)
 	return rulebook.CompletionEvents(final.Tenant, final.Batch, final.Completion), nil
+}
+
+// putCompleted stores a completion's manifests and index in blob storage, where the
+// completion's refs address them.
+func (s *Service) putCompleted(ctx context.Context, tenant, batch string, c *rulebook.Completed) error {
+	for kind, data := range c.Manifests {
+		if _, err := blob.PutBytes(ctx, s.blobs, tenant, data, "application/json"); err != nil {
+			return fmt.Errorf("store %s manifest of %s: %w", kind, records.BatchKey(tenant, batch), err)
+		}
+	}
+	if c.Index != nil {
+		if _, err := blob.PutBytes(ctx, s.blobs, tenant, c.Index, c.Completion.Index.MediaType); err != nil {
+			return fmt.Errorf("store the index of %s: %w", records.BatchKey(tenant, batch), err)
+		}
+	}
+	return nil
 }

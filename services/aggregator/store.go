@@ -130,3 +130,35 @@ func (b buckets) Done(ctx context.Context, j *records.Job) ([]events.Event, *rul
 	evs, err := b.s.done(ctx, j)
 	return evs, nil, err
 }
+
+func (b buckets) Header(ctx context.Context, tenant, batch string) (*records.Batch, uint64, error) {
+	h, rev, err := b.s.records.Header(ctx, tenant, batch)
+	if errors.Is(err, records.ErrCorrupt) {
+		return nil, 0, bus.Permanent(err)
+	}
+	return h, rev, err
+}
+
+func (b buckets) PutHeader(ctx context.Context, h *records.Batch, rev uint64) (bool, error) {
+	if err := b.s.records.PutHeader(ctx, h, rev); err != nil {
+		if kv.IsConflict(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+func (b buckets) EachJob(ctx context.Context, tenant, batch string, fn func(*records.Job) error) error {
+	err := b.s.records.EachJob(ctx, tenant, batch, fn)
+	if errors.Is(err, records.ErrCorrupt) {
+		return bus.Permanent(err)
+	}
+	return err
+}
+
+// PutCompleted stores a completion's manifests and index in blob storage, as the
+// batch's completion does (complete.go).
+func (b buckets) PutCompleted(ctx context.Context, tenant, batch string, c *rulebook.Completed) error {
+	return b.s.putCompleted(ctx, tenant, batch, c)
+}
