@@ -17,6 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // reviewBatch writes an ab batch of n ACs sharing two small artifacts, with the review
@@ -238,6 +239,24 @@ func TestReviewDecidesAndAgreement(t *testing.T) {
 			t.Fatalf("%s in the manifest: winner %s (the person said %s), %+v", c.ACID, c.Winner, person[c.ACID], c.Tribunal)
 		}
 	}
+	// The reviews came after the batch completed: the aggregator folded it again and
+	// stored the people's completion and manifest (the results above read it from the
+	// store), saying it was revised and by which review.
+	revised := func() records.Revision {
+		t.Helper()
+		stdout, stderr, code := runState(t, dir, "results", "--batch", id, "--json")
+		var res struct {
+			Revised *records.Revision `json:"revised"`
+		}
+		if code > 1 || json.Unmarshal([]byte(stdout), &res) != nil || res.Revised == nil {
+			t.Fatalf("results --json: exit %d, revised %+v\n%s", code, res.Revised, stderr)
+		}
+		return *res.Revised
+	}
+	first := revised()
+	if first.Reviews != 100 || first.By == "" {
+		t.Fatalf("the stored completion's revision %+v, want 100 reviews", first)
+	}
 	if stdout, stderr, code := runState(t, dir, "audit", "--batch", id); code != 0 || !strings.Contains(stdout, "reviewed {") {
 		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -250,6 +269,12 @@ func TestReviewDecidesAndAgreement(t *testing.T) {
 	}
 	if r := report(t, dir, id); r.Reviews != 100 || r.Agreement[0].Share.K != 91 {
 		t.Fatalf("after the change: %d reviews, %v", r.Reviews, r.Agreement[0].Share)
+	}
+	if again := revised(); again.Reviews != 100 || again.By == first.By {
+		t.Fatalf("after the change the stored completion's revision is %+v (was %+v): the changed answer did not revise it", again, first)
+	}
+	if stdout, stderr, code := runState(t, dir, "audit", "--batch", id); code != 0 {
+		t.Fatalf("audit after the change: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 
 	gold := t.TempDir()

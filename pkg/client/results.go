@@ -122,6 +122,9 @@ type Results struct {
 	Source  string                `json:"source,omitempty"`
 	Summary events.BatchCompleted `json:"summary"`
 	Judges  []string              `json:"judges"`
+	// Revised says people's reviews decided outcomes after the batch completed, and
+	// which review caused the stored completion's last revision (records.Completion).
+	Revised *records.Revision `json:"revised,omitempty"`
 	// Cost is what the batch's judge calls cost: in all, per judge, per kind.
 	Cost     records.Costs `json:"cost"`
 	Rows     []Row         `json:"results"`
@@ -253,7 +256,7 @@ func LoadChecked(ctx context.Context, b bus.Buckets, store blob.Store, tenant, b
 			return nil, fmt.Errorf("batch %s/%s: %w", tenant, batchID, err)
 		}
 	}
-	res := &Results{Tenant: tenant, BatchID: batchID, Source: h.Source, Summary: h.Completion.Summary, Cost: records.CostsOf(recs)}
+	res := &Results{Tenant: tenant, BatchID: batchID, Source: h.Source, Summary: h.Completion.Summary, Revised: h.Completion.Revised, Cost: records.CostsOf(recs)}
 	if res.reviewed, err = reviewedCompletion(tenant, batchID, h.Completion, recs); err != nil {
 		return nil, err
 	}

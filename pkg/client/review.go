@@ -436,18 +436,24 @@ type reviewedFold struct {
 }
 
 // reviewedCompletion folds a completed batch's records again with the rules' own fold
-// (rulebook.Fold) when a person's review decided an outcome after the batch completed:
-// the summary, exit code and manifests then say what the people decided (an ab
-// comparison so decided carries tribunal.review). The completion recorded when the batch
-// completed stays as it was, the judges' outcome; nil when no review decided.
+// (rulebook.Fold) when a person's review decided an outcome the stored completion does
+// not hold yet. The aggregator revises the stored completion and manifests itself when a
+// deciding review comes after the batch completed (records.Completion.Revised), so this
+// is for a batch it has not revised: one completed by an earlier version, or a revision
+// still to be made up after a crash (a decision later than the completion's time, which
+// is its latest decision's). The summary, exit code and manifests then say what the
+// people decided (an ab comparison so decided carries tribunal.review); nil when the
+// stored completion does.
 func reviewedCompletion(tenant, batchID string, c *records.Completion, recs []*records.Job) (*reviewedFold, error) {
-	decided := false
+	stale := false
 	for _, j := range recs {
 		for _, r := range j.Reviews {
-			decided = decided || r.Decides && j.DecidedBy == r.Event
+			if r.Decides && j.DecidedBy == r.Event && (c.Revised == nil || j.DecidedAt.After(c.At)) {
+				stale = true
+			}
 		}
 	}
-	if !decided {
+	if !stale {
 		return nil, nil
 	}
 	f := rulebook.NewFold(tenant, batchID)
