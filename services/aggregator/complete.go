@@ -52,7 +52,10 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 		return nil, err
 	}
 	if h != nil && h.Completion != nil && h.Completion.Attempt >= attempt {
-		if h.Completion.Attempt != attempt || h.Completion.By != last.ACID {
+		// A completion revised by a late review (rulebook.Runner) was announced before it
+		// was revised, and what it announced was the judges'; the revision announces
+		// nothing, so it is not announced again under the first announcement's ids.
+		if h.Completion.Attempt != attempt || h.Completion.By != last.ACID || h.Completion.Revised != nil {
 			return nil, nil
 		}
 		return rulebook.CompletionEvents(h.Tenant, h.Batch, h.Completion), nil
