@@ -182,3 +182,8 @@ func findResultsJSON(arg string) (path string, ok bool, err error) {
 	}
 	return "", false, fmt.Errorf("folder %s holds %d batches' results.json: name one of them", arg, len(found))
 }
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}

@@ -16,3 +16,5 @@ func kindCommand(name string) *cobra.Command {
 func newContrastCmd() *cobra.Command { return kindCommand("contrast") }
 
 func newSpecCmd() *cobra.Command { return kindCommand("spec") }
+
+func newCalibrateCmd() *cobra.Command { return kindCommand("calibrate") }

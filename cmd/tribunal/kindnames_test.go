@@ -34,7 +34,6 @@ var kindNamesAllowed = map[string]string{
 	"internal/e2e/harness.go rubric": "the end-to-end harness serves rubric features to the tests (a test helper, not shipped code)",
 
 	// Not moved yet: commands, pages and readers that are one kind's.
-	"cmd/tribunal/calibrate.go ab":                         "tribunal calibrate, ab's calibration set (pkg/kind/ab/calibration)",
 	"cmd/tribunal/cfn.go ab":                               "the cfn-ab-critic compatibility command, ab's",
 	"internal/console/job.go ab,critic,equivalence,rubric": "the console's job page, a section per kind",
 	"pkg/trust/figures.go ab":                              "the trust figures are ab's votes' (position bias, flips, length)",

@@ -104,7 +104,6 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newRejudgeCmd(),
 		newValidateCmd(),
 		newReportCmd(),
-		newCalibrateCmd(),
 		newViewCmd(),
 		newPruneCmd(),
 		newCFNCmd(),

@@ -8,8 +8,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // CommandEnv is what the CLI (cmd/tribunal, which implements it) gives a kind's
@@ -21,6 +23,29 @@ type CommandEnv interface {
 	// returns what opens it once they are parsed: the state folder `tribunal run` keeps,
 	// with its aggregator, or running services.
 	StateFlags(fs *pflag.FlagSet, command string) OpenState
+	// JudgeFlags registers on fs the judge's flags, the ones `tribunal run` takes
+	// (--judge, --judge-model, the scripted judge's fixtures and answers, the provider's
+	// settings), and returns the judge they configure once parsed.
+	JudgeFlags(fs *pflag.FlagSet) Judge
+}
+
+// Judge is the judge a command's flags configure (CommandEnv.JudgeFlags), and the
+// all-in-one mode that judges a batch with it.
+type Judge interface {
+	// ScriptedByFixtures reports whether the judge is the offline one (--judge scripted)
+	// with no file of recorded answers (--scripted-answers): it answers from its fixtures.
+	ScriptedByFixtures() bool
+	// UseAnswers makes the offline judge answer from the recorded answers in the file p,
+	// as --scripted-answers p does.
+	UseAnswers(p string)
+	// SetFixture sets the offline judge's fixture of the flag named flag
+	// (kind.Fixture.Flag) as the flag would; "" leaves it with none.
+	SetFixture(flag, setting string)
+	// JudgeBatch judges b in the all-in-one mode (an embedded NATS server and file storage
+	// in a temporary folder, concurrency messages in flight per service, progress on
+	// standard error unless quiet) and returns its final job records. Its exit status, when
+	// the judge or the services cannot start, is the CLI's.
+	JudgeBatch(ctx context.Context, b *batch.Batch, concurrency int, quiet bool) ([]*records.Job, error)
 }
 
 // OpenState opens the state its flags name, calls fn with it and closes it.
@@ -43,9 +68,10 @@ type Publisher interface {
 	Publish(topic string, msgs ...*message.Message) error
 }
 
-// StateCommanding is a kind with CLI subcommands that read or change a batch's recorded
-// state (rubric's `spotcheck`, `view-reset`); cmd/tribunal adds them beside
-// Commanding's, through kinds.StateCommands. Their exit status is a cli.ExitError.
+// StateCommanding is a kind with CLI subcommands over the CLI's env: ones that read or
+// change a batch's recorded state (rubric's `spotcheck`, `view-reset`) or judge a batch
+// of their own with the CLI's judge flags (ab's `calibrate`); cmd/tribunal adds them
+// beside Commanding's, through registry.Commands. Their exit status is a cli.ExitError.
 type StateCommanding interface {
 	StateCommands(env CommandEnv) []*cobra.Command
 }
@@ -64,4 +90,11 @@ type Prompting interface {
 // records an answer that has come in, and returns without waiting for one.
 type Prompt interface {
 	Step(ctx context.Context)
+}
+
+// GoldExporting is a kind whose reviewed jobs make a calibration set of known answers
+// (ab's, which `tribunal calibrate` reads): `tribunal review --export-gold` writes it into
+// dir from the batch's jobs (each kind takes its own) and says how many it wrote.
+type GoldExporting interface {
+	ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir string) (int, error)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 )
 
@@ -33,12 +34,25 @@ import (
 type Kind struct{ ab.Kind }
 
 var (
-	_ stage.Kind       = Kind{}
-	_ stage.Commanding = Kind{}
+	_ stage.Kind            = Kind{}
+	_ stage.Commanding      = Kind{}
+	_ stage.StateCommanding = Kind{}
+	_ stage.GoldExporting   = Kind{}
 )
 
 // Commands are ab's own subcommands: `shuffle`.
 func (Kind) Commands() []*cobra.Command { return commands.Commands() }
+
+// StateCommands are ab's subcommands over the CLI's env: `calibrate`.
+func (Kind) StateCommands(env stage.CommandEnv) []*cobra.Command {
+	return commands.StateCommands(env)
+}
+
+// ExportGold writes the batch's reviewed ab jobs as a calibration set
+// (`tribunal review --export-gold`).
+func (Kind) ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir string) (int, error) {
+	return commands.ExportGold(ctx, store, jobs, dir)
+}
 
 // ResolveThreshold picks the `ab` threshold: the batch's own, else TRIBUNAL_AB_THRESHOLD,
 // else CFN_AB_CRITIC_THRESHOLD (the seed's variable), else 0.75.
