@@ -30,8 +30,8 @@ func eqAnswer(verdict string) map[string]any {
 // their case, or by item id) are checked, a missing or unknown case refused naming the AC
 // and the field; `tribunal report --json` gives the judge's agreement with the person on
 // equivalence, kappa as computed here from the table, and the disagreeing cases. The
-// same person answering a case again is one answer, the later. A batch letting people
-// decide an equivalence AC is refused naming review.decides.
+// same person answering a case again is one answer, the later. With a batch letting
+// people decide, a case's review decides its verdict and the AC's outcome follows.
 func TestReviewEquivalencePerCase(t *testing.T) {
 	dir := projectDir(t)
 	ac := func(id string) string {
@@ -201,12 +201,41 @@ func TestReviewEquivalencePerCase(t *testing.T) {
 		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 
-	// People do not decide an equivalence AC's outcome.
-	if err := os.WriteFile(batch, []byte("version: 1\nname: eqrev\nreview: {count: 2, decides: true}\nacs:\n"+ac("AC-12")), 0o644); err != nil {
+	// Letting people decide: a case's review replaces the judge's verdict, and the AC's
+	// outcome is derived again from its cases (the manifest says which case a person
+	// decided and what the judge said); the audit re-derives it.
+	if err := os.WriteFile(batch, []byte("version: 1\nname: eqdec\nreview: {count: 1, decides: true}\nacs:\n"+ac("AC-12")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, stderr, code := runState(t, dir, "run", batch, "-q", "--out", t.TempDir()); code != 2 || !strings.Contains(stderr, "review.decides") {
-		t.Fatalf("a deciding equivalence batch: exit %d, want 2 naming review.decides:\n%s", code, stderr)
+	out = t.TempDir()
+	if _, stderr, code := runState(t, dir, "run", batch, "-q", "--out", out); code != 0 {
+		t.Fatalf("a deciding equivalence batch the judge passes: exit %d\n%s", code, stderr)
+	}
+	ids, _ = os.ReadDir(out)
+	id = ids[0].Name()
+	decide := map[string]any{"AC-12": withCase("no-component", equivalence.VerdictRegressed)}
+	if _, stderr, code := runState(t, dir, "review", "--batch", id, "--import", answersFile(t, decide)); code != 0 {
+		t.Fatalf("import: exit %d\n%s", code, stderr)
+	}
+	if r := report(t, dir, id); !r.Decides || r.Agreement[0].Share.K != 0 || r.Agreement[0].Lenient != 1 {
+		t.Fatalf("report %+v", r)
+	}
+	res := t.TempDir()
+	if _, stderr, code := runState(t, dir, "results", "--batch", id, "--json", "--out", res); code != 1 {
+		t.Fatalf("results after a person found a regression: exit %d, want 1\n%s", code, stderr)
+	}
+	var man equivalence.Manifest
+	data, err := os.ReadFile(filepath.Join(res, id, "manifest-equivalence.json"))
+	if err != nil || json.Unmarshal(data, &man) != nil || len(man.Results) != 1 {
+		t.Fatalf("manifest: %v\n%s", err, data)
+	}
+	row := man.Results[0]
+	if row.Equivalence == nil || row.Equivalence.Summary.Pass || row.Equivalence.Summary.Regressions != 1 || len(row.Reviewed) != 1 ||
+		row.Reviewed[0].Case != "no-component" || row.Reviewed[0].DecidedBy != "review" || row.Reviewed[0].JudgeVerdict != equivalence.VerdictEquivalent {
+		t.Fatalf("manifest row %+v", row)
+	}
+	if stdout, stderr, code := runState(t, dir, "audit", "--batch", id); code != 0 || !strings.Contains(stdout, "reviewed case no-component") {
+		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
 

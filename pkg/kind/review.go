@@ -38,9 +38,6 @@ type Reviewing interface {
 // its case (events.ReviewRecorded.Case) and is read against that case's judge verdict.
 // A kind that is CaseReviewing is not Reviewing: a review of its job as a whole is
 // refused, as a review naming a case is refused by a kind reviewed whole.
-//
-// People measure such a kind's judge; they do not decide its outcome: the kind's
-// spec refuses a review setting with decides (docs/kinds.md).
 type CaseReviewing interface {
 	// ReviewCases are the job's cases a person could review, in the transfer set's
 	// order: those whose judge gave a verdict (not blocked, not a schema violation).
@@ -53,6 +50,11 @@ type CaseReviewing interface {
 	CaseReviewAnswer(j *records.Job, caseID string, answer []byte) (review.Verdict, error)
 	// CaseUnsure are the judge's doubts about one case's verdict.
 	CaseUnsure(j *records.Job, caseID string) []string
+	// DecideByCaseReview makes the person's answer the case's verdict and derives the
+	// job's outcome again from its cases, the judge's verdicts kept beside it: the batch
+	// let people decide (events.ReviewSpec.Decides). It changes j and returns the
+	// decision.
+	DecideByCaseReview(j *records.Job, caseID string, answer []byte, by string, ev events.Event) (*events.IterationDecided, error)
 	// ReviewScale is the scale of the verdicts' scores (zero when they have none).
 	ReviewScale() review.Scale
 	// ReviewTemplate is the answer's shape as a reviewer fills in one case.

@@ -47,10 +47,6 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s has no verdict of iteration %d attempt %d to review", ev.ID, j.Key(), ev.Iteration, ev.Attempt)
 	}
 	decides := j.Spec.Review != nil && j.Spec.Review.Decides
-	if perCase && decides {
-		// The kind's spec refuses the setting; a record that has it anyway is not obeyed.
-		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s: review.decides: people do not decide a %s job's outcome", ev.ID, j.Key(), j.Spec.Kind)
-	}
 	mine, first := -1, -1
 	for i, r := range j.Reviews {
 		if r.Event == ev.ID {
@@ -116,7 +112,12 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 	if !r.Decides {
 		return res, nil
 	}
-	d, err := rk.DecideByReview(next, []byte(p.Answer), p.By, ev)
+	var d *events.IterationDecided
+	if perCase {
+		d, err = ck.DecideByCaseReview(next, p.Case, []byte(p.Answer), p.By, ev)
+	} else {
+		d, err = rk.DecideByReview(next, []byte(p.Answer), p.By, ev)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("job %s: review.recorded %s: %w", j.Key(), ev.ID, err)
 	}

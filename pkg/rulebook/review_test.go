@@ -180,9 +180,9 @@ func TestReviewCritic(t *testing.T) {
 const eqEquivalent = `{"verdict":"equivalent","behaviour_delta":"","efficiency_signal":{"original_directness":3,"candidate_directness":3,"interpretation_notes":"both act at once"}}`
 const eqRegressed = `{"verdict":"candidate-regressed","behaviour_delta":"the candidate skips the check","efficiency_signal":{"original_directness":3,"candidate_directness":3,"interpretation_notes":"the check is gone"}}`
 
-// judgedEquivalence is E-1 with cases c1 and c2 judged equivalent and c3 blocked, its
-// review setting as given.
-func judgedEquivalence(t *testing.T, rs *events.ReviewSpec) *records.Job {
+// judgedEquivalence is E-1 with cases c1 and c2 judged equivalent and c3 blocked (or
+// equivalent too, allJudged), its review setting as given.
+func judgedEquivalence(t *testing.T, rs *events.ReviewSpec, allJudged bool) *records.Job {
 	t.Helper()
 	src := events.Source{Name: "SKILL.md", URL: "https://x/s"}
 	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: "E-1", Review: rs, KindPart: &equivalence.Spec{Original: src, Candidate: src, Variant: events.VariantSkill, Round: 1,
@@ -192,6 +192,9 @@ func judgedEquivalence(t *testing.T, rs *events.ReviewSpec) *records.Job {
 			Efficiency: events.EfficiencySignal{OriginalDirectness: 3, CandidateDirectness: 3, InterpretationNotes: "x"}}
 	}
 	v := &events.VerdictEmitted{Kind: events.KindEquivalence, Cases: []events.CaseVote{vote("c1"), vote("c2"), {CaseID: "c3", Judge: events.JudgeInfo{Provider: "scripted", Model: "e"}, Status: events.VoteBlocked, Error: "runner down"}}}
+	if allJudged {
+		v.Cases[2] = vote("c3")
+	}
 	e := events.New(v, tenant, batch, "E-1", 0, "", nil)
 	e.Time = t0.Add(time.Second)
 	res, err := rulebook.Apply(rulebook.State{Job: pending(t, spec)}, in(e))
@@ -215,7 +218,7 @@ func caseReview(by, caseID, answer string, at time.Duration) events.Event {
 // naming no case, a case with no verdict (blocked) or outside the transfer set, and an
 // answer outside the contract are refused. The job's outcome is the judge's.
 func TestReviewEquivalencePerCase(t *testing.T) {
-	j := judgedEquivalence(t, &events.ReviewSpec{Count: 1})
+	j := judgedEquivalence(t, &events.ReviewSpec{Count: 1}, false)
 	if got := (equivalence.Kind{}).ReviewCases(j); fmt.Sprint(got) != "[c1 c2]" {
 		t.Fatalf("reviewable cases %v, want [c1 c2]", got)
 	}
@@ -274,19 +277,107 @@ func TestReviewEquivalencePerCase(t *testing.T) {
 	}
 }
 
-// TestReviewEquivalenceNeverDecides: an equivalence spec whose review setting lets
-// people decide is refused naming review.decides; a record that has it anyway has its
-// reviews refused rather than obeyed.
-func TestReviewEquivalenceNeverDecides(t *testing.T) {
-	j := judgedEquivalence(t, &events.ReviewSpec{Count: 1})
-	spec := j.Spec
-	spec.Review = &events.ReviewSpec{Count: 1, Decides: true}
-	sub := &events.JobSubmitted{Spec: spec, BatchSize: 1}
-	if err := sub.Validate(); err == nil || !strings.Contains(err.Error(), "review.decides") {
-		t.Fatalf("a deciding equivalence spec: %v, want an error naming review.decides", err)
+// TestReviewEquivalenceDecides: when the batch lets people decide, a review decides its
+// case: the AC's report and outcome are derived again from its cases with the person's
+// answer in place of the judge's, a decision is published caused by the review, the
+// judge's answers and each decided case's judge verdict are kept. A case decided before
+// keeps its person's answer when another case is reviewed; a second person compares with
+// the judge; the same person answering again decides anew.
+func TestReviewEquivalenceDecides(t *testing.T) {
+	j := judgedEquivalence(t, &events.ReviewSpec{Count: 1, Decides: true}, true)
+	if rulebook.Outcome(j) != kind.OutcomeClean {
+		t.Fatal("the judge's report does not pass")
 	}
-	j.Spec = spec
-	if _, err := rulebook.Apply(rulebook.State{Job: j}, in(caseReview("ann", "c1", eqRegressed, time.Minute))); !errors.Is(err, rulebook.ErrRefused) || !strings.Contains(err.Error(), "review.decides") {
-		t.Fatalf("a review of a deciding equivalence record: %v", err)
+	e := caseReview("ann", "c2", eqRegressed, time.Minute)
+	res, err := rulebook.Apply(rulebook.State{Job: j}, in(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := res.Job
+	if len(res.Publish) != 1 || res.Publish[0].CausationID != e.ID || res.Publish[0].ID != events.NewID(events.TypeIterationDecided, tenant, batch, "E-1", 0, events.ReviewedStep(e.ID)) {
+		t.Fatalf("publish %+v", res.Publish)
+	}
+	r, err := equivalence.ResultOf(n)
+	if err != nil || r.Report.Summary.Regressions != 1 || r.Report.Summary.Pass || rulebook.Outcome(n) != kind.OutcomeFinding || n.DecidedBy != e.ID || !n.Reviews[0].Decides {
+		t.Fatalf("decided by the review: %+v, %v", r, err)
+	}
+	if len(r.Reviewed) != 1 || r.Reviewed[0] != (equivalence.CaseReview{Case: "c2", DecidedBy: "review", By: "ann", Verdict: equivalence.VerdictRegressed, JudgeVerdict: equivalence.VerdictEquivalent, Judge: "scripted/e"}) ||
+		len(r.JudgeCases) != 3 || r.JudgeCases[1].Verdict != equivalence.VerdictEquivalent {
+		t.Fatalf("the judge's verdicts were not kept: %+v", r)
+	}
+	if d := equivalence.DecidedOf(n.Decided.KindPart); d == nil || d.Regressions != 1 || d.Pass {
+		t.Fatalf("decision %+v", d)
+	}
+	// Another case, by another person: the first decided case keeps ann's answer.
+	e2 := caseReview("bob", "c1", `{"verdict":"candidate-diverged","behaviour_delta":"asks first","efficiency_signal":{"original_directness":3,"candidate_directness":3,"interpretation_notes":"x"}}`, 2*time.Minute)
+	res2, err := rulebook.Apply(rulebook.State{Job: n}, in(e2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := equivalence.ResultOf(res2.Job)
+	if s := r2.Report.Summary; s.Regressions != 1 || s.Divergences != 1 || s.Equivalents != 1 || len(r2.Reviewed) != 2 || res2.Job.Reviews[1].Judge.Label != equivalence.VerdictEquivalent {
+		t.Fatalf("second case: %+v / %+v", r2.Report.Summary, res2.Job.Reviews)
+	}
+	// ann again on c2: the later answer decides; the judge's verdict is still the judge's.
+	e3 := caseReview("ann", "c2", eqEquivalent, 3*time.Minute)
+	res3, err := rulebook.Apply(rulebook.State{Job: res2.Job}, in(e3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3, _ := equivalence.ResultOf(res3.Job)
+	if s := r3.Report.Summary; s.Regressions != 0 || !s.Pass || rulebook.Outcome(res3.Job) != kind.OutcomeClean || r3.Reviewed[0].JudgeVerdict != equivalence.VerdictEquivalent ||
+		res3.Job.Reviews[0].Changes != 1 || res3.Job.Reviews[0].Judge.Label != equivalence.VerdictEquivalent {
+		t.Fatalf("changed answer: %+v / %+v", r3, res3.Job.Reviews)
+	}
+}
+
+// TestReviewEquivalenceTrials: a case whose three trials split is unsure, and a review
+// deciding it replaces its answer in every trial, so the case's majority is the person's.
+func TestReviewEquivalenceTrials(t *testing.T) {
+	src := events.Source{Name: "SKILL.md", URL: "https://x/s"}
+	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: "E-1", Review: &events.ReviewSpec{Count: 1, Unsure: true, Decides: true}, Repeats: &events.Repeats{Trials: 3},
+		KindPart: &equivalence.Spec{Original: src, Candidate: src, Variant: events.VariantSkill, Round: 1, Cases: []events.Case{{ID: "c1", Input: "a", Tag: "happy"}, {ID: "c2", Input: "b", Tag: "edge"}}}}
+	var votes []events.CaseVote
+	for trial := range 3 {
+		for _, c := range []string{"c1", "c2"} {
+			v := events.CaseVote{CaseID: c, Trial: trial, Judge: events.JudgeInfo{Provider: "scripted", Model: "e"}, Status: events.VoteOK, Verdict: equivalence.VerdictEquivalent,
+				Efficiency: events.EfficiencySignal{OriginalDirectness: 3, CandidateDirectness: 3, InterpretationNotes: "x"}}
+			if c == "c1" && trial == 2 {
+				v.Verdict, v.BehaviourDelta = equivalence.VerdictRegressed, "drops the check"
+			}
+			votes = append(votes, v)
+		}
+	}
+	e := events.New(&events.VerdictEmitted{Kind: events.KindEquivalence, Cases: votes}, tenant, batch, "E-1", 0, "", nil)
+	res, err := rulebook.Apply(rulebook.State{Job: pending(t, spec)}, in(e))
+	if err != nil || rulebook.Outcome(res.Job) != kind.OutcomeClean {
+		t.Fatalf("verdict: %+v, %v", res.Job, err)
+	}
+	k := equivalence.Kind{}
+	if u := k.CaseUnsure(res.Job, "c1"); len(u) != 1 || !strings.Contains(u[0], "2 of 3") {
+		t.Fatalf("c1 unsure %v", u)
+	}
+	if u := k.CaseUnsure(res.Job, "c2"); len(u) != 0 {
+		t.Fatalf("c2 unsure %v", u)
+	}
+	got, err := rulebook.Apply(rulebook.State{Job: res.Job}, in(caseReview("ann", "c1", eqRegressed, time.Minute)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := equivalence.ResultOf(got.Job)
+	if r.Report.Summary.Regressions != 1 || rulebook.Outcome(got.Job) != kind.OutcomeFinding || len(r.JudgeCases) != 6 {
+		t.Fatalf("decided: %+v", r.Report.Summary)
+	}
+	n := 0
+	for _, v := range equivalence.DecidedOf(got.Job.Decided.KindPart).Cases {
+		if v.CaseID == "c1" && v.Judge.Provider == equivalence.PersonProvider && v.Verdict == equivalence.VerdictRegressed {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("the person's answer is in %d of c1's 3 trials", n)
+	}
+	if u := k.CaseUnsure(got.Job, "c1"); len(u) != 1 {
+		t.Fatalf("c1's doubt, the judge's, was lost: %v", u)
 	}
 }

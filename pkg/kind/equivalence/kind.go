@@ -21,6 +21,23 @@ func (Kind) Name() events.Kind { return events.KindEquivalence }
 type Result struct {
 	Report      Report              `json:"report"`
 	Transcripts []events.Transcript `json:"transcripts,omitempty"`
+	// Reviewed are the cases a person's review decided, in the order first decided,
+	// when the batch lets people decide; JudgeCases are then the judge's answers as
+	// they stood before any review decided, from which every later one derives again.
+	Reviewed   []CaseReview      `json:"reviewed,omitempty"`
+	JudgeCases []events.CaseVote `json:"judge_cases,omitempty"`
+}
+
+// CaseReview is a case whose verdict a person's review decided: who, their verdict and
+// the judge's it replaced.
+type CaseReview struct {
+	Case string `json:"case_id"`
+	// DecidedBy is ReviewedBy: a person's review decided the case.
+	DecidedBy    string `json:"decided_by"`
+	By           string `json:"by"`
+	Verdict      string `json:"verdict"`
+	JudgeVerdict string `json:"judge_verdict"`
+	Judge        string `json:"judge,omitempty"`
 }
 
 // ResultOf reads an equivalence job's result; nil when the job has none yet.
@@ -71,7 +88,7 @@ func (Kind) Manifest(_, batch string) kind.Manifest {
 	return kind.NewListFold(events.KindEquivalence, batch, func(j *records.Job) ManifestRow {
 		row := ManifestRow{ManifestEntry: kind.EntryOf(j)}
 		if r, _ := ResultOf(j); r != nil {
-			row.Equivalence = &r.Report
+			row.Equivalence, row.Reviewed = &r.Report, r.Reviewed
 		}
 		return row
 	})
@@ -84,6 +101,9 @@ type Manifest = kind.ListManifest[ManifestRow]
 type ManifestRow struct {
 	kind.ManifestEntry
 	Equivalence *Report `json:"equivalence,omitempty"`
+	// Reviewed are the cases people's reviews decided (the batch let them), each with
+	// the judge's verdict it replaced.
+	Reviewed []CaseReview `json:"reviewed,omitempty"`
 }
 
 // Row implements kind.Kind.

@@ -13,13 +13,7 @@ import (
 // of a gates.done and a verdict are the shared payloads' Cases.
 func init() {
 	events.RegisterKind(events.KindEquivalence, events.KindWire{
-		Spec: func(s events.JobSpec) error {
-			if s.Review != nil && s.Review.Decides {
-				// A per-case review measures the judge; what it would decide is not built.
-				return events.Invalid("review.decides", "people review an equivalence AC per case and measure its judge; they do not decide its outcome")
-			}
-			return SpecOf(s.KindPart).validate()
-		},
+		Spec: func(s events.JobSpec) error { return SpecOf(s.KindPart).validate() },
 		Gates: func(p *events.GatesDone) error {
 			if len(p.Cases) == 0 {
 				return events.Missing("cases")
