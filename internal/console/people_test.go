@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,7 +13,9 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -131,4 +135,78 @@ func reviewJob(t *testing.T, s *stack, sub client.Submission, item string) strin
 		t.Fatalf("no %s in the queue", item)
 	}
 	return e.AC
+}
+
+// TestLateDecidingReviewOnTheBatchPage: in a batch whose reviews decide, a person's
+// answer in the console after the batch completed revises the stored completion: the
+// batch page says it was revised by people, and its AC table (the stored index) shows
+// the person's winner.
+func TestLateDecidingReviewOnTheBatchPage(t *testing.T) {
+	s := startStack(t)
+	sub := s.Submit(e2e.WriteBatch(t, e2e.TextBatch(2, "review: {count: 1, seed: s, decides: true}\n")), tenantA)
+	s.WaitComplete(sub, 30*time.Second)
+	srv := httptest.NewServer(console.New(console.Config{Buckets: s.run.Buckets, Store: s.Store, Pub: s.run.Pub,
+		Tenants: map[string]string{reviewTokA1: tenantA}}))
+	t.Cleanup(srv.Close)
+	w := newWeb(t, srv.URL)
+	base := "/t/" + tenantA + "/b/" + sub.BatchID
+	_, body := w.get(base+"/review", reviewTokA1)
+	item := regexp.MustCompile(`item-[0-9a-f]{12}`).FindString(body)
+	if item == "" {
+		t.Fatalf("queue:\n%s", body)
+	}
+	itemPath := base + "/review/" + item
+	ac := reviewJob(t, s, sub, item)
+	judged := s.waitJob(t, sub, ac, 10*time.Second, "the judged job", func(j *records.Job) bool { return j.Final() })
+	judgeWinner := ab.DecidedOf(judged.Decided.KindPart).Winner
+	// The slot the judge did not pick.
+	slot := "A"
+	if string(ab.Unshuffle("A", ab.Assign(ac, 0))) == judgeWinner {
+		slot = "B"
+	}
+	person := string(ab.Unshuffle(slot, ab.Assign(ac, 0)))
+	_, form := w.get(itemPath, reviewTokA1)
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(form)
+	if m == nil {
+		t.Fatalf("no form:\n%s", form)
+	}
+	resp, _ := w.do(http.MethodPost, itemPath, reviewTokA1, url.Values{"csrf": {m[1]}, "answer": {`{"raw_winner":"` + slot + `","confidence":0.8,"biggest_gap":"one slot says more"}`}},
+		map[string]string{"Origin": srv.URL})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("answer: %d", resp.StatusCode)
+	}
+	poll.Until(t, 10*time.Second, "the completion revised", func() (bool, string) {
+		h, _, err := records.New(s.run.Buckets).Header(t.Context(), sub.Tenant, sub.BatchID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Completion.Revised != nil, fmt.Sprintf("%+v", h.Completion)
+	})
+	_, body = w.get(base, reviewTokA1)
+	if !strings.Contains(body, `id="revised">by people: 1 outcome(s) decided by review`) {
+		t.Fatalf("the batch page does not say it was revised:\n%s", body)
+	}
+	_, api := w.get("/api"+base, reviewTokA1)
+	var d struct {
+		FromIndex bool `json:"from_index"`
+		Rows      []struct {
+			ACID   string `json:"ac_id"`
+			Winner string `json:"winner"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(api), &d); err != nil || !d.FromIndex {
+		t.Fatalf("batch API (from the index: %v): %v\n%s", d.FromIndex, err, api)
+	}
+	found := false
+	for _, r := range d.Rows {
+		if r.ACID == ac {
+			found = true
+			if r.Winner != person || person == judgeWinner {
+				t.Fatalf("%s in the AC table: %s; the person said %s, the judge %s", ac, r.Winner, person, judgeWinner)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no row of %s in the AC table:\n%s", ac, api)
+	}
 }
