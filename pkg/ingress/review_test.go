@@ -16,7 +16,8 @@ import (
 // TestReviewThroughIngress: a team records a review of its own AC through the ingress,
 // named by its token; a review naming anyone else is refused, and team-b's token can
 // review none of team-a's ACs (another tenant's envelope, or its own envelope over a
-// batch it never submitted). Nothing refused is recorded.
+// batch it never submitted). Nothing refused is recorded. A review's case passes the
+// ingress with it (and the rules refuse it for an ab job).
 func TestReviewThroughIngress(t *testing.T) {
 	f := start(t, true, ingress.Config{})
 	c := dial(t, f, tokA)
@@ -58,6 +59,15 @@ func TestReviewThroughIngress(t *testing.T) {
 		}
 	}
 	me := ingress.Reviewer("team-a", tokA)
+	// A review naming a case passes the ingress with its case, which the rules refuse for
+	// an ab job (reviewed whole): were the case dropped, it would be recorded as a review.
+	withCase, err := client.ReviewCaseEvent(job, "c1", []byte(`{"raw_winner":"A","confidence":0.9,"biggest_gap":"slot A is the target"}`), me, "ingress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, p := post(t, f, tokA, encode(t, withCase)); code >= 300 {
+		t.Fatalf("a review naming a case: %d %+v", code, p)
+	}
 	if code, p := post(t, f, tokA, encode(t, review("team-a", me))); code >= 300 {
 		t.Fatalf("team-a's own review: %d %+v", code, p)
 	}
@@ -66,7 +76,7 @@ func TestReviewThroughIngress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(j.Reviews) > 1 || len(j.Reviews) == 1 && (j.Reviews[0].By != me || j.Reviews[0].Via != "ingress") {
+		if len(j.Reviews) > 1 || len(j.Reviews) == 1 && (j.Reviews[0].By != me || j.Reviews[0].Via != "ingress" || j.Reviews[0].Changes != 0 || j.Reviews[0].Person.Slot != "B") {
 			t.Fatalf("reviews %+v", j.Reviews)
 		}
 		return len(j.Reviews) == 1, "not yet"
