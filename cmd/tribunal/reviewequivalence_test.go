@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -199,6 +201,36 @@ func TestReviewEquivalencePerCase(t *testing.T) {
 	}
 	if stdout, stderr, code := runState(t, dir, "audit", "--batch", id); code != 0 || !strings.Contains(stdout, "reviewed case plain-fix") {
 		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+
+	// The viewer's reviewer pages: every case an item, each showing its case as the judge
+	// saw it, no AC or case id.
+	base := startView(t, dir)
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d\n%s", path, resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	page := get("/t/default/b/" + id + "/review")
+	for _, e := range q {
+		if !strings.Contains(page, e.Item) {
+			t.Errorf("the queue page lacks %s", e.Item)
+		}
+	}
+	for _, e := range q[:2] {
+		page := get("/t/default/b/" + id + "/review/" + e.Item)
+		if !strings.Contains(page, inputs[e.Case]) || strings.Contains(page, "AC-1") || strings.Contains(page, e.Case) {
+			t.Errorf("the page of %s case %s shows its input %v, an AC id %v, its case id %v", e.AC, e.Case,
+				strings.Contains(page, inputs[e.Case]), strings.Contains(page, "AC-1"), strings.Contains(page, e.Case))
+		}
 	}
 
 	// Letting people decide: a case's review replaces the judge's verdict, and the AC's
