@@ -140,7 +140,9 @@ type clusterRun struct {
 // maxElectionTimeoutDefault, not configurable).
 func newLeaderAfter(ctx context.Context, js jetstream.JetStream, old string, killed time.Time) time.Duration {
 	for ctx.Err() == nil {
-		ictx, cancel := context.WithTimeout(ctx, time.Second)
+		// Bounded, and as long as the other reads': one lost on a connection to a member
+		// just cut or killed waits no longer, and a loaded cluster answers within it.
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		st, err := js.Stream(ictx, "TRIBUNAL")
 		cancel()
 		if err == nil {

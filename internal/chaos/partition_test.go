@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +69,9 @@ func newNetLab(tb testing.TB, n int) *netLab {
 
 // ip is namespace i's address.
 func (l *netLab) ip(i int) string { return fmt.Sprintf("%s.%d", l.subnet, 10+i) }
+
+// monitor is the address of the monitoring endpoint of the member in namespace i.
+func (l *netLab) monitor(i int) string { return l.ip(i) + ":8222" }
 
 func (l *netLab) run(args ...string) {
 	l.tb.Helper()
@@ -136,7 +142,13 @@ func TestClusterPartitions(t *testing.T) {
 	}
 	for i := range 3 {
 		name := fmt.Sprintf("n%d", i+1)
-		p := &proc{name: "nats " + name, netns: lab.ns[i], args: []string{"serve", "nats", "--listen", lab.ip(i) + ":4222", "--store", t.TempDir(),
+		// Each member's monitoring endpoint, on its namespace's address: a stall report
+		// asks every member reachable which clients it holds (connz).
+		conf := filepath.Join(t.TempDir(), "nats.conf")
+		if err := os.WriteFile(conf, fmt.Appendf(nil, "http: %q\n", lab.monitor(i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := &proc{name: "nats " + name, netns: lab.ns[i], args: []string{"serve", "nats", "--config", conf, "--listen", lab.ip(i) + ":4222", "--store", t.TempDir(),
 			"--server-name", name, "--cluster-name", "chaos", "--cluster-listen", lab.ip(i) + ":6222", "--routes", strings.Join(routes, ",")}}
 		p.start(t)
 		t.Cleanup(p.kill)
@@ -192,15 +204,10 @@ func TestClusterPartitions(t *testing.T) {
 			t.Fatalf("%s not ready", services[i].name)
 		}
 	}
-	nc, err := nats.Connect(c.urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.PingInterval(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The test reads through connections of its own: all, to every member, and during the
+	// leader's cut one to the majority only, so its counts never wait on the minority.
+	all := dialTest(t, "all members", c.urls)
+	js := all.js
 	checkReplicated(t, js, 3)
 
 	dir := writeBatch(t, n)
@@ -218,27 +225,39 @@ func TestClusterPartitions(t *testing.T) {
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitVerdicts := func(at int) {
+	// cut is the namespace partitioned at the moment (-1: none), for the stall report.
+	cut := -1
+	waitVerdicts := func(at int, r *testConn) {
 		t.Helper()
-		// Every 15 s it says how far the batch is and why a count could not be read, so a
-		// stall in the stream tells apart from a stall in reading it.
-		best, lastErr, said := 0, error(nil), time.Now()
+		// Every 15 s it says how far the batch is, why a count could not be read and where
+		// its own connection is; a batch without a new verdict for stallAfter (or past the
+		// deadline) is a stall, reported with where every service's connection is and what
+		// the consumers hold, so a failure tells the services stalling from the reads.
+		const stallAfter = 3 * time.Minute
+		best, lastErr, said, moved, snapped := 0, error(nil), time.Now(), time.Now(), false
 		for {
-			got, err := verdicts(ctx, js)
+			got, err := verdicts(ctx, r.js)
 			if err != nil {
 				lastErr = err
 			}
-			best = max(best, got)
+			if got > best {
+				best, moved, snapped = got, time.Now(), false
+			}
 			if best >= at {
 				return
 			}
-			if ctx.Err() != nil {
-				state, _ := replicasCurrent(context.Background(), js, 5*time.Second)
+			if ctx.Err() != nil || time.Since(moved) > stallAfter {
+				report := stallReport(lab, c, services, r, cut)
 				dumpLogs()
-				t.Fatalf("the batch stalled before %d verdicts: %d read, the last read error %v; stream %s", at, best, lastErr, state)
+				t.Fatalf("the batch stalled before %d verdicts: %d read (none new for %s), the last read error %v\n%s\nwatch: %s",
+					at, best, time.Since(moved).Round(time.Second), lastErr, report, tailOf(watchErr.String(), 2000))
+			}
+			if !snapped && time.Since(moved) > 30*time.Second {
+				t.Logf("no new verdict for 30 s:\n%s", stallReport(lab, c, services, r, cut))
+				snapped = true
 			}
 			if time.Since(said) > 15*time.Second {
-				t.Logf("waiting for %d verdicts: %d so far (last read error: %v)", at, best, lastErr)
+				t.Logf("waiting for %d verdicts: %d so far (last read error: %v; reading through %s)", at, best, lastErr, r)
 				said = time.Now()
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -246,36 +265,44 @@ func TestClusterPartitions(t *testing.T) {
 	}
 
 	// A minority of one: the stream's leader, cut from the other members and every client.
-	waitVerdicts(n / 10)
+	waitVerdicts(n/10, all)
 	leader := streamLeader(ctx, t, js)
 	li := -1
+	var majority []string
 	for i, name := range c.names {
 		if name == leader {
 			li = i
+		} else {
+			majority = append(majority, clients[i])
 		}
 	}
+	maj := dialTest(t, "the majority", strings.Join(majority, ","))
 	began := time.Now()
 	lab.cut(li)
+	cut = li
 	t.Logf("partitioned the stream leader %s", leader)
-	if next := newLeaderAfter(ctx, js, leader, began); next > 0 {
+	if next := newLeaderAfter(ctx, maj.js, leader, began); next > 0 {
 		t.Logf("the majority elected a new stream leader %s after the cut", next.Round(time.Millisecond))
 	}
-	at, _ := verdicts(ctx, js)
-	waitVerdicts(at + n/20) // the majority goes on without it
+	at, _ := verdicts(ctx, maj.js)
+	waitVerdicts(at+n/20, maj) // the majority goes on without it
 	t.Logf("the majority stored %d verdicts %s after the cut", n/20, time.Since(began).Round(time.Millisecond))
 	lab.heal(li)
+	cut = -1
 
 	// An aggregator cut from the cluster while it holds work.
-	waitVerdicts(n / 2)
+	waitVerdicts(n/2, all)
 	lab.cut(3)
+	cut = 3
 	t.Log("partitioned one aggregator from the cluster")
 	at, _ = verdicts(ctx, js)
-	waitVerdicts(at + n/20)
+	waitVerdicts(at+n/20, all)
 	time.Sleep(6 * time.Second) // past the ack wait: its messages went to the other
 	lab.heal(3)
+	cut = -1
 
 	// A member that lags.
-	waitVerdicts(3 * n / 4)
+	waitVerdicts(3*n/4, all)
 	slowed := -1
 	if how, err := lab.slow((li + 1) % 3); err != nil {
 		t.Logf("slow member not tried: this kernel can slow no link (%v)", err)
@@ -309,4 +336,106 @@ func TestClusterPartitions(t *testing.T) {
 		dumpLogs()
 		t.Fatalf("tribunal audit: %v\n%s", err, tailOf(string(aout), 4000))
 	}
+}
+
+// testConn is one of the test's own connections, named for what it reaches.
+type testConn struct {
+	name string
+	nc   *nats.Conn
+	js   jetstream.JetStream
+}
+
+// dialTest connects to urls as the test's reads do: every lost connection redialled at
+// once and forever, and a connection to a member cut off noticed within about 3 s
+// (missed pings; a cut link resets nothing), so a read never waits on the minority long.
+func dialTest(t testing.TB, name, urls string) *testConn {
+	t.Helper()
+	nc, err := nats.Connect(urls, nats.Name("chaos test: "+name), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.Timeout(time.Second), nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2))
+	if err != nil {
+		t.Fatalf("connect to %s (%s): %v", name, urls, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testConn{name: name, nc: nc, js: js}
+}
+
+// String says where the connection is: its state and the member it is connected to.
+func (r *testConn) String() string {
+	return fmt.Sprintf("the connection to %s, %s to %q", r.name, r.nc.Status(), r.nc.ConnectedServerName())
+}
+
+// stallReport says, for a batch that stopped moving, which side of the partition (cut:
+// the namespace cut off, -1 none) every client connection is on, as each member reachable
+// lists its clients (connz), and what the services' consumers hold (pending, waiting for
+// an ack, their leader), read through r, and the end of each service's log: whether the
+// services stalled, and where.
+func stallReport(lab *netLab, c *natsCluster, services []*proc, r *testConn, cut int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "reading through %s\n", r)
+	if cut >= 0 {
+		what := "the second aggregator"
+		if cut < len(c.names) {
+			what = "member " + c.names[cut]
+		}
+		fmt.Fprintf(&b, "cut off: namespace %d, %s\n", cut, what)
+	}
+	hc := &http.Client{Timeout: 3 * time.Second}
+	for i, name := range c.names {
+		side := "majority"
+		if i == cut {
+			side = "minority (cut off)"
+		}
+		resp, err := hc.Get("http://" + lab.monitor(i) + "/connz?limit=1024")
+		if err != nil {
+			fmt.Fprintf(&b, "member %s (%s): its clients cannot be listed: %v\n", name, side, err)
+			continue
+		}
+		var z struct {
+			Conns []struct {
+				Name string `json:"name"`
+				IP   string `json:"ip"`
+			} `json:"connections"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&z)
+		resp.Body.Close()
+		if err != nil {
+			fmt.Fprintf(&b, "member %s (%s): connz: %v\n", name, side, err)
+			continue
+		}
+		var names []string
+		for _, cn := range z.Conns {
+			names = append(names, fmt.Sprintf("%q from %s", cn.Name, cn.IP))
+		}
+		fmt.Fprintf(&b, "member %s (%s) holds %d clients: %s\n", name, side, len(names), strings.Join(names, ", "))
+	}
+	for _, svc := range []string{"renderer", "gater", "judge", "aggregator"} {
+		name := "tribunal-" + svc
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cons, err := r.js.Consumer(ctx, "TRIBUNAL", name)
+		var info *jetstream.ConsumerInfo
+		if err == nil {
+			info, err = cons.Info(ctx)
+		}
+		cancel()
+		if err != nil {
+			fmt.Fprintf(&b, "consumer %s: %v\n", name, err)
+			continue
+		}
+		leader := "none"
+		if info.Cluster != nil && info.Cluster.Leader != "" {
+			leader = info.Cluster.Leader
+		}
+		fmt.Fprintf(&b, "consumer %s: %d pending, %d waiting for an ack, %d redelivered, %d pulls waiting, leader %s\n",
+			name, info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting, leader)
+	}
+	state, _ := replicasCurrent(context.Background(), r.js, 5*time.Second)
+	fmt.Fprintf(&b, "stream: %s", state)
+	for _, p := range services {
+		fmt.Fprintf(&b, "\n%s's last words: %s", p.name, tailOf(p.logString(), 600))
+	}
+	return b.String()
 }
