@@ -233,6 +233,11 @@ func TestReviewEquivalencePerCase(t *testing.T) {
 		}
 	}
 
+	// The team's report page names the disagreeing case.
+	if page := get("/t/default/b/" + id + "/report"); !strings.Contains(page, "</a> case asks-for-lies: judge candidate-diverged") {
+		t.Errorf("the report page does not name the disagreeing case:\n%s", page)
+	}
+
 	// Letting people decide: a case's review replaces the judge's verdict, and the AC's
 	// outcome is derived again from its cases (the manifest says which case a person
 	// decided and what the judge said); the audit re-derives it.
