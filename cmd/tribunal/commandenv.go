@@ -4,16 +4,24 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
+
+	"github.com/tribunal-dev/tribunal/internal/app"
+	"github.com/tribunal-dev/tribunal/internal/localstate"
 
 	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/judge/external"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/registry"
@@ -94,4 +102,112 @@ func exportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 		}
 	}
 	return n, nil
+}
+
+// ExternalFlags implements stage.CommandEnv: --data-dir, the state folder run keeps, opened
+// locked for command with the external judge as this process's only judge.
+func (commandEnv) ExternalFlags(fs *pflag.FlagSet, command string) stage.OpenExternal {
+	var dataDir string
+	fs.StringVar(&dataDir, "data-dir", "", "state folder (default "+localstate.DirName+" in the current folder, shared with tribunal run)")
+	return func(ctx context.Context, fn func(stage.ExternalState) error) error {
+		// Quiet: the note it would print offers run's --ephemeral; the command says where
+		// its batch is kept instead.
+		lock, err := lockState(ctx, cmp.Or(dataDir, localstate.DirName), command, true)
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+		dir := lock.Dir()
+		e := &embedded{}
+		defer e.Close()
+		nc, err := e.open(ctx, dir, false, "")
+		if err != nil {
+			return exitError{2, err}
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return fmt.Errorf("jetstream: %w", err)
+		}
+		// The external judge is this process's only judge: a job of another batch in the
+		// folder that a model is to judge is left for a run that has one. Its calls are
+		// asked under tribunal run's default parameters (temperature 0), which it reports
+		// as asked, as recorded answers are: nothing is sampled.
+		zero := float32(0)
+		opts := app.Options{
+			Store: e.Store, Params: judge.Params{Temperature: &zero}, Instance: "all-in-one",
+			Concurrency: 64, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+		}
+		// Its bucket is replicated as the services provision the rest: one replica on the
+		// embedded server.
+		x, err := external.Open(ctx, js, e.Store, opts.Bus.Replicas)
+		if err != nil {
+			return err
+		}
+		opts.Provider, opts.External = x.Provider(), x
+		e.Running, err = app.Start(ctx, nc, opts)
+		if err != nil {
+			return exitError{2, err}
+		}
+		e.close = append(e.close, e.Running.Close)
+		return fn(stage.ExternalState{Dir: dir, Exchange: x, Records: records.New(e.Running.Buckets),
+			Batches: &cliBatches{running: e.Running, store: e.Store, sub: &client.Submitter{Pub: e.Running.Pub, Store: e.Store, AllowOutside: true}}})
+	}
+}
+
+// cliBatches are the client's submission and results over the services of an open state
+// folder (stage.Batches).
+type cliBatches struct {
+	running *app.Running
+	store   blob.Store
+	sub     *client.Submitter
+}
+
+func (c *cliBatches) Prepare(ctx context.Context, b *batch.Batch, tenant string) (stage.Prepared, error) {
+	return c.sub.Prepare(ctx, b, tenant)
+}
+
+func (c *cliBatches) Resume(ctx context.Context, p stage.Prepared, tenant, id string) error {
+	prep, ok := p.(*client.Prepared)
+	if !ok {
+		return fmt.Errorf("resume %s/%s: a batch these services did not prepare", tenant, id)
+	}
+	_, err := c.sub.ResumePrepared(ctx, c.running.Buckets, prep, tenant, id)
+	return err
+}
+
+func (c *cliBatches) ResumeExternal(ctx context.Context, tenant, id string) error {
+	_, err := c.running.ResumeExternal(ctx, tenant, id)
+	return err
+}
+
+func (c *cliBatches) Wait(ctx context.Context, tenant, id string) error {
+	_, err := client.Watch(ctx, c.running.Buckets, tenant, id, 100*time.Millisecond, func(client.Progress) {})
+	return err
+}
+
+func (c *cliBatches) Results(ctx context.Context, tenant, id string) (stage.Results, error) {
+	res, err := client.Load(ctx, c.running.Buckets, c.store, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return cliResults{res}, nil
+}
+
+// cliResults are a completed batch's results (stage.Results).
+type cliResults struct{ res *client.Results }
+
+func (r cliResults) Rows() []kind.Row { return r.res.Rows }
+
+func (r cliResults) ExitCode() int { return r.res.Summary.ExitCode }
+
+func (r cliResults) WriteCFN(out string, now time.Time) (string, error) {
+	if out != "" {
+		_, err := r.res.WriteCFNTo(out, now)
+		return out, err
+	}
+	root, err := client.CFNRoot(".")
+	if err != nil {
+		return "", err
+	}
+	return r.res.WriteCFN(root, now)
 }

@@ -33,8 +33,7 @@ var kindNamesAllowed = map[string]string{
 	"schemas/schemas.go rubric":      "the seed's Argus schemas are published at schemas/argus/, which README links for teams' editors",
 	"internal/e2e/harness.go rubric": "the end-to-end harness serves rubric features to the tests (a test helper, not shipped code)",
 
-	// Not moved yet: commands, pages and readers that are one kind's.
-	"cmd/tribunal/cfn.go ab":                               "the cfn-ab-critic compatibility command, ab's",
+	// Not moved yet: pages and readers that are one kind's.
 	"internal/console/job.go ab,critic,equivalence,rubric": "the console's job page, a section per kind",
 	"pkg/trust/figures.go ab":                              "the trust figures are ab's votes' (position bias, flips, length)",
 	"pkg/trust/inputs.go ab":                               "a trust Judgment is an ab vote",

@@ -106,7 +106,6 @@ Start with the all-in-one mode, which needs nothing installed and no API key:
 		newReportCmd(),
 		newViewCmd(),
 		newPruneCmd(),
-		newCFNCmd(),
 	)
 	// The kinds' own commands (stage.Commanding), before bindEnv names every flag's variables.
 	root.AddCommand(kindCommands()...)

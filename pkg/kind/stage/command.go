@@ -3,6 +3,7 @@ package stage
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/spf13/cobra"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/judge/external"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kv"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -27,6 +30,60 @@ type CommandEnv interface {
 	// (--judge, --judge-model, the scripted judge's fixtures and answers, the provider's
 	// settings), and returns the judge they configure once parsed.
 	JudgeFlags(fs *pflag.FlagSet) Judge
+	// ExternalFlags registers on fs the flag that names `tribunal run`'s state folder
+	// (--data-dir) and returns what opens it, locked for command, with the external judge
+	// (pkg/judge/external) as the process's only judge: a person or an agent answers the
+	// calls (ab's `cfn-ab-critic`).
+	ExternalFlags(fs *pflag.FlagSet, command string) OpenExternal
+}
+
+// OpenExternal opens the state folder its flags name with the external judge, calls fn
+// with it and closes it.
+type OpenExternal func(ctx context.Context, fn func(ExternalState) error) error
+
+// ExternalState is `tribunal run`'s state folder opened with the external judge as the
+// only judge and the services running over it.
+type ExternalState struct {
+	// Dir is the state folder.
+	Dir string
+	// Exchange is the external judge's calls: their prompts, and the answers given.
+	Exchange *external.Exchange
+	Records  records.Store
+	Batches  Batches
+}
+
+// Batches submits a command's own batch and reads what it came to, as the client does
+// (pkg/client, which a kind's command cannot import: the client imports the registry).
+type Batches interface {
+	// Prepare checks b and builds every job's events for tenant, publishing nothing.
+	Prepare(ctx context.Context, b *batch.Batch, tenant string) (Prepared, error)
+	// Resume submits the prepared batch as id, or goes on with the batch id when it holds
+	// it already, publishing only what it lacks.
+	Resume(ctx context.Context, p Prepared, tenant, id string) error
+	// ResumeExternal hands the external judge's answered calls of the batch to the judge.
+	ResumeExternal(ctx context.Context, tenant, id string) error
+	// Wait waits until the batch is complete.
+	Wait(ctx context.Context, tenant, id string) error
+	// Results are the completed batch's results.
+	Results(ctx context.Context, tenant, id string) (Results, error)
+}
+
+// Prepared is a batch checked and built (Batches.Prepare).
+type Prepared interface {
+	// Digest is the digest of the batch's inputs.
+	Digest() string
+	// Len is how many jobs it has.
+	Len() int
+}
+
+// Results is a completed batch as a command reads it.
+type Results interface {
+	Rows() []kind.Row
+	ExitCode() int
+	// WriteCFN writes the batch's ab manifest where seed 000's vote step reads it: to the
+	// file out, or, when out is "", under the project root of the current folder
+	// (<root>/.cfn-cache/manifests/); it returns the file written.
+	WriteCFN(out string, now time.Time) (string, error)
 }
 
 // Judge is the judge a command's flags configure (CommandEnv.JudgeFlags), and the

@@ -1,5 +1,5 @@
 // Package commands is the ab kind's own CLI subcommands (`tribunal shuffle`, `tribunal
-// calibrate`) and its gold set (`tribunal review --export-gold`). The kind's stages hand
+// calibrate`, `tribunal cfn-ab-critic`) and its gold set (`tribunal review --export-gold`). The kind's stages hand
 // them to the registry (stage.Commanding, stage.StateCommanding, stage.GoldExporting), and
 // cmd/tribunal adds them to its command tree with every other command, so they take the
 // same TRIBUNAL_* variables, flag suggestions, help and exit statuses.
@@ -17,7 +17,8 @@ func Commands() []*cobra.Command {
 }
 
 // StateCommands are the ab kind's subcommands over the CLI's env: `calibrate`, which
-// judges its set with the judge the CLI's flags configure.
+// judges its set with the judge the CLI's flags configure, and `cfn-ab-critic`, seed 000's
+// flow over the state folder with the external judge.
 func StateCommands(env stage.CommandEnv) []*cobra.Command {
-	return []*cobra.Command{newCalibrateCmd(env)}
+	return []*cobra.Command{newCalibrateCmd(env), newCFNCmd(env)}
 }

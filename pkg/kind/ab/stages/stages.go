@@ -43,7 +43,7 @@ var (
 // Commands are ab's own subcommands: `shuffle`.
 func (Kind) Commands() []*cobra.Command { return commands.Commands() }
 
-// StateCommands are ab's subcommands over the CLI's env: `calibrate`.
+// StateCommands are ab's subcommands over the CLI's env: `calibrate`, `cfn-ab-critic`.
 func (Kind) StateCommands(env stage.CommandEnv) []*cobra.Command {
 	return commands.StateCommands(env)
 }

@@ -1,4 +1,4 @@
-package main
+package commands
 
 import (
 	"cmp"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,18 +15,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/tribunal-dev/tribunal/internal/app"
-	"github.com/tribunal-dev/tribunal/internal/localstate"
+	"github.com/tribunal-dev/tribunal/internal/cli"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
-	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/localfile"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
@@ -47,10 +43,13 @@ type cfnFlags struct {
 	winnerFile string
 	fixture    string
 	out        string
-	dataDir    string
+	// open opens the state folder --data-dir names, with the external judge.
+	open stage.OpenExternal
 }
 
-func newCFNCmd() *cobra.Command {
+// newCFNCmd is `tribunal cfn-ab-critic`, over the state folder and the external judge the
+// CLI opens (env.ExternalFlags).
+func newCFNCmd(env stage.CommandEnv) *cobra.Command {
 	f := &cfnFlags{}
 	cmd := &cobra.Command{
 		Use:   "cfn-ab-critic --ac AC-7[,AC-12] [--ours P --reference R | --verify FILE] [--winner-file FILE]",
@@ -95,7 +94,7 @@ Exit codes (the seed's): 0 clean (phase 1: prompt printed), 1 findings, 2 usage 
 	fs.StringVar(&f.winnerFile, "winner-file", "", "phase 2: JSON verdicts keyed by AC id")
 	fs.StringVar(&f.fixture, "emit-fixture-winner", "", "test hook: raw winner A, B or tie for every AC, instead of a judgment")
 	fs.StringVar(&f.out, "out", "", "manifest file (default <project-root>/.cfn-cache/manifests/cfn-ab-critic-<ns>.json)")
-	fs.StringVar(&f.dataDir, "data-dir", "", "state folder (default "+localstate.DirName+" in the current folder, shared with tribunal run)")
+	f.open = env.ExternalFlags(fs, "cfn-ab-critic")
 	return cmd
 }
 
@@ -120,7 +119,7 @@ type cfnArgs struct {
 
 // parseCFN checks seed 000's arguments; every problem is a usage error (exit 2).
 func parseCFN(ctx context.Context, f *cfnFlags) (*cfnArgs, error) {
-	usage := func(format string, a ...any) error { return exitError{2, fmt.Errorf(format, a...)} }
+	usage := func(format string, a ...any) error { return cli.Exit(2, fmt.Errorf(format, a...)) }
 	a := &cfnArgs{iteration: f.iteration, threshold: f.threshold}
 	if len(f.acs) == 0 {
 		return nil, usage("--ac is required: the comma-separated AC ids to compare")
@@ -241,7 +240,7 @@ func cfnBatch(a *cfnArgs) (*batch.Batch, error) {
 	// Relative paths resolve against the current folder, as the seed's arguments do.
 	b, err := batch.Parse(filepath.Join(wd, "cfn-ab-critic"), data)
 	if err != nil {
-		return nil, exitError{2, err}
+		return nil, cli.Exit(2, err)
 	}
 	return b, nil
 }
@@ -255,59 +254,20 @@ func runCFN(ctx context.Context, cmd *cobra.Command, f *cfnFlags) error {
 	if err != nil {
 		return err
 	}
-	// Quiet: the note it would print offers run's --ephemeral; phase 1 says where its
-	// batch is kept instead.
-	lock, err := lockState(ctx, cmp.Or(f.dataDir, localstate.DirName), "cfn-ab-critic", true)
-	if err != nil {
-		return err
-	}
-	defer lock.Release()
-	dataDir := lock.Dir()
-	e := &embedded{}
-	defer e.Close()
-	nc, err := e.open(ctx, dataDir, false, "")
-	if err != nil {
-		return exitError{2, err}
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	// The external judge is this process's only judge: a job of another batch in the
-	// folder that a model is to judge is left for a run that has one. Its calls are asked
-	// under tribunal run's default parameters (temperature 0), which it reports as asked,
-	// as recorded answers are: nothing is sampled.
-	zero := float32(0)
-	opts := app.Options{
-		Store: e.Store, Params: judge.Params{Temperature: &zero}, Instance: "all-in-one",
-		Concurrency: 64, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
-	}
-	// Its bucket is replicated as the services provision the rest: one replica on the
-	// embedded server.
-	x, err := external.Open(ctx, js, e.Store, opts.Bus.Replicas)
-	if err != nil {
-		return err
-	}
-	opts.Provider, opts.External = x.Provider(), x
-	e.Running, err = app.Start(ctx, nc, opts)
-	if err != nil {
-		return exitError{2, err}
-	}
-	e.close = append(e.close, e.Running.Close)
-	sub := &client.Submitter{Pub: e.Running.Pub, Store: e.Store, AllowOutside: true}
-	prep, err := sub.Prepare(ctx, b, cfnTenant)
-	if err != nil {
-		return exitError{2, err}
-	}
-	store := records.New(e.Running.Buckets)
-	c := &cfnRun{args: a, x: x, store: store, blobs: e.Store, running: e.Running, dataDir: dataDir, out: cmd.OutOrStdout()}
-	if err := c.latest(ctx, "cfn-"+prep.Digest()[:16]); err != nil {
-		return err
-	}
-	if !a.phase2 {
-		return c.phase1(ctx, sub, prep)
-	}
-	return c.phase2(ctx, sub, prep, f.out)
+	return f.open(ctx, func(st stage.ExternalState) error {
+		prep, err := st.Batches.Prepare(ctx, b, cfnTenant)
+		if err != nil {
+			return cli.Exit(2, err)
+		}
+		c := &cfnRun{args: a, x: st.Exchange, store: st.Records, batches: st.Batches, dataDir: st.Dir, out: cmd.OutOrStdout()}
+		if err := c.latest(ctx, "cfn-"+prep.Digest()[:16]); err != nil {
+			return err
+		}
+		if !a.phase2 {
+			return c.phase1(ctx, prep)
+		}
+		return c.phase2(ctx, prep, f.out)
+	})
 }
 
 // cfnRun is one invocation on the open state folder.
@@ -315,8 +275,7 @@ type cfnRun struct {
 	args    *cfnArgs
 	x       *external.Exchange
 	store   records.Store
-	blobs   blob.Store
-	running *app.Running
+	batches stage.Batches
 	dataDir string
 	out     io.Writer
 
@@ -352,12 +311,12 @@ func (c *cfnRun) open() bool { return c.last != "" && c.lastHeader.Completion ==
 
 // phase1 submits the batch (or goes on with the open one of the same inputs), waits until
 // every comparison is blocked or its prompt is published, and prints the blinded prompt.
-func (c *cfnRun) phase1(ctx context.Context, sub *client.Submitter, prep *client.Prepared) error {
+func (c *cfnRun) phase1(ctx context.Context, prep stage.Prepared) error {
 	id := c.next
 	if c.open() {
 		id = c.last
 	}
-	if _, err := sub.ResumePrepared(ctx, c.running.Buckets, prep, cfnTenant, id); err != nil {
+	if err := c.batches.Resume(ctx, prep, cfnTenant, id); err != nil {
 		return err
 	}
 	jobs, calls, err := c.published(ctx, id, prep.Len())
@@ -493,7 +452,7 @@ func systemText(rr *external.RequestRecord) string {
 // phase2 records the verdicts as the answers of the batch's calls, lets the judge go on
 // from the prompts phase 1 published (or judge at once, when there was none), and writes
 // the seed's manifest, exiting with the batch's exit code.
-func (c *cfnRun) phase2(ctx context.Context, sub *client.Submitter, prep *client.Prepared, out string) error {
+func (c *cfnRun) phase2(ctx context.Context, prep stage.Prepared, out string) error {
 	id := c.next
 	switch {
 	case c.open():
@@ -512,19 +471,19 @@ func (c *cfnRun) phase2(ctx context.Context, sub *client.Submitter, prep *client
 	for _, ac := range c.args.acs {
 		err := c.x.Answer(ctx, external.First(cfnTenant, id, ac.id, c.args.iteration), c.args.answers[ac.id])
 		if errors.Is(err, external.ErrAnswered) {
-			return exitError{2, err}
+			return cli.Exit(2, err)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if _, err := sub.ResumePrepared(ctx, c.running.Buckets, prep, cfnTenant, id); err != nil {
+	if err := c.batches.Resume(ctx, prep, cfnTenant, id); err != nil {
 		return err
 	}
-	if _, err := c.running.ResumeExternal(ctx, cfnTenant, id); err != nil {
+	if err := c.batches.ResumeExternal(ctx, cfnTenant, id); err != nil {
 		return err
 	}
-	if _, err := client.Watch(ctx, c.running.Buckets, cfnTenant, id, 100*time.Millisecond, func(client.Progress) {}); err != nil {
+	if err := c.batches.Wait(ctx, cfnTenant, id); err != nil {
 		return fmt.Errorf("batch %s: %w", id, err)
 	}
 	return c.finish(ctx, id, out)
@@ -566,7 +525,7 @@ func (c *cfnRun) sameAnswers(ctx context.Context, id string) (bool, error) {
 // finish writes the completed batch's manifest where the seed's vote step reads it (or
 // to out) and prints what was decided, ending with the batch's exit code.
 func (c *cfnRun) finish(ctx context.Context, id, out string) error {
-	res, err := client.Load(ctx, c.running.Buckets, c.blobs, cfnTenant, id)
+	res, err := c.batches.Results(ctx, cfnTenant, id)
 	if err != nil {
 		return err
 	}
@@ -576,29 +535,18 @@ func (c *cfnRun) finish(ctx context.Context, id, out string) error {
 	}
 	for _, cl := range calls {
 		if cl.ID.Seq == 0 && cl.Prompt == nil && cl.Answer != nil && cl.Answer.Content != "" {
-			for _, r := range res.Rows {
+			for _, r := range res.Rows() {
 				if r.ACID == cl.ID.Job && r.Status == string(events.StatusBlocked) && r.Judge == "" {
 					fmt.Fprintf(os.Stderr, "cfn-ab-critic: %s was blocked before any judging; its verdict (%s) was not used\n", r.ACID, cl.Answer.By)
 				}
 			}
 		}
 	}
-	now := time.Now()
-	path := out
-	if out != "" {
-		if _, err := res.WriteCFNTo(out, now); err != nil {
-			return err
-		}
-	} else {
-		root, err := client.CFNRoot(".")
-		if err != nil {
-			return err
-		}
-		if path, err = res.WriteCFN(root, now); err != nil {
-			return err
-		}
+	path, err := res.WriteCFN(out, time.Now())
+	if err != nil {
+		return err
 	}
-	for _, r := range res.Rows {
+	for _, r := range res.Rows() {
 		line := fmt.Sprintf("%s: %s", r.ACID, r.Status)
 		if r.Winner != "" {
 			line += fmt.Sprintf(", winner %s (raw %s under %s)", r.Winner, r.RawWinner, r.LabelAssignment)
@@ -614,9 +562,9 @@ func (c *cfnRun) finish(ctx context.Context, id, out string) error {
 		}
 		fmt.Fprintln(c.out, line)
 	}
-	fmt.Fprintf(c.out, "batch: %s (tribunal audit --batch %s re-derives it)\nmanifest: %s\nexit %d\n", id, id, path, res.Summary.ExitCode)
-	if res.Summary.ExitCode != 0 {
-		return exitError{code: res.Summary.ExitCode}
+	fmt.Fprintf(c.out, "batch: %s (tribunal audit --batch %s re-derives it)\nmanifest: %s\nexit %d\n", id, id, path, res.ExitCode())
+	if res.ExitCode() != 0 {
+		return cli.Exit(res.ExitCode(), nil)
 	}
 	return nil
 }
