@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -135,41 +133,19 @@ services with --nats.`,
 	return cmd
 }
 
-// reviewExport is the file --export writes: every item as a reviewer sees it, the images
-// they show, and a skeleton answers file.
-type reviewExport struct {
-	Items  []client.ReviewItem    `json:"items"`
-	Images map[string]exportImage `json:"images,omitempty"`
-	Answer map[string]any         `json:"answers_template"`
-	Note   string                 `json:"note"`
-}
-
-type exportImage struct {
-	MediaType string `json:"media_type"`
-	Data      string `json:"data_base64"`
-}
-
 func exportReview(ctx context.Context, env *clientEnv, tenant string, q []client.ReviewEntry, path string, stdout io.Writer) error {
-	ex := reviewExport{Items: []client.ReviewItem{}, Images: map[string]exportImage{}, Answer: map[string]any{},
-		Note: "answer each item in its answer_shape; import the answers with tribunal review --import"}
-	for _, e := range q {
-		it, err := client.ReviewItemOf(ctx, env.store, e)
-		if err != nil {
-			return exitError{2, err}
-		}
-		for _, p := range it.Shown {
-			if p.Image == nil {
-				continue
-			}
-			data, mt, err := client.ReviewImage(ctx, env.store, tenant, it, p.Image.SHA256)
-			if err != nil {
-				return exitError{2, err}
-			}
-			ex.Images[p.Image.SHA256] = exportImage{MediaType: mt, Data: base64.StdEncoding.EncodeToString(data)}
-		}
-		ex.Items = append(ex.Items, it)
-		ex.Answer[it.Item] = json.RawMessage(it.Answer)
+	ex, err := client.BlindReview(ctx, env.store, q)
+	if err != nil {
+		return exitError{2, err}
 	}
+	if err := ex.AddImages(ctx, env.store, tenant); err != nil {
+		return exitError{2, err}
+	}
+	return writeExport(ex, path, stdout)
+}
+
+// writeExport writes an export to path (- for standard output).
+func writeExport(ex *client.ReviewExport, path string, stdout io.Writer) error {
 	w := stdout
 	if path != "-" {
 		f, err := os.Create(path)

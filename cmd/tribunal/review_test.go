@@ -125,7 +125,7 @@ func TestReviewSampleIsBlindAndRederived(t *testing.T) {
 			t.Errorf("the export shows %q", leak)
 		}
 	}
-	var ex reviewExport
+	var ex client.ReviewExport
 	if err := json.Unmarshal([]byte(stdout), &ex); err != nil || len(ex.Items) != 20 {
 		t.Fatalf("export: %v, %d items", err, len(ex.Items))
 	}

@@ -91,7 +91,7 @@ func TestReviewEquivalencePerCase(t *testing.T) {
 			t.Errorf("the export shows %q", leak)
 		}
 	}
-	var ex reviewExport
+	var ex client.ReviewExport
 	if err := json.Unmarshal([]byte(stdout), &ex); err != nil || len(ex.Items) != 8 {
 		t.Fatalf("export: %v, %d items", err, len(ex.Items))
 	}

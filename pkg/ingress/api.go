@@ -4,8 +4,9 @@
 //
 // A team stores its artifacts (PUT /v1/blobs, content-addressed under the token's tenant),
 // publishes the few events a team originates (POST /v1/events: job.submitted and
-// spotcheck.recorded), and reads its batches (GET /v1/batches/{batch} and
-// /v1/batches/{batch}/results). The ingress decodes and validates every event, refuses
+// spotcheck.recorded, review.recorded), and reads its batches (GET /v1/batches/{batch},
+// /v1/batches/{batch}/results, and the review queue: /v1/batches/{batch}/review and its
+// blind export /v1/batches/{batch}/review/export). The ingress decodes and validates every event, refuses
 // one of another tenant or of a type a team may not publish, derives its id itself, checks
 // that every blob it references is the team's, and publishes it on its own connection.
 // Client implements the client side over HTTP (client.Publisher and blob.Store), so
@@ -97,6 +98,22 @@ type BatchStatus struct {
 	Done       int                 `json:"done"`
 	Complete   bool                `json:"complete"`
 	Completion *records.Completion `json:"completion,omitempty"`
+}
+
+// ReviewQueue is GET /v1/batches/{batch}/review: the batch's review queue as the team
+// sees it (never a reviewer: each entry names its AC and why it is queued), each entry
+// with its job record, so a client checks the answers it imports against the kind's
+// contract and builds their review.recorded events as on the state folder.
+type ReviewQueue struct {
+	Tenant  string       `json:"tenant"`
+	BatchID string       `json:"batch_id"`
+	Entries []QueueEntry `json:"entries"`
+}
+
+// QueueEntry is one entry of ReviewQueue.
+type QueueEntry struct {
+	client.ReviewEntry
+	Record *records.Job `json:"job"`
 }
 
 // Results is GET /v1/batches/{batch}/results: what client.Load returns. Results is

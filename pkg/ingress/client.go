@@ -293,3 +293,50 @@ func (c *Client) Results(ctx context.Context, batchID string) (*client.Results, 
 	}
 	return w.results(), nil
 }
+
+// batchErr is an answer about a batch: a 404 is client.ErrNotFound, as the ingress
+// answers another team's batch exactly as one never submitted.
+func (c *Client) batchErr(batchID string, err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return fmt.Errorf("batch %s/%s: %w", c.tenant, batchID, client.ErrNotFound)
+	}
+	return err
+}
+
+// ReviewQueue reads a batch's review queue (GET /v1/batches/{batch}/review): each
+// entry with its job record (client.ReviewEntryOf), so client.CheckReviewAnswer and
+// client.RecordReview work on it as on the state folder, publishing through c.
+func (c *Client) ReviewQueue(ctx context.Context, batchID string) ([]client.ReviewEntry, error) {
+	var q ReviewQueue
+	if err := c.do(ctx, http.MethodGet, PathBatches+"/"+url.PathEscape(batchID)+"/review", nil, "", nil, &q); err != nil {
+		return nil, c.batchErr(batchID, err)
+	}
+	out := make([]client.ReviewEntry, 0, len(q.Entries))
+	for _, e := range q.Entries {
+		if e.Record == nil {
+			return nil, fmt.Errorf("ingress: review queue of %s: %s has no job record", batchID, e.Item)
+		}
+		out = append(out, client.ReviewEntryOf(e.ReviewEntry, e.Record))
+	}
+	return out, nil
+}
+
+// ReviewExport reads a batch's queue as reviewers are shown it, blind (GET
+// /v1/batches/{batch}/review/export), and the images its items show, each through GET
+// /v1/blobs under the token's tenant: the same file `tribunal review --export` writes
+// on the state folder.
+func (c *Client) ReviewExport(ctx context.Context, batchID string) (*client.ReviewExport, error) {
+	var ex client.ReviewExport
+	if err := c.do(ctx, http.MethodGet, PathBatches+"/"+url.PathEscape(batchID)+"/review/export", nil, "", nil, &ex); err != nil {
+		return nil, c.batchErr(batchID, err)
+	}
+	if err := ex.AddImages(ctx, c, c.tenant); err != nil {
+		return nil, err
+	}
+	return &ex, nil
+}
+
+// Reviewer names the token's holder as the ingress records their reviews (Reviewer):
+// the by a review.recorded event through c must carry.
+func (c *Client) Reviewer() string { return Reviewer(c.tenant, c.token) }

@@ -103,6 +103,8 @@ func New(cfg Config) http.Handler {
 		{"POST " + PathEvents, s.authed(s.postEvents)},
 		{"GET " + PathBatches + "/{batch}", s.authed(s.batch)},
 		{"GET " + PathBatches + "/{batch}/results", s.authed(s.results)},
+		{"GET " + PathBatches + "/{batch}/review", s.authed(s.reviewQueue)},
+		{"GET " + PathBatches + "/{batch}/review/export", s.authed(s.reviewExport)},
 	}
 	patterns := make([]string, 0, len(routes))
 	for _, r := range routes {
@@ -110,7 +112,7 @@ func New(cfg Config) http.Handler {
 		patterns = append(patterns, r.pattern)
 	}
 	mux.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request, _ string) {
-		s.problem(w, r, http.StatusNotFound, "no such endpoint: the API is "+PathWhoami+", "+PathBlobs+", "+PathEvents+" and "+PathBatches+"/{batch}[/results]", nil)
+		s.problem(w, r, http.StatusNotFound, "no such endpoint: the API is "+PathWhoami+", "+PathBlobs+", "+PathEvents+" and "+PathBatches+"/{batch}[/results | /review[/export]]", nil)
 	}))
 	// The answer count exists at zero from start, route by route (route labels are the
 	// patterns counted records).
@@ -386,20 +388,76 @@ func refusalStatus(reason string) int {
 // batch answers a batch's header and progress. The tenant is the token's: another
 // team's batch id is simply not found.
 func (s *server) batch(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, p, ok := s.ownBatch(w, r, tenant)
+	if ok {
+		s.json(w, http.StatusOK, BatchStatus{Tenant: tenant, BatchID: id, Total: p.Total, Done: p.Done, Complete: p.Completion != nil, Completion: p.Completion})
+	}
+}
+
+// ownBatch reads the progress of the request's batch under the token's tenant, or
+// answers: a batch id that is not a name is a 400, and one the tenant has not recorded
+// (another team's, whether it exists or not) a 404 naming the token's own tenant, so
+// nothing says another team's batch exists.
+func (s *server) ownBatch(w http.ResponseWriter, r *http.Request, tenant string) (string, *client.Progress, bool) {
 	id := r.PathValue("batch")
 	if err := events.ValidateName(id); err != nil {
 		s.problem(w, r, http.StatusBadRequest, "batch id: "+err.Error(), nil)
-		return
+		return "", nil, false
 	}
 	p, err := client.ReadProgress(r.Context(), s.cfg.Buckets, tenant, id)
 	switch {
 	case err != nil:
 		s.fail(w, r, err)
+		return "", nil, false
 	case p == nil:
 		s.problem(w, r, http.StatusNotFound, fmt.Sprintf("batch %s/%s: %v", tenant, id, client.ErrNotFound), nil)
-	default:
-		s.json(w, http.StatusOK, BatchStatus{Tenant: tenant, BatchID: id, Total: p.Total, Done: p.Done, Complete: p.Completion != nil, Completion: p.Completion})
+		return "", nil, false
 	}
+	return id, p, true
+}
+
+// queue reads the review queue of one of the token's tenant's batches, or answers as
+// ownBatch does.
+func (s *server) queue(w http.ResponseWriter, r *http.Request, tenant string) (string, []client.ReviewEntry, bool) {
+	id, _, ok := s.ownBatch(w, r, tenant)
+	if !ok {
+		return "", nil, false
+	}
+	q, _, err := client.ReviewQueue(r.Context(), s.cfg.Buckets, tenant, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return "", nil, false
+	}
+	return id, q, true
+}
+
+// reviewQueue answers a batch's review queue as the team sees it (the entries and their
+// job records), what `tribunal review` lists and imports answers against.
+func (s *server) reviewQueue(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, q, ok := s.queue(w, r, tenant)
+	if !ok {
+		return
+	}
+	out := ReviewQueue{Tenant: tenant, BatchID: id, Entries: make([]QueueEntry, 0, len(q))}
+	for _, e := range q {
+		out.Entries = append(out.Entries, QueueEntry{ReviewEntry: e, Record: e.Job()})
+	}
+	s.json(w, http.StatusOK, out)
+}
+
+// reviewExport answers the queue as reviewers are shown it, blind (client.BlindReview):
+// the images the items show are the tenant's blobs, fetched through GET /v1/blobs.
+func (s *server) reviewExport(w http.ResponseWriter, r *http.Request, tenant string) {
+	_, q, ok := s.queue(w, r, tenant)
+	if !ok {
+		return
+	}
+	ex, err := client.BlindReview(r.Context(), s.cfg.Store, q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.json(w, http.StatusOK, ex)
 }
 
 // results answers what client.Load returns for a completed batch.
