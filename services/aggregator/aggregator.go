@@ -65,10 +65,19 @@ func New(b bus.Buckets, store blob.Store, log *slog.Logger) *Service {
 func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, error) {
 	in := rulebook.Input{Event: ev, Link: inputLink(ctx, ev)}
 	in.Seq, in.ChainSeqs = bus.Position(ctx)
+	var out []events.Event
+	var err error
 	if rulebook.BatchWide(ev) {
-		return s.applyBatch(ctx, in)
+		out, err = s.applyBatch(ctx, in)
+	} else {
+		out, err = s.apply(ctx, in)
 	}
-	return s.apply(ctx, in)
+	if staleDecisions && err != nil && bus.IsTransient(err) {
+		// The deliberately broken build only: see stale_broken.go.
+		s.log.WarnContext(ctx, "chaosbroken: decided without the cluster", "event", ev.ID, "err", err)
+		return nil, bus.Permanent(fmt.Errorf("chaosbroken: decided without the cluster: %w", err))
+	}
+	return out, err
 }
 
 // applyBatch runs the rules of a batch-wide input (batch.opened, a cancel step) on the

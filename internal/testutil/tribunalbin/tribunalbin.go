@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 )
 
@@ -18,7 +19,11 @@ func Build(pkgDir string) (path string, remove func(), err error) {
 		return "", nil, fmt.Errorf("build tribunal: %w", err)
 	}
 	path = filepath.Join(dir, "tribunal")
-	if out, err := exec.Command("go", "build", "-o", path, pkgDir).CombinedOutput(); err != nil {
+	args := []string{"build", "-o", path}
+	if tags := buildTags(); tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	if out, err := exec.Command("go", append(args, pkgDir)...).CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("build tribunal from %s: %v\n%s", pkgDir, err, out)
 	}
@@ -37,4 +42,20 @@ func Main(m *testing.M, pkgDir string, path *string) {
 	code := m.Run()
 	remove()
 	os.Exit(code)
+}
+
+// buildTags are the build tags the running test binary was built with, so the command
+// it runs is built the same way: `go test -tags chaosbroken` (internal/chaos's
+// deliberately broken build) runs a tribunal built with chaosbroken.
+func buildTags() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-tags" {
+			return s.Value
+		}
+	}
+	return ""
 }

@@ -1,0 +1,51 @@
+//go:build !chaosbroken
+
+package chaos
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestClusterPartitionsCatchesStaleDecisions: the partition test fails on a deliberately
+// broken build (the chaosbroken tag, services/aggregator/stale_broken.go: an aggregator
+// that cannot reach the majority decides the message it holds instead of waiting, failing
+// it for good so its job is blocked on what the cut-off side had). It runs
+// TestClusterPartitions under that tag as a go test of its own and wants it to fail on
+// its checks (not to fail to build, nor to skip). Like the partition test it runs only
+// with TRIBUNAL_PARTITIONS=1.
+func TestClusterPartitionsCatchesStaleDecisions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the partition test on a broken build")
+	}
+	if os.Getenv("TRIBUNAL_PARTITIONS") != "1" {
+		t.Skip("partition test on a broken build: runs with the partition test; set TRIBUNAL_PARTITIONS=1 to run it here")
+	}
+	cmd := exec.Command("go", "test", "-tags", "chaosbroken", "-count=1", "-v", "-run", "^TestClusterPartitions$", ".")
+	cmd.Env = append(os.Environ(), "TRIBUNAL_PARTITIONS=1")
+	out, err := cmd.CombinedOutput()
+	log := string(out)
+	switch {
+	case err == nil:
+		t.Fatalf("TestClusterPartitions passed on the broken build (stale decisions allowed):\n%s", tailOf(log, 4000))
+	case strings.Contains(log, "--- SKIP: TestClusterPartitions"):
+		t.Fatalf("TestClusterPartitions skipped on the broken build:\n%s", tailOf(log, 2000))
+	case !strings.Contains(log, "--- FAIL: TestClusterPartitions"):
+		t.Fatalf("the broken build's partition test did not run to a failure (%v):\n%s", err, tailOf(log, 4000))
+	}
+	t.Logf("TestClusterPartitions failed on the broken build, as it must (%d decisions taken without the cluster); its failure:\n%s",
+		strings.Count(log, "chaosbroken: decided without the cluster"), failureLines(log))
+}
+
+// failureLines are the lines of a go test log that say why a test failed.
+func failureLines(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "partition_test.go") || strings.HasPrefix(l, "--- FAIL") {
+			out = append(out, l)
+		}
+	}
+	return tailOf(strings.Join(out, "\n"), 3000)
+}
