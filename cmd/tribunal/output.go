@@ -117,6 +117,9 @@ func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) 
 	s := res.Summary
 	fmt.Fprintf(w, "\nbatch %s (tenant %s): %s, %d compared, %d blocked, %s, %s; exit code %d\n",
 		res.BatchID, res.Tenant, plural(s.Total, "AC"), s.Compared, s.Blocked, plural(s.Violations, "schema violation"), plural(s.Suggestions, "finding"), s.ExitCode)
+	if rv := res.Revised; rv != nil {
+		fmt.Fprintf(w, "revised after it completed: %s decided by people's reviews, the latest by review %s\n", plural(rv.Reviews, "outcome"), rv.By)
+	}
 	for _, j := range res.Judges {
 		fmt.Fprintf(w, "verdicts by judge %s%s\n", j, judgeNote(j))
 	}

@@ -257,6 +257,9 @@ func TestReviewDecidesAndAgreement(t *testing.T) {
 	if first.Reviews != 100 || first.By == "" {
 		t.Fatalf("the stored completion's revision %+v, want 100 reviews", first)
 	}
+	if stdout, _, _ := runState(t, dir, "results", "--batch", id); !strings.Contains(stdout, "revised after it completed: 100 outcomes decided by people's reviews, the latest by review "+first.By) {
+		t.Fatalf("the results table does not say the completion was revised:\n%s", stdout)
+	}
 	if stdout, stderr, code := runState(t, dir, "audit", "--batch", id); code != 0 || !strings.Contains(stdout, "reviewed {") {
 		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
 	}
