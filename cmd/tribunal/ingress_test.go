@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
+	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
@@ -37,10 +38,13 @@ func TestTeamThroughIngress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tokenA string
+	var tokenA, tokenB string
 	for tok, team := range teamTokens {
-		if team == "team-a" {
+		switch team {
+		case "team-a":
 			tokenA = tok
+		case "team-b":
+			tokenB = tok
 		}
 	}
 	tokenFile := filepath.Join(dir, "team-a.token")
@@ -61,8 +65,17 @@ func TestTeamThroughIngress(t *testing.T) {
 	waitHTTP(t, "http://"+ingHealth+"/readyz")
 	ingressURL := "http://" + ingAddr
 
-	// The quickstart names tenant "default"; through the ingress it is the token's.
-	stdout, stderr, code := run(t, repoRoot(t), "submit", "examples/quickstart", "--ingress", ingressURL, "--token-file", tokenFile)
+	// The quickstart names tenant "default"; through the ingress it is the token's. Every
+	// judged AC of it goes to people (review: {share: 1}).
+	quick := filepath.Join(dir, "quickstart")
+	if err := os.CopyFS(quick, os.DirFS(filepath.Join(repoRoot(t), "examples", "quickstart"))); err != nil {
+		t.Fatal(err)
+	}
+	by, _ := os.ReadFile(filepath.Join(quick, "batch.yaml"))
+	if err := os.WriteFile(filepath.Join(quick, "batch.yaml"), []byte(strings.Replace(string(by), "\nacs:\n", "\nreview: {share: 1}\nacs:\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := run(t, dir, "submit", "quickstart", "--ingress", ingressURL, "--token-file", tokenFile)
 	if code != 0 {
 		t.Fatalf("submit exit %d: %s", code, stderr)
 	}
@@ -91,5 +104,86 @@ func TestTeamThroughIngress(t *testing.T) {
 	}
 	if _, _, code := run(t, "", "results", "--batch", batchID, "--ingress", ingressURL, "--token", "not-a-valid-token-of-anyone"); code != 2 {
 		t.Errorf("an unknown token: exit %d, want 2", code)
+	}
+
+	teamReviewsThroughIngress(t, dir, ingressURL, tokenFile, tokenB, batchID)
+}
+
+// teamReviewsThroughIngress is the team's review of its batch through the ingress: it lists
+// the queue, exports it blind with its images, imports answers (recorded by the token's
+// holder) and writes a gold set; team-b's token is told team-a's batch is not found.
+func teamReviewsThroughIngress(t *testing.T, dir, ingressURL, tokenFile, tokenB, batchID string) {
+	t.Helper()
+	review := func(args ...string) (string, string, int) {
+		return run(t, dir, append([]string{"review", "--batch", batchID, "--ingress", ingressURL}, args...)...)
+	}
+	queue := func() []client.ReviewEntry {
+		stdout, stderr, code := review("--token-file", tokenFile, "--json")
+		var q []client.ReviewEntry
+		if code != 0 || json.Unmarshal([]byte(stdout), &q) != nil {
+			t.Fatalf("review --json exit %d: %s %s", code, stdout, stderr)
+		}
+		return q
+	}
+	q := queue()
+	answers := map[string]any{}
+	for _, e := range q {
+		if len(e.Reviewers) != 0 {
+			t.Errorf("%s reviewed before any answer: %v", e.Item, e.Reviewers)
+		}
+		if e.Kind == "ab" {
+			answers[e.Item] = map[string]any{"raw_winner": "B", "confidence": 0.7, "biggest_gap": "slot B is clearer"}
+		}
+	}
+	if len(answers) != 4 {
+		t.Fatalf("queue %+v: want the 4 judged ab ACs among it", q)
+	}
+
+	exportFile := filepath.Join(dir, "queue.json")
+	if _, stderr, code := review("--token-file", tokenFile, "--export", exportFile); code != 0 {
+		t.Fatalf("review --export exit %d: %s", code, stderr)
+	}
+	data, _ := os.ReadFile(exportFile)
+	var ex client.ReviewExport
+	if err := json.Unmarshal(data, &ex); err != nil || len(ex.Items) != len(q) {
+		t.Fatalf("export: %v, %d items of %d", err, len(ex.Items), len(q))
+	}
+	for _, leak := range []string{"AC-1", "AC-3", "badge.png", "release-notes.md"} {
+		if strings.Contains(string(data), leak) {
+			t.Errorf("the blind export shows %q", leak)
+		}
+	}
+	if len(ex.Images) == 0 {
+		t.Error("the export carries none of the images its items show")
+	}
+
+	answersFile := filepath.Join(dir, "answers.json")
+	data, _ = json.Marshal(answers)
+	if err := os.WriteFile(answersFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := review("--token-file", tokenFile, "--import", answersFile)
+	if code != 0 || !strings.Contains(stdout, "4 review(s) recorded by ingress:team-a (token ") {
+		t.Fatalf("review --import exit %d: %s %s", code, stdout, stderr)
+	}
+	for _, e := range queue() {
+		if _, answered := answers[e.Item]; answered && (len(e.Reviewers) != 1 || !strings.HasPrefix(e.Reviewers[0], "ingress:team-a (token ")) {
+			t.Errorf("%s: reviewed by %v after the import", e.Item, e.Reviewers)
+		}
+	}
+
+	gold := filepath.Join(dir, "gold")
+	if stdout, stderr, code := review("--token-file", tokenFile, "--export-gold", gold); code != 0 || !strings.Contains(stdout, "gold set: 4 reviewed AC(s)") {
+		t.Errorf("review --export-gold exit %d: %s %s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(gold, "expectations.yaml")); err != nil {
+		t.Error(err)
+	}
+
+	for _, args := range [][]string{{}, {"--export", "-"}, {"--import", answersFile}, {"--export-gold", filepath.Join(dir, "gold-b")}} {
+		stdout, stderr, code := review(append([]string{"--token", tokenB}, args...)...)
+		if code != 2 || !strings.Contains(stderr, "batch team-b/"+batchID+": not found") || strings.Contains(stdout, "item-") {
+			t.Errorf("team-b's review %v of team-a's batch: exit %d: %s %s", args, code, stdout, stderr)
+		}
 	}
 }

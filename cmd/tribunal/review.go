@@ -13,11 +13,13 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/ingress"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 func newReviewCmd() *cobra.Command {
 	var conn connFlags
+	var ing ingressFlags
 	var tenant, batchID, export, imp, gold string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -51,10 +53,16 @@ reads (batch.yaml with the artifacts, expectations.yaml with the people's answer
 thresholds.yaml), so a team's own labels measure the next judge.
 
 After tribunal run it works on the state folder (as spotcheck does); against running
-services with --nats.`,
+services with --nats. A team on a shared deployment works through the ingress with
+--ingress URL and its token (--token-file, or TRIBUNAL_TOKEN), on its own batches only:
+the queue, the blind export (its images fetched as the team's blobs), and the import,
+which posts each answer as a review.recorded event by the token's holder
+(ingress:<team> (token …)) and waits until the queue shows it; --export-gold there
+writes the reviewed ab ACs of the queue. The ingress's quotas and rules apply.`,
 		Example: `  tribunal review --batch nightly-20261130T080000-a1b2c3
   tribunal review --batch nightly-20261130T080000-a1b2c3 --export queue.json
   tribunal review --batch nightly-20261130T080000-a1b2c3 --import answers.json
+  tribunal review --batch nightly-20261130T080000-a1b2c3 --ingress https://tribunal.example.com --token-file team-a.token --export queue.json
   tribunal review --batch nightly-20261130T080000-a1b2c3 --export-gold ./our-gold && tribunal calibrate ./our-gold --judge openai --judge-model gpt-4o`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -66,6 +74,11 @@ services with --nats.`,
 			}
 			if n > 1 {
 				return exitError{2, fmt.Errorf("--export, --import and --export-gold: give one of them")}
+			}
+			if c, err := ing.dialAs(cmd, tenant); err != nil {
+				return err
+			} else if c != nil {
+				return reviewThroughIngress(cmd.Context(), c, batchID, export, imp, gold, asJSON, cmd.OutOrStdout())
 			}
 			return inState(cmd.Context(), &conn, func(env *clientEnv, b bus.Buckets) error {
 				ctx := cmd.Context()
@@ -85,7 +98,7 @@ services with --nats.`,
 				case export != "":
 					return exportReview(ctx, env, tenant, q, export, out)
 				case imp != "":
-					return importReview(ctx, env, b, tenant, batchID, q, imp, out)
+					return importReview(ctx, localDest(env, b, tenant, batchID), batchID, q, imp, out)
 				case gold != "":
 					jobs, err := records.New(b).LoadJobs(ctx, tenant, batchID)
 					if err != nil {
@@ -98,30 +111,13 @@ services with --nats.`,
 					fmt.Fprintf(out, "gold set: %d reviewed AC(s) written to %s (tribunal calibrate %s)\n", n, gold, gold)
 					return nil
 				}
-				if asJSON {
-					if q == nil {
-						q = []client.ReviewEntry{}
-					}
-					return writeJSON(out, q)
-				}
-				fmt.Fprintf(out, "review queue of %s/%s: %d AC(s)\n", tenant, batchID, len(q))
-				for _, e := range q {
-					who := "not reviewed"
-					if len(e.Reviewers) > 0 {
-						who = "reviewed by " + strings.Join(e.Reviewers, ", ")
-					}
-					ac := e.AC
-					if e.Case != "" {
-						ac += " case " + e.Case
-					}
-					fmt.Fprintf(out, "  %s  %-20s %-12s %s; %s\n", e.Item, ac, e.Kind, strings.Join(e.Reasons, ", "), who)
-				}
-				return nil
+				return printQueue(out, tenant, batchID, q, asJSON)
 			})
 		},
 	}
 	conn.register(cmd.Flags())
 	conn.registerLocalInput(cmd.Flags(), "review")
+	ing.register(cmd.Flags())
 	fs := cmd.Flags()
 	fs.StringVar(&tenant, "tenant", "default", "tenant (team) the batch belongs to (default the one whose state holds the batch)")
 	fs.StringVar(&batchID, "batch", "", "the batch whose queue to work on")
@@ -164,7 +160,112 @@ func writeExport(ex *client.ReviewExport, path string, stdout io.Writer) error {
 	return nil
 }
 
-func importReview(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, batchID string, q []client.ReviewEntry, path string, out io.Writer) error {
+// reviewDest is where --import sends answers and reads them back: the state folder or
+// the services (localDest), or the ingress (ingressDest).
+type reviewDest struct {
+	pub client.Publisher
+	// by is who the reviews are by: the local user, or the ingress token's holder.
+	by string
+	// applied waits until the aggregator applied what was sent (the state folder's);
+	// nil to look in the job records until they hold it (jobs), or, unless wait, not to
+	// look at all (services elsewhere apply it in their own time).
+	applied func(context.Context) error
+	wait    bool
+	// jobs reads the batch's job records as they are now, by AC id.
+	jobs func(ctx context.Context) (func(ac string) (*records.Job, error), error)
+}
+
+// localDest sends answers on the state folder's or services' bus, by the local user.
+func localDest(env *clientEnv, b bus.Buckets, tenant, batchID string) reviewDest {
+	return reviewDest{pub: env.pub, by: client.LocalReviewer(), applied: env.applied,
+		jobs: func(ctx context.Context) (func(string) (*records.Job, error), error) {
+			return func(ac string) (*records.Job, error) { return client.FindJob(ctx, b, tenant, batchID, ac) }, nil
+		}}
+}
+
+// ingressDest sends answers through the ingress (POST /v1/events), by the token's holder
+// as the ingress requires, and waits until the queue's job records hold them.
+func ingressDest(c *ingress.Client, batchID string) reviewDest {
+	return reviewDest{pub: c, by: c.Reviewer(), wait: true,
+		jobs: func(ctx context.Context) (func(string) (*records.Job, error), error) {
+			q, err := c.ReviewQueue(ctx, batchID)
+			if err != nil {
+				return nil, err
+			}
+			byAC := map[string]*records.Job{}
+			for _, e := range q {
+				byAC[e.AC] = e.Job()
+			}
+			return func(ac string) (*records.Job, error) {
+				if j := byAC[ac]; j != nil {
+					return j, nil
+				}
+				return nil, fmt.Errorf("%s is no longer in the review queue of %s", ac, batchID)
+			}, nil
+		}}
+}
+
+// reviewThroughIngress is review --ingress: the queue, its blind export, the answers and
+// the gold set of one of the token's team's batches, read and sent through the ingress.
+func reviewThroughIngress(ctx context.Context, c *ingress.Client, batchID, export, imp, gold string, asJSON bool, out io.Writer) error {
+	q, err := c.ReviewQueue(ctx, batchID)
+	if err != nil {
+		return exitError{2, err}
+	}
+	switch {
+	case export != "":
+		ex, err := c.ReviewExport(ctx, batchID)
+		if err != nil {
+			return exitError{2, err}
+		}
+		return writeExport(ex, export, out)
+	case imp != "":
+		return importReview(ctx, ingressDest(c, batchID), batchID, q, imp, out)
+	case gold != "":
+		// The gold set is made of the queue's reviewed ACs: their job records come with
+		// the queue, their artifacts through the blob GET under the token's tenant.
+		var jobs []*records.Job
+		seen := map[string]bool{}
+		for _, e := range q {
+			if !seen[e.AC] {
+				seen[e.AC] = true
+				jobs = append(jobs, e.Job())
+			}
+		}
+		n, err := exportGold(ctx, c, jobs, gold)
+		if err != nil {
+			return exitError{2, err}
+		}
+		fmt.Fprintf(out, "gold set: %d reviewed AC(s) of the review queue written to %s (tribunal calibrate %s)\n", n, gold, gold)
+		return nil
+	}
+	return printQueue(out, c.Tenant(), batchID, q, asJSON)
+}
+
+// printQueue lists a review queue, as JSON or a line per item.
+func printQueue(out io.Writer, tenant, batchID string, q []client.ReviewEntry, asJSON bool) error {
+	if asJSON {
+		if q == nil {
+			q = []client.ReviewEntry{}
+		}
+		return writeJSON(out, q)
+	}
+	fmt.Fprintf(out, "review queue of %s/%s: %d AC(s)\n", tenant, batchID, len(q))
+	for _, e := range q {
+		who := "not reviewed"
+		if len(e.Reviewers) > 0 {
+			who = "reviewed by " + strings.Join(e.Reviewers, ", ")
+		}
+		ac := e.AC
+		if e.Case != "" {
+			ac += " case " + e.Case
+		}
+		fmt.Fprintf(out, "  %s  %-20s %-12s %s; %s\n", e.Item, ac, e.Kind, strings.Join(e.Reasons, ", "), who)
+	}
+	return nil
+}
+
+func importReview(ctx context.Context, d reviewDest, batchID string, q []client.ReviewEntry, path string, out io.Writer) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return exitError{2, fmt.Errorf("--import: %w", err)}
@@ -174,7 +275,7 @@ func importReview(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, ba
 	if err != nil {
 		return exitError{2, fmt.Errorf("--import %s: %w", path, err)}
 	}
-	by := client.LocalReviewer()
+	by := d.by
 	resolved, err := client.ResolveAnswers(q, keys, answers)
 	if err != nil {
 		return exitError{2, fmt.Errorf("--import %s: review queue of %s: %w", path, batchID, err)}
@@ -201,26 +302,30 @@ func importReview(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, ba
 	}
 	for i, round := range rounds {
 		if i > 0 {
-			if err := reviewsApplied(ctx, env, b, tenant, batchID, by, rounds[i-1]); err != nil {
+			if err := reviewsApplied(ctx, d, rounds[i-1]); err != nil {
 				return exitError{2, err}
 			}
 		}
 		for _, a := range round {
-			if err := client.RecordReview(env.pub, a.Entry, a.Answer, by, "import"); err != nil {
+			if err := client.RecordReview(d.pub, a.Entry, a.Answer, by, "import"); err != nil {
 				return exitError{2, err}
 			}
 		}
 	}
-	if env.applied == nil {
+	if d.applied == nil && !d.wait {
 		fmt.Fprintf(out, "%d review(s) sent by %s\n", len(entries), by)
 		return nil
 	}
-	if err := env.applied(ctx); err != nil {
-		return exitError{2, fmt.Errorf("reviews: %w", err)}
+	if err := reviewsApplied(ctx, d, resolved); err != nil {
+		return exitError{2, err}
+	}
+	job, err := d.jobs(ctx)
+	if err != nil {
+		return exitError{2, err}
 	}
 	recorded, changed := 0, 0
 	for _, e := range entries {
-		j, err := client.FindJob(ctx, b, tenant, batchID, e.AC)
+		j, err := job(e.AC)
 		if err != nil {
 			return exitError{2, err}
 		}
@@ -242,9 +347,9 @@ func importReview(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, ba
 
 // reviewsApplied waits until the aggregator applied (or refused) the reviews sent: on the
 // state folder until it is idle, against running services until the records hold them.
-func reviewsApplied(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, batchID, by string, sent []client.ResolvedAnswer) error {
-	if env.applied != nil {
-		if err := env.applied(ctx); err != nil {
+func reviewsApplied(ctx context.Context, d reviewDest, sent []client.ResolvedAnswer) error {
+	if d.applied != nil {
+		if err := d.applied(ctx); err != nil {
 			return fmt.Errorf("reviews: %w", err)
 		}
 		return nil
@@ -255,12 +360,16 @@ func reviewsApplied(ctx context.Context, env *clientEnv, b bus.Buckets, tenant, 
 	defer t.Stop()
 	for {
 		left := 0
+		job, err := d.jobs(ctx)
+		if err != nil {
+			return err
+		}
 		for _, a := range sent {
-			ev, err := client.ReviewCaseEvent(a.Entry.Job(), a.Entry.Case, a.Answer, by, "import")
+			ev, err := client.ReviewCaseEvent(a.Entry.Job(), a.Entry.Case, a.Answer, d.by, "import")
 			if err != nil {
 				return err
 			}
-			j, err := client.FindJob(ctx, b, tenant, batchID, a.Entry.AC)
+			j, err := job(a.Entry.AC)
 			if err != nil {
 				return err
 			}
