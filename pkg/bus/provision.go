@@ -403,5 +403,6 @@ func OpenBuckets(ctx context.Context, js jetstream.JetStream) (Buckets, error) {
 			return b, fmt.Errorf("open bucket %s: %w", o.name, err)
 		}
 	}
+	b.JS = js
 	return b, nil
 }

@@ -41,6 +41,11 @@ type Buckets struct {
 	Batches KV
 	Cache   KV
 	Views   KV
+	// JS is the JetStream the buckets were opened on, nil for in-memory buckets. A
+	// reader that must see every key of a prefix reads the bucket's stream through it
+	// (records.Store.EachJob): a watch's "initial values done" can come early when its
+	// ordered consumer is reset, and the read silently ends short.
+	JS jetstream.JetStream
 }
 
 // CompareAndSet stores value under key only if the key is still at rev, 0 meaning that it

@@ -31,10 +31,13 @@ const maxConflicts = 100
 type Store struct {
 	Jobs    kv.KV
 	Batches kv.KV
+	// JS is the JetStream the buckets live on (kv.Buckets.JS): EachJob reads the jobs
+	// bucket's stream through it. Nil for in-memory buckets, whose watch is exact.
+	JS jetstream.JetStream
 }
 
 // New returns the store over the buckets bus.OpenBuckets opened.
-func New(b kv.Buckets) Store { return Store{Jobs: b.Jobs, Batches: b.Batches} }
+func New(b kv.Buckets) Store { return Store{Jobs: b.Jobs, Batches: b.Batches, JS: b.JS} }
 
 // Job loads a job record and its revision. A missing job is ErrNotRecorded.
 func (s Store) Job(ctx context.Context, tenant, batch, ac string) (*Job, uint64, error) {
@@ -94,61 +97,92 @@ func (s Store) PutJob(ctx context.Context, j *Job, rev uint64) error {
 	return nil
 }
 
-// EachJob calls fn with every job record of a batch, one at a time, without holding them
-// all.
+// EachJob calls fn with every job record of a batch, one at a time, in the bucket's
+// order, without holding them all. On JetStream it reads the jobs bucket's stream with a
+// pull consumer of its own (scanStream), which knows when it has seen every record; a
+// watch's "initial values done" can come early after its ordered consumer is reset, and
+// a batch's completion or its audit then read fewer jobs without a word.
 func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) error) error {
-	w, err := s.Jobs.Watch(ctx, BatchPrefix(tenant, batch)+"*", jetstream.IgnoreDeletes())
-	if err != nil {
-		return fmt.Errorf("list jobs of %s: %w", BatchKey(tenant, batch), err)
+	prefix := BatchPrefix(tenant, batch)
+	scan := func(ctx context.Context, emit func(key string, value []byte) bool) error {
+		return s.scanWatch(ctx, prefix+"*", emit)
 	}
-	defer func() { _ = w.Stop() }()
+	if s.JS != nil {
+		named, ok := s.Jobs.(interface{ Bucket() string })
+		if !ok {
+			return fmt.Errorf("list jobs of %s: the jobs bucket (%T) names no stream to read", BatchKey(tenant, batch), s.Jobs)
+		}
+		scan = func(ctx context.Context, emit func(key string, value []byte) bool) error {
+			return scanStream(ctx, s.JS, named.Bucket(), prefix+"*", emit)
+		}
+	}
 	// Records are decoded on a goroutine of their own, ahead of fn: a batch's completion
 	// reads every record back on one core at the end of the batch, and decoding is a third
 	// of that work, which the other core can take.
 	type decoded struct {
 		j   *Job
 		err error
-		end bool // every record was read
+		end bool // the scan is over; err says why, if it did not read every record
 	}
 	jobs := make(chan decoded, 256)
 	stop := make(chan struct{})
-	defer close(stop)
+	done := make(chan struct{})
+	defer func() { close(stop); <-done }() // the scan's consumer is gone when EachJob returns
 	go func() {
-		defer close(jobs)
-		for e := range w.Updates() {
-			if e == nil {
-				select {
-				case jobs <- decoded{end: true}:
-				case <-stop:
-				}
-				return
-			}
-			j, err := DecodeJob(e.Value())
-			if err != nil {
-				err = fmt.Errorf("job %s: %w", e.Key(), err)
-			}
+		defer close(done)
+		send := func(d decoded) bool {
 			select {
-			case jobs <- decoded{j: j, err: err}:
+			case jobs <- d:
+				return true
 			case <-stop:
-				return
-			}
-			if err != nil {
-				return
+				return false
 			}
 		}
+		err := scan(ctx, func(key string, value []byte) bool {
+			j, err := DecodeJob(value)
+			if err != nil {
+				send(decoded{err: fmt.Errorf("job %s: %w", key, err)})
+				return false
+			}
+			return send(decoded{j: j})
+		})
+		if err != nil {
+			err = fmt.Errorf("list jobs of %s: %w", BatchKey(tenant, batch), err)
+		}
+		send(decoded{err: err, end: true})
 	}()
 	for d := range jobs {
-		if d.end {
-			return nil
-		}
-		if d.err != nil {
+		if d.err != nil || d.end {
 			return d.err
 		}
 		if err := fn(d.j); err != nil {
 			return err
 		}
 	}
-	return ctx.Err()
+	return nil // not reached: the scan ends with an end
+}
+
+// scanWatch hands emit the current value of every key matching keys, through a watch:
+// the in-memory buckets' way (memkv), whose watch delivers every key before its nil.
+func (s Store) scanWatch(ctx context.Context, keys string, emit func(key string, value []byte) bool) error {
+	w, err := s.Jobs.Watch(ctx, keys, jetstream.IgnoreDeletes())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("the watch ended early")
+			}
+			if e == nil || !emit(e.Key(), e.Value()) {
+				return nil
+			}
+		}
+	}
 }
 
 // JobIDs lists the jobs of a batch that are recorded, reading keys only.

@@ -3,6 +3,7 @@ package records_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,5 +166,119 @@ func TestEachJob(t *testing.T) {
 	err = st.EachJob(ctx, "t", "b", func(*records.Job) error { return nil })
 	if !errors.Is(err, records.ErrCorrupt) || !strings.Contains(err.Error(), records.JobKey("t", "b", "AC-5")) {
 		t.Fatalf("a corrupt record: %v", err)
+	}
+}
+
+// scanConsumers names the consumers on the jobs bucket's stream.
+func scanConsumers(t *testing.T, js jetstream.JetStream) []string {
+	t.Helper()
+	s, err := js.Stream(t.Context(), "KV_"+bus.BucketJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	names := s.ConsumerNames(t.Context())
+	for n := range names.Name() {
+		out = append(out, n)
+	}
+	if err := names.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// EachJob reads a large batch whole, each record once in the bucket's order, even when
+// its consumer is deleted in the middle of the read (the way an ordered consumer's reset
+// made a watch end short, "the EachJob miss"); it leaves records of a batch whose name
+// extends this one's alone, leaves deleted records out, reads an empty batch as empty,
+// and leaves no consumer behind.
+func TestEachJobReadsEveryRecord(t *testing.T) {
+	t.Parallel()
+	b := natstest.Buckets(t, bus.Config{})
+	if b.JS == nil {
+		t.Fatal("bus.OpenBuckets gave no JetStream: EachJob would watch")
+	}
+	st := records.New(b)
+	ctx := t.Context()
+	const n = 2000 // two pulls, and more than the decoder runs ahead
+	for i := range n {
+		for _, batch := range []string{"b", "bx"} {
+			j := &records.Job{Tenant: "t", Batch: batch, ACID: "AC-" + strconv.Itoa(i), Index: i, BatchSize: n}
+			if _, err := st.CreateJob(ctx, j); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	read := func(fn func(seen int)) []int {
+		t.Helper()
+		var got []int
+		err := st.EachJob(ctx, "t", "b", func(j *records.Job) error {
+			if j.Batch != "b" {
+				t.Fatalf("a record of batch %q", j.Batch)
+			}
+			got = append(got, j.Index)
+			if fn != nil {
+				fn(len(got))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left := scanConsumers(t, b.JS); len(left) > 0 {
+			t.Fatalf("consumers left behind: %v", left)
+		}
+		return got
+	}
+	inOrder := func(what string, got []int) {
+		t.Helper()
+		if len(got) != n {
+			t.Fatalf("%s: %d records, want %d", what, len(got), n)
+		}
+		for i, idx := range got {
+			if idx != i {
+				t.Fatalf("%s: record %d has index %d: missed, repeated or out of order", what, i, idx)
+			}
+		}
+	}
+	inOrder("a plain read", read(nil))
+
+	var deleted string
+	got := read(func(seen int) {
+		switch seen {
+		case 10:
+			names := scanConsumers(t, b.JS)
+			if len(names) != 1 {
+				t.Fatalf("reading through %v", names)
+			}
+			deleted = names[0]
+			if err := b.JS.DeleteConsumer(ctx, "KV_"+bus.BucketJobs, deleted); err != nil {
+				t.Fatal(err)
+			}
+		case 1500: // past the first pull: read by another consumer
+			if names := scanConsumers(t, b.JS); len(names) != 1 || names[0] == deleted {
+				t.Fatalf("after deleting %s, reading through %v", deleted, names)
+			}
+		}
+	})
+	inOrder("a read whose consumer was deleted", got)
+
+	if err := b.Jobs.Delete(ctx, records.JobKey("t", "b", "AC-7")); err != nil {
+		t.Fatal(err)
+	}
+	got = read(nil)
+	if len(got) != n-1 || slices.Contains(got, 7) {
+		t.Fatalf("after deleting AC-7: %d records, AC-7 among them: %v", len(got), slices.Contains(got, 7))
+	}
+
+	err := st.EachJob(ctx, "t", "empty", func(j *records.Job) error {
+		t.Fatalf("the empty batch has %s", j.Key())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := scanConsumers(t, b.JS); len(left) > 0 {
+		t.Fatalf("consumers left behind: %v", left)
 	}
 }

@@ -106,7 +106,7 @@ func Grants(stream string) []Grant {
 	add(services(bus.Aggregator), "the aggregator's state: job records, batch headers, views, judge flip history (in the cache bucket)",
 		kvWrite(bus.BucketJobs), kvGet(bus.BucketJobs), kvWrite(bus.BucketBatches), kvGet(bus.BucketBatches),
 		kvWrite(bus.BucketViews), kvGet(bus.BucketViews), kvWrite(bus.BucketCache), kvGet(bus.BucketCache))
-	add(services(bus.Aggregator), "walk a batch's job records (records.EachJob): a watch on the jobs bucket", kvWatch(bus.BucketJobs)...)
+	add(services(bus.Aggregator), "walk a batch's job records (records.EachJob): a pull consumer of its own on the jobs bucket's stream", kvScan(bus.BucketJobs)...)
 	var readers []string
 	for _, svc := range bus.Services {
 		if bus.ReadsStream(svc) {
@@ -125,8 +125,8 @@ func Grants(stream string) []Grant {
 	add(ing, "the events a team originates (ingress.TeamTypes), on any tenant's subject: the ingress checks the tenant", team...)
 	add(ing, "read a stored event back when a publish is acknowledged Duplicate (a team's resubmission)", js("STREAM.INFO", stream), js("STREAM.MSG.GET", stream))
 	add(ing, "open the buckets (bus.OpenBuckets)", openBuckets()...)
-	add(ing, "batch progress, results and quotas: read job records and batch headers, walking a batch's jobs and a tenant's batches with a watch",
-		append(append([]string{kvGet(bus.BucketJobs), kvGet(bus.BucketBatches)}, kvWatch(bus.BucketJobs)...), kvWatch(bus.BucketBatches)...)...)
+	add(ing, "batch progress, results and quotas: read job records and batch headers, walking a batch's jobs with a pull consumer of its own (records.EachJob) and a tenant's batches with a watch",
+		union([]string{kvGet(bus.BucketJobs), kvGet(bus.BucketBatches)}, kvScan(bus.BucketJobs), kvWatch(bus.BucketBatches))...)
 
 	// The console.
 	con := []string{ConsoleUser}
@@ -137,8 +137,8 @@ func Grants(stream string) []Grant {
 	add(con, "audits and trust reports read the stream through the stream readers (bus.ReadStream): create, check, pull from and delete a reader's consumer, no other consumer",
 		"$JS.API.CONSUMER.CREATE."+c, "$JS.API.CONSUMER.INFO."+c, "$JS.API.CONSUMER.MSG.NEXT."+c, "$JS.API.CONSUMER.DELETE."+c)
 	add(con, "open the buckets (console.WaitForBuckets)", openBuckets()...)
-	add(con, "batch pages and audits: read and watch job records and batch headers, read views",
-		append(append([]string{kvGet(bus.BucketJobs), kvGet(bus.BucketBatches), kvGet(bus.BucketViews)}, kvWatch(bus.BucketJobs)...), kvWatch(bus.BucketBatches)...)...)
+	add(con, "batch pages and audits: read and watch job records and batch headers, walk a batch's jobs with a pull consumer of its own (records.EachJob), read views",
+		union([]string{kvGet(bus.BucketJobs), kvGet(bus.BucketBatches), kvGet(bus.BucketViews)}, kvWatch(bus.BucketJobs), kvScan(bus.BucketJobs), kvWatch(bus.BucketBatches))...)
 
 	// Every generated user reads only its own replies.
 	var inboxed []string
@@ -201,6 +201,26 @@ func kvWrite(bucket string) string { return "$KV." + bucket + ".>" }
 func kvWatch(bucket string) []string {
 	s := kvStream(bucket)
 	return []string{"$JS.API.CONSUMER.CREATE." + s + ".>", "$JS.API.CONSUMER.DELETE." + s + ".>", "$JS.FC." + s + ".>"}
+}
+
+// kvScan walks a bucket's keys through a pull consumer of the reader's own on the
+// bucket's stream (records.EachJob): create it, pull from it, delete it. No service
+// durable lives on a bucket's stream, so the wildcard for the consumer's name reaches
+// only other readers' short-lived consumers.
+func kvScan(bucket string) []string {
+	s := kvStream(bucket)
+	return []string{"$JS.API.CONSUMER.CREATE." + s + ".>", "$JS.API.CONSUMER.MSG.NEXT." + s + ".>", "$JS.API.CONSUMER.DELETE." + s + ".>"}
+}
+
+// union is the subjects of lists in order, each once.
+func union(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		for _, s := range l {
+			out = appendNew(out, s)
+		}
+	}
+	return out
 }
 
 // expand is the user's rights by Grants, placeholders expanded for teams.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingress"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
@@ -176,6 +178,39 @@ func TestLeastPrivilege(t *testing.T) {
 		c := connect(a.user)
 		if _, err := c.js.Publish(ctx, a.subject, []byte("x")); err != nil {
 			t.Errorf("%s publishing %s: %v", a.user, a.subject, err)
+		}
+	}
+	// The aggregator (a batch's completion), the ingress (results) and the console (batch
+	// pages, audits) walk a batch's job records on their own users.
+	agg := connect(tenants.ServiceUser(bus.Aggregator))
+	aggBuckets, err := bus.OpenBuckets(ctx, agg.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const walked = 3
+	for i := range walked {
+		j := &records.Job{Tenant: "team-a", Batch: "walk", ACID: "AC-" + strconv.Itoa(i), Index: i, BatchSize: walked}
+		if _, err := records.New(aggBuckets).CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, user := range []string{tenants.ServiceUser(bus.Aggregator), tenants.IngressUser, tenants.ConsoleUser} {
+		c := connect(user)
+		b, err := bus.OpenBuckets(ctx, c.js)
+		if err != nil {
+			t.Fatalf("%s opening the buckets: %v", user, err)
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		jobs, err := records.New(b).LoadJobs(rctx, "team-a", "walk")
+		rcancel()
+		if err != nil || len(jobs) != walked {
+			t.Errorf("%s walking a batch's jobs: %d of %d (%v)", user, len(jobs), walked, err)
+		}
+		c.nc.Flush()
+		select {
+		case err := <-c.errs:
+			t.Errorf("%s walking a batch's jobs: %v", user, err)
+		default:
 		}
 	}
 	refused := []struct {
