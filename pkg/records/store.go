@@ -132,6 +132,11 @@ func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) 
 		defer close(done)
 		send := func(d decoded) bool {
 			select {
+			case <-stop: // EachJob returned: not another record, even with room for it
+				return false
+			default:
+			}
+			select {
 			case jobs <- d:
 				return true
 			case <-stop:

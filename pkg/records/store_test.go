@@ -191,7 +191,7 @@ func scanConsumers(t *testing.T, js jetstream.JetStream) []string {
 // its consumer is deleted in the middle of the read (the way an ordered consumer's reset
 // made a watch end short, "the EachJob miss"); it leaves records of a batch whose name
 // extends this one's alone, leaves deleted records out, reads an empty batch as empty,
-// and leaves no consumer behind.
+// and leaves no consumer behind, also when fn stops it.
 func TestEachJobReadsEveryRecord(t *testing.T) {
 	t.Parallel()
 	b := natstest.Buckets(t, bus.Config{})
@@ -269,6 +269,14 @@ func TestEachJobReadsEveryRecord(t *testing.T) {
 	got = read(nil)
 	if len(got) != n-1 || slices.Contains(got, 7) {
 		t.Fatalf("after deleting AC-7: %d records, AC-7 among them: %v", len(got), slices.Contains(got, 7))
+	}
+
+	stop := errors.New("enough")
+	if err := st.EachJob(ctx, "t", "b", func(*records.Job) error { return stop }); !errors.Is(err, stop) {
+		t.Fatalf("after fn's error: %v", err)
+	}
+	if left := scanConsumers(t, b.JS); len(left) > 0 {
+		t.Fatalf("consumers left behind by a read fn stopped: %v", left)
 	}
 
 	err := st.EachJob(ctx, "t", "empty", func(j *records.Job) error {
