@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,6 +156,22 @@ func teamReviewsThroughIngress(t *testing.T, dir, ingressURL, tokenFile, tokenB,
 	}
 	if len(ex.Images) == 0 {
 		t.Error("the export carries none of the images its items show")
+	}
+	// They are team-a's blobs: team-b's token is told no such blob.
+	tokA, _ := os.ReadFile(tokenFile)
+	for sha := range ex.Images {
+		for tok, want := range map[string]int{strings.TrimSpace(string(tokA)): http.StatusOK, tokenB: http.StatusNotFound} {
+			req, _ := http.NewRequest(http.MethodGet, ingressURL+"/v1/blobs/"+sha, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("GET image %s: %d, want %d", sha, resp.StatusCode, want)
+			}
+		}
 	}
 
 	answersFile := filepath.Join(dir, "answers.json")
