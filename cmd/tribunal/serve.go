@@ -72,6 +72,16 @@ func (c *connFlags) busConfig() bus.Config {
 // clientPingInterval is how often a service's connection pings its server.
 const clientPingInterval = 3 * time.Second
 
+// clientWriteTimeout bounds one write to the server's socket. Over a link that went
+// silent (a partition resets nothing) the socket's buffer fills and a write blocks, and
+// nats.go holds the connection's lock while it writes, so the missed pings that would
+// find the majority are not even counted until the write gives up: after nats.go's
+// default minute. The partition test saw the judge, the busiest writer, stay on a cut
+// member for three minutes. Two ping intervals is as long as a live server may take to
+// read what it was sent; a write that takes longer reconnects (ReconnectOnFlusherError:
+// by default nats.go only records the error).
+const clientWriteTimeout = 2 * clientPingInterval
+
 // connect dials NATS, retrying until connectTO, and reconnects forever afterwards: a
 // NATS restart is ridden out, not fatal.
 func (c *connFlags) connect() (*nats.Conn, error) {
@@ -82,6 +92,7 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 		// The client's default (two of a ping every 2 minutes) held every service on a
 		// partitioned member for minutes; this finds the majority within about 10 s.
 		nats.PingInterval(clientPingInterval), nats.MaxPingsOutstanding(2),
+		nats.FlusherTimeout(clientWriteTimeout), nats.ReconnectOnFlusherError(),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			// Close calls it too, with no error: every client command's clean exit is
 			// no disconnection to warn about.
