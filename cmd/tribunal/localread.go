@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -112,27 +113,33 @@ func connectLocal(ctx context.Context, conn *connFlags, dir string) (*clientEnv,
 }
 
 // aggregatorIdle waits, at most wait, until the aggregator has taken every input the
-// local stream holds for it: nothing pending on its consumers and nothing delivered but
-// unacknowledged. The aggregator acknowledges an input only once it has stored what the
-// input decided, so the records read afterwards hold its effect (or, for an input the
-// rules refused, hold none: the caller checks the record).
+// local stream holds for it: nothing delivered but unacknowledged, and every consumer's
+// ack floor at or past the last message its filters match. The aggregator acknowledges an
+// input only once it has stored what the input decided, so the records read afterwards
+// hold its effect (or, for an input the rules refused, hold none: the caller checks the
+// record).
+//
+// A consumer's NumPending alone does not say this: the server acknowledges a publish
+// before it counts the message into its consumers' pending (it signals them from a
+// goroutine of its own), so right after a publish, under load, a consumer can report
+// nothing pending for a message it was never given.
 func aggregatorIdle(ctx context.Context, js jetstream.JetStream, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	stream, err := js.Stream(ctx, localStream)
+	if err != nil {
+		return fmt.Errorf("the stream %s: %w", localStream, err)
+	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
 		busy := uint64(0)
 		for _, name := range bus.ConsumerNames(bus.Aggregator, nil) {
-			c, err := js.Consumer(ctx, localStream, name)
+			n, err := consumerBehind(ctx, stream, name)
 			if err != nil {
-				return fmt.Errorf("the aggregator's consumer %s: %w", name, err)
+				return err
 			}
-			info, err := c.Info(ctx)
-			if err != nil {
-				return fmt.Errorf("the aggregator's consumer %s: %w", name, err)
-			}
-			busy += info.NumPending + uint64(info.NumAckPending)
+			busy += n
 		}
 		if busy == 0 {
 			return nil
@@ -143,6 +150,43 @@ func aggregatorIdle(ctx context.Context, js jetstream.JetStream, wait time.Durat
 		case <-t.C:
 		}
 	}
+}
+
+// consumerBehind is how many inputs the consumer name still has to take, as far as its
+// info and the stream tell: its pending and unacknowledged ones, or at least one while
+// its ack floor is short of the last stored message its filters match.
+func consumerBehind(ctx context.Context, stream jetstream.Stream, name string) (uint64, error) {
+	c, err := stream.Consumer(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("the aggregator's consumer %s: %w", name, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("the aggregator's consumer %s: %w", name, err)
+	}
+	if n := info.NumPending + uint64(info.NumAckPending); n > 0 {
+		return n, nil
+	}
+	filters := info.Config.FilterSubjects
+	if info.Config.FilterSubject != "" {
+		filters = append(filters, info.Config.FilterSubject)
+	}
+	if len(filters) == 0 {
+		filters = []string{">"}
+	}
+	for _, f := range filters {
+		m, err := stream.GetLastMsgForSubject(ctx, f)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("the aggregator's consumer %s: the last message on %s: %w", name, f, err)
+		}
+		if m.Sequence > info.AckFloor.Stream {
+			return 1, nil
+		}
+	}
+	return 0, nil
 }
 
 // localStream is the stream of the state folder: `tribunal run` provisions the default.
