@@ -21,13 +21,12 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
-	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 	"github.com/tribunal-dev/tribunal/pkg/netguard"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/sensor"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
+	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 // TestErrorTaxonomy (issue 25, item 5): the sentinels callers act on are each of one of
@@ -48,10 +47,8 @@ func TestErrorTaxonomy(t *testing.T) {
 		{blob.ErrInvalidRef, errclass.Refused}, {bus.ErrPayloadTooLarge, errclass.Refused},
 		{judge.ErrSchemaViolation, errclass.Refused}, {judge.ErrBudgetExhausted, errclass.Refused},
 		{body.ErrMediaType, errclass.Refused}, {ingress.ErrQuota, errclass.Refused},
-		{ab.ErrVerdictSyntax, errclass.Refused}, {ab.ErrNoArtifacts, errclass.Refused},
-		{ab.ErrVerifyMap, errclass.Refused}, {critic.ErrSyntax, errclass.Refused},
-		{critic.ErrMissingInput, errclass.Refused}, {equivalence.ErrSyntax, errclass.Refused},
-		{argus.ErrVerdictSyntax, errclass.Refused},
+		{strictjson.ErrNotObject, errclass.Refused}, {ab.ErrNoArtifacts, errclass.Refused},
+		{ab.ErrVerifyMap, errclass.Refused}, {critic.ErrMissingInput, errclass.Refused},
 		{judge.ErrUnavailable, errclass.Unavailable}, {web.ErrNoBrowser, errclass.Unavailable},
 		{command.ErrGatesBlocked, errclass.Unavailable}, {sensor.ErrNoSensor, errclass.Unavailable},
 		{diskspace.ErrNoSpace, errclass.Unavailable}, {blob.ErrUsageUnknown, errclass.Unavailable},

@@ -42,8 +42,6 @@ type Spec struct {
 	// Schema is the answer's JSON Schema as tribunal accepts it. What is sent to the model
 	// is the same schema with every property required (Contract.Sent).
 	Schema []byte
-	// Syntax is wrapped by every error saying the text is not one JSON object.
-	Syntax error
 	// Fence says whether one code fence around the answer is tolerated.
 	Fence FencePolicy
 	// Hints give the reason for an unknown key that is a known mistake, by its field path
@@ -186,7 +184,7 @@ func First(err error) error {
 // Decode checks data against the contract and decodes it into dst, a pointer to the
 // kind's answer struct. The text must be one JSON object (in one code fence when the
 // spec tolerates it) with no key repeated at any level; then the decoded tree is validated
-// by the compiled schema. Errors wrap Spec.Syntax for text that is not one object, and are
+// by the compiled schema. Errors wrap ErrNotObject for text that is not one object, and are
 // an *Invalid otherwise. When only values are wrong (the shape is right), dst is still
 // decoded, so the caller can record what the judge said; it must never be used as an
 // answer. On every other error dst is left as it was.
@@ -205,11 +203,14 @@ func (c *Contract) DecodeEdited(data []byte, edit func(Members) Members, dst any
 		if errors.As(err, &dup) {
 			return &Invalid{shape: true, Fields: []*fielderr.Error{{Doc: c.spec.Doc, Field: dup.Path, Reason: "duplicate field"}}}
 		}
-		return fmt.Errorf("%w: %v", c.syntax(), err)
+		if se := (*SyntaxError)(nil); errors.As(err, &se) {
+			return c.syntax(se.Detail)
+		}
+		return c.syntax(err.Error())
 	}
 	obj, ok := tree.(Members)
 	if !ok {
-		return fmt.Errorf("%w: got %s", c.syntax(), KindOf(tree))
+		return c.syntax("got " + KindOf(tree))
 	}
 	if edit != nil {
 		obj, body = edit(obj), nil
@@ -268,11 +269,10 @@ func (c *Contract) Validate(v any) error {
 	return nil
 }
 
-func (c *Contract) syntax() error {
-	if c.spec.Syntax != nil {
-		return c.spec.Syntax
-	}
-	return errors.New("not a single JSON object")
+// syntax is the error for an answer that is not one JSON object: ErrNotObject, in the
+// words of the document it was meant to be, with what is wrong for the repair re-ask.
+func (c *Contract) syntax(detail string) error {
+	return fmt.Errorf("%s: %w: %s", c.spec.Doc, ErrNotObject, detail)
 }
 
 // unfence applies the fence policy: the body to decode, or a syntax error.
@@ -281,16 +281,16 @@ func (c *Contract) unfence(data []byte) ([]byte, error) {
 		body := bytes.TrimSpace(data)
 		switch {
 		case len(body) == 0:
-			return nil, fmt.Errorf("%w: empty answer", c.syntax())
+			return nil, c.syntax("empty answer")
 		case bytes.HasPrefix(body, []byte("```")):
-			return nil, fmt.Errorf("%w: the answer is wrapped in a code fence; return the JSON object alone, no code fence", c.syntax())
+			return nil, c.syntax("the answer is wrapped in a code fence; return the JSON object alone, no code fence")
 		}
 		return body, nil
 	}
 	body, err := Unfence(data)
 	var se *SyntaxError
 	if errors.As(err, &se) {
-		return nil, fmt.Errorf("%w: %s", c.syntax(), se.Detail)
+		return nil, c.syntax(se.Detail)
 	}
 	return body, err
 }

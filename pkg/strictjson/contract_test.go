@@ -9,10 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 )
-
-var errTestSyntax = errors.New("test: not one object")
 
 const testSchema = `{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -49,7 +48,7 @@ type testAnswer struct {
 
 func testContract(t *testing.T, whole bool, fence FencePolicy) *Contract {
 	t.Helper()
-	c, err := Compile(Spec{Doc: "test", Schema: []byte(testSchema), Syntax: errTestSyntax, Fence: fence, WholeLiterals: whole,
+	c, err := Compile(Spec{Doc: "test", Schema: []byte(testSchema), Fence: fence, WholeLiterals: whole,
 		Hints:        map[string]string{"lable": "unknown field (the contract spells it label)"},
 		Reasons:      map[string]string{"note pattern": "must say something"},
 		LateRequired: []string{"claim"},
@@ -165,7 +164,8 @@ func TestWholeLiterals(t *testing.T) {
 	}
 }
 
-// TestSyntaxAndDuplicates: text that is not one object wraps the spec's sentinel; a
+// TestSyntaxAndDuplicates: text that is not one object is ErrNotObject, Refused, in the
+// words of the spec's document; a
 // repeated key is a violation naming its path; the fence policy holds.
 func TestSyntaxAndDuplicates(t *testing.T) {
 	t.Parallel()
@@ -173,14 +173,15 @@ func TestSyntaxAndDuplicates(t *testing.T) {
 	tolerant, refusing := testContract(t, true, FenceTolerated), testContract(t, true, FenceRefused)
 	var a testAnswer
 	for _, in := range []string{"", "[1]", ok + " thanks", "```yaml\n" + ok + "\n```", `{"label":`} {
-		if err := tolerant.Decode([]byte(in), &a); !errors.Is(err, errTestSyntax) {
+		err := tolerant.Decode([]byte(in), &a)
+		if !errors.Is(err, ErrNotObject) || !errors.Is(err, errclass.Refused) || !strings.HasPrefix(err.Error(), "test: not a single JSON object: ") {
 			t.Errorf("%q: %v", in, err)
 		}
 	}
 	if err := tolerant.Decode([]byte("```json\n"+ok+"\n```"), &a); err != nil {
 		t.Errorf("fenced: %v", err)
 	}
-	if err := refusing.Decode([]byte("```json\n"+ok+"\n```"), &a); !errors.Is(err, errTestSyntax) || !strings.Contains(err.Error(), "code fence") {
+	if err := refusing.Decode([]byte("```json\n"+ok+"\n```"), &a); !errors.Is(err, ErrNotObject) || !strings.Contains(err.Error(), "code fence") {
 		t.Errorf("fence refused: %v", err)
 	}
 	err := tolerant.Decode([]byte(`{"label":"yes","score":1,"inner":{"n":1,"n":2}}`), &a)

@@ -17,14 +17,25 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 )
+
+// ErrNotObject is the one sentinel for text that is not exactly one JSON object, whichever
+// kind's answer it was: every such error wraps it (a *SyntaxError, a Contract's error), so
+// callers test errors.Is(err, ErrNotObject) and the message names the kind. It is Refused:
+// the same text never becomes an object.
+var ErrNotObject = errclass.New(errclass.Refused, "not a single JSON object")
 
 // SyntaxError reports that the text is not exactly one JSON object (optionally inside one
 // ```json fence). Detail says what is wrong, for the repair re-ask.
 type SyntaxError struct{ Detail string }
 
 // Error implements error.
-func (e *SyntaxError) Error() string { return "not a single JSON object: " + e.Detail }
+func (e *SyntaxError) Error() string { return ErrNotObject.Error() + ": " + e.Detail }
+
+// Unwrap makes a SyntaxError ErrNotObject (and so Refused) to errors.Is.
+func (e *SyntaxError) Unwrap() error { return ErrNotObject }
 
 // DuplicateKeyError reports a key that occurs twice in one object: two conflicting answers
 // in one object are no answer. Path is the key's full path in a tree (DecodeTree).

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
@@ -34,10 +33,6 @@ type FieldError = fielderr.Error
 // fieldDoc scopes this package's field errors.
 const fieldDoc = "ab verdict"
 
-// ErrVerdictSyntax is wrapped by ParseRawVerdict when the answer is not one JSON object
-// (optionally inside a single ```json fence). It is a schema violation like a FieldError.
-var ErrVerdictSyntax = errclass.New(errclass.Refused, "ab: verdict is not a single JSON object")
-
 // verdictSchema is the whole answer contract; the model is sent it with every property
 // required (strictjson.Contract.Sent), so reasoning is asked for and still optional here.
 //
@@ -65,7 +60,7 @@ const verdictSchema = `{
 }`
 
 var verdictContract = strictjson.MustCompile(strictjson.Spec{
-	Doc: fieldDoc, Schema: []byte(verdictSchema), Syntax: ErrVerdictSyntax, Fence: strictjson.FenceTolerated,
+	Doc: fieldDoc, Schema: []byte(verdictSchema), Fence: strictjson.FenceTolerated,
 	Hints: map[string]string{
 		"preferred": "unknown field (the comparator schema's name; this judge answers raw_winner)",
 	},

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/judgetest"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 func TestValidate(t *testing.T) {
@@ -77,7 +79,7 @@ func TestParseRawVerdict(t *testing.T) {
 		in     string
 		want   RawVerdict
 		field  string // expected *FieldError field
-		syntax bool   // expected ErrVerdictSyntax
+		syntax bool   // expected strictjson.ErrNotObject
 	}{
 		{name: "plain", in: `{"raw_winner":"B","confidence":0.72,"biggest_gap":"B aligns the header grid."}`, want: valid},
 		{name: "whitespace", in: "\n\t {\"raw_winner\": \"B\", \"confidence\": 0.72, \"biggest_gap\": \"B aligns the header grid.\"}\n\n", want: valid},
@@ -135,8 +137,8 @@ func TestParseRawVerdict(t *testing.T) {
 			got, err := ParseRawVerdict([]byte(tc.in))
 			switch {
 			case tc.syntax:
-				if !errors.Is(err, ErrVerdictSyntax) {
-					t.Fatalf("err = %v, want ErrVerdictSyntax", err)
+				if !errors.Is(err, strictjson.ErrNotObject) || !strings.HasPrefix(err.Error(), "ab verdict: ") {
+					t.Fatalf("err = %v, want strictjson.ErrNotObject naming the ab verdict", err)
 				}
 			case tc.field != "":
 				var fe *FieldError
@@ -166,7 +168,7 @@ func FuzzParseRawVerdict(f *testing.F) {
 		"```\n{}\n```",
 		"",
 	}
-	judgetest.FuzzAnswer(f, seeds, ParseRawVerdict, ErrVerdictSyntax, func(t *testing.T, v RawVerdict) {
+	judgetest.FuzzAnswer(f, seeds, ParseRawVerdict, strictjson.ErrNotObject, func(t *testing.T, v RawVerdict) {
 		if err := v.Validate(); err != nil {
 			t.Fatalf("accepted verdict %#v does not validate: %v", v, err)
 		}

@@ -1,7 +1,6 @@
 package critic
 
 import (
-	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
@@ -12,10 +11,6 @@ type FieldError = fielderr.Error
 
 // fieldDoc scopes this package's field errors.
 const fieldDoc = "critic"
-
-// ErrSyntax is wrapped when an answer is not exactly one JSON object with nothing around
-// it (a code fence included). It is a schema violation like a *FieldError.
-var ErrSyntax = errclass.New(errclass.Refused, "critic: answer is not a single JSON object")
 
 // answerSchema is the whole contract of a critic answer, sent to the model as it is.
 //
@@ -41,7 +36,7 @@ const answerSchema = `{
 }`
 
 var answerContract = strictjson.MustCompile(strictjson.Spec{
-	Doc: fieldDoc, Schema: []byte(answerSchema), Syntax: ErrSyntax, Fence: strictjson.FenceRefused, WholeLiterals: true,
+	Doc: fieldDoc, Schema: []byte(answerSchema), Fence: strictjson.FenceRefused, WholeLiterals: true,
 	// The claims' absence is reported last, so a score out of range is reported as such
 	// rather than hidden behind a missing claim; an answer recorded before the claims
 	// were required stays valid.
@@ -74,7 +69,8 @@ func (a Answer) Validate() error { return strictjson.First(answerContract.Valida
 // with all six keys. Rejected as a *FieldError naming the field: a missing or unknown
 // key, a duplicate key, null, a score written as a string ("7"), a fraction (7.5, 7.0), a
 // score outside 0-10, a claimed verdict other than pass / revise / reject, a blank
-// rationale. Text that is not one JSON object, a code fence included, wraps ErrSyntax.
+// rationale. Text that is not one JSON object, a code fence included, wraps
+// strictjson.ErrNotObject.
 //
 // When only a value is wrong the decoded answer is returned with the error, for the
 // record; it must never be used as a score.

@@ -74,7 +74,7 @@ const answerSchema = `{
 }`
 
 var answerContract = strictjson.MustCompile(strictjson.Spec{
-	Doc: fieldDoc, Schema: []byte(answerSchema), Syntax: ErrSyntax, Fence: strictjson.FenceTolerated, WholeLiterals: true,
+	Doc: fieldDoc, Schema: []byte(answerSchema), Fence: strictjson.FenceTolerated, WholeLiterals: true,
 	// Keys a drifting model is likely to send, so the repair re-ask and the operator see
 	// the fix rather than just "unknown field".
 	Hints: map[string]string{
@@ -130,7 +130,7 @@ func (a Answer) deltaRule() error {
 // or duplicate keys at any level, a missing key, null, a string where a number belongs, a
 // directness that is not a whole number from 1 to 5 (0, 6, 3.5, 3.0), an unknown verdict,
 // an empty behaviour_delta on a regression or divergence. Text that is not one JSON
-// object wraps ErrSyntax.
+// object wraps strictjson.ErrNotObject.
 //
 // When only a value is wrong, the decoded answer is returned with the error so the
 // caller can record what the judge claimed; it must never be used as a verdict.

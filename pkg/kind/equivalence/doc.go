@@ -7,7 +7,7 @@
 // This package owns everything that must be re-derivable without trusting either model:
 //
 //   - ParseRunnerOutput and ParseAnswer accept only well-formed runner output and judge
-//     answers; anything else is a *FieldError or wraps ErrSyntax, never a salvaged value.
+//     answers; anything else is a *FieldError or wraps strictjson.ErrNotObject, never a salvaged value.
 //   - Summarize applies the gate: pass iff no case regressed and every case has a valid
 //     verdict. Efficiency reports how directly the runner could act on each version, and
 //     Coverage reports how much of the test taxonomy the transfer set spans; neither gates.

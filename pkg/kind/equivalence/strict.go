@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
@@ -21,16 +20,12 @@ type FieldError = fielderr.Error
 // fieldDoc scopes this package's field errors.
 const fieldDoc = "equivalence"
 
-// ErrSyntax is wrapped when a model's answer is not exactly one JSON object (optionally in
-// a single ```json fence). It is a schema violation just like a *FieldError.
-var ErrSyntax = errclass.New(errclass.Refused, "equivalence: answer is not a single JSON object")
-
 // unfence removes one code fence wrapping the whole answer (strictjson.Unfence).
 func unfence(data []byte) ([]byte, error) {
 	body, err := strictjson.Unfence(data)
 	var se *strictjson.SyntaxError
 	if errors.As(err, &se) {
-		return nil, fmt.Errorf("%w: %s", ErrSyntax, se.Detail)
+		return nil, fmt.Errorf("%s: %w", fieldDoc, se)
 	}
 	return body, err
 }
@@ -68,7 +63,7 @@ func decodeObject(body []byte, path string, top bool) (object, error) {
 	case errors.As(err, &dup):
 		return object{}, &FieldError{Doc: fieldDoc, Field: path + dup.Key, Reason: "duplicate field"}
 	case errors.As(err, &se) && top:
-		return object{}, fmt.Errorf("%w: %s", ErrSyntax, se.Detail)
+		return object{}, fmt.Errorf("%s: %w", fieldDoc, se)
 	case err != nil:
 		return object{}, &FieldError{Doc: fieldDoc, Field: strings.TrimSuffix(path, "."), Value: clip(string(body)), Reason: "must be a JSON object"}
 	}

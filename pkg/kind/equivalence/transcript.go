@@ -133,7 +133,7 @@ func nonBlankItems(field string, items []string) error {
 // object {"transcript": string, "self_report": {the six fields}}, optionally in one ```json
 // fence. Lists must be JSON arrays (never null), ambiguities entries exactly
 // {"question", "resolution"}. Unknown, duplicate or missing keys at any level are
-// *FieldErrors naming the path; text that is not one JSON object wraps ErrSyntax.
+// *FieldErrors naming the path; text that is not one JSON object wraps strictjson.ErrNotObject.
 //
 // Strictness matters here even though no verdict is at stake yet: the teacher transcript
 // is cached and reused for every later round, so a malformed one would poison every

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 const validRun = `{"transcript": "Read the request. Asked which branch to use. Listed the files to change.",
@@ -85,8 +87,8 @@ func TestParseRunnerOutputViolations(t *testing.T) {
 	if _, err := ParseRunnerOutput([]byte(`{"transcript": "t", "self_report": "all fine"}`)); !errors.As(err, &fe) || fe.Field != "self_report" {
 		t.Errorf("self_report as a string: %v, want a FieldError on self_report", err)
 	}
-	if _, err := ParseRunnerOutput([]byte("I followed the document.")); !errors.Is(err, ErrSyntax) {
-		t.Errorf("prose: %v, want ErrSyntax", err)
+	if _, err := ParseRunnerOutput([]byte("I followed the document.")); !errors.Is(err, strictjson.ErrNotObject) || !strings.HasPrefix(err.Error(), "equivalence: ") {
+		t.Errorf("prose: %v, want strictjson.ErrNotObject naming equivalence", err)
 	}
 }
 

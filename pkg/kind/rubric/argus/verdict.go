@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/fielderr"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 	"github.com/tribunal-dev/tribunal/schemas"
@@ -95,10 +94,6 @@ func (e *VerdictError) Has(field string) bool {
 	return false
 }
 
-// ErrVerdictSyntax is wrapped when the judge's answer is not one JSON object (after
-// removing an optional ```json fence).
-var ErrVerdictSyntax = errclass.New(errclass.Refused, "verdict is not a single JSON object")
-
 // fieldErrs accumulates violations, keeping only the first per field.
 type fieldErrs struct {
 	list []*FieldError
@@ -155,7 +150,7 @@ func mustVerdictContract(tree strictjson.Members, reasons map[string]string) *st
 	if err != nil {
 		panic(fmt.Sprintf("verdict schema: %v", err))
 	}
-	return strictjson.MustCompile(strictjson.Spec{Doc: fieldDoc, Schema: doc, Syntax: ErrVerdictSyntax,
+	return strictjson.MustCompile(strictjson.Spec{Doc: fieldDoc, Schema: doc,
 		Fence: strictjson.FenceTolerated, Reasons: reasons})
 }
 

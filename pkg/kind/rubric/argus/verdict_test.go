@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
 // goodVerdict scores all seven default dimensions; layout_spacing is 0.5.
@@ -117,8 +119,8 @@ func TestParseVerdictViolations(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 	for _, bad := range []string{``, `[]`, `prose {"iteration":1}`, "```python\n{}\n```", "```json\n{}"} {
-		if _, err := ParseVerdict([]byte(bad)); !errors.Is(err, ErrVerdictSyntax) {
-			t.Errorf("%q: %v", bad, err)
+		if _, err := ParseVerdict([]byte(bad)); !errors.Is(err, strictjson.ErrNotObject) || !strings.HasPrefix(err.Error(), "verdict: ") {
+			t.Errorf("%q: %v, want strictjson.ErrNotObject naming the verdict", bad, err)
 		}
 	}
 }
