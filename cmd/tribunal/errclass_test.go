@@ -8,6 +8,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/rerun"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bounds"
+	"github.com/tribunal-dev/tribunal/pkg/budget"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/diskspace"
@@ -23,9 +24,11 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
 	"github.com/tribunal-dev/tribunal/pkg/netguard"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 	"github.com/tribunal-dev/tribunal/pkg/sensor"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/web"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
 	"github.com/tribunal-dev/tribunal/pkg/strictjson"
 )
 
@@ -58,6 +61,10 @@ func TestErrorTaxonomy(t *testing.T) {
 		{client.ErrNotFound, errclass.NotFound}, {rerun.ErrUnknown, errclass.NotFound},
 		{records.ErrCorrupt, errclass.Internal},
 		{&fielderr.Error{Doc: "critic", Field: "slop", Reason: "want 0 to 10"}, errclass.Refused},
+		// The refusals that are types rather than sentinels are Refused too.
+		{&rulebook.Refusal{Reason: rulebook.RefusedType, Err: errors.New("no")}, errclass.Refused},
+		{&budget.Refusal{Unpriced: "m"}, errclass.Refused}, {&spend.Refusal{Reason: spend.ReasonModel}, errclass.Refused},
+		{&client.RefusedError{Batch: "b.yaml", Problems: []string{"no"}}, errclass.Refused},
 	} {
 		wrapped := fmt.Errorf("context: %w", c.err)
 		if got := errclass.Of(wrapped); got != c.class || !errors.Is(wrapped, c.err) {

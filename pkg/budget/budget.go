@@ -220,8 +220,8 @@ func (r *Refusal) Error() string {
 		r.Scope.What, r.Scope.Limit, r.Spent.Money, r.Reserved.Money, r.Estimate.Money)
 }
 
-// Is makes a refusal judge.ErrBudgetExhausted.
-func (r *Refusal) Is(target error) bool { return target == judge.ErrBudgetExhausted }
+// Is makes a refusal judge.ErrBudgetExhausted, and so of that sentinel's class (Refused).
+func (r *Refusal) Is(target error) bool { return errors.Is(judge.ErrBudgetExhausted, target) }
 
 // over reports whether adding est to st passes limit.
 func over(limit price.Limit, st state, est Amount) bool {

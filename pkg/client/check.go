@@ -8,6 +8,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/registry"
@@ -33,6 +34,9 @@ type RefusedError struct {
 	Batch    string
 	Problems []string
 }
+
+// Is makes a refused batch errclass.Refused: it is refused again until the batch changes.
+func (e *RefusedError) Is(target error) bool { return target == errclass.Refused }
 
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("%s refused, nothing was published:\n  %s", e.Batch, strings.Join(e.Problems, "\n  "))

@@ -46,7 +46,7 @@ type Refusal struct {
 
 func (r *Refusal) Error() string        { return ErrRefused.Error() + ": " + r.Err.Error() }
 func (r *Refusal) Unwrap() error        { return r.Err }
-func (r *Refusal) Is(target error) bool { return target == ErrRefused }
+func (r *Refusal) Is(target error) bool { return errors.Is(ErrRefused, target) }
 
 func refuse(reason, format string, args ...any) error {
 	return &Refusal{Reason: reason, Err: fmt.Errorf(format, args...)}

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 )
@@ -171,6 +172,10 @@ type Refusal struct {
 
 // Error implements error.
 func (r *Refusal) Error() string { return r.At(r.Field) }
+
+// Is makes a refusal errclass.Refused: the same spec is refused again however often it is
+// sent.
+func (r *Refusal) Is(target error) bool { return target == errclass.Refused }
 
 // At is the refusal's message with the field called field: `acs[3].judges[2]: model
 // "o1-pro" is not allowed on this deployment (allowed: gpt-4o, gpt-4o-mini)`, or `AC-7
