@@ -52,10 +52,13 @@ func TestReviewDecidesThroughTheServices(t *testing.T) {
 	if ab.DecidedOf(rec.Decided.KindPart).Winner == judged.Winner || rec.DecidedBy != rec.Reviews[0].Event || rec.Reviews[0].Judge.Label != judged.Winner {
 		t.Fatalf("the review did not decide: %+v, reviews %+v", ab.DecidedOf(rec.Decided.KindPart), rec.Reviews)
 	}
-	rep := auditBatch(t, env, sub.BatchID)
-	if !rep.OK() {
-		t.Fatalf("honest reviewed batch: %s", auditDump(t, rep))
-	}
+	// The decision the review caused is published after its job record is stored, so an
+	// audit read right after the record can find it not yet on the stream.
+	var rep *audit.Report
+	poll.Until(t, 20*time.Second, "the honest reviewed batch audited clean", func() (bool, string) {
+		rep = auditBatch(t, env, sub.BatchID)
+		return rep.OK(), "honest reviewed batch: " + auditDump(t, rep)
+	})
 
 	msg, ev := auditFind(t, env, events.TypeReviewRecorded, "AC-2")
 	ev.Payload.(*events.ReviewRecorded).Answer = strings.Replace(answer, `"raw_winner":"`+other, `"raw_winner":"`+judged.RawWinner, 1)
