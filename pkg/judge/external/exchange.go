@@ -71,7 +71,14 @@ func (x *Exchange) Get(ctx context.Context, id CallID) (*Call, uint64, error) {
 	if err := id.validate(); err != nil {
 		return nil, 0, err
 	}
-	ent, err := x.kv.Get(ctx, id.key())
+	// A bucket just created on a cluster, or one whose stream is electing a leader, has
+	// no responder for a moment; a read is safe to ask again.
+	var ent jetstream.KeyValueEntry
+	err := bus.RetryUnapplied(ctx, func(ctx context.Context) error {
+		var err error
+		ent, err = x.kv.Get(ctx, id.key())
+		return err
+	})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
 	}
@@ -103,7 +110,7 @@ func (x *Exchange) update(ctx context.Context, id CallID, change func(*Call) (*C
 		if err != nil {
 			return nil, fmt.Errorf("external call %s: %w", id, err)
 		}
-		err = kv.CompareAndSet(ctx, x.kv, id.key(), data, rev)
+		err = bus.RetryUnapplied(ctx, func(ctx context.Context) error { return kv.CompareAndSet(ctx, x.kv, id.key(), data, rev) })
 		if err == nil {
 			return next, nil
 		}
