@@ -290,3 +290,110 @@ func TestEachJobReadsEveryRecord(t *testing.T) {
 		t.Fatalf("consumers left behind: %v", left)
 	}
 }
+
+// EachJob hands every record exactly once, in the bucket's order, when its consumer's
+// sequence skips: another client pulls from the scan's consumer in the middle of the
+// read (the server counts what it delivered there, so the scan sees the consumer
+// sequence jump, as it would after messages lost between server and client), and a
+// record not read yet is purged meanwhile. The scan must notice the gap, replace its
+// consumer and go on after the last stream sequence it handed on: the records the other
+// client took come to fn all the same, and none twice.
+func TestEachJobRecoversFromASequenceGap(t *testing.T) {
+	t.Parallel()
+	b := natstest.Buckets(t, bus.Config{})
+	st := records.New(b)
+	ctx := t.Context()
+	const n, purged = 2500, 2200 // three pulls; the purged record is in the last
+	for i := range n {
+		j := &records.Job{Tenant: "t", Batch: "b", ACID: "AC-" + strconv.Itoa(i), Index: i, BatchSize: n}
+		if _, err := st.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gapped string
+	stolen := 0
+	var got []int
+	err := st.EachJob(ctx, "t", "b", func(j *records.Job) error {
+		got = append(got, j.Index)
+		switch len(got) {
+		case 10:
+			// The scan's goroutine is held by fn here (its channel fills): its first
+			// pull is not consumed yet, so what this client takes is past it, and the
+			// scan's next pull starts with a consumer sequence it did not expect.
+			names := scanConsumers(t, b.JS)
+			if len(names) != 1 {
+				t.Fatalf("reading through %v", names)
+			}
+			gapped = names[0]
+			c, err := b.JS.Consumer(ctx, "KV_"+bus.BucketJobs, gapped)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mb, err := c.FetchNoWait(5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for m := range mb.Messages() {
+				md, err := m.Metadata()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if md.Sequence.Consumer <= 10 {
+					t.Fatalf("the other client got consumer sequence %d, which the scan read", md.Sequence.Consumer)
+				}
+				stolen++
+			}
+			if err := mb.Error(); err != nil {
+				t.Fatal(err)
+			}
+			// Removed from the stream, not marked deleted: the consumer's list of
+			// last messages names one that is gone.
+			s, err := b.JS.Stream(ctx, "KV_"+bus.BucketJobs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			subject := "$KV." + bus.BucketJobs + "." + records.JobKey("t", "b", "AC-"+strconv.Itoa(purged))
+			if err := s.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+				t.Fatal(err)
+			}
+		case 2000: // past the gap: read by another consumer
+			if names := scanConsumers(t, b.JS); len(names) != 1 || names[0] == gapped {
+				t.Fatalf("after the gap in %s, reading through %v: the gap was not noticed", gapped, names)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stolen == 0 {
+		t.Fatal("the other client took no message: no gap was made")
+	}
+	want := make([]int, 0, n-1)
+	for i := range n {
+		if i != purged {
+			want = append(want, i)
+		}
+	}
+	if !slices.Equal(got, want) {
+		seen := map[int]int{}
+		for _, i := range got {
+			seen[i]++
+		}
+		var missed, twice []int
+		for _, i := range want {
+			switch seen[i] {
+			case 0:
+				missed = append(missed, i)
+			case 1:
+			default:
+				twice = append(twice, i)
+			}
+		}
+		t.Fatalf("%d records after %d taken by another client, want %d: missed %v, repeated %v, purged one read %d times",
+			len(got), stolen, len(want), missed, twice, seen[purged])
+	}
+	if left := scanConsumers(t, b.JS); len(left) > 0 {
+		t.Fatalf("consumers left behind: %v", left)
+	}
+}
