@@ -162,7 +162,9 @@ func caseJudgeVerdict(ck kind.CaseReviewing, j *records.Job, caseID string) (rev
 // ReviewItem is what a reviewer is shown of one queued AC: exactly what the judge was
 // sent (the messages of the job's first judge call, in which slots A and B are blinded
 // as the judge had them; for a case of an AC reviewed per case, the first call judging
-// that case, whose label is the case), the shape to answer in, and nothing else: no AC
+// that case, whose label is the case; for a kind that names the call of the verdict
+// reviewed, kind.ReviewCalling, that call: a rubric view's last judged iteration), the
+// shape to answer in (kind.ReviewTemplateOf), and nothing else: no AC
 // id, no case id, no path, no role, no judge verdict, no reason it was queued.
 type ReviewItem struct {
 	Item string `json:"item"`
@@ -187,22 +189,28 @@ func ReviewItemOf(ctx context.Context, store blob.Store, e ReviewEntry) (ReviewI
 	if err != nil {
 		return it, err
 	}
-	switch rk := k.(type) {
+	switch k.(type) {
 	case kind.CaseReviewing:
 		if e.Case == "" {
 			return it, fmt.Errorf("%s: a %s job is reviewed per case and the item names none", e.Item, j.Spec.Kind)
 		}
-		it.Answer = rk.ReviewTemplate()
 	case kind.Reviewing:
-		it.Answer = rk.ReviewTemplate()
 	default:
 		return it, fmt.Errorf("%s: a %s job cannot be reviewed", e.Item, j.Spec.Kind)
 	}
+	it.Answer = kind.ReviewTemplateOf(k, j)
 	var rec *events.Blob
-	for _, c := range j.Calls {
-		if c.Record != nil && (e.Case == "" || c.Label == e.Case) {
+	if rc, ok := k.(kind.ReviewCalling); ok {
+		// The kind names the call of the verdict reviewed (rubric: the loop's last).
+		if c, ok := rc.ReviewCall(j); ok {
 			rec = c.Record
-			break
+		}
+	} else {
+		for _, c := range j.Calls {
+			if c.Record != nil && (e.Case == "" || c.Label == e.Case) {
+				rec = c.Record
+				break
+			}
 		}
 	}
 	if rec == nil {

@@ -225,6 +225,9 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 			// A kind that takes no trials or ladder has the entry blocked, naming the key.
 			if why := kind.RefuseRepeats(k, b.RepeatsOf(ac)); why != "" {
 				ac.Problem = stage.Problem(ac, why)
+			} else if why := kind.RefuseDecides(k); why != "" && b.Review != nil && b.Review.Decides {
+				// A kind whose reviews only measure has the entry blocked, naming the key.
+				ac.Problem = stage.Problem(ac, why)
 			}
 		}
 		ps, err := k.Plan(ctx, env, ac)

@@ -60,3 +60,47 @@ type CaseReviewing interface {
 	// ReviewTemplate is the answer's shape as a reviewer fills in one case.
 	ReviewTemplate() string
 }
+
+// ReviewCalling is a Reviewing kind whose reviewed verdict is not its job's first
+// call's (rubric: a view's loop judges it once per iteration and the verdict reviewed is
+// the last): ReviewCall is the call whose messages the reviewer is shown, ok false when
+// the job has none. A kind that is not ReviewCalling shows its job's first kept call.
+type ReviewCalling interface {
+	ReviewCall(j *records.Job) (c records.Call, ok bool)
+}
+
+// ReviewTemplating is a Reviewing kind whose answer shape depends on the job (rubric:
+// the dimensions of the view's rubric): ReviewTemplateOf is the job's, used in place of
+// ReviewTemplate wherever a job is at hand.
+type ReviewTemplating interface {
+	ReviewTemplateOf(j *records.Job) string
+}
+
+// DecidesRefusing is a Reviewing kind whose reviews measure its judge but never decide
+// an outcome (rubric: a view's outcome is its loop's, over iterations and runs, and its
+// person who decides is the HE-2 spot-check). RefuseDecides says why, starting with the
+// batch key at fault ("review.decides: ..."). A batch that lets people decide blocks
+// such a kind's ACs with the reason, and the rules refuse a deciding review of one.
+type DecidesRefusing interface {
+	RefuseDecides() string
+}
+
+// RefuseDecides is why k's reviews cannot decide an outcome, "" when they can.
+func RefuseDecides(k Kind) string {
+	if d, ok := k.(DecidesRefusing); ok {
+		return d.RefuseDecides()
+	}
+	return ""
+}
+
+// ReviewTemplateOf is the answer shape a reviewer of j fills in: the kind's own for the
+// job (ReviewTemplating), else its ReviewTemplate; "" for a kind people cannot review.
+func ReviewTemplateOf(k Kind, j *records.Job) string {
+	if t, ok := k.(ReviewTemplating); ok {
+		return t.ReviewTemplateOf(j)
+	}
+	if t, ok := k.(interface{ ReviewTemplate() string }); ok {
+		return t.ReviewTemplate()
+	}
+	return ""
+}

@@ -47,6 +47,11 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s has no verdict of iteration %d attempt %d to review", ev.ID, j.Key(), ev.Iteration, ev.Attempt)
 	}
 	decides := j.Spec.Review != nil && j.Spec.Review.Decides
+	if why := kind.RefuseDecides(k); decides && why != "" {
+		// The batch planner blocks such an AC and its job spec is refused on the wire;
+		// a record that says so anyway gets no review applied, deciding or not.
+		return Result{}, refuse(RefusedReview, "review.recorded %s: job %s is a %s job: %s", ev.ID, j.Key(), j.Spec.Kind, why)
+	}
 	mine, first := -1, -1
 	for i, r := range j.Reviews {
 		if r.Event == ev.ID {

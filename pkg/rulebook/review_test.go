@@ -1,6 +1,7 @@
 package rulebook_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
+	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/views"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/review"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
@@ -379,5 +383,137 @@ func TestReviewEquivalenceTrials(t *testing.T) {
 	}
 	if u := k.CaseUnsure(got.Job, "c1"); len(u) != 1 {
 		t.Fatalf("c1's doubt, the judge's, was lost: %v", u)
+	}
+}
+
+// rubricAnswer is a rubric verdict over the default rubric scoring every dimension 1 but
+// those in scores, in seed 004's verdict shape (no identity: it is filled in).
+func rubricAnswer(t *testing.T, scores map[string]float64, allPass bool) string {
+	t.Helper()
+	r := argus.DefaultRubric()
+	dims := map[string]argus.DimensionScore{}
+	for _, d := range r.DimensionNames() {
+		s, ok := scores[d]
+		if !ok {
+			s = 1
+		}
+		dims[d] = argus.DimensionScore{Score: s, Anchor: r.Dimensions[d].Anchor, Evidence: "seen on the render"}
+	}
+	data, err := json.Marshal(map[string]any{"dimensions": dims, "closer_to_reference_than_prev": nil, "all_pass": allPass, "failed_dimensions": []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func rubricReview(id, by, answer string, at time.Duration) events.Event {
+	p := &events.ReviewRecorded{Kind: events.KindRubric, Answer: answer, By: by, Via: "import"}
+	e := events.New(p, tenant, batch, id, 0, events.ReviewStep(by, answer), nil)
+	e.Time = t0.Add(at)
+	return e
+}
+
+// signedOffView is a headless view signed off by two passing verdicts, the second the
+// one reviewed.
+func signedOffView(t *testing.T) *records.Job {
+	t.Helper()
+	spec := viewSpec(events.ModeHeadless)
+	j := pending(t, spec)
+	st := rulebook.State{Job: j, KindState: viewState(&views.Record{}, argus.DefaultRubric())}
+	res, err := rulebook.Apply(st, in(rubricVote(t, spec.ACID, 0, true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = rulebook.Apply(rulebook.State{Job: res.Job, KindState: viewState(recordOf(res.KindState), argus.DefaultRubric())}, in(rubricVote(t, spec.ACID, 1, true)))
+	if err != nil || res.Job.Status != events.StatusSignedOff {
+		t.Fatalf("signed off: %+v, %v", res.Job, err)
+	}
+	return res.Job
+}
+
+// TestReviewRubric: a rubric view's last verdict is reviewed in the verdict's own shape,
+// checked by the judge's own parser against the view's rubric (kept on the record), read
+// as pass or fail derived from the scores with every dimension's score in steps of 0.5;
+// a measuring review changes no outcome, and the same person answering again is one
+// review.
+func TestReviewRubric(t *testing.T) {
+	j := signedOffView(t)
+	k, _ := kind.Lookup(events.KindRubric)
+	jv, model, ok := k.(kind.Reviewing).JudgeVerdict(j)
+	if !ok || jv.Label != "pass" || model != "p/m" || len(jv.Scores) != 7 || jv.Scores["visual_fidelity"] != 2 {
+		t.Fatalf("judge verdict %+v %q %v", jv, model, ok)
+	}
+	// The person scores layout_spacing 0.5 and claims all_pass: the claim is re-derived.
+	e := rubricReview(j.ACID, "ann", rubricAnswer(t, map[string]float64{"layout_spacing": 0.5}, true), time.Minute)
+	res, err := rulebook.Apply(rulebook.State{Job: j}, in(e))
+	if err != nil || res.Job == nil || len(res.Publish) != 0 || res.Revise {
+		t.Fatalf("review: %+v, %v", res, err)
+	}
+	r := res.Job.Reviews
+	if len(r) != 1 || r[0].Person.Label != "fail" || r[0].Judge.Label != "pass" || r[0].Person.Scores["layout_spacing"] != 1 || r[0].Person.Scores["typography"] != 2 || r[0].Model != "p/m" || r[0].Decides {
+		t.Fatalf("reviews %+v", r)
+	}
+	if res.Job.Status != events.StatusSignedOff || res.Job.DecidedBy == e.ID {
+		t.Fatal("a rubric review changed the outcome")
+	}
+	again := rubricReview(j.ACID, "ann", rubricAnswer(t, nil, true), 2*time.Minute)
+	res2, err := rulebook.Apply(rulebook.State{Job: res.Job}, in(again))
+	if err != nil || len(res2.Job.Reviews) != 1 || res2.Job.Reviews[0].Person.Label != "pass" || res2.Job.Reviews[0].Changes != 1 {
+		t.Fatalf("answered again: %+v, %v", res2.Job, err)
+	}
+
+	// The judge's contract, one place: each of these is refused, never recorded.
+	full := rubricAnswer(t, nil, true)
+	var noDim map[string]any
+	_ = json.Unmarshal([]byte(full), &noDim)
+	delete(noDim["dimensions"].(map[string]any), "hierarchy")
+	missing, _ := json.Marshal(noDim)
+	for name, answer := range map[string]string{
+		"score 0.7":         rubricAnswer(t, map[string]float64{"typography": 0.7}, true),
+		"missing dimension": string(missing),
+		"wrong anchor":      strings.Replace(full, `"anchor":"reference"`, `"anchor":"spec-text"`, 1),
+		"extra dimension":   strings.Replace(full, `"dimensions":{`, `"dimensions":{"mood":{"score":1,"anchor":"reference","evidence":"x"},`, 1),
+		"blank evidence":    strings.Replace(full, `"seen on the render"`, `" "`, 1),
+		"unknown field":     strings.Replace(full, `{"all_pass"`, `{"ac_id":"F--t--s--a","all_pass"`, 1),
+		"an ab answer":      `{"raw_winner":"A","confidence":0.7,"biggest_gap":"x"}`,
+	} {
+		if answer == full {
+			t.Fatalf("%s: the answer was not changed", name)
+		}
+		_, err := rulebook.Apply(rulebook.State{Job: j}, in(rubricReview(j.ACID, "ann", answer, time.Minute)))
+		if !errors.Is(err, rulebook.ErrRefused) || rulebook.RefusalReason(err) != rulebook.RefusedReview {
+			t.Errorf("%s: %v, want a review refusal", name, err)
+		}
+	}
+	// A view still in its loop has no verdict to review.
+	spec := viewSpec(events.ModeHeadless)
+	first, err := rulebook.Apply(rulebook.State{Job: pending(t, spec), KindState: viewState(&views.Record{}, argus.DefaultRubric())}, in(rubricVote(t, spec.ACID, 0, true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rulebook.Apply(rulebook.State{Job: first.Job}, in(rubricReview(spec.ACID, "ann", full, time.Minute))); !errors.Is(err, rulebook.ErrRefused) {
+		t.Errorf("a review of a view in its loop: %v", err)
+	}
+}
+
+// TestReviewRubricDecidesRefused: a rubric view's reviews never decide. A job spec that
+// lets people decide is refused on the wire, naming review.decides; a record that says
+// so anyway (written before) has every review of it refused, and the outcome stays the
+// loop's.
+func TestReviewRubricDecidesRefused(t *testing.T) {
+	spec := viewSpec(events.ModeHeadless)
+	spec.Review = &events.ReviewSpec{Share: 1, Seed: "s", Decides: true}
+	sub := submit(spec, 0, 1)
+	if err := sub.Payload.(*events.JobSubmitted).Validate(); err == nil || !strings.Contains(err.Error(), "review.decides") {
+		t.Fatalf("a deciding rubric spec: %v, want refused naming review.decides", err)
+	}
+	j := signedOffView(t)
+	j.Spec.Review = &events.ReviewSpec{Share: 1, Seed: "s", Decides: true}
+	_, err := rulebook.Apply(rulebook.State{Job: j}, in(rubricReview(j.ACID, "ann", rubricAnswer(t, map[string]float64{"typography": 0}, false), time.Minute)))
+	if !errors.Is(err, rulebook.ErrRefused) || !strings.Contains(err.Error(), "HE-2") {
+		t.Fatalf("a deciding review of a rubric view: %v, want refused", err)
+	}
+	if _, err := (rubric.Kind{}).DecideByReview(j, nil, "ann", events.Event{}); !errors.Is(err, kind.ErrRefused) {
+		t.Fatalf("DecideByReview: %v", err)
 	}
 }

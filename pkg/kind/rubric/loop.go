@@ -35,6 +35,10 @@ type State struct {
 	// Verdicts are the normalized verdicts of this batch's judged iterations of the view,
 	// in order: the seed's iteration-<n>.json files.
 	Verdicts []IterationVerdict `json:"verdicts,omitempty"`
+	// Rubric are the rules of the rubric the verdicts were checked against (its
+	// dimensions, anchors and thresholds), so a person's review of the last verdict is
+	// checked against the same rubric without its document (review.go).
+	Rubric []argus.DimensionRule `json:"rubric,omitempty"`
 }
 
 // IterationVerdict is one judged iteration's normalized verdict (the seed's
@@ -44,6 +48,9 @@ type IterationVerdict struct {
 	Loop      int           `json:"loop,omitempty"`
 	Iteration int           `json:"iteration"`
 	Verdict   argus.Verdict `json:"verdict"`
+	// Disagreed says the judge's own all_pass or failed_dimensions contradicted its
+	// scores (argus.VerdictCheck.Disagreed): a doubt that sends the view to people.
+	Disagreed bool `json:"disagreed,omitempty"`
 }
 
 // GateResultFile is one iteration's gate-result.json in blob storage.
@@ -287,7 +294,8 @@ func step(st *kind.Step, s loopStep) error {
 		state.GateResults = append(state.GateResults, GateResultFile{Loop: dec.Loop, Iteration: d.Iteration, Blob: *s.gateResult})
 	}
 	if s.verdict != nil {
-		state.Verdicts = append(state.Verdicts, IterationVerdict{Loop: dec.Loop, Iteration: d.Iteration, Verdict: *s.verdict})
+		state.Verdicts = append(state.Verdicts, IterationVerdict{Loop: dec.Loop, Iteration: d.Iteration, Verdict: *s.verdict, Disagreed: s.disagreed})
+		state.Rubric = vs.Rubric.Rules()
 	}
 	j.Judges = kind.AddJudge(j.Judges, s.judge)
 	if status.Final() {

@@ -15,7 +15,18 @@ import (
 // (events.Parts).
 func init() {
 	events.RegisterKind(events.KindRubric, events.KindWire{
-		Spec:  func(s events.JobSpec) error { return SpecOf(s.KindPart).validate() },
+		Spec: func(s events.JobSpec) error {
+			rs := SpecOf(s.KindPart)
+			if err := rs.validate(); err != nil {
+				return err
+			}
+			if s.Review != nil && s.Review.Decides && rs.Blocked == "" {
+				// A view's outcome is its loop's; people's reviews of it only measure the
+				// judge (pkg/kind/rubric, RefuseDecides).
+				return events.Invalid("review.decides", "a rubric view's reviews measure its judge and decide nothing")
+			}
+			return nil
+		},
 		Gates: func(*events.GatesDone) error { return nil },
 		Verdict: func(p *events.VerdictEmitted) error {
 			v := VoteOf(p.KindPart)
