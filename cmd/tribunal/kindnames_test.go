@@ -35,11 +35,6 @@ var kindNamesAllowed = map[string]string{
 
 	// Not moved yet: pages and readers that are one kind's.
 	"internal/console/job.go ab,critic,equivalence,rubric": "the console's job page, a section per kind",
-	"pkg/trust/figures.go ab":                              "the trust figures are ab's votes' (position bias, flips, length)",
-	"pkg/trust/inputs.go ab":                               "a trust Judgment is an ab vote",
-	"pkg/trust/collect/collect.go ab,critic,rubric":        "the trust report's inputs: ab's votes, every kind's calls, rubric's spot checks",
-	"pkg/trust/collect/figures.go ab":                      "the trust report's ab figures",
-	"services/aggregator/trust.go ab":                      "the completion's trust figures, from ab's votes",
 }
 
 // kindOrder is the order of the kinds in a kindNamesAllowed key.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tribunal-dev/tribunal/internal/console"
-	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 )
 
@@ -24,17 +23,17 @@ func handMadeReport(t *testing.T) *trust.Report {
 	var in trust.Input
 	for i := range 12 {
 		ac := fmt.Sprintf("AC-%d", i)
-		in.Outcomes = append(in.Outcomes, trust.Outcome{AC: ac, Winner: ab.WinnerOurs})
-		ok := func(judge, order, raw string, w ab.Winner) trust.Judgment {
+		in.Outcomes = append(in.Outcomes, trust.Outcome{AC: ac, Winner: trust.WinnerOurs})
+		ok := func(judge, order, raw string, w trust.Winner) trust.Judgment {
 			return trust.Judgment{AC: ac, Judge: judge, Order: order, Status: trust.StatusOK, RawWinner: raw, Winner: w, Confidence: 0.9,
 				LenOurs: 100 + i, LenRef: 300}
 		}
 		in.Judgments = append(in.Judgments,
-			ok("openai/first", "AB", "A", ab.WinnerOurs), ok("openai/first", "BA", "A", ab.WinnerReference),
-			ok("openai/fair", "AB", "A", ab.WinnerOurs), ok("openai/fair", "BA", "B", ab.WinnerOurs))
-		w := ab.WinnerOurs
+			ok("openai/first", "AB", "A", trust.WinnerOurs), ok("openai/first", "BA", "A", trust.WinnerReference),
+			ok("openai/fair", "AB", "A", trust.WinnerOurs), ok("openai/fair", "BA", "B", trust.WinnerOurs))
+		w := trust.WinnerOurs
 		if i == 2 {
-			w = ab.WinnerReference
+			w = trust.WinnerReference
 		}
 		in.Judgments = append(in.Judgments, ok("openai/odd", "AB", "A", w))
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 )
 
@@ -37,13 +36,13 @@ func Rates(outcomes []Outcome, z float64, boot stats.BootstrapOptions) (OutcomeR
 		case o.Blocked:
 			blocked++
 			continue
-		case o.Winner == ab.WinnerOurs:
+		case o.Winner == WinnerOurs:
 			ours++
 			scores = append(scores, 1)
-		case o.Winner == ab.WinnerReference:
+		case o.Winner == WinnerReference:
 			ref++
 			scores = append(scores, 0)
-		case o.Winner == ab.WinnerTie:
+		case o.Winner == WinnerTie:
 			tie++
 			scores = append(scores, 0.5)
 		default:
@@ -94,12 +93,12 @@ func PositionBiasOf(js []Judgment, z float64) PositionBias {
 	for _, j := range js {
 		b.Calls++
 		switch j.Slot() {
-		case ab.LabelA:
+		case SlotA:
 			a++
 			decided++
-		case ab.LabelB:
+		case SlotB:
 			decided++
-		case ab.RawTie:
+		case SlotTie:
 			b.Ties++
 		default:
 			b.Unanswered++
@@ -187,10 +186,10 @@ func FlipsOf(js []Judgment, z float64) Flips {
 // unswap writes a swapped call's raw answer in the first call's slot letters.
 func unswap(raw string) string {
 	switch raw {
-	case ab.LabelA:
-		return ab.LabelB
-	case ab.LabelB:
-		return ab.LabelA
+	case SlotA:
+		return SlotB
+	case SlotB:
+		return SlotA
 	}
 	return raw
 }
@@ -285,11 +284,11 @@ func LengthOf(js []Judgment, z float64, o LengthOptions) LengthSensitivity {
 				break
 			}
 		}
-		if w == ab.WinnerTie {
+		if w == WinnerTie {
 			bins[b].Ties++
 			continue
 		}
-		won := (w == ab.WinnerOurs) == oursLonger
+		won := (w == WinnerOurs) == oursLonger
 		binN[b]++
 		if won {
 			binK[b]++

@@ -5,38 +5,62 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/trials"
 )
 
 // Order and status values of a judge call, as events.Vote records them.
 const (
-	// OrderAB is a call that saw the slots as the gater placed them; OrderBA is the
-	// second call of a swapped AC, with the slots exchanged.
-	OrderAB = "AB"
-	OrderBA = "BA"
+	// OrderShown is a call that saw the slots as the gater placed them ("AB");
+	// OrderSwapped is the second call of a swapped AC, with the slots exchanged ("BA").
+	OrderShown   = "AB"
+	OrderSwapped = "BA"
 	// StatusOK marks a call that produced a valid answer; any other status (a schema
 	// violation, an unavailable provider) means the call has no answer.
 	StatusOK = "ok"
 )
 
-// Judgment is one judge call's answer on one ab AC: one vote of a verdict. The report
-// passes the calls of each AC's deciding verdict (not of superseded attempts).
+// The answers of a pairwise judgment. A call answers in slots (SlotA, SlotB, SlotTie:
+// the artifacts as it was shown them, blind); un-shuffled, its answer is a Winner, in
+// roles. A pairwise kind spells its answers so on the wire (its own package holds that
+// its constants equal these).
+const (
+	SlotA   = "A"
+	SlotB   = "B"
+	SlotTie = "tie"
+)
+
+// Winner is a pairwise answer in roles: our artifact, the reference, or a tie.
+type Winner string
+
+// The Winner values.
+const (
+	WinnerOurs      Winner = "ours"
+	WinnerReference Winner = "reference"
+	WinnerTie       Winner = "tie"
+)
+
+// Valid reports whether w is one of the three answers.
+func (w Winner) Valid() bool {
+	return w == WinnerOurs || w == WinnerReference || w == WinnerTie
+}
+
+// Judgment is one judge call's answer on one pairwise AC: one vote of a verdict. The
+// report passes the calls of each AC's deciding verdict (not of superseded attempts).
 type Judgment struct {
 	// AC is the AC (job) id.
 	AC string `json:"ac"`
 	// Judge names the judge as verdicts do, "provider/model" (e.g. "openai/gpt-4o").
 	Judge string `json:"judge"`
-	// Order is OrderAB for the only or first call, OrderBA for a swapped AC's second.
-	// Empty means OrderAB.
+	// Order is OrderShown for the only or first call, OrderSwapped for a swapped AC's
+	// second. Empty means OrderShown.
 	Order string `json:"order,omitempty"`
 	// Status is StatusOK when the call produced a valid answer.
 	Status string `json:"status"`
 	// RawWinner is the answer over the slots as this call saw them: A, B or tie (any
-	// letter case, as the ab kind accepts).
+	// letter case, as the pairwise kind accepts).
 	RawWinner string `json:"raw_winner,omitempty"`
 	// Winner is the answer un-shuffled to roles: ours, reference or tie.
-	Winner ab.Winner `json:"winner,omitempty"`
+	Winner Winner `json:"winner,omitempty"`
 	// Confidence is the judge's stated confidence in [0, 1].
 	Confidence float64 `json:"confidence"`
 	// LenOurs and LenRef are the lengths of our artifact and the reference, for text
@@ -55,7 +79,7 @@ func (j Judgment) Slot() string {
 	if j.Status != StatusOK {
 		return ""
 	}
-	for _, s := range []string{ab.LabelA, ab.LabelB, ab.RawTie} {
+	for _, s := range []string{SlotA, SlotB, SlotTie} {
 		if strings.EqualFold(j.RawWinner, s) {
 			return s
 		}
@@ -65,22 +89,22 @@ func (j Judgment) Slot() string {
 
 // Answer returns the call's un-shuffled answer (ours, reference or tie), or "" when the
 // call has no valid answer.
-func (j Judgment) Answer() ab.Winner {
+func (j Judgment) Answer() Winner {
 	if j.Status != StatusOK || !j.Winner.Valid() {
 		return ""
 	}
 	return j.Winner
 }
 
-func (j Judgment) swapped() bool { return j.Order == OrderBA }
+func (j Judgment) swapped() bool { return j.Order == OrderSwapped }
 
 func (j Judgment) judgeName() string { return j.Judge }
 
-// Outcome is one AC's final result in a batch, as results.json records it.
+// Outcome is one pairwise AC's final result in a batch, as results.json records it.
 type Outcome struct {
 	AC string `json:"ac"`
 	// Winner is ours, reference or tie; ignored when Blocked.
-	Winner ab.Winner `json:"winner,omitempty"`
+	Winner Winner `json:"winner,omitempty"`
 	// Blocked means the AC got no verdict (a missing artifact, a failed judge call, ...).
 	Blocked bool `json:"blocked,omitempty"`
 }
@@ -139,7 +163,7 @@ func ByJudge[T interface{ judgeName() string }](items []T) []Group[T] {
 
 // JudgeOutcomes returns each judge's own outcome per AC from its calls, sorted by judge
 // and AC: the judge's answer when all its calls on the AC agree; a tie when they do not
-// (a swap pair that flipped, the rule ab.CombineSwap applies); blocked when any of its
+// (a swap pair that flipped, as a pairwise kind combines a swap); blocked when any of its
 // calls on the AC has no valid answer. An AC judged with repeated trials takes each
 // trial's outcome so, then the trials' strict majority (trials.Majority), a tie without
 // one.
@@ -170,7 +194,7 @@ func JudgeOutcomes(js []Judgment) []Group[Outcome] {
 				o.Blocked, o.Winner = true, ""
 			case o.Blocked:
 			case o.Winner != w:
-				o.Winner = ab.WinnerTie
+				o.Winner = WinnerTie
 			}
 		}
 		slices.Sort(order)
@@ -189,9 +213,9 @@ func JudgeOutcomes(js []Judgment) []Group[Outcome] {
 				answers = append(answers, string(t.Winner))
 			}
 			if !o.Blocked {
-				o.Winner = ab.WinnerTie
+				o.Winner = WinnerTie
 				if r := trials.Majority(answers, 0); r.Unsure == "" {
-					o.Winner = ab.Winner(r.Answer)
+					o.Winner = Winner(r.Answer)
 				}
 			}
 			grp.Items = append(grp.Items, o)

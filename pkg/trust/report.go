@@ -10,9 +10,9 @@ import (
 
 // Input is everything a trust report is computed from, built from one batch's events.
 type Input struct {
-	// Outcomes holds one final outcome per ab AC (the batch's results).
+	// Outcomes holds one final outcome per pairwise AC (the batch's results).
 	Outcomes []Outcome
-	// Judgments holds every call of each ab AC's deciding verdict.
+	// Judgments holds every call of each pairwise AC's deciding verdict.
 	Judgments []Judgment
 	// Calls holds every judge call of any kind, for the cost figures.
 	Calls []Call
@@ -40,7 +40,7 @@ type Report struct {
 	// per judge, sorted by name.
 	Overall JudgeReport   `json:"overall"`
 	Judges  []JudgeReport `json:"judges"`
-	// Panel is set when more than one judge answered ab ACs.
+	// Panel is set when more than one judge answered pairwise ACs.
 	Panel *PanelAgreement `json:"panel,omitempty"`
 	// SpotChecks is set when there were HE-2 checks; SpotChecksByJudge splits them.
 	SpotChecks        *SpotChecks            `json:"spot_checks,omitempty"`
@@ -97,7 +97,7 @@ func BuildReport(in Input) (Report, error) {
 		jr.Outcomes = &rates
 		r.Judges = append(r.Judges, jr)
 	}
-	// Judges of other kinds (critic, rubric, ...) still have costs.
+	// Judges of the other kinds (no pairwise judgment) still have costs.
 	for _, g := range ByJudge(in.Calls) {
 		if !seen[g.Judge] {
 			r.Judges = append(r.Judges, JudgeReport{Judge: g.Judge, Usage: UsageOf(g.Items)})

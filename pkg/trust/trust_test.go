@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 )
 
@@ -22,25 +21,25 @@ func ac(i int) string { return fmt.Sprintf("AC-%03d", i) }
 func call(judge, id, order, raw string, oursInA bool) Judgment {
 	j := Judgment{AC: id, Judge: judge, Order: order, Status: StatusOK, RawWinner: raw, Confidence: 0.8}
 	switch raw {
-	case ab.LabelA:
-		j.Winner = map[bool]ab.Winner{true: ab.WinnerOurs, false: ab.WinnerReference}[oursInA]
-	case ab.LabelB:
-		j.Winner = map[bool]ab.Winner{true: ab.WinnerReference, false: ab.WinnerOurs}[oursInA]
+	case SlotA:
+		j.Winner = map[bool]Winner{true: WinnerOurs, false: WinnerReference}[oursInA]
+	case SlotB:
+		j.Winner = map[bool]Winner{true: WinnerReference, false: WinnerOurs}[oursInA]
 	default:
-		j.Winner = ab.WinnerTie
+		j.Winner = WinnerTie
 	}
 	return j
 }
 
 // pickFor returns the slot holding the winner given where ours is.
-func pickFor(winner ab.Winner, oursInA bool) string {
+func pickFor(winner Winner, oursInA bool) string {
 	switch {
-	case winner == ab.WinnerTie:
-		return ab.RawTie
-	case (winner == ab.WinnerOurs) == oursInA:
-		return ab.LabelA
+	case winner == WinnerTie:
+		return SlotTie
+	case (winner == WinnerOurs) == oursInA:
+		return SlotA
 	}
-	return ab.LabelB
+	return SlotB
 }
 
 // biasedFake answers like a content-blind model that picks slot A with probability pA.
@@ -51,25 +50,25 @@ type biasedFake struct {
 
 func (f biasedFake) pick() string {
 	if f.rng.Float64() < f.pA {
-		return ab.LabelA
+		return SlotA
 	}
-	return ab.LabelB
+	return SlotB
 }
 
 func TestJudgeOutcomes(t *testing.T) {
 	t.Parallel()
 	js := []Judgment{
-		call("m", "AC-2", OrderAB, ab.LabelA, true),                                               // ours
-		call("m", "AC-1", OrderAB, ab.LabelA, true), call("m", "AC-1", OrderBA, ab.LabelB, false), // consistent: ours
-		call("m", "AC-3", OrderAB, ab.LabelA, true), call("m", "AC-3", OrderBA, ab.LabelA, false), // flipped: tie
-		call("m", "AC-4", OrderAB, ab.LabelB, true), {AC: "AC-4", Judge: "m", Order: OrderBA, Status: "unavailable"}, // blocked
+		call("m", "AC-2", OrderShown, SlotA, true),                                                // ours
+		call("m", "AC-1", OrderShown, SlotA, true), call("m", "AC-1", OrderSwapped, SlotB, false), // consistent: ours
+		call("m", "AC-3", OrderShown, SlotA, true), call("m", "AC-3", OrderSwapped, SlotA, false), // flipped: tie
+		call("m", "AC-4", OrderShown, SlotB, true), {AC: "AC-4", Judge: "m", Order: OrderSwapped, Status: "unavailable"}, // blocked
 		{AC: "AC-5", Judge: "m", Status: "schema_violation", RawWinner: "C"}, // blocked
-		call("n", "AC-1", OrderAB, ab.RawTie, true),
+		call("n", "AC-1", OrderShown, SlotTie, true),
 	}
 	got := JudgeOutcomes(js)
 	want := []Group[Outcome]{
-		{Judge: "m", Items: []Outcome{{AC: "AC-1", Winner: ab.WinnerOurs}, {AC: "AC-2", Winner: ab.WinnerOurs}, {AC: "AC-3", Winner: ab.WinnerTie}, {AC: "AC-4", Blocked: true}, {AC: "AC-5", Blocked: true}}},
-		{Judge: "n", Items: []Outcome{{AC: "AC-1", Winner: ab.WinnerTie}}},
+		{Judge: "m", Items: []Outcome{{AC: "AC-1", Winner: WinnerOurs}, {AC: "AC-2", Winner: WinnerOurs}, {AC: "AC-3", Winner: WinnerTie}, {AC: "AC-4", Blocked: true}, {AC: "AC-5", Blocked: true}}},
+		{Judge: "n", Items: []Outcome{{AC: "AC-1", Winner: WinnerTie}}},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("JudgeOutcomes =\n%v\nwant\n%v", got, want)
@@ -80,7 +79,7 @@ func TestRates(t *testing.T) {
 	t.Parallel()
 	var outs []Outcome
 	// By hand: 10 ACs, 5 ours, 2 reference, 2 tie, 1 blocked; score (5 + 1) / 9 = 2/3.
-	for i, w := range []ab.Winner{ab.WinnerOurs, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerReference, ab.WinnerReference, ab.WinnerTie, ab.WinnerTie, ""} {
+	for i, w := range []Winner{WinnerOurs, WinnerOurs, WinnerOurs, WinnerOurs, WinnerOurs, WinnerReference, WinnerReference, WinnerTie, WinnerTie, ""} {
 		outs = append(outs, Outcome{AC: ac(i), Winner: w, Blocked: w == ""})
 	}
 	boot := stats.BootstrapOptions{Resamples: 500, Seed: 9}
@@ -112,17 +111,17 @@ func TestPositionBias(t *testing.T) {
 	// By hand: 70 slot-A picks, 30 slot-B, 5 ties, 2 failures: 70/100 = [0.604, 0.781].
 	var js []Judgment
 	for i := range 107 {
-		raw := ab.LabelA
+		raw := SlotA
 		switch {
 		case i >= 105:
 			js = append(js, Judgment{AC: ac(i), Judge: "m", Status: "unavailable"})
 			continue
 		case i >= 100:
-			raw = ab.RawTie
+			raw = SlotTie
 		case i >= 70:
-			raw = ab.LabelB
+			raw = SlotB
 		}
-		js = append(js, call("m", ac(i), OrderAB, raw, i%2 == 0))
+		js = append(js, call("m", ac(i), OrderShown, raw, i%2 == 0))
 	}
 	b := PositionBiasOf(js, stats.Z95)
 	if b.Calls != 107 || b.Ties != 5 || b.Unanswered != 2 || b.SlotA != stats.Wilson95(70, 100) || !b.Biased {
@@ -134,11 +133,11 @@ func TestPositionBias(t *testing.T) {
 	// and holds 0.7.
 	js = js[:0]
 	for i := range 200 {
-		raw := ab.LabelB
+		raw := SlotB
 		if i%10 < 7 {
-			raw = ab.LabelA
+			raw = SlotA
 		}
-		js = append(js, call("fake/slot-a-70", ac(i), OrderAB, raw, i%2 == 0))
+		js = append(js, call("fake/slot-a-70", ac(i), OrderShown, raw, i%2 == 0))
 	}
 	b = PositionBiasOf(js, stats.Z95)
 	if !b.Biased || b.SlotA != stats.Wilson95(140, 200) || b.SlotA.Excludes(0.7) {
@@ -149,11 +148,11 @@ func TestPositionBias(t *testing.T) {
 	// sits in slot A for even i, so by hand slot A wins 5 of every 10 ACs: 100/200.
 	js = js[:0]
 	for i := range 200 {
-		w := ab.WinnerReference
+		w := WinnerReference
 		if i%5 < 3 {
-			w = ab.WinnerOurs
+			w = WinnerOurs
 		}
-		js = append(js, call("fair", ac(i), OrderAB, pickFor(w, i%2 == 0), i%2 == 0))
+		js = append(js, call("fair", ac(i), OrderShown, pickFor(w, i%2 == 0), i%2 == 0))
 	}
 	b = PositionBiasOf(js, stats.Z95)
 	if b.Biased || b.SlotA.K != 100 || b.SlotA.N != 200 {
@@ -172,21 +171,21 @@ func TestFlips(t *testing.T) {
 		first, second, pattern string
 		flip                   bool
 	}{
-		{ab.LabelA, ab.LabelB, "A->A", false},
-		{ab.LabelB, ab.LabelA, "B->B", false},
-		{ab.RawTie, ab.RawTie, "tie->tie", false},
-		{ab.LabelA, ab.LabelA, "A->B", true}, // picked the first-shown slot both times
-		{ab.LabelB, ab.LabelB, "B->A", true}, // picked the second-shown slot both times
-		{ab.LabelA, ab.RawTie, "A->tie", true},
-		{ab.RawTie, ab.LabelA, "tie->B", true},
+		{SlotA, SlotB, "A->A", false},
+		{SlotB, SlotA, "B->B", false},
+		{SlotTie, SlotTie, "tie->tie", false},
+		{SlotA, SlotA, "A->B", true}, // picked the first-shown slot both times
+		{SlotB, SlotB, "B->A", true}, // picked the second-shown slot both times
+		{SlotA, SlotTie, "A->tie", true},
+		{SlotTie, SlotA, "tie->B", true},
 	}
 	var js []Judgment
 	for i, r := range rows {
-		js = append(js, call("m", ac(i), OrderAB, r.first, true), call("m", ac(i), OrderBA, r.second, false))
+		js = append(js, call("m", ac(i), OrderShown, r.first, true), call("m", ac(i), OrderSwapped, r.second, false))
 	}
 	// A swapped AC with a failed second call and an AC judged once are not pairs.
-	js = append(js, call("m", "AC-x", OrderAB, ab.LabelA, true), Judgment{AC: "AC-x", Judge: "m", Order: OrderBA, Status: "unavailable"},
-		call("m", "AC-y", OrderAB, ab.LabelA, true))
+	js = append(js, call("m", "AC-x", OrderShown, SlotA, true), Judgment{AC: "AC-x", Judge: "m", Order: OrderSwapped, Status: "unavailable"},
+		call("m", "AC-y", OrderShown, SlotA, true))
 	f := FlipsOf(js, stats.Z95)
 	if f.Pairs != 7 || f.Unpaired != 1 || f.Rate != stats.Wilson95(4, 7) {
 		t.Errorf("flips %+v", f)
@@ -205,7 +204,7 @@ func TestFlips(t *testing.T) {
 	// The role winners agree with the pattern: a consistent pair un-shuffles to one role.
 	for _, g := range JudgeOutcomes(js[:6]) {
 		for _, o := range g.Items {
-			if o.Winner == ab.WinnerTie && o.AC != ac(2) {
+			if o.Winner == WinnerTie && o.AC != ac(2) {
 				t.Errorf("consistent pair %s came out %s", o.AC, o.Winner)
 			}
 		}
@@ -217,7 +216,7 @@ func TestFlips(t *testing.T) {
 	fake := biasedFake{rand.New(rand.NewPCG(3, 4)), 0.7}
 	js = js[:0]
 	for i := range 400 {
-		js = append(js, call("fake", ac(i), OrderAB, fake.pick(), i%2 == 0), call("fake", ac(i), OrderBA, fake.pick(), i%2 != 0))
+		js = append(js, call("fake", ac(i), OrderShown, fake.pick(), i%2 == 0), call("fake", ac(i), OrderSwapped, fake.pick(), i%2 != 0))
 	}
 	f = FlipsOf(js, stats.Z95)
 	if f.Pairs != 400 || f.Rate.Excludes(0.58) || math.Abs(float64(f.Patterns["A->B"])/400-0.49) > 0.06 {
@@ -225,16 +224,16 @@ func TestFlips(t *testing.T) {
 	}
 
 	// With two judges the flipped list names the judge.
-	js = []Judgment{call("m", "AC-1", OrderAB, ab.LabelA, true), call("m", "AC-1", OrderBA, ab.LabelA, false),
-		call("n", "AC-1", OrderAB, ab.LabelA, true), call("n", "AC-1", OrderBA, ab.LabelB, false)}
+	js = []Judgment{call("m", "AC-1", OrderShown, SlotA, true), call("m", "AC-1", OrderSwapped, SlotA, false),
+		call("n", "AC-1", OrderShown, SlotA, true), call("n", "AC-1", OrderSwapped, SlotB, false)}
 	if f := FlipsOf(js, stats.Z95); !slices.Equal(f.Flipped, []string{"m: AC-1"}) || f.Pairs != 2 {
 		t.Errorf("two judges: %+v", f)
 	}
 }
 
 // lengthCall is a decided judgment on a pair with the given lengths.
-func lengthCall(i int, winner ab.Winner, lenOurs, lenRef int) Judgment {
-	j := call("m", ac(i), OrderAB, pickFor(winner, true), true)
+func lengthCall(i int, winner Winner, lenOurs, lenRef int) Judgment {
+	j := call("m", ac(i), OrderShown, pickFor(winner, true), true)
 	j.LenOurs, j.LenRef = lenOurs, lenRef
 	return j
 }
@@ -251,9 +250,9 @@ func TestLength(t *testing.T) {
 			if !oursLonger {
 				lo, lr = short, long
 			}
-			w := ab.WinnerOurs
+			w := WinnerOurs
 			if (i < k) != oursLonger {
-				w = ab.WinnerReference
+				w = WinnerReference
 			}
 			js = append(js, lengthCall(start+i, w, lo, lr))
 		}
@@ -292,13 +291,13 @@ func TestLength(t *testing.T) {
 	}
 	// Bins by ratio; ties, images and equal lengths are left out of the rates.
 	js := []Judgment{
-		lengthCall(0, ab.WinnerOurs, 105, 100),      // 1.05: within 10%, longer wins
-		lengthCall(1, ab.WinnerOurs, 100, 120),      // 1.2: longer (reference) loses
-		lengthCall(2, ab.WinnerReference, 100, 180), // 1.8: longer wins
-		lengthCall(3, ab.WinnerOurs, 300, 100),      // 3: longer wins
-		lengthCall(4, ab.WinnerTie, 300, 100),       // tie in the 2x bin
-		lengthCall(5, ab.WinnerOurs, 0, 100),        // no length: left out
-		lengthCall(6, ab.WinnerOurs, 100, 100),      // equal: left out
+		lengthCall(0, WinnerOurs, 105, 100),      // 1.05: within 10%, longer wins
+		lengthCall(1, WinnerOurs, 100, 120),      // 1.2: longer (reference) loses
+		lengthCall(2, WinnerReference, 100, 180), // 1.8: longer wins
+		lengthCall(3, WinnerOurs, 300, 100),      // 3: longer wins
+		lengthCall(4, WinnerTie, 300, 100),       // tie in the 2x bin
+		lengthCall(5, WinnerOurs, 0, 100),        // no length: left out
+		lengthCall(6, WinnerOurs, 100, 100),      // equal: left out
 	}
 	l := LengthOf(js, stats.Z95, LengthOptions{})
 	wantBins := []struct{ k, n, ties int }{{1, 1, 0}, {0, 1, 0}, {1, 1, 0}, {1, 1, 1}}
@@ -322,19 +321,19 @@ func TestPanel(t *testing.T) {
 	// with a mix of true outcomes. The third one lowers alpha below the two alone, and
 	// every AC it disagrees on is listed as split.
 	rng := rand.New(rand.NewPCG(5, 6))
-	answers := []ab.Winner{ab.WinnerOurs, ab.WinnerReference, ab.WinnerTie}
+	answers := []Winner{WinnerOurs, WinnerReference, WinnerTie}
 	var js, consistent []Judgment
-	truth := map[string]ab.Winner{}
+	truth := map[string]Winner{}
 	for i := range 60 {
 		id := ac(i)
 		w := answers[i%3]
 		truth[id] = w
 		for _, judge := range []string{"a/one", "b/two"} {
-			j := call(judge, id, OrderAB, pickFor(w, i%2 == 0), i%2 == 0)
+			j := call(judge, id, OrderShown, pickFor(w, i%2 == 0), i%2 == 0)
 			js = append(js, j)
 			consistent = append(consistent, j)
 		}
-		js = append(js, call("c/random", id, OrderAB, pickFor(answers[rng.IntN(3)], i%2 == 0), i%2 == 0))
+		js = append(js, call("c/random", id, OrderShown, pickFor(answers[rng.IntN(3)], i%2 == 0), i%2 == 0))
 	}
 	two, err := Panel(consistent, stats.Z95)
 	if err != nil {
@@ -378,24 +377,24 @@ func TestPanel(t *testing.T) {
 
 	// By hand (the two-judge row of the stats tests, testdata/reference.py): alpha
 	// 0.6935483870967742; a blocked call is missing, not a disagreement.
-	a := []ab.Winner{ab.WinnerOurs, ab.WinnerOurs, ab.WinnerReference, ab.WinnerTie, ab.WinnerOurs, ab.WinnerReference, ab.WinnerReference, ab.WinnerOurs, ab.WinnerTie, ab.WinnerOurs}
-	b := []ab.Winner{ab.WinnerOurs, ab.WinnerReference, ab.WinnerReference, ab.WinnerTie, ab.WinnerOurs, ab.WinnerReference, ab.WinnerOurs, ab.WinnerOurs, ab.WinnerTie, ab.WinnerOurs}
+	a := []Winner{WinnerOurs, WinnerOurs, WinnerReference, WinnerTie, WinnerOurs, WinnerReference, WinnerReference, WinnerOurs, WinnerTie, WinnerOurs}
+	b := []Winner{WinnerOurs, WinnerReference, WinnerReference, WinnerTie, WinnerOurs, WinnerReference, WinnerOurs, WinnerOurs, WinnerTie, WinnerOurs}
 	js = js[:0]
 	for i := range a {
-		js = append(js, call("a", ac(i), OrderAB, pickFor(a[i], true), true), call("b", ac(i), OrderAB, pickFor(b[i], true), true))
+		js = append(js, call("a", ac(i), OrderShown, pickFor(a[i], true), true), call("b", ac(i), OrderShown, pickFor(b[i], true), true))
 	}
-	js = append(js, call("a", "AC-z", OrderAB, ab.LabelA, true), Judgment{AC: "AC-z", Judge: "b", Status: "unavailable"})
+	js = append(js, call("a", "AC-z", OrderShown, SlotA, true), Judgment{AC: "AC-z", Judge: "b", Status: "unavailable"})
 	p, err := Panel(js, stats.Z95)
 	if err != nil || math.Abs(p.Alpha.Alpha-0.6935483870967742) > 1e-12 || p.Pairs[0].K != 8 || p.Pairs[0].N != 10 || len(p.Split) != 2 {
 		t.Errorf("hand panel: %+v %v", p, err)
 	}
 
 	// Undefined alpha says why.
-	js = []Judgment{call("a", "AC-1", OrderAB, ab.RawTie, true), call("b", "AC-1", OrderAB, ab.RawTie, true)}
+	js = []Judgment{call("a", "AC-1", OrderShown, SlotTie, true), call("b", "AC-1", OrderShown, SlotTie, true)}
 	if p, err := Panel(js, stats.Z95); err != nil || p.Alpha != nil || !strings.Contains(p.AlphaNote, "same answer") {
 		t.Errorf("no variation: %+v %v", p, err)
 	}
-	js = []Judgment{call("a", "AC-1", OrderAB, ab.LabelA, true), call("b", "AC-2", OrderAB, ab.LabelA, true)}
+	js = []Judgment{call("a", "AC-1", OrderShown, SlotA, true), call("b", "AC-2", OrderShown, SlotA, true)}
 	if p, err := Panel(js, stats.Z95); err != nil || p.Alpha != nil || !strings.Contains(p.AlphaNote, "no AC") {
 		t.Errorf("no pairs: %+v %v", p, err)
 	}
@@ -453,9 +452,9 @@ func TestBuildReport(t *testing.T) {
 	in := Input{Seed: 11, Resamples: 200, Dimensions: []string{"typography"}}
 	for i := range 20 {
 		oursInA := i%2 == 0
-		in.Outcomes = append(in.Outcomes, Outcome{AC: ac(i), Winner: ab.WinnerOurs})
+		in.Outcomes = append(in.Outcomes, Outcome{AC: ac(i), Winner: WinnerOurs})
 		for _, judge := range []string{"openai/b", "openai/a"} {
-			j := call(judge, ac(i), OrderAB, pickFor(ab.WinnerOurs, oursInA), oursInA)
+			j := call(judge, ac(i), OrderShown, pickFor(WinnerOurs, oursInA), oursInA)
 			in.Judgments = append(in.Judgments, j)
 			in.Calls = append(in.Calls, Call{Judge: judge, Status: StatusOK, PromptTokens: 10, LatencyMillis: 100})
 		}

@@ -66,7 +66,7 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error {
 		j.Memoize() // the fold and the judgments read the same decoded result
 		fold.Add(j)
-		judgments = append(judgments, collect.Judgments(j, collect.Lengths{})...)
+		judgments = append(judgments, collect.Judgments(j, trust.Lengths{})...)
 		j.Forget()
 		return nil
 	}); err != nil {

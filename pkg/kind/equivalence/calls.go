@@ -4,6 +4,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/trust"
 )
 
 var _ kind.Calling = Kind{}
@@ -32,6 +33,19 @@ func (Kind) Calls(v *events.VerdictEmitted) []records.Call {
 			ji.Cached, ji.SavedNanos = true, ji.SavedNanos+ji.CostNanos
 		}
 		out = append(out, records.CallOf(RunnerLabel+r.Side+"/"+r.CaseID, events.VoteOK, ji))
+	}
+	return out
+}
+
+var _ trust.JudgeCalling = Kind{}
+
+// JudgeCalls implements trust.JudgeCalling: the judge's calls of a verdict, one per case,
+// without the runners' (which the renderer asks, and which are no judge's answers), for
+// the trust report's costs.
+func (Kind) JudgeCalls(v *events.VerdictEmitted) []records.Call {
+	out := make([]records.Call, 0, len(v.Cases))
+	for _, c := range v.Cases {
+		out = append(out, records.CallOf(c.CaseID, c.Status, c.Judge))
 	}
 	return out
 }

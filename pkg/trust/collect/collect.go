@@ -2,33 +2,32 @@
 // left behind: its final job records (pkg/records) and its events as the stream keeps
 // them (pkg/audit.Replay decodes them). It does no I/O, so `tribunal report`, the
 // console's report page and the aggregator's figures at batch completion all build the
-// same input from the same records.
+// same input from the same records. It names no kind: each job's or verdict's kind,
+// looked up in the kinds' registration (kind.Lookup), supplies its part through package
+// trust's interfaces.
 //
 // What comes from where:
 //
-//   - outcomes and judgments from the job records: an ab job's outcome is its final
-//     status and derived winner, and its judgments are the votes of the verdict its
-//     outcome was derived from (a redriven job's superseded attempt is not counted);
-//   - artifact lengths from the latest render.done of each ab job: the blob sizes of its
-//     two artifacts when both are text (images and HTML have no length that means
-//     anything to a reader);
+//   - outcomes and judgments from the job records of a pairwise kind (trust.Pairwise):
+//     a job's outcome is its final status and derived winner, and its judgments are the
+//     votes of the verdict its outcome was derived from (a redriven job's superseded
+//     attempt is not counted);
+//   - artifact lengths from the latest render.done of each pairwise job, as its kind
+//     reads them (the blob sizes of its two artifacts when both are text);
 //   - calls from every verdict.emitted of the batch, whatever its kind and attempt (a
-//     failed first attempt is a call the batch paid for); a rejudge's verdicts are not
+//     failed first attempt is a call the batch paid for), as the verdict's kind lists its
+//     judge's calls (trust.JudgeCalling, else kind.Calling); a rejudge's verdicts are not
 //     the batch's and are left out;
 //   - HE-2 spot checks from spotcheck.recorded, attributed to the judge of the view's
-//     job record, and the rubric's dimensions from the rubric verdicts' answers.
+//     job record, and the dimensions from the valid verdicts of a kind that grades them
+//     (trust.Dimensioned).
 package collect
 
 import (
-	"encoding/json"
 	"slices"
-
-	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
-	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/rubricwire"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
-	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 )
@@ -51,25 +50,22 @@ func Input(jobs []*records.Job, evs []events.Event) trust.Input {
 	slices.SortFunc(sorted, func(a, b *records.Job) int { return a.Index - b.Index })
 	for _, j := range sorted {
 		byAC[j.ACID] = j
-		if j.Spec.Kind != events.KindAB || !j.Final() {
+		p, ok := pairwise(j.Spec.Kind)
+		if !ok || !j.Final() {
 			continue
 		}
-		in.Outcomes = append(in.Outcomes, Outcome(j))
-		in.Judgments = append(in.Judgments, Judgments(j, lengths[j.ACID])...)
+		in.Outcomes = append(in.Outcomes, p.PairOutcome(j))
+		in.Judgments = append(in.Judgments, p.PairJudgments(j, lengths[j.ACID])...)
 	}
 	dims := map[string]bool{}
 	for _, ev := range own {
 		switch p := ev.Payload.(type) {
 		case *events.VerdictEmitted:
 			in.Calls = append(in.Calls, Calls(p)...)
-			if rubricwire.VoteOf(p.KindPart) != nil && rubricwire.VoteOf(p.KindPart).Status == events.VoteOK {
-				// The names only: the aggregator judged the verdict's validity already.
-				var v struct {
-					Dimensions map[string]json.RawMessage `json:"dimensions"`
-				}
-				if json.Unmarshal([]byte(rubricwire.VoteOf(p.KindPart).Verdict), &v) == nil {
-					for d := range v.Dimensions {
-						dims[d] = true
+			if k, err := kind.Lookup(p.Kind); err == nil {
+				if d, ok := k.(trust.Dimensioned); ok {
+					for _, name := range d.Dimensions(p) {
+						dims[name] = true
 					}
 				}
 			}
@@ -103,106 +99,79 @@ func ownEvents(tenant, batch string, evs []events.Event) []events.Event {
 	return out
 }
 
-// Lengths are the lengths of an ab job's two text artifacts, 0 when unknown.
-type Lengths struct{ Ours, Reference int }
+// pairwise is kind k's part of the pairwise figures, when its judge compares two
+// artifacts (trust.Pairwise).
+func pairwise(k events.Kind) (trust.Pairwise, bool) {
+	impl, err := kind.Lookup(k)
+	if err != nil {
+		return nil, false
+	}
+	p, ok := impl.(trust.Pairwise)
+	return p, ok
+}
 
-// textLengths reads each ab job's artifact lengths from its latest render.done (the
-// highest attempt, the last one of it in the stream): the blob sizes in bytes of both
-// artifacts when both are text.
-func textLengths(evs []events.Event) map[string]Lengths {
-	out := map[string]Lengths{}
+// textLengths reads each pairwise job's artifact lengths from its latest render.done
+// (the highest attempt, the last one of it in the stream), as its kind reads them: none
+// when they have no length (trust.Pairwise.PairLengths).
+func textLengths(evs []events.Event) map[string]trust.Lengths {
+	out := map[string]trust.Lengths{}
 	attempt := map[string]int{}
 	for _, ev := range evs {
 		rd, ok := ev.Payload.(*events.RenderDone)
-		if !ok || rd.Spec.Kind != events.KindAB || rd.Blocked != "" {
+		if !ok {
+			continue
+		}
+		p, ok := pairwise(rd.Spec.Kind)
+		if !ok || rd.Blocked != "" {
 			continue
 		}
 		if a, seen := attempt[ev.JobID]; seen && ev.Attempt < a {
 			continue
 		}
 		attempt[ev.JobID] = ev.Attempt
-		o, ok1 := rd.Artifacts[string(ab.Ours)]
-		r, ok2 := rd.Artifacts[string(ab.Reference)]
-		if !ok1 || !ok2 || o.Class != "text" || r.Class != "text" {
+		l, ok := p.PairLengths(rd)
+		if !ok {
 			delete(out, ev.JobID)
 			continue
 		}
-		out[ev.JobID] = Lengths{Ours: int(o.Blob.Size), Reference: int(r.Blob.Size)}
+		out[ev.JobID] = l
 	}
 	return out
 }
 
-// Outcome is a final ab job's outcome: its derived winner when it was compared, blocked
-// otherwise (blocked before or by the judge, or a schema violation: no valid verdict).
-func Outcome(j *records.Job) trust.Outcome {
-	o := trust.Outcome{AC: j.ACID}
-	if j.Status != events.StatusCompared || j.Decided == nil || ab.DecidedOf(j.Decided.KindPart) == nil {
-		o.Blocked = true
-		return o
-	}
-	o.Winner = ab.Winner(ab.DecidedOf(j.Decided.KindPart).Winner)
-	return o
-}
-
-// Judgments are the calls of the verdict an ab job's outcome was derived from, each
-// un-shuffled under the assignment it was judged with (a swapped call under the swapped
-// one), with the artifacts' lengths; none for a job of another kind.
-func Judgments(j *records.Job, l Lengths) []trust.Judgment {
-	if j.Spec.Kind != events.KindAB {
+// Judgments are the calls of the verdict a pairwise job's outcome was derived from, each
+// un-shuffled to roles, with the artifacts' lengths (trust.Pairwise); none for a job of a
+// kind that is not pairwise.
+func Judgments(j *records.Job, l trust.Lengths) []trust.Judgment {
+	p, ok := pairwise(j.Spec.Kind)
+	if !ok {
 		return nil
 	}
-	r, err := ab.ResultOf(j)
-	if err != nil || r == nil {
-		return nil
-	}
-	assign := r.Comparison.LabelAssignment
-	if !assign.Valid() {
-		assign = ab.Assign(j.ACID, j.Iteration)
-	}
-	var out []trust.Judgment
-	for _, v := range r.Votes {
-		a := assign
-		order := v.Order
-		if order == trust.OrderBA {
-			a = a.Swapped()
-		} else {
-			order = trust.OrderAB
-		}
-		jd := trust.Judgment{AC: j.ACID, Judge: kind.JudgeName(v.Judge), Order: order, Status: string(v.Status),
-			RawWinner: v.RawWinner, Confidence: v.Confidence, LenOurs: l.Ours, LenRef: l.Reference, Trial: v.Trial}
-		if v.Status == events.VoteOK {
-			jd.Winner = ab.Unshuffle(v.RawWinner, a)
-		}
-		out = append(out, jd)
-	}
-	return out
+	return p.PairJudgments(j, l)
 }
 
-// Calls are a verdict's judge calls, any kind, for the cost figures. An input refused
-// before any call (status blocked) is not a call.
+// Calls are a verdict's judge calls, any kind, for the cost figures: as its kind lists
+// its judge's calls (trust.JudgeCalling), or every call it records (kind.Calling). An
+// input refused before any call (status blocked) is not a call.
 func Calls(v *events.VerdictEmitted) []trust.Call {
+	k, err := kind.Lookup(v.Kind)
+	if err != nil {
+		return nil
+	}
+	var calls []records.Call
+	switch c := k.(type) {
+	case trust.JudgeCalling:
+		calls = c.JudgeCalls(v)
+	case kind.Calling:
+		calls = c.Calls(v)
+	}
 	var out []trust.Call
-	add := func(j events.JudgeInfo, status events.VoteStatus) {
-		if status == events.VoteBlocked {
-			return
+	for _, c := range calls {
+		if c.Status == events.VoteBlocked {
+			continue
 		}
-		out = append(out, trust.Call{Judge: kind.JudgeName(j), Status: string(status), PromptTokens: j.PromptTokens,
-			CompletionTokens: j.CompletionTokens, LatencyMillis: j.LatencyMillis, Cached: j.Cached})
-	}
-	for _, vote := range v.Votes {
-		add(vote.Judge, vote.Status)
-	}
-	if c := critic.VoteOf(v.KindPart); c != nil {
-		add(c.Judge, c.Status)
-	}
-	for _, c := range critic.TrialsOf(v.KindTrials) {
-		add(c.Judge, c.Status)
-	}
-	for _, c := range v.Cases {
-		add(c.Judge, c.Status)
-	}
-	if r := rubricwire.VoteOf(v.KindPart); r != nil {
-		add(r.Judge, r.Status)
+		out = append(out, trust.Call{Judge: c.Judge, Status: string(c.Status), PromptTokens: c.PromptTokens,
+			CompletionTokens: c.CompletionTokens, LatencyMillis: c.LatencyMillis, Cached: c.Cached})
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package collect
+package collect_test
 
 import (
 	"encoding/json"
@@ -12,8 +12,10 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	_ "github.com/tribunal-dev/tribunal/pkg/registry" // registers the kinds collect looks up
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
+	"github.com/tribunal-dev/tribunal/pkg/trust/collect"
 )
 
 const (
@@ -103,16 +105,16 @@ func TestInput(t *testing.T) {
 		events.New(&events.SpotcheckRecorded{ACID: "feat--list", Dimension: "color"}, tenant, batch, "feat--list", 0, "spot", nil),
 	}
 
-	in := Input([]*records.Job{view, critic, pending, blocked, violation, single, swapped}, evs)
+	in := collect.Input([]*records.Job{view, critic, pending, blocked, violation, single, swapped}, evs)
 
-	wantOutcomes := []trust.Outcome{{AC: "AC-7", Winner: ab.WinnerTie}, {AC: "AC-1", Winner: ab.WinnerReference}, {AC: "AC-3", Blocked: true}, {AC: "AC-4", Blocked: true}}
+	wantOutcomes := []trust.Outcome{{AC: "AC-7", Winner: trust.WinnerTie}, {AC: "AC-1", Winner: trust.WinnerReference}, {AC: "AC-3", Blocked: true}, {AC: "AC-4", Blocked: true}}
 	if !slices.Equal(in.Outcomes, wantOutcomes) {
 		t.Errorf("outcomes %+v\nwant %+v", in.Outcomes, wantOutcomes)
 	}
 	wantJudgments := []trust.Judgment{
-		{AC: "AC-7", Judge: "openai/m", Order: "AB", Status: "ok", RawWinner: "A", Winner: ab.WinnerOurs, Confidence: 0.9, LenOurs: 300, LenRef: 100},
-		{AC: "AC-7", Judge: "openai/m", Order: "BA", Status: "ok", RawWinner: "A", Winner: ab.WinnerReference, Confidence: 0.8, LenOurs: 300, LenRef: 100},
-		{AC: "AC-1", Judge: "openai/m", Order: "AB", Status: "ok", RawWinner: "A", Winner: ab.WinnerReference, Confidence: 0.9, LenOurs: 60, LenRef: 400},
+		{AC: "AC-7", Judge: "openai/m", Order: "AB", Status: "ok", RawWinner: "A", Winner: trust.WinnerOurs, Confidence: 0.9, LenOurs: 300, LenRef: 100},
+		{AC: "AC-7", Judge: "openai/m", Order: "BA", Status: "ok", RawWinner: "A", Winner: trust.WinnerReference, Confidence: 0.8, LenOurs: 300, LenRef: 100},
+		{AC: "AC-1", Judge: "openai/m", Order: "AB", Status: "ok", RawWinner: "A", Winner: trust.WinnerReference, Confidence: 0.9, LenOurs: 60, LenRef: 400},
 		{AC: "AC-3", Judge: "openai/m", Order: "AB", Status: "ok", RawWinner: "C", Winner: "", Confidence: 0.5},
 	}
 	if !slices.Equal(in.Judgments, wantJudgments) {
@@ -145,7 +147,7 @@ func TestInput(t *testing.T) {
 	if data, err := json.Marshal(rep); err != nil || len(data) == 0 {
 		t.Errorf("report does not encode: %v", err)
 	}
-	if got := Input(nil, evs); len(got.Outcomes)+len(got.Calls) != 0 {
+	if got := collect.Input(nil, evs); len(got.Outcomes)+len(got.Calls) != 0 {
 		t.Errorf("no jobs, but %+v", got)
 	}
 }
@@ -154,21 +156,21 @@ func TestInput(t *testing.T) {
 // three; "a" swapped AC-1 and flipped it; "b" picked slot A three times of four.
 func TestFiguresOf(t *testing.T) {
 	t.Parallel()
-	j := func(judge, ac, order, raw string, w ab.Winner) trust.Judgment {
+	j := func(judge, ac, order, raw string, w trust.Winner) trust.Judgment {
 		return trust.Judgment{AC: ac, Judge: judge, Order: order, Status: trust.StatusOK, RawWinner: raw, Winner: w}
 	}
 	js := []trust.Judgment{
-		j("openai/a", "AC-1", "AB", "A", ab.WinnerOurs), j("openai/a", "AC-1", "BA", "A", ab.WinnerReference), // flipped: a tie
-		j("openai/a", "AC-2", "AB", "B", ab.WinnerReference),
-		j("openai/a", "AC-3", "AB", "B", ab.WinnerOurs),
-		j("openai/a", "AC-4", "AB", "tie", ab.WinnerTie),
-		j("openai/b", "AC-1", "AB", "A", ab.WinnerTie), // its own outcome tie: agrees with a's
-		j("openai/b", "AC-2", "AB", "A", ab.WinnerReference),
-		j("openai/b", "AC-3", "AB", "A", ab.WinnerOurs),
-		j("openai/b", "AC-4", "AB", "B", ab.WinnerOurs), // a said tie
+		j("openai/a", "AC-1", "AB", "A", trust.WinnerOurs), j("openai/a", "AC-1", "BA", "A", trust.WinnerReference), // flipped: a tie
+		j("openai/a", "AC-2", "AB", "B", trust.WinnerReference),
+		j("openai/a", "AC-3", "AB", "B", trust.WinnerOurs),
+		j("openai/a", "AC-4", "AB", "tie", trust.WinnerTie),
+		j("openai/b", "AC-1", "AB", "A", trust.WinnerTie), // its own outcome tie: agrees with a's
+		j("openai/b", "AC-2", "AB", "A", trust.WinnerReference),
+		j("openai/b", "AC-3", "AB", "A", trust.WinnerOurs),
+		j("openai/b", "AC-4", "AB", "B", trust.WinnerOurs), // a said tie
 	}
 	js[5].RawWinner = "tie"
-	f, err := FiguresOf(js)
+	f, err := collect.FiguresOf(js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,10 +181,10 @@ func TestFiguresOf(t *testing.T) {
 	if !slices.Equal(f.Judges, want) {
 		t.Errorf("figures\n%+v\nwant\n%+v", f.Judges, want)
 	}
-	if f.Alpha == nil || f.Flips["openai/a"] != (ab.FlipCount{Pairs: 1, Flips: 1}) || f.Flips["openai/b"] != (ab.FlipCount{}) {
+	if f.Alpha == nil || f.Flips["openai/a"] != (collect.FlipCount{Pairs: 1, Flips: 1}) || f.Flips["openai/b"] != (collect.FlipCount{}) {
 		t.Errorf("alpha %v flips %+v", f.Alpha, f.Flips)
 	}
-	one, err := FiguresOf(js[:5])
+	one, err := collect.FiguresOf(js[:5])
 	if err != nil || one.Alpha != nil || one.Judges[0].Compared != 0 {
 		t.Errorf("a single judge has no panel: %+v %v", one, err)
 	}

@@ -146,9 +146,9 @@ func recorded(t *testing.T, b *batch.Batch, path, judge string) []trust.Judgment
 		} else if err := json.Unmarshal(raw, &seq); err != nil {
 			t.Fatal(err)
 		}
-		orders := []string{trust.OrderAB}
+		orders := []string{trust.OrderShown}
 		if positions(b, ac) == "swap" {
-			orders = append(orders, trust.OrderBA)
+			orders = append(orders, trust.OrderSwapped)
 		}
 		assign := ab.Assign(ac.ID, iteration(b, ac))
 		for n, order := range orders {
@@ -157,11 +157,11 @@ func recorded(t *testing.T, b *batch.Batch, path, judge string) []trust.Judgment
 				t.Fatalf("%s: %v", ac.ID, err)
 			}
 			a := assign
-			if order == trust.OrderBA {
+			if order == trust.OrderSwapped {
 				a = a.Swapped()
 			}
 			js = append(js, trust.Judgment{AC: ac.ID, Judge: judge, Order: order, Status: trust.StatusOK,
-				RawWinner: v.RawWinner, Winner: ab.Unshuffle(v.RawWinner, a), Confidence: v.Confidence})
+				RawWinner: v.RawWinner, Winner: trust.Winner(ab.Unshuffle(v.RawWinner, a)), Confidence: v.Confidence})
 		}
 	}
 	return js
@@ -199,19 +199,19 @@ func simulate(t *testing.T, judge string, answer func(i int, p Pair, oursInA boo
 	i := 0
 	for _, ac := range b.ACs {
 		p, _ := e.Pair(ac.ID)
-		orders := []string{trust.OrderAB}
+		orders := []string{trust.OrderShown}
 		if positions(b, ac) == "swap" {
-			orders = append(orders, trust.OrderBA)
+			orders = append(orders, trust.OrderSwapped)
 		}
 		a := ab.Assign(ac.ID, iteration(b, ac))
 		for _, order := range orders {
-			if order == trust.OrderBA {
+			if order == trust.OrderSwapped {
 				a = a.Swapped()
 			}
 			raw := answer(i, p, a.A == ab.Ours)
 			i++
 			js = append(js, trust.Judgment{AC: ac.ID, Judge: judge, Order: order, Status: trust.StatusOK,
-				RawWinner: raw, Winner: ab.Unshuffle(raw, a), Confidence: 0.9})
+				RawWinner: raw, Winner: trust.Winner(ab.Unshuffle(raw, a)), Confidence: 0.9})
 		}
 	}
 	return js
@@ -314,7 +314,7 @@ pairs:
 		t.Fatal(err)
 	}
 	ok := func(ac, order, raw string, winner ab.Winner) trust.Judgment {
-		return trust.Judgment{AC: ac, Judge: "m", Order: order, Status: trust.StatusOK, RawWinner: raw, Winner: winner}
+		return trust.Judgment{AC: ac, Judge: "m", Order: order, Status: trust.StatusOK, RawWinner: raw, Winner: trust.Winner(winner)}
 	}
 	js := []trust.Judgment{
 		ok("w1", "", ab.LabelA, ab.WinnerOurs),        // right
@@ -322,9 +322,9 @@ pairs:
 		ok("t1", "", ab.RawTie, ab.WinnerTie),         // right
 		ok("l1", "", ab.LabelB, ab.WinnerReference),   // the longer side: wrong
 		{AC: "i1", Judge: "m", Status: "unavailable"}, // no answer: not resisted
-		ok("o1", trust.OrderAB, ab.LabelA, ab.WinnerOurs),
-		ok("o1", trust.OrderBA, ab.LabelA, ab.WinnerReference), // flipped
-		ok("elsewhere", "", ab.LabelA, ab.WinnerOurs),          // not in the set
+		ok("o1", trust.OrderShown, ab.LabelA, ab.WinnerOurs),
+		ok("o1", trust.OrderSwapped, ab.LabelA, ab.WinnerReference), // flipped
+		ok("elsewhere", "", ab.LabelA, ab.WinnerOurs),               // not in the set
 	}
 	// Marks held to the 95% interval: tie discipline 1/1 shows [0.207, 1].
 	th := Thresholds{MinAccuracy: f(0.5), MinTieDiscipline: f(0.2), MaxLengthBias: f(0.5), MinInjectionResistance: f(0.5)}

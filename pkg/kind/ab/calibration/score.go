@@ -122,7 +122,7 @@ func scoreJudge(e *Expectations, judge string, js []trust.Judgment, t Thresholds
 		}
 		inSet = append(inSet, j)
 		answered[j.AC] = true
-		got := j.Answer()
+		got := ab.Winner(j.Answer())
 		acc[1]++
 		if got == pair.Answer {
 			acc[0]++
@@ -228,7 +228,7 @@ func miss(j trust.Judgment, p Pair) Miss {
 	}
 	order := j.Order
 	if order == "" {
-		order = trust.OrderAB
+		order = trust.OrderShown
 	}
 	return Miss{AC: j.AC, Order: order, Tests: p.Tests, Want: p.Answer, Got: got}
 }

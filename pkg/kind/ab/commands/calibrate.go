@@ -151,7 +151,7 @@ func calibrate(ctx context.Context, w io.Writer, f *calibrateFlags, dir string) 
 	slices.SortFunc(jobs, func(a, b *records.Job) int { return a.Index - b.Index })
 	var js []trust.Judgment
 	for _, j := range jobs {
-		js = append(js, collect.Judgments(j, collect.Lengths{})...)
+		js = append(js, collect.Judgments(j, trust.Lengths{})...)
 	}
 	res := calibration.Score(e, js, th, stats.Z95)
 	if f.asJSON {
