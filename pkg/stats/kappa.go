@@ -2,6 +2,7 @@ package stats
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 )
@@ -48,8 +49,10 @@ func CohenKappa(a, b []string, z float64) (Kappa, error) {
 	}
 	po := agree / n
 	pe := 0.0
-	for c, k := range ca {
-		pe += k / n * cb[c] / n
+	// Summed in the labels' order: a map's order would make pe, and so kappa, differ in
+	// their last bits from run to run.
+	for _, c := range slices.Sorted(maps.Keys(ca)) {
+		pe += ca[c] / n * cb[c] / n
 	}
 	out := Kappa{N: len(a), Observed: po, Chance: pe}
 	if pe >= 1 {
@@ -93,11 +96,13 @@ func WeightedKappa(a, b []int, lo, hi int, o BootstrapOptions) (Kappa, error) {
 	span := float64((hi - lo) * (hi - lo))
 	stat := func(ps []pair) (float64, bool) {
 		n := float64(len(ps))
-		ma, mb := map[int]float64{}, map[int]float64{}
+		// The margins by score, summed in the scale's order: a map's order would make
+		// the sums, and so the interval, differ in their last bits from run to run.
+		ma, mb := make([]float64, hi-lo+1), make([]float64, hi-lo+1)
 		obs := 0.0
 		for _, p := range ps {
-			ma[p.a]++
-			mb[p.b]++
+			ma[p.a-lo]++
+			mb[p.b-lo]++
 			d := float64(p.a - p.b)
 			obs += d * d / span
 		}
