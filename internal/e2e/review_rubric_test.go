@@ -9,10 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/internal/testutil/poll"
+	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -96,5 +101,34 @@ func TestReviewRubricThroughTheServices(t *testing.T) {
 		if s.Dimension == "typography" && (s.Higher != 1 || s.MeanAbsDiff.Point != 0.5) {
 			t.Fatalf("typography %+v", s)
 		}
+	}
+
+	// The review edited on the stream (the person's typography made 1) is caught: its id
+	// is not its step's, and the review derived from it no longer matches the record.
+	msg, ev := auditFind(t, env, events.TypeReviewRecorded, viewJob)
+	edited, _ := json.Marshal(RubricVerdict(nil, true, []string{}))
+	ev.Payload.(*events.ReviewRecorded).Answer = string(edited)
+	data, err := events.Encode(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.stream().DeleteMsg(ctx, msg.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.JS().PublishMsg(ctx, &nats.Msg{Subject: msg.Subject, Data: data}, jetstream.WithMsgID("tampered-"+ev.ID)); err != nil {
+		t.Fatal(err)
+	}
+	rep := auditBatch(t, env, res.BatchID)
+	idFound, derived := false, false
+	for _, m := range rep.Mismatches {
+		if m.Job == viewJob && m.Kind == audit.KindID && m.EventType == events.TypeReviewRecorded {
+			idFound = true
+		}
+		if m.Job == viewJob && m.Kind != audit.KindID {
+			derived = true
+		}
+	}
+	if !idFound || !derived {
+		t.Fatalf("edited rubric review.recorded not caught (id %v, derived %v):%s", idFound, derived, auditDump(t, rep))
 	}
 }
