@@ -21,9 +21,11 @@ import (
 )
 
 // DefaultMaxSize is the largest object a Store accepts unless configured otherwise. It
-// bounds what the system itself writes (a 100,000-AC manifest is tens of MiB); the
-// artifacts a batch submits are held to the smaller ArtifactMaxSize where they enter.
-const DefaultMaxSize int64 = 512 << 20
+// bounds what the system itself writes: an ab manifest is about 1.1 KiB a comparison of
+// indented JSON, so a batch of 1,000,000 ACs (the most one holds) writes one of about
+// 1.1 GiB, more with long judge answers. The artifacts a batch submits are held to the
+// smaller ArtifactMaxSize where they enter.
+const DefaultMaxSize int64 = 4 << 30
 
 // ArtifactMaxSize is the default limit on one submitted or fetched artifact.
 const ArtifactMaxSize int64 = 20 << 20

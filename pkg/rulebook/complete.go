@@ -1,8 +1,10 @@
 package rulebook
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -192,6 +194,66 @@ func (f *Fold) Complete(by string, attempt int) (Completed, error) {
 	c.Index = data
 	c.Completion.Index = &events.Blob{SHA256: hex.EncodeToString(sha[:]), MediaType: index.MediaType, Size: int64(len(data))}
 	return c, nil
+}
+
+// PutBlob stores one manifest (or index) as it is encoded: r is its bytes, read to the end,
+// and the blob it returns is what the completion records (its digest, size and
+// mediaType, the type the fold wrote, whatever type a store kept for the same bytes).
+type PutBlob func(mediaType string, r io.Reader) (events.Blob, error)
+
+// CompleteStored is Complete for a writer that stores what it completes: each manifest
+// is encoded a piece at a time (as CompleteHashed does) straight into put, never held
+// whole, and the index is handed to put too; the returned Completed holds no manifest or
+// index bytes. At 1,000,000 ab jobs a manifest is about 1.1 GiB of indented JSON, which
+// Complete holds in memory beside the fold it was built from. It consumes the fold, as
+// CompleteHashed does. The stored bytes are exactly Complete's.
+func (f *Fold) CompleteStored(by string, attempt int, put PutBlob) (Completed, error) {
+	comp, err := f.finish(by, attempt, true, func(_ events.Kind, doc any) (events.Blob, error) {
+		return putIndented(doc, put)
+	})
+	if err != nil {
+		return Completed{}, err
+	}
+	c := Completed{Completion: comp}
+	if f.index == nil {
+		return c, nil
+	}
+	data, err := f.index.Bytes()
+	if err != nil {
+		return Completed{}, fmt.Errorf("index of %s: %w", records.BatchKey(f.tenant, f.batch), err)
+	}
+	f.index = nil
+	ref, err := put(index.MediaType, bytes.NewReader(data))
+	if err != nil {
+		return Completed{}, fmt.Errorf("store the index of %s: %w", records.BatchKey(f.tenant, f.batch), err)
+	}
+	ref.MediaType = index.MediaType
+	c.Completion.Index = &ref
+	return c, nil
+}
+
+// putIndented encodes doc as marshalIndent would, through a pipe into put: the encoder
+// runs beside the store's read, so neither the encoded nor the indented form is held.
+func putIndented(doc any, put PutBlob) (events.Blob, error) {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := streamJSON(&indenter{w: pw}, doc)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	ref, err := put("application/json", pr)
+	// A put that failed before reading to the end leaves the encoder blocked on the pipe.
+	pr.CloseWithError(errors.New("manifest store returned"))
+	encErr := <-done
+	if encErr != nil && err == nil {
+		return events.Blob{}, encErr
+	}
+	if err != nil {
+		return events.Blob{}, err
+	}
+	ref.MediaType = "application/json"
+	return ref, nil
 }
 
 // CompleteHashed is Complete for a reader that compares manifests with stored ones rather

@@ -3,6 +3,7 @@ package aggregator
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -72,11 +73,15 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	}); err != nil {
 		return nil, err
 	}
-	c, err := fold.Complete(last.ACID, attempt)
+	// Each manifest is stored as it is encoded: a 1,000,000-AC manifest is over a GiB.
+	c, err := fold.CompleteStored(last.ACID, attempt, func(mediaType string, r io.Reader) (events.Blob, error) {
+		a, err := s.blobs.Put(ctx, last.Tenant, r, blob.PutOptions{MediaType: mediaType})
+		if err != nil {
+			return events.Blob{}, fmt.Errorf("store a %s of %s: %w", mediaType, records.BatchKey(last.Tenant, last.Batch), err)
+		}
+		return events.Blob{SHA256: a.Ref.SHA256, MediaType: mediaType, Size: a.Size}, nil
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := s.putCompleted(ctx, last.Tenant, last.Batch, &c); err != nil {
 		return nil, err
 	}
 	final, err := s.records.UpdateHeader(ctx, last.Tenant, last.Batch, func(cur *records.Batch) *records.Batch {

@@ -106,7 +106,8 @@ func (m *manifestFold) Build(at time.Time) any {
 	if len(m.comps) == 0 {
 		return nil
 	}
-	man := BuildManifest(m.id, "tribunal", at, m.threshold, m.comps)
+	// The fold's comparisons are its own: sorted and checked in place, not copied.
+	man := buildManifest(m.id, "tribunal", at, m.threshold, m.comps)
 	return &man
 }
 
