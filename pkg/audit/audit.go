@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"time"
 
@@ -169,14 +170,32 @@ type stepKey [16]byte
 
 // stepEntry is what the audit keeps of a step: where its event is, the first 8 bytes of
 // its hash (enough to tell a second copy with other contents), its type (an index into
-// auditor.types) and whether an expected output claimed it. 24 bytes, for every event of
-// a 100,000-job batch.
+// auditor.types) and whether an expected output claimed it. 16 bytes, for every event of
+// a batch: the sequence, the claim and the type share one word (at).
 type stepEntry struct {
-	seq     uint64
-	sum     uint64
-	typ     uint8
-	claimed bool
+	at  uint64
+	sum uint64
 }
+
+// maxStepSeq is the largest stream sequence a step entry holds (55 bits: a thousand
+// years of a million messages a second); a later one is kept as this.
+const maxStepSeq = 1<<55 - 1
+
+func newStepEntry(seq, sum uint64, typ uint8) stepEntry {
+	return stepEntry{at: min(seq, maxStepSeq)<<9 | uint64(typ), sum: sum}
+}
+
+// seq is where the stream holds the step's event.
+func (s stepEntry) seq() uint64 { return s.at >> 9 }
+
+// typ is the event's type, an index into auditor.types.
+func (s stepEntry) typ() uint8 { return uint8(s.at) }
+
+// claimed reports whether an expected output claimed the event.
+func (s stepEntry) claimed() bool { return s.at&(1<<8) != 0 }
+
+// claim marks it claimed.
+func (s *stepEntry) claim() { s.at |= 1 << 8 }
 
 // linkedTypes are the events the stages' chains name: their whole hash is kept.
 var linkedTypes = map[events.Type]bool{
@@ -229,7 +248,10 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		refused: map[string]events.Type{}, planUnread: map[batchKey]bool{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
 	}
 	a.rep.Mismatches = []Mismatch{}
-	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf}
+	// Final job records wait for the completion and the key-value comparison on disk
+	// (in $TMPDIR), not on the heap: what the audit holds of a job it is done with is its
+	// key, its steps' entries and where its record is.
+	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf, SpillDir: os.TempDir()}
 	return a
 }
 
@@ -346,16 +368,16 @@ func (a *auditor) structure(r *Recorded) {
 		if id, ok := a.forgedSteps[k]; ok {
 			prevID = id
 		}
-		detail := fmt.Sprintf("same logical step as %s (seq %d)", prevID, prev.seq)
+		detail := fmt.Sprintf("same logical step as %s (seq %d)", prevID, prev.seq())
 		if prevID == ev.ID {
-			detail = fmt.Sprintf("event id recorded twice (first at seq %d)", prev.seq)
+			detail = fmt.Sprintf("event id recorded twice (first at seq %d)", prev.seq())
 			if prev.sum != prefix(sum) {
 				detail += " with different contents"
 			}
 		}
 		a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: detail}))
 	} else {
-		a.steps[k] = stepEntry{seq: r.Seq, sum: prefix(sum), typ: a.typeCode(ev.Type)}
+		a.steps[k] = newStepEntry(r.Seq, prefix(sum), a.typeCode(ev.Type))
 		if linkedTypes[ev.Type] {
 			a.linked[k] = sum
 		}
@@ -557,7 +579,7 @@ func (a *auditor) expect(e expectation) {
 			}
 		}
 	}
-	if s, ok := a.steps[keyOf(id)]; ok && s.claimed {
+	if s, ok := a.steps[keyOf(id)]; ok && s.claimed() {
 		a.check(e, nil, true)
 		return
 	}
@@ -614,7 +636,7 @@ func (a *auditor) unrecorded() {
 	for _, p := range all {
 		e := a.unpark(p)
 		s, ok := a.steps[keyOf(e.ev.ID)]
-		a.check(e, nil, ok && s.claimed)
+		a.check(e, nil, ok && s.claimed())
 	}
 }
 
@@ -636,7 +658,7 @@ func (a *auditor) check(e expectation, rec *Recorded, collided bool) {
 	}
 	k := keyOf(rec.Event.ID)
 	if s, ok := a.steps[k]; ok {
-		s.claimed = true
+		s.claim()
 		a.steps[k] = s
 	}
 	a.rep.Decisions++

@@ -101,12 +101,12 @@ func (a *auditor) lookup(id string) (recordedHash, uint64, bool) {
 		return recordedHash{}, 0, false
 	}
 	if sum, ok := a.linked[k]; ok {
-		return recordedHash{sum: sum}, s.seq, true
+		return recordedHash{sum: sum}, s.seq(), true
 	}
 	var h recordedHash
 	binary.BigEndian.PutUint64(h.sum[:8], s.sum)
 	h.part = true
-	return h, s.seq, true
+	return h, s.seq(), true
 }
 
 // compareLink reports a link whose event's bytes differ from those it was derived from,

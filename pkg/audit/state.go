@@ -37,9 +37,9 @@ type auditState struct {
 func (st *auditState) ref(id, sha string) EventRef {
 	ref := EventRef{ID: id, SHA256: sha}
 	if s, ok := st.steps[keyOf(id)]; ok {
-		ref.Seq = s.seq
-		if int(s.typ) < len(st.types) {
-			ref.Type = st.types[s.typ]
+		ref.Seq = s.seq()
+		if int(s.typ()) < len(st.types) {
+			ref.Type = st.types[s.typ()]
 		}
 	}
 	return ref

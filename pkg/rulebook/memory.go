@@ -21,7 +21,9 @@ import (
 // Job records are kept encoded (their key-value JSON, compressed, see pkg/dictzstd) and
 // decoded when a rule or a reader needs one, so replaying a 100,000-job batch holds about
 // half a kilobyte per job rather than 100,000 decoded records; a completion folds its
-// jobs (Fold) when it happens.
+// jobs (Fold) when it happens. With SpillDir, a final record (which the rules change
+// again only on a redrive or a person's review) leaves memory for a file, and what is
+// held per job is its key and where the file has it.
 type Memory struct {
 	// Now is the aggregator's clock (time.Now when nil).
 	Now func() time.Time
@@ -35,8 +37,18 @@ type Memory struct {
 	// LoadPlan reads a page of a batch's plan (BatchResult.NeedPage). Without it a
 	// cancel's steps fail.
 	LoadPlan func(tenant string, page events.Blob) (*records.PlanPage, error)
+	// SpillDir, when set, is where final job records are kept (compressed, as in
+	// memory) in a temporary file of their own, removed at once (on systems that can
+	// remove an open file) or when the Memory is collected: the audit's heap then grows
+	// with the jobs in flight, not with every job it has read. "" holds every record in
+	// memory. A file that cannot be created or written keeps the records in memory.
+	SpillDir string
 
+	// jobs are the records held in memory, spilled those written to the spill file;
+	// a record is in one of the two.
 	jobs    map[string][]byte
+	spilled map[string]spillAt
+	spill   *spillFile
 	codec   dictzstd.Codec
 	states  map[string][]byte
 	batches map[string]*memBatch
@@ -79,6 +91,10 @@ func (m *Memory) init() {
 	if m.jobs == nil {
 		m.runner = Runner{Store: memStore{m}, Now: m.now}
 		m.jobs, m.states, m.batches, m.claims = map[string][]byte{}, map[string][]byte{}, map[string]*memBatch{}, map[string]string{}
+		m.spilled = map[string]spillAt{}
+		if m.SpillDir != "" {
+			m.spill = newSpillFile(m, m.SpillDir)
+		}
 	}
 }
 
@@ -106,7 +122,11 @@ func (m *Memory) decode(key string) *records.Job {
 func (m *Memory) jobJSON(key string) []byte {
 	enc, ok := m.jobs[key]
 	if !ok {
-		return nil
+		at, spilled := m.spilled[key]
+		if !spilled {
+			return nil
+		}
+		enc = m.spill.read(at)
 	}
 	data, err := m.codec.Decode(enc)
 	if err != nil {
@@ -121,7 +141,26 @@ func (m *Memory) store(j *records.Job) {
 		panic("rulebook: a job record that does not encode: " + err.Error())
 	}
 	// A final record is a typical one: the first becomes the dictionary.
-	m.jobs[j.Key()] = m.codec.Encode(data, j.Final())
+	enc := m.codec.Encode(data, j.Final())
+	key := j.Key()
+	if j.Final() && m.spill != nil {
+		if at, ok := m.spill.write(enc); ok {
+			delete(m.jobs, key)
+			m.spilled[key] = at
+			return
+		}
+	}
+	delete(m.spilled, key)
+	m.jobs[key] = enc
+}
+
+// has reports whether a record is held under key, in memory or spilled.
+func (m *Memory) has(key string) bool {
+	if _, ok := m.jobs[key]; ok {
+		return true
+	}
+	_, ok := m.spilled[key]
+	return ok
 }
 
 // Job returns a job's record, nil when it is not recorded.
@@ -219,7 +258,7 @@ func (s memStore) Job(_ context.Context, tenant, batch, job string) (*records.Jo
 func (s memStore) CreateJob(_ context.Context, j *records.Job, header *records.Batch) (bool, error) {
 	m := s.m
 	key := j.Key()
-	if _, ok := m.jobs[key]; ok {
+	if m.has(key) {
 		return false, nil
 	}
 	b := m.batch(j.Tenant, j.Batch, j.BatchSize)

@@ -3,7 +3,11 @@ package rulebook_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -814,5 +818,76 @@ func TestCallsRecorded(t *testing.T) {
 	again, err := rulebook.Apply(rulebook.State{Job: res.Job, Now: t0}, in(v))
 	if err != nil || again.Job != nil {
 		t.Fatalf("a redelivered verdict changed the final job: %+v %v", again.Job, err)
+	}
+}
+
+// TestMemorySpill: a Memory that keeps its final records in a spill file (SpillDir)
+// decides as one that holds them all: the same records, the same completions, also for a
+// final record stored again (a redrive decides a blocked job anew); the file is gone from
+// its folder at once, and a folder it cannot write keeps the records in memory.
+func TestMemorySpill(t *testing.T) {
+	const n = 40
+	run := func(m *rulebook.Memory) (jobs []string, digests []string) {
+		t.Helper()
+		add := func(e events.Event) {
+			t.Helper()
+			res, err := m.Apply(in(e))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Complete != nil {
+				comp, err := res.Complete.Fold().Complete(res.Complete.By.ACID, res.Complete.Attempt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				digests = append(digests, comp.Completion.Digest)
+			}
+		}
+		for i := range n {
+			add(submit(abSpec(fmt.Sprintf("AC-%d", i)), i, n))
+		}
+		for i := range n {
+			id := fmt.Sprintf("AC-%d", i)
+			if i == 3 {
+				add(events.New(&events.GatesFailed{Kind: events.KindAB, ACID: id, Blocked: "gone"}, tenant, batch, id, 0, "", nil))
+				continue
+			}
+			add(abVerdict(id, "A", 0.9, 0))
+		}
+		m.StartRedrive(tenant, batch, 1, []string{"AC-3"})
+		add(abVerdict("AC-3", "B", 0.9, 1))
+		for i := range n {
+			jobs = append(jobs, string(m.JobJSON(tenant, batch, fmt.Sprintf("AC-%d", i))))
+		}
+		return jobs, digests
+	}
+	held, heldDigests := run(&rulebook.Memory{})
+	if len(heldDigests) != 2 {
+		t.Fatalf("%d completions, want the first pass's and the redrive's", len(heldDigests))
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		what, dir string
+		spilled   int
+	}{{"spilled", dir, n}, {"a folder that is not there", filepath.Join(dir, "gone"), 0}} {
+		m := &rulebook.Memory{SpillDir: c.dir}
+		jobs, digests := run(m)
+		if got := rulebook.Spilled(m); got != c.spilled {
+			t.Errorf("%s: %d records spilled, want %d", c.what, got, c.spilled)
+		}
+		if !slices.Equal(digests, heldDigests) {
+			t.Errorf("%s: completions %v, held in memory %v", c.what, digests, heldDigests)
+		}
+		for i := range jobs {
+			if jobs[i] != held[i] {
+				t.Fatalf("%s: AC-%d reads back\n%s\nheld in memory:\n%s", c.what, i, jobs[i], held[i])
+			}
+		}
+		if !strings.Contains(held[3], `"attempt":1`) {
+			t.Fatalf("AC-3 was not redriven: %s", held[3])
+		}
+	}
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Fatalf("the spill folder holds %v (%v): the file was not removed", left, err)
 	}
 }
