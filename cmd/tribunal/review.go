@@ -13,6 +13,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingress"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
@@ -407,8 +408,12 @@ func printPeople(w io.Writer, rep *client.ReviewReport) {
 		} else {
 			fmt.Fprintln(w, "    Cohen's kappa undefined: judge and people gave one label throughout")
 		}
-		fmt.Fprintf(w, "    the judge was more lenient than people on %d, stricter on %d; picked slot A against people %d time(s), people picked slot A against it %d\n",
-			a.Lenient, a.Strict, a.JudgeSlotA, a.PersonSlotA)
+		fmt.Fprintf(w, "    the judge was more lenient than people on %d, stricter on %d", a.Lenient, a.Strict)
+		if a.Kind == string(events.KindAB) {
+			// Only ab's verdicts pick a blind slot.
+			fmt.Fprintf(w, "; picked slot A against people %d time(s), people picked slot A against it %d", a.JudgeSlotA, a.PersonSlotA)
+		}
+		fmt.Fprintln(w)
 		for _, s := range a.Scores {
 			k := "undefined"
 			if s.Kappa.Defined {
