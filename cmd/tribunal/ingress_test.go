@@ -11,6 +11,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/freeport"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/ingress"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
@@ -118,19 +119,25 @@ func teamReviewsThroughIngress(t *testing.T, dir, ingressURL, tokenFile, tokenB,
 	review := func(args ...string) (string, string, int) {
 		return run(t, dir, append([]string{"review", "--batch", batchID, "--ingress", ingressURL}, args...)...)
 	}
-	queue := func() []client.ReviewEntry {
+	queue := func() []ingress.QueueItem {
 		stdout, stderr, code := review("--token-file", tokenFile, "--json")
-		var q []client.ReviewEntry
+		var q []ingress.QueueItem
 		if code != 0 || json.Unmarshal([]byte(stdout), &q) != nil {
 			t.Fatalf("review --json exit %d: %s %s", code, stdout, stderr)
+		}
+		// The listing is what a reviewer is shown: blind.
+		for _, leak := range []string{"AC-1", "AC-3", "badge.png", "release-notes.md", "ac_id", "reasons", "reviewers"} {
+			if strings.Contains(stdout, leak) {
+				t.Errorf("the listing through the ingress shows %q", leak)
+			}
 		}
 		return q
 	}
 	q := queue()
 	answers := map[string]any{}
 	for _, e := range q {
-		if len(e.Reviewers) != 0 {
-			t.Errorf("%s reviewed before any answer: %v", e.Item, e.Reviewers)
+		if e.Status != ingress.StatusUnreviewed || e.Yours != nil {
+			t.Errorf("%s reviewed before any answer: %s %+v", e.Item, e.Status, e.Yours)
 		}
 		if e.Kind == "ab" {
 			answers[e.Item] = map[string]any{"raw_winner": "B", "confidence": 0.7, "biggest_gap": "slot B is clearer"}
@@ -184,8 +191,8 @@ func teamReviewsThroughIngress(t *testing.T, dir, ingressURL, tokenFile, tokenB,
 		t.Fatalf("review --import exit %d: %s %s", code, stdout, stderr)
 	}
 	for _, e := range queue() {
-		if _, answered := answers[e.Item]; answered && (len(e.Reviewers) != 1 || !strings.HasPrefix(e.Reviewers[0], "ingress:team-a (token ")) {
-			t.Errorf("%s: reviewed by %v after the import", e.Item, e.Reviewers)
+		if _, answered := answers[e.Item]; answered && (e.Status != ingress.StatusReviewed || e.Yours == nil || !strings.Contains(string(e.Yours.Answer), "slot B is clearer")) {
+			t.Errorf("%s: %s, yours %+v after the import", e.Item, e.Status, e.Yours)
 		}
 	}
 

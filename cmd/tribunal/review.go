@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -32,7 +34,7 @@ file; with unsure: true every AC the judge was unsure of; and every AC flagged r
 true).
 
 Without an action it lists the queue: each item's id, AC, kind, why it is queued and who
-reviewed it.
+reviewed it (through the ingress, blind: see below).
 
 --export FILE (- for standard output) writes what each reviewer is shown, blind as the
 judge was: the messages the judge was sent (slots A and B, the criterion, the rules), the
@@ -55,11 +57,14 @@ thresholds.yaml), so a team's own labels measure the next judge.
 
 After tribunal run it works on the state folder (as spotcheck does); against running
 services with --nats. A team on a shared deployment works through the ingress with
---ingress URL and its token (--token-file, or TRIBUNAL_TOKEN), on its own batches only:
-the queue, the blind export (its images fetched as the team's blobs), and the import,
-which posts each answer as a review.recorded event by the token's holder
-(ingress:<team> (token …)) and waits until the queue shows it; --export-gold there
-writes the reviewed ab ACs of the queue. The ingress's quotas and rules apply.`,
+--ingress URL and its token (--token-file, or TRIBUNAL_TOKEN), on its own batches only.
+There the queue is listed as a reviewer is shown it, blind: each item's id, kind,
+whether it was reviewed and your own answer, never its AC, case or the judge's verdict.
+The blind export's images are fetched as the team's blobs; the import posts the answers
+file to the ingress, which checks every answer and records it as a review.recorded
+event by the token's holder (ingress:<team> (token …)), and waits until the listing
+shows it; --export-gold there writes the reviewed ab ACs of the queue. The ingress's
+quotas and rules apply.`,
 		Example: `  tribunal review --batch nightly-20261130T080000-a1b2c3
   tribunal review --batch nightly-20261130T080000-a1b2c3 --export queue.json
   tribunal review --batch nightly-20261130T080000-a1b2c3 --import answers.json
@@ -162,16 +167,14 @@ func writeExport(ex *client.ReviewExport, path string, stdout io.Writer) error {
 }
 
 // reviewDest is where --import sends answers and reads them back: the state folder or
-// the services (localDest), or the ingress (ingressDest).
+// the services (localDest); through the ingress, importThroughIngress.
 type reviewDest struct {
 	pub client.Publisher
 	// by is who the reviews are by: the local user, or the ingress token's holder.
 	by string
 	// applied waits until the aggregator applied what was sent (the state folder's);
-	// nil to look in the job records until they hold it (jobs), or, unless wait, not to
-	// look at all (services elsewhere apply it in their own time).
+	// nil not to look at all (services elsewhere apply it in their own time).
 	applied func(context.Context) error
-	wait    bool
 	// jobs reads the batch's job records as they are now, by AC id.
 	jobs func(ctx context.Context) (func(ac string) (*records.Job, error), error)
 }
@@ -184,35 +187,11 @@ func localDest(env *clientEnv, b bus.Buckets, tenant, batchID string) reviewDest
 		}}
 }
 
-// ingressDest sends answers through the ingress (POST /v1/events), by the token's holder
-// as the ingress requires, and waits until the queue's job records hold them.
-func ingressDest(c *ingress.Client, batchID string) reviewDest {
-	return reviewDest{pub: c, by: c.Reviewer(), wait: true,
-		jobs: func(ctx context.Context) (func(string) (*records.Job, error), error) {
-			q, err := c.ReviewQueue(ctx, batchID)
-			if err != nil {
-				return nil, err
-			}
-			byAC := map[string]*records.Job{}
-			for _, e := range q {
-				byAC[e.AC] = e.Job()
-			}
-			return func(ac string) (*records.Job, error) {
-				if j := byAC[ac]; j != nil {
-					return j, nil
-				}
-				return nil, fmt.Errorf("%s is no longer in the review queue of %s", ac, batchID)
-			}, nil
-		}}
-}
-
-// reviewThroughIngress is review --ingress: the queue, its blind export, the answers and
-// the gold set of one of the token's team's batches, read and sent through the ingress.
+// reviewThroughIngress is review --ingress: the blind queue, its blind export, the
+// answers and the gold set of one of the token's team's batches, read and sent through
+// the ingress. What it lists of the queue is what a reviewer is shown (ingress.QueueItem):
+// item ids, never the ACs, cases or the judge's verdicts.
 func reviewThroughIngress(ctx context.Context, c *ingress.Client, batchID, export, imp, gold string, asJSON bool, out io.Writer) error {
-	q, err := c.ReviewQueue(ctx, batchID)
-	if err != nil {
-		return exitError{2, err}
-	}
 	switch {
 	case export != "":
 		ex, err := c.ReviewExport(ctx, batchID)
@@ -221,17 +200,14 @@ func reviewThroughIngress(ctx context.Context, c *ingress.Client, batchID, expor
 		}
 		return writeExport(ex, export, out)
 	case imp != "":
-		return importReview(ctx, ingressDest(c, batchID), batchID, q, imp, out)
+		return importThroughIngress(ctx, c, batchID, imp, out)
 	case gold != "":
-		// The gold set is made of the queue's reviewed ACs: their job records come with
-		// the queue, their artifacts through the blob GET under the token's tenant.
-		var jobs []*records.Job
-		seen := map[string]bool{}
-		for _, e := range q {
-			if !seen[e.AC] {
-				seen[e.AC] = true
-				jobs = append(jobs, e.Job())
-			}
+		// The gold set is made of the queue's reviewed ACs: their specs and people's
+		// answers come from the ingress, their artifacts through the blob GET under the
+		// token's tenant.
+		jobs, err := c.ReviewGold(ctx, batchID)
+		if err != nil {
+			return exitError{2, err}
 		}
 		n, err := exportGold(ctx, c, jobs, gold)
 		if err != nil {
@@ -240,7 +216,107 @@ func reviewThroughIngress(ctx context.Context, c *ingress.Client, batchID, expor
 		fmt.Fprintf(out, "gold set: %d reviewed AC(s) of the review queue written to %s (tribunal calibrate %s)\n", n, gold, gold)
 		return nil
 	}
-	return printQueue(out, c.Tenant(), batchID, q, asJSON)
+	q, err := c.ReviewQueue(ctx, batchID)
+	if err != nil {
+		return exitError{2, err}
+	}
+	if asJSON {
+		return writeJSON(out, q)
+	}
+	fmt.Fprintf(out, "review queue of %s/%s: %d item(s)\n", c.Tenant(), batchID, len(q))
+	for _, it := range q {
+		yours := "not answered by you"
+		if it.Yours != nil {
+			yours = "your answer " + string(it.Yours.Answer)
+		}
+		fmt.Fprintf(out, "  %s  %-12s %-10s %s\n", it.Item, it.Kind, it.Status, yours)
+	}
+	return nil
+}
+
+// importThroughIngress is review --ingress --import: the answers file goes to the
+// ingress, which checks and records it by the token's holder; what it leaves for later
+// (an AC's further cases) is sent once the listing shows what it recorded.
+func importThroughIngress(ctx context.Context, c *ingress.Client, batchID, path string, out io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return exitError{2, fmt.Errorf("--import: %w", err)}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, client.MaxReviewFile+1))
+	f.Close()
+	if err != nil {
+		return exitError{2, fmt.Errorf("--import: %w", err)}
+	}
+	if _, _, err := client.ReviewAnswers(bytes.NewReader(data)); err != nil {
+		return exitError{2, fmt.Errorf("--import %s: %w", path, err)}
+	}
+	var sent []ingress.AnswerItem
+	for body := data; len(body) > 0; {
+		a, err := c.RecordAnswers(ctx, batchID, body)
+		if err != nil {
+			return exitError{2, fmt.Errorf("--import %s: %w", path, err)}
+		}
+		sent = append(sent, a.Items...)
+		if _, err := answersShown(ctx, c, batchID, a.Items); err != nil {
+			return exitError{2, err}
+		}
+		body = a.Later
+	}
+	q, err := answersShown(ctx, c, batchID, sent)
+	if err != nil {
+		return exitError{2, err}
+	}
+	changed := 0
+	for _, it := range q {
+		if it.Yours != nil && it.Yours.Changes > 0 && slices.ContainsFunc(sent, func(a ingress.AnswerItem) bool { return a.Item == it.Item }) {
+			changed++
+		}
+	}
+	fmt.Fprintf(out, "%d review(s) recorded by %s (%d changed an earlier answer)\n", len(sent), c.Reviewer(), changed)
+	return nil
+}
+
+// answersShown waits until the blind listing shows each answer sent as the token
+// holder's own, and returns the listing then.
+func answersShown(ctx context.Context, c *ingress.Client, batchID string, sent []ingress.AnswerItem) ([]ingress.QueueItem, error) {
+	ctx, cancel := context.WithTimeout(ctx, applyWait)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		q, err := c.ReviewQueue(ctx, batchID)
+		if err != nil {
+			return nil, err
+		}
+		yours := map[string]string{}
+		for _, it := range q {
+			if it.Yours != nil {
+				yours[it.Item] = compactJSON(it.Yours.Answer)
+			}
+		}
+		left := 0
+		for _, a := range sent {
+			if yours[a.Item] != compactJSON(a.Answer) {
+				left++
+			}
+		}
+		if left == 0 {
+			return q, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("reviews: %d of %d not applied within %s; the aggregator's log says why", left, len(sent), applyWait)
+		case <-t.C:
+		}
+	}
+}
+
+func compactJSON(b []byte) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return string(b)
+	}
+	return buf.String()
 }
 
 // printQueue lists a review queue, as JSON or a line per item.
@@ -313,7 +389,7 @@ func importReview(ctx context.Context, d reviewDest, batchID string, q []client.
 			}
 		}
 	}
-	if d.applied == nil && !d.wait {
+	if d.applied == nil {
 		fmt.Fprintf(out, "%d review(s) sent by %s\n", len(entries), by)
 		return nil
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
-	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // ReviewExport is what `tribunal review --export` writes: every queued item as a
@@ -32,18 +31,43 @@ type ReviewExportImage struct {
 // BlindReview is the export of a review queue without its images: each entry's item
 // (ReviewItemOf, read from store) and the answers template.
 func BlindReview(ctx context.Context, store blob.Store, q []ReviewEntry) (*ReviewExport, error) {
-	ex := &ReviewExport{Items: []ReviewItem{}, Answer: map[string]json.RawMessage{},
-		Note: "answer each item in its answer_shape; import the answers with tribunal review --import"}
+	items := make([]ReviewItem, 0, len(q))
 	for _, e := range q {
 		it, err := ReviewItemOf(ctx, store, e)
 		if err != nil {
 			return nil, err
 		}
+		items = append(items, it)
+	}
+	return ExportOf(items), nil
+}
+
+// ExportOf is the export of review items read already (ReviewItemOf), without images:
+// a page of the ingress's export is one.
+func ExportOf(items []ReviewItem) *ReviewExport {
+	ex := &ReviewExport{Items: []ReviewItem{}, Answer: map[string]json.RawMessage{}, Note: reviewExportNote}
+	for _, it := range items {
 		ex.Items = append(ex.Items, it)
 		ex.Answer[it.Item] = json.RawMessage(it.Answer)
 	}
-	return ex, nil
+	return ex
 }
+
+// Merge adds the items and answers template of another page of an export to ex.
+func (ex *ReviewExport) Merge(p *ReviewExport) {
+	if ex.Answer == nil {
+		ex.Answer = map[string]json.RawMessage{}
+	}
+	ex.Items = append(ex.Items, p.Items...)
+	for k, v := range p.Answer {
+		ex.Answer[k] = v
+	}
+	if ex.Note == "" {
+		ex.Note = p.Note
+	}
+}
+
+const reviewExportNote = "answer each item in its answer_shape; import the answers with tribunal review --import"
 
 // AddImages reads every image the export's items show from the tenant's blobs in store
 // (ReviewImage: only what an item shows).
@@ -67,12 +91,4 @@ func (ex *ReviewExport) AddImages(ctx context.Context, store blob.Store, tenant 
 		}
 	}
 	return nil
-}
-
-// ReviewEntryOf is a queue entry read back with its job record, as a client of the
-// ingress receives the queue: the answers it imports are checked (CheckReviewAnswer) and
-// built into events (RecordReview) as on the state folder.
-func ReviewEntryOf(e ReviewEntry, j *records.Job) ReviewEntry {
-	e.job = j
-	return e
 }

@@ -27,6 +27,7 @@ const (
 	RefusedBlob      = "blob"            // a referenced blob the tenant has not stored, or stored otherwise
 	RefusedJob       = "job"             // a spot-check of a job the tenant has not submitted
 	RefusedTooLarge  = "too_large"       // more events than one request may carry
+	RefusedAnswer    = "answer"          // a review answer outside its item's kind's contract, or of no item
 	RefusedUnauth    = "unauthenticated" // no token, or an unknown one
 	RefusedOperator  = "operator_token"  // an operator's token ("*"), which the ingress refuses
 	// A job naming a model the team may not name, or a panel making more calls than the

@@ -5,8 +5,10 @@
 // A team stores its artifacts (PUT /v1/blobs, content-addressed under the token's tenant),
 // publishes the few events a team originates (POST /v1/events: job.submitted and
 // spotcheck.recorded, review.recorded), and reads its batches (GET /v1/batches/{batch},
-// /v1/batches/{batch}/results, and the review queue: /v1/batches/{batch}/review and its
-// blind export /v1/batches/{batch}/review/export). The ingress decodes and validates every event, refuses
+// /v1/batches/{batch}/results, and the review queue: /v1/batches/{batch}/review, blind,
+// its export /v1/batches/{batch}/review/export, the reviewed ACs a gold set is made of,
+// /review/gold, each paged, and POST /review/answers to record answers by item). The
+// ingress decodes and validates every event, refuses
 // one of another tenant or of a type a team may not publish, derives its id itself, checks
 // that every blob it references is the team's, and publishes it on its own connection.
 // Client implements the client side over HTTP (client.Publisher and blob.Store), so
@@ -15,6 +17,7 @@ package ingress
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/ingress/body"
@@ -74,7 +77,21 @@ type Problem struct {
 	// quota_acs): the request is refused whole, and the client says so rather than
 	// taking it for a problem of one artifact.
 	Quota string `json:"quota,omitempty"`
+	// Class is the error's class (pkg/errclass), what a caller can do about it:
+	// "refused" (the request is wrong and stays so), "not_found", "conflict",
+	// "unavailable" (try again later) or "internal" (the ingress's own failure, told
+	// only in its log). Client errors report it to errors.Is against errclass's classes.
+	Class string `json:"class,omitempty"`
 }
+
+// The words of Problem.Class.
+const (
+	ClassRefused     = "refused"
+	ClassNotFound    = "not_found"
+	ClassConflict    = "conflict"
+	ClassUnavailable = "unavailable"
+	ClassInternal    = "internal"
+)
 
 // Refusal is one event the ingress refused, and why.
 type Refusal struct {
@@ -100,20 +117,94 @@ type BatchStatus struct {
 	Completion *records.Completion `json:"completion,omitempty"`
 }
 
-// ReviewQueue is GET /v1/batches/{batch}/review: the batch's review queue as the team
-// sees it (never a reviewer: each entry names its AC and why it is queued), each entry
-// with its job record, so a client checks the answers it imports against the kind's
-// contract and builds their review.recorded events as on the state folder.
+// Paging of the review endpoints (GET /v1/batches/{batch}/review, /review/export and
+// /review/gold): ?limit=N items a page (DefaultReviewPage unless asked, at most
+// MaxReviewPage), from the item after ?after=<item> (the page's Next), in queue order. A
+// page also ends before its answer passes MaxReviewPageBytes, so a client reads every
+// page under its own bound (maxPageBytes); an item alone over it is served alone.
+const (
+	DefaultReviewPage  = 100
+	MaxReviewPage      = 500
+	MaxReviewPageBytes = 32 << 20
+)
+
+// ReviewQueue is a page of GET /v1/batches/{batch}/review: the batch's review queue as a
+// reviewer is shown it, blind. Each item is what the judge was shown (client.ReviewItem:
+// its instructions and messages, slots A and B as the judge had them, the shape to
+// answer in), whether anyone reviewed it, and the token holder's own recorded answer.
+// Nothing says which AC, case, path or role an item is, or what the judge answered: a
+// reviewer reading the raw listing is as blind as one reading the export.
 type ReviewQueue struct {
-	Tenant  string       `json:"tenant"`
-	BatchID string       `json:"batch_id"`
-	Entries []QueueEntry `json:"entries"`
+	Tenant  string      `json:"tenant"`
+	BatchID string      `json:"batch_id"`
+	Items   []QueueItem `json:"items"`
+	// Next is the ?after= of the next page; "" on the last.
+	Next string `json:"next,omitempty"`
 }
 
-// QueueEntry is one entry of ReviewQueue.
-type QueueEntry struct {
-	client.ReviewEntry
-	Record *records.Job `json:"job"`
+// The statuses of a QueueItem.
+const (
+	StatusReviewed   = "reviewed"
+	StatusUnreviewed = "unreviewed"
+)
+
+// QueueItem is one item of ReviewQueue.
+type QueueItem struct {
+	client.ReviewItem
+	// Status is StatusReviewed once anyone answered the item, else StatusUnreviewed.
+	Status string `json:"status"`
+	// Yours is the token holder's own recorded answer, nil until they answered.
+	Yours *YourAnswer `json:"yours,omitempty"`
+}
+
+// YourAnswer is a reviewer's own recorded answer to an item.
+type YourAnswer struct {
+	// Answer is the answer as recorded (compacted JSON in the kind's verdict shape).
+	Answer json.RawMessage `json:"answer"`
+	At     time.Time       `json:"at"`
+	// Changes counts the earlier answers of theirs this one replaced.
+	Changes int `json:"changes,omitempty"`
+}
+
+// ExportPage is a page of GET /v1/batches/{batch}/review/export: the blind export's items
+// of the page and their answers template, without images (Client.ReviewExport reads every
+// page and each image through GET /v1/blobs).
+type ExportPage struct {
+	client.ReviewExport
+	Next string `json:"next,omitempty"`
+}
+
+// Answers is the answer of POST /v1/batches/{batch}/review/answers, whose body is an
+// answers file (client.ReviewAnswers: item id, or AC id, to an answer in the kind's
+// verdict shape). The ingress checks every answer against its item's kind before any is
+// published, and records each as a review.recorded event by the token's holder.
+type Answers struct {
+	// Recorded are the keys of the answers published by this request, in the file's
+	// order. Later is an answers file of what is left for a later request, keyed by item:
+	// each a further case of an AC this request already answers (an AC's reviews are
+	// applied one at a time, in the order sent). Send it once the listing shows the
+	// recorded ones.
+	Recorded []string        `json:"recorded"`
+	Later    json.RawMessage `json:"later,omitempty"`
+	// Items are the recorded answers by item, as the listing names them, each answer as
+	// recorded (compacted): the listing's Yours shows it once the answer is applied.
+	Items []AnswerItem `json:"items"`
+}
+
+// AnswerItem is one answer Answers recorded.
+type AnswerItem struct {
+	Item   string          `json:"item"`
+	Answer json.RawMessage `json:"answer"`
+}
+
+// GoldPage is a page of GET /v1/batches/{batch}/review/gold: the queue's reviewed ACs as
+// `tribunal review --export-gold` writes a calibration set from them. This is the team's,
+// not a reviewer's: each record carries its spec (the criterion, the artifacts and which
+// is ours) and the people's answers, and nothing of the judge (its calls, verdicts and
+// the judge's side of each review are left out).
+type GoldPage struct {
+	Jobs []*records.Job `json:"jobs"`
+	Next string         `json:"next,omitempty"`
 }
 
 // Results is GET /v1/batches/{batch}/results: what client.Load returns. Results is

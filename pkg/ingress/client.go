@@ -17,8 +17,10 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bounds"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/errclass"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
@@ -33,6 +35,8 @@ type Client struct {
 	spend  *spend.Allowance
 	// PublishTimeout bounds one Publish (client.Publisher has no context).
 	PublishTimeout time.Duration
+	// PageItems is the ?limit= the review reads ask a page for (default MaxReviewPage).
+	PageItems int
 }
 
 // Chunking of Publish: events per request and the body size a request stays under.
@@ -77,6 +81,17 @@ type Error struct {
 	Problem Problem
 }
 
+// Is reports the answer's class (Problem.Class) as errclass's: errclass.Of of an
+// ingress error is what the ingress said of it.
+func (e *Error) Is(target error) bool {
+	c, ok := classes[e.Problem.Class]
+	return ok && target == c
+}
+
+// classes are errclass's classes by their Problem.Class word.
+var classes = map[string]error{ClassRefused: errclass.Refused, ClassNotFound: errclass.NotFound,
+	ClassConflict: errclass.Conflict, ClassUnavailable: errclass.Unavailable, ClassInternal: errclass.Internal}
+
 func (e *Error) Error() string {
 	if len(e.Problem.Refusals) <= 1 {
 		return fmt.Sprintf("ingress: %d %s: %s", e.Status, http.StatusText(e.Status), e.Problem.Error)
@@ -89,26 +104,76 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// do sends one request and decodes a JSON answer into out (when not nil).
 // ErrQuota is a request the ingress refused because the team is at one of its quotas
 // (Problem.Quota): a submission stops on it, naming the quota.
 var ErrQuota = errclass.New(errclass.Refused, "the team's quota is reached")
 
-// maxAnswerBytes bounds an answer the client reads; a large batch's results are the
-// largest answer there is.
-const maxAnswerBytes = 1 << 30
+// Bounds of the answers the client reads. Every answer is read within its bound and an
+// answer over it is an error saying so, never decoded in part.
+const (
+	// maxAnswerBytes bounds a small answer (whoami, a batch's progress, an acceptance,
+	// an answers file's record).
+	maxAnswerBytes = 4 << 20
+	// maxPageBytes bounds a page of the review endpoints: the ingress ends a page before
+	// MaxReviewPageBytes, so only an item alone over it comes near this.
+	maxPageBytes = 2 * MaxReviewPageBytes
+	// maxResultsBytes bounds a completed batch's results, the largest answer there is
+	// (a 100,000-AC batch's is about 100 MiB); it is decoded as it is read.
+	maxResultsBytes = 1 << 30
+)
 
+// answerLimits bound the shape of a small answer or a review page before it is decoded,
+// as every document from outside is (pkg/bounds): a page of MaxReviewPage items, each
+// with the parts of one judge call, is well within them.
+var answerLimits = bounds.Limits{Depth: 32, Items: 1 << 16, Total: 1 << 20}
+
+// do sends one request and decodes a JSON answer into out (when not nil), read within
+// maxAnswerBytes.
 func (c *Client) do(ctx context.Context, method, path string, body io.Reader, contentType string, header http.Header, out any) error {
+	return c.doWithin(ctx, maxAnswerBytes, method, path, body, contentType, header, out)
+}
+
+// doWithin is do with an answer of at most limit bytes, checked against answerLimits
+// before it is decoded.
+func (c *Client) doWithin(ctx context.Context, limit int64, method, path string, body io.Reader, contentType string, header http.Header, out any) error {
 	resp, err := c.send(ctx, method, path, body, contentType, header)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, limit))
 		return nil
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswerBytes)).Decode(out); err != nil {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return fmt.Errorf("ingress %s %s: answer: %w", method, path, err)
+	}
+	if int64(len(data)) > limit {
+		return fmt.Errorf("ingress %s %s: the answer is over %d bytes, more than this client reads", method, path, limit)
+	}
+	if err := bounds.JSON(data, answerLimits); err != nil {
+		return fmt.Errorf("ingress %s %s: answer: %w", method, path, err)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("ingress %s %s: answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// doStreamed is do for the one answer too large to hold twice (Results): decoded as it
+// is read, at most limit bytes, an answer over it an error saying so.
+func (c *Client) doStreamed(ctx context.Context, limit int64, method, path string, out any) error {
+	resp, err := c.send(ctx, method, path, nil, "", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	lr := &io.LimitedReader{R: resp.Body, N: limit + 1}
+	if err := json.NewDecoder(lr).Decode(out); err != nil {
+		if lr.N <= 0 {
+			return fmt.Errorf("ingress %s %s: the answer is over %d bytes, more than this client reads", method, path, limit)
+		}
 		return fmt.Errorf("ingress %s %s: answer: %w", method, path, err)
 	}
 	return nil
@@ -278,7 +343,7 @@ func (c *Client) Progress(ctx context.Context, batchID string) (*client.Progress
 // client.Load returns.
 func (c *Client) Results(ctx context.Context, batchID string) (*client.Results, error) {
 	var w Results
-	err := c.do(ctx, http.MethodGet, PathBatches+"/"+url.PathEscape(batchID)+"/results", nil, "", nil, &w)
+	err := c.doStreamed(ctx, maxResultsBytes, http.MethodGet, PathBatches+"/"+url.PathEscape(batchID)+"/results", &w)
 	var e *Error
 	if errors.As(err, &e) {
 		switch e.Status {
@@ -294,47 +359,111 @@ func (c *Client) Results(ctx context.Context, batchID string) (*client.Results, 
 	return w.results(), nil
 }
 
-// batchErr is an answer about a batch: a 404 is client.ErrNotFound, as the ingress
-// answers another team's batch exactly as one never submitted.
+// batchErr is an answer about a batch: the ingress's 404 for the batch itself is
+// client.ErrNotFound, as it answers another team's batch exactly as one never
+// submitted; another 404 (an item's judge call gone from the store) stays itself.
 func (c *Client) batchErr(batchID string, err error) error {
 	var e *Error
-	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+	if errors.As(err, &e) && e.Status == http.StatusNotFound && e.Problem.Error == fmt.Sprintf("batch %s/%s: %v", c.tenant, batchID, client.ErrNotFound) {
 		return fmt.Errorf("batch %s/%s: %w", c.tenant, batchID, client.ErrNotFound)
 	}
 	return err
 }
 
-// ReviewQueue reads a batch's review queue (GET /v1/batches/{batch}/review): each
-// entry with its job record (client.ReviewEntryOf), so client.CheckReviewAnswer and
-// client.RecordReview work on it as on the state folder, publishing through c.
-func (c *Client) ReviewQueue(ctx context.Context, batchID string) ([]client.ReviewEntry, error) {
-	var q ReviewQueue
-	if err := c.do(ctx, http.MethodGet, PathBatches+"/"+url.PathEscape(batchID)+"/review", nil, "", nil, &q); err != nil {
-		return nil, c.batchErr(batchID, err)
-	}
-	out := make([]client.ReviewEntry, 0, len(q.Entries))
-	for _, e := range q.Entries {
-		if e.Record == nil {
-			return nil, fmt.Errorf("ingress: review queue of %s: %s has no job record", batchID, e.Item)
+// pages reads every page of a review endpoint of a batch (path after the batch), each
+// within maxPageBytes, handing each decoded page to add, which returns the page's Next.
+func (c *Client) pages(ctx context.Context, batchID, path string, newPage func() any, add func(any) (string, error)) error {
+	after := ""
+	for n := 0; ; n++ {
+		limit := c.PageItems
+		if limit <= 0 {
+			limit = MaxReviewPage
 		}
-		out = append(out, client.ReviewEntryOf(e.ReviewEntry, e.Record))
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		p := newPage()
+		if err := c.doWithin(ctx, maxPageBytes, http.MethodGet, PathBatches+"/"+url.PathEscape(batchID)+path+"?"+q.Encode(), nil, "", nil, p); err != nil {
+			return c.batchErr(batchID, err)
+		}
+		next, err := add(p)
+		if err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		if next == after {
+			return fmt.Errorf("ingress: %s of %s: page %d names itself as the next", path, batchID, n+1)
+		}
+		after = next
+	}
+}
+
+// ReviewQueue reads a batch's review queue as a reviewer is shown it, blind (GET
+// /v1/batches/{batch}/review, every page): each item's blind material, whether it was
+// reviewed and the token holder's own answer.
+func (c *Client) ReviewQueue(ctx context.Context, batchID string) ([]QueueItem, error) {
+	out := []QueueItem{}
+	err := c.pages(ctx, batchID, "/review", func() any { return &ReviewQueue{} }, func(p any) (string, error) {
+		q := p.(*ReviewQueue)
+		out = append(out, q.Items...)
+		return q.Next, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
 // ReviewExport reads a batch's queue as reviewers are shown it, blind (GET
-// /v1/batches/{batch}/review/export), and the images its items show, each through GET
-// /v1/blobs under the token's tenant: the same file `tribunal review --export` writes
-// on the state folder.
+// /v1/batches/{batch}/review/export, every page), and the images its items show, each
+// through GET /v1/blobs under the token's tenant: the same file `tribunal review
+// --export` writes on the state folder.
 func (c *Client) ReviewExport(ctx context.Context, batchID string) (*client.ReviewExport, error) {
-	var ex client.ReviewExport
-	if err := c.do(ctx, http.MethodGet, PathBatches+"/"+url.PathEscape(batchID)+"/review/export", nil, "", nil, &ex); err != nil {
-		return nil, c.batchErr(batchID, err)
+	ex := client.ExportOf(nil)
+	err := c.pages(ctx, batchID, "/review/export", func() any { return &ExportPage{} }, func(p any) (string, error) {
+		pg := p.(*ExportPage)
+		ex.Merge(&pg.ReviewExport)
+		return pg.Next, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := ex.AddImages(ctx, c, c.tenant); err != nil {
 		return nil, err
 	}
-	return &ex, nil
+	return ex, nil
+}
+
+// ReviewGold reads the queue's reviewed ACs as a gold set is written from them (GET
+// /v1/batches/{batch}/review/gold, every page): the team's, with no judge in them.
+func (c *Client) ReviewGold(ctx context.Context, batchID string) ([]*records.Job, error) {
+	var out []*records.Job
+	err := c.pages(ctx, batchID, "/review/gold", func() any { return &GoldPage{} }, func(p any) (string, error) {
+		g := p.(*GoldPage)
+		for i, j := range g.Jobs {
+			if j == nil || j.Tenant != c.tenant {
+				return "", fmt.Errorf("ingress: review gold of %s: job %d is not team %s's", batchID, len(out)+i, c.tenant)
+			}
+		}
+		out = append(out, g.Jobs...)
+		return g.Next, nil
+	})
+	return out, err
+}
+
+// RecordAnswers posts an answers file (client.ReviewAnswers) to POST
+// /v1/batches/{batch}/review/answers: the ingress checks every answer and records them
+// by the token's holder; what it leaves for later (Answers.Later) is the caller's to send
+// once the listing shows the recorded ones.
+func (c *Client) RecordAnswers(ctx context.Context, batchID string, answers []byte) (*Answers, error) {
+	var a Answers
+	if err := c.do(ctx, http.MethodPost, PathBatches+"/"+url.PathEscape(batchID)+"/review/answers", bytes.NewReader(answers), "application/json", nil, &a); err != nil {
+		return nil, c.batchErr(batchID, err)
+	}
+	return &a, nil
 }
 
 // Reviewer names the token's holder as the ingress records their reviews (Reviewer):

@@ -34,6 +34,8 @@ const (
 	tokA  = "team-a-token-0123456789abcdef"
 	tokB  = "team-b-token-0123456789abcdef"
 	tokOp = "operator-token-0123456789abcdef"
+	// tokA2 is another of team-a's people: another reviewer.
+	tokA2 = "team-a-second-token-0123456789abcdef"
 )
 
 type fixture struct {
@@ -61,7 +63,7 @@ func start(t *testing.T, services bool, cfg ingress.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Tokens = map[string]string{tokA: "team-a", tokB: "team-b", tokOp: "*"}
+	cfg.Tokens = map[string]string{tokA: "team-a", tokA2: "team-a", tokB: "team-b", tokOp: "*"}
 	cfg.Pub, cfg.Store, cfg.Buckets = bus.NewPublisher(js, bus.ComparePayloads()), env.Store, r.Buckets
 	srv := httptest.NewServer(ingress.New(cfg))
 	t.Cleanup(srv.Close)

@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/diskspace"
+	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingress/body"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -105,6 +107,8 @@ func New(cfg Config) http.Handler {
 		{"GET " + PathBatches + "/{batch}/results", s.authed(s.results)},
 		{"GET " + PathBatches + "/{batch}/review", s.authed(s.reviewQueue)},
 		{"GET " + PathBatches + "/{batch}/review/export", s.authed(s.reviewExport)},
+		{"GET " + PathBatches + "/{batch}/review/gold", s.authed(s.reviewGold)},
+		{"POST " + PathBatches + "/{batch}/review/answers", s.authed(s.reviewAnswers)},
 	}
 	patterns := make([]string, 0, len(routes))
 	for _, r := range routes {
@@ -112,7 +116,7 @@ func New(cfg Config) http.Handler {
 		patterns = append(patterns, r.pattern)
 	}
 	mux.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request, _ string) {
-		s.problem(w, r, http.StatusNotFound, "no such endpoint: the API is "+PathWhoami+", "+PathBlobs+", "+PathEvents+" and "+PathBatches+"/{batch}[/results | /review[/export]]", nil)
+		s.problem(w, r, http.StatusNotFound, "no such endpoint: the API is "+PathWhoami+", "+PathBlobs+", "+PathEvents+" and "+PathBatches+"/{batch}[/results | /review[/export | /gold | /answers]]", nil)
 	}))
 	// The answer count exists at zero from start, route by route (route labels are the
 	// patterns counted records).
@@ -417,7 +421,8 @@ func (s *server) ownBatch(w http.ResponseWriter, r *http.Request, tenant string)
 }
 
 // queue reads the review queue of one of the token's tenant's batches, or answers as
-// ownBatch does.
+// ownBatch does. The queue is drawn over all the batch's job records (the sample is over
+// every AC); what an answer reads beyond them is read a page at a time.
 func (s *server) queue(w http.ResponseWriter, r *http.Request, tenant string) (string, []client.ReviewEntry, bool) {
 	id, _, ok := s.ownBatch(w, r, tenant)
 	if !ok {
@@ -425,39 +430,277 @@ func (s *server) queue(w http.ResponseWriter, r *http.Request, tenant string) (s
 	}
 	q, _, err := client.ReviewQueue(r.Context(), s.cfg.Buckets, tenant, id)
 	if err != nil {
-		s.fail(w, r, err)
+		s.failClassified(w, r, fmt.Errorf("review queue of %s/%s: %w", tenant, id, err))
 		return "", nil, false
 	}
 	return id, q, true
 }
 
-// reviewQueue answers a batch's review queue as the team sees it (the entries and their
-// job records), what `tribunal review` lists and imports answers against.
+// cursor reads a review page's ?after= and ?limit= against the queue's item ids: the
+// index of the page's first item and how many it holds at most, or a 400 naming the
+// parameter.
+func (s *server) cursor(w http.ResponseWriter, r *http.Request, items []string) (int, int, bool) {
+	v := r.URL.Query()
+	limit := DefaultReviewPage
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxReviewPage {
+			s.problem(w, r, http.StatusBadRequest, fmt.Sprintf("limit: want a count of items from 1 to %d, got %q", MaxReviewPage, l), nil)
+			return 0, 0, false
+		}
+		limit = n
+	}
+	start := 0
+	if a := v.Get("after"); a != "" {
+		i := slices.Index(items, a)
+		if i < 0 {
+			s.problem(w, r, http.StatusBadRequest, fmt.Sprintf("after: %q is not an item of this review queue (give the next of the page before)", a), nil)
+			return 0, 0, false
+		}
+		start = i + 1
+	}
+	return start, limit, true
+}
+
+// page builds the items of a review page from start: at most limit, and no more once
+// their encoding passes MaxReviewPageBytes (an item alone over it is served alone).
+// next is the ?after= of the next page, "" on the last.
+func page[T any](n, start, limit int, id func(int) string, build func(int) (T, error)) (out []T, next string, err error) {
+	out = []T{}
+	size := 0
+	i := start
+	for ; i < n && len(out) < limit; i++ {
+		v, err := build(i)
+		if err != nil {
+			return nil, "", err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, "", fmt.Errorf("encode %s: %w", id(i), err)
+		}
+		if len(out) > 0 && size+len(b) > MaxReviewPageBytes {
+			break
+		}
+		size += len(b)
+		out = append(out, v)
+	}
+	if i < n && len(out) > 0 {
+		next = id(start + len(out) - 1)
+	}
+	return out, next, nil
+}
+
+func itemIDs(q []client.ReviewEntry) []string {
+	ids := make([]string, len(q))
+	for i, e := range q {
+		ids[i] = e.Item
+	}
+	return ids
+}
+
+// reviewQueue answers a page of a batch's review queue as a reviewer is shown it, blind
+// (ReviewQueue): each item's blind material, whether it was reviewed and the token
+// holder's own answer, never its AC, case, paths, roles or the judge's verdict.
 func (s *server) reviewQueue(w http.ResponseWriter, r *http.Request, tenant string) {
 	id, q, ok := s.queue(w, r, tenant)
 	if !ok {
 		return
 	}
-	out := ReviewQueue{Tenant: tenant, BatchID: id, Entries: make([]QueueEntry, 0, len(q))}
-	for _, e := range q {
-		out.Entries = append(out.Entries, QueueEntry{ReviewEntry: e, Record: e.Job()})
-	}
-	s.json(w, http.StatusOK, out)
-}
-
-// reviewExport answers the queue as reviewers are shown it, blind (client.BlindReview):
-// the images the items show are the tenant's blobs, fetched through GET /v1/blobs.
-func (s *server) reviewExport(w http.ResponseWriter, r *http.Request, tenant string) {
-	_, q, ok := s.queue(w, r, tenant)
+	ids := itemIDs(q)
+	start, limit, ok := s.cursor(w, r, ids)
 	if !ok {
 		return
 	}
-	ex, err := client.BlindReview(r.Context(), s.cfg.Store, q)
+	who := reviewerOf(r, tenant)
+	items, next, err := page(len(q), start, limit, func(i int) string { return ids[i] }, func(i int) (QueueItem, error) {
+		e := q[i]
+		it, err := client.ReviewItemOf(r.Context(), s.cfg.Store, e)
+		if err != nil {
+			return QueueItem{}, err
+		}
+		qi := QueueItem{ReviewItem: it, Status: StatusUnreviewed}
+		if len(e.Reviewers) > 0 {
+			qi.Status = StatusReviewed
+		}
+		for _, rv := range e.Job().Reviews {
+			if rv.Case == e.Case && rv.By == who {
+				qi.Yours = &YourAnswer{Answer: rv.Answer, At: rv.At, Changes: rv.Changes}
+			}
+		}
+		return qi, nil
+	})
 	if err != nil {
-		s.fail(w, r, err)
+		s.failClassified(w, r, fmt.Errorf("review queue of %s/%s: %w", tenant, id, err))
 		return
 	}
-	s.json(w, http.StatusOK, ex)
+	s.json(w, http.StatusOK, ReviewQueue{Tenant: tenant, BatchID: id, Items: items, Next: next})
+}
+
+// reviewExport answers a page of the queue's blind export (client.BlindReview): the
+// images the items show are the tenant's blobs, fetched through GET /v1/blobs.
+func (s *server) reviewExport(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, q, ok := s.queue(w, r, tenant)
+	if !ok {
+		return
+	}
+	ids := itemIDs(q)
+	start, limit, ok := s.cursor(w, r, ids)
+	if !ok {
+		return
+	}
+	items, next, err := page(len(q), start, limit, func(i int) string { return ids[i] }, func(i int) (client.ReviewItem, error) {
+		return client.ReviewItemOf(r.Context(), s.cfg.Store, q[i])
+	})
+	if err != nil {
+		s.failClassified(w, r, fmt.Errorf("review export of %s/%s: %w", tenant, id, err))
+		return
+	}
+	ex := client.ExportOf(items)
+	s.json(w, http.StatusOK, ExportPage{ReviewExport: *ex, Next: next})
+}
+
+// reviewGold answers a page of the queue's reviewed ACs for a gold set (GoldPage): each
+// AC once, its record without the judge's calls and verdicts.
+func (s *server) reviewGold(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, q, ok := s.queue(w, r, tenant)
+	if !ok {
+		return
+	}
+	var jobs []*records.Job
+	var ids []string
+	seen := map[string]bool{}
+	for _, e := range q {
+		if len(e.Reviewers) > 0 && !seen[e.AC] {
+			seen[e.AC] = true
+			jobs, ids = append(jobs, e.Job()), append(ids, e.Item)
+		}
+	}
+	start, limit, ok := s.cursor(w, r, ids)
+	if !ok {
+		return
+	}
+	out, next, err := page(len(jobs), start, limit, func(i int) string { return ids[i] }, func(i int) (*records.Job, error) {
+		return goldRecord(jobs[i]), nil
+	})
+	if err != nil {
+		s.failClassified(w, r, fmt.Errorf("review gold of %s/%s: %w", tenant, id, err))
+		return
+	}
+	s.json(w, http.StatusOK, GoldPage{Jobs: out, Next: next})
+}
+
+// goldRecord is what a gold set is made of of a reviewed job: its identity, spec and the
+// people's side of its reviews.
+func goldRecord(j *records.Job) *records.Job {
+	g := &records.Job{Tenant: j.Tenant, Batch: j.Batch, ACID: j.ACID, Index: j.Index, Spec: j.Spec}
+	for _, rv := range j.Reviews {
+		g.Reviews = append(g.Reviews, records.Review{By: rv.By, At: rv.At, Via: rv.Via, Iteration: rv.Iteration, Case: rv.Case, Answer: rv.Answer, Person: rv.Person, Changes: rv.Changes})
+	}
+	return g
+}
+
+// reviewAnswers records an answers file's answers (Answers) as review.recorded events by
+// the token's holder, each checked against its item's kind first: one wrong answer and
+// none is published. An answer keyed by item id is the item's; one keyed by AC id is
+// resolved as on the state folder (client.ResolveAnswers).
+func (s *server) reviewAnswers(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, q, ok := s.queue(w, r, tenant)
+	if !ok {
+		return
+	}
+	keys, answers, err := client.ReviewAnswers(http.MaxBytesReader(w, r.Body, client.MaxReviewFile))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		s.problem(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("an answers file is at most %d bytes: send it in parts", client.MaxReviewFile), nil)
+		return
+	case err != nil:
+		s.problem(w, r, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	who := reviewerOf(r, tenant)
+	out := Answers{Recorded: []string{}, Items: []AnswerItem{}}
+	var later bytes.Buffer
+	var evs []events.Event
+	answered := map[string]bool{}
+	var refusals []Refusal
+	refuse := func(i int, key string, err error) {
+		if len(refusals) < 100 {
+			refusals = append(refusals, Refusal{Index: i, Type: string(events.TypeReviewRecorded), Field: key, Reason: RefusedAnswer, Message: err.Error()})
+		}
+	}
+	for i, k := range keys {
+		var resolved []client.ResolvedAnswer
+		if e, ok := findItem(q, k); ok {
+			resolved = []client.ResolvedAnswer{{Entry: e, Answer: answers[k]}}
+		} else if resolved, err = client.ResolveAnswers(q, []string{k}, answers); err != nil {
+			refuse(i, k, err)
+			continue
+		}
+		for _, a := range resolved {
+			if err := client.CheckReviewAnswer(a.Entry, a.Answer); err != nil {
+				refuse(i, k, err)
+				continue
+			}
+			if answered[a.Entry.AC] {
+				// A second case of an AC: for a later request, keyed by its item.
+				sep := ","
+				if later.Len() == 0 {
+					sep = "{"
+				}
+				key, _ := json.Marshal(a.Entry.Item)
+				fmt.Fprintf(&later, "%s%s:%s", sep, key, a.Answer)
+				continue
+			}
+			answered[a.Entry.AC] = true
+			ev, err := client.ReviewCaseEvent(a.Entry.Job(), a.Entry.Case, a.Answer, who, "ingress")
+			if err != nil {
+				refuse(i, k, err)
+				continue
+			}
+			evs = append(evs, ev)
+			out.Items = append(out.Items, AnswerItem{Item: a.Entry.Item, Answer: json.RawMessage(ev.Payload.(*events.ReviewRecorded).Answer)})
+			if len(out.Recorded) == 0 || out.Recorded[len(out.Recorded)-1] != k {
+				out.Recorded = append(out.Recorded, k)
+			}
+		}
+	}
+	if len(refusals) > 0 {
+		telemetry.Refused(Service, RefusedAnswer)
+		s.problem(w, r, http.StatusUnprocessableEntity, fmt.Sprintf("%d answer(s) refused, none recorded: %s", len(refusals), refusals[0].Message), refusals)
+		return
+	}
+	if later.Len() > 0 {
+		later.WriteByte('}')
+		out.Later = json.RawMessage(later.Bytes())
+	}
+	if len(evs) > 0 {
+		msgs, err := bus.Messages(evs...)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := s.cfg.Pub.Publish("", msgs...); err != nil {
+			if errors.Is(err, bus.ErrDuplicateMismatch) {
+				s.problem(w, r, http.StatusConflict, err.Error(), nil)
+				return
+			}
+			s.log.Error("publish failed", "tenant", tenant, "batch", id, "reviews", len(msgs), "err", err)
+			s.problem(w, r, http.StatusServiceUnavailable, "the answers could not be recorded; send them again (the same answers are recorded once)", nil)
+			return
+		}
+	}
+	s.json(w, http.StatusAccepted, out)
+}
+
+// findItem finds the queue entry of an item id.
+func findItem(q []client.ReviewEntry, item string) (client.ReviewEntry, bool) {
+	for _, e := range q {
+		if e.Item == item {
+			return e, true
+		}
+	}
+	return client.ReviewEntry{}, false
 }
 
 // results answers what client.Load returns for a completed batch.
@@ -494,12 +737,52 @@ func (s *server) json(w http.ResponseWriter, code int, v any) {
 }
 
 func (s *server) problem(w http.ResponseWriter, _ *http.Request, code int, msg string, refusals []Refusal) {
-	s.json(w, code, Problem{Error: msg, Refusals: refusals})
+	s.json(w, code, Problem{Error: msg, Refusals: refusals, Class: classOf(code)})
+}
+
+// classOf is the class (Problem.Class) of an answer's status code: every error answer
+// says what its caller can do about it.
+func classOf(code int) string {
+	switch {
+	case code == http.StatusNotFound:
+		return ClassNotFound
+	case code == http.StatusConflict:
+		return ClassConflict
+	case code == http.StatusServiceUnavailable || code == http.StatusInsufficientStorage || code == http.StatusBadGateway || code == http.StatusGatewayTimeout:
+		return ClassUnavailable
+	case code >= 500:
+		return ClassInternal
+	}
+	return ClassRefused
+}
+
+// failClassified answers err by its class (errclass.Of), as every other answer is
+// classified: a refusal is a 422 and what was not found a 404, each saying what; a
+// conflict a 409; a dependency that could not answer a 503 to try again; anything else
+// is the ingress's own failure (fail), told only in its log.
+func (s *server) failClassified(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	switch errclass.Of(err) {
+	case errclass.Refused:
+		s.problem(w, r, http.StatusUnprocessableEntity, err.Error(), nil)
+	case errclass.NotFound:
+		s.problem(w, r, http.StatusNotFound, err.Error(), nil)
+	case errclass.Conflict:
+		s.problem(w, r, http.StatusConflict, err.Error(), nil)
+	case errclass.Unavailable:
+		// What could not answer (a store's address) is the operator's, not the team's.
+		s.log.Warn("request unavailable", "path", r.URL.Path, "err", err)
+		s.problem(w, r, http.StatusServiceUnavailable, "a store the ingress reads could not answer now; try again (the ingress's log says which)", nil)
+	default:
+		s.fail(w, r, err)
+	}
 }
 
 // quotaProblem answers a request refused for a team's quota, naming it.
 func (s *server) quotaProblem(w http.ResponseWriter, _ *http.Request, code int, qe *quotaError) {
-	s.json(w, code, Problem{Error: qe.msg, Quota: qe.reason})
+	s.json(w, code, Problem{Error: qe.msg, Quota: qe.reason, Class: ClassRefused})
 }
 
 // fail logs the ingress's own failure and answers without its details.
