@@ -223,9 +223,25 @@ type forgedEntry struct {
 	sha [32]byte
 }
 
-type gating struct {
-	typ events.Type
-	seq uint64
+// gating is a pass's first gating decision in one word: where the stream holds it and
+// whether it failed (gates.failed) or passed (gates.done). One for every pass of a batch.
+type gating uint64
+
+func newGating(typ events.Type, seq uint64) gating {
+	g := gating(min(seq, maxStepSeq) << 1)
+	if typ == events.TypeGatesFailed {
+		g |= 1
+	}
+	return g
+}
+
+func (g gating) seq() uint64 { return uint64(g) >> 1 }
+
+func (g gating) typ() events.Type {
+	if g&1 != 0 {
+		return events.TypeGatesFailed
+	}
+	return events.TypeGatesDone
 }
 
 // passKey is one pass of a job through the pipeline: a redrive attempt renders and gates
@@ -388,11 +404,11 @@ func (a *auditor) structure(r *Recorded) {
 	a.resolve(ev.ID, r)
 	if ev.Type == events.TypeGatesDone || ev.Type == events.TypeGatesFailed {
 		g := keyOf(events.NewID("gates", ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, events.AttemptStep("", ev.Attempt)))
-		if prev, ok := a.gated[g]; ok && prev.typ != ev.Type {
+		if prev, ok := a.gated[g]; ok && prev.typ() != ev.Type {
 			a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: fmt.Sprintf("the gater decided this iteration twice: %s (seq %d) and %s",
-				prev.typ, prev.seq, ev.Type)}))
+				prev.typ(), prev.seq(), ev.Type)}))
 		} else if !ok {
-			a.gated[g] = gating{typ: ev.Type, seq: r.Seq}
+			a.gated[g] = newGating(ev.Type, r.Seq)
 		}
 	}
 	if p, ok := ev.Payload.(*events.IterationDecided); ok && p.Status == events.StatusAwaitingSpotcheck {

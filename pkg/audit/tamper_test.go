@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -433,4 +434,22 @@ func refused(rep audit.Report, pred func(audit.Refused) bool) bool {
 		}
 	}
 	return false
+}
+
+// TestAuditGatedTwice: a pass gated twice, once passed and once failed, is a duplicate
+// naming both decisions and where the first is (what the audit keeps of each pass's
+// first gating decision is one word: its place and whether it failed).
+func TestAuditGatedTwice(t *testing.T) {
+	f := staged(t)
+	i := f.find(events.TypeGatesDone, "AC-1")
+	first := f.recs[i]
+	rd := f.recs[f.find(events.TypeRenderDone, "AC-1")]
+	second := f.stage(rd, &events.GatesFailed{Kind: events.KindAB, ACID: "AC-1", Blocked: "the page did not load"})
+	rep := f.audit()
+	want := fmt.Sprintf("the gater decided this iteration twice: %s (seq %d) and %s", events.TypeGatesDone, first.Seq, events.TypeGatesFailed)
+	if !has(rep, func(m audit.Mismatch) bool {
+		return m.Kind == audit.KindDuplicate && m.Seq == second.Seq && m.Detail == want
+	}) {
+		t.Fatalf("the second gating decision (seq %d) is not reported as %q:%s", second.Seq, want, dump(rep))
+	}
 }
