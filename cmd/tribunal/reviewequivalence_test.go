@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"math"
@@ -10,7 +11,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chromedp/chromedp"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/kind/equivalence"
 )
@@ -280,4 +285,134 @@ func withCase(c, verdict string) map[string]any {
 	a := eqAnswer(verdict)
 	a["case"] = c
 	return a
+}
+
+// TestEquivalenceReviewPageInChromium: the reviewer's page of an equivalence case in
+// `tribunal view` and real Chromium shows what the judge was shown for that case (its
+// case input and the two transcripts) and the shape to answer in, blind: no AC id, no
+// case id, no skill file, and nothing of the judge's call (its judge, its call record,
+// its answer). An answer given there is recorded for that case alone, by the viewer.
+func TestEquivalenceReviewPageInChromium(t *testing.T) {
+	bctx := browsertest.Start(t, 1280, 900)
+	dir := projectDir(t)
+	batch := filepath.Join(dir, "examples", "quickstart", "eqpage.yaml")
+	if err := os.WriteFile(batch, []byte("version: 1\nname: eqpage\nreview: {share: 1}\nacs:\n"+
+		"  - {id: AC-12, kind: equivalence, original: skill/original.md, candidate: skill/candidate.md, cases_file: skill/cases.yaml}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The judge finds no-component regressed, in words of its own.
+	const judgeWords = "the candidate drops the component name"
+	out := t.TempDir()
+	if _, stderr, code := runState(t, dir, "run", batch, "-q", "--out", out, "--scripted-answers",
+		answersFile(t, map[string]any{"AC-12/no-component": eqAnswer(equivalence.VerdictRegressed)})); code > 1 {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	ids, _ := os.ReadDir(out)
+	if len(ids) != 1 {
+		t.Fatalf("run wrote %d batch folders", len(ids))
+	}
+	id := ids[0].Name()
+	q := queue(t, dir, id)
+	var item client.ReviewEntry
+	var cases []string
+	for _, e := range q {
+		cases = append(cases, e.Case)
+		if e.Case == "no-component" {
+			item = e
+		}
+	}
+	if item.Item == "" || len(q) != 4 {
+		t.Fatalf("queue %+v: want the four cases, no-component among them", q)
+	}
+	leaks := append([]string{"AC-12", "SKILL", "original.md", "candidate.md", "cases.yaml", judgeWords}, cases...)
+	base := startView(t, dir)
+	// What the judge's calls were, as the viewer's job API tells the team: each judge
+	// and call record's digest, none of which the reviewer's page may show.
+	resp, err := http.Get(base + "/api/t/default/b/" + id + "/j/AC-12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var job any
+	if err := json.Unmarshal(data, &job); err != nil {
+		t.Fatalf("the job API: %v\n%.400s", err, data)
+	}
+	// Every digest the team's job page knows (the artifacts', the call records') and every
+	// judge it names.
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if s, ok := e.(string); ok && (k == "sha256" || k == "judge" || k == "Judge" || k == "SHA256") && s != "" {
+					leaks = append(leaks, s)
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(job)
+	if !slices.ContainsFunc(leaks, func(s string) bool { return strings.HasPrefix(s, "scripted/") }) {
+		t.Fatalf("the job API names no judge: %.600s", data)
+	}
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	page := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, a := range []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/t/default/b/" + id + "/review/" + item.Item), chromedp.WaitVisible(chromedp.ID("review-form"))} {
+		if err := chromedp.Do(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := page(`document.body.innerText`)
+	for _, want := range []string{"The case input both runs were given", "made things faster", "The run under the original version", "The run under the candidate version", "equivalence verdict"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the reviewer's page lacks %q:\n%s", want, text)
+		}
+	}
+	for _, other := range []string{"fixed a crash in the CSV exporter", "reviewed by the security team", "--time-zone"} {
+		if strings.Contains(text, other) {
+			t.Errorf("the page of no-component shows another case's input %q", other)
+		}
+	}
+	// Not in the text, nor anywhere in the page's markup (links, attributes, scripts).
+	html := page(`document.documentElement.outerHTML`)
+	if !strings.Contains(html, "candidate-regressed") {
+		t.Errorf("the reviewer's page does not give the answer's shape:\n%s", html)
+	}
+	for _, leak := range leaks {
+		if leak == "" {
+			continue
+		}
+		if strings.Contains(text, leak) || strings.Contains(html, leak) {
+			t.Errorf("the reviewer's page shows %q", leak)
+		}
+	}
+	if strings.Contains(strings.ToLower(text), "judge call") || strings.Contains(html, "/call/") || strings.Contains(html, "/j/") {
+		t.Errorf("the reviewer's page points at the judge's call:\n%s", text)
+	}
+
+	answer, _ := json.Marshal(eqAnswer(equivalence.VerdictEquivalent))
+	for _, a := range []chromedp.Action[chromedp.Void]{chromedp.SetValue(chromedp.ID("review-answer"), string(answer)), chromedp.Click(chromedp.ID("review-submit")),
+		chromedp.WaitVisible(chromedp.ID("review-sent"))} {
+		if err := chromedp.Do(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range queue(t, dir, id) {
+		if want := map[bool]int{true: 1, false: 0}[e.Item == item.Item]; len(e.Reviewers) != want {
+			t.Errorf("case %s: reviewers %v after the viewer's answer to no-component", e.Case, e.Reviewers)
+		}
+	}
 }
