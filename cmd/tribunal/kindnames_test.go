@@ -21,8 +21,7 @@ import (
 // kindNamesAllowed are the files outside a kind's folder that still name it, each with
 // why. A key is "<file> <kinds>", the kinds it names joined by commas in the order of
 // kindOrder; an entry whose file names other kinds, or none, fails the test, so the list
-// only shrinks. The first group is held by a format already on disk or published; the
-// second is what issue 25's item 2 has still to move into the kinds (docs/architecture.md,
+// only shrinks. Each is held by a format already on disk or published (docs/architecture.md,
 // "What still names a kind outside its folder").
 var kindNamesAllowed = map[string]string{
 	// Held by a format already written.
@@ -32,9 +31,6 @@ var kindNamesAllowed = map[string]string{
 	"pkg/batch/batch.go ab":          "a batch entry without a kind is ab: the batch format's default since before there were kinds",
 	"schemas/schemas.go rubric":      "the seed's Argus schemas are published at schemas/argus/, which README links for teams' editors",
 	"internal/e2e/harness.go rubric": "the end-to-end harness serves rubric features to the tests (a test helper, not shipped code)",
-
-	// Not moved yet: pages and readers that are one kind's.
-	"internal/console/job.go ab,critic,equivalence,rubric": "the console's job page, a section per kind",
 }
 
 // kindOrder is the order of the kinds in a kindNamesAllowed key.

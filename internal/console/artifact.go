@@ -13,32 +13,16 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 )
 
 // maxInlineText is how much of a text artifact a page shows; the whole artifact stays
 // one link away.
 const maxInlineText = 256 << 10
 
-// artifactView is one artifact as a page shows it: an image inline, text escaped in a
-// <pre>, HTML as its escaped source beside a sandboxed frame, anything else as a link.
-type artifactView struct {
-	// Label is the artifact's role as reviewers know it: ours, reference, output, ...
-	Label string `json:"label"`
-	// Slot is the blind slot ("A" or "B") it was judged in, for ab.
-	Slot string `json:"slot,omitempty"`
-	// Name is the path or URL the batch named.
-	Name      string `json:"name,omitempty"`
-	Class     string `json:"class"` // image, text, html, binary, url, missing
-	MediaType string `json:"media_type,omitempty"`
-	Size      int64  `json:"size"`
-	SHA256    string `json:"sha256,omitempty"`
-	Href      string `json:"href,omitempty"`
-	Text      string `json:"text,omitempty"`
-	Truncated bool   `json:"truncated,omitempty"`
-	// External is a URL source the renderer fetched.
-	External string `json:"external,omitempty"`
-	Note     string `json:"note,omitempty"`
-}
+// artifactView is one artifact as a page shows it (stage.PageArtifact: the kinds'
+// sections of the job page show theirs with it too).
+type artifactView = stage.PageArtifact
 
 // sourceArtifact shows one input of a job as the batch named it.
 func (s *server) sourceArtifact(ctx context.Context, tenant, label string, src events.Source) artifactView {

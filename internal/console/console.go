@@ -32,8 +32,8 @@ type Config struct {
 	Buckets bus.Buckets
 	// Store holds the artifacts, renders and manifests.
 	Store blob.Store
-	// Pub publishes HE-2 spot-check decisions (rubriccommands.Spotcheck) and loop resets
-	// (rubriccommands.ResetView). Without one neither form is offered.
+	// Pub publishes what the forms of a kind's job page send (stage.PageActing: rubric's
+	// HE-2 spot-check decisions and loop resets). Without one no such form is offered.
 	Pub client.Publisher
 	// Tenants maps a bearer token to the tenant it may see, or to AllTenants. With no
 	// tokens at all the console is open and shows every tenant: that is the
@@ -104,8 +104,7 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /t/{tenant}/b/{batch}/audit", s.authed(s.audit))
 	mux.HandleFunc("GET /t/{tenant}/b/{batch}/report", s.authed(s.report))
 	mux.HandleFunc("GET /t/{tenant}/b/{batch}/j/{job}", s.authed(s.job))
-	mux.HandleFunc("POST /t/{tenant}/b/{batch}/j/{job}/spotcheck", s.authed(s.spotcheck))
-	mux.HandleFunc("POST /t/{tenant}/b/{batch}/j/{job}/reset", s.authed(s.resetView))
+	mux.HandleFunc("POST /t/{tenant}/b/{batch}/j/{job}/{action}", s.authed(s.jobAction))
 	mux.HandleFunc("GET /blob/{tenant}/{sha256}", s.authed(s.blob))
 	mux.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request, _ caller) { s.notFound(w, r) }))
 	return securityHeaders(mux)

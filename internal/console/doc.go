@@ -21,9 +21,10 @@
 //	                                         q= sort= dir= page= per=)
 //	GET  /t/{tenant}/b/{batch}/export.csv    the AC table as CSV (the same query, unpaged)
 //	GET  /t/{tenant}/b/{batch}/compare?with= which verdicts changed from another batch
-//	GET  /t/{tenant}/b/{batch}/j/{job}       one AC, by kind (ab, rubric, critic, equivalence)
+//	GET  /t/{tenant}/b/{batch}/j/{job}       one AC, with its kind's section (stage.Paging)
 //	GET  /t/{tenant}/b/{batch}/j/{job}/call/{n}    a judge call's prompt and answer
-//	POST /t/{tenant}/b/{batch}/j/{job}/spotcheck   HE-2 approve / reject (form)
+//	POST /t/{tenant}/b/{batch}/j/{job}/{action}    a form of the kind's section (stage.PageActing:
+//	                                         rubric's spotcheck, HE-2 approve / reject, and reset)
 //	GET  /t/{tenant}/b/{batch}/audit         the audit report (Config.Audit)
 //	GET  /api/...                            the JSON of every page above (snake_case)
 //	GET  /blob/{tenant}/{sha256}             one artifact, render or manifest

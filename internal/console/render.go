@@ -71,6 +71,10 @@ func mustParsePages() *pages {
 	p := &pages{t: map[string]*template.Template{}}
 	for _, name := range pageNames {
 		t := template.Must(template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/parts*.html", "templates/"+name))
+		if name == "job.html" {
+			// The kinds' sections of the job page (stage.Paging), from their folders.
+			t = template.Must(t.Parse(kindSections()))
+		}
 		p.t[name] = t
 	}
 	return p
