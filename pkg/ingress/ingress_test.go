@@ -51,7 +51,7 @@ func start(t *testing.T, services bool, cfg ingress.Config) *fixture {
 	env := e2e.NewEnv(t)
 	var r *app.Running
 	if services {
-		p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A"}, Named: "ab"})
+		p, err := scripted.New(scripted.Options{Fixtures: map[string]string{"ab": "A", "equivalence": "equivalent", "runner": "on"}, Named: "ab"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/tribunal-dev/tribunal/internal/e2e"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
@@ -366,6 +368,65 @@ func TestReviewFailuresClassified(t *testing.T) {
 		_, err := gc.ReviewExport(ctxT(t), sub.BatchID)
 		if errclass.Of(err) != c.errcls || errors.Is(err, client.ErrNotFound) {
 			t.Errorf("%s: the client's export: %v (class %v)", c.name, err, errclass.Of(err))
+		}
+	}
+}
+
+// TestReviewCasesThroughIngress: an equivalence AC is reviewed per case through the
+// ingress too, each case an item of the blind listing naming no case. An answers file
+// keyed by the AC id with several cases is recorded one case a request, as the audit
+// re-derives an AC's reviews in the stream's order: the first now, the rest handed back
+// keyed by item (Answers.Later), recorded when sent again.
+func TestReviewCasesThroughIngress(t *testing.T) {
+	f := start(t, true, ingress.Config{})
+	c := dial(t, f, tokA)
+	b := e2e.WriteBatch(t, map[string]string{
+		"original.md":  "# Skill\nAlways ask for the component first.\n",
+		"candidate.md": "# Skill\nAsk for the component.\n",
+		"batch.yaml": "version: 1\nname: eq\nreview: {share: 1}\nacs:\n  - id: AC-eq\n    kind: equivalence\n    original: original.md\n    candidate: candidate.md\n    cases:\n" +
+			"      - {id: c-happy, tag: happy, input: \"fix a typo\"}\n      - {id: c-edge, tag: edge, input: \"no component named\"}\n",
+	})
+	sub, err := (&client.Submitter{Pub: c, Store: c}).Submit(ctxT(t), b, c.Tenant(), client.NewBatchID(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Poll(ctxT(t), 50*time.Millisecond, func(ctx context.Context) (*client.Progress, error) { return c.Progress(ctx, sub.BatchID) }, func(client.Progress) {}); err != nil {
+		t.Fatal(err)
+	}
+	q := mustQueue(t, f, sub.BatchID)
+	if len(q) != 2 || q[0].Case == "" {
+		t.Fatalf("queue %+v: want one item per case", q)
+	}
+	_, _, data := get(t, f, tokA, ingress.PathBatches+"/"+sub.BatchID+"/review")
+	for _, leak := range []string{"AC-eq", "c-happy", "c-edge", "original.md", "candidate.md"} {
+		if strings.Contains(string(data), leak) {
+			t.Errorf("the listing shows %q", leak)
+		}
+	}
+	answer := func(delta string) string {
+		return `{"verdict":"equivalent","behaviour_delta":"` + delta + `","efficiency_signal":{"original_directness":3,"candidate_directness":3,"interpretation_notes":"both act at once"}}`
+	}
+	body := `{"AC-eq":[` + strings.Replace(answer(""), "{", `{"case":"`+q[0].Case+`",`, 1) + "," + strings.Replace(answer(""), "{", `{"case":"`+q[1].Case+`",`, 1) + "]}"
+	rec, err := c.RecordAnswers(ctxT(t), sub.BatchID, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Items) != 1 || rec.Items[0].Item != q[0].Item || !strings.HasPrefix(string(rec.Later), `{"`+q[1].Item+`":`) || strings.Contains(string(rec.Later), q[1].Case) {
+		t.Fatalf("recorded %+v, later %s", rec, rec.Later)
+	}
+	if _, err := answersApplied(t, c, sub.BatchID, 1); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = c.RecordAnswers(ctxT(t), sub.BatchID, rec.Later)
+	if err != nil || len(rec.Items) != 1 || rec.Items[0].Item != q[1].Item || len(rec.Later) != 0 {
+		t.Fatalf("the later answers: %+v %v", rec, err)
+	}
+	if _, err := answersApplied(t, c, sub.BatchID, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range mustQueue(t, f, sub.BatchID) {
+		if len(e.Reviewers) != 1 {
+			t.Errorf("case %s: reviewers %v", e.Case, e.Reviewers)
 		}
 	}
 }
