@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/internal/testutil/browsertest"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/review"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
@@ -48,5 +51,63 @@ func TestPrintPeopleRubric(t *testing.T) {
 	}
 	if strings.Contains(out, "slot A") {
 		t.Errorf("a rubric agreement speaks of slots:\n%s", out)
+	}
+}
+
+// TestReviewRubricOnRunState: a rubric view `tribunal run` signed off in the state
+// folder is reviewed with the CLI. `tribunal review --export` shows the judge's call,
+// blind (no job id, no path), with the view's rubric dimensions to answer; an import
+// scoring a dimension 0.7 is refused naming the field, before anything is recorded; a
+// valid one (keyed by the view's job id, as a team's own tool would) is recorded; the
+// report gives the agreement per rubric dimension, and the audit re-derives the batch.
+func TestReviewRubricOnRunState(t *testing.T) {
+	browsertest.Need(t)
+	dir := copyFeature(t, "version: 1\nname: rubric\nreview: {count: 1, seed: s}\nacs:\n  - {id: tasks, kind: rubric, spec: spec.json, mode: headless}\n")
+	id, row := rubricRun(t, dir, rubricAnswers(t, nil, true, []string{}))
+	if !strings.HasPrefix(row, "signed_off: ") {
+		t.Fatalf("run: %s", row)
+	}
+	const job = "tasks--list--populated--light"
+	stdout, stderr, code := runState(t, dir, "review", "--batch", id, "--export", "-")
+	if code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, stderr)
+	}
+	// The judge's gate result names the project's folder on this machine when no gates
+	// adapter ran (the local mode tells its one user where to add one); the reviewer is
+	// shown what the judge was, and a rubric view has no role a folder could tell.
+	for _, leak := range []string{job, id} {
+		if i := strings.Index(stdout, leak); i >= 0 {
+			t.Errorf("the export shows %q: %s", leak, stdout[max(0, i-300):min(len(stdout), i+200)])
+		}
+	}
+	var ex client.ReviewExport
+	if err := json.Unmarshal([]byte(stdout), &ex); err != nil || len(ex.Items) != 1 || len(ex.Images) < 2 || !strings.Contains(ex.Items[0].Answer, `"typography": {"score": "0 | 0.5 | 1"`) {
+		t.Fatalf("export: %v, %+v", err, ex.Items)
+	}
+	answer := func(scores map[string]float64) map[string]any {
+		return map[string]any{job: e2e.RubricVerdict(scores, true, []string{})}
+	}
+	if _, stderr, code := runState(t, dir, "review", "--batch", id, "--import", answersFile(t, answer(map[string]float64{"typography": 0.7}))); code != 2 || !strings.Contains(stderr, "dimensions.typography.score") {
+		t.Fatalf("a score of 0.7: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code := runState(t, dir, "review", "--batch", id, "--import", answersFile(t, answer(map[string]float64{"typography": 0.5, "hierarchy": 0}))); code != 0 {
+		t.Fatalf("import: exit %d\n%s", code, stderr)
+	}
+	r := report(t, dir, id)
+	if r.Reviewed != 1 || len(r.Agreement) != 1 || r.Agreement[0].Kind != "rubric" || r.Agreement[0].Lenient != 1 || len(r.Agreement[0].Scores) != 7 {
+		t.Fatalf("report %+v", r)
+	}
+	for _, s := range r.Agreement[0].Scores {
+		want := map[string]float64{"typography": 0.5, "hierarchy": 1}[s.Dimension]
+		if s.MeanAbsDiff.Point != want || (want > 0) != (s.Higher == 1) {
+			t.Errorf("%s: %+v, want a mean absolute difference of %v", s.Dimension, s, want)
+		}
+	}
+	stdout, stderr, code = runState(t, dir, "report", "--batch", id)
+	if code != 0 || !strings.Contains(stdout, "on rubric: agreement 0/1") || !strings.Contains(stdout, "typography: exact 0/1") {
+		t.Fatalf("report: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if stdout, stderr, code := runState(t, dir, "audit", "--batch", id); code != 0 {
+		t.Fatalf("audit: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
