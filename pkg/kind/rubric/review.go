@@ -134,8 +134,9 @@ func CheckAnswer(r *argus.Rubric, judged argus.Verdict, answer []byte) (argus.Ve
 }
 
 // Unsure implements kind.Reviewing: the judge's all_pass or failed_dimensions
-// contradicted its own scores on the reviewed verdict, or the loop froze a dimension
-// the judge kept failing.
+// contradicted its own scores on the reviewed verdict, the loop froze a dimension the
+// judge kept failing, or the HE-2 spot-check of the sign-off named a dimension the judge
+// got wrong.
 func (Kind) Unsure(j *records.Job) []string {
 	rv, err := reviewableOf(j)
 	if err != nil {
@@ -147,6 +148,9 @@ func (Kind) Unsure(j *records.Job) []string {
 	}
 	if f := rv.state.Loop.Frozen; len(f) > 0 {
 		out = append(out, "frozen "+strings.Join(f, ", "))
+	}
+	if so := rv.state.SignOff; so != nil && so.HumanSpotcheck != "" && so.HumanSpotcheck != argus.SpotcheckPending && so.HumanSpotcheck != argus.SpotcheckApproved {
+		out = append(out, "the HE-2 spot-check named "+so.HumanSpotcheck)
 	}
 	return out
 }

@@ -243,7 +243,8 @@ func TestRubricAgreementPerDimension(t *testing.T) {
 // TestRubricReviewShowsTheLastCall: the call a reviewer is shown is the one of the
 // verdict reviewed, the view's last judged iteration, not the job's first call; the
 // answer shape lists the view's own rubric dimensions; the doubts that queue a view are
-// the judge contradicting its scores and a frozen dimension.
+// the judge contradicting its scores, a frozen dimension and an HE-2 spot-check naming a
+// dimension.
 func TestRubricReviewShowsTheLastCall(t *testing.T) {
 	k := rubric.Kind{}
 	j := viewJob(t, 1, scores{"typography": 1})
@@ -254,11 +255,12 @@ func TestRubricReviewShowsTheLastCall(t *testing.T) {
 	r := &argus.Rubric{Dimensions: map[string]argus.RubricDimension{"only": {Threshold: 0.5, Anchor: argus.AnchorSpecText}}}
 	st := rubric.State{Verdicts: []rubric.IterationVerdict{{Iteration: 1, Disagreed: true, Verdict: verdictFor(r, 1, scores{"only": 0.5})}}, Rubric: r.Rules()}
 	st.Loop.Frozen = []string{"only"}
+	st.SignOff = &argus.SignOff{HumanSpotcheck: "only"}
 	j.Loop, _ = json.Marshal(st)
 	if got := k.ReviewTemplateOf(j); got != `{"dimensions": {"only": {"score": "0 | 0.5 | 1", "anchor": "spec-text", "evidence": "the observation behind the score"}}, "closer_to_reference_than_prev": "true | false | null", "all_pass": "true | false", "failed_dimensions": ["the dimensions below their threshold"], "notes": ""}` {
 		t.Fatalf("template %s", got)
 	}
-	if u := k.Unsure(j); len(u) != 2 {
+	if u := k.Unsure(j); len(u) != 3 || u[2] != "the HE-2 spot-check named only" {
 		t.Fatalf("unsure %v", u)
 	}
 	// The threshold of the view's own rubric derives the label: 0.5 passes here.
