@@ -191,7 +191,7 @@ func (Kind) ReviewCall(j *records.Job) (records.Call, bool) {
 
 // ReviewTemplate implements kind.Reviewing: the answer shape for the built-in rubric;
 // a queued view shows its own rubric's (ReviewTemplateOf).
-func (Kind) ReviewTemplate() string { return template4(argus.DefaultRubric().Rules()) }
+func (Kind) ReviewTemplate() string { return answerShape(argus.DefaultRubric().Rules()) }
 
 // ReviewTemplateOf implements kind.ReviewTemplating: seed 004's verdict object with the
 // view's rubric dimensions, each anchored as the rubric says. The view's identity and
@@ -201,10 +201,11 @@ func (k Kind) ReviewTemplateOf(j *records.Job) string {
 	if err != nil || s == nil || len(s.Rubric) == 0 {
 		return k.ReviewTemplate()
 	}
-	return template4(s.Rubric)
+	return answerShape(s.Rubric)
 }
 
-func template4(rules []argus.DimensionRule) string {
+// answerShape is seed 004's verdict object over rules, each value naming its choices.
+func answerShape(rules []argus.DimensionRule) string {
 	var b strings.Builder
 	b.WriteString(`{"dimensions": {`)
 	for i, r := range rules {

@@ -11,7 +11,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric"
 	"github.com/tribunal-dev/tribunal/pkg/kind/rubric/argus"
 	"github.com/tribunal-dev/tribunal/pkg/records"
-	"github.com/tribunal-dev/tribunal/pkg/review"
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 )
 
@@ -237,7 +236,9 @@ func TestRubricAgreementPerDimension(t *testing.T) {
 	if err != nil || again.Agreement[0].Scores[0].Kappa != a.Scores[0].Kappa || again.Agreement[0].Scores[0].MeanAbsDiff != a.Scores[0].MeanAbsDiff {
 		t.Errorf("agreement re-derived differs: %+v vs %+v (%v)", again.Agreement[0].Scores[0], a.Scores[0], err)
 	}
-	var _ review.Scale = k.ReviewScale()
+	if sc := k.ReviewScale(); sc.Lo != 0 || sc.Hi != 2 || sc.Unit != 0.5 {
+		t.Errorf("scale %+v, want 0..2 in steps of 0.5", sc)
+	}
 }
 
 // TestRubricReviewShowsTheLastCall: the call a reviewer is shown is the one of the
