@@ -17,7 +17,9 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/ingress"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/trust"
 )
 
 func newReviewCmd() *cobra.Command {
@@ -485,8 +487,8 @@ func printPeople(w io.Writer, rep *client.ReviewReport) {
 			fmt.Fprintln(w, "    Cohen's kappa undefined: judge and people gave one label throughout")
 		}
 		fmt.Fprintf(w, "    the judge was more lenient than people on %d, stricter on %d", a.Lenient, a.Strict)
-		if a.Kind == string(events.KindAB) {
-			// Only ab's verdicts pick a blind slot.
+		if pairwise(events.Kind(a.Kind)) {
+			// Only a pairwise kind's verdicts (ab's) pick a blind slot.
 			fmt.Fprintf(w, "; picked slot A against people %d time(s), people picked slot A against it %d", a.JudgeSlotA, a.PersonSlotA)
 		}
 		fmt.Fprintln(w)
@@ -513,4 +515,15 @@ func printPeople(w io.Writer, rep *client.ReviewReport) {
 			}
 		}
 	}
+}
+
+// pairwise reports whether kind k's judge picks one of two blind slots (trust.Pairwise),
+// so its agreement with people has slot-A counts to show.
+func pairwise(k events.Kind) bool {
+	impl, err := kind.Lookup(k)
+	if err != nil {
+		return false
+	}
+	_, ok := impl.(trust.Pairwise)
+	return ok
 }
