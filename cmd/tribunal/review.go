@@ -286,7 +286,7 @@ func answersShown(ctx context.Context, c *ingress.Client, batchID string, sent [
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		q, err := c.ReviewQueue(ctx, batchID)
+		q, err := c.ReviewStatus(ctx, batchID)
 		if err != nil {
 			return nil, err
 		}

@@ -142,6 +142,11 @@ type ReviewQueue struct {
 	Next string `json:"next,omitempty"`
 }
 
+// FieldsStatus is GET /v1/batches/{batch}/review?fields=status: each item's id, kind,
+// status and the token holder's answer only, without its blind material (nothing is read
+// from the blob store), for a client waiting until its answers are applied.
+const FieldsStatus = "status"
+
 // The statuses of a QueueItem.
 const (
 	StatusReviewed   = "reviewed"

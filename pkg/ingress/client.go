@@ -384,7 +384,11 @@ func (c *Client) pages(ctx context.Context, batchID, path string, newPage func()
 			q.Set("after", after)
 		}
 		p := newPage()
-		if err := c.doWithin(ctx, maxPageBytes, http.MethodGet, PathBatches+"/"+url.PathEscape(batchID)+path+"?"+q.Encode(), nil, "", nil, p); err != nil {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		if err := c.doWithin(ctx, maxPageBytes, http.MethodGet, PathBatches+"/"+url.PathEscape(batchID)+path+sep+q.Encode(), nil, "", nil, p); err != nil {
 			return c.batchErr(batchID, err)
 		}
 		next, err := add(p)
@@ -405,8 +409,23 @@ func (c *Client) pages(ctx context.Context, batchID, path string, newPage func()
 // /v1/batches/{batch}/review, every page): each item's blind material, whether it was
 // reviewed and the token holder's own answer.
 func (c *Client) ReviewQueue(ctx context.Context, batchID string) ([]QueueItem, error) {
+	return c.reviewQueue(ctx, batchID, "")
+}
+
+// ReviewStatus is ReviewQueue without the items' blind material (?fields=status): each
+// item's id, kind, status and the token holder's own answer, which the ingress answers
+// without reading the blob store.
+func (c *Client) ReviewStatus(ctx context.Context, batchID string) ([]QueueItem, error) {
+	return c.reviewQueue(ctx, batchID, FieldsStatus)
+}
+
+func (c *Client) reviewQueue(ctx context.Context, batchID, fields string) ([]QueueItem, error) {
 	out := []QueueItem{}
-	err := c.pages(ctx, batchID, "/review", func() any { return &ReviewQueue{} }, func(p any) (string, error) {
+	path := "/review"
+	if fields != "" {
+		path += "?fields=" + url.QueryEscape(fields)
+	}
+	err := c.pages(ctx, batchID, path, func() any { return &ReviewQueue{} }, func(p any) (string, error) {
 		q := p.(*ReviewQueue)
 		out = append(out, q.Items...)
 		return q.Next, nil

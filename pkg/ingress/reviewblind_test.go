@@ -322,6 +322,7 @@ func (s *failingStore) Open(ctx context.Context, ref blob.Ref) (io.ReadCloser, b
 // judge call record gone from the store is a 404 naming the item (and the client does not
 // take it for the batch not found), a store that cannot answer a 503 to try again that
 // names nothing of the store, and the client's error is of the class the ingress said.
+// The status alone (?fields=status) reads nothing from the store and is answered still.
 func TestReviewFailuresClassified(t *testing.T) {
 	f := start(t, true, ingress.Config{})
 	c := dial(t, f, tokA)
@@ -369,6 +370,14 @@ func TestReviewFailuresClassified(t *testing.T) {
 		if errclass.Of(err) != c.errcls || errors.Is(err, client.ErrNotFound) {
 			t.Errorf("%s: the client's export: %v (class %v)", c.name, err, errclass.Of(err))
 		}
+		// The status alone reads nothing from the store: it is answered all the same.
+		st, err := gc.ReviewStatus(ctxT(t), sub.BatchID)
+		if err != nil || len(st) != 2 || st[1].Item != q[1].Item || st[1].Status != ingress.StatusUnreviewed || st[1].Shown != nil || st[1].Instructions != "" {
+			t.Errorf("%s: the status: %+v %v", c.name, st, err)
+		}
+	}
+	if code, p, _ := get(t, g, tokA, ingress.PathBatches+"/"+sub.BatchID+"/review?fields=everything"); code != http.StatusBadRequest || !strings.HasPrefix(p.Error, "fields: ") {
+		t.Errorf("fields=everything: %d %+v", code, p)
 	}
 }
 

@@ -511,12 +511,24 @@ func (s *server) reviewQueue(w http.ResponseWriter, r *http.Request, tenant stri
 	if !ok {
 		return
 	}
+	statusOnly := false
+	switch f := r.URL.Query().Get("fields"); f {
+	case "":
+	case FieldsStatus:
+		statusOnly = true
+	default:
+		s.problem(w, r, http.StatusBadRequest, fmt.Sprintf("fields: want %q or nothing, got %q", FieldsStatus, f), nil)
+		return
+	}
 	who := reviewerOf(r, tenant)
 	items, next, err := page(len(q), start, limit, func(i int) string { return ids[i] }, func(i int) (QueueItem, error) {
 		e := q[i]
-		it, err := client.ReviewItemOf(r.Context(), s.cfg.Store, e)
-		if err != nil {
-			return QueueItem{}, err
+		it := client.ReviewItem{Item: e.Item, Kind: e.Kind}
+		if !statusOnly {
+			var err error
+			if it, err = client.ReviewItemOf(r.Context(), s.cfg.Store, e); err != nil {
+				return QueueItem{}, err
+			}
 		}
 		qi := QueueItem{ReviewItem: it, Status: StatusUnreviewed}
 		if len(e.Reviewers) > 0 {
