@@ -118,7 +118,8 @@ const (
 	// MaxReviewPageBytes, so only an item alone over it comes near this.
 	maxPageBytes = 2 * MaxReviewPageBytes
 	// maxResultsBytes bounds a completed batch's results, the largest answer there is
-	// (a 100,000-AC batch's is about 100 MiB); it is decoded as it is read.
+	// (a row per AC of a batch of up to 1,000,000, and the kinds' files beside them); it
+	// is decoded as it is read, never held as bytes.
 	maxResultsBytes = 1 << 30
 )
 
