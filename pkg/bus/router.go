@@ -68,7 +68,9 @@ type RouterConfig struct {
 	// DeadLetters, when set, receives the dead letters of every service (the consumer
 	// must include DeadLetterPrefix+".>"): the aggregator turns them into blocked jobs so
 	// no AC waits forever for an event that was given up on. It is called with the
-	// original payload; its errors are logged and never dead-lettered again.
+	// original payload. A dead letter is never dead-lettered again: one its handler fails
+	// on for the moment is handed back and handled again, and only one it fails on for
+	// good (Permanent) is logged and dropped.
 	DeadLetters func(ctx context.Context, dl DeadLetter) ([]events.Event, error)
 	// Chain gives every output the input's digest chain followed by the input's own link
 	// (events.ChainOf over the input's wire bytes), so the aggregator's decision chains
@@ -352,8 +354,13 @@ func adapt(service string, h Handler, deadLetters func(context.Context, DeadLett
 				out, err := deadLetters(WithPayloadDigest(ctx, msg.Payload), DeadLetter{Payload: msg.Payload, Service: service,
 					Reason: msg.Metadata.Get(MetaReason), Subject: msg.Metadata.Get(MetaOriginalSubject)})
 				if err != nil {
-					if msg.Context().Err() != nil {
-						return nil, err
+					if msg.Context().Err() != nil || !IsPermanent(err) {
+						// Handed back and handled again (a dead letter is never
+						// dead-lettered again, see exhausted): it is its job's last
+						// input, and for a job recorded final the one that announces its
+						// outcome and its batch's completion again. Dropping it on a
+						// store that did not answer for the moment lost them for good.
+						return nil, fmt.Errorf("dead letter %s: %w", msg.UUID, err)
 					}
 					logger.ErrorContext(ctx, "dead letter not recorded", "subject", subj, "msg_id", msg.UUID, "err", err)
 					return nil, nil
