@@ -312,6 +312,7 @@ func (a *auditor) visit(r *Recorded) {
 // finish reports what only the end of the replay shows and returns the report.
 func (a *auditor) finish() Report {
 	a.unsubmitted()
+	a.revisions()
 	a.unrecorded()
 	a.unexplained()
 	a.unresolved()
@@ -430,7 +431,7 @@ func (a *auditor) structure(r *Recorded) {
 func idSteps(ev events.Event) []string {
 	switch p := ev.Payload.(type) {
 	case *events.ManifestEmitted:
-		return []string{string(p.Kind)}
+		return []string{p.Step()}
 	case *events.SpotcheckRecorded:
 		if p.Approved {
 			return []string{"approve"}

@@ -103,13 +103,20 @@ func (f *fixture) apply(r audit.Recorded, in rulebook.Input) {
 	}
 	if c := res.Revised; c != nil {
 		// A late deciding review folded the batch again: the aggregator stores the
-		// manifests and the header's new completion, and announces nothing.
+		// manifests and the header's new completion (its announcement is in Publish).
 		for _, data := range c.Manifests {
 			if _, err := blob.PutBytes(context.Background(), f.store, f.tenant, data, "application/json"); err != nil {
 				f.t.Fatal(err)
 			}
 		}
 		comp := c.Completion
+		if comp.Announced == nil && f.completion != nil {
+			// The header keeps what the completion announced when the batch finished.
+			comp.Announced = f.completion.Announced
+			if comp.Announced == nil {
+				comp.Announced = &records.Announcement{Summary: f.completion.Summary, Manifests: f.completion.Manifests, Digest: f.completion.Digest}
+			}
+		}
 		f.completion = &comp
 	}
 }

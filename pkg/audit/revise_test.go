@@ -40,10 +40,11 @@ func (f *fixture) review(id, by string, after time.Duration) events.Event {
 }
 
 // TestAuditLateDecidingReview: reviews that decide, recorded after the batch completed,
-// revise its stored completion and manifests; the audit re-derives the revision (the
-// people's outcomes, which review caused it) and reads the revised manifests back. A
-// header that kept the judges' completion, and a revised manifest edited in the store,
-// are findings.
+// revise its stored completion and manifests, and each announces its revision; the audit
+// re-derives the revision (the people's outcomes, which review caused it), expects the
+// latest revision's announcement and reads the revised manifests back. A header that
+// kept the judges' completion, a revised manifest edited in the store, and a revision's
+// announcement missing or altered, are findings.
 func TestAuditLateDecidingReview(t *testing.T) {
 	f, judged := reviewedBatch(t, true)
 	f.review("AC-1", "ann", 41*time.Minute)
@@ -57,6 +58,65 @@ func TestAuditLateDecidingReview(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("honest late reviews:%s", dump(rep))
 	}
+
+	// Each review announced the revision it made; the latest is re-derived, the earlier
+	// one names a deciding review of the batch.
+	var revisions []int
+	for i, r := range f.recs {
+		if m, ok := r.Event.Payload.(*events.ManifestEmitted); ok && m.RevisedBy != "" {
+			revisions = append(revisions, i)
+		}
+	}
+	if len(revisions) != 2 {
+		t.Fatalf("%d revision announcements, want one per deciding review", len(revisions))
+	}
+	latest := revisions[len(revisions)-1]
+	if m := f.recs[latest].Event.Payload.(*events.ManifestEmitted); m.RevisedBy != last.ID || m.Reviews != 2 ||
+		m.Manifest != c.Manifests[events.KindAB] || m.ExitCode != c.Summary.ExitCode || m.Digest != c.Digest {
+		t.Fatalf("the latest revision's announcement %+v, the revised completion %+v", m, c)
+	}
+	t.Run("revision's announcement missing", func(t *testing.T) {
+		saved := append([]audit.Recorded(nil), f.recs...)
+		t.Cleanup(func() { f.recs = saved })
+		f.drop(latest)
+		rep := f.audit()
+		if !has(rep, func(m audit.Mismatch) bool {
+			return m.Kind == audit.KindMissing && m.EventType == events.TypeManifestEmitted && m.FromID == last.ID
+		}) {
+			t.Fatalf("a missing revision announcement not reported:%s", dump(rep))
+		}
+	})
+	t.Run("revision's announcement tampered", func(t *testing.T) {
+		saved := append([]audit.Recorded(nil), f.recs...)
+		t.Cleanup(func() { f.recs = saved })
+		f.rewrite(latest, func(ev *events.Event) {
+			m := *ev.Payload.(*events.ManifestEmitted)
+			m.Manifest = judged.Manifests[events.KindAB] // the judges' manifest, announced as the people's
+			ev.Payload = &m
+		})
+		rep := f.audit()
+		if !has(rep, func(m audit.Mismatch) bool {
+			return m.Kind == audit.KindID && m.EventType == events.TypeManifestEmitted
+		}) ||
+			!has(rep, func(m audit.Mismatch) bool { return m.Kind == audit.KindMismatch && m.Field == "manifest.sha256" }) {
+			t.Errorf("a tampered revision announcement not reported as such:%s", dump(rep))
+		}
+	})
+	t.Run("an earlier revision's announcement forged", func(t *testing.T) {
+		saved := append([]audit.Recorded(nil), f.recs...)
+		t.Cleanup(func() { f.recs = saved })
+		f.rewrite(revisions[0], func(ev *events.Event) {
+			m := *ev.Payload.(*events.ManifestEmitted)
+			m.ExitCode = 0
+			ev.Payload = &m
+		})
+		rep := f.audit()
+		if !has(rep, func(m audit.Mismatch) bool {
+			return m.Kind == audit.KindID && m.EventType == events.TypeManifestEmitted
+		}) {
+			t.Fatalf("a forged earlier revision announcement not reported:%s", dump(rep))
+		}
+	})
 
 	t.Run("the judges' completion kept", func(t *testing.T) {
 		rep := f.audit()

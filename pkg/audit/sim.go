@@ -3,6 +3,7 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
@@ -34,6 +35,12 @@ type simBatch struct {
 	started int
 	// completion is the latest completion re-derived: what the batch header must record.
 	completion *records.Completion
+	// revisedFrom is the review whose replay revised completion last (nil: none did):
+	// the latest revision's announcement is expected from it (auditor.revisions).
+	// deciding are the reviews of the batch that decided an outcome, by event id: an
+	// earlier revision's announcement names one of them.
+	revisedFrom *origin
+	deciding    map[string]bool
 }
 
 // origin is the input an expected output derives from.
@@ -155,8 +162,18 @@ func (a *auditor) applyInput(r *Recorded) bool {
 		// the stream holds already (it drops the copies): only the input that decided it
 		// is expected to have published it.
 		for _, e := range applied.Publish {
+			if rulebook.IsRevision(e) {
+				continue // the latest revision's is expected once the replay ends (revisions)
+			}
 			a.expect(expectation{ev: e, from: originOf(r), what: describe(e), skip: skipOf(e)})
 		}
+	}
+	if _, ok := ev.Payload.(*events.ReviewRecorded); ok && applied.Decided != nil {
+		b := a.batch(batchKey{ev.Tenant, ev.BatchID})
+		if b.deciding == nil {
+			b.deciding = map[string]bool{}
+		}
+		b.deciding[ev.ID] = true
 	}
 	if c := applied.Complete; c != nil {
 		b := a.batch(batchKey{c.Tenant, c.Batch})
@@ -168,10 +185,19 @@ func (a *auditor) applyInput(r *Recorded) bool {
 	if c := applied.Revised; c != nil {
 		// A person's review decided an outcome of a completed batch: the rules folded it
 		// again, and the header must keep that completion, its manifests stored under the
-		// addresses it names (stateCheck.header). Nothing is announced for it.
+		// addresses it names (stateCheck.header), and the stream its announcement.
 		if b := a.batch(batchKey{ev.Tenant, ev.BatchID}); b.completion != nil {
 			revised := c.Completion
+			// What the completion announced when the batch finished, which the header
+			// keeps: the rules' memory holds no more of a completion than who made it
+			// (the audit folds it, complete), so it is the one re-derived here.
+			revised.Announced = b.completion.Announced
+			if revised.Announced == nil {
+				revised.Announced = &records.Announcement{Summary: b.completion.Summary, Manifests: b.completion.Manifests, Digest: b.completion.Digest}
+			}
 			b.completion = &revised
+			from := originOf(r)
+			b.revisedFrom = &from
 		}
 	}
 	return true
@@ -203,6 +229,9 @@ func (a *auditor) refuse(r *Recorded, err error) {
 func describe(e events.Event) string {
 	switch p := e.Payload.(type) {
 	case *events.ManifestEmitted:
+		if p.RevisedBy != "" {
+			return "revised " + string(p.Kind) + " manifest announcement"
+		}
 		return string(p.Kind) + " manifest announcement"
 	case *events.BatchCompleted:
 		return "batch completion"
@@ -319,4 +348,46 @@ func (a *auditor) claim(tenant, batch, job string) string {
 		a.note(batchKey{tenant, batch}, "which sign-off of the interactive batch waits for a person", "a key-value race decides it; taken from the recorded decision")
 	}
 	return holder
+}
+
+// revisions expects the announcement of each audited batch's latest revision by people's
+// late reviews (rulebook.RevisionEvents of the completion the header must keep), from the
+// review whose replay made it. Only the latest is re-derivable: two reviews handled at
+// once may each fold the other's outcome in or not, whatever order the stream holds them
+// in, so an earlier revision's announcement is accepted when it names, as its reviser, a
+// review of the batch that decided an outcome. Its id hashes what it says
+// (events.ManifestEmitted.Step), so one whose contents were altered is still found
+// (structure).
+func (a *auditor) revisions() {
+	var bks []batchKey
+	for bk, b := range a.batches {
+		if b.revisedFrom != nil || len(b.deciding) > 0 {
+			bks = append(bks, bk)
+		}
+	}
+	sort.Slice(bks, func(i, j int) bool { return bks[i].tenant+"/"+bks[i].batch < bks[j].tenant+"/"+bks[j].batch })
+	for _, bk := range bks {
+		b := a.batches[bk]
+		if b.revisedFrom == nil || b.completion == nil || b.completion.Revised == nil {
+			continue
+		}
+		for _, e := range rulebook.RevisionEvents(bk.tenant, bk.batch, b.completion) {
+			a.expect(expectation{ev: e, from: *b.revisedFrom, what: describe(e)})
+		}
+	}
+	for id, rs := range a.early {
+		kept := rs[:0]
+		for _, r := range rs {
+			m, ok := r.Event.Payload.(*events.ManifestEmitted)
+			if b := a.batches[batchKey{r.Event.Tenant, r.Event.BatchID}]; ok && m.RevisedBy != "" && b != nil && b.deciding[m.RevisedBy] {
+				continue // an earlier revision (see above)
+			}
+			kept = append(kept, r)
+		}
+		if len(kept) == 0 {
+			delete(a.early, id)
+		} else {
+			a.early[id] = kept
+		}
+	}
 }

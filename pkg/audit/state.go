@@ -281,6 +281,7 @@ func (c *stateCheck) header(h *records.Batch) {
 		c.diff(base, "completion.judges", hc.Judges, comp.Judges)
 		c.diff(base, "completion.cost", hc.Cost, comp.Cost)
 		c.diff(base, "completion.revised", hc.Revised, comp.Revised)
+		c.diff(base, "completion.announced", hc.Announced, comp.Announced)
 		c.index(base, hc.Index)
 		if comp.Revised != nil {
 			c.revisedManifests(base, hc.Manifests)
@@ -289,9 +290,9 @@ func (c *stateCheck) header(h *records.Batch) {
 }
 
 // revisedManifests reads back the manifests of a completion people's reviews revised
-// through the store's digest check: nothing announced them, so they are not read back
-// with the announcements (auditor.checkManifest), and readers (`tribunal results`, the
-// console) believe them. Their addresses were compared with the re-derived ones above.
+// through the store's digest check: their announcement (rulebook.RevisionEvents) is
+// compared with the re-derived one but its manifest is not read back with it
+// (auditor.checkManifest), and readers (`tribunal results`, the console) believe them. Their addresses were compared with the re-derived ones above.
 func (c *stateCheck) revisedManifests(base Mismatch, refs map[events.Kind]events.Blob) {
 	if c.st.store == nil {
 		return // noted already: the audit was given no blob store

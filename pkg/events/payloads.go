@@ -1,6 +1,8 @@
 package events
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -678,10 +680,35 @@ type ManifestEmitted struct {
 	ExitCode int  `msgpack:"exit_code"`
 	// Digest chains the events the manifest was derived from.
 	Digest string `msgpack:"digest,omitempty"`
+	// RevisedBy is set on a manifest announced again because people's reviews revised a
+	// completed batch (rulebook.Runner): the review.recorded behind the latest outcome a
+	// person decided. Reviews counts the outcomes people decided. The announcement made
+	// at completion, without them, stays the judges'.
+	RevisedBy string `msgpack:"revised_by,omitempty"`
+	Reviews   int    `msgpack:"reviews,omitempty"`
 }
 
 // EventType implements Payload.
 func (*ManifestEmitted) EventType() Type { return TypeManifestEmitted }
+
+// Step is the id step of a manifest's announcement: its kind for the one made at
+// completion; for one made because reviews revised the completion (RevisedBy), a hash of
+// everything it says, so the same revision derived again (a redelivered review, a second
+// aggregator folding the same records) has the same id and the stream drops the copy,
+// while another revision has an id of its own, and an announcement whose contents were
+// altered no longer carries the id of its step.
+func (p *ManifestEmitted) Step() string {
+	if p.RevisedBy == "" {
+		return string(p.Kind)
+	}
+	h := sha256.New()
+	for _, part := range []string{string(p.Kind), p.Manifest.SHA256, p.Manifest.MediaType, strconv.FormatInt(p.Manifest.Size, 10),
+		strconv.Itoa(p.ExitCode), p.Digest, p.RevisedBy, strconv.Itoa(p.Reviews)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0x1f})
+	}
+	return string(p.Kind) + "-revised-" + hex.EncodeToString(h.Sum(nil)[:8])
+}
 
 // Validate implements Payload.
 func (p *ManifestEmitted) Validate() error {

@@ -340,8 +340,24 @@ type Completion struct {
 	// (a batch whose review decides): the rules folded the batch again and replaced this
 	// completion and its manifests (rulebook.Runner), so what readers of the stored
 	// manifests see is what people decided. The manifests the completion announced
-	// (manifest.emitted) stay the judges'. nil for a completion as the batch finished it.
+	// (manifest.emitted) stay the judges'; the revision is announced with manifest.emitted
+	// events of its own (rulebook.RevisionEvents). nil for a completion as the batch
+	// finished it.
 	Revised *Revision `json:"revised,omitempty"`
+	// Announced is what the completion announced when the batch finished (its
+	// manifest.emitted and batch.completed), kept once reviews revised it: a redelivery
+	// of the input that completed the batch announces that again, under the same ids, so
+	// a first announcement whose publish failed is not lost because a review revised the
+	// completion meanwhile. nil until a revision.
+	Announced *Announcement `json:"announced,omitempty"`
+}
+
+// Announcement is what a completion's manifest.emitted and batch.completed events say
+// (rulebook.CompletionEvents).
+type Announcement struct {
+	Summary   events.BatchCompleted       `json:"summary"`
+	Manifests map[events.Kind]events.Blob `json:"manifests,omitempty"`
+	Digest    string                      `json:"digest,omitempty"`
 }
 
 // Revision says why a completion was folded again after the batch completed. It is

@@ -330,17 +330,52 @@ func (f *Fold) Summary() events.BatchCompleted {
 }
 
 // CompletionEvents announce a batch's completion: one manifest.emitted per kind, in
-// registry order, then batch.completed, under ids of the completion's attempt.
+// registry order, then batch.completed, under ids of the completion's attempt. A
+// completion reviews revised announces what it announced when the batch finished
+// (records.Completion.Announced), not the revision (RevisionEvents).
 func CompletionEvents(tenant, batch string, c *records.Completion) []events.Event {
+	summary, manifests, digest := c.Summary, c.Manifests, c.Digest
+	if a := c.Announced; a != nil {
+		summary, manifests, digest = a.Summary, a.Manifests, a.Digest
+	}
 	var out []events.Event
 	for _, k := range kind.All() {
-		if ref, ok := c.Manifests[k.Name()]; ok {
-			out = append(out, events.NewAttempt(&events.ManifestEmitted{Kind: k.Name(), Manifest: ref, ExitCode: c.Summary.ExitCode, Digest: c.Digest},
+		if ref, ok := manifests[k.Name()]; ok {
+			out = append(out, events.NewAttempt(&events.ManifestEmitted{Kind: k.Name(), Manifest: ref, ExitCode: summary.ExitCode, Digest: digest},
 				tenant, batch, "", 0, string(k.Name()), c.Attempt, nil))
 		}
 	}
-	summary := c.Summary
 	return append(out, events.NewAttempt(&summary, tenant, batch, "", 0, "", c.Attempt, nil))
+}
+
+// RevisionEvents announce a completion people's late reviews revised (Runner.revise):
+// one manifest.emitted per kind, in registry order, carrying the revised manifest, the
+// exit code and digest of the revised completion, and who revised it (RevisedBy, the
+// review behind the latest decision, and how many outcomes people decided). Their ids
+// hash what they say (events.ManifestEmitted.Step), so the same revision announced again
+// is dropped as a copy and another revision is announced beside it. nil for a completion
+// no review revised.
+func RevisionEvents(tenant, batch string, c *records.Completion) []events.Event {
+	if c.Revised == nil {
+		return nil
+	}
+	var out []events.Event
+	for _, k := range kind.All() {
+		ref, ok := c.Manifests[k.Name()]
+		if !ok {
+			continue
+		}
+		p := &events.ManifestEmitted{Kind: k.Name(), Manifest: ref, ExitCode: c.Summary.ExitCode, Digest: c.Digest,
+			RevisedBy: c.Revised.By, Reviews: c.Revised.Reviews}
+		out = append(out, events.NewAttempt(p, tenant, batch, "", 0, p.Step(), c.Attempt, nil))
+	}
+	return out
+}
+
+// IsRevision reports whether e announces a completion's revision (RevisionEvents).
+func IsRevision(e events.Event) bool {
+	m, ok := e.Payload.(*events.ManifestEmitted)
+	return ok && m.RevisedBy != ""
 }
 
 // RedriveDone records on a batch header that job has its outcome in the redrive of

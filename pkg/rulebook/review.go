@@ -57,8 +57,14 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 		if r.Event == ev.ID {
 			// The same answer again: nothing changes, but a completion it decided after
 			// the batch completed may not have been folded again yet (a crash between
-			// the two writes), which the runner makes up.
-			return Result{Revise: r.Decides}, nil
+			// the two writes), which the runner makes up, and the decision it made may
+			// not have reached the stream (stored, then the publish failed): while it is
+			// still the job's decision it is announced again under the same id.
+			res := Result{Revise: r.Decides}
+			if r.Decides && j.DecidedBy == ev.ID && j.Decided != nil {
+				res.Publish = []events.Event{reviewDecision(j, j.Decided, ev)}
+			}
+			return res, nil
 		}
 		if r.Case != p.Case {
 			continue
@@ -127,8 +133,14 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 		return Result{}, fmt.Errorf("job %s: review.recorded %s: %w", j.Key(), ev.ID, err)
 	}
 	next.Decided, next.DecidedBy, next.DecidedAt = d, ev.ID, st.Now
-	out := events.New(d, j.Tenant, j.Batch, j.ACID, j.Iteration, events.ReviewedStep(ev.ID), &ev.Envelope)
-	out.CorrelationID = j.CorrelationID
-	res.Publish, res.Decided, res.Revise = []events.Event{out}, d, true
+	res.Publish, res.Decided, res.Revise = []events.Event{reviewDecision(j, d, ev)}, d, true
 	return res, nil
+}
+
+// reviewDecision is the decision a person's review made of job j, caused by the review.
+func reviewDecision(j *records.Job, d *events.IterationDecided, review events.Event) events.Event {
+	p := *d
+	out := events.New(&p, j.Tenant, j.Batch, j.ACID, j.Iteration, events.ReviewedStep(review.ID), &review.Envelope)
+	out.CorrelationID = j.CorrelationID
+	return out
 }

@@ -206,11 +206,12 @@ func (r *Runner) after(ctx context.Context, in Input, l loaded, res Result) (App
 		out.Publish, out.Complete = append(out.Publish, more...), c
 	}
 	if res.Revise {
-		c, err := r.revise(ctx, in.Event, l.tenant, l.batch)
+		c, announce, err := r.revise(ctx, in.Event, l.tenant, l.batch)
 		if err != nil {
 			return Applied{}, err
 		}
 		out.Revised = c
+		out.Publish = append(out.Publish, announce...)
 	}
 	for _, rin := range res.Release {
 		// The inputs this job held for its batch's other claiming jobs, each applied to
@@ -401,16 +402,22 @@ func (r *Runner) applyBatch(ctx context.Context, in Input) (Applied, error) {
 // yet folds the review in when it completes; one whose redrive is under way, when the
 // redrive completes. A completion the fold leaves as it is is not written again, so a
 // redelivered review revises nothing twice. The completion keeps who completed it and the
-// attempt; it says it was revised and by which review (records.Revision).
-func (r *Runner) revise(ctx context.Context, ev events.Event, tenant, batch string) (*Completed, error) {
+// attempt, and what it announced when the batch finished (records.Completion.Announced);
+// it says it was revised and by which review (records.Revision).
+//
+// It returns the revision's announcement (RevisionEvents) whether this call stored the
+// revision or found it stored already: the store comes before the publish, so a review
+// redelivered because its publish failed finds its revision stored, and only announcing
+// it again then (under the same ids) gets it into the stream.
+func (r *Runner) revise(ctx context.Context, ev events.Event, tenant, batch string) (*Completed, []events.Event, error) {
 	key := records.BatchKey(tenant, batch)
 	for attempt := 0; ; attempt++ {
 		h, rev, err := r.Store.Header(ctx, tenant, batch)
 		if err != nil {
-			return nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
+			return nil, nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
 		}
 		if h == nil || h.Completion == nil || h.Redrive != nil && len(h.Redrive.Pending) > 0 {
-			return nil, nil
+			return nil, nil, nil
 		}
 		cur := h.Completion
 		f := NewFold(tenant, batch)
@@ -421,35 +428,45 @@ func (r *Runner) revise(ctx context.Context, ev events.Event, tenant, batch stri
 			f.Add(j)
 			return nil
 		}); err != nil {
-			return nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
+			return nil, nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
 		}
 		c, err := f.Complete(cur.By, cur.Attempt)
 		if err != nil {
-			return nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
+			return nil, nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
 		}
 		if c.Completion.Revised = f.Revision(); c.Completion.Revised == nil {
-			return nil, nil // no outcome of the batch is a person's
+			return nil, nil, nil // no outcome of the batch is a person's
+		}
+		c.Completion.Announced = cur.Announced
+		if c.Completion.Announced == nil && cur.Revised == nil && cur.Summary.Total > 0 {
+			// The completion as the batch finished it is what was announced. A store that
+			// keeps no more of a completion than who made it (Memory, whose caller folds
+			// it) leaves this to its caller.
+			c.Completion.Announced = &records.Announcement{Summary: cur.Summary, Manifests: cur.Manifests, Digest: cur.Digest}
 		}
 		if same, err := sameCompletion(cur, &c.Completion); err != nil || same {
-			return nil, err
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, RevisionEvents(tenant, batch, cur), nil
 		}
 		if err := r.Store.PutCompleted(ctx, tenant, batch, &c); err != nil {
-			return nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
+			return nil, nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
 		}
 		next := *h
 		next.Completion = &c.Completion
 		stored, err := r.Store.PutHeader(ctx, &next, rev)
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
+			return nil, nil, fmt.Errorf("revise batch %s after review %s: %w", key, ev.ID, err)
 		case stored:
 			if r.Log != nil {
 				r.Log.InfoContext(ctx, "completion revised by a review", "tenant", tenant, "batch", batch, "review", ev.ID,
 					"exit_code", c.Completion.Summary.ExitCode, "reviews", c.Completion.Revised.Reviews)
 			}
-			return &c, nil
+			return &c, RevisionEvents(tenant, batch, &c.Completion), nil
 		case attempt >= maxConflicts:
-			return nil, fmt.Errorf("revise batch %s after review %s: still conflicting after %d attempts", key, ev.ID, attempt)
+			return nil, nil, fmt.Errorf("revise batch %s after review %s: still conflicting after %d attempts", key, ev.ID, attempt)
 		}
 	}
 }

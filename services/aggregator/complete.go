@@ -53,10 +53,13 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 		return nil, err
 	}
 	if h != nil && h.Completion != nil && h.Completion.Attempt >= attempt {
-		// A completion revised by a late review (rulebook.Runner) was announced before it
-		// was revised, and what it announced was the judges'; the revision announces
-		// nothing, so it is not announced again under the first announcement's ids.
-		if h.Completion.Attempt != attempt || h.Completion.By != last.ACID || h.Completion.Revised != nil {
+		// Stored, and perhaps never announced: the publish after the store may have failed
+		// (a partition). The job that completed it announces it again, under the same ids.
+		// A completion revised by a late review (rulebook.Runner) announces what it
+		// announced when the batch finished (records.Completion.Announced); one revised
+		// before the header kept that says nothing of it, and is not announced again.
+		c := h.Completion
+		if c.Attempt != attempt || c.By != last.ACID || c.Revised != nil && c.Announced == nil {
 			return nil, nil
 		}
 		return rulebook.CompletionEvents(h.Tenant, h.Batch, h.Completion), nil
