@@ -344,6 +344,39 @@ func verdicts(ctx context.Context, js jetstream.JetStream) (int, error) {
 	return int(info.State.Subjects[subject]), nil
 }
 
+// waitAnnounced waits until the stream holds the batch's batch.completed, and says how
+// long after the state said complete it came. The aggregator stores the completion before
+// it publishes it, and a publish that fails (a partition, a lagging member) is made again
+// at the completing input's redelivery: until then `tribunal watch`, which reads the
+// state, has returned while an audit would find the announcement missing.
+func waitAnnounced(ctx context.Context, tb testing.TB, js jetstream.JetStream, batchID string, within time.Duration) {
+	tb.Helper()
+	const subject = "tribunal.default.batch.completed"
+	seen := time.Now()
+	var last string
+	for deadline := seen.Add(within); ; time.Sleep(100 * time.Millisecond) {
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := js.Stream(ictx, "TRIBUNAL")
+		var m *jetstream.RawStreamMsg
+		if err == nil {
+			m, err = st.GetLastMsgForSubject(ictx, subject)
+		}
+		cancel()
+		if err == nil && strings.Contains(string(m.Data), batchID) {
+			if lag := time.Since(seen); lag > time.Second {
+				tb.Logf("the batch.completed reached the stream %s after the state said complete", lag.Round(time.Millisecond))
+			}
+			return
+		}
+		if err != nil {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			tb.Fatalf("the stream holds no batch.completed of %s %s after the state said complete (last read: %s)", batchID, within, last)
+		}
+	}
+}
+
 // completedAt is when the aggregator recorded the batch's completion.
 func completedAt(ctx context.Context, t testing.TB, js jetstream.JetStream, batchID string) time.Time {
 	t.Helper()

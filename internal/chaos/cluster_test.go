@@ -429,6 +429,7 @@ func runClusterBatch(tb testing.TB, n int, topo topology, f fault) clusterRun {
 			tb.Fatalf("the stream's replicas are not all current 90s after the restart: %s", state)
 		}
 	}
+	waitAnnounced(ctx, tb, js, batchID, 2*time.Minute)
 	audit := exec.CommandContext(ctx, binary, "audit", "--batch", batchID, "--nats", c.urls, "--blob", blobURL)
 	if aout, err := audit.CombinedOutput(); err != nil {
 		dumpLogs()

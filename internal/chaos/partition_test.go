@@ -331,6 +331,7 @@ func TestClusterPartitions(t *testing.T) {
 		dumpLogs()
 		t.Fatalf("the stream's replicas are not all current after the partitions healed: %s", state)
 	}
+	waitAnnounced(ctx, t, js, batchID, 2*time.Minute)
 	audit := exec.CommandContext(ctx, binary, "audit", "--batch", batchID, "--nats", c.urls, "--blob", blobURL)
 	if aout, err := audit.CombinedOutput(); err != nil {
 		dumpLogs()
