@@ -95,14 +95,14 @@ func (g *Gates) Run(ctx context.Context, adapter string, in GatesInput) (GatesRu
 	local := g != nil && g.Local
 	p := in.Project
 	script := "argus/adapters/" + adapter + "/gates.sh"
-	label := ""
+	label, where := "", ""
 	switch {
 	case registered:
+		// The label reaches the gate result the judge is shown, so it names no path; a
+		// local error names the user's own script, which the operator's never is.
 		label = "the gates command registered for " + adapter
 		if local {
-			// The path is the operator's business on a shared gater; locally it is the
-			// user's own and says which script ran.
-			label += " (" + cmdPath + ")"
+			where = label + " (" + cmdPath + ")"
 		}
 	case p == nil:
 		return GatesRun{}, fmt.Errorf("%w: the job does not say whether its project ships %s, and this gater has no gates command registered for adapter %q: the view is not judged on platform gates read as skipped (submit it with a tribunal client that records the project, or register --gates-adapter %s=/path/to/gates.sh)",
@@ -113,15 +113,16 @@ func (g *Gates) Run(ctx context.Context, adapter string, in GatesInput) (GatesRu
 		return GatesRun{}, fmt.Errorf("%w: the project ships %s, but this gater runs only the gates commands its operator registers and has none for adapter %q (--gates-adapter %s=/path/to/gates.sh): the view is not judged on platform gates read as skipped",
 			ErrGatesBlocked, p.Gates, adapter, adapter)
 	default:
-		where := "the project"
-		if local && p.Root != "" {
-			where = "the project " + p.Root
-		}
-		return GatesRun{None: fmt.Sprintf("no gates adapter: %s ships no %s and no gates command is registered for adapter %q", where, script, adapter)}, nil
+		// None reaches the gate result the judge is shown, so it names no folder: a
+		// path could tell the judge whose project it is looking at.
+		return GatesRun{None: fmt.Sprintf("no gates adapter: the project ships no %s and no gates command is registered for adapter %q", script, adapter)}, nil
+	}
+	if where == "" {
+		where = label
 	}
 	out, err := g.run(ctx, cmdPath, argv0, in)
 	if err != nil {
-		return GatesRun{Adapter: label}, fmt.Errorf("gates adapter %s: %w", label, err)
+		return GatesRun{Adapter: label}, fmt.Errorf("gates adapter %s: %w", where, err)
 	}
 	return GatesRun{Output: out, Adapter: label}, nil
 }

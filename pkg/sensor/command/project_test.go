@@ -231,10 +231,10 @@ func TestGatesNeverSkipSilently(t *testing.T) {
 		{"local, the job does not say", &Gates{Local: true}, nil, "does not say", "", ""},
 		{"shared, registered, the job does not say", &Gates{Commands: map[string]string{"app": op}}, nil, "", "the gates command registered for app", ""},
 		{"shared, registered overrides the project's", &Gates{Commands: map[string]string{"app": op}}, ships, "", "the gates command registered for app", ""},
-		{"local, registered overrides the project's", &Gates{Commands: map[string]string{"app": op}, Local: true}, ships, "", "the gates command registered for app (" + op + ")", ""},
+		{"local, registered overrides the project's", &Gates{Commands: map[string]string{"app": op}, Local: true}, ships, "", "the gates command registered for app", ""},
 		{"local, the project's", &Gates{Local: true}, ships, "", "argus/adapters/app/gates.sh", ""},
 		{"shared, none anywhere", &Gates{}, none, "", "", "no gates adapter: the project ships no argus/adapters/app/gates.sh and no gates command is registered for adapter \"app\""},
-		{"local, none anywhere", &Gates{Local: true}, none, "", "", "the project " + root + " ships no argus/adapters/app/gates.sh"},
+		{"local, none anywhere", &Gates{Local: true}, none, "", "", "no gates adapter: the project ships no argus/adapters/app/gates.sh and no gates command is registered for adapter \"app\""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
