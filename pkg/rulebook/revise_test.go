@@ -266,3 +266,115 @@ func TestMemoryRevisesALateReview(t *testing.T) {
 		t.Fatalf("memory's header: %+v", h.Completion)
 	}
 }
+
+// TestReviewDuringTheCompletionIsFolded: a deciding review handled at the moment the
+// batch's last verdict completes it, by another aggregator. The completion folded the
+// records before the review stored its job, and the review read the header before the
+// completion was stored, so neither saw the other: the stored completion kept the
+// judge's outcome for an AC a person decided. The runner that completed the batch folds
+// it again once the completion is stored, as a late review would, so the stored
+// completion holds the person's decision and the revision is announced.
+func TestReviewDuringTheCompletionIsFolded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newCASStore()
+	r, other := &rulebook.Runner{Store: s}, &rulebook.Runner{Store: s}
+	for _, e := range []events.Event{submit(reviewedSpec("AC-1", true), 0, 2), abVerdict("AC-1", "A", 0.9, 0), submit(reviewedSpec("AC-2", true), 1, 2)} {
+		if _, err := r.Apply(ctx, in(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rv := lateReview("AC-1", "ann", "B", time.Hour)
+	var raced rulebook.Applied
+	s.completer = func(s *casStore, j *records.Job) ([]events.Event, error) {
+		if j.ACID != "AC-2" {
+			return nil, nil
+		}
+		s.completer = nil
+		f := rulebook.NewFold(tenant, batch)
+		f.KeepIndex()
+		if err := s.EachJob(ctx, tenant, batch, func(j *records.Job) error { f.Add(j); return nil }); err != nil {
+			return nil, err
+		}
+		c, err := f.Complete(j.ACID, 0)
+		if err != nil {
+			return nil, err
+		}
+		// Now the review, on another aggregator: stored on its job, it finds no
+		// completion to revise.
+		if raced, err = other.Apply(ctx, in(rv)); err != nil {
+			return nil, err
+		}
+		if err := s.PutCompleted(ctx, tenant, batch, &c); err != nil {
+			return nil, err
+		}
+		return rulebook.CompletionEvents(tenant, batch, &c.Completion), s.UpdateHeader(ctx, tenant, batch, func(h *records.Batch) *records.Batch {
+			n := *h
+			n.Completion = &c.Completion
+			return &n
+		})
+	}
+	res, err := r.Apply(ctx, in(abVerdict("AC-2", "A", 0.9, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raced.Revised != nil || raced.Job == nil {
+		t.Fatalf("the review, handled during the completion: %+v", raced)
+	}
+	c := s.headers[records.BatchKey(tenant, batch)].Completion
+	if c == nil || c.Revised == nil || c.Revised.By != rv.ID || c.Revised.Reviews != 1 || c.By != "AC-2" {
+		t.Fatalf("the stored completion does not hold the review handled during it: %+v", c)
+	}
+	if w := storedWinners(t, s); w["AC-1"] != ab.Unshuffle("B", ab.Assign("AC-1", 0)) {
+		t.Fatalf("the stored manifest says %s for AC-1, not the person's answer", w["AC-1"])
+	}
+	var revisions int
+	for _, e := range res.Publish {
+		if rulebook.IsRevision(e) {
+			revisions++
+		}
+	}
+	if res.Revised == nil || revisions != 1 {
+		t.Fatalf("the completing verdict revised %v and announced %d revisions: %+v", res.Revised != nil, revisions, res.Publish)
+	}
+}
+
+// TestCompletionWithReviewsIsNoRevision: reviews that decided before the batch completed
+// are in its completion; folding it again once it is stored (which the runner does for a
+// batch whose reviews decide) finds nothing new and stores no revision.
+func TestCompletionWithReviewsIsNoRevision(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newCASStore()
+	r := &rulebook.Runner{Store: s}
+	for _, e := range []events.Event{submit(reviewedSpec("AC-1", true), 0, 2), abVerdict("AC-1", "A", 0.9, 0), lateReview("AC-1", "ann", "B", time.Minute), submit(reviewedSpec("AC-2", true), 1, 2)} {
+		if _, err := r.Apply(ctx, in(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.completer = func(s *casStore, j *records.Job) ([]events.Event, error) {
+		if j.ACID != "AC-2" {
+			return nil, nil
+		}
+		f := rulebook.NewFold(tenant, batch)
+		f.KeepIndex()
+		_ = s.EachJob(ctx, tenant, batch, func(j *records.Job) error { f.Add(j); return nil })
+		c, err := f.Complete(j.ACID, 0)
+		if err != nil {
+			return nil, err
+		}
+		_ = s.PutCompleted(ctx, tenant, batch, &c)
+		return rulebook.CompletionEvents(tenant, batch, &c.Completion), s.UpdateHeader(ctx, tenant, batch, func(h *records.Batch) *records.Batch {
+			n := *h
+			n.Completion = &c.Completion
+			return &n
+		})
+	}
+	res, err := r.Apply(ctx, in(abVerdict("AC-2", "A", 0.9, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.headers[records.BatchKey(tenant, batch)].Completion; c == nil || c.Revised != nil || res.Revised != nil {
+		t.Fatalf("a completion that folded its reviews in was revised: %+v (%+v)", c, res.Revised)
+	}
+}

@@ -204,6 +204,14 @@ func (r *Runner) after(ctx context.Context, in Input, l loaded, res Result) (App
 			return Applied{}, err
 		}
 		out.Publish, out.Complete = append(out.Publish, more...), c
+		if c == nil && completes(more) && j.Spec.Review != nil && j.Spec.Review.Decides {
+			// The store completed the batch itself (the aggregator): a deciding review of
+			// another job handled meanwhile may have been stored after the completion's
+			// fold read its job and have read the header before the completion was on it,
+			// so neither folded it in. Folding again now, as that review would have,
+			// catches it; a completion that folded every review in is left as it is.
+			res.Revise = true
+		}
 	}
 	if res.Revise {
 		c, announce, err := r.revise(ctx, in.Event, l.tenant, l.batch)
@@ -471,13 +479,26 @@ func (r *Runner) revise(ctx context.Context, ev events.Event, tenant, batch stri
 	}
 }
 
+// completes reports whether evs announce a batch's completion.
+func completes(evs []events.Event) bool {
+	for _, e := range evs {
+		if _, ok := e.Payload.(*events.BatchCompleted); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // sameCompletion reports whether two completions record the same thing. Their indexes
 // are left out: an index holds its entries in the order the fold read the records (a
 // key-value watch's, which changes as records are written) and its contents are those of
-// the records the rest of the completion is folded from.
+// the records the rest of the completion is folded from. So are what they say of their
+// revision and first announcement: a fold that changes no outcome, manifest or digest is
+// no revision (a completion that folded in the reviews decided before it).
 func sameCompletion(a, b *records.Completion) (bool, error) {
 	ac, bc := *a, *b
 	ac.Index, bc.Index = nil, nil
+	ac.Revised, bc.Revised, ac.Announced, bc.Announced = nil, nil, nil, nil
 	x, err := json.Marshal(&ac)
 	if err != nil {
 		return false, fmt.Errorf("encode a completion: %w", err)
