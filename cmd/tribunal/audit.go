@@ -67,6 +67,11 @@ Inputs the aggregator's rules refuse (a dead letter of an event one team publish
 another's name) decide nothing: they are listed with the subject they came from, and are
 no mismatch of the batch they name; whatever was derived from one is.
 
+The audit holds no event once it is read, and no job record once the job is final: those
+wait in a temporary file in $TMPDIR (removed as soon as it is made, so nothing is left
+behind) for the batch's completion and the key-value comparison, about 60 MB of disk for a
+100,000-AC batch. --cpuprofile and --peak-heapprofile write profiles of a long audit.
+
 Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not run (a batch
 neither the stream nor the state knows included).`,
 		Example: `  tribunal audit --batch quickstart-20261130T080000-a1b2c3 --tenant default

@@ -12,9 +12,9 @@ import (
 // comparison that follows it (docs/architecture.md, the audit): an entry per logical
 // step (16 bytes and the map's own) and where its final record is in the spill file
 // (rulebook.Memory.SpillDir), never the events' bytes nor the records themselves. About
-// 690 bytes are kept; the records held compressed in memory kept about 1,080, and the
-// cancels' scan of the first read, kept alive by a pointer into it, 310 more (1,392):
-// this bound fails both.
+// 690 bytes are kept; the records held compressed in memory kept about 1,010 (1,080
+// over batches of 500 and 2,000), and the cancels' scan of the first read, kept alive
+// by a pointer into it, 310 more (1,392): this bound fails both.
 const maxRetainedPerJob = 850
 
 // retained audits an honest batch of n ab jobs and returns the heap the audit still
