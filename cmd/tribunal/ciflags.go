@@ -81,7 +81,7 @@ func artifactPaths(b *batch.Batch) map[string]string {
 	}
 	wd, _ := os.Getwd()
 	for _, ac := range b.ACs {
-		for _, p := range []string{ac.Ours, ac.OutputFile, ac.Candidate, ac.Spec} {
+		for _, p := range ac.Artifacts() {
 			if p == "" || batch.IsURL(p) {
 				continue
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
@@ -316,5 +319,89 @@ const k = "critic"
 	}
 	if !slices.Equal(lines, want) {
 		t.Errorf("found\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestKindKeysOnlyInTheirKind: a kind's batch keys are its own (stage.Keyed): no struct in
+// pkg/batch decodes one of a registered kind's keys (a yaml tag naming it), and the batch
+// format's common schema has none of them, so a key moved back into batch.AC or
+// batch.File fails here rather than being read for every kind.
+func TestKindKeysOnlyInTheirKind(t *testing.T) {
+	root := filepath.Join("..", "..")
+	owner := map[string]string{} // key -> the kind it is a key of
+	for _, k := range registry.All() {
+		keyed, ok := k.(stage.Keyed)
+		if !ok || len(keyed.BatchKeys().Schema) == 0 {
+			continue
+		}
+		var frag struct {
+			Entry map[string]json.RawMessage `json:"entry"`
+			Batch map[string]json.RawMessage `json:"batch"`
+		}
+		if err := json.Unmarshal(keyed.BatchKeys().Schema, &frag); err != nil {
+			t.Fatalf("%s: batch keys' schema: %v", k.Name(), err)
+		}
+		for key := range frag.Entry {
+			owner[key] = string(k.Name())
+		}
+		for key := range frag.Batch {
+			owner[key] = string(k.Name())
+		}
+	}
+	if len(owner) == 0 {
+		t.Fatal("no registered kind has batch keys: the test would hold nothing")
+	}
+	dir := filepath.Join(root, "pkg", "batch")
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			field, ok := n.(*ast.Field)
+			if !ok || field.Tag == nil {
+				return true
+			}
+			tag, err := strconv.Unquote(field.Tag.Value)
+			if err != nil {
+				return true
+			}
+			name, _, _ := strings.Cut(reflect.StructTag(tag).Get("yaml"), ",")
+			if k, ok := owner[name]; ok {
+				t.Errorf("%s:%d decodes the batch key %s, which is the %s kind's own: it belongs in the kind's stage.Keyed",
+					filepath.ToSlash(path), fset.Position(field.Pos()).Line, name, k)
+			}
+			return true
+		})
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "common.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var common struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Defs       struct {
+			AC struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"ac"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(data, &common); err != nil {
+		t.Fatal(err)
+	}
+	for _, props := range []map[string]json.RawMessage{common.Properties, common.Defs.AC.Properties} {
+		for key := range props {
+			if k, ok := owner[key]; ok {
+				t.Errorf("pkg/batch/common.schema.json has the batch key %s, which is the %s kind's own", key, k)
+			}
+		}
 	}
 }

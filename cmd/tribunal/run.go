@@ -178,7 +178,7 @@ func runAllInOne(ctx context.Context, f *runFlags, path string) error {
 	var prompting []events.Kind // the kinds of the interactive entries, once each
 	for _, ac := range b.ACs {
 		k := events.Kind(b.KindOf(ac))
-		if _, looping := registry.Looping(k); looping && cmp.Or(ac.Mode, defaultMode) == events.ModeInteractive {
+		if _, looping := registry.Looping(k); looping && cmp.Or(ac.ModeOf(), defaultMode) == events.ModeInteractive {
 			interactive = true
 			if !slices.Contains(prompting, k) {
 				prompting = append(prompting, k)

@@ -37,10 +37,10 @@ func TestExampleKindEndToEnd(t *testing.T) {
 	items := "names the release\nnames the date"
 	b := &batch.Batch{Dir: dir, Path: filepath.Join(dir, "batch.yaml"), File: batch.File{Version: 1, Name: "checklist", Kind: "checklist",
 		ACs: []batch.AC{
-			{ID: "CL-1", Criterion: items, Output: "Release 1.2, out on 3 May."},
-			{ID: "CL-2", Criterion: items, Output: "Release 1.2."},
-			{ID: "CL-3", Criterion: items, OutputFile: "notes.md"},
-			{ID: "CL-4", Criterion: items, OutputFile: "absent.md"},
+			{ID: "CL-1", Criterion: items, Part: &checkliststages.Entry{Output: "Release 1.2, out on 3 May."}},
+			{ID: "CL-2", Criterion: items, Part: &checkliststages.Entry{Output: "Release 1.2."}},
+			{ID: "CL-3", Criterion: items, Part: &checkliststages.Entry{OutputFile: "notes.md"}},
+			{ID: "CL-4", Criterion: items, Part: &checkliststages.Entry{OutputFile: "absent.md"}},
 		}}}
 	for i := range b.ACs {
 		b.ACs[i].Index, b.ACs[i].Line = i, i+1

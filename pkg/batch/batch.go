@@ -1,7 +1,9 @@
 // Package batch reads batch files: YAML documents (a file, or a folder holding
 // batch.yaml) listing the acceptance criteria to judge. The file is checked against the
-// JSON Schema in schemas/batch.schema.json; every error names the file, the line and the
-// field. An error inside one AC entry costs only that AC: the rest of the batch goes on.
+// batch JSON Schema (Schema, published as schemas/batch.schema.json): the keys every entry
+// has, and each entry's kind's own, which the kind supplies (Keys) and reads back from
+// the entry (AC.Part). Every error names the file, the line and the field. An error
+// inside one AC entry costs only that AC: the rest of the batch goes on.
 package batch
 
 import (
@@ -50,11 +52,6 @@ type File struct {
 	// AutoSwap sets when positions auto swaps (ab).
 	AutoSwap *AutoSwap `yaml:"auto_swap"`
 	Verify   string    `yaml:"verify"`
-	// MinCases and RunnerModel are equivalence defaults.
-	MinCases    int    `yaml:"min_cases"`
-	RunnerModel string `yaml:"runner_model"`
-	// ArgusRuns is the rubric default of AC.ArgusRuns.
-	ArgusRuns bool `yaml:"argus_runs"`
 	// Budget is what judging the batch may spend: money ("5.00 USD") or tokens ("200k
 	// tokens"), pkg/price.ParseLimit. Past it, no call is made and the rest of the ACs
 	// are blocked "budget exhausted".
@@ -102,30 +99,11 @@ type AC struct {
 	// Trials and AtLeast override the batch's.
 	Trials  int `yaml:"trials"`
 	AtLeast int `yaml:"at_least"`
-	// critic
-	Task       string `yaml:"task"`
-	Output     string `yaml:"output"`
-	OutputFile string `yaml:"output_file"`
-	// equivalence
-	Original    string `yaml:"original"`
-	Candidate   string `yaml:"candidate"`
-	Variant     string `yaml:"variant"`
-	Round       int    `yaml:"round"`
-	MinCases    int    `yaml:"min_cases"`
-	RunnerModel string `yaml:"runner_model"`
-	Cases       []Case `yaml:"cases"`
-	CasesFile   string `yaml:"cases_file"`
-	// Baseline is a file of teacher transcripts captured elsewhere, by case id.
-	Baseline string `yaml:"baseline"`
-	// rubric
-	Spec          string `yaml:"spec"`
-	Mode          string `yaml:"mode"`
-	MaxIterations int    `yaml:"max_iterations"`
-	// ArgusRuns asks for the seed's files in the feature's .argus-runs/ folder too; nil
-	// takes the batch's.
-	ArgusRuns *bool `yaml:"argus_runs"`
 	// Review flags the AC for a person: it joins the batch's review queue once judged.
 	Review bool `yaml:"review"`
+	// Part is the entry's keys of its kind's own (Keys.Entry's value, from the kind's
+	// stage.Keyed): nil for a kind without any, and for an entry with a problem.
+	Part any `yaml:"-"`
 	// Targets and Views narrow a rubric AC to some of its feature's views, as a run's
 	// --target (seed 004's target:/screen:) and --ac with a view's id ask: target ids, and
 	// views' job ids (<ac>--<target>--<state>--<appearance>). Empty keeps every view. A
@@ -149,13 +127,6 @@ type AutoSwap struct {
 	FlipRate   *float64 `yaml:"flip_rate"`
 }
 
-// Case is one case of an equivalence transfer set.
-type Case struct {
-	ID    string `yaml:"id" json:"id"`
-	Input string `yaml:"input" json:"input"`
-	Tag   string `yaml:"tag" json:"tag"`
-}
-
 // KindOf is the AC's judge kind: its own, else the batch's, else ab.
 func (b *Batch) KindOf(ac AC) string {
 	if ac.Kind != "" {
@@ -164,17 +135,11 @@ func (b *Batch) KindOf(ac AC) string {
 	if b.Kind != "" {
 		return b.Kind
 	}
-	return "ab"
+	return DefaultKind
 }
 
-// ArgusRunsOf reports whether a rubric AC keeps the seed's files in its feature's
-// .argus-runs/ folder: its own argus_runs, else the batch's.
-func (b *Batch) ArgusRunsOf(ac AC) bool {
-	if ac.ArgusRuns != nil {
-		return *ac.ArgusRuns
-	}
-	return b.ArgusRuns
-}
+// DefaultKind is the kind of an entry that names none in a batch that names none.
+const DefaultKind = "ab"
 
 // Batch is a loaded batch file.
 type Batch struct {
@@ -184,6 +149,9 @@ type Batch struct {
 	// Rejected lists entries that could not even be named (no usable id, duplicate id):
 	// they are reported and skipped.
 	Rejected []*Error
+	// Parts are the batch's own keys of each kind that has some (Keys.Batch's values), by
+	// the kind's name: the defaults of its entries' keys.
+	Parts map[string]any
 }
 
 // Error is a problem at a place in a batch file.
@@ -218,28 +186,6 @@ func (es Errors) Error() string {
 
 // printer renders schema errors in English.
 var printer = message.NewPrinter(language.English)
-
-// headerSchema is the whole batch schema, applied to the file without its AC entries;
-// acSchema is its AC definition, applied to each entry on its own.
-var headerSchema, acSchema = func() (*jsonschema.Schema, *jsonschema.Schema) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemas.Batch))
-	if err != nil {
-		panic(fmt.Sprintf("embedded batch schema: %v", err))
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("batch.schema.json", doc); err != nil {
-		panic(err)
-	}
-	h, err := c.Compile("batch.schema.json")
-	if err != nil {
-		panic(fmt.Sprintf("embedded batch schema: %v", err))
-	}
-	a, err := c.Compile("batch.schema.json#/$defs/ac")
-	if err != nil {
-		panic(fmt.Sprintf("embedded batch schema, AC definition: %v", err))
-	}
-	return h, a
-}()
 
 // Load reads a batch from a file or a folder holding batch.yaml.
 func Load(path string) (*Batch, error) {
@@ -317,7 +263,8 @@ func Parse(path string, data []byte) (*Batch, error) {
 		}
 		header.Content = append(header.Content, k, v)
 	}
-	for _, p := range validate(headerSchema, header, nil) {
+	set := inUse.Load()
+	for _, p := range validate(set.header, header, nil) {
 		if acsSeq != nil && p.field() == "acs" && p.missing {
 			continue // present, and validated entry by entry
 		}
@@ -327,7 +274,15 @@ func Parse(path string, data []byte) (*Batch, error) {
 		return nil, fileErrs.errors(path)
 	}
 	var f File
-	for _, p := range decodeFields(header, &f, nil) {
+	parts := map[string]any{}
+	into := []any{&f}
+	for _, name := range set.order {
+		if k := set.keys[name]; k.Batch != nil {
+			parts[name] = k.Batch()
+			into = append(into, parts[name])
+		}
+	}
+	for _, p := range decodeFields(header, into, nil) {
 		fileErrs.add(p)
 	}
 	if fileErrs.n > 0 {
@@ -349,13 +304,13 @@ func Parse(path string, data []byte) (*Batch, error) {
 		return nil, fileErr(acsSeq.Line, "acs", fmt.Sprintf("%d entries; at most %d per batch", n, MaxACs))
 	}
 
-	b := &Batch{Path: path, Dir: filepath.Dir(path)}
+	b := &Batch{Path: path, Dir: filepath.Dir(path), Parts: parts}
 	f.ACs = make([]AC, 0, len(acsSeq.Content))
 	seen := map[string]int{}
 	for i, node := range acsSeq.Content {
 		acsSeq.Content[i] = nil // let the tree go as the entries are built
 		field := fmt.Sprintf("acs[%d]", i)
-		ac := decodeAC(i, node, acTree[i])
+		ac := set.decodeAC(i, node, acTree[i], f.Kind)
 		ac.Index = i
 		if ac.ID == "" || validID(ac.ID) != nil {
 			b.Rejected = append(b.Rejected, &Error{File: path, Line: ac.Line, Field: field + ".id", Msg: "missing or invalid id; entry skipped: " + ac.Problem})
@@ -392,14 +347,25 @@ func keyLine(m *yaml.Node, key string) int {
 
 // decodeAC validates one entry against the AC schema and decodes it. A problem is kept
 // on the AC (with whatever id could be read) rather than returned: it costs only this AC.
-// tree holds the structural problems already found inside the entry.
-func decodeAC(index int, node *yaml.Node, tree *problems) AC {
+// tree holds the structural problems already found inside the entry. The entry is checked
+// against its kind's keys (the common ones and its kind's own, which decode into AC.Part);
+// batchKind is the batch's kind, which an entry naming none has.
+func (s *schemaSet) decodeAC(index int, node *yaml.Node, tree *problems, batchKind string) AC {
 	ac := AC{Line: node.Line}
+	kind, kindSet := "", false
 	if node.Kind == yaml.MappingNode {
+		idSeen := false
 		for i := 0; i+1 < len(node.Content); i += 2 {
-			if k, v := node.Content[i], node.Content[i+1]; k.Value == "id" && v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
+			k, v := node.Content[i], node.Content[i+1]
+			if k.Value == "id" && !idSeen && v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
 				ac.ID = v.Value // the first: a repeated id key is reported against it
-				break
+				idSeen = true
+			}
+			if k.Value == "kind" && !kindSet {
+				kindSet = true
+				if v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
+					kind = v.Value
+				}
 			}
 		}
 	}
@@ -407,16 +373,27 @@ func decodeAC(index int, node *yaml.Node, tree *problems) AC {
 	probs := tree
 	if probs == nil {
 		probs = &problems{}
-		for _, p := range validate(acSchema, node, prefix) {
+		for _, p := range validate(s.entrySchema(batchKind, kind, kindSet), node, prefix) {
 			probs.add(p)
 		}
 	}
 	if probs.n == 0 {
 		id := ac.ID
-		for _, p := range decodeFields(node, &ac, prefix) {
+		if !kindSet {
+			kind = batchKind
+			if kind == "" {
+				kind = DefaultKind
+			}
+		}
+		into := []any{&ac}
+		part := s.newPart(kind)
+		if part != nil {
+			into = append(into, part)
+		}
+		for _, p := range decodeFields(node, into, prefix) {
 			probs.add(p)
 		}
-		ac.ID, ac.Line = id, node.Line
+		ac.ID, ac.Line, ac.Part = id, node.Line, part
 	}
 	if probs.n > 0 {
 		label := ac.ID
@@ -499,16 +476,29 @@ func validate(s *jsonschema.Schema, node *yaml.Node, prefix []string) []problem 
 	return out
 }
 
-// decodeFields decodes node's keys into v one at a time, so that a value the schema let
-// through but Go cannot hold (an integer too large, say) is named by its own key and line.
-func decodeFields(node *yaml.Node, v any, prefix []string) []problem {
-	if err := node.Decode(v); err == nil {
+// decodeFields decodes node's keys into each of into (the batch format's struct, then a
+// kind's own) one key at a time, so that a value the schema let through but Go cannot hold
+// (an integer too large, say) is named by its own key and line.
+func decodeFields(node *yaml.Node, into []any, prefix []string) []problem {
+	ok := true
+	for _, v := range into {
+		if err := node.Decode(v); err != nil {
+			ok = false
+		}
+	}
+	if ok {
 		return nil
 	}
 	var out []problem
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		one := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: node.Content[i : i+2]}
-		if err := one.Decode(v); err != nil {
+		var err error
+		for _, v := range into {
+			if err = one.Decode(v); err != nil {
+				break
+			}
+		}
+		if err != nil {
 			k, val := node.Content[i], node.Content[i+1]
 			out = append(out, problem{path: append(append([]string(nil), prefix...), k.Value),
 				line: yamlLineOr(err, val.Line), msg: stripYAMLLine(YAMLErrorText(err))})

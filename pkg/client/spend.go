@@ -53,7 +53,7 @@ func (s *Submitter) spendProblems(prep *Prepared) []string {
 				}
 			case spend.PartRunnerModel:
 				field = fmt.Sprintf("acs[%d].runner_model", pl.ac.Index)
-				if pl.ac.RunnerModel == "" {
+				if !pl.ac.Sets("runner_model") {
 					at, field = b.Path, "runner_model"
 				}
 			}

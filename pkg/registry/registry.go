@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
@@ -125,10 +126,19 @@ func canned(req, setting string) ([]byte, string, bool, error) {
 func use(r *registry) {
 	current.Store(r)
 	rules := make([]kind.Kind, 0, len(r.order))
+	keys := make([]batch.KindKeys, 0, len(r.order))
 	for _, name := range r.order {
 		rules = append(rules, rulesOf(r.byName[name]))
+		kk := batch.KindKeys{Name: string(name)}
+		if k, ok := stagesOf(r.byName[name]).(stage.Keyed); ok {
+			kk.Keys = k.BatchKeys()
+		}
+		keys = append(keys, kk)
 	}
 	kind.Register(rules...)
+	if err := batch.SetKinds(keys); err != nil {
+		panic(fmt.Sprintf("kinds: batch keys: %v", err))
+	}
 }
 
 // change applies edit to a copy of the registry in use and makes the copy the one in use.
@@ -146,6 +156,15 @@ func change(edit func(*registry)) {
 func rulesOf(k stage.Kind) kind.Kind {
 	if s, ok := k.(swapped); ok {
 		return s.Kind
+	}
+	return k
+}
+
+// stagesOf is the stages of a registered kind: a swapped kind's previous ones, else the
+// kind.
+func stagesOf(k stage.Kind) stage.Stages {
+	if s, ok := k.(swapped); ok {
+		return s.Stages
 	}
 	return k
 }

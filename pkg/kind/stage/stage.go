@@ -64,6 +64,16 @@ type Selecting interface {
 	Selection(b *batch.Batch, ac batch.AC, allowOutside bool) (targets, parts []string, err error)
 }
 
+// Keyed is a kind with batch keys of its own (critic's task and output, equivalence's
+// documents and cases, rubric's spec and mode): the registry hands them to the batch
+// format (batch.SetKinds), which decodes an entry of the kind's own keys into the kind's
+// struct (batch.AC.Part) and the batch's into another (batch.Batch.Part), refuses the
+// keys no kind of the entry has, and publishes the kinds' keys in the batch schema. Plan
+// reads them from the entry's part.
+type Keyed interface {
+	BatchKeys() batch.Keys
+}
+
 // Plan is what one job needs before it can be submitted: the artifacts to upload and a
 // builder that turns the uploads into its spec.
 type Plan struct {

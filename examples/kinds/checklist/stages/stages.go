@@ -26,19 +26,20 @@ var _ stage.Kind = Kind{}
 func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	spec := events.JobSpec{Kind: checklist.Name, ACID: ac.ID, Criterion: ac.Criterion}
 	part := checklist.Spec{Items: checklist.Items(ac.Criterion)}
+	e := entryOf(ac)
 	var names []string
 	switch {
 	case ac.Problem != "":
-		part.Output, spec.Problem = stage.BlockedSource(ac.OutputFile, ac.Problem), ac.Problem
-	case len(part.Items) == 0 || ac.Output == "" && ac.OutputFile == "":
-		part.Output = stage.BlockedSource(ac.OutputFile, "missing input: a checklist needs a criterion (one item a line) and an output")
+		part.Output, spec.Problem = stage.BlockedSource(e.OutputFile, ac.Problem), ac.Problem
+	case len(part.Items) == 0 || e.Output == "" && e.OutputFile == "":
+		part.Output = stage.BlockedSource(e.OutputFile, "missing input: a checklist needs a criterion (one item a line) and an output")
 		if len(part.Items) == 0 {
 			part.Items = []string{"(none)"}
 		}
-	case ac.OutputFile != "":
-		names = []string{ac.OutputFile}
+	case e.OutputFile != "":
+		names = []string{e.OutputFile}
 	default:
-		a, err := blob.PutBytes(ctx, env.Store, env.Tenant, []byte(ac.Output), "text/plain")
+		a, err := blob.PutBytes(ctx, env.Store, env.Tenant, []byte(e.Output), "text/plain")
 		if err != nil {
 			return nil, fmt.Errorf("AC %s: store inline output: %w", ac.ID, err)
 		}

@@ -27,18 +27,19 @@ var _ stage.Kind = Kind{}
 // client stores) against its task.
 func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	spec := events.JobSpec{Kind: events.KindCritic, ACID: ac.ID, Criterion: ac.Criterion}
-	cs := &critic.Spec{Task: ac.Task}
+	e := entryOf(ac)
+	cs := &critic.Spec{Task: e.Task}
 	var names []string
 	switch problem := ac.Problem; {
 	case problem != "":
-		cs.Output = stage.BlockedSource(ac.OutputFile, problem)
+		cs.Output = stage.BlockedSource(e.OutputFile, problem)
 		spec.Problem = problem
-	case strings.TrimSpace(ac.Task) == "" || (strings.TrimSpace(ac.Output) == "" && ac.OutputFile == ""):
-		cs.Output = stage.BlockedSource(ac.OutputFile, critic.MissingInput)
-	case ac.OutputFile != "":
-		names = []string{ac.OutputFile}
+	case strings.TrimSpace(e.Task) == "" || (strings.TrimSpace(e.Output) == "" && e.OutputFile == ""):
+		cs.Output = stage.BlockedSource(e.OutputFile, critic.MissingInput)
+	case e.OutputFile != "":
+		names = []string{e.OutputFile}
 	default:
-		attrs, err := blob.PutBytes(ctx, env.Store, env.Tenant, []byte(ac.Output), "text/plain")
+		attrs, err := blob.PutBytes(ctx, env.Store, env.Tenant, []byte(e.Output), "text/plain")
 		if err != nil {
 			return nil, fmt.Errorf("AC %s: store inline output: %w", ac.ID, err)
 		}

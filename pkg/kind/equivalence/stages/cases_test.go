@@ -33,7 +33,7 @@ func TestLoadCasesFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := &batch.Batch{Path: filepath.Join(dir, "batch.yaml"), Dir: dir}
-			got, err := loadCases(context.Background(), b, batch.AC{ID: "EQ-1", CasesFile: "cases.yaml"})
+			got, err := loadCases(context.Background(), b, batch.AC{ID: "EQ-1", Part: &Entry{CasesFile: "cases.yaml"}})
 			if tt.wantErr == "" {
 				if err != nil || len(got) != 2 || got[1].Tag != "edge" {
 					t.Fatalf("loadCases = %+v, %v; want two cases", got, err)

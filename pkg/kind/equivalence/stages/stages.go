@@ -36,29 +36,30 @@ var _ stage.Kind = Kind{}
 func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Plan, error) {
 	b := env.Batch
 	spec := events.JobSpec{Kind: events.KindEquivalence, ACID: ac.ID, Criterion: ac.Criterion}
-	es := &equivalence.Spec{Variant: cmp.Or(ac.Variant, events.VariantSkill), Round: max(ac.Round, 1),
-		MinCases: firstPositive(ac.MinCases, b.MinCases, equivalence.DefaultMinCases), RunnerModel: cmp.Or(ac.RunnerModel, b.RunnerModel)}
+	e, d := entryOf(ac), defaultsOf(b)
+	es := &equivalence.Spec{Variant: cmp.Or(e.Variant, events.VariantSkill), Round: max(e.Round, 1),
+		MinCases: firstPositive(e.MinCases, d.MinCases, equivalence.DefaultMinCases), RunnerModel: cmp.Or(e.RunnerModel, d.RunnerModel)}
 	problem := ac.Problem
 	cases, cerr := loadCases(ctx, b, ac)
 	if problem == "" && cerr != nil {
 		problem = stage.Problem(ac, cerr.Error())
 	}
-	if problem == "" && (ac.Original == "" || ac.Candidate == "") {
+	if problem == "" && (e.Original == "" || e.Candidate == "") {
 		problem = stage.Problem(ac, "missing input: an equivalence AC needs original and candidate")
 	}
-	if problem == "" && ac.Baseline != "" {
+	if problem == "" && e.Baseline != "" {
 		if err := importBaseline(ctx, env, ac, cases); err != nil {
 			problem = stage.Problem(ac, "baseline: "+err.Error())
 		}
 	}
 	if problem != "" {
-		es.Original, es.Candidate = stage.BlockedSource(ac.Original, problem), stage.BlockedSource(ac.Candidate, problem)
+		es.Original, es.Candidate = stage.BlockedSource(e.Original, problem), stage.BlockedSource(e.Candidate, problem)
 		spec.KindPart, spec.Problem = es, problem
 		return []stage.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}, nil
 	}
 	es.Cases = cases
-	return []stage.Plan{{JobID: ac.ID, Names: []string{ac.Original, ac.Candidate}, Build: func(up map[string]events.Source) events.JobSpec {
-		es.Original, es.Candidate = up[ac.Original], up[ac.Candidate]
+	return []stage.Plan{{JobID: ac.ID, Names: []string{e.Original, e.Candidate}, Build: func(up map[string]events.Source) events.JobSpec {
+		es.Original, es.Candidate = up[e.Original], up[e.Candidate]
 		spec.KindPart = es
 		return spec
 	}}}, nil
@@ -68,7 +69,8 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 // transcript as the runner stores its own and marks its case with it, so the runner does
 // not capture that teacher again.
 func importBaseline(ctx context.Context, env *stage.PlanEnv, ac batch.AC, cases []events.Case) error {
-	p, err := env.Batch.LocalPath(ac.Baseline, env.AllowOutside)
+	e := entryOf(ac)
+	p, err := env.Batch.LocalPath(e.Baseline, env.AllowOutside)
 	if err != nil {
 		return err
 	}
@@ -78,7 +80,7 @@ func importBaseline(ctx context.Context, env *stage.PlanEnv, ac batch.AC, cases 
 	}
 	imported, err := equivalence.ParseBaseline(data, cases)
 	if err != nil {
-		return fmt.Errorf("%s: %w", ac.Baseline, err)
+		return fmt.Errorf("%s: %w", e.Baseline, err)
 	}
 	for i := range cases {
 		t, ok := imported[cases[i].ID]
@@ -100,12 +102,13 @@ func importBaseline(ctx context.Context, env *stage.PlanEnv, ac batch.AC, cases 
 
 // loadCases returns an equivalence AC's transfer set, inline or from its cases file.
 func loadCases(ctx context.Context, b *batch.Batch, ac batch.AC) ([]events.Case, error) {
-	list := ac.Cases
-	if ac.CasesFile != "" {
+	e := entryOf(ac)
+	list := e.Cases
+	if e.CasesFile != "" {
 		if len(list) > 0 {
 			return nil, fmt.Errorf("give cases or cases_file, not both")
 		}
-		p, err := b.LocalPath(ac.CasesFile, false)
+		p, err := b.LocalPath(e.CasesFile, false)
 		if err != nil {
 			return nil, fmt.Errorf("cases_file: %w", err)
 		}
@@ -116,7 +119,7 @@ func loadCases(ctx context.Context, b *batch.Batch, ac batch.AC) ([]events.Case,
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		dec.KnownFields(true) // a misspelled key must not silently drop a case's input
 		if err := dec.Decode(&list); err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("cases_file %s: %s", ac.CasesFile, batch.YAMLErrorText(err))
+			return nil, fmt.Errorf("cases_file %s: %s", e.CasesFile, batch.YAMLErrorText(err))
 		}
 	}
 	out := make([]events.Case, 0, len(list))

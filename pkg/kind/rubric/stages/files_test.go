@@ -63,9 +63,9 @@ func TestArgusRunsOption(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			b.ArgusRuns = tc.batchRuns
+			b.Parts = map[string]any{"rubric": &Defaults{ArgusRuns: tc.batchRuns}}
 			env := &stage.PlanEnv{Batch: b, Tenant: "team-a", Store: store, AllowOutside: true}
-			plans, err := Kind{}.Plan(context.Background(), env, batch.AC{ID: "tasks", Spec: filepath.ToSlash(filepath.Join(tc.sub, "spec.json")), ArgusRuns: tc.acRuns})
+			plans, err := Kind{}.Plan(context.Background(), env, batch.AC{ID: "tasks", Part: &Entry{Spec: filepath.ToSlash(filepath.Join(tc.sub, "spec.json")), ArgusRuns: tc.acRuns}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -51,7 +51,9 @@ func planTemplate(t *testing.T, ac batch.AC, edit func(string) string) []events.
 	}
 	b := &batch.Batch{Path: filepath.Join(root, "batch.yaml"), Dir: root}
 	env := &stage.PlanEnv{Batch: b, Tenant: "team-a", Store: store, ServeFeature: func(string) (string, error) { return "http://127.0.0.1:1/", nil }}
-	ac.ID, ac.Spec = "example", "argus/specs/example/spec.json"
+	e := entryOf(ac)
+	e.Spec = "argus/specs/example/spec.json"
+	ac.ID, ac.Part = "example", e
 	plans, err := Kind{}.Plan(context.Background(), env, ac)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +82,7 @@ func TestHE1OneCandidatePerScreen(t *testing.T) {
 		}
 		return j.BlockReason
 	}
-	specs := planTemplate(t, batch.AC{Mode: events.ModeHeadless}, nil)
+	specs := planTemplate(t, batch.AC{Part: &Entry{Mode: events.ModeHeadless}}, nil)
 	if len(specs) != 4 {
 		t.Fatalf("%d views", len(specs))
 	}
@@ -99,13 +101,13 @@ func TestHE1OneCandidatePerScreen(t *testing.T) {
 			t.Errorf("%s: %q", js.ACID, reason)
 		}
 	}
-	for _, js := range planTemplate(t, batch.AC{Mode: events.ModeReportOnly}, nil) {
+	for _, js := range planTemplate(t, batch.AC{Part: &Entry{Mode: events.ModeReportOnly}}, nil) {
 		if r := settled(js); r == "" || rubricwire.SpecOf(js.KindPart).SpecChange != nil || rubricwire.SpecOf(js.KindPart).Canonical && !strings.Contains(r, "report-only renders no candidate") {
 			t.Errorf("report-only %s: %q, change %+v", js.ACID, r, rubricwire.SpecOf(js.KindPart).SpecChange)
 		}
 	}
 	candidate := func(s string) string { return strings.Replace(s, `"status": "needed"`, `"status": "candidate"`, 1) }
-	for _, js := range planTemplate(t, batch.AC{Mode: events.ModeInteractive}, candidate) {
+	for _, js := range planTemplate(t, batch.AC{Part: &Entry{Mode: events.ModeInteractive}}, candidate) {
 		r := settled(js)
 		if r == "" || rubricwire.SpecOf(js.KindPart).SpecChange != nil || rubricwire.SpecOf(js.KindPart).Canonical && !strings.Contains(r, "the candidate .argus-runs/candidates/list-populated-dark.png awaits a person") {
 			t.Errorf("candidate %s: %q", js.ACID, r)

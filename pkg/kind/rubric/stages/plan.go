@@ -49,10 +49,11 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 	if ac.Problem != "" {
 		return entryBlocked(ac.Problem), nil
 	}
-	if ac.Spec == "" {
+	e := entryOf(ac)
+	if e.Spec == "" {
 		return entryBlocked(stage.Problem(ac, "missing input: a rubric AC needs spec")), nil
 	}
-	path, err := b.LocalPath(ac.Spec, env.AllowOutside)
+	path, err := b.LocalPath(e.Spec, env.AllowOutside)
 	if err != nil {
 		return blocked("invalid spec: " + err.Error()), nil
 	}
@@ -104,9 +105,9 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 			return blocked("invalid spec: rubric.json: " + err.Error()), nil
 		}
 	}
-	base := rubricwire.Spec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: cmp.Or(ac.Mode, env.DefaultMode, events.ModeHeadless),
-		MaxIterations: ac.MaxIterations, Width: 1440, Height: 900, Project: project}
-	if b.ArgusRunsOf(ac) {
+	base := rubricwire.Spec{Feature: f.Spec.Feature, Adapter: f.Spec.Adapter, Mode: cmp.Or(e.Mode, env.DefaultMode, events.ModeHeadless),
+		MaxIterations: e.MaxIterations, Width: 1440, Height: 900, Project: project}
+	if argusRunsOf(b, ac) {
 		// The seed's files go to the feature's .argus-runs/ too, written by the client
 		// that holds the batch's folder; a folder outside it is not written to.
 		bdir, berr := filepath.Abs(b.Dir)
@@ -226,7 +227,7 @@ func Selection(b *batch.Batch, ac batch.AC, allowOutside bool) (targets, views [
 // Selection is what a run may select of a rubric AC (stage.Selecting): its feature's target
 // ids and its views' job ids.
 func (Kind) Selection(b *batch.Batch, ac batch.AC, allowOutside bool) (targets, views []string, err error) {
-	p, err := b.LocalPath(ac.Spec, allowOutside)
+	p, err := b.LocalPath(entryOf(ac).Spec, allowOutside)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -67,7 +67,7 @@ func TestRoutesAreOpaque(t *testing.T) {
 			if tc.serve {
 				env.ServeFeature = serve
 			}
-			plans, err := Kind{}.Plan(context.Background(), env, batch.AC{ID: "tasks", Spec: "spec.json"})
+			plans, err := Kind{}.Plan(context.Background(), env, batch.AC{ID: "tasks", Part: &Entry{Spec: "spec.json"}})
 			if err != nil || len(plans) != 1 {
 				t.Fatalf("plans %d, %v", len(plans), err)
 			}
@@ -99,7 +99,7 @@ func TestDefaultMode(t *testing.T) {
 		}
 		b := &batch.Batch{Path: filepath.Join(dir, "batch.yaml"), Dir: dir}
 		env := &stage.PlanEnv{Batch: b, Tenant: "team-a", Store: store, DefaultMode: tc.def}
-		plans, err := Kind{}.Plan(context.Background(), env, batch.AC{ID: "tasks", Spec: "spec.json", Mode: tc.acMode})
+		plans, err := Kind{}.Plan(context.Background(), env, batch.AC{ID: "tasks", Part: &Entry{Spec: "spec.json", Mode: tc.acMode}})
 		if err != nil {
 			t.Fatal(err)
 		}
