@@ -13,7 +13,8 @@ import (
 // published leaves its plans where they are: no copy of them (about 600 bytes a plan, so
 // 600 MB for a 1,000,000-AC batch beside the plans themselves, at the submission's peak
 // of memory). What check allocates beyond building and measuring each plan's event is
-// held under half a plan a plan (the job ids' map of duplicates is most of it).
+// held under a plan a plan, which a copy alone would take (the job ids' map of duplicates
+// is most of it: about 160 bytes, half of a plan since a kind's batch keys left batch.AC).
 func TestCheckKeepsThePlansInPlace(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"o.md": "# ours\n", "r.md": "# reference\n"})
@@ -61,7 +62,7 @@ func TestCheckKeepsThePlansInPlace(t *testing.T) {
 	size := uint64(unsafe.Sizeof(planned{}))
 	extra := (max(all, events) - events) / n
 	t.Logf("check allocated %d bytes a plan beside its events' %d; a plan is %d bytes", extra, events/n, size)
-	if extra > size/2 {
-		t.Fatalf("check allocated %d bytes a plan beyond building its events, want under half a plan's %d", extra, size)
+	if extra >= size {
+		t.Fatalf("check allocated %d bytes a plan beyond building its events, want under a plan's %d", extra, size)
 	}
 }
