@@ -42,16 +42,13 @@ type File struct {
 	Name      string   `yaml:"name"`
 	Tenant    string   `yaml:"tenant"`
 	Kind      string   `yaml:"kind"`
-	Threshold *float64 `yaml:"threshold"`
 	Iteration int      `yaml:"iteration"`
 	Positions string   `yaml:"positions"`
 	Judges    []string `yaml:"judges"`
 	// JudgeMode is how the batch's judge calls are made: direct, batch (the provider's
 	// batch API) or "" for the deployment's default (events.JobSpec.JudgeMode).
 	JudgeMode string `yaml:"judge_mode"`
-	// AutoSwap sets when positions auto swaps (ab).
-	AutoSwap *AutoSwap `yaml:"auto_swap"`
-	Verify   string    `yaml:"verify"`
+	Verify    string `yaml:"verify"`
 	// Budget is what judging the batch may spend: money ("5.00 USD") or tokens ("200k
 	// tokens"), pkg/price.ParseLimit. Past it, no call is made and the rest of the ACs
 	// are blocked "budget exhausted".
@@ -60,7 +57,8 @@ type File struct {
 	// people and whether their answer decides.
 	Review *Review `yaml:"review"`
 	// Trials and AtLeast ask each judge several times and reduce the answers (an AC may
-	// override both); Ladder and EscalateWhen are a judge ladder (ab). See RepeatsOf.
+	// override both); Ladder and EscalateWhen are a judge ladder. They are common keys,
+	// events.Repeats: each kind takes or refuses them (kind.Repeating). See RepeatsOf.
 	Trials       int           `yaml:"trials"`
 	AtLeast      int           `yaml:"at_least"`
 	Ladder       []string      `yaml:"ladder"`
@@ -118,13 +116,6 @@ type AC struct {
 	// "AC-1: line 10: unknown key criterian (did you mean criterion?)". The AC is still
 	// reported, as blocked.
 	Problem string `yaml:"-"`
-}
-
-// AutoSwap is the batch's `auto_swap`: when `positions: auto` judges the swapped order
-// too. A missing value takes the ab kind's default.
-type AutoSwap struct {
-	Confidence *float64 `yaml:"confidence"`
-	FlipRate   *float64 `yaml:"flip_rate"`
 }
 
 // KindOf is the AC's judge kind: its own, else the batch's, else ab.

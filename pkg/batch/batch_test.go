@@ -52,9 +52,6 @@ func TestParseValidBatch(t *testing.T) {
 	if b.Version != 1 || b.Name != "release-42" || b.Tenant != "team-a" || b.Kind != "ab" {
 		t.Errorf("header = %+v", b.File)
 	}
-	if b.Threshold == nil || *b.Threshold != 0.8 {
-		t.Errorf("Threshold = %v; want 0.8", b.Threshold)
-	}
 	if b.Iteration != 2 || b.Positions != "swap" || b.Verify != "VERIFY.md" {
 		t.Errorf("Iteration, Positions, Verify = %d, %q, %q", b.Iteration, b.Positions, b.Verify)
 	}
@@ -121,22 +118,6 @@ func TestLoadFolderAndFile(t *testing.T) {
 	}
 	if _, err := Load(t.TempDir()); err == nil {
 		t.Error("Load of a folder without batch.yaml succeeded")
-	}
-}
-
-// TestParseAutoSwap: positions auto with its auto_swap rule, at the top and per AC.
-func TestParseAutoSwap(t *testing.T) {
-	t.Parallel()
-	b, err := Parse("b.yaml", []byte("version: 1\npositions: auto\nauto_swap: {confidence: 0.85, flip_rate: 0.05}\nacs:\n  - {id: AC-1, positions: auto}\n  - {id: AC-2}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Positions != "auto" || b.AutoSwap == nil || *b.AutoSwap.Confidence != 0.85 || *b.AutoSwap.FlipRate != 0.05 || b.ACs[0].Positions != "auto" {
-		t.Errorf("positions %q auto_swap %+v AC %q", b.Positions, b.AutoSwap, b.ACs[0].Positions)
-	}
-	b, err = Parse("b.yaml", []byte("version: 1\nauto_swap: {flip_rate: 0.2}\nacs:\n  - {id: AC-1, positions: auto}\n"))
-	if err != nil || b.AutoSwap.Confidence != nil || *b.AutoSwap.FlipRate != 0.2 {
-		t.Errorf("partial auto_swap %+v %v", b.AutoSwap, err)
 	}
 }
 

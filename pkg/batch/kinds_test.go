@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
+	abstages "github.com/tribunal-dev/tribunal/pkg/kind/ab/stages"
 	criticstages "github.com/tribunal-dev/tribunal/pkg/kind/critic/stages"
 	equivalencestages "github.com/tribunal-dev/tribunal/pkg/kind/equivalence/stages"
 	rubricstages "github.com/tribunal-dev/tribunal/pkg/kind/rubric/stages"
@@ -94,4 +95,32 @@ func TestSetKindsRefusesACommonKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "criterion is a common key") {
 		t.Fatalf("err %v", err)
 	}
+}
+
+// TestParseAutoSwap: positions auto with its auto_swap rule, at the top and per AC; the
+// rule and the threshold are ab's batch keys (Batch.Part).
+func TestParseAutoSwap(t *testing.T) {
+	t.Parallel()
+	b, err := batch.Parse("b.yaml", []byte("version: 1\nthreshold: 0.8\npositions: auto\nauto_swap: {confidence: 0.85, flip_rate: 0.05}\nacs:\n  - {id: AC-1, positions: auto}\n  - {id: AC-2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := b.Part("ab").(*abstages.Defaults); !ok || d.Threshold == nil || *d.Threshold != 0.8 {
+		t.Errorf("ab defaults %#v", b.Part("ab"))
+	}
+	if a := abAutoSwap(b); b.Positions != "auto" || a == nil || *a.Confidence != 0.85 || *a.FlipRate != 0.05 || b.ACs[0].Positions != "auto" {
+		t.Errorf("positions %q auto_swap %+v AC %q", b.Positions, a, b.ACs[0].Positions)
+	}
+	b, err = batch.Parse("b.yaml", []byte("version: 1\nauto_swap: {flip_rate: 0.2}\nacs:\n  - {id: AC-1, positions: auto}\n"))
+	if a := abAutoSwap(b); err != nil || a == nil || a.Confidence != nil || *a.FlipRate != 0.2 {
+		t.Errorf("partial auto_swap %+v %v", a, err)
+	}
+}
+
+// abAutoSwap is b's auto_swap, nil when it sets none.
+func abAutoSwap(b *batch.Batch) *abstages.AutoSwap {
+	if d, ok := b.Part("ab").(*abstages.Defaults); ok {
+		return d.AutoSwap
+	}
+	return nil
 }

@@ -57,8 +57,8 @@ func (Kind) ExportGold(ctx context.Context, store blob.Store, jobs []*records.Jo
 // ResolveThreshold picks the `ab` threshold: the batch's own, else TRIBUNAL_AB_THRESHOLD,
 // else CFN_AB_CRITIC_THRESHOLD (the seed's variable), else 0.75.
 func ResolveThreshold(b *batch.Batch) (float64, error) {
-	if b.Threshold != nil {
-		return *b.Threshold, nil
+	if d := defaultsOf(b); d.Threshold != nil {
+		return *d.Threshold, nil
 	}
 	for _, name := range []string{"TRIBUNAL_AB_THRESHOLD", "CFN_AB_CRITIC_THRESHOLD"} {
 		if v := os.Getenv(name); v != "" {
@@ -90,8 +90,8 @@ func (Kind) Plan(_ context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Pl
 	if as.Positions == events.PositionsAuto {
 		// The rule is recorded with the job, so its verdicts say what they were asked under.
 		var conf, flips *float64
-		if b.AutoSwap != nil {
-			conf, flips = b.AutoSwap.Confidence, b.AutoSwap.FlipRate
+		if a := defaultsOf(b).AutoSwap; a != nil {
+			conf, flips = a.Confidence, a.FlipRate
 		}
 		as.AutoSwap = ab.ResolveAutoSwap(conf, flips)
 	}
