@@ -420,6 +420,7 @@ func TestKindKeysOnlyInTheirKind(t *testing.T) {
 var movedKeys = map[string]string{
 	"threshold":  "ab",
 	"auto_swap":  "ab",
+	"positions":  "ab",
 	"task":       "critic",
 	"output":     "critic",
 	"original":   "equivalence",

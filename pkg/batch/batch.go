@@ -43,7 +43,6 @@ type File struct {
 	Tenant    string   `yaml:"tenant"`
 	Kind      string   `yaml:"kind"`
 	Iteration int      `yaml:"iteration"`
-	Positions string   `yaml:"positions"`
 	Judges    []string `yaml:"judges"`
 	// JudgeMode is how the batch's judge calls are made: direct, batch (the provider's
 	// batch API) or "" for the deployment's default (events.JobSpec.JudgeMode).
@@ -92,7 +91,6 @@ type AC struct {
 	Ours      string   `yaml:"ours"`
 	Reference string   `yaml:"reference"`
 	Iteration *int     `yaml:"iteration"`
-	Positions string   `yaml:"positions"`
 	Judges    []string `yaml:"judges"`
 	// Trials and AtLeast override the batch's.
 	Trials  int `yaml:"trials"`

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
 const validBatch = `# a comment first
@@ -39,6 +41,12 @@ acs:
     reference: b.png
 `
 
+// entryPositions is the positions ac sets, ab's entry key (ab.Entry).
+func entryPositions(ac AC) string {
+	e, _ := ac.Part.(*ab.Entry)
+	return ab.PositionsOf(e, nil)
+}
+
 func TestParseValidBatch(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join("some", "dir", "batch.yaml")
@@ -52,8 +60,10 @@ func TestParseValidBatch(t *testing.T) {
 	if b.Version != 1 || b.Name != "release-42" || b.Tenant != "team-a" || b.Kind != "ab" {
 		t.Errorf("header = %+v", b.File)
 	}
-	if b.Iteration != 2 || b.Positions != "swap" || b.Verify != "VERIFY.md" {
-		t.Errorf("Iteration, Positions, Verify = %d, %q, %q", b.Iteration, b.Positions, b.Verify)
+	// positions is ab's key (ab.Defaults, ab.Entry), which the kind hands to the format.
+	d, _ := b.Part("ab").(*ab.Defaults)
+	if b.Iteration != 2 || d == nil || d.Positions != "swap" || b.Verify != "VERIFY.md" {
+		t.Errorf("Iteration, ab defaults, Verify = %d, %+v, %q", b.Iteration, d, b.Verify)
 	}
 	if strings.Join(b.Judges, ",") != "gpt-a,gpt-b" {
 		t.Errorf("Judges = %q", b.Judges)
@@ -75,7 +85,7 @@ func TestParseValidBatch(t *testing.T) {
 	}
 	for i, w := range want {
 		ac := b.ACs[i]
-		if ac.ID != w.id || ac.Criterion != w.criterion || ac.Ours != w.ours || ac.Reference != w.reference || ac.Positions != w.positions || strings.Join(ac.Judges, ",") != w.judges {
+		if ac.ID != w.id || ac.Criterion != w.criterion || ac.Ours != w.ours || ac.Reference != w.reference || entryPositions(ac) != w.positions || strings.Join(ac.Judges, ",") != w.judges {
 			t.Errorf("ACs[%d] = %+v; want %+v", i, ac, w)
 		}
 		if (ac.Iteration == nil) != (w.iteration == nil) || (ac.Iteration != nil && *ac.Iteration != *w.iteration) {

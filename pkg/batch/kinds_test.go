@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
-	abstages "github.com/tribunal-dev/tribunal/pkg/kind/ab/stages"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	criticstages "github.com/tribunal-dev/tribunal/pkg/kind/critic/stages"
 	equivalencestages "github.com/tribunal-dev/tribunal/pkg/kind/equivalence/stages"
 	rubricstages "github.com/tribunal-dev/tribunal/pkg/kind/rubric/stages"
@@ -98,18 +98,20 @@ func TestSetKindsRefusesACommonKey(t *testing.T) {
 }
 
 // TestParseAutoSwap: positions auto with its auto_swap rule, at the top and per AC; the
-// rule and the threshold are ab's batch keys (Batch.Part).
+// rule, the threshold and positions are ab's batch keys (Batch.Part, AC.Part).
 func TestParseAutoSwap(t *testing.T) {
 	t.Parallel()
 	b, err := batch.Parse("b.yaml", []byte("version: 1\nthreshold: 0.8\npositions: auto\nauto_swap: {confidence: 0.85, flip_rate: 0.05}\nacs:\n  - {id: AC-1, positions: auto}\n  - {id: AC-2}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := b.Part("ab").(*abstages.Defaults); !ok || d.Threshold == nil || *d.Threshold != 0.8 {
+	d, ok := b.Part("ab").(*ab.Defaults)
+	if !ok || d.Threshold == nil || *d.Threshold != 0.8 {
 		t.Errorf("ab defaults %#v", b.Part("ab"))
 	}
-	if a := abAutoSwap(b); b.Positions != "auto" || a == nil || *a.Confidence != 0.85 || *a.FlipRate != 0.05 || b.ACs[0].Positions != "auto" {
-		t.Errorf("positions %q auto_swap %+v AC %q", b.Positions, a, b.ACs[0].Positions)
+	e, _ := b.ACs[0].Part.(*ab.Entry)
+	if a := abAutoSwap(b); !ok || d.Positions != "auto" || a == nil || *a.Confidence != 0.85 || *a.FlipRate != 0.05 || e == nil || e.Positions != "auto" {
+		t.Errorf("ab defaults %+v auto_swap %+v AC %+v", d, a, e)
 	}
 	b, err = batch.Parse("b.yaml", []byte("version: 1\nauto_swap: {flip_rate: 0.2}\nacs:\n  - {id: AC-1, positions: auto}\n"))
 	if a := abAutoSwap(b); err != nil || a == nil || a.Confidence != nil || *a.FlipRate != 0.2 {
@@ -118,9 +120,31 @@ func TestParseAutoSwap(t *testing.T) {
 }
 
 // abAutoSwap is b's auto_swap, nil when it sets none.
-func abAutoSwap(b *batch.Batch) *abstages.AutoSwap {
-	if d, ok := b.Part("ab").(*abstages.Defaults); ok {
+func abAutoSwap(b *batch.Batch) *ab.AutoSwap {
+	if d, ok := b.Part("ab").(*ab.Defaults); ok {
 		return d.AutoSwap
 	}
 	return nil
+}
+
+// TestPositionsIsAbs: positions is ab's key, at the top (the default of the batch's ab
+// entries, in a batch of several kinds too) and per entry; on an entry of another kind,
+// which would not read it, it is an unknown key rather than silently ignored.
+func TestPositionsIsAbs(t *testing.T) {
+	t.Parallel()
+	b, err := batch.Parse("b.yaml", []byte("version: 1\npositions: swap\nacs:\n"+
+		"  - {id: A-1, criterion: c, ours: o.md, reference: r.md}\n"+
+		"  - {id: C-1, kind: critic, task: t, output: o}\n"+
+		"  - {id: C-2, kind: critic, task: t, output: o, positions: swap}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := b.Part("ab").(*ab.Defaults); !ok || d.Positions != "swap" {
+		t.Errorf("ab defaults %#v", b.Part("ab"))
+	}
+	for i, want := range []string{"", "", "C-2: line 6: unknown key positions"} {
+		if got := b.ACs[i].Problem; got != want {
+			t.Errorf("%s: problem %q, want %q", b.ACs[i].ID, got, want)
+		}
+	}
 }

@@ -37,11 +37,11 @@ func shipped(t *testing.T) (*batch.Batch, *Expectations, Thresholds) {
 	return b, e, th
 }
 
+// positions is ac's positions, ab's batch key (registered by registry_test.go).
 func positions(b *batch.Batch, ac batch.AC) string {
-	if ac.Positions != "" {
-		return ac.Positions
-	}
-	return b.Positions
+	e, _ := ac.Part.(*ab.Entry)
+	d, _ := b.Part("ab").(*ab.Defaults)
+	return ab.PositionsOf(e, d)
 }
 
 func iteration(b *batch.Batch, ac batch.AC) int {

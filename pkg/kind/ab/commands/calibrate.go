@@ -17,6 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/cli"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab/calibration"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -128,7 +129,9 @@ func calibrate(ctx context.Context, w io.Writer, f *calibrateFlags, dir string) 
 		if ac.Problem != "" {
 			return cli.Exit(2, fmt.Errorf("calibration set: %s", ac.Problem))
 		}
-		acs = append(acs, calibration.BatchAC{ID: ac.ID, Swap: cmp.Or(ac.Positions, b.Positions) == events.PositionsSwap})
+		e, _ := ac.Part.(*ab.Entry)
+		d, _ := b.Part(string(events.KindAB)).(*ab.Defaults)
+		acs = append(acs, calibration.BatchAC{ID: ac.ID, Swap: ab.PositionsOf(e, d) == events.PositionsSwap})
 	}
 	if err := e.CheckBatch(acs); err != nil {
 		return cli.Exit(2, err)

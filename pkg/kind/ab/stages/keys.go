@@ -5,41 +5,40 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 )
 
-// Defaults are the batch's own ab keys (stage.Keyed): the confidence threshold its
-// suggestions are routed with and when `positions: auto` swaps. An ab entry has no keys
-// beyond the common ones (ours, reference, criterion, positions, judges).
-type Defaults struct {
-	Threshold *float64 `yaml:"threshold"`
-	// AutoSwap sets when positions auto swaps.
-	AutoSwap *AutoSwap `yaml:"auto_swap"`
-}
-
-// AutoSwap is the batch's `auto_swap`: when `positions: auto` judges the swapped order
-// too. A missing value takes the ab kind's default.
-type AutoSwap struct {
-	Confidence *float64 `yaml:"confidence"`
-	FlipRate   *float64 `yaml:"flip_rate"`
-}
-
-// keysSchema is the JSON Schema of Defaults' keys, a fragment of the batch schema.
+// keysSchema is the JSON Schema of ab's keys (ab.Entry's and ab.Defaults'), a fragment
+// of the batch schema.
 //
 //go:embed keys.schema.json
 var keysSchema []byte
 
 var _ stage.Keyed = Kind{}
 
-// BatchKeys implements stage.Keyed.
+// BatchKeys implements stage.Keyed: an entry's positions (ab.Entry), and the batch's
+// threshold, positions and auto_swap (ab.Defaults).
 func (Kind) BatchKeys() batch.Keys {
-	return batch.Keys{Batch: func() any { return &Defaults{} }, Schema: keysSchema}
+	return batch.Keys{
+		Entry:  func() any { return &ab.Entry{} },
+		Batch:  func() any { return &ab.Defaults{} },
+		Schema: keysSchema,
+	}
+}
+
+// entryOf is ac's ab keys; none for an entry with a problem.
+func entryOf(ac batch.AC) *ab.Entry {
+	if e, ok := ac.Part.(*ab.Entry); ok && e != nil {
+		return e
+	}
+	return &ab.Entry{}
 }
 
 // defaultsOf is b's ab keys.
-func defaultsOf(b *batch.Batch) *Defaults {
-	if d, ok := b.Part(string(events.KindAB)).(*Defaults); ok && d != nil {
+func defaultsOf(b *batch.Batch) *ab.Defaults {
+	if d, ok := b.Part(string(events.KindAB)).(*ab.Defaults); ok && d != nil {
 		return d
 	}
-	return &Defaults{}
+	return &ab.Defaults{}
 }

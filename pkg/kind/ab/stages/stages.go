@@ -83,7 +83,7 @@ func (Kind) Plan(_ context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Pl
 	v, verr := env.Once("ab.verify", func() (any, error) { return LoadVerifyMap(b) })
 	verify, _ := v.(map[string]ab.Pair)
 	spec := events.JobSpec{Kind: events.KindAB, ACID: ac.ID, Criterion: ac.Criterion}
-	as := &ab.Spec{Threshold: t.(float64), Positions: firstNonEmpty(ac.Positions, firstNonEmpty(b.Positions, "single")), Judges: ac.Judges}
+	as := &ab.Spec{Threshold: t.(float64), Positions: firstNonEmpty(ab.PositionsOf(entryOf(ac), defaultsOf(b)), "single"), Judges: ac.Judges}
 	if len(as.Judges) == 0 {
 		as.Judges = b.Judges
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
 func TestResolveThreshold(t *testing.T) {
@@ -26,7 +27,7 @@ func TestResolveThreshold(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("TRIBUNAL_AB_THRESHOLD", c.env)
 			t.Setenv("CFN_AB_CRITIC_THRESHOLD", c.cfn)
-			got, err := ResolveThreshold(&batch.Batch{Parts: map[string]any{"ab": &Defaults{Threshold: c.batch}}})
+			got, err := ResolveThreshold(&batch.Batch{Parts: map[string]any{"ab": &ab.Defaults{Threshold: c.batch}}})
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err %v, want one naming %s", err, c.err)
