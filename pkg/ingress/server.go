@@ -465,18 +465,18 @@ func (s *server) cursor(w http.ResponseWriter, r *http.Request, items []string) 
 // page builds the items of a review page from start: at most limit, and no more once
 // their encoding passes MaxReviewPageBytes (an item alone over it is served alone).
 // next is the ?after= of the next page, "" on the last.
-func page[T any](n, start, limit int, id func(int) string, build func(int) (T, error)) (out []T, next string, err error) {
+func page[T any](ids []string, start, limit int, build func(int) (T, error)) (out []T, next string, err error) {
 	out = []T{}
 	size := 0
 	i := start
-	for ; i < n && len(out) < limit; i++ {
+	for ; i < len(ids) && len(out) < limit; i++ {
 		v, err := build(i)
 		if err != nil {
 			return nil, "", err
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, "", fmt.Errorf("encode %s: %w", id(i), err)
+			return nil, "", fmt.Errorf("encode %s: %w", ids[i], err)
 		}
 		if len(out) > 0 && size+len(b) > MaxReviewPageBytes {
 			break
@@ -484,8 +484,8 @@ func page[T any](n, start, limit int, id func(int) string, build func(int) (T, e
 		size += len(b)
 		out = append(out, v)
 	}
-	if i < n && len(out) > 0 {
-		next = id(start + len(out) - 1)
+	if i < len(ids) && len(out) > 0 {
+		next = ids[start+len(out)-1]
 	}
 	return out, next, nil
 }
@@ -521,7 +521,7 @@ func (s *server) reviewQueue(w http.ResponseWriter, r *http.Request, tenant stri
 		return
 	}
 	who := reviewerOf(r, tenant)
-	items, next, err := page(len(q), start, limit, func(i int) string { return ids[i] }, func(i int) (QueueItem, error) {
+	items, next, err := page(ids, start, limit, func(i int) (QueueItem, error) {
 		e := q[i]
 		it := client.ReviewItem{Item: e.Item, Kind: e.Kind}
 		if !statusOnly {
@@ -560,7 +560,7 @@ func (s *server) reviewExport(w http.ResponseWriter, r *http.Request, tenant str
 	if !ok {
 		return
 	}
-	items, next, err := page(len(q), start, limit, func(i int) string { return ids[i] }, func(i int) (client.ReviewItem, error) {
+	items, next, err := page(ids, start, limit, func(i int) (client.ReviewItem, error) {
 		return client.ReviewItemOf(r.Context(), s.cfg.Store, q[i])
 	})
 	if err != nil {
@@ -591,7 +591,7 @@ func (s *server) reviewGold(w http.ResponseWriter, r *http.Request, tenant strin
 	if !ok {
 		return
 	}
-	out, next, err := page(len(jobs), start, limit, func(i int) string { return ids[i] }, func(i int) (*records.Job, error) {
+	out, next, err := page(ids, start, limit, func(i int) (*records.Job, error) {
 		return goldRecord(jobs[i]), nil
 	})
 	if err != nil {
