@@ -66,7 +66,9 @@ The blind export's images are fetched as the team's blobs; the import posts the 
 file to the ingress, which checks every answer and records it as a review.recorded
 event by the token's holder (ingress:<team> (token …)), and waits until the listing
 shows it; --export-gold there writes the reviewed ab ACs of the queue. The ingress's
-quotas and rules apply.`,
+quotas and rules apply. A reviewer's own token (tribunal tenants --reviewer) lists,
+exports and imports the same way, and nothing else: --export-gold, which holds the specs
+and everyone's answers, needs the team's token.`,
 		Example: `  tribunal review --batch nightly-20261130T080000-a1b2c3
   tribunal review --batch nightly-20261130T080000-a1b2c3 --export queue.json
   tribunal review --batch nightly-20261130T080000-a1b2c3 --import answers.json

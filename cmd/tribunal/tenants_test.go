@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/ingress"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
@@ -50,5 +51,36 @@ func TestTenantsRefusesReservedNames(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tokens.json")); !os.IsNotExist(err) {
 		t.Errorf("tokens.json written for a refused team list: %v", err)
+	}
+}
+
+// TestTenantsIssuesReviewerTokens: `tribunal tenants --reviewer team-a=FILE` issues a
+// reviewer's token of team-a into the tokens file and FILE (mode 0600), names whom its
+// reviews will be by, and a re-run keeps it.
+func TestTenantsIssuesReviewerTokens(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "alice.token")
+	args := []string{"tenants", "team-a", "--out", filepath.Join(dir, "auth.conf"), "--credentials", filepath.Join(dir, "credentials.json"), "--tokens", filepath.Join(dir, "tokens.json")}
+	stdout, stderr, code := run(t, dir, append(args, "--reviewer", "team-a="+file)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	data, err := os.ReadFile(file)
+	if st, _ := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v, mode %v", file, err, st.Mode())
+	}
+	tok := strings.TrimSpace(string(data))
+	toks, err := tokens.Load(filepath.Join(dir, "tokens.json"))
+	if err != nil || toks[tok] != "team-a:reviewer" || len(toks) != 2 {
+		t.Fatalf("tokens.json: %v %v", toks, err)
+	}
+	if want := "its reviews are by " + ingress.Reviewer("team-a", tok); !strings.Contains(stdout, want) {
+		t.Errorf("stdout %q lacks %q", stdout, want)
+	}
+	if _, _, code := run(t, dir, args...); code != 0 {
+		t.Fatal("re-run failed")
+	}
+	if again, _ := tokens.Load(filepath.Join(dir, "tokens.json")); again[tok] != "team-a:reviewer" {
+		t.Errorf("the reviewer's token was dropped on re-running: %v", again)
 	}
 }

@@ -30,6 +30,7 @@ const (
 	RefusedAnswer    = "answer"          // a review answer outside its item's kind's contract, or of no item
 	RefusedUnauth    = "unauthenticated" // no token, or an unknown one
 	RefusedOperator  = "operator_token"  // an operator's token ("*"), which the ingress refuses
+	RefusedRole      = "role"            // a token whose role may not use the endpoint (a reviewer's, Routes)
 	// A job naming a model the team may not name, or a panel making more calls than the
 	// cap, is refused with pkg/spend's reasons, the words the judge service counts too.
 	RefusedModel = spend.ReasonModel

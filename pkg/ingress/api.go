@@ -7,8 +7,10 @@
 // spotcheck.recorded, review.recorded), and reads its batches (GET /v1/batches/{batch},
 // /v1/batches/{batch}/results, and the review queue: /v1/batches/{batch}/review, blind,
 // its export /v1/batches/{batch}/review/export, the reviewed ACs a gold set is made of,
-// /review/gold, each paged, and POST /review/answers to record answers by item). The
-// ingress decodes and validates every event, refuses
+// /review/gold, each paged, the images an item shows, /review/items/{item}/images/{sha256},
+// and POST /review/answers to record answers by item). A reviewer's token of a team
+// (tokens.RoleReviewer) may use only the blind queue, its export, its images and the
+// answers (Routes). The ingress decodes and validates every event, refuses
 // one of another tenant or of a type a team may not publish, derives its id itself, checks
 // that every blob it references is the team's, and publishes it on its own connection.
 // Client implements the client side over HTTP (client.Publisher and blob.Store), so
@@ -50,8 +52,11 @@ const (
 // provider, so the team's client refuses a batch the ingress would refuse before it
 // publishes any of it (an older ingress says nothing: nil).
 type Whoami struct {
-	Tenant string           `json:"tenant"`
-	Spend  *spend.Allowance `json:"spend,omitempty"`
+	Tenant string `json:"tenant"`
+	// Role is the token's role (tokens.Role: "team" or "reviewer"); an older ingress
+	// says nothing, and knew only teams.
+	Role  string           `json:"role,omitempty"`
+	Spend *spend.Allowance `json:"spend,omitempty"`
 }
 
 // BlobAttrs is a stored blob, the answer of PUT /v1/blobs.
@@ -82,6 +87,9 @@ type Problem struct {
 	// "unavailable" (try again later) or "internal" (the ingress's own failure, told
 	// only in its log). Client errors report it to errors.Is against errclass's classes.
 	Class string `json:"class,omitempty"`
+	// Role is the role of a token refused for it (RefusedRole): the endpoint is not that
+	// role's (Routes).
+	Role string `json:"role,omitempty"`
 }
 
 // The words of Problem.Class.

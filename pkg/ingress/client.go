@@ -2,7 +2,11 @@ package ingress
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +26,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
 // Client is a team's side of the ingress. It implements client.Publisher and blob.Store
@@ -32,6 +37,7 @@ type Client struct {
 	token  string
 	http   *http.Client
 	tenant string
+	role   string
 	spend  *spend.Allowance
 	// PublishTimeout bounds one Publish (client.Publisher has no context).
 	PublishTimeout time.Duration
@@ -63,9 +69,13 @@ func Dial(ctx context.Context, baseURL, token string, hc *http.Client) (*Client,
 	if err := c.do(ctx, http.MethodGet, PathWhoami, nil, "", nil, &who); err != nil {
 		return nil, err
 	}
-	c.tenant, c.spend = who.Tenant, who.Spend
+	c.tenant, c.role, c.spend = who.Tenant, cmp.Or(who.Role, string(tokens.RoleTeam)), who.Spend
 	return c, nil
 }
+
+// Role is the token's role (tokens.Role): "team", or "reviewer" for a token that only
+// reads the team's review queue blind and answers it.
+func (c *Client) Role() string { return c.role }
 
 // Tenant is the tenant the token stands for: every blob and event of this client is its.
 func (c *Client) Tenant() string { return c.tenant }
@@ -439,8 +449,9 @@ func (c *Client) reviewQueue(ctx context.Context, batchID, fields string) ([]Que
 
 // ReviewExport reads a batch's queue as reviewers are shown it, blind (GET
 // /v1/batches/{batch}/review/export, every page), and the images its items show, each
-// through GET /v1/blobs under the token's tenant: the same file `tribunal review
-// --export` writes on the state folder.
+// through GET /v1/batches/{batch}/review/items/{item}/images/{sha256} (which serves only
+// what the item shows, so a reviewer's token reads it too): the same file `tribunal
+// review --export` writes on the state folder.
 func (c *Client) ReviewExport(ctx context.Context, batchID string) (*client.ReviewExport, error) {
 	ex := client.ExportOf(nil)
 	err := c.pages(ctx, batchID, "/review/export", func() any { return &ExportPage{} }, func(p any) (string, error) {
@@ -451,10 +462,47 @@ func (c *Client) ReviewExport(ctx context.Context, batchID string) (*client.Revi
 	if err != nil {
 		return nil, err
 	}
-	if err := ex.AddImages(ctx, c, c.tenant); err != nil {
-		return nil, err
+	if ex.Images == nil {
+		ex.Images = map[string]client.ReviewExportImage{}
+	}
+	for _, it := range ex.Items {
+		for _, p := range it.Shown {
+			if p.Image == nil {
+				continue
+			}
+			if _, ok := ex.Images[p.Image.SHA256]; ok {
+				continue
+			}
+			data, mt, err := c.reviewImage(ctx, batchID, it.Item, p.Image.SHA256)
+			if err != nil {
+				return nil, c.batchErr(batchID, fmt.Errorf("%s: image %s: %w", it.Item, p.Image.SHA256, err))
+			}
+			ex.Images[p.Image.SHA256] = client.ReviewExportImage{MediaType: mt, Data: base64.StdEncoding.EncodeToString(data)}
+		}
 	}
 	return ex, nil
+}
+
+// reviewImage reads one image an item shows, within the blob bound, and checks it hashes
+// to its digest.
+func (c *Client) reviewImage(ctx context.Context, batchID, item, sha string) ([]byte, string, error) {
+	path := PathBatches + "/" + url.PathEscape(batchID) + "/review/items/" + url.PathEscape(item) + "/images/" + url.PathEscape(sha)
+	resp, err := c.send(ctx, http.MethodGet, path, nil, "", nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, blob.ArtifactMaxSize+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("ingress GET %s: %w", path, err)
+	}
+	if int64(len(data)) > blob.ArtifactMaxSize {
+		return nil, "", fmt.Errorf("ingress GET %s: the image is over %d bytes", path, blob.ArtifactMaxSize)
+	}
+	if h := sha256.Sum256(data); hex.EncodeToString(h[:]) != sha {
+		return nil, "", fmt.Errorf("ingress GET %s: the image does not hash to its digest", path)
+	}
+	return data, resp.Header.Get("Content-Type"), nil
 }
 
 // ReviewGold reads the queue's reviewed ACs as a gold set is written from them (GET

@@ -36,6 +36,9 @@ const (
 	tokOp = "operator-token-0123456789abcdef"
 	// tokA2 is another of team-a's people: another reviewer.
 	tokA2 = "team-a-second-token-0123456789abcdef"
+	// tokRA and tokRB are reviewers' tokens of team-a and team-b (tokens.RoleReviewer).
+	tokRA = "team-a-reviewer-token-0123456789abcdef"
+	tokRB = "team-b-reviewer-token-0123456789abcdef"
 )
 
 type fixture struct {
@@ -63,7 +66,7 @@ func start(t *testing.T, services bool, cfg ingress.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Tokens = map[string]string{tokA: "team-a", tokA2: "team-a", tokB: "team-b", tokOp: "*"}
+	cfg.Tokens = map[string]string{tokA: "team-a", tokA2: "team-a", tokB: "team-b", tokOp: "*", tokRA: "team-a:reviewer", tokRB: "team-b:reviewer"}
 	cfg.Pub, cfg.Store, cfg.Buckets = bus.NewPublisher(js, bus.ComparePayloads()), env.Store, r.Buckets
 	srv := httptest.NewServer(ingress.New(cfg))
 	t.Cleanup(srv.Close)

@@ -94,29 +94,34 @@ func New(cfg Config) http.Handler {
 	}
 	s.usage = newUsage(cfg.Store, bk, s.log)
 	mux := http.NewServeMux()
-	routes := []struct {
-		pattern string
-		h       http.HandlerFunc
-	}{
-		{"GET " + PathWhoami, s.authed(s.whoami)},
-		{"PUT " + PathBlobs, s.authed(s.putBlob)},
-		{"GET " + PathBlobs + "/{sha256}", s.authed(s.getBlob)},
-		{"HEAD " + PathBlobs + "/{sha256}", s.authed(s.getBlob)},
-		{"POST " + PathEvents, s.authed(s.postEvents)},
-		{"GET " + PathBatches + "/{batch}", s.authed(s.batch)},
-		{"GET " + PathBatches + "/{batch}/results", s.authed(s.results)},
-		{"GET " + PathBatches + "/{batch}/review", s.authed(s.reviewQueue)},
-		{"GET " + PathBatches + "/{batch}/review/export", s.authed(s.reviewExport)},
-		{"GET " + PathBatches + "/{batch}/review/gold", s.authed(s.reviewGold)},
-		{"POST " + PathBatches + "/{batch}/review/answers", s.authed(s.reviewAnswers)},
+	handlers := map[string]func(http.ResponseWriter, *http.Request, string){
+		"GET " + PathWhoami:                                   s.whoami,
+		"PUT " + PathBlobs:                                    s.putBlob,
+		"GET " + PathBlobs + "/{sha256}":                      s.getBlob,
+		"HEAD " + PathBlobs + "/{sha256}":                     s.getBlob,
+		"POST " + PathEvents:                                  s.postEvents,
+		"GET " + PathBatches + "/{batch}":                     s.batch,
+		"GET " + PathBatches + "/{batch}/results":             s.results,
+		"GET " + PathBatches + "/{batch}/review":              s.reviewQueue,
+		"GET " + PathBatches + "/{batch}/review/export":       s.reviewExport,
+		"GET " + PathBatches + "/{batch}/review/gold":         s.reviewGold,
+		"POST " + PathBatches + "/{batch}/review/answers":     s.reviewAnswers,
+		"GET " + PathBatches + "/{batch}/review/" + pathImage: s.reviewImage,
 	}
-	patterns := make([]string, 0, len(routes))
-	for _, r := range routes {
-		mux.HandleFunc(r.pattern, r.h)
-		patterns = append(patterns, r.pattern)
+	var patterns []string
+	for _, rt := range Routes() {
+		h := handlers[rt.Pattern]
+		if h == nil {
+			panic("ingress: route " + rt.Pattern + " has no handler")
+		}
+		mux.HandleFunc(rt.Pattern, s.authed(rt.Roles, h))
+		patterns = append(patterns, rt.Pattern)
 	}
-	mux.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request, _ string) {
-		s.problem(w, r, http.StatusNotFound, "no such endpoint: the API is "+PathWhoami+", "+PathBlobs+", "+PathEvents+" and "+PathBatches+"/{batch}[/results | /review[/export | /gold | /answers]]", nil)
+	if len(patterns) != len(handlers) {
+		panic("ingress: a handler has no route (Routes)")
+	}
+	mux.HandleFunc("/", s.authed(tokens.Roles, func(w http.ResponseWriter, r *http.Request, _ string) {
+		s.problem(w, r, http.StatusNotFound, "no such endpoint: the API is "+PathWhoami+", "+PathBlobs+", "+PathEvents+" and "+PathBatches+"/{batch}[/results | /review[/export | /gold | /answers | /"+pathImage+"]]", nil)
 	}))
 	// The answer count exists at zero from start, route by route (route labels are the
 	// patterns counted records).
@@ -147,11 +152,13 @@ func (s *statusWriter) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
-// authed resolves the bearer token to its tenant before h runs.
-func (s *server) authed(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+// authed resolves the bearer token to its tenant before h runs, and refuses a token
+// whose role is not one of roles (the route's, Routes).
+func (s *server) authed(roles []tokens.Role, h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, _, ok := tokens.Bearer(r)
-		tenant, known := s.tokens.Tenant(tok)
+		holder, known := s.tokens.Holder(tok)
+		tenant := holder.Tenant
 		switch {
 		case !ok || !known:
 			telemetry.Refused(Service, RefusedUnauth)
@@ -162,14 +169,26 @@ func (s *server) authed(h func(http.ResponseWriter, *http.Request, string)) http
 			telemetry.Refused(Service, RefusedOperator)
 			s.problem(w, r, http.StatusForbidden, "an operator's token (\"*\") cannot use the ingress: an ingress token stands for one team", nil)
 			return
+		case !slices.Contains(roles, holder.Role):
+			telemetry.Refused(Service, RefusedRole)
+			s.json(w, http.StatusForbidden, Problem{Class: ClassRefused, Role: string(holder.Role),
+				Error: fmt.Sprintf("a %s's token of %s may not use %s: it may only %s (docs/security.md)", holder.Role, tenant, r.Pattern, roleMay(holder.Role))})
+			return
 		}
 		h(w, r, tenant)
 	}
 }
 
 func (s *server) whoami(w http.ResponseWriter, r *http.Request, tenant string) {
+	tok, _, _ := tokens.Bearer(r)
+	h, _ := s.tokens.Holder(tok)
+	if h.Role != tokens.RoleTeam {
+		// A reviewer submits nothing, and has no allowance to be told.
+		s.json(w, http.StatusOK, Whoami{Tenant: tenant, Role: string(h.Role)})
+		return
+	}
 	allowance := s.cfg.Spend.For(tenant)
-	s.json(w, http.StatusOK, Whoami{Tenant: tenant, Spend: &allowance})
+	s.json(w, http.StatusOK, Whoami{Tenant: tenant, Role: string(h.Role), Spend: &allowance})
 }
 
 // putBlob stores the body under the token's tenant, content-addressed.

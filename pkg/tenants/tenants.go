@@ -80,9 +80,12 @@ type Options struct {
 	// processes working; missing ones are generated.
 	Passwords map[string]string
 	// Tokens is an existing tokens file ({"<token>": "<tenant>"}): a listed team keeps
-	// its token, an operator's console token ("*") is kept, a team no longer listed loses
-	// its token.
+	// its token and its reviewers' ("<tenant>:reviewer"), an operator's console token
+	// ("*") is kept, a team no longer listed loses its tokens.
 	Tokens map[string]string
+	// Reviewers are the teams to issue a new reviewer's token to (tokens.RoleReviewer),
+	// one per entry: a team named twice gets two, for two people. Each must be listed.
+	Reviewers []string
 	// Stream is tribunal's stream ("TRIBUNAL" if empty).
 	Stream string
 }
@@ -94,8 +97,12 @@ type Result struct {
 	// Credentials has one entry per NATS user. Passwords are stored in the config only
 	// as bcrypt hashes.
 	Credentials []Credential
-	// Tokens is the tokens file of the ingress and the console: one token per team.
+	// Tokens is the tokens file of the ingress and the console: one token per team, and
+	// the reviewers' tokens.
 	Tokens map[string]string
+	// NewReviewers are the reviewer's tokens this run issued (Options.Reviewers), in
+	// that order.
+	NewReviewers []string
 	// Permissions are each user's, as written into Config.
 	Permissions map[string]Permissions
 }
@@ -126,10 +133,25 @@ func Generate(teams []string, o Options) (Result, error) {
 	r := Result{Tokens: map[string]string{}, Permissions: permissions(sorted, o.Stream)}
 	has := map[string]bool{}
 	for tok, tenant := range o.Tokens {
+		if h, err := tokens.ParseHolder(tenant); err == nil && h.Role == tokens.RoleReviewer && seen[h.Tenant] {
+			r.Tokens[tok] = tenant
+			continue
+		}
 		if tenant == tokens.AllTenants || seen[tenant] && !has[tenant] {
 			r.Tokens[tok] = tenant
 			has[tenant] = true
 		}
+	}
+	for _, t := range o.Reviewers {
+		if !seen[t] {
+			return Result{}, fmt.Errorf("reviewer of team %q: not one of the teams listed", t)
+		}
+		tok, err := tokens.Generate()
+		if err != nil {
+			return Result{}, err
+		}
+		r.Tokens[tok] = tokens.ReviewerOf(t)
+		r.NewReviewers = append(r.NewReviewers, tok)
 	}
 	for _, t := range sorted {
 		if has[t] {

@@ -107,6 +107,34 @@ func TestGenerate(t *testing.T) {
 	}
 }
 
+// TestGenerateReviewers: each --reviewer entry issues one more reviewer's token of its
+// team ("<team>:reviewer"); re-running keeps a listed team's reviewers and drops those
+// of a team left out; a reviewer of a team not listed is refused.
+func TestGenerateReviewers(t *testing.T) {
+	g, err := tenants.Generate([]string{"team-a", "team-b"}, tenants.Options{Reviewers: []string{"team-a", "team-a", "team-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.NewReviewers) != 3 || len(g.Tokens) != 5 {
+		t.Fatalf("new reviewers %d, tokens %v", len(g.NewReviewers), g.Tokens)
+	}
+	for i, team := range []string{"team-a", "team-a", "team-b"} {
+		if v := g.Tokens[g.NewReviewers[i]]; v != tokens.ReviewerOf(team) {
+			t.Errorf("reviewer %d: %q, want %q", i, v, tokens.ReviewerOf(team))
+		}
+	}
+	again, err := tenants.Generate([]string{"team-a"}, tenants.Options{Tokens: g.Tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Tokens[g.NewReviewers[0]] == "" || again.Tokens[g.NewReviewers[1]] == "" || again.Tokens[g.NewReviewers[2]] != "" || len(again.Tokens) != 3 {
+		t.Errorf("after re-running for team-a alone: %v", again.Tokens)
+	}
+	if _, err := tenants.Generate([]string{"team-a"}, tenants.Options{Reviewers: []string{"team-c"}}); err == nil {
+		t.Error("a reviewer of a team not listed was issued")
+	}
+}
+
 func TestGenerateRejectsBadTeams(t *testing.T) {
 	for _, teams := range [][]string{{"a.b"}, {"x", "x"}, {"*"}, {"Team"}} {
 		if _, err := tenants.Generate(teams, tenants.Options{}); err == nil {

@@ -1,8 +1,10 @@
 // Package tokens is the bearer-token authentication the console and the ingress share.
-// A tokens file is a JSON object {"<token>": "<tenant>"}: each token stands for one team,
-// and a token mapped to AllTenants is an operator's (the console shows it every team; the
-// ingress refuses it, since operators reach NATS directly). A token is the only thing
-// between a team and another team's work, so it must be long and random (Generate).
+// A tokens file is a JSON object {"<token>": "<holder>"}: a holder "<tenant>" is a team's
+// token, "<tenant>:reviewer" a reviewer's of that team (RoleReviewer: the ingress lets it
+// only read the team's blind review queue and answer it), and AllTenants an operator's
+// (the console shows it every team; the ingress refuses it, since operators reach NATS
+// directly). A token is the only thing between a team and another team's work, so it must
+// be long and random (Generate).
 package tokens
 
 import (
@@ -25,6 +27,62 @@ const MinLength = 16
 // or auditor's console token).
 const AllTenants = "*"
 
+// Role is what a token's holder is to its tenant.
+type Role string
+
+// The roles of a token.
+const (
+	// RoleTeam is the team itself: it submits, reads its results, reviews and exports.
+	RoleTeam Role = "team"
+	// RoleReviewer is one of the team's reviewers: the ingress lets it read the team's
+	// review queue blind and answer it, nothing else (pkg/ingress's Routes).
+	RoleReviewer Role = "reviewer"
+)
+
+// Roles are every role, in the order the rights are documented.
+var Roles = []Role{RoleTeam, RoleReviewer}
+
+// reviewerSuffix marks a reviewer's holder: a tenant name holds no ':'.
+const reviewerSuffix = ":" + string(RoleReviewer)
+
+// Holder is who a token stands for: a tenant (AllTenants for an operator) and the
+// holder's role there.
+type Holder struct {
+	Tenant string
+	Role   Role
+}
+
+// ParseHolder reads a tokens file's value: "<tenant>" (RoleTeam), "<tenant>:reviewer"
+// (RoleReviewer) or AllTenants (an operator's, RoleTeam).
+func ParseHolder(v string) (Holder, error) {
+	if t, ok := strings.CutSuffix(v, reviewerSuffix); ok {
+		if t == AllTenants {
+			return Holder{}, fmt.Errorf("holder %q: a reviewer is one team's, not every team's", v)
+		}
+		if err := events.ValidateTenant(t); err != nil {
+			return Holder{}, fmt.Errorf("holder %q: %w", v, err)
+		}
+		return Holder{Tenant: t, Role: RoleReviewer}, nil
+	}
+	if v != AllTenants {
+		if err := events.ValidateTenant(v); err != nil {
+			return Holder{}, fmt.Errorf("holder %q: want \"<team>\", \"<team>:reviewer\" or \"*\": %w", v, err)
+		}
+	}
+	return Holder{Tenant: v, Role: RoleTeam}, nil
+}
+
+// String is the holder as a tokens file writes it.
+func (h Holder) String() string {
+	if h.Role == RoleReviewer {
+		return h.Tenant + reviewerSuffix
+	}
+	return h.Tenant
+}
+
+// ReviewerOf is the tokens file's value of a reviewer's token of tenant.
+func ReviewerOf(tenant string) string { return Holder{Tenant: tenant, Role: RoleReviewer}.String() }
+
 // Load reads a tokens file. An empty path means no tokens (nil, nil).
 func Load(path string) (map[string]string, error) {
 	if path == "" {
@@ -36,7 +94,7 @@ func Load(path string) (map[string]string, error) {
 	}
 	var m map[string]string
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("tokens %s: want a JSON object {\"<token>\": \"<tenant>\"}: %w", path, err)
+		return nil, fmt.Errorf("tokens %s: want a JSON object {\"<token>\": \"<tenant>\" or \"<tenant>:reviewer\"}: %w", path, err)
 	}
 	if err := Check(m); err != nil {
 		return nil, fmt.Errorf("tokens %s: %w", path, err)
@@ -45,7 +103,7 @@ func Load(path string) (map[string]string, error) {
 }
 
 // Check validates a token map: long enough tokens without surrounding spaces, none of
-// them a placeholder (Placeholder), each mapping to a valid tenant name or AllTenants.
+// them a placeholder (Placeholder), each mapping to a holder ParseHolder reads.
 func Check(m map[string]string) error {
 	for tok, tenant := range m {
 		if len(tok) < MinLength {
@@ -60,10 +118,8 @@ func Check(m map[string]string) error {
 				"(docker compose: TRIBUNAL_CONSOLE_TOKEN and TRIBUNAL_TEAM_TOKEN in .env; Kubernetes: the tribunal-console and tribunal-ingress Secrets)",
 				tenant, marker)
 		}
-		if tenant != AllTenants {
-			if err := events.ValidateTenant(tenant); err != nil {
-				return err
-			}
+		if _, err := ParseHolder(tenant); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -98,17 +154,20 @@ func Generate() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// Set resolves presented tokens to their tenant. It keeps only the tokens' SHA-256, so a
+// Set resolves presented tokens to their holder. It keeps only the tokens' SHA-256, so a
 // lookup never compares the secret itself byte by byte.
 type Set struct {
-	m map[[32]byte]string
+	m map[[32]byte]Holder
 }
 
-// NewSet builds a Set from a token map (Load's).
+// NewSet builds a Set from a token map (Load's, so Check's: a value ParseHolder does not
+// read is left out, and its token is unknown).
 func NewSet(m map[string]string) *Set {
-	s := &Set{m: make(map[[32]byte]string, len(m))}
-	for tok, tenant := range m {
-		s.m[sha256.Sum256([]byte(tok))] = tenant
+	s := &Set{m: make(map[[32]byte]Holder, len(m))}
+	for tok, v := range m {
+		if h, err := ParseHolder(v); err == nil {
+			s.m[sha256.Sum256([]byte(tok))] = h
+		}
 	}
 	return s
 }
@@ -116,13 +175,24 @@ func NewSet(m map[string]string) *Set {
 // Len is the number of tokens.
 func (s *Set) Len() int { return len(s.m) }
 
-// Tenant is the tenant of a presented token (AllTenants for an operator's).
+// Tenant is the tenant of a presented team's token (AllTenants for an operator's). A
+// reviewer's token is unknown to it: a reader that does not ask for the role (Holder) must
+// not give a reviewer the team's rights.
 func (s *Set) Tenant(tok string) (string, bool) {
-	if tok == "" {
+	h, ok := s.Holder(tok)
+	if !ok || h.Role != RoleTeam {
 		return "", false
 	}
-	tenant, ok := s.m[sha256.Sum256([]byte(tok))]
-	return tenant, ok
+	return h.Tenant, true
+}
+
+// Holder is who a presented token stands for, whatever its role.
+func (s *Set) Holder(tok string) (Holder, bool) {
+	if tok == "" {
+		return Holder{}, false
+	}
+	h, ok := s.m[sha256.Sum256([]byte(tok))]
+	return h, ok
 }
 
 // Bearer reads the token of an "Authorization: Bearer <token>" header. present says the

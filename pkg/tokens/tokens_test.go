@@ -126,3 +126,39 @@ func TestCheckRefusesPlaceholders(t *testing.T) {
 		t.Errorf("Load: %v, want the file named and the placeholder refused", err)
 	}
 }
+
+// TestReviewerTokens: a reviewer's token ("<team>:reviewer") is its team's with the
+// reviewer's role; Tenant, which readers that know no roles ask (the console), does not
+// know it, so it never gets the team's rights there.
+func TestReviewerTokens(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]Holder{
+		"team-a":          {Tenant: "team-a", Role: RoleTeam},
+		"team-a:reviewer": {Tenant: "team-a", Role: RoleReviewer},
+		AllTenants:        {Tenant: AllTenants, Role: RoleTeam},
+	} {
+		h, err := ParseHolder(v)
+		if err != nil || h != want || h.String() != v {
+			t.Errorf("ParseHolder(%q) = %+v %v, want %+v", v, h, err, want)
+		}
+	}
+	for _, bad := range []string{"*:reviewer", "team-a:admin", "Team A:reviewer", ":reviewer", "dlq:reviewer"} {
+		if _, err := ParseHolder(bad); err == nil {
+			t.Errorf("ParseHolder(%q) accepted", bad)
+		}
+		if err := Check(map[string]string{"a-long-enough-token-0123456789abcdef": bad}); err == nil {
+			t.Errorf("Check accepted holder %q", bad)
+		}
+	}
+	team, reviewer := "team-token-0123456789abcdef", "reviewer-token-0123456789abcdef"
+	s := NewSet(map[string]string{team: "team-a", reviewer: ReviewerOf("team-a")})
+	if tenant, ok := s.Tenant(team); !ok || tenant != "team-a" {
+		t.Errorf("Tenant(team's) = %q %v", tenant, ok)
+	}
+	if tenant, ok := s.Tenant(reviewer); ok {
+		t.Errorf("Tenant(reviewer's) = %q: a reader that knows no roles would give it the team's rights", tenant)
+	}
+	if h, ok := s.Holder(reviewer); !ok || h != (Holder{Tenant: "team-a", Role: RoleReviewer}) {
+		t.Errorf("Holder(reviewer's) = %+v %v", h, ok)
+	}
+}

@@ -1,0 +1,137 @@
+package ingress
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/judge"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
+)
+
+// pathImage is the review queue's image route under /v1/batches/{batch}/review/: one
+// image an item shows, and no other of the team's blobs.
+const pathImage = "items/{item}/images/{sha256}"
+
+// Route is one endpoint of the ingress and the roles whose tokens may use it. Routes is
+// the one source of the server's routes, of the rights table in docs/security.md
+// (RightsTable) and of the test that walks every endpoint with every role's token
+// against that table: a right a token holds is one the docs list.
+type Route struct {
+	// Pattern is the endpoint as http.ServeMux reads it ("GET /v1/batches/{batch}").
+	Pattern string
+	// Roles may use it; a token of any other role is refused 403 (RefusedRole).
+	Roles []tokens.Role
+	// What says what it serves, and why those roles.
+	What string
+}
+
+var team, both = []tokens.Role{tokens.RoleTeam}, []tokens.Role{tokens.RoleTeam, tokens.RoleReviewer}
+
+// Routes are every endpoint of the ingress, in the order the docs list them. A reviewer
+// (tokens.RoleReviewer) reads the team's review queue blind and answers it: nothing of
+// it names an AC, a role or the judge's verdict. Everything that would un-blind them
+// (results, progress with its outcome summary, the gold set's specs and answers, the
+// team's blobs by digest) or spend the team's budget (events, blobs) is the team's alone.
+func Routes() []Route {
+	b := PathBatches + "/{batch}"
+	return []Route{
+		{"GET " + PathWhoami, both, "the token's tenant and role, and a team's spending allowance"},
+		{"PUT " + PathBlobs, team, "store an artifact: submitting is the team's"},
+		{"GET " + PathBlobs + "/{sha256}", team, "any of the team's blobs by digest, among them the artifacts that say which is ours"},
+		{"HEAD " + PathBlobs + "/{sha256}", team, "likewise"},
+		{"POST " + PathEvents, team, "submit, open and cancel batches, spot-checks, view resets, reviews by AC id (which name the AC)"},
+		{"GET " + b, team, "progress, and a completed batch's outcome summary and cost"},
+		{"GET " + b + "/results", team, "the results and manifests: the judges' verdicts"},
+		{"GET " + b + "/review", both, "the review queue, blind: what the judge was shown, the shape to answer in, the holder's own answer"},
+		{"GET " + b + "/review/export", both, "the blind export of the queue"},
+		{"GET " + b + "/review/" + pathImage, both, "an image a queued item shows, only if it shows it"},
+		{"POST " + b + "/review/answers", both, "record answers by item id, as the token's holder"},
+		{"GET " + b + "/review/gold", team, "the reviewed ACs' specs (which artifact is ours) and everyone's answers: it would un-blind a reviewer"},
+	}
+}
+
+// roleMay says what a role's token may do, for its refusals.
+func roleMay(r tokens.Role) string {
+	var may []string
+	for _, rt := range Routes() {
+		if slices.Contains(rt.Roles, r) {
+			may = append(may, rt.Pattern)
+		}
+	}
+	return strings.Join(may, ", ")
+}
+
+// Rights table markers in docs/security.md.
+const (
+	RightsBegin = "<!-- BEGIN INGRESS RIGHTS: generated from ingress.Routes; `go test ./pkg/ingress -run TestIngressRights -update` rewrites it -->"
+	RightsEnd   = "<!-- END INGRESS RIGHTS -->"
+)
+
+// RightsTable renders Routes as the rights table of docs/security.md: a row per
+// endpoint, a column per role ("yes" or "no").
+func RightsTable() string {
+	var sb strings.Builder
+	sb.WriteString("| endpoint |")
+	for _, r := range tokens.Roles {
+		fmt.Fprintf(&sb, " %s |", r)
+	}
+	sb.WriteString(" what |\n|---|")
+	for range tokens.Roles {
+		sb.WriteString("---|")
+	}
+	sb.WriteString("---|\n")
+	for _, rt := range Routes() {
+		fmt.Fprintf(&sb, "| `%s` |", rt.Pattern)
+		for _, r := range tokens.Roles {
+			may := "no"
+			if slices.Contains(rt.Roles, r) {
+				may = "yes"
+			}
+			fmt.Fprintf(&sb, " %s |", may)
+		}
+		fmt.Fprintf(&sb, " %s |\n", rt.What)
+	}
+	return sb.String()
+}
+
+// reviewImage serves one image a queued item shows (client.ReviewImage): what a
+// reviewer's export embeds, and never another of the team's blobs, since a reviewer
+// holds no right to GET /v1/blobs.
+func (s *server) reviewImage(w http.ResponseWriter, r *http.Request, tenant string) {
+	id, q, ok := s.queue(w, r, tenant)
+	if !ok {
+		return
+	}
+	item, sha := r.PathValue("item"), r.PathValue("sha256")
+	e, found := findItem(q, item)
+	if !found {
+		s.problem(w, r, http.StatusNotFound, fmt.Sprintf("review queue of %s/%s has no item %q", tenant, id, item), nil)
+		return
+	}
+	it, err := client.ReviewItemOf(r.Context(), s.cfg.Store, e)
+	if err != nil {
+		s.failClassified(w, r, fmt.Errorf("review image of %s/%s: %w", tenant, id, err))
+		return
+	}
+	if !slices.ContainsFunc(it.Shown, func(p judge.RecordedPart) bool { return p.Image != nil && p.Image.SHA256 == sha }) {
+		s.problem(w, r, http.StatusNotFound, fmt.Sprintf("item %s shows no image %s", item, sha), nil)
+		return
+	}
+	data, mediaType, err := client.ReviewImage(r.Context(), s.cfg.Store, tenant, it, sha)
+	if err != nil {
+		s.failClassified(w, r, fmt.Errorf("review image %s of %s: %w", sha, item, err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", mediaType)
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+}
