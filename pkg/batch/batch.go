@@ -195,12 +195,27 @@ const maxProblems = 20
 
 // Parse reads a batch from data; path names it in errors and anchors relative paths.
 //
-// The document is parsed once into a yaml.Node tree and checked structurally in one
-// pass (aliases, keys that are not plain strings, repeated keys); the header is then
-// validated on its own, and each AC entry is validated, decoded and dropped from the tree
-// before the next, so the parser's memory shrinks as the ACs are built. At 100,000 ACs
-// the earlier whole-document decode was the all-in-one process's peak.
+// A file whose acs is a block sequence (the usual layout) is read entry by entry: the
+// header (the file without its entries) is parsed as a yaml.Node tree and validated on
+// its own, and each AC entry is then parsed, checked, validated and decoded before the
+// next is read (splitACs), so the parser holds one entry's tree at a time rather than the
+// file's (902 MB for 1,000,000 entries). Any other layout (a flow sequence, JSON), and a
+// file whose entries cannot each be read on their own (a syntax error, an alias to
+// another entry's anchor), is parsed as one tree: the result, errors included, is the
+// same either way (FuzzParseStreamedIsTheTree).
 func Parse(path string, data []byte) (*Batch, error) {
+	if sp, ok := splitACs(data); ok {
+		if b, err, ok := parseSplit(path, data, sp); ok {
+			return b, err
+		}
+	}
+	return parseTree(path, data)
+}
+
+// parseTree reads a batch from the whole document's yaml.Node tree, checked structurally
+// in one pass (aliases, keys that are not plain strings, repeated keys); each AC entry is
+// then validated, decoded and dropped from the tree before the next.
+func parseTree(path string, data []byte) (*Batch, error) {
 	fileErr := func(line int, field, msg string) error {
 		return Errors{{File: path, Line: line, Field: field, Msg: msg}}
 	}
@@ -211,7 +226,7 @@ func Parse(path string, data []byte) (*Batch, error) {
 		return nil, fileErr(line, "", msg)
 	}
 	if line := secondDocument(dec, data, &doc); line > 0 {
-		return nil, fileErr(line, "", "a second YAML document starts here (---); a batch file is one document, with every AC in its acs list")
+		return nil, fileErr(line, "", secondDocumentMsg)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
@@ -236,31 +251,103 @@ func Parse(path string, data []byte) (*Batch, error) {
 		}
 		fileErrs.add(p)
 	})
-	if fileErrs.n > 0 {
-		return nil, fileErrs.errors(path)
-	}
-
-	// The header: every top-level key but a non-empty acs list, which is checked entry
-	// by entry below.
-	var acsSeq *yaml.Node
-	header := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: root.Line, Column: root.Column}
+	// The acs list validated entry by entry: the last non-empty sequence under acs (a
+	// repeated acs is a file error above).
+	var acsKey *yaml.Node
+	src := &treeEntries{tree: acTree}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Value == "acs" && v.Kind == yaml.SequenceNode && len(v.Content) > 0 {
-			acsSeq = v
+			acsKey, src.seq = k, v
+		}
+	}
+	b, err, _ := parseEntries(path, root, acsKey, &fileErrs, src)
+	return b, err
+}
+
+// secondDocumentMsg is the error of a file holding a second YAML document.
+const secondDocumentMsg = "a second YAML document starts here (---); a batch file is one document, with every AC in its acs list"
+
+// parseSplit reads a batch whose acs entries splitACs found, one entry at a time. ok is
+// false when the file is not what splitACs took it for, or an entry cannot be read on its
+// own: the caller then parses it as one tree.
+func parseSplit(path string, data []byte, sp acsSplit) (b *Batch, err error, ok bool) {
+	src := &splitEntries{sp: sp, data: data, off: sp.start, at: sp.line}
+	header := sp.header(data)
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(header))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, nil, false // the whole file's syntax error, located in the whole file
+	}
+	if line := secondDocument(dec, header, &doc); line > 0 {
+		if !src.sound() {
+			return nil, nil, false
+		}
+		return nil, Errors{{File: path, Line: line, Msg: secondDocumentMsg}}, true
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, nil, false
+	}
+	root := doc.Content[0]
+	// The acs key must be the root's, at the line splitACs found, and its value (the
+	// entries cut out) empty: else the cut changed what the rest of the file means.
+	var acsKey *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Line == sp.keyLine && k.Kind == yaml.ScalarNode && k.Value == "acs" {
+			if v.Kind != yaml.ScalarNode || v.Tag != "!!null" || v.Value != "" {
+				return nil, nil, false
+			}
+			acsKey = k
+		}
+	}
+	if acsKey == nil {
+		return nil, nil, false
+	}
+	var fileErrs problems
+	checkTree(root, nil, fileErrs.add)
+	return parseEntries(path, root, acsKey, &fileErrs, src)
+}
+
+// parseEntries validates and decodes the header (root without the value of acsKey, nil
+// when the file has no non-empty acs list) and then src's entries, one at a time.
+// fileErrs are the structural problems found outside the entries. ok is false when src
+// could not read an entry on its own (see acsEntries).
+func parseEntries(path string, root, acsKey *yaml.Node, fileErrs *problems, src acsEntries) (b *Batch, err error, ok bool) {
+	// A problem of the header is the file's first only if every entry can be read: a
+	// syntax error anywhere comes first.
+	refuse := func(err error) (*Batch, error, bool) {
+		if !src.sound() {
+			return nil, nil, false
+		}
+		return nil, err, true
+	}
+	fileErr := func(line int, field, msg string) (*Batch, error, bool) {
+		return refuse(Errors{{File: path, Line: line, Field: field, Msg: msg}})
+	}
+	if fileErrs.n > 0 {
+		return refuse(fileErrs.errors(path))
+	}
+
+	// The header: every top-level key but the acs list, which is checked entry by entry
+	// below.
+	header := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: root.Line, Column: root.Column}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k == acsKey {
 			continue
 		}
 		header.Content = append(header.Content, k, v)
 	}
 	set := inUse.Load()
 	for _, p := range validate(set.header, header, nil) {
-		if acsSeq != nil && p.field() == "acs" && p.missing {
+		if acsKey != nil && p.field() == "acs" && p.missing {
 			continue // present, and validated entry by entry
 		}
 		fileErrs.add(p)
 	}
 	if fileErrs.n > 0 {
-		return nil, fileErrs.errors(path)
+		return refuse(fileErrs.errors(path))
 	}
 	var f File
 	parts := map[string]any{}
@@ -275,31 +362,35 @@ func Parse(path string, data []byte) (*Batch, error) {
 		fileErrs.add(p)
 	}
 	if fileErrs.n > 0 {
-		return nil, fileErrs.errors(path)
+		return refuse(fileErrs.errors(path))
 	}
 	if f.Budget != "" {
 		if _, err := price.ParseLimit(f.Budget); err != nil {
-			return nil, fileErr(keyLine(header, "budget"), "budget", err.Error())
+			return fileErr(keyLine(header, "budget"), "budget", err.Error())
 		}
 	}
 	if field, msg := f.repeatsError(); msg != "" {
 		key := strings.SplitN(strings.SplitN(field, ".", 2)[0], "[", 2)[0]
-		return nil, fileErr(max(keyLine(header, key), 1), field, msg)
+		return fileErr(max(keyLine(header, key), 1), field, msg)
 	}
-	if acsSeq == nil {
-		return nil, fileErr(1, "acs", "no usable AC entries")
+	if acsKey == nil {
+		return fileErr(1, "acs", "no usable AC entries")
 	}
-	if n := len(acsSeq.Content); n > MaxACs {
-		return nil, fileErr(acsSeq.Line, "acs", fmt.Sprintf("%d entries; at most %d per batch", n, MaxACs))
+	// Refused by its count alone, before any entry is read or room made for the ACs.
+	if n := src.len(); n > MaxACs {
+		return nil, Errors{{File: path, Line: src.line(), Field: "acs", Msg: fmt.Sprintf("%d entries; at most %d per batch", n, MaxACs)}}, true
 	}
 
-	b := &Batch{Path: path, Dir: filepath.Dir(path), Parts: parts}
-	f.ACs = make([]AC, 0, len(acsSeq.Content))
+	b = &Batch{Path: path, Dir: filepath.Dir(path), Parts: parts}
+	f.ACs = make([]AC, 0, src.len())
 	seen := map[string]int{}
-	for i, node := range acsSeq.Content {
-		acsSeq.Content[i] = nil // let the tree go as the entries are built
+	for i := range src.len() {
+		node, tree, ok := src.entry(i)
+		if !ok {
+			return nil, nil, false
+		}
 		field := fmt.Sprintf("acs[%d]", i)
-		ac := set.decodeAC(i, node, acTree[i], f.Kind)
+		ac := set.decodeAC(i, node, tree, f.Kind)
 		ac.Index = i
 		if ac.ID == "" || validID(ac.ID) != nil {
 			b.Rejected = append(b.Rejected, &Error{File: path, Line: ac.Line, Field: field + ".id", Msg: "missing or invalid id; entry skipped: " + ac.Problem})
@@ -319,9 +410,9 @@ func Parse(path string, data []byte) (*Batch, error) {
 	}
 	b.File = f
 	if len(b.ACs) == 0 {
-		return nil, append(Errors{{File: path, Line: acsSeq.Line, Field: "acs", Msg: "no usable AC entries"}}, b.Rejected...)
+		return nil, append(Errors{{File: path, Line: src.line(), Field: "acs", Msg: "no usable AC entries"}}, b.Rejected...), true
 	}
-	return b, nil
+	return b, nil, true
 }
 
 // keyLine is the line of key in mapping m, 0 when m has no such key.
