@@ -4,8 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,6 +23,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/judge"
 	"github.com/tribunal-dev/tribunal/pkg/judge/external"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
@@ -89,19 +94,88 @@ func (j *cliJudge) JudgeBatch(ctx context.Context, b *batch.Batch, concurrency i
 }
 
 // exportGold writes the batch's reviewed jobs into dir as a calibration set, each kind
-// that makes one (stage.GoldExporting) taking its own, and returns how many it wrote.
-func exportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir string) (int, error) {
-	n := 0
+// that makes one (stage.GoldExporting) taking its own, and reports what it wrote and,
+// by kind, every reviewed AC it left out and why: a reviewed AC of a kind that makes no
+// set is never dropped without a word.
+func exportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir string) (goldReport, error) {
+	rep := goldReport{written: map[events.Kind]int{}, skipped: map[events.Kind][]stage.GoldSkip{}}
+	var exporting []string
 	for _, k := range registry.All() {
-		if g, ok := k.(stage.GoldExporting); ok {
-			m, err := g.ExportGold(ctx, store, jobs, dir)
-			if err != nil {
-				return n, err
+		g, ok := k.(stage.GoldExporting)
+		if !ok {
+			continue
+		}
+		exporting = append(exporting, string(k.Name()))
+		ex, err := g.ExportGold(ctx, store, jobs, dir)
+		if err != nil {
+			return rep, err
+		}
+		rep.written[k.Name()] += ex.Written
+		rep.skipped[k.Name()] = append(rep.skipped[k.Name()], ex.Skipped...)
+	}
+	for _, j := range jobs {
+		if len(j.Reviews) == 0 {
+			continue
+		}
+		if k, err := kind.Lookup(j.Spec.Kind); err == nil {
+			if _, ok := k.(stage.GoldExporting); ok {
+				continue
 			}
-			n += m
+		}
+		why := fmt.Sprintf("tribunal calibrate reads calibration sets of %s only, and a verdict of kind %s has no known-answer form there", strings.Join(exporting, ", "), j.Spec.Kind)
+		rep.skipped[j.Spec.Kind] = append(rep.skipped[j.Spec.Kind], stage.GoldSkip{AC: j.ACID, Why: why})
+	}
+	return rep, nil
+}
+
+// goldReport is what exportGold wrote and left out, by kind.
+type goldReport struct {
+	written map[events.Kind]int
+	skipped map[events.Kind][]stage.GoldSkip
+}
+
+// total counts the ACs written.
+func (r goldReport) total() int {
+	n := 0
+	for _, w := range r.written {
+		n += w
+	}
+	return n
+}
+
+// write says, a line per kind, how many reviewed ACs were written and how many left
+// out for each reason, naming the first few.
+func (r goldReport) write(w io.Writer) {
+	kinds := slices.Sorted(maps.Keys(r.written))
+	for k := range r.skipped {
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
 		}
 	}
-	return n, nil
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		sk := r.skipped[k]
+		if r.written[k] == 0 && len(sk) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %s: %d written, %d skipped\n", k, r.written[k], len(sk))
+		var whys []string
+		acs := map[string][]string{}
+		for _, s := range sk {
+			if acs[s.Why] == nil {
+				whys = append(whys, s.Why)
+			}
+			acs[s.Why] = append(acs[s.Why], s.AC)
+		}
+		for _, why := range whys {
+			ids := acs[why]
+			named := strings.Join(ids[:min(len(ids), 5)], ", ")
+			if len(ids) > 5 {
+				named += fmt.Sprintf(" and %d more", len(ids)-5)
+			}
+			fmt.Fprintf(w, "    %d skipped: %s (%s)\n", len(ids), why, named)
+		}
+	}
 }
 
 // ExternalFlags implements stage.CommandEnv: --data-dir, the state folder run keeps, opened

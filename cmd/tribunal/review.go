@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -53,9 +54,14 @@ checked against the kind's answer contract before anything is recorded; the revi
 the credential's identity (on the state folder, the local user). Answering again replaces
 the person's earlier answer and counts the change.
 
---export-gold DIR writes the reviewed ab ACs as a calibration set tribunal calibrate
+--export-gold DIR writes the reviewed ACs as a calibration set tribunal calibrate
 reads (batch.yaml with the artifacts, expectations.yaml with the people's answers,
-thresholds.yaml), so a team's own labels measure the next judge.
+thresholds.yaml), so a team's own labels measure the next judge. Calibrate scores ab's
+pairwise answers only (accuracy, ties, order, length, injection against a known winner),
+so only reviewed ab ACs whose reviewers agree are written; it reports per kind how many
+reviewed ACs it wrote and how many it skipped and why (an ab AC whose reviewers disagree
+has no known answer; a critic, equivalence or rubric verdict has no known-answer form
+calibrate reads), and exits 2 when it has nothing to write.
 
 After tribunal run it works on the state folder (as spotcheck does); against running
 services with --nats. A team on a shared deployment works through the ingress with
@@ -65,7 +71,7 @@ whether it was reviewed and your own answer, never its AC, case or the judge's v
 The blind export's images are fetched as the team's blobs; the import posts the answers
 file to the ingress, which checks every answer and records it as a review.recorded
 event by the token's holder (ingress:<team> (token …)), and waits until the listing
-shows it; --export-gold there writes the reviewed ab ACs of the queue. The ingress's
+shows it; --export-gold there writes the queue's reviewed ACs as above. The ingress's
 quotas and rules apply. A reviewer's own token (tribunal tenants --reviewer) lists,
 exports and imports the same way, and nothing else: --export-gold, which holds the specs
 and everyone's answers, needs the team's token.`,
@@ -114,12 +120,7 @@ and everyone's answers, needs the team's token.`,
 					if err != nil {
 						return exitError{2, err}
 					}
-					n, err := exportGold(ctx, env.store, jobs, gold)
-					if err != nil {
-						return exitError{2, err}
-					}
-					fmt.Fprintf(out, "gold set: %d reviewed AC(s) written to %s (tribunal calibrate %s)\n", n, gold, gold)
-					return nil
+					return writeGold(ctx, env.store, jobs, gold, "", out)
 				}
 				return printQueue(out, tenant, batchID, q, asJSON)
 			})
@@ -133,10 +134,27 @@ and everyone's answers, needs the team's token.`,
 	fs.StringVar(&batchID, "batch", "", "the batch whose queue to work on")
 	fs.StringVar(&export, "export", "", "write the queue as reviewers see it, blind, to this file (- for standard output)")
 	fs.StringVar(&imp, "import", "", "record the answers in this JSON file (item or AC id -> answer in the kind's verdict shape)")
-	fs.StringVar(&gold, "export-gold", "", "write the reviewed ab ACs as a calibration set into this folder")
+	fs.StringVar(&gold, "export-gold", "", "write the reviewed ACs tribunal calibrate reads (ab's) as a calibration set into this folder, reporting per kind those it skips and why")
 	fs.BoolVar(&asJSON, "json", false, "list the queue as JSON")
 	_ = cmd.MarkFlagRequired("batch")
 	return cmd
+}
+
+// writeGold is --export-gold: the calibration set of the reviewed jobs, and what of each
+// kind it wrote and skipped, and why. Nothing to write is exit 2, saying what was skipped.
+func writeGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir, of string, out io.Writer) error {
+	rep, err := exportGold(ctx, store, jobs, dir)
+	if err != nil {
+		return exitError{2, err}
+	}
+	if rep.total() == 0 {
+		var sb strings.Builder
+		rep.write(&sb)
+		return exitError{2, fmt.Errorf("export-gold: no reviewed AC%s that tribunal calibrate can read to write\n%s", of, strings.TrimRight(sb.String(), "\n"))}
+	}
+	fmt.Fprintf(out, "gold set: %d reviewed AC(s)%s written to %s (tribunal calibrate %s)\n", rep.total(), of, dir, dir)
+	rep.write(out)
+	return nil
 }
 
 func exportReview(ctx context.Context, env *clientEnv, tenant string, q []client.ReviewEntry, path string, stdout io.Writer) error {
@@ -213,12 +231,7 @@ func reviewThroughIngress(ctx context.Context, c *ingress.Client, batchID, expor
 		if err != nil {
 			return exitError{2, err}
 		}
-		n, err := exportGold(ctx, c, jobs, gold)
-		if err != nil {
-			return exitError{2, err}
-		}
-		fmt.Fprintf(out, "gold set: %d reviewed AC(s) of the review queue written to %s (tribunal calibrate %s)\n", n, gold, gold)
-		return nil
+		return writeGold(ctx, c, jobs, gold, " of the review queue", out)
 	}
 	q, err := c.ReviewQueue(ctx, batchID)
 	if err != nil {

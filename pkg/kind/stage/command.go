@@ -151,7 +151,24 @@ type Prompt interface {
 
 // GoldExporting is a kind whose reviewed jobs make a calibration set of known answers
 // (ab's, which `tribunal calibrate` reads): `tribunal review --export-gold` writes it into
-// dir from the batch's jobs (each kind takes its own) and says how many it wrote.
+// dir from the batch's jobs (each kind takes its own) and says what it wrote and which of
+// its reviewed jobs it left out, and why. A kind that is not GoldExporting has no set
+// calibrate reads; its reviewed jobs are reported as skipped for that.
 type GoldExporting interface {
-	ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir string) (int, error)
+	ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir string) (GoldExport, error)
+}
+
+// GoldExport is what a kind's ExportGold wrote and left out of a gold set.
+type GoldExport struct {
+	// Written counts the ACs written.
+	Written int
+	// Skipped are the kind's reviewed ACs left out, each with why.
+	Skipped []GoldSkip
+}
+
+// GoldSkip is a reviewed AC a gold set leaves out. Why is the same words for every AC
+// left out for one reason, so a report counts them by it.
+type GoldSkip struct {
+	AC  string
+	Why string
 }

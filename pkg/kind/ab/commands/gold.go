@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab/calibration"
+	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -22,9 +24,9 @@ import (
 // storage under artifacts/<ac>/), expectations.yaml (the people's un-shuffled answer,
 // tests clear-win, or near-identical for a tie) and thresholds.yaml (every figure
 // reported, none checked until the team sets its marks). An AC whose reviewers disagree
-// has no known answer and is left out, as is one whose artifacts cannot be read. It
-// returns how many ACs it wrote.
-func ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir string) (int, error) {
+// has no known answer and is left out, as is one whose artifacts cannot be read: each is
+// in the returned Skipped with why. With nothing to write it writes no file.
+func ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir string) (stage.GoldExport, error) {
 	slices.SortFunc(jobs, func(a, b *records.Job) int { return a.Index - b.Index })
 	type entry struct {
 		ID        string  `yaml:"id"`
@@ -41,9 +43,13 @@ func ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 	var acs []entry
 	pairs := map[string]expectation{}
 	var order []string
-	var skipped []string
+	var skipped []stage.GoldSkip
 	for _, j := range jobs {
-		if j.Spec.Kind != events.KindAB || ab.SpecOf(j.Spec.KindPart) == nil || len(j.Reviews) == 0 {
+		if j.Spec.Kind != events.KindAB || len(j.Reviews) == 0 {
+			continue
+		}
+		if ab.SpecOf(j.Spec.KindPart) == nil {
+			skipped = append(skipped, stage.GoldSkip{AC: j.ACID, Why: "its record holds no ab spec (ours and reference)"})
 			continue
 		}
 		label := j.Reviews[0].Person.Label
@@ -54,7 +60,7 @@ func ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 			who = append(who, r.By)
 		}
 		if !agreed {
-			skipped = append(skipped, j.ACID+" (its reviewers disagree)")
+			skipped = append(skipped, stage.GoldSkip{AC: j.ACID, Why: "its reviewers disagree, so it has no known answer"})
 			continue
 		}
 		write := func(side string, s events.Source) (string, error) {
@@ -76,12 +82,14 @@ func ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 		}
 		ours, err := write("ours", ab.SpecOf(j.Spec.KindPart).Ours)
 		if err != nil {
-			skipped = append(skipped, err.Error())
+			skipped = append(skipped, stage.GoldSkip{AC: j.ACID, Why: "an artifact cannot be read"})
+			slog.Warn("export-gold: left out", "ac", j.ACID, "err", err)
 			continue
 		}
 		ref, err := write("reference", ab.SpecOf(j.Spec.KindPart).Reference)
 		if err != nil {
-			skipped = append(skipped, err.Error())
+			skipped = append(skipped, stage.GoldSkip{AC: j.ACID, Why: "an artifact cannot be read"})
+			slog.Warn("export-gold: left out", "ac", j.ACID, "err", err)
 			continue
 		}
 		tests := calibration.ClearWin
@@ -93,7 +101,7 @@ func ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 		order = append(order, j.ACID)
 	}
 	if len(acs) == 0 {
-		return 0, fmt.Errorf("export-gold: no reviewed ab AC to write%s", strings.Join(append([]string{""}, skipped...), "; "))
+		return stage.GoldExport{Skipped: skipped}, nil
 	}
 	b, err := yaml.Marshal(struct {
 		Version int     `yaml:"version"`
@@ -101,7 +109,7 @@ func ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 		ACs     []entry `yaml:"acs"`
 	}{1, "gold", acs})
 	if err != nil {
-		return 0, err
+		return stage.GoldExport{}, err
 	}
 	var exp yaml.Node
 	exp.Kind = yaml.MappingNode
@@ -109,7 +117,7 @@ func ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 		var k, v yaml.Node
 		k.SetString(id)
 		if err := v.Encode(pairs[id]); err != nil {
-			return 0, err
+			return stage.GoldExport{}, err
 		}
 		exp.Content = append(exp.Content, &k, &v)
 	}
@@ -118,7 +126,7 @@ func ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 		Pairs   *yaml.Node `yaml:"pairs"`
 	}{1, &exp})
 	if err != nil {
-		return 0, err
+		return stage.GoldExport{}, err
 	}
 	files := map[string][]byte{
 		"batch.yaml":        append([]byte("# A gold set from people's reviews (tribunal review --export-gold).\n"), b...),
@@ -127,11 +135,8 @@ func ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir 
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return 0, fmt.Errorf("export-gold: %w", err)
+			return stage.GoldExport{}, fmt.Errorf("export-gold: %w", err)
 		}
 	}
-	for _, s := range skipped {
-		fmt.Fprintln(os.Stderr, "export-gold: left out "+s)
-	}
-	return len(acs), nil
+	return stage.GoldExport{Written: len(acs), Skipped: skipped}, nil
 }

@@ -50,7 +50,7 @@ func (Kind) StateCommands(env stage.CommandEnv) []*cobra.Command {
 
 // ExportGold writes the batch's reviewed ab jobs as a calibration set
 // (`tribunal review --export-gold`).
-func (Kind) ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir string) (int, error) {
+func (Kind) ExportGold(ctx context.Context, store blob.Store, jobs []*records.Job, dir string) (stage.GoldExport, error) {
 	return commands.ExportGold(ctx, store, jobs, dir)
 }
 
