@@ -426,11 +426,22 @@ func showResults(ctx context.Context, env *clientEnv, tenant, batchID, out strin
 	if err != nil {
 		return err
 	}
-	// No tenant named (""): the one whose state holds the batch.
-	if tenant, err = client.ResolveTenant(ctx, b, tenant, batchID); err != nil {
-		return exitError{2, err}
+	// A read the cluster does not answer for the moment (a member slowed or cut off, an
+	// election) is tried again: the batch is complete, and its results are worth the wait.
+	notify := func(err error, next time.Duration) {
+		fmt.Fprintf(os.Stderr, "tribunal: results not read yet (%v); trying again in %s\n", err, next.Round(time.Millisecond))
 	}
-	res, err := client.Load(ctx, b, env.store, tenant, batchID)
+	res, err := client.Retrying(ctx, client.ReadBound, notify, func(ctx context.Context) (*client.Results, error) {
+		// No tenant named (""): the one whose state holds the batch.
+		t, err := client.ResolveTenant(ctx, b, tenant, batchID)
+		if err != nil {
+			if bus.IsTransient(err) {
+				return nil, err
+			}
+			return nil, exitError{2, err}
+		}
+		return client.Load(ctx, b, env.store, t, batchID)
+	})
 	if err != nil {
 		return err
 	}

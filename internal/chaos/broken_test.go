@@ -11,8 +11,8 @@ import (
 
 // TestClusterPartitionsCatchesStaleDecisions: the partition test fails on a deliberately
 // broken build (the chaosbroken tag, services/aggregator/stale_broken.go: an aggregator
-// that cannot reach the majority decides the message it holds instead of waiting, failing
-// it for good so its job is blocked on what the cut-off side had). It runs
+// that was cut off from the majority decides on what it held then, failing the next inputs
+// it handles for good so their jobs are blocked on what the cut-off side had). It runs
 // TestClusterPartitions under that tag as a go test of its own and wants it to fail on
 // its checks (not to fail to build, nor to skip). Like the partition test it runs only
 // with TRIBUNAL_PARTITIONS=1.
@@ -35,8 +35,8 @@ func TestClusterPartitionsCatchesStaleDecisions(t *testing.T) {
 	case !strings.Contains(log, "--- FAIL: TestClusterPartitions"):
 		t.Fatalf("the broken build's partition test did not run to a failure (%v):\n%s", err, tailOf(log, 4000))
 	}
-	t.Logf("TestClusterPartitions failed on the broken build, as it must (%d decisions taken without the cluster); its failure:\n%s",
-		strings.Count(log, "chaosbroken: decided without the cluster"), failureLines(log))
+	t.Logf("TestClusterPartitions failed on the broken build, as it must (%d decisions taken on what a cut-off aggregator held); its failure:\n%s",
+		strings.Count(log, "chaosbroken: decided on what it held while cut off"), failureLines(log))
 }
 
 // failureLines are the lines of a go test log that say why a test failed.

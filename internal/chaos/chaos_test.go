@@ -79,6 +79,20 @@ func (p *proc) start(t testing.TB) {
 	go func() { _ = cmd.Wait(); close(exited) }()
 }
 
+// signal sends sig to the current run of the process (SIGSTOP and SIGCONT: a process
+// frozen for a moment while messages reach it).
+func (p *proc) signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		t.Fatalf("signal %s: %s is not running", sig, p.name)
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s to %s: %v", sig, p.name, err)
+	}
+}
+
 // hasExited reports whether the current run of the process has ended.
 func (p *proc) hasExited() bool {
 	p.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -290,14 +291,22 @@ func TestClusterPartitions(t *testing.T) {
 	lab.heal(li)
 	cut = -1
 
-	// An aggregator cut from the cluster while it holds work.
+	// An aggregator cut from the cluster while it holds work. It is stopped for a moment
+	// first, so that messages its pulls asked for wait in its socket whatever its pace,
+	// then cut and let go on: it handles them with no member to answer. The cut outlasts
+	// the ack wait (its messages go to the other) and the store's 5 s wait for an answer
+	// (its handlers give up on the store before it is healed).
 	waitVerdicts(n/2, all)
+	agg := services[4]
+	agg.signal(t, syscall.SIGSTOP)
+	time.Sleep(2 * time.Second)
 	lab.cut(3)
 	cut = 3
-	t.Log("partitioned one aggregator from the cluster")
+	agg.signal(t, syscall.SIGCONT)
+	t.Log("partitioned one aggregator from the cluster, holding the messages it was sent while stopped")
 	at, _ = verdicts(ctx, js)
 	waitVerdicts(at+n/20, all)
-	time.Sleep(6 * time.Second) // past the ack wait: its messages went to the other
+	time.Sleep(10 * time.Second)
 	lab.heal(3)
 	cut = -1
 

@@ -40,6 +40,9 @@ type Service struct {
 	// a create that finds the key costs two round trips and changes nothing.
 	headers     sync.Map
 	headerCount atomic.Int64
+	// staleLeft counts down the inputs the deliberately broken build still fails after
+	// a cut (staleDecide); always 0 in a real build.
+	staleLeft atomic.Int64
 	// runner applies inputs to the buckets (store) with the rules.
 	runner rulebook.Runner
 }
@@ -72,13 +75,38 @@ func (s *Service) Handle(ctx context.Context, ev events.Event) ([]events.Event, 
 	} else {
 		out, err = s.apply(ctx, in)
 	}
-	if staleDecisions && err != nil && bus.IsTransient(err) {
-		// The deliberately broken build only: see stale_broken.go.
-		s.log.WarnContext(ctx, "chaosbroken: decided without the cluster", "event", ev.ID, "err", err)
-		return nil, bus.Permanent(fmt.Errorf("chaosbroken: decided without the cluster: %w", err))
+	if staleDecisions {
+		return s.staleDecide(ctx, ev, out, err)
 	}
 	return out, err
 }
+
+// staleDecide is the deliberately broken build's handling (see stale_broken.go): a
+// handler whose store did not answer marks this instance cut off, and the next
+// staleAfterCut inputs it handles once the store answers again are failed for good, as
+// if decided on the view it held while cut off. It is keyed on the cut having happened,
+// not on its timing, so the partition test meets it on every run in which an aggregator
+// held work across a cut.
+func (s *Service) staleDecide(ctx context.Context, ev events.Event, out []events.Event, err error) ([]events.Event, error) {
+	if err != nil {
+		if bus.IsTransient(err) {
+			s.staleLeft.Store(staleAfterCut)
+		}
+		return out, err
+	}
+	for n := s.staleLeft.Load(); n > 0; n = s.staleLeft.Load() {
+		if s.staleLeft.CompareAndSwap(n, n-1) {
+			s.log.WarnContext(ctx, "chaosbroken: decided on what it held while cut off", "event", ev.ID, "job", ev.JobID)
+			return nil, bus.Permanent(fmt.Errorf("chaosbroken: decided on what it held while cut off"))
+		}
+	}
+	return out, nil
+}
+
+// staleAfterCut is how many inputs the broken build fails after a cut: more than one,
+// so that one landing on a job already final (which a dead letter cannot block) still
+// leaves others that block theirs.
+const staleAfterCut = 5
 
 // applyBatch runs the rules of a batch-wide input (batch.opened, a cancel step) on the
 // batch header (rulebook.Runner).
