@@ -54,8 +54,17 @@ type Progress struct {
 }
 
 // RunWith is Run with options.
+//
+// It reads the stream once (replayPlan.once), auditing as it selects. What the
+// aggregator knew before the stream shows it (see ahead) is gathered on the way, and
+// what the audit was told of it is checked against the whole read: when the read
+// contradicts it (a spot-check claim or a cancel the aggregator's race settled otherwise
+// than the stream's order, a redrive's jobs stored after its first request, a view's
+// loop or a batch begun before Since), that audit is dropped and the stream read again
+// with the facts concluded, as a planned replay does; the report says why (ReadAgain).
+// Either way the audit decides what the planned replay decides.
 func RunWith(ctx context.Context, js jetstream.JetStream, f Filter, store blob.Store, o Options) (Report, error) {
-	p, err := planWith(ctx, js, f, o.Progress)
+	p, err := openPlan(ctx, js, f, o.Progress)
 	if err != nil {
 		return Report{}, err
 	}
@@ -63,10 +72,21 @@ func RunWith(ctx context.Context, js jetstream.JetStream, f Filter, store blob.S
 		return newAuditor(ctx, store, newAhead(f.BatchID)).finish(), nil
 	}
 	a := newAuditor(ctx, store, p.ahead)
-	if err := p.each(ctx, js, func(r *Recorded) error { a.visit(r); return nil }); err != nil {
+	why, err := p.once(ctx, js, a.visit)
+	if err != nil {
 		return Report{}, err
 	}
-	return a.finish(), nil
+	if why != "" {
+		// What this audit derived rests on facts the read contradicts: none of it stands.
+		p.passes = 2
+		a = newAuditor(ctx, store, p.ahead)
+		if err := p.each(ctx, js, func(r *Recorded) error { a.visit(r); return nil }); err != nil {
+			return Report{}, err
+		}
+	}
+	rep := a.finish()
+	rep.Reads, rep.ReadAgain = p.reads, why
+	return rep, nil
 }
 
 // Audit re-derives every decision of the replayed batches from their recorded events

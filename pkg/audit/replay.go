@@ -124,9 +124,11 @@ type replayPlan struct {
 	firstKept, lastKept uint64
 	ahead               *ahead
 	// progress is told how far each read has come (nil: nobody); firstSeq is the
-	// stream's first sequence, where Progress counts from.
-	progress func(Progress)
-	firstSeq uint64
+	// stream's first sequence, where Progress counts from. reads counts the reads
+	// begun, passes how many the replay makes (for Progress).
+	progress      func(Progress)
+	firstSeq      uint64
+	reads, passes int
 }
 
 // progressEvery is how many sequences a read advances between two reports.
@@ -139,7 +141,7 @@ func (p *replayPlan) tell(pass int, seq uint64) {
 	}
 	total := p.last - min(p.firstSeq, p.last) + 1
 	read := min(seq-min(p.firstSeq, seq)+1, total)
-	p.progress(Progress{Pass: pass, Passes: 2, Read: read, Total: total})
+	p.progress(Progress{Pass: pass, Passes: p.passes, Read: read, Total: total})
 }
 
 // planBatch is what the first read keeps of one batch.
@@ -160,6 +162,25 @@ func plan(ctx context.Context, js jetstream.JetStream, f Filter) (*replayPlan, e
 
 // planWith is plan telling progress how far each read has come (nil: nobody).
 func planWith(ctx context.Context, js jetstream.JetStream, f Filter, progress func(Progress)) (*replayPlan, error) {
+	p, err := openPlan(ctx, js, f, progress)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	p.passes = 2
+	p.reads++
+	err = readStream(ctx, js, p.stream, p.consumer(false), p.last, func(r Recorded) bool {
+		p.first(&r)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.tell(1, p.last)
+	return p, p.conclude(ctx, js)
+}
+
+// openPlan starts a replay's plan: nil when the stream holds nothing.
+func openPlan(ctx context.Context, js jetstream.JetStream, f Filter, progress func(Progress)) (*replayPlan, error) {
 	if f.Tenant != "" {
 		if err := events.ValidateTenant(f.Tenant); err != nil {
 			return nil, fmt.Errorf("audit: %w", err)
@@ -185,22 +206,27 @@ func planWith(ctx context.Context, js jetstream.JetStream, f Filter, progress fu
 	if f.Tenant != "" {
 		p.filters = []string{events.TenantAll(f.Tenant), events.DeadLetterPrefix + ".>"}
 	}
-	err = readStream(ctx, js, name, p.consumer(false), p.last, func(r Recorded) bool {
-		if p.mainFirst == 0 {
-			p.mainFirst = r.Seq
-		}
-		p.tell(1, r.Seq)
-		p.scan(&r, f.Until.IsZero() || !r.Stored.After(f.Until))
-		return true
-	})
-	if err != nil {
-		return nil, err
+	return p, nil
+}
+
+// first notes one message of the first read, from Since on.
+func (p *replayPlan) first(r *Recorded) {
+	if p.mainFirst == 0 {
+		p.mainFirst = r.Seq
 	}
-	p.tell(1, p.last)
-	if !f.Since.IsZero() && p.mainFirst > info.State.FirstSeq && p.needsEarlier() {
+	p.tell(1, r.Seq)
+	p.scan(r, p.f.Until.IsZero() || !r.Stored.After(p.f.Until))
+}
+
+// conclude ends the first read: it reads what precedes Since when a selected batch (or a
+// view's loop) began before it, concludes the facts gathered ahead and bounds the
+// selected batches.
+func (p *replayPlan) conclude(ctx context.Context, js jetstream.JetStream) error {
+	if p.wantsEarlier() {
 		// A selected batch (or a view's loop) began before Since: read what precedes it.
 		p.early = true
-		err := readStream(ctx, js, name, p.consumer(true), p.mainFirst-1, func(r Recorded) bool {
+		p.reads++
+		err := readStream(ctx, js, p.stream, p.consumer(true), p.mainFirst-1, func(r Recorded) bool {
 			if r.Seq >= p.mainFirst {
 				return false
 			}
@@ -208,10 +234,22 @@ func planWith(ctx context.Context, js jetstream.JetStream, f Filter, progress fu
 			return true
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	p.ahead.done()
+	p.bound()
+	return nil
+}
+
+// wantsEarlier reports whether the replay must read what precedes Since.
+func (p *replayPlan) wantsEarlier() bool {
+	return !p.f.Since.IsZero() && p.mainFirst > p.firstSeq && p.needsEarlier()
+}
+
+// bound works out the selected batches' bounds and views.
+func (p *replayPlan) bound() {
+	p.firstKept, p.lastKept = 0, 0
 	for _, b := range p.batches {
 		if !b.selected || b.first == 0 {
 			continue
@@ -224,7 +262,6 @@ func planWith(ctx context.Context, js jetstream.JetStream, f Filter, progress fu
 			p.views[v] = true
 		}
 	}
-	return p, nil
 }
 
 // consumer is the ordered consumer of one read: from Since, or from the stream's start.
@@ -294,9 +331,11 @@ func (p *replayPlan) needsEarlier() bool {
 // each is the second read: it delivers the planned messages in stream order.
 func (p *replayPlan) each(ctx context.Context, js jetstream.JetStream, visit func(*Recorded) error) error {
 	var verr error
-	defer p.tell(2, p.last)
+	p.reads++
+	pass := p.passes
+	defer p.tell(pass, p.last)
 	err := readStream(ctx, js, p.stream, p.consumer(p.early), p.last, func(r Recorded) bool {
-		p.tell(2, r.Seq)
+		p.tell(pass, r.Seq)
 		inRange := (!p.early || r.Seq >= p.mainFirst) && (p.f.Until.IsZero() || !r.Stored.After(p.f.Until))
 		keep, history := p.keep(&r, inRange)
 		if !keep {
@@ -310,6 +349,96 @@ func (p *replayPlan) each(ctx context.Context, js jetstream.JetStream, visit fun
 		return verr
 	}
 	return err
+}
+
+// once reads the stream a single time, selecting and delivering together: what a
+// second read would deliver is decidable as each message is read but for the facts
+// gathered ahead (see ahead) and the history of rubric views. It delivers as if those
+// asked for nothing, gathering them as the first read does, and returns why that was
+// wrong ("" when it was not: the delivery, and what the visitor asked the ahead facts,
+// were those of a planned replay). On a reason the plan is concluded (the early read
+// included): each then delivers it again. visit is given the messages it delivers.
+func (p *replayPlan) once(ctx context.Context, js jetstream.JetStream, visit func(*Recorded)) (string, error) {
+	p.passes = 1
+	p.reads++
+	p.ahead.live = true
+	var whys []string
+	wrong := func(s string) {
+		if s != "" && !slices.Contains(whys, s) {
+			whys = append(whys, s)
+		}
+	}
+	// pending are undecodable messages attributed to no batch, read after the selected
+	// batches' first event: delivered before the next kept one, the bound a planned
+	// replay keeps them within, dropped at the end.
+	var pending []*Recorded
+	var firstKept uint64
+	dropped := map[batchKey]bool{}
+	err := readStream(ctx, js, p.stream, p.consumer(false), p.last, func(r Recorded) bool {
+		inRange := p.f.Until.IsZero() || !r.Stored.After(p.f.Until)
+		if !r.OK() {
+			p.first(&r)
+			tenant, batch := peekEnvelope(r.Raw)
+			switch {
+			case (p.f.Tenant != "" && tenant != "" && tenant != p.f.Tenant) || (p.f.BatchID != "" && batch != "" && batch != p.f.BatchID):
+			case batch != "" && (inRange || p.selected(batchKey{tenant, batch})):
+				visit(&r)
+			case batch != "":
+				dropped[batchKey{tenant, batch}] = true
+			case inRange && firstKept != 0 && r.Seq > firstKept:
+				pending = append(pending, &r)
+			}
+			return true
+		}
+		bk := batchKey{r.Event.Tenant, r.Event.BatchID}
+		before := p.batches[bk]
+		wasSelected, seen := before != nil && before.selected, before != nil && before.first != 0
+		p.first(&r)
+		if p.f.Tenant != "" && r.Event.Tenant != p.f.Tenant || !p.selected(bk) {
+			return true
+		}
+		if !wasSelected && seen {
+			// Stored within the range after events stored outside it (a clock set back).
+			wrong(fmt.Sprintf("batch %s/%s was selected by an event stored after some of its own outside the range", bk.tenant, bk.batch))
+		}
+		for _, u := range pending {
+			visit(u)
+		}
+		pending = pending[:0]
+		if firstKept == 0 {
+			firstKept = r.Seq
+		}
+		visit(&r)
+		return true
+	})
+	if err != nil {
+		return "", err
+	}
+	p.tell(1, p.last)
+	p.ahead.live = false
+	if p.wantsEarlier() {
+		wrong("a selected batch, or the loop of one of its rubric views, began before --since")
+	}
+	if err := p.conclude(ctx, js); err != nil {
+		return "", err
+	}
+	for bk := range dropped {
+		if p.selected(bk) {
+			wrong(fmt.Sprintf("batch %s/%s was selected after an undecodable message of its own was passed", bk.tenant, bk.batch))
+		}
+	}
+	for bk, b := range p.batches {
+		if b.selected || b.first == 0 || b.first >= p.lastKept {
+			continue
+		}
+		for _, v := range b.views {
+			if p.views[v] {
+				wrong(fmt.Sprintf("a rubric view's loop carries over from batch %s/%s", bk.tenant, bk.batch))
+			}
+		}
+	}
+	wrong(p.ahead.contradicted())
+	return strings.Join(whys, "; "), nil
 }
 
 // keep decides whether the second read delivers r, and whether as history.
@@ -395,11 +524,81 @@ func viewKey(tenant string, spec events.JobSpec) string {
 // writes them on the header before its first request), and where each job's cancel was
 // applied (see cancelScan). Replay's first read gathers it (add, then done); Audit over a
 // slice reads it from the slice.
+//
+// A replay read once (replayPlan.once) gathers them while the audit runs: the audit is
+// told what is known so far (live), and what it was told is kept (claims, redrives, the
+// cancels it applied as stored) to be checked against what the whole read concludes
+// (contradicted).
 type ahead struct {
 	batches map[batchKey]*aheadBatch
 	// scan gathers the cancels' places until done; cancels is what it concludes.
 	scan    *cancelScan
 	cancels *cancelPlan
+	// live is set while the facts are still being gathered; claims and redrives are what
+	// the audit was told meanwhile.
+	live     bool
+	claims   []claimTold
+	redrives []redriveTold
+}
+
+// claimTold is a claim holder the audit was told while the facts were gathered.
+type claimTold struct {
+	bk          batchKey
+	job, holder string
+}
+
+// redriveTold is how many of a redrive attempt's jobs the audit was told of at its
+// first request while the facts were gathered (the attempt's jobs only grow).
+type redriveTold struct {
+	bk      batchKey
+	attempt int
+	jobs    int
+}
+
+// claimHolder is the job whose sign-off wins batch bk's spot-check claim, job asking
+// for it: the one the recorded decision that waits for a person names, else job.
+func (h *ahead) claimHolder(bk batchKey, job string) string {
+	holder := job
+	if first := h.of(bk).awaiting; first != "" {
+		holder = first
+	}
+	if h.live {
+		h.claims = append(h.claims, claimTold{bk: bk, job: job, holder: holder})
+	}
+	return holder
+}
+
+// redriveJobs are the jobs redrive attempt of batch bk sends again.
+func (h *ahead) redriveJobs(bk batchKey, attempt int) []string {
+	jobs := h.of(bk).redrives[attempt]
+	if h.live {
+		h.redrives = append(h.redrives, redriveTold{bk: bk, attempt: attempt, jobs: len(jobs)})
+	}
+	return jobs
+}
+
+// contradicted says what the audit was told while the facts were gathered that the
+// whole read contradicts ("" nothing): the audit must then run again with what it
+// concluded. Call it after done.
+func (h *ahead) contradicted() string {
+	for _, c := range h.claims {
+		want := c.job
+		if first := h.of(c.bk).awaiting; first != "" {
+			want = first
+		}
+		if c.holder != want {
+			return fmt.Sprintf("batch %s/%s: the spot-check claim went to the sign-off of %s, which the stream holds after %s's", c.bk.tenant, c.bk.batch, want, c.job)
+		}
+	}
+	for _, r := range h.redrives {
+		if n := len(h.of(r.bk).redrives[r.attempt]); n != r.jobs {
+			return fmt.Sprintf("batch %s/%s: redrive %d sends %d jobs again, %d of them stored after its first request", r.bk.tenant, r.bk.batch, r.attempt, n, n-r.jobs)
+		}
+	}
+	if n := len(h.cancels.bySeq); n > 0 {
+		return fmt.Sprintf("%d job cancels were applied elsewhere than the stream holds them", n)
+	}
+	return ""
 }
 
 type aheadBatch struct {

@@ -279,6 +279,10 @@ type Report struct {
 	// Read is how many stream messages one job's audit read (RunJob): those at its
 	// record's positions and up to its outcome, or every one it passed over.
 	Read int `json:"read,omitempty"`
+	// Reads is how many times a batch audit read the stream (Run): 1, or 2 (3 with an
+	// early read before Since) when ReadAgain says why one read could not decide alone.
+	Reads     int    `json:"reads,omitempty"`
+	ReadAgain string `json:"read_again,omitempty"`
 	// Decisions counts the re-derived values that were compared with a record.
 	Decisions int `json:"decisions"`
 	// Batches are the audited batches, as re-derived.

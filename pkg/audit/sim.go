@@ -278,7 +278,7 @@ func (a *auditor) redriveRequest(r *Recorded) {
 	b := a.batch(bk)
 	if b.started < ev.Attempt {
 		b.started = ev.Attempt
-		a.mem.StartRedrive(ev.Tenant, ev.BatchID, ev.Attempt, a.ahead.of(bk).redrives[ev.Attempt])
+		a.mem.StartRedrive(ev.Tenant, ev.BatchID, ev.Attempt, a.ahead.redriveJobs(bk, ev.Attempt))
 	}
 	j := a.mem.Job(ev.Tenant, ev.BatchID, ev.JobID)
 	var why string
@@ -339,10 +339,7 @@ type cachedDocument struct {
 // waits for a person names the winner; with none recorded, the first sign-off in stream
 // order wins.
 func (a *auditor) claim(tenant, batch, job string) string {
-	holder := job
-	if first := a.ahead.of(batchKey{tenant, batch}).awaiting; first != "" {
-		holder = first
-	}
+	holder := a.ahead.claimHolder(batchKey{tenant, batch}, job)
 	if !a.claimNoted[batchKey{tenant, batch}] {
 		a.claimNoted[batchKey{tenant, batch}] = true
 		a.note(batchKey{tenant, batch}, "which sign-off of the interactive batch waits for a person", "a key-value race decides it; taken from the recorded decision")

@@ -1,0 +1,159 @@
+package audit_test
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/pkg/audit"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+)
+
+// findingKeys are a report's findings, comparable across two audits of one stream.
+func findingKeys(rep audit.Report) string {
+	var out []string
+	for _, m := range rep.Mismatches {
+		out = append(out, strings.Join([]string{string(m.Kind), m.Job, m.EventID, string(m.EventType), m.Field, m.FromID, m.Recorded, m.Derived}, "|"))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+// onStream stores the fixture's messages on a fresh stream, split at recs[split] by a
+// moment Since can name (split < 0: none); it returns the stream and that moment.
+func onStream(ctx context.Context, t *testing.T, f *fixture, split int) (jetstream.JetStream, time.Time) {
+	t.Helper()
+	_, _, js := natstest.Provisioned(t, bus.Config{Memory: true})
+	if split < 0 {
+		store(ctx, t, js, f.recs)
+		return js, time.Time{}
+	}
+	store(ctx, t, js, f.recs[:split])
+	time.Sleep(50 * time.Millisecond)
+	since := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	store(ctx, t, js, f.recs[split:])
+	return js, since
+}
+
+// TestRunReadsTheStreamOnce: a batch whose ahead facts the stream shows where the audit
+// needs them (no race between a cancel and its job, no redrive stored in pieces) is
+// audited with one read of the stream, for --batch and for --since alike, and the one
+// read finds what the audit of the whole slice finds: nothing on a clean batch, every
+// alteration on a tampered one.
+func TestRunReadsTheStreamOnce(t *testing.T) {
+	tampered := func(t *testing.T) *fixture {
+		f := staged(t)
+		f.drop(f.find(events.TypeRenderDone, "AC-1"))
+		f.forgeWinner(f.find(events.TypeIterationDecided, "AC-2"))
+		return f
+	}
+	for name, build := range map[string]func(*testing.T) *fixture{"honest": honest, "redriven": redriven, "staged": staged, "tampered": tampered} {
+		t.Run(name, func(t *testing.T) {
+			f := build(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			js, _ := onStream(ctx, t, f, -1)
+			want := f.audit()
+			for _, flt := range []audit.Filter{{Tenant: f.tenant, BatchID: f.batch}, {Since: time.Now().Add(-time.Hour)}} {
+				got, err := audit.Run(ctx, js, flt, f.store)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Reads != 1 || got.ReadAgain != "" {
+					t.Fatalf("%+v: %d reads (%q), want 1", flt, got.Reads, got.ReadAgain)
+				}
+				if findingKeys(got) != findingKeys(want) || got.Events != want.Events || got.Decisions != want.Decisions ||
+					len(got.Batches) != 1 || got.Batches[0].Digest != want.Batches[0].Digest {
+					t.Fatalf("%+v: Run found%s\nAudit found%s", flt, dump(got), dump(want))
+				}
+				if name != "tampered" && !got.OK() || name == "tampered" && got.OK() {
+					t.Fatalf("%+v: %s", flt, dump(got))
+				}
+			}
+		})
+	}
+}
+
+// TestRunReadsAgainWhenTheStreamContradictsTheRead: where the aggregator applied a job's
+// cancel before inputs the stream holds ahead of it, the one read's audit (which applied
+// it where stored) is contradicted by what the read concludes: the audit runs again over
+// a second read with the cancels placed, says why, and is clean, as a planned replay is.
+// From a --since in the middle of the race the early read comes in between (three).
+func TestRunReadsAgainWhenTheStreamContradictsTheRead(t *testing.T) {
+	f := cancelled(t)
+	split := -1
+	for i, r := range f.recs {
+		if _, ok := r.Event.Payload.(*events.BatchCancelRequested); ok && split < 0 {
+			split = i
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	js, since := onStream(ctx, t, f, split)
+	for flt, reads := range map[*audit.Filter]int{{Tenant: f.tenant, BatchID: f.batch}: 2, {Since: since}: 3} {
+		rep, err := audit.Run(ctx, js, *flt, f.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Reads != reads || !strings.Contains(rep.ReadAgain, "cancel") {
+			t.Fatalf("%+v: %d reads (%q), want %d for the cancels", *flt, rep.Reads, rep.ReadAgain, reads)
+		}
+		if !rep.OK() || len(rep.Batches) != 1 || rep.Batches[0].Summary == nil || rep.Batches[0].Summary.Blocked != 3 {
+			t.Fatalf("%+v: %+v%s", *flt, rep.Batches, dump(rep))
+		}
+	}
+}
+
+// TestRunCatchesAlteredAheadFacts: the facts an audit takes from further down the
+// stream are recorded events like any other, and altering one is a finding whichever
+// read decides: a cancelled job's outcome made to name its verdict as its cause (which
+// moves its cancel after the verdict: the job re-derives compared, not cancelled), and
+// a redrive request forged for a job that was not blocked, stored after the redrive's
+// first request (the redrive's jobs then include it).
+func TestRunCatchesAlteredAheadFacts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	t.Run("a cancelled job's cause", func(t *testing.T) {
+		f := cancelled(t)
+		var verdict string
+		for _, r := range f.recs {
+			if _, ok := r.Event.Payload.(*events.VerdictEmitted); ok && r.Event.JobID == "AC-2" {
+				verdict = r.Event.ID
+			}
+		}
+		f.rewrite(f.find(events.TypeJobBlocked, "AC-2"), func(e *events.Event) { e.CausationID = verdict })
+		js, _ := onStream(ctx, t, f, -1)
+		rep, err := audit.Run(ctx, js, audit.Filter{Tenant: f.tenant, BatchID: f.batch}, f.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireFinding(t, rep, audit.KindUnexplained, "AC-2", "")
+		if findingKeys(rep) != findingKeys(f.audit()) {
+			t.Fatalf("Run found%s\nAudit found%s", dump(rep), dump(f.audit()))
+		}
+	})
+	t.Run("a redrive's jobs", func(t *testing.T) {
+		f := redriven(t)
+		rec := f.agg.Job(f.tenant, f.batch, "AC-1")
+		f.publish(events.NewAttempt(&events.RenderRequested{Spec: rec.Spec}, f.tenant, f.batch, "AC-1", rec.Iteration, "", 1, nil))
+		js, _ := onStream(ctx, t, f, -1)
+		rep, err := audit.Run(ctx, js, audit.Filter{Tenant: f.tenant, BatchID: f.batch}, f.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Reads != 2 || !strings.Contains(rep.ReadAgain, "redrive 1") {
+			t.Fatalf("%d reads (%q), want 2 for the redrive's jobs", rep.Reads, rep.ReadAgain)
+		}
+		requireFinding(t, rep, audit.KindUnexplained, "AC-1", "envelope.attempt")
+		if findingKeys(rep) != findingKeys(f.audit()) {
+			t.Fatalf("Run found%s\nAudit found%s", dump(rep), dump(f.audit()))
+		}
+	})
+}
