@@ -3,11 +3,11 @@ package kind
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 )
 
 // Unmarshal reads a kind's part of a job record (its Result, or a looping kind's Loop),
@@ -69,39 +69,60 @@ func EntryOf(j *records.Job) ManifestEntry {
 }
 
 // ListFold folds final jobs into a ListManifest, one row per job, listed in batch order
-// whatever order the jobs are folded in.
+// whatever order the jobs are folded in. Each row is encoded as it is added and written
+// out (pkg/spillsort), so the fold holds a bounded buffer of rows, not the batch's.
 type ListFold[R any] struct {
-	m     ListManifest[R]
-	index []int
-	row   func(*records.Job) R
+	header ManifestHeader
+	rows   *spillsort.Sorter
+	row    func(*records.Job) R
+	key    []byte
+	// err is the first row that did not encode, reported when the manifest is (as
+	// encoding it whole would have).
+	err error
 }
 
 // NewListFold starts the list manifest of a batch whose rows row makes.
 func NewListFold[R any](k events.Kind, batch string, row func(*records.Job) R) *ListFold[R] {
-	return &ListFold[R]{m: ListManifest[R]{ManifestHeader: ManifestHeader{Kind: k, Source: "tribunal", BatchID: batch}}, row: row}
+	return &ListFold[R]{header: ManifestHeader{Kind: k, Source: "tribunal", BatchID: batch}, rows: spillsort.New(nil), row: row}
 }
 
 // Add implements Manifest.
 func (f *ListFold[R]) Add(j *records.Job) {
-	f.index = append(f.index, j.Index)
-	f.m.Results = append(f.m.Results, f.row(j))
+	data, err := json.Marshal(f.row(j))
+	if err != nil {
+		if f.err == nil {
+			f.err = err
+		}
+		return
+	}
+	f.key = spillsort.IntKey(f.key[:0], j.Index)
+	f.rows.Add(f.key, data)
 }
 
-// Build implements Manifest: a *ListManifest[R], nil when no job was added.
+// Build implements Manifest: the ListManifest[R]'s JSON, its rows read from where Add
+// wrote them; nil when no job was added.
 func (f *ListFold[R]) Build(at time.Time) any {
-	if len(f.m.Results) == 0 {
+	if f.rows.Len() == 0 && f.err == nil {
 		return nil
 	}
-	f.m.GeneratedAt = at.UTC()
-	sort.Sort((*byIndex[R])(f))
-	return &f.m
+	h := f.header
+	return &listDoc{Kind: h.Kind, Source: h.Source, BatchID: h.BatchID, GeneratedAt: at.UTC(), Results: NewRows(func(fn func([]byte) error) error {
+		if f.err != nil {
+			return f.err
+		}
+		return f.rows.Each(func(_, row []byte) error { return fn(row) })
+	})}
 }
 
-type byIndex[R any] ListFold[R]
+// Close lets go of the fold's rows.
+func (f *ListFold[R]) Close() error { return f.rows.Close() }
 
-func (b *byIndex[R]) Len() int           { return len(b.index) }
-func (b *byIndex[R]) Less(i, j int) bool { return b.index[i] < b.index[j] }
-func (b *byIndex[R]) Swap(i, j int) {
-	b.index[i], b.index[j] = b.index[j], b.index[i]
-	b.m.Results[i], b.m.Results[j] = b.m.Results[j], b.m.Results[i]
+// listDoc is a ListManifest as Build writes it: ManifestHeader's fields, in its order,
+// then the rows (TestListFoldBatchOrder holds it to the manifest's encoding).
+type listDoc struct {
+	Kind        events.Kind `json:"kind"`
+	Source      string      `json:"source"`
+	BatchID     string      `json:"batch_id"`
+	GeneratedAt time.Time   `json:"generated_at"`
+	Results     Rows        `json:"results"`
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 )
 
 // Completed is a batch's completion: the record its header keeps, the manifests to store
@@ -32,17 +33,22 @@ type Completed struct {
 // Fold accumulates what a batch's completion needs from each final job, one at a time and
 // in any order, keeping only that (each kind's manifest rows, the outcome, the digest
 // links) rather than whole records, so a 100,000-job batch completes without holding
-// 100,000 records.
+// 100,000 records. The rows and links are written out as they are added (pkg/spillsort,
+// in $TMPDIR): what it holds grows with the kinds, judges and outcomes met, not the
+// jobs, but for the index (KeepIndex).
 type Fold struct {
 	tenant, batch string
 	// at is the latest decision among the folded jobs: the time the completion and its
 	// manifests carry. It depends on the jobs alone, not on which aggregator instance
 	// happened to complete the batch or when, so a replay rebuilds the manifests byte for
 	// byte.
-	at        time.Time
-	sum       events.BatchCompleted
-	outcomes  []kind.Outcome
-	links     []indexed
+	at  time.Time
+	sum events.BatchCompleted
+	// outcomes are the distinct outcomes folded: what kind.ExitCode reads of them all.
+	outcomes map[kind.Outcome]bool
+	// links are each job's packed links (packLinks) by batch index.
+	links     *spillsort.Sorter
+	key       []byte
 	manifests map[events.Kind]kind.Manifest
 	kinds     map[events.Kind]int
 	judges    map[string]bool
@@ -56,14 +62,10 @@ type Fold struct {
 	err      error
 }
 
-type indexed struct {
-	index int
-	links []byte // packLinks
-}
-
 // NewFold starts the completion of a batch.
 func NewFold(tenant, batch string) *Fold {
-	return &Fold{tenant: tenant, batch: batch, manifests: map[events.Kind]kind.Manifest{}, kinds: map[events.Kind]int{}, judges: map[string]bool{}}
+	return &Fold{tenant: tenant, batch: batch, outcomes: map[kind.Outcome]bool{}, links: spillsort.New(nil),
+		manifests: map[events.Kind]kind.Manifest{}, kinds: map[events.Kind]int{}, judges: map[string]bool{}}
 }
 
 // KeepIndex makes the fold build the batch's index too (the aggregator stores it; the
@@ -89,11 +91,12 @@ func (f *Fold) Add(j *records.Job) {
 		f.sum.Violations++
 	}
 	o := Outcome(j)
-	f.outcomes = append(f.outcomes, o)
+	f.outcomes[o] = true
 	if o == kind.OutcomeFinding {
 		f.sum.Suggestions++
 	}
-	f.links = append(f.links, indexed{j.Index, packLinks(j.Inputs)})
+	f.key = spillsort.IntKey(f.key[:0], j.Index)
+	f.links.Add(f.key, packLinks(j.Inputs))
 	f.review(j)
 	f.kinds[j.Spec.Kind]++
 	for _, n := range j.Judges {
@@ -147,7 +150,9 @@ func (f *Fold) Revision() *records.Revision {
 // Digest chains every folded job's inputs in batch order: the digest manifests and the
 // batch header carry, so an auditor can prove which events they rest on.
 func (f *Fold) Digest() string {
-	sort.SliceStable(f.links, func(a, b int) bool { return f.links[a].index < f.links[b].index })
+	if f.links == nil {
+		return ""
+	}
 	// records.ChainDigest over every link, without a string per link and step: at a
 	// 100,000-job batch's end those were about 50 MB of garbage at once, at the audit's
 	// peak of memory.
@@ -161,8 +166,13 @@ func (f *Fold) Digest() string {
 		hex.Encode(d[:], sum[:])
 		dn = len(d)
 	}
-	for _, l := range f.links {
-		eachLinkBytes(l.links, &link, next)
+	if err := f.links.Each(func(_, packed []byte) error {
+		eachLinkBytes(packed, &link, next)
+		return nil
+	}); err != nil {
+		// The spill file is the fold's own, written by it: one that does not read back is
+		// a broken machine, not bad input (as for Memory's records).
+		panic(fmt.Sprintf("rulebook: the digest links of %s: %v", records.BatchKey(f.tenant, f.batch), err))
 	}
 	return string(d[:dn])
 }
@@ -276,10 +286,10 @@ func (f *Fold) finish(by string, attempt int, consume bool, encode func(events.K
 	}
 	digest := f.Digest()
 	if consume {
+		f.links.Close()
 		f.links = nil
 	}
-	sum := f.sum
-	sum.ExitCode = kind.ExitCode(f.outcomes)
+	sum := f.Summary()
 	refs := map[events.Kind]events.Blob{}
 	for _, k := range kind.All() {
 		m, ok := f.manifests[k.Name()]
@@ -287,13 +297,21 @@ func (f *Fold) finish(by string, attempt int, consume bool, encode func(events.K
 			continue
 		}
 		doc := m.Build(f.at)
+		var ref events.Blob
+		var err error
+		if doc != nil {
+			ref, err = encode(k.Name(), doc)
+		}
 		if consume {
+			// A kind's fold may hold a spill file (kind.ListFold): let it go now.
 			delete(f.manifests, k.Name())
+			if c, ok := m.(io.Closer); ok {
+				c.Close()
+			}
 		}
 		if doc == nil {
 			continue
 		}
-		ref, err := encode(k.Name(), doc)
 		if err != nil {
 			return records.Completion{}, fmt.Errorf("encode %s manifest of %s: %w", k.Name(), records.BatchKey(f.tenant, f.batch), err)
 		}
@@ -325,7 +343,13 @@ func sortedKeys(m map[string]bool) []string {
 // records they did not complete (nothing is stored).
 func (f *Fold) Summary() events.BatchCompleted {
 	sum := f.sum
-	sum.ExitCode = kind.ExitCode(f.outcomes)
+	// ExitCode reads which outcomes there are (and whether every one is blocked): the
+	// distinct ones say as much as all of them.
+	distinct := make([]kind.Outcome, 0, len(f.outcomes))
+	for o := range f.outcomes {
+		distinct = append(distinct, o)
+	}
+	sum.ExitCode = kind.ExitCode(distinct)
 	return sum
 }
 

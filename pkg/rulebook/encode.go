@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
 )
 
 // marshalIndent is json.MarshalIndent(v, "", "  ") without its copies: MarshalIndent
@@ -82,8 +83,12 @@ func streamJSON(w io.Writer, v any) error {
 	return err
 }
 
-// writeField writes one field's value: a slice element by element.
+// writeField writes one field's value: a slice element by element, a manifest's rows
+// (kind.Rows) row by row.
 func writeField(w io.Writer, fv reflect.Value) error {
+	if rows, ok := fv.Interface().(kind.Rows); ok {
+		return writeRows(w, rows)
+	}
 	if fv.Kind() != reflect.Slice || fv.IsNil() || fv.Type().Elem().Kind() == reflect.Uint8 || marshals(fv.Type()) {
 		return writeJSON(w, fv.Interface())
 	}
@@ -101,6 +106,29 @@ func writeField(w io.Writer, fv reflect.Value) error {
 		}
 	}
 	_, err := io.WriteString(w, "]")
+	return err
+}
+
+// writeRows writes rows as the array json.Marshal writes of them, a row at a time.
+func writeRows(w io.Writer, rows kind.Rows) error {
+	if _, err := io.WriteString(w, "["); err != nil {
+		return err
+	}
+	n := 0
+	err := rows.Each(func(row []byte) error {
+		if n > 0 {
+			if _, err := io.WriteString(w, ","); err != nil {
+				return err
+			}
+		}
+		n++
+		_, err := w.Write(row)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, "]")
 	return err
 }
 

@@ -29,40 +29,46 @@ func foldJobs(t testing.TB, n int) []*records.Job {
 	t.Helper()
 	var jobs []*records.Job
 	for i := 0; i < n; i++ {
-		var spec events.JobSpec
-		var v *events.VerdictEmitted
-		id := fmt.Sprintf("AC-%d", i*7%n)
-		switch {
-		case i%5 == 4:
-			id = fmt.Sprintf("C-%03d", i)
-			spec = events.JobSpec{Kind: events.KindCritic, ACID: id, KindPart: &critic.Spec{Task: "t", Output: events.Source{Name: "o", URL: "https://x"}}}
-			q := i % 10
-			v = &events.VerdictEmitted{Kind: events.KindCritic, KindPart: &critic.Vote{Judge: events.JudgeInfo{Provider: "p", Model: "m"}, Status: events.VoteOK,
-				Correctness: i % 11, Slop: i % 3, Scope: 9, Rationale: fmt.Sprintf("rationale %d", i), ClaimedVerdict: []string{"pass", "revise"}[i%2], ClaimedQuality: &q}}
-		default:
-			spec = abSpec(id)
-			if i%3 == 0 {
-				spec.KindPart.(*ab.Spec).Threshold = 0.6
-			}
-			v = &events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{{Judge: events.JudgeInfo{Provider: "scripted", Model: "m"},
-				Order: "AB", Status: events.VoteOK, RawWinner: []string{"A", "B", "tie"}[i%3], Confidence: []float64{0.3, 0.62, 0.8, 0.97}[i%4],
-				BiggestGap: fmt.Sprintf("gap of <%d> & \"more\"", i)}}}
-		}
-		res, err := rulebook.Apply(rulebook.State{Now: t0}, in(submit(spec, i, n)))
-		if err != nil || res.Job == nil {
-			t.Fatalf("submit %s: %+v %v", id, res, err)
-		}
-		e := events.New(v, tenant, batch, id, 0, "", nil)
-		e.Time = t0.Add(time.Duration(i) * time.Millisecond)
-		res, err = rulebook.Apply(rulebook.State{Job: res.Job, Now: t0}, in(e))
-		if err != nil || res.Job == nil || !res.Job.Final() {
-			t.Fatalf("verdict %s: %+v %v", id, res, err)
-		}
-		jobs = append(jobs, res.Job)
+		jobs = append(jobs, foldJob(t, i, n))
 	}
 	r := rand.New(rand.NewPCG(7, 9))
 	r.Shuffle(len(jobs), func(a, b int) { jobs[a], jobs[b] = jobs[b], jobs[a] })
 	return jobs
+}
+
+// foldJob is the i-th of foldJobs' n jobs.
+func foldJob(t testing.TB, i, n int) *records.Job {
+	t.Helper()
+	var spec events.JobSpec
+	var v *events.VerdictEmitted
+	id := fmt.Sprintf("AC-%d", i*7%n)
+	switch {
+	case i%5 == 4:
+		id = fmt.Sprintf("C-%03d", i)
+		spec = events.JobSpec{Kind: events.KindCritic, ACID: id, KindPart: &critic.Spec{Task: "t", Output: events.Source{Name: "o", URL: "https://x"}}}
+		q := i % 10
+		v = &events.VerdictEmitted{Kind: events.KindCritic, KindPart: &critic.Vote{Judge: events.JudgeInfo{Provider: "p", Model: "m"}, Status: events.VoteOK,
+			Correctness: i % 11, Slop: i % 3, Scope: 9, Rationale: fmt.Sprintf("rationale %d", i), ClaimedVerdict: []string{"pass", "revise"}[i%2], ClaimedQuality: &q}}
+	default:
+		spec = abSpec(id)
+		if i%3 == 0 {
+			spec.KindPart.(*ab.Spec).Threshold = 0.6
+		}
+		v = &events.VerdictEmitted{Kind: events.KindAB, Votes: []events.Vote{{Judge: events.JudgeInfo{Provider: "scripted", Model: "m"},
+			Order: "AB", Status: events.VoteOK, RawWinner: []string{"A", "B", "tie"}[i%3], Confidence: []float64{0.3, 0.62, 0.8, 0.97}[i%4],
+			BiggestGap: fmt.Sprintf("gap of <%d> & \"more\"", i)}}}
+	}
+	res, err := rulebook.Apply(rulebook.State{Now: t0}, in(submit(spec, i, n)))
+	if err != nil || res.Job == nil {
+		t.Fatalf("submit %s: %+v %v", id, res, err)
+	}
+	e := events.New(v, tenant, batch, id, 0, "", nil)
+	e.Time = t0.Add(time.Duration(i) * time.Millisecond)
+	res, err = rulebook.Apply(rulebook.State{Job: res.Job, Now: t0}, in(e))
+	if err != nil || res.Job == nil || !res.Job.Final() {
+		t.Fatalf("verdict %s: %+v %v", id, res, err)
+	}
+	return res.Job
 }
 
 // foldGolden is what a completion of foldJobs is: its record (the manifests' and the
@@ -83,6 +89,7 @@ func TestFoldIsItsGolden(t *testing.T) {
 		t.Run(fmt.Sprint(buffer), func(t *testing.T) {
 			defer func(b int) { spillsort.DefaultBuffer = b }(spillsort.DefaultBuffer)
 			spillsort.DefaultBuffer = buffer
+			spilled := spillsort.Written()
 			fold := func() *rulebook.Fold {
 				f := rulebook.NewFold(tenant, batch)
 				f.KeepIndex()
@@ -131,6 +138,9 @@ func TestFoldIsItsGolden(t *testing.T) {
 				if b, _ := json.Marshal(c); !bytes.Equal(a, b) {
 					t.Fatalf("%s completion\n%s\nwant\n%s", name, b, a)
 				}
+			}
+			if n := spillsort.Written() - spilled; buffer < 1<<20 && n < 1<<20 {
+				t.Fatalf("the folds spilled %d bytes with a %d-byte buffer, want their rows", n, buffer)
 			}
 		})
 	}

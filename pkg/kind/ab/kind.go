@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
@@ -80,35 +79,6 @@ func threshold(j *records.Job) float64 {
 		return SpecOf(j.Spec.KindPart).Threshold
 	}
 	return DefaultThreshold
-}
-
-// Manifest implements kind.Kind: the seed's vote manifest over the batch's comparisons.
-func (Kind) Manifest(tenant, batch string) kind.Manifest {
-	return &manifestFold{id: "ab-" + tenant + "-" + batch, threshold: DefaultThreshold}
-}
-
-type manifestFold struct {
-	id        string
-	threshold float64
-	comps     []Comparison
-}
-
-func (m *manifestFold) Add(j *records.Job) {
-	if SpecOf(j.Spec.KindPart) != nil {
-		m.threshold = SpecOf(j.Spec.KindPart).Threshold
-	}
-	if r, err := ResultOf(j); err == nil && r != nil {
-		m.comps = append(m.comps, r.Comparison)
-	}
-}
-
-func (m *manifestFold) Build(at time.Time) any {
-	if len(m.comps) == 0 {
-		return nil
-	}
-	// The fold's comparisons are its own: sorted and checked in place, not copied.
-	man := buildManifest(m.id, "tribunal", at, m.threshold, m.comps)
-	return &man
 }
 
 // Row implements kind.Kind.

@@ -306,30 +306,49 @@ func buildManifest(reviewID string, source string, generatedAt time.Time, thresh
 	}
 	for i := range m.Comparisons {
 		c := &m.Comparisons[i]
-		if c.Status != StatusCompared {
-			continue
+		*c = checked(*c)
+		if s, ok := suggestion(*c, threshold, len(m.Suggestions)+1); ok {
+			m.Suggestions = append(m.Suggestions, s)
 		}
-		if reason := c.check(); reason != "" {
-			*c = Comparison{
-				ACID:              c.ACID,
-				OursArtifact:      c.OursArtifact,
-				ReferenceArtifact: c.ReferenceArtifact,
-				LabelAssignment:   c.LabelAssignment,
-				Status:            StatusSchemaViolation,
-				BlockedReason:     reason,
-				Tribunal:          c.Tribunal,
-			}
-			continue
-		}
-		suggest, tag, impact := Route(c.Winner, *c.Confidence, threshold)
-		if !suggest {
-			continue
-		}
-		s := suggestionFor(*c, threshold, tag, impact)
-		s.ID = fmt.Sprintf("S%03d", len(m.Suggestions)+1)
-		m.Suggestions = append(m.Suggestions, s)
 	}
 	return m
+}
+
+// checked is a comparison as the manifest lists it: a compared one that does not
+// re-derive is rewritten as a schema violation with the reason. It depends on the
+// comparison alone.
+func checked(c Comparison) Comparison {
+	if c.Status != StatusCompared {
+		return c
+	}
+	reason := c.check()
+	if reason == "" {
+		return c
+	}
+	return Comparison{
+		ACID:              c.ACID,
+		OursArtifact:      c.OursArtifact,
+		ReferenceArtifact: c.ReferenceArtifact,
+		LabelAssignment:   c.LabelAssignment,
+		Status:            StatusSchemaViolation,
+		BlockedReason:     reason,
+		Tribunal:          c.Tribunal,
+	}
+}
+
+// suggestion is the n-th suggestion of the manifest when checked comparison c routes to
+// one under threshold.
+func suggestion(c Comparison, threshold float64, n int) (Suggestion, bool) {
+	if c.Status != StatusCompared {
+		return Suggestion{}, false
+	}
+	suggest, tag, impact := Route(c.Winner, *c.Confidence, threshold)
+	if !suggest {
+		return Suggestion{}, false
+	}
+	s := suggestionFor(c, threshold, tag, impact)
+	s.ID = fmt.Sprintf("S%03d", n)
+	return s, true
 }
 
 // CFNSource and CFNReviewPrefix are what seed 000's manifest is called by: source
