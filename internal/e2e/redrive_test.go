@@ -82,6 +82,10 @@ func TestProviderDownThenRedrive(t *testing.T) {
 	if len(rep.Batches) != 1 || rep.Batches[0].Attempt != 2 || rep.Batches[0].Summary == nil || rep.Batches[0].Summary.Compared != 6 {
 		t.Fatalf("audit of the redriven batch re-derived %+v", rep.Batches)
 	}
+	// Each redrive's first request names its jobs (bus.MetaRedriveJobs): one read.
+	if rep.Reads != 1 {
+		t.Fatalf("the audit read the stream %d times: %s", rep.Reads, rep.ReadAgain)
+	}
 }
 
 // TestRejudge: another model judges a completed batch again from its stored gated

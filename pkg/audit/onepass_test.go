@@ -13,6 +13,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
 // findingKeys are a report's findings, comparable across two audits of one stream.
@@ -156,4 +157,76 @@ func TestRunCatchesAlteredAheadFacts(t *testing.T) {
 			t.Fatalf("Run found%s\nAudit found%s", dump(rep), dump(f.audit()))
 		}
 	})
+}
+
+// redrivenTwo is a batch of three after `tribunal redrive` sent its two blocked jobs
+// again as attempt 1; its first request names them (bus.MetaRedriveJobs) as named says
+// (nil: no header, a stream recorded before the header was).
+func redrivenTwo(t *testing.T, named []string) *fixture {
+	f := newFixture(t)
+	f.abJob("AC-1", 0, 3, ab.Assign("AC-1", 0).Label(ab.WinnerReference), 0.9)
+	f.deadLettered("AC-2", 1, 3)
+	f.deadLettered("AC-3", 2, 3)
+	ids := []string{"AC-2", "AC-3"}
+	f.agg.StartRedrive(f.tenant, f.batch, 1, ids)
+	var reqs []events.Event
+	for i, id := range ids {
+		rec := f.agg.Job(f.tenant, f.batch, id)
+		req := events.NewAttempt(&events.RenderRequested{Spec: rec.Spec}, f.tenant, f.batch, id, rec.Iteration, "", 1, nil)
+		f.publish(req)
+		if i == 0 {
+			f.recs[len(f.recs)-1].Redrive = named
+		}
+		reqs = append(reqs, req)
+	}
+	for _, req := range reqs {
+		votes := []events.Vote{{Judge: events.JudgeInfo{Provider: "scripted", Model: "m"}, Order: "AB", Status: "ok",
+			RawWinner: ab.Assign(req.JobID, 0).Label(ab.WinnerReference), Confidence: 0.8, BiggestGap: "the headings"}}
+		f.in(events.New(&events.VerdictEmitted{Kind: events.KindAB, Votes: votes}, f.tenant, f.batch, req.JobID, 0, "", &req.Envelope))
+	}
+	return f
+}
+
+// TestRunRedriveNamesItsJobs: a redrive of two jobs is pending on both from its first
+// request, which the stream shows before the second. Its first request names them
+// (bus.MetaRedriveJobs): one read. A stream recorded before the header was has none:
+// two reads, and the report says why. A header altered to name other jobs than the
+// requests send again is a finding, whichever read decides.
+func TestRunRedriveNamesItsJobs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		name  string
+		named []string
+		reads int
+		clean bool
+	}{
+		{"named", []string{"AC-2", "AC-3"}, 1, true},
+		{"recorded before the header", nil, 2, true},
+		{"one left out", []string{"AC-2"}, 2, false},
+		{"one added", []string{"AC-1", "AC-2", "AC-3"}, 2, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := redrivenTwo(t, c.named)
+			want := f.audit()
+			js, _ := onStream(ctx, t, f, -1)
+			rep, err := audit.Run(ctx, js, audit.Filter{Tenant: f.tenant, BatchID: f.batch}, f.store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Reads != c.reads || (c.reads > 1) != strings.Contains(rep.ReadAgain, "redrive 1") {
+				t.Fatalf("%d reads (%q), want %d", rep.Reads, rep.ReadAgain, c.reads)
+			}
+			if findingKeys(rep) != findingKeys(want) {
+				t.Fatalf("Run found%s\nAudit found%s", dump(rep), dump(want))
+			}
+			if c.clean {
+				if !rep.OK() || len(rep.Batches) != 1 || rep.Batches[0].Summary == nil || rep.Batches[0].Summary.Blocked != 0 {
+					t.Fatalf("%+v%s", rep.Batches, dump(rep))
+				}
+				return
+			}
+			requireFinding(t, rep, audit.KindMismatch, "AC-2", "header "+bus.MetaRedriveJobs)
+		})
+	}
 }

@@ -64,6 +64,9 @@ type Recorded struct {
 	// header says (bus.MetaChainSeqs; nil when it says none): the positions the
 	// aggregator kept in the job record, re-derived alike.
 	ChainSeqs []uint64 `json:"chain_seqs,omitempty"`
+	// Redrive are the jobs a redrive attempt sends again as its first request names them
+	// (bus.MetaRedriveJobs; nil when it names none): checked against its requests.
+	Redrive []string `json:"redrive,omitempty"`
 	// History marks an event of another batch, replayed only because an audited rubric
 	// view's loop state carries over from it. It is folded, never judged.
 	History bool `json:"history,omitempty"`
@@ -547,11 +550,13 @@ type claimTold struct {
 	job, holder string
 }
 
-// redriveTold is how many of a redrive attempt's jobs the audit was told of at its
-// first request while the facts were gathered (the attempt's jobs only grow).
+// redriveTold is what the audit was told of a redrive attempt's jobs at its first
+// request while the facts were gathered: the jobs the request names, or how many of
+// them the stream had shown (the attempt's jobs only grow).
 type redriveTold struct {
 	bk      batchKey
 	attempt int
+	named   []string
 	jobs    int
 }
 
@@ -568,12 +573,19 @@ func (h *ahead) claimHolder(bk batchKey, job string) string {
 	return holder
 }
 
-// redriveJobs are the jobs redrive attempt of batch bk sends again.
-func (h *ahead) redriveJobs(bk batchKey, attempt int) []string {
+// redriveJobs are the jobs redrive attempt of batch bk sends again, named those its
+// first request names: the requests the stream holds, or while the facts are gathered
+// the named ones (the stream shows the rest later).
+func (h *ahead) redriveJobs(bk batchKey, attempt int, named []string) []string {
 	jobs := h.of(bk).redrives[attempt]
-	if h.live {
-		h.redrives = append(h.redrives, redriveTold{bk: bk, attempt: attempt, jobs: len(jobs)})
+	if !h.live {
+		return jobs
 	}
+	if named != nil {
+		h.redrives = append(h.redrives, redriveTold{bk: bk, attempt: attempt, named: named})
+		return named
+	}
+	h.redrives = append(h.redrives, redriveTold{bk: bk, attempt: attempt, jobs: len(jobs)})
 	return jobs
 }
 
@@ -591,7 +603,11 @@ func (h *ahead) contradicted() string {
 		}
 	}
 	for _, r := range h.redrives {
-		if n := len(h.of(r.bk).redrives[r.attempt]); n != r.jobs {
+		jobs := h.of(r.bk).redrives[r.attempt]
+		if r.named != nil && !slices.Equal(r.named, jobs) {
+			return fmt.Sprintf("batch %s/%s: redrive %d's first request names other jobs than its requests send again", r.bk.tenant, r.bk.batch, r.attempt)
+		}
+		if n := len(jobs); r.named == nil && n != r.jobs {
 			return fmt.Sprintf("batch %s/%s: redrive %d sends %d jobs again, %d of them stored after its first request", r.bk.tenant, r.bk.batch, r.attempt, n, n-r.jobs)
 		}
 	}
@@ -769,7 +785,7 @@ type rawMsg struct {
 	stored                  time.Time
 	data                    []byte
 	msgID, reason, original string
-	chainSeqs               string
+	chainSeqs, redrive      string
 }
 
 // record decodes the message.
@@ -780,6 +796,9 @@ func (m *rawMsg) record() Recorded {
 	}
 	if r.OK() {
 		r.ChainSeqs = bus.ParseChainSeqs(m.chainSeqs, len(r.Event.Chain))
+		if m.redrive != "" && isRedriveRequest(&r) {
+			r.Redrive = bus.ParseRedriveJobs(m.redrive)
+		}
 	}
 	return r
 }
@@ -789,7 +808,7 @@ func rawOf(m jetstream.Msg, md *jetstream.MsgMetadata) rawMsg {
 	r := rawMsg{seq: md.Sequence.Stream, subject: m.Subject(), stored: md.Timestamp, data: bytes.Clone(m.Data())}
 	if h := m.Headers(); h != nil {
 		r.msgID, r.reason, r.original = h.Get(jetstream.MsgIDHeader), h.Get(bus.MetaReason), h.Get(bus.MetaOriginalSubject)
-		r.chainSeqs = h.Get(bus.MetaChainSeqs)
+		r.chainSeqs, r.redrive = h.Get(bus.MetaChainSeqs), h.Get(bus.MetaRedriveJobs)
 	}
 	return r
 }

@@ -194,6 +194,9 @@ func store(ctx context.Context, t *testing.T, js jetstream.JetStream, recs []aud
 			m.Header.Set(bus.MetaReason, r.Reason)
 			m.Header.Set(bus.MetaOriginalSubject, r.OriginalSubject)
 		}
+		if r.Redrive != nil {
+			m.Header.Set(bus.MetaRedriveJobs, bus.FormatRedriveJobs(r.Redrive))
+		}
 		if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(r.MsgID)); err != nil {
 			t.Fatal(err)
 		}

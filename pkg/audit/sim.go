@@ -3,9 +3,12 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
@@ -278,7 +281,8 @@ func (a *auditor) redriveRequest(r *Recorded) {
 	b := a.batch(bk)
 	if b.started < ev.Attempt {
 		b.started = ev.Attempt
-		a.mem.StartRedrive(ev.Tenant, ev.BatchID, ev.Attempt, a.ahead.redriveJobs(bk, ev.Attempt))
+		a.mem.StartRedrive(ev.Tenant, ev.BatchID, ev.Attempt, a.ahead.redriveJobs(bk, ev.Attempt, r.Redrive))
+		a.redriveNamed(r, a.ahead.of(bk).redrives[ev.Attempt])
 	}
 	j := a.mem.Job(ev.Tenant, ev.BatchID, ev.JobID)
 	var why string
@@ -295,6 +299,30 @@ func (a *auditor) redriveRequest(r *Recorded) {
 	if why != "" {
 		a.add(a.at(r, Mismatch{Kind: KindUnexplained, Field: "envelope.attempt", Recorded: fmt.Sprint(ev.Attempt),
 			Detail: "a redrive request, but " + why + "; redrive sends only the blocked jobs of a completed batch"}))
+	}
+}
+
+// redriveNamed checks the jobs a redrive's first request names (bus.MetaRedriveJobs)
+// against those its requests send again (sent; all of them, but while a single read
+// still gathers them, when it does not matter: that audit stands only if they agree).
+func (a *auditor) redriveNamed(r *Recorded, sent []string) {
+	if r.Redrive == nil || a.ahead.live {
+		return
+	}
+	var extra, unsent []string
+	for _, j := range r.Redrive {
+		if !slices.Contains(sent, j) {
+			extra = append(extra, j)
+		}
+	}
+	for _, j := range sent {
+		if !slices.Contains(r.Redrive, j) {
+			unsent = append(unsent, j)
+		}
+	}
+	if len(extra)+len(unsent) > 0 {
+		a.add(a.at(r, Mismatch{Kind: KindMismatch, Field: "header " + bus.MetaRedriveJobs, Recorded: strings.Join(extra, ","), Derived: strings.Join(unsent, ","),
+			Detail: "the redrive's first request names jobs its requests do not send again (recorded), or omits jobs they send (derived)"}))
 	}
 }
 

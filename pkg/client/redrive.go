@@ -61,6 +61,10 @@ func Redrive(ctx context.Context, b bus.Buckets, pub Publisher, tenant, batchID 
 		}
 		msgs = append(msgs, m...)
 	}
+	if h := bus.FormatRedriveJobs(ids); h != "" {
+		// The audit needs the attempt's jobs at its first request (bus.MetaRedriveJobs).
+		msgs[0].Metadata.Set(bus.MetaRedriveJobs, h)
+	}
 	if err := pub.Publish("", msgs...); err != nil {
 		return 0, nil, fmt.Errorf("redrive %s/%s: %w", tenant, batchID, err)
 	}
