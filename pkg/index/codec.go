@@ -14,6 +14,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 )
 
 // The stored form is a string table followed by the entries, each a fixed sequence of
@@ -172,8 +173,9 @@ func (e *encoder) entry(x *Entry) {
 	}
 }
 
-// writeTo writes the index: magic, entry count, string table, entries.
-func (e *encoder) writeTo(w io.Writer, n int) error {
+// writeTo writes the index: magic, entry count, string table, entries (rows' records in
+// order, each one entry's encoding).
+func (e *encoder) writeTo(w io.Writer, n int, rows *spillsort.Sorter) error {
 	bw := bufio.NewWriter(w)
 	bw.Write(magic)
 	var tmp [binary.MaxVarintLen64]byte
@@ -184,7 +186,12 @@ func (e *encoder) writeTo(w io.Writer, n int) error {
 		put(uint64(len(s)))
 		bw.WriteString(s)
 	}
-	bw.Write(e.body.Bytes())
+	if err := rows.Each(func(_, body []byte) error {
+		_, err := bw.Write(body)
+		return err
+	}); err != nil {
+		return err
+	}
 	return bw.Flush()
 }
 

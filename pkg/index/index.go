@@ -17,6 +17,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 )
 
 // MediaType is the stored index's media type (the format is in codec.go).
@@ -48,19 +49,27 @@ func Of(j *records.Job) Entry {
 	return Entry{Row: row, Index: j.Index, Criterion: j.Spec.Criterion, Calls: j.Calls}
 }
 
-// Builder writes an index one entry at a time, holding the encoded entries and the
-// strings they share.
+// Builder writes an index one entry at a time. It holds the strings the entries share
+// (the table the stored form opens with); each entry's encoding is written out as it is
+// added (pkg/spillsort, in $TMPDIR), so a 1,000,000-job index is not held whole.
 type Builder struct {
-	enc *encoder
-	n   int
+	enc  *encoder
+	rows *spillsort.Sorter
+	key  []byte
+	n    int
 }
 
 // NewBuilder starts an index.
-func NewBuilder() *Builder { return &Builder{enc: newEncoder()} }
+func NewBuilder() *Builder { return &Builder{enc: newEncoder(), rows: spillsort.New(nil)} }
 
 // Add appends an entry.
 func (b *Builder) Add(e Entry) {
+	// The entry is encoded against the table of every entry so far: the stored body is
+	// these encodings in the order added.
+	b.enc.body.Reset()
 	b.enc.entry(&e)
+	b.key = spillsort.IntKey(b.key[:0], b.n)
+	b.rows.Add(b.key, b.enc.body.Bytes())
 	b.n++
 }
 
@@ -70,15 +79,27 @@ func (b *Builder) Len() int { return b.n }
 // Bytes finishes the index and returns its stored form.
 func (b *Builder) Bytes() ([]byte, error) {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if err := b.enc.writeTo(zw, b.n); err != nil {
-		return nil, fmt.Errorf("index: %w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return nil, fmt.Errorf("index: %w", err)
+	if err := b.Write(&buf); err != nil {
+		return nil, err
 	}
 	return buf.Bytes(), nil
 }
+
+// Write finishes the index and writes its stored form to w, an entry at a time. The
+// builder can write it again, or take more entries.
+func (b *Builder) Write(w io.Writer) error {
+	zw := gzip.NewWriter(w)
+	if err := b.enc.writeTo(zw, b.n, b.rows); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	return nil
+}
+
+// Close lets go of the builder's spilled entries.
+func (b *Builder) Close() error { return b.rows.Close() }
 
 // Decode reads a stored index, its entries in batch order.
 func Decode(data []byte) ([]Entry, error) {

@@ -1,7 +1,6 @@
 package rulebook
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -228,16 +227,16 @@ func (f *Fold) CompleteStored(by string, attempt int, put PutBlob) (Completed, e
 	if f.index == nil {
 		return c, nil
 	}
-	data, err := f.index.Bytes()
-	if err != nil {
-		return Completed{}, fmt.Errorf("index of %s: %w", records.BatchKey(f.tenant, f.batch), err)
-	}
+	// The index too is written into put as it is encoded: its entries are spilled.
+	ref, encErr, err := putPiped(index.MediaType, f.index.Write, put)
+	f.index.Close()
 	f.index = nil
-	ref, err := put(index.MediaType, bytes.NewReader(data))
+	if encErr != nil {
+		return Completed{}, fmt.Errorf("index of %s: %w", records.BatchKey(f.tenant, f.batch), encErr)
+	}
 	if err != nil {
 		return Completed{}, fmt.Errorf("store the index of %s: %w", records.BatchKey(f.tenant, f.batch), err)
 	}
-	ref.MediaType = index.MediaType
 	c.Completion.Index = &ref
 	return c, nil
 }
@@ -245,25 +244,36 @@ func (f *Fold) CompleteStored(by string, attempt int, put PutBlob) (Completed, e
 // putIndented encodes doc as marshalIndent would, through a pipe into put: the encoder
 // runs beside the store's read, so neither the encoded nor the indented form is held.
 func putIndented(doc any, put PutBlob) (events.Blob, error) {
+	ref, encErr, err := putPiped("application/json", func(w io.Writer) error { return streamJSON(&indenter{w: w}, doc) }, put)
+	if encErr != nil {
+		return events.Blob{}, encErr
+	}
+	return ref, err
+}
+
+// putPiped stores what write writes, through a pipe into put: the writer runs beside the
+// store's read, so the blob is never held. encErr is write's error, err put's.
+func putPiped(mediaType string, write func(io.Writer) error, put PutBlob) (ref events.Blob, encErr, err error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := streamJSON(&indenter{w: pw}, doc)
+		err := write(pw)
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	ref, err := put("application/json", pr)
-	// A put that failed before reading to the end leaves the encoder blocked on the pipe.
-	pr.CloseWithError(errors.New("manifest store returned"))
-	encErr := <-done
-	if encErr != nil && err == nil {
-		return events.Blob{}, encErr
-	}
+	ref, err = put(mediaType, pr)
+	// A put that failed before reading to the end leaves the writer blocked on the pipe.
+	pr.CloseWithError(errors.New("blob store returned"))
+	encErr = <-done
 	if err != nil {
-		return events.Blob{}, err
+		// The writer's error then is most likely the pipe closed under it.
+		return events.Blob{}, nil, err
 	}
-	ref.MediaType = "application/json"
-	return ref, nil
+	if encErr != nil {
+		return events.Blob{}, encErr, nil
+	}
+	ref.MediaType = mediaType
+	return ref, nil, nil
 }
 
 // CompleteHashed is Complete for a reader that compares manifests with stored ones rather
