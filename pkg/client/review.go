@@ -62,6 +62,21 @@ type ReviewEntry struct {
 // Job is the entry's job record.
 func (e ReviewEntry) Job() *records.Job { return e.job }
 
+// WithJob is the entry over j, its job's record as read now: its reviewers are j's. An
+// index of a queue keeps its entries without their records (WithJob(nil)) and reads the
+// records of the items a page holds, so a page costs what it holds.
+func (e ReviewEntry) WithJob(j *records.Job) ReviewEntry {
+	e.job, e.Reviewers = j, nil
+	if j != nil {
+		for _, r := range j.Reviews {
+			if r.Case == e.Case {
+				e.Reviewers = append(e.Reviewers, r.By)
+			}
+		}
+	}
+	return e
+}
+
 // ReviewSources are the doubts from beyond a verdict that send an AC to the queue
 // (review.UnsureSource): the hook for trial disagreement and escalation (issue 26). Each
 // source is asked with the job record; nil by default.

@@ -129,7 +129,9 @@ type BatchStatus struct {
 // /review/gold): ?limit=N items a page (DefaultReviewPage unless asked, at most
 // MaxReviewPage), from the item after ?after=<item> (the page's Next), in queue order. A
 // page also ends before its answer passes MaxReviewPageBytes, so a client reads every
-// page under its own bound (maxPageBytes); an item alone over it is served alone.
+// page under its own bound (maxPageBytes); an item alone over it is served alone. A page
+// reads the job records of its own items alone, over an index of the queue drawn once
+// per completed batch (queueIndex).
 const (
 	DefaultReviewPage  = 100
 	MaxReviewPage      = 500
@@ -211,7 +213,9 @@ type AnswerItem struct {
 }
 
 // GoldPage is a page of GET /v1/batches/{batch}/review/gold: the queue's reviewed ACs as
-// `tribunal review --export-gold` writes a calibration set from them. This is the team's,
+// `tribunal review --export-gold` writes a calibration set from them. A page looks at
+// ?limit= items of the queue (each AC at its first item) and holds those reviewed, so it
+// may hold fewer, or none, and still name a Next. This is the team's,
 // not a reviewer's: each record carries its spec (the criterion, the artifacts and which
 // is ours) and the people's answers, and nothing of the judge (its calls, verdicts and
 // the judge's side of each review are left out).

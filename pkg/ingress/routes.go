@@ -102,17 +102,22 @@ func RightsTable() string {
 // reviewer's export embeds, and never another of the team's blobs, since a reviewer
 // holds no right to GET /v1/blobs.
 func (s *server) reviewImage(w http.ResponseWriter, r *http.Request, tenant string) {
-	id, q, ok := s.queue(w, r, tenant)
+	id, x, ok := s.queue(w, r, tenant)
 	if !ok {
 		return
 	}
 	item, sha := r.PathValue("item"), r.PathValue("sha256")
-	e, found := findItem(q, item)
+	at, found := x.pos[item]
 	if !found {
 		s.problem(w, r, http.StatusNotFound, fmt.Sprintf("review queue of %s/%s has no item %q", tenant, id, item), nil)
 		return
 	}
-	it, err := client.ReviewItemOf(r.Context(), s.cfg.Store, e)
+	es, err := s.entries(r.Context(), tenant, id, x, []int{at})
+	if err != nil {
+		s.failClassified(w, r, fmt.Errorf("review image of %s/%s: %w", tenant, id, err))
+		return
+	}
+	it, err := client.ReviewItemOf(r.Context(), s.cfg.Store, es[0])
 	if err != nil {
 		s.failClassified(w, r, fmt.Errorf("review image of %s/%s: %w", tenant, id, err))
 		return

@@ -73,6 +73,8 @@ type server struct {
 	tokens *tokens.Set
 	log    *slog.Logger
 	usage  *usage
+	// indexes are the review queues' indexes, so a page reads its own items' records.
+	indexes queueIndexes
 }
 
 // New builds the ingress's handler.
@@ -439,26 +441,27 @@ func (s *server) ownBatch(w http.ResponseWriter, r *http.Request, tenant string)
 	return id, p, true
 }
 
-// queue reads the review queue of one of the token's tenant's batches, or answers as
-// ownBatch does. The queue is drawn over all the batch's job records (the sample is over
-// every AC); what an answer reads beyond them is read a page at a time.
-func (s *server) queue(w http.ResponseWriter, r *http.Request, tenant string) (string, []client.ReviewEntry, bool) {
-	id, _, ok := s.ownBatch(w, r, tenant)
+// queue reads the index of the review queue of one of the token's tenant's batches
+// (queueIndexOf), or answers as ownBatch does. The queue is drawn over all the batch's job
+// records (the sample is over every AC), once for a completed batch; a page then reads
+// the records of its own items (entries) and what they show, and nothing else.
+func (s *server) queue(w http.ResponseWriter, r *http.Request, tenant string) (string, *queueIndex, bool) {
+	id, p, ok := s.ownBatch(w, r, tenant)
 	if !ok {
 		return "", nil, false
 	}
-	q, _, err := client.ReviewQueue(r.Context(), s.cfg.Buckets, tenant, id)
+	x, err := s.queueIndexOf(r.Context(), tenant, id, p)
 	if err != nil {
 		s.failClassified(w, r, fmt.Errorf("review queue of %s/%s: %w", tenant, id, err))
 		return "", nil, false
 	}
-	return id, q, true
+	return id, x, true
 }
 
-// cursor reads a review page's ?after= and ?limit= against the queue's item ids: the
-// index of the page's first item and how many it holds at most, or a 400 naming the
+// cursor reads a review page's ?after= and ?limit= against the queue's index: the
+// position of the page's first item and how many it holds at most, or a 400 naming the
 // parameter.
-func (s *server) cursor(w http.ResponseWriter, r *http.Request, items []string) (int, int, bool) {
+func (s *server) cursor(w http.ResponseWriter, r *http.Request, x *queueIndex) (int, int, bool) {
 	v := r.URL.Query()
 	limit := DefaultReviewPage
 	if l := v.Get("limit"); l != "" {
@@ -471,8 +474,8 @@ func (s *server) cursor(w http.ResponseWriter, r *http.Request, items []string) 
 	}
 	start := 0
 	if a := v.Get("after"); a != "" {
-		i := slices.Index(items, a)
-		if i < 0 {
+		i, ok := x.pos[a]
+		if !ok {
 			s.problem(w, r, http.StatusBadRequest, fmt.Sprintf("after: %q is not an item of this review queue (give the next of the page before)", a), nil)
 			return 0, 0, false
 		}
@@ -481,21 +484,22 @@ func (s *server) cursor(w http.ResponseWriter, r *http.Request, items []string) 
 	return start, limit, true
 }
 
-// page builds the items of a review page from start: at most limit, and no more once
-// their encoding passes MaxReviewPageBytes (an item alone over it is served alone).
-// next is the ?after= of the next page, "" on the last.
-func page[T any](ids []string, start, limit int, build func(int) (T, error)) (out []T, next string, err error) {
+// page builds the items of a review page from the queue's entries at positions, each
+// over its record as read now: at most all of them, and no more once their encoding
+// passes MaxReviewPageBytes (an item alone over it is served alone). more says
+// positions do not end the queue. next is the ?after= of the next page, "" on the last.
+func page[T any](entries []client.ReviewEntry, more bool, build func(client.ReviewEntry) (T, error)) (out []T, next string, err error) {
 	out = []T{}
 	size := 0
-	i := start
-	for ; i < len(ids) && len(out) < limit; i++ {
-		v, err := build(i)
+	i := 0
+	for ; i < len(entries); i++ {
+		v, err := build(entries[i])
 		if err != nil {
 			return nil, "", err
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, "", fmt.Errorf("encode %s: %w", ids[i], err)
+			return nil, "", fmt.Errorf("encode %s: %w", entries[i].Item, err)
 		}
 		if len(out) > 0 && size+len(b) > MaxReviewPageBytes {
 			break
@@ -503,30 +507,33 @@ func page[T any](ids []string, start, limit int, build func(int) (T, error)) (ou
 		size += len(b)
 		out = append(out, v)
 	}
-	if i < len(ids) && len(out) > 0 {
-		next = ids[start+len(out)-1]
+	if (i < len(entries) || more) && len(out) > 0 {
+		next = entries[len(out)-1].Item
 	}
 	return out, next, nil
 }
 
-func itemIDs(q []client.ReviewEntry) []string {
-	ids := make([]string, len(q))
-	for i, e := range q {
-		ids[i] = e.Item
+// pageEntries reads the entries of the page from start, at most limit, and whether the
+// queue goes on past them.
+func (s *server) pageEntries(ctx context.Context, tenant, batch string, x *queueIndex, start, limit int) ([]client.ReviewEntry, bool, error) {
+	end := min(len(x.entries), start+limit)
+	positions := make([]int, 0, max(0, end-start))
+	for i := start; i < end; i++ {
+		positions = append(positions, i)
 	}
-	return ids
+	es, err := s.entries(ctx, tenant, batch, x, positions)
+	return es, end < len(x.entries), err
 }
 
 // reviewQueue answers a page of a batch's review queue as a reviewer is shown it, blind
 // (ReviewQueue): each item's blind material, whether it was reviewed and the token
 // holder's own answer, never its AC, case, paths, roles or the judge's verdict.
 func (s *server) reviewQueue(w http.ResponseWriter, r *http.Request, tenant string) {
-	id, q, ok := s.queue(w, r, tenant)
+	id, x, ok := s.queue(w, r, tenant)
 	if !ok {
 		return
 	}
-	ids := itemIDs(q)
-	start, limit, ok := s.cursor(w, r, ids)
+	start, limit, ok := s.cursor(w, r, x)
 	if !ok {
 		return
 	}
@@ -539,9 +546,13 @@ func (s *server) reviewQueue(w http.ResponseWriter, r *http.Request, tenant stri
 		s.problem(w, r, http.StatusBadRequest, fmt.Sprintf("fields: want %q or nothing, got %q", FieldsStatus, f), nil)
 		return
 	}
+	es, more, err := s.pageEntries(r.Context(), tenant, id, x, start, limit)
+	if err != nil {
+		s.failClassified(w, r, fmt.Errorf("review queue of %s/%s: %w", tenant, id, err))
+		return
+	}
 	who := reviewerOf(r, tenant)
-	items, next, err := page(ids, start, limit, func(i int) (QueueItem, error) {
-		e := q[i]
+	items, next, err := page(es, more, func(e client.ReviewEntry) (QueueItem, error) {
 		it := client.ReviewItem{Item: e.Item, Kind: e.Kind}
 		if !statusOnly {
 			var err error
@@ -568,19 +579,23 @@ func (s *server) reviewQueue(w http.ResponseWriter, r *http.Request, tenant stri
 }
 
 // reviewExport answers a page of the queue's blind export (client.BlindReview): the
-// images the items show are the tenant's blobs, fetched through GET /v1/blobs.
+// images the items show are read through the queue's image route.
 func (s *server) reviewExport(w http.ResponseWriter, r *http.Request, tenant string) {
-	id, q, ok := s.queue(w, r, tenant)
+	id, x, ok := s.queue(w, r, tenant)
 	if !ok {
 		return
 	}
-	ids := itemIDs(q)
-	start, limit, ok := s.cursor(w, r, ids)
+	start, limit, ok := s.cursor(w, r, x)
 	if !ok {
 		return
 	}
-	items, next, err := page(ids, start, limit, func(i int) (client.ReviewItem, error) {
-		return client.ReviewItemOf(r.Context(), s.cfg.Store, q[i])
+	es, more, err := s.pageEntries(r.Context(), tenant, id, x, start, limit)
+	if err != nil {
+		s.failClassified(w, r, fmt.Errorf("review export of %s/%s: %w", tenant, id, err))
+		return
+	}
+	items, next, err := page(es, more, func(e client.ReviewEntry) (client.ReviewItem, error) {
+		return client.ReviewItemOf(r.Context(), s.cfg.Store, e)
 	})
 	if err != nil {
 		s.failClassified(w, r, fmt.Errorf("review export of %s/%s: %w", tenant, id, err))
@@ -591,31 +606,49 @@ func (s *server) reviewExport(w http.ResponseWriter, r *http.Request, tenant str
 }
 
 // reviewGold answers a page of the queue's reviewed ACs for a gold set (GoldPage): each
-// AC once, its record without the judge's calls and verdicts.
+// AC once, at its first item, its record without the judge's calls and verdicts. A page
+// looks at most ?limit= items of the queue, so it reads at most that many records, and
+// may hold fewer ACs than it looked at (none, when none of them was reviewed yet); next
+// goes on from the last item looked at.
 func (s *server) reviewGold(w http.ResponseWriter, r *http.Request, tenant string) {
-	id, q, ok := s.queue(w, r, tenant)
+	id, x, ok := s.queue(w, r, tenant)
 	if !ok {
 		return
 	}
-	var jobs []*records.Job
-	var ids []string
-	seen := map[string]bool{}
-	for _, e := range q {
-		if len(e.Reviewers) > 0 && !seen[e.AC] {
-			seen[e.AC] = true
-			jobs, ids = append(jobs, e.Job()), append(ids, e.Item)
+	start, limit, ok := s.cursor(w, r, x)
+	if !ok {
+		return
+	}
+	var positions []int
+	i := start
+	for ; i < len(x.entries) && len(positions) < limit; i++ {
+		if e := x.entries[i]; x.byAC[e.AC][0] == i {
+			positions = append(positions, i)
 		}
 	}
-	start, limit, ok := s.cursor(w, r, ids)
-	if !ok {
+	es, err := s.entries(r.Context(), tenant, id, x, positions)
+	if err != nil {
+		s.failClassified(w, r, fmt.Errorf("review gold of %s/%s: %w", tenant, id, err))
 		return
 	}
-	out, next, err := page(ids, start, limit, func(i int) (*records.Job, error) {
-		return goldRecord(jobs[i]), nil
+	var reviewed []client.ReviewEntry
+	for _, e := range es {
+		if len(e.Job().Reviews) > 0 {
+			reviewed = append(reviewed, e)
+		}
+	}
+	out, next, err := page(reviewed, false, func(e client.ReviewEntry) (*records.Job, error) {
+		return goldRecord(e.Job()), nil
 	})
 	if err != nil {
 		s.failClassified(w, r, fmt.Errorf("review gold of %s/%s: %w", tenant, id, err))
 		return
+	}
+	switch {
+	case next != "":
+		// The page ended on its byte bound before the reviewed ACs it read.
+	case i < len(x.entries) && len(es) > 0:
+		next = es[len(es)-1].Item
 	}
 	s.json(w, http.StatusOK, GoldPage{Jobs: out, Next: next})
 }
@@ -633,9 +666,10 @@ func goldRecord(j *records.Job) *records.Job {
 // reviewAnswers records an answers file's answers (Answers) as review.recorded events by
 // the token's holder, each checked against its item's kind first: one wrong answer and
 // none is published. An answer keyed by item id is the item's; one keyed by AC id is
-// resolved as on the state folder (client.ResolveAnswers).
+// resolved as on the state folder (client.ResolveAnswers) over that AC's items. Only the
+// records of the answered items' jobs are read.
 func (s *server) reviewAnswers(w http.ResponseWriter, r *http.Request, tenant string) {
-	id, q, ok := s.queue(w, r, tenant)
+	id, x, ok := s.queue(w, r, tenant)
 	if !ok {
 		return
 	}
@@ -662,11 +696,23 @@ func (s *server) reviewAnswers(w http.ResponseWriter, r *http.Request, tenant st
 	}
 	for i, k := range keys {
 		var resolved []client.ResolvedAnswer
-		if e, ok := findItem(q, k); ok {
-			resolved = []client.ResolvedAnswer{{Entry: e, Answer: answers[k]}}
-		} else if resolved, err = client.ResolveAnswers(q, []string{k}, answers); err != nil {
-			refuse(i, k, err)
-			continue
+		if at, ok := x.pos[k]; ok {
+			es, err := s.entries(r.Context(), tenant, id, x, []int{at})
+			if err != nil {
+				s.failClassified(w, r, fmt.Errorf("review answers of %s/%s: %w", tenant, id, err))
+				return
+			}
+			resolved = []client.ResolvedAnswer{{Entry: es[0], Answer: answers[k]}}
+		} else {
+			es, err := s.entries(r.Context(), tenant, id, x, x.byAC[k])
+			if err != nil {
+				s.failClassified(w, r, fmt.Errorf("review answers of %s/%s: %w", tenant, id, err))
+				return
+			}
+			if resolved, err = client.ResolveAnswers(es, []string{k}, answers); err != nil {
+				refuse(i, k, err)
+				continue
+			}
 		}
 		for _, a := range resolved {
 			if err := client.CheckReviewAnswer(a.Entry, a.Answer); err != nil {
@@ -722,16 +768,6 @@ func (s *server) reviewAnswers(w http.ResponseWriter, r *http.Request, tenant st
 		}
 	}
 	s.json(w, http.StatusAccepted, out)
-}
-
-// findItem finds the queue entry of an item id.
-func findItem(q []client.ReviewEntry, item string) (client.ReviewEntry, bool) {
-	for _, e := range q {
-		if e.Item == item {
-			return e, true
-		}
-	}
-	return client.ReviewEntry{}, false
 }
 
 // results answers what client.Load returns for a completed batch.
