@@ -14,10 +14,10 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/price"
 	"github.com/tribunal-dev/tribunal/pkg/records"
-	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 )
 
-// The stored form is a string table followed by the entries, each a fixed sequence of
+// The stored form (v4, and each chunk of a v5 index: chunk.go) is a string table followed
+// by the entries, each a fixed sequence of
 // varints (strings as indexes into the table), all gzip-compressed. A batch's entries
 // repeat the same few values (kinds, statuses, judges, the routes, the criteria and gaps
 // of similar ACs), so interning them keeps the index small, and reading it needs no
@@ -27,6 +27,11 @@ import (
 // magic starts an index and names its version; magicV3 is the version before repeated
 // trials and magicV2 the one before costs, both still read (their entries have none).
 var magic, magicV3, magicV2 = []byte("TRIBIDX4"), []byte("TRIBIDX3"), []byte("TRIBIDX2")
+
+// magicV5 starts a chunked index (chunk.go): v4 indexes of up to ChunkSize entries each,
+// in batch order, gzip-compressed one by one behind a directory, so a page of a batch's
+// table reads the chunks it shows and not the rest.
+var magicV5 = []byte("TRIBIDX5")
 
 // encoder writes entries' fields into one buffer and interns their strings.
 type encoder struct {
@@ -173,9 +178,9 @@ func (e *encoder) entry(x *Entry) {
 	}
 }
 
-// writeTo writes the index: magic, entry count, string table, entries (rows' records in
-// order, each one entry's encoding).
-func (e *encoder) writeTo(w io.Writer, n int, rows *spillsort.Sorter) error {
+// writeTo writes an index (a v4 one, or a chunk of a v5 one): magic, entry count, string
+// table, entries (each body each hands over, one entry's encoding).
+func (e *encoder) writeTo(w io.Writer, n int, each func(func([]byte) error) error) error {
 	bw := bufio.NewWriter(w)
 	bw.Write(magic)
 	var tmp [binary.MaxVarintLen64]byte
@@ -186,7 +191,7 @@ func (e *encoder) writeTo(w io.Writer, n int, rows *spillsort.Sorter) error {
 		put(uint64(len(s)))
 		bw.WriteString(s)
 	}
-	if err := rows.Each(func(_, body []byte) error {
+	if err := each(func(body []byte) error {
 		_, err := bw.Write(body)
 		return err
 	}); err != nil {

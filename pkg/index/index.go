@@ -49,9 +49,10 @@ func Of(j *records.Job) Entry {
 	return Entry{Row: row, Index: j.Index, Criterion: j.Spec.Criterion, Calls: j.Calls}
 }
 
-// Builder writes an index one entry at a time. It holds the strings the entries share
-// (the table the stored form opens with); each entry's encoding is written out as it is
-// added (pkg/spillsort, in $TMPDIR), so a 1,000,000-job index is not held whole.
+// Builder writes an index one entry at a time. It holds the strings the entries share;
+// each entry's encoding is written out as it is added (pkg/spillsort, in $TMPDIR) and
+// sorted into batch order when the index is written, so a 1,000,000-job index is not
+// held whole, decoded or encoded.
 type Builder struct {
 	enc  *encoder
 	rows *spillsort.Sorter
@@ -64,11 +65,10 @@ func NewBuilder() *Builder { return &Builder{enc: newEncoder(), rows: spillsort.
 
 // Add appends an entry.
 func (b *Builder) Add(e Entry) {
-	// The entry is encoded against the table of every entry so far: the stored body is
-	// these encodings in the order added.
+	// Encoded against the strings of every entry so far, read back with them.
 	b.enc.body.Reset()
 	b.enc.entry(&e)
-	b.key = spillsort.IntKey(b.key[:0], b.n)
+	b.key = spillsort.IntKey(b.key[:0], e.Index)
 	b.rows.Add(b.key, b.enc.body.Bytes())
 	b.n++
 }
@@ -85,14 +85,13 @@ func (b *Builder) Bytes() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Write finishes the index and writes its stored form to w, an entry at a time. The
-// builder can write it again, or take more entries.
+// Write finishes the index and writes its stored form to w: chunks of entries in batch
+// order (chunk.go). The builder can write it again, or take more entries.
 func (b *Builder) Write(w io.Writer) error {
-	zw := gzip.NewWriter(w)
-	if err := b.enc.writeTo(zw, b.n, b.rows); err != nil {
-		return fmt.Errorf("index: %w", err)
-	}
-	if err := zw.Close(); err != nil {
+	err := writeChunked(w, b.n, b.enc.table, func(fn func([]byte) error) error {
+		return b.rows.Each(func(_, body []byte) error { return fn(body) })
+	})
+	if err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
 	return nil
@@ -103,6 +102,18 @@ func (b *Builder) Close() error { return b.rows.Close() }
 
 // Decode reads a stored index, its entries in batch order.
 func Decode(data []byte) ([]Entry, error) {
+	if bytes.HasPrefix(data, magicV5) {
+		r, err := NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Entry, 0, r.Len())
+		err = r.Each(func(e *Entry) error {
+			out = append(out, *e)
+			return nil
+		})
+		return out, err
+	}
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("index: %w", err)

@@ -122,7 +122,15 @@ func TestCorruptIndex(t *testing.T) {
 	b := NewBuilder()
 	b.Add(Entry{Row: kind.Row{ACID: "AC-1", Kind: "ab"}, Calls: []records.Call{{Judge: "j"}}})
 	good, _ := b.Bytes()
-	raw, _ := io.ReadAll(must(gzip.NewReader(bytes.NewReader(good))))
+	for cut := 0; cut < len(good); cut++ {
+		if _, err := Decode(good[:cut]); err == nil {
+			t.Fatalf("a truncated chunked index (%d of %d bytes) decoded", cut, len(good))
+		}
+	}
+	// The chunk is a v4 index.
+	r := must(NewReader(bytes.NewReader(good), int64(len(good))))
+	c := r.chunks[0]
+	raw, _ := io.ReadAll(must(gzip.NewReader(bytes.NewReader(good[c.off : c.off+c.size]))))
 	for cut := 1; cut < len(raw); cut++ {
 		if _, err := decodeAll(raw[:cut]); err == nil {
 			t.Fatalf("a truncated index (%d of %d bytes) decoded", cut, len(raw))

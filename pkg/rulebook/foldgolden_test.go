@@ -81,7 +81,8 @@ type foldGolden struct {
 // TestFoldIsItsGolden: the completion of 3,000 jobs folded in a shuffled order is byte for
 // byte the golden recorded before the fold wrote its rows out (commit f6ced55): the same
 // manifests, index and digest, whether the rows stay in memory or are spilled in many
-// runs, through Complete, CompleteStored and CompleteHashed.
+// runs, through Complete, CompleteStored and CompleteHashed. The index's ref alone was
+// recorded again since, when its stored form became chunks in batch order (v5).
 func TestFoldIsItsGolden(t *testing.T) {
 	jobs := foldJobs(t, 3000)
 	path := filepath.Join("testdata", "fold.golden.json")
