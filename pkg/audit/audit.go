@@ -181,6 +181,13 @@ type auditor struct {
 	// store, or an unreadable page): their cancel's steps are noted, not judged.
 	planUnread map[batchKey]bool
 	blobs      blobCache
+	// pos is where the stream holds the message being visited. foldHeld and afterHeld
+	// are people's answers waiting for their batch's completion, to be applied before
+	// its fold and after it; appliedAhead the answers applied before the stream holds
+	// them, by position (see placeReview).
+	pos                 uint64
+	foldHeld, afterHeld map[batchKey][]*Recorded
+	appliedAhead        map[uint64]bool
 	// zdec reads the rebuilt manifests kept compressed until their announcements are read.
 	zdec *zstd.Decoder
 }
@@ -282,17 +289,19 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		waiting: map[string][]parked{}, parking: map[events.Type]*dictzstd.Codec{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
 		rendered: map[passKey]*Recorded{}, dangling: map[string][]chainRef{}, chained: map[string]bool{},
 		refused: map[string]events.Type{}, planUnread: map[batchKey]bool{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
+		foldHeld: map[batchKey][]*Recorded{}, afterHeld: map[batchKey][]*Recorded{}, appliedAhead: map[uint64]bool{},
 	}
 	a.rep.Mismatches = []Mismatch{}
 	// Final job records wait for the completion and the key-value comparison on disk
 	// (in $TMPDIR), not on the heap: what the audit holds of a job it is done with is its
 	// key, its steps' entries and where its record is.
-	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf, SpillDir: os.TempDir()}
+	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf, SpillDir: os.TempDir(), BeforeComplete: a.beforeComplete}
 	return a
 }
 
 // visit audits one message, in stream order.
 func (a *auditor) visit(r *Recorded) {
+	a.pos = r.Seq
 	if r.OK() && r.Event.Rejudge != "" {
 		// A rejudge's events (another model judging the stored gated artifacts) stand
 		// next to the decisions without changing any: they are counted, not simulated.
@@ -331,6 +340,7 @@ func (a *auditor) visit(r *Recorded) {
 
 // finish reports what only the end of the replay shows and returns the report.
 func (a *auditor) finish() Report {
+	a.releaseReviews()
 	a.unsubmitted()
 	a.revisions()
 	a.unrecorded()
@@ -535,7 +545,7 @@ func (a *auditor) simulateOne(r *Recorded) {
 		a.redriveRequest(r)
 		return
 	}
-	if !isAggregatorInput(r) {
+	if !isAggregatorInput(r) || a.placeReview(r) {
 		return
 	}
 	tenant, batch, job := rulebook.JobOf(r.Event)

@@ -77,7 +77,7 @@ func (f *fixture) raw(subject string, data []byte, msgID, reason string) audit.R
 func (f *fixture) in(ev events.Event) audit.Recorded {
 	f.t.Helper()
 	r := f.publish(ev)
-	f.apply(r, rulebook.Input{Event: ev, Link: link(r), Subject: r.Subject})
+	f.apply(r, rulebook.Input{Event: ev, Link: link(r), Subject: r.Subject, Seq: r.Seq})
 	return r
 }
 
@@ -85,7 +85,7 @@ func (f *fixture) in(ev events.Event) audit.Recorded {
 func (f *fixture) deadLetter(service string, ev events.Event, reason string) audit.Recorded {
 	f.t.Helper()
 	r := f.publishOn(events.DeadLetterSubject(service), ev, "dlq-"+service+"-"+ev.ID, reason)
-	f.apply(r, rulebook.Input{Event: ev, Link: link(r), DeadLetter: &rulebook.DeadLetter{Service: service, Reason: reason}})
+	f.apply(r, rulebook.Input{Event: ev, Link: link(r), Seq: r.Seq, DeadLetter: &rulebook.DeadLetter{Service: service, Reason: reason}})
 	return r
 }
 

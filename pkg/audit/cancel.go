@@ -348,4 +348,5 @@ func (h *ahead) done() {
 		h.cancels = h.scan.conclude()
 		h.scan = nil
 	}
+	h.reviews.done()
 }

@@ -18,7 +18,7 @@ import (
 // aggregator handling an input after others stored later than it.
 func (f *fixture) late(r audit.Recorded) {
 	f.t.Helper()
-	res, err := f.agg.Apply(rulebook.Input{Event: r.Event, Link: link(r), Subject: r.Subject})
+	res, err := f.agg.Apply(rulebook.Input{Event: r.Event, Link: link(r), Subject: r.Subject, Seq: r.Seq})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func cancelled(t *testing.T) *fixture {
 	f.late(s3)
 	f.late(v5)
 	f.late(c["AC-5"])
-	decided, err := f.agg.Apply(rulebook.Input{Event: v6.Event, Link: link(v6), Subject: v6.Subject})
+	decided, err := f.agg.Apply(rulebook.Input{Event: v6.Event, Link: link(v6), Subject: v6.Subject, Seq: v6.Seq})
 	if err != nil || decided.Job == nil || !decided.Done {
 		f.t.Fatalf("AC-6's verdict: %+v, %v", decided, err)
 	}

@@ -542,6 +542,8 @@ type ahead struct {
 	live     bool
 	claims   []claimTold
 	redrives []redriveTold
+	// reviews are the people's answers each completion folded (see placeReview).
+	reviews *reviewScan
 }
 
 // claimTold is a claim holder the audit was told while the facts were gathered.
@@ -614,7 +616,7 @@ func (h *ahead) contradicted() string {
 	if n := len(h.cancels.bySeq); n > 0 {
 		return fmt.Sprintf("%d job cancels were applied elsewhere than the stream holds them", n)
 	}
-	return ""
+	return h.reviews.contradicted()
 }
 
 type aheadBatch struct {
@@ -627,7 +629,7 @@ type aheadBatch struct {
 // newAhead starts gathering; batch limits the cancels' places to one batch ("" every
 // batch), the only one a replay of that batch audits.
 func newAhead(batch string) *ahead {
-	return &ahead{batches: map[batchKey]*aheadBatch{}, scan: newCancelScan(batch), cancels: &cancelPlan{}}
+	return &ahead{batches: map[batchKey]*aheadBatch{}, scan: newCancelScan(batch), cancels: &cancelPlan{}, reviews: newReviewScan()}
 }
 
 func (h *ahead) add(r *Recorded) {
@@ -638,6 +640,7 @@ func (h *ahead) add(r *Recorded) {
 	if r.DeadLetter != "" {
 		return
 	}
+	h.reviews.add(r)
 	ev := r.Event
 	bk := batchKey{ev.Tenant, ev.BatchID}
 	switch p := ev.Payload.(type) {

@@ -203,6 +203,9 @@ func (a *auditor) applyInput(r *Recorded) bool {
 			b.revisedFrom = &from
 		}
 	}
+	if c := applied.Complete; c != nil {
+		a.afterComplete(batchKey{c.Tenant, c.Batch})
+	}
 	return true
 }
 

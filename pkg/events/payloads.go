@@ -753,7 +753,21 @@ type BatchCompleted struct {
 	ExitCode    int `msgpack:"exit_code" json:"exit_code"`
 	// Manifests lists the manifests emitted for the batch, one per judge kind.
 	Manifests []Blob `msgpack:"manifests,omitempty" json:"manifests,omitempty"`
+	// ReviewsFolded counts the people's answers (review.recorded) the completion's fold
+	// found applied to its jobs, and ReviewSeqs are where the stream holds the latest
+	// MaxReviewSeqs of them (ascending; those of unknown position are counted, never
+	// listed). A review and the batch's last verdict handled at once are folded in or
+	// not whatever order the stream holds them in, so the completion says which it
+	// folded: the audit re-derives it with those (docs/architecture.md, "The audit").
+	// Absent on completions that folded no review.
+	ReviewsFolded int      `msgpack:"reviews_folded,omitempty" json:"reviews_folded,omitempty"`
+	ReviewSeqs    []uint64 `msgpack:"review_seqs,omitempty" json:"review_seqs,omitempty"`
 }
+
+// MaxReviewSeqs bounds BatchCompleted.ReviewSeqs: the answers a race can reorder are the
+// few in flight around the last verdict, and a completion stays one small event however
+// many answers it folded.
+const MaxReviewSeqs = 64
 
 // UnmarshalJSON reads the snake_case keys and, for batch records stored before they
 // had JSON names, the Go field names: "Total" and the other one-word names match
@@ -781,6 +795,17 @@ func (*BatchCompleted) EventType() Type { return TypeBatchCompleted }
 func (p *BatchCompleted) Validate() error {
 	if p.Total <= 0 {
 		return invalid("total", "must be positive")
+	}
+	if len(p.ReviewSeqs) > MaxReviewSeqs {
+		return invalid("review_seqs", fmt.Sprintf("%d positions, at most %d", len(p.ReviewSeqs), MaxReviewSeqs))
+	}
+	if p.ReviewsFolded < len(p.ReviewSeqs) {
+		return invalid("reviews_folded", fmt.Sprintf("%d, fewer than the %d positions of review_seqs", p.ReviewsFolded, len(p.ReviewSeqs)))
+	}
+	for i, s := range p.ReviewSeqs {
+		if s == 0 || i > 0 && s <= p.ReviewSeqs[i-1] {
+			return invalid("review_seqs", "stream positions, positive and ascending")
+		}
 	}
 	return nil
 }

@@ -36,4 +36,9 @@ type Review struct {
 	// the event id of the one it replaced last.
 	Changes  int    `json:"changes,omitempty"`
 	Replaced string `json:"replaced,omitempty"`
+	// Seqs are where the stream holds this person's answers (this one and those it
+	// replaced, earliest first), as far as they are known: the batch's completion names
+	// the answers it folded by them (events.BatchCompleted.ReviewSeqs), so the audit
+	// folds the same ones whichever order the aggregator handled them in.
+	Seqs []uint64 `json:"seqs,omitempty"`
 }

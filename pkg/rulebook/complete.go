@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -58,7 +59,11 @@ type Fold struct {
 	reviewed int
 	reviewBy string
 	reviewAt time.Time
-	err      error
+	// answers counts the people's answers folded in, seqs holds where the stream holds
+	// the latest of them (events.BatchCompleted.ReviewSeqs).
+	answers int
+	seqs    []uint64
+	err     error
 }
 
 // NewFold starts the completion of a batch.
@@ -123,8 +128,20 @@ func (f *Fold) Add(j *records.Job) {
 	m.Add(j)
 }
 
-// review counts a job whose outcome a person's review decided.
+// review counts a job whose outcome a person's review decided, and the people's answers
+// applied to the job.
 func (f *Fold) review(j *records.Job) {
+	for _, r := range j.Reviews {
+		f.answers += 1 + r.Changes
+		for _, s := range r.Seqs {
+			if s != 0 {
+				f.seqs = append(f.seqs, s)
+			}
+		}
+		if len(f.seqs) >= 4*events.MaxReviewSeqs {
+			f.seqs = latestSeqs(f.seqs)
+		}
+	}
 	for _, r := range j.Reviews {
 		if !r.Decides || r.Event != j.DecidedBy {
 			continue
@@ -134,6 +151,23 @@ func (f *Fold) review(j *records.Job) {
 			f.reviewBy, f.reviewAt = r.Event, j.DecidedAt
 		}
 		return
+	}
+}
+
+// latestSeqs sorts seqs and keeps the latest events.MaxReviewSeqs of them.
+func latestSeqs(seqs []uint64) []uint64 {
+	sort.Slice(seqs, func(a, b int) bool { return seqs[a] < seqs[b] })
+	if n := len(seqs); n > events.MaxReviewSeqs {
+		seqs = append(seqs[:0], seqs[n-events.MaxReviewSeqs:]...)
+	}
+	return seqs
+}
+
+// reviewSummary says in sum which people's answers the fold folded in.
+func (f *Fold) reviewSummary(sum *events.BatchCompleted) {
+	sum.ReviewsFolded = f.answers
+	if len(f.seqs) > 0 {
+		sum.ReviewSeqs = slices.Clone(latestSeqs(f.seqs))
 	}
 }
 
@@ -360,6 +394,7 @@ func (f *Fold) Summary() events.BatchCompleted {
 		distinct = append(distinct, o)
 	}
 	sum.ExitCode = kind.ExitCode(distinct)
+	f.reviewSummary(&sum)
 	return sum
 }
 

@@ -43,6 +43,11 @@ type Memory struct {
 	// with the jobs in flight, not with every job it has read. "" holds every record in
 	// memory. A file that cannot be created or written keeps the records in memory.
 	SpillDir string
+	// BeforeComplete, when set, is called when a job's outcome completes its batch (or
+	// the redrive of attempt), before the batch's jobs are folded: the audit applies
+	// there the people's answers the aggregator's completion folded in though the stream
+	// holds them after the input that completed it (events.BatchCompleted.ReviewSeqs).
+	BeforeComplete func(tenant, batch string, attempt int)
 
 	// jobs are the records held in memory, spilled those written to the spill file;
 	// a record is in one of the two.
@@ -378,6 +383,7 @@ func (m *Memory) done(j *records.Job) *Completion {
 		if !last || b.completed >= j.Attempt {
 			return nil
 		}
+		m.beforeComplete(j, j.Attempt)
 		return m.complete(b, j, j.Attempt)
 	}
 	if !b.final[j.Index] {
@@ -398,7 +404,14 @@ func (m *Memory) done(j *records.Job) *Completion {
 	if b.inRange < b.header.Size || b.completed >= 0 {
 		return nil
 	}
+	m.beforeComplete(j, 0)
 	return m.complete(b, j, 0)
+}
+
+func (m *Memory) beforeComplete(j *records.Job, attempt int) {
+	if m.BeforeComplete != nil {
+		m.BeforeComplete(j.Tenant, j.Batch, attempt)
+	}
 }
 
 // complete folds the batch's jobs as they are now, in batch order, one record decoded at a

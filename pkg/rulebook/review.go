@@ -112,6 +112,12 @@ func reviewed(st State, in Input, k kind.Kind, p *events.ReviewRecorded) (Result
 	next := j.Clone()
 	if mine >= 0 {
 		r.Changes, r.Replaced = j.Reviews[mine].Changes+1, j.Reviews[mine].Event
+		r.Seqs = append(r.Seqs, j.Reviews[mine].Seqs...)
+	}
+	if in.Seq != 0 {
+		r.Seqs = append(r.Seqs, in.Seq)
+	}
+	if mine >= 0 {
 		next.Reviews[mine] = r
 	} else {
 		next.Reviews = append(next.Reviews, r)

@@ -3,6 +3,7 @@ package rulebook_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -376,5 +377,53 @@ func TestCompletionWithReviewsIsNoRevision(t *testing.T) {
 	}
 	if c := s.headers[records.BatchKey(tenant, batch)].Completion; c == nil || c.Revised != nil || res.Revised != nil {
 		t.Fatalf("a completion that folded its reviews in was revised: %+v (%+v)", c, res.Revised)
+	}
+}
+
+// TestCompletionNamesTheAnswersItFolded: a completion counts every answer of people its
+// fold found applied (a replaced answer too) and names where the stream holds the latest
+// events.MaxReviewSeqs of them, from the positions the rules kept on each review, so the
+// audit folds the same answers whichever order the aggregator handled them in.
+func TestCompletionNamesTheAnswersItFolded(t *testing.T) {
+	t.Parallel()
+	m := &rulebook.Memory{}
+	seq := uint64(0)
+	apply := func(e events.Event) rulebook.Applied {
+		t.Helper()
+		seq++
+		i := in(e)
+		i.Seq = seq
+		res, err := m.Apply(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	apply(submit(reviewedSpec("AC-1", false), 0, 2))
+	apply(abVerdict("AC-1", "A", 0.9, 0))
+	const answers = events.MaxReviewSeqs + 6
+	for i := range answers {
+		answer := fmt.Sprintf(`{"raw_winner":"B","confidence":0.%02d,"biggest_gap":"slot B covers more"}`, 10+i)
+		apply(events.New(&events.ReviewRecorded{Kind: events.KindAB, Answer: answer, By: "ann", Via: "import"}, tenant, batch, "AC-1", 0, events.ReviewStep("ann", answer), nil))
+	}
+	if r := m.Job(tenant, batch, "AC-1").Reviews; len(r) != 1 || r[0].Changes != answers-1 || len(r[0].Seqs) != answers || r[0].Seqs[answers-1] != seq {
+		t.Fatalf("the review keeps where its answers are: %+v", r)
+	}
+	apply(submit(reviewedSpec("AC-2", false), 1, 2))
+	res := apply(abVerdict("AC-2", "A", 0.9, 0))
+	if res.Complete == nil {
+		t.Fatal("the batch did not complete")
+	}
+	sum := res.Complete.Fold().Summary()
+	if sum.ReviewsFolded != answers || len(sum.ReviewSeqs) != events.MaxReviewSeqs || sum.ReviewSeqs[0] != 3+answers-events.MaxReviewSeqs || sum.ReviewSeqs[events.MaxReviewSeqs-1] != 2+answers {
+		t.Fatalf("the completion names %d answers at %v", sum.ReviewsFolded, sum.ReviewSeqs)
+	}
+	sum.Total = 2
+	if err := sum.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	sum.ReviewSeqs = append(sum.ReviewSeqs, 1)
+	if err := sum.Validate(); err == nil {
+		t.Fatal("a completion naming more answers than it may is valid")
 	}
 }
