@@ -49,13 +49,14 @@ func newQueueIndex(stamp string, q []client.ReviewEntry) *queueIndex {
 // is complete, its judges' verdicts stand (a rejudge changes no decision, and a person's
 // review leaves the judge's verdict in the record beside theirs), so its queue stands
 // until a redrive completes it again (the completion's attempt) or another completion
-// replaces it (what it announced). A batch still running has no stamp: its queue is
-// drawn again on every request.
-func queueStamp(p *client.Progress) (string, bool) {
-	c := p.Completion
-	if c == nil {
+// replaces it (what it announced). A batch still running, or being redriven (its blocked
+// jobs judged again may join the queue), has no stamp: its queue is drawn again on every
+// request.
+func queueStamp(h *records.Batch) (string, bool) {
+	if h == nil || h.Completion == nil || h.Redrive != nil && len(h.Redrive.Pending) > 0 {
 		return "", false
 	}
+	c := h.Completion
 	digest := c.Digest
 	if c.Announced != nil {
 		// A completion revised by people's reviews keeps what the batch announced.
@@ -113,10 +114,15 @@ func (c *queueIndexes) touch(key string) {
 }
 
 // queueIndexOf is the index of a batch's review queue: kept from an earlier request for
-// the same judged state (queueStamp), or drawn from every job record of the batch.
-func (s *server) queueIndexOf(ctx context.Context, tenant, batch string, p *client.Progress) (*queueIndex, error) {
+// the same judged state (queueStamp, read from the batch's header), or drawn from every
+// job record of the batch.
+func (s *server) queueIndexOf(ctx context.Context, tenant, batch string) (*queueIndex, error) {
 	key := records.BatchKey(tenant, batch)
-	stamp, stands := queueStamp(p)
+	h, _, err := records.New(s.cfg.Buckets).Header(ctx, tenant, batch)
+	if err != nil {
+		return nil, err
+	}
+	stamp, stands := queueStamp(h)
 	if stands {
 		if x := s.indexes.get(key, stamp); x != nil {
 			return x, nil

@@ -446,11 +446,11 @@ func (s *server) ownBatch(w http.ResponseWriter, r *http.Request, tenant string)
 // records (the sample is over every AC), once for a completed batch; a page then reads
 // the records of its own items (entries) and what they show, and nothing else.
 func (s *server) queue(w http.ResponseWriter, r *http.Request, tenant string) (string, *queueIndex, bool) {
-	id, p, ok := s.ownBatch(w, r, tenant)
+	id, _, ok := s.ownBatch(w, r, tenant)
 	if !ok {
 		return "", nil, false
 	}
-	x, err := s.queueIndexOf(r.Context(), tenant, id, p)
+	x, err := s.queueIndexOf(r.Context(), tenant, id)
 	if err != nil {
 		s.failClassified(w, r, fmt.Errorf("review queue of %s/%s: %w", tenant, id, err))
 		return "", nil, false
