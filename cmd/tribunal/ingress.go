@@ -30,8 +30,8 @@ type ingressFlags struct {
 
 func (f *ingressFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.url, "ingress", "", "team access: the ingress URL (https://tribunal.example.com); then only a team token is needed, no NATS or blob-store credentials")
-	fs.StringVar(&f.token, "token", "", "with --ingress: the team's bearer token (prefer --token-file or the variable: a command line is visible to other users)")
-	fs.StringVar(&f.tokenFile, "token-file", "", "with --ingress: a file holding the team's bearer token")
+	fs.StringVar(&f.token, "token", "", "with --ingress: the team's bearer token, or one of its reviewers' (prefer --token-file or the variable: a command line is visible to other users)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "with --ingress: a file holding the team's bearer token, or one of its reviewers'")
 }
 
 // dial connects to the ingress, nil without --ingress.

@@ -24,7 +24,8 @@ import (
 func TestTeamThroughIngress(t *testing.T) {
 	dir := t.TempDir()
 	conf, creds, toks := filepath.Join(dir, "auth.conf"), filepath.Join(dir, "credentials.json"), filepath.Join(dir, "tokens.json")
-	if _, stderr, code := run(t, dir, "tenants", "team-a", "team-b", "--out", conf, "--credentials", creds, "--tokens", toks); code != 0 {
+	reviewerFile := filepath.Join(dir, "alice.token")
+	if _, stderr, code := run(t, dir, "tenants", "team-a", "team-b", "--out", conf, "--credentials", creds, "--tokens", toks, "--reviewer", "team-a="+reviewerFile); code != 0 {
 		t.Fatalf("tenants exit %d: %s", code, stderr)
 	}
 	var list []tenants.Credential
@@ -109,6 +110,27 @@ func TestTeamThroughIngress(t *testing.T) {
 	}
 
 	teamReviewsThroughIngress(t, dir, ingressURL, tokenFile, tokenB, batchID)
+
+	// A reviewer of team-a, holding the token `tribunal tenants --reviewer` wrote, lists
+	// and exports the queue blind, and reads nothing else: no results, no gold set, no
+	// submission.
+	stdout, stderr, code = run(t, dir, "review", "--batch", batchID, "--ingress", ingressURL, "--token-file", reviewerFile)
+	if code != 0 || !strings.Contains(stdout, "review queue of team-a/"+batchID) {
+		t.Errorf("the reviewer's listing: exit %d: %s %s", code, stdout, stderr)
+	}
+	if _, stderr, code := run(t, dir, "review", "--batch", batchID, "--ingress", ingressURL, "--token-file", reviewerFile, "--export", filepath.Join(dir, "reviewer-queue.json")); code != 0 {
+		t.Errorf("the reviewer's export: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{
+		{"results", "--batch", batchID},
+		{"review", "--batch", batchID, "--export-gold", filepath.Join(dir, "reviewer-gold")},
+		{"submit", "quickstart"},
+	} {
+		stdout, stderr, code := run(t, dir, append(args, "--ingress", ingressURL, "--token-file", reviewerFile)...)
+		if code == 0 || !strings.Contains(stderr, "a reviewer's token of team-a may not use") {
+			t.Errorf("the reviewer's %v: exit %d: %s %s", args, code, stdout, stderr)
+		}
+	}
 }
 
 // teamReviewsThroughIngress is the team's review of its batch through the ingress: it lists
