@@ -117,6 +117,73 @@ func count(n int) string { return strconv.Itoa(n) }
 
 // buildCharts draws a batch's charts from its entries.
 func buildCharts(entries []index.Entry) []chart {
+	var a chartsFold
+	for i := range entries {
+		a.add(&entries[i])
+	}
+	return a.charts()
+}
+
+// chartsFold gathers a batch's charts an entry at a time, so a stored index is read a
+// chunk at a time (index.Reader.Each), not held: counts, and each call's latency.
+type chartsFold struct {
+	n                        int
+	outcomes                 map[string]int
+	bins                     [10]int
+	confident                int
+	consistent, inconsistent int
+	agreement                map[string]int
+	judges                   map[string]*judgeFigures
+}
+
+// judgeFigures are one judge's calls made and answered from the cache, tokens, latency.
+type judgeFigures struct {
+	made, cached     int
+	prompt, complete int
+	latencies        []float64
+}
+
+func (a *chartsFold) add(e *index.Entry) {
+	if a.outcomes == nil {
+		a.outcomes, a.agreement, a.judges = map[string]int{}, map[string]int{}, map[string]*judgeFigures{}
+	}
+	a.n++
+	a.outcomes[verdicts.OutcomeOf(e.Row)]++
+	if c := e.Confidence; c != nil {
+		a.bins[min(int(*c*10), 9)]++
+		a.confident++
+	}
+	if e.Consistent != nil {
+		if *e.Consistent {
+			a.consistent++
+		} else {
+			a.inconsistent++
+		}
+	}
+	if _, size, ok := strings.Cut(e.Agreement, "/"); ok && size != "1" {
+		a.agreement[e.Agreement]++
+	}
+	for _, c := range e.Calls {
+		f := a.judges[c.Judge]
+		if f == nil {
+			f = &judgeFigures{}
+			a.judges[c.Judge] = f
+		}
+		if c.Cached {
+			f.cached++
+			continue
+		}
+		f.made++
+		f.prompt += c.PromptTokens
+		f.complete += c.CompletionTokens
+		if c.LatencyMillis > 0 {
+			f.latencies = append(f.latencies, float64(c.LatencyMillis))
+		}
+	}
+}
+
+// charts draws the charts of the entries added.
+func (a *chartsFold) charts() []chart {
 	var out []chart
 	add := func(c chart) {
 		if len(c.Bars) == 0 {
@@ -127,10 +194,7 @@ func buildCharts(entries []index.Entry) []chart {
 	}
 
 	// The outcome split.
-	outcomes := map[string]int{}
-	for i := range entries {
-		outcomes[verdicts.OutcomeOf(entries[i].Row)]++
-	}
+	outcomes := a.outcomes
 	names := make([]string, 0, len(outcomes))
 	for o := range outcomes {
 		names = append(names, o)
@@ -149,90 +213,43 @@ func buildCharts(entries []index.Entry) []chart {
 		}
 		return names[i] < names[j]
 	})
-	split := chart{ID: "chart-outcomes", Title: "Outcomes", Layout: "rows", Note: fmt.Sprintf("%d jobs: the winner of each comparison, the verdict of the other kinds, and the jobs without one", len(entries))}
+	split := chart{ID: "chart-outcomes", Title: "Outcomes", Layout: "rows", Note: fmt.Sprintf("%d jobs: the winner of each comparison, the verdict of the other kinds, and the jobs without one", a.n)}
 	for _, o := range names {
 		split.Bars = append(split.Bars, bar{Label: o, Value: float64(outcomes[o]), Text: count(outcomes[o]), Class: outcomeClass(o)})
 	}
 	add(split)
 
 	// Confidence of the comparisons.
-	var bins [10]int
-	confident := 0
-	for i := range entries {
-		if c := entries[i].Confidence; c != nil {
-			bins[min(int(*c*10), 9)]++
-			confident++
-		}
-	}
-	if confident > 0 {
-		h := chart{ID: "chart-confidence", Title: "Confidence", Layout: "columns", Note: fmt.Sprintf("%d compared ab jobs, by the judge's confidence in the winner", confident)}
-		for i, n := range bins {
+	if a.confident > 0 {
+		h := chart{ID: "chart-confidence", Title: "Confidence", Layout: "columns", Note: fmt.Sprintf("%d compared ab jobs, by the judge's confidence in the winner", a.confident)}
+		for i, n := range a.bins {
 			h.Bars = append(h.Bars, bar{Label: fmt.Sprintf("%.1f", float64(i)/10), Value: float64(n), Text: count(n), Class: "c-bar"})
 		}
 		add(h)
 	}
 
 	// Swap consistency and panel agreement, where the batch asked for them.
-	consistent, inconsistent := 0, 0
-	agreement := map[string]int{}
-	for i := range entries {
-		e := &entries[i]
-		if e.Consistent != nil {
-			if *e.Consistent {
-				consistent++
-			} else {
-				inconsistent++
-			}
-		}
-		if _, size, ok := strings.Cut(e.Agreement, "/"); ok && size != "1" {
-			agreement[e.Agreement]++
-		}
-	}
-	if consistent+inconsistent > 0 {
+	if a.consistent+a.inconsistent > 0 {
 		add(chart{ID: "chart-swap", Title: "Swap consistency", Layout: "rows",
 			Note: "position-swapped pairs: did the judge pick the same artifact in both orders?",
-			Bars: []bar{{Label: "consistent", Value: float64(consistent), Text: count(consistent), Class: "c-ours"},
-				{Label: "flipped", Value: float64(inconsistent), Text: count(inconsistent), Class: "c-reference"}}})
+			Bars: []bar{{Label: "consistent", Value: float64(a.consistent), Text: count(a.consistent), Class: "c-ours"},
+				{Label: "flipped", Value: float64(a.inconsistent), Text: count(a.inconsistent), Class: "c-reference"}}})
 	}
-	if len(agreement) > 0 {
+	if len(a.agreement) > 0 {
 		p := chart{ID: "chart-agreement", Title: "Panel agreement", Layout: "rows", Note: "votes for the panel's winner, of the panel's size"}
-		keys := make([]string, 0, len(agreement))
-		for k := range agreement {
+		keys := make([]string, 0, len(a.agreement))
+		for k := range a.agreement {
 			keys = append(keys, k)
 		}
 		sort.Sort(sort.Reverse(sort.StringSlice(keys)))
 		for _, k := range keys {
-			p.Bars = append(p.Bars, bar{Label: k, Value: float64(agreement[k]), Text: count(agreement[k]), Class: "c-bar"})
+			p.Bars = append(p.Bars, bar{Label: k, Value: float64(a.agreement[k]), Text: count(a.agreement[k]), Class: "c-bar"})
 		}
 		add(p)
 	}
 
 	// The judges: calls made and answered from the cache, tokens, latency.
-	type judgeFigures struct {
-		made, cached     int
-		prompt, complete int
-		latencies        []float64
-	}
-	judges := map[string]*judgeFigures{}
-	for i := range entries {
-		for _, c := range entries[i].Calls {
-			f := judges[c.Judge]
-			if f == nil {
-				f = &judgeFigures{}
-				judges[c.Judge] = f
-			}
-			if c.Cached {
-				f.cached++
-				continue
-			}
-			f.made++
-			f.prompt += c.PromptTokens
-			f.complete += c.CompletionTokens
-			if c.LatencyMillis > 0 {
-				f.latencies = append(f.latencies, float64(c.LatencyMillis))
-			}
-		}
-	}
+	judges := a.judges
 	jn := make([]string, 0, len(judges))
 	for j := range judges {
 		jn = append(jn, j)

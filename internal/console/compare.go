@@ -176,7 +176,17 @@ func (s *server) compareData(w http.ResponseWriter, r *http.Request, c caller) (
 		s.fail(w, r, err)
 		return d, false
 	}
-	changes, counts := compareEntries(tenant, batch, with, after.Entries, before.Entries)
+	afterEntries, err := after.all()
+	if err != nil {
+		s.fail(w, r, err)
+		return d, false
+	}
+	beforeEntries, err := before.all()
+	if err != nil {
+		s.fail(w, r, err)
+		return d, false
+	}
+	changes, counts := compareEntries(tenant, batch, with, afterEntries, beforeEntries)
 	d.Counts, d.Transitions = counts.Counts, counts.Transitions
 	d.Same, d.Changed, d.OnlyBatch, d.OnlyWith = counts.Same, counts.Changed, counts.OnlyBatch, counts.OnlyWith
 	q := parseTableQuery(r.URL.Query())

@@ -223,38 +223,47 @@ func (s *server) batchData(r *http.Request, c caller, tenant, batch string, h *r
 	} else if d.Done, err = records.New(s.cfg.Buckets).Progress(ctx, tenant, batch, h.Size); err != nil {
 		return d, err
 	}
+	sum, err := rows.summary()
+	if err != nil {
+		return d, err
+	}
 	if len(d.Judges) == 0 {
 		// A running batch, or one completed before completions named their judges.
-		seen := map[string]bool{}
-		for i := range rows.Entries {
-			for j := range judgesOf(&rows.Entries[i]) {
-				if !seen[j] {
-					seen[j] = true
-					d.Judges = append(d.Judges, j)
-				}
-			}
-		}
-		sort.Strings(d.Judges)
+		d.Judges = sum.judges
 	}
 	if d.KindMix == "" {
-		kinds := map[events.Kind]int{}
-		for i := range rows.Entries {
-			kinds[events.Kind(rows.Entries[i].Kind)]++
-		}
-		d.KindMix = kindMix(kinds)
+		d.KindMix = kindMix(sum.kinds)
 	}
-	for i := range rows.Entries {
-		if e := &rows.Entries[i]; e.Status == string(events.StatusAwaitingSpotcheck) {
-			d.Awaiting = append(d.Awaiting, s.rowView(tenant, batch, e))
-		}
+	for i := range sum.awaiting {
+		d.Awaiting = append(d.Awaiting, s.rowView(tenant, batch, &sum.awaiting[i]))
 	}
-	d.Charts, d.Facets = rows.derived()
+	d.Charts, d.Facets = sum.charts, sum.facets
 	q := parseTableQuery(r.URL.Query())
-	var hay []string
-	if q.Q != "" {
-		hay = rows.haystack()
+	var page []*index.Entry
+	matched := rows.len()
+	if !q.Filtered() && q.Sort == "index" && !q.Desc {
+		// The stored order is the batch's: read the page, not the rest.
+		from := (q.Page - 1) * q.Per
+		es, err := rows.page(from, from+q.Per)
+		if err != nil {
+			return d, err
+		}
+		for i := range es {
+			page = append(page, &es[i])
+		}
+	} else {
+		entries, err := rows.all()
+		if err != nil {
+			return d, err
+		}
+		var hay []string
+		if q.Q != "" {
+			if hay, err = rows.haystack(); err != nil {
+				return d, err
+			}
+		}
+		page, matched = q.apply(entries, hay)
 	}
-	page, matched := q.apply(rows.Entries, hay)
 	d.Query, d.Matched = q, matched
 	d.Pages = max((matched+q.Per-1)/q.Per, 1)
 	for _, e := range page {

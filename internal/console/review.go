@@ -127,12 +127,17 @@ func (s *server) exportCSV(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, err)
 		return
 	}
+	entries, err := rows.all()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	q := parseTableQuery(r.URL.Query())
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+batch+`.csv"`)
 	cw := csv.NewWriter(w)
 	_ = cw.Write(csvColumns)
-	for _, e := range q.all(rows.Entries) {
+	for _, e := range q.all(entries) {
 		conf, cons, quality := "", "", ""
 		if e.Confidence != nil {
 			conf = strconv.FormatFloat(*e.Confidence, 'f', -1, 64)

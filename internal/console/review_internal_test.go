@@ -247,3 +247,11 @@ func TestAuditPageNamesRefusedInputs(t *testing.T) {
 		}
 	}
 }
+
+// SetIndexRead has fn told what each read of a chunked index read (its bytes and the
+// entries decoded), until the returned func restores the console's.
+func SetIndexRead(fn func(bytes int64, entries int)) (restore func()) {
+	old := indexRead
+	indexRead = fn
+	return func() { indexRead = old }
+}

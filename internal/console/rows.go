@@ -1,53 +1,198 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // batchRows is one batch's index entries, in batch order, and what pages derive from
 // all of them (computed once per load).
+//
+// A batch whose stored index is chunked (index.Reader) keeps the index as stored, about
+// 15 bytes an entry rather than 800 decoded: a page of its table in batch order decodes
+// the chunks it shows, and the charts, filter choices and awaiting rows are counted a
+// chunk at a time. A view that needs every entry at once (a filter, a search, another
+// order, the CSV export, a comparison) decodes them all, once (all).
 type batchRows struct {
-	Entries []index.Entry
 	// FromIndex says the entries came from the stored index; otherwise they were read
 	// from every job record (a running batch, or one completed before indexes existed).
 	FromIndex bool
 
+	// stored is the chunked index (nil: entries holds everything); n its entries.
+	stored []byte
+	n      int
+
+	allOnce sync.Once
+	entries []index.Entry
+	allErr  error
+	// decoded says entries holds every entry (set by all, read by the cache's weight).
+	decoded atomic.Bool
+
 	once   sync.Once
-	charts []chart
-	facets facets
+	sum    batchSummary
+	sumErr error
 
 	searchOnce sync.Once
 	search     []string
 }
 
-// haystack is every entry's searchText, computed on the first search.
-func (b *batchRows) haystack() []string {
-	b.searchOnce.Do(func() {
-		b.search = make([]string, len(b.Entries))
-		for i := range b.Entries {
-			b.search[i] = searchText(&b.Entries[i])
-		}
-	})
-	return b.search
+// batchSummary is what the batch page shows of every entry.
+type batchSummary struct {
+	charts   []chart
+	facets   facets
+	judges   []string
+	kinds    map[events.Kind]int
+	awaiting []index.Entry
 }
 
-// derived computes the charts and the filter choices once.
-func (b *batchRows) derived() ([]chart, facets) {
-	b.once.Do(func() {
-		b.charts = buildCharts(b.Entries)
-		b.facets = buildFacets(b.Entries)
+// indexRead, when set (tests), is told what each read of a chunked index read: its bytes
+// and the entries decoded.
+var indexRead func(bytes int64, entries int)
+
+func entriesRows(entries []index.Entry, fromIndex bool) *batchRows {
+	b := &batchRows{entries: entries, n: len(entries), FromIndex: fromIndex}
+	b.decoded.Store(true)
+	return b
+}
+
+// len is how many entries the batch has.
+func (b *batchRows) len() int { return b.n }
+
+// all returns every entry, in batch order, decoding a chunked index the first time.
+func (b *batchRows) all() ([]index.Entry, error) {
+	if b.stored == nil {
+		return b.entries, nil
+	}
+	b.allOnce.Do(func() {
+		r, err := b.reader()
+		if err != nil {
+			b.allErr = err
+			return
+		}
+		entries := make([]index.Entry, 0, b.n)
+		b.allErr = r.Each(func(e *index.Entry) error {
+			entries = append(entries, *e)
+			return nil
+		})
+		b.report(r)
+		b.entries = entries
+		b.decoded.Store(true)
 	})
-	return b.charts, b.facets
+	return b.entries, b.allErr
+}
+
+func (b *batchRows) reader() (*index.Reader, error) {
+	return index.NewReader(bytes.NewReader(b.stored), int64(len(b.stored)))
+}
+
+func (b *batchRows) report(r *index.Reader) {
+	if indexRead != nil {
+		indexRead(r.Read())
+	}
+}
+
+// page returns the entries at positions from to to in batch order: from a chunked
+// index, only the chunks they are in.
+func (b *batchRows) page(from, to int) ([]index.Entry, error) {
+	from, to = min(max(from, 0), b.n), min(to, b.n)
+	if b.stored == nil || b.decoded.Load() {
+		entries, err := b.all()
+		return entries[from:to], err
+	}
+	r, err := b.reader()
+	if err != nil {
+		return nil, err
+	}
+	es, err := r.Page(from, to)
+	b.report(r)
+	return es, err
+}
+
+// each calls fn with every entry in batch order: a chunked index a chunk at a time.
+func (b *batchRows) each(fn func(*index.Entry)) error {
+	if b.stored == nil || b.decoded.Load() {
+		entries, err := b.all()
+		for i := range entries {
+			fn(&entries[i])
+		}
+		return err
+	}
+	r, err := b.reader()
+	if err != nil {
+		return err
+	}
+	err = r.Each(func(e *index.Entry) error {
+		fn(e)
+		return nil
+	})
+	b.report(r)
+	return err
+}
+
+// haystack is every entry's searchText, computed on the first search.
+func (b *batchRows) haystack() ([]string, error) {
+	entries, err := b.all()
+	if err != nil {
+		return nil, err
+	}
+	b.searchOnce.Do(func() {
+		b.search = make([]string, len(entries))
+		for i := range entries {
+			b.search[i] = searchText(&entries[i])
+		}
+	})
+	return b.search, nil
+}
+
+// summary computes the charts, the filter choices, the judges, the kinds and the rows
+// awaiting a person once, in one pass over the entries.
+func (b *batchRows) summary() (batchSummary, error) {
+	b.once.Do(func() {
+		var charts chartsFold
+		var fs facetsFold
+		judges := map[string]bool{}
+		kinds := map[events.Kind]int{}
+		var awaiting []index.Entry
+		b.sumErr = b.each(func(e *index.Entry) {
+			charts.add(e)
+			fs.add(e)
+			for j := range judgesOf(e) {
+				judges[j] = true
+			}
+			kinds[events.Kind(e.Kind)]++
+			if e.Status == string(events.StatusAwaitingSpotcheck) {
+				awaiting = append(awaiting, *e)
+			}
+		})
+		b.sum = batchSummary{charts: charts.charts(), facets: fs.facets(), kinds: kinds, awaiting: awaiting}
+		for j := range judges {
+			b.sum.judges = append(b.sum.judges, j)
+		}
+		sort.Strings(b.sum.judges)
+	})
+	return b.sum, b.sumErr
+}
+
+// weight is what the rows hold in the cache's unit, an entry decoded (about 800 bytes).
+func (b *batchRows) weight() int {
+	w := len(b.stored)/800 + 1
+	if b.decoded.Load() {
+		w += b.n
+	}
+	return w
 }
 
 // rowsCache keeps recently read batches' entries: a completed batch never changes (a
@@ -56,7 +201,6 @@ func (b *batchRows) derived() ([]chart, facets) {
 type rowsCache struct {
 	mu    sync.Mutex
 	items map[string]*rowsItem
-	total int
 	limit int
 	group singleflight.Group
 }
@@ -69,7 +213,8 @@ type rowsItem struct {
 
 // maxCachedEntries bounds the entries kept across batches: about 800 bytes each in
 // memory, so a 100,000-AC batch and a few small ones fit the console's 256 MiB limit in
-// deploy/k8s beside the transient memory of decoding the next index.
+// deploy/k8s beside the transient memory of decoding the next index. A batch with a
+// chunked index weighs its stored bytes until a view decodes all its entries.
 const maxCachedEntries = 120_000
 
 // runningTTL is how long a running batch's entries are reused.
@@ -96,35 +241,40 @@ func (c *rowsCache) get(key string) *batchRows {
 		return nil
 	}
 	if !it.expires.IsZero() && time.Now().After(it.expires) {
-		c.total -= len(it.rows.Entries)
 		delete(c.items, key)
 		return nil
 	}
 	it.used = time.Now()
+	c.evict(key)
 	return it.rows
 }
 
 func (c *rowsCache) put(key string, rows *batchRows, ttl time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.items[key]; ok {
-		c.total -= len(old.rows.Entries)
-	}
 	it := &rowsItem{rows: rows, used: time.Now()}
 	if ttl > 0 {
 		it.expires = it.used.Add(ttl)
 	}
 	c.items[key] = it
-	c.total += len(rows.Entries)
-	// Least recently used first, but never the one just read.
-	for c.total > c.limit && len(c.items) > 1 {
+	c.evict(key)
+}
+
+// evict drops the least recently used batches, never key, until the rest fit the limit.
+// The weights are summed each time: a batch's grows when a view decodes its entries.
+func (c *rowsCache) evict(key string) {
+	total := 0
+	for _, it := range c.items {
+		total += it.rows.weight()
+	}
+	for total > c.limit && len(c.items) > 1 {
 		oldest := ""
 		for k, v := range c.items {
 			if k != key && (oldest == "" || v.used.Before(c.items[oldest].used)) {
 				oldest = k
 			}
 		}
-		c.total -= len(c.items[oldest].rows.Entries)
+		total -= c.items[oldest].rows.weight()
 		delete(c.items, oldest)
 	}
 }
@@ -161,9 +311,13 @@ func (s *server) loadRows(ctx context.Context, tenant, batch string, h *records.
 	if c := h.Completion; c != nil && c.Index != nil {
 		data, _, err := blob.ReadAll(ctx, s.cfg.Store, blob.Ref{Tenant: tenant, SHA256: c.Index.SHA256})
 		if err == nil {
+			if r, rerr := index.NewReader(bytes.NewReader(data), int64(len(data))); rerr == nil {
+				return &batchRows{stored: data, n: r.Len(), FromIndex: true}, nil
+			}
+			// An index stored before chunks: decoded whole.
 			entries, derr := index.Decode(data)
 			if derr == nil {
-				return &batchRows{Entries: entries, FromIndex: true}, nil
+				return entriesRows(entries, true), nil
 			}
 			err = derr
 		}
@@ -179,5 +333,5 @@ func (s *server) loadRows(ctx context.Context, tenant, batch string, h *records.
 		return nil, fmt.Errorf("rows of %s: %w", records.BatchKey(tenant, batch), err)
 	}
 	sortEntries(entries)
-	return &batchRows{Entries: entries}, nil
+	return entriesRows(entries, false), nil
 }

@@ -315,34 +315,47 @@ type facet struct {
 }
 
 func buildFacets(entries []index.Entry) facets {
-	counts := map[string]map[string]int{}
+	var f facetsFold
+	for i := range entries {
+		f.add(&entries[i])
+	}
+	return f.facets()
+}
+
+// facetsFold counts the filter choices an entry at a time (see chartsFold).
+type facetsFold struct{ counts map[string]map[string]int }
+
+func (f *facetsFold) add(e *index.Entry) {
+	if f.counts == nil {
+		f.counts = map[string]map[string]int{}
+	}
 	add := func(name, v string) {
 		if v == "" {
 			return
 		}
-		if counts[name] == nil {
-			counts[name] = map[string]int{}
+		if f.counts[name] == nil {
+			f.counts[name] = map[string]int{}
 		}
-		counts[name][v]++
+		f.counts[name][v]++
 	}
-	for i := range entries {
-		e := &entries[i]
-		add("status", e.Status)
-		add("kind", e.Kind)
-		add("outcome", verdicts.OutcomeOf(e.Row))
-		add("route", routeOf(e))
-		for j := range judgesOf(e) {
-			add("judge", j)
-		}
-		if e.Cached {
-			add("cached", "yes")
-		} else {
-			add("cached", "no")
-		}
+	add("status", e.Status)
+	add("kind", e.Kind)
+	add("outcome", verdicts.OutcomeOf(e.Row))
+	add("route", routeOf(e))
+	for j := range judgesOf(e) {
+		add("judge", j)
 	}
+	if e.Cached {
+		add("cached", "yes")
+	} else {
+		add("cached", "no")
+	}
+}
+
+func (f *facetsFold) facets() facets {
 	list := func(name string) []facet {
 		var out []facet
-		for v, n := range counts[name] {
+		for v, n := range f.counts[name] {
 			out = append(out, facet{v, n})
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Value < out[j].Value })

@@ -1,0 +1,102 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/internal/console"
+	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
+	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/index"
+	"github.com/tribunal-dev/tribunal/pkg/kind"
+	"github.com/tribunal-dev/tribunal/pkg/records"
+)
+
+// TestBatchPageReadsItsChunks: a completed batch's page reads its stored index a chunk
+// at a time. The first page counts the charts and filters over every entry, a chunk at a
+// time, and decodes the chunk it shows; a later page decodes only its own chunk (512
+// entries of 5,000, a tenth of the index's bytes); a filtered view decodes every entry
+// once, and the pages after it read nothing more.
+func TestBatchPageReadsItsChunks(t *testing.T) {
+	ctx := context.Background()
+	buckets := natstest.Buckets(t, bus.Config{})
+	store, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tenant, batch, n = "team-a", "paged", 5000
+	b := index.NewBuilder()
+	for _, i := range rand.New(rand.NewPCG(5, 6)).Perm(n) {
+		conf := float64(i%100) / 100
+		b.Add(index.Entry{Index: i, Criterion: "c", Row: kind.Row{ACID: fmt.Sprintf("AC-%d", i), Kind: "ab", Status: "compared",
+			Winner: []string{"ours", "reference", "tie"}[i%3], Confidence: &conf, Judge: "openai/m", BiggestGap: fmt.Sprintf("gap %d", i)}})
+	}
+	data, err := b.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := blob.PutBytes(ctx, store, tenant, data, index.MediaType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	comp := records.Completion{At: t0, By: "AC-1", Summary: events.BatchCompleted{Total: n, Compared: n, ExitCode: 1},
+		Index: &events.Blob{SHA256: a.Ref.SHA256, MediaType: index.MediaType, Size: a.Size}}
+	header, _ := json.Marshal(records.Batch{Tenant: tenant, Batch: batch, Size: n, CreatedAt: t0, Completion: &comp})
+	if _, err := buckets.Batches.Put(ctx, records.BatchKey(tenant, batch), header); err != nil {
+		t.Fatal(err)
+	}
+	type read struct {
+		bytes   int64
+		entries int
+	}
+	var reads []read
+	defer console.SetIndexRead(func(b int64, e int) { reads = append(reads, read{b, e}) })()
+	h := console.New(console.Config{Buckets: buckets, Store: store})
+	get := func(query string) string {
+		t.Helper()
+		reads = nil
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/t/"+tenant+"/b/"+batch+query, nil))
+		body, _ := io.ReadAll(rec.Body)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", query, rec.Code, body)
+		}
+		return string(body)
+	}
+
+	first := get("")
+	if len(reads) != 2 || reads[0].entries != n || reads[1].entries != index.ChunkSize {
+		t.Fatalf("the first page read %+v, want every entry once (the charts) then one chunk", reads)
+	}
+	if !strings.Contains(first, ">AC-0<") || !strings.Contains(first, ">AC-99<") || strings.Contains(first, ">AC-100<") {
+		t.Fatal("the first page does not show AC-0 to AC-99")
+	}
+	later := get("?page=20")
+	if len(reads) != 1 || reads[0].entries != index.ChunkSize || reads[0].bytes > int64(len(data))/5 {
+		t.Fatalf("page 20 read %+v of %d bytes, want one chunk", reads, len(data))
+	}
+	if !strings.Contains(later, ">AC-1900<") || !strings.Contains(later, ">AC-1999<") || strings.Contains(later, ">AC-2000<") {
+		t.Fatal("page 20 does not show AC-1900 to AC-1999")
+	}
+	t.Logf("page 20: %d bytes of %d read, %d entries decoded", reads[0].bytes, len(data), reads[0].entries)
+	get("?outcome=reference")
+	if len(reads) != 1 || reads[0].entries != n {
+		t.Fatalf("a filtered view read %+v, want every entry once", reads)
+	}
+	get("?page=30")
+	if len(reads) != 0 {
+		t.Fatalf("a page after every entry was decoded read %+v, want nothing", reads)
+	}
+}
