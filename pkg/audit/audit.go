@@ -46,8 +46,9 @@ type Options struct {
 }
 
 // Progress is how far a replay has read: Read of Total stream sequences in read Pass of
-// Passes (the first read selects, the second audits). Total is an upper bound: a filter
-// skips messages of other tenants and batches without reading them.
+// Passes (1 when one read audits; 2 when a second read audits again, see RunWith).
+// Total is an upper bound: a filter skips messages of other tenants and batches without
+// reading them.
 type Progress struct {
 	Pass, Passes int
 	Read, Total  uint64

@@ -229,4 +229,18 @@ func TestRunRedriveNamesItsJobs(t *testing.T) {
 			requireFinding(t, rep, audit.KindMismatch, "AC-2", "header "+bus.MetaRedriveJobs)
 		})
 	}
+	// One job's audit reads no other job's request: the header is its batch's to check.
+	f := redrivenTwo(t, []string{"AC-2", "AC-3"})
+	js, _ := onStream(ctx, t, f, -1)
+	for _, job := range []string{"AC-2", "AC-3"} {
+		rep, err := audit.RunJob(ctx, js, audit.Filter{Tenant: f.tenant, BatchID: f.batch}, job, f.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range rep.Mismatches {
+			if m.Field == "header "+bus.MetaRedriveJobs {
+				t.Fatalf("%s: %s", job, m)
+			}
+		}
+	}
 }
