@@ -253,7 +253,16 @@ func (a *auditor) beforeComplete(tenant, batch string, attempt int) {
 	a.notePlaced(bk)
 	sort.SliceStable(todo, func(i, j int) bool { return todo[i].Seq < todo[j].Seq })
 	for _, r := range todo {
-		a.applyInput(r)
+		a.applyHeld(r)
+	}
+}
+
+// applyHeld applies an answer taken from its stream position; one whose job is not
+// recorded yet waits for its submission like any other input.
+func (a *auditor) applyHeld(r *Recorded) {
+	if !a.applyInput(r) {
+		key := jobKey{r.Event.Tenant, r.Event.BatchID, r.Event.JobID}
+		a.deferred[key] = append(a.deferred[key], r)
 	}
 }
 
@@ -262,7 +271,7 @@ func (a *auditor) afterComplete(bk batchKey) {
 	held := a.afterHeld[bk]
 	delete(a.afterHeld, bk)
 	for _, r := range held {
-		a.applyInput(r)
+		a.applyHeld(r)
 	}
 }
 
@@ -279,7 +288,7 @@ func (a *auditor) releaseReviews() {
 	a.foldHeld, a.afterHeld = map[batchKey][]*Recorded{}, map[batchKey][]*Recorded{}
 	sort.SliceStable(rest, func(i, j int) bool { return rest[i].Seq < rest[j].Seq })
 	for _, r := range rest {
-		a.applyInput(r)
+		a.applyHeld(r)
 	}
 }
 
