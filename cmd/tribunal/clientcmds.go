@@ -114,6 +114,7 @@ func newSubmitCmd() *cobra.Command {
 	var tenant, resume string
 	var allowOutside bool
 	var acs []string
+	var window int
 	cmd := &cobra.Command{
 		Use:   "submit <batch>",
 		Short: "Submit a batch to running services and print its batch id",
@@ -129,6 +130,12 @@ blocked (an invalid or duplicate job id) is refused with nothing published (exit
 a batch naming a model it may not (--allowed-models; without it only the judge service's
 own model, by leaving judges: empty) or an AC making more judge calls than
 --max-calls-per-ac. Through --ingress the ingress's rules for the team apply instead.
+A batch of more ACs (or jobs) than a batch may have is refused as soon as that is known.
+
+A batch larger than --window ACs is checked, and then published, a window at a time:
+planned, its files hashed, its jobs published and acknowledged, let go. It is planned
+again as it is published; a file changed since it was checked stops the submission at
+its AC, which is then incomplete (resume it once the file is restored, or cancel it).
 
 --resume <id> finishes an interrupted submission of the same batch file under the same
 id: it publishes what the services have not recorded. It refuses a batch file that
@@ -158,7 +165,10 @@ interrupted batch instead, use tribunal cancel.`,
 			for _, r := range b.Rejected {
 				fmt.Fprintln(os.Stderr, "skipped:", r)
 			}
-			sub := &client.Submitter{AllowOutside: allowOutside}
+			if window <= 0 {
+				return exitError{2, fmt.Errorf("--window must be positive")}
+			}
+			sub := &client.Submitter{AllowOutside: allowOutside, Window: window}
 			tenant = cmp.Or(tenant, b.Tenant, "default")
 			// bk is the batch state a resume compares with; a team through the ingress has none.
 			var bk *bus.Buckets
@@ -228,6 +238,7 @@ interrupted batch instead, use tribunal cancel.`,
 	sf.register(cmd.Flags(), true)
 	cmd.Flags().StringVar(&tenant, "tenant", "", "tenant (team); default the batch's, else \"default\" (through --ingress: the token's)")
 	cmd.Flags().BoolVar(&allowOutside, "allow-outside", false, "allow artifact paths outside the batch folder")
+	cmd.Flags().IntVar(&window, "window", client.DefaultWindow, "ACs planned, checked and published at a time: a submission holds a window's plans, not the batch's (the batch is still checked whole before anything is published)")
 	cmd.Flags().StringSliceVar(&acs, "ac", nil, "submit only these ACs of the batch (comma-separated ids, as cfn-ab-critic's --ac)")
 	cmd.Flags().StringVar(&resume, "resume", "", "finish the interrupted submission of this batch id (the same batch file): publish what the services have not recorded")
 	return cmd

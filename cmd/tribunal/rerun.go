@@ -69,6 +69,9 @@ type allInOne struct {
 	key      string
 	plan     string
 	jobs     int
+	// unkeyable is why a job of the batch cannot be keyed (rerun.Unkeyable), the first
+	// Prepare met; "" when every job can.
+	unkeyable string
 }
 
 // open builds the judge provider (not probed yet: an unchanged rerun asks it nothing),
@@ -99,6 +102,14 @@ func (a *allInOne) open(ctx context.Context) error {
 	}
 	sub := a.submitter
 	sub.Pub, sub.Store = bus.NewPublisher(a.js), a.env.Store
+	// What the rerun key needs of each job, seen as Prepare builds it: a batch of several
+	// windows is not held planned, and planning it again would hash its files again.
+	a.unkeyable = ""
+	sub.Inspect = func(j client.Job) {
+		if why := rerun.Unkeyable(j.Spec); why != "" && a.unkeyable == "" {
+			a.unkeyable = why
+		}
+	}
 	a.sub = &sub
 	a.prep, err = a.sub.Prepare(ctx, a.batch, a.tenant)
 	if err != nil {
@@ -176,14 +187,8 @@ func (a *allInOne) computeKey() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: batch file: %w", rerun.ErrUnknown, err)
 	}
-	err = a.prep.Jobs(func(_ int, j client.Job) error {
-		if why := rerun.Unkeyable(j.Spec); why != "" {
-			return fmt.Errorf("%w: %s", rerun.ErrUnknown, why)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
+	if a.unkeyable != "" {
+		return "", fmt.Errorf("%w: %s", rerun.ErrUnknown, a.unkeyable)
 	}
 	jid, err := judgeIdentity(a.jf, a.provider, a.params)
 	if err != nil {

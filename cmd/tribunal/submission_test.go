@@ -34,8 +34,8 @@ func writeTextBatch(t *testing.T, dir string, n int) {
 }
 
 // killedSubmission starts `tribunal submit` on dir, reads the batch id from its first
-// line, and kills it as soon as its jobs start reaching the stream.
-func killedSubmission(t *testing.T, dir string, conn []string, submitted func() uint64) (id string, published uint64) {
+// line, and kills it as soon as more than after of its jobs reached the stream.
+func killedSubmission(t *testing.T, dir string, conn []string, submitted func() uint64, after uint64) (id string, published uint64) {
 	t.Helper()
 	before := submitted()
 	cmd := exec.Command(binary, append([]string{"submit", dir}, conn...)...)
@@ -55,7 +55,7 @@ func killedSubmission(t *testing.T, dir string, conn []string, submitted func() 
 	id = lines.Text()
 	// Freeze it as soon as its jobs reach the stream, then kill it.
 	deadline := time.Now().Add(2 * time.Minute)
-	for submitted() == before {
+	for submitted() <= before+after {
 		if time.Now().After(deadline) {
 			t.Fatalf("no job.submitted reached the stream; stderr: %s", errb.String())
 		}
@@ -121,11 +121,17 @@ func TestSubmitKilledThenResumedOrCancelled(t *testing.T) {
 	_, js := natstest.Connect(t, natsURL)
 	submitted := func() uint64 { return natstest.SubjectCount(t, js, "tribunal.team-a.job.submitted") }
 
+	// Published in windows of 300 ACs, killed in its second window or later: the resume
+	// plans the windows again and sends exactly what is missing.
+	windowed := append([]string{"--window", "300"}, conn...)
 	dir := t.TempDir()
 	writeTextBatch(t, dir, n)
-	id, got := killedSubmission(t, dir, conn, submitted)
+	id, got := killedSubmission(t, dir, windowed, submitted, 450)
 	t.Logf("submit of %s killed with %d of %d jobs in the stream", id, got, n)
-	stdout, stderr, code := run(t, "", append([]string{"submit", dir, "--resume", id}, conn...)...)
+	if got <= 300 || got >= n {
+		t.Fatalf("killed with %d of %d jobs published, want it past its first window and before the end", got, n)
+	}
+	stdout, stderr, code := run(t, "", append([]string{"submit", dir, "--resume", id}, windowed...)...)
 	if code != 0 || strings.TrimSpace(stdout) != id || !strings.Contains(stderr, "recorded already") {
 		t.Fatalf("resume exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
@@ -142,7 +148,7 @@ func TestSubmitKilledThenResumedOrCancelled(t *testing.T) {
 
 	dir = t.TempDir()
 	writeTextBatch(t, dir, n)
-	id, got = killedSubmission(t, dir, conn, submitted)
+	id, got = killedSubmission(t, dir, conn, submitted, 0)
 	t.Logf("submit of %s killed with %d of %d jobs in the stream", id, got, n)
 	var stopped bool
 	deadline := time.Now().Add(time.Minute)

@@ -7,11 +7,9 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/errclass"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/registry"
 )
 
 // DefaultMaxPayload is the NATS server's default max payload, the limit events are
@@ -56,33 +54,33 @@ func (s *Submitter) eventLimit() (limit, maxPayload int64) {
 	return maxPayload - EventHeadroom, maxPayload
 }
 
-// check builds every job's job.submitted before anything is published, validating and
-// measuring it. A job whose event is invalid or too large costs only its AC, as a broken
-// entry does: the AC is planned again as an entry carrying the problem (no criterion, no
-// artifacts), so it is submitted blocked with the reason, naming the AC and the field, and
-// the rest of the batch goes on. Only what cannot be submitted even blocked refuses the
-// batch (a RefusedError): a job id that is not a valid id, or two jobs with one id (a
-// rubric view's generated id cut to length, or equal to another AC's).
-func (s *Submitter) check(ctx context.Context, prep *Prepared, env *stage.PlanEnv, tenant string) error {
-	limit, maxPayload := s.eventLimit()
-	b := prep.batch
+// check builds every job's job.submitted of a window before anything is published,
+// validating and measuring it (at a batch of size jobs). A job whose event is invalid or
+// too large costs only its AC, as a broken entry does: the AC is planned again as an
+// entry carrying the problem (no criterion, no artifacts), so it is submitted blocked
+// with the reason, naming the AC and the field, and the rest of the batch goes on. Only
+// what cannot be submitted even blocked refuses the batch (c.refused): a job id that is
+// not a valid id, or two jobs with one id (a rubric view's generated id cut to length, or
+// equal to another AC's).
+func (s *Submitter) check(ctx context.Context, c *checker, w *window, size int) error {
+	prep := c.prep
 	// out is the plans once one was planned again: until then they stand as they are,
 	// and copying them (about 600 bytes a plan) doubled what a 1,000,000-AC batch's
 	// plans hold at the submission's peak of memory.
 	var out []planned
 	copied := false
-	for start := 0; start < len(prep.plans); {
+	for start := 0; start < len(w.plans); {
 		end := start + 1
-		for end < len(prep.plans) && prep.plans[end].ac.ID == prep.plans[start].ac.ID {
+		for end < len(w.plans) && w.plans[end].ac.ID == w.plans[start].ac.ID {
 			end++
 		}
-		group := prep.plans[start:end]
+		group := w.plans[start:end]
 		first := start
 		start = end
 		ac := group[0].ac
 		problem := ""
-		for _, pl := range group {
-			if problem = s.eventProblem(pl, prep, tenant, limit, maxPayload); problem != "" {
+		for k := range group {
+			if problem = s.eventProblem(&group[k], prep, w.uploads, size, c.limit, c.maxPayload); problem != "" {
 				break
 			}
 		}
@@ -94,49 +92,37 @@ func (s *Submitter) check(ctx context.Context, prep *Prepared, env *stage.PlanEn
 		}
 		if !copied {
 			copied = true
-			out = append(make([]planned, 0, len(prep.plans)), prep.plans[:first]...)
+			out = append(make([]planned, 0, len(w.plans)), w.plans[:first]...)
 		}
 		problem = stage.Problem(ac, problem)
-		k, err := registry.Lookup(events.Kind(b.KindOf(ac)))
-		if err != nil {
-			return fmt.Errorf("%s: %s", b.Path, stage.Problem(ac, err.Error()))
-		}
-		reduced := batch.AC{ID: ac.ID, Kind: ac.Kind, Iteration: ac.Iteration, Line: ac.Line, Problem: problem}
-		ps, err := k.Plan(ctx, env, reduced)
+		prep.blocked[group[0].index] = problem
+		ps, err := prep.planAC(ctx, group[0].index)
 		if err != nil {
 			return err
 		}
-		for _, p := range ps {
-			withBudget(&p, b.Budget)
-			out = append(out, planned{Plan: p, ac: reduced})
-		}
+		out = append(out, ps...)
 		prep.Blocked = append(prep.Blocked, problem)
 	}
 	if copied {
-		prep.plans = out
+		w.plans = out
 	}
-	var refused []string
-	owner := map[string]string{}
-	for _, pl := range prep.plans {
+	for k := range w.plans {
+		pl := &w.plans[k]
 		if err := events.ValidateName(pl.JobID); err != nil {
-			refused = append(refused, stage.Problem(pl.ac, "job id "+err.Error()))
+			c.refused = append(c.refused, stage.Problem(pl.ac, "job id "+err.Error()))
 			continue
 		}
-		if other, dup := owner[pl.JobID]; dup {
-			refused = append(refused, stage.Problem(pl.ac, fmt.Sprintf("job id %q is also a job of %s", pl.JobID, other)))
+		if other, dup := c.owner[pl.JobID]; dup {
+			c.refused = append(c.refused, stage.Problem(pl.ac, fmt.Sprintf("job id %q is also a job of %s", pl.JobID, prep.batch.ACs[other].ID)))
 			continue
 		}
-		owner[pl.JobID] = pl.ac.ID
+		c.owner[pl.JobID] = pl.index
 		if pl.ac.Problem != "" {
 			// Planned again as blocked: it must fit now, or it cannot be submitted at all.
-			if p := s.eventProblem(pl, prep, tenant, limit, maxPayload); p != "" {
-				refused = append(refused, stage.Problem(pl.ac, "even blocked: "+p))
+			if p := s.eventProblem(pl, prep, w.uploads, size, c.limit, c.maxPayload); p != "" {
+				c.refused = append(c.refused, stage.Problem(pl.ac, "even blocked: "+p))
 			}
 		}
-	}
-	refused = append(refused, s.spendProblems(prep)...)
-	if len(refused) > 0 {
-		return &RefusedError{Batch: b.Path, Problems: refused}
 	}
 	return nil
 }
@@ -144,14 +130,14 @@ func (s *Submitter) check(ctx context.Context, prep *Prepared, env *stage.PlanEn
 // eventProblem builds a job's job.submitted as Submit will and says what keeps it from
 // being published: the field it fails validation on, or, when it is too large, the field
 // that makes it so. "" when it can be published.
-func (s *Submitter) eventProblem(pl planned, prep *Prepared, tenant string, limit, maxPayload int64) string {
+func (s *Submitter) eventProblem(pl *planned, prep *Prepared, uploads map[string]events.Source, size int, limit, maxPayload int64) string {
 	iteration := prep.batch.Iteration
 	if pl.ac.Iteration != nil {
 		iteration = *pl.ac.Iteration
 	}
-	spec := pl.Build(prep.uploads)
-	e := events.New(&events.JobSubmitted{Spec: spec, Index: 0, BatchSize: max(len(prep.plans), 1), BatchSource: prep.batch.Path},
-		tenant, checkBatch, pl.JobID, iteration, "", nil)
+	spec := pl.Build(uploads)
+	e := events.New(&events.JobSubmitted{Spec: spec, Index: 0, BatchSize: size, BatchSource: prep.batch.Path},
+		prep.tenant, checkBatch, pl.JobID, iteration, "", nil)
 	data, err := events.Encode(e)
 	if err != nil {
 		return err.Error()

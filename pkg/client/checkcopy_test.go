@@ -30,10 +30,10 @@ func TestCheckKeepsThePlansInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(prep.plans) != n {
-		t.Fatalf("%d plans, want %d", len(prep.plans), n)
+	if len(prep.kept.plans) != n {
+		t.Fatalf("%d plans, want %d", len(prep.kept.plans), n)
 	}
-	first := &prep.plans[0]
+	first := &prep.kept.plans[0]
 	allocated := func(f func()) uint64 {
 		var before, after runtime.MemStats
 		runtime.GC()
@@ -45,19 +45,21 @@ func TestCheckKeepsThePlansInPlace(t *testing.T) {
 	// What building and measuring each event costs, which check cannot do without.
 	limit, maxPayload := s.eventLimit()
 	events := allocated(func() {
-		for _, pl := range prep.plans {
-			if p := s.eventProblem(pl, prep, "team-a", limit, maxPayload); p != "" {
+		for k := range prep.kept.plans {
+			pl := &prep.kept.plans[k]
+			if p := s.eventProblem(pl, prep, prep.kept.uploads, n, limit, maxPayload); p != "" {
 				t.Errorf("%s: %s", pl.JobID, p)
 			}
 		}
 	})
 	var err2 error
-	all := allocated(func() { err2 = s.check(context.Background(), prep, nil, "team-a") })
+	c := s.newChecker(prep)
+	all := allocated(func() { err2 = s.check(context.Background(), c, prep.kept, n) })
 	if err2 != nil {
 		t.Fatal(err2)
 	}
-	if len(prep.plans) != n || &prep.plans[0] != first {
-		t.Fatalf("check replaced the %d plans with a copy of %d", n, len(prep.plans))
+	if len(prep.kept.plans) != n || &prep.kept.plans[0] != first {
+		t.Fatalf("check replaced the %d plans with a copy of %d", n, len(prep.kept.plans))
 	}
 	size := uint64(unsafe.Sizeof(planned{}))
 	extra := (max(all, events) - events) / n

@@ -162,7 +162,7 @@ func TestArtifactChangedDuringSubmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The kept bytes would hide the change; a large file is read again, as here.
-	prep.arts.files["o39.md"].data = nil
+	prep.kept.arts.files["o39.md"].data = nil
 	var sub Submission
 	err = s.publish(context.Background(), prep, "team-a", "b1", nil, false, &sub)
 	if !errors.Is(err, errArtifactChanged) || !strings.Contains(err.Error(), "o39.md") {

@@ -2,18 +2,13 @@ package client
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // publishChunk is how many events one publish sends before waiting for their acks, and
@@ -23,52 +18,6 @@ const (
 	publishChunk = 1000
 	firstChunk   = 16
 )
-
-// storePlan stores the batch's plan (every job's id, kind and iteration, in index order)
-// in pages in blob storage and computes its digest over every job's id, iteration and
-// spec: what the batch's batch.opened announces. The aggregator reads a page only to
-// cancel the batch; a resumed submission compares the digest to tell a changed batch.
-func (s *Submitter) storePlan(ctx context.Context, prep *Prepared, tenant string) error {
-	digest := sha256.New()
-	var pages []events.Blob
-	var page records.PlanPage
-	flush := func() error {
-		data, err := records.EncodePlanPage(page)
-		if err != nil {
-			return err
-		}
-		attrs, err := blob.PutBytes(ctx, s.Store, tenant, data, "application/json")
-		if err != nil {
-			return fmt.Errorf("store plan page %d of %s: %w", len(pages), prep.batch.Path, err)
-		}
-		pages = append(pages, events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "application/json", Size: attrs.Size})
-		page = records.PlanPage{First: page.First + len(page.Jobs)}
-		return nil
-	}
-	err := prep.Jobs(func(_ int, j Job) error {
-		spec, err := json.Marshal(j.Spec)
-		if err != nil {
-			return fmt.Errorf("AC %s: encode spec: %w", j.ID, err)
-		}
-		sum := sha256.Sum256(spec)
-		fmt.Fprintf(digest, "%s\x1f%d\x1f%x\n", j.ID, j.Iteration, sum)
-		page.Jobs = append(page.Jobs, records.PlannedJob{ID: j.ID, Kind: j.Spec.Kind, Iteration: j.Iteration})
-		if len(page.Jobs) == events.PlanPageSize {
-			return flush()
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(page.Jobs) > 0 {
-		if err := flush(); err != nil {
-			return err
-		}
-	}
-	prep.plan = events.BatchOpened{Size: prep.Len(), Source: prep.batch.Path, Digest: hex.EncodeToString(digest.Sum(nil)), Pages: pages}
-	return nil
-}
 
 // Digest is the plan's SHA-256 over every job's id, iteration and spec: the same batch
 // file with the same artifacts gives the same digest.
@@ -104,12 +53,13 @@ func (s *Submitter) publish(ctx context.Context, prep *Prepared, tenant, batchID
 		defer close(ready)
 		var c chunk
 		var names []string
+		var arts *artifacts
 		size := firstChunk
 		send := func() error {
 			if c.jobs == 0 {
 				return nil
 			}
-			if err := s.upload(gctx, tenant, prep.arts, names); err != nil {
+			if err := s.upload(gctx, tenant, arts, names); err != nil {
 				return err
 			}
 			select {
@@ -120,7 +70,14 @@ func (s *Submitter) publish(ctx context.Context, prep *Prepared, tenant, batchID
 			c, names, size = chunk{}, names[:0], min(2*size, publishChunk)
 			return nil
 		}
-		err := prep.Jobs(func(i int, j Job) error {
+		// A window at a time: once its last chunk is handed over, nothing holds it.
+		err := prep.each(gctx, func(w *window, pl *planned, i int, j Job) error {
+			if w.arts != arts {
+				if err := send(); err != nil {
+					return err
+				}
+				arts = w.arts
+			}
 			if recorded[j.ID] {
 				sub.Recorded++
 				return nil
@@ -131,7 +88,7 @@ func (s *Submitter) publish(ctx context.Context, prep *Prepared, tenant, batchID
 				return fmt.Errorf("AC %s: %w", j.ID, err)
 			}
 			c.msgs, c.jobs = append(c.msgs, m...), c.jobs+1
-			names = append(names, prep.plans[i].Names...)
+			names = append(names, pl.Names...)
 			if len(c.msgs) >= size {
 				return send()
 			}

@@ -26,20 +26,19 @@ func (s *Submitter) allowance() *spend.Allowance {
 // apply (spend.Allowance.Check), naming each refused field as the batch file names it:
 // "batch.yaml:12: acs[3].judges[2]: model ...", or "batch.yaml: judges[2]: ..." for the
 // batch's own panel, once for all the ACs that use it.
-func (s *Submitter) spendProblems(prep *Prepared) []string {
+// It checks one window at a time, c keeping the problems and their count.
+func (s *Submitter) spendProblems(c *checker, w *window) {
 	a := s.allowance()
 	if a == nil {
-		return nil
+		return
 	}
-	b := prep.batch
-	var out []string
-	seen := map[string]bool{}
-	more := 0
-	for _, pl := range prep.plans {
+	b := c.prep.batch
+	seen := c.spendSeen
+	for _, pl := range w.plans {
 		if pl.ac.Problem != "" {
 			continue // blocked before any judge: it spends nothing
 		}
-		for _, r := range a.Check(pl.Build(prep.uploads)) {
+		for _, r := range a.Check(pl.Build(w.uploads)) {
 			at := fmt.Sprintf("%s:%d", b.Path, pl.ac.Line)
 			field := r.Field
 			switch r.Part {
@@ -69,15 +68,11 @@ func (s *Submitter) spendProblems(prep *Prepared) []string {
 				}
 				seen[p] = true
 			}
-			if len(out) == maxSpendProblems {
-				more++
+			if len(c.spendOut) == maxSpendProblems {
+				c.spendMore++
 				continue
 			}
-			out = append(out, p)
+			c.spendOut = append(c.spendOut, p)
 		}
 	}
-	if more > 0 {
-		out = append(out, fmt.Sprintf("and %d more", more))
-	}
-	return out
 }

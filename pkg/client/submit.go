@@ -21,9 +21,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
-	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
@@ -54,7 +52,17 @@ type Submitter struct {
 	// job before anything is published: a batch that asks for more is refused whole. Nil
 	// asks Pub (the ingress client knows its team's allowance), else checks nothing.
 	Spend *spend.Allowance
-	Log   *slog.Logger
+	// Window is how many ACs are planned, checked and published at a time (default
+	// DefaultWindow): what a submission holds planned is a window's, not the batch's.
+	Window int
+	// MaxJobs is the most jobs a batch may have (default, and at most,
+	// events.MaxBatchSize): a batch with more is refused before anything is published, as
+	// soon as the count is known.
+	MaxJobs int
+	// Inspect, when set, is shown every job as Prepare builds it: a caller that looks at
+	// each job (the all-in-one's rerun key) need not plan a large batch again with Jobs.
+	Inspect func(Job)
+	Log     *slog.Logger
 }
 
 // Submission describes a submitted batch.
@@ -126,6 +134,12 @@ func (s *Submitter) SubmitPrepared(ctx context.Context, prep *Prepared, tenant, 
 
 // Prepared is a batch resolved into jobs, its artifacts hashed: what Submit publishes,
 // and what `tribunal validate` shows without publishing anything.
+//
+// A batch of more than one window (Submitter.Window ACs) is not held planned: Prepare
+// plans, checks and hashes it a window at a time, keeping of each job only its spec's
+// digest, and every later pass over its jobs (Jobs, publishing) plans its windows again,
+// each job's spec checked against the digest Prepare took. A batch of one window is
+// planned once and kept.
 type Prepared struct {
 	// Rejected are entries that could not be submitted at all (no usable id).
 	Rejected []string
@@ -133,12 +147,31 @@ type Prepared struct {
 	// published as they were, each with the field at fault.
 	Blocked []string
 	batch   *batch.Batch
+	tenant  string
+	sub     *Submitter
+	env     *stage.PlanEnv
+	// jobs counts the jobs; window is how many ACs are planned at a time.
+	jobs, window int
+	// kept is the one window of a batch that has one, planned once.
+	kept *window
+	// blocked are the ACs check planned again as blocked, by their index in the batch,
+	// with the problem: a window planned again plans them so at once.
+	blocked map[int]string
+	// sums are the first 8 bytes of each job's spec digest as Prepare built it (a batch
+	// of more than one window).
+	sums []uint64
+	// plan is the batch's plan as batch.opened announces it: its digest and stored pages.
+	plan events.BatchOpened
+}
+
+// window is some consecutive ACs of a batch, planned: their jobs, from the batch's job
+// first on, and their artifacts, resolved.
+type window struct {
+	first   int
 	plans   []planned
 	uploads map[string]events.Source
 	// arts are the local files behind uploads, stored as their first job is published.
 	arts *artifacts
-	// plan is the batch's plan as batch.opened announces it: its digest and stored pages.
-	plan events.BatchOpened
 }
 
 // withBudget makes p's spec carry the batch's budget, whatever its kind planned.
@@ -154,10 +187,11 @@ func withBudget(p *stage.Plan, budget string) {
 	}
 }
 
-// planned is one job of the batch and the entry it came from.
+// planned is one job of the batch and the entry it came from, at index in the batch.
 type planned struct {
 	stage.Plan
-	ac batch.AC
+	ac    batch.AC
+	index int
 }
 
 // Job is one job of a prepared batch: most ACs are one job, a rubric AC one per view.
@@ -170,37 +204,39 @@ type Job struct {
 }
 
 // Len is the number of jobs.
-func (p *Prepared) Len() int { return len(p.plans) }
+func (p *Prepared) Len() int { return p.jobs }
 
 // Jobs calls fn with each job and its index, in submission order, building each spec on
 // the way so that a large batch's specs are never all held at once. It stops at fn's
-// first error.
+// first error. A batch of more than one window is planned again, a window at a time.
 func (p *Prepared) Jobs(fn func(i int, j Job) error) error {
-	for i, pl := range p.plans {
-		iteration := p.batch.Iteration
-		if pl.ac.Iteration != nil {
-			iteration = *pl.ac.Iteration
-		}
-		spec := pl.Build(p.uploads)
-		// The judge mode is the batch's, for every kind alike.
-		spec.JudgeMode = p.batch.JudgeMode
-		spec.Review = reviewSpec(p.batch, pl.ac)
-		if spec.Problem == "" {
-			// Trials and a ladder too; an entry already at fault asks nothing.
-			spec.Repeats = p.batch.RepeatsOf(pl.ac)
-		}
-		if err := fn(i, Job{ID: pl.JobID, AC: pl.ac, Iteration: iteration, Spec: spec}); err != nil {
-			return err
-		}
+	return p.each(context.Background(), func(_ *window, _ *planned, i int, j Job) error { return fn(i, j) })
+}
+
+// job is the job of pl, its spec built from uploads.
+func (p *Prepared) job(pl *planned, uploads map[string]events.Source) Job {
+	iteration := p.batch.Iteration
+	if pl.ac.Iteration != nil {
+		iteration = *pl.ac.Iteration
 	}
-	return nil
+	spec := pl.Build(uploads)
+	// The judge mode is the batch's, for every kind alike.
+	spec.JudgeMode = p.batch.JudgeMode
+	spec.Review = reviewSpec(p.batch, pl.ac)
+	if spec.Problem == "" {
+		// Trials and a ladder too; an entry already at fault asks nothing.
+		spec.Repeats = p.batch.RepeatsOf(pl.ac)
+	}
+	return Job{ID: pl.JobID, AC: pl.ac, Iteration: iteration, Spec: spec}
 }
 
 // Prepare resolves every AC of b into its jobs and reads and hashes their local artifacts,
-// without publishing anything; the files are stored as publishing reaches their jobs. An AC with a problem is still a job, blocked with it. Every
-// job's event is then built, validated and measured against the bus's max payload (check),
-// and the batch's plan is stored for its batch.opened: what Submit publishes is known to
-// be publishable before the first event goes out.
+// without publishing anything; the files are stored as publishing reaches their jobs. An
+// AC with a problem is still a job, blocked with it. Every job's event is then built,
+// validated and measured against the bus's max payload (check), and the batch's plan is
+// stored for its batch.opened: what Submit publishes is known to be publishable before
+// the first event goes out. A batch of more than Window ACs goes through all of this a
+// window at a time and is let go window by window (see Prepared).
 func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) (*Prepared, error) {
 	if err := events.ValidateTenant(tenant); err != nil {
 		return nil, fmt.Errorf("tenant: %w", err)
@@ -208,52 +244,36 @@ func (s *Submitter) Prepare(ctx context.Context, b *batch.Batch, tenant string) 
 	if s.Log == nil {
 		s.Log = slog.Default()
 	}
-	prep := &Prepared{batch: b}
+	prep := &Prepared{batch: b, tenant: tenant, sub: s, window: s.windowSize(), blocked: map[int]string{}}
 	for _, r := range b.Rejected {
 		prep.Rejected = append(prep.Rejected, r.Error())
 	}
-	env := &stage.PlanEnv{Batch: b, Tenant: tenant, Store: s.Store, AllowOutside: s.AllowOutside, ServeFeature: s.ServeFeature, DefaultMode: s.DefaultMode}
-	// Most ACs are one job; a rubric AC is one job per view of its feature.
-	var names []string
-	seenName := map[string]bool{}
-	for _, ac := range b.ACs {
-		k, err := registry.Lookup(events.Kind(b.KindOf(ac)))
-		if err != nil {
-			return prep, fmt.Errorf("%s: %s", b.Path, stage.Problem(ac, err.Error()))
-		}
-		if ac.Problem == "" {
-			// A kind that takes no trials or ladder has the entry blocked, naming the key.
-			if why := kind.RefuseRepeats(k, b.RepeatsOf(ac)); why != "" {
-				ac.Problem = stage.Problem(ac, why)
-			} else if why := kind.RefuseDecides(k); why != "" && b.Review != nil && b.Review.Decides {
-				// A kind whose reviews only measure has the entry blocked, naming the key.
-				ac.Problem = stage.Problem(ac, why)
-			}
-		}
-		ps, err := k.Plan(ctx, env, ac)
+	// Refused by its count before anything is planned or hashed: every AC is a job at
+	// least.
+	if limit := s.maxJobs(); len(b.ACs) > limit {
+		return prep, &RefusedError{Batch: b.Path, Problems: []string{fmt.Sprintf("%d ACs, over the %d jobs a batch may have (%s)", len(b.ACs), limit, s.maxJobsWhy())}}
+	}
+	prep.env = &stage.PlanEnv{Batch: b, Tenant: tenant, Store: s.Store, AllowOutside: s.AllowOutside, ServeFeature: s.ServeFeature, DefaultMode: s.DefaultMode}
+	c := s.newChecker(prep)
+	for lo := 0; lo < len(b.ACs); lo += prep.window {
+		hi := min(lo+prep.window, len(b.ACs))
+		w, err := prep.planWindow(ctx, lo, hi, prep.jobs)
 		if err != nil {
 			return prep, err
 		}
-		for _, p := range ps {
-			withBudget(&p, b.Budget)
-			prep.plans = append(prep.plans, planned{Plan: p, ac: ac})
-			for _, n := range p.Names {
-				if !seenName[n] {
-					seenName[n] = true
-					names = append(names, n)
-				}
-			}
+		if err := c.window(ctx, w); err != nil {
+			return prep, err
+		}
+		prep.jobs += len(w.plans)
+		if prep.jobs > c.maxJobs {
+			// Refused as soon as it is known, before the rest is planned.
+			return prep, &RefusedError{Batch: b.Path, Problems: []string{fmt.Sprintf("%d jobs in its first %d ACs, over the %d a batch may have (%s)", prep.jobs, hi, c.maxJobs, s.maxJobsWhy())}}
+		}
+		if len(b.ACs) <= prep.window {
+			prep.kept = w
 		}
 	}
-	var err error
-	prep.arts = &artifacts{files: map[string]*artifact{}, uploaded: map[string]bool{}}
-	if prep.uploads, err = s.resolveAll(ctx, b, names, prep.arts); err != nil {
-		return prep, err
-	}
-	if err := s.check(ctx, prep, env, tenant); err != nil {
-		return prep, err
-	}
-	if err := s.storePlan(ctx, prep, tenant); err != nil {
+	if err := c.done(ctx); err != nil {
 		return prep, err
 	}
 	return prep, nil

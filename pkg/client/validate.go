@@ -110,14 +110,18 @@ func (s *Submitter) PlanBatch(ctx context.Context, b *batch.Batch, tenant string
 	if err != nil {
 		return nil, err
 	}
-	// The artifacts are classified as the renderer reads them: from the store.
-	if err := s.upload(ctx, tenant, prep.arts, prep.arts.names()); err != nil {
-		return nil, err
-	}
 	plan := &Plan{Batch: b.Path, Jobs: prep.Len()}
 	plan.Problems = append(plan.Problems, prep.Rejected...)
 	byAC := map[string]*PlannedAC{}
-	err = prep.Jobs(func(_ int, j Job) error {
+	var arts *artifacts
+	err = prep.each(ctx, func(w *window, _ *planned, _ int, j Job) error {
+		if w.arts != arts {
+			// The artifacts are classified as the renderer reads them: from the store.
+			arts = w.arts
+			if err := s.upload(ctx, tenant, arts, arts.names()); err != nil {
+				return err
+			}
+		}
 		k, err := registry.Lookup(j.Spec.Kind)
 		if err != nil {
 			return err
