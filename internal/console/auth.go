@@ -4,10 +4,14 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
@@ -23,9 +27,20 @@ type caller struct {
 	viaHeader bool
 	// name identifies the caller in spot-check records.
 	name string
+	// role is the token's (tokens.RoleTeam for an operator's and in open mode): a
+	// reviewer's opens only the routes that give it the right (routes).
+	role tokens.Role
 }
 
 func (c caller) sees(tenant string) bool { return c.all || c.tenant == tenant }
+
+// who is the caller as the pages' header names them.
+func (c caller) who() string {
+	if c.role == tokens.RoleReviewer {
+		return c.name + " (reviewer)"
+	}
+	return c.name
+}
 
 type authenticator struct {
 	tokens *tokens.Set
@@ -38,22 +53,23 @@ func newAuthenticator(m map[string]string, key []byte) *authenticator {
 
 func (a *authenticator) open() bool { return a.tokens.Len() == 0 }
 
-// lookup resolves a presented token.
+// lookup resolves a presented token, whatever its role: what the role may open is the
+// route's to say (authed).
 func (a *authenticator) lookup(tok string) (caller, bool) {
-	tenant, ok := a.tokens.Tenant(tok)
+	h, ok := a.tokens.Holder(tok)
 	if !ok {
 		return caller{}, false
 	}
-	if tenant == AllTenants {
-		return caller{all: true, session: tok, name: "admin"}, true
+	if h.Tenant == AllTenants {
+		return caller{all: true, session: tok, name: "admin", role: tokens.RoleTeam}, true
 	}
-	return caller{tenant: tenant, session: tok, name: tenant}, true
+	return caller{tenant: h.Tenant, session: tok, name: h.Tenant, role: h.Role}, true
 }
 
 // identify authenticates a request: a bearer header first, then the login cookie.
 func (a *authenticator) identify(r *http.Request) (caller, bool) {
 	if a.open() {
-		return caller{all: true, name: "open-console"}, true
+		return caller{all: true, name: "open-console", role: tokens.RoleTeam}, true
 	}
 	if tok, present, ok := tokens.Bearer(r); present {
 		if !ok {
@@ -107,9 +123,10 @@ func sameOrigin(r *http.Request) bool {
 
 type handler func(http.ResponseWriter, *http.Request, caller)
 
-// authed authenticates a request before h runs. An anonymous browser is sent to the
-// login form; anything else anonymous gets 401.
-func (s *server) authed(h handler) http.HandlerFunc {
+// authed authenticates a request before h runs, and refuses a caller whose role is not
+// one of roles (the route's, routes). An anonymous browser is sent to the login form;
+// anything else anonymous gets 401.
+func (s *server) authed(roles []tokens.Role, h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, ok := s.auth.identify(r)
 		if !ok {
@@ -121,8 +138,32 @@ func (s *server) authed(h handler) http.HandlerFunc {
 			s.errorPage(w, r, http.StatusUnauthorized, "Sign in", "This console needs a token.")
 			return
 		}
+		if !slices.Contains(roles, c.role) {
+			s.refuseRole(w, r, c)
+			return
+		}
 		h(w, r, c)
 	}
+}
+
+// refuseRole answers a caller whose role may not use the route. A path naming another
+// team (or no valid one) is the 404 of a batch nobody submitted, as every page answers
+// it, so a refusal never says that another team's batch exists; the caller's own team's
+// is a 403 naming the role and what it may open.
+func (s *server) refuseRole(w http.ResponseWriter, r *http.Request, c caller) {
+	if t := r.PathValue("tenant"); t != "" && (events.ValidateTenant(t) != nil || !c.sees(t)) {
+		s.notFound(w, r)
+		return
+	}
+	s.log.Info("refused: role", "role", c.role, "tenant", c.tenant, "route", r.Pattern)
+	msg := fmt.Sprintf("A %s's token of %s may not open %s: it may only open %s (docs/security.md).", c.role, c.tenant, r.Pattern, roleMay(c.role))
+	if isAPI(r) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg, "role": string(c.role)})
+		return
+	}
+	s.errorPage(w, r, http.StatusForbidden, "Not for a "+string(c.role), msg)
 }
 
 type loginPage struct {

@@ -92,21 +92,7 @@ func New(cfg Config) http.Handler {
 		cache:   newRowsCache(),
 	}
 	mux := http.NewServeMux()
-	s.reviewRoutes(mux)
-	s.peopleRoutes(mux)
-	mux.HandleFunc("GET /static/console.css", serveCSS)
-	mux.HandleFunc("GET /login", s.loginForm)
-	mux.HandleFunc("POST /login", s.login)
-	mux.HandleFunc("POST /logout", s.logout)
-	mux.HandleFunc("GET /{$}", s.authed(s.index))
-	mux.HandleFunc("GET /t/{tenant}/{$}", s.authed(s.tenantIndex))
-	mux.HandleFunc("GET /t/{tenant}/b/{batch}", s.authed(s.batch))
-	mux.HandleFunc("GET /t/{tenant}/b/{batch}/audit", s.authed(s.audit))
-	mux.HandleFunc("GET /t/{tenant}/b/{batch}/report", s.authed(s.report))
-	mux.HandleFunc("GET /t/{tenant}/b/{batch}/j/{job}", s.authed(s.job))
-	mux.HandleFunc("POST /t/{tenant}/b/{batch}/j/{job}/{action}", s.authed(s.jobAction))
-	mux.HandleFunc("GET /blob/{tenant}/{sha256}", s.authed(s.blob))
-	mux.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request, _ caller) { s.notFound(w, r) }))
+	s.handle(mux)
 	return securityHeaders(mux)
 }
 

@@ -26,6 +26,11 @@
 //	POST /t/{tenant}/b/{batch}/j/{job}/{action}    a form of the kind's section (stage.PageActing:
 //	                                         rubric's spotcheck, HE-2 approve / reject, and reset)
 //	GET  /t/{tenant}/b/{batch}/audit         the audit report (Config.Audit)
+//	GET  /t/{tenant}/b/{batch}/report        the trust report (Config.Report)
+//	GET  /t/{tenant}/b/{batch}/review        the review queue, blind
+//	GET  /t/{tenant}/b/{batch}/review/{item} an item as the judge was shown it, and the
+//	                                         answer form (POST records review.recorded)
+//	GET  /t/{tenant}/b/{batch}/review/{item}/image/{sha256}   an image the item shows
 //	GET  /api/...                            the JSON of every page above (snake_case)
 //	GET  /blob/{tenant}/{sha256}             one artifact, render or manifest
 //	GET  /login, POST /login, POST /logout   the token cookie
@@ -39,6 +44,12 @@
 // the tenant in its path against the caller's: another team's batch, job or artifact is
 // answered with the very same 404 as one that does not exist, so batch ids cannot be
 // probed. Anonymous browsers are sent to /login; other anonymous requests get 401.
+//
+// A token has a role (tokens.Role). A team's opens every page of its team; a reviewer's
+// ("<team>:reviewer") only the team's review queue, its items, their images and the
+// answer form: every other page would un-blind it, and refuses it with a 403 naming the
+// role (another team's batch is the same 404 as ever). routes is the one source of the
+// mux and of the rights table in docs/security.md (TestConsoleRights walks it).
 //
 // With no tokens at all the console is open and shows every tenant. That is the
 // single-team all-in-one mode (`tribunal run --console`); such a console must listen

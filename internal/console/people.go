@@ -11,16 +11,8 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
-
-// peopleRoutes are the review queue's pages: the queue a reviewer works through and each
-// item as the judge saw it, with the form that records the answer (review.recorded).
-func (s *server) peopleRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /t/{tenant}/b/{batch}/review", s.authed(s.reviewQueue))
-	mux.HandleFunc("GET /t/{tenant}/b/{batch}/review/{item}", s.authed(s.reviewItem))
-	mux.HandleFunc("POST /t/{tenant}/b/{batch}/review/{item}", s.authed(s.reviewAnswer))
-	mux.HandleFunc("GET /t/{tenant}/b/{batch}/review/{item}/image/{sha256}", s.authed(s.reviewImage))
-}
 
 // reviewer is who a caller answers as: the console's configured reviewer (`tribunal
 // view`, one user on their own machine), else the credential's tenant and a fingerprint
@@ -70,6 +62,15 @@ func (s *server) queue(w http.ResponseWriter, r *http.Request, c caller) (tenant
 	return tenant, batch, q, true
 }
 
+// reviewCrumbs lead a team back to the batch; a reviewer, who may open none of the
+// batch's other pages, back to the queue only.
+func reviewCrumbs(c caller, tenant, batch string) []crumb {
+	if c.role == tokens.RoleReviewer {
+		return []crumb{{Label: batch + " review queue", Href: "/t/" + tenant + "/b/" + batch + "/review"}}
+	}
+	return batchCrumbs(tenant, batch)
+}
+
 func reviewHref(tenant, batch, item string) string {
 	return "/t/" + tenant + "/b/" + batch + "/review/" + item
 }
@@ -93,7 +94,7 @@ func (s *server) reviewQueue(w http.ResponseWriter, r *http.Request, c caller) {
 		}
 		p.Items = append(p.Items, it)
 	}
-	s.render(w, r, http.StatusOK, "review.html", view{Title: "Review queue", Crumbs: batchCrumbs(tenant, batch), Page: p})
+	s.render(w, r, http.StatusOK, "review.html", view{Title: "Review queue", Crumbs: reviewCrumbs(c, tenant, batch), Page: p})
 }
 
 type itemPage struct {
@@ -160,7 +161,7 @@ func (s *server) itemPage(w http.ResponseWriter, r *http.Request, c caller, tena
 		}
 		p.Parts = append(p.Parts, partView{Text: unfence(part.Text)})
 	}
-	s.render(w, r, code, "reviewitem.html", view{Title: "Review " + e.Item, Crumbs: batchCrumbs(tenant, batch), Page: p})
+	s.render(w, r, code, "reviewitem.html", view{Title: "Review " + e.Item, Crumbs: reviewCrumbs(c, tenant, batch), Page: p})
 }
 
 // fenceLine matches the nonce lines a judge's fences carry; a reader needs neither them

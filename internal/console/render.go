@@ -103,7 +103,7 @@ type crumb struct {
 // page behind a 200.
 func (s *server) render(w http.ResponseWriter, r *http.Request, code int, name string, v view) {
 	if c, ok := s.auth.identify(r); ok {
-		v.Who, v.SignedIn = c.name, !s.auth.open()
+		v.Who, v.SignedIn = c.who(), !s.auth.open()
 	}
 	v.Open = s.auth.open()
 	var buf bytes.Buffer

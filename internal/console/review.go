@@ -14,24 +14,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
-// reviewRoutes are the pages for reviewing judgments at scale (the AC table's export,
-// comparisons, judge calls) and the JSON API behind every page.
-func (s *server) reviewRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /t/{tenant}/b/{batch}/export.csv", s.authed(s.exportCSV))
-	mux.HandleFunc("GET /t/{tenant}/b/{batch}/compare", s.authed(s.compare))
-	mux.HandleFunc("GET /t/{tenant}/b/{batch}/j/{job}/call/{n}", s.authed(s.call))
-	mux.HandleFunc("GET /api/batches", s.authed(s.apiIndex))
-	mux.HandleFunc("GET /api/t/{tenant}/batches", s.authed(s.apiTenantIndex))
-	mux.HandleFunc("GET /api/t/{tenant}/b/{batch}", s.authed(s.apiBatch))
-	mux.HandleFunc("GET /api/t/{tenant}/b/{batch}/compare", s.authed(s.apiCompare))
-	mux.HandleFunc("GET /api/t/{tenant}/b/{batch}/audit", s.authed(s.apiAudit))
-	mux.HandleFunc("GET /api/t/{tenant}/b/{batch}/j/{job}", s.authed(s.apiJob))
-	mux.HandleFunc("GET /api/t/{tenant}/b/{batch}/j/{job}/call/{n}", s.authed(s.apiCall))
-	mux.HandleFunc("/api/", s.authed(func(w http.ResponseWriter, r *http.Request, _ caller) {
-		s.apiError(w, http.StatusNotFound, "not found")
-	}))
-}
-
 // hrefWith is path with the query v.
 func hrefWith(path string, v url.Values) string {
 	if len(v) == 0 {

@@ -1,7 +1,7 @@
 // Package tokens is the bearer-token authentication the console and the ingress share.
 // A tokens file is a JSON object {"<token>": "<holder>"}: a holder "<tenant>" is a team's
-// token, "<tenant>:reviewer" a reviewer's of that team (RoleReviewer: the ingress lets it
-// only read the team's blind review queue and answer it), and AllTenants an operator's
+// token, "<tenant>:reviewer" a reviewer's of that team (RoleReviewer: the ingress and the
+// console let it only read the team's blind review queue and answer it), and AllTenants an operator's
 // (the console shows it every team; the ingress refuses it, since operators reach NATS
 // directly). A token is the only thing between a team and another team's work, so it must
 // be long and random (Generate).

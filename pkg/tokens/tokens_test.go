@@ -128,8 +128,8 @@ func TestCheckRefusesPlaceholders(t *testing.T) {
 }
 
 // TestReviewerTokens: a reviewer's token ("<team>:reviewer") is its team's with the
-// reviewer's role; Tenant, which readers that know no roles ask (the console), does not
-// know it, so it never gets the team's rights there.
+// reviewer's role; Tenant, for a reader that knows no roles, does not know it, so it
+// never gets the team's rights there.
 func TestReviewerTokens(t *testing.T) {
 	t.Parallel()
 	for v, want := range map[string]Holder{
