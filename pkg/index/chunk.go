@@ -50,7 +50,7 @@ func writeChunked(w io.Writer, n int, table []string, each func(func([]byte) err
 		ce, body, count = newEncoder(), body[:0], 0
 		return nil
 	}
-	d := &decoder{table: table}
+	d := &decoder{table: table, slab: slabSize}
 	var e Entry
 	if err := each(func(enc []byte) error {
 		d.data, d.pos = enc, 0
@@ -92,6 +92,8 @@ type Reader struct {
 	// bytes and entries count what was read and decoded (Read).
 	bytes   int64
 	entries int
+	zr      *gzip.Reader
+	raw     bytes.Buffer
 }
 
 type chunkAt struct {
@@ -181,11 +183,20 @@ func (r *Reader) Each(fn func(*Entry) error) error {
 }
 
 func (r *Reader) chunk(c *chunkAt) ([]Entry, error) {
-	zr, err := gzip.NewReader(io.NewSectionReader(r.r, c.off, c.size))
+	// One decompressor and buffer for every chunk the reader reads.
+	src := io.NewSectionReader(r.r, c.off, c.size)
+	var err error
+	if r.zr == nil {
+		r.zr, err = gzip.NewReader(src)
+	} else {
+		err = r.zr.Reset(src)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("index: chunk at entry %d: %w", c.first, err)
 	}
-	raw, err := io.ReadAll(zr)
+	r.raw.Reset()
+	_, err = r.raw.ReadFrom(r.zr)
+	raw := r.raw.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("index: chunk at entry %d: %w", c.first, err)
 	}

@@ -55,3 +55,29 @@ func TestPageReadsItsChunks(t *testing.T) {
 		t.Logf("page at %d: %d bytes of %d read, %d entries decoded", tc.from, read, len(data), decoded)
 	}
 }
+
+// BenchmarkPage reads a 100-entry page of a 100,000-entry index, the directory and one
+// chunk, as the console's table does for a page in batch order.
+func BenchmarkPage(b *testing.B) {
+	const n = 100_000
+	bl := NewBuilder()
+	for i := range n {
+		conf := float64(i%100) / 100
+		bl.Add(Entry{Index: i, Criterion: fmt.Sprintf("criterion %d", i%977), Row: kind.Row{ACID: fmt.Sprintf("AC-%d", i), Kind: "ab", Status: "compared",
+			Confidence: &conf, Judge: "openai/m", BiggestGap: fmt.Sprintf("gap %d", i%13)}})
+	}
+	data, err := bl.Bytes()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.Page(50_000, 50_100); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

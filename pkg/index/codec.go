@@ -219,6 +219,8 @@ type decoder struct {
 	blobs  []events.Blob
 	// v2 reads an index written before costs, v3 one before repeated trials.
 	v2, v3 bool
+	// slab is how many values a slab holds (slabSize, or fewer for a small index).
+	slab int
 }
 
 // repeatsJSON is how an entry keeps its row's trials, ladder and doubts.
@@ -228,12 +230,14 @@ type repeatsJSON struct {
 	Unsure []string             `json:"u,omitempty"`
 }
 
-// slabSize is how many values one slab allocation holds.
+// slabSize is how many values one slab allocation holds, at most: an index of fewer
+// entries (a chunk of a v5 one) takes slabs of its entry count, so a page that decodes
+// one chunk does not allocate slabs for thousands.
 const slabSize = 4096
 
-func take[T any](slab *[]T) *T {
+func take[T any](slab *[]T, size int) *T {
 	if len(*slab) == 0 {
-		*slab = make([]T, slabSize)
+		*slab = make([]T, size)
 	}
 	v := &(*slab)[0]
 	*slab = (*slab)[1:]
@@ -290,7 +294,7 @@ func (d *decoder) optFloat() *float64 {
 		d.fail("unexpected end")
 		return nil
 	}
-	f := take(&d.floats)
+	f := take(&d.floats, d.slab)
 	*f = math.Float64frombits(binary.LittleEndian.Uint64(d.data[d.pos:]))
 	d.pos += 8
 	return f
@@ -301,7 +305,7 @@ func (d *decoder) optBool() *bool {
 	if b == 0 {
 		return nil
 	}
-	v := take(&d.bools)
+	v := take(&d.bools, d.slab)
 	*v = b == 2
 	return v
 }
@@ -310,7 +314,7 @@ func (d *decoder) optInt() *int {
 	if d.byte() == 0 {
 		return nil
 	}
-	i := take(&d.ints)
+	i := take(&d.ints, d.slab)
 	*i = int(d.int())
 	return i
 }
@@ -367,7 +371,7 @@ func (d *decoder) entry(x *Entry) {
 	}
 	if n > 0 {
 		if uint64(len(d.calls)) < n {
-			d.calls = make([]records.Call, max(slabSize, int(n)))
+			d.calls = make([]records.Call, max(d.slab, int(n)))
 		}
 		x.Calls = d.calls[:n:n]
 		d.calls = d.calls[n:]
@@ -384,7 +388,7 @@ func (d *decoder) entry(x *Entry) {
 			c.PriceTable, c.BudgetRefused = d.str(), d.str()
 		}
 		if d.byte() == 1 {
-			b := take(&d.blobs)
+			b := take(&d.blobs, d.slab)
 			b.SHA256, b.MediaType, b.Size = d.str(), d.str(), d.int()
 			c.Record = b
 		}
@@ -402,6 +406,7 @@ func decodeAll(data []byte) ([]Entry, error) {
 	if d.err != nil || size > uint64(len(data)) || n > uint64(len(data)) {
 		return nil, fmt.Errorf("%w: bad header", errCorrupt)
 	}
+	d.slab = int(min(max(n, 16), slabSize))
 	// One string holds the whole table (one allocation); each entry is a slice of it.
 	type span struct{ from, to int }
 	spans := make([]span, size)
