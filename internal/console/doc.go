@@ -7,8 +7,9 @@
 //
 // It reads JetStream KV (tribunal_batches for headers and progress, tribunal_jobs for
 // job records, rubric loop state and sign-offs included) and blob storage (a completed
-// batch's index, read once and kept in memory, serves its table, filters, charts and
-// comparisons: a page of a 100,000-AC batch does not read 100,000 records), and
+// batch's index, read once and kept as stored, serves its table, filters, charts and
+// comparisons: a page of a 100,000-AC batch does not read 100,000 records, and a page in
+// batch order decodes only the chunks of the index it shows), and
 // publishes one event only, spotcheck.recorded. Reading KV needs the
 // services' NATS user, so teams are kept apart here, not by NATS.
 //
