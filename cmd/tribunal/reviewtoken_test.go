@@ -80,7 +80,7 @@ func TestReviewerTokenPageInChromium(t *testing.T) {
 		t.Fatalf("the batch page, to a reviewer:\n%s", text)
 	}
 	// `tribunal review` takes the state folder from the view, so it reads last.
-	want := "console:" + strings.TrimPrefix(ingress.Reviewer("default", tok), "ingress:")
+	want := ingress.Reviewer("default", tok)
 	at := slices.IndexFunc(queue(t, dir, id), func(e client.ReviewEntry) bool { return e.Item == item.Item && slices.Contains(e.Reviewers, want) })
 	if at < 0 {
 		t.Fatalf("item %s is not reviewed by %s in the queue", item.Item, want)

@@ -222,7 +222,7 @@ func TestConsoleRights(t *testing.T) {
 
 	// The reviewer's answer, posted by the walk, is the token holder's: the tenant and
 	// the token's fingerprint, as the ingress names it.
-	want := "console:" + strings.TrimPrefix(ingress.Reviewer(tenantA, rightsReviewerTok), "ingress:")
+	want := ingress.Reviewer(tenantA, rightsReviewerTok)
 	job := s.waitJob(t, sub, entry.AC, 10*time.Second, "the reviewer's answer recorded", func(j *records.Job) bool {
 		return slices.ContainsFunc(j.Reviews, func(r records.Review) bool { return r.By == want })
 	})

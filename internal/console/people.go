@@ -2,8 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -15,8 +13,9 @@ import (
 )
 
 // reviewer is who a caller answers as: the console's configured reviewer (`tribunal
-// view`, one user on their own machine), else the credential's tenant and a fingerprint
-// of the token, so two people of one team with tokens of their own are two reviewers.
+// view`, one user on their own machine), else the token's holder as the ingress names
+// them too (tokens.Reviewer), so one person answering through both is one reviewer and
+// the queue marks what they answered through either.
 func (s *server) reviewer(c caller) string {
 	if c.session == "" {
 		if s.cfg.Reviewer != "" {
@@ -24,8 +23,7 @@ func (s *server) reviewer(c caller) string {
 		}
 		return "console:" + c.name
 	}
-	h := sha256.Sum256([]byte(c.session))
-	return "console:" + c.name + " (token " + hex.EncodeToString(h[:4]) + ")"
+	return tokens.Reviewer(c.name, c.session)
 }
 
 // reviewVia is how the console records answers: "viewer" for `tribunal view`, "console"

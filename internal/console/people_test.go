@@ -107,7 +107,7 @@ func TestReviewQueuePerTeam(t *testing.T) {
 		return len(j.Reviews) == 2 && j.Reviews[0].Changes == 1
 	})
 	r := reviews()
-	if r[0].By == r[1].By || !strings.HasPrefix(r[0].By, "console:team-a (token ") || r[0].Via != "console" || r[0].Person.Slot != "B" {
+	if r[0].By == r[1].By || !strings.HasPrefix(r[0].By, "team-a (token ") || r[0].Via != "console" || r[0].Person.Slot != "B" {
 		t.Fatalf("reviews %+v", r)
 	}
 	// The team's report page: the agreement, each disagreement one click from its AC.

@@ -74,7 +74,7 @@ func TestRubricReviewInTheConsole(t *testing.T) {
 		t.Fatalf("the answer: %d\n%s", resp.StatusCode, body)
 	}
 	rec := s.waitJob(t, sub, job, 20*time.Second, "the review recorded", func(j *records.Job) bool { return len(j.Reviews) == 1 })
-	if r := rec.Reviews[0]; r.Person.Label != "fail" || r.Judge.Label != "pass" || !strings.HasPrefix(r.By, "console:team-a (token ") || r.Via != "console" {
+	if r := rec.Reviews[0]; r.Person.Label != "fail" || r.Judge.Label != "pass" || !strings.HasPrefix(r.By, "team-a (token ") || r.Via != "console" {
 		t.Fatalf("review %+v", r)
 	}
 	_, body = w.get("/t/"+tenantA+"/b/"+sub.BatchID+"/report", reviewTokA1)

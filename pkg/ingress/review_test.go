@@ -3,6 +3,8 @@ package ingress_test
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +69,11 @@ func TestReviewThroughIngress(t *testing.T) {
 	}
 	if code, p := post(t, f, tokA, encode(t, withCase)); code >= 300 {
 		t.Fatalf("a review naming a case: %d %+v", code, p)
+	}
+	// A client of before the console and the ingress named a token's holder alike sends
+	// "ingress:<name>": refused, naming the one name it is to send.
+	if code, p := post(t, f, tokA, encode(t, review("team-a", "ingress:"+me))); code != http.StatusForbidden || len(p.Refusals) != 1 || !strings.Contains(p.Refusals[0].Message, strconv.Quote(me)) {
+		t.Fatalf("team-a's own review under the ingress's former name: %d %+v", code, p)
 	}
 	if code, p := post(t, f, tokA, encode(t, review("team-a", me))); code >= 300 {
 		t.Fatalf("team-a's own review: %d %+v", code, p)

@@ -735,7 +735,12 @@ func (s *server) reviewAnswers(w http.ResponseWriter, r *http.Request, tenant st
 				refuse(i, k, err)
 				continue
 			}
-			evs = append(evs, ev)
+			// The holder's same answer, already recorded through another door (the
+			// console), is that answer: published again with another via it would be a
+			// conflict of its id, and applied it would change nothing.
+			if !slices.ContainsFunc(a.Entry.Job().Reviews, func(rv records.Review) bool { return rv.Event == ev.ID }) {
+				evs = append(evs, ev)
+			}
 			out.Items = append(out.Items, AnswerItem{Item: a.Entry.Item, Answer: json.RawMessage(ev.Payload.(*events.ReviewRecorded).Answer)})
 			if len(out.Recorded) == 0 || out.Recorded[len(out.Recorded)-1] != k {
 				out.Recorded = append(out.Recorded, k)

@@ -20,6 +20,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/review"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+	"github.com/tribunal-dev/tribunal/pkg/tokens"
 )
 
 func reviewEvent(id, by, answer string, at time.Duration) events.Event {
@@ -75,6 +76,43 @@ func TestReviewMeasures(t *testing.T) {
 	res3, err := rulebook.Apply(rulebook.State{Job: res2.Job}, in(other))
 	if err != nil || len(res3.Job.Reviews) != 2 || res3.Job.Reviews[1].Person.Label != "tie" {
 		t.Fatalf("second reviewer: %+v, %v", res3.Job, err)
+	}
+}
+
+// TestReviewOnePersonTwoDoors: a reviewer is their by, whatever the door (via): one token
+// answering through the ingress and then through the console is one review, the later
+// with its door, the change counted; the same answer through the other door is the same
+// event, applied once.
+func TestReviewOnePersonTwoDoors(t *testing.T) {
+	by := tokens.Reviewer(tenant, "team-a-reviewer-token-0123456789")
+	door := func(via, answer string, at time.Duration) events.Event {
+		e := reviewEvent("AC-7", by, answer, at)
+		e.Payload.(*events.ReviewRecorded).Via = via
+		return e
+	}
+	first := door("ingress", `{"raw_winner":"B","confidence":0.7,"biggest_gap":"slot B covers more"}`, time.Minute)
+	res, err := rulebook.Apply(rulebook.State{Job: judged(t, false)}, in(first))
+	if err != nil || res.Job == nil {
+		t.Fatalf("through the ingress: %+v, %v", res, err)
+	}
+	later := door("console", `{"raw_winner":"A","confidence":0.8,"biggest_gap":"slot A is right"}`, 2*time.Minute)
+	res2, err := rulebook.Apply(rulebook.State{Job: res.Job}, in(later))
+	if err != nil || res2.Job == nil {
+		t.Fatalf("through the console: %+v, %v", res2, err)
+	}
+	r := res2.Job.Reviews
+	if len(r) != 1 || r[0].By != by || r[0].Via != "console" || r[0].Person.Label != "ours" || r[0].Changes != 1 || r[0].Replaced != first.ID {
+		t.Fatalf("reviews %+v, want one by %q via the console replacing %s", r, by, first.ID)
+	}
+	again := door("ingress", `{"raw_winner":"A","confidence":0.8,"biggest_gap":"slot A is right"}`, 3*time.Minute)
+	if again.ID != later.ID {
+		t.Fatalf("the same answer through another door is event %s, not %s", again.ID, later.ID)
+	}
+	if same, err := rulebook.Apply(rulebook.State{Job: res2.Job}, in(again)); err != nil || same.Job != nil {
+		t.Fatalf("the same answer through another door: %+v, %v", same, err)
+	}
+	if a, err := client.ReviewAgreement([]*records.Job{res2.Job}, 1); err != nil || a == nil || a.Reviews != 1 {
+		t.Fatalf("agreement %+v, %v: want one review", a, err)
 	}
 }
 

@@ -162,3 +162,18 @@ func TestReviewerTokens(t *testing.T) {
 		t.Errorf("Holder(reviewer's) = %+v %v", h, ok)
 	}
 }
+
+// TestReviewer: a token's holder is named by the tenant and the token's fingerprint alone,
+// so the ingress and the console, which both call it, name one token's holder alike.
+func TestReviewer(t *testing.T) {
+	a, b := "reviewer-token-ann-0123456789abcdef", "reviewer-token-bob-0123456789abcdef"
+	if got, want := Reviewer("team-a", a), "team-a (token "+Fingerprint(a)+")"; got != want {
+		t.Errorf("Reviewer = %q, want %q", got, want)
+	}
+	if len(Fingerprint(a)) != 8 || Fingerprint(a) == Fingerprint(b) || Reviewer("team-a", a) == Reviewer("team-a", b) {
+		t.Errorf("two tokens, one name: %q %q", Reviewer("team-a", a), Reviewer("team-a", b))
+	}
+	if strings.Contains(Reviewer("team-a", a), a) {
+		t.Error("the name discloses the token")
+	}
+}
