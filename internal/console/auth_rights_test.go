@@ -258,4 +258,16 @@ func TestConsoleRights(t *testing.T) {
 	if resp, _ := w.do(http.MethodGet, "/blob/"+tenantA+"/"+image, "", nil, map[string]string{"Cookie": cookie}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("the item's image by digest, signed in as a reviewer: %d", resp.StatusCode)
 	}
+	// The header's "tribunal" leads a reviewer to `/`: the team's review queues, each a
+	// link to its queue with what the reviewer answered, nothing of a batch's verdicts and
+	// no other team's batch.
+	if !strings.Contains(body, `class="brand" href="/"`) {
+		t.Fatalf("the item page has no link home:\n%s", body)
+	}
+	resp, body = w.do(http.MethodGet, "/", "", nil, map[string]string{"Cookie": cookie})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `href="`+queuePath+`"`) ||
+		!regexp.MustCompile(`you answered 1 of \d+`).MatchString(body) || strings.Contains(body, subB.BatchID) ||
+		strings.Contains(body, `href="/t/`+tenantA+`/b/`+sub.BatchID+`"`) || strings.Contains(body, "AC-") {
+		t.Fatalf("a reviewer's /: %d\n%s", resp.StatusCode, body)
+	}
 }

@@ -48,7 +48,7 @@ func (s *server) routes() []route {
 		{Pattern: "GET " + b + "/review/{item}", Roles: teamAndReviewer, What: "an item as the judge was shown it, the shape to answer in, the answer form", h: s.reviewItem},
 		{Pattern: "POST " + b + "/review/{item}", Roles: teamAndReviewer, What: "record an answer, as the token's holder", h: s.reviewAnswer},
 		{Pattern: "GET " + b + "/review/{item}/image/{sha256}", Roles: teamAndReviewer, What: "an image the item shows, only if it shows it", h: s.reviewImage},
-		{Pattern: "GET /{$}", Roles: teamOnly, What: "the team's batches, their progress and costs", h: s.index},
+		{Pattern: "GET /{$}", Roles: teamAndReviewer, What: "the team's batches, their progress and costs; to a reviewer, the team's review queues (batch ids, items, how many it answered) and nothing else", h: s.home},
 		{Pattern: "GET /t/{tenant}/{$}", Roles: teamOnly, What: "likewise, of one team", h: s.tenantIndex},
 		{Pattern: "GET " + b, Roles: teamOnly, What: "progress, summary, charts and the AC table: every verdict", h: s.batch},
 		{Pattern: "GET " + b + "/export.csv", Roles: teamOnly, What: "the AC table as CSV", h: s.exportCSV},

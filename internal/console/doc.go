@@ -47,8 +47,8 @@
 // probed. Anonymous browsers are sent to /login; other anonymous requests get 401.
 //
 // A token has a role (tokens.Role). A team's opens every page of its team; a reviewer's
-// ("<team>:reviewer") only the team's review queue, its items, their images and the
-// answer form: every other page would un-blind it, and refuses it with a 403 naming the
+// ("<team>:reviewer") only the team's review queues (`/` lists them), each queue's items,
+// their images and the answer form: every other page would un-blind it, and refuses it with a 403 naming the
 // role (another team's batch is the same 404 as ever). routes is the one source of the
 // mux and of the rights table in docs/security.md (TestConsoleRights walks it).
 //

@@ -14,7 +14,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates that are whole pages; each is parsed with the layout.
-var pageNames = []string{"index.html", "batch.html", "job.html", "audit.html", "login.html", "error.html", "report.html", "review.html", "reviewitem.html"}
+var pageNames = []string{"index.html", "batch.html", "job.html", "audit.html", "login.html", "error.html", "report.html", "review.html", "reviewitem.html", "queues.html"}
 
 type pages struct {
 	t map[string]*template.Template
