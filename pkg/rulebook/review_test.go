@@ -114,6 +114,12 @@ func TestReviewOnePersonTwoDoors(t *testing.T) {
 	if a, err := client.ReviewAgreement([]*records.Job{res2.Job}, 1); err != nil || a == nil || a.Reviews != 1 {
 		t.Fatalf("agreement %+v, %v: want one review", a, err)
 	}
+	// A review recorded before the doors shared the name keeps its own: another reviewer.
+	old := reviewEvent("AC-7", "console:"+by, `{"raw_winner":"B","confidence":0.7,"biggest_gap":"slot B covers more"}`, 4*time.Minute)
+	res3, err := rulebook.Apply(rulebook.State{Job: res2.Job}, in(old))
+	if err != nil || res3.Job == nil || len(res3.Job.Reviews) != 2 || res3.Job.Reviews[1].By != "console:"+by || res3.Job.Reviews[1].Changes != 0 {
+		t.Fatalf("a review under the console's former name: %+v, %v", res3.Job, err)
+	}
 }
 
 // TestReviewRefused: an answer outside the kind's contract, a job with no verdict yet,
