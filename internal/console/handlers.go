@@ -251,6 +251,16 @@ func (s *server) batchData(r *http.Request, c caller, tenant, batch string, h *r
 		for i := range es {
 			page = append(page, &es[i])
 		}
+	} else if rows.tooBig(s.cache.limit) {
+		// Filtered or sorted, as it is read: the batch's entries would not fit the cache.
+		es, n, err := q.applyEach(rows.each)
+		if err != nil {
+			return d, err
+		}
+		for i := range es {
+			page = append(page, &es[i])
+		}
+		matched = n
 	} else {
 		entries, err := rows.all()
 		if err != nil {

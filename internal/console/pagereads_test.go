@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,9 @@ import (
 // at a time. The first page counts the charts and filters over every entry, a chunk at a
 // time, and decodes the chunk it shows; a later page decodes only its own chunk (512
 // entries of 5,000, a tenth of the index's bytes); a filtered view decodes every entry
-// once, and the pages after it read nothing more.
+// once, and the pages after it read nothing more. A batch too big for the console's
+// cache is never decoded whole: its filtered and sorted views read it a chunk at a time
+// each time, and the right rows.
 func TestBatchPageReadsItsChunks(t *testing.T) {
 	ctx := context.Background()
 	buckets := natstest.Buckets(t, bus.Config{})
@@ -98,5 +101,37 @@ func TestBatchPageReadsItsChunks(t *testing.T) {
 	get("?page=30")
 	if len(reads) != 0 {
 		t.Fatalf("a page after every entry was decoded read %+v, want nothing", reads)
+	}
+
+	// A batch whose entries would not fit the cache is never decoded whole: a filtered
+	// and sorted view reads it a chunk at a time each time, and keeps the page.
+	defer console.SetRowsLimit(n / 2)()
+	h = console.New(console.Config{Buckets: buckets, Store: store})
+	get("")
+	for range 2 {
+		sorted := get("?outcome=reference&sort=confidence&dir=desc&page=2")
+		if len(reads) != 1 || reads[0].entries != n {
+			t.Fatalf("a filtered view of a batch too big to keep read %+v, want every entry once", reads)
+		}
+		// The reference rows (every third), by confidence down, then batch order.
+		var want []int
+		for i := 1; i < n; i += 3 {
+			want = append(want, i)
+		}
+		sort.SliceStable(want, func(a, b int) bool { return want[a]%100 > want[b]%100 })
+		for _, i := range []int{want[100], want[199]} {
+			if !strings.Contains(sorted, fmt.Sprintf(">AC-%d<", i)) {
+				t.Fatalf("page 2 of the reference rows by confidence lacks AC-%d", i)
+			}
+		}
+		for _, i := range []int{want[99], want[200]} {
+			if strings.Contains(sorted, fmt.Sprintf(">AC-%d<", i)) {
+				t.Fatalf("page 2 of the reference rows by confidence shows AC-%d", i)
+			}
+		}
+	}
+	get("?page=20")
+	if len(reads) != 1 || reads[0].entries != index.ChunkSize {
+		t.Fatalf("page 20 after a filtered view of a batch too big to keep read %+v, want one chunk", reads)
 	}
 }

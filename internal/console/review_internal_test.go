@@ -86,6 +86,20 @@ func TestTableQuery(t *testing.T) {
 		if got := ids(page); got != tc.want || total != tc.total {
 			t.Errorf("%q: %s (%d matched), want %s (%d)", tc.query, got, total, tc.want, tc.total)
 		}
+		// A batch too big to keep decoded is paged as it is read: the same page.
+		streamed, n, err := q.applyEach(func(fn func(*index.Entry)) error {
+			for i := range entries {
+				fn(&entries[i])
+			}
+			return nil
+		})
+		var ptrs []*index.Entry
+		for i := range streamed {
+			ptrs = append(ptrs, &streamed[i])
+		}
+		if err != nil || ids(ptrs) != tc.want || n != tc.total {
+			t.Errorf("%q: read as it comes, %s (%d matched), want %s (%d)", tc.query, ids(ptrs), n, tc.want, tc.total)
+		}
 	}
 	// A query is a link: parsing its values gives it back.
 	v, _ := url.ParseQuery("status=compared&q=gap&sort=route&dir=desc&page=3&per=50")
@@ -254,4 +268,12 @@ func SetIndexRead(fn func(bytes int64, entries int)) (restore func()) {
 	old := indexRead
 	indexRead = fn
 	return func() { indexRead = old }
+}
+
+// SetRowsLimit sets the rows cache's limit of the consoles made next, until the returned
+// func restores it.
+func SetRowsLimit(n int) (restore func()) {
+	old := rowsLimit
+	rowsLimit = n
+	return func() { rowsLimit = old }
 }

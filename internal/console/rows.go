@@ -186,6 +186,13 @@ func (b *batchRows) summary() (batchSummary, error) {
 	return b.sum, b.sumErr
 }
 
+// tooBig reports whether the rows are a chunked index whose entries, decoded, would
+// weigh more than limit: its filtered and sorted views are then read a chunk at a time
+// on each request (tableQuery.applyEach) instead of decoded once and kept.
+func (b *batchRows) tooBig(limit int) bool {
+	return b.stored != nil && !b.decoded.Load() && b.n > limit
+}
+
 // weight is what the rows hold in the cache's unit, an entry decoded (about 800 bytes).
 func (b *batchRows) weight() int {
 	w := len(b.stored)/800 + 1
@@ -220,8 +227,11 @@ const maxCachedEntries = 120_000
 // runningTTL is how long a running batch's entries are reused.
 const runningTTL = 2 * time.Second
 
+// rowsLimit is the cache's limit (maxCachedEntries; tests lower it).
+var rowsLimit = maxCachedEntries
+
 func newRowsCache() *rowsCache {
-	return &rowsCache{items: map[string]*rowsItem{}, limit: maxCachedEntries}
+	return &rowsCache{items: map[string]*rowsItem{}, limit: rowsLimit}
 }
 
 // rowsKey names what a batch's entries were read from: a completion (its attempt and

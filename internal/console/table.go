@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"container/heap"
 	"iter"
 	"net/url"
 	"sort"
@@ -202,6 +203,13 @@ func (q tableQuery) all(entries []index.Entry) []*index.Entry {
 }
 
 func sortRows(rows []*index.Entry, by string, desc bool) {
+	before := rowOrder(by, desc)
+	sort.SliceStable(rows, func(i, j int) bool { return before(rows[i], rows[j]) })
+}
+
+// rowOrder is the table's order by a column, then by batch order: rows without a
+// confidence after every number, whatever the direction.
+func rowOrder(by string, desc bool) func(a, b *index.Entry) bool {
 	less := func(a, b *index.Entry) int {
 		switch by {
 		case "ac":
@@ -233,19 +241,62 @@ func sortRows(rows []*index.Entry, by string, desc bool) {
 		}
 		return 0
 	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		c := less(rows[i], rows[j])
+	return func(a, b *index.Entry) bool {
+		c := less(a, b)
 		if c == 2 || c == -2 {
 			return c < 0
 		}
 		if c == 0 {
-			return rows[i].Index < rows[j].Index
+			return a.Index < b.Index
 		}
 		if desc {
 			return c > 0
 		}
 		return c < 0
+	}
+}
+
+// applyEach is apply over the entries each hands over in batch order, for a batch too
+// big to keep decoded: it keeps the rows up to the page's end in the query's order (a
+// heap), not every match, and searches each entry's text as it comes.
+func (q tableQuery) applyEach(each func(func(*index.Entry)) error) (page []index.Entry, matched int, err error) {
+	needle := strings.ToLower(q.Q)
+	keep := q.Page * q.Per
+	before := rowOrder(q.Sort, q.Desc)
+	h := &worstFirst{before: before}
+	err = each(func(e *index.Entry) {
+		if !q.match(e, needle, "") {
+			return
+		}
+		matched++
+		switch {
+		case len(h.es) < keep:
+			heap.Push(h, *e)
+		case before(e, &h.es[0]):
+			h.es[0] = *e
+			heap.Fix(h, 0)
+		}
 	})
+	rows := h.es
+	sort.Slice(rows, func(i, j int) bool { return before(&rows[i], &rows[j]) })
+	from := min((q.Page-1)*q.Per, len(rows))
+	return rows[from:], matched, err
+}
+
+// worstFirst is a heap of rows whose top is the last in the table's order.
+type worstFirst struct {
+	es     []index.Entry
+	before func(a, b *index.Entry) bool
+}
+
+func (h *worstFirst) Len() int           { return len(h.es) }
+func (h *worstFirst) Less(i, j int) bool { return h.before(&h.es[j], &h.es[i]) }
+func (h *worstFirst) Swap(i, j int)      { h.es[i], h.es[j] = h.es[j], h.es[i] }
+func (h *worstFirst) Push(x any)         { h.es = append(h.es, x.(index.Entry)) }
+func (h *worstFirst) Pop() any {
+	e := h.es[len(h.es)-1]
+	h.es = h.es[:len(h.es)-1]
+	return e
 }
 
 // sortEntries puts entries in batch order.
