@@ -158,6 +158,10 @@ func runBench(ctx context.Context, n, concurrency int, dataDir string, modelLate
 	if n <= 0 {
 		return nil, exitError{2, fmt.Errorf("--acs must be positive")}
 	}
+	if n > batch.MaxACs {
+		// Refused before a file is written: the batch would be refused once loaded.
+		return nil, exitError{2, fmt.Errorf("--acs %d: a batch has at most %d ACs (events.MaxBatchSize)", n, batch.MaxACs)}
+	}
 	// The generated batch lives apart from the data folder, as a user's batch would: the
 	// clean-up timed below removes only what tribunal itself wrote.
 	batchDir := ""

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +51,18 @@ func TestJudgeBound(t *testing.T) {
 	}
 	if _, c := judgeBound(openai, 4, 200e6); c != 4 {
 		t.Errorf("openai under --concurrency 4: %d in flight, want 4", c)
+	}
+}
+
+// TestBenchRefusesTooLargeABatch: a bench of more ACs than a batch may have is refused
+// at once, naming the limit and the count, before a file of it is written.
+func TestBenchRefusesTooLargeABatch(t *testing.T) {
+	dir := t.TempDir()
+	_, errOut, code := run(t, dir, "bench", "--acs", "1000001", "--data-dir", dir+"/st")
+	if code != 2 || !strings.Contains(errOut, "--acs 1000001: a batch has at most 1000000 ACs") {
+		t.Fatalf("bench exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(dir + "/st"); !os.IsNotExist(err) {
+		t.Fatalf("bench wrote its folder before refusing: %v", err)
 	}
 }
