@@ -209,7 +209,7 @@ func teamReviewsThroughIngress(t *testing.T, dir, ingressURL, tokenFile, tokenB,
 		t.Fatal(err)
 	}
 	stdout, stderr, code := review("--token-file", tokenFile, "--import", answersFile)
-	if code != 0 || !strings.Contains(stdout, "4 review(s) recorded by ingress:team-a (token ") {
+	if code != 0 || !strings.Contains(stdout, "4 review(s) recorded by team-a (token ") {
 		t.Fatalf("review --import exit %d: %s %s", code, stdout, stderr)
 	}
 	for _, e := range queue() {
