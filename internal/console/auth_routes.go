@@ -1,7 +1,6 @@
 package console
 
 import (
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -102,26 +101,9 @@ const (
 // rightsTable renders routes as the console's rights table of docs/security.md: a row
 // per route, a column per role ("yes" or "no").
 func rightsTable() string {
-	var sb strings.Builder
-	sb.WriteString("| route |")
-	for _, r := range tokens.Roles {
-		fmt.Fprintf(&sb, " %s |", r)
-	}
-	sb.WriteString(" what |\n|---|")
-	for range tokens.Roles {
-		sb.WriteString("---|")
-	}
-	sb.WriteString("---|\n")
+	var rights []tokens.Right
 	for _, rt := range (&server{}).routes() {
-		fmt.Fprintf(&sb, "| `%s` |", rt.Pattern)
-		for _, r := range tokens.Roles {
-			may := "no"
-			if slices.Contains(rt.Roles, r) {
-				may = "yes"
-			}
-			fmt.Fprintf(&sb, " %s |", may)
-		}
-		fmt.Fprintf(&sb, " %s |\n", rt.What)
+		rights = append(rights, tokens.Right{Pattern: rt.Pattern, Roles: rt.Roles, What: rt.What})
 	}
-	return sb.String()
+	return tokens.RightsTable("route", rights)
 }

@@ -20,14 +20,7 @@ const pathImage = "items/{item}/images/{sha256}"
 // the one source of the server's routes, of the rights table in docs/security.md
 // (RightsTable) and of the test that walks every endpoint with every role's token
 // against that table: a right a token holds is one the docs list.
-type Route struct {
-	// Pattern is the endpoint as http.ServeMux reads it ("GET /v1/batches/{batch}").
-	Pattern string
-	// Roles may use it; a token of any other role is refused 403 (RefusedRole).
-	Roles []tokens.Role
-	// What says what it serves, and why those roles.
-	What string
-}
+type Route = tokens.Right
 
 var team, both = []tokens.Role{tokens.RoleTeam}, []tokens.Role{tokens.RoleTeam, tokens.RoleReviewer}
 
@@ -39,18 +32,18 @@ var team, both = []tokens.Role{tokens.RoleTeam}, []tokens.Role{tokens.RoleTeam, 
 func Routes() []Route {
 	b := PathBatches + "/{batch}"
 	return []Route{
-		{"GET " + PathWhoami, both, "the token's tenant and role, and a team's spending allowance"},
-		{"PUT " + PathBlobs, team, "store an artifact: submitting is the team's"},
-		{"GET " + PathBlobs + "/{sha256}", team, "any of the team's blobs by digest, among them the artifacts that say which is ours"},
-		{"HEAD " + PathBlobs + "/{sha256}", team, "likewise"},
-		{"POST " + PathEvents, team, "submit, open and cancel batches, spot-checks, view resets, reviews by AC id (which name the AC)"},
-		{"GET " + b, team, "progress, and a completed batch's outcome summary and cost"},
-		{"GET " + b + "/results", team, "the results and manifests: the judges' verdicts"},
-		{"GET " + b + "/review", both, "the review queue, blind: what the judge was shown, the shape to answer in, the holder's own answer"},
-		{"GET " + b + "/review/export", both, "the blind export of the queue"},
-		{"GET " + b + "/review/" + pathImage, both, "an image a queued item shows, only if it shows it"},
-		{"POST " + b + "/review/answers", both, "record answers by item id, as the token's holder"},
-		{"GET " + b + "/review/gold", team, "the reviewed ACs' specs (which artifact is ours) and everyone's answers: it would un-blind a reviewer"},
+		{Pattern: "GET " + PathWhoami, Roles: both, What: "the token's tenant and role, and a team's spending allowance"},
+		{Pattern: "PUT " + PathBlobs, Roles: team, What: "store an artifact: submitting is the team's"},
+		{Pattern: "GET " + PathBlobs + "/{sha256}", Roles: team, What: "any of the team's blobs by digest, among them the artifacts that say which is ours"},
+		{Pattern: "HEAD " + PathBlobs + "/{sha256}", Roles: team, What: "likewise"},
+		{Pattern: "POST " + PathEvents, Roles: team, What: "submit, open and cancel batches, spot-checks, view resets, reviews by AC id (which name the AC)"},
+		{Pattern: "GET " + b, Roles: team, What: "progress, and a completed batch's outcome summary and cost"},
+		{Pattern: "GET " + b + "/results", Roles: team, What: "the results and manifests: the judges' verdicts"},
+		{Pattern: "GET " + b + "/review", Roles: both, What: "the review queue, blind: what the judge was shown, the shape to answer in, the holder's own answer"},
+		{Pattern: "GET " + b + "/review/export", Roles: both, What: "the blind export of the queue"},
+		{Pattern: "GET " + b + "/review/" + pathImage, Roles: both, What: "an image a queued item shows, only if it shows it"},
+		{Pattern: "POST " + b + "/review/answers", Roles: both, What: "record answers by item id, as the token's holder"},
+		{Pattern: "GET " + b + "/review/gold", Roles: team, What: "the reviewed ACs' specs (which artifact is ours) and everyone's answers: it would un-blind a reviewer"},
 	}
 }
 
@@ -73,30 +66,7 @@ const (
 
 // RightsTable renders Routes as the rights table of docs/security.md: a row per
 // endpoint, a column per role ("yes" or "no").
-func RightsTable() string {
-	var sb strings.Builder
-	sb.WriteString("| endpoint |")
-	for _, r := range tokens.Roles {
-		fmt.Fprintf(&sb, " %s |", r)
-	}
-	sb.WriteString(" what |\n|---|")
-	for range tokens.Roles {
-		sb.WriteString("---|")
-	}
-	sb.WriteString("---|\n")
-	for _, rt := range Routes() {
-		fmt.Fprintf(&sb, "| `%s` |", rt.Pattern)
-		for _, r := range tokens.Roles {
-			may := "no"
-			if slices.Contains(rt.Roles, r) {
-				may = "yes"
-			}
-			fmt.Fprintf(&sb, " %s |", may)
-		}
-		fmt.Fprintf(&sb, " %s |\n", rt.What)
-	}
-	return sb.String()
-}
+func RightsTable() string { return tokens.RightsTable("endpoint", Routes()) }
 
 // reviewImage serves one image a queued item shows (client.ReviewImage): what a
 // reviewer's export embeds, and never another of the team's blobs, since a reviewer
