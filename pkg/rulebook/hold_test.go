@@ -1,6 +1,8 @@
 package rulebook_test
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +208,124 @@ func TestReleaseOfABadInput(t *testing.T) {
 	}
 	if b := m.Job(tenant, batch, "B"); b.Status != events.StatusBlocked || !strings.Contains(b.BlockReason, "not an input of this judge kind") {
 		t.Fatalf("B: %s %q", b.Status, b.BlockReason)
+	}
+}
+
+// viewStore is casStore keeping views' states, and serving the default rubric.
+type viewStore struct {
+	*casStore
+	states map[string][]byte
+	revs   map[string]uint64
+}
+
+func (s *viewStore) State(_ context.Context, key string) ([]byte, uint64, error) {
+	return s.states[key], s.revs[key], nil
+}
+
+func (s *viewStore) PutState(_ context.Context, key string, data []byte, rev uint64) (bool, error) {
+	if s.revs[key] != rev {
+		return false, nil
+	}
+	s.states[key], s.revs[key] = data, rev+1
+	return true, nil
+}
+
+func (s *viewStore) Document(context.Context, string, events.Blob) ([]byte, error) {
+	return argus.DefaultRubricJSON(), nil
+}
+
+// TestViewStoredBeforeAConflictKeepsThePrevious: the view's state is stored before its
+// job's record, so a job record another writer changed in between (an input of another
+// view held on this one, for the claim) has the step applied again on a view that took
+// it already. The record must name the same previous render as a step applied once:
+// the audit, which meets no conflict, derives that one.
+func TestViewStoredBeforeAConflictKeepsThePrevious(t *testing.T) {
+	ctx := context.Background()
+	vote := func(iteration int) events.Event {
+		e := rubricVote(t, "A", iteration, true)
+		e.Payload.(*events.VerdictEmitted).KindPart.(*rubricwire.Vote).Render.SHA256 = strings.Repeat(string(rune('c'+iteration)), 64)
+		return e
+	}
+	run := func(conflict bool) *rubric.State {
+		t.Helper()
+		s := &viewStore{casStore: newCASStore(), states: map[string][]byte{}, revs: map[string]uint64{}}
+		r := &rulebook.Runner{Store: s}
+		for _, e := range []events.Event{submit(viewOf("A", "a", events.ModeHeadless), 0, 1), vote(0)} {
+			if _, err := r.Apply(ctx, in(e)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if conflict {
+			s.writer = func(s *casStore) {
+				j, _, _ := s.Job(ctx, tenant, batch, "A")
+				s.put(j)
+			}
+		}
+		if _, err := r.Apply(ctx, in(vote(1))); err != nil {
+			t.Fatal(err)
+		}
+		j, _, err := s.Job(ctx, tenant, batch, "A")
+		if err != nil || j == nil {
+			t.Fatalf("job A: %v", err)
+		}
+		st, err := rubric.StateOf(j)
+		if err != nil || st == nil {
+			t.Fatalf("A's state: %v", err)
+		}
+		return st
+	}
+	once, again := run(false), run(true)
+	if once.Previous == nil || once.Previous.SHA256 != strings.Repeat("c", 64) {
+		t.Fatalf("applied once: previous %+v, want iteration 0's render", once.Previous)
+	}
+	if again.Previous == nil || *again.Previous != *once.Previous {
+		t.Fatalf("applied again after a conflict: previous %+v, want %+v", again.Previous, once.Previous)
+	}
+}
+
+// TestClaimRaceDerivesTheSame: the aggregator gave the claim to A's sign-off, applied
+// first (it asked for the claim and was applied again holding it), while the stream holds
+// B's sign-off first; the audit, in stream order, gives the claim to A when B asks
+// (Memory.Claim names the recorded holder) and applies A's sign-off once, the claim
+// already its own. A's record must be the same either way, or the audit reports a
+// mismatch on a batch decided rightly.
+func TestClaimRaceDerivesTheSame(t *testing.T) {
+	vote := func(id string, iteration int) events.Event {
+		e := rubricVote(t, id, iteration, true)
+		// Each iteration renders anew, so the record's previous render says which it is.
+		e.Payload.(*events.VerdictEmitted).KindPart.(*rubricwire.Vote).Render.SHA256 = strings.Repeat(string(rune('c'+iteration)), 64)
+		return e
+	}
+	run := func(claim func(tenant, batch, job string) string, order ...string) *records.Job {
+		t.Helper()
+		m := &rulebook.Memory{Documents: func(string, events.Blob) ([]byte, error) { return argus.DefaultRubricJSON(), nil }, Claim: claim}
+		for i, s := range []events.JobSpec{viewOf("A", "a", events.ModeInteractive), viewOf("B", "b", events.ModeInteractive)} {
+			if _, err := m.Apply(in(submit(s, i, 2))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Apply(in(vote(s.ACID, 0))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range order {
+			if _, err := m.Apply(in(vote(id, 1))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return m.Job(tenant, batch, "A")
+	}
+	handled := run(nil, "A", "B")
+	replayed := run(func(string, string, string) string { return "A" }, "B", "A")
+	if handled.Status != events.StatusAwaitingSpotcheck || replayed.Status != handled.Status {
+		t.Fatalf("A: handled %s, replayed %s; want both awaiting the spot-check", handled.Status, replayed.Status)
+	}
+	hs, _ := rubric.StateOf(handled)
+	rs, _ := rubric.StateOf(replayed)
+	// What the rules derived, without the pending outputs (stamped when they were made).
+	hs.Pending, rs.Pending = nil, nil
+	h, _ := json.Marshal(hs)
+	r, _ := json.Marshal(rs)
+	if string(h) != string(r) {
+		t.Fatalf("A's state differs:\nhandled  %s\nreplayed %s", h, r)
 	}
 }

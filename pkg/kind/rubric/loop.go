@@ -212,8 +212,9 @@ func step(st *kind.Step, s loopStep) error {
 	var began []string
 	if v.LastApplied == ev.ID {
 		// The view took this event before the job record did (a crash between the two
-		// writes): its decision stands, the loop does not count it twice.
-		d = v.LastDecision
+		// writes, or a record another writer changed in between): its decision and the
+		// render it was ranked against stand, the loop does not count it twice.
+		d, previous = v.LastDecision, v.LastPrevious
 		if d.Iteration == 1 {
 			began = v.Began
 		}
@@ -223,7 +224,7 @@ func step(st *kind.Step, s loopStep) error {
 		if !dry {
 			// A report-only step changes nothing durable (Record.Apply): the view is not
 			// stored, so no iteration, attempt or budget is spent.
-			v.LastApplied, v.LastDecision = ev.ID, d
+			v.LastApplied, v.LastDecision, v.LastPrevious = ev.ID, d, previous
 			st.StateChanged = true
 		}
 	}

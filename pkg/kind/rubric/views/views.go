@@ -37,6 +37,10 @@ type Record struct {
 	// decision: a redelivered event gets the same decision without counting twice.
 	LastApplied  string         `json:"last_applied,omitempty"`
 	LastDecision argus.Decision `json:"last_decision"`
+	// LastPrevious is the render the last applied event's judge ranked against (PrevRender
+	// before it was applied): the view is stored before its job's record, so a step applied
+	// again after the record's write conflicted names the same previous render as once.
+	LastPrevious *events.Blob `json:"last_previous,omitempty"`
 	// Generation numbers the view's loops: 0 for its first; an operator's reset or a
 	// changed origin starts the next.
 	Generation int `json:"generation,omitempty"`
