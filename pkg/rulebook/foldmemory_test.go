@@ -54,9 +54,6 @@ func foldHeap(t *testing.T, n int, keepIndex bool, at ...int) []float64 {
 // maxFoldPerJob bytes a job more than after 2,000 (the outcome, links and manifest row
 // of each are written out as they are added).
 func TestFoldMemoryPerJob(t *testing.T) {
-	if testing.Short() {
-		t.Skip("folds 8,000 jobs")
-	}
 	defer func(b int) { spillsort.DefaultBuffer = b }(spillsort.DefaultBuffer)
 	spillsort.DefaultBuffer = 64 << 10
 	const small, large = 2000, 8000
