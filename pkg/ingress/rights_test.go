@@ -58,25 +58,9 @@ func documentedRights(t *testing.T) map[string]map[tokens.Role]bool {
 	if table != strings.TrimSpace(want) {
 		t.Errorf("the ingress rights table of %s is not what ingress.Routes renders; %s", securityDoc, how)
 	}
-	lines := strings.Split(table, "\n")
-	head := strings.Split(strings.Trim(lines[0], "| "), " | ")
-	out := map[string]map[tokens.Role]bool{}
-	for _, l := range lines[2:] {
-		cells := strings.Split(strings.Trim(l, "| "), " | ")
-		if len(cells) != len(head) {
-			t.Fatalf("%s: row %q has %d cells, the header %d", securityDoc, l, len(cells), len(head))
-		}
-		ep := strings.Trim(cells[0], "`")
-		out[ep] = map[tokens.Role]bool{}
-		for i, r := range head[1 : len(head)-1] {
-			switch cells[1+i] {
-			case "yes":
-				out[ep][tokens.Role(r)] = true
-			case "no":
-			default:
-				t.Fatalf("%s: %s for %s reads %q, want yes or no", securityDoc, ep, r, cells[1+i])
-			}
-		}
+	out, err := tokens.ParseRightsTable(table)
+	if err != nil {
+		t.Fatalf("%s: %v", securityDoc, err)
 	}
 	return out
 }

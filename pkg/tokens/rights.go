@@ -47,3 +47,33 @@ func RightsTable(first string, rights []Right) string {
 	}
 	return sb.String()
 }
+
+// ParseRightsTable reads a table RightsTable rendered (as docs/security.md keeps it) back
+// into, for each route, the roles whose tokens may open it: the docs' own statement of
+// the rights, which a door's test walks its routes against.
+func ParseRightsTable(table string) (map[string]map[Role]bool, error) {
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) < 2 {
+		return nil, fmt.Errorf("rights table: %d lines, want a header and a rule at least", len(lines))
+	}
+	head := strings.Split(strings.Trim(lines[0], "| "), " | ")
+	out := map[string]map[Role]bool{}
+	for _, l := range lines[2:] {
+		cells := strings.Split(strings.Trim(l, "| "), " | ")
+		if len(cells) != len(head) || len(head) < 2 {
+			return nil, fmt.Errorf("rights table: row %q has %d cells, the header %d", l, len(cells), len(head))
+		}
+		route := strings.Trim(cells[0], "`")
+		out[route] = map[Role]bool{}
+		for i, r := range head[1 : len(head)-1] {
+			switch cells[1+i] {
+			case "yes":
+				out[route][Role(r)] = true
+			case "no":
+			default:
+				return nil, fmt.Errorf("rights table: %s for %s reads %q, want yes or no", route, r, cells[1+i])
+			}
+		}
+	}
+	return out, nil
+}
