@@ -8,8 +8,9 @@
 // It reads JetStream KV (tribunal_batches for headers and progress, tribunal_jobs for
 // job records, rubric loop state and sign-offs included) and blob storage (a completed
 // batch's index, read once and kept as stored, serves its table, filters, charts and
-// comparisons: a page of a 100,000-AC batch does not read 100,000 records, and a page in
-// batch order decodes only the chunks of the index it shows), and
+// comparisons: a page of a 100,000-AC batch does not read 100,000 records, a page in
+// batch order decodes only the chunks of the index it shows, and the CSV export reads it
+// a chunk at a time, writing rows as it goes), and
 // publishes one event only, spotcheck.recorded. Reading KV needs the
 // services' NATS user, so teams are kept apart here, not by NATS.
 //
@@ -20,7 +21,9 @@
 //	GET  /t/{tenant}/b/{batch}               progress, summary, charts, the AC table
 //	                                         (?status= kind= outcome= route= judge= cached=
 //	                                         q= sort= dir= page= per=)
-//	GET  /t/{tenant}/b/{batch}/export.csv    the AC table as CSV (the same query, unpaged)
+//	GET  /t/{tenant}/b/{batch}/export.csv    the AC table as CSV (the same query, unpaged;
+//	                                         streamed, another order than the batch's
+//	                                         sorted through spill files in $TMPDIR)
 //	GET  /t/{tenant}/b/{batch}/compare?with= which verdicts changed from another batch
 //	GET  /t/{tenant}/b/{batch}/j/{job}       one AC, with its kind's section (stage.Paging)
 //	GET  /t/{tenant}/b/{batch}/j/{job}/call/{n}    a judge call's prompt and answer

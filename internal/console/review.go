@@ -1,6 +1,8 @@
 package console
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/csv"
 	"net/http"
@@ -9,8 +11,10 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/index"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/registry"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
@@ -98,7 +102,10 @@ var csvColumns = []string{"index", "ac_id", "kind", "status", "outcome", "winner
 	"calls", "prompt_tokens", "completion_tokens", "criterion"}
 
 // exportCSV writes the batch's AC table, filtered and sorted as the page's query says,
-// every row on one sheet.
+// every row on one sheet. It streams: the index is read a chunk at a time and each row
+// written as it is decoded (in batch order) or spilled to be sorted (pkg/spillsort, in
+// $TMPDIR, for another order), so an export holds a chunk of entries and the sorter's
+// buffer, never the batch's entries.
 func (s *server) exportCSV(w http.ResponseWriter, r *http.Request, c caller) {
 	tenant, batch, h, ok := s.scope(w, r, c)
 	if !ok {
@@ -109,41 +116,93 @@ func (s *server) exportCSV(w http.ResponseWriter, r *http.Request, c caller) {
 		s.fail(w, r, err)
 		return
 	}
-	entries, err := rows.all()
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	q := parseTableQuery(r.URL.Query())
-	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="`+batch+`.csv"`)
-	cw := csv.NewWriter(w)
-	_ = cw.Write(csvColumns)
-	for _, e := range q.all(entries) {
-		conf, cons, quality := "", "", ""
-		if e.Confidence != nil {
-			conf = strconv.FormatFloat(*e.Confidence, 'f', -1, 64)
-		}
-		if e.Consistent != nil {
-			cons = strconv.FormatBool(*e.Consistent)
-		}
-		if e.Quality != nil {
-			quality = strconv.Itoa(*e.Quality)
-		}
-		prompt, completion := 0, 0
-		for _, call := range e.Calls {
-			if !call.Cached {
-				prompt += call.PromptTokens
-				completion += call.CompletionTokens
+	needle := strings.ToLower(q.Q)
+	var sorted *spillsort.Sorter
+	if q.Sort != "index" {
+		// Another order than the batch's: every matching row is spilled before the first is
+		// written, so a broken index still gets its error page.
+		sorted = spillsort.New(spilledOrder(q.Sort, q.Desc))
+		defer sorted.Close()
+		var line bytes.Buffer
+		lw := csv.NewWriter(&line)
+		var key []byte
+		err := rows.chunks(func(es []index.Entry) error {
+			for i := range es {
+				if !q.match(&es[i], needle, "") {
+					continue
+				}
+				line.Reset()
+				if err := lw.Write(csvRecord(&es[i])); err != nil {
+					return err
+				}
+				lw.Flush()
+				key = appendOrderKey(key[:0], orderKeyOf(q.Sort, &es[i]))
+				sorted.Add(key, line.Bytes())
 			}
-		}
-		if err := cw.Write([]string{strconv.Itoa(e.Index), e.ACID, e.Kind, e.Status, verdicts.OutcomeOf(e.Row), e.Winner, e.Verdict, conf, routeOf(e), e.Impact,
-			e.LabelAssignment, e.RawWinner, csvText(e.BiggestGap), e.Slots, e.Agreement, cons, quality, csvText(e.Detail), csvText(e.Reason), e.Judge,
-			strconv.FormatBool(e.Cached), strconv.Itoa(len(e.Calls)), strconv.Itoa(prompt), strconv.Itoa(completion), csvText(e.Criterion)}); err != nil {
+			return nil
+		})
+		if err != nil {
+			s.fail(w, r, err)
 			return
 		}
 	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+batch+`.csv"`)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	cw := csv.NewWriter(bw)
+	_ = cw.Write(csvColumns)
 	cw.Flush()
+	if sorted != nil {
+		err = sorted.Each(func(_, line []byte) error {
+			_, err := bw.Write(line)
+			return err
+		})
+	} else {
+		// In batch order: each chunk's rows are written as it is decoded.
+		err = rows.chunks(func(es []index.Entry) error {
+			for i := range es {
+				if q.match(&es[i], needle, "") {
+					if err := cw.Write(csvRecord(&es[i])); err != nil {
+						return err
+					}
+				}
+			}
+			cw.Flush()
+			return cw.Error()
+		})
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		// The status is sent: the sheet ends short, and the log says why.
+		s.log.Info("CSV export cut short", "tenant", tenant, "batch", batch, "err", err)
+	}
+}
+
+// csvRecord is an entry's row of the CSV export (csvColumns).
+func csvRecord(e *index.Entry) []string {
+	conf, cons, quality := "", "", ""
+	if e.Confidence != nil {
+		conf = strconv.FormatFloat(*e.Confidence, 'f', -1, 64)
+	}
+	if e.Consistent != nil {
+		cons = strconv.FormatBool(*e.Consistent)
+	}
+	if e.Quality != nil {
+		quality = strconv.Itoa(*e.Quality)
+	}
+	prompt, completion := 0, 0
+	for _, call := range e.Calls {
+		if !call.Cached {
+			prompt += call.PromptTokens
+			completion += call.CompletionTokens
+		}
+	}
+	return []string{strconv.Itoa(e.Index), e.ACID, e.Kind, e.Status, verdicts.OutcomeOf(e.Row), e.Winner, e.Verdict, conf, routeOf(e), e.Impact,
+		e.LabelAssignment, e.RawWinner, csvText(e.BiggestGap), e.Slots, e.Agreement, cons, quality, csvText(e.Detail), csvText(e.Reason), e.Judge,
+		strconv.FormatBool(e.Cached), strconv.Itoa(len(e.Calls)), strconv.Itoa(prompt), strconv.Itoa(completion), csvText(e.Criterion)}
 }
 
 // csvText keeps a judge's or a team's text from being read as a formula by spreadsheet

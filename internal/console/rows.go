@@ -24,8 +24,10 @@ import (
 // A batch whose stored index is chunked (index.Reader) keeps the index as stored, about
 // 15 bytes an entry rather than 800 decoded: a page of its table in batch order decodes
 // the chunks it shows, and the charts, filter choices and awaiting rows are counted a
-// chunk at a time. A view that needs every entry at once (a filter, a search, another
-// order, the CSV export, a comparison) decodes them all, once (all).
+// chunk at a time. A view of the table that needs every entry at once (a filter, a
+// search, another order) decodes them all, once (all), unless the batch is too big for
+// the cache (tooBig); the CSV export and a comparison walk the chunks (cursor) and never
+// decode the batch whole.
 type batchRows struct {
 	// FromIndex says the entries came from the stored index; otherwise they were read
 	// from every job record (a running batch, or one completed before indexes existed).
@@ -140,6 +142,72 @@ func (b *batchRows) each(fn func(*index.Entry)) error {
 	})
 	b.report(r)
 	return err
+}
+
+// chunkCursor hands over a batch's entries a chunk at a time, in batch order (cursor).
+type chunkCursor struct {
+	b    *batchRows
+	r    *index.Reader
+	from int
+	// read is what r had read when the last chunk was reported.
+	bytes   int64
+	entries int
+}
+
+// cursor starts a walk over the entries a chunk at a time: a chunked index not decoded
+// yet is read chunk by chunk (each read reported to indexRead), so a walk holds one
+// chunk's entries, not the batch's; decoded entries are handed over in slices of as many.
+func (b *batchRows) cursor() (*chunkCursor, error) {
+	c := &chunkCursor{b: b}
+	if b.stored != nil && !b.decoded.Load() {
+		r, err := b.reader()
+		if err != nil {
+			return nil, err
+		}
+		c.r = r
+	}
+	return c, nil
+}
+
+// next returns the next chunk's entries, none at the end. They are valid until the next
+// call (decoded entries are the cache's: not to be changed).
+func (c *chunkCursor) next() ([]index.Entry, error) {
+	from, to := c.from, min(c.from+index.ChunkSize, c.b.n)
+	if from >= to {
+		return nil, nil
+	}
+	c.from = to
+	if c.r == nil {
+		entries, err := c.b.all()
+		if err != nil {
+			return nil, err
+		}
+		return entries[from:to], nil
+	}
+	es, err := c.r.Page(from, to)
+	if indexRead != nil {
+		b, e := c.r.Read()
+		indexRead(b-c.bytes, e-c.entries)
+		c.bytes, c.entries = b, e
+	}
+	return es, err
+}
+
+// chunks calls fn with every entry a chunk at a time, in batch order (cursor).
+func (b *batchRows) chunks(fn func([]index.Entry) error) error {
+	c, err := b.cursor()
+	if err != nil {
+		return err
+	}
+	for {
+		es, err := c.next()
+		if err != nil || len(es) == 0 {
+			return err
+		}
+		if err := fn(es); err != nil {
+			return err
+		}
+	}
 }
 
 // haystack is every entry's searchText, computed on the first search.

@@ -1,9 +1,10 @@
 package console
 
 import (
-	"cmp"
 	"container/heap"
+	"encoding/binary"
 	"iter"
+	"math"
 	"net/url"
 	"sort"
 	"strconv"
@@ -187,21 +188,6 @@ func (q tableQuery) apply(entries []index.Entry, hay []string) (page []*index.En
 	return rows[from:min(from+q.Per, matched)], matched
 }
 
-// all filters and sorts every entry, unpaged (the CSV export).
-func (q tableQuery) all(entries []index.Entry) []*index.Entry {
-	q.Page, q.Per = 1, len(entries)+1
-	q.Sort = cmp.Or(q.Sort, "index")
-	needle := strings.ToLower(q.Q)
-	var rows []*index.Entry
-	for i := range entries {
-		if q.match(&entries[i], needle, "") {
-			rows = append(rows, &entries[i])
-		}
-	}
-	sortRows(rows, q.Sort, q.Desc)
-	return rows
-}
-
 func sortRows(rows []*index.Entry, by string, desc bool) {
 	before := rowOrder(by, desc)
 	sort.SliceStable(rows, func(i, j int) bool { return before(rows[i], rows[j]) })
@@ -210,50 +196,94 @@ func sortRows(rows []*index.Entry, by string, desc bool) {
 // rowOrder is the table's order by a column, then by batch order: rows without a
 // confidence after every number, whatever the direction.
 func rowOrder(by string, desc bool) func(a, b *index.Entry) bool {
-	less := func(a, b *index.Entry) int {
-		switch by {
-		case "ac":
-			return naturalCompare(a.ACID, b.ACID)
-		case "kind":
-			return strings.Compare(a.Kind, b.Kind)
-		case "status":
-			return strings.Compare(a.Status, b.Status)
-		case "outcome":
-			return strings.Compare(verdicts.OutcomeOf(a.Row), verdicts.OutcomeOf(b.Row))
-		case "route":
-			return strings.Compare(routeOf(a), routeOf(b))
-		case "judge":
-			return strings.Compare(a.Judge, b.Judge)
-		case "confidence":
-			// Rows without a confidence sort after every number, whatever the direction.
-			switch {
-			case a.Confidence == nil && b.Confidence == nil:
-				return 0
-			case a.Confidence == nil:
-				return 2
-			case b.Confidence == nil:
-				return -2
-			case *a.Confidence < *b.Confidence:
-				return -1
-			case *a.Confidence > *b.Confidence:
-				return 1
-			}
+	return func(a, b *index.Entry) bool { return orderBefore(by, desc, orderKeyOf(by, a), orderKeyOf(by, b)) }
+}
+
+// orderKey is what the table's order compares of a row: the sorted column's text or
+// confidence, and the row's position in its batch.
+type orderKey struct {
+	text   string
+	conf   float64
+	noConf bool
+	index  int
+}
+
+func orderKeyOf(by string, e *index.Entry) orderKey {
+	k := orderKey{index: e.Index}
+	switch by {
+	case "ac":
+		k.text = e.ACID
+	case "kind":
+		k.text = e.Kind
+	case "status":
+		k.text = e.Status
+	case "outcome":
+		k.text = verdicts.OutcomeOf(e.Row)
+	case "route":
+		k.text = routeOf(e)
+	case "judge":
+		k.text = e.Judge
+	case "confidence":
+		k.noConf = e.Confidence == nil
+		if !k.noConf {
+			k.conf = *e.Confidence
 		}
-		return 0
 	}
-	return func(a, b *index.Entry) bool {
-		c := less(a, b)
-		if c == 2 || c == -2 {
-			return c < 0
+	return k
+}
+
+// orderBefore reports whether a row keyed a comes before one keyed b.
+func orderBefore(by string, desc bool, a, b orderKey) bool {
+	c := 0
+	switch by {
+	case "ac":
+		c = naturalCompare(a.text, b.text)
+	case "kind", "status", "outcome", "route", "judge":
+		c = strings.Compare(a.text, b.text)
+	case "confidence":
+		// Rows without a confidence sort after every number, whatever the direction.
+		switch {
+		case a.noConf && b.noConf:
+		case a.noConf:
+			return false
+		case b.noConf:
+			return true
+		case a.conf < b.conf:
+			c = -1
+		case a.conf > b.conf:
+			c = 1
 		}
-		if c == 0 {
-			return a.Index < b.Index
-		}
-		if desc {
-			return c > 0
-		}
-		return c < 0
 	}
+	if c == 0 {
+		return a.index < b.index
+	}
+	if desc {
+		return c > 0
+	}
+	return c < 0
+}
+
+// appendOrderKey appends k as bytes parseOrderKey reads back: the key of a row spilled
+// to be sorted (spillsort) in the table's order.
+func appendOrderKey(dst []byte, k orderKey) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(k.index))
+	dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(k.conf))
+	if k.noConf {
+		dst = append(dst, 1)
+	} else {
+		dst = append(dst, 0)
+	}
+	return append(dst, k.text...)
+}
+
+func parseOrderKey(b []byte) orderKey {
+	return orderKey{index: int(binary.BigEndian.Uint64(b)), conf: math.Float64frombits(binary.BigEndian.Uint64(b[8:])),
+		noConf: b[16] == 1, text: string(b[17:])}
+}
+
+// spilledOrder orders keys appendOrderKey wrote as orderBefore orders rows.
+func spilledOrder(by string, desc bool) func(a, b []byte) bool {
+	return func(a, b []byte) bool { return orderBefore(by, desc, parseOrderKey(a), parseOrderKey(b)) }
 }
 
 // applyEach is apply over the entries each hands over in batch order, for a batch too
