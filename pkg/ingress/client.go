@@ -94,6 +94,9 @@ type Error struct {
 // Is reports the answer's class (Problem.Class) as errclass's: errclass.Of of an
 // ingress error is what the ingress said of it.
 func (e *Error) Is(target error) bool {
+	if target == ErrQuota {
+		return e.Problem.Quota != ""
+	}
 	c, ok := classes[e.Problem.Class]
 	return ok && target == c
 }
@@ -103,11 +106,16 @@ var classes = map[string]error{ClassRefused: errclass.Refused, ClassNotFound: er
 	ClassConflict: errclass.Conflict, ClassUnavailable: errclass.Unavailable, ClassInternal: errclass.Internal}
 
 func (e *Error) Error() string {
+	msg := e.Problem.Error
+	if e.Problem.Quota != "" {
+		// The quota by its name, as the refusal metric counts it.
+		msg += " (quota " + e.Problem.Quota + ")"
+	}
 	if len(e.Problem.Refusals) <= 1 {
-		return fmt.Sprintf("ingress: %d %s: %s", e.Status, http.StatusText(e.Status), e.Problem.Error)
+		return fmt.Sprintf("ingress: %d %s: %s", e.Status, http.StatusText(e.Status), msg)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "ingress: %d %s: %s", e.Status, http.StatusText(e.Status), e.Problem.Error)
+	fmt.Fprintf(&b, "ingress: %d %s: %s", e.Status, http.StatusText(e.Status), msg)
 	for _, r := range e.Problem.Refusals[1:] {
 		fmt.Fprintf(&b, "\n  event %d: %s", r.Index, r.Message)
 	}
@@ -115,7 +123,8 @@ func (e *Error) Error() string {
 }
 
 // ErrQuota is a request the ingress refused because the team is at one of its quotas
-// (Problem.Quota): a submission stops on it, naming the quota.
+// (Problem.Quota): a submission stops on it, naming the quota. An *Error carrying a
+// quota is ErrQuota (errors.Is), a refused window of events as much as a refused blob.
 var ErrQuota = errclass.New(errclass.Refused, "the team's quota is reached")
 
 // Bounds of the answers the client reads. Every answer is read within its bound and an

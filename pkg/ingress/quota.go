@@ -10,6 +10,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/diskspace"
+	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
@@ -83,8 +84,10 @@ type usage struct {
 	mu     sync.Mutex
 	stored map[string]measured
 	flight map[string]inFlight
-	// opened are the batches this ingress published a batch.opened of whose header the
-	// aggregator has not recorded yet: in flight all the same.
+	// opened are the batches this ingress published events of, with the largest size
+	// they claimed: a batch.opened's, or a job.submitted's batch size. A batch whose
+	// header the aggregator has not recorded yet is in flight all the same, and one whose
+	// jobs claim more than its header's size counts at what they claim.
 	opened map[string]map[string]opened
 	warned bool
 }
@@ -105,9 +108,10 @@ type measured struct {
 
 type inFlight struct {
 	batches, acs int
-	// open are the batches counted, so a batch opened again (a resumed submission)
-	// is not counted twice.
-	open map[string]bool
+	// open are the batches counted, each with the size it is counted at, so a batch
+	// opened again (a resumed submission) is not counted twice, and one whose jobs claim
+	// more is counted for the difference.
+	open map[string]int
 	at   time.Time
 }
 
@@ -190,15 +194,14 @@ func (u *usage) inFlight(ctx context.Context, tenant string, fresh bool) (inFlig
 	if known && !fresh && time.Since(f.at) < flightTTL {
 		return f, nil
 	}
-	f = inFlight{open: map[string]bool{}, at: time.Now()}
-	recorded := map[string]bool{}
+	f = inFlight{open: map[string]int{}, at: time.Now()}
+	ended := map[string]bool{}
 	if u.headers != nil {
 		err := u.headers(ctx, tenant, func(h *records.Batch) error {
-			recorded[h.Batch] = true
 			if h.Completion == nil && h.Cancel == nil {
-				f.batches++
-				f.acs += h.Size
-				f.open[h.Batch] = true
+				f.open[h.Batch] = h.Size
+			} else {
+				ended[h.Batch] = true
 			}
 			return nil
 		})
@@ -209,27 +212,61 @@ func (u *usage) inFlight(ctx context.Context, tenant string, fresh bool) (inFlig
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for batch, o := range u.opened[tenant] {
+		size, recorded := f.open[batch]
 		switch {
-		case recorded[batch] || time.Since(o.at) > openedTTL:
+		case ended[batch], !recorded && time.Since(o.at) > openedTTL:
 			delete(u.opened[tenant], batch)
-		case !f.open[batch]:
-			f.open[batch] = true
-			f.batches++
-			f.acs += o.size
+		case o.size > size:
+			// Unrecorded yet, or its jobs claim more than its header says.
+			f.open[batch] = o.size
 		}
+	}
+	for _, size := range f.open {
+		f.batches++
+		f.acs += size
 	}
 	u.flight[tenant] = f
 	return f, nil
 }
 
-// opening is one batch.opened of a request: its batch and size.
+// opening is what one request claims of one batch: the size its batch.opened declares,
+// or the largest batch size its job.submitted carry (a window of a batch).
 type opening struct {
 	batch string
 	size  int
 }
 
-// checkOpen refuses batches that would take tenant past its quota of batches or ACs in
-// flight; a batch in flight already (opened again by a resumed submission) is not new.
+// openings are what a request's events claim of their batches, one per batch, at the
+// largest size claimed. Every window of a batch is claimed against the quota, not only
+// its batch.opened: a batch sent without one, or whose jobs say it is larger than it was
+// opened with, is held to the quota too, at the window that passes it.
+func openings(evs []events.Event) []opening {
+	var out []opening
+	at := map[string]int{}
+	for _, ev := range evs {
+		var size int
+		switch p := ev.Payload.(type) {
+		case *events.BatchOpened:
+			size = p.Size
+		case *events.JobSubmitted:
+			size = max(p.BatchSize, p.Index+1)
+		default:
+			continue
+		}
+		if i, ok := at[ev.BatchID]; ok {
+			out[i].size = max(out[i].size, size)
+			continue
+		}
+		at[ev.BatchID] = len(out)
+		out = append(out, opening{batch: ev.BatchID, size: size})
+	}
+	return out
+}
+
+// checkOpen refuses what a request claims that would take tenant past its quota of
+// batches or ACs in flight: a batch not in flight is a new one, a batch in flight
+// (opened again by a resumed submission, or its next window) adds what it claims over
+// the size it is counted at.
 func (u *usage) checkOpen(ctx context.Context, tenant string, q Quota, opens []opening) error {
 	if len(opens) == 0 || q.Batches < 0 && q.ACs < 0 {
 		return nil
@@ -241,10 +278,11 @@ func (u *usage) checkOpen(ctx context.Context, tenant string, q Quota, opens []o
 		}
 		batches, acs := f.batches, f.acs
 		for _, o := range opens {
-			if !f.open[o.batch] {
+			size, ok := f.open[o.batch]
+			if !ok {
 				batches++
-				acs += o.size
 			}
+			acs += max(o.size-size, 0)
 		}
 		switch {
 		case q.Batches >= 0 && batches > q.Batches:
@@ -265,23 +303,28 @@ func (u *usage) checkOpen(ctx context.Context, tenant string, q Quota, opens []o
 	return nil
 }
 
-// addOpen counts batches just published as in flight.
+// addOpen counts what a request just published claims as in flight.
 func (u *usage) addOpen(tenant string, opens []opening) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	f, counted := u.flight[tenant]
 	for _, o := range opens {
-		if counted && f.open[o.batch] {
-			continue
-		}
 		if u.opened[tenant] == nil {
 			u.opened[tenant] = map[string]opened{}
 		}
-		u.opened[tenant][o.batch] = opened{size: o.size, at: time.Now()}
-		if counted {
-			f.open[o.batch] = true
+		if prev, ok := u.opened[tenant][o.batch]; !ok || o.size >= prev.size {
+			u.opened[tenant][o.batch] = opened{size: o.size, at: time.Now()}
+		}
+		if !counted {
+			continue
+		}
+		size, ok := f.open[o.batch]
+		if !ok {
 			f.batches++
-			f.acs += o.size
+		}
+		if o.size > size {
+			f.open[o.batch] = o.size
+			f.acs += o.size - size
 		}
 	}
 	if counted {

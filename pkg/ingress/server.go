@@ -361,12 +361,9 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request, tenant strin
 		s.problem(w, r, refusalStatus(refusals[0].Reason), fmt.Sprintf("%d of %d events refused, none published: %s", len(refusals), len(raw), refusals[0].Message), refusals)
 		return
 	}
-	var opens []opening
-	for _, ev := range out {
-		if p, ok := ev.Payload.(*events.BatchOpened); ok {
-			opens = append(opens, opening{batch: ev.BatchID, size: p.Size})
-		}
-	}
+	// Every window of a batch is held to the team's quota of ACs in flight, not only its
+	// batch.opened: what its jobs say the batch is may be more than it was opened with.
+	opens := openings(out)
 	if err := s.usage.checkOpen(r.Context(), tenant, s.cfg.Quotas.For(tenant), opens); err != nil {
 		var qe *quotaError
 		if errors.As(err, &qe) {
