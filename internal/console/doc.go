@@ -9,8 +9,9 @@
 // job records, rubric loop state and sign-offs included) and blob storage (a completed
 // batch's index, read once and kept as stored, serves its table, filters, charts and
 // comparisons: a page of a 100,000-AC batch does not read 100,000 records, a page in
-// batch order decodes only the chunks of the index it shows, and the CSV export reads it
-// a chunk at a time, writing rows as it goes), and
+// batch order decodes only the chunks of the index it shows, the CSV export reads it a
+// chunk at a time, writing rows as it goes, and a comparison walks both batches' indexes
+// chunk by chunk side by side), and
 // publishes one event only, spotcheck.recorded. Reading KV needs the
 // services' NATS user, so teams are kept apart here, not by NATS.
 //
@@ -25,6 +26,7 @@
 //	                                         streamed, another order than the batch's
 //	                                         sorted through spill files in $TMPDIR)
 //	GET  /t/{tenant}/b/{batch}/compare?with= which verdicts changed from another batch
+//	                                         (page= per=; streamed, compareRows)
 //	GET  /t/{tenant}/b/{batch}/j/{job}       one AC, with its kind's section (stage.Paging)
 //	GET  /t/{tenant}/b/{batch}/j/{job}/call/{n}    a judge call's prompt and answer
 //	POST /t/{tenant}/b/{batch}/j/{job}/{action}    a form of the kind's section (stage.PageActing:

@@ -213,7 +213,11 @@ func TestCompareEntries(t *testing.T) {
 	after[1].Confidence = fptr(0.95)                                                                          // AC-2: clean, moved
 	after = append(after[:3], after[4:]...)                                                                   // AC-3 only before
 	after = append(after, index.Entry{Index: 9, Row: kind.Row{ACID: "AC-9", Kind: "ab", Status: "compared"}}) // only after
-	changes, c := compareEntries("t", "new", "old", after, before)
+	c, n, err := compareRows("t", "new", "old", entriesRows(after, true), entriesRows(before, true), 0, 100)
+	if err != nil || n != len(c.Changes) {
+		t.Fatalf("%d changes, %v", n, err)
+	}
+	changes := c.Changes
 	if c.Counts != (verdicts.Counts{Regressed: 1, Improved: 2, Unchanged: 2, Added: 1, Removed: 1}) || c.Changed != 3 || c.Same != 2 || c.OnlyBatch != 1 || c.OnlyWith != 1 {
 		t.Fatalf("counts %+v", c)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/spillsort"
+	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
 // streamedACs is the size of the synthetic batches the memory tests export and compare:
@@ -94,14 +96,23 @@ func liveHeap() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// heapWatch keeps the most live heap seen, sampled every few calls of sample.
+// heapWatch keeps the most live heap seen, sampled each time step entries are decoded
+// or step bytes written (every read of the index's entries at once, whatever its size).
 type heapWatch struct {
-	every, calls int
-	peak         int64
+	step, entries, bytes int
+	peak                 int64
 }
 
-func (h *heapWatch) sample() {
-	if h.calls++; h.calls%h.every == 0 {
+func (h *heapWatch) decoded(entries int) {
+	if h.entries += entries; h.entries >= h.step {
+		h.entries = 0
+		h.peak = max(h.peak, liveHeap())
+	}
+}
+
+func (h *heapWatch) wrote(bytes int) {
+	if h.bytes += bytes; h.bytes >= 32*h.step {
+		h.bytes = 0
 		h.peak = max(h.peak, liveHeap())
 	}
 }
@@ -122,11 +133,11 @@ func (w *sampledWriter) Write(p []byte) (int, error) {
 	if w.code == 0 {
 		w.code = http.StatusOK
 	}
-	if w.head.Len() < 64<<10 {
+	if w.head.Len() < 1<<20 {
 		w.head.Write(p)
 	}
 	w.lines += bytes.Count(p, []byte("\n"))
-	w.watch.sample()
+	w.watch.wrote(len(p))
 	return len(p), nil
 }
 
@@ -142,8 +153,8 @@ func TestCSVExportStreams(t *testing.T) {
 	const tenant, batch, n = "team-a", "big", streamedACs
 	s := newStreamStore(t)
 	s.put(t, tenant, batch, n, streamEntry)
-	watch := &heapWatch{every: 16}
-	defer console.SetIndexRead(func(int64, int) { watch.sample() })()
+	watch := &heapWatch{step: 8 * index.ChunkSize}
+	defer console.SetIndexRead(func(_ int64, entries int) { watch.decoded(entries) })()
 	var h http.Handler
 	get := func(query string) *sampledWriter {
 		t.Helper()
@@ -168,7 +179,7 @@ func TestCSVExportStreams(t *testing.T) {
 		h = console.New(console.Config{Buckets: s.buckets, Store: s.store})
 		get("?page=20")
 		base := liveHeap()
-		watch.peak, watch.calls = base, 0
+		watch.peak, watch.entries, watch.bytes = base, 0, 0
 		w := get(tc.query)
 		grown := watch.peak - base
 		t.Logf("%s: %d lines, live heap grown %.1f MB at most (%.0f bytes an entry)", tc.query, w.lines, float64(grown)/1e6, float64(grown)/n)
@@ -190,5 +201,146 @@ func TestCSVExportStreams(t *testing.T) {
 		if tc.query == "/export.csv" && recs[1][0] != strconv.Itoa(0) {
 			t.Errorf("the first row's index %q", recs[1][0])
 		}
+	}
+}
+
+// TestCompareStreams: comparing two 100,000-AC batches walks both indexes a chunk at a
+// time, side by side, and joins by id only the ACs not found near their position (here a
+// thousand moved to the end of the rerun): the live heap grows by under
+// maxStreamedPerEntry bytes an entry of the batches, where decoding both (as the page
+// did) held about 800 each. The counts, the transitions and a page of the changes are
+// verdicts.Compare's over the rows in memory.
+func TestCompareStreams(t *testing.T) {
+	defer func(b int) { spillsort.DefaultBuffer = b }(spillsort.DefaultBuffer)
+	spillsort.DefaultBuffer = 1 << 20
+	const tenant, n = "team-a", streamedACs
+	s := newStreamStore(t)
+	s.put(t, tenant, "before", n, streamEntry)
+	// The rerun: AC-0 to AC-999 last, every thousandth from AC-500 gone, 50 new ACs,
+	// every eleventh AC now a fix and every seventh's winner moved.
+	var order []int
+	for i := 1000; i < n; i++ {
+		if i%1000 != 500 {
+			order = append(order, i)
+		}
+	}
+	for j := range 50 {
+		order = append(order, -1-j)
+	}
+	for i := range 1000 {
+		order = append(order, i)
+	}
+	afterEntry := func(pos int) index.Entry {
+		i := order[pos]
+		if i < 0 {
+			e := streamEntry(n - 1 - i)
+			e.ACID, e.Index = fmt.Sprintf("AC-new-%d", -1-i), pos
+			return e
+		}
+		e := streamEntry(i)
+		e.Index = pos
+		if i%11 == 0 {
+			e.Tag = "fix"
+		}
+		if i%7 == 0 {
+			e.Winner = []string{"reference", "tie", "ours"}[i%3]
+		}
+		return e
+	}
+	s.put(t, tenant, "after", len(order), afterEntry)
+
+	// What verdicts.Compare says of the rows, in memory (let go before the heap is watched).
+	wantCounts, wantTransitions, wantPage, wantChanged := func() (verdicts.Counts, string, string, int) {
+		var before, after []kind.Row
+		for i := range n {
+			before = append(before, streamEntry(i).Row)
+		}
+		for pos := range order {
+			after = append(after, afterEntry(pos).Row)
+		}
+		cmp := verdicts.Compare(before, after)
+		var changes, transitions []string
+		seen := map[string]int{}
+		var keys []string
+		for _, e := range cmp.Entries {
+			if e.Base == nil || e.New == nil || e.Change == verdicts.Unchanged && !e.Moved() {
+				continue
+			}
+			changes = append(changes, e.ACID+":"+string(e.Change))
+			if e.Change != verdicts.Unchanged {
+				k := string(e.Base.Grade) + ">" + string(e.New.Grade)
+				if seen[k] == 0 {
+					keys = append(keys, k)
+				}
+				seen[k]++
+			}
+		}
+		for _, k := range keys {
+			transitions = append(transitions, fmt.Sprintf("%s:%d", k, seen[k]))
+		}
+		return cmp.Counts, strings.Join(transitions, " "), strings.Join(changes[200:300], " "), len(changes)
+	}()
+
+	watch := &heapWatch{step: 8 * index.ChunkSize}
+	defer console.SetIndexRead(func(_ int64, entries int) { watch.decoded(entries) })()
+	h := console.New(console.Config{Buckets: s.buckets, Store: s.store})
+	get := func(path string) *sampledWriter {
+		t.Helper()
+		w := &sampledWriter{header: http.Header{}, watch: watch}
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		if w.code != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, w.code, w.head.String())
+		}
+		return w
+	}
+	// The console reads both stored indexes (a page of each table decodes one chunk).
+	get("/t/" + tenant + "/b/after?page=20")
+	get("/t/" + tenant + "/b/before?page=20")
+	base := liveHeap()
+	watch.peak, watch.entries, watch.bytes = base, 0, 0
+	w := get("/api/t/" + tenant + "/b/after/compare?with=before&page=3")
+	grown := watch.peak - base
+	t.Logf("compared %d with %d ACs: live heap grown %.1f MB at most (%.0f bytes an entry)", len(order), n, float64(grown)/1e6, float64(grown)/(2*n))
+	if grown > maxStreamedPerEntry*2*n {
+		t.Errorf("the live heap grew by %d bytes, over %d an entry of %d", grown, maxStreamedPerEntry, 2*n)
+	}
+	var got struct {
+		Counts      verdicts.Counts `json:"counts"`
+		Transitions []struct {
+			From, To string
+			Count    int
+		} `json:"transitions"`
+		Changes []struct {
+			ACID  string `json:"ac_id"`
+			What  string `json:"what"`
+			After struct {
+				Href string `json:"href"`
+			} `json:"after"`
+		} `json:"changes"`
+		Page  int `json:"page"`
+		Pages int `json:"pages"`
+	}
+	if err := json.Unmarshal(w.head.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("counts %+v, transitions %s, %d changed", got.Counts, wantTransitions, wantChanged)
+	if got.Counts != wantCounts {
+		t.Errorf("counts %+v, want %+v", got.Counts, wantCounts)
+	}
+	var transitions, page []string
+	for _, tr := range got.Transitions {
+		transitions = append(transitions, fmt.Sprintf("%s>%s:%d", tr.From, tr.To, tr.Count))
+	}
+	for _, ch := range got.Changes {
+		page = append(page, ch.ACID+":"+ch.What)
+	}
+	if s := strings.Join(transitions, " "); s != wantTransitions {
+		t.Errorf("transitions %s, want %s", s, wantTransitions)
+	}
+	if s := strings.Join(page, " "); s != wantPage {
+		t.Errorf("page 3 of the changes:\n%s\nwant\n%s", s, wantPage)
+	}
+	if got.Page != 3 || got.Pages != (wantChanged+99)/100 || got.Changes[0].After.Href != "/t/"+tenant+"/b/after/j/"+got.Changes[0].ACID {
+		t.Errorf("page %d of %d (want of %d), first %+v", got.Page, got.Pages, (wantChanged+99)/100, got.Changes[0])
 	}
 }
