@@ -28,7 +28,8 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/tribunal ./cmd/tribunal && \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-s -w" -o /out/healthcheck ./deploy/healthcheck
+    go build -trimpath -ldflags "-s -w" -o /out/healthcheck ./deploy/healthcheck && \
+    mkdir -p /out/spill
 
 FROM gcr.io/distroless/static-debian13:nonroot
 ARG VERSION=dev
@@ -37,6 +38,9 @@ LABEL org.opencontainers.image.title="tribunal" \
       org.opencontainers.image.source="https://github.com/tribunal-dev/tribunal" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/tribunal /out/healthcheck /usr/local/bin/
+# The aggregator's spill folder (--spill-dir; docker-compose.yml mounts a volume here),
+# the nonroot user's: a new named volume takes its owner from the image's folder.
+COPY --from=build --chown=65532:65532 /out/spill /var/lib/tribunal/spill
 USER 65532:65532
 # /healthz and /readyz (`--health`, TRIBUNAL_HEALTH_ADDR).
 EXPOSE 8080

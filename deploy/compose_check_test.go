@@ -74,6 +74,8 @@ func LoadComposeFiles(files []types.ConfigFile, env map[string]string, workingDi
 //     variables, with the same values;
 //   - the judge can be scaled (`--scale judge=N`): no container_name, no published port;
 //   - the renderer builds from Dockerfile.renderer and has TRIBUNAL_CHROMIUM;
+//   - the aggregator's spill folder (TRIBUNAL_SPILL_DIR, --spill-dir) is set and on a
+//     named volume or a bind mount, never a tmpfs (memory);
 //   - NATS runs JetStream with its store on a named volume, and has a healthcheck; its
 //     image is the nats-server release (major.minor) embedded in tribunal, natsVersion.
 func CheckCompose(file string, data []byte, env map[string]string, workingDir, natsVersion string) []Problem {
@@ -122,6 +124,7 @@ func checkComposeProject(file string, project *types.Project, workingDir, natsVe
 			checkTribunalService(&ps, obj, at, name, svc)
 		}
 	}
+	checkComposeSpill(&ps, project)
 	if judge, ok := project.Services["judge"]; ok {
 		if judge.ContainerName != "" {
 			ps.add("service judge", "services.judge.container_name", "%q: a fixed name prevents `docker compose up --scale judge=N`", judge.ContainerName)

@@ -639,3 +639,43 @@ func TestKEDATenantsPatch(t *testing.T) {
 	so.Spec.Advanced.ScalingModifiers.Formula = tenants.KEDATriggerName("team-a")
 	wantProblem(t, CheckReferences(objs), "deploy/k8s/keda-judge.yaml", "ScaledObject/judge", "spec.triggers[1].name", "not in the formula")
 }
+
+// The aggregator's spill folder must be on disk: unset (the temp dir, a tmpfs in
+// docker-compose.yml), on a tmpfs, or on an emptyDir of medium Memory it is refused, in
+// the compose file and the manifests alike.
+func TestSpillDirOnDisk(t *testing.T) {
+	src := string(read(t, "docker-compose.yml"))
+	for _, c := range []struct{ name, from, to, field, msg string }{
+		{"unset", "      TRIBUNAL_SPILL_DIR: /var/lib/tribunal/spill\n", "", ".environment.TRIBUNAL_SPILL_DIR", "not set"},
+		{"tmpfs", "      TRIBUNAL_SPILL_DIR: /var/lib/tribunal/spill\n", "      TRIBUNAL_SPILL_DIR: /tmp/spill\n", ".volumes", "the tmpfs /tmp"},
+		{"no volume", "      - aggregator-spill:/var/lib/tribunal/spill\n", "      - aggregator-spill:/var/lib/tribunal/other\n", ".volumes", "on no volume"},
+	} {
+		t.Run("compose "+c.name, func(t *testing.T) {
+			broken := strings.Replace(src, c.from, c.to, 1)
+			if broken == src {
+				t.Fatalf("docker-compose.yml has no %q", c.from)
+			}
+			ps := CheckCompose("docker-compose.yml", []byte(broken), envExample(t), repoRoot(t), EmbeddedNATSVersion(repo))
+			wantProblem(t, ps, "docker-compose.yml", "service aggregator", "services.aggregator"+c.field, c.msg)
+		})
+	}
+	const file = "deploy/k8s/aggregator.yaml"
+	k8s := string(read(t, file))
+	for _, c := range []struct{ name, from, to, field, msg string }{
+		{"unset", "            - name: TRIBUNAL_SPILL_DIR\n              value: /var/lib/tribunal/spill\n", "", ".env", "is not set"},
+		{"memory", "          emptyDir:\n            sizeLimit: 8Gi\n", "          emptyDir:\n            medium: Memory\n", ".volumeMounts", "medium Memory"},
+		{"no volume", "              mountPath: /var/lib/tribunal/spill\n", "              mountPath: /var/lib/tribunal/other\n", ".volumeMounts", "on no volume"},
+	} {
+		t.Run("k8s "+c.name, func(t *testing.T) {
+			broken := strings.Replace(k8s, c.from, c.to, 1)
+			if broken == k8s {
+				t.Fatalf("%s has no %q", file, c.from)
+			}
+			objs, ps := DecodeManifests(file, []byte(broken))
+			if len(ps) > 0 {
+				t.Fatalf("decode:\n%s", Report(ps))
+			}
+			wantProblem(t, CheckWorkloads(objs), file, "Deployment/aggregator", "spec.template.spec.containers[0]"+c.field, c.msg)
+		})
+	}
+}

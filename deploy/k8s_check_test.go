@@ -373,7 +373,9 @@ func podTemplate(o Object) (*corev1.PodSpec, string, bool) {
 //   - every container runs with runAsNonRoot true and a non-zero runAsUser (its own or
 //     the pod's), allowPrivilegeEscalation false, a read-only root filesystem, all
 //     capabilities dropped and the RuntimeDefault (or a Localhost) seccomp profile;
-//   - every image has a tag or a digest.
+//   - every image has a tag or a digest;
+//   - an aggregator's spill folder (TRIBUNAL_SPILL_DIR, --spill-dir) is set and on a
+//     disk-backed volume, never an emptyDir of medium Memory.
 func CheckWorkloads(objs []Object) []Problem {
 	var out []Problem
 	for _, o := range objs {
@@ -412,6 +414,9 @@ func CheckWorkloads(objs []Object) []Problem {
 				}
 			}
 			checkSecurity(&ps, ref, at+".securityContext", base+".securityContext", name, spec.SecurityContext, c.SecurityContext)
+			if serve && probes && (c.Args[1] == "aggregator" || c.Args[1] == "all") {
+				checkPodSpill(&ps, ref, at, spec, c)
+			}
 		}
 		for i := range spec.InitContainers {
 			check("initContainers", i, &spec.InitContainers[i], false)

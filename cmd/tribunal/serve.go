@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/bus/natsserver"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 	"github.com/tribunal-dev/tribunal/pkg/tenants"
 	"github.com/tribunal-dev/tribunal/pkg/tokens"
 	"github.com/tribunal-dev/tribunal/services/renderer"
@@ -152,7 +154,7 @@ func newServeCmd() *cobra.Command {
 	var webAllowPrivate bool
 	var consoleAddr, ingressAddr, tokensFile string
 	var quotas quotaFlags
-	var cpuProfile string
+	var cpuProfile, spillDir string
 	cmd := &cobra.Command{
 		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console|ingress>",
 		Short: "Run a service as a long-lived process",
@@ -205,6 +207,13 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 			default:
 				return exitError{2, fmt.Errorf("unknown service %q: want renderer, gater, judge, aggregator, all, nats, console or ingress", args[0])}
 			}
+			if spillDir != "" && slices.Contains(services, bus.Aggregator) {
+				// The completion's runs go to disk, not to a temp dir that may be memory.
+				if err := spillsort.CheckDir(spillDir); err != nil {
+					return exitError{2, fmt.Errorf("--spill-dir: %w", err)}
+				}
+				spillsort.DefaultDir = spillDir
+			}
 			// Teams share these services: only the operator's adapters run, never a
 			// script a team's project ships.
 			af := adapterFlags{sensors: adapters, gates: gatesAdapters, env: adapterEnv}
@@ -249,6 +258,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.StringVar(&cluster.ClusterListen, "cluster-listen", "", "nats: address for routes from the other cluster members (e.g. 0.0.0.0:6222); makes this server a member of a JetStream cluster")
 	fs.StringVar(&cluster.ClusterName, "cluster-name", "", "nats: the cluster's name, the same on every member (default \""+natsserver.DefaultClusterName+"\")")
 	fs.StringSliceVar(&cluster.Routes, "routes", nil, "nats: cluster addresses of the members, nats://host:6222, comma separated; every member may get the same list")
+	fs.StringVar(&spillDir, "spill-dir", "", "aggregator: folder of the spill files a large batch's completion writes its rows to (pkg/spillsort; default the OS temp dir, which in a container is often a tmpfs, memory): put it on disk")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process here when it stops on SIGTERM (go tool pprof)")
 	fs.IntVar(&conn.replicas, "replicas", 1, "copies of the event stream, its consumers and the key-value state on a JetStream cluster: 3 on a three-node cluster survives losing a node; an existing deployment is scaled to it")
 	return cmd

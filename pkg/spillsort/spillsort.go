@@ -24,6 +24,12 @@ import (
 // its Buffer is not set. Tests lower it to make small batches spill.
 var DefaultBuffer = 8 << 20
 
+// DefaultDir is where a Sorter whose Dir is not set writes its runs ("": os.TempDir()).
+// A process sets it once, before its first sort (`tribunal serve --spill-dir`): the OS
+// temp dir of a container is often a tmpfs, memory, which the runs are written out to
+// spare.
+var DefaultDir string
+
 // readBuffer is each run's read buffer while runs are merged: 64 runs (a 1,000,000-job
 // batch's ab rows at the default buffer) take 2 MiB.
 const readBuffer = 32 << 10
@@ -31,7 +37,7 @@ const readBuffer = 32 << 10
 // Sorter sorts records by key. Its zero value is not usable: see New.
 type Sorter struct {
 	less func(a, b []byte) bool
-	// Dir is where runs are written ("": os.TempDir()); Buffer how many bytes of records
+	// Dir is where runs are written ("": DefaultDir); Buffer how many bytes of records
 	// are held before a run is written (0: DefaultBuffer). Set them before the first Add.
 	Dir    string
 	Buffer int
@@ -68,6 +74,16 @@ func (s *Sorter) Runs() int { return len(s.runs) }
 
 // written counts the bytes every Sorter wrote to its runs (Written).
 var written atomic.Int64
+
+// CheckDir says whether dir takes spill files: one is created there and removed.
+func CheckDir(dir string) error {
+	f, err := os.CreateTemp(dir, "tribunal-spill-check-*")
+	if err != nil {
+		return fmt.Errorf("spill dir %s: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
 
 // Written is how many bytes the sorters of this process wrote to their runs, for tests
 // that a fold spilled what it was given.
@@ -112,9 +128,13 @@ func (s *Sorter) sortHeld() {
 // comes out right, only bigger.
 func (s *Sorter) spill() {
 	if s.file == nil {
-		f, err := os.CreateTemp(s.Dir, "tribunal-spill-*")
+		dir := s.Dir
+		if dir == "" {
+			dir = DefaultDir
+		}
+		f, err := os.CreateTemp(dir, "tribunal-spill-*")
 		if err != nil {
-			slog.Warn("spillsort: rows kept in memory: no spill file", "dir", s.Dir, "err", err)
+			slog.Warn("spillsort: rows kept in memory: no spill file", "dir", dir, "err", err)
 			s.inMemory = true
 			return
 		}

@@ -53,3 +53,32 @@ func TestSortsStablyAcrossRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultDir: a sorter given no Dir writes its runs in DefaultDir (the aggregator's
+// --spill-dir), not the OS temp dir: one that cannot be written there keeps its records
+// in memory, one that can writes runs; CheckDir tells the two apart before any sort.
+func TestDefaultDir(t *testing.T) {
+	defer func(d string) { spillsort.DefaultDir = d }(spillsort.DefaultDir)
+	for _, c := range []struct {
+		dir  string
+		runs bool
+	}{{t.TempDir() + "/missing", false}, {t.TempDir(), true}} {
+		spillsort.DefaultDir = c.dir
+		if err := spillsort.CheckDir(c.dir); (err == nil) != c.runs {
+			t.Errorf("CheckDir(%s): %v", c.dir, err)
+		}
+		s := spillsort.New(nil)
+		s.Buffer = 256
+		for i := range 100 {
+			s.Add(spillsort.IntKey(nil, i), []byte("a row of the batch"))
+		}
+		if (s.Runs() > 0) != c.runs {
+			t.Errorf("DefaultDir %s: %d runs written", c.dir, s.Runs())
+		}
+		n := 0
+		if err := s.Each(func(_, _ []byte) error { n++; return nil }); err != nil || n != 100 {
+			t.Errorf("DefaultDir %s: %d records back, %v", c.dir, n, err)
+		}
+		s.Close()
+	}
+}
