@@ -83,9 +83,10 @@ type transition struct {
 	Count int    `json:"count"`
 }
 
-func sideOf(tenant, batch string, e *index.Entry) side {
+// sideOf is an entry's side, its Href left to the page.
+func sideOf(e *index.Entry) side {
 	return side{Grade: verdicts.GradeOf(e.Row), Status: e.Status, Outcome: verdicts.OutcomeOf(e.Row), Confidence: e.Confidence, Score: verdicts.ScoreOf(e.Row),
-		Route: routeOf(e), Judge: e.Judge, Href: jobHref(tenant, batch, e.ACID)}
+		Route: routeOf(e), Judge: e.Judge}
 }
 
 // acSide is one AC of one batch as a comparison keeps it while it looks for the AC in the
@@ -98,9 +99,7 @@ type acSide struct {
 }
 
 func acSideOf(e *index.Entry) acSide {
-	s := sideOf("", "", e)
-	s.Href = ""
-	return acSide{ACID: e.ACID, Kind: e.Kind, Index: e.Index, Side: s}
+	return acSide{ACID: e.ACID, Kind: e.Kind, Index: e.Index, Side: sideOf(e)}
 }
 
 // comparer joins two batches' ACs on their ids and keeps what the compare page shows:
@@ -296,13 +295,23 @@ func compareRows(tenant, afterBatch, beforeBatch string, after, before *batchRow
 		if len(as) == 0 && len(bs) == 0 {
 			break
 		}
+		// The same AC at the same position in both (a rerun's every AC) pairs at once.
+		same := func(i int) bool { return i < len(as) && i < len(bs) && as[i].ACID == bs[i].ACID }
 		for i := range bs {
-			if err := meet(inBefore, acSideOf(&bs[i]), window, waitB, waitA); err != nil {
-				return c, 0, err
+			if !same(i) {
+				if err := meet(inBefore, acSideOf(&bs[i]), window, waitB, waitA); err != nil {
+					return c, 0, err
+				}
 			}
 		}
 		for i := range as {
-			if err := meet(inAfter, acSideOf(&as[i]), window, waitA, waitB); err != nil {
+			var err error
+			if same(i) {
+				err = m.pair(acSideOf(&as[i]), acSideOf(&bs[i]))
+			} else {
+				err = meet(inAfter, acSideOf(&as[i]), window, waitA, waitB)
+			}
+			if err != nil {
 				return c, 0, err
 			}
 		}
