@@ -359,7 +359,7 @@ func printAudit(w io.Writer, rep *audit.Report, f audit.Filter, asJSON bool) err
 	fmt.Fprintf(w, "events read: %d%s, jobs: %d, decisions re-derived: %d, mismatches: %d\n",
 		rep.Events, history, rep.Jobs, rep.Decisions, len(rep.Mismatches))
 	if rep.ReadAgain != "" {
-		fmt.Fprintf(w, "stream read %d times, one read not deciding alone: %s\n", rep.Reads, rep.ReadAgain)
+		fmt.Fprintf(w, "stream read %d times, one read not deciding alone for %s: %s\n", rep.Reads, strings.Join(rep.ReadAgainBatches, ", "), rep.ReadAgain)
 	}
 	if rep.State != "" {
 		fmt.Fprintf(w, "key-value state: %s\n", rep.State)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"time"
@@ -59,11 +60,14 @@ type Progress struct {
 // It reads the stream once (replayPlan.once), auditing as it selects. What the
 // aggregator knew before the stream shows it (see ahead) is gathered on the way, and
 // what the audit was told of it is checked against the whole read: when the read
-// contradicts it (a spot-check claim or a cancel the aggregator's race settled otherwise
-// than the stream's order, a redrive's jobs stored after its first request, a view's
-// loop or a batch begun before Since), that audit is dropped and the stream read again
-// with the facts concluded, as a planned replay does; the report says why (ReadAgain).
-// Either way the audit decides what the planned replay decides.
+// contradicts it for a batch (a spot-check claim or a cancel the aggregator's race
+// settled otherwise than the stream's order, a redrive's jobs stored after its first
+// request, a view's loop or a batch begun before Since), that batch's audit is dropped
+// and the stream read again with the facts concluded, as a planned replay does, for
+// that batch only and the selected batches a rubric view ties to it (readAgain). The
+// other batches' audits stand: each batch's facts are its own. The report says which
+// batches were read again and why (ReadAgain, ReadAgainBatches). Either way the audit
+// decides what the planned replay decides.
 func RunWith(ctx context.Context, js jetstream.JetStream, f Filter, store blob.Store, o Options) (Report, error) {
 	p, err := openPlan(ctx, js, f, o.Progress)
 	if err != nil {
@@ -73,20 +77,28 @@ func RunWith(ctx context.Context, js jetstream.JetStream, f Filter, store blob.S
 		return newAuditor(ctx, store, newAhead(f.BatchID)).finish(), nil
 	}
 	a := newAuditor(ctx, store, p.ahead)
-	why, err := p.once(ctx, js, a.visit)
+	wrong, err := p.once(ctx, js, a.visit)
 	if err != nil {
 		return Report{}, err
 	}
-	if why != "" {
-		// What this audit derived rests on facts the read contradicts: none of it stands.
+	rep := a.finish()
+	if len(wrong) > 0 {
+		// What the one read derived of these batches rests on facts the read
+		// contradicts: none of it stands.
+		again, why := p.readAgain(wrong)
 		p.passes = 2
-		a = newAuditor(ctx, store, p.ahead)
-		if err := p.each(ctx, js, func(r *Recorded) error { a.visit(r); return nil }); err != nil {
+		b := newAuditor(ctx, store, p.ahead)
+		if err := p.each(ctx, js, func(r *Recorded) error { b.visit(r); return nil }); err != nil {
 			return Report{}, err
 		}
+		second := b.finish()
+		rep = mergeAgain(a, rep, b, second, p.again)
+		rep.ReadAgain, rep.ReadAgainMessages = why, second.Events+second.History+second.Rejudges
+		for _, bk := range again {
+			rep.ReadAgainBatches = append(rep.ReadAgainBatches, bk.tenant+"/"+bk.batch)
+		}
 	}
-	rep := a.finish()
-	rep.Reads, rep.ReadAgain = p.reads, why
+	rep.Reads = p.reads
 	return rep, nil
 }
 
@@ -191,6 +203,33 @@ type auditor struct {
 	appliedAhead        map[uint64]bool
 	// zdec reads the rebuilt manifests kept compressed until their announcements are read.
 	zdec *zstd.Decoder
+
+	// What a second read limited to some batches needs to merge its report with this
+	// one's (mergeAgain): the counts by batch (loose: undecodable messages attributed
+	// to none), and where in the replay each note and refusal was made (visiting: the
+	// sequence being visited, the end during finish).
+	tallies                 map[batchKey]*tally
+	loose                   int
+	visiting                uint64
+	unverifiedAt, refusedAt []uint64
+}
+
+// tally is what an audit counted of one batch.
+type tally struct{ events, rejudges, decisions int }
+
+func (a *auditor) tally(bk batchKey) *tally {
+	t := a.tallies[bk]
+	if t == nil {
+		t = &tally{}
+		a.tallies[bk] = t
+	}
+	return t
+}
+
+// decided counts one re-derived value of batch bk compared with its record.
+func (a *auditor) decided(bk batchKey) {
+	a.rep.Decisions++
+	a.tally(bk).decisions++
 }
 
 // stepKey is a logical step, the deterministic id (events.NewID) of its event, raw.
@@ -291,6 +330,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		rendered: map[passKey]*Recorded{}, dangling: map[string][]chainRef{}, chained: map[string]bool{},
 		refused: map[string]events.Type{}, planUnread: map[batchKey]bool{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
 		foldHeld: map[batchKey][]*Recorded{}, afterHeld: map[batchKey][]*Recorded{}, appliedAhead: map[uint64]bool{},
+		tallies: map[batchKey]*tally{},
 	}
 	a.rep.Mismatches = []Mismatch{}
 	// Final job records wait for the completion and the key-value comparison on disk
@@ -302,17 +342,27 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 
 // visit audits one message, in stream order.
 func (a *auditor) visit(r *Recorded) {
-	a.pos = r.Seq
+	a.pos, a.visiting = r.Seq, r.Seq
 	if r.OK() && r.Event.Rejudge != "" {
 		// A rejudge's events (another model judging the stored gated artifacts) stand
 		// next to the decisions without changing any: they are counted, not simulated.
 		a.rep.Rejudges++
+		a.tally(batchKey{r.Event.Tenant, r.Event.BatchID}).rejudges++
 		return
 	}
-	if r.History {
+	switch {
+	case r.History:
 		a.rep.History++
-	} else {
+	case r.OK():
 		a.rep.Events++
+		a.tally(batchKey{r.Event.Tenant, r.Event.BatchID}).events++
+	default:
+		a.rep.Events++
+		if tenant, batch := peekEnvelope(r.Raw); batch != "" {
+			a.tally(batchKey{tenant, batch}).events++
+		} else {
+			a.loose++
+		}
 	}
 	if !r.OK() {
 		if !r.History {
@@ -341,6 +391,7 @@ func (a *auditor) visit(r *Recorded) {
 
 // finish reports what only the end of the replay shows and returns the report.
 func (a *auditor) finish() Report {
+	a.visiting = math.MaxUint64
 	a.releaseReviews()
 	a.unsubmitted()
 	a.revisions()
@@ -709,7 +760,7 @@ func (a *auditor) check(e expectation, rec *Recorded, collided bool) {
 		s.claim()
 		a.steps[k] = s
 	}
-	a.rep.Decisions++
+	a.decided(batchKey{ev.Tenant, ev.BatchID})
 	m.EventID, m.Seq = rec.Event.ID, rec.Seq
 	if rec.Event.CausationID != ev.CausationID {
 		a.add(with(m, KindMismatch, "envelope.cause", rec.Event.CausationID, ev.CausationID))
@@ -843,6 +894,7 @@ func (a *auditor) unverified(r *Recorded, what, why string) {
 	}
 	a.noted[key] = true
 	a.rep.Unverified = append(a.rep.Unverified, Unverified{Tenant: ev.Tenant, Batch: ev.BatchID, Job: ev.JobID, What: what, Why: why})
+	a.unverifiedAt = append(a.unverifiedAt, a.visiting)
 }
 
 func (a *auditor) blobContext() (context.Context, context.CancelFunc) {
@@ -900,7 +952,7 @@ func (a *auditor) gates(r *Recorded) {
 			return
 		}
 	}
-	a.rep.Decisions++
+	a.decided(batchKey{ev.Tenant, ev.BatchID})
 	if derived.EventType() != ev.Type {
 		a.add(a.from(a.at(r, with(Mismatch{}, KindMismatch, "type", string(ev.Type), string(derived.EventType())).
 			withDetail("the gates re-run over the recorded render (and the artifacts as stored now) decide otherwise")), rd))
@@ -919,7 +971,7 @@ func (a *auditor) gates(r *Recorded) {
 // compareTo counts one re-derivation of a value of r from the event from and reports
 // each differing field.
 func (a *auditor) compareTo(r, from *Recorded, recorded, derived any, field string) {
-	a.rep.Decisions++
+	a.decided(batchKey{r.Event.Tenant, r.Event.BatchID})
 	diffs, err := diffMsgpack(map[string]any{field: recorded}, map[string]any{field: derived})
 	if err != nil {
 		a.add(a.from(a.at(r, Mismatch{Kind: KindMismatch, Field: field, Detail: err.Error()}), from))

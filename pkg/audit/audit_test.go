@@ -35,18 +35,28 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	st, err := fileblob.New(t.TempDir(), fileblob.Options{})
-	if err != nil {
-		t.Fatal(err)
+	st := fixtureStore
+	if st == nil {
+		var err error
+		if st, err = fileblob.New(t.TempDir(), fileblob.Options{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f := newFixtureOn(t, st)
 	f.dir = st.Dir()
 	return f
 }
 
+// fixtureBatch is the batch the fixtures judge, and fixtureStore, when set, the blob
+// store they share: a test of several batches on one stream builds each with its own.
+var (
+	fixtureBatch = "b-1"
+	fixtureStore *fileblob.Store
+)
+
 // newFixtureOn is a fixture over another blob store.
 func newFixtureOn(t *testing.T, st blob.Store) *fixture {
-	return &fixture{t: t, store: st, tenant: "team-a", batch: "b-1", agg: &rulebook.Memory{}, at: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
+	return &fixture{t: t, store: st, tenant: "team-a", batch: fixtureBatch, agg: &rulebook.Memory{}, at: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 }
 
 func (f *fixture) publishOn(subject string, ev events.Event, msgID, reason string) audit.Recorded {

@@ -103,6 +103,7 @@ type scannedOutcome struct {
 // scannedCancel is a job's first cancel, kept whole (compressed) until the first read
 // ends, for the case it is applied before the stream holds it.
 type scannedCancel struct {
+	bk                             batchKey
 	seq                            uint64
 	id                             stepKey
 	subject, msgID, reason, origin string
@@ -154,7 +155,7 @@ func (s *cancelScan) add(r *Recorded) {
 	k := jobHash(s.seed, tenant, batch, job)
 	if _, ok := ev.Payload.(*events.JobCancelRequested); ok {
 		if c := s.cancels[k]; c == nil || r.Seq < c.seq {
-			s.cancels[k] = &scannedCancel{seq: r.Seq, id: keyOf(ev.ID), subject: r.Subject, msgID: r.MsgID, reason: r.Reason,
+			s.cancels[k] = &scannedCancel{bk: batchKey{tenant, batch}, seq: r.Seq, id: keyOf(ev.ID), subject: r.Subject, msgID: r.MsgID, reason: r.Reason,
 				origin: r.OriginalSubject, stored: r.Stored, raw: s.saved.Encode(r.Raw, true)}
 		}
 		return
@@ -184,6 +185,8 @@ type cancelPlan struct {
 
 // placedCancel is one cancel applied elsewhere than the stream holds it.
 type placedCancel struct {
+	// bk is the cancelled job's batch: the one audit the cancel's place concerns.
+	bk     batchKey
 	seq    uint64
 	anchor uint64
 	// early is the cancel as the first read kept it, for an application before the
@@ -222,7 +225,7 @@ func (s *cancelScan) conclude() *cancelPlan {
 		if !ok {
 			continue // no outcome recorded (the batch is still running): as stored
 		}
-		pc := &placedCancel{seq: c.seq}
+		pc := &placedCancel{bk: c.bk, seq: c.seq}
 		switch sp := spans[job]; {
 		case out.cause == c.id && sp.lastCaused == 0:
 			// The cancel overtook every input of the job.

@@ -112,7 +112,7 @@ func (a *auditor) lookup(id string) (recordedHash, uint64, bool) {
 // compareLink reports a link whose event's bytes differ from those it was derived from,
 // once per link.
 func (a *auditor) compareLink(ref chainRef, id string, got recordedHash, seq uint64) {
-	a.rep.Decisions++
+	a.decided(batchKey{ref.at.Tenant, ref.at.Batch})
 	if got.matches(ref.sha) || a.chained[ref.link] {
 		return
 	}
@@ -297,7 +297,7 @@ func (a *auditor) artifacts(r *Recorded) {
 			}
 			continue
 		}
-		a.rep.Decisions++
+		a.decided(batchKey{ev.Tenant, ev.BatchID})
 		if b.Size != res.attrs.Size {
 			a.add(a.at(r, with(Mismatch{}, KindMismatch, ref.path+".size", fmt.Sprint(res.attrs.Size), fmt.Sprint(b.Size)).
 				withDetail("the blob store holds the artifact with another size than the event records")))

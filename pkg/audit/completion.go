@@ -72,7 +72,7 @@ func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt
 	defer cancel()
 	ref := blob.Ref{Tenant: bk.tenant, SHA256: stored.SHA256}
 	kept := func(attrs blob.Attrs, sized bool) {
-		a.rep.Decisions++
+		a.decided(bk)
 		if sized && attrs.Size != rebuilt.Size {
 			a.add(a.at(rec, with(Mismatch{}, KindMismatch, "manifest.size", fmt.Sprint(attrs.Size), fmt.Sprint(rebuilt.Size)).
 				withDetail(fmt.Sprintf("the blob store holds the %s manifest with another size than the aggregator wrote", k))))
@@ -148,4 +148,5 @@ func (a *auditor) note(bk batchKey, what, why string) {
 	}
 	a.noted[key] = true
 	a.rep.Unverified = append(a.rep.Unverified, Unverified{Tenant: bk.tenant, Batch: bk.batch, What: what, Why: why})
+	a.unverifiedAt = append(a.unverifiedAt, a.visiting)
 }

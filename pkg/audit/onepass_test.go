@@ -11,6 +11,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/internal/testutil/natstest"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
+	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
@@ -243,4 +244,110 @@ func TestRunRedriveNamesItsJobs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// severalBatches stores three batches of team-a one after the other on a fresh stream:
+// b-0 honest, b-1 the cancelled batch whose cancels raced its jobs (the one read's
+// audit of it is contradicted), b-2 tampered (a winner forged, a render dropped). Since
+// splits b-1 at its batch cancel when split is set. It returns the messages as the
+// stream numbers them, the batches' shared blob store and Since.
+func severalBatches(ctx context.Context, t *testing.T, split bool) (jetstream.JetStream, []audit.Recorded, *fileblob.Store, time.Time) {
+	t.Helper()
+	st, err := fileblob.New(t.TempDir(), fileblob.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixtureStore = st
+	defer func() { fixtureStore, fixtureBatch = nil, "b-1" }()
+	var recs []audit.Recorded
+	cut := -1
+	for _, b := range []struct {
+		batch string
+		build func(*testing.T) *fixture
+	}{{"b-0", honest}, {"b-1", cancelled}, {"b-2", func(t *testing.T) *fixture {
+		f := staged(t)
+		f.drop(f.find(events.TypeRenderDone, "AC-1"))
+		f.forgeWinner(f.find(events.TypeIterationDecided, "AC-2"))
+		return f
+	}}} {
+		fixtureBatch = b.batch
+		f := b.build(t)
+		for _, r := range f.recs {
+			if _, ok := r.Event.Payload.(*events.BatchCancelRequested); ok && split && cut < 0 {
+				cut = len(recs)
+			}
+			r.Seq = uint64(len(recs) + 1)
+			recs = append(recs, r)
+		}
+	}
+	_, _, js := natstest.Provisioned(t, bus.Config{Memory: true})
+	if cut < 0 {
+		store(ctx, t, js, recs)
+		return js, recs, st, time.Now().Add(-time.Hour)
+	}
+	store(ctx, t, js, recs[:cut])
+	time.Sleep(50 * time.Millisecond)
+	since := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	store(ctx, t, js, recs[cut:])
+	return js, recs, st, since
+}
+
+// TestRunReadsAgainOnlyTheContradictedBatches: a --since audit of several batches where
+// the read contradicts what the audit was told of one (b-1's cancels raced its jobs)
+// reads the stream again for that batch only, keeping the one read's audit of the
+// others, and reports what a planned replay reports: the same findings (b-2's
+// tampering), counts, decisions and batches. From a --since inside b-1 the batch also
+// began before Since (the early read comes in between, three reads); b-0 is then not
+// selected.
+func TestRunReadsAgainOnlyTheContradictedBatches(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		js, recs, st, since := severalBatches(ctx, t, split)
+		var selected []audit.Recorded
+		for _, r := range recs {
+			if !split || r.Event.BatchID != "b-0" {
+				selected = append(selected, r)
+			}
+		}
+		want := audit.Audit(selected, st)
+		got, err := audit.Run(ctx, js, audit.Filter{Since: since}, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads := 2
+		if split {
+			reads = 3
+		}
+		if got.Reads != reads || !strings.Contains(got.ReadAgain, "b-1") || strings.Join(got.ReadAgainBatches, ",") != "team-a/b-1" {
+			t.Fatalf("split %v: %d reads of %v (%q), want %d reading b-1 again", split, got.Reads, got.ReadAgainBatches, got.ReadAgain, reads)
+		}
+		if n := countBatch(selected, "b-1"); got.ReadAgainMessages != n {
+			t.Fatalf("split %v: the second read delivered %d messages, want b-1's %d", split, got.ReadAgainMessages, n)
+		}
+		if findingKeys(got) != findingKeys(want) || got.Events != want.Events || got.Decisions != want.Decisions || got.Jobs != want.Jobs ||
+			got.History != want.History || len(got.Unverified) != len(want.Unverified) || len(got.Batches) != len(want.Batches) {
+			t.Fatalf("split %v: Run found (%d events, %d decisions, %d jobs)%s\nAudit found (%d events, %d decisions, %d jobs)%s",
+				split, got.Events, got.Decisions, got.Jobs, dump(got), want.Events, want.Decisions, want.Jobs, dump(want))
+		}
+		for i, b := range want.Batches {
+			if g := got.Batches[i]; g.Batch != b.Batch || g.Digest != b.Digest || g.Complete != b.Complete || g.Jobs != b.Jobs {
+				t.Fatalf("split %v: batch %+v, want %+v", split, g, b)
+			}
+		}
+		if got.Count(audit.KindMismatch) == 0 || has(got, func(m audit.Mismatch) bool { return m.Batch != "b-2" }) {
+			t.Fatalf("split %v: want b-2's tampering alone%s", split, dump(got))
+		}
+	}
+}
+
+func countBatch(recs []audit.Recorded, batch string) int {
+	n := 0
+	for _, r := range recs {
+		if r.Event.BatchID == batch {
+			n++
+		}
+	}
+	return n
 }

@@ -46,7 +46,7 @@ func (a *auditor) verifyBlob(r *Recorded, b recordedBlob, res blobResult) {
 		}
 		return
 	}
-	a.rep.Decisions++
+	a.decided(batchKey{r.Event.Tenant, r.Event.BatchID})
 	if res.attrs.Size != b.blob.Size {
 		a.add(a.at(r, with(Mismatch{}, KindMismatch, b.field+".size", fmt.Sprint(res.attrs.Size), fmt.Sprint(b.blob.Size)).
 			withDetail("the blob store holds "+b.what+" with another size than the event records")))

@@ -96,13 +96,88 @@ func (r *Recorded) link() string { return r.Event.ID + ":" + r.SHA256 }
 // Replay reads the stream twice: once to select (which batches, which history, and the
 // few facts an audit needs before it reaches them, see ahead), then to deliver. The
 // first read starts at Since (DeliverByStartTime) and goes back to the stream's start
-// only when a selected batch began before it.
+// only when a selected batch began before it. It cannot read once as RunWith does: the
+// history of a rubric view comes before the batch that shows the view is selected, and
+// a visitor, unlike an audit, cannot be told to drop what it was handed and start over
+// (RunWith audits such a batch again). A caller that needs no history calls ReplayOwn,
+// which reads once.
 func Replay(ctx context.Context, js jetstream.JetStream, f Filter, visit func(*Recorded) error) error {
+	_, err := replay(ctx, js, f, visit)
+	return err
+}
+
+// replay is Replay, returning the plan (nil: the stream holds nothing) for its reads.
+func replay(ctx context.Context, js jetstream.JetStream, f Filter, visit func(*Recorded) error) (*replayPlan, error) {
 	p, err := plan(ctx, js, f)
 	if err != nil || p == nil {
-		return err
+		return nil, err
 	}
-	return p.each(ctx, js, visit)
+	return p, p.each(ctx, js, visit)
+}
+
+// ReplayOwn is Replay without the rubric views' history: it hands visit the selected
+// batches' own messages, in stream order, exactly those Replay hands over without
+// History set. Without Since or Until it reads the stream once: every batch is then
+// selected by its first event, so each message is decided as it is read (the
+// undecodable ones that name no batch are handed over before the next selected event,
+// and those after the last are dropped, as Replay does). A range is decided only at
+// the end of a read (a batch that began before Since, a clock set back), so ReplayOwn
+// reads a range as Replay does, twice.
+func ReplayOwn(ctx context.Context, js jetstream.JetStream, f Filter, visit func(*Recorded) error) error {
+	_, err := replayOwn(ctx, js, f, visit)
+	return err
+}
+
+// replayOwn is ReplayOwn, returning the plan (nil: the stream holds nothing) for its reads.
+func replayOwn(ctx context.Context, js jetstream.JetStream, f Filter, visit func(*Recorded) error) (*replayPlan, error) {
+	own := func(r *Recorded) error {
+		if r.History {
+			return nil
+		}
+		return visit(r)
+	}
+	if !f.Since.IsZero() || !f.Until.IsZero() {
+		return replay(ctx, js, f, own)
+	}
+	p, err := openPlan(ctx, js, f, nil)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	p.passes = 1
+	p.reads++
+	// pending are undecodable messages attributed to no batch, read after the first
+	// selected event: handed over before the next one, dropped at the end.
+	var pending []*Recorded
+	var verr error
+	kept := false
+	err = readStream(ctx, js, p.stream, p.consumer(false), p.last, func(r Recorded) bool {
+		if !r.OK() {
+			tenant, batch := peekEnvelope(r.Raw)
+			switch {
+			case (f.Tenant != "" && tenant != "" && tenant != f.Tenant) || (f.BatchID != "" && batch != "" && batch != f.BatchID):
+			case batch != "":
+				verr = visit(&r)
+			case kept:
+				pending = append(pending, &r)
+			}
+			return verr == nil
+		}
+		if f.Tenant != "" && r.Event.Tenant != f.Tenant || f.BatchID != "" && r.Event.BatchID != f.BatchID {
+			return true
+		}
+		for _, u := range pending {
+			if verr = visit(u); verr != nil {
+				return false
+			}
+		}
+		pending, kept = pending[:0], true
+		verr = visit(&r)
+		return verr == nil
+	})
+	if verr != nil {
+		return p, verr
+	}
+	return p, err
 }
 
 // replayPlan is what the first read of a replay learns: which messages the second one
@@ -126,6 +201,14 @@ type replayPlan struct {
 	// firstKept and lastKept bound the selected batches' decodable events.
 	firstKept, lastKept uint64
 	ahead               *ahead
+	// onceFirstKept is the first selected event the one read delivered (once);
+	// earlyUndecodable the batches an undecodable message before Since names (conclude).
+	onceFirstKept    uint64
+	earlyUndecodable map[batchKey]bool
+	// again, when set, limits the second read to these batches (readAgain), and the
+	// history it delivers to againViews, their views.
+	again      map[batchKey]bool
+	againViews map[string]bool
 	// progress is told how far each read has come (nil: nobody); firstSeq is the
 	// stream's first sequence, where Progress counts from. reads counts the reads
 	// begun, passes how many the replay makes (for Progress).
@@ -232,6 +315,14 @@ func (p *replayPlan) conclude(ctx context.Context, js jetstream.JetStream) error
 		err := readStream(ctx, js, p.stream, p.consumer(true), p.mainFirst-1, func(r Recorded) bool {
 			if r.Seq >= p.mainFirst {
 				return false
+			}
+			if !r.OK() {
+				if tenant, batch := peekEnvelope(r.Raw); batch != "" {
+					if p.earlyUndecodable == nil {
+						p.earlyUndecodable = map[batchKey]bool{}
+					}
+					p.earlyUndecodable[batchKey{tenant, batch}] = true
+				}
 			}
 			p.scan(&r, false)
 			return true
@@ -357,25 +448,21 @@ func (p *replayPlan) each(ctx context.Context, js jetstream.JetStream, visit fun
 // once reads the stream a single time, selecting and delivering together: what a
 // second read would deliver is decidable as each message is read but for the facts
 // gathered ahead (see ahead) and the history of rubric views. It delivers as if those
-// asked for nothing, gathering them as the first read does, and returns why that was
-// wrong ("" when it was not: the delivery, and what the visitor asked the ahead facts,
-// were those of a planned replay). On a reason the plan is concluded (the early read
-// included): each then delivers it again. visit is given the messages it delivers.
-func (p *replayPlan) once(ctx context.Context, js jetstream.JetStream, visit func(*Recorded)) (string, error) {
+// asked for nothing, gathering them as the first read does, and returns the batches
+// for which that was wrong, with why (none: the delivery, and what the visitor asked the
+// ahead facts, were those of a planned replay). The plan is concluded either way (the
+// early read included), so readAgain and each can then deliver those batches again.
+// visit is given the messages it delivers.
+func (p *replayPlan) once(ctx context.Context, js jetstream.JetStream, visit func(*Recorded)) ([]contradiction, error) {
 	p.passes = 1
 	p.reads++
 	p.ahead.live = true
-	var whys []string
-	wrong := func(s string) {
-		if s != "" && !slices.Contains(whys, s) {
-			whys = append(whys, s)
-		}
-	}
+	var wrong []contradiction
+	add := func(bk batchKey, why string) { wrong = append(wrong, contradiction{bk, why}) }
 	// pending are undecodable messages attributed to no batch, read after the selected
 	// batches' first event: delivered before the next kept one, the bound a planned
 	// replay keeps them within, dropped at the end.
 	var pending []*Recorded
-	var firstKept uint64
 	dropped := map[batchKey]bool{}
 	err := readStream(ctx, js, p.stream, p.consumer(false), p.last, func(r Recorded) bool {
 		inRange := p.f.Until.IsZero() || !r.Stored.After(p.f.Until)
@@ -388,7 +475,7 @@ func (p *replayPlan) once(ctx context.Context, js jetstream.JetStream, visit fun
 				visit(&r)
 			case batch != "":
 				dropped[batchKey{tenant, batch}] = true
-			case inRange && firstKept != 0 && r.Seq > firstKept:
+			case inRange && p.onceFirstKept != 0 && r.Seq > p.onceFirstKept:
 				pending = append(pending, &r)
 			}
 			return true
@@ -402,46 +489,109 @@ func (p *replayPlan) once(ctx context.Context, js jetstream.JetStream, visit fun
 		}
 		if !wasSelected && seen {
 			// Stored within the range after events stored outside it (a clock set back).
-			wrong(fmt.Sprintf("batch %s/%s was selected by an event stored after some of its own outside the range", bk.tenant, bk.batch))
+			add(bk, fmt.Sprintf("batch %s/%s was selected by an event stored after some of its own outside the range", bk.tenant, bk.batch))
 		}
 		for _, u := range pending {
 			visit(u)
 		}
 		pending = pending[:0]
-		if firstKept == 0 {
-			firstKept = r.Seq
+		if p.onceFirstKept == 0 {
+			p.onceFirstKept = r.Seq
 		}
 		visit(&r)
 		return true
 	})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	p.tell(1, p.last)
 	p.ahead.live = false
-	if p.wantsEarlier() {
-		wrong("a selected batch, or the loop of one of its rubric views, began before --since")
-	}
 	if err := p.conclude(ctx, js); err != nil {
-		return "", err
+		return nil, err
 	}
-	for bk := range dropped {
-		if p.selected(bk) {
-			wrong(fmt.Sprintf("batch %s/%s was selected after an undecodable message of its own was passed", bk.tenant, bk.batch))
-		}
-	}
-	for bk, b := range p.batches {
-		if b.selected || b.first == 0 || b.first >= p.lastKept {
-			continue
-		}
-		for _, v := range b.views {
-			if p.views[v] {
-				wrong(fmt.Sprintf("a rubric view's loop carries over from batch %s/%s", bk.tenant, bk.batch))
+	for _, bk := range sortedKeys(p.batches) {
+		b := p.batches[bk]
+		switch {
+		case b.selected && b.first != 0 && b.first < p.mainFirst:
+			add(bk, fmt.Sprintf("batch %s/%s began before --since", bk.tenant, bk.batch))
+		case b.selected && (dropped[bk] || p.earlyUndecodable[bk]):
+			add(bk, fmt.Sprintf("batch %s/%s was selected after an undecodable message of its own was passed", bk.tenant, bk.batch))
+		case !b.selected && b.first != 0 && b.first < p.lastKept:
+			// A rubric view's loop carries over from b: the selected batches holding the
+			// view fold it.
+			for _, v := range b.views {
+				if !p.views[v] {
+					continue
+				}
+				for _, sk := range sortedKeys(p.batches) {
+					if s := p.batches[sk]; s.selected && slices.Contains(s.views, v) {
+						add(sk, fmt.Sprintf("batch %s/%s: a rubric view's loop carries over from batch %s/%s", sk.tenant, sk.batch, bk.tenant, bk.batch))
+					}
+				}
+				break
 			}
 		}
 	}
-	wrong(p.ahead.contradicted())
-	return strings.Join(whys, "; "), nil
+	p.ahead.contradicted(add)
+	return wrong, nil
+}
+
+// contradiction is a batch whose audit the one read got wrong, and why.
+type contradiction struct {
+	bk  batchKey
+	why string
+}
+
+// readAgain sets the plan's second read to deliver the batches whose audit the one read
+// got wrong (once), and with them every selected batch a rubric view ties to them: a
+// view's loop carries over from batch to batch, so its batches are audited together.
+// It returns the batches, sorted, and why, each reason once.
+func (p *replayPlan) readAgain(wrong []contradiction) ([]batchKey, string) {
+	p.again, p.againViews = map[batchKey]bool{}, map[string]bool{}
+	var whys []string
+	for _, c := range wrong {
+		p.again[c.bk] = true
+		if !slices.Contains(whys, c.why) {
+			whys = append(whys, c.why)
+		}
+	}
+	for grew := true; grew; {
+		grew = false
+		for bk, b := range p.batches {
+			if !b.selected {
+				continue
+			}
+			if p.again[bk] {
+				for _, v := range b.views {
+					grew = grew || !p.againViews[v]
+					p.againViews[v] = true
+				}
+				continue
+			}
+			for _, v := range b.views {
+				if p.againViews[v] {
+					p.again[bk], grew = true, true
+					break
+				}
+			}
+		}
+	}
+	return sortedKeys(p.again), strings.Join(whys, "; ")
+}
+
+// sortedKeys are a map's batch keys by tenant, then batch.
+func sortedKeys[V any](m map[batchKey]V) []batchKey {
+	out := make([]batchKey, 0, len(m))
+	for bk := range m {
+		out = append(out, bk)
+	}
+	slices.SortFunc(out, func(x, y batchKey) int {
+		if c := strings.Compare(x.tenant, y.tenant); c != 0 {
+			return c
+		}
+		return strings.Compare(x.batch, y.batch)
+	})
+	return out
 }
 
 // keep decides whether the second read delivers r, and whether as history.
@@ -453,12 +603,13 @@ func (p *replayPlan) keep(r *Recorded, inRange bool) (keep, history bool) {
 		}
 		switch {
 		case batch != "" && p.selected(batchKey{tenant, batch}):
-			return true, false
+			return p.again == nil || p.again[batchKey{tenant, batch}], false
 		case batch == "" && inRange:
-			// Attributed to no batch: kept among the selected batches' events.
+			// Attributed to no batch: kept among the selected batches' events (read
+			// again with any batch, see mergeAgain).
 			return r.Seq > p.firstKept && r.Seq < p.lastKept, false
 		case batch != "" && inRange:
-			return true, false
+			return p.again == nil, false
 		}
 		return false, false
 	}
@@ -466,8 +617,8 @@ func (p *replayPlan) keep(r *Recorded, inRange bool) (keep, history bool) {
 	if p.f.Tenant != "" && ev.Tenant != p.f.Tenant {
 		return false, false
 	}
-	if p.selected(batchKey{ev.Tenant, ev.BatchID}) {
-		return true, false
+	if bk := (batchKey{ev.Tenant, ev.BatchID}); p.selected(bk) {
+		return p.again == nil || p.again[bk], false
 	}
 	// Another batch: kept when a selected view's loop is folded from it.
 	if p.lastKept == 0 || r.Seq >= p.lastKept {
@@ -498,6 +649,9 @@ func (p *replayPlan) keep(r *Recorded, inRange bool) (keep, history bool) {
 		}
 	}
 	v, ok := p.other[key]
+	if p.again != nil {
+		return ok && p.againViews[v], true
+	}
 	return ok && p.views[v], true
 }
 
@@ -591,32 +745,38 @@ func (h *ahead) redriveJobs(bk batchKey, attempt int, named []string) []string {
 	return jobs
 }
 
-// contradicted says what the audit was told while the facts were gathered that the
-// whole read contradicts ("" nothing): the audit must then run again with what it
-// concluded. Call it after done.
-func (h *ahead) contradicted() string {
+// contradicted tells add of each batch what the audit was told of it while the facts
+// were gathered that the whole read contradicts: that batch's audit must then run again
+// with what the read concluded. Each fact is a batch's own (its claim, its redrives, its
+// jobs' cancels, its people's answers), so the other batches' audits stand. Call it
+// after done.
+func (h *ahead) contradicted(add func(bk batchKey, why string)) {
 	for _, c := range h.claims {
 		want := c.job
 		if first := h.of(c.bk).awaiting; first != "" {
 			want = first
 		}
 		if c.holder != want {
-			return fmt.Sprintf("batch %s/%s: the spot-check claim went to the sign-off of %s, which the stream holds after %s's", c.bk.tenant, c.bk.batch, want, c.job)
+			add(c.bk, fmt.Sprintf("batch %s/%s: the spot-check claim went to the sign-off of %s, which the stream holds after %s's", c.bk.tenant, c.bk.batch, want, c.job))
 		}
 	}
 	for _, r := range h.redrives {
 		jobs := h.of(r.bk).redrives[r.attempt]
 		if r.named != nil && !slices.Equal(r.named, jobs) {
-			return fmt.Sprintf("batch %s/%s: redrive %d's first request names other jobs than its requests send again", r.bk.tenant, r.bk.batch, r.attempt)
+			add(r.bk, fmt.Sprintf("batch %s/%s: redrive %d's first request names other jobs than its requests send again", r.bk.tenant, r.bk.batch, r.attempt))
 		}
 		if n := len(jobs); r.named == nil && n != r.jobs {
-			return fmt.Sprintf("batch %s/%s: redrive %d sends %d jobs again, %d of them stored after its first request", r.bk.tenant, r.bk.batch, r.attempt, n, n-r.jobs)
+			add(r.bk, fmt.Sprintf("batch %s/%s: redrive %d sends %d jobs again, %d of them stored after its first request", r.bk.tenant, r.bk.batch, r.attempt, n, n-r.jobs))
 		}
 	}
-	if n := len(h.cancels.bySeq); n > 0 {
-		return fmt.Sprintf("%d job cancels were applied elsewhere than the stream holds them", n)
+	cancels := map[batchKey]int{}
+	for _, pc := range h.cancels.bySeq {
+		cancels[pc.bk]++
 	}
-	return h.reviews.contradicted()
+	for _, bk := range sortedKeys(cancels) {
+		add(bk, fmt.Sprintf("batch %s/%s: %d job cancels were applied elsewhere than the stream holds them", bk.tenant, bk.batch, cancels[bk]))
+	}
+	h.reviews.contradicted(add)
 }
 
 type aheadBatch struct {

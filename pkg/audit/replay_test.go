@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,9 +96,35 @@ func TestAuditReplaySelects(t *testing.T) {
 	}
 	replay := func(f audit.Filter) sel {
 		t.Helper()
-		recs, err := collect(ctx, js, f)
-		if err != nil {
-			t.Fatal(err)
+		var recs []audit.Recorded
+		reads, err := audit.ReplayReads(ctx, js, f, false, func(r *audit.Recorded) error {
+			recs = append(recs, *r)
+			return nil
+		})
+		planned := 2
+		if !f.Since.IsZero() {
+			planned = 3 // b-1 began before Since: the plan reads what precedes it too
+		}
+		if err != nil || reads != planned {
+			t.Fatalf("%+v: %d reads, %v (want %d: plan, then deliver)", f, reads, err, planned)
+		}
+		// ReplayOwn hands over the same messages but the history, reading once without
+		// a range (twice with one).
+		var own, want []uint64
+		for _, r := range recs {
+			if !r.History {
+				want = append(want, r.Seq)
+			}
+		}
+		reads, err = audit.ReplayReads(ctx, js, f, true, func(r *audit.Recorded) error {
+			own = append(own, r.Seq)
+			return nil
+		})
+		if wantReads := map[bool]int{true: 1, false: planned}[f.Since.IsZero() && f.Until.IsZero()]; err != nil || reads != wantReads {
+			t.Fatalf("%+v: ReplayOwn read %d times, %v (want %d)", f, reads, err, wantReads)
+		}
+		if fmt.Sprint(own) != fmt.Sprint(want) {
+			t.Fatalf("%+v: ReplayOwn handed over %v, Replay %v but its history", f, own, want)
 		}
 		s := sel{batches: map[string]int{}}
 		var last uint64

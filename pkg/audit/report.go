@@ -283,6 +283,12 @@ type Report struct {
 	// early read before Since) when ReadAgain says why one read could not decide alone.
 	Reads     int    `json:"reads,omitempty"`
 	ReadAgain string `json:"read_again,omitempty"`
+	// ReadAgainBatches are the batches (tenant/batch) the second read audited again:
+	// those ReadAgain names and the selected batches sharing a rubric view with them.
+	// The other batches' findings are the one read's.
+	ReadAgainBatches []string `json:"read_again_batches,omitempty"`
+	// ReadAgainMessages is how many messages the second read delivered to the audit.
+	ReadAgainMessages int `json:"read_again_messages,omitempty"`
 	// Decisions counts the re-derived values that were compared with a record.
 	Decisions int `json:"decisions"`
 	// Batches are the audited batches, as re-derived.
@@ -359,6 +365,7 @@ func (r *Report) JobDecisions() []Decision {
 	out := []Decision{}
 	for _, bk := range bks {
 		from := len(out)
+		st := st.of(bk)
 		st.mem.EachJob(bk.tenant, bk.batch, func(j *records.Job) {
 			d := Decision{Tenant: j.Tenant, Batch: j.Batch, Job: j.ACID, Index: j.Index, Kind: j.Spec.Kind, Status: j.Status,
 				DecidedBy: j.DecidedBy, Inputs: make([]EventRef, 0, len(j.Inputs)), Mismatches: byJob[jobKey{j.Tenant, j.Batch, j.ACID}]}

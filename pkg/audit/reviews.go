@@ -96,20 +96,19 @@ func (s *reviewScan) aheadOf(bk batchKey, f *foldedReviews, pos uint64) []*Recor
 	return out
 }
 
-// contradicted says where the audit placed an answer, while the facts were gathered,
-// otherwise than the whole read places it ("" nowhere).
-func (s *reviewScan) contradicted() string {
+// contradicted tells add of each batch where the audit placed an answer, while the
+// facts were gathered, otherwise than the whole read places it.
+func (s *reviewScan) contradicted(add func(bk batchKey, why string)) {
 	for _, t := range s.told {
 		f := s.folded[completionKey{t.bk, t.attempt}]
 		if t.fold {
 			if n := len(s.aheadOf(t.bk, f, t.seq)); n != t.applied {
-				return fmt.Sprintf("batch %s/%s: its completion folded %d people's answers the stream holds after the input completing it", t.bk.tenant, t.bk.batch, n)
+				add(t.bk, fmt.Sprintf("batch %s/%s: its completion folded %d people's answers the stream holds after the input completing it", t.bk.tenant, t.bk.batch, n))
 			}
 		} else if placeOf(f, t.seq, t.judged) != t.place {
-			return fmt.Sprintf("batch %s/%s: the aggregator applied the person's answer at seq %d on the other side of the batch's completion than the stream holds it", t.bk.tenant, t.bk.batch, t.seq)
+			add(t.bk, fmt.Sprintf("batch %s/%s: the aggregator applied the person's answer at seq %d on the other side of the batch's completion than the stream holds it", t.bk.tenant, t.bk.batch, t.seq))
 		}
 	}
-	return ""
 }
 
 type completionKey struct {

@@ -229,6 +229,7 @@ func (a *auditor) refuse(r *Recorded, err error) {
 		ref.From = tenant
 	}
 	a.rep.Refused = append(a.rep.Refused, ref)
+	a.refusedAt = append(a.refusedAt, a.visiting)
 }
 
 // describe names an expected output for a finding.

@@ -31,6 +31,18 @@ type auditState struct {
 	types []events.Type
 	// store reads back the blobs the state names (the batch index).
 	store blob.Store
+	// again is what a second read derived of the batches it audited again (RunWith),
+	// which this state's derivation of them does not stand for.
+	again *auditState
+}
+
+// of is what the replay derived of batch bk: the second read's, for a batch it
+// audited again.
+func (st *auditState) of(bk batchKey) *auditState {
+	if st.again != nil && st.again.audited[bk] {
+		return st.again
+	}
+	return st
 }
 
 // ref names a recorded event by id: its type and where the stream holds it.
@@ -212,6 +224,7 @@ func newStateCheck(ctx context.Context, rep *Report, tenant, batch string) *stat
 	if st == nil {
 		st = &auditState{mem: &rulebook.Memory{}, audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}}
 	}
+	st = st.of(batchKey{tenant, batch})
 	return &stateCheck{ctx: ctx, rep: rep, st: st, bk: batchKey{tenant, batch}, seen: map[string]bool{}, unreplayed: -1}
 }
 
