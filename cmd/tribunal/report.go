@@ -156,7 +156,7 @@ func buildTrustReport(ctx context.Context, js jetstream.JetStream, b bus.Buckets
 		return nil, fmt.Errorf("batch %s/%s: no job records (unknown batch, or nothing submitted yet)", tenant, batchID)
 	}
 	var evs []events.Event
-	err = audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID, Stream: stream}, func(r *audit.Recorded) error {
+	err = audit.ReplayOwn(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID, Stream: stream}, func(r *audit.Recorded) error {
 		if r.OK() && r.DeadLetter == "" && !r.History {
 			evs = append(evs, r.Event)
 		}

@@ -55,7 +55,7 @@ func (w *world) operatorAudit(tenant, batchID string) audit.Report {
 func (w *world) batchEvents(tenant, batchID string) []audit.Recorded {
 	w.t.Helper()
 	var out []audit.Recorded
-	if err := audit.Replay(ctxT(w.t), w.opJS, audit.Filter{Tenant: tenant, BatchID: batchID}, func(r *audit.Recorded) error {
+	if err := audit.ReplayOwn(ctxT(w.t), w.opJS, audit.Filter{Tenant: tenant, BatchID: batchID}, func(r *audit.Recorded) error {
 		out = append(out, *r)
 		return nil
 	}); err != nil {

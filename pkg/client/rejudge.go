@@ -28,7 +28,7 @@ func Rejudge(ctx context.Context, js jetstream.JetStream, pub Publisher, tenant,
 		return 0, fmt.Errorf("rejudge needs a model")
 	}
 	latest := map[string]events.Event{}
-	err := audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID}, func(r *audit.Recorded) error {
+	err := audit.ReplayOwn(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID}, func(r *audit.Recorded) error {
 		if !r.OK() || r.Event.Type != events.TypeGatesDone || r.Event.Rejudge != "" {
 			return nil
 		}
@@ -85,7 +85,7 @@ func RejudgeResults(ctx context.Context, js jetstream.JetStream, b bus.Buckets, 
 	}
 	for {
 		var rows []RejudgeRow
-		err := audit.Replay(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID}, func(r *audit.Recorded) error {
+		err := audit.ReplayOwn(ctx, js, audit.Filter{Tenant: tenant, BatchID: batchID}, func(r *audit.Recorded) error {
 			if !r.OK() || r.Event.Type != events.TypeVerdictEmitted || r.Event.Rejudge != model {
 				return nil
 			}
