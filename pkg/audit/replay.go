@@ -509,6 +509,15 @@ func (p *replayPlan) once(ctx context.Context, js jetstream.JetStream, visit fun
 	if err := p.conclude(ctx, js); err != nil {
 		return nil, err
 	}
+	// holding are the selected batches holding each view, for the history check.
+	holding := map[string][]batchKey{}
+	for _, bk := range sortedKeys(p.batches) {
+		if b := p.batches[bk]; b.selected {
+			for _, v := range distinct(b.views) {
+				holding[v] = append(holding[v], bk)
+			}
+		}
+	}
 	for _, bk := range sortedKeys(p.batches) {
 		b := p.batches[bk]
 		switch {
@@ -519,16 +528,10 @@ func (p *replayPlan) once(ctx context.Context, js jetstream.JetStream, visit fun
 		case !b.selected && b.first != 0 && b.first < p.lastKept:
 			// A rubric view's loop carries over from b: the selected batches holding the
 			// view fold it.
-			for _, v := range b.views {
-				if !p.views[v] {
-					continue
+			for _, v := range distinct(b.views) {
+				for _, sk := range holding[v] {
+					add(sk, fmt.Sprintf("batch %s/%s: a rubric view's loop carries over from batch %s/%s", sk.tenant, sk.batch, bk.tenant, bk.batch))
 				}
-				for _, sk := range sortedKeys(p.batches) {
-					if s := p.batches[sk]; s.selected && slices.Contains(s.views, v) {
-						add(sk, fmt.Sprintf("batch %s/%s: a rubric view's loop carries over from batch %s/%s", sk.tenant, sk.batch, bk.tenant, bk.batch))
-					}
-				}
-				break
 			}
 		}
 	}
@@ -555,20 +558,23 @@ func (p *replayPlan) readAgain(wrong []contradiction) ([]batchKey, string) {
 			whys = append(whys, c.why)
 		}
 	}
+	views := map[batchKey][]string{}
+	for bk, b := range p.batches {
+		if b.selected && len(b.views) > 0 {
+			views[bk] = distinct(b.views)
+		}
+	}
 	for grew := true; grew; {
 		grew = false
-		for bk, b := range p.batches {
-			if !b.selected {
-				continue
-			}
+		for bk, vs := range views {
 			if p.again[bk] {
-				for _, v := range b.views {
+				for _, v := range vs {
 					grew = grew || !p.againViews[v]
 					p.againViews[v] = true
 				}
 				continue
 			}
-			for _, v := range b.views {
+			for _, v := range vs {
 				if p.againViews[v] {
 					p.again[bk], grew = true, true
 					break
@@ -577,6 +583,13 @@ func (p *replayPlan) readAgain(wrong []contradiction) ([]batchKey, string) {
 		}
 	}
 	return sortedKeys(p.again), strings.Join(whys, "; ")
+}
+
+// distinct are the views of a batch, each once (a batch lists one per rubric job).
+func distinct(views []string) []string {
+	out := slices.Clone(views)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // sortedKeys are a map's batch keys by tenant, then batch.
