@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/tribunal-dev/tribunal/internal/app"
 	"github.com/tribunal-dev/tribunal/internal/console"
 	"github.com/tribunal-dev/tribunal/internal/localstate"
+	"github.com/tribunal-dev/tribunal/internal/memlimit"
 	"github.com/tribunal-dev/tribunal/pkg/artifact"
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -574,11 +574,12 @@ func (e *embedded) start(ctx context.Context, s services) error {
 // every job back at once, inside 1 GiB. GOMEMLIMIT overrides it.
 const defaultMemoryLimit = 640 << 20
 
-// applyMemoryLimit sets the soft memory limit unless GOMEMLIMIT already did.
+// applyMemoryLimit sets the soft memory limit unless GOMEMLIMIT already did, and raises
+// it with the live heap for as long as the process runs (memlimit.Follow): a fixed limit
+// below the live heap of a larger batch than it was sized for keeps the collector
+// running back to back.
 func applyMemoryLimit(limit int64) {
-	if os.Getenv("GOMEMLIMIT") == "" && limit > 0 {
-		debug.SetMemoryLimit(limit)
-	}
+	memlimit.Follow(context.Background(), limit)
 }
 
 func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch artifact.FetchOptions, sensors *renderer.Sensors, gates *command.Gates) (*embedded, error) {

@@ -1,0 +1,105 @@
+// Package memlimit keeps a process's soft memory limit (debug.SetMemoryLimit) where it
+// helps and never where it hurts.
+//
+// A soft limit below what a process needs is the worst setting there is: once the live
+// heap reaches it, the collector runs back to back, its CPU limiter lets it take half of
+// the cores, and allocations assist it with the rest. tribunal's all-in-one mode sets a
+// limit so that a batch's garbage is collected before the heap doubles (its peak RSS
+// then follows the live heap, not the collector's pacing), but a batch larger than the
+// limit was sized for then spends most of its time collecting: a 1,000,000-AC batch ran
+// at a sixteenth of the 100,000-AC pace with 65 % of its CPU marking (docs/benchmarks.md).
+//
+// Follow sets the limit and then raises it with the live heap, so that the collector
+// always has Headroom over what is live to collect into: the limit still saves the
+// heap's doubling, and never starves it.
+package memlimit
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"time"
+)
+
+// Headroom is the share of the live heap the limit leaves above it, in percent: the
+// collector then runs once per half a live heap allocated, twice as often as at
+// GOGC=100 and no more.
+const Headroom = 50
+
+// Every is how often Follow reads the live heap. A collection's pace changes over
+// seconds; a read costs microseconds.
+const Every = 500 * time.Millisecond
+
+// For is the limit for a live heap of live bytes and a base limit: base, or live and its
+// Headroom where that is more.
+func For(base, live int64) int64 {
+	return max(base, live+live*Headroom/100)
+}
+
+// Set applies base as the soft limit unless the environment's GOMEMLIMIT already set
+// one (the operator's word stands) or base is not positive. It reports whether it did.
+func Set(base int64) bool {
+	if os.Getenv("GOMEMLIMIT") != "" || base <= 0 {
+		return false
+	}
+	debug.SetMemoryLimit(base)
+	return true
+}
+
+var (
+	mu   sync.Mutex
+	stop context.CancelFunc // the running follower's
+)
+
+// Follow applies base as Set does and, where it did, keeps the limit at For(base, live)
+// until ctx ends or Follow is called again (the newest base wins: the all-in-one mode
+// sizes it for its batch once the batch is read).
+func Follow(ctx context.Context, base int64) {
+	if !Set(base) {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop = cancel
+	go run(ctx, base)
+}
+
+func run(ctx context.Context, base int64) {
+	t := time.NewTicker(Every)
+	defer t.Stop()
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	cur, raised := base, false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return // a runtime without the metric: the base stays
+		}
+		want := For(base, int64(sample[0].Value.Uint64()))
+		if want == cur {
+			continue
+		}
+		debug.SetMemoryLimit(want)
+		if !raised && want > base {
+			raised = true
+			slog.Debug("soft memory limit raised with the live heap", "base_mib", base>>20, "limit_mib", want>>20)
+		}
+		cur = want
+	}
+}
+
+// Current is the soft limit in force (math.MaxInt64 when none is).
+func Current() int64 {
+	return debug.SetMemoryLimit(-1)
+}
