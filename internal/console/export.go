@@ -28,7 +28,9 @@ import (
 // no script (as served), forms (sign-in, spot-checks, resets, filters) are removed, since
 // there is no server to post to, links to pages not exported (another batch, a filtered
 // table) become plain text, and an HTML artifact is kept as its source text, never as a
-// page that would run outside the console's sandbox.
+// page that would run outside the console's sandbox. A page is held while its links are
+// found and written to a stash until every file is known; anything else (a table's CSV,
+// an artifact) goes to its file as the console serves it.
 
 // ExportPath is the file, relative to the folder of an exported site (Export), that holds
 // the console's page at path p ("/t/default/b/<batch>/j/AC-1", a query allowed): the
@@ -95,13 +97,26 @@ func Export(ctx context.Context, cfg Config, dir string, batches []ExportBatch) 
 		if _, done := x.files[link]; done {
 			continue
 		}
-		body, ctype, ok := x.get(ctx, link)
+		body, spooled, ctype, ok, err := x.get(ctx, link)
+		if err != nil {
+			return Exported{}, err
+		}
 		if !ok {
 			x.files[link] = ""
 			continue
 		}
 		file := x.fileFor(link, ctype)
 		x.files[link], x.types[link] = file, ctype
+		if spooled != "" {
+			// Written as it was served (a CSV, an artifact): in place now.
+			if err := x.place(spooled, file); err != nil {
+				return Exported{}, err
+			}
+			if strings.HasPrefix(link, "/blob/") {
+				x.out.Artifacts++
+			}
+			continue
+		}
 		if strings.HasPrefix(ctype, "text/html") && !strings.HasPrefix(link, "/blob/") {
 			pages = append(pages, link)
 			for _, l := range links(body) {
@@ -159,16 +174,123 @@ type exporter struct {
 	out     Exported
 }
 
-// get fetches a link from the console; ok is false for anything but a 200.
-func (x *exporter) get(ctx context.Context, link string) ([]byte, string, bool) {
+// get fetches a link from the console; ok is false for anything but a 200. A page comes
+// back as its body; anything else (a table's CSV, an artifact) is written to a file under
+// the stash as it is served (spooled names it), so a 1,000,000-row CSV is not held.
+func (x *exporter) get(ctx context.Context, link string) (body []byte, spooled, ctype string, ok bool, err error) {
 	req := httptest.NewRequestWithContext(ctx, http.MethodGet, link, nil)
 	req.RemoteAddr = "127.0.0.1:1"
-	rec := httptest.NewRecorder()
-	x.h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		return nil, "", false
+	w := &spoolWriter{header: http.Header{}, dir: filepath.Join(x.dir, ".stash")}
+	x.serve(w, req)
+	if w.file != nil {
+		if cerr := w.file.Close(); w.err == nil {
+			w.err = cerr
+		}
+		spooled = w.file.Name()
 	}
-	return rec.Body.Bytes(), rec.Header().Get("Content-Type"), true
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	if w.err != nil || w.code != http.StatusOK {
+		if spooled != "" {
+			_ = os.Remove(spooled)
+		}
+		if w.err != nil {
+			return nil, "", "", false, fmt.Errorf("export %s: %w", link, w.err)
+		}
+		return nil, "", "", false, nil
+	}
+	if spooled != "" {
+		x.out.Bytes += w.n
+		return nil, spooled, w.header.Get("Content-Type"), true, nil
+	}
+	var page []byte
+	if w.html != nil {
+		page = w.html.Bytes()
+	}
+	return page, "", w.header.Get("Content-Type"), true, nil
+}
+
+// serve runs the console's handler; one that gives up on a response it cannot finish
+// (http.ErrAbortHandler, as the blob handler does on a failed copy) leaves an error.
+func (x *exporter) serve(w *spoolWriter, req *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			if w.err == nil {
+				w.err = fmt.Errorf("the console gave up on the response")
+			}
+		}
+	}()
+	x.h.ServeHTTP(w, req)
+}
+
+// spoolWriter is a response as the exporter keeps it: an HTML page in memory, to have its
+// links rewritten, anything else in a file of dir as it is written.
+type spoolWriter struct {
+	header http.Header
+	code   int
+	dir    string
+	html   *bytes.Buffer
+	file   *os.File
+	n      int64
+	err    error
+}
+
+func (w *spoolWriter) Header() http.Header { return w.header }
+
+func (w *spoolWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+func (w *spoolWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	switch {
+	case w.err != nil:
+		return 0, w.err
+	case w.code != http.StatusOK:
+		return len(p), nil
+	case w.html == nil && w.file == nil:
+		if strings.HasPrefix(w.header.Get("Content-Type"), "text/html") {
+			w.html = &bytes.Buffer{}
+			break
+		}
+		if w.err = os.MkdirAll(w.dir, 0o755); w.err != nil {
+			return 0, w.err
+		}
+		if w.file, w.err = os.CreateTemp(w.dir, "spool-*"); w.err != nil {
+			return 0, w.err
+		}
+	}
+	w.n += int64(len(p))
+	if w.html != nil {
+		return w.html.Write(p)
+	}
+	n, err := w.file.Write(p)
+	w.err = err
+	return n, err
+}
+
+// place moves a spooled file to its place in the site.
+func (x *exporter) place(spooled, rel string) error {
+	p := filepath.Join(x.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if err := os.Rename(spooled, p); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	// As every file of the site (CreateTemp made it the owner's only).
+	if err := os.Chmod(p, 0o644); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	return nil
 }
 
 // key is the console link a page's reference l stands for, when it is exported: a link

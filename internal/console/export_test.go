@@ -54,6 +54,16 @@ func TestExportSite(t *testing.T) {
 			t.Errorf("batch page holds %q", gone)
 		}
 	}
+	// The table's CSV, written to its file as it was served.
+	csvFile := filepath.Join(dir, "t", tenantA, "b", second.BatchID, "export.csv")
+	if st, err := os.Stat(csvFile); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("the CSV: %v %v", st, err)
+	} else if sheet, _ := os.ReadFile(csvFile); strings.Count(string(sheet), "\n") != 6 || !strings.HasPrefix(string(sheet), "index,ac_id,") {
+		t.Errorf("the CSV:\n%s", sheet)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".stash")); err == nil {
+		t.Error("the stash is left in the site")
+	}
 	jobs, _ := filepath.Glob(filepath.Join(dir, "t", tenantA, "b", second.BatchID, "j", "*.html"))
 	calls, _ := filepath.Glob(filepath.Join(dir, "t", tenantA, "b", second.BatchID, "j", "*", "call", "*.html"))
 	if len(jobs) != 5 || len(calls) == 0 {
