@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -140,7 +141,10 @@ type chartsFold struct {
 type judgeFigures struct {
 	made, cached     int
 	prompt, complete int
-	latencies        []float64
+	// latencies counts the calls by latency in milliseconds: as many keys as distinct
+	// latencies (a few thousand), where a list of them grew with every call of the batch.
+	latencies map[int64]int
+	timed     int
 }
 
 func (a *chartsFold) add(e *index.Entry) {
@@ -177,7 +181,11 @@ func (a *chartsFold) add(e *index.Entry) {
 		f.prompt += c.PromptTokens
 		f.complete += c.CompletionTokens
 		if c.LatencyMillis > 0 {
-			f.latencies = append(f.latencies, float64(c.LatencyMillis))
+			if f.latencies == nil {
+				f.latencies = map[int64]int{}
+			}
+			f.latencies[c.LatencyMillis]++
+			f.timed++
 		}
 	}
 }
@@ -266,9 +274,8 @@ func (a *chartsFold) charts() []chart {
 			tokens.Bars = append(tokens.Bars, bar{Label: j + " prompt", Value: float64(f.prompt), Text: count(f.prompt), Class: "c-bar"},
 				bar{Label: j + " completion", Value: float64(f.complete), Text: count(f.complete), Class: "c-tie"})
 		}
-		if len(f.latencies) > 0 {
-			sort.Float64s(f.latencies)
-			p50, p95 := quantile(f.latencies, 0.5), quantile(f.latencies, 0.95)
+		if f.timed > 0 {
+			p50, p95 := quantile(f.latencies, f.timed, 0.5), quantile(f.latencies, f.timed, 0.95)
 			latency.Bars = append(latency.Bars, bar{Label: j + " p50", Value: p50, Text: fmt.Sprintf("%.0f ms", p50), Class: "c-bar"},
 				bar{Label: j + " p95", Value: p95, Text: fmt.Sprintf("%.0f ms", p95), Class: "c-tie"})
 		}
@@ -279,11 +286,21 @@ func (a *chartsFold) charts() []chart {
 	return out
 }
 
-// quantile of sorted values, nearest rank.
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
+// quantile of n values counted by value, nearest rank.
+func quantile(counts map[int64]int, n int, q float64) float64 {
+	if n == 0 {
 		return 0
 	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
+	values := make([]int64, 0, len(counts))
+	for v := range counts {
+		values = append(values, v)
+	}
+	slices.Sort(values)
+	rank := min(max(int(math.Ceil(q*float64(n)))-1, 0), n-1)
+	for _, v := range values {
+		if rank -= counts[v]; rank < 0 {
+			return float64(v)
+		}
+	}
+	return float64(values[len(values)-1])
 }

@@ -3,7 +3,10 @@ package console
 import (
 	"bytes"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -301,4 +304,26 @@ func SetRowsLimit(n int) (restore func()) {
 	old := rowsLimit
 	rowsLimit = n
 	return func() { rowsLimit = old }
+}
+
+// TestQuantileOfCounts: the latency chart's quantiles, from calls counted by latency, are
+// the nearest-rank quantiles of the sorted latencies.
+func TestQuantileOfCounts(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 2, 3, 10, 99, 1000} {
+		counts := map[int64]int{}
+		var sorted []float64
+		for range n {
+			v := int64(1 + r.IntN(50))
+			counts[v]++
+			sorted = append(sorted, float64(v))
+		}
+		slices.Sort(sorted)
+		for _, q := range []float64{0, 0.5, 0.95, 1} {
+			want := sorted[min(max(int(math.Ceil(q*float64(n)))-1, 0), n-1)]
+			if got := quantile(counts, n, q); got != want {
+				t.Errorf("%d values, q %v: %v, want %v", n, q, got, want)
+			}
+		}
+	}
 }
