@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,9 +12,11 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/critic"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/spend"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -126,6 +129,13 @@ func TestPlanDigestAndPages(t *testing.T) {
 	if prep.plan.Size != n || len(prep.plan.Pages) != 2 || prep.plan.Validate() != nil {
 		t.Fatalf("plan %+v", prep.plan)
 	}
+	// Stored only as the batch.opened naming them is published, not by Prepare.
+	if blobs := storedBlobs(t, store); len(blobs) != 0 {
+		t.Fatalf("Prepare stored %d blobs: %v", len(blobs), blobs)
+	}
+	if err := s.storePages(context.Background(), prep, "team-a"); err != nil {
+		t.Fatal(err)
+	}
 	for i, ref := range prep.plan.Pages {
 		page, err := records.LoadPlanPage(context.Background(), store, "team-a", ref)
 		if err != nil {
@@ -146,5 +156,54 @@ func TestPlanDigestAndPages(t *testing.T) {
 	changed, err := s.Prepare(context.Background(), b, "team-a")
 	if err != nil || changed.Digest() == prep.Digest() {
 		t.Fatalf("a changed artifact, the same digest: %v", err)
+	}
+}
+
+// storedBlobs lists every blob of store.
+func storedBlobs(t *testing.T, store *fileblob.Store) []string {
+	t.Helper()
+	var out []string
+	if err := store.Walk(context.Background(), func(ref blob.Ref, _ int64) error {
+		out = append(out, ref.String())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRefusedWindowStoresNoPlan: a windowed batch refused in a later window (here its
+// last AC names a model the team may not name, after a page's worth of jobs) leaves
+// nothing in the blob store: its plan's pages are written to the submission's own file,
+// and stored only as its batch.opened is published. They were stored as Prepare reached
+// them, and left there unused.
+func TestRefusedWindowStoresNoPlan(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"o.md": "# ours\n", "r.md": "# reference\n"})
+	var doc strings.Builder
+	doc.WriteString("version: 1\nacs:\n")
+	n := events.PlanPageSize + 1500 // a page flushed in the fifth window, the refusal in the sixth
+	for i := range n {
+		judges := ""
+		if i == n-1 {
+			judges = ", judges: [o1-pro]"
+		}
+		fmt.Fprintf(&doc, "  - {id: AC-%d, criterion: c, ours: o.md, reference: r.md%s}\n", i, judges)
+	}
+	b := parseBatch(t, dir, doc.String())
+	store := tempStore(t)
+	pub := &capturePub{}
+	s := &Submitter{Pub: pub, Store: store, Window: 1000, Spend: &spend.Allowance{Models: []string{"gpt-4o"}, MaxCallsPerAC: 16}}
+	_, err := s.Submit(context.Background(), b, "team-a", "refused-late")
+	var re *RefusedError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), `"o1-pro" is not allowed`) {
+		t.Fatalf("a batch naming a model it may not in its sixth window: %v", err)
+	}
+	if blobs := storedBlobs(t, store); len(blobs) != 0 {
+		t.Errorf("the refused batch left %d blobs in the store: %v", len(blobs), blobs)
+	}
+	if len(pub.msgs) != 0 {
+		t.Errorf("%d events of the refused batch published", len(pub.msgs))
 	}
 }

@@ -34,6 +34,9 @@ func (s *Submitter) publish(ctx context.Context, prep *Prepared, tenant, batchID
 		return &RefusedError{Batch: prep.batch.Path, Problems: []string{"no job to submit"}}
 	}
 	if !opened {
+		if err := s.storePages(ctx, prep, tenant); err != nil {
+			return fmt.Errorf("batch %s: %w", batchID, err)
+		}
 		o := prep.plan
 		msgs, err := bus.Messages(OpenedEvent(tenant, batchID, &o))
 		if err != nil {

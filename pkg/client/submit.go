@@ -160,8 +160,10 @@ type Prepared struct {
 	// sums are the first 8 bytes of each job's spec digest as Prepare built it (a batch
 	// of more than one window).
 	sums []uint64
-	// plan is the batch's plan as batch.opened announces it: its digest and stored pages.
-	plan events.BatchOpened
+	// plan is the batch's plan as batch.opened announces it: its digest and pages, which
+	// pages holds until they are stored, just before the batch.opened.
+	plan  events.BatchOpened
+	pages *pendingPages
 }
 
 // window is some consecutive ACs of a batch, planned: their jobs, from the batch's job

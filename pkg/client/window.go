@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
+	"os"
 
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -160,7 +162,7 @@ func specSum(j Job) ([sha256.Size]byte, error) {
 }
 
 // checker checks a batch's windows as Prepare plans them (check), and takes the plan's
-// digest and stores its pages (storePlan) once the batch is known to be publishable so
+// digest and writes its pages (addToPlan) once the batch is known to be publishable so
 // far.
 type checker struct {
 	s                 *Submitter
@@ -175,16 +177,17 @@ type checker struct {
 	spendOut  []string
 	spendSeen map[string]bool
 	spendMore int
-	// digest and the plan's pages so far.
-	digest hash.Hash
-	pages  []events.Blob
-	page   records.PlanPage
+	// digest and the plan's pages so far, written to pending.
+	digest  hash.Hash
+	pages   []events.Blob
+	page    records.PlanPage
+	pending *pendingPages
 }
 
 func (s *Submitter) newChecker(prep *Prepared) *checker {
 	limit, maxPayload := s.eventLimit()
 	return &checker{s: s, prep: prep, limit: limit, maxPayload: maxPayload, maxJobs: s.maxJobs(),
-		owner: map[string]int{}, spendSeen: map[string]bool{}, digest: sha256.New()}
+		owner: map[string]int{}, spendSeen: map[string]bool{}, digest: sha256.New(), pending: &pendingPages{}}
 }
 
 // window checks one planned window (check, spendProblems) and, while nothing refuses
@@ -203,9 +206,9 @@ func (c *checker) window(ctx context.Context, w *window) error {
 	}
 	c.s.spendProblems(c, w)
 	if len(c.refused) > 0 || len(c.spendOut) > 0 {
-		return nil // refused: no plan to store
+		return nil // refused: no plan to write
 	}
-	return c.storePlan(ctx, w)
+	return c.addToPlan(w)
 }
 
 // done refuses the batch with every problem found, or stores the plan's last page and
@@ -219,23 +222,25 @@ func (c *checker) done(ctx context.Context) error {
 		}
 	}
 	if len(refused) > 0 {
+		c.pending.close()
 		return &RefusedError{Batch: c.prep.batch.Path, Problems: refused}
 	}
 	if len(c.page.Jobs) > 0 {
-		if err := c.flush(ctx); err != nil {
+		if err := c.flush(); err != nil {
 			return err
 		}
 	}
+	c.prep.pages = c.pending
 	c.prep.plan = events.BatchOpened{Size: c.prep.jobs, Source: c.prep.batch.Path, Digest: hex.EncodeToString(c.digest.Sum(nil)), Pages: c.pages}
 	return nil
 }
 
-// storePlan adds a window's jobs to the batch's plan: every job's id, kind and
-// iteration, in index order, in pages stored in blob storage, and its digest over every
-// job's id, iteration and spec. The aggregator reads a page only to cancel the batch; a
+// addToPlan adds a window's jobs to the batch's plan: every job's id, kind and
+// iteration, in index order, in pages for blob storage, and its digest over every job's
+// id, iteration and spec. The aggregator reads a page only to cancel the batch; a
 // resumed submission compares the digest to tell a changed batch. A batch of more than
 // one window keeps each job's spec digest, which publishing checks its jobs against.
-func (c *checker) storePlan(ctx context.Context, w *window) error {
+func (c *checker) addToPlan(w *window) error {
 	prep := c.prep
 	for k := range w.plans {
 		pl := &w.plans[k]
@@ -253,7 +258,7 @@ func (c *checker) storePlan(ctx context.Context, w *window) error {
 		}
 		c.page.Jobs = append(c.page.Jobs, records.PlannedJob{ID: j.ID, Kind: j.Spec.Kind, Iteration: j.Iteration})
 		if len(c.page.Jobs) == events.PlanPageSize {
-			if err := c.flush(ctx); err != nil {
+			if err := c.flush(); err != nil {
 				return err
 			}
 		}
@@ -261,16 +266,93 @@ func (c *checker) storePlan(ctx context.Context, w *window) error {
 	return nil
 }
 
-func (c *checker) flush(ctx context.Context) error {
+// flush ends the plan's current page: encoded and named by its digest, as the store
+// will name it, and kept pending until the batch.opened that announces it is published.
+func (c *checker) flush() error {
 	data, err := records.EncodePlanPage(c.page)
 	if err != nil {
 		return err
 	}
-	attrs, err := blob.PutBytes(ctx, c.s.Store, c.prep.tenant, data, "application/json")
-	if err != nil {
-		return fmt.Errorf("store plan page %d of %s: %w", len(c.pages), c.prep.batch.Path, err)
+	sum := sha256.Sum256(data)
+	if err := c.pending.add(data); err != nil {
+		return fmt.Errorf("plan page %d of %s: %w", len(c.pages), c.prep.batch.Path, err)
 	}
-	c.pages = append(c.pages, events.Blob{SHA256: attrs.Ref.SHA256, MediaType: "application/json", Size: attrs.Size})
+	c.pages = append(c.pages, events.Blob{SHA256: hex.EncodeToString(sum[:]), MediaType: planMediaType, Size: int64(len(data))})
 	c.page = records.PlanPage{First: c.page.First + len(c.page.Jobs)}
+	return nil
+}
+
+const planMediaType = "application/json"
+
+// pendingPages are a batch's plan pages between Prepare and its batch.opened: in a
+// temporary file of their own (a 1,000,000-job plan is some 250 pages of 4,096 jobs), not
+// in the blob store. A page stored as Prepare reached it was left there unused by a batch
+// refused in a later window, or only validated; now a page is stored only as the
+// batch.opened naming it is about to be published (Prepared.storePages).
+type pendingPages struct {
+	file  *os.File
+	spans [][2]int64
+	end   int64
+	// held are the pages where no file could be made: in memory.
+	held [][]byte
+}
+
+func (p *pendingPages) add(data []byte) error {
+	if p.file == nil && p.held == nil {
+		if f, err := os.CreateTemp("", "tribunal-plan-*"); err == nil {
+			// Removed at once: the open file is this batch's alone, and goes when closed.
+			os.Remove(f.Name())
+			p.file = f
+		}
+	}
+	if p.file == nil {
+		p.held = append(p.held, data)
+		return nil
+	}
+	if _, err := p.file.WriteAt(data, p.end); err != nil {
+		return fmt.Errorf("write the pending plan: %w", err)
+	}
+	p.spans = append(p.spans, [2]int64{p.end, int64(len(data))})
+	p.end += int64(len(data))
+	return nil
+}
+
+// page is the i-th pending page.
+func (p *pendingPages) page(i int) ([]byte, error) {
+	if p.file == nil {
+		return p.held[i], nil
+	}
+	sp := p.spans[i]
+	data := make([]byte, sp[1])
+	if _, err := p.file.ReadAt(data, sp[0]); err != nil {
+		return nil, fmt.Errorf("read the pending plan: %w", err)
+	}
+	return data, nil
+}
+
+func (p *pendingPages) close() {
+	if p != nil && p.file != nil {
+		p.file.Close()
+		p.file = nil
+	}
+}
+
+// storePages stores the plan's pages in the blob store, each checked against the digest
+// its batch.opened names, just before that batch.opened is published: the first thing a
+// submission stores, so a batch refused before it leaves nothing in the store. A page
+// the store holds already (the same batch file submitted before) costs nothing.
+func (s *Submitter) storePages(ctx context.Context, prep *Prepared, tenant string) error {
+	if prep.pages == nil && len(prep.plan.Pages) > 0 {
+		return fmt.Errorf("%s: the plan's pages are not prepared", prep.batch.Path)
+	}
+	for i, ref := range prep.plan.Pages {
+		data, err := prep.pages.page(i)
+		if err != nil {
+			return fmt.Errorf("plan page %d of %s: %w", i, prep.batch.Path, err)
+		}
+		if _, err := s.Store.Put(ctx, tenant, bytes.NewReader(data), blob.PutOptions{MediaType: ref.MediaType, ExpectedSHA256: ref.SHA256}); err != nil {
+			return fmt.Errorf("store plan page %d of %s: %w", i, prep.batch.Path, err)
+		}
+	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tribunal-dev/tribunal/internal/e2e"
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/events"
@@ -91,7 +94,21 @@ func TestQuotaHoldsOnEveryWindow(t *testing.T) {
 	if n := info.State.Subjects[subj]; n != 8 {
 		t.Errorf("%d job.submitted on the stream, want the 8 of the windows before the refusal", n)
 	}
+	// The plan's pages in the store are the opened batch's, every one: what a cancel of
+	// the batch reads (or a resume compares), none left unused.
 	rs := records.New(f.running.Buckets)
+	h, _, err := rs.Header(ctxT(t), "team-a", id)
+	if err != nil || h.Plan == nil {
+		t.Fatalf("the opened batch's header: %+v %v", h, err)
+	}
+	var want []string
+	for _, p := range h.Plan.Pages {
+		want = append(want, p.SHA256)
+	}
+	slices.Sort(want)
+	if got := storedPlanPages(t, f.env.Store, "team-a"); !slices.Equal(got, want) {
+		t.Errorf("plan pages stored %v, the header names %v", got, want)
+	}
 	for i := range 12 {
 		ac := fmt.Sprintf("AC-%d", i+1)
 		if i >= 8 {
@@ -157,4 +174,28 @@ func TestQuotaWithoutBatchOpened(t *testing.T) {
 	if after := streamCount(t, f.js); after != before {
 		t.Errorf("%d events of the refused batch were published", after-before)
 	}
+}
+
+// storedPlanPages lists the blobs of tenant that are plan pages, by digest.
+func storedPlanPages(t *testing.T, store blob.Store, tenant string) []string {
+	t.Helper()
+	var out []string
+	err := store.(*fileblob.Store).Walk(ctxT(t), func(ref blob.Ref, _ int64) error {
+		if ref.Tenant != tenant {
+			return nil
+		}
+		data, _, err := blob.ReadAll(ctxT(t), store, ref)
+		if err != nil {
+			return err
+		}
+		if _, err := records.DecodePlanPage(data); err == nil {
+			out = append(out, ref.SHA256)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
 }
