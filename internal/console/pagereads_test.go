@@ -30,7 +30,8 @@ import (
 // entries of 5,000, a tenth of the index's bytes); a filtered view decodes every entry
 // once, and the pages after it read nothing more. A batch too big for the console's
 // cache is never decoded whole: its filtered and sorted views read it a chunk at a time
-// each time, and the right rows.
+// each time, and the right rows; a page past the rows it may keep reads it twice, the
+// second time for the page's own entries.
 func TestBatchPageReadsItsChunks(t *testing.T) {
 	ctx := context.Background()
 	buckets := natstest.Buckets(t, bus.Config{})
@@ -133,5 +134,32 @@ func TestBatchPageReadsItsChunks(t *testing.T) {
 	get("?page=20")
 	if len(reads) != 1 || reads[0].entries != index.ChunkSize {
 		t.Fatalf("page 20 after a filtered view of a batch too big to keep read %+v, want one chunk", reads)
+	}
+
+	// A page past the rows a view may keep (the last of a sorted 1,000,000-AC table would
+	// keep them all) is found from the matching rows' order keys, spilled, and the batch
+	// read again for the page's entries.
+	defer console.SetKeptRows(1000)()
+	var want []int
+	for i := 1; i < n; i += 3 {
+		want = append(want, i)
+	}
+	sort.SliceStable(want, func(a, b int) bool { return want[a]%100 > want[b]%100 })
+	deep := get("?outcome=reference&sort=confidence&dir=desc&page=12")
+	if len(reads) != 2 || reads[0].entries != n || reads[1].entries != n {
+		t.Fatalf("page 12 of a sorted view of a batch too big to keep read %+v, want every entry twice", reads)
+	}
+	for _, i := range []int{want[1100], want[1150], want[1199]} {
+		if !strings.Contains(deep, fmt.Sprintf(">AC-%d<", i)) {
+			t.Fatalf("page 12 of the reference rows by confidence lacks AC-%d", i)
+		}
+	}
+	for _, i := range []int{want[1099], want[1200]} {
+		if strings.Contains(deep, fmt.Sprintf(">AC-%d<", i)) {
+			t.Fatalf("page 12 of the reference rows by confidence shows AC-%d", i)
+		}
+	}
+	if strings.Index(deep, fmt.Sprintf(">AC-%d<", want[1100])) > strings.Index(deep, fmt.Sprintf(">AC-%d<", want[1199])) {
+		t.Fatal("page 12 is out of order")
 	}
 }

@@ -104,6 +104,20 @@ func TestTableQuery(t *testing.T) {
 		if err != nil || ids(ptrs) != tc.want || n != tc.total {
 			t.Errorf("%q: read as it comes, %s (%d matched), want %s (%d)", tc.query, ids(ptrs), n, tc.want, tc.total)
 		}
+		// A page past the rows it may keep: found through the spilled order keys.
+		spilled, n, err := q.applySpilled(func(fn func(*index.Entry)) error {
+			for i := range entries {
+				fn(&entries[i])
+			}
+			return nil
+		})
+		ptrs = nil
+		for i := range spilled {
+			ptrs = append(ptrs, &spilled[i])
+		}
+		if err != nil || ids(ptrs) != tc.want || n != tc.total {
+			t.Errorf("%q: spilled, %s (%d matched), want %s (%d)", tc.query, ids(ptrs), n, tc.want, tc.total)
+		}
 	}
 	// A query is a link: parsing its values gives it back.
 	v, _ := url.ParseQuery("status=compared&q=gap&sort=route&dir=desc&page=3&per=50")
@@ -296,6 +310,14 @@ func SetIndexRead(fn func(bytes int64, entries int)) (restore func()) {
 	old := indexRead
 	indexRead = fn
 	return func() { indexRead = old }
+}
+
+// SetKeptRows sets how many rows a view of a batch too big for the cache keeps to find a
+// page (maxKeptRows), until the returned func restores it.
+func SetKeptRows(n int) (restore func()) {
+	old := maxKeptRows
+	maxKeptRows = n
+	return func() { maxKeptRows = old }
 }
 
 // SetRowsLimit sets the rows cache's limit of the consoles made next, until the returned

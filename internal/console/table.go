@@ -3,6 +3,7 @@ package console
 import (
 	"container/heap"
 	"encoding/binary"
+	"errors"
 	"iter"
 	"math"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/tribunal-dev/tribunal/pkg/index"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 	"github.com/tribunal-dev/tribunal/pkg/verdicts"
 )
 
@@ -286,12 +288,20 @@ func spilledOrder(by string, desc bool) func(a, b []byte) bool {
 	return func(a, b []byte) bool { return orderBefore(by, desc, parseOrderKey(a), parseOrderKey(b)) }
 }
 
+// maxKeptRows bounds the rows applyEach keeps to find a page (every row up to the page's
+// end): about 3 MiB of entries. A page further on is found by spilling the matching
+// rows' order keys (applySpilled).
+var maxKeptRows = 8 * index.ChunkSize
+
 // applyEach is apply over the entries each hands over in batch order, for a batch too
 // big to keep decoded: it keeps the rows up to the page's end in the query's order (a
 // heap), not every match, and searches each entry's text as it comes.
 func (q tableQuery) applyEach(each func(func(*index.Entry)) error) (page []index.Entry, matched int, err error) {
 	needle := strings.ToLower(q.Q)
 	keep := q.Page * q.Per
+	if keep > maxKeptRows {
+		return q.applySpilled(each)
+	}
 	before := rowOrder(q.Sort, q.Desc)
 	h := &worstFirst{before: before}
 	err = each(func(e *index.Entry) {
@@ -311,6 +321,52 @@ func (q tableQuery) applyEach(each func(func(*index.Entry)) error) (page []index
 	sort.Slice(rows, func(i, j int) bool { return before(&rows[i], &rows[j]) })
 	from := min((q.Page-1)*q.Per, len(rows))
 	return rows[from:], matched, err
+}
+
+// applySpilled is applyEach for a page past maxKeptRows (the last of a sorted 1,000,000-AC
+// table would keep them all): the matching rows' order keys are sorted through spill
+// files (pkg/spillsort), the page's positions in the batch read off them, and the batch
+// read again for those entries. It holds the sorter's buffer and a page.
+func (q tableQuery) applySpilled(each func(func(*index.Entry)) error) (page []index.Entry, matched int, err error) {
+	needle := strings.ToLower(q.Q)
+	sorted := spillsort.New(spilledOrder(q.Sort, q.Desc))
+	defer sorted.Close()
+	var key []byte
+	if err := each(func(e *index.Entry) {
+		if q.match(e, needle, "") {
+			matched++
+			key = appendOrderKey(key[:0], orderKeyOf(q.Sort, e))
+			sorted.Add(key, nil)
+		}
+	}); err != nil {
+		return nil, 0, err
+	}
+	// A row is its entry's position in the batch (Index): where each of the page's is on it.
+	from, at := (q.Page-1)*q.Per, map[int]int{}
+	i := 0
+	err = sorted.Each(func(k, _ []byte) error {
+		if i >= from+q.Per {
+			return errPageFull
+		}
+		if i >= from {
+			at[parseOrderKey(k).index] = i - from
+		}
+		i++
+		return nil
+	})
+	if err != nil && !errors.Is(err, errPageFull) {
+		return nil, 0, err
+	}
+	if len(at) == 0 {
+		return nil, matched, nil
+	}
+	page = make([]index.Entry, len(at))
+	err = each(func(e *index.Entry) {
+		if r, ok := at[e.Index]; ok && q.match(e, needle, "") {
+			page[r] = *e
+		}
+	})
+	return page, matched, err
 }
 
 // worstFirst is a heap of rows whose top is the last in the table's order.
