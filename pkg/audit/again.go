@@ -11,7 +11,8 @@ import (
 // batches' audits wrong and whose second read (second, of auditor b) audited those
 // again (again): each batch's findings, counts, notes and derived state come from the
 // read that audited it right, and what concerns no batch (undecodable messages that
-// name none) from the second read, which delivers them as a planned replay does.
+// name none) from the one read, unless it placed them otherwise than a planned replay
+// (againLoose: the second read then delivers them as a planned replay does).
 //
 // It rests on each batch's audit being its own: the rules' state is per batch but for
 // a rubric view's loop, which readAgain keeps within the batches read again, so the
@@ -19,10 +20,13 @@ import (
 // did so for the rest. The lists come out in the order a planned replay makes them:
 // mismatches by batch and stream order (as finish sorts them), notes, refusals and
 // people's inputs by where the replay made them, each batch's in its own order.
-func mergeAgain(a *auditor, first Report, b *auditor, second Report, again map[batchKey]bool) Report {
+func mergeAgain(a *auditor, first Report, b *auditor, second Report, again map[batchKey]bool, againLoose bool) Report {
 	mine := func(bk batchKey) bool { return again[bk] }
 	rep := first
-	rep.Rejudges, rep.Events, rep.Decisions = 0, b.loose, 0
+	rep.Rejudges, rep.Events, rep.Decisions = 0, a.loose, 0
+	if againLoose {
+		rep.Events = b.loose
+	}
 	for bk, t := range a.tallies {
 		if !mine(bk) {
 			rep.Rejudges, rep.Events, rep.Decisions = rep.Rejudges+t.rejudges, rep.Events+t.events, rep.Decisions+t.decisions
@@ -40,12 +44,12 @@ func mergeAgain(a *auditor, first Report, b *auditor, second Report, again map[b
 	loose := func(m Mismatch) bool { return m.Kind == KindUndecodable && m.Batch == "" }
 	rep.Mismatches = []Mismatch{}
 	for _, m := range first.Mismatches {
-		if !mine(batchKey{m.Tenant, m.Batch}) && !loose(m) {
+		if loose(m) && !againLoose || !loose(m) && !mine(batchKey{m.Tenant, m.Batch}) {
 			rep.Mismatches = append(rep.Mismatches, m)
 		}
 	}
 	for _, m := range second.Mismatches {
-		if mine(batchKey{m.Tenant, m.Batch}) || loose(m) {
+		if loose(m) && againLoose || !loose(m) && mine(batchKey{m.Tenant, m.Batch}) {
 			rep.Mismatches = append(rep.Mismatches, m)
 		}
 	}

@@ -64,10 +64,10 @@ type Progress struct {
 // settled otherwise than the stream's order, a redrive's jobs stored after its first
 // request, a view's loop or a batch begun before Since), that batch's audit is dropped
 // and the stream read again with the facts concluded, as a planned replay does, for
-// that batch only and the selected batches a rubric view ties to it (readAgain). The
-// other batches' audits stand: each batch's facts are its own. The report says which
-// batches were read again and why (ReadAgain, ReadAgainBatches). Either way the audit
-// decides what the planned replay decides.
+// that batch only and the selected batches a rubric view ties to it, from its first
+// message on (readAgain). The other batches' audits stand: each batch's facts are its
+// own. The report says which batches were read again and why (ReadAgain,
+// ReadAgainBatches). Either way the audit decides what the planned replay decides.
 func RunWith(ctx context.Context, js jetstream.JetStream, f Filter, store blob.Store, o Options) (Report, error) {
 	p, err := openPlan(ctx, js, f, o.Progress)
 	if err != nil {
@@ -92,7 +92,8 @@ func RunWith(ctx context.Context, js jetstream.JetStream, f Filter, store blob.S
 			return Report{}, err
 		}
 		second := b.finish()
-		rep = mergeAgain(a, rep, b, second, p.again)
+		rep = mergeAgain(a, rep, b, second, p.again, p.againLoose)
+		rep.ReadAgainFrom = p.from
 		rep.ReadAgain, rep.ReadAgainMessages = why, second.Events+second.History+second.Rejudges
 		for _, bk := range again {
 			rep.ReadAgainBatches = append(rep.ReadAgainBatches, bk.tenant+"/"+bk.batch)

@@ -326,6 +326,9 @@ func TestRunReadsAgainOnlyTheContradictedBatches(t *testing.T) {
 		if n := countBatch(selected, "b-1"); got.ReadAgainMessages != n {
 			t.Fatalf("split %v: the second read delivered %d messages, want b-1's %d", split, got.ReadAgainMessages, n)
 		}
+		if from := uint64(countBatch(recs, "b-0") + 1); got.ReadAgainFrom != from {
+			t.Fatalf("split %v: the second read began at seq %d, want b-1's first, %d", split, got.ReadAgainFrom, from)
+		}
 		if findingKeys(got) != findingKeys(want) || got.Events != want.Events || got.Decisions != want.Decisions || got.Jobs != want.Jobs ||
 			got.History != want.History || len(got.Unverified) != len(want.Unverified) || len(got.Batches) != len(want.Batches) {
 			t.Fatalf("split %v: Run found (%d events, %d decisions, %d jobs)%s\nAudit found (%d events, %d decisions, %d jobs)%s",

@@ -205,10 +205,16 @@ type replayPlan struct {
 	// earlyUndecodable the batches an undecodable message before Since names (conclude).
 	onceFirstKept    uint64
 	earlyUndecodable map[batchKey]bool
+	// undecodableAt is where the first undecodable message naming each batch is.
+	undecodableAt map[batchKey]uint64
 	// again, when set, limits the second read to these batches (readAgain), and the
-	// history it delivers to againViews, their views.
+	// history it delivers to againViews, their views; from is where it starts (0: where
+	// the first read did), and againLoose says whether it delivers the undecodable
+	// messages that name no batch too: only when the one read placed them otherwise.
 	again      map[batchKey]bool
 	againViews map[string]bool
+	from       uint64
+	againLoose bool
 	// progress is told how far each read has come (nil: nobody); firstSeq is the
 	// stream's first sequence, where Progress counts from. reads counts the reads
 	// begun, passes how many the replay makes (for Progress).
@@ -322,6 +328,7 @@ func (p *replayPlan) conclude(ctx context.Context, js jetstream.JetStream) error
 						p.earlyUndecodable = map[batchKey]bool{}
 					}
 					p.earlyUndecodable[batchKey{tenant, batch}] = true
+					p.undecodable(batchKey{tenant, batch}, r.Seq)
 				}
 			}
 			p.scan(&r, false)
@@ -428,7 +435,11 @@ func (p *replayPlan) each(ctx context.Context, js jetstream.JetStream, visit fun
 	p.reads++
 	pass := p.passes
 	defer p.tell(pass, p.last)
-	err := readStream(ctx, js, p.stream, p.consumer(p.early), p.last, func(r Recorded) bool {
+	cfg := p.consumer(p.early)
+	if p.from != 0 {
+		cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, nil, p.from
+	}
+	err := readStream(ctx, js, p.stream, cfg, p.last, func(r Recorded) bool {
 		p.tell(pass, r.Seq)
 		inRange := (!p.early || r.Seq >= p.mainFirst) && (p.f.Until.IsZero() || !r.Stored.After(p.f.Until))
 		keep, history := p.keep(&r, inRange)
@@ -469,6 +480,9 @@ func (p *replayPlan) once(ctx context.Context, js jetstream.JetStream, visit fun
 		if !r.OK() {
 			p.first(&r)
 			tenant, batch := peekEnvelope(r.Raw)
+			if batch != "" {
+				p.undecodable(batchKey{tenant, batch}, r.Seq)
+			}
 			switch {
 			case (p.f.Tenant != "" && tenant != "" && tenant != p.f.Tenant) || (p.f.BatchID != "" && batch != "" && batch != p.f.BatchID):
 			case batch != "" && (inRange || p.selected(batchKey{tenant, batch})):
@@ -582,7 +596,39 @@ func (p *replayPlan) readAgain(wrong []contradiction) ([]batchKey, string) {
 			}
 		}
 	}
+	// The second read starts at the first message it delivers: the batches' first
+	// events, undecodable messages naming them, their views' history, and the
+	// undecodable messages naming no batch when the one read placed them otherwise than
+	// a planned replay (it began keeping them elsewhere than the first selected event).
+	p.againLoose = p.onceFirstKept != p.firstKept
+	from := func(seq uint64) {
+		if seq != 0 && (p.from == 0 || seq < p.from) {
+			p.from = seq
+		}
+	}
+	if p.againLoose {
+		from(p.firstKept + 1)
+	}
+	for bk, b := range p.batches {
+		switch {
+		case p.again[bk]:
+			from(b.first)
+			from(p.undecodableAt[bk])
+		case !b.selected && b.first < p.lastKept && slices.ContainsFunc(b.views, func(v string) bool { return p.againViews[v] }):
+			from(b.first)
+		}
+	}
 	return sortedKeys(p.again), strings.Join(whys, "; ")
+}
+
+// undecodable notes an undecodable message naming batch bk at seq.
+func (p *replayPlan) undecodable(bk batchKey, seq uint64) {
+	if p.undecodableAt == nil {
+		p.undecodableAt = map[batchKey]uint64{}
+	}
+	if at, ok := p.undecodableAt[bk]; !ok || seq < at {
+		p.undecodableAt[bk] = seq
+	}
 }
 
 // distinct are the views of a batch, each once (a batch lists one per rubric job).
@@ -619,8 +665,8 @@ func (p *replayPlan) keep(r *Recorded, inRange bool) (keep, history bool) {
 			return p.again == nil || p.again[batchKey{tenant, batch}], false
 		case batch == "" && inRange:
 			// Attributed to no batch: kept among the selected batches' events (read
-			// again with any batch, see mergeAgain).
-			return r.Seq > p.firstKept && r.Seq < p.lastKept, false
+			// again only when the one read kept others, see readAgain).
+			return (p.again == nil || p.againLoose) && r.Seq > p.firstKept && r.Seq < p.lastKept, false
 		case batch != "" && inRange:
 			return p.again == nil, false
 		}
@@ -862,6 +908,9 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, cfg 
 	o := bus.ReadOptions{FilterSubjects: cfg.FilterSubjects, Last: last}
 	if cfg.OptStartTime != nil {
 		o.Since = *cfg.OptStartTime
+	}
+	if cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+		o.From = cfg.OptStartSeq
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

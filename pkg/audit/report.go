@@ -287,8 +287,10 @@ type Report struct {
 	// those ReadAgain names and the selected batches sharing a rubric view with them.
 	// The other batches' findings are the one read's.
 	ReadAgainBatches []string `json:"read_again_batches,omitempty"`
-	// ReadAgainMessages is how many messages the second read delivered to the audit.
-	ReadAgainMessages int `json:"read_again_messages,omitempty"`
+	// ReadAgainMessages is how many messages the second read delivered to the audit,
+	// and ReadAgainFrom the stream sequence it began at: the first message it delivers.
+	ReadAgainMessages int    `json:"read_again_messages,omitempty"`
+	ReadAgainFrom     uint64 `json:"read_again_from,omitempty"`
 	// Decisions counts the re-derived values that were compared with a record.
 	Decisions int `json:"decisions"`
 	// Batches are the audited batches, as re-derived.
