@@ -66,11 +66,13 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	}
 	fold := rulebook.NewFold(last.Tenant, last.Batch)
 	fold.KeepIndex()
-	var judgments []trust.Judgment
+	// The judge figures are folded beside it, job by job: every call of an AC is in its
+	// job's record, and the figures hold counts only (collect.FiguresFold).
+	var figures collect.FiguresFold
 	if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error {
 		j.Memoize() // the fold and the judgments read the same decoded result
 		fold.Add(j)
-		judgments = append(judgments, collect.Judgments(j, trust.Lengths{})...)
+		figures.Add(collect.Judgments(j, trust.Lengths{}))
 		j.Forget()
 		return nil
 	}); err != nil {
@@ -105,7 +107,7 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	if final == nil || final.Completion == nil || final.Completion.By != last.ACID || final.Completion.Attempt != attempt {
 		return nil, nil
 	}
-	s.judged(ctx, last.Tenant, last.Batch, judgments, attempt)
+	s.judged(ctx, last.Tenant, last.Batch, &figures, attempt)
 	sum := final.Completion.Summary
 	s.log.Info("batch complete", "tenant", last.Tenant, "batch", last.Batch, "attempt", attempt, "total", sum.Total,
 		"compared", sum.Compared, "blocked", sum.Blocked, "suggestions", sum.Suggestions, "exit_code", sum.ExitCode)
