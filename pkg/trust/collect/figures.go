@@ -9,6 +9,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/stats"
 	"github.com/tribunal-dev/tribunal/pkg/telemetry"
+	"github.com/tribunal-dev/tribunal/pkg/trials"
 	"github.com/tribunal-dev/tribunal/pkg/trust"
 )
 
@@ -45,16 +46,21 @@ func FiguresOf(js []trust.Judgment) (Figures, error) {
 // grows with the judges, not the ACs: the aggregator folds a 1,000,000-AC batch's
 // figures as it folds its completion.
 //
-// Each of those is a sum over ACs (FlipsOf pairs a judge's calls on one AC, Panel
-// compares judges on one AC), so each Add must hold every judgment of the ACs it holds,
-// as a job's record does (one AC, all its calls): the figures are then FiguresOf's over
-// all the judgments added, whatever the order of the Adds. The zero value is ready to
-// use.
+// Each of those is a sum over ACs (FlipsOf pairs a judge's calls on one AC, whatever
+// their trial; JudgeOutcomes reduces them; Panel compares judges on one AC), so each Add
+// must hold every judgment of the ACs it holds, as a job's record does (one AC, all its
+// calls): the figures are then FiguresOf's over all the judgments added, whatever the
+// order of the Adds (the tests hold it to the whole-slice computation it replaced). The
+// zero value is ready to use.
 type FiguresFold struct {
 	calls  int
 	judges map[string]*judgeCounts
 	pairs  map[[2]string]*agreement // judge names in sorted order
 	alpha  stats.Coincidences
+	// Scratch for one Add, kept so a job's Add allocates nothing once the judges are known.
+	order []int
+	unit  []string
+	names []string
 }
 
 // judgeCounts are one judge's counts behind its telemetry.JudgeFigures.
@@ -72,62 +78,139 @@ func (f *FiguresFold) Add(js []trust.Judgment) {
 		f.judges, f.pairs = map[string]*judgeCounts{}, map[[2]string]*agreement{}
 	}
 	f.calls += len(js)
-	for _, g := range trust.ByJudge(js) {
-		c := f.judges[g.Judge]
-		if c == nil {
-			c = &judgeCounts{}
-			f.judges[g.Judge] = c
+	// The calls by AC, then judge, each run in input order (a stable sort): one judge's
+	// calls on one AC are what FlipsOf pairs and JudgeOutcomes reduces (the last of each
+	// order pairs, trials in first-seen order), one AC's runs are a unit of Panel's.
+	f.order = f.order[:0]
+	for i := range js {
+		f.order = append(f.order, i)
+	}
+	slices.SortStableFunc(f.order, func(a, b int) int {
+		return cmp.Or(strings.Compare(js[a].AC, js[b].AC), strings.Compare(js[a].Judge, js[b].Judge))
+	})
+	for start := 0; start < len(f.order); {
+		ac := js[f.order[start]].AC
+		f.unit, f.names = f.unit[:0], f.names[:0]
+		end := start
+		for end < len(f.order) && js[f.order[end]].AC == ac {
+			end++
 		}
-		b := trust.PositionBiasOf(g.Items, stats.Z95)
-		fl := trust.FlipsOf(g.Items, stats.Z95)
-		c.slotA += b.SlotA.K
-		c.decided += b.SlotA.N
-		c.pairs += fl.Pairs
-		c.flips += fl.Rate.K
-	}
-	// The panel: each AC is a unit, each judge's outcome on it a value (none when
-	// blocked), as trust.Panel lays out its matrix. Groups come sorted by judge.
-	groups := trust.JudgeOutcomes(js)
-	if len(groups) < 2 {
-		return // no AC of these has two judges' values
-	}
-	units := map[string][]string{}
-	var acs []string
-	for r, g := range groups {
-		for _, o := range g.Items {
-			if o.Blocked {
-				continue
+		for s := start; s < end; {
+			judge := js[f.order[s]].Judge
+			e := s
+			for e < end && js[f.order[e]].Judge == judge {
+				e++
 			}
-			u := units[o.AC]
-			if u == nil {
-				u = make([]string, len(groups))
-				units[o.AC] = u
-				acs = append(acs, o.AC)
-			}
-			u[r] = string(o.Winner)
+			f.unit = append(f.unit, f.judgeOnAC(js, judge, f.order[s:e]))
+			f.names = append(f.names, judge)
+			s = e
 		}
-	}
-	for _, ac := range acs {
-		u := units[ac]
-		f.alpha.Add(u)
-		for r := range u {
-			for s := r + 1; s < len(u); s++ {
-				if u[r] == stats.Missing || u[s] == stats.Missing {
+		f.alpha.Add(f.unit)
+		for r, a := range f.unit {
+			for s := r + 1; s < len(f.unit); s++ {
+				b := f.unit[s]
+				if a == stats.Missing || b == stats.Missing {
 					continue
 				}
-				key := [2]string{groups[r].Judge, groups[s].Judge}
+				key := [2]string{f.names[r], f.names[s]}
 				p := f.pairs[key]
 				if p == nil {
 					p = &agreement{}
 					f.pairs[key] = p
 				}
 				p.n++
-				if u[r] == u[s] {
+				if a == b {
 					p.k++
 				}
 			}
 		}
+		start = end
 	}
+}
+
+// judgeOnAC counts one judge's calls on one AC (js[i] for i in calls, in input order)
+// toward its position bias and flips, as PositionBiasOf and FlipsOf count them, and
+// returns its outcome on the AC as JudgeOutcomes reduces it (stats.Missing when blocked).
+func (f *FiguresFold) judgeOnAC(js []trust.Judgment, judge string, calls []int) string {
+	c := f.judges[judge]
+	if c == nil {
+		c = &judgeCounts{}
+		f.judges[judge] = c
+	}
+	type trialOutcome struct {
+		trial   int
+		winner  trust.Winner
+		blocked bool
+	}
+	var held [2]trialOutcome
+	outcomes := held[:0]
+	var first, second *trust.Judgment
+	for _, i := range calls {
+		j := &js[i]
+		switch j.Slot() {
+		case trust.SlotA:
+			c.slotA++
+			c.decided++
+		case trust.SlotB:
+			c.decided++
+		}
+		if j.Order == trust.OrderSwapped {
+			second = j
+		} else {
+			first = j
+		}
+		w := j.Answer()
+		t := slices.IndexFunc(outcomes, func(o trialOutcome) bool { return o.trial == j.Trial })
+		if t < 0 {
+			t = len(outcomes)
+			outcomes = append(outcomes, trialOutcome{trial: j.Trial, winner: w})
+		}
+		o := &outcomes[t]
+		switch {
+		case w == "":
+			o.blocked, o.winner = true, ""
+		case o.blocked:
+		case o.winner != w:
+			o.winner = trust.WinnerTie
+		}
+	}
+	if first != nil && second != nil {
+		a, b := first.Slot(), unswap(second.Slot())
+		if a != "" && b != "" {
+			c.pairs++
+			if a != b {
+				c.flips++
+			}
+		}
+	}
+	if len(outcomes) == 1 {
+		if outcomes[0].blocked {
+			return stats.Missing
+		}
+		return string(outcomes[0].winner)
+	}
+	answers := make([]string, 0, len(outcomes))
+	for _, o := range outcomes {
+		if o.blocked {
+			return stats.Missing
+		}
+		answers = append(answers, string(o.winner))
+	}
+	if r := trials.Majority(answers, 0); r.Unsure == "" {
+		return r.Answer
+	}
+	return string(trust.WinnerTie)
+}
+
+// unswap writes a swapped call's slot in the first call's slot letters, as FlipsOf does.
+func unswap(slot string) string {
+	switch slot {
+	case trust.SlotA:
+		return trust.SlotB
+	case trust.SlotB:
+		return trust.SlotA
+	}
+	return slot
 }
 
 // Calls counts the judgments added.

@@ -221,3 +221,40 @@ func TestFiguresFoldMemory(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFiguresFold: the judge figures of 20,000 synthetic jobs (six calls each),
+// folded a job at a time as the completion does, against the whole-slice computation it
+// replaced (the slice appended job by job, then figuresOfReference).
+func BenchmarkFiguresFold(b *testing.B) {
+	const n = 20000
+	jobs := make([][]trust.Judgment, n)
+	for i := range jobs {
+		jobs[i] = syntheticJob(i)
+	}
+	b.Run("fold", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var f collect.FiguresFold
+			for _, js := range jobs {
+				f.Add(js)
+			}
+			if _, err := f.Figures(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/job")
+	})
+	b.Run("slice", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var all []trust.Judgment
+			for _, js := range jobs {
+				all = append(all, js...)
+			}
+			if _, err := figuresOfReference(all); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/job")
+	})
+}
