@@ -208,8 +208,11 @@ func (commandEnv) ExternalFlags(fs *pflag.FlagSet, command string) stage.OpenExt
 		// as asked, as recorded answers are: nothing is sampled.
 		zero := float32(0)
 		opts := app.Options{
-			Store: e.Store, Params: judge.Params{Temperature: &zero}, Instance: "all-in-one",
+			Store: e.Store, Params: judge.Params{Temperature: &zero}, Instance: "all-in-one", Bus: localBus(),
 			Concurrency: 64, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
+		}
+		if opts.Published, err = e.published(ctx); err != nil {
+			return err
 		}
 		// Its bucket is replicated as the services provision the rest: one replica on the
 		// embedded server.

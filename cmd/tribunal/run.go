@@ -18,6 +18,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/batch"
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/blob/fileblob"
+	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/bus/natsserver"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/diskspace"
@@ -554,7 +556,11 @@ func (e *embedded) start(ctx context.Context, s services) error {
 	if err != nil {
 		return exitError{2, err}
 	}
-	e.Running, err = app.Start(ctx, e.nc, app.Options{JudgeModes: modes,
+	published, err := e.published(ctx)
+	if err != nil {
+		return err
+	}
+	e.Running, err = app.Start(ctx, e.nc, app.Options{JudgeModes: modes, Bus: localBus(), Published: published,
 		Store: e.Store, Provider: s.provider, Params: s.params, Instance: "all-in-one", Concurrency: s.concurrency,
 		Fetch: s.fetch, Sensors: s.sensors, Gates: s.gates, RateLimits: s.jf.rateLimits(), Spend: policy, CloseTimeout: 10 * time.Second, Logger: slog.Default(),
 		Prices: prices,
@@ -564,6 +570,35 @@ func (e *embedded) start(ctx context.Context, s services) error {
 	}
 	e.close = append(e.close, e.Running.Close)
 	return nil
+}
+
+// localDuplicateWindow is the duplicate window of the state folder's stream
+// (bus.LocalDuplicateWindow); tests shorten it.
+var localDuplicateWindow = bus.LocalDuplicateWindow()
+
+// localBus is the configuration of the state folder's stream, which every command that
+// opens the folder provisions alike: the defaults, but a duplicate window of minutes,
+// not hours, so the server holds the ids of a few minutes of a batch rather than all of
+// a large one's (about 0.6 KB per AC). A restart after a longer stop is covered by the
+// tail's ids instead (published).
+func localBus() bus.Config { return bus.Config{DuplicateWindow: localDuplicateWindow} }
+
+// published reads the ids of the state folder's stream's tail, for the services' publisher
+// to take as already published for one window (bus.ReadPublished, bus.AlreadyPublished):
+// the messages handed back or in flight when the folder's last process stopped are
+// redelivered now, however long after, and their handlers publish again what they had.
+func (e *embedded) published(ctx context.Context) (*bus.Published, error) {
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	start := time.Now()
+	set, err := bus.ReadPublished(ctx, js, localStream, localDuplicateWindow)
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	slog.Info("state: restored the message ids of the stream's tail", "ids", set.Len(), "window", localDuplicateWindow, "took", time.Since(start).Round(time.Millisecond))
+	return set, nil
 }
 
 // startEmbedded starts the all-in-one mode in dataDir. ephemeral says dataDir is a

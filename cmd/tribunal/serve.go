@@ -43,8 +43,10 @@ type connFlags struct {
 	connectTO time.Duration
 	tenants   []string
 	quota     int
-	// replicas is set by `tribunal serve` only: the services provision, clients never do.
-	replicas int
+	// replicas and dupWindow are set by `tribunal serve` only: the services provision,
+	// clients never do.
+	replicas  int
+	dupWindow time.Duration
 	// local lets a reading command open the state folder tribunal run keeps instead
 	// (registerLocal); nil for every other command.
 	local *localReader
@@ -68,7 +70,7 @@ func (c *connFlags) register(fs *pflag.FlagSet) {
 }
 
 func (c *connFlags) busConfig() bus.Config {
-	return bus.Config{Stream: c.stream, MaxAge: c.maxAge, AckWait: c.ackWait, MaxDeliver: c.maxDeliv, Tenants: c.tenants, Replicas: c.replicas}
+	return bus.Config{Stream: c.stream, MaxAge: c.maxAge, AckWait: c.ackWait, MaxDeliver: c.maxDeliv, Tenants: c.tenants, Replicas: c.replicas, DuplicateWindow: c.dupWindow}
 }
 
 // clientPingInterval is how often a service's connection pings its server.
@@ -260,6 +262,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.StringSliceVar(&cluster.Routes, "routes", nil, "nats: cluster addresses of the members, nats://host:6222, comma separated; every member may get the same list")
 	fs.StringVar(&spillDir, "spill-dir", "", "aggregator: folder of the spill files a large batch's completion writes its rows to (pkg/spillsort; default the OS temp dir, which in a container is often a tmpfs, memory): put it on disk")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process here when it stops on SIGTERM (go tool pprof)")
+	fs.DurationVar(&conn.dupWindow, "duplicate-window", bus.DefaultDuplicateWindow, "how long the stream remembers event ids to drop the copies a redelivered handler, a resumed submission or a failover publishes (the server holds each id of the window in memory, about 0.6 KB per AC; at most --retention when that is set); an existing stream is updated to it")
 	fs.IntVar(&conn.replicas, "replicas", 1, "copies of the event stream, its consumers and the key-value state on a JetStream cluster: 3 on a three-node cluster survives losing a node; an existing deployment is scaled to it")
 	return cmd
 }

@@ -209,7 +209,15 @@ func openState(ctx context.Context, dir, blobURL string, services ...string) (*e
 	if services == nil {
 		services = []string{}
 	}
-	if e.Running, err = app.Start(ctx, nc, app.Options{Services: services, Store: e.Store, Instance: "local", Logger: slog.Default()}); err != nil {
+	o := app.Options{Services: services, Bus: localBus(), Store: e.Store, Instance: "local", Logger: slog.Default()}
+	if len(services) > 0 {
+		// The aggregator takes what the last process left in flight, as a run would.
+		if o.Published, err = e.published(ctx); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	if e.Running, err = app.Start(ctx, nc, o); err != nil {
 		e.Close()
 		if errors.Is(err, context.Canceled) {
 			return nil, err

@@ -98,6 +98,11 @@ type Options struct {
 	// CloseTimeout bounds how long shutdown waits for in-flight handlers; it is raised
 	// to ShutdownGrace plus the time to hand back what was cancelled.
 	CloseTimeout time.Duration
+	// Published, when set, are ids the stream held when this process started (its tail,
+	// bus.ReadPublished), which the services' publisher takes as already published for
+	// one window (bus.AlreadyPublished): the all-in-one mode's, whose duplicate window is
+	// shorter than the time it can stay stopped.
+	Published *bus.Published
 	// JudgeModes, when set, is the judge's modes: whether its calls go to the provider
 	// one by one (direct) or gathered into its batch API (pkg/judge/batchmode), by
 	// default and when a batch asks. Nil judges every job directly.
@@ -181,7 +186,11 @@ func Start(ctx context.Context, nc *nats.Conn, o Options) (*Running, error) {
 			blind = append(blind, svc)
 		}
 	}
-	r := &Running{JS: js, Buckets: buckets, Pub: bus.NewPublisher(js, bus.TrustDuplicatesOf(blind...)), routers: map[string]*message.Router{}, nc: nc, services: o.Services}
+	pubOpts := []bus.PublisherOption{bus.TrustDuplicatesOf(blind...)}
+	if o.Published != nil {
+		pubOpts = append(pubOpts, bus.AlreadyPublished(o.Published))
+	}
+	r := &Running{JS: js, Buckets: buckets, Pub: bus.NewPublisher(js, pubOpts...), routers: map[string]*message.Router{}, nc: nc, services: o.Services}
 	provider, err := o.provider(pctx, js)
 	if err != nil {
 		return nil, err

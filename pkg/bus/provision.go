@@ -71,7 +71,9 @@ type Config struct {
 	Stream string
 	// MaxAge bounds how long events are kept: the audit horizon. Zero keeps them forever.
 	MaxAge time.Duration
-	// DuplicateWindow is how long JetStream remembers message ids to drop duplicates.
+	// DuplicateWindow is how long JetStream remembers message ids to drop duplicates
+	// (default DefaultDuplicateWindow). The server keeps every id of the window in
+	// memory, about 0.6 KB per AC: a window that outlasts a batch holds all of its ids.
 	DuplicateWindow time.Duration
 	// AckWait is how long a delivered message may stay unacknowledged before it is
 	// redelivered; handlers longer than this extend it with InProgress.
@@ -102,7 +104,7 @@ func (c Config) withDefaults() Config {
 		c.Stream = "TRIBUNAL"
 	}
 	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = 2 * time.Hour
+		c.DuplicateWindow = DefaultDuplicateWindow
 	}
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second
@@ -117,6 +119,50 @@ func (c Config) withDefaults() Config {
 		c.Replicas = 1
 	}
 	return c
+}
+
+// DefaultDuplicateWindow is a stream's duplicate window unless configured: long enough for
+// a service restarted, a client's submission resumed or a cluster's member replaced
+// within it to publish again without storing copies.
+const DefaultDuplicateWindow = 2 * time.Hour
+
+// RedeliveryHorizon is how long after an event is first stored a live process can
+// publish it again, for the stream and consumers of cfg and the publisher's and routers'
+// defaults: the duplicate window that drops every copy a redelivery makes, short of a
+// restart (AlreadyPublished covers that).
+//
+// An output stored in one delivery of its input is published again only by a later
+// delivery of that input, and there are at most MaxDeliver of them. Each delivery's
+// outputs are sent, under their ids, for at most PublishTimeout (the router's in-process
+// retries of the handler before it, 100 + 200 ms, are added); the next delivery follows
+// at most max(AckWait, the subscriber's longest nak delay) after the previous one ended:
+// AckWait after an ack that was lost or a delivery whose process went quiet, the nak
+// delay (500 ms doubling to 30 s) after a failed one. So the last copy comes at most
+//
+//	MaxDeliver x (PublishTimeout + retries) + (MaxDeliver - 1) x max(AckWait, nak delay)
+//
+// after the first store: 8 x 30.3 s + 7 x 30 s = 452.4 s with the defaults. What it does
+// not count is the handlers' own time between deliveries: a redelivered handler repeats
+// work whose slow part, the judge's call, is cached by the first one.
+func RedeliveryHorizon(cfg Config) time.Duration {
+	cfg = cfg.withDefaults()
+	retries, wait := time.Duration(0), defaultRetryInitial
+	for range defaultMaxRetries {
+		retries += wait
+		wait = min(2*wait, defaultRetryMax)
+	}
+	deliveries := time.Duration(cfg.MaxDeliver)
+	return deliveries*(PublishTimeout+retries) + (deliveries-1)*max(cfg.AckWait, defaultNakMax)
+}
+
+// LocalDuplicateWindow is the all-in-one mode's duplicate window: the live redelivery
+// horizon of the default configuration (RedeliveryHorizon, 452.4 s) rounded up to whole
+// minutes, 8 minutes. Its stream is read by one process, which at a restart hands the
+// services' publisher the ids of the stream's tail (ReadPublished, AlreadyPublished), so
+// no window needs to outlast the time it stays stopped, and the server holds the ids of
+// 8 minutes of the batch instead of all of them (about 0.6 KB per AC).
+func LocalDuplicateWindow() time.Duration {
+	return RedeliveryHorizon(Config{}).Truncate(time.Minute) + time.Minute
 }
 
 // ConsumerName is the durable consumer of a service.

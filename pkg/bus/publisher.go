@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -60,6 +61,9 @@ type Publisher struct {
 	trusted []string
 	// payloads makes a duplicate's payload part of its identity (ComparePayloads).
 	payloads bool
+	// published are ids the stream held before this process started (AlreadyPublished),
+	// nil once their window has passed.
+	published atomic.Pointer[Published]
 }
 
 // PublisherOption tunes NewPublisher.
@@ -114,13 +118,55 @@ const (
 	maxPublishAttempt   = 5 * time.Second
 )
 
+// PublishTimeout bounds one Publish: its messages are sent again under their ids until
+// every one is acknowledged or this much time has passed.
+const PublishTimeout = 30 * time.Second
+
 // NewPublisher returns a publisher over js.
 func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
-	p := &Publisher{js: js, timeout: 30 * time.Second, attempt: maxPublishAttempt}
+	p := &Publisher{js: js, timeout: PublishTimeout, attempt: maxPublishAttempt}
 	for _, o := range opts {
 		o(p)
 	}
 	return p
+}
+
+// AlreadyPublished makes the publisher take the ids of set (ReadPublished: a stream's
+// tail, read when a process starts) as published, for one window (set.Window) from now:
+// a Publish of such an id sends nothing and is treated exactly as a Duplicate
+// acknowledgement from the server naming the id's stored sequence (read back and compared,
+// unless TrustDuplicatesOf covers its subject). After the window the set is dropped.
+//
+// It is for a stream whose duplicate window is shorter than the time a process can stay
+// stopped (the all-in-one mode's): the server rebuilds its ids at start only from the
+// messages stored within one window of now, so without the set a handler that was in
+// flight at a crash, redelivered by a later start, would store copies of what it had
+// published. Every redelivery of a message delivered before the start happens within one
+// window of it (RedeliveryHorizon), so the set is not needed longer.
+func AlreadyPublished(set *Published) PublisherOption {
+	return func(p *Publisher) {
+		if set == nil || set.Len() == 0 {
+			return
+		}
+		set.until = time.Now().Add(set.Window)
+		p.published.Store(set)
+		// Dropped when its window has passed, whether or not anything is published then.
+		time.AfterFunc(set.Window, func() { p.published.CompareAndSwap(set, nil) })
+	}
+}
+
+// restored returns the stream and sequence of an id AlreadyPublished holds.
+func (p *Publisher) restored(id string) (string, uint64, bool) {
+	set := p.published.Load()
+	if set == nil {
+		return "", 0, false
+	}
+	if time.Now().After(set.until) {
+		p.published.CompareAndSwap(set, nil)
+		return "", 0, false
+	}
+	seq, ok := set.Seq(id)
+	return set.Stream, seq, ok
 }
 
 // trusts reports whether a Duplicate on subject is taken on trust (TrustDuplicatesOf).
@@ -249,24 +295,38 @@ func (p *Publisher) publishOnce(msgs []*message.Message, nms []*nats.Msg, pendin
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	futures := make([]jetstream.PubAckFuture, 0, len(pending))
+	sent := make([]int, 0, len(pending))
+	var again []int
+	var first error
 	for _, i := range pending {
+		if stream, seq, ok := p.restored(msgs[i].UUID); ok {
+			// Stored before this process started: what a Duplicate ack would say.
+			err := p.duplicate(ctx, nms[i], &jetstream.PubAck{Stream: stream, Sequence: seq, Duplicate: true})
+			if err == nil {
+				continue
+			}
+			if err = fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, nms[i].Subject, err); !IsTransient(err) {
+				return nil, err
+			}
+			if first == nil {
+				first = err
+			}
+			again = append(again, i)
+			continue
+		}
 		f, err := p.js.PublishMsgAsync(nms[i], jetstream.WithMsgID(msgs[i].UUID))
 		if err != nil {
 			return pending, fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, nms[i].Subject, err)
 		}
 		futures = append(futures, f)
+		sent = append(sent, i)
 	}
-	var again []int
-	var first error
 	for k, f := range futures {
-		i := pending[k]
+		i := sent[k]
 		var err error
 		select {
 		case ack := <-f.Ok():
-			if ack == nil || !ack.Duplicate || p.trusts(nms[i].Subject) {
-				continue
-			}
-			if err = p.checkDuplicate(ctx, f.Msg(), ack); err == nil {
+			if err = p.duplicate(ctx, f.Msg(), ack); err == nil {
 				continue
 			}
 			err = fmt.Errorf("publish %s to %s: %w", msgs[i].UUID, nms[i].Subject, err)
@@ -284,6 +344,15 @@ func (p *Publisher) publishOnce(msgs []*message.Message, nms []*nats.Msg, pendin
 		again = append(again, i)
 	}
 	return again, first
+}
+
+// duplicate checks an acknowledgement: nil unless it says Duplicate and the stored
+// message, read back, is not the one sent (a trusted subject is not read back).
+func (p *Publisher) duplicate(ctx context.Context, sent *nats.Msg, ack *jetstream.PubAck) error {
+	if ack == nil || !ack.Duplicate || p.trusts(sent.Subject) {
+		return nil
+	}
+	return p.checkDuplicate(ctx, sent, ack)
 }
 
 // ErrDuplicateMismatch marks a publish whose message id the stream already holds for a

@@ -55,6 +55,8 @@ type ReadOptions struct {
 	// Batch is how many messages one pull asks for; zero asks for readerBatch. A read
 	// that looks for one message near its start asks for few.
 	Batch int
+	// HeadersOnly delivers every message's headers without its payload (ReadPublished).
+	HeadersOnly bool
 }
 
 // readerBatch is how many messages one pull asks for: each pull is a round trip, and
@@ -148,6 +150,7 @@ func (r *reader) open(ctx context.Context) error {
 		// (TestReadStreamOutlivesItsServer: about 13 s on an in-process cluster).
 		MemoryStorage: true,
 		Replicas:      1,
+		HeadersOnly:   r.o.HeadersOnly,
 	}
 	switch {
 	case r.next > 0:

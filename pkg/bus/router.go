@@ -82,6 +82,14 @@ type RouterConfig struct {
 	Logger *slog.Logger
 }
 
+// The in-process retries of a failed handler (RouterConfig's defaults): two more
+// attempts, 100 ms then 200 ms apart, doubling up to 2 s.
+const (
+	defaultMaxRetries   = 2
+	defaultRetryInitial = 100 * time.Millisecond
+	defaultRetryMax     = 2 * time.Second
+)
+
 // NewRouter wires handler into a Watermill router reading the service's durable consumer
 // through sub and publishing through pub. Middleware, outermost first: dead letters
 // (permanent or exhausted failures are published to tribunal._dlq.<service> with the
@@ -100,13 +108,13 @@ func NewRouter(cfg RouterConfig, sub message.Subscriber, pub message.Publisher, 
 		cfg.Logger = slog.Default()
 	}
 	if cfg.MaxRetries == 0 {
-		cfg.MaxRetries = 2
+		cfg.MaxRetries = defaultMaxRetries
 	}
 	if cfg.RetryInitial == 0 {
-		cfg.RetryInitial = 100 * time.Millisecond
+		cfg.RetryInitial = defaultRetryInitial
 	}
 	if cfg.RetryMax == 0 {
-		cfg.RetryMax = 2 * time.Second
+		cfg.RetryMax = defaultRetryMax
 	}
 	if cfg.MaxDeliver == 0 {
 		cfg.MaxDeliver = Config{}.withDefaults().MaxDeliver

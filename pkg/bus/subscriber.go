@@ -41,6 +41,13 @@ type SubscriberConfig struct {
 	Logger        *slog.Logger
 }
 
+// A failed delivery is handed back for redelivery after NakBase (500 ms), doubled per
+// delivery up to NakMax (30 s): SubscriberConfig's defaults.
+const (
+	defaultNakBase = 500 * time.Millisecond
+	defaultNakMax  = 30 * time.Second
+)
+
 // DefaultShutdownGrace fits inside Kubernetes' default terminationGracePeriodSeconds
 // (30 s), leaving time to hand back what could not finish before the SIGKILL.
 const DefaultShutdownGrace = 25 * time.Second
@@ -79,10 +86,10 @@ func NewSubscriber(js jetstream.JetStream, cfg SubscriberConfig) *Subscriber {
 		cfg.AckWait = Config{}.withDefaults().AckWait
 	}
 	if cfg.NakBase <= 0 {
-		cfg.NakBase = 500 * time.Millisecond
+		cfg.NakBase = defaultNakBase
 	}
 	if cfg.NakMax <= 0 {
-		cfg.NakMax = 30 * time.Second
+		cfg.NakMax = defaultNakMax
 	}
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
