@@ -8,6 +8,7 @@ import (
 
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/events"
+	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
 )
 
 // TestStateFolderKeepsItsIDsAcrossARestart: the state folder's stream takes the
@@ -23,12 +24,19 @@ func TestStateFolderKeepsItsIDsAcrossARestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	// Events no service consumes, as a handler in flight at the stop had published them.
-	blocked := func() []events.Event {
+	// Render requests, as an aggregator's handler in flight at the stop had published
+	// them: the renderer, not running here, leaves them pending, so the folder is not
+	// settled and its tail is read.
+	requests := func() []events.Event {
 		var out []events.Event
 		for i := range n {
 			ac := fmt.Sprintf("AC-%d", i)
-			out = append(out, events.New(&events.JobBlocked{Kind: events.KindAB, ACID: ac, Stage: "judge", Reason: "test"}, "default", "batch-1", ac, 0, "", nil))
+			spec := events.JobSpec{Kind: events.KindAB, ACID: ac, Criterion: "c", KindPart: &ab.Spec{
+				Ours:      events.Source{Name: "o.md", Error: "missing artifact: o.md"},
+				Reference: events.Source{Name: "r.md", Error: "missing artifact: r.md"},
+				Threshold: 0.75,
+			}}
+			out = append(out, events.New(&events.RenderRequested{Spec: spec}, "default", "batch-1", ac, 0, "", nil))
 		}
 		return out
 	}
@@ -45,7 +53,11 @@ func TestStateFolderKeepsItsIDsAcrossARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Running.Pub.PublishEvents(blocked()...); err != nil {
+	// Every service's durable, as the run that made the folder provisioned them.
+	if err := bus.Provision(ctx, e.Running.JS, localBus()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Running.Pub.PublishEvents(requests()...); err != nil {
 		t.Fatal(err)
 	}
 	if msgs, win := stored(e); msgs != n || win != time.Second {
@@ -59,7 +71,7 @@ func TestStateFolderKeepsItsIDsAcrossARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if err := e.Running.Pub.PublishEvents(blocked()...); err != nil {
+	if err := e.Running.Pub.PublishEvents(requests()...); err != nil {
 		t.Fatal(err)
 	}
 	if msgs, _ := stored(e); msgs != n {

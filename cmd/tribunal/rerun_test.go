@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -207,9 +208,15 @@ func TestRerunAfterIncompleteOrPrunedBatch(t *testing.T) {
 	time.Sleep(time.Second)
 	_ = cut.Process.Kill()
 	_ = cut.Wait()
-	stdout, stderr, code := runState(t, dir, "run", "examples/quickstart")
+	stdout, stderr, code := runState(t, dir, "run", "examples/quickstart", "--log-level", "info")
 	if code != 1 || strings.Contains(stderr, "unchanged since") {
 		t.Fatalf("after an incomplete batch: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// The judge's messages were in flight at the kill: the run after it hands the ids of
+	// the stream's tail to its publisher, so their redelivered handlers store no copy
+	// however long after the kill it starts.
+	if !regexp.MustCompile(`restored the message ids of the stream's tail"? ids=[1-9]`).MatchString(stderr) {
+		t.Fatalf("the run after a kill restored no ids:\n%s", stderr)
 	}
 	first := batchID(t, stdout)
 	stdout, _, _ = runState(t, dir, "run", "examples/quickstart")

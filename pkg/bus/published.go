@@ -23,8 +23,6 @@ type Published struct {
 	// they are.
 	ids   map[[16]byte]uint64
 	other map[string]uint64
-	// until is when the set stops counting (AlreadyPublished sets it).
-	until time.Time
 }
 
 // eventKey is an event id's 16 bytes, when id is one: 32 lowercase hex digits.
@@ -73,8 +71,8 @@ func (s *Published) Len() int {
 // ReadPublished reads the message ids of stream's tail: every message stored within one
 // window before its last message, the ids a handler redelivered after a restart can
 // publish again (its earlier deliveries all fell within one window of the stop:
-// RedeliveryHorizon). Only headers are read. A stream that does not exist yet, or holds
-// nothing, gives an empty set.
+// RedeliveryHorizon). Only headers are read. A stream that does not exist yet, holds
+// nothing, or whose durables are settled (see settled) gives an empty set.
 //
 // The server rebuilds its own duplicate index at start from the messages stored within
 // one window of now, not of the stream's last message, so after a stop longer than the
@@ -99,6 +97,11 @@ func ReadPublished(ctx context.Context, js jetstream.JetStream, stream string, w
 	if state.Msgs == 0 {
 		return set, nil
 	}
+	if settled, err := settled(ctx, st); err != nil {
+		return nil, fmt.Errorf("read the ids of stream %s's tail: %w", stream, err)
+	} else if settled {
+		return set, nil
+	}
 	o := ReadOptions{Since: state.LastTime.Add(-window), Last: state.LastSeq, HeadersOnly: true}
 	err = ReadStream(ctx, js, stream, o, func(m jetstream.Msg, md *jetstream.MsgMetadata) bool {
 		if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
@@ -110,4 +113,31 @@ func ReadPublished(ctx context.Context, js jetstream.JetStream, stream string, w
 		return nil, fmt.Errorf("read the ids of stream %s's tail (since %s): %w", stream, o.Since.Format(time.RFC3339), err)
 	}
 	return set, nil
+}
+
+// settled reports that no durable consumer of st has a message waiting, delivered and
+// unacknowledged, or due for redelivery: every message delivered was acknowledged, so no
+// handler runs again, and every event published was handled (a resumed submission then
+// republishes nothing already stored: the jobs it sends are those never recorded). The
+// tail's ids are then not needed, which spares a run started after a batch completed
+// reading them (about 0.7 s for 100,000 ids on a loaded 2-vCPU machine). The readers'
+// consumers (ReaderName) are not durables and do not count.
+func settled(ctx context.Context, st jetstream.Stream) (bool, error) {
+	readers := map[string]bool{}
+	for _, n := range ReaderNames() {
+		readers[n] = true
+	}
+	list := st.ListConsumers(ctx)
+	for info := range list.Info() {
+		if readers[info.Name] {
+			continue
+		}
+		if info.NumPending > 0 || info.NumAckPending > 0 || info.NumRedelivered > 0 {
+			return false, nil
+		}
+	}
+	if err := list.Err(); err != nil {
+		return false, fmt.Errorf("list its consumers: %w", err)
+	}
+	return true, nil
 }

@@ -173,3 +173,27 @@ func TestProvisionShortensAnExistingWindow(t *testing.T) {
 		t.Fatalf("window %s with %d messages, want %s with 1", info.Config.Duplicates, info.State.Msgs, bus.LocalDuplicateWindow())
 	}
 }
+
+// TestSettledStreamRestoresNothing: when every durable has acknowledged all it was given
+// and nothing waits for one (a batch that completed), no handler runs again, and the tail
+// is not read.
+func TestSettledStreamRestoresNothing(t *testing.T) {
+	_, js := startStored(t, t.TempDir(), bus.Config{DuplicateWindow: time.Second})
+	// An event no durable consumes.
+	ev := events.New(&events.JobBlocked{Kind: events.KindAB, ACID: "AC-1", Stage: "judge", Reason: "test"}, testTenant, "batch-1", "AC-1", 0, "", nil)
+	if err := bus.NewPublisher(js).PublishEvents(ev); err != nil {
+		t.Fatal(err)
+	}
+	set, err := bus.ReadPublished(ctxT(t), js, "TRIBUNAL", time.Second)
+	if err != nil || set.Len() != 0 {
+		t.Fatalf("settled stream: %d ids restored, %v", set.Len(), err)
+	}
+	// One waiting for the renderer: the tail counts.
+	if err := bus.NewPublisher(js).PublishEvents(renderEvent("AC-1")); err != nil {
+		t.Fatal(err)
+	}
+	set, err = bus.ReadPublished(ctxT(t), js, "TRIBUNAL", time.Second)
+	if err != nil || set.Len() != 2 {
+		t.Fatalf("a message pending: %d ids restored, %v, want 2", set.Len(), err)
+	}
+}

@@ -63,7 +63,13 @@ type Publisher struct {
 	payloads bool
 	// published are ids the stream held before this process started (AlreadyPublished),
 	// nil once their window has passed.
-	published atomic.Pointer[Published]
+	published atomic.Pointer[restoredIDs]
+}
+
+// restoredIDs are AlreadyPublished's set and when it stops counting.
+type restoredIDs struct {
+	set   *Published
+	until time.Time
 }
 
 // PublisherOption tunes NewPublisher.
@@ -148,25 +154,25 @@ func AlreadyPublished(set *Published) PublisherOption {
 		if set == nil || set.Len() == 0 {
 			return
 		}
-		set.until = time.Now().Add(set.Window)
-		p.published.Store(set)
+		r := &restoredIDs{set: set, until: time.Now().Add(set.Window)}
+		p.published.Store(r)
 		// Dropped when its window has passed, whether or not anything is published then.
-		time.AfterFunc(set.Window, func() { p.published.CompareAndSwap(set, nil) })
+		time.AfterFunc(set.Window, func() { p.published.CompareAndSwap(r, nil) })
 	}
 }
 
 // restored returns the stream and sequence of an id AlreadyPublished holds.
 func (p *Publisher) restored(id string) (string, uint64, bool) {
-	set := p.published.Load()
-	if set == nil {
+	r := p.published.Load()
+	if r == nil {
 		return "", 0, false
 	}
-	if time.Now().After(set.until) {
-		p.published.CompareAndSwap(set, nil)
+	if time.Now().After(r.until) {
+		p.published.CompareAndSwap(r, nil)
 		return "", 0, false
 	}
-	seq, ok := set.Seq(id)
-	return set.Stream, seq, ok
+	seq, ok := r.set.Seq(id)
+	return r.set.Stream, seq, ok
 }
 
 // trusts reports whether a Duplicate on subject is taken on trust (TrustDuplicatesOf).
