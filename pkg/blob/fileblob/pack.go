@@ -95,8 +95,8 @@ func (p *pack) validEnd() int64 {
 	return p.scannedTo
 }
 
-// loc is where a packed object is. It is kept small (the index holds every packed
-// object: 300,000 of them at 100,000 ACs).
+// loc is where a packed object is. The index keeps it packed smaller still (see
+// objIndex): it holds every packed object, 3,000,000 and more at 1,000,000 ACs.
 type loc struct {
 	off  int64 // the record's start
 	size uint32
@@ -116,7 +116,7 @@ type pending struct {
 // loaded.
 type tenantIndex struct {
 	name    string
-	objs    map[[32]byte]loc
+	objs    objIndex
 	packs   []*pack
 	byName  map[string]uint32
 	pending map[[32]byte]*pending
@@ -161,7 +161,7 @@ func (s *Store) tenantIdx(tenant string) *tenantIndex {
 		if s.tenants == nil {
 			s.tenants = map[string]*tenantIndex{}
 		}
-		t = &tenantIndex{name: tenant, objs: map[[32]byte]loc{}, byName: map[string]uint32{}, pending: map[[32]byte]*pending{}}
+		t = &tenantIndex{name: tenant, byName: map[string]uint32{}, pending: map[[32]byte]*pending{}}
 		s.tenants[tenant] = t
 	}
 	return t
@@ -188,7 +188,7 @@ func (s *Store) lookup(t *tenantIndex, key [32]byte) (loc, *pack, string, bool) 
 	}
 	s.imu.RLock()
 	defer s.imu.RUnlock()
-	l, ok := t.objs[key]
+	l, ok := t.objs.get(key)
 	if !ok {
 		return loc{}, nil, "", false
 	}
@@ -263,13 +263,12 @@ func (s *Store) addPack(t *tenantIndex, p *pack) {
 // index points key at l, remembering the pack of a copy it replaces; the caller holds
 // imu for writing.
 func (s *Store) index(t *tenantIndex, key [32]byte, l loc) {
-	if old, ok := t.objs[key]; ok && old.pack != l.pack {
+	if old, ok := t.objs.put(key, l); ok && old.pack != l.pack {
 		if t.dups == nil {
 			t.dups = map[[32]byte][]uint32{}
 		}
 		t.dups[key] = append(t.dups[key], old.pack)
 	}
-	t.objs[key] = l
 }
 
 // record is one parsed record header.
@@ -439,7 +438,7 @@ func (s *Store) putPacked(ctx context.Context, tenant string, r io.Reader, media
 			}
 			continue
 		}
-		if l2, ok2 := t.objs[key]; ok2 && (!ok || l2 != l) {
+		if l2, ok2 := t.objs.get(key); ok2 && (!ok || l2 != l) {
 			s.imu.Unlock() // published meanwhile: look again
 			continue
 		}
@@ -688,8 +687,7 @@ func (s *Store) deletePacked(ref blob.Ref) {
 	key := refKey(ref)
 	s.imu.Lock()
 	defer s.imu.Unlock()
-	if l, ok := t.objs[key]; ok {
-		delete(t.objs, key)
+	if l, ok := t.objs.del(key); ok {
 		if s.dirty == nil {
 			s.dirty = map[*pack]*tenantIndex{}
 		}
@@ -707,10 +705,10 @@ func (s *Store) packedRefs(tenant string) map[blob.Ref]int64 {
 	s.rescan(t)
 	s.imu.RLock()
 	defer s.imu.RUnlock()
-	out := make(map[blob.Ref]int64, len(t.objs))
-	for k, l := range t.objs {
+	out := make(map[blob.Ref]int64, t.objs.len())
+	t.objs.each(func(k [32]byte, l loc) {
 		out[blob.Ref{Tenant: tenant, SHA256: hex.EncodeToString(k[:])}] = int64(l.size)
-	}
+	})
 	return out
 }
 
@@ -763,7 +761,7 @@ func (s *Store) compact(t *tenantIndex, p *pack) error {
 			break
 		}
 		s.imu.RLock()
-		l, found := t.objs[r.key]
+		l, found := t.objs.get(r.key)
 		s.imu.RUnlock()
 		if found && l.pack == p.idx && l.off == off {
 			if _, err := io.Copy(w, io.NewSectionReader(p.f, off, r.hdrLen+r.size)); err != nil {
