@@ -1,7 +1,7 @@
 package fileblob
 
 import (
-	"bytes"
+	"encoding/binary"
 	"math"
 	"slices"
 )
@@ -72,18 +72,59 @@ func (e *entry) loc() loc {
 	return loc{off: int64(e.off), size: e.size, pack: e.pm >> mtBits, mt: e.pm & (1<<mtBits - 1)}
 }
 
-// search returns where key is or would be in es, and whether it is there.
+// search returns where key is or would be in es, and whether it is there. Digests are
+// uniform, so it interpolates first: a guess from the key's first 8 bytes lands within
+// a few entries of the key, where a plain binary search would touch a dozen cache lines
+// of a 3,900-entry run. The guesses are bounded, so keys that are not uniform (a
+// foreign pack's records are not verified until read) cost a binary search at most.
 func search(es []entry, key *[32]byte) (int, bool) {
 	lo, hi := 0, len(es)
+	if hi == 0 {
+		return 0, false
+	}
+	// The first guess spans the keys of the shard (one first byte), which costs no
+	// read; the later ones span the entries probed on either side.
+	kp := binary.BigEndian.Uint64(key[:8])
+	lv := kp &^ (1<<56 - 1)
+	hv := lv | (1<<56 - 1)
+	for range 5 {
+		if hi-lo < 16 || hv <= lv || kp < lv || kp > hv {
+			break
+		}
+		pos := lo + int(float64(kp-lv)/float64(hv-lv)*float64(hi-lo-1))
+		pos = min(max(pos, lo), hi-1)
+		switch c := cmpKey(&es[pos].key, key); {
+		case c == 0:
+			return pos, true
+		case c < 0:
+			lo, lv = pos+1, binary.BigEndian.Uint64(es[pos].key[:8])
+		default:
+			hi, hv = pos, binary.BigEndian.Uint64(es[pos].key[:8])
+		}
+	}
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if bytes.Compare(es[m].key[:], key[:]) < 0 {
+		if cmpKey(&es[m].key, key) < 0 {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
 	return lo, lo < len(es) && es[lo].key == *key
+}
+
+// cmpKey orders keys as bytes.Compare does, a word at a time.
+func cmpKey(a, b *[32]byte) int {
+	for i := 0; i < 32; i += 8 {
+		x, y := binary.BigEndian.Uint64(a[i:]), binary.BigEndian.Uint64(b[i:])
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
 }
 
 // len is the number of objects indexed.
@@ -120,12 +161,13 @@ func (x *objIndex) put(key [32]byte, l loc) (old loc, replaced bool) {
 		}
 		return old, true
 	}
-	if i, ok := search(sh.recent, &key); ok {
-		old = sh.recent[i].loc()
+	ci, inRecent := search(sh.recent, &key)
+	if inRecent {
+		old = sh.recent[ci].loc()
 		if fits(l) {
-			sh.recent[i] = mkEntry(key, l)
+			sh.recent[ci] = mkEntry(key, l)
 		} else {
-			sh.recent = slices.Delete(sh.recent, i, i+1)
+			sh.recent = slices.Delete(sh.recent, ci, ci+1)
 			x.setWide(key, l)
 		}
 		return old, true
@@ -147,8 +189,7 @@ func (x *objIndex) put(key [32]byte, l loc) (old loc, replaced bool) {
 		sh.run[ri] = mkEntry(key, l)
 		sh.dead--
 	default:
-		i, _ := search(sh.recent, &key)
-		sh.recent = slices.Insert(sh.recent, i, mkEntry(key, l))
+		sh.recent = slices.Insert(sh.recent, ci, mkEntry(key, l))
 		if len(sh.recent) >= recentLimit(len(sh.run)) {
 			sh.merge()
 		}
@@ -216,22 +257,19 @@ func recentLimit(n int) int {
 }
 
 // merge folds the recent entries into a new run of exactly the live entries, leaving
-// the dead ones out.
+// the dead ones out. The run's stretches between recent entries are copied whole.
 func (sh *shard) merge() {
 	run := make([]entry, 0, len(sh.run)-sh.dead+len(sh.recent))
-	i, j := 0, 0
-	for i < len(sh.run) || j < len(sh.recent) {
-		switch {
-		case i < len(sh.run) && sh.run[i].pm == deadPM:
-			i++
-		case j == len(sh.recent) || (i < len(sh.run) && bytes.Compare(sh.run[i].key[:], sh.recent[j].key[:]) < 0):
-			run = append(run, sh.run[i])
-			i++
-		default:
-			run = append(run, sh.recent[j])
-			j++
-		}
+	i := 0
+	for j := range sh.recent {
+		// Searched in the whole run, where the guess from the key is good; the
+		// positions only grow, as the recent entries are sorted.
+		k, _ := search(sh.run, &sh.recent[j].key)
+		run = sh.appendLive(run, sh.run[i:k])
+		run = append(run, sh.recent[j])
+		i = k
 	}
+	run = sh.appendLive(run, sh.run[i:])
 	if len(run) == 0 {
 		run = nil
 	}
@@ -239,4 +277,17 @@ func (sh *shard) merge() {
 	// The recent slice keeps its capacity for the next round: a shard's limit grows
 	// slowly (with the root of its run), so it is reused rather than reallocated.
 	sh.recent = sh.recent[:0]
+}
+
+// appendLive appends the live entries of src, a stretch of the shard's run, to dst.
+func (sh *shard) appendLive(dst, src []entry) []entry {
+	if sh.dead == 0 {
+		return append(dst, src...)
+	}
+	for i := range src {
+		if src[i].pm != deadPM {
+			dst = append(dst, src[i])
+		}
+	}
+	return dst
 }
