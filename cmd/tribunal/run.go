@@ -39,6 +39,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/sensor/command"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 	"github.com/tribunal-dev/tribunal/services/renderer"
 )
 
@@ -619,6 +620,12 @@ func applyMemoryLimit(limit int64) {
 
 func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch artifact.FetchOptions, sensors *renderer.Sensors, gates *command.Gates) (*embedded, error) {
 	applyMemoryLimit(defaultMemoryLimit)
+	// A large batch's completion spills its rows (pkg/spillsort): into the state folder,
+	// which is on disk, rather than the OS temp dir, which many systems keep in memory
+	// (a tmpfs). The files are unlinked as soon as they are created.
+	if spillsort.DefaultDir == "" {
+		spillsort.DefaultDir = dataDir
+	}
 	// A provider that cannot work stops the run here, before any work, with the cause.
 	provider, params, err := jf.build("all-in-one")
 	if err != nil {
