@@ -36,7 +36,7 @@ func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 		}
 	}
 	for _, ac := range b.ACs {
-		if len(ac.Views) == 0 {
+		if len(ac.Views()) == 0 {
 			continue
 		}
 		sk, ok := selecting(b, ac)
@@ -48,7 +48,7 @@ func selectRun(b *batch.Batch, acs, targets []string, allowOutside bool) error {
 			// The AC is reported blocked with its spec's problem.
 			continue
 		}
-		for _, v := range ac.Views {
+		for _, v := range ac.Views() {
 			if !slices.Contains(views, v) {
 				return fmt.Errorf("%s: --ac %s: AC %s has no such view (its views: %s)", b.Path, v, ac.ID, strings.Join(views, ", "))
 			}

@@ -84,14 +84,17 @@ type Review struct {
 }
 
 // AC is one acceptance criterion entry.
+//
+// A batch holds up to a million of them for the whole of a submission, so the fields
+// most entries leave unset (Iteration, Judges, Targets, Views, Problem) live behind one
+// pointer, nil for an entry with none of them, and are read through methods of those
+// names and set through the With methods, which copy: an AC stays a value.
 type AC struct {
-	ID        string   `yaml:"id"`
-	Kind      string   `yaml:"kind"`
-	Criterion string   `yaml:"criterion"`
-	Ours      string   `yaml:"ours"`
-	Reference string   `yaml:"reference"`
-	Iteration *int     `yaml:"iteration"`
-	Judges    []string `yaml:"judges"`
+	ID        string `yaml:"id"`
+	Kind      string `yaml:"kind"`
+	Criterion string `yaml:"criterion"`
+	Ours      string `yaml:"ours"`
+	Reference string `yaml:"reference"`
 	// Trials and AtLeast override the batch's.
 	Trials  int `yaml:"trials"`
 	AtLeast int `yaml:"at_least"`
@@ -100,20 +103,104 @@ type AC struct {
 	// Part is the entry's keys of its kind's own (Keys.Entry's value, from the kind's
 	// stage.Keyed): nil for a kind without any, and for an entry with a problem.
 	Part any `yaml:"-"`
-	// Targets and Views narrow a rubric AC to some of its feature's views, as a run's
-	// --target (seed 004's target:/screen:) and --ac with a view's id ask: target ids, and
-	// views' job ids (<ac>--<target>--<state>--<appearance>). Empty keeps every view. A
-	// batch file never sets them.
-	Targets []string `yaml:"-"`
-	Views   []string `yaml:"-"`
 	// Line is where the entry starts in the file, and Index its place in the file's acs
 	// list, counting entries that were skipped: what acs[i] names in a message.
 	Line  int `yaml:"-"`
 	Index int `yaml:"-"`
-	// Problem, when set, is why this entry cannot be judged, saying where and what:
-	// "AC-1: line 10: unknown key criterian (did you mean criterion?)". The AC is still
-	// reported, as blocked.
-	Problem string `yaml:"-"`
+	// rare holds the fields few entries set; nil when the entry sets none of them.
+	rare *acRare
+}
+
+// acRare is the fields of an AC that few entries set. Its yaml tags are the entry's keys:
+// an entry is decoded into it beside the AC.
+type acRare struct {
+	Iteration *int     `yaml:"iteration"`
+	Judges    []string `yaml:"judges"`
+	Targets   []string `yaml:"-"`
+	Views     []string `yaml:"-"`
+	Problem   string   `yaml:"-"`
+}
+
+func (r *acRare) zero() bool {
+	return r.Iteration == nil && r.Judges == nil && r.Targets == nil && r.Views == nil && r.Problem == ""
+}
+
+// with is a copy of ac with set applied to a copy of its rare fields.
+func (ac AC) with(set func(*acRare)) AC {
+	var r acRare
+	if ac.rare != nil {
+		r = *ac.rare
+	}
+	set(&r)
+	ac.rare = nil
+	if !r.zero() {
+		ac.rare = &r
+	}
+	return ac
+}
+
+// Iteration is the entry's own iteration, nil when it sets none (the batch's applies).
+func (ac AC) Iteration() *int {
+	if ac.rare == nil {
+		return nil
+	}
+	return ac.rare.Iteration
+}
+
+// Judges are the entry's own judges, nil when it names none (the batch's apply).
+func (ac AC) Judges() []string {
+	if ac.rare == nil {
+		return nil
+	}
+	return ac.rare.Judges
+}
+
+// Targets and Views narrow a rubric AC to some of its feature's views, as a run's
+// --target (seed 004's target:/screen:) and --ac with a view's id ask: target ids, and
+// views' job ids (<ac>--<target>--<state>--<appearance>). Empty keeps every view. A
+// batch file never sets them.
+func (ac AC) Targets() []string {
+	if ac.rare == nil {
+		return nil
+	}
+	return ac.rare.Targets
+}
+
+// Views: see Targets.
+func (ac AC) Views() []string {
+	if ac.rare == nil {
+		return nil
+	}
+	return ac.rare.Views
+}
+
+// Problem, when set, is why this entry cannot be judged, saying where and what:
+// "AC-1: line 10: unknown key criterian (did you mean criterion?)". The AC is still
+// reported, as blocked.
+func (ac AC) Problem() string {
+	if ac.rare == nil {
+		return ""
+	}
+	return ac.rare.Problem
+}
+
+// WithIteration is ac with its own iteration set to it (nil: the batch's).
+func (ac AC) WithIteration(it *int) AC { return ac.with(func(r *acRare) { r.Iteration = it }) }
+
+// WithJudges is ac with its own judges set to judges.
+func (ac AC) WithJudges(judges []string) AC {
+	return ac.with(func(r *acRare) { r.Judges = judges })
+}
+
+// WithTargets is ac narrowed to the targets ids (see Targets).
+func (ac AC) WithTargets(ids []string) AC { return ac.with(func(r *acRare) { r.Targets = ids }) }
+
+// WithViews is ac narrowed to the views ids (see Targets).
+func (ac AC) WithViews(ids []string) AC { return ac.with(func(r *acRare) { r.Views = ids }) }
+
+// WithProblem is ac with its problem set to problem ("" clears it).
+func (ac AC) WithProblem(problem string) AC {
+	return ac.with(func(r *acRare) { r.Problem = problem })
 }
 
 // KindOf is the AC's judge kind: its own, else the batch's, else ab.
@@ -384,6 +471,7 @@ func parseEntries(path string, root, acsKey *yaml.Node, fileErrs *problems, src 
 	b = &Batch{Path: path, Dir: filepath.Dir(path), Parts: parts}
 	f.ACs = make([]AC, 0, src.len())
 	seen := map[string]int{}
+	var kinds, criteria, ours, refs interner
 	for i := range src.len() {
 		node, tree, ok := src.entry(i)
 		if !ok {
@@ -393,7 +481,7 @@ func parseEntries(path string, root, acsKey *yaml.Node, fileErrs *problems, src 
 		ac := set.decodeAC(i, node, tree, f.Kind)
 		ac.Index = i
 		if ac.ID == "" || validID(ac.ID) != nil {
-			b.Rejected = append(b.Rejected, &Error{File: path, Line: ac.Line, Field: field + ".id", Msg: "missing or invalid id; entry skipped: " + ac.Problem})
+			b.Rejected = append(b.Rejected, &Error{File: path, Line: ac.Line, Field: field + ".id", Msg: "missing or invalid id; entry skipped: " + ac.Problem()})
 			continue
 		}
 		if first, dup := seen[ac.ID]; dup {
@@ -401,11 +489,13 @@ func parseEntries(path string, root, acsKey *yaml.Node, fileErrs *problems, src 
 			continue
 		}
 		seen[ac.ID] = ac.Line
-		if ac.Problem == "" {
+		if ac.Problem() == "" {
 			if msg := f.repeatsProblem(ac); msg != "" {
-				ac.Problem = fmt.Sprintf("%s: line %d: %s", ac.ID, ac.Line, msg)
+				ac = ac.WithProblem(fmt.Sprintf("%s: line %d: %s", ac.ID, ac.Line, msg))
 			}
 		}
+		ac.Kind, ac.Criterion = kinds.of(ac.Kind), criteria.of(ac.Criterion)
+		ac.Ours, ac.Reference = ours.of(ac.Ours), refs.of(ac.Reference)
 		f.ACs = append(f.ACs, ac)
 	}
 	b.File = f
@@ -413,6 +503,32 @@ func parseEntries(path string, root, acsKey *yaml.Node, fileErrs *problems, src 
 		return nil, append(Errors{{File: path, Line: src.line(), Field: "acs", Msg: "no usable AC entries"}}, b.Rejected...), true
 	}
 	return b, nil, true
+}
+
+// interner hands back one copy of each value seen again: the parser allocates every
+// scalar on its own, and a batch whose ACs share a kind, a criterion or a reference would
+// otherwise hold that string once per AC for the whole submission (16 bytes an AC at
+// least, a criterion's length at most). It remembers the first maxInterned distinct values
+// only, so that a field unique to each AC costs a bounded map, dropped with the parse.
+type interner struct{ seen map[string]string }
+
+// maxInterned bounds the distinct values an interner remembers.
+const maxInterned = 1024
+
+func (in *interner) of(s string) string {
+	if s == "" {
+		return s
+	}
+	if v, ok := in.seen[s]; ok {
+		return v
+	}
+	if in.seen == nil {
+		in.seen = map[string]string{}
+	}
+	if len(in.seen) < maxInterned {
+		in.seen[s] = s
+	}
+	return s
 }
 
 // keyLine is the line of key in mapping m, 0 when m has no such key.
@@ -465,7 +581,8 @@ func (s *schemaSet) decodeAC(index int, node *yaml.Node, tree *problems, batchKi
 				kind = DefaultKind
 			}
 		}
-		into := []any{&ac}
+		var rare acRare
+		into := []any{&ac, &rare}
 		part := s.newPart(kind)
 		if part != nil {
 			into = append(into, part)
@@ -474,13 +591,16 @@ func (s *schemaSet) decodeAC(index int, node *yaml.Node, tree *problems, batchKi
 			probs.add(p)
 		}
 		ac.ID, ac.Line, ac.Part = id, node.Line, part
+		if !rare.zero() {
+			ac.rare = &rare
+		}
 	}
 	if probs.n > 0 {
 		label := ac.ID
 		if label == "" || validID(label) != nil {
 			label = fmt.Sprintf("acs[%d]", index)
 		}
-		ac = AC{ID: ac.ID, Line: node.Line, Kind: entryKind(node, probs, prefix), Problem: probs.entryText(label, len(prefix))}
+		ac = AC{ID: ac.ID, Line: node.Line, Kind: entryKind(node, probs, prefix)}.WithProblem(probs.entryText(label, len(prefix)))
 	}
 	return ac
 }

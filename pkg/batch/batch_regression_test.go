@@ -30,12 +30,12 @@ func TestBugACTypeErrorKeepsTheRest(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := parseAround(t, file, tt.bad)
-			if len(b.ACs) != 3 || b.ACs[0].Problem != "" || b.ACs[2].Problem != "" || b.ACs[1].ID != "AC-2" {
+			if len(b.ACs) != 3 || b.ACs[0].Problem() != "" || b.ACs[2].Problem() != "" || b.ACs[1].ID != "AC-2" {
 				t.Fatalf("ACs = %+v", b.ACs)
 			}
 			loc := "AC-2: line " + strconv.Itoa(tt.line) + ": " + tt.field + ":"
-			if !strings.HasPrefix(b.ACs[1].Problem, loc) || !strings.Contains(b.ACs[1].Problem, tt.msg) {
-				t.Errorf("Problem = %q; want %q and %q", b.ACs[1].Problem, loc, tt.msg)
+			if !strings.HasPrefix(b.ACs[1].Problem(), loc) || !strings.Contains(b.ACs[1].Problem(), tt.msg) {
+				t.Errorf("Problem = %q; want %q and %q", b.ACs[1].Problem(), loc, tt.msg)
 			}
 		})
 	}

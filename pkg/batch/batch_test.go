@@ -85,17 +85,17 @@ func TestParseValidBatch(t *testing.T) {
 	}
 	for i, w := range want {
 		ac := b.ACs[i]
-		if ac.ID != w.id || ac.Criterion != w.criterion || ac.Ours != w.ours || ac.Reference != w.reference || entryPositions(ac) != w.positions || strings.Join(ac.Judges, ",") != w.judges {
+		if ac.ID != w.id || ac.Criterion != w.criterion || ac.Ours != w.ours || ac.Reference != w.reference || entryPositions(ac) != w.positions || strings.Join(ac.Judges(), ",") != w.judges {
 			t.Errorf("ACs[%d] = %+v; want %+v", i, ac, w)
 		}
-		if (ac.Iteration == nil) != (w.iteration == nil) || (ac.Iteration != nil && *ac.Iteration != *w.iteration) {
-			t.Errorf("ACs[%d].Iteration = %v; want %v (an explicit 0 must differ from unset)", i, ac.Iteration, w.iteration)
+		if (ac.Iteration() == nil) != (w.iteration == nil) || (ac.Iteration() != nil && *ac.Iteration() != *w.iteration) {
+			t.Errorf("ACs[%d].Iteration() = %v; want %v (an explicit 0 must differ from unset)", i, ac.Iteration(), w.iteration)
 		}
 		if ac.Line != w.line {
 			t.Errorf("ACs[%d].Line = %d; want %d", i, ac.Line, w.line)
 		}
-		if ac.Problem != "" {
-			t.Errorf("ACs[%d].Problem = %q; want none", i, ac.Problem)
+		if ac.Problem() != "" {
+			t.Errorf("ACs[%d].Problem() = %q; want none", i, ac.Problem())
 		}
 	}
 	if b.ACs[1].Kind != "ab" {
@@ -309,10 +309,10 @@ func TestParseACProblems(t *testing.T) {
 				t.Errorf("Rejected = %v", b.Rejected)
 			}
 			first, bad, last := b.ACs[0], b.ACs[1], b.ACs[2]
-			if first.ID != "AC-1" || first.Problem != "" || first.Ours != "o/1.md" || first.Reference != "r/1.md" || first.Line != 3 {
+			if first.ID != "AC-1" || first.Problem() != "" || first.Ours != "o/1.md" || first.Reference != "r/1.md" || first.Line != 3 {
 				t.Errorf("first AC = %+v; want clean AC-1 at line 3", first)
 			}
-			if last.ID != "AC-3" || last.Problem != "" || last.Ours != "o/3.md" || last.Reference != "r/3.md" {
+			if last.ID != "AC-3" || last.Problem() != "" || last.Ours != "o/3.md" || last.Reference != "r/3.md" {
 				t.Errorf("last AC = %+v; want clean AC-3", last)
 			}
 			if bad.ID != tt.id {
@@ -321,16 +321,16 @@ func TestParseACProblems(t *testing.T) {
 			if bad.Line != 6 {
 				t.Errorf("bad AC Line = %d; want 6", bad.Line)
 			}
-			if bad.Problem == "" {
+			if bad.Problem() == "" {
 				t.Fatal("bad AC has no Problem")
 			}
 			// Where and what, named by the AC: "AC-2: line 7: positions: ...".
 			loc := "AC-2: line " + strconv.Itoa(tt.line) + ": " + tt.field
-			if !strings.HasPrefix(bad.Problem, loc) {
-				t.Errorf("Problem = %q; want it to contain %q", bad.Problem, loc)
+			if !strings.HasPrefix(bad.Problem(), loc) {
+				t.Errorf("Problem = %q; want it to contain %q", bad.Problem(), loc)
 			}
-			if tt.msg != "" && !strings.Contains(bad.Problem, tt.msg) {
-				t.Errorf("Problem = %q; want it to contain %q", bad.Problem, tt.msg)
+			if tt.msg != "" && !strings.Contains(bad.Problem(), tt.msg) {
+				t.Errorf("Problem = %q; want it to contain %q", bad.Problem(), tt.msg)
 			}
 		})
 	}
@@ -349,8 +349,8 @@ func TestBrokenEntryKeepsItsKind(t *testing.T) {
 	} {
 		b := parseAround(t, "b/batch.yaml", tt.bad)
 		bad := b.ACs[1]
-		if bad.Problem == "" || bad.Kind != tt.kind {
-			t.Errorf("%q: kind %q, problem %q; want kind %q and a problem", tt.bad, bad.Kind, bad.Problem, tt.kind)
+		if bad.Problem() == "" || bad.Kind != tt.kind {
+			t.Errorf("%q: kind %q, problem %q; want kind %q and a problem", tt.bad, bad.Kind, bad.Problem(), tt.kind)
 		}
 	}
 }

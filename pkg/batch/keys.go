@@ -252,6 +252,9 @@ func (ac AC) Sets(key string) bool {
 	if set, found := setByTag(reflect.ValueOf(ac), key); found {
 		return set
 	}
+	if set, found := setByTag(reflect.ValueOf(ac.rare), key); found {
+		return set
+	}
 	if ac.Part != nil {
 		set, _ := setByTag(reflect.ValueOf(ac.Part), key)
 		return set

@@ -80,7 +80,7 @@ acs:
 		"C-2": "C-2: line 24: unknown key outptu (did you mean output?)",
 		"A-2": "A-2: line 26: unknown key outptu",
 	} {
-		if got := byID[id].Problem; got != want {
+		if got := byID[id].Problem(); got != want {
 			t.Errorf("%s: problem %q, want %q", id, got, want)
 		}
 		if byID[id].Part != nil {
@@ -143,7 +143,7 @@ func TestPositionsIsAbs(t *testing.T) {
 		t.Errorf("ab defaults %#v", b.Part("ab"))
 	}
 	for i, want := range []string{"", "", "C-2: line 6: unknown key positions"} {
-		if got := b.ACs[i].Problem; got != want {
+		if got := b.ACs[i].Problem(); got != want {
 			t.Errorf("%s: problem %q, want %q", b.ACs[i].ID, got, want)
 		}
 	}

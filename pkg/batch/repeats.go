@@ -62,7 +62,7 @@ func (f *File) repeatsProblem(ac AC) string {
 			field = "at_least"
 		}
 	}
-	if len(r.Ladder) > 0 && (len(ac.Judges) > 0 || len(f.Judges) > 0) {
+	if len(r.Ladder) > 0 && (len(ac.Judges()) > 0 || len(f.Judges) > 0) {
 		return "ladder: a ladder names its own judges, one per rung; it cannot be combined with a panel (judges:)"
 	}
 	if err := r.Validate("repeats"); err != nil {

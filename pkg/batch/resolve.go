@@ -92,7 +92,7 @@ func (b *Batch) Select(ids []string, parted func(AC) bool) error {
 		if want[ac.ID] || named {
 			if !want[ac.ID] {
 				sort.Strings(v)
-				ac.Views = append(ac.Views, v...)
+				ac = ac.WithViews(append(ac.Views(), v...))
 			}
 			kept = append(kept, ac)
 			delete(want, ac.ID)
@@ -162,7 +162,7 @@ func (b *Batch) SelectTargets(ids []string, targetsOf func(AC) (targets []string
 		}
 		if err != nil {
 			unread = true
-			ac.Targets = sortedKeys(want)
+			ac = ac.WithTargets(sortedKeys(want))
 			kept = append(kept, ac)
 			continue
 		}
@@ -175,7 +175,7 @@ func (b *Batch) SelectTargets(ids []string, targetsOf func(AC) (targets []string
 			}
 		}
 		if len(mine) > 0 {
-			ac.Targets = mine
+			ac = ac.WithTargets(mine)
 			kept = append(kept, ac)
 		}
 	}

@@ -27,7 +27,7 @@ func TestSelectAcceptsViewIDs(t *testing.T) {
 	}
 	got := map[string][]string{}
 	for _, ac := range b.ACs {
-		got[ac.ID] = ac.Views
+		got[ac.ID] = ac.Views()
 	}
 	want := map[string][]string{"tasks": {"tasks--list--populated--dark"}, "tasks--x": {"tasks--x--list--empty--light"}, "AC-1": nil}
 	if !reflect.DeepEqual(got, want) {
@@ -59,7 +59,7 @@ func TestSelectTargets(t *testing.T) {
 	}
 	var got []string
 	for _, ac := range b.ACs {
-		got = append(got, ac.ID+":"+strings.Join(ac.Targets, "+"))
+		got = append(got, ac.ID+":"+strings.Join(ac.Targets(), "+"))
 	}
 	if !reflect.DeepEqual(got, []string{"tasks:list", "tasks--x:list"}) {
 		t.Fatalf("selected %v", got)

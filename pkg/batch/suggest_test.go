@@ -48,8 +48,8 @@ acs:
 		t.Fatalf("ACs %+v", b.ACs)
 	}
 	for _, ac := range b.ACs {
-		if ac.Problem != want[ac.ID] {
-			t.Errorf("%s: Problem\n  %q\nwant\n  %q", ac.ID, ac.Problem, want[ac.ID])
+		if ac.Problem() != want[ac.ID] {
+			t.Errorf("%s: Problem\n  %q\nwant\n  %q", ac.ID, ac.Problem(), want[ac.ID])
 		}
 	}
 	// An entry without an id is named by its place.

@@ -117,7 +117,7 @@ func (s *Submitter) check(ctx context.Context, c *checker, w *window, size int) 
 			continue
 		}
 		c.owner[pl.JobID] = pl.index
-		if pl.ac.Problem != "" {
+		if pl.ac.Problem() != "" {
 			// Planned again as blocked: it must fit now, or it cannot be submitted at all.
 			if p := s.eventProblem(pl, prep, w.uploads, size, c.limit, c.maxPayload); p != "" {
 				c.refused = append(c.refused, stage.Problem(pl.ac, "even blocked: "+p))
@@ -132,8 +132,8 @@ func (s *Submitter) check(ctx context.Context, c *checker, w *window, size int) 
 // that makes it so. "" when it can be published.
 func (s *Submitter) eventProblem(pl *planned, prep *Prepared, uploads map[string]events.Source, size int, limit, maxPayload int64) string {
 	iteration := prep.batch.Iteration
-	if pl.ac.Iteration != nil {
-		iteration = *pl.ac.Iteration
+	if pl.ac.Iteration() != nil {
+		iteration = *pl.ac.Iteration()
 	}
 	spec := pl.Build(uploads)
 	e := events.New(&events.JobSubmitted{Spec: spec, Index: 0, BatchSize: size, BatchSource: prep.batch.Path},

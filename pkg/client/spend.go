@@ -35,7 +35,7 @@ func (s *Submitter) spendProblems(c *checker, w *window) {
 	b := c.prep.batch
 	seen := c.spendSeen
 	for _, pl := range w.plans {
-		if pl.ac.Problem != "" {
+		if pl.ac.Problem() != "" {
 			continue // blocked before any judge: it spends nothing
 		}
 		for _, r := range a.Check(pl.Build(w.uploads)) {
@@ -44,7 +44,7 @@ func (s *Submitter) spendProblems(c *checker, w *window) {
 			switch r.Part {
 			case spend.PartJudges:
 				field = fmt.Sprintf("acs[%d].judges", pl.ac.Index)
-				if len(pl.ac.Judges) == 0 {
+				if len(pl.ac.Judges()) == 0 {
 					at, field = b.Path, "judges"
 				}
 				if r.Reason == spend.ReasonModel {

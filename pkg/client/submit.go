@@ -218,8 +218,8 @@ func (p *Prepared) Jobs(fn func(i int, j Job) error) error {
 // job is the job of pl, its spec built from uploads.
 func (p *Prepared) job(pl *planned, uploads map[string]events.Source) Job {
 	iteration := p.batch.Iteration
-	if pl.ac.Iteration != nil {
-		iteration = *pl.ac.Iteration
+	if pl.ac.Iteration() != nil {
+		iteration = *pl.ac.Iteration()
 	}
 	spec := pl.Build(uploads)
 	// The judge mode is the batch's, for every kind alike.

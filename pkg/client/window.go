@@ -87,14 +87,14 @@ func (p *Prepared) planAC(ctx context.Context, i int) ([]planned, error) {
 		return nil, fmt.Errorf("%s: %s", b.Path, stage.Problem(ac, err.Error()))
 	}
 	if problem, ok := p.blocked[i]; ok {
-		ac = batch.AC{ID: ac.ID, Kind: ac.Kind, Iteration: ac.Iteration, Line: ac.Line, Problem: problem}
-	} else if ac.Problem == "" {
+		ac = batch.AC{ID: ac.ID, Kind: ac.Kind, Line: ac.Line}.WithIteration(ac.Iteration()).WithProblem(problem)
+	} else if ac.Problem() == "" {
 		// A kind that takes no trials or ladder has the entry blocked, naming the key.
 		if why := kind.RefuseRepeats(k, b.RepeatsOf(ac)); why != "" {
-			ac.Problem = stage.Problem(ac, why)
+			ac = ac.WithProblem(stage.Problem(ac, why))
 		} else if why := kind.RefuseDecides(k); why != "" && b.Review != nil && b.Review.Decides {
 			// A kind whose reviews only measure has the entry blocked, naming the key.
-			ac.Problem = stage.Problem(ac, why)
+			ac = ac.WithProblem(stage.Problem(ac, why))
 		}
 	}
 	ps, err := k.Plan(ctx, p.env, ac)

@@ -161,8 +161,11 @@ func TestTooManyJobsRefusedFirst(t *testing.T) {
 }
 
 // TestWindowedPrepareHoldsAWindow: a prepared batch of several windows holds about a
-// window's plans, not the batch's: its live heap grows by under a tenth of what the same
-// batch prepared whole holds.
+// window's plans, not the batch's: its live heap grows by under an eighth of what the same
+// batch prepared whole holds. (It was a tenth while an AC was 232 bytes: the whole
+// batch's plans copy their ACs, and the 144-byte AC brought them from about 830 bytes an
+// AC to 710, while the windowed batch's 55 to 80, most of it the job ids' owner index
+// every window checks against, did not change.)
 func TestWindowedPrepareHoldsAWindow(t *testing.T) {
 	const n = 3000
 	dir := t.TempDir()
@@ -189,8 +192,8 @@ func TestWindowedPrepareHoldsAWindow(t *testing.T) {
 	}
 	whole, windowed := held(0), held(100)
 	t.Logf("prepared and held: whole %d bytes an AC, in windows of 100 %d", whole/n, windowed/n)
-	if windowed*10 > whole {
-		t.Fatalf("windowed Prepare holds %d bytes, the whole batch's %d: want under a tenth", windowed, whole)
+	if windowed*8 > whole {
+		t.Fatalf("windowed Prepare holds %d bytes, the whole batch's %d: want under an eighth", windowed, whole)
 	}
 }
 

@@ -29,8 +29,8 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 	e := entryOf(ac)
 	var names []string
 	switch {
-	case ac.Problem != "":
-		part.Output, spec.Problem = stage.BlockedSource(e.OutputFile, ac.Problem), ac.Problem
+	case ac.Problem() != "":
+		part.Output, spec.Problem = stage.BlockedSource(e.OutputFile, ac.Problem()), ac.Problem()
 	case len(part.Items) == 0 || e.Output == "" && e.OutputFile == "":
 		part.Output = stage.BlockedSource(e.OutputFile, "missing input: a checklist needs a criterion (one item a line) and an output")
 		if len(part.Items) == 0 {

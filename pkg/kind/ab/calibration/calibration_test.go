@@ -45,8 +45,8 @@ func positions(b *batch.Batch, ac batch.AC) string {
 }
 
 func iteration(b *batch.Batch, ac batch.AC) int {
-	if ac.Iteration != nil {
-		return *ac.Iteration
+	if ac.Iteration() != nil {
+		return *ac.Iteration()
 	}
 	return b.Iteration
 }
@@ -69,8 +69,8 @@ func TestShippedSet(t *testing.T) {
 	var acs []BatchAC
 	count := map[string]int{}
 	for _, ac := range b.ACs {
-		if ac.Problem != "" {
-			t.Errorf("%s: %s", ac.ID, ac.Problem)
+		if ac.Problem() != "" {
+			t.Errorf("%s: %s", ac.ID, ac.Problem())
 		}
 		acs = append(acs, BatchAC{ID: ac.ID, Swap: positions(b, ac) == "swap"})
 		pair, ok := e.Pair(ac.ID)

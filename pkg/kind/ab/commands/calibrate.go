@@ -126,8 +126,8 @@ func calibrate(ctx context.Context, w io.Writer, f *calibrateFlags, dir string) 
 	}
 	var acs []calibration.BatchAC
 	for _, ac := range b.ACs {
-		if ac.Problem != "" {
-			return cli.Exit(2, fmt.Errorf("calibration set: %s", ac.Problem))
+		if ac.Problem() != "" {
+			return cli.Exit(2, fmt.Errorf("calibration set: %s", ac.Problem()))
 		}
 		e, _ := ac.Part.(*ab.Entry)
 		d, _ := b.Part(string(events.KindAB)).(*ab.Defaults)

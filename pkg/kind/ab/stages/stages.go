@@ -83,7 +83,7 @@ func (Kind) Plan(_ context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Pl
 	v, verr := env.Once("ab.verify", func() (any, error) { return LoadVerifyMap(b) })
 	verify, _ := v.(map[string]ab.Pair)
 	spec := events.JobSpec{Kind: events.KindAB, ACID: ac.ID, Criterion: ac.Criterion}
-	as := &ab.Spec{Threshold: t.(float64), Positions: firstNonEmpty(ab.PositionsOf(entryOf(ac), defaultsOf(b)), "single"), Judges: ac.Judges}
+	as := &ab.Spec{Threshold: t.(float64), Positions: firstNonEmpty(ab.PositionsOf(entryOf(ac), defaultsOf(b)), "single"), Judges: ac.Judges()}
 	if len(as.Judges) == 0 {
 		as.Judges = b.Judges
 	}
@@ -97,7 +97,7 @@ func (Kind) Plan(_ context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.Pl
 	}
 	// problem is what is wrong with the entry itself; the job carries it as its Problem
 	// (the renderer blocks with it as it is) and on its sources.
-	problem := ac.Problem
+	problem := ac.Problem()
 	if problem == "" && verr != nil {
 		problem = "verify map unusable: " + verr.Error()
 	}

@@ -30,7 +30,7 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 	e := entryOf(ac)
 	cs := &critic.Spec{Task: e.Task}
 	var names []string
-	switch problem := ac.Problem; {
+	switch problem := ac.Problem(); {
 	case problem != "":
 		cs.Output = stage.BlockedSource(e.OutputFile, problem)
 		spec.Problem = problem

@@ -39,7 +39,7 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 	e, d := entryOf(ac), defaultsOf(b)
 	es := &equivalence.Spec{Variant: cmp.Or(e.Variant, events.VariantSkill), Round: max(e.Round, 1),
 		MinCases: firstPositive(e.MinCases, d.MinCases, equivalence.DefaultMinCases), RunnerModel: cmp.Or(e.RunnerModel, d.RunnerModel)}
-	problem := ac.Problem
+	problem := ac.Problem()
 	cases, cerr := loadCases(ctx, b, ac)
 	if problem == "" && cerr != nil {
 		problem = stage.Problem(ac, cerr.Error())

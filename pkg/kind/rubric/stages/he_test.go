@@ -125,13 +125,13 @@ func TestPlanSelectsTargetsAndViews(t *testing.T) {
 		}
 		return out
 	}
-	if got := ids(planTemplate(t, batch.AC{Targets: []string{"list"}}, nil)); len(got) != 4 {
+	if got := ids(planTemplate(t, batch.AC{}.WithTargets([]string{"list"}), nil)); len(got) != 4 {
 		t.Fatalf("--target list: %v", got)
 	}
-	if got := ids(planTemplate(t, batch.AC{Views: []string{"example--list--empty--dark"}}, nil)); !reflect.DeepEqual(got, []string{"example--list--empty--dark"}) {
+	if got := ids(planTemplate(t, batch.AC{}.WithViews([]string{"example--list--empty--dark"}), nil)); !reflect.DeepEqual(got, []string{"example--list--empty--dark"}) {
 		t.Fatalf("--ac view: %v", got)
 	}
-	got := planTemplate(t, batch.AC{Targets: []string{"detail"}}, nil)
+	got := planTemplate(t, batch.AC{}.WithTargets([]string{"detail"}), nil)
 	if len(got) != 1 || !strings.Contains(rubricwire.SpecOf(got[0].KindPart).Blocked, "leaves no view") {
 		t.Fatalf("a target the feature lacks: %+v", got)
 	}

@@ -46,8 +46,8 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 		spec := events.JobSpec{Kind: events.KindRubric, ACID: ac.ID, KindPart: &rubricwire.Spec{Blocked: reason}, Problem: reason}
 		return []stage.Plan{{JobID: ac.ID, Build: func(map[string]events.Source) events.JobSpec { return spec }}}
 	}
-	if ac.Problem != "" {
-		return entryBlocked(ac.Problem), nil
+	if ac.Problem() != "" {
+		return entryBlocked(ac.Problem()), nil
 	}
 	e := entryOf(ac)
 	if e.Spec == "" {
@@ -140,7 +140,7 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 	specFile := batchRelative(b.Dir, filepath.Join(f.Dir, argus.SpecFile))
 	var out []stage.Plan
 	for _, t := range f.Spec.Targets {
-		if len(ac.Targets) > 0 && !slices.Contains(ac.Targets, t.ID) {
+		if len(ac.Targets()) > 0 && !slices.Contains(ac.Targets(), t.ID) {
 			continue
 		}
 		route, rerr := resolveRoute(env, f, f.Spec.Adapter, t.Route)
@@ -159,7 +159,7 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 		}
 		for _, v := range t.Views() {
 			jobID := ViewJobID(ac.ID, v)
-			if len(ac.Views) > 0 && !slices.Contains(ac.Views, jobID) {
+			if len(ac.Views()) > 0 && !slices.Contains(ac.Views(), jobID) {
 				continue
 			}
 			spec := base
@@ -183,8 +183,8 @@ func (Kind) Plan(ctx context.Context, env *stage.PlanEnv, ac batch.AC) ([]stage.
 		}
 	}
 	if len(out) == 0 {
-		if len(ac.Targets) > 0 || len(ac.Views) > 0 {
-			return blocked(fmt.Sprintf("the run's selection (targets %v, views %v) leaves no view of feature %s", ac.Targets, ac.Views, f.Spec.Feature)), nil
+		if len(ac.Targets()) > 0 || len(ac.Views()) > 0 {
+			return blocked(fmt.Sprintf("the run's selection (targets %v, views %v) leaves no view of feature %s", ac.Targets(), ac.Views(), f.Spec.Feature)), nil
 		}
 		return blocked("invalid spec: no views to judge"), nil
 	}
