@@ -87,8 +87,8 @@ func search(es []entry, key *[32]byte) (int, bool) {
 	kp := binary.BigEndian.Uint64(key[:8])
 	lv := kp &^ (1<<56 - 1)
 	hv := lv | (1<<56 - 1)
-	for range 5 {
-		if hi-lo < 16 || hv <= lv || kp < lv || kp > hv {
+	for range 6 {
+		if hi-lo < 8 || hv <= lv || kp < lv || kp > hv {
 			break
 		}
 		pos := lo + int(float64(kp-lv)/float64(hv-lv)*float64(hi-lo-1))
@@ -262,9 +262,12 @@ func (sh *shard) merge() {
 	run := make([]entry, 0, len(sh.run)-sh.dead+len(sh.recent))
 	i := 0
 	for j := range sh.recent {
-		// Searched in the whole run, where the guess from the key is good; the
-		// positions only grow, as the recent entries are sorted.
-		k, _ := search(sh.run, &sh.recent[j].key)
+		// A forward scan, not a search per recent entry: the stretch it passes is
+		// copied next anyway, so it reads no line the copy would not.
+		k := i
+		for k < len(sh.run) && cmpKey(&sh.run[k].key, &sh.recent[j].key) < 0 {
+			k++
+		}
 		run = sh.appendLive(run, sh.run[i:k])
 		run = append(run, sh.recent[j])
 		i = k
