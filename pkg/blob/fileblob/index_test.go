@@ -176,7 +176,8 @@ func BenchmarkPackGet(b *testing.B) {
 // TestIndexAgainstMap runs interleaved inserts, replacements (some with locations too
 // wide for an entry), deletes and lookups against the index and a plain map, comparing
 // them after every step and in full now and then. The keys crowd into four shards so
-// that runs grow, merge and carry dead entries.
+// that runs grow, merge and carry dead entries, and a fifth share bytes 1-4, so that
+// fences tie.
 func TestIndexAgainstMap(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(29, 5))
@@ -186,6 +187,9 @@ func TestIndexAgainstMap(t *testing.T) {
 	for i := range pool {
 		pool[i] = synthKey(i)
 		pool[i][0] = byte(rng.IntN(4))
+		if i%5 == 0 { // keys whose fences tie
+			copy(pool[i][1:5], "fence")
+		}
 	}
 	randLoc := func() loc {
 		l := loc{off: rng.Int64N(64 << 20), size: rng.Uint32(), pack: rng.Uint32N(100), mt: rng.Uint32N(8)}
@@ -250,6 +254,14 @@ func TestIndexAgainstMap(t *testing.T) {
 				for _, es := range [][]entry{sh.run, sh.recent} {
 					if !slices.IsSortedFunc(es, func(a, b entry) int { return bytes.Compare(a.key[:], b.key[:]) }) {
 						t.Fatalf("step %d: shard %d is not sorted", step, s)
+					}
+				}
+				if len(sh.fence) != (len(sh.run)+fenceEvery-1)/fenceEvery {
+					t.Fatalf("step %d: shard %d has %d fences for %d entries", step, s, len(sh.fence), len(sh.run))
+				}
+				for b, f := range sh.fence {
+					if f != binary.BigEndian.Uint32(sh.run[b*fenceEvery].key[1:5]) {
+						t.Fatalf("step %d: shard %d: fence %d is stale", step, s, b)
 					}
 				}
 			}
