@@ -10,18 +10,19 @@ import (
 // every packed object of a batch (3,000,000 and more at 1,000,000 ACs), so it is built
 // for bytes per entry: a Go map of [32]byte to loc cost about 134 B an object (buckets
 // of 56 B slots, kept below full, doubling as it grows); this keeps 44 B entries in
-// sorted slices, about 46 B an object.
+// sorted slices, about 47 B an object.
 //
 // The entries are spread over 256 shards by the digest's first byte (digests are
 // uniform, so the shards stay even). Each shard has a run, sorted and allocated to its
 // exact length, and a small sorted slice of recent entries; when the recent ones reach
 // about √(2 × run), the shard merges them into a new run. That keeps an insert's
 // copying near its optimum (half the recent slice moved per insert, the run's copy
-// amortised over the recent ones), a lookup at two searches of sorted slices (see
-// search), and what a merge allocates besides the index at one shard's run: 0.5 MiB at
-// 3,000,000 entries, where one sorted slice would have needed a second copy of
-// everything (130 MiB) at each merge. A deleted entry of a run is marked dead in place (a prune deletes thousands)
-// and dropped at the shard's next merge, which comes at once when half the run is dead.
+// amortised over the recent ones), a lookup at a search of the run's fences, of one
+// block of the run and of the recent slice, and what a merge allocates besides the
+// index at one shard's run: 0.5 MiB at 3,000,000 entries, where one sorted slice would
+// have needed a second copy of everything (130 MiB) at each merge. A deleted entry of
+// a run is marked dead in place (a prune deletes thousands) and dropped at the shard's
+// next merge, which comes at once when half the run is dead.
 //
 // An entry holds a record's offset and size as uint32 and its pack and media type in
 // 18 and 14 bits. A Store's own packs stop at packCap (64 MiB), so offsets fit with
@@ -79,10 +80,10 @@ func (e *entry) loc() loc {
 	return loc{off: int64(e.off), size: e.size, pack: e.pm >> mtBits, mt: e.pm & (1<<mtBits - 1)}
 }
 
-// search returns where key is or would be in es, and whether it is there. Digests are
-// uniform, so it interpolates first: a guess from the key's first 8 bytes lands within
-// a few entries of the key, where a plain binary search would touch a dozen cache lines
-// of a 3,900-entry run. The guesses are bounded, so keys that are not uniform (a
+// search returns where key is or would be in es (a shard's recent slice), and whether
+// it is there. Digests are uniform, so it interpolates first: a guess from the key's
+// first 8 bytes lands within a few entries of the key, in fewer cache lines than a
+// binary search probes. The guesses are bounded, so keys that are not uniform (a
 // foreign pack's records are not verified until read) cost a binary search at most.
 func search(es []entry, key *[32]byte) (int, bool) {
 	lo, hi := 0, len(es)
