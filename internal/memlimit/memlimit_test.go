@@ -13,15 +13,15 @@ func TestForNeverBelowTheLiveHeap(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct{ base, live, want int64 }{
 		{640 * mib, 100 * mib, 640 * mib}, // room enough: the base
-		{640 * mib, 426 * mib, 640 * mib},
-		{640 * mib, 600 * mib, 900 * mib},   // near the base: headroom over the live heap
-		{640 * mib, 1000 * mib, 1500 * mib}, // past it: the collector is never starved
+		{640 * mib, 320 * mib, 640 * mib},
+		{640 * mib, 400 * mib, 800 * mib},   // near the base: headroom over the live heap
+		{640 * mib, 1000 * mib, 2000 * mib}, // past it: the collector is never starved
 	} {
 		if got := For(c.base, c.live); got != c.want {
 			t.Errorf("For(%d MiB, %d MiB) = %d MiB, want %d MiB", c.base/mib, c.live/mib, got/mib, c.want/mib)
 		}
-		if got := For(c.base, c.live); got < c.live+c.live/2 && got != c.base {
-			t.Errorf("For(%d, %d) leaves less than half the live heap to collect into", c.base, c.live)
+		if got := For(c.base, c.live); got < 2*c.live && got != c.base {
+			t.Errorf("For(%d, %d) leaves less than the live heap to collect into", c.base, c.live)
 		}
 	}
 }
