@@ -14,6 +14,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/tribunal-dev/tribunal/internal/memlimit"
 	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/records"
@@ -104,7 +105,7 @@ neither the stream nor the state knows included).`,
 			}
 			defer env.close()
 			f.Stream = conn.stream
-			applyMemoryLimit(auditMemoryLimit)
+			memlimit.Follow(cmd.Context(), auditMemoryLimit, memlimit.Audit)
 			if jobID != "" {
 				return auditJob(cmd, env, f, jobID, asJSON, noState)
 			}

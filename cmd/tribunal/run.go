@@ -610,12 +610,12 @@ func (e *embedded) published(ctx context.Context) (*bus.Published, error) {
 // every job back at once, inside 1 GiB. GOMEMLIMIT overrides it.
 const defaultMemoryLimit = 640 << 20
 
-// applyMemoryLimit sets the soft memory limit unless GOMEMLIMIT already did, and raises
-// it with the live heap for as long as the process runs (memlimit.Follow): a fixed limit
-// below the live heap of a larger batch than it was sized for keeps the collector
-// running back to back.
+// applyMemoryLimit sets the all-in-one mode's soft memory limit unless GOMEMLIMIT
+// already did, and raises it with the live heap for as long as the process runs
+// (memlimit.Follow): a fixed limit below the live heap of a larger batch than it was
+// sized for keeps the collector running back to back.
 func applyMemoryLimit(limit int64) {
-	memlimit.Follow(context.Background(), limit)
+	memlimit.Follow(context.Background(), limit, memlimit.Pipeline)
 }
 
 func startEmbedded(ctx context.Context, dataDir string, ephemeral bool, blobURL string, concurrency int, jf *judgeFlags, fetch artifact.FetchOptions, sensors *renderer.Sensors, gates *command.Gates) (*embedded, error) {

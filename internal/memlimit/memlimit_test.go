@@ -11,17 +11,22 @@ import (
 
 func TestForNeverBelowTheLiveHeap(t *testing.T) {
 	const mib = 1 << 20
-	for _, c := range []struct{ base, live, want int64 }{
-		{640 * mib, 100 * mib, 640 * mib}, // room enough: the base
-		{640 * mib, 320 * mib, 640 * mib},
-		{640 * mib, 400 * mib, 800 * mib},   // near the base: headroom over the live heap
-		{640 * mib, 1000 * mib, 2000 * mib}, // past it: the collector is never starved
+	for _, c := range []struct {
+		base, live, want int64
+		headroom         int
+	}{
+		{640 * mib, 100 * mib, 640 * mib, Pipeline}, // room enough: the base
+		{640 * mib, 320 * mib, 640 * mib, Pipeline},
+		{640 * mib, 400 * mib, 800 * mib, Pipeline},   // near the base: headroom over the live heap
+		{640 * mib, 1000 * mib, 2000 * mib, Pipeline}, // past it: the collector is never starved
+		{384 * mib, 300 * mib, 384 * mib, Audit},      // the audit keeps its tight base
+		{384 * mib, 400 * mib, 500 * mib, Audit},
 	} {
-		if got := For(c.base, c.live); got != c.want {
+		if got := For(c.base, c.live, c.headroom); got != c.want {
 			t.Errorf("For(%d MiB, %d MiB) = %d MiB, want %d MiB", c.base/mib, c.live/mib, got/mib, c.want/mib)
 		}
-		if got := For(c.base, c.live); got < 2*c.live && got != c.base {
-			t.Errorf("For(%d, %d) leaves less than the live heap to collect into", c.base, c.live)
+		if got := For(c.base, c.live, c.headroom); got < c.live+c.live*int64(c.headroom)/100 && got != c.base {
+			t.Errorf("For(%d, %d, %d) leaves less than its headroom to collect into", c.base, c.live, c.headroom)
 		}
 	}
 }
@@ -49,7 +54,7 @@ func TestFollowRaisesTheLimitOverALargeHeap(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	Follow(ctx, base)
+	Follow(ctx, base, Audit)
 	if got := Current(); got < base {
 		t.Fatalf("limit %d after Follow, want at least the base %d", got, base)
 	}
@@ -68,7 +73,7 @@ func TestOperatorLimitStands(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "1GiB")
 	prev := debug.SetMemoryLimit(math.MaxInt64 - 1)
 	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
-	Follow(context.Background(), 16<<20)
+	Follow(context.Background(), 16<<20, Pipeline)
 	if got := Current(); got != math.MaxInt64-1 {
 		t.Fatalf("limit %d with GOMEMLIMIT set, want it untouched", got)
 	}
