@@ -574,31 +574,38 @@ func (e *embedded) start(ctx context.Context, s services) error {
 }
 
 // localDuplicateWindow is the duplicate window of the state folder's stream
-// (bus.LocalDuplicateWindow); tests shorten it.
-var localDuplicateWindow = bus.LocalDuplicateWindow()
+// (bus.LocalDuplicateWindow), and localHorizon how long its services' publisher keeps
+// the ids it has stored (bus.LocalHorizon); tests shorten them.
+var (
+	localDuplicateWindow = bus.LocalDuplicateWindow()
+	localHorizon         = bus.LocalHorizon()
+)
 
 // localBus is the configuration of the state folder's stream, which every command that
 // opens the folder provisions alike: the defaults, but a duplicate window of minutes,
-// not hours, so the server holds the ids of a few minutes of a batch rather than all of
-// a large one's (about 0.6 KB per AC). A restart after a longer stop is covered by the
-// tail's ids instead (published).
+// not hours. The folder is locked (lockState) for the one process whose embedded server
+// runs on it, so that process's services' publisher is the stream's only one while it
+// runs (view steps aside for any other command), and it keeps the ids it stored for the
+// redelivery horizon itself (published): the server's window covers only a resend of a
+// send whose ack never came (bus.LocalDuplicateWindow).
 func localBus() bus.Config { return bus.Config{DuplicateWindow: localDuplicateWindow} }
 
-// published reads the ids of the state folder's stream's tail, for the services' publisher
-// to take as already published for one window (bus.ReadPublished, bus.AlreadyPublished):
-// the messages handed back or in flight when the folder's last process stopped are
-// redelivered now, however long after, and their handlers publish again what they had.
+// published reads the ids of the state folder's stream's tail, the initial content of the
+// index of stored ids the services' publisher keeps for the horizon (bus.ReadPublished,
+// bus.AlreadyPublished): the messages handed back or in flight when the folder's last
+// process stopped are redelivered now, however long after, and their handlers publish
+// again what they had; the handlers of this process's own redeliveries, what it stored.
 func (e *embedded) published(ctx context.Context) (*bus.Published, error) {
 	js, err := jetstream.New(e.nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	start := time.Now()
-	set, err := bus.ReadPublished(ctx, js, localStream, localDuplicateWindow)
+	set, err := bus.ReadPublished(ctx, js, localStream, localHorizon)
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
-	slog.Info("state: restored the message ids of the stream's tail", "ids", set.Len(), "window", localDuplicateWindow, "took", time.Since(start).Round(time.Millisecond))
+	slog.Info("state: restored the message ids of the stream's tail", "ids", set.Len(), "horizon", localHorizon, "took", time.Since(start).Round(time.Millisecond))
 	return set, nil
 }
 

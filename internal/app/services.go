@@ -99,9 +99,11 @@ type Options struct {
 	// to ShutdownGrace plus the time to hand back what was cancelled.
 	CloseTimeout time.Duration
 	// Published, when set, are ids the stream held when this process started (its tail,
-	// bus.ReadPublished), which the services' publisher takes as already published for
-	// one window (bus.AlreadyPublished): the all-in-one mode's, whose duplicate window is
-	// shorter than the time it can stay stopped.
+	// bus.ReadPublished; or none, bus.NewPublished), the initial content of the index of
+	// stored ids the services' publisher keeps for Published.Window (bus.AlreadyPublished):
+	// the all-in-one mode's, whose stream has this one publisher and a server-side
+	// duplicate window shorter than both the redelivery horizon and the time it can stay
+	// stopped.
 	Published *bus.Published
 	// JudgeModes, when set, is the judge's modes: whether its calls go to the provider
 	// one by one (direct) or gathered into its batch API (pkg/judge/batchmode), by

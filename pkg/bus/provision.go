@@ -129,7 +129,7 @@ const DefaultDuplicateWindow = 2 * time.Hour
 // RedeliveryHorizon is how long after an event is first stored a live process can
 // publish it again, for the stream and consumers of cfg and the publisher's and routers'
 // defaults: the duplicate window that drops every copy a redelivery makes, short of a
-// restart (AlreadyPublished covers that).
+// restart (AlreadyPublished covers that, and in the all-in-one mode covers it instead).
 //
 // An output stored in one delivery of its input is published again only by a later
 // delivery of that input, and there are at most MaxDeliver of them. Each delivery's
@@ -155,15 +155,32 @@ func RedeliveryHorizon(cfg Config) time.Duration {
 	return deliveries*(PublishTimeout+retries) + (deliveries-1)*max(cfg.AckWait, defaultNakMax)
 }
 
-// LocalDuplicateWindow is the all-in-one mode's duplicate window: the live redelivery
-// horizon of the default configuration (RedeliveryHorizon, 452.4 s) rounded up to whole
-// minutes, 8 minutes. Its stream is read by one process, which at a restart hands the
-// services' publisher the ids of the stream's tail (ReadPublished, AlreadyPublished), so
-// no window needs to outlast the time it stays stopped, and the server holds the ids of
-// 8 minutes of the batch instead of all of them (about 0.6 KB per AC).
-func LocalDuplicateWindow() time.Duration {
+// LocalHorizon is how long the all-in-one mode's publisher keeps the ids it has stored
+// (AlreadyPublished) and how far back a restart reads the stream's tail (ReadPublished):
+// the live redelivery horizon of the default configuration (RedeliveryHorizon, 452.4 s)
+// rounded up to whole minutes, 8 minutes.
+func LocalHorizon() time.Duration {
 	return RedeliveryHorizon(Config{}).Truncate(time.Minute) + time.Minute
 }
+
+// LocalDuplicateWindow is the all-in-one mode's server-side duplicate window. Its stream
+// has one publisher at a time: every command that publishes to it (run, the external
+// judge's, view's and the local readers' aggregator) holds the state folder's lock
+// (cmd/tribunal lockState) while its embedded server runs. That publisher keeps the ids
+// it has stored for the whole horizon itself (AlreadyPublished, LocalHorizon), pointer-free,
+// so the server's window is left only what the publisher cannot know: a send whose ack
+// never came back (lost, or the Publish gave up waiting) and the later sends of the same
+// id. Those come from one delivery of the handler: one Publish resends under its ids for
+// at most PublishTimeout (30 s), and the router runs the handler again twice in process,
+// 100 and 200 ms later, so the sends of one delivery span at most 3 x 30.3 s = 90.9 s; a
+// later delivery starts only after this one's handler failed, and publishes
+// again what the index holds once any of those sends was acked. Concurrent handlers of
+// one input do not happen: a handler running longer than AckWait extends it (the
+// subscriber's InProgress), so the server does not hand its message to another. Two
+// minutes covers the 90.9 s with a margin, and the server holds the ids of 2 minutes of
+// a batch instead of 8 (about 150 B each, pointer-rich: the collector marks them on
+// every cycle).
+func LocalDuplicateWindow() time.Duration { return 2 * time.Minute }
 
 // ConsumerName is the durable consumer of a service.
 func ConsumerName(service string) string { return "tribunal-" + service }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,9 +30,14 @@ func TestRedeliveryHorizonCoversAckWaitAndPublishTimeout(t *testing.T) {
 			t.Errorf("%+v: horizon %s under one publish timeout", cfg, h)
 		}
 	}
-	local, horizon := bus.LocalDuplicateWindow(), bus.RedeliveryHorizon(bus.Config{})
+	local, horizon := bus.LocalHorizon(), bus.RedeliveryHorizon(bus.Config{})
 	if local < horizon || local > horizon+time.Minute || local >= bus.DefaultDuplicateWindow {
-		t.Errorf("all-in-one window %s for a horizon of %s (default window %s)", local, horizon, bus.DefaultDuplicateWindow)
+		t.Errorf("all-in-one horizon %s for a horizon of %s (default window %s)", local, horizon, bus.DefaultDuplicateWindow)
+	}
+	// The server's window covers one delivery's sends: a Publish and the router's two
+	// in-process retries of the handler, and stays under the horizon the publisher covers.
+	if w := bus.LocalDuplicateWindow(); w < 3*(bus.PublishTimeout+300*time.Millisecond) || w >= local {
+		t.Errorf("all-in-one server window %s: want one delivery's sends (3 x %s) and under the horizon %s", w, bus.PublishTimeout, local)
 	}
 }
 
@@ -195,5 +201,82 @@ func TestSettledStreamRestoresNothing(t *testing.T) {
 	set, err = bus.ReadPublished(ctxT(t), js, "TRIBUNAL", time.Second)
 	if err != nil || set.Len() != 2 {
 		t.Fatalf("a message pending: %d ids restored, %v, want 2", set.Len(), err)
+	}
+}
+
+// TestPublisherKeepsItsIDsPastTheServerWindow: with the publisher's own index of stored
+// ids (AlreadyPublished, here starting empty), the same ids published again after the
+// server's window (1 s) has passed, as a redelivered handler publishes them, store no
+// copy, event ids and others alike; an id reused for another event still fails; without
+// the index every copy is stored, which is what the index is there for; and an id is
+// dropped from it one horizon after it was stored.
+func TestPublisherKeepsItsIDsPastTheServerWindow(t *testing.T) {
+	const n, window = 20, time.Second
+	_, js := startStored(t, t.TempDir(), bus.Config{DuplicateWindow: window})
+	batch := func() []events.Event {
+		var out []events.Event
+		for i := range n {
+			out = append(out, renderEvent(fmt.Sprintf("AC-%d", i)))
+		}
+		return out
+	}
+	// An id that is no event id (32 hex digits) takes the index's other path.
+	raw := func() *message.Message {
+		m := message.NewMessage("not-an-event-id", []byte("raw"))
+		m.Metadata.Set(bus.MetaSubject, "tribunal."+testTenant+".render.requested")
+		return m
+	}
+	stored := func() uint64 {
+		st, err := js.Stream(ctxT(t), "TRIBUNAL")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().State.Msgs
+	}
+	live := bus.NewPublisher(js, bus.AlreadyPublished(bus.NewPublished("TRIBUNAL", time.Minute)))
+	evs := batch()
+	if err := live.PublishEvents(evs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := live.Publish("", raw()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(window + 500*time.Millisecond)
+
+	if err := live.PublishEvents(batch()...); err != nil {
+		t.Fatalf("republish past the server's window: %v", err)
+	}
+	if err := live.Publish("", raw()); err != nil {
+		t.Fatalf("republish of the raw message: %v", err)
+	}
+	if got := stored(); got != n+1 {
+		t.Fatalf("%d messages stored after the republish, want %d: no copy", got, n+1)
+	}
+	forged := renderEvent("AC-99")
+	forged.ID = evs[0].ID
+	if err := live.PublishEvents(forged); !errors.Is(err, bus.ErrDuplicateMismatch) {
+		t.Fatalf("another event under a stored id: %v, want ErrDuplicateMismatch", err)
+	}
+
+	// Switched off, the same republish stores every copy: the server forgot the ids.
+	if err := bus.NewPublisher(js).PublishEvents(batch()...); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); got != 2*n+1 {
+		t.Fatalf("%d messages stored after the republish without the index, want %d", got, 2*n+1)
+	}
+
+	// A horizon of 1 s: an id is dropped within one horizon and an eighth of its store.
+	short := bus.NewPublisher(js, bus.AlreadyPublished(bus.NewPublished("TRIBUNAL", time.Second)))
+	ev := renderEvent("AC-short")
+	if err := short.PublishEvents(ev); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if err := short.PublishEvents(renderEvent("AC-short")); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); got != 2*n+3 {
+		t.Fatalf("%d messages stored, want %d: the id must be dropped after the horizon", got, 2*n+3)
 	}
 }
