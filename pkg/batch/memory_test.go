@@ -38,9 +38,6 @@ func liveHeap() float64 {
 // TestHeldBatchPerAC: a parsed 200,000-AC bench batch keeps under maxHeldPerAC bytes of
 // live heap per AC once the file and the parser's trees are gone.
 func TestHeldBatchPerAC(t *testing.T) {
-	if testing.Short() {
-		t.Skip("parses a 200,000-AC batch")
-	}
 	const n = 200_000
 	before := liveHeap()
 	data := benchBatch(n)
