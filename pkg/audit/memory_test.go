@@ -9,13 +9,18 @@ import (
 )
 
 // maxRetainedPerJob is what the audit may keep of each job it audited, for the key-value
-// comparison that follows it (docs/architecture.md, the audit): an entry per logical
-// step (16 bytes and the map's own) and where its final record is in the spill file
-// (rulebook.Memory.SpillDir), never the events' bytes nor the records themselves. About
-// 690 bytes are kept; the records held compressed in memory kept about 1,010 (1,080
-// over batches of 500 and 2,000), and the cancels' scan of the first read, kept alive
-// by a pointer into it, 310 more (1,392): this bound fails both.
-const maxRetainedPerJob = 850
+// comparison that follows it (docs/architecture.md, the audit): never the events' bytes
+// nor the records themselves. About 540 bytes are kept, over batches of 2,000 and 8,000
+// jobs: the steps' entries about 430 (auditor.steps, about 6 a job, 16 bytes each and
+// the map's own, and the digests the chains name, auditor.linked), the seq of each job's
+// submission about 55 (simBatch.submitted, a map by job id) and rulebook.Memory's about
+// 42, without a pointer (its key index's word, 11 to 21 bytes, where its final record is
+// in the spill file, 8, its place in the batch's order with its index, 16, a bit for its
+// final index). Memory kept about 190 while it indexed its spilled records by key
+// string (690 in all), the records held compressed in memory about 1,010 in all (1,080
+// over batches of 500 and 2,000), and the cancels' scan of the first read, kept alive by
+// a pointer into it, 310 more (1,392): this bound fails each.
+const maxRetainedPerJob = 600
 
 // retained audits an honest batch of n ab jobs and returns the heap the audit still
 // holds at its end, and the stream's bytes per job.

@@ -204,13 +204,19 @@ func CheckState(rep *Report, h *records.Batch, recs []*records.Job) {
 	c.finish()
 }
 
-// stateCheck compares one batch's state with the replay.
+// stateCheck compares one batch's state with the replay, in one pass over the state's
+// job records, each compared with its re-derived record read back by key
+// (rulebook.Memory.JobPlace); what it keeps of a job is the bit of its place that says it
+// was met, so that the jobs the state holds no record of are found without reading
+// every re-derived record a second time.
 type stateCheck struct {
-	ctx  context.Context
-	rep  *Report
-	st   *auditState
-	bk   batchKey
-	seen map[string]bool
+	ctx context.Context
+	rep *Report
+	st  *auditState
+	bk  batchKey
+	// seen are the places (rulebook.Place) of the batch's jobs whose record the state
+	// holds, a bit each.
+	seen []uint64
 	// unreplayed is the index in rep.Mismatches of the finding of a header the replay
 	// holds no event of (-1: none), orphans the job records counted in it, hint what it
 	// says last, of where the events went.
@@ -225,7 +231,7 @@ func newStateCheck(ctx context.Context, rep *Report, tenant, batch string) *stat
 		st = &auditState{mem: &rulebook.Memory{}, audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}}
 	}
 	st = st.of(batchKey{tenant, batch})
-	return &stateCheck{ctx: ctx, rep: rep, st: st, bk: batchKey{tenant, batch}, seen: map[string]bool{}, unreplayed: -1}
+	return &stateCheck{ctx: ctx, rep: rep, st: st, bk: batchKey{tenant, batch}, unreplayed: -1}
 }
 
 func (c *stateCheck) add(m Mismatch) { c.rep.Mismatches = append(c.rep.Mismatches, m) }
@@ -420,11 +426,20 @@ func (c *stateCheck) job(r *records.Job) {
 		c.orphans++
 		return
 	}
-	c.seen[r.ACID] = true
 	m := Mismatch{Tenant: r.Tenant, Batch: r.Batch, Job: r.ACID, EventType: "job record"}
 	var derived []byte
 	if c.st.audited[c.bk] {
-		derived = c.st.mem.JobJSON(r.Tenant, r.Batch, r.ACID)
+		var p rulebook.Place
+		var ok bool
+		derived, p, ok = c.st.mem.JobPlace(r.Tenant, r.Batch, r.ACID)
+		if r.Tenant != c.bk.tenant || r.Batch != c.bk.batch {
+			// A record under this batch's keys that names another batch: what it says
+			// is compared with that batch's job, and it stands for the job of its id here.
+			_, p, ok = c.st.mem.JobPlace(c.bk.tenant, c.bk.batch, r.ACID)
+		}
+		if ok {
+			c.see(p)
+		}
 	}
 	if derived == nil {
 		c.add(with(m, KindMissing, "job.submitted", "", "").withDetail("the aggregator holds a record of a job the replay never submits"))
@@ -476,12 +491,13 @@ func (c *stateCheck) finish() {
 		return
 	}
 	missing := 0
-	c.st.mem.EachJob(c.bk.tenant, c.bk.batch, func(j *records.Job) {
-		if c.seen[j.ACID] {
+	c.st.mem.EachPlace(c.bk.tenant, c.bk.batch, func(p rulebook.Place) {
+		if c.saw(p) {
 			return
 		}
 		missing++
 		if missing <= maxStateFindings {
+			j := c.st.mem.JobAt(p)
 			c.add(Mismatch{Kind: KindMissing, Tenant: j.Tenant, Batch: j.Batch, Job: j.ACID, EventType: "job record", Field: "record",
 				Detail: "the key-value state holds no record of a job the events submit"})
 		}
@@ -490,6 +506,19 @@ func (c *stateCheck) finish() {
 		c.add(Mismatch{Kind: KindMissing, Tenant: c.bk.tenant, Batch: c.bk.batch, EventType: "job record", Field: "record",
 			Detail: fmt.Sprintf("and %d more jobs without a record", missing-maxStateFindings)})
 	}
+}
+
+// see marks the job at place p as one the state holds a record of.
+func (c *stateCheck) see(p rulebook.Place) {
+	if w := int(p / 64); w >= len(c.seen) {
+		c.seen = append(c.seen, make([]uint64, w+1-len(c.seen))...)
+	}
+	c.seen[p/64] |= 1 << (p % 64)
+}
+
+// saw reports whether see marked place p.
+func (c *stateCheck) saw(p rulebook.Place) bool {
+	return int(p/64) < len(c.seen) && c.seen[p/64]&(1<<(p%64)) != 0
 }
 
 // compareLinks names the event behind each differing link of a job's chain.

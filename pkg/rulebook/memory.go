@@ -22,8 +22,10 @@ import (
 // decoded when a rule or a reader needs one, so replaying a 100,000-job batch holds about
 // half a kilobyte per job rather than 100,000 decoded records; a completion folds its
 // jobs (Fold) when it happens. With SpillDir, a final record (which the rules change
-// again only on a redrive or a person's review) leaves memory for a file, and what is
-// held per job is its key and where the file has it.
+// again only on a redrive or a person's review) leaves memory for a file with its key,
+// and what is held per job is a few words without a pointer (about 40 bytes, see
+// jobIndex): no key string, so neither the heap nor the collector's work grows with the
+// jobs replayed but for those words.
 type Memory struct {
 	// Now is the aggregator's clock (time.Now when nil).
 	Now func() time.Time
@@ -49,10 +51,13 @@ type Memory struct {
 	// holds them after the input that completed it (events.BatchCompleted.ReviewSeqs).
 	BeforeComplete func(tenant, batch string, attempt int)
 
-	// jobs are the records held in memory, spilled those written to the spill file;
-	// a record is in one of the two.
-	jobs    map[string][]byte
-	spilled map[string]spillAt
+	// index finds a job's place (its number, from 0, in the order jobs were first
+	// stored) by key; at is where each place's record is: spilled (spillAt.pack) or, for
+	// 0, held, with its key, in memory. A record is in one of the two.
+	index   jobIndex
+	at      []uint64
+	held    map[uint32]heldJob
+	spilled int
 	spill   *spillFile
 	codec   dictzstd.Codec
 	states  map[string][]byte
@@ -65,7 +70,7 @@ type memBatch struct {
 	header records.Batch
 	// order are the batch's jobs in the order they were recorded.
 	order []memJob
-	final map[int]bool
+	final finals
 	// inRange counts the final indices within [0, counted), counted the size they were
 	// counted against: a job's outcome then counts in constant time.
 	inRange, counted int
@@ -73,9 +78,17 @@ type memBatch struct {
 	completed int
 }
 
+// memJob is a job of a batch's order: its index in the batch (what the completion's fold
+// sorts by) and its place, which names its record and key.
 type memJob struct {
-	key   string
 	index int
+	place uint32
+}
+
+// heldJob is a record held in memory: its key and its encoded bytes.
+type heldJob struct {
+	key string
+	enc []byte
 }
 
 // Completion is a batch's completion as the completing aggregator saw it: the job whose
@@ -93,10 +106,10 @@ type Completion struct {
 func (c *Completion) Fold() *Fold { return c.fold }
 
 func (m *Memory) init() {
-	if m.jobs == nil {
+	if m.held == nil {
 		m.runner = Runner{Store: memStore{m}, Now: m.now}
-		m.jobs, m.states, m.batches, m.claims = map[string][]byte{}, map[string][]byte{}, map[string]*memBatch{}, map[string]string{}
-		m.spilled = map[string]spillAt{}
+		m.held, m.states, m.batches, m.claims = map[uint32]heldJob{}, map[string][]byte{}, map[string]*memBatch{}, map[string]string{}
+		m.index.init()
 		if m.SpillDir != "" {
 			m.spill = newSpillFile(m, m.SpillDir)
 		}
@@ -110,13 +123,23 @@ func (m *Memory) now() time.Time {
 	return time.Now().UTC()
 }
 
-// decode returns the record stored under key, nil for none. Memory encoded it itself, so
-// it always decodes.
+// decode returns the record stored under key, nil for none.
 func (m *Memory) decode(key string) *records.Job {
 	data := m.jobJSON(key)
 	if data == nil {
 		return nil
 	}
+	return decodeJob(data)
+}
+
+// decodeAt returns the record at place p.
+func (m *Memory) decodeAt(p uint32) *records.Job {
+	_, enc := m.record(p)
+	return decodeJob(m.decompress(enc))
+}
+
+// decodeJob decodes a record Memory encoded itself, so it always decodes.
+func decodeJob(data []byte) *records.Job {
 	j, err := records.DecodeJob(data)
 	if err != nil {
 		panic("rulebook: a job record Memory stored does not decode: " + err.Error())
@@ -125,14 +148,14 @@ func (m *Memory) decode(key string) *records.Job {
 }
 
 func (m *Memory) jobJSON(key string) []byte {
-	enc, ok := m.jobs[key]
+	_, enc, ok := m.find(key)
 	if !ok {
-		at, spilled := m.spilled[key]
-		if !spilled {
-			return nil
-		}
-		enc = m.spill.read(at)
+		return nil
 	}
+	return m.decompress(enc)
+}
+
+func (m *Memory) decompress(enc []byte) []byte {
 	data, err := m.codec.Decode(enc)
 	if err != nil {
 		panic("rulebook: a job record Memory stored does not decompress: " + err.Error())
@@ -140,32 +163,72 @@ func (m *Memory) jobJSON(key string) []byte {
 	return data
 }
 
-func (m *Memory) store(j *records.Job) {
+// record returns the key and encoded record at place p, read back from the spill file
+// when it is there.
+func (m *Memory) record(p uint32) (key string, enc []byte) {
+	if at := m.at[p]; at != 0 {
+		return m.spill.read(unpackSpillAt(at))
+	}
+	h := m.held[p]
+	return h.key, h.enc
+}
+
+// find returns the place of the record stored under key and its encoded bytes. The index
+// keeps a part of the key's hash only, so each place it offers is checked against the
+// key its record was stored under: another job's record is never taken for this one.
+func (m *Memory) find(key string) (place uint32, enc []byte, ok bool) {
+	for p := range m.index.candidates(key) {
+		if k, e := m.record(p); k == key {
+			return p, e, true
+		}
+	}
+	return 0, nil, false
+}
+
+// store stores j at its place (a new one when it has none yet) and returns the place.
+func (m *Memory) store(j *records.Job) uint32 {
+	key := j.Key()
+	p, _, ok := m.find(key)
+	if !ok {
+		p = m.newPlace(key)
+	}
+	m.put(p, key, j)
+	return p
+}
+
+// newPlace gives key, which has none, the next place.
+func (m *Memory) newPlace(key string) uint32 {
+	if len(m.at) >= maxPlaces {
+		panic("rulebook: Memory holds as many job records as it can number")
+	}
+	p := uint32(len(m.at))
+	m.at = append(m.at, 0)
+	m.index.add(key, p)
+	return p
+}
+
+func (m *Memory) put(p uint32, key string, j *records.Job) {
 	data, err := json.Marshal(j)
 	if err != nil {
 		panic("rulebook: a job record that does not encode: " + err.Error())
 	}
 	// A final record is a typical one: the first becomes the dictionary.
 	enc := m.codec.Encode(data, j.Final())
-	key := j.Key()
 	if j.Final() && m.spill != nil {
-		if at, ok := m.spill.write(enc); ok {
-			delete(m.jobs, key)
-			m.spilled[key] = at
+		if at, ok := m.spill.write(key, enc); ok {
+			delete(m.held, p)
+			if m.at[p] == 0 {
+				m.spilled++
+			}
+			m.at[p] = at.pack()
 			return
 		}
 	}
-	delete(m.spilled, key)
-	m.jobs[key] = enc
-}
-
-// has reports whether a record is held under key, in memory or spilled.
-func (m *Memory) has(key string) bool {
-	if _, ok := m.jobs[key]; ok {
-		return true
+	if m.at[p] != 0 {
+		m.spilled--
 	}
-	_, ok := m.spilled[key]
-	return ok
+	m.at[p] = 0
+	m.held[p] = heldJob{key: key, enc: enc}
 }
 
 // Job returns a job's record, nil when it is not recorded.
@@ -197,8 +260,46 @@ func (m *Memory) EachJob(tenant, batch string, fn func(*records.Job)) {
 		return
 	}
 	for _, o := range b.order {
-		fn(m.decode(o.key))
+		fn(m.decodeAt(o.place))
 	}
+}
+
+// Place is a job's place in a Memory: a number no other job recorded in it has, below
+// Places. A reader that keeps a set of a Memory's jobs (the audit's key-value comparison
+// marks each job whose record it met) keeps it as bits over these, not as keys.
+type Place uint32
+
+// Places is how many places the Memory's jobs have taken, each below this.
+func (m *Memory) Places() int { return len(m.at) }
+
+// JobPlace is JobJSON and the place of the job's record; ok is false, with nil, when the
+// job is not recorded.
+func (m *Memory) JobPlace(tenant, batch, job string) (data []byte, p Place, ok bool) {
+	m.init()
+	place, enc, ok := m.find(records.JobKey(tenant, batch, job))
+	if !ok {
+		return nil, 0, false
+	}
+	return m.decompress(enc), Place(place), true
+}
+
+// EachPlace calls fn with the place of each of a batch's jobs in the order they were
+// recorded, reading no record.
+func (m *Memory) EachPlace(tenant, batch string, fn func(Place)) {
+	m.init()
+	b := m.batches[records.BatchKey(tenant, batch)]
+	if b == nil {
+		return
+	}
+	for _, o := range b.order {
+		fn(Place(o.place))
+	}
+}
+
+// JobAt returns the record at place p (EachPlace, JobPlace).
+func (m *Memory) JobAt(p Place) *records.Job {
+	m.init()
+	return m.decodeAt(uint32(p))
 }
 
 // Header returns a batch's header, nil for an unknown batch.
@@ -230,7 +331,7 @@ func (m *Memory) batch(tenant, batch string, size int) *memBatch {
 	key := records.BatchKey(tenant, batch)
 	b := m.batches[key]
 	if b == nil {
-		b = &memBatch{header: records.Batch{Tenant: tenant, Batch: batch, Size: size}, final: map[int]bool{}, completed: -1}
+		b = &memBatch{header: records.Batch{Tenant: tenant, Batch: batch, Size: size}, completed: -1}
 		m.batches[key] = b
 	}
 	if b.header.Size == 0 {
@@ -263,15 +364,16 @@ func (s memStore) Job(_ context.Context, tenant, batch, job string) (*records.Jo
 func (s memStore) CreateJob(_ context.Context, j *records.Job, header *records.Batch) (bool, error) {
 	m := s.m
 	key := j.Key()
-	if m.has(key) {
+	if _, _, ok := m.find(key); ok {
 		return false, nil
 	}
 	b := m.batch(j.Tenant, j.Batch, j.BatchSize)
 	if header != nil && b.header.Source == "" {
 		b.header.Source, b.header.CreatedAt = header.Source, header.CreatedAt
 	}
-	b.order = append(b.order, memJob{key: key, index: j.Index})
-	m.store(j)
+	p := m.newPlace(key)
+	b.order = append(b.order, memJob{index: j.Index, place: p})
+	m.put(p, key, j)
 	return true, nil
 }
 
@@ -356,7 +458,7 @@ func (s memStore) EachJob(_ context.Context, tenant, batch string, fn func(*reco
 		return nil
 	}
 	for _, o := range b.order {
-		if err := fn(s.m.decode(o.key)); err != nil {
+		if err := fn(s.m.decodeAt(o.place)); err != nil {
 			return err
 		}
 	}
@@ -386,20 +488,13 @@ func (m *Memory) done(j *records.Job) *Completion {
 		m.beforeComplete(j, j.Attempt)
 		return m.complete(b, j, j.Attempt)
 	}
-	if !b.final[j.Index] {
-		b.final[j.Index] = true
-		if j.Index >= 0 && j.Index < b.counted {
-			b.inRange++
-		}
+	if b.final.add(j.Index, len(b.order)) && j.Index >= 0 && j.Index < b.counted {
+		b.inRange++
 	}
 	if b.counted != b.header.Size {
 		// The size became known (or changed): count again, once, rather than at every job.
-		b.counted, b.inRange = b.header.Size, 0
-		for i := range b.final {
-			if i >= 0 && i < b.counted {
-				b.inRange++
-			}
-		}
+		b.counted = b.header.Size
+		b.inRange = b.final.below(b.counted)
 	}
 	if b.inRange < b.header.Size || b.completed >= 0 {
 		return nil
@@ -422,7 +517,7 @@ func (m *Memory) complete(b *memBatch, by *records.Job, attempt int) *Completion
 	sort.SliceStable(order, func(x, y int) bool { return order[x].index < order[y].index })
 	c := &Completion{Tenant: b.header.Tenant, Batch: b.header.Batch, By: by.Clone(), Attempt: attempt, fold: NewFold(b.header.Tenant, b.header.Batch)}
 	for _, o := range order {
-		c.fold.Add(m.decode(o.key))
+		c.fold.Add(m.decodeAt(o.place))
 	}
 	b.header.Completion = &records.Completion{By: by.ACID, Attempt: attempt}
 	return c

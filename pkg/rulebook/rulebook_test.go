@@ -824,7 +824,8 @@ func TestCallsRecorded(t *testing.T) {
 // TestMemorySpill: a Memory that keeps its final records in a spill file (SpillDir)
 // decides as one that holds them all: the same records, the same completions, also for a
 // final record stored again (a redrive decides a blocked job anew); the file is gone from
-// its folder at once, and a folder it cannot write keeps the records in memory.
+// its folder at once, and a folder it cannot write keeps the records in memory. Keys
+// whose hashes collide (the index keeps no key) are told apart, spilled or held.
 func TestMemorySpill(t *testing.T) {
 	const n = 40
 	run := func(m *rulebook.Memory) (jobs []string, digests []string) {
@@ -869,8 +870,17 @@ func TestMemorySpill(t *testing.T) {
 	for _, c := range []struct {
 		what, dir string
 		spilled   int
-	}{{"spilled", dir, n}, {"a folder that is not there", filepath.Join(dir, "gone"), 0}} {
+		collide   bool
+	}{
+		{"spilled", dir, n, false},
+		{"a folder that is not there", filepath.Join(dir, "gone"), 0, false},
+		{"spilled, every key's hash alike", dir, n, true},
+		{"held, every key's hash alike", "", 0, true},
+	} {
 		m := &rulebook.Memory{SpillDir: c.dir}
+		if c.collide {
+			rulebook.CollideKeys(m)
+		}
 		jobs, digests := run(m)
 		if got := rulebook.Spilled(m); got != c.spilled {
 			t.Errorf("%s: %d records spilled, want %d", c.what, got, c.spilled)

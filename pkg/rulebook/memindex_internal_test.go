@@ -1,0 +1,93 @@
+package rulebook
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestFinalsAsAMap: the final indices' bitset counts as the map of every index it
+// replaced, for indices below 0, past the batch's size and far past the jobs recorded
+// (a stream that disagrees with itself), each counted once however often it is final.
+func TestFinalsAsAMap(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var f finals
+	want := map[int]bool{}
+	for step := range 20000 {
+		var i int
+		switch r.IntN(10) {
+		case 0:
+			i = -1 - r.IntN(100)
+		case 1:
+			i = r.IntN(1 << 40)
+		case 2:
+			i = 1<<62 + r.IntN(10)
+		default:
+			i = r.IntN(3000)
+		}
+		if got := f.add(i, step/4); got == want[i] {
+			t.Fatalf("add(%d) = %v, with it %v in the set", i, got, want[i])
+		}
+		want[i] = true
+		if step%997 == 0 {
+			for _, n := range []int{0, 1, 63, 64, 65, 1000, 3000, 1 << 41, 1<<62 + 5} {
+				c := 0
+				for i := range want {
+					if i >= 0 && i < n {
+						c++
+					}
+				}
+				if got := f.below(n); got != c {
+					t.Fatalf("below(%d) = %d, want %d", n, got, c)
+				}
+			}
+		}
+	}
+	for i := range want {
+		if !f.has(i) {
+			t.Fatalf("%d is not in the set", i)
+		}
+	}
+	if len(f.bits)*64 > 2*20000/4+4096+64 {
+		t.Errorf("the bitset covers %d indices, more than twice the jobs recorded", len(f.bits)*64)
+	}
+}
+
+// TestJobIndexOffersEveryCandidate: the index offers each key's place, across its
+// growth, among the places of the keys that share its tag, and nothing for a key never
+// added but the places of keys sharing its tag.
+func TestJobIndexOffersEveryCandidate(t *testing.T) {
+	for _, collide := range []bool{false, true} {
+		var x jobIndex
+		x.init()
+		if collide {
+			x.tagOf = func(k string) uint32 { return uint32(len(k)) }
+		}
+		const n = 3000
+		for p := range n {
+			x.add(fmt.Sprintf("t.b.AC-%d", p), uint32(p))
+		}
+		tags := map[uint32][]uint32{}
+		for p := range n {
+			tag := x.tag(fmt.Sprintf("t.b.AC-%d", p))
+			tags[tag] = append(tags[tag], uint32(p))
+		}
+		for p := range n {
+			key := fmt.Sprintf("t.b.AC-%d", p)
+			found := false
+			offered := 0
+			for c := range x.candidates(key) {
+				offered++
+				found = found || c == uint32(p)
+			}
+			if !found || offered != len(tags[x.tag(key)]) {
+				t.Fatalf("collide %v: %s: found %v among %d offered, %d share its tag", collide, key, found, offered, len(tags[x.tag(key)]))
+			}
+		}
+		for c := range x.candidates("t.b.none") {
+			if x.tag(fmt.Sprintf("t.b.AC-%d", c)) != x.tag("t.b.none") {
+				t.Errorf("collide %v: a key never added is offered place %d, of another tag", collide, c)
+			}
+		}
+	}
+}
