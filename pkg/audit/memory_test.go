@@ -3,9 +3,12 @@ package audit_test
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 
+	"github.com/tribunal-dev/tribunal/pkg/audit"
 	"github.com/tribunal-dev/tribunal/pkg/kind/ab"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // maxRetainedPerJob is what the audit may keep of each job it audited, for the key-value
@@ -68,5 +71,50 @@ func TestAuditMemoryPerJob(t *testing.T) {
 	t.Logf("retained: %.1f MB at %d jobs, %.1f MB at %d: %.0f bytes a job (the stream: %.0f bytes a job)", hs/1e6, small, hl/1e6, large, perJob, stream)
 	if perJob > maxRetainedPerJob {
 		t.Errorf("the audit keeps %.0f bytes more a job, over %d", perJob, maxRetainedPerJob)
+	}
+}
+
+// TestStateCheckFindsTheRecordsMissing: the key-value comparison, which marks the jobs
+// whose record it met as bits over the replay's places rather than by id, still names
+// each job without a record (the first 20, then how many more), and a record under the
+// batch's keys that names another batch counts for the job of its id here while it is
+// reported as the record of a job the replay never submits.
+func TestStateCheckFindsTheRecordsMissing(t *testing.T) {
+	const n = 30
+	f := newFixture(t)
+	for i := range n {
+		id := fmt.Sprintf("AC-%d", i)
+		f.abJob(id, i, n, ab.Assign(id, 0).Label(ab.WinnerReference), 0.9)
+	}
+	rep := f.audit()
+	jobs := f.agg.Jobs(f.tenant, f.batch)
+	clean := rep
+	clean.Mismatches = nil
+	audit.CheckState(&clean, f.agg.Header(f.tenant, f.batch), jobs)
+	base := len(clean.Mismatches) // the header's completion, which the fixture does not write
+	moved := jobs[1].Clone()
+	moved.Batch = "other"
+	kept := []*records.Job{jobs[0], moved, jobs[2]}
+	audit.CheckState(&rep, f.agg.Header(f.tenant, f.batch), kept)
+	var missing []string
+	more, never := "", 0
+	for _, m := range rep.Mismatches {
+		switch {
+		case m.Field == "record" && m.Job != "":
+			missing = append(missing, m.Job)
+		case m.Field == "record":
+			more = m.Detail
+		case m.Field == "job.submitted" && m.Job == "AC-1" && m.Batch == "other":
+			never++
+		}
+	}
+	want := []string{}
+	for i := 3; i < 3+20; i++ {
+		want = append(want, fmt.Sprintf("AC-%d", i))
+	}
+	if !slices.Equal(missing, want) || more != "and 7 more jobs without a record" || never != 1 ||
+		len(rep.Mismatches) != base+len(want)+2 {
+		t.Fatalf("missing %v (want %v), then %q, %d records of a job never submitted; %d findings, %d beside the state check's own:%s",
+			missing, want, more, never, len(rep.Mismatches), base, dump(rep))
 	}
 }
