@@ -1,0 +1,488 @@
+// Package stepset holds a fixed-size value under a 16-byte key for more keys than the
+// heap should hold: the audit keeps an entry for every logical step of every event it
+// replays (about six a job), and at 1,000,000 jobs a map of them was most of its memory.
+//
+// A Set keeps the newest entries in a hot table in memory, of a fixed size. When the
+// table is full its entries are sorted and written to a temporary file (a run), and the
+// heap keeps of the run only a bloom filter (about 10 bits an entry) and the first key
+// of every 4 KiB page (fences: 1/8 of a byte an entry). A lookup tries the hot table,
+// then each run, newest first, whose bloom filter may hold the key: it finds the page by
+// the fences and reads that one page. Replacing a value of a run's entry writes it in
+// place in the file. Runs are merged, four of a size into one, so a lookup reads few
+// filters whatever the count. Nothing is ever dropped: every entry put stays readable
+// for the Set's lifetime.
+//
+// A Set is not safe for concurrent use.
+package stepset
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log/slog"
+	"math/bits"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+
+	"github.com/bits-and-blooms/bloom/v3"
+)
+
+// Key is what an entry is found by.
+type Key [16]byte
+
+// Value is what an entry holds: two words the caller gives their meaning.
+type Value [2]uint64
+
+const (
+	// entrySize is an entry's size, in the hot table and in a run: the key, then the
+	// value's words little-endian.
+	entrySize = 32
+	// pageEntries entries make a page (4 KiB), what one lookup in a run reads.
+	pageEntries = 128
+	pageSize    = pageEntries * entrySize
+	// HotSlots is the hot table's size, in entries, past which it spills (at 3/4 full:
+	// 196,608 entries): 8 MiB, a constant of the audit whatever the batch (2 % of the
+	// 100,000-AC audit's heap). The audit's lookups are of recent events (a chain names
+	// its job's render request, render and gates, recorded just before; an output is
+	// claimed as it is recorded; a duplicate is looked up, and missed, as it comes), so a
+	// table holding the steps of some 30,000 jobs serves nearly all of them from memory
+	// while the jobs in flight are far fewer; a larger table buys little and costs every
+	// audit, a smaller one writes more runs (a run every 196,608 steps: about 30 for a
+	// 1,000,000-AC batch, merged into at most 3 of each size).
+	HotSlots = 1 << 18
+	// minSlots is the hot table's size when it starts: a small audit allocates little.
+	minSlots = 1 << 10
+	// fanout runs of one size are merged into one.
+	fanout = 4
+	// falsePositive is the rate at which a run's bloom filter sends a lookup of a key
+	// the run does not hold to read a page.
+	falsePositive = 0.01
+	// ioBuffer is the buffer of a run being written or read whole (a merge).
+	ioBuffer = 64 << 10
+)
+
+// entry is a slot of the hot table.
+type entry struct {
+	k Key
+	v Value
+}
+
+// Set holds entries by key. Its zero value is not usable: see New.
+type Set struct {
+	dir string
+	// maxSlots is the hot table's size past which it spills (HotSlots; tests lower it).
+	maxSlots int
+	seed     maphash.Seed
+
+	// slots is the hot table (open addressing, linear probing, no deletions); used
+	// marks its occupied slots, hot counts them.
+	slots []entry
+	used  []uint64
+	hot   int
+
+	// runs are the entries written out, oldest first; files are their open files.
+	runs  []*run
+	files *files
+	// inMemory is set once a run could not be written: the hot table grows from then on.
+	inMemory bool
+	// noMerge is set once a merge failed: the runs stay as they are.
+	noMerge bool
+
+	n int
+	// last is where the last lookup in the runs found its key (or did not), for the put
+	// that usually follows it.
+	last struct {
+		valid, found bool
+		k            Key
+		r            *run
+		i            int
+		v            Value
+	}
+	kb   Key
+	page []byte
+}
+
+// run is a sorted file of entries.
+type run struct {
+	f      *os.File
+	n      int
+	level  int
+	filter *bloom.BloomFilter
+	// fences are the first key of each page.
+	fences []Key
+}
+
+// files are the open run files, closed (and removed, where an open file could not be)
+// when the Set is collected or closed.
+type files struct {
+	open    map[*os.File]bool
+	pending map[*os.File]string
+}
+
+func (fs *files) close(f *os.File) {
+	f.Close()
+	if name, ok := fs.pending[f]; ok {
+		os.Remove(name)
+		delete(fs.pending, f)
+	}
+	delete(fs.open, f)
+}
+
+func (fs *files) closeAll() {
+	for f := range fs.open {
+		fs.close(f)
+	}
+}
+
+// New starts an empty Set that writes its runs to temporary files in dir ("": it keeps
+// every entry in memory). A file is removed as soon as it is created (where an open file
+// can be; else when it is closed) and closed when merged away, when the Set is closed or
+// collected.
+func New(dir string) *Set {
+	return NewSized(dir, HotSlots)
+}
+
+// NewSized is New with a hot table of at most slots entries (rounded up to a power of
+// two), for tests that make a few entries spread over many runs.
+func NewSized(dir string, slots int) *Set {
+	maxSlots := 1 << bits.Len(uint(max(slots, 2)-1))
+	s := &Set{dir: dir, maxSlots: maxSlots, seed: maphash.MakeSeed(), page: make([]byte, pageSize),
+		files: &files{open: map[*os.File]bool{}, pending: map[*os.File]string{}}}
+	runtime.AddCleanup(s, (*files).closeAll, s.files)
+	s.resize(min(minSlots, maxSlots))
+	return s
+}
+
+// Len is how many entries the Set holds.
+func (s *Set) Len() int { return s.n }
+
+// Runs is how many runs its entries are spread over besides the hot table.
+func (s *Set) Runs() int { return len(s.runs) }
+
+// Close closes the Set's files; it is not used after.
+func (s *Set) Close() {
+	s.files.closeAll()
+	s.runs = nil
+}
+
+// Get returns the value put under k.
+func (s *Set) Get(k Key) (Value, bool) {
+	if i, ok := s.slot(k); ok {
+		return s.slots[i].v, true
+	}
+	if !s.find(k) {
+		return Value{}, false
+	}
+	return s.last.v, true
+}
+
+// Put puts v under k, in place of the value k had.
+func (s *Set) Put(k Key, v Value) {
+	i, ok := s.slot(k)
+	if ok {
+		s.slots[i].v = v
+		return
+	}
+	cold := s.find(k)
+	if cold && s.rewrite(v) {
+		return
+	}
+	// New, or a run's entry that could not be written in place: the hot table's copy,
+	// newer, is the one read.
+	s.slots[i] = entry{k, v}
+	s.used[i/64] |= 1 << (i % 64)
+	s.hot++
+	if !cold {
+		s.n++
+	}
+	if s.hot > len(s.slots)/4*3 {
+		if len(s.slots) < s.maxSlots || s.dir == "" || s.inMemory {
+			s.resize(2 * len(s.slots))
+		} else {
+			s.spill()
+		}
+	}
+}
+
+// slot is where k is in the hot table, or the free slot it would take.
+func (s *Set) slot(k Key) (int, bool) {
+	mask := len(s.slots) - 1
+	i := int(maphash.Comparable(s.seed, k)) & mask
+	for {
+		if s.used[i/64]&(1<<(i%64)) == 0 {
+			return i, false
+		}
+		if s.slots[i].k == k {
+			return i, true
+		}
+		i = (i + 1) & mask
+	}
+}
+
+// resize moves the hot table's entries into a table of n slots.
+func (s *Set) resize(n int) {
+	old, oldUsed := s.slots, s.used
+	s.slots, s.used = make([]entry, n), make([]uint64, (n+63)/64)
+	for i := range old {
+		if oldUsed[i/64]&(1<<(i%64)) != 0 {
+			j, _ := s.slot(old[i].k)
+			s.slots[j] = old[i]
+			s.used[j/64] |= 1 << (j % 64)
+		}
+	}
+}
+
+// find looks k up in the runs, newest first, and leaves what it found in s.last: the
+// run holding it, its index there and its value.
+func (s *Set) find(k Key) bool {
+	if s.last.valid && s.last.k == k {
+		return s.last.found
+	}
+	s.last.valid, s.last.found, s.last.k, s.last.r = true, false, k, nil
+	s.kb = k // a slice of a local would escape to the heap at every lookup
+	for ri := len(s.runs) - 1; ri >= 0; ri-- {
+		r := s.runs[ri]
+		if !r.filter.Test(s.kb[:]) {
+			continue
+		}
+		if i, v, ok := r.search(k, s.page); ok {
+			s.last.found, s.last.r, s.last.i, s.last.v = true, r, i, v
+			return true
+		}
+	}
+	return false
+}
+
+func compareKeys(a, b Key) int { return bytes.Compare(a[:], b[:]) }
+
+// search finds k in r by its fences and one page read.
+func (r *run) search(k Key, buf []byte) (int, Value, bool) {
+	p := sort.Search(len(r.fences), func(i int) bool { return compareKeys(r.fences[i], k) > 0 }) - 1
+	if p < 0 {
+		return 0, Value{}, false
+	}
+	first := p * pageEntries
+	n := min(pageEntries, r.n-first)
+	b := buf[:n*entrySize]
+	if _, err := r.f.ReadAt(b, int64(first)*entrySize); err != nil {
+		// The file is the Set's own, written by it: a failed read is a broken machine,
+		// not bad input.
+		panic(fmt.Sprintf("stepset: a run in %s does not read back: %v", r.f.Name(), err))
+	}
+	j := sort.Search(n, func(j int) bool { return bytes.Compare(b[j*entrySize:j*entrySize+16], k[:]) >= 0 })
+	if j == n || !bytes.Equal(b[j*entrySize:j*entrySize+16], k[:]) {
+		return 0, Value{}, false
+	}
+	e := b[j*entrySize:]
+	return first + j, Value{binary.LittleEndian.Uint64(e[16:24]), binary.LittleEndian.Uint64(e[24:32])}, true
+}
+
+// rewrite writes v over the value of the run's entry find found last; false when the
+// file does not take it.
+func (s *Set) rewrite(v Value) bool {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], v[0])
+	binary.LittleEndian.PutUint64(b[8:], v[1])
+	r := s.last.r
+	if _, err := r.f.WriteAt(b[:], int64(s.last.i)*entrySize+16); err != nil {
+		slog.Warn("stepset: an entry kept in memory: its run does not take the new value", "file", r.f.Name(), "err", err)
+		return false
+	}
+	s.last.v = v
+	return true
+}
+
+// spill writes the hot table, sorted, as a new run and empties it, then merges runs of
+// one size.
+func (s *Set) spill() {
+	w := 0
+	for i := range s.slots {
+		if s.used[i/64]&(1<<(i%64)) != 0 {
+			s.slots[w] = s.slots[i]
+			w++
+		}
+	}
+	sorted := s.slots[:w]
+	slices.SortFunc(sorted, func(a, b entry) int { return compareKeys(a.k, b.k) })
+	rw, err := s.create(w)
+	if err == nil {
+		for _, e := range sorted {
+			if err = rw.add(e.k, e.v); err != nil {
+				break
+			}
+		}
+	}
+	var r *run
+	if err == nil {
+		r, err = rw.finish()
+	}
+	if err != nil {
+		if rw != nil {
+			s.files.close(rw.f)
+		}
+		slog.Warn("stepset: entries kept in memory from now on: no run file", "dir", s.dir, "err", err)
+		s.inMemory = true
+		// The table's entries are the sorted prefix now: the table is made again of them.
+		clear(s.used)
+		for i := range w {
+			s.used[i/64] |= 1 << (i % 64)
+		}
+		s.resize(2 * len(s.slots))
+		return
+	}
+	s.runs = append(s.runs, r)
+	clear(s.used)
+	s.hot = 0
+	s.last.valid = false
+	s.merge()
+}
+
+// merge merges the newest runs while fanout of them are of one size.
+func (s *Set) merge() {
+	for !s.noMerge && len(s.runs) >= fanout {
+		tail := s.runs[len(s.runs)-fanout:]
+		if tail[0].level != tail[fanout-1].level {
+			return
+		}
+		r, err := s.mergeRuns(tail)
+		if err != nil {
+			slog.Warn("stepset: runs left unmerged from now on: the merge failed", "dir", s.dir, "err", err)
+			s.noMerge = true
+			return
+		}
+		for _, old := range tail {
+			s.files.close(old.f)
+		}
+		s.runs = append(s.runs[:len(s.runs)-fanout], r)
+		s.last.valid = false
+	}
+}
+
+// mergeRuns writes the entries of rs (oldest first) as one run: a key in two of them
+// (a value that could not be written in place) keeps the newest's value.
+func (s *Set) mergeRuns(rs []*run) (*run, error) {
+	total := 0
+	for _, r := range rs {
+		total += r.n
+	}
+	rw, err := s.create(total)
+	if err != nil {
+		return nil, err
+	}
+	// A cursor holds its run's next entry (e, when ok) and how many are left unread.
+	type cursor struct {
+		rd   *bufio.Reader
+		left int
+		ok   bool
+		e    [entrySize]byte
+	}
+	cs := make([]*cursor, len(rs))
+	advance := func(i int) error {
+		c := cs[i]
+		if c.ok = c.left > 0; !c.ok {
+			return nil
+		}
+		c.left--
+		if _, err := io.ReadFull(c.rd, c.e[:]); err != nil {
+			return fmt.Errorf("stepset: read run %s: %w", rs[i].f.Name(), err)
+		}
+		return nil
+	}
+	fail := func(err error) (*run, error) {
+		s.files.close(rw.f)
+		return nil, err
+	}
+	for i, r := range rs {
+		cs[i] = &cursor{rd: bufio.NewReaderSize(io.NewSectionReader(r.f, 0, int64(r.n)*entrySize), ioBuffer), left: r.n}
+		if err := advance(i); err != nil {
+			return fail(err)
+		}
+	}
+	for {
+		best := -1
+		for i, c := range cs {
+			// Ties go to the newer run, the later one.
+			if c.ok && (best < 0 || bytes.Compare(c.e[:16], cs[best].e[:16]) <= 0) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		var k Key
+		copy(k[:], cs[best].e[:16])
+		e := cs[best].e
+		if err := rw.add(k, Value{binary.LittleEndian.Uint64(e[16:24]), binary.LittleEndian.Uint64(e[24:])}); err != nil {
+			return fail(err)
+		}
+		for i, c := range cs {
+			if c.ok && bytes.Equal(c.e[:16], k[:]) {
+				if err := advance(i); err != nil {
+					return fail(err)
+				}
+			}
+		}
+	}
+	r, err := rw.finish()
+	if err != nil {
+		s.files.close(rw.f)
+		return nil, err
+	}
+	r.level = rs[0].level + 1
+	return r, nil
+}
+
+// runWriter writes a run in key order.
+type runWriter struct {
+	r   *run
+	f   *os.File
+	w   *bufio.Writer
+	buf [entrySize]byte
+}
+
+// create starts a run of at most n entries in a new file.
+func (s *Set) create(n int) (*runWriter, error) {
+	f, err := os.CreateTemp(s.dir, "tribunal-steps-*")
+	if err != nil {
+		return nil, fmt.Errorf("stepset: run file: %w", err)
+	}
+	s.files.open[f] = true
+	if os.Remove(f.Name()) != nil {
+		s.files.pending[f] = f.Name()
+	}
+	m, k := bloom.EstimateParameters(uint(max(n, 1)), falsePositive)
+	return &runWriter{
+		r: &run{f: f, filter: bloom.New(m, k), fences: make([]Key, 0, (n+pageEntries-1)/pageEntries)},
+		f: f, w: bufio.NewWriterSize(f, ioBuffer),
+	}, nil
+}
+
+func (rw *runWriter) add(k Key, v Value) error {
+	r := rw.r
+	if r.n%pageEntries == 0 {
+		r.fences = append(r.fences, k)
+	}
+	b := rw.buf[:] // the writer's own: a local's slice would escape at every entry
+	copy(b[:16], k[:])
+	binary.LittleEndian.PutUint64(b[16:24], v[0])
+	binary.LittleEndian.PutUint64(b[24:], v[1])
+	r.filter.Add(b[:16])
+	r.n++
+	if _, err := rw.w.Write(b); err != nil {
+		return fmt.Errorf("stepset: write run %s: %w", rw.f.Name(), err)
+	}
+	return nil
+}
+
+func (rw *runWriter) finish() (*run, error) {
+	if err := rw.w.Flush(); err != nil {
+		return nil, fmt.Errorf("stepset: write run %s: %w", rw.f.Name(), err)
+	}
+	rw.r.fences = slices.Clip(rw.r.fences)
+	return rw.r, nil
+}

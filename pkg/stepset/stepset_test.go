@@ -1,0 +1,287 @@
+package stepset
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+func randomKey(rng *rand.Rand) Key {
+	var k Key
+	for i := range k {
+		k[i] = byte(rng.Uint32())
+	}
+	return k
+}
+
+// clusteredKey shares all but its last bytes with its neighbours, so pages and fences
+// split runs of nearly equal keys.
+func clusteredKey(rng *rand.Rand) Key {
+	var k Key
+	k[0] = byte(rng.IntN(3))
+	k[15] = byte(rng.Uint32())
+	k[14] = byte(rng.IntN(4))
+	return k
+}
+
+// check compares every key of the model, and some it lacks, with s.
+func check(t *testing.T, s *Set, model map[Key]Value, rng *rand.Rand) {
+	t.Helper()
+	if s.Len() != len(model) {
+		t.Fatalf("Len %d, want %d", s.Len(), len(model))
+	}
+	for k, want := range model {
+		if got, ok := s.Get(k); !ok || got != want {
+			t.Fatalf("Get(%x) = %v, %v; want %v", k, got, ok, want)
+		}
+	}
+	for range 1000 {
+		k := randomKey(rng)
+		if _, in := model[k]; in {
+			continue
+		}
+		if v, ok := s.Get(k); ok {
+			t.Fatalf("Get(%x) = %v of a key never put", k, v)
+		}
+	}
+}
+
+// TestSetAgainstMap puts, replaces and gets entries at random, through a hot table of 64
+// slots so they are spread over many runs and merges, and compares every answer with a
+// plain map's.
+func TestSetAgainstMap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		key  func(*rand.Rand) Key
+	}{{"random", randomKey}, {"clustered", clusteredKey}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			s := NewSized(t.TempDir(), 64)
+			defer s.Close()
+			model := map[Key]Value{}
+			var keys []Key
+			maxRuns := 0
+			for op := range 60000 {
+				switch x := rng.IntN(10); {
+				case x < 5 || len(keys) == 0: // a new key, or one already put
+					k := tc.key(rng)
+					v := Value{rng.Uint64(), uint64(op)}
+					if _, in := model[k]; !in {
+						keys = append(keys, k)
+					}
+					model[k] = v
+					s.Put(k, v)
+				case x < 7: // replace an old value, as the audit's claim does
+					k := keys[rng.IntN(len(keys))]
+					v := model[k]
+					v[0] |= 1 << 8
+					model[k] = v
+					s.Put(k, v)
+				default:
+					k := keys[rng.IntN(len(keys))]
+					if x == 9 {
+						k = tc.key(rng)
+					}
+					want, in := model[k]
+					got, ok := s.Get(k)
+					if ok != in || got != want {
+						t.Fatalf("op %d: Get(%x) = %v, %v; want %v, %v", op, k, got, ok, want, in)
+					}
+				}
+				maxRuns = max(maxRuns, s.Runs())
+			}
+			if s.Runs() < 2 {
+				t.Fatalf("%d runs: the test did not spill", s.Runs())
+			}
+			// 36,000 entries at 48 a run are 750 runs; merged four of a size into one,
+			// at most three of each size remain.
+			if maxRuns > 3*6 {
+				t.Errorf("%d runs at most: runs are not merged", maxRuns)
+			}
+			t.Logf("%d entries, %d runs (at most %d)", len(model), s.Runs(), maxRuns)
+			check(t, s, model, rng)
+		})
+	}
+}
+
+// TestSetInMemory: without a folder, or with one that takes no file, every entry stays in
+// memory and is found.
+func TestSetInMemory(t *testing.T) {
+	for _, dir := range []string{"", filepath.Join(t.TempDir(), "missing")} {
+		rng := rand.New(rand.NewPCG(3, 4))
+		s := NewSized(dir, 64)
+		model := map[Key]Value{}
+		for i := range 5000 {
+			k := randomKey(rng)
+			model[k] = Value{uint64(i), 7}
+			s.Put(k, model[k])
+		}
+		if s.Runs() != 0 {
+			t.Fatalf("dir %q: %d runs", dir, s.Runs())
+		}
+		check(t, s, model, rng)
+	}
+}
+
+// TestSetValueNotWrittenInPlace: a run's entry whose file refuses the new value keeps it
+// in the hot table, which is read first, and the newer copy wins when its run is merged
+// with the older.
+func TestSetValueNotWrittenInPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	s := NewSized(t.TempDir(), 64)
+	defer s.Close()
+	model := map[Key]Value{}
+	for i := 0; s.Runs() == 0; i++ {
+		k := randomKey(rng)
+		model[k] = Value{uint64(i)}
+		s.Put(k, model[k])
+	}
+	// The run's file, read-only: it reads back but takes no write.
+	r := s.runs[0]
+	ro, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", r.f.Fd()))
+	if err != nil {
+		t.Skipf("no /proc to reopen the run read-only: %v", err)
+	}
+	s.files.open[ro] = true
+	writable := r.f
+	r.f = ro
+	for k := range model {
+		v := Value{model[k][0], 99}
+		model[k] = v
+		s.Put(k, v)
+	}
+	r.f = writable
+	s.files.close(ro)
+	check(t, s, model, rng)
+	for len(s.runs) < 4 || s.runs[0].level == 0 {
+		k := randomKey(rng)
+		model[k] = Value{1, 2}
+		s.Put(k, model[k])
+	}
+	check(t, s, model, rng)
+}
+
+// TestSetHeapPerEntry holds what a Set keeps on the heap to a small constant an entry,
+// whatever their count: 2,000,000 entries (the steps of some 330,000 jobs) retain the hot
+// table and under 2 bytes an entry of runs' filters and fences. A plain map of the same
+// entries, what the audit kept before, retains over 40 bytes an entry and fails it.
+func TestSetHeapPerEntry(t *testing.T) {
+	const n = 2_000_000
+	const maxPerEntry = 8.0
+	rng := rand.New(rand.NewPCG(7, 8))
+	keys := make([]Key, n)
+	for i := range keys {
+		keys[i] = randomKey(rng)
+	}
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	s := New(t.TempDir())
+	defer s.Close()
+	for i, k := range keys {
+		s.Put(k, Value{uint64(i), uint64(i)})
+	}
+	set := float64(int64(heap())-int64(before)) / n
+	for _, i := range []int{0, n / 2, n - 1} {
+		if v, ok := s.Get(keys[i]); !ok || v[0] != uint64(i) {
+			t.Fatalf("entry %d lost: %v, %v", i, v, ok)
+		}
+	}
+	runtime.KeepAlive(s)
+
+	before = heap()
+	m := make(map[Key]Value)
+	for i, k := range keys {
+		m[k] = Value{uint64(i), uint64(i)}
+	}
+	plain := float64(int64(heap())-int64(before)) / n
+	runtime.KeepAlive(m)
+	t.Logf("%d entries in %d runs: %.1f bytes an entry retained (a map: %.1f)", n, s.Runs(), set, plain)
+	if set > maxPerEntry {
+		t.Errorf("the set retains %.1f bytes an entry, over %.0f", set, maxPerEntry)
+	}
+	if plain <= maxPerEntry {
+		t.Errorf("a plain map retains %.1f bytes an entry, within the bound: the bound proves nothing", plain)
+	}
+}
+
+// The benchmarks measure the audit's calls: a put of a new key and a get of one absent
+// (every step, looked up for a duplicate first), a get of a recent key (a chain's link,
+// hot) and of an old one (cold, in a run), and a put over an old one (its claim).
+func benchSet(b *testing.B, n int) (*Set, []Key) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	s := New(b.TempDir())
+	b.Cleanup(s.Close)
+	keys := make([]Key, n)
+	for i := range keys {
+		keys[i] = randomKey(rng)
+		s.Put(keys[i], Value{uint64(i)})
+	}
+	return s, keys
+}
+
+func BenchmarkPutNew(b *testing.B) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	keys := make([]Key, b.N)
+	for i := range keys {
+		keys[i] = randomKey(rng)
+	}
+	s := New(b.TempDir())
+	defer s.Close()
+	b.ResetTimer()
+	for i := range b.N {
+		k := keys[i]
+		if _, ok := s.Get(k); !ok {
+			s.Put(k, Value{uint64(i)})
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(s.Runs()), "runs")
+}
+
+func BenchmarkGetHot(b *testing.B) {
+	s, keys := benchSet(b, 100_000)
+	for i := 0; b.Loop(); i++ {
+		s.Get(keys[i%len(keys)])
+	}
+}
+
+func BenchmarkGetMiss(b *testing.B) {
+	s, _ := benchSet(b, 6_000_000)
+	rng := rand.New(rand.NewPCG(13, 14))
+	keys := make([]Key, 1<<16)
+	for i := range keys {
+		keys[i] = randomKey(rng)
+	}
+	b.ReportMetric(float64(s.Runs()), "runs")
+	for i := 0; b.Loop(); i++ {
+		s.Get(keys[i%len(keys)])
+	}
+}
+
+func BenchmarkGetCold(b *testing.B) {
+	s, keys := benchSet(b, 6_000_000)
+	b.ReportMetric(float64(s.Runs()), "runs")
+	for i := 0; b.Loop(); i++ {
+		// The oldest entries, long spilled.
+		s.Get(keys[(i*7919)%(len(keys)/2)])
+	}
+}
+
+func BenchmarkClaimCold(b *testing.B) {
+	s, keys := benchSet(b, 6_000_000)
+	for i := 0; b.Loop(); i++ {
+		k := keys[(i*7919)%(len(keys)/2)]
+		v, _ := s.Get(k)
+		v[0] |= 1 << 8
+		s.Put(k, v)
+	}
+}
