@@ -23,6 +23,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+	"github.com/tribunal-dev/tribunal/pkg/stepset"
 )
 
 // blobTimeout bounds one blob read of the audit.
@@ -162,17 +163,19 @@ type auditor struct {
 	// repeats its original).
 	undecodable map[[32]byte]bool
 	// steps has one entry per logical step of the audited events, under the step's
-	// deterministic id; linked keeps the whole hash of the events chains name (see
-	// linkedTypes); forged are the events whose id is not their step's, by that id, and
-	// forgedSteps the steps whose first event was one of them. types are the event types
-	// the steps name.
-	steps       map[stepKey]stepEntry
+	// deterministic id, for the whole replay (a duplicate may come hours after its first
+	// copy), kept mostly on disk (stepTable); linked keeps the whole hash of the events
+	// chains name (see linkedTypes) until their chain ends; forged are the events whose
+	// id is not their step's, by that id, and forgedSteps the steps whose first event was
+	// one of them (rare: maps). types are the event types the steps name.
+	steps       stepTable
 	types       []events.Type
 	linked      map[stepKey][32]byte
 	forged      map[string]forgedEntry
 	forgedSteps map[stepKey]string
-	// gated is the first gating decision of each pass of a job.
-	gated map[stepKey]gating
+	// gated is the first gating decision of each pass of a job (one a pass: kept as the
+	// steps are).
+	gated stepTable
 	// awaiting is the first job of each batch whose recorded decision waits for a person.
 	awaiting map[batchKey]string
 
@@ -239,10 +242,39 @@ type stepKey [16]byte
 // stepEntry is what the audit keeps of a step: where its event is, the first 8 bytes of
 // its hash (enough to tell a second copy with other contents), its type (an index into
 // auditor.types) and whether an expected output claimed it. 16 bytes, for every event of
-// a batch: the sequence, the claim and the type share one word (at).
+// a batch: the sequence, the claim and the type share one word (at). On the heap only
+// while it is among the newest (stepTable).
 type stepEntry struct {
 	at  uint64
 	sum uint64
+}
+
+// stepTable holds an entry per key for the whole replay in a heap that does not grow
+// with the replay: a bounded table of the newest entries in memory, the rest in
+// temporary files with a bloom filter and a sparse index each in memory (pkg/stepset,
+// about 1.5 bytes an entry once written out).
+type stepTable struct{ set *stepset.Set }
+
+// stepSlots is the size of a step table's in-memory part (tests lower it).
+var stepSlots = stepset.HotSlots
+
+func newStepTable(dir string) stepTable { return stepTable{stepset.NewSized(dir, stepSlots)} }
+
+func (t stepTable) get(k stepKey) (stepEntry, bool) {
+	v, ok := t.set.Get(stepset.Key(k))
+	return stepEntry{at: v[0], sum: v[1]}, ok
+}
+
+func (t stepTable) put(k stepKey, s stepEntry) { t.set.Put(stepset.Key(k), stepset.Value{s.at, s.sum}) }
+
+// gating is the first gating decision of the pass k names.
+func (t stepTable) gating(k stepKey) (gating, bool) {
+	v, ok := t.set.Get(stepset.Key(k))
+	return gating(v[0]), ok
+}
+
+func (t stepTable) putGating(k stepKey, g gating) {
+	t.set.Put(stepset.Key(k), stepset.Value{uint64(g)})
 }
 
 // maxStepSeq is the largest stream sequence a step entry holds (55 bits: a thousand
@@ -325,9 +357,9 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		ctx: ctx, store: store, ahead: h,
 		audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}, documents: map[string]cachedDocument{},
 		noted: map[string]bool{}, claimNoted: map[batchKey]bool{},
-		undecodable: map[[32]byte]bool{}, steps: map[stepKey]stepEntry{}, linked: map[stepKey][32]byte{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
-		gated: map[stepKey]gating{}, awaiting: map[batchKey]string{},
-		waiting: map[string][]parked{}, parking: map[events.Type]*dictzstd.Codec{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
+		undecodable: map[[32]byte]bool{}, linked: map[stepKey][32]byte{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
+		awaiting: map[batchKey]string{},
+		waiting:  map[string][]parked{}, parking: map[events.Type]*dictzstd.Codec{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
 		rendered: map[passKey]*Recorded{}, dangling: map[string][]chainRef{}, chained: map[string]bool{},
 		refused: map[string]events.Type{}, planUnread: map[batchKey]bool{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
 		foldHeld: map[batchKey][]*Recorded{}, afterHeld: map[batchKey][]*Recorded{}, appliedAhead: map[uint64]bool{},
@@ -336,8 +368,10 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 	a.rep.Mismatches = []Mismatch{}
 	// Final job records wait for the completion and the key-value comparison on disk
 	// (in $TMPDIR), not on the heap: what the audit holds of a job it is done with is its
-	// key, its steps' entries and where its record is.
-	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf, SpillDir: os.TempDir(), BeforeComplete: a.beforeComplete}
+	// key and where its record is. So do the steps' entries, but the newest.
+	spill := os.TempDir()
+	a.steps, a.gated = newStepTable(spill), newStepTable(spill)
+	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf, SpillDir: spill, BeforeComplete: a.beforeComplete}
 	return a
 }
 
@@ -463,7 +497,7 @@ func (a *auditor) structure(r *Recorded) {
 	}
 	k := keyOf(derived)
 	sum, _ := hexSHA(r.SHA256)
-	if prev, dup := a.steps[k]; dup {
+	if prev, dup := a.steps.get(k); dup {
 		prevID := hex.EncodeToString(k[:])
 		if id, ok := a.forgedSteps[k]; ok {
 			prevID = id
@@ -477,7 +511,7 @@ func (a *auditor) structure(r *Recorded) {
 		}
 		a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: detail}))
 	} else {
-		a.steps[k] = newStepEntry(r.Seq, prefix(sum), a.typeCode(ev.Type))
+		a.steps.put(k, newStepEntry(r.Seq, prefix(sum), a.typeCode(ev.Type)))
 		if linkedTypes[ev.Type] {
 			a.linked[k] = sum
 		}
@@ -488,11 +522,11 @@ func (a *auditor) structure(r *Recorded) {
 	a.resolve(ev.ID, r)
 	if ev.Type == events.TypeGatesDone || ev.Type == events.TypeGatesFailed {
 		g := keyOf(events.NewID("gates", ev.Tenant, ev.BatchID, ev.JobID, ev.Iteration, events.AttemptStep("", ev.Attempt)))
-		if prev, ok := a.gated[g]; ok && prev.typ() != ev.Type {
+		if prev, ok := a.gated.gating(g); ok && prev.typ() != ev.Type {
 			a.add(a.at(r, Mismatch{Kind: KindDuplicate, Detail: fmt.Sprintf("the gater decided this iteration twice: %s (seq %d) and %s",
 				prev.typ(), prev.seq(), ev.Type)}))
 		} else if !ok {
-			a.gated[g] = newGating(ev.Type, r.Seq)
+			a.gated.putGating(g, newGating(ev.Type, r.Seq))
 		}
 	}
 	if p, ok := ev.Payload.(*events.IterationDecided); ok && p.Status == events.StatusAwaitingSpotcheck {
@@ -679,7 +713,7 @@ func (a *auditor) expect(e expectation) {
 			}
 		}
 	}
-	if s, ok := a.steps[keyOf(id)]; ok && s.claimed() {
+	if s, ok := a.steps.get(keyOf(id)); ok && s.claimed() {
 		a.check(e, nil, true)
 		return
 	}
@@ -735,7 +769,7 @@ func (a *auditor) unrecorded() {
 	sort.SliceStable(all, func(i, j int) bool { return all[i].from.seq < all[j].from.seq })
 	for _, p := range all {
 		e := a.unpark(p)
-		s, ok := a.steps[keyOf(e.ev.ID)]
+		s, ok := a.steps.get(keyOf(e.ev.ID))
 		a.check(e, nil, ok && s.claimed())
 	}
 }
@@ -757,9 +791,9 @@ func (a *auditor) check(e expectation, rec *Recorded, collided bool) {
 		return
 	}
 	k := keyOf(rec.Event.ID)
-	if s, ok := a.steps[k]; ok {
+	if s, ok := a.steps.get(k); ok {
 		s.claim()
-		a.steps[k] = s
+		a.steps.put(k, s)
 	}
 	a.decided(batchKey{ev.Tenant, ev.BatchID})
 	m.EventID, m.Seq = rec.Event.ID, rec.Seq

@@ -96,7 +96,7 @@ func (a *auditor) lookup(id string) (recordedHash, uint64, bool) {
 		return recordedHash{sum: f.sha}, f.seq, true
 	}
 	k := keyOf(id)
-	s, ok := a.steps[k]
+	s, ok := a.steps.get(k)
 	if !ok {
 		return recordedHash{}, 0, false
 	}

@@ -18,3 +18,19 @@ func ReplayReads(ctx context.Context, js jetstream.JetStream, f Filter, own bool
 	}
 	return p.reads, err
 }
+
+// SpillSteps makes the audits that follow, until restore, keep only a few step entries in
+// memory and write the rest out (stepTable), so a small batch's steps span many runs.
+func SpillSteps(slots int) (restore func()) {
+	old := stepSlots
+	stepSlots = slots
+	return func() { stepSlots = old }
+}
+
+// StepRuns is how many runs the audit's step entries were written to.
+func StepRuns(rep Report) int {
+	if rep.state == nil {
+		return 0
+	}
+	return rep.state.steps.set.Runs()
+}

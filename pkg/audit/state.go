@@ -27,7 +27,7 @@ type auditState struct {
 	audited map[batchKey]bool
 	batches map[batchKey]*simBatch
 	// steps and types name the recorded events by id (JobDecisions).
-	steps map[stepKey]stepEntry
+	steps stepTable
 	types []events.Type
 	// store reads back the blobs the state names (the batch index).
 	store blob.Store
@@ -48,7 +48,7 @@ func (st *auditState) of(bk batchKey) *auditState {
 // ref names a recorded event by id: its type and where the stream holds it.
 func (st *auditState) ref(id, sha string) EventRef {
 	ref := EventRef{ID: id, SHA256: sha}
-	if s, ok := st.steps[keyOf(id)]; ok {
+	if s, ok := st.steps.get(keyOf(id)); ok {
 		ref.Seq = s.seq()
 		if int(s.typ()) < len(st.types) {
 			ref.Type = st.types[s.typ()]
