@@ -147,25 +147,32 @@ type judgeFigures struct {
 	timed     int
 }
 
-func (a *chartsFold) add(e *index.Entry) {
+func (a *chartsFold) add(e *index.Entry) { a.fold(e, 1) }
+
+// remove takes back what add(e) counted: a running batch's job changed (live.go).
+func (a *chartsFold) remove(e *index.Entry) { a.fold(e, -1) }
+
+// fold counts e d times (1 or -1). A count back at zero is dropped, as if never added:
+// the charts of a batch folded a change at a time equal those of its entries folded once.
+func (a *chartsFold) fold(e *index.Entry, d int) {
 	if a.outcomes == nil {
 		a.outcomes, a.agreement, a.judges = map[string]int{}, map[string]int{}, map[string]*judgeFigures{}
 	}
-	a.n++
-	a.outcomes[verdicts.OutcomeOf(e.Row)]++
+	a.n += d
+	bump(a.outcomes, verdicts.OutcomeOf(e.Row), d)
 	if c := e.Confidence; c != nil {
-		a.bins[min(int(*c*10), 9)]++
-		a.confident++
+		a.bins[min(int(*c*10), 9)] += d
+		a.confident += d
 	}
 	if e.Consistent != nil {
 		if *e.Consistent {
-			a.consistent++
+			a.consistent += d
 		} else {
-			a.inconsistent++
+			a.inconsistent += d
 		}
 	}
 	if _, size, ok := strings.Cut(e.Agreement, "/"); ok && size != "1" {
-		a.agreement[e.Agreement]++
+		bump(a.agreement, e.Agreement, d)
 	}
 	for _, c := range e.Calls {
 		f := a.judges[c.Judge]
@@ -174,19 +181,29 @@ func (a *chartsFold) add(e *index.Entry) {
 			a.judges[c.Judge] = f
 		}
 		if c.Cached {
-			f.cached++
-			continue
-		}
-		f.made++
-		f.prompt += c.PromptTokens
-		f.complete += c.CompletionTokens
-		if c.LatencyMillis > 0 {
-			if f.latencies == nil {
-				f.latencies = map[int64]int{}
+			f.cached += d
+		} else {
+			f.made += d
+			f.prompt += d * c.PromptTokens
+			f.complete += d * c.CompletionTokens
+			if c.LatencyMillis > 0 {
+				if f.latencies == nil {
+					f.latencies = map[int64]int{}
+				}
+				bump(f.latencies, c.LatencyMillis, d)
+				f.timed += d
 			}
-			f.latencies[c.LatencyMillis]++
-			f.timed++
 		}
+		if f.made == 0 && f.cached == 0 {
+			delete(a.judges, c.Judge)
+		}
+	}
+}
+
+// bump adds d to m[k], dropping the key at zero.
+func bump[K comparable](m map[K]int, k K, d int) {
+	if m[k] += d; m[k] == 0 {
+		delete(m, k)
 	}
 }
 

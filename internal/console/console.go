@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -65,11 +66,19 @@ type server struct {
 	log     *slog.Logger
 	refresh int
 	cache   *rowsCache
+	// live follows the running batches viewed (live.go).
+	live *followers
+	// recordsRead counts the job records the console decoded to show batches: a full
+	// read of a batch's, or a follower's (tests and benchmarks read it).
+	recordsRead atomic.Int64
+	handler     http.Handler
 }
 
 // New builds the console's handler. It panics only if the embedded templates do not
 // parse (the package's tests rule that out) or the system has no randomness.
-func New(cfg Config) http.Handler {
+func New(cfg Config) http.Handler { return newServer(cfg).handler }
+
+func newServer(cfg Config) *server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -91,9 +100,11 @@ func New(cfg Config) http.Handler {
 		refresh: max(1, int(cfg.Refresh/time.Second)),
 		cache:   newRowsCache(),
 	}
+	s.live = newFollowers(cfg.Buckets.Jobs, cfg.Buckets.JS, s.log, s.cache.limit, &s.recordsRead)
 	mux := http.NewServeMux()
 	s.handle(mux)
-	return securityHeaders(mux)
+	s.handler = securityHeaders(mux)
+	return s
 }
 
 // maxFormBytes bounds a request body: the console takes only small forms (a token, a

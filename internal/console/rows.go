@@ -27,15 +27,19 @@ import (
 // chunk at a time. A view of the table that needs every entry at once (a filter, a
 // search, another order) decodes them all, once (all), unless the batch is too big for
 // the cache (tooBig); the CSV export and a comparison walk the chunks (cursor) and never
-// decode the batch whole.
+// decode the batch whole. A running batch's rows are a snapshot of its follower's
+// chunks (live.go), read the same way.
 type batchRows struct {
 	// FromIndex says the entries came from the stored index; otherwise they were read
 	// from every job record (a running batch, or one completed before indexes existed).
 	FromIndex bool
 
-	// stored is the chunked index (nil: entries holds everything); n its entries.
-	stored []byte
-	n      int
+	// src opens a reader of the entries a chunk at a time: the chunked index, or a
+	// running batch's chunks (nil: entries holds everything); n is their count and size
+	// the stored bytes they take.
+	src  func() (chunkReader, error)
+	n    int
+	size int
 
 	allOnce sync.Once
 	entries []index.Entry
@@ -60,6 +64,24 @@ type batchSummary struct {
 	awaiting []index.Entry
 }
 
+// chunkReader reads entries in batch order, a chunk at a time: index.Reader over a
+// stored index, liveReader over a running batch's chunks.
+type chunkReader interface {
+	// Page returns the entries at positions from to to.
+	Page(from, to int) ([]index.Entry, error)
+	// Each calls fn with every entry.
+	Each(fn func(*index.Entry) error) error
+	// Read is what the reader read of stored bytes and the entries it decoded.
+	Read() (bytes int64, entries int)
+}
+
+// storedRows are the rows of a chunked index as stored.
+func storedRows(data []byte, n int) *batchRows {
+	return &batchRows{n: n, size: len(data), FromIndex: true, src: func() (chunkReader, error) {
+		return index.NewReader(bytes.NewReader(data), int64(len(data)))
+	}}
+}
+
 // indexRead, when set (tests), is told what each read of a chunked index read: its bytes
 // and the entries decoded.
 var indexRead func(bytes int64, entries int)
@@ -75,7 +97,7 @@ func (b *batchRows) len() int { return b.n }
 
 // all returns every entry, in batch order, decoding a chunked index the first time.
 func (b *batchRows) all() ([]index.Entry, error) {
-	if b.stored == nil {
+	if b.src == nil {
 		return b.entries, nil
 	}
 	b.allOnce.Do(func() {
@@ -96,11 +118,9 @@ func (b *batchRows) all() ([]index.Entry, error) {
 	return b.entries, b.allErr
 }
 
-func (b *batchRows) reader() (*index.Reader, error) {
-	return index.NewReader(bytes.NewReader(b.stored), int64(len(b.stored)))
-}
+func (b *batchRows) reader() (chunkReader, error) { return b.src() }
 
-func (b *batchRows) report(r *index.Reader) {
+func (b *batchRows) report(r chunkReader) {
 	if indexRead != nil {
 		indexRead(r.Read())
 	}
@@ -110,7 +130,7 @@ func (b *batchRows) report(r *index.Reader) {
 // index, only the chunks they are in.
 func (b *batchRows) page(from, to int) ([]index.Entry, error) {
 	from, to = min(max(from, 0), b.n), min(to, b.n)
-	if b.stored == nil || b.decoded.Load() {
+	if b.src == nil || b.decoded.Load() {
 		entries, err := b.all()
 		return entries[from:to], err
 	}
@@ -125,7 +145,7 @@ func (b *batchRows) page(from, to int) ([]index.Entry, error) {
 
 // each calls fn with every entry in batch order: a chunked index a chunk at a time.
 func (b *batchRows) each(fn func(*index.Entry)) error {
-	if b.stored == nil || b.decoded.Load() {
+	if b.src == nil || b.decoded.Load() {
 		entries, err := b.all()
 		for i := range entries {
 			fn(&entries[i])
@@ -147,7 +167,7 @@ func (b *batchRows) each(fn func(*index.Entry)) error {
 // chunkCursor hands over a batch's entries a chunk at a time, in batch order (cursor).
 type chunkCursor struct {
 	b    *batchRows
-	r    *index.Reader
+	r    chunkReader
 	from int
 	// read is what r had read when the last chunk was reported.
 	bytes   int64
@@ -159,7 +179,7 @@ type chunkCursor struct {
 // chunk's entries, not the batch's; decoded entries are handed over in slices of as many.
 func (b *batchRows) cursor() (*chunkCursor, error) {
 	c := &chunkCursor{b: b}
-	if b.stored != nil && !b.decoded.Load() {
+	if b.src != nil && !b.decoded.Load() {
 		r, err := b.reader()
 		if err != nil {
 			return nil, err
@@ -258,12 +278,12 @@ func (b *batchRows) summary() (batchSummary, error) {
 // weigh more than limit: its filtered and sorted views are then read a chunk at a time
 // on each request (tableQuery.applyEach) instead of decoded once and kept.
 func (b *batchRows) tooBig(limit int) bool {
-	return b.stored != nil && !b.decoded.Load() && b.n > limit
+	return b.src != nil && !b.decoded.Load() && b.n > limit
 }
 
 // weight is what the rows hold in the cache's unit, an entry decoded (about 800 bytes).
 func (b *batchRows) weight() int {
-	w := len(b.stored)/800 + 1
+	w := b.size/800 + 1
 	if b.decoded.Load() {
 		w += b.n
 	}
@@ -292,7 +312,8 @@ type rowsItem struct {
 // chunked index weighs its stored bytes until a view decodes all its entries.
 const maxCachedEntries = 120_000
 
-// runningTTL is how long a running batch's entries are reused.
+// runningTTL is how long a running batch's entries read whole are reused: the batch's
+// follower failed a moment ago (live.go), or there is no stream to follow.
 const runningTTL = 2 * time.Second
 
 // rowsLimit is the cache's limit (maxCachedEntries; tests lower it).
@@ -357,9 +378,21 @@ func (c *rowsCache) evict(key string) {
 	}
 }
 
-// rows returns a batch's entries: from its stored index when it has one, else from its
-// job records.
+// rows returns a batch's entries: from its stored index when it has one, a running
+// batch's from its follower, else from its job records.
 func (s *server) rows(ctx context.Context, tenant, batch string, h *records.Batch) (*batchRows, error) {
+	if h.Completion == nil {
+		r, err := s.live.rows(ctx, tenant, batch)
+		if err == nil {
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// The follower said why in the log when it failed: read every record.
+	} else {
+		s.live.stop(tenant, batch)
+	}
 	key := rowsKey(tenant, batch, h)
 	if r := s.cache.get(key); r != nil {
 		return r, nil
@@ -390,7 +423,7 @@ func (s *server) loadRows(ctx context.Context, tenant, batch string, h *records.
 		data, _, err := blob.ReadAll(ctx, s.cfg.Store, blob.Ref{Tenant: tenant, SHA256: c.Index.SHA256})
 		if err == nil {
 			if r, rerr := index.NewReader(bytes.NewReader(data), int64(len(data))); rerr == nil {
-				return &batchRows{stored: data, n: r.Len(), FromIndex: true}, nil
+				return storedRows(data, r.Len()), nil
 			}
 			// An index stored before chunks: decoded whole.
 			entries, derr := index.Decode(data)
@@ -404,6 +437,7 @@ func (s *server) loadRows(ctx context.Context, tenant, batch string, h *records.
 	}
 	var entries []index.Entry
 	err := records.New(s.cfg.Buckets).EachJob(ctx, tenant, batch, func(j *records.Job) error {
+		s.recordsRead.Add(1)
 		entries = append(entries, index.Of(j))
 		return nil
 	})

@@ -462,7 +462,12 @@ func buildFacets(entries []index.Entry) facets {
 // facetsFold counts the filter choices an entry at a time (see chartsFold).
 type facetsFold struct{ counts map[string]map[string]int }
 
-func (f *facetsFold) add(e *index.Entry) {
+func (f *facetsFold) add(e *index.Entry) { f.fold(e, 1) }
+
+// remove takes back what add(e) counted (chartsFold.remove).
+func (f *facetsFold) remove(e *index.Entry) { f.fold(e, -1) }
+
+func (f *facetsFold) fold(e *index.Entry, d int) {
 	if f.counts == nil {
 		f.counts = map[string]map[string]int{}
 	}
@@ -473,7 +478,7 @@ func (f *facetsFold) add(e *index.Entry) {
 		if f.counts[name] == nil {
 			f.counts[name] = map[string]int{}
 		}
-		f.counts[name][v]++
+		bump(f.counts[name], v, d)
 	}
 	add("status", e.Status)
 	add("kind", e.Kind)
