@@ -66,6 +66,14 @@ type Options struct {
 	// in bytes. Larger objects are files either way, and reading does not depend on the
 	// switch: every Store finds packed objects and per-object files alike.
 	Pack bool
+	// tune overrides sizes for tests (small packs and index rewrites).
+	tune *tuning
+}
+
+// tuning is the sizes a Store works with; tests shrink them.
+type tuning struct {
+	packCap              int64
+	flushMin, flushRatio int
 }
 
 // Store keeps objects in a directory. It is safe for concurrent use, also by several
@@ -83,6 +91,7 @@ type Store struct {
 	// different media types cannot leave the meta of one and report the other.
 	locks [64]sync.Mutex
 	pack  bool
+	tune  tuning
 	packState
 }
 
@@ -116,7 +125,11 @@ func New(dir string, opts Options) (*Store, error) {
 	if maxSize <= 0 {
 		maxSize = blob.DefaultMaxSize
 	}
-	return &Store{root: root, maxSize: maxSize, noSync: opts.NoSync, pack: opts.Pack}, nil
+	tune := tuning{packCap: packCap, flushMin: flushMin, flushRatio: flushRatio}
+	if opts.tune != nil {
+		tune = *opts.tune
+	}
+	return &Store{root: root, maxSize: maxSize, noSync: opts.NoSync, pack: opts.Pack, tune: tune}, nil
 }
 
 // openURL serves blob.OpenURL for "file" URLs: "file:///abs/dir", "file://rel/dir",
@@ -370,6 +383,7 @@ func (s *Store) Close() error {
 	}
 	// Deferred Puts whose caller never synced are made durable before the files close.
 	syncErr := s.syncOwnPacks()
+	s.flushWG.Wait() // a rewrite of an index file under way
 	s.amu.Lock()
 	defer s.amu.Unlock()
 	s.scanMu.Lock()

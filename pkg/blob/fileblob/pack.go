@@ -85,6 +85,13 @@ type pack struct {
 	// syncMu serialises fsyncs; synced is the end the last fsync covered (group commit).
 	syncMu sync.Mutex
 	synced int64
+	// sealed is set when an own pack takes no more appends (full, or rolled past), and
+	// inflight counts its appends not yet indexed: a sealed pack with none is whole in
+	// the index and may go into the index file (see diskidx.go).
+	sealed   atomic.Bool
+	inflight atomic.Int32
+	// gone is set when a compaction replaced the pack (guarded by imu).
+	gone bool
 }
 
 // validEnd is the end of the records known whole.
@@ -113,13 +120,25 @@ type pending struct {
 }
 
 // tenantIndex is what a Store knows of one tenant's packs. Guarded by Store.imu, except
-// loaded.
+// loaded and rolled.
 type tenantIndex struct {
-	name    string
-	objs    objIndex
-	packs   []*pack
-	byName  map[string]uint32
-	pending map[[32]byte]*pending
+	name string
+	// The packed objects are in layers (see get): objs, in memory, holds what the index
+	// file lacks; dead the keys deleted since the file was written; frozen and deadF
+	// the layers a rewrite of the file under way is merging; disk the file.
+	objs      objIndex
+	dead      map[[32]byte]struct{}
+	frozen    *objIndex
+	deadF     map[[32]byte]struct{}
+	disk      *diskIndex
+	noPersist bool // the file cannot be written: everything stays in memory
+	// rebuild says the file was missing pieces or damaged, and changed that this Store
+	// indexed its own records or deleted some: Close rewrites the file.
+	rebuild, changed bool
+	rolled           atomic.Bool // an own pack filled since the last rewrite
+	packs            []*pack
+	byName           map[string]uint32
+	pending          map[[32]byte]*pending
 	// dups names the other packs holding a copy of a key (two writers that packed the
 	// same bytes, or a damaged copy put again), so that Delete compacts those too.
 	dups   map[[32]byte][]uint32
@@ -137,8 +156,11 @@ type packState struct {
 	dirty map[*pack]*tenantIndex
 	// amu serialises appends (each one write at the pack's end).
 	amu sync.Mutex
-	// scanMu serialises scans, which update the packs' scan positions.
+	// scanMu serialises scans, which update the packs' scan positions, and the starts
+	// of the index file's rewrites (which cover those positions).
 	scanMu sync.Mutex
+	// flushWG tracks the background rewrites of index files, which Close waits for.
+	flushWG sync.WaitGroup
 }
 
 var packBufs = sync.Pool{New: func() any {
@@ -188,7 +210,7 @@ func (s *Store) lookup(t *tenantIndex, key [32]byte) (loc, *pack, string, bool) 
 	}
 	s.imu.RLock()
 	defer s.imu.RUnlock()
-	l, ok := t.objs.get(key)
+	l, ok := t.get(key)
 	if !ok {
 		return loc{}, nil, "", false
 	}
@@ -211,6 +233,9 @@ func dataOff(l loc, mt string) int64 { return l.off + packHeader + int64(len(mt)
 func (s *Store) rescan(t *tenantIndex) {
 	s.scanMu.Lock()
 	defer s.scanMu.Unlock()
+	if !t.loaded.Load() && t.disk == nil && !t.rebuild {
+		s.loadIndex(t)
+	}
 	dir := s.packsDir(t.name)
 	ents, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -249,6 +274,15 @@ func (s *Store) rescan(t *tenantIndex) {
 			continue
 		}
 		s.scanPack(t, p, st.Size())
+		// A folder without a usable index file (one written by an older version, or
+		// damaged) is indexed into the file as it is scanned, pack by pack, so that the
+		// heap never holds more than the share the file allows.
+		s.imu.RLock()
+		flush := s.needsFlush(t)
+		s.imu.RUnlock()
+		if flush {
+			s.flushLocked(t, false)
+		}
 	}
 	t.loaded.Store(true)
 }
@@ -263,7 +297,7 @@ func (s *Store) addPack(t *tenantIndex, p *pack) {
 // index points key at l, remembering the pack of a copy it replaces; the caller holds
 // imu for writing.
 func (s *Store) index(t *tenantIndex, key [32]byte, l loc) {
-	if old, ok := t.objs.put(key, l); ok && old.pack != l.pack {
+	if old, ok := t.put(key, l); ok && old.pack != l.pack {
 		if t.dups == nil {
 			t.dups = map[[32]byte][]uint32{}
 		}
@@ -438,7 +472,7 @@ func (s *Store) putPacked(ctx context.Context, tenant string, r io.Reader, media
 			}
 			continue
 		}
-		if l2, ok2 := t.objs.get(key); ok2 && (!ok || l2 != l) {
+		if l2, ok2 := t.get(key); ok2 && (!ok || l2 != l) {
 			s.imu.Unlock() // published meanwhile: look again
 			continue
 		}
@@ -489,6 +523,8 @@ func (s *Store) appendPublished(ctx context.Context, t *tenantIndex, key [32]byt
 	if err != nil {
 		return blob.Attrs{}, fmt.Errorf("fileblob: put %s: %w", a.Ref, err)
 	}
+	// Counted in appendRecord; indexed (or failed) by the time this returns.
+	defer p.inflight.Add(-1)
 	if !deferred {
 		if err := s.syncPack(p, off+int64(len(rec))); err != nil {
 			return blob.Attrs{}, fmt.Errorf("fileblob: put %s: sync %s: %w", a.Ref, p.path, err)
@@ -496,7 +532,15 @@ func (s *Store) appendPublished(ctx context.Context, t *tenantIndex, key [32]byt
 	}
 	s.imu.Lock()
 	s.index(t, key, loc{off: off, size: uint32(a.Size), pack: p.idx, mt: s.intern([]byte(mt))})
+	t.changed = true
+	flush := t.rolled.Load() && s.needsFlush(t)
+	if flush {
+		t.rolled.Store(false)
+	}
 	s.imu.Unlock()
+	if flush {
+		s.flushAsync(t)
+	}
 	return a, nil
 }
 
@@ -518,7 +562,11 @@ func (s *Store) appendRecord(t *tenantIndex, rec []byte) (*pack, int64, error) {
 	s.amu.Lock()
 	defer s.amu.Unlock()
 	p := t.cur
-	if p == nil || p.full || (p.end.Load() > 0 && p.end.Load()+int64(len(rec)) > packCap) {
+	if p == nil || p.full || (p.end.Load() > 0 && p.end.Load()+int64(len(rec)) > s.tune.packCap) {
+		if p != nil {
+			p.sealed.Store(true)
+			t.rolled.Store(true)
+		}
 		var err error
 		if p, err = s.newPack(t); err != nil {
 			return nil, 0, err
@@ -531,6 +579,7 @@ func (s *Store) appendRecord(t *tenantIndex, rec []byte) (*pack, int64, error) {
 		return nil, 0, err
 	}
 	p.end.Store(off + int64(len(rec)))
+	p.inflight.Add(1)
 	return p, off, nil
 }
 
@@ -687,7 +736,8 @@ func (s *Store) deletePacked(ref blob.Ref) {
 	key := refKey(ref)
 	s.imu.Lock()
 	defer s.imu.Unlock()
-	if l, ok := t.objs.del(key); ok {
+	if l, ok := t.del(key); ok {
+		t.changed = true
 		if s.dirty == nil {
 			s.dirty = map[*pack]*tenantIndex{}
 		}
@@ -705,14 +755,18 @@ func (s *Store) packedRefs(tenant string) map[blob.Ref]int64 {
 	s.rescan(t)
 	s.imu.RLock()
 	defer s.imu.RUnlock()
-	out := make(map[blob.Ref]int64, t.objs.len())
-	t.objs.each(func(k [32]byte, l loc) {
+	out := make(map[blob.Ref]int64, t.size())
+	err := t.each(func(k [32]byte, l loc) {
 		out[blob.Ref{Tenant: tenant, SHA256: hex.EncodeToString(k[:])}] = int64(l.size)
 	})
+	if err != nil {
+		slog.Warn("fileblob: cannot list the packed objects of the index file", "tenant", tenant, "err", err)
+	}
 	return out
 }
 
-// closePacks compacts the packs that hold deleted records and closes every pack.
+// closePacks compacts the packs that hold deleted records, brings the index files up to
+// date and closes every pack; the caller holds amu and scanMu.
 func (s *Store) closePacks() error {
 	var errs []error
 	for p, t := range s.dirty {
@@ -722,22 +776,44 @@ func (s *Store) closePacks() error {
 	}
 	s.dirty = nil
 	s.imu.RLock()
+	var flush []*tenantIndex
+	for _, t := range s.tenants {
+		// A writer's records, a prune's deletions and a folder indexed anew go into
+		// the file; a reader that found a few records past it leaves the file alone
+		// (the next writer's rewrite takes them).
+		if t.loaded.Load() && len(t.packs) > 0 && (t.changed || t.rebuild || t.objs.len() >= s.tune.flushMin) {
+			flush = append(flush, t)
+		}
+	}
+	s.imu.RUnlock()
+	for _, t := range flush {
+		s.flushLocked(t, true)
+	}
+	s.imu.RLock()
 	defer s.imu.RUnlock()
 	for _, t := range s.tenants {
 		for _, p := range t.packs {
+			if p.gone {
+				continue
+			}
 			if err := p.f.Close(); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		if t.disk != nil {
+			t.disk.f.Close()
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // compact rewrites a pack with only the records the index still points to (a record of
-// a deleted object is dead, and so is an older copy of one put again since), then
-// renames the new pack over the old one, or removes the pack when nothing in it lives.
-// Only a caller that knows no other process appends to the pack may delete (see
-// Delete), so its records past the index's end are a torn tail at most.
+// a deleted object is dead, and so is an older copy of one put again since) into a new
+// pack, under a name of its own, and removes the old one (or only removes it when nothing
+// in it lives). A new name, not a rename over the old, keeps a pack's name meaning one
+// sequence of records, which the index file relies on (it covers packs by name). Only a
+// caller that knows no other process appends to the pack may delete (see Delete), so
+// its records past the index's end are a torn tail at most. The caller holds scanMu.
 func (s *Store) compact(t *tenantIndex, p *pack) error {
 	dir := filepath.Dir(p.path)
 	tmp, err := os.CreateTemp(dir, tmpGlob)
@@ -754,35 +830,67 @@ func (s *Store) compact(t *tenantIndex, p *pack) error {
 	w := bufio.NewWriterSize(tmp, 256<<10)
 	end := p.validEnd()
 	sc := &scanner{f: p.f, size: end, buf: make([]byte, 256<<10)}
-	live := 0
+	var moved []keyLoc
+	var newOff int64
 	for off := int64(0); ; {
 		r, ok, _ := sc.next(off)
 		if !ok {
 			break
 		}
 		s.imu.RLock()
-		l, found := t.objs.get(r.key)
+		l, found := t.get(r.key)
 		s.imu.RUnlock()
 		if found && l.pack == p.idx && l.off == off {
 			if _, err := io.Copy(w, io.NewSectionReader(p.f, off, r.hdrLen+r.size)); err != nil {
 				return err
 			}
-			live++
+			l.off = newOff
+			moved = append(moved, keyLoc{r.key, l})
+			newOff += r.hdrLen + r.size
 		}
 		off += r.hdrLen + r.size
 	}
-	if live == 0 {
-		if err := os.Remove(p.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	var np *pack
+	if len(moved) > 0 {
+		if err := w.Flush(); err != nil {
 			return err
 		}
-		return s.syncDir(dir)
+		base := strings.TrimPrefix(filepath.Base(tmp.Name()), ".tmp-")
+		path := filepath.Join(dir, base+"c"+packExt)
+		for n := 0; ; n++ {
+			if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			path = filepath.Join(dir, fmt.Sprintf("%sc%d%s", base, n, packExt))
+		}
+		if err := s.install(tmp, dir, path); err != nil {
+			return err
+		}
+		done = true
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		np = &pack{path: path, f: f, scannedTo: newOff, seenSize: newOff}
 	}
-	if err := w.Flush(); err != nil {
+	if err := os.Remove(p.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := s.install(tmp, dir, p.path); err != nil {
+	if err := s.syncDir(dir); err != nil {
 		return err
 	}
-	done = true
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	p.gone = true
+	p.f.Close()
+	delete(t.byName, filepath.Base(p.path))
+	t.changed = true
+	if np != nil {
+		s.addPack(t, np)
+		for _, m := range moved {
+			m.l.pack = np.idx
+			t.put(m.key, m.l)
+		}
+	}
 	return nil
 }

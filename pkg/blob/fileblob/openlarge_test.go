@@ -1,0 +1,96 @@
+package fileblob
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tribunal-dev/tribunal/pkg/blob"
+)
+
+// buildLarge fills a pack-mode store in dir with n distinct 100 B objects (no fsync)
+// and closes it, returning a few of their refs.
+func buildLarge(tb testing.TB, dir string, n int) []blob.Ref {
+	tb.Helper()
+	s, err := New(dir, Options{Pack: true, NoSync: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	var refs []blob.Ref
+	obj := make([]byte, 100)
+	for i := range n {
+		binary.LittleEndian.PutUint64(obj, uint64(i))
+		a, err := s.Put(ctx, "t", bytes.NewReader(obj), blob.PutOptions{MediaType: "application/json"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if i%(n/16+1) == 0 || i == n-1 {
+			refs = append(refs, a.Ref)
+		}
+	}
+	if err := s.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return refs
+}
+
+// openMeasured opens the store in dir, stats every ref (the first lookup loads the
+// tenant's index) and returns the store with the time that took and the heap it
+// retains.
+func openMeasured(tb testing.TB, dir string, refs []blob.Ref) (*Store, time.Duration, int64) {
+	tb.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	s, err := New(dir, Options{Pack: true, NoSync: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, r := range refs {
+		if _, err := s.Stat(context.Background(), r); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	return s, took, int64(after.HeapAlloc) - int64(before.HeapAlloc)
+}
+
+// BenchmarkOpenLarge is the cost of opening a folder of many packed objects: the time
+// from New to the first lookups answered and the heap the open store retains. The
+// objects are TRIBUNAL_BLOB_OPEN_N (1,000,000 unless set), built once.
+//
+//	go test ./pkg/blob/fileblob -run '^$' -bench OpenLarge -benchtime 3x
+func BenchmarkOpenLarge(b *testing.B) {
+	n := 1_000_000
+	if v := os.Getenv("TRIBUNAL_BLOB_OPEN_N"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("TRIBUNAL_BLOB_OPEN_N: %v", err)
+		}
+	}
+	dir := b.TempDir()
+	start := time.Now()
+	refs := buildLarge(b, dir, n)
+	b.Logf("built %d objects in %v", n, time.Since(start).Round(time.Millisecond))
+	b.ResetTimer()
+	var total time.Duration
+	var heap int64
+	for range b.N {
+		s, took, h := openMeasured(b, dir, refs)
+		total += took
+		heap += h
+		runtime.KeepAlive(s)
+		s.Close()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "open-ms")
+	b.ReportMetric(float64(heap)/float64(b.N)/float64(n), "heap-B/obj")
+}
