@@ -254,34 +254,70 @@ func BenchmarkGetHot(b *testing.B) {
 	}
 }
 
+// sizes are the steps of the 100,000-AC and the 1,000,000-AC audits.
+var sizes = []int{600_000, 6_000_000}
+
 func BenchmarkGetMiss(b *testing.B) {
-	s, _ := benchSet(b, 6_000_000)
-	rng := rand.New(rand.NewPCG(13, 14))
-	keys := make([]Key, 1<<16)
-	for i := range keys {
-		keys[i] = randomKey(rng)
-	}
-	b.ReportMetric(float64(s.Runs()), "runs")
-	for i := 0; b.Loop(); i++ {
-		s.Get(keys[i%len(keys)])
+	for _, n := range sizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, _ := benchSet(b, n)
+			rng := rand.New(rand.NewPCG(13, 14))
+			keys := make([]Key, 1<<16)
+			for i := range keys {
+				keys[i] = randomKey(rng)
+			}
+			runs := s.Runs()
+			for i := 0; b.Loop(); i++ {
+				s.Get(keys[i%len(keys)])
+			}
+			b.ReportMetric(float64(runs), "runs")
+		})
 	}
 }
 
 func BenchmarkGetCold(b *testing.B) {
-	s, keys := benchSet(b, 6_000_000)
-	b.ReportMetric(float64(s.Runs()), "runs")
-	for i := 0; b.Loop(); i++ {
-		// The oldest entries, long spilled.
-		s.Get(keys[(i*7919)%(len(keys)/2)])
+	for _, n := range sizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, keys := benchSet(b, n)
+			for i := 0; b.Loop(); i++ {
+				// The oldest entries, long written out.
+				s.Get(keys[(i*7919)%(len(keys)/2)])
+			}
+		})
 	}
 }
 
 func BenchmarkClaimCold(b *testing.B) {
-	s, keys := benchSet(b, 6_000_000)
-	for i := 0; b.Loop(); i++ {
-		k := keys[(i*7919)%(len(keys)/2)]
-		v, _ := s.Get(k)
-		v[0] |= 1 << 8
-		s.Put(k, v)
+	for _, n := range sizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, keys := benchSet(b, n)
+			for i := 0; b.Loop(); i++ {
+				k := keys[(i*7919)%(len(keys)/2)]
+				v, _ := s.Get(k)
+				v[0] |= 1 << 8
+				s.Put(k, v)
+			}
+		})
+	}
+}
+
+// BenchmarkMapMiss is what the audit's map did for a get of an absent key, for
+// comparison with BenchmarkGetMiss.
+func BenchmarkMapMiss(b *testing.B) {
+	for _, n := range sizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(9, 10))
+			m := make(map[Key]Value)
+			for i := range n {
+				m[randomKey(rng)] = Value{uint64(i)}
+			}
+			keys := make([]Key, 1<<16)
+			for i := range keys {
+				keys[i] = randomKey(rng)
+			}
+			for i := 0; b.Loop(); i++ {
+				_ = m[keys[i%len(keys)]]
+			}
+		})
 	}
 }
