@@ -1,8 +1,11 @@
 package rulebook
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -89,5 +92,44 @@ func TestJobIndexOffersEveryCandidate(t *testing.T) {
 				t.Errorf("collide %v: a key never added is offered place %d, of another tag", collide, c)
 			}
 		}
+	}
+}
+
+// TestBatchOrderByIndex: a batch's order, kept in two words a job, sorts by each job's
+// index as recorded, stably, for indices an int32 does not hold too (below 0 or far past
+// the batch, which only a stream that disagrees with itself has), and a sorted order is
+// not copied.
+func TestBatchOrderByIndex(t *testing.T) {
+	indices := []int{3, math.MinInt32, 1 << 40, -1, 3, math.MaxInt32, -1 << 40, 0, math.MaxInt32 + 1, 2, 1 << 40}
+	var b memBatch
+	for p, i := range indices {
+		b.add(i, uint32(p))
+	}
+	want := make([]int, len(indices))
+	for p := range want {
+		want[p] = p
+	}
+	slices.SortStableFunc(want, func(x, y int) int { return cmp.Compare(indices[x], indices[y]) })
+	var got []int
+	for _, o := range b.byIndex() {
+		if b.indexOf(o) != indices[o.place] {
+			t.Fatalf("place %d: index %d, recorded %d", o.place, b.indexOf(o), indices[o.place])
+		}
+		got = append(got, int(o.place))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sorted places %v, want %v", got, want)
+	}
+	for p, o := range b.order {
+		if int(o.place) != p {
+			t.Fatalf("sorting changed the recorded order: %v", b.order)
+		}
+	}
+	var sorted memBatch
+	for p := range 5 {
+		sorted.add(p, uint32(p))
+	}
+	if o := sorted.byIndex(); &o[0] != &sorted.order[0] {
+		t.Error("a sorted order was copied")
 	}
 }

@@ -1,10 +1,12 @@
 package rulebook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"sort"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
@@ -23,9 +25,10 @@ import (
 // half a kilobyte per job rather than 100,000 decoded records; a completion folds its
 // jobs (Fold) when it happens. With SpillDir, a final record (which the rules change
 // again only on a redrive or a person's review) leaves memory for a file with its key,
-// and what is held per job is a few words without a pointer (about 40 bytes, see
-// jobIndex): no key string, so neither the heap nor the collector's work grows with the
-// jobs replayed but for those words.
+// and what is held per job is a few words without a pointer (about 34 bytes: its word in
+// jobIndex, where the file has its record, its index and place in its batch's order, a
+// bit for its final index): no key string, so neither the heap nor the collector's work
+// grows with the jobs replayed but for those words.
 type Memory struct {
 	// Now is the aggregator's clock (time.Now when nil).
 	Now func() time.Time
@@ -68,8 +71,10 @@ type Memory struct {
 
 type memBatch struct {
 	header records.Batch
-	// order are the batch's jobs in the order they were recorded.
+	// order are the batch's jobs in the order they were recorded; wide the indices of
+	// those whose index does not fit in memJob, by place.
 	order []memJob
+	wide  map[uint32]int
 	final finals
 	// inRange counts the final indices within [0, counted), counted the size they were
 	// counted against: a job's outcome then counts in constant time.
@@ -79,10 +84,45 @@ type memBatch struct {
 }
 
 // memJob is a job of a batch's order: its index in the batch (what the completion's fold
-// sorts by) and its place, which names its record and key.
+// sorts by) and its place, which names its record and key. An index outside an int32
+// (only a stream that disagrees with itself has one) is wideIndex, and the batch's wide
+// holds it.
 type memJob struct {
-	index int
+	index int32
 	place uint32
+}
+
+const wideIndex = math.MinInt32
+
+// add appends the job at place p, of index i, to the batch's order.
+func (b *memBatch) add(i int, p uint32) {
+	o := memJob{index: int32(i), place: p}
+	if i <= wideIndex || i > math.MaxInt32 {
+		if b.wide == nil {
+			b.wide = map[uint32]int{}
+		}
+		o.index, b.wide[p] = wideIndex, i
+	}
+	b.order = append(b.order, o)
+}
+
+func (b *memBatch) indexOf(o memJob) int {
+	if o.index == wideIndex {
+		return b.wide[o.place]
+	}
+	return int(o.index)
+}
+
+// byIndex is the batch's order sorted by index, stably: the order itself when it is
+// sorted already (the jobs recorded in batch order), so that a completion copies nothing.
+func (b *memBatch) byIndex() []memJob {
+	by := func(x, y memJob) int { return cmp.Compare(b.indexOf(x), b.indexOf(y)) }
+	if slices.IsSortedFunc(b.order, by) {
+		return b.order
+	}
+	order := slices.Clone(b.order)
+	slices.SortStableFunc(order, by)
+	return order
 }
 
 // heldJob is a record held in memory: its key and its encoded bytes.
@@ -372,7 +412,7 @@ func (s memStore) CreateJob(_ context.Context, j *records.Job, header *records.B
 		b.header.Source, b.header.CreatedAt = header.Source, header.CreatedAt
 	}
 	p := m.newPlace(key)
-	b.order = append(b.order, memJob{index: j.Index, place: p})
+	b.add(j.Index, p)
 	m.put(p, key, j)
 	return true, nil
 }
@@ -513,8 +553,7 @@ func (m *Memory) beforeComplete(j *records.Job, attempt int) {
 // time.
 func (m *Memory) complete(b *memBatch, by *records.Job, attempt int) *Completion {
 	b.completed = attempt
-	order := append([]memJob(nil), b.order...)
-	sort.SliceStable(order, func(x, y int) bool { return order[x].index < order[y].index })
+	order := b.byIndex()
 	c := &Completion{Tenant: b.header.Tenant, Batch: b.header.Batch, By: by.Clone(), Attempt: attempt, fold: NewFold(b.header.Tenant, b.header.Batch)}
 	for _, o := range order {
 		c.fold.Add(m.decodeAt(o.place))
