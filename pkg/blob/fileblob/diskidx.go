@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 )
 
 // The packed-object index of a tenant is kept in "<root>/<tenant>/packs/objects.idx", so
@@ -81,11 +82,54 @@ type diskIndex struct {
 	start [257]int
 	// fence is bytes 1-4 of the key of every diskFence-th entry of each shard.
 	fence [256][]uint32
+	// filter answers most misses without a read (a Put of a new object looks it up
+	// first, and so does a scan indexing a record).
+	filter bloom
 	// packIdx maps the file's packs to the Store's (tenantIndex.packs), -1 for a pack
 	// that is gone or no longer matches; mtIdx maps its media types to the Store's.
 	packIdx []int32
 	mtIdx   []uint32
 	dataOff int64
+}
+
+// bloom is a blocked Bloom filter of a file's keys: 10 bits a key in blocks of one
+// cache line, six bits a key in one block (about 1 % false positives). The keys are
+// digests, so their bytes are the hashes: bytes 8-15 pick the block, 16-23 the bits.
+type bloom []uint64
+
+const bloomBits = 10
+
+func newBloom(n int) bloom {
+	blocks := max(1, (n*bloomBits+511)/512)
+	return make(bloom, blocks*8)
+}
+
+func (b bloom) spot(key *[32]byte) (block []uint64, h uint64) {
+	n := uint64(len(b) / 8)
+	i := binary.LittleEndian.Uint64(key[8:16]) % n
+	return b[i*8 : i*8+8], binary.LittleEndian.Uint64(key[16:24])
+}
+
+func (b bloom) add(key *[32]byte) {
+	blk, h := b.spot(key)
+	for range 6 {
+		blk[h&511>>6] |= 1 << (h & 63)
+		h >>= 9
+	}
+}
+
+func (b bloom) has(key *[32]byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	blk, h := b.spot(key)
+	for range 6 {
+		if blk[h&511>>6]&(1<<(h&63)) == 0 {
+			return false
+		}
+		h >>= 9
+	}
+	return true
 }
 
 // diskPack is one pack of a file's table.
@@ -236,7 +280,7 @@ func readIndexFile(f *os.File) (*diskIndex, *parsedIndex, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	d := &diskIndex{f: f, count: p.count, dataOff: p.dataOff}
+	d := &diskIndex{f: f, count: p.count, dataOff: p.dataOff, filter: newBloom(p.count)}
 	br := bufio.NewReaderSize(io.NewSectionReader(f, p.dataOff, int64(p.count)*diskEntry), 1<<20)
 	crc := uint32(0)
 	var b [diskEntry]byte
@@ -257,6 +301,7 @@ func readIndexFile(f *os.File) (*diskIndex, *parsedIndex, error) {
 				return nil, nil, fmt.Errorf("entry %d: names no pack or media type", i)
 			}
 			copy(prev[:], b[:32])
+			d.filter.add(&prev)
 			if j%diskFence == 0 {
 				fence[j/diskFence] = binary.BigEndian.Uint32(b[1:5])
 			}
@@ -276,7 +321,7 @@ func readIndexFile(f *os.File) (*diskIndex, *parsedIndex, error) {
 func (d *diskIndex) get(key *[32]byte) (dentry, bool) {
 	sh := int(key[0])
 	fs := d.fence[sh]
-	if len(fs) == 0 {
+	if len(fs) == 0 || !d.filter.has(key) {
 		return dentry{}, false
 	}
 	n := d.start[sh+1] - d.start[sh]
@@ -292,8 +337,10 @@ func (d *diskIndex) get(key *[32]byte) (dentry, bool) {
 	if lo >= hi {
 		return dentry{}, false
 	}
-	var stack [diskFence * diskEntry]byte
-	buf := stack[:]
+	// A block's buffer escapes to ReadAt, so it is pooled rather than on the stack.
+	bp := blockBufs.Get().(*[diskFence * diskEntry]byte)
+	defer blockBufs.Put(bp)
+	buf := bp[:]
 	if m := (hi - lo) * diskEntry; m > len(buf) {
 		buf = make([]byte, m)
 	} else {
@@ -317,6 +364,8 @@ func (d *diskIndex) get(key *[32]byte) (dentry, bool) {
 	}
 	return dentry{}, false
 }
+
+var blockBufs = sync.Pool{New: func() any { return new([diskFence * diskEntry]byte) }}
 
 // loc turns a file entry into the Store's location, false when its pack is gone.
 func (d *diskIndex) loc(e dentry) (loc, bool) {
@@ -580,7 +629,11 @@ func (s *Store) writeIndex(j *flushJob) (*diskIndex, error) {
 		return nil, err
 	}
 	w := bufio.NewWriterSize(tmp, 1<<20)
-	d := &diskIndex{dataOff: hlen, packIdx: make([]int32, len(j.packs)), mtIdx: make([]uint32, nmts)}
+	most := j.frozen.len()
+	if j.old != nil {
+		most += j.old.count
+	}
+	d := &diskIndex{dataOff: hlen, packIdx: make([]int32, len(j.packs)), mtIdx: make([]uint32, nmts), filter: newBloom(most)}
 	for i := range j.fileNum {
 		if fn := j.fileNum[i]; fn >= 0 {
 			d.packIdx[fn] = int32(i)
@@ -601,6 +654,7 @@ func (s *Store) writeIndex(j *flushJob) (*diskIndex, error) {
 		}
 		shardN[sh]++
 		count++
+		d.filter.add(&e.key)
 		putDentry(b[:], e)
 		crc = crc32.Update(crc, castagnoli, b[:])
 		if _, err := w.Write(b[:]); err != nil && werr == nil {

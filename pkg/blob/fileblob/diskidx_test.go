@@ -200,3 +200,80 @@ func TestDiskIndexAgainstModel(t *testing.T) {
 	defer s.Close()
 	checkAll(s, steps+1)
 }
+
+// TestDiskIndexConcurrentPuts puts from several goroutines into a store whose packs
+// fill (and index file is rewritten in the background) every few Puts, while another
+// goroutine reads back what was put and a second store on the folder reads it too;
+// then a fresh store finds everything. Run it with -race.
+func TestDiskIndexConcurrentPuts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	tune := &tuning{packCap: 8 << 10, flushMin: 32, flushRatio: 2}
+	s, err := New(dir, Options{Pack: true, NoSync: true, tune: tune})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(dir, Options{Pack: true, NoSync: true, tune: tune})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, per = 4, 400
+	refs := make(chan blob.Ref, writers*per)
+	errc := make(chan error, writers+1)
+	for w := range writers {
+		go func() {
+			for i := range per {
+				a, err := blob.PutBytes(ctx, s, "acme", fmt.Appendf(nil, "writer %d object %d %s", w, i, make([]byte, i%200)), "text/plain")
+				if err != nil {
+					errc <- err
+					return
+				}
+				refs <- a.Ref
+			}
+			errc <- nil
+		}()
+	}
+	done := make(chan error, 1)
+	go func() {
+		for range writers {
+			if err := <-errc; err != nil {
+				done <- err
+				return
+			}
+		}
+		close(refs)
+		done <- nil
+	}()
+	var all []blob.Ref
+	for ref := range refs { // read while the writers write
+		all = append(all, ref)
+		for _, st := range []*Store{s, r} {
+			if _, err := st.Stat(ctx, ref); err != nil {
+				t.Fatalf("Stat(%s): %v", ref, err)
+			}
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != writers*per {
+		t.Fatalf("%d objects put, want %d", len(all), writers*per)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(dir, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, ref := range all {
+		if _, _, err := blob.ReadAll(ctx, f, ref); err != nil {
+			t.Fatalf("ReadAll(%s) after reopening: %v", ref, err)
+		}
+	}
+}

@@ -6,9 +6,10 @@ import (
 	"slices"
 )
 
-// objIndex maps the digests of a tenant's packed objects to their locations. It holds
-// every packed object of a batch (3,000,000 and more at 1,000,000 ACs), so it is built
-// for bytes per entry: a Go map of [32]byte to loc cost about 134 B an object (buckets
+// objIndex maps the digests of a tenant's packed objects to their locations: the part
+// of the index in memory, what the index file (diskidx.go) does not hold yet, up to an
+// eighth of the file, or everything when the folder cannot take a file. It can hold
+// hundreds of thousands of objects, so it is built for bytes per entry: a Go map of [32]byte to loc cost about 134 B an object (buckets
 // of 56 B slots, kept below full, doubling as it grows); this keeps 44 B entries in
 // sorted slices, about 47 B an object.
 //

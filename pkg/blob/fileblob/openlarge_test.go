@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"testing"
@@ -81,6 +82,17 @@ func BenchmarkOpenLarge(b *testing.B) {
 	start := time.Now()
 	refs := buildLarge(b, dir, n)
 	b.Logf("built %d objects in %v", n, time.Since(start).Round(time.Millisecond))
+	// A folder as an older version left it, without the index file: the first open
+	// scans the packs and writes the file (at Close).
+	if err := os.Remove(filepath.Join(dir, "t", "packs", indexName)); err != nil && !os.IsNotExist(err) {
+		b.Fatal(err)
+	}
+	s, took, h := openMeasured(b, dir, refs)
+	start = time.Now()
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("without an index file: opened in %v (%.1f B of heap per object), closed in %v", took.Round(time.Millisecond), float64(h)/float64(n), time.Since(start).Round(time.Millisecond))
 	b.ResetTimer()
 	var total time.Duration
 	var heap int64

@@ -40,9 +40,10 @@ import (
 // on every read.
 //
 // Each Store appends only to packs it created (a fresh one per Store, rolled past
-// packCap), so processes sharing a folder never interleave their writes; each reads the
-// others' packs by scanning them, lazily, and again when a lookup misses (another
-// process may have appended since).
+// packCap), so processes sharing a folder never interleave their writes; each finds the
+// others' records through the index file (diskidx.go) and by scanning the packs past
+// what it covers, lazily, and again when a lookup misses (another process may have
+// appended since).
 const (
 	packExt   = ".pack"
 	packMagic = "TBPK"
