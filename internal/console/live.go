@@ -31,10 +31,11 @@ import (
 // The entries are kept in chunks of index.ChunkSize by their position in the batch
 // (Entry.Index), so a write changes one chunk. A page is served from a snapshot, the
 // chunks as they were when it was taken: a chunk a snapshot holds is never changed, a
-// write to it copies it first. A batch bigger than the cache's limit keeps only the
-// chunks written to last decoded and the others encoded as a one-chunk index (about 15
-// bytes an entry rather than 800), and its filtered and sorted views read them a chunk at
-// a time, as those of a completed batch too big for the cache do.
+// write to it copies it first. A batch bigger than its share of the cache's limit (a
+// maxFollowers-th) keeps only the chunks written to last decoded and the others encoded
+// as a one-chunk index (tens of bytes an entry rather than 800), and its filtered and
+// sorted views read them a chunk at a time, as those of a completed batch too big for the
+// cache do.
 //
 // A follower that cannot follow (its consumer lost for good, a record that does not
 // decode, a job record deleted, which a position alone cannot take back) stops, says why
@@ -44,8 +45,9 @@ import (
 // Followers' bounds.
 const (
 	// maxFollowers bounds the running batches followed at once; the least recently viewed
-	// one stops for another.
-	maxFollowers = 8
+	// one stops for another. Each keeps at most a maxFollowers-th of the cache's limit of
+	// entries decoded, so that all of them together hold what the cache may.
+	maxFollowers = 4
 	// followIdle is how long a follower nobody views keeps following.
 	followIdle = time.Minute
 	// followRetry is how long a batch whose follower failed is read whole before another
@@ -59,8 +61,8 @@ const (
 	followResets = 3
 )
 
-// hotChunks is how many chunks a follower of a batch bigger than the cache's limit keeps
-// decoded, twice as many between two rounds of encoding: the last ones written to, where a
+// hotChunks is how many chunks a follower of a batch bigger than its share of the cache's
+// limit keeps decoded, twice as many between two rounds of encoding: the last ones written to, where a
 // running batch's next writes land (tests lower it).
 var hotChunks = 16
 
@@ -398,9 +400,9 @@ func (f *follower) writable(k int) (*liveChunk, error) {
 }
 
 // spill encodes the decoded chunks written to least recently, but hotChunks, once the
-// batch is bigger than the cache's limit.
+// batch is bigger than its share of the cache's limit.
 func (f *follower) spill() {
-	if f.n <= f.fs.limit || f.decoded <= 2*hotChunks {
+	if f.n <= f.fs.limit/maxFollowers || f.decoded <= 2*hotChunks {
 		return // spilled in rounds, not on every write
 	}
 	var decoded []int
@@ -442,7 +444,9 @@ func (f *follower) snapshot() (*batchRows, error) {
 			size += len(c.stored)
 		}
 	}
-	b := &batchRows{n: f.n, size: size, src: func() (chunkReader, error) { return &liveReader{chunks: chunks}, nil }}
+	// Spilled, its filtered and sorted views read it a chunk at a time (tooBig), as
+	// those of a completed batch too big for the cache do, rather than decode it whole.
+	b := &batchRows{n: f.n, size: size, spilled: size > 0, src: func() (chunkReader, error) { return &liveReader{chunks: chunks}, nil }}
 	sum := f.fold.summary()
 	b.once.Do(func() { b.sum = sum })
 	f.snap = b

@@ -391,3 +391,84 @@ func firstDiff(a, b string) string {
 	from := max(i-200, 0)
 	return fmt.Sprintf("got  ...%s\nwant ...%s", a[from:min(i+200, len(a))], b[from:min(i+200, len(b))])
 }
+
+// BenchmarkRunningBatchRefresh: a refresh of a running 20,000-job batch's first page
+// after 100 of its records were written, with the console before followers (every record
+// read again: reload) and with a follower (the written records only: follow; follow-
+// spilled with the cache's limit at 2,000 entries, so most chunks are kept encoded).
+// records/refresh is what one refresh and the writes before it cost in records read and
+// decoded; the time is the refresh's alone, the writes and their delivery stopped out.
+//
+//	go test ./internal/console -run '^$' -bench RunningBatchRefresh -benchtime 50x
+func BenchmarkRunningBatchRefresh(b *testing.B) {
+	buckets := natstest.Buckets(b, bus.Config{})
+	store, err := fileblob.New(b.TempDir(), fileblob.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := Config{Buckets: buckets, Store: store, Logger: slog.New(slog.DiscardHandler)}
+	const n, per = 20_000, 100
+	lj := liveJobs{tenant: "team-a", batch: "running", size: n, t0: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
+	putHeader(b, buckets, records.Batch{Tenant: lj.tenant, Batch: lj.batch, Size: n, CreatedAt: lj.t0})
+	jobs := make([]*records.Job, 0, n)
+	for i := range n {
+		jobs = append(jobs, lj.submitted(b, i))
+	}
+	putJobs(b, buckets, jobs)
+	path := batchHref(lj.tenant, lj.batch)
+	r := rand.New(rand.NewPCG(1, 2))
+	round := 0
+	// write decides per random jobs, as a running batch's judges do.
+	write := func() uint64 {
+		round++
+		batch := make([]*records.Job, 0, per)
+		for range per {
+			batch = append(batch, lj.decided(b, r.IntN(n), round))
+		}
+		return putJobs(b, buckets, batch)
+	}
+	b.Run("reload", func(b *testing.B) {
+		read := int64(0)
+		for b.Loop() {
+			b.StopTimer()
+			write()
+			// The cache's two seconds are over by the next refresh (every 3 s).
+			s := fullLoad(cfg)
+			b.StartTimer()
+			serve(b, s.handler, path)
+			read += s.recordsRead.Load()
+		}
+		b.ReportMetric(float64(read)/float64(b.N), "records/refresh")
+	})
+	for _, bc := range []struct {
+		name  string
+		limit int
+	}{{"follow", maxCachedEntries}, {"follow-spilled", 2000}} {
+		b.Run(bc.name, func(b *testing.B) {
+			defer SetRowsLimit(bc.limit)()
+			s := newServer(cfg)
+			serve(b, s.handler, path)
+			defer s.live.stop(lj.tenant, lj.batch)
+			start := s.recordsRead.Load()
+			for b.Loop() {
+				b.StopTimer()
+				rev := write()
+				for {
+					s.live.mu.Lock()
+					f := s.live.by[lj.tenant+"/"+lj.batch]
+					s.live.mu.Unlock()
+					if f == nil {
+						b.Fatal("no follower")
+					}
+					if f.applied() >= rev {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				b.StartTimer()
+				serve(b, s.handler, path)
+			}
+			b.ReportMetric(float64(s.recordsRead.Load()-start)/float64(b.N), "records/refresh")
+		})
+	}
+}

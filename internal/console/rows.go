@@ -40,6 +40,9 @@ type batchRows struct {
 	src  func() (chunkReader, error)
 	n    int
 	size int
+	// spilled says the rows are a running batch's kept mostly encoded (live.go): too big
+	// to decode whole, whatever the cache's limit.
+	spilled bool
 
 	allOnce sync.Once
 	entries []index.Entry
@@ -278,7 +281,7 @@ func (b *batchRows) summary() (batchSummary, error) {
 // weigh more than limit: its filtered and sorted views are then read a chunk at a time
 // on each request (tableQuery.applyEach) instead of decoded once and kept.
 func (b *batchRows) tooBig(limit int) bool {
-	return b.src != nil && !b.decoded.Load() && b.n > limit
+	return b.src != nil && !b.decoded.Load() && (b.n > limit || b.spilled)
 }
 
 // weight is what the rows hold in the cache's unit, an entry decoded (about 800 bytes).
