@@ -101,6 +101,7 @@ func newServer(cfg Config) *server {
 		cache:   newRowsCache(),
 	}
 	s.live = newFollowers(cfg.Buckets.Jobs, cfg.Buckets.JS, s.log, s.cache.limit, &s.recordsRead)
+	s.cache.followed = s.live.weight
 	mux := http.NewServeMux()
 	s.handle(mux)
 	s.handler = securityHeaders(mux)

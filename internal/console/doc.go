@@ -11,7 +11,10 @@
 // comparisons: a page of a 100,000-AC batch does not read 100,000 records, a page in
 // batch order decodes only the chunks of the index it shows, the CSV export reads it a
 // chunk at a time, writing rows as it goes, and a comparison walks both batches' indexes
-// chunk by chunk side by side), and
+// chunk by chunk side by side). A running batch has no index yet: one follower per batch,
+// shared by its viewers, reads its job records once through an ordered consumer on the
+// jobs bucket's stream and then only the records written since, applied to its entries
+// and summary counts, so a page's refresh reads no record (live.go). It
 // publishes one event only, spotcheck.recorded. Reading KV needs the
 // services' NATS user, so teams are kept apart here, not by NATS.
 //

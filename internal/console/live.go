@@ -46,7 +46,9 @@ import (
 const (
 	// maxFollowers bounds the running batches followed at once; the least recently viewed
 	// one stops for another. Each keeps at most a maxFollowers-th of the cache's limit of
-	// entries decoded, so that all of them together hold what the cache may.
+	// entries decoded, so that all of them together hold what the cache may; what they
+	// hold counts against the cache's limit (rowsCache.followed), completed batches
+	// evicted for them.
 	maxFollowers = 4
 	// followIdle is how long a follower nobody views keeps following.
 	followIdle = time.Minute
@@ -147,7 +149,13 @@ func (fs *followers) drop(f *follower, failed bool) {
 	defer fs.mu.Unlock()
 	fs.dropLocked(f)
 	if failed {
-		fs.failed[f.key] = time.Now().Add(followRetry)
+		now := time.Now()
+		for k, until := range fs.failed {
+			if now.After(until) {
+				delete(fs.failed, k)
+			}
+		}
+		fs.failed[f.key] = now.Add(followRetry)
 	}
 }
 
@@ -169,6 +177,18 @@ func (fs *followers) stop(tenant, batch string) {
 	if f != nil {
 		f.stop()
 	}
+}
+
+// weight is what the followers hold, in the rows cache's unit (batchRows.weight): an
+// entry decoded, or 800 bytes of encoded chunks.
+func (fs *followers) weight() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	w := 0
+	for _, f := range fs.by {
+		w += f.weight()
+	}
+	return w
 }
 
 // count is how many batches are followed.
@@ -451,6 +471,21 @@ func (f *follower) snapshot() (*batchRows, error) {
 	b.once.Do(func() { b.sum = sum })
 	f.snap = b
 	return b, nil
+}
+
+func (f *follower) weight() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, stored := 0, 0
+	for _, c := range f.chunks {
+		if c != nil {
+			if c.stored == nil {
+				w += c.n
+			}
+			stored += len(c.stored)
+		}
+	}
+	return w + stored/800
 }
 
 // applied is the stream sequence of the last write applied (tests wait on it).

@@ -301,6 +301,9 @@ type rowsCache struct {
 	items map[string]*rowsItem
 	limit int
 	group singleflight.Group
+	// followed, when set, is what the running batches' followers hold in the cache's
+	// unit (followers.weight): they share the limit, and batches are evicted for them.
+	followed func() int
 }
 
 type rowsItem struct {
@@ -366,6 +369,9 @@ func (c *rowsCache) put(key string, rows *batchRows, ttl time.Duration) {
 // The weights are summed each time: a batch's grows when a view decodes its entries.
 func (c *rowsCache) evict(key string) {
 	total := 0
+	if c.followed != nil {
+		total = c.followed()
+	}
 	for _, it := range c.items {
 		total += it.rows.weight()
 	}
