@@ -1,6 +1,6 @@
 // Package stepset holds a fixed-size value under a 16-byte key for more keys than the
 // heap should hold: the audit keeps an entry for every logical step of every event it
-// replays (about six a job), and at 1,000,000 jobs a map of them was most of its memory.
+// replays (about six a job), and at 1,000,000 jobs a map of them held hundreds of MB.
 //
 // A Set keeps the newest entries in a hot table in memory, of a fixed size. When the
 // table is full its entries are sorted and written to a temporary file (a run), and the
