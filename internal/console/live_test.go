@@ -389,6 +389,64 @@ func TestFollowerFailsToFullRead(t *testing.T) {
 	}
 }
 
+// TestFollowerSurvivesItsConsumerLost: a follower whose consumer is deleted on the server
+// (a restart, an operator's cleanup) gets another from the last record it read on: the
+// writes since are read once each, none missed, and its pages are a full read's.
+func TestFollowerSurvivesItsConsumerLost(t *testing.T) {
+	buckets := natstest.Buckets(t, bus.Config{})
+	store, err := fileblob.New(t.TempDir(), fileblob.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	cfg := Config{Buckets: buckets, Store: store, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	lj := liveJobs{tenant: "team-a", batch: "lost", size: 2000, t0: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
+	putHeader(t, buckets, records.Batch{Tenant: lj.tenant, Batch: lj.batch, Size: lj.size, CreatedAt: lj.t0})
+	var jobs []*records.Job
+	for i := range lj.size {
+		jobs = append(jobs, lj.submitted(t, i))
+	}
+	rev := putJobs(t, buckets, jobs)
+	s := newServer(cfg)
+	base := batchHref(lj.tenant, lj.batch)
+	serve(t, s.handler, base)
+	waitApplied(t, s, lj.tenant, lj.batch, rev)
+	ctx := context.Background()
+	st, err := buckets.JS.Stream(ctx, "KV_"+s.live.bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := 0
+	for name := range st.ConsumerNames(ctx).Name() {
+		if err := st.DeleteConsumer(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		deleted++
+	}
+	if deleted != 1 {
+		t.Fatalf("deleted %d consumers, want the follower's one", deleted)
+	}
+	before := s.recordsRead.Load()
+	for round := 1; round <= 3; round++ {
+		jobs = jobs[:0]
+		for i := range 50 {
+			jobs = append(jobs, lj.decided(t, round*50+i, round))
+		}
+		waitApplied(t, s, lj.tenant, lj.batch, putJobs(t, buckets, jobs))
+	}
+	if got := s.recordsRead.Load() - before; got != 150 {
+		t.Fatalf("the follower read %d records for 150 written after its consumer was lost", got)
+	}
+	for _, q := range []string{base, base + "?sort=outcome", base + "/export.csv"} {
+		if got, want := serve(t, s.handler, q), serve(t, fullLoad(cfg).handler, q); got != want {
+			t.Fatalf("%s after the consumer was lost is not a full read's:\n%s", q, firstDiff(got, want))
+		}
+	}
+	if strings.Contains(logs.String(), "following a running batch failed") {
+		t.Fatalf("a lost consumer failed the follower:\n%s", logs.String())
+	}
+}
+
 // firstDiff shows where two pages part.
 func firstDiff(a, b string) string {
 	i := 0
