@@ -3,7 +3,10 @@ package fileblob
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -105,4 +108,93 @@ func BenchmarkOpenLarge(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "open-ms")
 	b.ReportMetric(float64(heap)/float64(b.N)/float64(n), "heap-B/obj")
+}
+
+// BenchmarkPackGetReopened is Open and a verified read of one of TRIBUNAL_BLOB_OPEN_N
+// (1,000,000 unless set) packed 100 B objects in a store opened on the folder after
+// they were written: the case of a process reading a batch's folder (an audit, the
+// viewer), whose lookups go to the index file.
+func BenchmarkPackGetReopened(b *testing.B) {
+	n := 1_000_000
+	if v := os.Getenv("TRIBUNAL_BLOB_OPEN_N"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatalf("TRIBUNAL_BLOB_OPEN_N: %v", err)
+		}
+	}
+	dir := b.TempDir()
+	buildLarge(b, dir, n)
+	s, err := New(dir, Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	refs := make([]blob.Ref, 4096)
+	obj := make([]byte, 100)
+	for i := range refs {
+		binary.LittleEndian.PutUint64(obj, uint64((i*7919)%n))
+		sum := sha256.Sum256(obj)
+		refs[i] = blob.Ref{Tenant: "t", SHA256: hex.EncodeToString(sum[:])}
+	}
+	if _, err := s.Stat(ctx, refs[0]); err != nil { // loads the index
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		rc, _, err := s.Open(ctx, refs[i%len(refs)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			b.Fatal(err)
+		}
+		rc.Close()
+	}
+}
+
+// BenchmarkOpenFolder opens the blob folder TRIBUNAL_BLOB_FOLDER (a copy: the index
+// file is written into it) and closes it, twice: the first open of a folder an older
+// version wrote rebuilds the index file from the packs, the second reads the file.
+//
+//	TRIBUNAL_BLOB_FOLDER=/tmp/copy go test ./pkg/blob/fileblob -run '^$' -bench OpenFolder -benchtime 1x
+func BenchmarkOpenFolder(b *testing.B) {
+	dir := os.Getenv("TRIBUNAL_BLOB_FOLDER")
+	if dir == "" {
+		b.Skip("TRIBUNAL_BLOB_FOLDER names no folder to open")
+	}
+	tenants, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	missing := blob.Ref{SHA256: hex.EncodeToString(make([]byte, 32))}
+	for range b.N {
+		for round := range 2 {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			s, err := New(dir, Options{NoSync: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			objects := 0
+			for _, t := range tenants {
+				missing.Tenant = t.Name()
+				if _, err := s.Stat(context.Background(), missing); err == nil {
+					b.Fatal("the zero digest is stored")
+				}
+				objects += s.tenantIdx(t.Name()).size()
+			}
+			opened := time.Since(start)
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			start = time.Now()
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("open %d: %d objects, opened in %v with %.1f MB of heap, closed in %v", round+1, objects, opened.Round(time.Millisecond),
+				float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/1e6, time.Since(start).Round(time.Millisecond))
+		}
+	}
 }
