@@ -277,3 +277,36 @@ func TestDiskIndexConcurrentPuts(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexFileCoversGrowingPack: a reader writes the index file while a writer still
+// appends to its pack (as an audit of the folder of a running bench of the older
+// version does); the file covers the pack only up to what the reader scanned, so a
+// later opener finds the records appended since by scanning past that end.
+func TestIndexFileCoversGrowingPack(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w := newPackStore(t, dir, Options{NoSync: true})
+	first := putN(t, w, "acme", 50, "early")
+	idx := filepath.Join(dir, "acme", "packs", indexName)
+	r := newPackStore(t, dir, Options{NoSync: true})
+	mustReadAll(t, r, first)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(idx); err != nil {
+		t.Fatalf("the reader wrote no index file: %v", err)
+	}
+	later := putN(t, w, "acme", 50, "late")
+	f := newPackStore(t, dir, Options{NoSync: true})
+	mustReadAll(t, f, append(first, later...))
+	fi := f.tenantIdx("acme")
+	f.imu.RLock()
+	inFile, inMemory := fi.disk.count, fi.objs.len()
+	f.imu.RUnlock()
+	if inFile != len(first) || inMemory != len(later) {
+		t.Fatalf("the file holds %d and memory %d, want %d and %d", inFile, inMemory, len(first), len(later))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

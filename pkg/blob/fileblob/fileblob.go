@@ -2,7 +2,8 @@
 // out as "<root>/<tenant>/sha256/<xx>/<hex>" with the media type in "<hex>.meta" beside
 // each. It is the all-in-one default and needs nothing but a local disk. With
 // Options.Pack (the all-in-one mode), objects up to 256 KiB are records appended to
-// "<root>/<tenant>/packs/*.pack" instead (see pack.go); every Store reads both layouts.
+// "<root>/<tenant>/packs/*.pack" instead (see pack.go); every Store reads both layouts,
+// finding packed objects through "<root>/<tenant>/packs/objects.idx" (see diskidx.go).
 //
 // Durability: every file is written under a temporary name in its final directory,
 // fsynced, renamed into place and the directory fsynced, and the metadata file is put
@@ -376,7 +377,9 @@ func (s *Store) Stat(ctx context.Context, ref blob.Ref) (blob.Attrs, error) {
 }
 
 // Close implements blob.Store. Later calls fail, so use-after-close bugs surface. It
-// compacts the packs that hold deleted objects (see Delete) and closes the packs.
+// compacts the packs that hold deleted objects (see Delete), writes what the tenants'
+// index files lack into them (a writer's records, a prune's deletions, a folder indexed
+// anew) and closes the packs.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
