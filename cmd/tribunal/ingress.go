@@ -135,7 +135,7 @@ func serveIngress(ctx context.Context, conn *connFlags, jf *judgeFlags, qf *quot
 	if err != nil {
 		return nil // stopped before the services came up
 	}
-	h := ingress.New(ingress.Config{Tokens: teamTokens, Pub: bus.NewPublisher(env.js, bus.ComparePayloads()), Store: store, Buckets: b, MaxArtifactBytes: blob.ArtifactMaxSize, Spend: *policy, Quotas: quotas})
+	h := ingress.New(ingress.Config{Tokens: teamTokens, Pub: bus.NewPublisher(env.js, bus.ComparePayloads()), Store: store, Buckets: b, MaxArtifactBytes: blob.ArtifactMaxSize, Spend: *policy, Quotas: quotas, Replicas: conn.replicas})
 	// A 20 MiB artifact over a slow link needs longer than the console's read timeout.
 	bound, wait, err := startHTTP(ctx, "ingress", addr, h, 5*time.Minute)
 	if err != nil {

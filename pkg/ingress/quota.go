@@ -80,25 +80,19 @@ type usage struct {
 	store   blob.Store
 	headers func(ctx context.Context, tenant string, fn func(*records.Batch) error) error
 	log     *slog.Logger
+	// ledger holds the batches each team's requests opened, where every replica of the
+	// ingress reserves them (QuotaBucket).
+	ledger ledger
+	now    func() time.Time
 
 	mu     sync.Mutex
 	stored map[string]measured
-	flight map[string]inFlight
-	// opened are the batches this ingress published events of, with the largest size
-	// they claimed: a batch.opened's, or a job.submitted's batch size. A batch whose
-	// header the aggregator has not recorded yet is in flight all the same, and one whose
-	// jobs claim more than its header's size counts at what they claim.
-	opened map[string]map[string]opened
+	flight map[string]recorded
 	warned bool
 }
 
-type opened struct {
-	size int
-	at   time.Time
-}
-
-// openedTTL is how long a batch this ingress opened counts as in flight without a
-// header: the aggregator records one within moments, unless it is down.
+// openedTTL is how long a batch a request opened counts as in flight without a header:
+// the aggregator records one within moments, unless it is down.
 const openedTTL = 10 * time.Minute
 
 type measured struct {
@@ -106,19 +100,21 @@ type measured struct {
 	at    time.Time
 }
 
-type inFlight struct {
-	batches, acs int
-	// open are the batches counted, each with the size it is counted at, so a batch
-	// opened again (a resumed submission) is not counted twice, and one whose jobs claim
-	// more is counted for the difference.
-	open map[string]int
-	at   time.Time
+// recorded is what a team's batch headers say is in flight, as counted at at: the
+// batches neither complete nor cancelled, with their sizes, and those that ended.
+type recorded struct {
+	open  map[string]int
+	ended map[string]bool
+	at    time.Time
 }
 
-func newUsage(store blob.Store, b *records.Store, log *slog.Logger) *usage {
-	u := &usage{store: store, log: log, stored: map[string]measured{}, flight: map[string]inFlight{}, opened: map[string]map[string]opened{}}
+func newUsage(store blob.Store, b *records.Store, replicas int, log *slog.Logger) *usage {
+	u := &usage{store: store, log: log, ledger: &localLedger{}, now: time.Now, stored: map[string]measured{}, flight: map[string]recorded{}}
 	if b != nil {
 		u.headers = b.Headers
+		if b.JS != nil {
+			u.ledger = newKVLedger(b.JS, replicas)
+		}
 	}
 	return u
 }
@@ -186,22 +182,21 @@ func (u *usage) addStored(tenant string, size int64) {
 	}
 }
 
-// inFlight is tenant's batches in flight; fresh forces a count.
-func (u *usage) inFlight(ctx context.Context, tenant string, fresh bool) (inFlight, error) {
+// recordedFlight is what tenant's batch headers say is in flight; fresh forces a count.
+func (u *usage) recordedFlight(ctx context.Context, tenant string, fresh bool) (recorded, error) {
 	u.mu.Lock()
 	f, known := u.flight[tenant]
 	u.mu.Unlock()
-	if known && !fresh && time.Since(f.at) < flightTTL {
+	if known && !fresh && u.now().Sub(f.at) < flightTTL {
 		return f, nil
 	}
-	f = inFlight{open: map[string]int{}, at: time.Now()}
-	ended := map[string]bool{}
+	f = recorded{open: map[string]int{}, ended: map[string]bool{}, at: u.now()}
 	if u.headers != nil {
 		err := u.headers(ctx, tenant, func(h *records.Batch) error {
 			if h.Completion == nil && h.Cancel == nil {
 				f.open[h.Batch] = h.Size
 			} else {
-				ended[h.Batch] = true
+				f.ended[h.Batch] = true
 			}
 			return nil
 		})
@@ -210,22 +205,8 @@ func (u *usage) inFlight(ctx context.Context, tenant string, fresh bool) (inFlig
 		}
 	}
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	for batch, o := range u.opened[tenant] {
-		size, recorded := f.open[batch]
-		switch {
-		case ended[batch], !recorded && time.Since(o.at) > openedTTL:
-			delete(u.opened[tenant], batch)
-		case o.size > size:
-			// Unrecorded yet, or its jobs claim more than its header says.
-			f.open[batch] = o.size
-		}
-	}
-	for _, size := range f.open {
-		f.batches++
-		f.acs += size
-	}
 	u.flight[tenant] = f
+	u.mu.Unlock()
 	return f, nil
 }
 
@@ -263,71 +244,123 @@ func openings(evs []events.Event) []opening {
 	return out
 }
 
-// checkOpen refuses what a request claims that would take tenant past its quota of
-// batches or ACs in flight: a batch not in flight is a new one, a batch in flight
-// (opened again by a resumed submission, or its next window) adds what it claims over
-// the size it is counted at.
-func (u *usage) checkOpen(ctx context.Context, tenant string, q Quota, opens []opening) error {
+// reserve reserves what a request claims (opens) of tenant's quota of batches and ACs in
+// flight, or refuses it: a batch not in flight is a new one, a batch in flight (opened
+// again by a resumed submission, or its next window) adds what it claims over the size
+// it is counted at. In flight is what the batch headers record together with what the
+// ledger holds of requests whose batches no header records yet (or claim more than
+// their header), and the reservation is made in the same compare-and-set that counted
+// it, so two requests at once, on this ingress or another, cannot both pass on the same
+// room. The returned release gives back what this reservation added, for a request that
+// then publishes nothing.
+func (u *usage) reserve(ctx context.Context, tenant string, q Quota, opens []opening) (release func(context.Context), err error) {
+	release = func(context.Context) {}
 	if len(opens) == 0 || q.Batches < 0 && q.ACs < 0 {
-		return nil
+		return release, nil
 	}
 	for _, fresh := range []bool{false, true} {
-		f, err := u.inFlight(ctx, tenant, fresh)
+		rec, err := u.recordedFlight(ctx, tenant, fresh)
 		if err != nil {
-			return err
+			return release, err
 		}
-		batches, acs := f.batches, f.acs
-		for _, o := range opens {
-			size, ok := f.open[o.batch]
-			if !ok {
-				batches++
+		now := u.now()
+		var refusal *quotaError
+		// raised are the reservations this request made, each with what it replaced
+		// (a zero reservation: none).
+		var raised map[string][2]reservation
+		err = u.ledger.modify(ctx, tenant, func(r *reservations) (bool, error) {
+			refusal, raised = nil, map[string][2]reservation{}
+			changed := r.prune(rec, now)
+			sizes := map[string]int{}
+			for b, size := range rec.open {
+				sizes[b] = size
 			}
-			acs += max(o.size-size, 0)
+			for b, res := range r.Batches {
+				sizes[b] = max(sizes[b], res.Size)
+			}
+			had, held := len(sizes), 0
+			for _, size := range sizes {
+				held += size
+			}
+			batches, acs := had, held
+			for _, o := range opens {
+				size, ok := sizes[o.batch]
+				if !ok {
+					batches++
+				}
+				acs += max(o.size-size, 0)
+			}
+			switch {
+			case q.Batches >= 0 && batches > q.Batches:
+				refusal = &quotaError{RefusedQuotaBatches, fmt.Sprintf("tenant %s has %d batches in flight, its quota is %d (--tenant-max-batches): wait for one to complete, or cancel one (tribunal cancel)",
+					tenant, had, q.Batches)}
+				return changed, nil
+			case q.ACs >= 0 && acs > q.ACs:
+				refusal = &quotaError{RefusedQuotaACs, fmt.Sprintf("tenant %s has %d ACs in flight and this request opens %d more, its quota is %d (--tenant-max-acs): wait for a batch to complete, or split the work",
+					tenant, held, acs-held, q.ACs)}
+				return changed, nil
+			}
+			for _, o := range opens {
+				if prev := r.Batches[o.batch]; o.size > prev.Size {
+					next := reservation{Size: o.size, At: now}
+					raised[o.batch] = [2]reservation{prev, next}
+					r.Batches[o.batch] = next
+					changed = true
+				}
+			}
+			return changed, nil
+		})
+		if err != nil {
+			return release, err
 		}
-		switch {
-		case q.Batches >= 0 && batches > q.Batches:
+		if refusal != nil {
 			if !fresh {
 				continue // counted anew before refusing: a batch may have completed since
 			}
-			return &quotaError{RefusedQuotaBatches, fmt.Sprintf("tenant %s has %d batches in flight, its quota is %d (--tenant-max-batches): wait for one to complete, or cancel one (tribunal cancel)",
-				tenant, f.batches, q.Batches)}
-		case q.ACs >= 0 && acs > q.ACs:
-			if !fresh {
-				continue
-			}
-			return &quotaError{RefusedQuotaACs, fmt.Sprintf("tenant %s has %d ACs in flight and this request opens %d more, its quota is %d (--tenant-max-acs): wait for a batch to complete, or split the work",
-				tenant, f.acs, acs-f.acs, q.ACs)}
+			return release, refusal
 		}
-		return nil
+		return func(ctx context.Context) { u.release(ctx, tenant, raised) }, nil
 	}
-	return nil
+	return release, nil
 }
 
-// addOpen counts what a request just published claims as in flight.
-func (u *usage) addOpen(tenant string, opens []opening) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	f, counted := u.flight[tenant]
-	for _, o := range opens {
-		if u.opened[tenant] == nil {
-			u.opened[tenant] = map[string]opened{}
+// release gives back the reservations a request made (raised: each batch's before and
+// after), unless another request has raised them since.
+func (u *usage) release(ctx context.Context, tenant string, raised map[string][2]reservation) {
+	if len(raised) == 0 {
+		return
+	}
+	err := u.ledger.modify(ctx, tenant, func(r *reservations) (bool, error) {
+		changed := false
+		for b, pair := range raised {
+			if cur, ok := r.Batches[b]; !ok || !cur.At.Equal(pair[1].At) || cur.Size != pair[1].Size {
+				continue
+			}
+			changed = true
+			if pair[0].Size == 0 {
+				delete(r.Batches, b)
+			} else {
+				r.Batches[b] = pair[0]
+			}
 		}
-		if prev, ok := u.opened[tenant][o.batch]; !ok || o.size >= prev.size {
-			u.opened[tenant][o.batch] = opened{size: o.size, at: time.Now()}
-		}
-		if !counted {
-			continue
-		}
-		size, ok := f.open[o.batch]
-		if !ok {
-			f.batches++
-		}
-		if o.size > size {
-			f.open[o.batch] = o.size
-			f.acs += o.size - size
+		return changed, nil
+	})
+	if err != nil {
+		// What stays reserved is let go when its batch ends or openedTTL after it.
+		u.log.Warn("a refused request's quota reservation could not be given back", "tenant", tenant, "err", err)
+	}
+}
+
+// prune lets go of the reservations whose batch ended, and of those no header records
+// openedTTL after they were made; it reports whether it dropped any.
+func (r *reservations) prune(rec recorded, now time.Time) bool {
+	changed := false
+	for b, res := range r.Batches {
+		_, open := rec.open[b]
+		if rec.ended[b] || !open && now.Sub(res.At) > openedTTL {
+			delete(r.Batches, b)
+			changed = true
 		}
 	}
-	if counted {
-		u.flight[tenant] = f
-	}
+	return changed
 }

@@ -65,7 +65,10 @@ type Config struct {
 	// Quotas bound what each team holds: bytes stored, batches and ACs in flight. The
 	// zero value is DefaultQuota for every team.
 	Quotas Quotas
-	Logger *slog.Logger
+	// Replicas is how many copies the quota bucket (QuotaBucket) keeps on a JetStream
+	// cluster, as the services' --replicas; 0 is 1.
+	Replicas int
+	Logger   *slog.Logger
 }
 
 type server struct {
@@ -94,7 +97,7 @@ func New(cfg Config) http.Handler {
 		st := records.New(cfg.Buckets)
 		bk = &st
 	}
-	s.usage = newUsage(cfg.Store, bk, s.log)
+	s.usage = newUsage(cfg.Store, bk, cfg.Replicas, s.log)
 	mux := http.NewServeMux()
 	handlers := map[string]func(http.ResponseWriter, *http.Request, string){
 		"GET " + PathWhoami:                                   s.whoami,
@@ -364,7 +367,8 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request, tenant strin
 	// Every window of a batch is held to the team's quota of ACs in flight, not only its
 	// batch.opened: what its jobs say the batch is may be more than it was opened with.
 	opens := openings(out)
-	if err := s.usage.checkOpen(r.Context(), tenant, s.cfg.Quotas.For(tenant), opens); err != nil {
+	release, err := s.usage.reserve(r.Context(), tenant, s.cfg.Quotas.For(tenant), opens)
+	if err != nil {
 		var qe *quotaError
 		if errors.As(err, &qe) {
 			telemetry.Refused(Service, qe.reason)
@@ -377,10 +381,15 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	msgs, err := bus.Messages(out...)
 	if err != nil {
+		release(r.Context())
 		s.fail(w, r, err)
 		return
 	}
 	if err := s.cfg.Pub.Publish("", msgs...); err != nil {
+		// Some of the events may be stored all the same (a publish fails part way, or
+		// after the server stored them): what they opened stays reserved until its batch
+		// ends or openedTTL after, never under-counted. The same request sent again
+		// reserves nothing more.
 		if errors.Is(err, bus.ErrDuplicateMismatch) {
 			s.problem(w, r, http.StatusConflict, err.Error(), nil)
 			return
@@ -389,7 +398,6 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request, tenant strin
 		s.problem(w, r, http.StatusServiceUnavailable, "the events could not be published; send them again (the same events are published once)", nil)
 		return
 	}
-	s.usage.addOpen(tenant, opens)
 	acc := Accepted{Accepted: len(out), IDs: make([]string, len(out))}
 	for i, ev := range out {
 		acc.IDs[i] = ev.ID

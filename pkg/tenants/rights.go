@@ -125,6 +125,9 @@ func Grants(stream string) []Grant {
 	add(ing, "the events a team originates (ingress.TeamTypes), on any tenant's subject: the ingress checks the tenant", team...)
 	add(ing, "read a stored event back when a publish is acknowledged Duplicate (a team's resubmission)", js("STREAM.INFO", stream), js("STREAM.MSG.GET", stream))
 	add(ing, "open the buckets (bus.OpenBuckets)", openBuckets()...)
+	add(ing, "the quotas' reservations (ingress.QuotaBucket), shared by the ingress replicas: create the bucket at first use (nats.go reads the account's JetStream info first), read and write its keys",
+		"$JS.API.INFO", js("STREAM.CREATE", kvStream(ingress.QuotaBucket)), js("STREAM.UPDATE", kvStream(ingress.QuotaBucket)),
+		js("STREAM.INFO", kvStream(ingress.QuotaBucket)), kvWrite(ingress.QuotaBucket), kvGet(ingress.QuotaBucket))
 	add(ing, "batch progress, results and quotas: read job records and batch headers, walking a batch's jobs with a pull consumer of its own (records.EachJob) and a tenant's batches with a watch",
 		union([]string{kvGet(bus.BucketJobs), kvGet(bus.BucketBatches)}, kvScan(bus.BucketJobs), kvWatch(bus.BucketBatches))...)
 
