@@ -551,8 +551,8 @@ type readCloser struct {
 }
 
 // Usage implements blob.Usager: the bytes of every file under the tenant's folder (loose
-// objects, their metadata and the packs, records of deleted objects included until a
-// prune compacts them), which is what the tenant takes of the disk. Temporary files of
+// objects, their metadata, the packs, records of deleted objects included until a
+// prune compacts them, and the packs' index file), which is what the tenant takes of the disk. Temporary files of
 // writes under way are left out.
 func (s *Store) Usage(ctx context.Context, tenant string) (int64, error) {
 	if err := blob.ValidateTenant(tenant); err != nil {
