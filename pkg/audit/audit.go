@@ -20,7 +20,6 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/kind"
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
-	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
 	"github.com/tribunal-dev/tribunal/pkg/stepset"
@@ -152,9 +151,12 @@ type auditor struct {
 	job string
 
 	// mem runs the aggregator's rules over the replay.
-	mem        *rulebook.Memory
-	audited    map[batchKey]bool
-	batches    map[batchKey]*simBatch
+	mem     *rulebook.Memory
+	audited map[batchKey]bool
+	batches map[batchKey]*simBatch
+	// submitted is the stream sequence of each job's job.submitted, by its place in mem
+	// (0: none), for the findings about a job left open: 8 bytes a job.
+	submitted  []uint64
 	documents  map[string]cachedDocument
 	noted      map[string]bool
 	claimNoted map[batchKey]bool
@@ -869,18 +871,22 @@ func (a *auditor) outcomes() {
 	for _, bk := range bks {
 		b := a.batch(bk)
 		sum := BatchSummary{Tenant: bk.tenant, Batch: bk.batch, Complete: b.completed > 0}
-		have := map[int]bool{}
-		a.mem.EachJob(bk.tenant, bk.batch, func(j *records.Job) {
+		// have are the indices below the batch's size a record holds: a bit each.
+		have := make([]uint64, (max(b.size, 0)+63)/64)
+		a.mem.EachPlace(bk.tenant, bk.batch, func(p rulebook.Place) {
+			j := a.mem.JobAt(p)
 			sum.Jobs++
-			have[j.Index] = true
-			if seq, ok := b.submitted[j.ACID]; ok && !j.Final() {
-				opens = append(opens, open{bk, seq, j.ACID, j.Status})
+			if j.Index >= 0 && j.Index < b.size {
+				have[j.Index/64] |= 1 << (j.Index % 64)
+			}
+			if int(p) < len(a.submitted) && a.submitted[p] != 0 && !j.Final() {
+				opens = append(opens, open{bk, a.submitted[p], j.ACID, j.Status})
 			}
 		})
 		a.rep.Jobs += sum.Jobs
 		missing := 0
 		for i := 0; i < b.size && a.job == ""; i++ {
-			if !have[i] {
+			if have[i/64]&(1<<(i%64)) == 0 {
 				missing++
 				if missing <= maxIndexFindings {
 					a.add(Mismatch{Kind: KindMissing, Tenant: bk.tenant, Batch: bk.batch, Field: "job.submitted",

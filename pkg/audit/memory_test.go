@@ -13,11 +13,13 @@ import (
 
 // maxRetainedPerJob is what the audit may keep of each job it audited, for the key-value
 // comparison that follows it (docs/architecture.md, the audit): never the events' bytes
-// nor the records themselves. About 467 bytes are kept, over batches of 2,000 and 8,000
+// nor the records themselves. About 421 bytes are kept, over batches of 2,000 and 8,000
 // jobs, whose steps all fit the step entries' hot table (stepset.HotSlots): those
 // entries about 260 (about 6 a job, 32 bytes each in a table at most 3/4 full, growing by
-// doubling), the digests the chains name about 110 (auditor.linked, a map), the seq of
-// each job's submission about 55 (simBatch.submitted, a map by job id) and
+// doubling), the digests the chains name about 110 (auditor.linked, a map: this
+// fixture's verdicts carry no chain, so the render requests' digests stay to the end;
+// a pipeline's verdict names them and lets them go), the seq of each job's submission
+// 8 (auditor.submitted, by the job's place; a map by job id took about 55) and
 // rulebook.Memory's about 34, without a pointer (its key index's word, 11 to 21 bytes,
 // where its final record is in the spill file, 8, its index and place in the batch's
 // order, 8, a bit for its final index). With the step entries in a map and Memory
@@ -25,13 +27,13 @@ import (
 // with the records held compressed in memory about 1,010 (1,080 over batches of 500 and
 // 2,000), and with the cancels' scan of the first read kept alive by a pointer into it
 // 310 more (1,392): this bound fails each.
-const maxRetainedPerJob = 530
+const maxRetainedPerJob = 480
 
 // maxRetainedPerJobStepsOut is maxRetainedPerJob with the step entries written out past
 // a small hot table (audit.SpillSteps), as a batch of more than about 30,000 jobs has
-// them: about 211 bytes, the entries' bloom filters and fences about 10 of them, the rest
+// them: about 164 bytes, the entries' bloom filters and fences about 10 of them, the rest
 // as above.
-const maxRetainedPerJobStepsOut = 250
+const maxRetainedPerJobStepsOut = 200
 
 // retained audits an honest batch of n ab jobs and returns the heap the audit still
 // holds at its end, and the stream's bytes per job.

@@ -27,10 +27,7 @@ type batchKey struct{ tenant, batch string }
 
 // simBatch is what the audit keeps of a batch besides the rules' own state.
 type simBatch struct {
-	// submitted is the stream sequence of each job's job.submitted, for the findings
-	// about the job.
-	submitted map[string]uint64
-	size      int
+	size int
 	// completed counts the batch's completions so far: the first pass's, then one per
 	// redrive whose last job became final again.
 	completed int
@@ -155,7 +152,9 @@ func (a *auditor) applyInput(r *Recorded) bool {
 	}
 	if p, ok := ev.Payload.(*events.JobSubmitted); ok && applied.Created {
 		b := a.batch(batchKey{ev.Tenant, ev.BatchID})
-		b.submitted[ev.JobID] = r.Seq
+		if p, ok := a.mem.PlaceOf(ev.Tenant, ev.BatchID, ev.JobID); ok {
+			a.submittedAt(p, r.Seq)
+		}
 		if b.size == 0 {
 			b.size = p.BatchSize
 		}
@@ -269,7 +268,7 @@ func skipOf(e events.Event) []string {
 func (a *auditor) batch(bk batchKey) *simBatch {
 	b := a.batches[bk]
 	if b == nil {
-		b = &simBatch{submitted: map[string]uint64{}}
+		b = &simBatch{}
 		a.batches[bk] = b
 	}
 	return b
@@ -420,4 +419,12 @@ func (a *auditor) revisions() {
 			a.early[id] = kept
 		}
 	}
+}
+
+// submittedAt records that the job at place p was submitted at stream sequence seq.
+func (a *auditor) submittedAt(p rulebook.Place, seq uint64) {
+	if int(p) >= len(a.submitted) {
+		a.submitted = slices.Grow(a.submitted, int(p)+1-len(a.submitted))[:int(p)+1]
+	}
+	a.submitted[p] = seq
 }

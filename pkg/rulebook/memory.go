@@ -323,6 +323,14 @@ func (m *Memory) JobPlace(tenant, batch, job string) (data []byte, p Place, ok b
 	return m.decompress(enc), Place(place), true
 }
 
+// PlaceOf is the place of a job's record, reading no record when the job is in flight;
+// ok is false when the job is not recorded.
+func (m *Memory) PlaceOf(tenant, batch, job string) (p Place, ok bool) {
+	m.init()
+	place, _, ok := m.find(records.JobKey(tenant, batch, job))
+	return Place(place), ok
+}
+
 // EachPlace calls fn with the place of each of a batch's jobs in the order they were
 // recorded, reading no record.
 func (m *Memory) EachPlace(tenant, batch string, fn func(Place)) {
