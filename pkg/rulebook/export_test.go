@@ -9,3 +9,14 @@ func CollideKeys(m *Memory) {
 	m.init()
 	m.index.tagOf = func(string) uint32 { return 0x5eed }
 }
+
+// SetHeldBudget sets the bytes m's log of records in flight may hold (defaultHeldBudget
+// otherwise); before m's first use.
+func SetHeldBudget(m *Memory, n int) { m.budget = n }
+
+// HeldLog is what m's log of records in flight holds (garbage included) and the
+// capacity its segments took.
+func HeldLog(m *Memory) (used, capacity int) { return m.log.bytes() }
+
+// Evicted counts the records in flight m's log wrote out to its spill file.
+func Evicted(m *Memory) int { return m.evicted }

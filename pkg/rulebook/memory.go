@@ -1,6 +1,7 @@
 package rulebook
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -25,10 +26,13 @@ import (
 // half a kilobyte per job rather than 100,000 decoded records; a completion folds its
 // jobs (Fold) when it happens. With SpillDir, a final record (which the rules change
 // again only on a redrive or a person's review) leaves memory for a file with its key,
-// and what is held per job is a few words without a pointer (about 34 bytes: its word in
-// jobIndex, where the file has its record, its index and place in its batch's order, a
-// bit for its final index): no key string, so neither the heap nor the collector's work
-// grows with the jobs replayed but for those words.
+// and the records in flight are held in a log of a fixed budget (heldLog, 32 MiB), the
+// least recently written going to the file when it is full and read back from it by
+// offset when a rule touches them again. What is held per job is then a few words
+// without a pointer (about 34 bytes: its word in jobIndex, where the file or the log
+// has its record, its index and place in its batch's order, a bit for its final index):
+// no key string, so neither the heap nor the collector's work grows with the jobs
+// replayed, nor with the jobs in flight, but for those words.
 type Memory struct {
 	// Now is the aggregator's clock (time.Now when nil).
 	Now func() time.Time
@@ -44,9 +48,12 @@ type Memory struct {
 	LoadPlan func(tenant string, page events.Blob) (*records.PlanPage, error)
 	// SpillDir, when set, is where final job records are kept (compressed, as in
 	// memory) in a temporary file of their own, removed at once (on systems that can
-	// remove an open file) or when the Memory is collected: the audit's heap then grows
-	// with the jobs in flight, not with every job it has read. "" holds every record in
-	// memory. A file that cannot be created or written keeps the records in memory.
+	// remove an open file) or when the Memory is collected, and the records in flight
+	// past the log's budget: the audit's heap then holds neither every job it has read
+	// nor every job in flight, but a few words a job and the budget. The file holds
+	// every version written to it (about 0.6 KB a job's final record, as much again
+	// for each time a job in flight was written out). "" holds every record in memory.
+	// A file that cannot be created or written keeps the records in memory.
 	SpillDir string
 	// BeforeComplete, when set, is called when a job's outcome completes its batch (or
 	// the redrive of attempt), before the batch's jobs are folded: the audit applies
@@ -55,13 +62,20 @@ type Memory struct {
 	BeforeComplete func(tenant, batch string, attempt int)
 
 	// index finds a job's place (its number, from 0, in the order jobs were first
-	// stored) by key; at is where each place's record is: spilled (spillAt.pack) or, for
-	// 0, held, with its key, in memory. A record is in one of the two.
+	// stored) by key; at is where each place's record is: spilled (spillAt.pack), in
+	// the log of records in flight (heldWord) or, for 0, held, with its key, in memory
+	// (without a spill file, or one that failed, or too large a record). A record is in
+	// one of the three.
 	index   jobIndex
 	at      []uint64
 	held    map[uint32]heldJob
 	spilled int
 	spill   *spillFile
+	log     heldLog
+	// evicted counts the records in flight the log wrote out.
+	evicted int
+	// budget is the log's, defaultHeldBudget unless a test sets it.
+	budget  int
 	codec   dictzstd.Codec
 	states  map[string][]byte
 	batches map[string]*memBatch
@@ -153,6 +167,10 @@ func (m *Memory) init() {
 		if m.SpillDir != "" {
 			m.spill = newSpillFile(m, m.SpillDir)
 		}
+		if m.budget == 0 {
+			m.budget = defaultHeldBudget
+		}
+		m.log.segCap = m.budget / heldSegments
 	}
 }
 
@@ -200,17 +218,26 @@ func (m *Memory) decompress(enc []byte) []byte {
 	if err != nil {
 		panic("rulebook: a job record Memory stored does not decompress: " + err.Error())
 	}
+	if len(data) > 0 && &data[len(data)-1] == &enc[len(enc)-1] {
+		// A record stored before the codec had its dictionary decodes to its own bytes,
+		// which the log overwrites once their segment is reused.
+		data = bytes.Clone(data)
+	}
 	return data
 }
 
 // record returns the key and encoded record at place p, read back from the spill file
-// when it is there.
-func (m *Memory) record(p uint32) (key string, enc []byte) {
-	if at := m.at[p]; at != 0 {
+// when it is there. A record in the log is its bytes there: the caller uses them before
+// it stores anything.
+func (m *Memory) record(p uint32) (key, enc []byte) {
+	switch at := m.at[p]; {
+	case isHeld(at):
+		return m.log.read(at)
+	case at != 0:
 		return m.spill.read(unpackSpillAt(at))
 	}
 	h := m.held[p]
-	return h.key, h.enc
+	return []byte(h.key), h.enc
 }
 
 // find returns the place of the record stored under key and its encoded bytes. The index
@@ -218,7 +245,7 @@ func (m *Memory) record(p uint32) (key string, enc []byte) {
 // key its record was stored under: another job's record is never taken for this one.
 func (m *Memory) find(key string) (place uint32, enc []byte, ok bool) {
 	for p := range m.index.candidates(key) {
-		if k, e := m.record(p); k == key {
+		if k, e := m.record(p); string(k) == key {
 			return p, e, true
 		}
 	}
@@ -254,21 +281,64 @@ func (m *Memory) put(p uint32, key string, j *records.Job) {
 	}
 	// A final record is a typical one: the first becomes the dictionary.
 	enc := m.codec.Encode(data, j.Final())
-	if j.Final() && m.spill != nil {
-		if at, ok := m.spill.write(key, enc); ok {
-			delete(m.held, p)
-			if m.at[p] == 0 {
-				m.spilled++
+	if m.spill != nil {
+		if j.Final() {
+			if at, ok := m.spill.write(key, enc); ok {
+				m.setAt(p, at.pack())
+				return
 			}
-			m.at[p] = at.pack()
+		} else if w, ok := m.log.add(p, key, enc, m.evict); ok {
+			m.setAt(p, w)
 			return
 		}
 	}
-	if m.at[p] != 0 {
+	m.hold(p, key, enc)
+}
+
+// setAt moves place p's record to w, a word of the spill file or the log.
+func (m *Memory) setAt(p uint32, w uint64) {
+	switch old := m.at[p]; {
+	case old == 0:
+		delete(m.held, p)
+	case isHeld(old):
+		m.log.drop(old)
+	default:
+		m.spilled--
+	}
+	if !isHeld(w) {
+		m.spilled++
+	}
+	m.at[p] = w
+}
+
+// hold keeps place p's record in memory with its key.
+func (m *Memory) hold(p uint32, key string, enc []byte) {
+	switch old := m.at[p]; {
+	case isHeld(old):
+		m.log.drop(old)
+	case old != 0:
 		m.spilled--
 	}
 	m.at[p] = 0
 	m.held[p] = heldJob{key: key, enc: enc}
+}
+
+// evict empties the log's segment seg before it is reused: each record whose live
+// version is there goes to the spill file (appended as the log holds it), or, when the
+// file fails, into memory.
+func (m *Memory) evict(seg int) {
+	m.log.each(seg, func(p uint32, w uint64, entry []byte) {
+		if m.at[p] != w {
+			return // stored over since, or final
+		}
+		if at, ok := m.spill.writeEntry(entry); ok {
+			m.setAt(p, at.pack())
+			m.evicted++
+			return
+		}
+		key, enc, _ := splitEntry(entry)
+		m.hold(p, string(key), bytes.Clone(enc))
+	})
 }
 
 // Job returns a job's record, nil when it is not recorded.

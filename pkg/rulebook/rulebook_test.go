@@ -825,7 +825,8 @@ func TestCallsRecorded(t *testing.T) {
 // decides as one that holds them all: the same records, the same completions, also for a
 // final record stored again (a redrive decides a blocked job anew); the file is gone from
 // its folder at once, and a folder it cannot write keeps the records in memory. Keys
-// whose hashes collide (the index keeps no key) are told apart, spilled or held.
+// whose hashes collide (the index keeps no key) are told apart, spilled or held, and so
+// are records in flight written out of a log too small for them and read back.
 func TestMemorySpill(t *testing.T) {
 	const n = 40
 	run := func(m *rulebook.Memory) (jobs []string, digests []string) {
@@ -871,19 +872,29 @@ func TestMemorySpill(t *testing.T) {
 		what, dir string
 		spilled   int
 		collide   bool
+		budget    int
 	}{
-		{"spilled", dir, n, false},
-		{"a folder that is not there", filepath.Join(dir, "gone"), 0, false},
-		{"spilled, every key's hash alike", dir, n, true},
-		{"held, every key's hash alike", "", 0, true},
+		{"spilled", dir, n, false, 0},
+		{"a folder that is not there", filepath.Join(dir, "gone"), 0, false, 0},
+		{"spilled, every key's hash alike", dir, n, true, 0},
+		{"held, every key's hash alike", "", 0, true, 0},
+		// Room for a few records in flight: most are written out and read back.
+		{"in flight written out", dir, n, false, 8 << 10},
+		{"in flight written out, every key's hash alike", dir, n, true, 8 << 10},
 	} {
 		m := &rulebook.Memory{SpillDir: c.dir}
+		if c.budget > 0 {
+			rulebook.SetHeldBudget(m, c.budget)
+		}
 		if c.collide {
 			rulebook.CollideKeys(m)
 		}
 		jobs, digests := run(m)
 		if got := rulebook.Spilled(m); got != c.spilled {
 			t.Errorf("%s: %d records spilled, want %d", c.what, got, c.spilled)
+		}
+		if ev := rulebook.Evicted(m); (c.budget > 0) != (ev > 0) {
+			t.Errorf("%s: %d records in flight written out", c.what, ev)
 		}
 		if !slices.Equal(digests, heldDigests) {
 			t.Errorf("%s: completions %v, held in memory %v", c.what, digests, heldDigests)

@@ -8,11 +8,12 @@ import (
 	"runtime"
 )
 
-// spillFile is where a Memory keeps its final job records (Memory.SpillDir): each
-// record's key and compressed bytes appended once, read back by offset. A record stored
-// again (a redrive, a review) is appended again; its old bytes stay, unread, until the
-// file goes. The key is written with the record so that Memory need not hold it: it
-// checks a lookup against it (Memory.find).
+// spillFile is where a Memory keeps its final job records (Memory.SpillDir), and those
+// in flight its heldLog has no room for: each record's key and compressed bytes
+// appended, read back by offset. A record stored again (a redrive, a review, the next
+// step of a job in flight written out before) is appended again; its old bytes stay,
+// unread, until the file goes. The key is written with the record so that Memory need
+// not hold it: it checks a lookup against it (Memory.find).
 type spillFile struct {
 	f   *os.File
 	end int64
@@ -28,12 +29,13 @@ type spillAt struct {
 	n   int
 }
 
-// A spillAt is packed in one word (Memory.at): 24 bits of length, 40 of offset. A larger
-// record, or a file past a terabyte, stays in memory.
+// A spillAt is packed in one word (Memory.at): 24 bits of length, 39 of offset, the top
+// bit left clear (heldBit marks a record held in memory). A larger record, or a file
+// past 512 GiB, stays in memory.
 const (
 	spillLenBits = 24
 	maxSpillLen  = 1<<spillLenBits - 1
-	maxSpillEnd  = 1 << (64 - spillLenBits)
+	maxSpillEnd  = 1 << (63 - spillLenBits)
 )
 
 // pack is at in one word, never 0 (an entry holds at least a key's length).
@@ -66,15 +68,17 @@ func newSpillFile(m *Memory, dir string) *spillFile {
 // write appends key and enc; false when the file cannot take them (the caller keeps the
 // record in memory).
 func (s *spillFile) write(key string, enc []byte) (spillAt, bool) {
-	if s.broken {
-		return spillAt{}, false
-	}
 	s.buf = binary.AppendUvarint(s.buf[:0], uint64(len(key)))
 	s.buf = append(append(s.buf, key...), enc...)
-	if len(s.buf) > maxSpillLen || s.end+int64(len(s.buf)) > maxSpillEnd {
+	return s.writeEntry(s.buf)
+}
+
+// writeEntry appends an entry as write makes it (a heldLog's versions are kept so).
+func (s *spillFile) writeEntry(entry []byte) (spillAt, bool) {
+	if s.broken || len(entry) > maxSpillLen || s.end+int64(len(entry)) > maxSpillEnd {
 		return spillAt{}, false
 	}
-	n, err := s.f.WriteAt(s.buf, s.end)
+	n, err := s.f.WriteAt(entry, s.end)
 	if err != nil {
 		// A full disk, say: what was written stays readable, the rest stays in memory.
 		slog.Warn("rulebook: job records kept in memory from now on: the spill file failed", "file", s.f.Name(), "err", err)
@@ -88,14 +92,23 @@ func (s *spillFile) write(key string, enc []byte) (spillAt, bool) {
 
 // read returns the key and record written at at. The file is the Memory's own, written
 // by it: a failed read is a broken machine, not bad input.
-func (s *spillFile) read(at spillAt) (key string, enc []byte) {
+func (s *spillFile) read(at spillAt) (key, enc []byte) {
 	b := make([]byte, at.n)
 	if _, err := s.f.ReadAt(b, at.off); err != nil {
 		panic(fmt.Sprintf("rulebook: a job record spilled to %s does not read back: %v", s.f.Name(), err))
 	}
-	n, w := binary.Uvarint(b)
-	if w <= 0 || n > uint64(len(b)-w) {
+	k, enc, ok := splitEntry(b)
+	if !ok {
 		panic(fmt.Sprintf("rulebook: a job record spilled to %s at %d is not as it was written", s.f.Name(), at.off))
 	}
-	return string(b[w : w+int(n)]), b[w+int(n):]
+	return k, enc
+}
+
+// splitEntry splits an entry into its key and encoded record.
+func splitEntry(b []byte) (key, enc []byte, ok bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return nil, nil, false
+	}
+	return b[w : w+int(n)], b[w+int(n):], true
 }
