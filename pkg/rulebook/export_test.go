@@ -20,3 +20,11 @@ func HeldLog(m *Memory) (used, capacity int) { return m.log.bytes() }
 
 // Evicted counts the records in flight m's log wrote out to its spill file.
 func Evicted(m *Memory) int { return m.evicted }
+
+// SpillBytes is the size of m's spill file, superseded versions included.
+func SpillBytes(m *Memory) int64 {
+	if m.spill == nil {
+		return 0
+	}
+	return m.spill.end
+}

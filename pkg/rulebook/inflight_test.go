@@ -21,7 +21,7 @@ const maxInFlightPerJob = 80
 // spill file grows by its words a job between 10,000 and 50,000 jobs in flight, not by
 // their records: those past the log's budget are in the file, and its segments never
 // take more than the budget. Every job is then decided, its record read back from the
-// file, and the batch completes with all of them.
+// file, and the batch completes with all of them, the log then holding nothing.
 func TestMemoryInFlightHeldToBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("submits 50,000 jobs")
@@ -70,5 +70,10 @@ func TestMemoryInFlightHeldToBudget(t *testing.T) {
 	}
 	if got := rulebook.Spilled(m); got != large {
 		t.Errorf("%d final records spilled, want %d", got, large)
+	}
+	used, capacity = rulebook.HeldLog(m)
+	t.Logf("decided: the spill file %.0f bytes a job, the log holds %d bytes of %d", float64(rulebook.SpillBytes(m))/large, used, capacity)
+	if capacity > 64<<10 {
+		t.Errorf("the log holds %d bytes with every job final", capacity)
 	}
 }
