@@ -181,9 +181,10 @@ type auditor struct {
 	// awaiting is the first job of each batch whose recorded decision waits for a person.
 	awaiting map[batchKey]string
 
-	// waiting are the outputs the rules derived that are not recorded yet, by id; early
-	// the recorded outputs no expectation has claimed yet, by id.
-	waiting map[string][]parked
+	// waiting are the outputs the rules derived that are not recorded yet, by id (a lot:
+	// a fixed budget in memory, the rest on disk); early the recorded outputs no
+	// expectation has claimed yet, by id.
+	waiting *lot
 	early   map[string][]*Recorded
 	// parking compresses the waiting expectations, a codec per event type.
 	parking map[events.Type]*dictzstd.Codec
@@ -361,7 +362,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		noted: map[string]bool{}, claimNoted: map[batchKey]bool{},
 		undecodable: map[[32]byte]bool{}, linked: map[stepKey][32]byte{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
 		awaiting: map[batchKey]string{},
-		waiting:  map[string][]parked{}, parking: map[events.Type]*dictzstd.Codec{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
+		parking:  map[events.Type]*dictzstd.Codec{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
 		rendered: map[passKey]*Recorded{}, dangling: map[string][]chainRef{}, chained: map[string]bool{},
 		refused: map[string]events.Type{}, planUnread: map[batchKey]bool{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
 		foldHeld: map[batchKey][]*Recorded{}, afterHeld: map[batchKey][]*Recorded{}, appliedAhead: map[uint64]bool{},
@@ -373,12 +374,20 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 	// key and where its record is. So do the steps' entries, but the newest.
 	spill := os.TempDir()
 	a.steps, a.gated = newStepTable(spill), newStepTable(spill)
+	a.waiting = newLot(spill)
 	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf, SpillDir: spill, BeforeComplete: a.beforeComplete}
 	return a
 }
 
+// beforeVisit, when set (tests), is called before each message is visited, with its
+// sequence and how many expectations wait for their record.
+var beforeVisit func(seq uint64, waiting int)
+
 // visit audits one message, in stream order.
 func (a *auditor) visit(r *Recorded) {
+	if beforeVisit != nil {
+		beforeVisit(r.Seq, a.waiting.len())
+	}
 	a.pos, a.visiting = r.Seq, r.Seq
 	if r.OK() && r.Event.Rejudge != "" {
 		// A rejudge's events (another model judging the stored gated artifacts) stand
@@ -719,7 +728,7 @@ func (a *auditor) expect(e expectation) {
 		a.check(e, nil, true)
 		return
 	}
-	a.waiting[id] = append(a.waiting[id], a.park(e))
+	a.waiting.put(keyOf(id), a.typeCode(typ), e.from.seq, a.park(e))
 }
 
 // outputTypes are the events only the aggregator publishes.
@@ -748,31 +757,27 @@ func (a *auditor) output(r *Recorded) {
 		return
 	}
 	id := r.Event.ID
-	for i, p := range a.waiting[id] {
-		if p.typ != r.Event.Type {
-			continue
-		}
-		a.waiting[id] = append(a.waiting[id][:i:i], a.waiting[id][i+1:]...)
-		if len(a.waiting[id]) == 0 {
-			delete(a.waiting, id)
-		}
+	if p, ok := a.waiting.take(keyOf(id), a.typeCode(r.Event.Type), func(p []byte) bool { return parkedID(p) == id }); ok {
 		a.check(a.unpark(p), r, false)
 		return
 	}
 	a.early[id] = append(a.early[id], kept(r))
 }
 
-// unrecorded reports the outputs the rules derived that the stream never recorded.
+// unrecorded reports the outputs the rules derived that the stream never recorded, by
+// the sequence of what they derive from (ties in the order derived).
 func (a *auditor) unrecorded() {
-	var all []parked
-	for _, ps := range a.waiting {
-		all = append(all, ps...)
-	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].from.seq < all[j].from.seq })
-	for _, p := range all {
+	err := a.waiting.each(func(p []byte) error {
 		e := a.unpark(p)
 		s, ok := a.steps.get(keyOf(e.ev.ID))
 		a.check(e, nil, ok && s.claimed())
+		return nil
+	})
+	a.waiting.close()
+	a.waiting = nil
+	if err != nil {
+		// The lot's own files, written by it: a failed read is a broken machine.
+		panic(err.Error())
 	}
 }
 

@@ -34,3 +34,18 @@ func StepRuns(rep Report) int {
 	}
 	return rep.state.steps.set.Runs()
 }
+
+// SpillWaiting makes the audits that follow, until restore, keep only budget bytes of
+// the expectations waiting for their record in memory, and slots entries of their index.
+func SpillWaiting(budget, slots int) (restore func()) {
+	oldBudget, oldSlots := lotBudget, lotSlots
+	lotBudget, lotSlots = budget, slots
+	return func() { lotBudget, lotSlots = oldBudget, oldSlots }
+}
+
+// BeforeVisit calls fn before each message an audit visits, with its sequence and how
+// many expectations wait for their record, until restore.
+func BeforeVisit(fn func(seq uint64, waiting int)) (restore func()) {
+	beforeVisit = fn
+	return func() { beforeVisit = nil }
+}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -68,38 +69,89 @@ type expectation struct {
 	manifest []byte
 }
 
-// parked is an expectation waiting for its record, kept small: the aggregator's outputs
-// can trail their inputs by a whole batch (a fast client's 100,000 submissions ahead of
+// A parked expectation is one waiting for its record, kept small: the aggregator's
+// outputs can trail their inputs by a whole batch (a fast client's submissions ahead of
 // their render requests, a fast judge's verdicts ahead of their decisions), so a
-// 100,000-job batch may wait for 100,000 of them at once. The event is kept encoded and
-// compressed (wire, by a codec per event type, see auditor.parking); what describes it is
-// derived again from the event.
-type parked struct {
-	wire     []byte
-	typ      events.Type
-	from     origin
-	manifest []byte
-}
+// 1,000,000-job batch may wait for hundreds of thousands of them at once. It is kept in
+// auditor.waiting (a lot: in memory up to a budget, then on disk) as bytes: its id, the
+// event encoded and compressed (by a codec per event type, see auditor.parking), where
+// it derives from and the rebuilt manifest; what describes it is derived again from the
+// event.
 
 // park encodes an expectation to wait for its record.
-func (a *auditor) park(e expectation) parked {
+func (a *auditor) park(e expectation) []byte {
 	data, err := events.Encode(e.ev)
 	if err != nil {
 		panic("audit: an expected event that does not encode: " + err.Error())
 	}
-	return parked{wire: a.codec(e.ev.Type).Encode(data, true), typ: e.ev.Type, from: e.from, manifest: e.manifest}
+	b := appendString(nil, e.ev.ID)
+	b = appendString(b, string(e.ev.Type))
+	b = appendString(b, e.from.id)
+	b = appendString(b, string(e.from.typ))
+	b = binary.AppendUvarint(b, e.from.seq)
+	b = append(b, boolByte(e.from.history), boolByte(e.manifest != nil))
+	b = appendBytes(b, e.manifest)
+	return append(b, a.codec(e.ev.Type).Encode(data, true)...)
+}
+
+// parkedID is the id of the expectation p parks.
+func parkedID(p []byte) string {
+	id, _ := readString(p)
+	return id
 }
 
 // unpark decodes a parked expectation.
-func (a *auditor) unpark(p parked) expectation {
-	data, err := a.codec(p.typ).Decode(p.wire)
+func (a *auditor) unpark(p []byte) expectation {
+	_, p = readString(p)
+	typ, p := readString(p)
+	var e expectation
+	var fromTyp string
+	e.from.id, p = readString(p)
+	fromTyp, p = readString(p)
+	e.from.typ = events.Type(fromTyp)
+	seq, n := binary.Uvarint(p)
+	e.from.seq, p = seq, p[n:]
+	e.from.history, p = p[0] == 1, p[1:]
+	hasManifest := p[0] == 1
+	m, p := readBytes(p[1:])
+	if hasManifest {
+		e.manifest = slices.Clone(m)
+	}
+	data, err := a.codec(events.Type(typ)).Decode(p)
 	if err == nil {
 		var ev events.Event
 		if ev, err = events.Decode(data); err == nil {
-			return expectation{ev: ev, from: p.from, what: describe(ev), skip: skipOf(ev), manifest: p.manifest}
+			e.ev, e.what, e.skip = ev, describe(ev), skipOf(ev)
+			return e
 		}
 	}
 	panic("audit: a parked expectation that does not decode: " + err.Error())
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func appendBytes(b, s []byte) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// readString reads what appendString wrote (the lot's own bytes: they are well formed).
+func readString(b []byte) (string, []byte) {
+	s, rest := readBytes(b)
+	return string(s), rest
+}
+
+func readBytes(b []byte) ([]byte, []byte) {
+	n, k := binary.Uvarint(b)
+	return b[k : k+int(n)], b[k+int(n):]
 }
 
 // codec is the compression of the parked expectations of one event type: events of a
