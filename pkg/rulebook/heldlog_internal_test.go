@@ -17,20 +17,28 @@ import (
 // last version stored, as a map of them says, through a log of a few KiB that writes
 // most of them out; with every key's hash alike (each lookup tells the records apart by
 // the keys written with them); and after the spill file fails (the records then stay in
-// memory, the log's evictions too). With nothing final (the codec then has no
+// memory, the log's evictions too); with the records written out a few at a time rather
+// than a segment's in one write. With nothing final (the codec then has no
 // dictionary, and a record decodes to its own bytes) what a read returned stays as it
 // was while the log's segments are reused.
 func TestHeldLogReadsBackWhatWasStored(t *testing.T) {
 	for _, c := range []struct {
 		what                 string
 		collide, fail, plain bool
+		batch                int
 	}{
-		{"written out", false, false, false},
-		{"every key's hash alike", true, false, false},
-		{"the spill file failing half way", false, true, false},
-		{"nothing final", false, false, true},
+		{"written out", false, false, false, 0},
+		{"every key's hash alike", true, false, false, 0},
+		{"the spill file failing half way", false, true, false, 0},
+		{"nothing final", false, false, true, 0},
+		{"written out a record or two a write", false, false, false, 300},
+		{"a record or two a write, the file failing", false, true, false, 300},
 	} {
 		t.Run(c.what, func(t *testing.T) {
+			if c.batch > 0 {
+				defer func(b int) { evictBatch = b }(evictBatch)
+				evictBatch = c.batch
+			}
 			r := rand.New(rand.NewPCG(7, 11))
 			m := &Memory{SpillDir: t.TempDir(), budget: 4 << 10}
 			m.init()

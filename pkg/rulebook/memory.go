@@ -324,21 +324,46 @@ func (m *Memory) hold(p uint32, key string, enc []byte) {
 }
 
 // evict empties the log's segment seg before it is reused: each record whose live
-// version is there goes to the spill file (appended as the log holds it), or, when the
-// file fails, into memory.
+// version is there goes to the spill file (appended as the log holds it, up to
+// evictBatch bytes of them in one write), or, when the file fails, into memory.
 func (m *Memory) evict(seg int) {
+	s := m.spill
 	m.log.each(seg, func(p uint32, w uint64, entry []byte) {
 		if m.at[p] != w {
 			return // stored over since, or final
 		}
-		if at, ok := m.spill.writeEntry(entry); ok {
-			m.setAt(p, at.pack())
-			m.evicted++
-			return
+		if len(s.batch)+len(entry) > evictBatch {
+			m.flushEvicted()
 		}
-		key, enc, _ := splitEntry(entry)
-		m.hold(p, string(key), bytes.Clone(enc))
+		s.batch = append(s.batch, entry...)
+		s.batched = append(s.batched, batchedEntry{place: p, n: len(entry)})
 	})
+	m.flushEvicted()
+}
+
+// evictBatch is the most bytes of records written out in one write: a few hundred
+// records, where one write each cost a system call each. A test makes it smaller.
+var evictBatch = 256 << 10
+
+// flushEvicted writes the records evict batched and moves their places to the file.
+func (m *Memory) flushEvicted() {
+	s := m.spill
+	if len(s.batch) == 0 {
+		return
+	}
+	at, ok := s.writeEntry(s.batch)
+	rel := 0
+	for _, e := range s.batched {
+		if ok {
+			m.setAt(e.place, spillAt{off: at.off + int64(rel), n: e.n}.pack())
+			m.evicted++
+		} else {
+			key, enc, _ := splitEntry(s.batch[rel : rel+e.n])
+			m.hold(e.place, string(key), bytes.Clone(enc))
+		}
+		rel += e.n
+	}
+	s.batch, s.batched = s.batch[:0], s.batched[:0]
 }
 
 // Job returns a job's record, nil when it is not recorded.

@@ -20,6 +20,15 @@ type spillFile struct {
 	buf []byte
 	// broken is set after a write failed: records stay in memory from then on.
 	broken bool
+	// batch and batched are the records in flight being written out (Memory.evict):
+	// their entries, and the place and length of each.
+	batch   []byte
+	batched []batchedEntry
+}
+
+type batchedEntry struct {
+	place uint32
+	n     int
 }
 
 // spillAt is where a spilled record is: its offset and length, the key and the record's
