@@ -1,9 +1,15 @@
 package audit
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
 	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -11,6 +17,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 )
 
 // errPlanUnread marks a cancel step whose plan page the audit could not read.
@@ -63,36 +70,53 @@ func isOutcome(ev events.Event) bool {
 // else irrelevant: it records the job from the cancel alone (rulebook.cancelled).
 //
 // Working that out needs the whole stream, which the audit never holds: Replay's first
-// read gathers what it needs (cancelScan: a few words per input, the first outcome of
-// each job, each job's first cancel) and concludes where each cancel goes (cancelPlan),
-// before the second read replays anything. A cancel applied before the stream holds it
-// is kept from the first read, compressed, until then.
+// read gathers what it needs (cancelScan: a record of 33 bytes for each copy of an input,
+// each output's cause and each final outcome, written out past a small buffer, and each
+// job's first cancel) and concludes where each cancel goes (cancelPlan), before the
+// second read replays anything. A cancel applied before the stream holds it is kept from
+// the first read, compressed, until then.
 
 // cancelScan is what the first read gathers for the cancels' places. It does not depend
 // on the order it is handed the messages in (a replay from Since reads what precedes
 // Since last).
+//
+// Which jobs are cancelled is known only once the read ends, so what a cancel may need is
+// logged for every job: a map by input id of them held 60 MB at 2.5 minutes of a
+// 1,000,000-AC audit, growing with the events read. The log is a temporary file (a buffer
+// in memory, then appended); the conclusion reads it back only when the read met a
+// cancel, sorting it by id through spillsort: the heap holds the buffer and the cancels.
 type cancelScan struct {
 	batch string
 	seed  maphash.Seed
-	// inputs are the jobs' inputs but their cancels, by id; causedFirst the causations
-	// read before the input they name.
-	inputs      map[stepKey]scannedInput
-	causedFirst map[stepKey]bool
-	// outcomes are each job's first final outcome, cancels its first cancel, by job.
-	outcomes map[uint64]scannedOutcome
-	cancels  map[uint64]*scannedCancel
+	log   *scanLog
+	// cancels are each job's first cancel, by job.
+	cancels map[uint64]*scannedCancel
 	// saved is a codec of its own, not a field the plan would point into: a pointer
-	// to a field keeps the whole scan, maps and all (17 MB at a 100,000-job batch),
-	// alive through the second read.
+	// to a field keeps the whole scan alive through the second read.
 	saved *dictzstd.Codec
 }
 
-// scannedInput is one input of a job: its copies' first and last places (a dead letter
-// repeats its original) and whether the aggregator published anything from it.
-type scannedInput struct {
-	job         uint64
-	first, last uint64
-	caused      bool
+// A scan record: its kind, an event id (the input's, or the cause an output or outcome
+// names), the job's hash (inputs and outcomes) and a sequence, little-endian.
+const (
+	scanInput   byte = iota + 1 // a copy of an input (a dead letter repeats its original)
+	scanCaused                  // an output naming its cause
+	scanOutcome                 // a job's final outcome naming its cause
+	scanRecord  = 1 + 16 + 8 + 8
+)
+
+func scanEntry(kind byte, id stepKey, job, seq uint64) [scanRecord]byte {
+	var b [scanRecord]byte
+	b[0] = kind
+	copy(b[1:17], id[:])
+	binary.LittleEndian.PutUint64(b[17:25], job)
+	binary.LittleEndian.PutUint64(b[25:33], seq)
+	return b
+}
+
+func readScanEntry(b []byte) (kind byte, id stepKey, job, seq uint64) {
+	copy(id[:], b[1:17])
+	return b[0], id, binary.LittleEndian.Uint64(b[17:25]), binary.LittleEndian.Uint64(b[25:33])
 }
 
 type scannedOutcome struct {
@@ -112,8 +136,8 @@ type scannedCancel struct {
 }
 
 func newCancelScan(batch string) *cancelScan {
-	return &cancelScan{batch: batch, seed: maphash.MakeSeed(), inputs: map[stepKey]scannedInput{}, causedFirst: map[stepKey]bool{},
-		outcomes: map[uint64]scannedOutcome{}, cancels: map[uint64]*scannedCancel{}, saved: &dictzstd.Codec{}}
+	return &cancelScan{batch: batch, seed: maphash.MakeSeed(), log: &scanLog{dir: os.TempDir()},
+		cancels: map[uint64]*scannedCancel{}, saved: &dictzstd.Codec{}}
 }
 
 func jobHash(seed maphash.Seed, tenant, batch, job string) uint64 {
@@ -135,17 +159,9 @@ func (s *cancelScan) add(r *Recorded) {
 	}
 	if r.DeadLetter == "" && isOutput(r) && ev.CausationID != "" {
 		cause := keyOf(ev.CausationID)
-		if in, ok := s.inputs[cause]; ok {
-			in.caused = true
-			s.inputs[cause] = in
-		} else {
-			s.causedFirst[cause] = true
-		}
+		s.log.add(scanEntry(scanCaused, cause, 0, 0))
 		if isOutcome(ev) && ev.Attempt == 0 {
-			k := jobHash(s.seed, ev.Tenant, ev.BatchID, ev.JobID)
-			if o, ok := s.outcomes[k]; !ok || r.Seq < o.seq {
-				s.outcomes[k] = scannedOutcome{seq: r.Seq, cause: cause}
-			}
+			s.log.add(scanEntry(scanOutcome, cause, jobHash(s.seed, ev.Tenant, ev.BatchID, ev.JobID), r.Seq))
 		}
 	}
 	if !isAggregatorInput(r) || rulebook.BatchWide(ev) {
@@ -160,14 +176,72 @@ func (s *cancelScan) add(r *Recorded) {
 		}
 		return
 	}
-	id := keyOf(ev.ID)
-	in, ok := s.inputs[id]
-	if !ok {
-		in = scannedInput{job: k, first: r.Seq, last: r.Seq, caused: s.causedFirst[id]}
-		delete(s.causedFirst, id)
+	s.log.add(scanEntry(scanInput, keyOf(ev.ID), k, r.Seq))
+}
+
+// scannedInput is one input of a job: its copies' first and last places and whether the
+// aggregator published anything from it.
+type scannedInput struct {
+	job         uint64
+	first, last uint64
+	caused      bool
+}
+
+// inputs reads the log back for the cancelled jobs: each one's first outcome, and the
+// inputs of those jobs (and those the outcomes name), by id.
+func (s *cancelScan) inputs() (map[uint64]scannedOutcome, map[stepKey]scannedInput, error) {
+	outcomes := map[uint64]scannedOutcome{}
+	sorter := spillsort.New(nil)
+	sorter.Dir = s.log.dir
+	defer sorter.Close()
+	err := s.log.each(func(b []byte) {
+		kind, id, job, seq := readScanEntry(b)
+		if kind != scanOutcome {
+			sorter.Add(id[:], b)
+			return
+		}
+		if s.cancels[job] == nil {
+			return
+		}
+		if o, ok := outcomes[job]; !ok || seq < o.seq {
+			outcomes[job] = scannedOutcome{seq: seq, cause: id}
+		}
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	in.first, in.last = min(in.first, r.Seq), max(in.last, r.Seq)
-	s.inputs[id] = in
+	named := map[stepKey]bool{}
+	for _, o := range outcomes {
+		named[o.cause] = true
+	}
+	inputs := map[stepKey]scannedInput{}
+	var cur stepKey
+	var in scannedInput
+	var isInput, started bool
+	keep := func() {
+		if started && isInput && (s.cancels[in.job] != nil || named[cur]) {
+			inputs[cur] = in
+		}
+	}
+	err = sorter.Each(func(key, val []byte) error {
+		kind, _, job, seq := readScanEntry(val)
+		if k := stepKey(key); !started || k != cur {
+			keep()
+			cur, in, isInput, started = k, scannedInput{}, false, true
+		}
+		switch kind {
+		case scanCaused:
+			in.caused = true
+		case scanInput:
+			if !isInput {
+				in.job, in.first, in.last, isInput = job, seq, seq, true
+			}
+			in.first, in.last = min(in.first, seq), max(in.last, seq)
+		}
+		return nil
+	})
+	keep()
+	return outcomes, inputs, err
 }
 
 // cancelPlan is where the second read applies the cancels that do not go where the
@@ -201,13 +275,19 @@ type placedCancel struct {
 func (s *cancelScan) conclude() *cancelPlan {
 	p := &cancelPlan{seed: s.seed, first: map[uint64]*placedCancel{}, anchored: map[uint64]*placedCancel{},
 		bySeq: map[uint64]*placedCancel{}, codec: s.saved}
+	defer s.log.close()
 	if len(s.cancels) == 0 {
 		return p
+	}
+	outcomes, inputs, err := s.inputs()
+	if err != nil {
+		// The scan's own file, written by it: a failed read is a broken machine.
+		panic("audit: the cancels' scan does not read back: " + err.Error())
 	}
 	// Each cancelled job's last input with outputs and its first input.
 	type span struct{ lastCaused, firstInput uint64 }
 	spans := map[uint64]span{}
-	for _, in := range s.inputs {
+	for _, in := range inputs {
 		if s.cancels[in.job] == nil {
 			continue
 		}
@@ -221,7 +301,7 @@ func (s *cancelScan) conclude() *cancelPlan {
 		spans[in.job] = sp
 	}
 	for job, c := range s.cancels {
-		out, ok := s.outcomes[job]
+		out, ok := outcomes[job]
 		if !ok {
 			continue // no outcome recorded (the batch is still running): as stored
 		}
@@ -237,7 +317,7 @@ func (s *cancelScan) conclude() *cancelPlan {
 		case out.cause == c.id:
 			pc.anchor = sp.lastCaused
 		default:
-			in, ok := s.inputs[out.cause]
+			in, ok := inputs[out.cause]
 			if !ok || in.job != job || in.last <= c.seq {
 				continue // the job was decided before the cancel was stored: as stored
 			}
@@ -251,7 +331,7 @@ func (s *cancelScan) conclude() *cancelPlan {
 		}
 		p.bySeq[c.seq] = pc
 	}
-	s.inputs, s.causedFirst, s.outcomes, s.cancels = nil, nil, nil, nil
+	s.cancels = nil
 	return p
 }
 
@@ -352,4 +432,75 @@ func (h *ahead) done() {
 		h.scan = nil
 	}
 	h.reviews.done()
+}
+
+// scanLog is an append-only log of scan records: a buffer of scanBuffer bytes in memory,
+// then a temporary file (removed at once) it is appended to. A file that cannot be
+// created or written keeps the log in memory from then on, with a warning: the scan
+// still concludes right, only bigger.
+type scanLog struct {
+	dir      string
+	buf      []byte
+	f        *os.File
+	end      int64
+	inMemory bool
+}
+
+// scanBuffer is the log's buffer (tests lower it).
+var scanBuffer = 1 << 20
+
+func (l *scanLog) add(rec [scanRecord]byte) {
+	l.buf = append(l.buf, rec[:]...)
+	if len(l.buf) >= scanBuffer && !l.inMemory {
+		l.flush()
+	}
+}
+
+func (l *scanLog) flush() {
+	if l.f == nil {
+		f, err := os.CreateTemp(l.dir, "tribunal-cancels-*")
+		if err != nil {
+			slog.Warn("audit: the cancels' scan kept in memory: no log file", "dir", l.dir, "err", err)
+			l.inMemory = true
+			return
+		}
+		os.Remove(f.Name())
+		l.f = f
+		// Closed by close (conclude), or when the scan is collected unconcluded (an
+		// audit given up).
+		runtime.AddCleanup(l, func(f *os.File) { f.Close() }, f)
+	}
+	if _, err := l.f.WriteAt(l.buf, l.end); err != nil {
+		slog.Warn("audit: the cancels' scan kept in memory from now on: the log file failed", "file", l.f.Name(), "err", err)
+		l.inMemory = true
+		return
+	}
+	l.end += int64(len(l.buf))
+	l.buf = l.buf[:0]
+}
+
+// each calls fn with every record, in the order added; rec is valid only during the call.
+func (l *scanLog) each(fn func(rec []byte)) error {
+	if l.f != nil {
+		r := bufio.NewReaderSize(io.NewSectionReader(l.f, 0, l.end), 64<<10)
+		var rec [scanRecord]byte
+		for range l.end / scanRecord {
+			if _, err := io.ReadFull(r, rec[:]); err != nil {
+				return fmt.Errorf("read %s: %w", l.f.Name(), err)
+			}
+			fn(rec[:])
+		}
+	}
+	for i := 0; i < len(l.buf); i += scanRecord {
+		fn(l.buf[i : i+scanRecord])
+	}
+	return nil
+}
+
+func (l *scanLog) close() {
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+	l.buf = nil
 }

@@ -135,6 +135,14 @@ func cancelled(t *testing.T) *fixture {
 // TestAuditCancelRacesAreClean: the audit replays each job's cancel where the aggregator
 // applied it, so a cancelled batch whose cancel raced with its jobs audits clean.
 func TestAuditCancelRacesAreClean(t *testing.T) {
+	t.Run("the scan in memory", func(t *testing.T) { cancelRacesAreClean(t) })
+	t.Run("the scan written out", func(t *testing.T) {
+		defer audit.SpillCancelScan()()
+		cancelRacesAreClean(t)
+	})
+}
+
+func cancelRacesAreClean(t *testing.T) {
 	f := cancelled(t)
 	want := map[string]events.Status{"AC-1": events.StatusCompared, "AC-2": events.StatusBlocked, "AC-3": events.StatusBlocked,
 		"AC-4": events.StatusBlocked, "AC-5": events.StatusCompared, "AC-6": events.StatusCompared}

@@ -49,3 +49,11 @@ func BeforeVisit(fn func(seq uint64, waiting int)) (restore func()) {
 	beforeVisit = fn
 	return func() { beforeVisit = nil }
 }
+
+// SpillCancelScan makes the cancels' scans that follow, until restore, write their log
+// out past a buffer of a few records.
+func SpillCancelScan() (restore func()) {
+	old := scanBuffer
+	scanBuffer = 2 * scanRecord
+	return func() { scanBuffer = old }
+}
