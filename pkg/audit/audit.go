@@ -181,11 +181,11 @@ type auditor struct {
 	// awaiting is the first job of each batch whose recorded decision waits for a person.
 	awaiting map[batchKey]string
 
-	// waiting are the outputs the rules derived that are not recorded yet, by id (a lot:
-	// a fixed budget in memory, the rest on disk); early the recorded outputs no
-	// expectation has claimed yet, by id.
-	waiting *lot
-	early   map[string][]*Recorded
+	// waiting are the outputs the rules derived that are not recorded yet, by id; early
+	// the recorded outputs no expectation has claimed yet, by id (lots: a fixed budget
+	// in memory, the rest on disk; a forged stream's unexplained outputs wait in early
+	// to the end).
+	waiting, early *lot
 	// parking compresses the waiting expectations, a codec per event type.
 	parking map[events.Type]*dictzstd.Codec
 	// deferred are inputs that overtook their job's submission.
@@ -362,7 +362,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		noted: map[string]bool{}, claimNoted: map[batchKey]bool{},
 		undecodable: map[[32]byte]bool{}, linked: map[stepKey][32]byte{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
 		awaiting: map[batchKey]string{},
-		parking:  map[events.Type]*dictzstd.Codec{}, early: map[string][]*Recorded{}, deferred: map[jobKey][]*Recorded{},
+		parking:  map[events.Type]*dictzstd.Codec{}, deferred: map[jobKey][]*Recorded{},
 		rendered: map[passKey]*Recorded{}, dangling: map[string][]chainRef{}, chained: map[string]bool{},
 		refused: map[string]events.Type{}, planUnread: map[batchKey]bool{}, blobs: blobCache{entries: map[blob.Ref]blobResult{}},
 		foldHeld: map[batchKey][]*Recorded{}, afterHeld: map[batchKey][]*Recorded{}, appliedAhead: map[uint64]bool{},
@@ -374,7 +374,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 	// key and where its record is. So do the steps' entries, but the newest.
 	spill := os.TempDir()
 	a.steps, a.gated = newStepTable(spill), newStepTable(spill)
-	a.waiting = newLot(spill)
+	a.waiting, a.early = newLot(spill), newLot(spill)
 	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf, SpillDir: spill, BeforeComplete: a.beforeComplete}
 	return a
 }
@@ -712,17 +712,9 @@ func (a *auditor) expect(e expectation) {
 	if a.job != "" && e.ev.JobID != "" && e.ev.JobID != a.job {
 		return // another job's, not replayed
 	}
-	if rs := a.early[id]; len(rs) > 0 {
-		for i, r := range rs {
-			if r.Event.Type == typ {
-				a.early[id] = append(rs[:i:i], rs[i+1:]...)
-				if len(a.early[id]) == 0 {
-					delete(a.early, id)
-				}
-				a.check(e, r, false)
-				return
-			}
-		}
+	if p, ok := a.early.take(keyOf(id), a.typeCode(typ), func(p []byte) bool { return parkedID(p) == id }); ok {
+		a.check(e, a.unkeep(p), false)
+		return
 	}
 	if s, ok := a.steps.get(keyOf(id)); ok && s.claimed() {
 		a.check(e, nil, true)
@@ -761,7 +753,7 @@ func (a *auditor) output(r *Recorded) {
 		a.check(a.unpark(p), r, false)
 		return
 	}
-	a.early[id] = append(a.early[id], kept(r))
+	a.early.put(keyOf(id), a.typeCode(r.Event.Type), r.Seq, a.keep(r))
 }
 
 // unrecorded reports the outputs the rules derived that the stream never recorded, by
@@ -840,14 +832,13 @@ func (m Mismatch) withDetail(d string) Mismatch {
 // unexplained reports the recorded aggregator outputs that no replayed input derives,
 // naming the refused input one was derived from.
 func (a *auditor) unexplained() {
-	var all []*Recorded
-	for _, rs := range a.early {
-		all = append(all, rs...)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].Seq < all[j].Seq })
-	for _, r := range all {
+	err := a.early.each(func(p []byte) error {
+		r := a.unkeep(p)
 		if a.planUnread[batchKey{r.Event.Tenant, r.Event.BatchID}] && isCancel(r) {
-			continue // the cancel's steps could not be followed (noted)
+			return nil // the cancel's steps could not be followed (noted)
+		}
+		if a.earlierRevision(r) {
+			return nil
 		}
 		m := Mismatch{Kind: KindUnexplained, Detail: "no replayed event derives it"}
 		if typ, ok := a.refused[r.Event.CausationID]; ok {
@@ -855,6 +846,12 @@ func (a *auditor) unexplained() {
 			m.Detail = "derived from an input the aggregator's rules refuse"
 		}
 		a.add(a.at(r, m))
+		return nil
+	})
+	a.early.close()
+	a.early = nil
+	if err != nil {
+		panic(err.Error()) // the lot's own files: a failed read is a broken machine
 	}
 }
 

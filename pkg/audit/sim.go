@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
 	"github.com/tribunal-dev/tribunal/pkg/bus"
@@ -126,6 +127,54 @@ func (a *auditor) unpark(p []byte) expectation {
 		}
 	}
 	panic("audit: a parked expectation that does not decode: " + err.Error())
+}
+
+// keep encodes a recorded output to wait for its expectation in auditor.early: its id
+// first (the lot checks it), where the stream holds it, then its bytes compressed.
+func (a *auditor) keep(r *Recorded) []byte {
+	b := appendString(nil, r.Event.ID)
+	b = binary.AppendUvarint(b, r.Seq)
+	b = appendString(b, r.Subject)
+	stored, err := r.Stored.MarshalBinary()
+	if err != nil {
+		panic("audit: a stored time that does not encode: " + err.Error())
+	}
+	b = appendBytes(b, stored)
+	b = appendString(b, r.MsgID)
+	b = appendString(b, r.Reason)
+	b = appendString(b, string(r.Event.Type))
+	raw := r.Raw
+	if raw == nil {
+		// A copy kept without its bytes (kept): its event encodes as it decoded.
+		var err error
+		if raw, err = events.Encode(r.Event); err != nil {
+			panic("audit: a recorded output that does not encode: " + err.Error())
+		}
+	}
+	return append(b, a.codec(r.Event.Type).Encode(raw, true)...)
+}
+
+// unkeep decodes what keep encoded.
+func (a *auditor) unkeep(p []byte) *Recorded {
+	_, p = readString(p)
+	seq, n := binary.Uvarint(p)
+	subject, p := readString(p[n:])
+	storedBytes, p := readBytes(p)
+	msgID, p := readString(p)
+	reason, p := readString(p)
+	typ, p := readString(p)
+	var stored time.Time
+	err := stored.UnmarshalBinary(storedBytes)
+	var raw []byte
+	if err == nil {
+		raw, err = a.codec(events.Type(typ)).Decode(p)
+	}
+	if err != nil {
+		panic("audit: a kept output that does not decode: " + err.Error())
+	}
+	r := NewRecorded(seq, subject, stored, slices.Clone(raw), msgID, reason)
+	r.Raw = nil
+	return &r
 }
 
 func boolByte(b bool) byte {
@@ -456,21 +505,14 @@ func (a *auditor) revisions() {
 			a.expect(expectation{ev: e, from: *b.revisedFrom, what: describe(e)})
 		}
 	}
-	for id, rs := range a.early {
-		kept := rs[:0]
-		for _, r := range rs {
-			m, ok := r.Event.Payload.(*events.ManifestEmitted)
-			if b := a.batches[batchKey{r.Event.Tenant, r.Event.BatchID}]; ok && m.RevisedBy != "" && b != nil && b.deciding[m.RevisedBy] {
-				continue // an earlier revision (see above)
-			}
-			kept = append(kept, r)
-		}
-		if len(kept) == 0 {
-			delete(a.early, id)
-		} else {
-			a.early[id] = kept
-		}
-	}
+}
+
+// earlierRevision reports whether r is the announcement of an earlier revision of its
+// batch (see revisions), accepted unexplained.
+func (a *auditor) earlierRevision(r *Recorded) bool {
+	m, ok := r.Event.Payload.(*events.ManifestEmitted)
+	b := a.batches[batchKey{r.Event.Tenant, r.Event.BatchID}]
+	return ok && m.RevisedBy != "" && b != nil && b.deciding[m.RevisedBy]
 }
 
 // submittedAt records that the job at place p was submitted at stream sequence seq.

@@ -163,3 +163,32 @@ func TestAuditManyOutputsOutstanding(t *testing.T) {
 		t.Errorf("the audit holds %.0f bytes more a job waiting, over %d", perJob, maxPeakPerJob)
 	}
 }
+
+// TestAuditUnexplainedWrittenOut: a stream with thousands of decisions no input derives
+// (a forger's) keeps them waiting to the end of the audit (auditor.early): written out
+// past a small budget, they are reported as they are with all in memory, in stream
+// order.
+func TestAuditUnexplainedWrittenOut(t *testing.T) {
+	const forged = 3000
+	f := honest(t)
+	d := f.recs[f.find(events.TypeIterationDecided, "AC-1")].Event
+	for i := range forged {
+		job := fmt.Sprintf("FORGED-%d", i)
+		f.publish(events.New(d.Payload, f.tenant, f.batch, job, 0, "final", &d.Envelope))
+	}
+	inMemory := f.audit()
+	defer audit.SpillWaiting(16<<10, 1<<10)()
+	written := f.audit()
+	if got, want := findingKeys(written), findingKeys(inMemory); got != want {
+		t.Fatalf("written out, the findings are\n%s\nin memory\n%s", got, want)
+	}
+	n, last := 0, uint64(0)
+	for _, m := range written.Mismatches {
+		if m.Kind == audit.KindUnexplained && m.Seq > last {
+			n, last = n+1, m.Seq
+		}
+	}
+	if n != forged {
+		t.Fatalf("%d forged decisions reported unexplained in stream order, want %d: %s", n, forged, dump(written))
+	}
+}
