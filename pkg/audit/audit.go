@@ -167,12 +167,12 @@ type auditor struct {
 	// steps has one entry per logical step of the audited events, under the step's
 	// deterministic id, for the whole replay (a duplicate may come hours after its first
 	// copy), kept mostly on disk (stepTable); linked keeps the whole hash of the events
-	// chains name (see linkedTypes) until their chain ends; forged are the events whose
+	// chains name (see linkedTypes), as long (digestTable); forged are the events whose
 	// id is not their step's, by that id, and forgedSteps the steps whose first event was
 	// one of them (rare: maps). types are the event types the steps name.
 	steps       stepTable
 	types       []events.Type
-	linked      map[stepKey][32]byte
+	linked      digestTable
 	forged      map[string]forgedEntry
 	forgedSteps map[stepKey]string
 	// gated is the first gating decision of each pass of a job (one a pass: kept as the
@@ -280,6 +280,38 @@ func (t stepTable) putGating(k stepKey, g gating) {
 	t.set.Put(stepset.Key(k), stepset.Value{uint64(g)})
 }
 
+// digestTable keeps the whole SHA-256 of each event a chain names (linkedTypes) by its
+// step, for the whole replay, in two step tables of 16 bytes an entry each: in a large
+// batch most jobs are in flight in stream order (their render request read long before
+// their verdict), so a map of their hashes grew with the batch (112 MB seven minutes into
+// a 1,000,000-AC audit), where the tables' heap does not.
+type digestTable struct{ lo, hi *stepset.Set }
+
+func newDigestTable(dir string) digestTable {
+	return digestTable{stepset.NewSized(dir, stepSlots), stepset.NewSized(dir, stepSlots)}
+}
+
+func (t digestTable) get(k stepKey) (sum [32]byte, ok bool) {
+	lo, ok := t.lo.Get(stepset.Key(k))
+	if !ok {
+		return sum, false
+	}
+	hi, ok := t.hi.Get(stepset.Key(k))
+	if !ok {
+		return sum, false
+	}
+	binary.BigEndian.PutUint64(sum[0:], lo[0])
+	binary.BigEndian.PutUint64(sum[8:], lo[1])
+	binary.BigEndian.PutUint64(sum[16:], hi[0])
+	binary.BigEndian.PutUint64(sum[24:], hi[1])
+	return sum, true
+}
+
+func (t digestTable) put(k stepKey, sum [32]byte) {
+	t.lo.Put(stepset.Key(k), stepset.Value{binary.BigEndian.Uint64(sum[0:]), binary.BigEndian.Uint64(sum[8:])})
+	t.hi.Put(stepset.Key(k), stepset.Value{binary.BigEndian.Uint64(sum[16:]), binary.BigEndian.Uint64(sum[24:])})
+}
+
 // maxStepSeq is the largest stream sequence a step entry holds (55 bits: a thousand
 // years of a million messages a second); a later one is kept as this.
 const maxStepSeq = 1<<55 - 1
@@ -360,7 +392,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		ctx: ctx, store: store, ahead: h,
 		audited: map[batchKey]bool{}, batches: map[batchKey]*simBatch{}, documents: map[string]cachedDocument{},
 		noted: map[string]bool{}, claimNoted: map[batchKey]bool{},
-		undecodable: map[[32]byte]bool{}, linked: map[stepKey][32]byte{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
+		undecodable: map[[32]byte]bool{}, forged: map[string]forgedEntry{}, forgedSteps: map[stepKey]string{},
 		awaiting: map[batchKey]string{},
 		parking:  map[events.Type]*dictzstd.Codec{}, deferred: map[jobKey][]*Recorded{},
 		rendered: map[passKey]*Recorded{}, dangling: map[string][]chainRef{}, chained: map[string]bool{},
@@ -373,7 +405,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 	// (in $TMPDIR), not on the heap: what the audit holds of a job it is done with is its
 	// key and where its record is. So do the steps' entries, but the newest.
 	spill := os.TempDir()
-	a.steps, a.gated = newStepTable(spill), newStepTable(spill)
+	a.steps, a.gated, a.linked = newStepTable(spill), newStepTable(spill), newDigestTable(spill)
 	a.waiting, a.early = newLot(spill), newLot(spill)
 	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf, SpillDir: spill, BeforeComplete: a.beforeComplete}
 	return a
@@ -524,7 +556,7 @@ func (a *auditor) structure(r *Recorded) {
 	} else {
 		a.steps.put(k, newStepEntry(r.Seq, prefix(sum), a.typeCode(ev.Type)))
 		if linkedTypes[ev.Type] {
-			a.linked[k] = sum
+			a.linked.put(k, sum)
 		}
 		if !ok {
 			a.forgedSteps[k] = ev.ID

@@ -58,15 +58,6 @@ func (a *auditor) chain(r *Recorded) {
 		}
 		a.dangling[id] = append(a.dangling[id], ref)
 	}
-	if aggregatorInputs[ev.Type] {
-		// The chain ends here, checked against every stage in full: a later reference to
-		// them (a second verdict of one gating) is checked against the 8 bytes every step
-		// keeps, so their whole hashes need not stay for the rest of the replay.
-		for _, l := range ev.Chain {
-			id, _, _ := events.ParseLink(l)
-			delete(a.linked, keyOf(id))
-		}
-	}
 }
 
 // recordedHash is what the audit kept of a recorded event's hash: all of it, or (for an
@@ -100,7 +91,7 @@ func (a *auditor) lookup(id string) (recordedHash, uint64, bool) {
 	if !ok {
 		return recordedHash{}, 0, false
 	}
-	if sum, ok := a.linked[k]; ok {
+	if sum, ok := a.linked.get(k); ok {
 		return recordedHash{sum: sum}, s.seq(), true
 	}
 	var h recordedHash

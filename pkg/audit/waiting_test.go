@@ -110,9 +110,8 @@ func peakHeap(f *fixture, seq uint64) (float64, int, audit.Report) {
 
 // maxPeakPerJob is what the audit may hold at its peak of each job whose decision waits
 // for its record, the expectations waiting written out past a budget (auditor.waiting):
-// about 150 bytes, the steps' entries (written out too: audit.SpillSteps) and bloom
-// filters, the render requests' digests this fixture's verdicts do not chain
-// (auditor.linked, a map: about 110), the final records' index (rulebook.Memory) and the
+// about 112 bytes, the steps' entries and the digests the chains name (written out too:
+// audit.SpillSteps) and bloom filters, the final records' index (rulebook.Memory) and the
 // waiting expectations' index runs (about 2). With the expectations in a map by id, each
 // compressed, about 540 were held (the map's entry, the id, the origin's id, the
 // compressed event): this bound fails it.
