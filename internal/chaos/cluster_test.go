@@ -563,6 +563,16 @@ func streamLeader(ctx context.Context, tb testing.TB, js jetstream.JetStream) st
 // mid-batch and restarted. The batch completes with exactly 2,000 results, no AC twice,
 // exactly one verdict per AC in the stream and a clean audit.
 func TestClusterLeaderKill(t *testing.T) {
+	if os.Getenv("TRIBUNAL_CLUSTER_FAULTS") != "1" {
+		// Under the whole suite's load (every package at once on two cores) two CI runs in
+		// a row saw it fail after the kill: once an ordered consumer's fetch came back empty
+		// (the harness reads again now), once the batch made no progress for four minutes
+		// after the aggregator's consumer missed its heartbeats, as the partition test once
+		// did. Alone it passes in about 40 s. Until that stall is explained it runs as a
+		// step of its own in .ci/run, beside the partition test, where a failure still
+		// fails CI.
+		t.Skip("leader kill: runs as its own step of .ci/run; set TRIBUNAL_CLUSTER_FAULTS=1 to run it here")
+	}
 	run := runClusterBatch(t, 2000, topoR3, streamLeaderKilled)
 	t.Logf("batch of 2,000 in %s; killed the stream leader %s", run.elapsed.Round(time.Millisecond), run.killed)
 }
