@@ -569,7 +569,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		// (the harness reads again now), once the batch made no progress for four minutes
 		// after the aggregator's consumer missed its heartbeats, as the partition test once
 		// did. Alone it passes in about 40 s. Until that stall is explained it runs as a
-		// step of its own in .ci/run, beside the partition test, where a failure still
+		// step of its own in .ci/run, after the partition test, where a failure still
 		// fails CI.
 		t.Skip("leader kill: runs as its own step of .ci/run; set TRIBUNAL_CLUSTER_FAULTS=1 to run it here")
 	}
