@@ -22,11 +22,16 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/kind/stage"
 	"github.com/tribunal-dev/tribunal/pkg/registry"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
+	"github.com/tribunal-dev/tribunal/pkg/spillwords"
 	"github.com/tribunal-dev/tribunal/pkg/stepset"
 )
 
 // blobTimeout bounds one blob read of the audit.
 const blobTimeout = 30 * time.Second
+
+// submittedBudget is the most bytes of the jobs' submission sequences in memory: each is
+// written once, as its job is first stored (the newest place), and read at the end.
+const submittedBudget = 256 << 10
 
 // maxIndexFindings bounds the "no job.submitted for index" findings of one batch.
 const maxIndexFindings = 20
@@ -155,8 +160,9 @@ type auditor struct {
 	audited map[batchKey]bool
 	batches map[batchKey]*simBatch
 	// submitted is the stream sequence of each job's job.submitted, by its place in mem
-	// (0: none), for the findings about a job left open: 8 bytes a job.
-	submitted  []uint64
+	// (0: none), for the findings about a job left open: a word a job, written out but
+	// for the newest (submittedBudget).
+	submitted  *spillwords.Words
 	documents  map[string]cachedDocument
 	noted      map[string]bool
 	claimNoted map[batchKey]bool
@@ -408,6 +414,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 	a.steps, a.gated, a.linked = newStepTable(spill), newStepTable(spill), newDigestTable(spill)
 	a.waiting, a.early = newLot(spill), newLot(spill)
 	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf, SpillDir: spill, BeforeComplete: a.beforeComplete}
+	a.submitted = spillwords.New(spill, submittedBudget)
 	return a
 }
 
@@ -913,8 +920,10 @@ func (a *auditor) outcomes() {
 			if j.Index >= 0 && j.Index < b.size {
 				have[j.Index/64] |= 1 << (j.Index % 64)
 			}
-			if int(p) < len(a.submitted) && a.submitted[p] != 0 && !j.Final() {
-				opens = append(opens, open{bk, a.submitted[p], j.ACID, j.Status})
+			if int(p) < a.submitted.Len() && !j.Final() {
+				if seq := a.submitted.Get(int(p)); seq != 0 {
+					opens = append(opens, open{bk, seq, j.ACID, j.Status})
+				}
 			}
 		})
 		a.rep.Jobs += sum.Jobs

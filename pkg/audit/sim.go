@@ -517,8 +517,6 @@ func (a *auditor) earlierRevision(r *Recorded) bool {
 
 // submittedAt records that the job at place p was submitted at stream sequence seq.
 func (a *auditor) submittedAt(p rulebook.Place, seq uint64) {
-	if int(p) >= len(a.submitted) {
-		a.submitted = slices.Grow(a.submitted, int(p)+1-len(a.submitted))[:int(p)+1]
-	}
-	a.submitted[p] = seq
+	a.submitted.Grow(int(p) + 1)
+	a.submitted.Set(int(p), seq)
 }

@@ -108,7 +108,8 @@ func TestHeldLogReadsBackWhatWasStored(t *testing.T) {
 				}
 			}
 			var live [heldSegments]int
-			for _, w := range m.at {
+			for p := range m.at.Len() {
+				w := m.at.Get(p)
 				if isHeld(w) {
 					seg, _ := unpackHeld(w)
 					live[seg]++

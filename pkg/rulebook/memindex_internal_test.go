@@ -3,6 +3,7 @@ package rulebook
 import (
 	"cmp"
 	"fmt"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -95,41 +96,54 @@ func TestJobIndexOffersEveryCandidate(t *testing.T) {
 	}
 }
 
-// TestBatchOrderByIndex: a batch's order, kept in two words a job, sorts by each job's
+// TestBatchOrderByIndex: a batch's order, kept in a word a job, sorts by each job's
 // index as recorded, stably, for indices an int32 does not hold too (below 0 or far past
-// the batch, which only a stream that disagrees with itself has), and a sorted order is
-// not copied.
+// the batch, which only a stream that disagrees with itself has), in memory and through
+// a sort written out; a sorted order is read as it is, not sorted again.
 func TestBatchOrderByIndex(t *testing.T) {
 	indices := []int{3, math.MinInt32, 1 << 40, -1, 3, math.MaxInt32, -1 << 40, 0, math.MaxInt32 + 1, 2, 1 << 40}
-	var b memBatch
-	for p, i := range indices {
-		b.add(i, uint32(p))
-	}
 	want := make([]int, len(indices))
 	for p := range want {
 		want[p] = p
 	}
 	slices.SortStableFunc(want, func(x, y int) int { return cmp.Compare(indices[x], indices[y]) })
-	var got []int
-	for _, o := range b.byIndex() {
-		if b.indexOf(o) != indices[o.place] {
-			t.Fatalf("place %d: index %d, recorded %d", o.place, b.indexOf(o), indices[o.place])
+	defer func(n int) { spillsort.DefaultBuffer = n }(spillsort.DefaultBuffer)
+	spillsort.DefaultBuffer = 64 // a few records a run
+	for _, dir := range []string{"", t.TempDir()} {
+		b := memBatch{spillDir: dir}
+		for p, i := range indices {
+			b.add(i, uint32(p))
 		}
-		got = append(got, int(o.place))
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("sorted places %v, want %v", got, want)
-	}
-	for p, o := range b.order {
-		if int(o.place) != p {
-			t.Fatalf("sorting changed the recorded order: %v", b.order)
+		wrote := spillsort.Written()
+		var got []int
+		for o := range b.byIndex() {
+			if b.indexOf(o) != indices[o.place] {
+				t.Fatalf("dir %q: place %d: index %d, recorded %d", dir, o.place, b.indexOf(o), indices[o.place])
+			}
+			got = append(got, int(o.place))
 		}
-	}
-	var sorted memBatch
-	for p := range 5 {
-		sorted.add(p, uint32(p))
-	}
-	if o := sorted.byIndex(); &o[0] != &sorted.order[0] {
-		t.Error("a sorted order was copied")
+		if !slices.Equal(got, want) {
+			t.Fatalf("dir %q: sorted places %v, want %v", dir, got, want)
+		}
+		if wrote = spillsort.Written() - wrote; (dir != "") != (wrote > 0) {
+			t.Fatalf("dir %q: the sort wrote %d bytes out", dir, wrote)
+		}
+		for p, o := range slices.Collect(b.each()) {
+			if int(o.place) != p || b.indexOf(o) != indices[p] {
+				t.Fatalf("dir %q: sorting changed the recorded order at %d: %+v", dir, p, o)
+			}
+		}
+		sorted := memBatch{spillDir: dir}
+		for p := range 5 {
+			sorted.add(p, uint32(p))
+		}
+		before := spillsort.Written()
+		var places []uint32
+		for o := range sorted.byIndex() {
+			places = append(places, o.place)
+		}
+		if !slices.Equal(places, []uint32{0, 1, 2, 3, 4}) || spillsort.Written() != before {
+			t.Errorf("dir %q: a sorted order read %v, writing %d bytes to sort it", dir, places, spillsort.Written()-before)
+		}
 	}
 }

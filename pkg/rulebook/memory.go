@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"iter"
 	"math"
 	"slices"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/dictzstd"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
+	"github.com/tribunal-dev/tribunal/pkg/spillwords"
 )
 
 // Memory runs the rules over events in memory, the way the aggregator service runs them
@@ -28,11 +32,13 @@ import (
 // again only on a redrive or a person's review) leaves memory for a file with its key,
 // and the records in flight are held in a log of a fixed budget (heldLog, 32 MiB), the
 // least recently written going to the file when it is full and read back from it by
-// offset when a rule touches them again. What is held per job is then a few words
-// without a pointer (about 34 bytes: its word in jobIndex, where the file or the log
-// has its record, its index and place in its batch's order, a bit for its final index):
-// no key string, so neither the heap nor the collector's work grows with the jobs
-// replayed, nor with the jobs in flight, but for those words.
+// offset when a rule touches them again. What is held per job is then its word in
+// jobIndex (11 to 21 bytes) and a bit for its final index: where the file or the log has
+// its record and its index and place in its batch's order are words too, but in
+// pkg/spillwords arrays that keep the newest pages in memory (atBudget, orderBudget) and
+// the rest in the spill dir. No key string is held, so neither the heap nor the
+// collector's work grows with the jobs replayed, nor with the jobs in flight, but for
+// those words.
 type Memory struct {
 	// Now is the aggregator's clock (time.Now when nil).
 	Now func() time.Time
@@ -67,7 +73,7 @@ type Memory struct {
 	// (without a spill file, or one that failed, or too large a record). A record is in
 	// one of the three.
 	index   jobIndex
-	at      []uint64
+	at      *spillwords.Words
 	held    map[uint32]heldJob
 	spilled int
 	spill   *spillFile
@@ -83,13 +89,19 @@ type Memory struct {
 	runner  Runner
 }
 
+// atBudget is the most bytes of the places' words (Memory.at) in memory: a rule touches
+// the jobs in flight, recent places mostly, and 4 MiB holds half a million of them.
+const atBudget = 4 << 20
+
 type memBatch struct {
 	header records.Batch
-	// order are the batch's jobs in the order they were recorded; wide the indices of
-	// those whose index does not fit in memJob, by place.
-	order []memJob
-	wide  map[uint32]int
-	final finals
+	// order are the batch's jobs in the order they were recorded, a memJob a word
+	// (written out past orderBudget, in the Memory's SpillDir: spillDir); wide the
+	// indices of those whose index does not fit in memJob, by place.
+	order    *spillwords.Words
+	spillDir string
+	wide     map[uint32]int
+	final    finals
 	// inRange counts the final indices within [0, counted), counted the size they were
 	// counted against: a job's outcome then counts in constant time.
 	inRange, counted int
@@ -108,6 +120,11 @@ type memJob struct {
 
 const wideIndex = math.MinInt32
 
+// orderBudget is the most bytes of a batch's order in memory: its jobs are appended in
+// the order recorded and read back in that order, so the pages resident are the last
+// and those a reading walks through.
+const orderBudget = 256 << 10
+
 // add appends the job at place p, of index i, to the batch's order.
 func (b *memBatch) add(i int, p uint32) {
 	o := memJob{index: int32(i), place: p}
@@ -117,7 +134,35 @@ func (b *memBatch) add(i int, p uint32) {
 		}
 		o.index, b.wide[p] = wideIndex, i
 	}
-	b.order = append(b.order, o)
+	if b.order == nil {
+		b.order = spillwords.New(b.spillDir, orderBudget)
+	}
+	b.order.Append(uint64(uint32(o.index))<<32 | uint64(o.place))
+}
+
+// jobs is how many jobs the batch's order holds.
+func (b *memBatch) jobs() int {
+	if b.order == nil {
+		return 0
+	}
+	return b.order.Len()
+}
+
+// job is the k-th job of the batch's order.
+func (b *memBatch) job(k int) memJob {
+	w := b.order.Get(k)
+	return memJob{index: int32(uint32(w >> 32)), place: uint32(w)}
+}
+
+// each is the batch's order, in the order recorded.
+func (b *memBatch) each() iter.Seq[memJob] {
+	return func(yield func(memJob) bool) {
+		for k := range b.jobs() {
+			if !yield(b.job(k)) {
+				return
+			}
+		}
+	}
 }
 
 func (b *memBatch) indexOf(o memJob) int {
@@ -128,15 +173,48 @@ func (b *memBatch) indexOf(o memJob) int {
 }
 
 // byIndex is the batch's order sorted by index, stably: the order itself when it is
-// sorted already (the jobs recorded in batch order), so that a completion copies nothing.
-func (b *memBatch) byIndex() []memJob {
-	by := func(x, y memJob) int { return cmp.Compare(b.indexOf(x), b.indexOf(y)) }
-	if slices.IsSortedFunc(b.order, by) {
-		return b.order
+// sorted already (the jobs recorded in batch order), so that a completion copies nothing,
+// else sorted through a spillsort.Sorter in the spill dir (in memory without one).
+func (b *memBatch) byIndex() iter.Seq[memJob] {
+	sorted := true
+	for k := 1; k < b.jobs() && sorted; k++ {
+		sorted = b.indexOf(b.job(k-1)) <= b.indexOf(b.job(k))
 	}
-	order := slices.Clone(b.order)
-	slices.SortStableFunc(order, by)
-	return order
+	if sorted {
+		return b.each()
+	}
+	if b.spillDir == "" {
+		order := slices.Collect(b.each())
+		slices.SortStableFunc(order, func(x, y memJob) int { return cmp.Compare(b.indexOf(x), b.indexOf(y)) })
+		return slices.Values(order)
+	}
+	return func(yield func(memJob) bool) {
+		s := spillsort.New(nil)
+		s.Dir = b.spillDir
+		defer s.Close()
+		var key []byte
+		for o := range b.each() {
+			key = spillsort.IntKey(key[:0], b.indexOf(o))
+			s.Add(key, binary.BigEndian.AppendUint32(nil, o.place))
+		}
+		stop := errors.New("stop")
+		err := s.Each(func(key, val []byte) error {
+			// The index of a wide job is in b.wide, by its place.
+			i := int(binary.BigEndian.Uint64(key) ^ (1 << 63))
+			o := memJob{index: int32(i), place: binary.BigEndian.Uint32(val)}
+			if i <= wideIndex || i > math.MaxInt32 {
+				o.index = wideIndex
+			}
+			if !yield(o) {
+				return stop
+			}
+			return nil
+		})
+		if err != nil && err != stop {
+			// Its own sort's files, written by it: a failed read is a broken machine.
+			panic("rulebook: the batch order's sort does not read back: " + err.Error())
+		}
+	}
 }
 
 // heldJob is a record held in memory: its key and its encoded bytes.
@@ -164,6 +242,7 @@ func (m *Memory) init() {
 		m.runner = Runner{Store: memStore{m}, Now: m.now}
 		m.held, m.states, m.batches, m.claims = map[uint32]heldJob{}, map[string][]byte{}, map[string]*memBatch{}, map[string]string{}
 		m.index.init()
+		m.at = spillwords.New(m.SpillDir, atBudget)
 		if m.SpillDir != "" {
 			m.spill = newSpillFile(m, m.SpillDir)
 		}
@@ -230,7 +309,7 @@ func (m *Memory) decompress(enc []byte) []byte {
 // when it is there. A record in the log is its bytes there: the caller uses them before
 // it stores anything.
 func (m *Memory) record(p uint32) (key, enc []byte) {
-	switch at := m.at[p]; {
+	switch at := m.at.Get(int(p)); {
 	case isHeld(at):
 		return m.log.read(at)
 	case at != 0:
@@ -265,11 +344,11 @@ func (m *Memory) store(j *records.Job) uint32 {
 
 // newPlace gives key, which has none, the next place.
 func (m *Memory) newPlace(key string) uint32 {
-	if len(m.at) >= maxPlaces {
+	if m.at.Len() >= maxPlaces {
 		panic("rulebook: Memory holds as many job records as it can number")
 	}
-	p := uint32(len(m.at))
-	m.at = append(m.at, 0)
+	p := uint32(m.at.Len())
+	m.at.Append(0)
 	m.index.add(key, p)
 	return p
 }
@@ -297,7 +376,7 @@ func (m *Memory) put(p uint32, key string, j *records.Job) {
 
 // setAt moves place p's record to w, a word of the spill file or the log.
 func (m *Memory) setAt(p uint32, w uint64) {
-	switch old := m.at[p]; {
+	switch old := m.at.Get(int(p)); {
 	case old == 0:
 		delete(m.held, p)
 	case isHeld(old):
@@ -308,18 +387,18 @@ func (m *Memory) setAt(p uint32, w uint64) {
 	if !isHeld(w) {
 		m.spilled++
 	}
-	m.at[p] = w
+	m.at.Set(int(p), w)
 }
 
 // hold keeps place p's record in memory with its key.
 func (m *Memory) hold(p uint32, key string, enc []byte) {
-	switch old := m.at[p]; {
+	switch old := m.at.Get(int(p)); {
 	case isHeld(old):
 		m.log.drop(old)
 	case old != 0:
 		m.spilled--
 	}
-	m.at[p] = 0
+	m.at.Set(int(p), 0)
 	m.held[p] = heldJob{key: key, enc: enc}
 }
 
@@ -329,7 +408,7 @@ func (m *Memory) hold(p uint32, key string, enc []byte) {
 func (m *Memory) evict(seg int) {
 	s := m.spill
 	m.log.each(seg, func(p uint32, w uint64, entry []byte) {
-		if m.at[p] != w {
+		if m.at.Get(int(p)) != w {
 			return // stored over since, or final
 		}
 		if len(s.batch)+len(entry) > evictBatch {
@@ -394,7 +473,7 @@ func (m *Memory) EachJob(tenant, batch string, fn func(*records.Job)) {
 	if b == nil {
 		return
 	}
-	for _, o := range b.order {
+	for o := range b.each() {
 		fn(m.decodeAt(o.place))
 	}
 }
@@ -405,7 +484,10 @@ func (m *Memory) EachJob(tenant, batch string, fn func(*records.Job)) {
 type Place uint32
 
 // Places is how many places the Memory's jobs have taken, each below this.
-func (m *Memory) Places() int { return len(m.at) }
+func (m *Memory) Places() int {
+	m.init()
+	return m.at.Len()
+}
 
 // JobPlace is JobJSON and the place of the job's record; ok is false, with nil, when the
 // job is not recorded.
@@ -434,7 +516,7 @@ func (m *Memory) EachPlace(tenant, batch string, fn func(Place)) {
 	if b == nil {
 		return
 	}
-	for _, o := range b.order {
+	for o := range b.each() {
 		fn(Place(o.place))
 	}
 }
@@ -474,7 +556,7 @@ func (m *Memory) batch(tenant, batch string, size int) *memBatch {
 	key := records.BatchKey(tenant, batch)
 	b := m.batches[key]
 	if b == nil {
-		b = &memBatch{header: records.Batch{Tenant: tenant, Batch: batch, Size: size}, completed: -1}
+		b = &memBatch{header: records.Batch{Tenant: tenant, Batch: batch, Size: size}, completed: -1, spillDir: m.SpillDir}
 		m.batches[key] = b
 	}
 	if b.header.Size == 0 {
@@ -600,7 +682,7 @@ func (s memStore) EachJob(_ context.Context, tenant, batch string, fn func(*reco
 	if b == nil {
 		return nil
 	}
-	for _, o := range b.order {
+	for o := range b.each() {
 		if err := fn(s.m.decodeAt(o.place)); err != nil {
 			return err
 		}
@@ -631,7 +713,7 @@ func (m *Memory) done(j *records.Job) *Completion {
 		m.beforeComplete(j, j.Attempt)
 		return m.complete(b, j, j.Attempt)
 	}
-	if b.final.add(j.Index, len(b.order)) && j.Index >= 0 && j.Index < b.counted {
+	if b.final.add(j.Index, b.jobs()) && j.Index >= 0 && j.Index < b.counted {
 		b.inRange++
 	}
 	if b.counted != b.header.Size {
@@ -656,9 +738,8 @@ func (m *Memory) beforeComplete(j *records.Job, attempt int) {
 // time.
 func (m *Memory) complete(b *memBatch, by *records.Job, attempt int) *Completion {
 	b.completed = attempt
-	order := b.byIndex()
 	c := &Completion{Tenant: b.header.Tenant, Batch: b.header.Batch, By: by.Clone(), Attempt: attempt, fold: NewFold(b.header.Tenant, b.header.Batch)}
-	for _, o := range order {
+	for o := range b.byIndex() {
 		c.fold.Add(m.decodeAt(o.place))
 	}
 	b.header.Completion = &records.Completion{By: by.ACID, Attempt: attempt}
