@@ -414,6 +414,9 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 	a.steps, a.gated, a.linked = newStepTable(spill), newStepTable(spill), newDigestTable(spill)
 	a.waiting, a.early = newLot(spill), newLot(spill)
 	a.mem = &rulebook.Memory{Documents: a.documentOf, Claim: a.claim, LoadPlan: a.planOf, SpillDir: spill, BeforeComplete: a.beforeComplete}
+	if stepSlots != stepset.HotSlots {
+		a.mem.IndexSlots = stepSlots // a test's: the jobs' keys written out as the steps are
+	}
 	a.submitted = spillwords.New(spill, submittedBudget)
 	return a
 }

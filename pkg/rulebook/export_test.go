@@ -1,14 +1,20 @@
 package rulebook
 
+import "github.com/tribunal-dev/tribunal/pkg/stepset"
+
 // Spilled counts the job records m keeps in its spill file.
 func Spilled(m *Memory) int { return m.spilled }
 
-// CollideKeys makes every key m indexes share one tag (jobIndex), as if their hashes
+// CollideKeys makes every key m indexes share one hash (jobIndex), as if their hashes
 // collided: every lookup must then tell the keys apart by the records.
 func CollideKeys(m *Memory) {
 	m.init()
-	m.index.tagOf = func(string) uint32 { return 0x5eed }
+	m.index.hashOf = func(string) stepset.Key { return stepset.Key{0x5e, 0xed} }
 }
+
+// SetIndexBudgets sets the entries of m's key index in memory and the bytes of its
+// places' words in memory (keySlots, atBudget otherwise); before m's first use.
+func SetIndexBudgets(m *Memory, slots, words int) { m.IndexSlots, m.wordBudget = slots, words }
 
 // SetHeldBudget sets the bytes m's log of records in flight may hold (defaultHeldBudget
 // otherwise); before m's first use.

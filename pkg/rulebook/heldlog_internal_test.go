@@ -3,6 +3,7 @@ package rulebook
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tribunal-dev/tribunal/pkg/stepset"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestHeldLogReadsBackWhatWasStored(t *testing.T) {
 				t.Fatal("no spill file")
 			}
 			if c.collide {
-				m.index.tagOf = func(string) uint32 { return 0x5eed }
+				m.index.hashOf = func(string) stepset.Key { return stepset.Key{0x5e, 0xed} }
 			}
 			const jobs, steps = 300, 6000
 			want := map[string][]byte{}

@@ -1,90 +1,76 @@
 package rulebook
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"iter"
 	"math/bits"
+
+	"github.com/tribunal-dev/tribunal/pkg/stepset"
 )
 
 // maxPlaces is how many job records a Memory can number: its index's words keep a place
 // in 32 bits and its table stays within 2^32 words.
 const maxPlaces = 1 << 31
 
-// jobIndex finds a job's place by its key without holding the key: an open-addressing
-// table of words, probed linearly, each the top 32 bits of the key's hash (its tag,
-// which also says where the key's probe starts) and the place plus one (0 is an empty
-// word). It holds no pointer, so the collector never walks it, and 8 bytes a word at
-// most three quarters full: 11 to 21 bytes a job. Keys sharing a tag are all offered
-// (candidates), and the caller checks each against the key stored with the record, so a
-// collision costs a read, never another job's record.
+// jobIndex finds a job's place by its key without holding the key: a stepset.Set
+// under the key's 128-bit hash (two maphash sums of their own seeds), the place plus one
+// its value. The set keeps the newest entries in a table of keySlots in memory and the
+// rest in sorted runs in the spill dir, about 1.5 bytes a job on the heap (its bloom
+// filters and page fences), so the index does not grow with the jobs replayed but by
+// those bytes. A key whose hash another key took first (two keys of one 128-bit sum,
+// which only a test's hashOf makes) is in over. The caller checks each place offered
+// against the key stored with the record, so a collision costs a read, never another
+// job's record.
 type jobIndex struct {
-	seed  maphash.Seed
-	words []uint64
-	n     int
-	// shift turns a tag into the word its probe starts at: 32 less log2(len(words)).
-	shift uint
-	// tagOf replaces the hash in tests, to make keys collide.
-	tagOf func(string) uint32
+	seeds [2]maphash.Seed
+	set   *stepset.Set
+	over  map[string]uint32
+	// hashOf replaces the hash in tests, to make keys collide.
+	hashOf func(string) stepset.Key
 }
 
-func (x *jobIndex) init() {
-	x.seed = maphash.MakeSeed()
-	x.words, x.n, x.shift = make([]uint64, 64), 0, 32-6
+// keySlots is the size of the index's table in memory: the jobs in flight are mostly the
+// newest, whose lookups it answers without a read (4 MiB).
+const keySlots = 1 << 17
+
+// init starts the index with a table of slots entries in memory (keySlots but in tests),
+// the rest in dir ("": all in memory).
+func (x *jobIndex) init(dir string, slots int) {
+	x.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+	x.set, x.over = stepset.NewSized(dir, slots), map[string]uint32{}
 }
 
-func (x *jobIndex) tag(key string) uint32 {
-	if x.tagOf != nil {
-		return x.tagOf(key)
+func (x *jobIndex) hash(key string) stepset.Key {
+	if x.hashOf != nil {
+		return x.hashOf(key)
 	}
-	return uint32(maphash.String(x.seed, key) >> 32)
+	var k stepset.Key
+	binary.LittleEndian.PutUint64(k[:8], maphash.String(x.seeds[0], key))
+	binary.LittleEndian.PutUint64(k[8:], maphash.String(x.seeds[1], key))
+	return k
 }
 
-// candidates are the places of the keys that share key's tag: key's, if it has one,
-// among them.
+// candidates are the places the index has for key: its own, if it has one, among them.
 func (x *jobIndex) candidates(key string) iter.Seq[uint32] {
 	return func(yield func(uint32) bool) {
-		tag := x.tag(key)
-		mask := len(x.words) - 1
-		for i := int(tag >> x.shift); ; i = (i + 1) & mask {
-			w := x.words[i]
-			if w == 0 {
-				return
-			}
-			if uint32(w>>32) == tag && !yield(uint32(w)-1) {
-				return
-			}
+		if p, ok := x.over[key]; ok && !yield(p) {
+			return
+		}
+		if v, ok := x.set.Get(x.hash(key)); ok {
+			yield(uint32(v[0] - 1))
 		}
 	}
 }
 
 // add indexes key, which has no place yet, at place p.
 func (x *jobIndex) add(key string, p uint32) {
-	if (x.n+1)*4 > len(x.words)*3 {
-		x.grow()
+	k := x.hash(key)
+	if _, ok := x.set.Get(k); ok {
+		x.over[key] = p
+		return
 	}
-	x.insert(uint64(x.tag(key))<<32 | (uint64(p) + 1))
-	x.n++
-}
-
-func (x *jobIndex) insert(w uint64) {
-	mask := len(x.words) - 1
-	i := int(uint32(w>>32) >> x.shift)
-	for x.words[i] != 0 {
-		i = (i + 1) & mask
-	}
-	x.words[i] = w
-}
-
-// grow doubles the table: a word's tag says where it goes, so no key is needed.
-func (x *jobIndex) grow() {
-	old := x.words
-	x.words = make([]uint64, 2*len(old))
-	x.shift = uint(32 - bits.TrailingZeros(uint(len(x.words))))
-	for _, w := range old {
-		if w != 0 {
-			x.insert(w)
-		}
-	}
+	x.set.Put(k, stepset.Value{uint64(p) + 1})
 }
 
 // finals is the set of a batch's final indices: bits over 0 up to about twice the jobs

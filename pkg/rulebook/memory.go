@@ -32,9 +32,10 @@ import (
 // again only on a redrive or a person's review) leaves memory for a file with its key,
 // and the records in flight are held in a log of a fixed budget (heldLog, 32 MiB), the
 // least recently written going to the file when it is full and read back from it by
-// offset when a rule touches them again. What is held per job is then its word in
-// jobIndex (11 to 21 bytes) and a bit for its final index: where the file or the log has
-// its record and its index and place in its batch's order are words too, but in
+// offset when a rule touches them again. What is held per job is then about 1.5
+// bytes of its key's entry in jobIndex (a pkg/stepset set, its newest entries in memory,
+// the rest in the spill dir) and a bit for its final index: where the file or the log
+// has its record and its index and place in its batch's order are words, in
 // pkg/spillwords arrays that keep the newest pages in memory (atBudget, orderBudget) and
 // the rest in the spill dir. No key string is held, so neither the heap nor the
 // collector's work grows with the jobs replayed, nor with the jobs in flight, but for
@@ -66,6 +67,10 @@ type Memory struct {
 	// there the people's answers the aggregator's completion folded in though the stream
 	// holds them after the input that completed it (events.BatchCompleted.ReviewSeqs).
 	BeforeComplete func(tenant, batch string, attempt int)
+	// IndexSlots is how many entries of the key index (jobs' keys to their places) are
+	// kept in memory, the rest written to SpillDir: 0 is 131,072 (4 MiB). The audit's
+	// tests lower it with its step tables', to make a small batch's index span runs.
+	IndexSlots int
 
 	// index finds a job's place (its number, from 0, in the order jobs were first
 	// stored) by key; at is where each place's record is: spilled (spillAt.pack), in
@@ -80,13 +85,14 @@ type Memory struct {
 	log     heldLog
 	// evicted counts the records in flight the log wrote out.
 	evicted int
-	// budget is the log's, defaultHeldBudget unless a test sets it.
-	budget  int
-	codec   dictzstd.Codec
-	states  map[string][]byte
-	batches map[string]*memBatch
-	claims  map[string]string
-	runner  Runner
+	// budget is the log's, defaultHeldBudget unless a test sets it; wordBudget the
+	// places' words' in memory, atBudget unless a test sets it.
+	budget, wordBudget int
+	codec              dictzstd.Codec
+	states             map[string][]byte
+	batches            map[string]*memBatch
+	claims             map[string]string
+	runner             Runner
 }
 
 // atBudget is the most bytes of the places' words (Memory.at) in memory: a rule touches
@@ -241,8 +247,8 @@ func (m *Memory) init() {
 	if m.held == nil {
 		m.runner = Runner{Store: memStore{m}, Now: m.now}
 		m.held, m.states, m.batches, m.claims = map[uint32]heldJob{}, map[string][]byte{}, map[string]*memBatch{}, map[string]string{}
-		m.index.init()
-		m.at = spillwords.New(m.SpillDir, atBudget)
+		m.index.init(m.SpillDir, cmp.Or(m.IndexSlots, keySlots))
+		m.at = spillwords.New(m.SpillDir, cmp.Or(m.wordBudget, atBudget))
 		if m.SpillDir != "" {
 			m.spill = newSpillFile(m, m.SpillDir)
 		}
