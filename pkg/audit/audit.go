@@ -214,8 +214,10 @@ type auditor struct {
 	pos                 uint64
 	foldHeld, afterHeld map[batchKey][]*Recorded
 	appliedAhead        map[uint64]bool
-	// zdec reads the rebuilt manifests kept compressed until their announcements are read.
-	zdec *zstd.Decoder
+	// rebuilt are the rebuilt manifests, compressed, until their announcements are read;
+	// zdec reads them back.
+	rebuilt rebuiltManifests
+	zdec    *zstd.Decoder
 
 	// What a second read limited to some batches needs to merge its report with this
 	// one's (mergeAgain): the counts by batch (loose: undecodable messages attributed
@@ -418,6 +420,7 @@ func newAuditor(ctx context.Context, store blob.Store, h *ahead) *auditor {
 		a.mem.IndexSlots = stepSlots // a test's: the jobs' keys written out as the steps are
 	}
 	a.submitted = spillwords.New(spill, submittedBudget)
+	a.rebuilt.dir = spill
 	return a
 }
 
@@ -487,6 +490,7 @@ func (a *auditor) finish() Report {
 	a.unexplained()
 	a.unresolved()
 	a.outcomes()
+	a.rebuilt.dropAll()
 	a.rep.state = &auditState{mem: a.mem, audited: a.audited, batches: a.batches, steps: a.steps, types: a.types, store: a.store}
 	sort.SliceStable(a.rep.Mismatches, func(i, j int) bool {
 		x, y := a.rep.Mismatches[i], a.rep.Mismatches[j]
@@ -856,7 +860,7 @@ func (a *auditor) check(e expectation, rec *Recorded, collided bool) {
 		o.Kind, o.Detail = KindOrder, fmt.Sprintf("recorded at seq %d, before the event it derives from (seq %d)", rec.Seq, e.from.seq)
 		a.add(o)
 	}
-	if p, ok := ev.Payload.(*events.ManifestEmitted); ok && e.manifest != nil {
+	if p, ok := ev.Payload.(*events.ManifestEmitted); ok && e.manifest != 0 {
 		a.checkManifest(batchKey{ev.Tenant, ev.BatchID}, rec, e.from, p.Manifest, e.manifest)
 	}
 }

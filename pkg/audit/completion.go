@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -22,21 +23,26 @@ import (
 // left that a replay cannot re-derive. The latest completion is the one the batch header
 // must keep.
 func (a *auditor) complete(bk batchKey, b *simBatch, c *rulebook.Completion, by *Recorded) {
-	compressed := map[events.Kind]*bytes.Buffer{}
+	rebuilt := map[events.Kind]uint64{}
 	writers := map[events.Kind]*zstd.Encoder{}
+	a.rebuilt.err = nil
 	comp, err := c.Fold().CompleteHashed(c.By.ACID, c.Attempt, func(k events.Kind) io.Writer {
-		compressed[k] = &bytes.Buffer{}
-		writers[k] = a.zstd(compressed[k])
+		id, w := a.rebuilt.create()
+		rebuilt[k], writers[k] = id, a.zstd(w)
 		return writers[k]
 	})
-	manifests := map[events.Kind][]byte{}
-	for k, w := range writers {
+	for _, w := range writers {
 		if cerr := w.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
-		manifests[k] = compressed[k].Bytes()
+	}
+	if err == nil {
+		err = a.rebuilt.err
 	}
 	if err != nil {
+		for _, id := range rebuilt {
+			a.rebuilt.drop(id)
+		}
 		a.add(Mismatch{Kind: KindMismatch, Tenant: bk.tenant, Batch: bk.batch, Field: "completion", Detail: err.Error()})
 		return
 	}
@@ -44,9 +50,92 @@ func (a *auditor) complete(bk batchKey, b *simBatch, c *rulebook.Completion, by 
 	for _, e := range rulebook.CompletionEvents(bk.tenant, bk.batch, &comp) {
 		ex := expectation{ev: e, from: originOf(by), what: describe(e)}
 		if m, ok := e.Payload.(*events.ManifestEmitted); ok {
-			ex.manifest = manifests[m.Kind]
+			ex.manifest = rebuilt[m.Kind]
 		}
 		a.expect(ex)
+	}
+}
+
+// rebuiltManifests are the manifests the audit rebuilt (compact JSON compressed with
+// zstd) until their announcements are read: each in a temporary file of its own in dir,
+// removed at once, as a 1,000,000-AC batch's ab manifest is about 1.1 GB of JSON and a
+// tenth of that compressed. A manifest whose file could not be made is held in memory.
+// An expectation names one by its id (0: none).
+type rebuiltManifests struct {
+	dir  string
+	next uint64
+	held map[uint64]*rebuiltManifest
+	// err is the first write that failed of the completion being rebuilt.
+	err error
+}
+
+type rebuiltManifest struct {
+	f   *os.File
+	mem *bytes.Buffer
+}
+
+// create starts a manifest and returns its id and where its bytes are written.
+func (r *rebuiltManifests) create() (uint64, io.Writer) {
+	if r.held == nil {
+		r.held = map[uint64]*rebuiltManifest{}
+	}
+	r.next++
+	m := &rebuiltManifest{}
+	if f, err := os.CreateTemp(r.dir, "tribunal-manifest-*"); err == nil {
+		if os.Remove(f.Name()) == nil {
+			m.f = f
+		} else {
+			f.Close()
+		}
+	}
+	r.held[r.next] = m
+	if m.f == nil {
+		m.mem = &bytes.Buffer{}
+		return r.next, m.mem
+	}
+	return r.next, writerFunc(func(p []byte) (int, error) {
+		n, err := m.f.Write(p)
+		if err != nil && r.err == nil {
+			r.err = fmt.Errorf("audit: keep a rebuilt manifest in %s: %w", r.dir, err)
+		}
+		return n, err
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
+
+// bytes reads manifest id back whole: only when a stored manifest differs, to name
+// the fields that do.
+func (r *rebuiltManifests) bytes(id uint64) ([]byte, error) {
+	m := r.held[id]
+	switch {
+	case m == nil:
+		return nil, fmt.Errorf("audit: rebuilt manifest %d is not held", id)
+	case m.mem != nil:
+		return m.mem.Bytes(), nil
+	}
+	if _, err := m.f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("audit: read a rebuilt manifest back: %w", err)
+	}
+	return io.ReadAll(m.f)
+}
+
+// drop lets go of manifest id.
+func (r *rebuiltManifests) drop(id uint64) {
+	if m := r.held[id]; m != nil {
+		if m.f != nil {
+			m.f.Close()
+		}
+		delete(r.held, id)
+	}
+}
+
+// dropAll lets go of every manifest still held (those no announcement was read for).
+func (r *rebuiltManifests) dropAll() {
+	for id := range r.held {
+		r.drop(id)
 	}
 }
 
@@ -57,7 +146,8 @@ func (a *auditor) complete(bk batchKey, b *simBatch, c *rulebook.Completion, by 
 // different one is read whole, to name the fields that differ. Either way the store
 // must keep it with the media type the aggregator wrote it with: readers (`tribunal
 // results`, the ingress, the console) serve it under the store's.
-func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt events.Blob, compressed []byte) {
+func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt events.Blob, id uint64) {
+	defer a.rebuilt.drop(id)
 	p := rec.Event.Payload.(*events.ManifestEmitted)
 	k, stored := p.Kind, p.Manifest
 	if a.store == nil {
@@ -99,7 +189,11 @@ func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt
 	// Other bytes than the rebuilt manifest's have another size: only the media type
 	// says something beyond the field diff below.
 	kept(attrs, false)
-	compact, err := a.zstdDecoder().DecodeAll(compressed, nil)
+	compressed, err := a.rebuilt.bytes(id)
+	var compact []byte
+	if err == nil {
+		compact, err = a.zstdDecoder().DecodeAll(compressed, nil)
+	}
 	if err == nil {
 		var diffs []fieldDiff
 		if diffs, err = diffJSON(data, compact); err == nil {
@@ -114,8 +208,8 @@ func (a *auditor) checkManifest(bk batchKey, rec *Recorded, from origin, rebuilt
 	a.add(a.at(rec, Mismatch{Kind: KindMismatch, Field: "manifest", Detail: err.Error()}))
 }
 
-// zstd compresses a rebuilt manifest into w: the audit holds it so until its
-// announcement is read.
+// zstd compresses a rebuilt manifest into w: the audit keeps it so until its
+// announcement is read (rebuiltManifests).
 func (a *auditor) zstd(w io.Writer) *zstd.Encoder {
 	enc, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
 	if err != nil {

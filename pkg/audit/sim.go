@@ -64,10 +64,10 @@ type expectation struct {
 	what string
 	// skip are wire fields compared elsewhere (or not derivable).
 	skip []string
-	// manifest is the rebuilt manifest a manifest.emitted announces, as compact JSON
-	// compressed with zstd: the stored one is compared with it by address, and field by
-	// field when the announcement names another.
-	manifest []byte
+	// manifest is the rebuilt manifest a manifest.emitted announces (its id in
+	// auditor.rebuilt; 0: none): the stored one is compared with it by address, and field
+	// by field when the announcement names another.
+	manifest uint64
 }
 
 // A parked expectation is one waiting for its record, kept small: the aggregator's
@@ -76,7 +76,7 @@ type expectation struct {
 // 1,000,000-job batch may wait for hundreds of thousands of them at once. It is kept in
 // auditor.waiting (a lot: in memory up to a budget, then on disk) as bytes: its id, the
 // event encoded and compressed (by a codec per event type, see auditor.parking), where
-// it derives from and the rebuilt manifest; what describes it is derived again from the
+// it derives from and the rebuilt manifest's id; what describes it is derived again from the
 // event.
 
 // park encodes an expectation to wait for its record.
@@ -90,8 +90,8 @@ func (a *auditor) park(e expectation) []byte {
 	b = appendString(b, e.from.id)
 	b = appendString(b, string(e.from.typ))
 	b = binary.AppendUvarint(b, e.from.seq)
-	b = append(b, boolByte(e.from.history), boolByte(e.manifest != nil))
-	b = appendBytes(b, e.manifest)
+	b = append(b, boolByte(e.from.history))
+	b = binary.AppendUvarint(b, e.manifest)
 	return append(b, a.codec(e.ev.Type).Encode(data, true)...)
 }
 
@@ -113,11 +113,8 @@ func (a *auditor) unpark(p []byte) expectation {
 	seq, n := binary.Uvarint(p)
 	e.from.seq, p = seq, p[n:]
 	e.from.history, p = p[0] == 1, p[1:]
-	hasManifest := p[0] == 1
-	m, p := readBytes(p[1:])
-	if hasManifest {
-		e.manifest = slices.Clone(m)
-	}
+	e.manifest, n = binary.Uvarint(p)
+	p = p[n:]
 	data, err := a.codec(events.Type(typ)).Decode(p)
 	if err == nil {
 		var ev events.Event
