@@ -802,7 +802,7 @@ func (s *Store) closePacks() error {
 			}
 		}
 		if t.disk != nil {
-			t.disk.f.Close()
+			t.disk.close()
 		}
 	}
 	return errors.Join(errs...)
