@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
@@ -309,4 +312,233 @@ func TestIndexFileCoversGrowingPack(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// hasFilter says whether the file's Bloom filter is built.
+func (d *diskIndex) hasFilter() bool { return d.filter.Load() != nil }
+
+// build returns the channel of the filter's build, nil when none was started.
+func (d *diskIndex) build() chan struct{} {
+	d.bmu.Lock()
+	defer d.bmu.Unlock()
+	return d.building
+}
+
+// waitFilter waits for the build of the filter, if one was started, to end.
+func (d *diskIndex) waitFilter() {
+	if done := d.build(); done != nil {
+		<-done
+	}
+}
+
+// largeKey is the digest of buildLarge's object i.
+func largeKey(i int) [32]byte {
+	obj := make([]byte, 100)
+	binary.LittleEndian.PutUint64(obj, uint64(i))
+	return sha256.Sum256(obj)
+}
+
+// absentKey is a key no object has, in the shard and block of a present one: a lookup
+// of it without a filter reads that block.
+func absentKey(i int) [32]byte {
+	k := largeKey(i)
+	k[31] ^= 0xff
+	return k
+}
+
+func keyRef(k [32]byte) blob.Ref { return blob.Ref{Tenant: "t", SHA256: hex.EncodeToString(k[:])} }
+
+// loadedIndex builds a folder of n packed objects (see buildLarge) and opens it as a
+// process that reads it does, returning the store and its loaded index file.
+func loadedIndex(t *testing.T, n int) (*Store, *diskIndex) {
+	t.Helper()
+	dir := t.TempDir()
+	refs := buildLarge(t, dir, n)
+	s := newPackStore(t, dir, Options{NoSync: true})
+	if _, err := s.Stat(t.Context(), refs[0]); err != nil { // loads the index
+		t.Fatal(err)
+	}
+	ti := s.tenantIdx("t")
+	s.imu.RLock()
+	d, inMemory := ti.disk, ti.objs.len()
+	s.imu.RUnlock()
+	if d == nil || d.count != n || inMemory != 0 {
+		t.Fatalf("the index file was not loaded whole (%v, %d in memory)", d, inMemory)
+	}
+	return s, d
+}
+
+// checkGets looks up the objects i for which keep(i) holds in from..to-1, and an absent
+// key next to each, in d, failing at a wrong answer.
+func checkGets(t *testing.T, d *diskIndex, from, to int, keep func(k [32]byte) bool) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		k := largeKey(i)
+		if keep != nil && !keep(k) {
+			continue
+		}
+		if e, ok := d.get(&k); !ok || e.key != k {
+			t.Fatalf("object %d: got %x, %v; want it found", i, e.key, ok)
+		}
+		k = absentKey(i)
+		if e, ok := d.get(&k); ok {
+			t.Fatalf("absent key %d: found %+v", i, e)
+		}
+	}
+}
+
+// missN looks up the absent keys from..to-1 in d.
+func missN(t *testing.T, d *diskIndex, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		k := absentKey(i)
+		if e, ok := d.get(&k); ok {
+			t.Fatalf("absent key %d: found %+v", i, e)
+		}
+	}
+}
+
+// TestLoadedIndexWithoutFilter: a process that opens a folder and reads objects that
+// exist builds no filter, and its loaded index file answers hits and misses right
+// without one, each miss by a read.
+func TestLoadedIndexWithoutFilter(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	s, d := loadedIndex(t, n)
+	if d.hasFilter() {
+		t.Fatal("the loaded index file has a filter before any miss")
+	}
+	for i := range n {
+		if a, err := s.Stat(t.Context(), keyRef(largeKey(i))); err != nil || a.Size != 100 {
+			t.Fatalf("Stat of object %d: %+v, %v", i, a, err)
+		}
+	}
+	if d.hasFilter() || d.misses.Load() != 0 {
+		t.Fatalf("after %d hits: filter %v, %d misses; want none", n, d.hasFilter(), d.misses.Load())
+	}
+	checkGets(t, d, 0, n, nil)
+	if got := d.misses.Load(); got != n {
+		t.Fatalf("%d misses counted, want %d", got, n)
+	}
+	if _, err := s.Stat(t.Context(), keyRef(absentKey(0))); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("Stat of an absent object: %v, want ErrNotFound", err)
+	}
+	if d.waitFilter(); d.hasFilter() {
+		t.Fatalf("a filter after %d misses, fewer than the %d a build waits for", d.misses.Load(), d.filterAfter())
+	}
+}
+
+// TestLoadedIndexBuildsFilterOnce: once a loaded index file has missed filterAfter
+// times it builds its filter, once, which holds every key; answers stay right.
+func TestLoadedIndexBuildsFilterOnce(t *testing.T) {
+	t.Parallel()
+	const n = 5000
+	_, d := loadedIndex(t, n)
+	after := int(d.filterAfter())
+	if after != filterMinMisses {
+		t.Fatalf("a file of %d entries builds after %d misses, want %d", n, after, filterMinMisses)
+	}
+	missN(t, d, 0, after-1)
+	if d.build() != nil || d.hasFilter() {
+		t.Fatalf("a build after %d misses, want none before %d", after-1, after)
+	}
+	missN(t, d, after-1, after)
+	d.waitFilter()
+	built, building := d.filter.Load(), d.build()
+	if built == nil {
+		t.Fatalf("no filter after %d misses", after)
+	}
+	for i := range n {
+		if k := largeKey(i); !built.has(&k) {
+			t.Fatalf("the filter denies object %d", i)
+		}
+	}
+	checkGets(t, d, 0, n, nil)
+	missN(t, d, n, n+after)
+	// Without the filter (as after a build that failed), more misses start no second
+	// build either.
+	d.filter.Store(nil)
+	missN(t, d, n+after, n+3*after)
+	d.waitFilter()
+	if d.hasFilter() || d.build() != building {
+		t.Fatal("the filter was built again")
+	}
+	checkGets(t, d, 0, n, nil)
+}
+
+// TestLoadedIndexFilterBuildFails: a build that cannot read the file (cut short under
+// the open store, here) leaves it without a filter, and lookups go on by reads.
+func TestLoadedIndexFilterBuildFails(t *testing.T) {
+	t.Parallel()
+	const n = 10_000 // about half of them in the shards left readable, more than filterAfter
+	_, d := loadedIndex(t, n)
+	// The first half of the shards stays readable.
+	if err := os.Truncate(d.f.Name(), d.dataOff+int64(d.start[128])*diskEntry); err != nil {
+		t.Fatal(err)
+	}
+	readable := func(k [32]byte) bool { return k[0] < 128 }
+	for i, missed := 0, 0; missed < int(d.filterAfter()) && i < n; i++ {
+		if k := absentKey(i); readable(k) {
+			if e, ok := d.get(&k); ok {
+				t.Fatalf("absent key %d: found %+v", i, e)
+			}
+			missed++
+		}
+	}
+	d.waitFilter()
+	if d.build() == nil {
+		t.Fatalf("no build after %d misses", d.misses.Load())
+	}
+	if d.hasFilter() {
+		t.Fatal("a filter from a file that could not be read whole")
+	}
+	checkGets(t, d, 0, n, readable)
+}
+
+// TestLoadedIndexGetsDuringBuild: lookups from several goroutines, hits and misses,
+// while the misses start the build of the filter and it runs; every answer is right
+// and one build happens. Run it with -race.
+func TestLoadedIndexGetsDuringBuild(t *testing.T) {
+	t.Parallel()
+	const n, workers = 40_000, 4
+	_, d := loadedIndex(t, n)
+	var wg sync.WaitGroup
+	var during atomic.Int64 // lookups started while the build ran
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			// The workers' misses start the build and go on past its end.
+			extra := 0
+			for i := w; extra < 500; i += workers {
+				if d.hasFilter() {
+					extra++
+				} else if d.build() != nil {
+					during.Add(1)
+				}
+				k := largeKey(i % n)
+				if e, ok := d.get(&k); !ok || e.key != k {
+					errs <- fmt.Errorf("object %d not found (%x, %v)", i%n, e.key, ok)
+					return
+				}
+				k = absentKey(i % n)
+				if _, ok := d.get(&k); ok {
+					errs <- fmt.Errorf("absent key %d found", i%n)
+					return
+				}
+				if i > 20*n {
+					errs <- errors.New("no filter after 20 times the misses a build waits for")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if d.waitFilter(); !d.hasFilter() {
+		t.Fatal("no filter")
+	}
+	t.Logf("%d lookups started while the filter was being built", during.Load())
 }
