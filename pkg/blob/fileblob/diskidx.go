@@ -75,8 +75,9 @@ const (
 	maxDiskMT    = 1<<16 - 1
 )
 
-// diskIndex is a loaded index file. It is immutable but for its filter, which a loaded
-// file builds once it has missed enough (see filterAfter); a rewrite installs a new one.
+// diskIndex is a loaded index file. It is immutable but for its filter (and the misses
+// counted towards it), which a loaded file builds once it has missed enough (see
+// filterAfter); a rewrite installs a new one.
 type diskIndex struct {
 	f     *os.File
 	count int
