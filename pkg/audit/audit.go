@@ -289,35 +289,34 @@ func (t stepTable) putGating(k stepKey, g gating) {
 }
 
 // digestTable keeps the whole SHA-256 of each event a chain names (linkedTypes) by its
-// step, for the whole replay, in two step tables of 16 bytes an entry each: in a large
-// batch most jobs are in flight in stream order (their render request read long before
-// their verdict), so a map of their hashes grew with the batch (112 MB seven minutes into
-// a 1,000,000-AC audit), where the tables' heap does not.
-type digestTable struct{ lo, hi *stepset.Set }
+// step, for the whole replay, in a step table of four words a value: in a large batch
+// most jobs are in flight in stream order (their render request read long before their
+// verdict), so a map of their hashes grew with the batch (112 MB seven minutes into a
+// 1,000,000-AC audit), where the table's heap does not. One table, not two of two words
+// each: the second's filters and fences were 4 MB of a 1,000,000-AC audit's heap.
+type digestTable struct{ set *stepset.Of[stepset.Wide] }
 
 func newDigestTable(dir string) digestTable {
-	return digestTable{stepset.NewSized(dir, stepSlots), stepset.NewSized(dir, stepSlots)}
+	return digestTable{stepset.NewOf[stepset.Wide](dir, stepSlots)}
 }
 
 func (t digestTable) get(k stepKey) (sum [32]byte, ok bool) {
-	lo, ok := t.lo.Get(stepset.Key(k))
+	v, ok := t.set.Get(stepset.Key(k))
 	if !ok {
 		return sum, false
 	}
-	hi, ok := t.hi.Get(stepset.Key(k))
-	if !ok {
-		return sum, false
+	for i, w := range v {
+		binary.BigEndian.PutUint64(sum[8*i:], w)
 	}
-	binary.BigEndian.PutUint64(sum[0:], lo[0])
-	binary.BigEndian.PutUint64(sum[8:], lo[1])
-	binary.BigEndian.PutUint64(sum[16:], hi[0])
-	binary.BigEndian.PutUint64(sum[24:], hi[1])
 	return sum, true
 }
 
 func (t digestTable) put(k stepKey, sum [32]byte) {
-	t.lo.Put(stepset.Key(k), stepset.Value{binary.BigEndian.Uint64(sum[0:]), binary.BigEndian.Uint64(sum[8:])})
-	t.hi.Put(stepset.Key(k), stepset.Value{binary.BigEndian.Uint64(sum[16:]), binary.BigEndian.Uint64(sum[24:])})
+	var v stepset.Wide
+	for i := range v {
+		v[i] = binary.BigEndian.Uint64(sum[8*i:])
+	}
+	t.set.Put(stepset.Key(k), v)
 }
 
 // maxStepSeq is the largest stream sequence a step entry holds (55 bits: a thousand

@@ -13,27 +13,29 @@ import (
 
 // maxRetainedPerJob is what the audit may keep of each job it audited, for the key-value
 // comparison that follows it (docs/architecture.md, the audit): never the events' bytes
-// nor the records themselves. About 500 bytes are kept, over batches of 2,000 and 8,000
+// nor the records themselves. About 450 bytes are kept, over batches of 2,000 and 8,000
 // jobs, whose steps all fit the step tables' hot part (stepset.HotSlots): the step
 // entries about 260 (about 6 a job, 32 bytes each in a table at most 3/4 full, growing by
-// doubling), the digests the chains name about 130 (auditor.linked: two step tables of
-// 16 bytes an entry, in memory while they fit; a map took about 110, but grew with the
-// jobs in flight of a large batch), and rulebook.Memory's and the submissions' words:
+// doubling), the digests the chains name about 80 (auditor.linked: a step table of 32
+// bytes a value, in memory while it fits; two tables of 16 bytes took about 130, a map
+// about 110, but it grew with the jobs in flight of a large batch), and rulebook.Memory's and the submissions' words:
 // its key index's entry (a step table's too, about 60 bytes while it fits in memory),
 // where its record is, its index and place in the batch's order and the seq of its
 // submission (a word each, in memory while they fit their pages' budget). With the step
 // entries in a map and Memory indexing its spilled records by key string 690 were kept
 // (Memory's share about 190), with the records held compressed in memory about 1,010
 // (1,080 over batches of 500 and 2,000), and with the cancels' scan of the first read
-// kept alive by a pointer into it 310 more (1,392): this bound fails each.
-const maxRetainedPerJob = 560
+// kept alive by a pointer into it 310 more (1,392): this bound fails each, and the
+// digests in two tables (502).
+const maxRetainedPerJob = 490
 
 // maxRetainedPerJobStepsOut is maxRetainedPerJob with the step entries and the jobs' keys
 // written out past a small hot table (audit.SpillSteps), as a batch of more than about
-// 100,000 jobs has them, and the digests' tables too: about 53 bytes, the tables' bloom
-// filters and fences about 15 of them, the words of the jobs' places as above (68 with
-// the key index in memory, 181 with the digests in a map too).
-const maxRetainedPerJobStepsOut = 80
+// 100,000 jobs has them, and the digests' table too: about 35 bytes, the tables' bloom
+// filters and fences most of them, the words of the jobs' places as above (53 with the
+// digests in two tables of two words, 68 with the key index in memory too, 181 with the
+// digests in a map).
+const maxRetainedPerJobStepsOut = 45
 
 // retained audits an honest batch of n ab jobs and returns the heap the audit still
 // holds at its end, and the stream's bytes per job.

@@ -35,16 +35,26 @@ import (
 // Key is what an entry is found by.
 type Key [16]byte
 
-// Value is what an entry holds: two words the caller gives their meaning.
+// Value is what an entry of a Set holds: two words the caller gives their meaning.
 type Value [2]uint64
 
+// Wide is what an entry of an Of[Wide] holds: four words, a whole SHA-256 for one.
+type Wide [4]uint64
+
+// Words are the values a set holds: a fixed number of words. A table that needs more
+// than two words a key takes a wider value rather than a second set of the same keys,
+// whose filter and fences would be the heap's twice over.
+type Words interface{ ~[2]uint64 | ~[4]uint64 }
+
+// Set is the set of two-word values, the common one.
+type Set = Of[Value]
+
 const (
-	// entrySize is an entry's size, in the hot table and in a run: the key, then the
-	// value's words little-endian.
-	entrySize = 32
-	// pageEntries entries make a page (4 KiB), what one lookup in a run reads.
+	// keySize is the start of an entry in a run, its key; the value's words follow,
+	// little-endian (an entry of a Set is 32 bytes).
+	keySize = 16
+	// pageEntries entries make a page (4 KiB of a Set), what one lookup in a run reads.
 	pageEntries = 128
-	pageSize    = pageEntries * entrySize
 	// HotSlots is the hot table's size, in entries, past which it spills (at 3/4 full:
 	// 196,608 entries): 8 MiB, a constant of the audit whatever the batch (2 % of the
 	// 100,000-AC audit's heap). The audit's lookups are of recent events (a chain names
@@ -67,21 +77,23 @@ const (
 )
 
 // entry is a slot of the hot table.
-type entry struct {
+type entry[V Words] struct {
 	k Key
-	v Value
+	v V
 }
 
-// Set holds entries by key. Its zero value is not usable: see New.
-type Set struct {
+// Of holds entries by key. Its zero value is not usable: see New and NewOf.
+type Of[V Words] struct {
 	dir string
+	// es is an entry's size in a run.
+	es int
 	// maxSlots is the hot table's size past which it spills (HotSlots; tests lower it).
 	maxSlots int
 	seed     maphash.Seed
 
 	// slots is the hot table (open addressing, linear probing, no deletions); used
 	// marks its occupied slots, hot counts them.
-	slots []entry
+	slots []entry[V]
 	used  []uint64
 	hot   int
 
@@ -101,7 +113,7 @@ type Set struct {
 		k            Key
 		r            *run
 		i            int
-		v            Value
+		v            V
 	}
 	kb   Key
 	page []byte
@@ -109,7 +121,9 @@ type Set struct {
 
 // run is a sorted file of entries.
 type run struct {
-	f      *os.File
+	f *os.File
+	// es is the size of its entries.
+	es     int
 	n      int
 	level  int
 	filter *bloom.BloomFilter
@@ -150,8 +164,15 @@ func New(dir string) *Set {
 // NewSized is New with a hot table of at most slots entries (rounded up to a power of
 // two), for tests that make a few entries spread over many runs.
 func NewSized(dir string, slots int) *Set {
+	return NewOf[Value](dir, slots)
+}
+
+// NewOf is NewSized for a set of any width of value.
+func NewOf[V Words](dir string, slots int) *Of[V] {
 	maxSlots := 1 << bits.Len(uint(max(slots, 2)-1))
-	s := &Set{dir: dir, maxSlots: maxSlots, seed: maphash.MakeSeed(), page: make([]byte, pageSize),
+	var v V
+	es := keySize + 8*len(v)
+	s := &Of[V]{dir: dir, es: es, maxSlots: maxSlots, seed: maphash.MakeSeed(), page: make([]byte, pageEntries*es),
 		files: &files{open: map[*os.File]bool{}, pending: map[*os.File]string{}}}
 	runtime.AddCleanup(s, (*files).closeAll, s.files)
 	s.resize(min(minSlots, maxSlots))
@@ -159,30 +180,31 @@ func NewSized(dir string, slots int) *Set {
 }
 
 // Len is how many entries the Set holds.
-func (s *Set) Len() int { return s.n }
+func (s *Of[V]) Len() int { return s.n }
 
 // Runs is how many runs its entries are spread over besides the hot table.
-func (s *Set) Runs() int { return len(s.runs) }
+func (s *Of[V]) Runs() int { return len(s.runs) }
 
 // Close closes the Set's files; it is not used after.
-func (s *Set) Close() {
+func (s *Of[V]) Close() {
 	s.files.closeAll()
 	s.runs = nil
 }
 
 // Get returns the value put under k.
-func (s *Set) Get(k Key) (Value, bool) {
+func (s *Of[V]) Get(k Key) (V, bool) {
 	if i, ok := s.slot(k); ok {
 		return s.slots[i].v, true
 	}
 	if !s.find(k) {
-		return Value{}, false
+		var zero V
+		return zero, false
 	}
 	return s.last.v, true
 }
 
 // Put puts v under k, in place of the value k had.
-func (s *Set) Put(k Key, v Value) {
+func (s *Of[V]) Put(k Key, v V) {
 	i, ok := s.slot(k)
 	if ok {
 		s.slots[i].v = v
@@ -194,7 +216,7 @@ func (s *Set) Put(k Key, v Value) {
 	}
 	// New, or a run's entry that could not be written in place: the hot table's copy,
 	// newer, is the one read.
-	s.slots[i] = entry{k, v}
+	s.slots[i] = entry[V]{k, v}
 	s.used[i/64] |= 1 << (i % 64)
 	s.hot++
 	if !cold {
@@ -210,7 +232,7 @@ func (s *Set) Put(k Key, v Value) {
 }
 
 // slot is where k is in the hot table, or the free slot it would take.
-func (s *Set) slot(k Key) (int, bool) {
+func (s *Of[V]) slot(k Key) (int, bool) {
 	mask := len(s.slots) - 1
 	i := int(maphash.Comparable(s.seed, k)) & mask
 	for {
@@ -225,9 +247,9 @@ func (s *Set) slot(k Key) (int, bool) {
 }
 
 // resize moves the hot table's entries into a table of n slots.
-func (s *Set) resize(n int) {
+func (s *Of[V]) resize(n int) {
 	old, oldUsed := s.slots, s.used
-	s.slots, s.used = make([]entry, n), make([]uint64, (n+63)/64)
+	s.slots, s.used = make([]entry[V], n), make([]uint64, (n+63)/64)
 	for i := range old {
 		if oldUsed[i/64]&(1<<(i%64)) != 0 {
 			j, _ := s.slot(old[i].k)
@@ -239,7 +261,7 @@ func (s *Set) resize(n int) {
 
 // find looks k up in the runs, newest first, and leaves what it found in s.last: the
 // run holding it, its index there and its value.
-func (s *Set) find(k Key) bool {
+func (s *Of[V]) find(k Key) bool {
 	if s.last.valid && s.last.k == k {
 		return s.last.found
 	}
@@ -250,8 +272,8 @@ func (s *Set) find(k Key) bool {
 		if !r.filter.Test(s.kb[:]) {
 			continue
 		}
-		if i, v, ok := r.search(k, s.page); ok {
-			s.last.found, s.last.r, s.last.i, s.last.v = true, r, i, v
+		if i, e, ok := r.search(k, s.page); ok {
+			s.last.found, s.last.r, s.last.i, s.last.v = true, r, i, decode[V](e)
 			return true
 		}
 	}
@@ -260,36 +282,52 @@ func (s *Set) find(k Key) bool {
 
 func compareKeys(a, b Key) int { return bytes.Compare(a[:], b[:]) }
 
-// search finds k in r by its fences and one page read.
-func (r *run) search(k Key, buf []byte) (int, Value, bool) {
+// decode reads a value from the words after an entry's key.
+func decode[V Words](e []byte) V {
+	var v V
+	for i := range len(v) {
+		v[i] = binary.LittleEndian.Uint64(e[keySize+8*i:])
+	}
+	return v
+}
+
+// encode writes v's words into b.
+func encode[V Words](b []byte, v V) {
+	for i := range len(v) {
+		binary.LittleEndian.PutUint64(b[8*i:], v[i])
+	}
+}
+
+// search finds k in r by its fences and one page read: its index and its entry's bytes
+// (in buf).
+func (r *run) search(k Key, buf []byte) (int, []byte, bool) {
 	p := sort.Search(len(r.fences), func(i int) bool { return compareKeys(r.fences[i], k) > 0 }) - 1
 	if p < 0 {
-		return 0, Value{}, false
+		return 0, nil, false
 	}
 	first := p * pageEntries
 	n := min(pageEntries, r.n-first)
-	b := buf[:n*entrySize]
-	if _, err := r.f.ReadAt(b, int64(first)*entrySize); err != nil {
+	es := r.es
+	b := buf[:n*es]
+	if _, err := r.f.ReadAt(b, int64(first*es)); err != nil {
 		// The file is the Set's own, written by it: a failed read is a broken machine,
 		// not bad input.
 		panic(fmt.Sprintf("stepset: a run in %s does not read back: %v", r.f.Name(), err))
 	}
-	j := sort.Search(n, func(j int) bool { return bytes.Compare(b[j*entrySize:j*entrySize+16], k[:]) >= 0 })
-	if j == n || !bytes.Equal(b[j*entrySize:j*entrySize+16], k[:]) {
-		return 0, Value{}, false
+	j := sort.Search(n, func(j int) bool { return bytes.Compare(b[j*es:j*es+keySize], k[:]) >= 0 })
+	if j == n || !bytes.Equal(b[j*es:j*es+keySize], k[:]) {
+		return 0, nil, false
 	}
-	e := b[j*entrySize:]
-	return first + j, Value{binary.LittleEndian.Uint64(e[16:24]), binary.LittleEndian.Uint64(e[24:32])}, true
+	return first + j, b[j*es : (j+1)*es], true
 }
 
 // rewrite writes v over the value of the run's entry find found last; false when the
 // file does not take it.
-func (s *Set) rewrite(v Value) bool {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], v[0])
-	binary.LittleEndian.PutUint64(b[8:], v[1])
+func (s *Of[V]) rewrite(v V) bool {
+	b := s.page[:s.es-keySize] // the page was read for the lookup, and is read again for the next
+	encode(b, v)
 	r := s.last.r
-	if _, err := r.f.WriteAt(b[:], int64(s.last.i)*entrySize+16); err != nil {
+	if _, err := r.f.WriteAt(b, int64(s.last.i*s.es+keySize)); err != nil {
 		slog.Warn("stepset: an entry kept in memory: its run does not take the new value", "file", r.f.Name(), "err", err)
 		return false
 	}
@@ -299,7 +337,7 @@ func (s *Set) rewrite(v Value) bool {
 
 // spill writes the hot table, sorted, as a new run and empties it, then merges runs of
 // one size.
-func (s *Set) spill() {
+func (s *Of[V]) spill() {
 	w := 0
 	for i := range s.slots {
 		if s.used[i/64]&(1<<(i%64)) != 0 {
@@ -308,11 +346,14 @@ func (s *Set) spill() {
 		}
 	}
 	sorted := s.slots[:w]
-	slices.SortFunc(sorted, func(a, b entry) int { return compareKeys(a.k, b.k) })
+	slices.SortFunc(sorted, func(a, b entry[V]) int { return compareKeys(a.k, b.k) })
 	rw, err := s.create(w)
 	if err == nil {
+		b := rw.buf
 		for _, e := range sorted {
-			if err = rw.add(e.k, e.v); err != nil {
+			copy(b, e.k[:])
+			encode(b[keySize:], e.v)
+			if err = rw.add(b); err != nil {
 				break
 			}
 		}
@@ -343,7 +384,7 @@ func (s *Set) spill() {
 }
 
 // merge merges the newest runs while fanout of them are of one size.
-func (s *Set) merge() {
+func (s *Of[V]) merge() {
 	for !s.noMerge && len(s.runs) >= fanout {
 		tail := s.runs[len(s.runs)-fanout:]
 		if tail[0].level != tail[fanout-1].level {
@@ -365,7 +406,7 @@ func (s *Set) merge() {
 
 // mergeRuns writes the entries of rs (oldest first) as one run: a key in two of them
 // (a value that could not be written in place) keeps the newest's value.
-func (s *Set) mergeRuns(rs []*run) (*run, error) {
+func (s *Of[V]) mergeRuns(rs []*run) (*run, error) {
 	total := 0
 	for _, r := range rs {
 		total += r.n
@@ -379,7 +420,7 @@ func (s *Set) mergeRuns(rs []*run) (*run, error) {
 		rd   *bufio.Reader
 		left int
 		ok   bool
-		e    [entrySize]byte
+		e    []byte
 	}
 	cs := make([]*cursor, len(rs))
 	advance := func(i int) error {
@@ -388,7 +429,7 @@ func (s *Set) mergeRuns(rs []*run) (*run, error) {
 			return nil
 		}
 		c.left--
-		if _, err := io.ReadFull(c.rd, c.e[:]); err != nil {
+		if _, err := io.ReadFull(c.rd, c.e); err != nil {
 			return fmt.Errorf("stepset: read run %s: %w", rs[i].f.Name(), err)
 		}
 		return nil
@@ -398,7 +439,7 @@ func (s *Set) mergeRuns(rs []*run) (*run, error) {
 		return nil, err
 	}
 	for i, r := range rs {
-		cs[i] = &cursor{rd: bufio.NewReaderSize(io.NewSectionReader(r.f, 0, int64(r.n)*entrySize), ioBuffer), left: r.n}
+		cs[i] = &cursor{rd: bufio.NewReaderSize(io.NewSectionReader(r.f, 0, int64(r.n*s.es)), ioBuffer), left: r.n, e: make([]byte, s.es)}
 		if err := advance(i); err != nil {
 			return fail(err)
 		}
@@ -407,7 +448,7 @@ func (s *Set) mergeRuns(rs []*run) (*run, error) {
 		best := -1
 		for i, c := range cs {
 			// Ties go to the newer run, the later one.
-			if c.ok && (best < 0 || bytes.Compare(c.e[:16], cs[best].e[:16]) <= 0) {
+			if c.ok && (best < 0 || bytes.Compare(c.e[:keySize], cs[best].e[:keySize]) <= 0) {
 				best = i
 			}
 		}
@@ -415,13 +456,12 @@ func (s *Set) mergeRuns(rs []*run) (*run, error) {
 			break
 		}
 		var k Key
-		copy(k[:], cs[best].e[:16])
-		e := cs[best].e
-		if err := rw.add(k, Value{binary.LittleEndian.Uint64(e[16:24]), binary.LittleEndian.Uint64(e[24:])}); err != nil {
+		copy(k[:], cs[best].e[:keySize])
+		if err := rw.add(cs[best].e); err != nil {
 			return fail(err)
 		}
 		for i, c := range cs {
-			if c.ok && bytes.Equal(c.e[:16], k[:]) {
+			if c.ok && bytes.Equal(c.e[:keySize], k[:]) {
 				if err := advance(i); err != nil {
 					return fail(err)
 				}
@@ -439,14 +479,16 @@ func (s *Set) mergeRuns(rs []*run) (*run, error) {
 
 // runWriter writes a run in key order.
 type runWriter struct {
-	r   *run
-	f   *os.File
-	w   *bufio.Writer
-	buf [entrySize]byte
+	r *run
+	f *os.File
+	w *bufio.Writer
+	// buf is an entry's bytes, the writer's own: a local's slice would escape at every
+	// entry.
+	buf []byte
 }
 
 // create starts a run of at most n entries in a new file.
-func (s *Set) create(n int) (*runWriter, error) {
+func (s *Of[V]) create(n int) (*runWriter, error) {
 	f, err := os.CreateTemp(s.dir, "tribunal-steps-*")
 	if err != nil {
 		return nil, fmt.Errorf("stepset: run file: %w", err)
@@ -457,23 +499,20 @@ func (s *Set) create(n int) (*runWriter, error) {
 	}
 	m, k := bloom.EstimateParameters(uint(max(n, 1)), falsePositive)
 	return &runWriter{
-		r: &run{f: f, filter: bloom.New(m, k), fences: make([]Key, 0, (n+pageEntries-1)/pageEntries)},
-		f: f, w: bufio.NewWriterSize(f, ioBuffer),
+		r: &run{f: f, es: s.es, filter: bloom.New(m, k), fences: make([]Key, 0, (n+pageEntries-1)/pageEntries)},
+		f: f, w: bufio.NewWriterSize(f, ioBuffer), buf: make([]byte, s.es),
 	}, nil
 }
 
-func (rw *runWriter) add(k Key, v Value) error {
+// add writes an entry, its key then its value's words, after the last (in key order).
+func (rw *runWriter) add(e []byte) error {
 	r := rw.r
 	if r.n%pageEntries == 0 {
-		r.fences = append(r.fences, k)
+		r.fences = append(r.fences, Key(e[:keySize]))
 	}
-	b := rw.buf[:] // the writer's own: a local's slice would escape at every entry
-	copy(b[:16], k[:])
-	binary.LittleEndian.PutUint64(b[16:24], v[0])
-	binary.LittleEndian.PutUint64(b[24:], v[1])
-	r.filter.Add(b[:16])
+	r.filter.Add(e[:keySize])
 	r.n++
-	if _, err := rw.w.Write(b); err != nil {
+	if _, err := rw.w.Write(e); err != nil {
 		return fmt.Errorf("stepset: write run %s: %w", rw.f.Name(), err)
 	}
 	return nil

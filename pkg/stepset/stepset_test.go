@@ -28,7 +28,7 @@ func clusteredKey(rng *rand.Rand) Key {
 }
 
 // check compares every key of the model, and some it lacks, with s.
-func check(t *testing.T, s *Set, model map[Key]Value, rng *rand.Rand) {
+func check[V Words](t *testing.T, s *Of[V], model map[Key]V, rng *rand.Rand) {
 	t.Helper()
 	if s.Len() != len(model) {
 		t.Fatalf("Len %d, want %d", s.Len(), len(model))
@@ -51,24 +51,33 @@ func check(t *testing.T, s *Set, model map[Key]Value, rng *rand.Rand) {
 
 // TestSetAgainstMap puts, replaces and gets entries at random, through a hot table of 64
 // slots so they are spread over many runs and merges, and compares every answer with a
-// plain map's.
+// plain map's, for values of two words and of four.
 func TestSetAgainstMap(t *testing.T) {
+	t.Run("two words", againstMap[Value])
+	t.Run("four words", againstMap[Wide])
+}
+
+func againstMap[V Words](t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		key  func(*rand.Rand) Key
 	}{{"random", randomKey}, {"clustered", clusteredKey}} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
-			s := NewSized(t.TempDir(), 64)
+			s := NewOf[V](t.TempDir(), 64)
 			defer s.Close()
-			model := map[Key]Value{}
+			model := map[Key]V{}
 			var keys []Key
 			maxRuns := 0
 			for op := range 60000 {
 				switch x := rng.IntN(10); {
 				case x < 5 || len(keys) == 0: // a new key, or one already put
 					k := tc.key(rng)
-					v := Value{rng.Uint64(), uint64(op)}
+					var v V
+					for i := range len(v) {
+						v[i] = rng.Uint64()
+					}
+					v[1] = uint64(op)
 					if _, in := model[k]; !in {
 						keys = append(keys, k)
 					}
