@@ -31,11 +31,11 @@ const maxRetainedPerJob = 490
 
 // maxRetainedPerJobStepsOut is maxRetainedPerJob with the step entries and the jobs' keys
 // written out past a small hot table (audit.SpillSteps), as a batch of more than about
-// 100,000 jobs has them, and the digests' table too: about 35 bytes, the tables' bloom
-// filters and fences most of them, the words of the jobs' places as above (53 with the
-// digests in two tables of two words, 68 with the key index in memory too, 181 with the
-// digests in a map).
-const maxRetainedPerJobStepsOut = 45
+// 100,000 jobs has them, and the digests' table too: about 31 bytes, the tables' bloom
+// filters and fences most of them, the words of the jobs' places as above (35 with every
+// run's filter at 1 %, 53 with the digests in two tables of two words too, 68 with the
+// key index in memory too, 181 with the digests in a map).
+const maxRetainedPerJobStepsOut = 40
 
 // retained audits an honest batch of n ab jobs and returns the heap the audit still
 // holds at its end, and the stream's bytes per job.

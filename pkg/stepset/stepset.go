@@ -4,8 +4,9 @@
 //
 // A Set keeps the newest entries in a hot table in memory, of a fixed size. When the
 // table is full its entries are sorted and written to a temporary file (a run), and the
-// heap keeps of the run only a bloom filter (about 10 bits an entry) and the first key
-// of every 4 KiB page (fences: 1/8 of a byte an entry). A lookup tries the hot table,
+// heap keeps of the run only a bloom filter (about 10 bits an entry in the smallest runs,
+// fewer in larger ones: see falsePositive) and the first key of every page of 128 entries
+// (fences: 1/8 of a byte an entry). A lookup tries the hot table,
 // then each run, newest first, whose bloom filter may hold the key: it finds the page by
 // the fences and reads that one page. Replacing a value of a run's entry writes it in
 // place in the file. Runs are merged, four of a size into one, so a lookup reads few
@@ -69,9 +70,20 @@ const (
 	minSlots = 1 << 10
 	// fanout runs of one size are merged into one.
 	fanout = 4
-	// falsePositive is the rate at which a run's bloom filter sends a lookup of a key
-	// the run does not hold to read a page.
-	falsePositive = 0.01
+	// falsePositive is the rate at which the filter of a run the size of one spill (the
+	// hot table's 3/4) sends a lookup of a key the run does not hold to read a page. A
+	// larger run's rate grows with its size, up to maxFalsePositive: 4 % for a run of
+	// four spills, 16 % for sixteen. A lookup of a new key (most of the audit's: a step
+	// is looked up as it comes, to find a duplicate) tests every run, so what it reads
+	// in vain is the sum of the runs' rates; for a given heap that sum is least when
+	// each run's rate is in proportion to its size (Dayan et al., "Monkey: Optimal
+	// Navigable Key-Value Store", 2017), and the largest runs, which hold most entries,
+	// cost the fewest bits an entry: 3.8 at 16 %, where 1 % is 9.6. At 1,000,000 ACs the
+	// audit's tables hold about 12 entries a job, their largest runs 3,000,000 entries,
+	// and their filters took 18 MB at 1 % each; a lookup of a new key reads about a
+	// third of a page in vain, from the page cache, some 1.5 µs.
+	falsePositive    = 0.01
+	maxFalsePositive = 0.5
 	// ioBuffer is the buffer of a run being written or read whole (a merge).
 	ioBuffer = 64 << 10
 )
@@ -117,6 +129,8 @@ type Of[V Words] struct {
 	}
 	kb   Key
 	page []byte
+	// reads counts the pages read by lookups (tests).
+	reads int
 }
 
 // run is a sorted file of entries.
@@ -272,6 +286,7 @@ func (s *Of[V]) find(k Key) bool {
 		if !r.filter.Test(s.kb[:]) {
 			continue
 		}
+		s.reads++
 		if i, e, ok := r.search(k, s.page); ok {
 			s.last.found, s.last.r, s.last.i, s.last.v = true, r, i, decode[V](e)
 			return true
@@ -477,6 +492,12 @@ func (s *Of[V]) mergeRuns(rs []*run) (*run, error) {
 	return r, nil
 }
 
+// falsePositive is the rate of the filter of a run of n entries.
+func (s *Of[V]) falsePositive(n int) float64 {
+	spill := s.maxSlots / 4 * 3
+	return min(maxFalsePositive, max(falsePositive, falsePositive*float64(n)/float64(max(spill, 1))))
+}
+
 // runWriter writes a run in key order.
 type runWriter struct {
 	r *run
@@ -497,7 +518,7 @@ func (s *Of[V]) create(n int) (*runWriter, error) {
 	if os.Remove(f.Name()) != nil {
 		s.files.pending[f] = f.Name()
 	}
-	m, k := bloom.EstimateParameters(uint(max(n, 1)), falsePositive)
+	m, k := bloom.EstimateParameters(uint(max(n, 1)), s.falsePositive(n))
 	return &runWriter{
 		r: &run{f: f, es: s.es, filter: bloom.New(m, k), fences: make([]Key, 0, (n+pageEntries-1)/pageEntries)},
 		f: f, w: bufio.NewWriterSize(f, ioBuffer), buf: make([]byte, s.es),

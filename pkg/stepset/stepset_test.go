@@ -116,6 +116,51 @@ func againstMap[V Words](t *testing.T) {
 	}
 }
 
+// TestFilterRatesFollowRunSizes: each run's filter lets through lookups of keys it does
+// not hold at a rate in proportion to its size, from 1 % at one spill's size to at most
+// 50 %, so the bits an entry fall as the runs grow while a lookup of a new key reads, in
+// vain, about the sum of the rates and no more.
+func TestFilterRatesFollowRunSizes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	s := NewSized(t.TempDir(), 256) // a spill is 192 entries
+	defer s.Close()
+	// Until there are runs of four sizes, three of each but the largest.
+	for n := 0; len(s.runs) < 10; n++ {
+		if n == 1_000_000 {
+			t.Fatalf("%d runs after %d entries", len(s.runs), n)
+		}
+		s.Put(randomKey(rng), Value{1})
+	}
+	sum, bits, entries := 0.0, 0, 0
+	for _, r := range s.runs {
+		p := s.falsePositive(r.n)
+		want := min(0.5, max(0.01, 0.01*float64(r.n)/192))
+		if p != want {
+			t.Errorf("run of %d entries: rate %.3f, want %.3f", r.n, p, want)
+		}
+		sum += p
+		bits += int(r.filter.Cap())
+		entries += r.n
+	}
+	// At 1 % each the filters would cost 9.6 bits an entry.
+	if perEntry := float64(bits) / float64(entries); perEntry > 4 {
+		t.Errorf("filters cost %.1f bits an entry, want under 4", perEntry)
+	}
+	const lookups = 20_000
+	before := s.reads
+	for range lookups {
+		if _, ok := s.Get(randomKey(rng)); ok {
+			t.Fatal("a key never put is found")
+		}
+	}
+	perLookup := float64(s.reads-before) / lookups
+	if perLookup > sum*1.2+0.01 {
+		t.Errorf("a lookup of a new key reads %.3f pages, over the runs' rates' sum %.3f", perLookup, sum)
+	}
+	t.Logf("%d entries in %d runs: filters %.1f bits an entry, a new key's lookup reads %.3f pages (rates' sum %.3f)",
+		entries, len(s.runs), float64(bits)/float64(entries), perLookup, sum)
+}
+
 // TestSetInMemory: without a folder, or with one that takes no file, every entry stays in
 // memory and is found.
 func TestSetInMemory(t *testing.T) {
