@@ -42,7 +42,8 @@ A decided job's record keeps where the stream holds each event its outcome rests
 messages are read by sequence, each checked to be the event its record links, and the
 outcome after them; the stream is read instead when the record keeps no positions (written
 before them), when one does not hold its event (a finding), or when the audit at them finds
-anything.
+anything. A job the stream holds no event of is no pass: a record of it is a mismatch
+(nothing proves it), and without one it was never submitted to the batch (exit 2).
 
 --since and --until select the batches that have an event in that range (each is audited
 whole). A time is RFC 3339 or a duration before now ("24h").
@@ -73,8 +74,8 @@ wait in a temporary file in $TMPDIR (removed as soon as it is made, so nothing i
 behind) for the batch's completion and the key-value comparison, about 60 MB of disk for a
 100,000-AC batch. --cpuprofile and --peak-heapprofile write profiles of a long audit.
 
-Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not run (a batch
-neither the stream nor the state knows included).`,
+Exit code 0: every decision re-derives; 1: mismatches; 2: the audit could not run (a batch,
+or a --job, neither the stream nor the state knows included).`,
 		Example: `  tribunal audit --batch quickstart-20261130T080000-a1b2c3 --tenant default
   tribunal audit --batch quickstart-20261130T080000-a1b2c3 --job AC-17
   tribunal audit --since 24h --json > audit.json
@@ -188,10 +189,15 @@ func startProfiles(cpuPath, heapPath string) (stop func(), err error) {
 }
 
 // auditJob audits one AC of a batch (audit.RunJob) and its job record, and prints the
-// report as the batch's audit does.
+// report as the batch's audit does. A job the stream holds no event of is no pass: with
+// a record, the record is a finding (exit 1); without one, the job was never submitted to
+// the batch, and the audit could not run (exit 2), as for a batch nothing knows.
 func auditJob(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, asJSON, noState bool) error {
 	ctx := cmd.Context()
 	rep, err := audit.RunJobIn(ctx, env.js, f, job, env.store, jobWindow(cmd, env, f, job, noState))
+	if errors.Is(err, audit.ErrJobNotInStream) {
+		return auditUnseenJob(cmd, env, f, job, &rep, err, asJSON, noState)
+	}
 	if err != nil {
 		return exitError{2, fmt.Errorf("replay the stream for job %s (needs the services' NATS user): %w", job, err)}
 	}
@@ -222,6 +228,42 @@ func auditJob(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, as
 		return exitError{code: 1}
 	}
 	return nil
+}
+
+// auditUnseenJob ends the audit of a job the stream holds no event of (notInStream,
+// audit.ErrJobNotInStream): its record, when the aggregator holds one, is reported (exit
+// 1); otherwise the audit fails with notInStream and what is known of the record (exit 2).
+func auditUnseenJob(cmd *cobra.Command, env *clientEnv, f audit.Filter, job string, rep *audit.Report, notInStream error, asJSON, noState bool) error {
+	ctx := cmd.Context()
+	tenant := f.Tenant
+	if tenant == "" && len(rep.Batches) > 0 {
+		tenant = rep.Batches[0].Tenant
+	}
+	switch {
+	case noState:
+		return exitError{2, fmt.Errorf("%w; whether the aggregator holds a record of it was not looked up (--no-state)", notInStream)}
+	case tenant == "":
+		return exitError{2, fmt.Errorf("%w; whether the aggregator holds a record of it was not looked up: name its tenant (--tenant)", notInStream)}
+	}
+	b, err := env.buckets(ctx)
+	if err == nil {
+		err = audit.CheckJobState(ctx, rep, records.New(b), tenant, f.BatchID, job)
+	}
+	switch {
+	case errors.Is(err, records.ErrNotRecorded):
+		return exitError{2, fmt.Errorf("%w, and the aggregator holds no record of it: the job was never submitted to that batch", notInStream)}
+	case err != nil:
+		return exitError{2, fmt.Errorf("%w; the aggregator's record of it could not be read: %v", notInStream, err)}
+	}
+	// The record is the finding CheckJobState added.
+	rep.State = "compared (the job's record)"
+	if err := printAudit(cmd.OutOrStdout(), rep, f, asJSON); err != nil {
+		return err
+	}
+	if rep.OK() {
+		return exitError{2, fmt.Errorf("%w: its record was compared but reported nothing", notInStream)}
+	}
+	return exitError{code: 1}
 }
 
 // jobWindowSlack widens a job's window on each side, for the clocks of the publisher,

@@ -19,6 +19,7 @@ import (
 	"github.com/tribunal-dev/tribunal/pkg/bus"
 	"github.com/tribunal-dev/tribunal/pkg/client"
 	"github.com/tribunal-dev/tribunal/pkg/judge/scripted"
+	"github.com/tribunal-dev/tribunal/pkg/records"
 )
 
 // runAudit runs the audit command in-process and returns its output and exit code.
@@ -88,6 +89,8 @@ func TestAuditCmd(t *testing.T) {
 		t.Fatalf("--json: exit %d, %v\n%s", code, err, out)
 	}
 
+	auditJobs(t, conn, sub.BatchID, records.New(r.Buckets))
+
 	ref := c.Manifests["ab"]
 	path := filepath.Join(blobDir, "team-a", "sha256", ref.SHA256[:2], ref.SHA256)
 	if err := os.WriteFile(path, []byte(`{"review_id":"forged"}`), 0o640); err != nil {
@@ -106,5 +109,54 @@ func TestAuditCmd(t *testing.T) {
 	}
 	if out, code = runAudit(t, append(conn, "--since", "yesterday")...); code != 2 || !strings.Contains(out, "RFC 3339") {
 		t.Fatalf("bad time: exit %d\n%s", code, out)
+	}
+}
+
+// auditJobs audits single jobs of TestAuditCmd's clean batch (--job): one of its jobs
+// passes, its JSON mismatches [] as a batch's are; a job the batch never had fails
+// (exit 2), the error naming the tenant, the batch and the job and saying the stream
+// holds no event of it and the aggregator no record (it passed, "ok: every decision of
+// job NOPE-1 ... re-derives"); a record of a job the stream holds no event of is a
+// finding (exit 1).
+func auditJobs(t *testing.T, conn []string, batch string, st records.Store) {
+	t.Helper()
+	args := append(conn, "--batch", batch, "--tenant", "team-a", "--job")
+	out, code := runAudit(t, append(args, "AC-2")...)
+	if code != 0 || !strings.Contains(out, "jobs: 1") || !strings.Contains(out, "ok: every decision of job AC-2") {
+		t.Fatalf("--job AC-2: exit %d\n%s", code, out)
+	}
+	out, code = runAudit(t, append(args, "AC-2", "--json")...)
+	if code != 0 || !strings.Contains(out, `"mismatches": []`) {
+		t.Fatalf("--job AC-2 --json: exit %d, want \"mismatches\": []\n%s", code, out)
+	}
+
+	for _, extra := range [][]string{nil, {"--json"}} {
+		out, code = runAudit(t, append(append(args, "NOPE-1"), extra...)...)
+		if code != 2 || strings.Contains(out, "ok: every decision") {
+			t.Fatalf("--job NOPE-1 %v: want exit 2, got %d\n%s", extra, code, out)
+		}
+		for _, want := range []string{"job NOPE-1 of batch " + batch + " of tenant team-a", "the stream holds no event of the job", "the aggregator holds no record of it"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("--job NOPE-1 %v: the error does not say %q\n%s", extra, want, out)
+			}
+		}
+	}
+	if out, code = runAudit(t, append(args, "NOPE-1", "--no-state")...); code != 2 || !strings.Contains(out, "not looked up (--no-state)") {
+		t.Fatalf("--job NOPE-1 --no-state: exit %d\n%s", code, out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	j, _, err := st.Job(ctx, "team-a", batch, "AC-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.ACID = "NOPE-2"
+	if _, err := st.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runAudit(t, append(args, "NOPE-2")...)
+	if code != 1 || !strings.Contains(out, "MISSING team-a/"+batch+" job NOPE-2") || !strings.Contains(out, "the stream holds no event of it") {
+		t.Fatalf("--job NOPE-2, a record without events: exit %d\n%s", code, out)
 	}
 }

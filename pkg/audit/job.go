@@ -33,9 +33,18 @@ import (
 // one AC of a 100,000-job batch is audited in about the time the stream takes to pass.
 // A looping kind's job carries its view's loop over from earlier batches: it is refused
 // (audit its batch), as a partial replay would misreport its loop steps.
+//
+// A job the stream holds no event of (never submitted to the batch, or every event of it
+// gone) re-derives nothing, and a clean report of it would be a silent pass: RunJob then
+// returns an error wrapping ErrJobNotInStream, with the report of what it read, so the
+// caller can say whether the aggregator holds a record of it (CheckJobState reports one).
 func RunJob(ctx context.Context, js jetstream.JetStream, f Filter, job string, store blob.Store) (Report, error) {
 	return RunJobIn(ctx, js, f, job, store, Window{})
 }
+
+// ErrJobNotInStream is the error (wrapped, naming the job) of a one-job audit that read
+// no event of its job: neither its submission nor any later step of it.
+var ErrJobNotInStream = errors.New("the stream holds no event of the job")
 
 // Window is where in the stream one job's events are, as its record tells: From its
 // submission's time, To its decision's (zero: the stream's first message, its last).
@@ -119,7 +128,7 @@ func RunJobIn(ctx context.Context, js jetstream.JetStream, f Filter, job string,
 			// (an event missing from them, a link that does not hold) is looked for
 			// again over the stream, as without positions, so the report is the one
 			// the stream gives.
-			if rep.OK() {
+			if rep.OK() && namesJob(recs, job) {
 				rep.Read = n
 				rep.Unverified = append(rep.Unverified, Unverified{Tenant: f.Tenant, Batch: f.BatchID, Job: job,
 					What: "events of the job that its record does not name (an input that changed nothing, a copy published later)",
@@ -140,8 +149,63 @@ func RunJobIn(ctx context.Context, js jetstream.JetStream, f Filter, job string,
 		return Report{}, err
 	}
 	rep.Read = n
-	rep.Mismatches = append(misplaced, rep.Mismatches...)
-	return withBatchNote(rep, f, job), nil
+	if len(misplaced) > 0 {
+		// Not append(misplaced, ...) alone: none misplaced would leave a clean report's
+		// mismatches nil, null in JSON, where a batch's audit gives [].
+		rep.Mismatches = append(misplaced, rep.Mismatches...)
+	}
+	rep = withBatchNote(rep, f, job)
+	if !namesJob(recs, job) && !anyUndecodable(recs) {
+		// An undecodable message of the batch may be one of the job's: it is a finding
+		// of the report already, which then fails.
+		rep.unseen = true
+		return rep, fmt.Errorf("audit: job %s of batch %s of %s: %w (%d messages of stream %s read, none of the job's)",
+			job, f.BatchID, tenantsOf(f, rep), ErrJobNotInStream, n, name)
+	}
+	return rep, nil
+}
+
+// namesJob reports whether any of recs (ofJob's) is an event of job itself, not only an
+// input of its batch.
+func namesJob(recs []Recorded, job string) bool {
+	for i := range recs {
+		r := &recs[i]
+		if !r.OK() {
+			continue
+		}
+		switch r.Event.Payload.(type) {
+		case *events.BatchOpened, *events.BatchCancelRequested:
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// anyUndecodable reports whether any of recs does not decode.
+func anyUndecodable(recs []Recorded) bool {
+	for i := range recs {
+		if !recs[i].OK() {
+			return true
+		}
+	}
+	return false
+}
+
+// tenantsOf names the tenant a one-job audit looked in, for its error: f's, or the
+// tenants of the batches it read, or any.
+func tenantsOf(f Filter, rep Report) string {
+	if f.Tenant != "" {
+		return "tenant " + f.Tenant
+	}
+	var ts []string
+	for _, b := range rep.Batches {
+		ts = append(ts, b.Tenant)
+	}
+	if len(ts) == 0 {
+		return "any tenant"
+	}
+	return "tenant " + strings.Join(ts, ", ")
 }
 
 // auditJobEvents audits the events read of one job (RunJobIn).
@@ -346,14 +410,20 @@ func kindOf(ev events.Event) events.Kind {
 
 // CheckJobState compares one job's record in the aggregator's key-value state with the
 // one its replay (RunJob) re-derived: field by field, and link by link the events its
-// outcome rests on.
+// outcome rests on. A record of a job whose replay read no event of it
+// (ErrJobNotInStream) is one finding: nothing proves it. The error of a job the state
+// holds no record of wraps records.ErrNotRecorded.
 func CheckJobState(ctx context.Context, rep *Report, st records.Store, tenant, batch, job string) error {
 	c := newStateCheck(ctx, rep, tenant, batch)
 	j, _, err := st.Job(ctx, tenant, batch, job)
 	if err != nil {
 		return fmt.Errorf("audit: read the record of job %s of %s/%s: %w", job, tenant, batch, err)
 	}
-	if j != nil {
+	if j != nil && rep.unseen {
+		// Readers believe the record, and not one event is left to prove it.
+		c.add(Mismatch{Kind: KindMissing, Tenant: tenant, Batch: batch, Job: job, EventType: "job record", Field: "job.submitted",
+			Detail: fmt.Sprintf("the aggregator holds a record of the job (status %s, attempt %d) but the stream holds no event of it: nothing is left to prove what the record says", j.Status, j.Attempt)})
+	} else if j != nil {
 		c.job(j)
 	} else if c.st.audited[c.bk] && c.st.mem.JobJSON(tenant, batch, job) != nil {
 		c.add(Mismatch{Kind: KindMissing, Tenant: tenant, Batch: batch, Job: job, EventType: "job record", Field: "record",

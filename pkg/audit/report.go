@@ -310,6 +310,9 @@ type Report struct {
 
 	// state is what the replay derived, for CheckState and JobDecisions.
 	state *auditState
+	// unseen marks one job's audit that read no event of its job (ErrJobNotInStream),
+	// for CheckJobState.
+	unseen bool
 }
 
 // EventRef is one recorded event a decision rests on.
