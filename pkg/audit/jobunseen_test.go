@@ -87,6 +87,22 @@ func TestAuditOneJobNotInStream(t *testing.T) {
 		}
 	}
 
+	// A job the events submit whose record the state lacks: a finding, as a batch's
+	// comparison makes it (it was listed as not compared).
+	bare := records.New(natstest.Buckets(t, bus.Config{Memory: true}))
+	rep, err = audit.RunJob(ctx, js, filter, "AC-2", f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := audit.CheckJobState(ctx, &rep, bare, f.tenant, f.batch, "AC-2"); err != nil {
+		t.Fatalf("AC-2 without its record: %v", err)
+	}
+	if rep.OK() || !has(rep, func(m audit.Mismatch) bool {
+		return m.Kind == audit.KindMissing && m.Job == "AC-2" && m.Field == "record"
+	}) {
+		t.Fatalf("AC-2 without its record: want the missing record named: %s", dump(rep))
+	}
+
 	rep, err = audit.RunJob(ctx, js, filter, "NOPE-1", f.store)
 	if !errors.Is(err, audit.ErrJobNotInStream) {
 		t.Fatalf("NOPE-1: %v", err)
