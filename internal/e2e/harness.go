@@ -136,8 +136,10 @@ func ServeRubricFeature(t *testing.T, root, page string) (dir, url string) {
 
 // Scripted is the scripted judge with o; when answers is not nil, it gives the request
 // keys of answers their values (through an answers file) and o's defaults to the rest.
+// It counts every key's calls (CallsFor).
 func Scripted(t testing.TB, o scripted.Options, answers map[string]any) *scripted.Provider {
 	t.Helper()
+	o.CountEveryKey = true
 	if answers != nil {
 		path := filepath.Join(t.TempDir(), "answers.json")
 		data, err := json.Marshal(answers)

@@ -209,3 +209,47 @@ func TestScriptedLatencyHonoursContext(t *testing.T) {
 		t.Errorf("latency not simulated: %v", time.Since(start))
 	}
 }
+
+// TestScriptedCountsRecordedKeys: a recorded list answers its n-th call with its n-th
+// entry (the last repeating), so the calls of each recorded key are counted; a key a
+// fixture answers is counted only when CountEveryKey asks, so a large batch judged by a
+// fixed winner keeps no count for each of its ACs.
+func TestScriptedCountsRecordedKeys(t *testing.T) {
+	t.Parallel()
+	answers := writeAnswers(t, `{"AC-seq": [{"raw_winner": "A", "confidence": 0.9, "biggest_gap": "x"}, {"raw_winner": "B", "confidence": 0.9, "biggest_gap": "y"}]}`)
+	for _, every := range []bool{false, true} {
+		s, err := New(Options{AnswersFile: answers, Fixtures: map[string]string{"ab": "A"}, Named: "ab", CountEveryKey: every})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var winners []string
+		for range 3 {
+			resp, err := s.Complete(context.Background(), judge.Request{Kind: "ab", Key: "AC-seq"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a struct {
+				Winner string `json:"raw_winner"`
+			}
+			if err := json.Unmarshal([]byte(resp.Content), &a); err != nil {
+				t.Fatal(err)
+			}
+			winners = append(winners, a.Winner)
+		}
+		if strings.Join(winners, ",") != "A,B,B" {
+			t.Errorf("every %v: a recorded list answered %v, want A,B,B", every, winners)
+		}
+		for i := range 100 {
+			if _, err := s.Complete(context.Background(), judge.Request{Kind: "ab", Key: "AC-" + string(rune('a'+i%26)) + string(rune('0'+i/26))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := 1
+		if every {
+			want = 101
+		}
+		if s.CallsFor("AC-seq") != 3 || len(s.byKey) != want {
+			t.Errorf("every %v: AC-seq counted %d (want 3), %d keys counted (want %d)", every, s.CallsFor("AC-seq"), len(s.byKey), want)
+		}
+	}
+}
