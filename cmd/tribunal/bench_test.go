@@ -29,6 +29,11 @@ func TestBenchReportsWholeProcess(t *testing.T) {
 	if r.CPUSecs <= 0 || math.Abs(r.CPUMillisPerAC-r.CPUSecs*1000/40) > 1e-6 {
 		t.Errorf("cpu %.3f s, %.3f ms per AC", r.CPUSecs, r.CPUMillisPerAC)
 	}
+	// The pipeline's peak is taken before the bench reads the records back; the mark
+	// at the end holds both.
+	if r.PeakRSSMiB <= 0 || r.ReadBackPeakRSSMiB < r.PeakRSSMiB || r.ReadBackSecs <= 0 {
+		t.Errorf("peak RSS %.1f MiB, %.1f MiB with the read-back of %.3f s", r.PeakRSSMiB, r.ReadBackPeakRSSMiB, r.ReadBackSecs)
+	}
 	// 40 ACs x 20 ms / 8 calls in flight.
 	if r.CallsInFlight != 8 || r.ModelLatencyMillis != 20 || math.Abs(r.IdealSecs-0.1) > 1e-9 {
 		t.Errorf("ideal %.3f s from %d in flight at %.0f ms, want 0.1 s from 8 at 20 ms", r.IdealSecs, r.CallsInFlight, r.ModelLatencyMillis)
