@@ -56,8 +56,9 @@ type benchReport struct {
 	// PeakRSSMiB is the process's resident-set high-water mark at the pipeline's end:
 	// start-up, submission and the pipeline. ReadBackPeakRSSMiB is the mark at the
 	// process's end, past the bench's own read of every record for the latencies and
-	// costs (ReadBackSecs, left out of ProcessSecs and CPUSecs): at 1,000,000 ACs that
-	// read alone made the peak (the server's block caches of the jobs bucket).
+	// costs (ReadBackSecs, left out of ProcessSecs and CPUSecs): in one 1,000,000-AC run
+	// the in-use heap's highest point came during that read, 217 s of it (the server's
+	// block caches of the jobs bucket); in the next the read took 29 s and added nothing.
 	PeakRSSMiB         float64 `json:"peak_rss_mib"`
 	ReadBackPeakRSSMiB float64 `json:"read_back_peak_rss_mib"`
 	ReadBackSecs       float64 `json:"read_back_seconds"`
