@@ -327,7 +327,9 @@ func TestClusterPartitions(t *testing.T) {
 	}
 	if ctx.Err() != nil || err != nil {
 		dumpLogs()
-		t.Fatalf("watch: %v (%v)\n%s", err, ctx.Err(), watchErr.String())
+		// An exit of 3 or 4 is the batch's, decided by the aggregators: the rows say which
+		// jobs and why.
+		t.Fatalf("watch: %v (%v)\n%s\nits results: %s", err, ctx.Err(), watchErr.String(), uncompared(watchOut.String()))
 	}
 	checkResults(t, []byte(watchOut.String()), n)
 	if got, err := verdicts(ctx, js); got != n {
@@ -447,6 +449,36 @@ func stallReport(lab *netLab, c *natsCluster, services []*proc, r *testConn, cut
 	fmt.Fprintf(&b, "stream: %s", state)
 	for _, p := range services {
 		fmt.Fprintf(&b, "\n%s's last words: %s", p.name, tailOf(p.logString(), 600))
+	}
+	return b.String()
+}
+
+// uncompared lists the rows of a watch's results that are not compared (at most 20),
+// with the summary, or the output's tail when it is not results.
+func uncompared(out string) string {
+	var results struct {
+		Summary json.RawMessage `json:"summary"`
+		Rows    []struct {
+			ACID   string `json:"ac_id"`
+			Status string `json:"status"`
+			Reason string `json:"reason"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &results); err != nil {
+		return fmt.Sprintf("not results (%v): %s", err, tailOf(out, 2000))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "summary %s", results.Summary)
+	listed := 0
+	for _, r := range results.Rows {
+		if r.Status == "compared" {
+			continue
+		}
+		if listed++; listed > 20 {
+			b.WriteString("\n  ...")
+			break
+		}
+		fmt.Fprintf(&b, "\n  %s: %s %s", r.ACID, r.Status, r.Reason)
 	}
 	return b.String()
 }
