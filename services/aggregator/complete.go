@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/tribunal-dev/tribunal/pkg/blob"
+	"github.com/tribunal-dev/tribunal/pkg/ctxtime"
 	"github.com/tribunal-dev/tribunal/pkg/events"
 	"github.com/tribunal-dev/tribunal/pkg/records"
 	"github.com/tribunal-dev/tribunal/pkg/rulebook"
@@ -64,18 +66,8 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 		}
 		return rulebook.CompletionEvents(h.Tenant, h.Batch, h.Completion), nil
 	}
-	fold := rulebook.NewFold(last.Tenant, last.Batch)
-	fold.KeepIndex()
-	// The judge figures are folded beside it, job by job: every call of an AC is in its
-	// job's record, and the figures hold counts only (collect.FiguresFold).
-	var figures collect.FiguresFold
-	if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error {
-		j.Memoize() // the fold and the judgments read the same decoded result
-		fold.Add(j)
-		figures.Add(collect.Judgments(j, trust.Lengths{}))
-		j.Forget()
-		return nil
-	}); err != nil {
+	fold, figures, err := s.foldFinal(ctx, last)
+	if err != nil {
 		return nil, err
 	}
 	// Each manifest is stored as it is encoded: a 1,000,000-AC manifest is over a GiB.
@@ -107,7 +99,7 @@ func (s *Service) complete(ctx context.Context, last *records.Job, attempt int) 
 	if final == nil || final.Completion == nil || final.Completion.By != last.ACID || final.Completion.Attempt != attempt {
 		return nil, nil
 	}
-	s.judged(ctx, last.Tenant, last.Batch, &figures, attempt)
+	s.judged(ctx, last.Tenant, last.Batch, figures, attempt)
 	sum := final.Completion.Summary
 	s.log.Info("batch complete", "tenant", last.Tenant, "batch", last.Batch, "attempt", attempt, "total", sum.Total,
 		"compared", sum.Compared, "blocked", sum.Blocked, "suggestions", sum.Suggestions, "exit_code", sum.ExitCode)
@@ -128,4 +120,60 @@ func (s *Service) putCompleted(ctx context.Context, tenant, batch string, c *rul
 		}
 	}
 	return nil
+}
+
+// completeReads is how many times the completion reads the batch's records before it
+// gives up on a read that shows a job still pending (the event is then redelivered and
+// the completion tried again).
+const completeReads = 8
+
+// completePause is the first pause between two reads, doubled each time up to 4 s
+// (tests shorten it).
+var completePause = 250 * time.Millisecond
+
+// foldFinal folds every job record of the batch, with the judge figures beside it, job by
+// job: every call of an AC is in its job's record, and the figures hold counts only
+// (collect.FiguresFold). Every job is marked done when the completion runs, so a record
+// read still pending is an old copy: a scan's consumer on a member that lags behind the
+// stream (a slowed link, a member catching up after a partition) reads that member's
+// store. Folding it would complete the batch with a job as pending, a schema violation
+// its rules never decided (TestClusterPartitions saw a 1,000-AC batch completed with 469
+// so), so the records are read again, after a pause that gives the member time, until
+// none is pending.
+func (s *Service) foldFinal(ctx context.Context, last *records.Job) (*rulebook.Fold, *collect.FiguresFold, error) {
+	pause := completePause
+	for read := 1; ; read++ {
+		fold := rulebook.NewFold(last.Tenant, last.Batch)
+		fold.KeepIndex()
+		var figures collect.FiguresFold
+		pending, first := 0, ""
+		if err := s.records.EachJob(ctx, last.Tenant, last.Batch, func(j *records.Job) error {
+			if j.Status == events.StatusPending || j.Status == "" {
+				if pending++; first == "" {
+					first = j.ACID
+				}
+				return nil
+			}
+			j.Memoize() // the fold and the judgments read the same decoded result
+			fold.Add(j)
+			figures.Add(collect.Judgments(j, trust.Lengths{}))
+			j.Forget()
+			return nil
+		}); err != nil {
+			return nil, nil, err
+		}
+		if pending == 0 {
+			return fold, &figures, nil
+		}
+		err := fmt.Errorf("complete %s: %d jobs read still pending (%s first) though every job is marked done: the records were read from a member behind the stream",
+			records.BatchKey(last.Tenant, last.Batch), pending, first)
+		if read == completeReads {
+			return nil, nil, err
+		}
+		s.log.Warn("the completion read records not yet current; reading again", "read", read, "err", err)
+		if err := ctxtime.Sleep(ctx, pause); err != nil {
+			return nil, nil, err
+		}
+		pause = min(2*pause, 4*time.Second)
+	}
 }
