@@ -134,9 +134,9 @@ var completePause = 250 * time.Millisecond
 // foldFinal folds every job record of the batch, with the judge figures beside it, job by
 // job: every call of an AC is in its job's record, and the figures hold counts only
 // (collect.FiguresFold). Every job is marked done when the completion runs, so a record
-// read still pending is an old copy: a scan's consumer on a member that lags behind the
-// stream (a slowed link, a member catching up after a partition) reads that member's
-// store. Folding it would complete the batch with a job as pending, a schema violation
+// read still pending is an old copy: most likely a scan's consumer placed on a member
+// that lags behind the stream (a slowed link, a member catching up after a partition)
+// reads that member's store. Folding it would complete the batch with a job as pending, a schema violation
 // its rules never decided (TestClusterPartitions saw a 1,000-AC batch completed with 469
 // so), so the records are read again, after a pause that gives the member time, until
 // none is pending.
