@@ -189,6 +189,12 @@ type HeldInput struct {
 	Link string `json:"link,omitempty"`
 	// ID is the event's id: an input is held once, however often it is delivered.
 	ID string `json:"id"`
+	// Seq and ChainSeqs are where the stream holds the event and its chain's events
+	// (rulebook.Input's), so the job it is released to keeps its positions whether the
+	// input waited or not: a record that kept 0 for them would point its audit nowhere
+	// and differ from the replay's, which the hold's race decides.
+	Seq       uint64   `json:"seq,omitempty"`
+	ChainSeqs []uint64 `json:"chain_seqs,omitempty"`
 }
 
 // Call is one judge call a job's verdict came from.

@@ -87,7 +87,8 @@ func Park(holder *records.Job, in Input) (next *records.Job, ok bool, err error)
 	next = holder.Clone()
 	// The input passed the origin check when it came in (Apply); held, it is not checked
 	// again.
-	next.Held = append(next.Held, records.HeldInput{Job: job, Event: data, Link: in.Link, ID: in.Event.ID})
+	next.Held = append(next.Held, records.HeldInput{Job: job, Event: data, Link: in.Link, ID: in.Event.ID,
+		Seq: in.Seq, ChainSeqs: in.ChainSeqs})
 	return next, true, nil
 }
 
@@ -104,7 +105,7 @@ func released(j *records.Job) ([]Input, error) {
 		if err != nil {
 			return nil, fmt.Errorf("job %s: held input %s does not decode: %w", j.Key(), h.ID, err)
 		}
-		out = append(out, Input{Event: ev, Link: h.Link})
+		out = append(out, Input{Event: ev, Link: h.Link, Seq: h.Seq, ChainSeqs: h.ChainSeqs})
 	}
 	return out, nil
 }

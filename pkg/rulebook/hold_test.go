@@ -3,6 +3,7 @@ package rulebook_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,22 +126,28 @@ func TestSpotcheckHoldsTheOtherViews(t *testing.T) {
 // is stamped no earlier than the answer, as a held one is, so the outputs are the same
 // whichever way the race went and a replay in stream order re-derives them.
 func TestHoldRaceStampsTheSame(t *testing.T) {
+	var positions [][]uint64
 	for _, held := range []bool{true, false} {
 		m := &rulebook.Memory{Documents: func(string, events.Blob) ([]byte, error) { return argus.DefaultRubricJSON(), nil }}
+		// Each input where a stream would hold it, so the record of B keeps positions.
+		seq := uint64(0)
+		at := func(i rulebook.Input) rulebook.Input { seq++; i.Seq = seq; return i }
 		for i, s := range []events.JobSpec{viewOf("A", "a", events.ModeInteractive), viewOf("B", "b", events.ModeInteractive)} {
-			if _, err := m.Apply(in(submit(s, i, 2))); err != nil {
+			if _, err := m.Apply(at(in(submit(s, i, 2)))); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := m.Apply(in(rubricVote(t, s.ACID, 0, true))); err != nil {
+			if _, err := m.Apply(at(in(rubricVote(t, s.ACID, 0, true)))); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := m.Apply(in(rubricVote(t, "A", 1, true))); err != nil {
+		if _, err := m.Apply(at(in(rubricVote(t, "A", 1, true)))); err != nil {
 			t.Fatal(err)
 		}
 		answer := spotcheckAt("A", t0.Add(time.Hour))
+		vote := in(rubricVote(t, "B", 1, true))
+		vote.Seq, answer.Seq = 40, 41
 		var out []events.Event
-		for _, i := range map[bool][]rulebook.Input{true: {in(rubricVote(t, "B", 1, true)), answer}, false: {answer, in(rubricVote(t, "B", 1, true))}}[held] {
+		for _, i := range map[bool][]rulebook.Input{true: {vote, answer}, false: {answer, vote}}[held] {
 			res, err := m.Apply(i)
 			if err != nil {
 				t.Fatal(err)
@@ -161,6 +168,15 @@ func TestHoldRaceStampsTheSame(t *testing.T) {
 				t.Fatalf("held %v: sign-off event at %s", held, p.SignedOffAt)
 			}
 		}
+		// A held input keeps where the stream holds it: B's record points its audit
+		// at the same messages whichever way the race went.
+		if len(b.Positions) != len(b.Inputs) || b.Positions[len(b.Positions)-1] != 40 {
+			t.Fatalf("held %v: B's positions %v for inputs %v", held, b.Positions, b.Inputs)
+		}
+		positions = append(positions, b.Positions)
+	}
+	if !slices.Equal(positions[0], positions[1]) {
+		t.Fatalf("B's positions held %v, not held %v", positions[0], positions[1])
 	}
 }
 
