@@ -22,7 +22,16 @@ const (
 	// scanIdle is how long the server keeps a scan's consumer nobody pulls from (a
 	// scan that died with its process): long enough for fn to work through a pull.
 	scanIdle = 2 * time.Minute
+	// scanPlacements is how many consumers a scan creates for one read before it takes
+	// one on a replica the stream leader reports current (placeScan): the server places
+	// each at random among the stream's members, so eight miss the leader of three
+	// members one time in 26.
+	scanPlacements = 8
 )
+
+// scanPlaced, when set (tests), is told where each scan's consumer reads and where the
+// stream leader is.
+var scanPlaced func(consumer, leader string)
 
 // errScanReset is why a scan's consumer is replaced: it went missing, or delivered with a
 // gap, or stopped delivering.
@@ -64,7 +73,7 @@ func scanStream(ctx context.Context, js jetstream.JetStream, bucket, keys string
 				return err
 			}
 		}
-		c, err := js.CreateConsumer(ctx, stream, cfg)
+		c, err := placeScan(ctx, js, stream, cfg)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -135,6 +144,55 @@ func scanConsumer(ctx context.Context, c jetstream.Consumer, prefix string, last
 		}
 		if n == 0 {
 			return false, fmt.Errorf("%w: nothing delivered after message %d", errScanReset, seq)
+		}
+	}
+}
+
+// placeScan creates a scan's consumer where it reads what the stream holds now: on the
+// stream's leader. An ephemeral consumer of one replica is placed at random among the
+// stream's members, and it reads its member's store: one that lags (a slowed link, a
+// member catching up after a partition) holds older records, and a batch's completion
+// read from it folded jobs as still pending though every one was decided
+// (TestClusterPartitions). A consumer elsewhere is deleted and created again; after
+// scanPlacements tries, one on a member the leader reports current, with nothing to
+// catch up, is taken.
+func placeScan(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	for try := 1; ; try++ {
+		c, err := js.CreateConsumer(ctx, stream, cfg)
+		if err != nil {
+			return nil, err
+		}
+		ci := c.CachedInfo()
+		if ci.Cluster == nil {
+			return c, nil // a standalone server, which names no member for a consumer
+		}
+		at := ci.Cluster.Leader
+		s, err := js.Stream(ctx, stream) // answered by the stream's leader
+		if err != nil {
+			deleteConsumer(ctx, js, stream, c)
+			return nil, fmt.Errorf("where the leader of %s is: %w", stream, err)
+		}
+		leader, current := "", false
+		if si := s.CachedInfo(); si.Cluster != nil {
+			leader = si.Cluster.Leader
+			for _, r := range si.Cluster.Replicas {
+				if r.Name == at && r.Current && r.Lag == 0 {
+					current = true
+				}
+			}
+		}
+		if scanPlaced != nil {
+			scanPlaced(at, leader)
+		}
+		if at != "" && (at == leader || try > scanPlacements && current) {
+			return c, nil
+		}
+		deleteConsumer(ctx, js, stream, c)
+		if try >= 2*scanPlacements {
+			return nil, fmt.Errorf("%d consumers on %s placed on %s, none on its leader %q or a current replica", try, stream, at, leader)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -1,0 +1,8 @@
+package records
+
+// SetScanPlaced sets the hook told where each scan's consumer reads and where the
+// stream's leader is, until the test's cleanup.
+func SetScanPlaced(cleanup func(func()), fn func(consumer, leader string)) {
+	scanPlaced = fn
+	cleanup(func() { scanPlaced = nil })
+}
