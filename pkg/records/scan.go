@@ -22,16 +22,14 @@ const (
 	// scanIdle is how long the server keeps a scan's consumer nobody pulls from (a
 	// scan that died with its process): long enough for fn to work through a pull.
 	scanIdle = 2 * time.Minute
-	// scanPlacements is how many consumers a scan creates for one read before it takes
-	// one on a replica the stream leader reports current (placeScan): the server places
-	// each at random among the stream's members, so eight miss the leader of three
-	// members one time in 26.
+	// scanPlacements is how many consumers placeScan creates before it gives up finding
+	// one on a member that is current.
 	scanPlacements = 8
 )
 
-// scanPlaced, when set (tests), is told where each scan's consumer reads and where the
-// stream leader is.
-var scanPlaced func(consumer, leader string)
+// scanPlaced, when set (tests), is told where each scan's consumer reads, where the
+// stream's leader is, and whether the consumer's member is current.
+var scanPlaced func(consumer, leader string, current bool)
 
 // errScanReset is why a scan's consumer is replaced: it went missing, or delivered with a
 // gap, or stopped delivering.
@@ -149,15 +147,16 @@ func scanConsumer(ctx context.Context, c jetstream.Consumer, prefix string, last
 }
 
 // placeScan creates a scan's consumer where it reads what the stream holds now: on the
-// stream's leader. An ephemeral consumer of one replica is placed at random among the
-// stream's members, and it reads its member's store: one that lags (a slowed link, a
-// member catching up after a partition) holds older records, and a batch's completion
-// read from it folded jobs as still pending though every one was decided
-// (TestClusterPartitions). A consumer elsewhere is deleted and created again; after
-// scanPlacements tries, one on a member the leader reports current, with nothing to
-// catch up, is taken.
+// stream's leader, or on a member the leader reports current with nothing to catch up.
+// An ephemeral consumer of one replica is placed at random among the stream's members
+// (in practice rarely on the leader), and it reads its member's store: one that lags (a
+// slowed link, a member catching up after a partition) holds older records, and a
+// batch's completion read from one folded jobs as still pending though every one was
+// decided (TestClusterPartitions). A consumer on a member that lags is deleted and
+// created again, up to scanPlacements times; the caller tries again later after that.
 func placeScan(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	for try := 1; ; try++ {
+	var at, leader string
+	for try := 1; try <= scanPlacements; try++ {
 		c, err := js.CreateConsumer(ctx, stream, cfg)
 		if err != nil {
 			return nil, err
@@ -166,15 +165,16 @@ func placeScan(ctx context.Context, js jetstream.JetStream, stream string, cfg j
 		if ci.Cluster == nil {
 			return c, nil // a standalone server, which names no member for a consumer
 		}
-		at := ci.Cluster.Leader
+		at = ci.Cluster.Leader
 		s, err := js.Stream(ctx, stream) // answered by the stream's leader
 		if err != nil {
 			deleteConsumer(ctx, js, stream, c)
 			return nil, fmt.Errorf("where the leader of %s is: %w", stream, err)
 		}
-		leader, current := "", false
+		current := false
 		if si := s.CachedInfo(); si.Cluster != nil {
 			leader = si.Cluster.Leader
+			current = at != "" && at == leader
 			for _, r := range si.Cluster.Replicas {
 				if r.Name == at && r.Current && r.Lag == 0 {
 					current = true
@@ -182,19 +182,17 @@ func placeScan(ctx context.Context, js jetstream.JetStream, stream string, cfg j
 			}
 		}
 		if scanPlaced != nil {
-			scanPlaced(at, leader)
+			scanPlaced(at, leader, current)
 		}
-		if at != "" && (at == leader || try > scanPlacements && current) {
+		if current {
 			return c, nil
 		}
 		deleteConsumer(ctx, js, stream, c)
-		if try >= 2*scanPlacements {
-			return nil, fmt.Errorf("%d consumers on %s placed on %s, none on its leader %q or a current replica", try, stream, at, leader)
-		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 	}
+	return nil, fmt.Errorf("%d consumers on %s placed on members behind its leader %q (the last on %q)", scanPlacements, stream, leader, at)
 }
 
 // kvOperationHeader marks a key-value delete or purge (its value is "DEL" or "PURGE"); a
