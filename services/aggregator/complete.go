@@ -134,12 +134,13 @@ var completePause = 250 * time.Millisecond
 // foldFinal folds every job record of the batch, with the judge figures beside it, job by
 // job: every call of an AC is in its job's record, and the figures hold counts only
 // (collect.FiguresFold). Every job is marked done when the completion runs, so a record
-// read still pending is an old copy: most likely a scan's consumer placed on a member
-// that lags behind the stream (a slowed link, a member catching up after a partition)
-// reads that member's store. Folding it would complete the batch with a job as pending, a schema violation
-// its rules never decided (TestClusterPartitions saw a 1,000-AC batch completed with 469
-// so), so the records are read again, after a pause that gives the member time, until
-// none is pending.
+// read still pending is an old copy, as a scan's consumer on a member that lags behind
+// the stream reads (a slowed link, a member catching up after a partition). The scan
+// reads on the leader or a member it reports current (records.Store.EachJob); this is
+// the check behind that. Folding such a record would complete the batch with a job as
+// pending, a schema violation its rules never decided (TestClusterPartitions saw a
+// 1,000-AC batch completed with 469 so), so the records are read again, after a pause
+// that gives the member time, until none is pending.
 func (s *Service) foldFinal(ctx context.Context, last *records.Job) (*rulebook.Fold, *collect.FiguresFold, error) {
 	pause := completePause
 	for read := 1; ; read++ {
