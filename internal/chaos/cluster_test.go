@@ -588,16 +588,16 @@ func TestClusterLeaderKill(t *testing.T) {
 //
 //	go test ./internal/chaos -run '^$' -bench ClusterBatch -benchtime 1x -count 3
 //
-// TRIBUNAL_CLUSTER_ACS sets the batch's size (2,000 without it), for the runs by hand at
+// TRIBUNAL_TEST_CLUSTER_ACS sets the batch's size (2,000 without it), for the runs by hand at
 // 100,000 and 1,000,000 ACs whose per-process peak RSS docs/benchmarks.md compares:
 //
-//	TRIBUNAL_CLUSTER_ACS=1000000 go test ./internal/chaos -run '^$' -bench 'ClusterBatch/R3-steady' -benchtime 1x -timeout 3h -v
+//	TRIBUNAL_TEST_CLUSTER_ACS=1000000 go test ./internal/chaos -run '^$' -bench 'ClusterBatch/R3-steady' -benchtime 1x -timeout 3h -v
 func BenchmarkClusterBatch(b *testing.B) {
 	n := 2000
-	if v := os.Getenv("TRIBUNAL_CLUSTER_ACS"); v != "" {
+	if v := os.Getenv("TRIBUNAL_TEST_CLUSTER_ACS"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			b.Fatalf("TRIBUNAL_CLUSTER_ACS=%q: want a positive number of ACs", v)
+			b.Fatalf("TRIBUNAL_TEST_CLUSTER_ACS=%q: want a positive number of ACs", v)
 		}
 	}
 	for _, c := range []struct {

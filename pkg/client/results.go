@@ -163,10 +163,9 @@ type fileChange struct {
 	job    string
 }
 
-// files collects the files a job's kind keeps beside the results (kind.Outputs): the seed
-// files of a rubric view, its sign-off and HE-1 candidate, as the seed keeps them under
-// .argus-runs/.
-func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job) error {
+// kindFiles are the files a job's kind keeps beside the results (kind.Outputs), none for
+// a kind that keeps none.
+func kindFiles(rec *records.Job) []kind.File {
 	k, err := registry.Lookup(rec.Spec.Kind)
 	if err != nil {
 		return nil
@@ -175,10 +174,17 @@ func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job)
 	if !ok {
 		return nil
 	}
-	for _, f := range out.Files(rec) {
+	return out.Files(rec)
+}
+
+// files collects the files a job's kind keeps beside the results (kind.Outputs): the seed
+// files of a rubric view, its sign-off and HE-1 candidate, as the seed keeps them under
+// .argus-runs/.
+func (r *Results) files(ctx context.Context, store blob.Store, acid string, files []kind.File) error {
+	for _, f := range files {
 		if f.Change != nil {
 			if f.Beside != "" {
-				r.changes = append(r.changes, fileChange{file: f.Beside, change: f.Change, job: rec.ACID})
+				r.changes = append(r.changes, fileChange{file: f.Beside, change: f.Change, job: acid})
 			}
 			continue
 		}
@@ -200,7 +206,7 @@ func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job)
 		case f.Blob != nil:
 			data, _, err := blob.ReadAll(ctx, store, blob.Ref{Tenant: r.Tenant, SHA256: f.Blob.SHA256})
 			if err != nil {
-				return fmt.Errorf("read %s of %s: %w", f.Path, rec.ACID, err)
+				return fmt.Errorf("read %s of %s: %w", f.Path, acid, err)
 			}
 			if r.Blobs == nil {
 				r.Blobs = map[string][]byte{}
@@ -209,7 +215,7 @@ func (r *Results) files(ctx context.Context, store blob.Store, rec *records.Job)
 		case f.Doc != nil:
 			data, err := json.MarshalIndent(f.Doc, "", "  ")
 			if err != nil {
-				return fmt.Errorf("encode %s of %s: %w", f.Path, rec.ACID, err)
+				return fmt.Errorf("encode %s of %s: %w", f.Path, acid, err)
 			}
 			if r.Blobs == nil {
 				r.Blobs = map[string][]byte{}
@@ -247,41 +253,14 @@ func LoadChecked(ctx context.Context, b bus.Buckets, store blob.Store, tenant, b
 	if h.Completion == nil {
 		return nil, fmt.Errorf("batch %s/%s: %w", tenant, batchID, ErrNotComplete)
 	}
-	recs, err := recStore.LoadJobs(ctx, tenant, batchID)
-	if err != nil {
-		return nil, err
-	}
+	res := &Results{Tenant: tenant, BatchID: batchID, Source: h.Source, Summary: h.Completion.Summary, Revised: h.Completion.Revised}
 	if check != nil {
-		if err := check(h, recs); err != nil {
-			return nil, fmt.Errorf("batch %s/%s: %w", tenant, batchID, err)
-		}
-	}
-	res := &Results{Tenant: tenant, BatchID: batchID, Source: h.Source, Summary: h.Completion.Summary, Revised: h.Completion.Revised, Cost: records.CostsOf(recs)}
-	if res.reviewed, err = reviewedCompletion(tenant, batchID, h.Completion, recs); err != nil {
-		return nil, err
-	}
-	if res.reviewed != nil {
-		res.Summary = res.reviewed.summary
-	}
-	judges := map[string]bool{}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
-	for _, r := range recs {
-		if err := res.files(ctx, store, r); err != nil {
+		if err := res.fromAll(ctx, recStore, store, h, check); err != nil {
 			return nil, err
 		}
-		// The row the console's index holds too (index.Of): the same cached mark.
-		row := index.Of(r).Row
-		for _, n := range strings.Split(row.Judge, ",") {
-			if n != "" {
-				judges[n] = true
-			}
-		}
-		res.Rows = append(res.Rows, row)
+	} else if err := res.fromEach(ctx, recStore, store, h); err != nil {
+		return nil, err
 	}
-	for j := range judges {
-		res.Judges = append(res.Judges, j)
-	}
-	sort.Strings(res.Judges)
 	for kind, ref := range h.Completion.Manifests {
 		if kind == events.KindAB {
 			continue
@@ -307,6 +286,103 @@ func LoadChecked(ctx context.Context, b bus.Buckets, store blob.Store, tenant, b
 		res.Manifest = &m
 	}
 	return res, nil
+}
+
+// fromAll builds the results from every job record of the batch held at once, as check
+// needs them (a rerun's, internal/rerun.Stands).
+func (r *Results) fromAll(ctx context.Context, recStore records.Store, store blob.Store, h *records.Batch, check func(*records.Batch, []*records.Job) error) error {
+	recs, err := recStore.LoadJobs(ctx, r.Tenant, r.BatchID)
+	if err != nil {
+		return err
+	}
+	if err := check(h, recs); err != nil {
+		return fmt.Errorf("batch %s/%s: %w", r.Tenant, r.BatchID, err)
+	}
+	r.Cost = records.CostsOf(recs)
+	if r.reviewed, err = reviewedCompletion(r.Tenant, r.BatchID, h.Completion, recs); err != nil {
+		return err
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Index < recs[j].Index })
+	judges := map[string]bool{}
+	for _, rec := range recs {
+		if err := r.files(ctx, store, rec.ACID, kindFiles(rec)); err != nil {
+			return err
+		}
+		r.addRow(judges, index.Of(rec).Row)
+	}
+	r.setJudges(judges)
+	return nil
+}
+
+// fromEach builds the results one job record at a time, holding a row for each and the
+// files its kind keeps beside the results, never the records: `tribunal watch` of a
+// 1,000,000-AC batch, which held every record at once, was killed by the kernel at 9 GiB
+// (docs/benchmarks.md). The records are read again only when a person's review decided
+// an outcome after the completion, to fold the completion again with it.
+func (r *Results) fromEach(ctx context.Context, recStore records.Store, store blob.Store, h *records.Batch) error {
+	type kept struct {
+		index int
+		acid  string
+		files []kind.File
+	}
+	type row struct {
+		index int
+		row   Row
+	}
+	var rows []row
+	var files []kept
+	stale := false
+	err := recStore.EachJob(ctx, r.Tenant, r.BatchID, func(rec *records.Job) error {
+		r.Cost.Add(rec)
+		stale = stale || reviewDecidedAfter(rec, h.Completion)
+		if fs := kindFiles(rec); len(fs) > 0 {
+			files = append(files, kept{rec.Index, rec.ACID, fs})
+		}
+		// The row the console's index holds too (index.Of): the same cached mark.
+		rows = append(rows, row{rec.Index, index.Of(rec).Row})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if stale {
+		if r.reviewed, err = refold(ctx, recStore, r.Tenant, r.BatchID, h.Completion); err != nil {
+			return err
+		}
+	}
+	// In the batch's order, as the results and the kinds' lists have always been.
+	sort.SliceStable(files, func(i, j int) bool { return files[i].index < files[j].index })
+	for _, f := range files {
+		if err := r.files(ctx, store, f.acid, f.files); err != nil {
+			return err
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].index < rows[j].index })
+	judges := map[string]bool{}
+	r.Rows = make([]Row, 0, len(rows))
+	for _, rw := range rows {
+		r.addRow(judges, rw.row)
+	}
+	r.setJudges(judges)
+	return nil
+}
+
+// addRow appends one row and notes its judges.
+func (r *Results) addRow(judges map[string]bool, row Row) {
+	for _, n := range strings.Split(row.Judge, ",") {
+		if n != "" {
+			judges[n] = true
+		}
+	}
+	r.Rows = append(r.Rows, row)
+}
+
+// setJudges lists the judges noted, sorted.
+func (r *Results) setJudges(judges map[string]bool) {
+	for j := range judges {
+		r.Judges = append(r.Judges, j)
+	}
+	sort.Strings(r.Judges)
 }
 
 // Write stores results.json and manifest.json under dir/<batch id>/ and returns that

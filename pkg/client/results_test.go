@@ -92,7 +92,7 @@ func TestWriteRubricFiles(t *testing.T) {
 	}
 	res := &Results{Tenant: "team-a", BatchID: "b1"}
 	for _, r := range recs {
-		if err := res.files(context.Background(), store, r); err != nil {
+		if err := res.files(context.Background(), store, r.ACID, kindFiles(r)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestWriteBesideTheFeature(t *testing.T) {
 	rec := &records.Job{ACID: "v1", Spec: events.JobSpec{Kind: events.KindRubric, KindPart: &rubricwire.Spec{Feature: "tasks", Target: "list", State: "populated",
 		Appearance: "light", Runs: "specs/tasks/.argus-runs"}}, Loop: st}
 	res := &Results{Tenant: "team-a", BatchID: "b1"}
-	if err := res.files(ctx, store, rec); err != nil {
+	if err := res.files(ctx, store, rec.ACID, kindFiles(rec)); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()

@@ -470,11 +470,7 @@ type reviewedFold struct {
 func reviewedCompletion(tenant, batchID string, c *records.Completion, recs []*records.Job) (*reviewedFold, error) {
 	stale := false
 	for _, j := range recs {
-		for _, r := range j.Reviews {
-			if r.Decides && j.DecidedBy == r.Event && (c.Revised == nil || j.DecidedAt.After(c.At)) {
-				stale = true
-			}
-		}
+		stale = stale || reviewDecidedAfter(j, c)
 	}
 	if !stale {
 		return nil, nil
@@ -483,6 +479,32 @@ func reviewedCompletion(tenant, batchID string, c *records.Completion, recs []*r
 	for _, j := range recs {
 		f.Add(j)
 	}
+	return reviewed(f, tenant, batchID, c)
+}
+
+// reviewDecidedAfter reports whether a person's review decided j's outcome after the
+// completion c was folded (so c is stale for it).
+func reviewDecidedAfter(j *records.Job, c *records.Completion) bool {
+	for _, r := range j.Reviews {
+		if r.Decides && j.DecidedBy == r.Event && (c.Revised == nil || j.DecidedAt.After(c.At)) {
+			return true
+		}
+	}
+	return false
+}
+
+// refold is reviewedCompletion for a batch whose records are read one at a time: the
+// completion folded again from them (rulebook.Fold spills what it holds).
+func refold(ctx context.Context, st records.Store, tenant, batchID string, c *records.Completion) (*reviewedFold, error) {
+	f := rulebook.NewFold(tenant, batchID)
+	if err := st.EachJob(ctx, tenant, batchID, func(j *records.Job) error { f.Add(j); return nil }); err != nil {
+		return nil, err
+	}
+	return reviewed(f, tenant, batchID, c)
+}
+
+// reviewed completes f as c's completion, with the reviews it folded.
+func reviewed(f *rulebook.Fold, tenant, batchID string, c *records.Completion) (*reviewedFold, error) {
 	done, err := f.Complete(c.By, c.Attempt)
 	if err != nil {
 		return nil, fmt.Errorf("batch %s/%s folded with its reviews: %w", tenant, batchID, err)
