@@ -156,7 +156,7 @@ func newServeCmd() *cobra.Command {
 	var webAllowPrivate bool
 	var consoleAddr, ingressAddr, tokensFile string
 	var quotas quotaFlags
-	var cpuProfile, spillDir string
+	var cpuProfile, peakHeapProfile, spillDir string
 	cmd := &cobra.Command{
 		Use:   "serve <renderer|gater|judge|aggregator|all|nats|console|ingress>",
 		Short: "Run a service as a long-lived process",
@@ -185,7 +185,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 		ValidArgs: []string{"renderer", "gater", "judge", "aggregator", "all", "nats", "console", "ingress"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			stopProfile, err := startProfiles(cpuProfile, "")
+			stopProfile, err := startProfiles(cpuProfile, peakHeapProfile)
 			defer stopProfile() // written on SIGTERM, when the service returns
 			if err != nil {
 				return exitError{2, err}
@@ -262,6 +262,7 @@ Every flag can also be set through the TRIBUNAL_* environment variable named in 
 	fs.StringSliceVar(&cluster.Routes, "routes", nil, "nats: cluster addresses of the members, nats://host:6222, comma separated; every member may get the same list")
 	fs.StringVar(&spillDir, "spill-dir", "", "aggregator: folder of the spill files a large batch's completion writes its rows to (pkg/spillsort; default the OS temp dir, which in a container is often a tmpfs, memory): put it on disk")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process here when it stops on SIGTERM (go tool pprof)")
+	fs.StringVar(&peakHeapProfile, "peak-heapprofile", "", "write a heap profile of this process here each time its in-use heap reaches a new high (go tool pprof): where a long batch's peak goes")
 	fs.DurationVar(&conn.dupWindow, "duplicate-window", bus.DefaultDuplicateWindow, "how long the stream remembers event ids to drop the copies a redelivered handler, a resumed submission or a failover publishes (the server holds each id of the window in memory, about 0.6 KB per AC; at most --retention when that is set); an existing stream is updated to it")
 	fs.IntVar(&conn.replicas, "replicas", 1, "copies of the event stream, its consumers and the key-value state on a JetStream cluster: 3 on a three-node cluster survives losing a node; an existing deployment is scaled to it")
 	return cmd

@@ -260,16 +260,19 @@ const (
 )
 
 // profileDir, from TRIBUNAL_CLUSTER_PROFILES, makes the steady runs of the cluster
-// benchmark write a CPU profile of every process there, <topology>-<process>.pprof: the
-// services' cover the batch, the servers' the batch and its audit.
+// benchmark write a CPU profile of every process there, <topology>-<process>.pprof, and
+// a heap profile at its in-use peak, <topology>-<process>.heap: the services' cover the
+// batch, the servers' the batch and its audit.
 var profileDir = os.Getenv("TRIBUNAL_CLUSTER_PROFILES")
 
-// profile gives p a --cpuprofile in profileDir when profiling is asked for.
+// profile gives p a --cpuprofile and a --peak-heapprofile in profileDir when profiling
+// is asked for.
 func profile(p *proc, topo topology, f fault) {
 	if profileDir == "" || f != noFault {
 		return
 	}
-	p.args = append(p.args, "--cpuprofile", filepath.Join(profileDir, topo.String()+"-"+strings.ReplaceAll(p.name, " ", "-")+".pprof"))
+	base := filepath.Join(profileDir, topo.String()+"-"+strings.ReplaceAll(p.name, " ", "-"))
+	p.args = append(p.args, "--cpuprofile", base+".pprof", "--peak-heapprofile", base+".heap")
 }
 
 // runClusterBatch runs an n-AC batch through services processes on topo (for R3, a
