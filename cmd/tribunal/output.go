@@ -66,7 +66,7 @@ func (p *progressReporter) report(pr client.Progress) {
 // printResults writes the results table and summary, or JSON.
 func printResults(w io.Writer, res *client.Results, outDir string, asJSON bool) error {
 	if asJSON {
-		return writeJSON(w, res)
+		return res.WriteJSON(w) // a row at a time: a large batch's whole encoding is never held
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AC\tKIND\tSTATUS\tRESULT\tCONF\tTAG\tJUDGE\tCOST\tNOTE")
