@@ -7,6 +7,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+
+	"github.com/tribunal-dev/tribunal/pkg/spillsort"
 )
 
 // ChunkSize is how many entries a chunk of a stored index holds: a page of the console's
@@ -17,51 +21,62 @@ const ChunkSize = 512
 // count and byte size (the directory), then the chunks, each a v4 index of its entries
 // (its own string table) gzip-compressed on its own. Entries are in batch order.
 
-// writeChunked writes the entries each hands over (in batch order, each with the
-// strings of table) as a chunked index.
-func writeChunked(w io.Writer, n int, table []string, each func(func([]byte) error) error) error {
-	var chunks bytes.Buffer
+// writeChunked writes the entries each hands over (in batch order, each encoded with its
+// strings inline) as a chunked index. The chunks are compressed into a temporary file
+// while the directory, which precedes them, is counted, so what is held is one chunk
+// and one compressor, not the stored index: about 32 MB at 1,000,000 entries, and a
+// compressor per chunk before this.
+func writeChunked(w io.Writer, n int, each func(func([]byte) error) error) error {
+	chunks, done, err := chunkFile()
+	if err != nil {
+		return err
+	}
+	defer done()
+	cw := &countingWriter{w: chunks}
 	var dir []byte
 	ce := newEncoder()
-	var body [][]byte
+	var zw *gzip.Writer
 	count := 0
+	d := &decoder{slab: slabSize, inline: true, seen: map[string]string{}}
 	flush := func() error {
 		if count == 0 {
 			return nil
 		}
-		start := chunks.Len()
-		zw := gzip.NewWriter(&chunks)
-		i := 0
-		if err := ce.writeTo(zw, count, func(fn func([]byte) error) error {
-			for ; i < len(body); i++ {
-				if err := fn(body[i]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
+		start := cw.n
+		if zw == nil {
+			zw = gzip.NewWriter(cw)
+		} else {
+			zw.Reset(cw)
+		}
+		if err := ce.writeTo(zw, count, func(fn func([]byte) error) error { return fn(ce.body.Bytes()) }); err != nil {
 			return err
 		}
 		if err := zw.Close(); err != nil {
 			return err
 		}
 		dir = binary.AppendUvarint(dir, uint64(count))
-		dir = binary.AppendUvarint(dir, uint64(chunks.Len()-start))
-		ce, body, count = newEncoder(), body[:0], 0
+		dir = binary.AppendUvarint(dir, uint64(cw.n-start))
+		// The next chunk's strings are its own: what this one interned is let go.
+		ce.body.Reset()
+		clear(ce.strings)
+		ce.strings[""] = 0
+		ce.table = ce.table[:1]
+		clear(d.seen)
+		count = 0
 		return nil
 	}
-	d := &decoder{table: table, slab: slabSize}
 	var e Entry
 	if err := each(func(enc []byte) error {
 		d.data, d.pos = enc, 0
 		e = Entry{}
 		d.entry(&e)
+		if d.err == nil && d.pos != len(enc) {
+			d.fail("bytes after the entry")
+		}
 		if d.err != nil {
 			return fmt.Errorf("a spilled entry: %w", d.err)
 		}
-		ce.body.Reset()
 		ce.entry(&e)
-		body = append(body, bytes.Clone(ce.body.Bytes()))
 		count++
 		if count == ChunkSize {
 			return flush()
@@ -79,8 +94,61 @@ func writeChunked(w io.Writer, n int, table []string, each func(func([]byte) err
 	bw.Write(tmp[:binary.PutUvarint(tmp[:], uint64(n))])
 	bw.Write(tmp[:binary.PutUvarint(tmp[:], uint64((n+ChunkSize-1)/ChunkSize))])
 	bw.Write(dir)
-	bw.Write(chunks.Bytes())
-	return bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if _, err := chunks.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("rewind the chunks: %w", err)
+	}
+	if _, err := io.Copy(w, chunks); err != nil {
+		return fmt.Errorf("copy the chunks: %w", err)
+	}
+	return nil
+}
+
+// chunkFile is where writeChunked compresses the chunks: a temporary file in the spill
+// directory (spillsort.DefaultDir), or memory, said in the log, where none can be made.
+func chunkFile() (io.ReadWriteSeeker, func(), error) {
+	f, err := os.CreateTemp(spillsort.DefaultDir, "tribunal-index-*")
+	if err != nil {
+		slog.Warn("index: no temporary file for the chunks, holding them in memory", "dir", spillsort.DefaultDir, "err", err)
+		return &memFile{}, func() {}, nil
+	}
+	return f, func() {
+		f.Close()
+		os.Remove(f.Name())
+	}, nil
+}
+
+// memFile is a growing buffer read back from its start (chunkFile's fallback).
+type memFile struct {
+	buf bytes.Buffer
+	rd  *bytes.Reader
+}
+
+func (m *memFile) Write(p []byte) (int, error) { return m.buf.Write(p) }
+
+func (m *memFile) Read(p []byte) (int, error) {
+	if m.rd == nil {
+		return 0, io.EOF
+	}
+	return m.rd.Read(p)
+}
+
+func (m *memFile) Seek(off int64, whence int) (int64, error) {
+	m.rd = bytes.NewReader(m.buf.Bytes())
+	return m.rd.Seek(off, whence)
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	k, err := c.w.Write(p)
+	c.n += int64(k)
+	return k, err
 }
 
 // Reader reads a stored index a chunk at a time: a page of entries reads and decodes the

@@ -2,8 +2,12 @@ package index
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/tribunal-dev/tribunal/pkg/kind"
@@ -78,6 +82,83 @@ func BenchmarkPage(b *testing.B) {
 		}
 		if _, err := r.Page(50_000, 50_100); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestBuilderHoldsNoStrings: a builder's entries are spilled with their strings inline,
+// so 200,000 entries, each with its own AC id and criterion (about 26 MB of strings),
+// leave the builder holding its sorter's buffer (8 MiB) and not the strings; they
+// interned into one table for the batch before (140 MB at 1,000,000 in the cluster's
+// aggregator). The index written is the one each chunk's own encoder makes.
+func TestBuilderHoldsNoStrings(t *testing.T) {
+	const n = 200_000
+	criterion := func(i int) string { return fmt.Sprintf("criterion %d: %0100d", i, i) }
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	b := NewBuilder()
+	defer b.Close()
+	for i := range n {
+		b.Add(Entry{Index: n - 1 - i, Criterion: criterion(n - 1 - i), Row: kind.Row{ACID: fmt.Sprintf("AC-%d", n-1-i), Kind: "ab", Status: "compared"}})
+	}
+	held := int64(heap()) - int64(before)
+	if held > 12<<20 {
+		t.Fatalf("the builder holds %d bytes after %d entries with their own strings, want at most 12 MiB", held, n)
+	}
+	t.Logf("%d entries: the builder holds %d bytes", n, held)
+
+	var out bytes.Buffer
+	if err := b.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(bytes.NewReader(out.Bytes()), int64(out.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range r.chunks {
+		ch := &r.chunks[c]
+		zr, err := gzip.NewReader(io.NewSectionReader(r.r, ch.off, ch.size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The chunk as its own encoder writes it, entry by entry.
+		e := newEncoder()
+		for i := ch.first; i < ch.first+ch.n; i++ {
+			e.entry(&Entry{Index: i, Criterion: criterion(i), Row: kind.Row{ACID: fmt.Sprintf("AC-%d", i), Kind: "ab", Status: "compared"}})
+		}
+		var want bytes.Buffer
+		if err := e.writeTo(&want, ch.n, func(fn func([]byte) error) error { return fn(e.body.Bytes()) }); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("chunk %d (entries %d-%d) is not the one its encoder writes", c, ch.first, ch.first+ch.n-1)
+		}
+	}
+}
+
+// TestSpilledEntryCorrupt: a spilled entry whose inline string runs past its end, or
+// with bytes after it, fails the write with a reason; it does not read past its bytes.
+func TestSpilledEntryCorrupt(t *testing.T) {
+	t.Parallel()
+	e := &encoder{inline: true}
+	e.entry(&Entry{Index: 1, Row: kind.Row{ACID: "AC-1"}})
+	good := bytes.Clone(e.body.Bytes())
+	for name, enc := range map[string][]byte{
+		"string past the end": good[:3],
+		"bytes after":         append(bytes.Clone(good), 7),
+	} {
+		err := writeChunked(io.Discard, 1, func(fn func([]byte) error) error { return fn(enc) })
+		if err == nil || !strings.Contains(err.Error(), "a spilled entry") {
+			t.Errorf("%s: %v, want the spilled entry named", name, err)
 		}
 	}
 }

@@ -33,10 +33,13 @@ var magic, magicV3, magicV2 = []byte("TRIBIDX4"), []byte("TRIBIDX3"), []byte("TR
 // table reads the chunks it shows and not the rest.
 var magicV5 = []byte("TRIBIDX5")
 
-// encoder writes entries' fields into one buffer and interns their strings.
+// encoder writes entries' fields into one buffer and interns their strings, or, inline,
+// writes each string where it is used (a Builder's spilled entries: interning them would
+// keep every AC id and criterion of the batch in one table until the index is written).
 type encoder struct {
 	strings map[string]uint64
 	table   []string
+	inline  bool
 	body    bytes.Buffer
 	tmp     [binary.MaxVarintLen64]byte
 }
@@ -56,6 +59,11 @@ func (e *encoder) int(v int64) {
 }
 
 func (e *encoder) str(s string) {
+	if e.inline {
+		e.uint(uint64(len(s)))
+		e.body.WriteString(s)
+		return
+	}
 	i, ok := e.strings[s]
 	if !ok {
 		i = uint64(len(e.table))
@@ -221,6 +229,10 @@ type decoder struct {
 	v2, v3 bool
 	// slab is how many values a slab holds (slabSize, or fewer for a small index).
 	slab int
+	// inline reads strings written where they are used (encoder.inline), each made once
+	// per distinct value held in seen.
+	inline bool
+	seen   map[string]string
 }
 
 // repeatsJSON is how an entry keeps its row's trials, ladder and doubts.
@@ -278,6 +290,22 @@ func (d *decoder) byte() byte {
 }
 
 func (d *decoder) str() string {
+	if d.inline {
+		l := d.uint()
+		if l > uint64(len(d.data)-d.pos) {
+			d.fail("string longer than the entry")
+			d.pos = len(d.data)
+			return ""
+		}
+		b := d.data[d.pos : d.pos+int(l)]
+		d.pos += int(l)
+		s, ok := d.seen[string(b)]
+		if !ok {
+			s = string(b)
+			d.seen[s] = s
+		}
+		return s
+	}
 	i := d.uint()
 	if i >= uint64(len(d.table)) {
 		d.fail("string index out of range")

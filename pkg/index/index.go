@@ -49,10 +49,11 @@ func Of(j *records.Job) Entry {
 	return Entry{Row: row, Index: j.Index, Criterion: j.Spec.Criterion, Calls: j.Calls}
 }
 
-// Builder writes an index one entry at a time. It holds the strings the entries share;
-// each entry's encoding is written out as it is added (pkg/spillsort, in $TMPDIR) and
-// sorted into batch order when the index is written, so a 1,000,000-job index is not
-// held whole, decoded or encoded.
+// Builder writes an index one entry at a time. Each entry's encoding, its strings
+// inline, is written out as it is added (pkg/spillsort, in $TMPDIR) and sorted into
+// batch order when the index is written, a chunk's string table built as the chunk is,
+// so a 1,000,000-job index is not held whole, decoded, encoded or interned: the builder
+// holds the sorter's buffer and no string of the batch.
 type Builder struct {
 	enc  *encoder
 	rows *spillsort.Sorter
@@ -61,11 +62,10 @@ type Builder struct {
 }
 
 // NewBuilder starts an index.
-func NewBuilder() *Builder { return &Builder{enc: newEncoder(), rows: spillsort.New(nil)} }
+func NewBuilder() *Builder { return &Builder{enc: &encoder{inline: true}, rows: spillsort.New(nil)} }
 
 // Add appends an entry.
 func (b *Builder) Add(e Entry) {
-	// Encoded against the strings of every entry so far, read back with them.
 	b.enc.body.Reset()
 	b.enc.entry(&e)
 	b.key = spillsort.IntKey(b.key[:0], e.Index)
@@ -88,7 +88,7 @@ func (b *Builder) Bytes() ([]byte, error) {
 // Write finishes the index and writes its stored form to w: chunks of entries in batch
 // order (chunk.go). The builder can write it again, or take more entries.
 func (b *Builder) Write(w io.Writer) error {
-	err := writeChunked(w, b.n, b.enc.table, func(fn func([]byte) error) error {
+	err := writeChunked(w, b.n, func(fn func([]byte) error) error {
 		return b.rows.Each(func(_, body []byte) error { return fn(body) })
 	})
 	if err != nil {
