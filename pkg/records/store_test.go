@@ -2,6 +2,7 @@ package records_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -396,4 +398,71 @@ func TestEachJobRecoversFromASequenceGap(t *testing.T) {
 	if left := scanConsumers(t, b.JS); len(left) > 0 {
 		t.Fatalf("consumers left behind: %v", left)
 	}
+}
+
+// EachJob reads every record of a batch while they are rewritten under it, as a batch's
+// records are while the aggregator records reviews, late verdicts and costs: each read
+// hands every job at least once, whatever was rewritten before, during or after the
+// consumer was made (a read that missed one drew a review queue without it).
+func TestEachJobWhileRecordsAreRewritten(t *testing.T) {
+	t.Parallel()
+	b := natstest.Buckets(t, bus.Config{})
+	st := records.New(b)
+	ctx := t.Context()
+	const n = 50
+	for i := range n {
+		if _, err := st.CreateJob(ctx, &records.Job{Tenant: "t", Batch: "b", ACID: "AC-" + strconv.Itoa(i), Index: i, BatchSize: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for k := 0; ; k++ {
+			// A rewrite every millisecond or so, in bursts of five, as reviews and
+			// late writes come: often enough to land in every read, and with gaps a
+			// read's last consumer can be made in.
+			wait := time.Duration(0)
+			if k%5 == 4 {
+				wait = 5 * time.Millisecond
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(wait):
+			}
+			i := k % n
+			j := &records.Job{Tenant: "t", Batch: "b", ACID: "AC-" + strconv.Itoa(i), Index: i, BatchSize: n, BlockReason: "rewrite " + strconv.Itoa(k)}
+			data, err := json.Marshal(j)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := b.Jobs.Put(ctx, records.JobKey("t", "b", j.ACID), data); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for read := range 300 {
+		seen := map[int]bool{}
+		if err := st.EachJob(ctx, "t", "b", func(j *records.Job) error { seen[j.Index] = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) != n {
+			var missed []int
+			for i := range n {
+				if !seen[i] {
+					missed = append(missed, i)
+				}
+			}
+			close(stop)
+			wg.Wait()
+			t.Fatalf("read %d: %d jobs of %d, missed %v", read, len(seen), n, missed)
+		}
+	}
+	close(stop)
+	wg.Wait()
 }
