@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,7 +103,9 @@ func (s Store) PutJob(ctx context.Context, j *Job, rev uint64) error {
 // order, without holding them all. On JetStream it reads the jobs bucket's stream with a
 // pull consumer of its own (scanStream), which knows when it has seen every record; a
 // watch's "initial values done" can come early after its ordered consumer is reset, and
-// a batch's completion or its audit then read fewer jobs without a word.
+// a batch's completion or its audit then read fewer jobs without a word. Each job comes
+// once: a record rewritten while it is read (a review, a late cost) comes in the
+// version read first (handed).
 func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) error) error {
 	prefix := BatchPrefix(tenant, batch)
 	scan := func(ctx context.Context, emit func(key string, value []byte) bool) error {
@@ -143,11 +147,15 @@ func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) 
 				return false
 			}
 		}
+		var seen handed
 		err := scan(ctx, func(key string, value []byte) bool {
 			j, err := DecodeJob(value)
 			if err != nil {
 				send(decoded{err: fmt.Errorf("job %s: %w", key, err)})
 				return false
+			}
+			if !seen.first(key, j.Index) {
+				return true // a record rewritten while read, handed already
 			}
 			return send(decoded{j: j})
 		})
@@ -165,6 +173,46 @@ func (s Store) EachJob(ctx context.Context, tenant, batch string, fn func(*Job) 
 		}
 	}
 	return nil // not reached: the scan ends with an end
+}
+
+// handed is which records a read handed on: a record rewritten while the read goes comes
+// again (scanStream), and fn, a batch's completion among them, takes each job once.
+// Records are known by a 31-bit hash of their key at the job's index, 4 bytes a job, so
+// two records of one index under different keys (a corrupt record) are both handed on
+// for the reader to see, unless their hashes collide (one in two billion).
+type handed struct {
+	at    []uint32
+	other map[string]bool
+}
+
+// handedIndexes bounds the indexes handed keeps in its slice; a record beyond it is
+// kept by key.
+const handedIndexes = 1 << 24
+
+// first says whether the record of key at index is new to the read, and marks it.
+func (h *handed) first(key string, index int) bool {
+	if index < 0 || index >= handedIndexes {
+		if h.other == nil {
+			h.other = map[string]bool{}
+		}
+		if h.other[key] {
+			return false
+		}
+		h.other[key] = true
+		return true
+	}
+	sum := crc32.ChecksumIEEE([]byte(key)) | 1 // 0 is "none yet"
+	if index >= len(h.at) {
+		h.at = slices.Grow(h.at, index+1-len(h.at))[:max(index+1, cap(h.at))]
+	}
+	switch h.at[index] {
+	case 0:
+		h.at[index] = sum
+		return true
+	case sum:
+		return false
+	}
+	return h.first(key, -1) // another key at this index: kept by key
 }
 
 // scanWatch hands emit the current value of every key matching keys, through a watch:

@@ -402,8 +402,9 @@ func TestEachJobRecoversFromASequenceGap(t *testing.T) {
 
 // EachJob reads every record of a batch while they are rewritten under it, as a batch's
 // records are while the aggregator records reviews, late verdicts and costs: each read
-// hands every job at least once, whatever was rewritten before, during or after the
-// consumer was made (a read that missed one drew a review queue without it).
+// hands every job exactly once, whatever was rewritten before, during or after the
+// consumer was made (a read that missed one drew a review queue without it, and a
+// completion that folded one twice would count it twice).
 func TestEachJobWhileRecordsAreRewritten(t *testing.T) {
 	t.Parallel()
 	b := natstest.Buckets(t, bus.Config{})
@@ -448,7 +449,13 @@ func TestEachJobWhileRecordsAreRewritten(t *testing.T) {
 	}()
 	for read := range 300 {
 		seen := map[int]bool{}
-		if err := st.EachJob(ctx, "t", "b", func(j *records.Job) error { seen[j.Index] = true; return nil }); err != nil {
+		if err := st.EachJob(ctx, "t", "b", func(j *records.Job) error {
+			if seen[j.Index] {
+				t.Errorf("read %d: %s handed twice", read, j.ACID)
+			}
+			seen[j.Index] = true
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if len(seen) != n {
