@@ -143,9 +143,13 @@ func startCluster(t testing.TB, n int) (*Cluster, error) {
 	}
 	c := &Cluster{Servers: make([]*server.Server, n)}
 	errs := make(chan error, n)
+	// Every member's options are made before any starts: a goroutine reads its own while
+	// the slice would otherwise still grow.
 	for i := range n {
 		c.opts = append(c.opts, natsserver.Options{StoreDir: t.TempDir(), Listen: clients[i],
 			ServerName: fmt.Sprintf("n%d", i+1), ClusterListen: clusterAddrs[i], Routes: routes})
+	}
+	for i := range n {
 		go func() {
 			ns, err := natsserver.Start(c.opts[i])
 			c.Servers[i] = ns
